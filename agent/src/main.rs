@@ -1,0 +1,5 @@
+//! The `cepheus` binary.
+
+fn main() {
+    println!("cepheus");
+}

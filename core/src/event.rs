@@ -1,0 +1,492 @@
+//! The event model: what every input (syslog line, flow) becomes before the rules see it.
+//!
+//! An event has an event time (the stamp its source wrote), an arrival time (when cepheus
+//! received it), a source kind and typed fields. The fields that rules may name are defined once,
+//! here, in [`Field`]: their names, types, sources and meaning. Structured data (`sd.<id>.<param>`)
+//! and regex captures are open-ended and carried as [`FieldKey::Named`].
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::time::{Duration, Timestamp};
+
+/// Where an event came from; rule conditions test it with the bare words `syslog` and `flow`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// A syslog message (RFC 3164 or 5424), from a socket, a file or a capture.
+    Syslog,
+    /// A flow event produced by the flow table from packets.
+    Flow,
+}
+
+impl Source {
+    /// The keyword for this source in rule conditions and JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Source::Syslog => "syslog",
+            Source::Flow => "flow",
+        }
+    }
+}
+
+/// The type of a field or of an expression in a condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueType {
+    /// UTF-8 text.
+    Str,
+    /// A signed 64-bit integer.
+    Int,
+    /// A 64-bit float.
+    Float,
+    /// true or false.
+    Bool,
+    /// An IPv4 or IPv6 address.
+    Ip,
+    /// An instant.
+    Time,
+    /// A length of time.
+    Duration,
+}
+
+impl ValueType {
+    /// The name used in diagnostics.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ValueType::Str => "string",
+            ValueType::Int => "integer",
+            ValueType::Float => "float",
+            ValueType::Bool => "bool",
+            ValueType::Ip => "IP address",
+            ValueType::Time => "timestamp",
+            ValueType::Duration => "duration",
+        }
+    }
+
+    /// Integers and floats mix in arithmetic and comparisons.
+    pub const fn is_numeric(self) -> bool {
+        matches!(self, ValueType::Int | ValueType::Float)
+    }
+}
+
+impl fmt::Display for ValueType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A typed field value.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "t", content = "v", rename_all = "lowercase")]
+pub enum Value {
+    /// Text; shared so group keys and copies are cheap.
+    Str(Arc<str>),
+    /// Integer.
+    Int(i64),
+    /// Float.
+    Float(f64),
+    /// Boolean.
+    Bool(bool),
+    /// IP address.
+    Ip(IpAddr),
+    /// Instant.
+    Time(Timestamp),
+    /// Length of time.
+    Duration(Duration),
+}
+
+impl Value {
+    /// The type of this value.
+    pub const fn ty(&self) -> ValueType {
+        match self {
+            Value::Str(_) => ValueType::Str,
+            Value::Int(_) => ValueType::Int,
+            Value::Float(_) => ValueType::Float,
+            Value::Bool(_) => ValueType::Bool,
+            Value::Ip(_) => ValueType::Ip,
+            Value::Time(_) => ValueType::Time,
+            Value::Duration(_) => ValueType::Duration,
+        }
+    }
+
+    /// A string value.
+    pub fn str(s: &str) -> Self {
+        Value::Str(Arc::from(s))
+    }
+
+    /// The text if this is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Parses `text` as a value of type `ty` (expect files, JSON events, CLI input).
+    pub fn parse_as(ty: ValueType, text: &str) -> Option<Value> {
+        let t = text.trim();
+        Some(match ty {
+            ValueType::Str => Value::str(t),
+            ValueType::Int => Value::Int(t.parse().ok()?),
+            ValueType::Float => Value::Float(t.parse().ok()?),
+            ValueType::Bool => Value::Bool(t.parse().ok()?),
+            ValueType::Ip => Value::Ip(t.parse().ok()?),
+            ValueType::Time => Value::Time(Timestamp::parse_rfc3339(t)?),
+            ValueType::Duration => Value::Duration(Duration::parse(t).ok()?),
+        })
+    }
+
+    /// This value as plain JSON (strings, numbers, bools; IPs, times and durations as text).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Value::Str(s) => serde_json::Value::String(s.to_string()),
+            Value::Int(i) => serde_json::Value::from(*i),
+            Value::Float(x) => serde_json::Number::from_f64(*x)
+                .map(serde_json::Value::Number)
+                .unwrap_or(serde_json::Value::Null),
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::Ip(ip) => serde_json::Value::String(ip.to_string()),
+            Value::Time(t) => serde_json::Value::String(t.to_rfc3339()),
+            Value::Duration(d) => serde_json::Value::String(d.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Str(s) => f.write_str(s),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x}"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Ip(ip) => write!(f, "{ip}"),
+            Value::Time(t) => write!(f, "{t}"),
+            Value::Duration(d) => write!(f, "{d}"),
+        }
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Value::Str(a), Value::Str(b)) => a == b,
+            (Value::Int(a), Value::Int(b)) => a == b,
+            (Value::Float(a), Value::Float(b)) => a.to_bits() == b.to_bits(),
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::Ip(a), Value::Ip(b)) => a == b,
+            (Value::Time(a), Value::Time(b)) => a == b,
+            (Value::Duration(a), Value::Duration(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Value {}
+
+impl Hash for Value {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self).hash(state);
+        match self {
+            Value::Str(s) => s.hash(state),
+            Value::Int(i) => i.hash(state),
+            Value::Float(x) => x.to_bits().hash(state),
+            Value::Bool(b) => b.hash(state),
+            Value::Ip(ip) => ip.hash(state),
+            Value::Time(t) => t.hash(state),
+            Value::Duration(d) => d.hash(state),
+        }
+    }
+}
+
+impl PartialOrd for Value {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Value {
+    /// A total order (values of different types order by type) so group keys sort
+    /// deterministically in output and checkpoints.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self, other) {
+            (Value::Str(a), Value::Str(b)) => a.cmp(b),
+            (Value::Int(a), Value::Int(b)) => a.cmp(b),
+            (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
+            (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+            (Value::Ip(a), Value::Ip(b)) => a.cmp(b),
+            (Value::Time(a), Value::Time(b)) => a.cmp(b),
+            (Value::Duration(a), Value::Duration(b)) => a.cmp(b),
+            _ => {
+                let rank = |v: &Value| v.ty() as u8;
+                rank(self).cmp(&rank(other)).then(Ordering::Equal)
+            }
+        }
+    }
+}
+
+macro_rules! fields {
+    ($( $(#[doc = $doc:literal])* $variant:ident = $name:literal : $ty:ident, [$($src:ident),*] ; )*) => {
+        /// Every field that rules can name, flows included: the one place they are defined.
+        ///
+        /// Structured data (`sd.<id>.<param>`, strings, syslog only) and regex captures are not
+        /// listed: they are [`FieldKey::Named`].
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum Field {
+            $( $(#[doc = $doc])* $variant, )*
+        }
+
+        impl Field {
+            /// All fields, in documentation order.
+            pub const ALL: &'static [Field] = &[$(Field::$variant),*];
+
+            /// The name rules use.
+            pub const fn name(self) -> &'static str {
+                match self { $(Field::$variant => $name,)* }
+            }
+
+            /// The type of the field's values.
+            pub const fn ty(self) -> ValueType {
+                match self { $(Field::$variant => ValueType::$ty,)* }
+            }
+
+            /// The sources whose events carry this field.
+            pub const fn sources(self) -> &'static [Source] {
+                match self { $(Field::$variant => &[$(Source::$src),*],)* }
+            }
+
+            /// One line saying what the field holds (for docs and `--help`).
+            pub fn doc(self) -> &'static str {
+                match self { $(Field::$variant => concat!($($doc),*).trim_start(),)* }
+            }
+
+            /// Looks a field up by the name rules use.
+            pub fn from_name(name: &str) -> Option<Field> {
+                match name { $($name => Some(Field::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+fields! {
+    /// Event time: the stamp written by the source (syslog header, first packet of a flow).
+    Time = "time": Time, [Syslog, Flow];
+    /// syslog: the hostname in the message header.
+    Host = "host": Str, [Syslog];
+    /// syslog: the IP address of the socket peer (or capture sender) that delivered the message.
+    Peer = "peer": Ip, [Syslog];
+    /// syslog: the application name (RFC 3164 tag, RFC 5424 APP-NAME), e.g. `sshd`.
+    App = "app": Str, [Syslog];
+    /// syslog: the process id as written (may be non-numeric).
+    Procid = "procid": Str, [Syslog];
+    /// syslog: the RFC 5424 MSGID.
+    Msgid = "msgid": Str, [Syslog];
+    /// syslog: the facility number, 0 (kern) to 23 (local7).
+    Facility = "facility": Int, [Syslog];
+    /// syslog: the severity, 0 (emerg) to 7 (debug).
+    Severity = "severity": Int, [Syslog];
+    /// syslog: the free-form message text.
+    Msg = "msg": Str, [Syslog];
+    /// flow: `flow_start`, `flow_end` or `attempt_failed`.
+    Kind = "kind": Str, [Flow];
+    /// flow: the originator's address (the side that sent the first packet).
+    Src = "src": Ip, [Flow];
+    /// flow: the responder's address.
+    Dst = "dst": Ip, [Flow];
+    /// flow: the originator's port (0 for protocols without ports).
+    Sport = "sport": Int, [Flow];
+    /// flow: the responder's port (for ICMP, the type).
+    Dport = "dport": Int, [Flow];
+    /// flow: `tcp`, `udp`, `icmp`, `icmpv6` or the IP protocol number as text.
+    Proto = "proto": Str, [Flow];
+    /// flow: the innermost 802.1Q VLAN id, 0 when untagged.
+    Vlan = "vlan": Int, [Flow];
+    /// flow: connection state in Zeek's conn_state spelling (`S0`, `REJ`, `SF`, `RSTO`, `RSTR`, `OTH`, ...).
+    State = "state": Str, [Flow];
+    /// flow: IP-level bytes sent by the originator.
+    OrigBytes = "orig_bytes": Int, [Flow];
+    /// flow: IP-level bytes sent by the responder.
+    RespBytes = "resp_bytes": Int, [Flow];
+    /// flow: packets sent by the originator.
+    OrigPkts = "orig_pkts": Int, [Flow];
+    /// flow: packets sent by the responder.
+    RespPkts = "resp_pkts": Int, [Flow];
+    /// flow: time from the first to the last packet.
+    Duration = "duration": Duration, [Flow];
+}
+
+impl Field {
+    /// Whether events of `source` carry this field.
+    pub fn available_in(self, source: Source) -> bool {
+        self.sources().contains(&source)
+    }
+}
+
+/// The key of a field in an event: a defined [`Field`] or an open-ended name
+/// (`sd.<id>.<param>` or a regex capture).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum FieldKey {
+    /// A field of the registry.
+    Known(Field),
+    /// Structured data `sd.<id>.<param>` (full dotted name) or a regex capture name.
+    Named(Arc<str>),
+}
+
+impl FieldKey {
+    /// The name as rules write it.
+    pub fn name(&self) -> &str {
+        match self {
+            FieldKey::Known(f) => f.name(),
+            FieldKey::Named(n) => n,
+        }
+    }
+
+    /// Resolves a name: a registry field if there is one, else an open-ended name.
+    pub fn from_name(name: &str) -> FieldKey {
+        match Field::from_name(name) {
+            Some(f) => FieldKey::Known(f),
+            None => FieldKey::Named(Arc::from(name)),
+        }
+    }
+}
+
+/// One input event: a syslog message or a flow event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// syslog or flow.
+    pub source: Source,
+    /// The event time written by the source.
+    pub time: Timestamp,
+    /// When cepheus received it (replay: the recorded stamp).
+    pub arrival: Timestamp,
+    /// The typed fields, without `time` (which is [`Event::time`]).
+    pub fields: Vec<(FieldKey, Value)>,
+}
+
+impl Event {
+    /// An event with no fields yet.
+    pub fn new(source: Source, time: Timestamp, arrival: Timestamp) -> Self {
+        Event {
+            source,
+            time,
+            arrival,
+            fields: Vec::new(),
+        }
+    }
+
+    /// Sets a registry field (replacing an earlier value).
+    pub fn set(&mut self, field: Field, value: Value) {
+        self.set_key(FieldKey::Known(field), value);
+    }
+
+    /// Sets any field (replacing an earlier value).
+    pub fn set_key(&mut self, key: FieldKey, value: Value) {
+        if let Some(slot) = self.fields.iter_mut().find(|(k, _)| *k == key) {
+            slot.1 = value;
+        } else {
+            self.fields.push((key, value));
+        }
+    }
+
+    /// Builder form of [`Event::set`].
+    pub fn with(mut self, field: Field, value: Value) -> Self {
+        self.set(field, value);
+        self
+    }
+
+    /// A registry field's value, if present. `time` is always present.
+    pub fn get(&self, field: Field) -> Option<&Value> {
+        self.fields
+            .iter()
+            .find(|(k, _)| matches!(k, FieldKey::Known(f) if *f == field))
+            .map(|(_, v)| v)
+    }
+
+    /// Any field's value by key, if present.
+    pub fn get_key(&self, key: &FieldKey) -> Option<&Value> {
+        match key {
+            FieldKey::Known(f) => self.get(*f),
+            FieldKey::Named(n) => self
+                .fields
+                .iter()
+                .find(|(k, _)| matches!(k, FieldKey::Named(m) if m == n))
+                .map(|(_, v)| v),
+        }
+    }
+
+    /// This event as a JSON object: `time`, `source`, then every field by name.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("time".into(), self.time.to_rfc3339().into());
+        m.insert("source".into(), self.source.name().into());
+        for (k, v) in &self.fields {
+            m.insert(k.name().to_string(), v.to_json());
+        }
+        serde_json::Value::Object(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_covers_design_fields() {
+        let syslog = [
+            "host", "peer", "app", "procid", "msgid", "facility", "severity", "msg", "time",
+        ];
+        let flow = [
+            "kind",
+            "src",
+            "dst",
+            "sport",
+            "dport",
+            "proto",
+            "vlan",
+            "state",
+            "orig_bytes",
+            "resp_bytes",
+            "orig_pkts",
+            "resp_pkts",
+            "duration",
+            "time",
+        ];
+        for n in syslog {
+            let f = Field::from_name(n).unwrap_or_else(|| panic!("{n} missing"));
+            assert!(f.available_in(Source::Syslog), "{n}");
+        }
+        for n in flow {
+            let f = Field::from_name(n).unwrap_or_else(|| panic!("{n} missing"));
+            assert!(f.available_in(Source::Flow), "{n}");
+        }
+        assert!(!Field::Msg.available_in(Source::Flow));
+        assert!(!Field::Dport.available_in(Source::Syslog));
+        assert_eq!(Field::Severity.ty(), ValueType::Int);
+        assert_eq!(Field::Src.ty(), ValueType::Ip);
+        assert!(Field::Host.doc().starts_with("syslog:"));
+    }
+
+    #[test]
+    fn get_and_set() {
+        let e = Event::new(Source::Syslog, Timestamp(1), Timestamp(2))
+            .with(Field::App, Value::str("sshd"))
+            .with(Field::App, Value::str("cron"));
+        assert_eq!(e.get(Field::App), Some(&Value::str("cron")));
+        assert_eq!(e.fields.len(), 1);
+        assert_eq!(e.get(Field::Host), None);
+    }
+
+    #[test]
+    fn value_parse_by_type() {
+        assert_eq!(
+            Value::parse_as(ValueType::Ip, " 10.0.0.1 "),
+            Some(Value::Ip("10.0.0.1".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]))))
+        );
+        assert_eq!(Value::parse_as(ValueType::Int, "x"), None);
+    }
+}

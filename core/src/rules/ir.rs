@@ -1,0 +1,748 @@
+//! The compiled form of rules: what the checker produces and the engine consumes.
+//!
+//! Everything here is resolved and typed: field names are [`FieldKey`]s, regexes are compiled,
+//! durations are numbers, event names are indexes. A value of these types is valid by
+//! construction (the checker rejected everything else), so the engine never re-validates.
+
+use std::fmt::{self, Write as _};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use regex::Regex;
+
+use crate::event::{Event, Field, FieldKey, Source, Value};
+use crate::time::{Duration, Timestamp};
+
+/// Captured fields of one condition evaluation (regex named groups), looked up before the event.
+pub type Captures = Vec<(FieldKey, Value)>;
+
+/// A compiled condition over one event.
+#[derive(Clone, Debug)]
+pub enum Cond {
+    /// Always true (an empty condition).
+    True,
+    /// The event comes from this source (`syslog`, `flow`).
+    Source(Source),
+    /// All of these hold (evaluated left to right, so captures flow rightwards).
+    And(Vec<Cond>),
+    /// Any of these holds.
+    Or(Vec<Cond>),
+    /// This does not hold.
+    Not(Box<Cond>),
+    /// `lhs <op> rhs` for comparable values of the same type (ints and floats mix).
+    Cmp(CmpOp, Expr, Expr),
+    /// `lhs contains|starts_with|ends_with rhs` on strings.
+    Str(StrOp, Expr, Expr),
+    /// `lhs =~ "re"` (or `!~` when `negate`); named groups are captured as fields.
+    Regex(Box<RegexCond>),
+    /// `lhs in [v, ...]`.
+    In(Expr, Vec<Value>),
+    /// `lhs in 10.0.0.0/8` or `lhs in [10.0.0.0/8, ::1/128]`.
+    InCidr(Expr, Vec<IpNet>),
+    /// `exists(field)`.
+    Exists(FieldKey),
+}
+
+/// The regex part of a [`Cond::Regex`].
+#[derive(Clone, Debug)]
+pub struct RegexCond {
+    /// The string the regex runs on.
+    pub lhs: Expr,
+    /// Compiled (linear-time) regex.
+    pub re: Regex,
+    /// `!~`: true when the regex does not match (then nothing is captured).
+    pub negate: bool,
+    /// Named groups: (group index, field it becomes).
+    pub captures: Vec<(usize, FieldKey)>,
+}
+
+/// A comparison operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+/// A string test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StrOp {
+    /// `contains`
+    Contains,
+    /// `starts_with`
+    StartsWith,
+    /// `ends_with`
+    EndsWith,
+}
+
+/// An arithmetic operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `%`
+    Rem,
+}
+
+/// A value-producing expression inside a condition.
+#[derive(Clone, Debug)]
+pub enum Expr {
+    /// A literal.
+    Lit(Value),
+    /// A field of the event (or a capture made earlier in the same condition).
+    Field(FieldKey),
+    /// Arithmetic.
+    Arith(ArithOp, Box<Expr>, Box<Expr>),
+    /// Unary minus.
+    Neg(Box<Expr>),
+}
+
+/// Looks a field up: captures first, then the event; `time` is the event time.
+pub fn lookup<'a>(ev: &'a Event, caps: &'a Captures, key: &FieldKey) -> Option<LookedUp<'a>> {
+    if let Some((_, v)) = caps.iter().rev().find(|(k, _)| k == key) {
+        return Some(LookedUp::Ref(v));
+    }
+    if *key == FieldKey::Known(Field::Time) {
+        return Some(LookedUp::Owned(Value::Time(ev.time)));
+    }
+    ev.get_key(key).map(LookedUp::Ref)
+}
+
+/// A looked-up value: borrowed from the event, or made (`time`).
+#[derive(Debug)]
+pub enum LookedUp<'a> {
+    /// Borrowed.
+    Ref(&'a Value),
+    /// Made on the fly.
+    Owned(Value),
+}
+
+impl LookedUp<'_> {
+    /// The value.
+    pub fn get(&self) -> &Value {
+        match self {
+            LookedUp::Ref(v) => v,
+            LookedUp::Owned(v) => v,
+        }
+    }
+}
+
+impl Expr {
+    /// Evaluates to a value; `None` when a field is missing or arithmetic does not apply.
+    pub fn eval<'a>(&'a self, ev: &'a Event, caps: &'a Captures) -> Option<LookedUp<'a>> {
+        match self {
+            Expr::Lit(v) => Some(LookedUp::Ref(v)),
+            Expr::Field(k) => lookup(ev, caps, k),
+            Expr::Neg(e) => {
+                let v = e.eval(ev, caps)?;
+                Some(LookedUp::Owned(match v.get() {
+                    Value::Int(i) => Value::Int(i.checked_neg()?),
+                    Value::Float(x) => Value::Float(-x),
+                    _ => return None,
+                }))
+            }
+            Expr::Arith(op, a, b) => {
+                let a = a.eval(ev, caps)?;
+                let b = b.eval(ev, caps)?;
+                arith(*op, a.get(), b.get()).map(LookedUp::Owned)
+            }
+        }
+    }
+}
+
+fn arith(op: ArithOp, a: &Value, b: &Value) -> Option<Value> {
+    use ArithOp::*;
+    Some(match (a, b) {
+        (Value::Int(x), Value::Int(y)) => Value::Int(match op {
+            Add => x.checked_add(*y)?,
+            Sub => x.checked_sub(*y)?,
+            Mul => x.checked_mul(*y)?,
+            Div => x.checked_div(*y)?,
+            Rem => x.checked_rem(*y)?,
+        }),
+        (Value::Int(_), Value::Float(_)) | (Value::Float(_), Value::Int(_)) | (Value::Float(_), Value::Float(_)) => {
+            let (x, y) = (as_f64(a)?, as_f64(b)?);
+            Value::Float(match op {
+                Add => x + y,
+                Sub => x - y,
+                Mul => x * y,
+                Div => x / y,
+                Rem => x % y,
+            })
+        }
+        (Value::Time(t), Value::Duration(d)) => match op {
+            Add => Value::Time(t.add(*d)),
+            Sub => Value::Time(t.sub(*d)),
+            _ => return None,
+        },
+        (Value::Time(t), Value::Time(u)) if op == Sub => Value::Duration(t.since(*u)),
+        (Value::Duration(x), Value::Duration(y)) => match op {
+            Add => Value::Duration(Duration(x.0.checked_add(y.0)?)),
+            Sub => Value::Duration(Duration(x.0.checked_sub(y.0)?.max(0))),
+            _ => return None,
+        },
+        (Value::Duration(x), Value::Int(n)) => match op {
+            Mul => Value::Duration(Duration(x.0.checked_mul(*n)?.max(0))),
+            Div => Value::Duration(Duration(x.0.checked_div(*n)?.max(0))),
+            _ => return None,
+        },
+        _ => return None,
+    })
+}
+
+fn as_f64(v: &Value) -> Option<f64> {
+    match v {
+        Value::Int(i) => Some(*i as f64),
+        Value::Float(x) => Some(*x),
+        _ => None,
+    }
+}
+
+fn compare(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
+    match (a, b) {
+        (Value::Int(_), Value::Float(_)) | (Value::Float(_), Value::Int(_)) => {
+            as_f64(a)?.partial_cmp(&as_f64(b)?)
+        }
+        (Value::Float(x), Value::Float(y)) => x.partial_cmp(y),
+        _ if a.ty() == b.ty() => Some(a.cmp(b)),
+        _ => None,
+    }
+}
+
+impl Cond {
+    /// Evaluates the condition on `ev`; named regex groups are appended to `caps`.
+    ///
+    /// A missing field makes the test that reads it false (`not` of it true), as in SQL's
+    /// "unknown is not a match" for filters.
+    pub fn eval(&self, ev: &Event, caps: &mut Captures) -> bool {
+        match self {
+            Cond::True => true,
+            Cond::Source(s) => ev.source == *s,
+            Cond::And(cs) => cs.iter().all(|c| c.eval(ev, caps)),
+            Cond::Or(cs) => {
+                for c in cs {
+                    let mark = caps.len();
+                    if c.eval(ev, caps) {
+                        return true;
+                    }
+                    caps.truncate(mark);
+                }
+                false
+            }
+            Cond::Not(c) => {
+                let mark = caps.len();
+                let r = !c.eval(ev, caps);
+                caps.truncate(mark);
+                r
+            }
+            Cond::Cmp(op, a, b) => {
+                let (Some(a), Some(b)) = (a.eval(ev, caps), b.eval(ev, caps)) else {
+                    return false;
+                };
+                let Some(ord) = compare(a.get(), b.get()) else {
+                    return false;
+                };
+                use std::cmp::Ordering::*;
+                match op {
+                    CmpOp::Eq => ord == Equal,
+                    CmpOp::Ne => ord != Equal,
+                    CmpOp::Lt => ord == Less,
+                    CmpOp::Le => ord != Greater,
+                    CmpOp::Gt => ord == Greater,
+                    CmpOp::Ge => ord != Less,
+                }
+            }
+            Cond::Str(op, a, b) => {
+                let (Some(a), Some(b)) = (a.eval(ev, caps), b.eval(ev, caps)) else {
+                    return false;
+                };
+                let (Some(a), Some(b)) = (a.get().as_str(), b.get().as_str()) else {
+                    return false;
+                };
+                match op {
+                    StrOp::Contains => a.contains(b),
+                    StrOp::StartsWith => a.starts_with(b),
+                    StrOp::EndsWith => a.ends_with(b),
+                }
+            }
+            Cond::Regex(r) => {
+                let found = {
+                    let Some(v) = r.lhs.eval(ev, caps) else {
+                        return r.negate;
+                    };
+                    let text = match v.get() {
+                        Value::Str(s) => s.clone(),
+                        other => Arc::from(other.to_string()),
+                    };
+                    if r.negate {
+                        return !r.re.is_match(&text);
+                    }
+                    if r.captures.is_empty() {
+                        return r.re.is_match(&text);
+                    }
+                    let Some(m) = r.re.captures(&text) else {
+                        return false;
+                    };
+                    let mut found = Vec::with_capacity(r.captures.len());
+                    for (idx, key) in &r.captures {
+                        if let Some(g) = m.get(*idx) {
+                            match capture_value(key, g.as_str()) {
+                                Some(v) => found.push((key.clone(), v)),
+                                None => return false,
+                            }
+                        }
+                    }
+                    found
+                };
+                caps.extend(found);
+                true
+            }
+            Cond::In(e, list) => match e.eval(ev, caps) {
+                Some(v) => {
+                    let v = v.get();
+                    list.iter().any(|x| compare(v, x) == Some(std::cmp::Ordering::Equal))
+                }
+                None => false,
+            },
+            Cond::InCidr(e, nets) => match e.eval(ev, caps) {
+                Some(v) => match v.get() {
+                    Value::Ip(ip) => nets.iter().any(|n| n.contains(&canonical_ip(*ip))),
+                    _ => false,
+                },
+                None => false,
+            },
+            Cond::Exists(k) => lookup(ev, caps, k).is_some(),
+        }
+    }
+
+    /// A normalised text of the condition: equal texts mean equal conditions
+    /// (used to share predicates and to keep state across reloads).
+    pub fn canonical(&self) -> String {
+        let mut s = String::new();
+        self.write_canonical(&mut s);
+        s
+    }
+
+    fn write_canonical(&self, s: &mut String) {
+        match self {
+            Cond::True => s.push_str("true"),
+            Cond::Source(src) => s.push_str(src.name()),
+            Cond::And(cs) | Cond::Or(cs) => {
+                let word = if matches!(self, Cond::And(_)) { "and" } else { "or" };
+                // Operands with captures must keep their order; others are sorted.
+                let mut parts: Vec<String> = cs.iter().map(Cond::canonical).collect();
+                if !cs.iter().any(Cond::captures_any) {
+                    parts.sort();
+                    parts.dedup();
+                }
+                s.push('(');
+                s.push_str(&parts.join(&format!(" {word} ")));
+                s.push(')');
+            }
+            Cond::Not(c) => {
+                s.push_str("not ");
+                c.write_canonical(s);
+            }
+            Cond::Cmp(op, a, b) => {
+                let _ = write!(s, "{a} {} {b}", cmp_name(*op));
+            }
+            Cond::Str(op, a, b) => {
+                let w = match op {
+                    StrOp::Contains => "contains",
+                    StrOp::StartsWith => "starts_with",
+                    StrOp::EndsWith => "ends_with",
+                };
+                let _ = write!(s, "{a} {w} {b}");
+            }
+            Cond::Regex(r) => {
+                let _ = write!(s, "{} {} {:?}", r.lhs, if r.negate { "!~" } else { "=~" }, r.re.as_str());
+            }
+            Cond::In(e, list) => {
+                let mut vals: Vec<String> = list.iter().map(lit).collect();
+                vals.sort();
+                vals.dedup();
+                let _ = write!(s, "{e} in [{}]", vals.join(", "));
+            }
+            Cond::InCidr(e, nets) => {
+                let mut vals: Vec<String> = nets.iter().map(|n| n.to_string()).collect();
+                vals.sort();
+                vals.dedup();
+                let _ = write!(s, "{e} in [{}]", vals.join(", "));
+            }
+            Cond::Exists(k) => {
+                let _ = write!(s, "exists({})", k.name());
+            }
+        }
+    }
+
+    /// Whether evaluating this condition can capture fields.
+    pub fn captures_any(&self) -> bool {
+        match self {
+            Cond::Regex(r) => !r.negate && !r.captures.is_empty(),
+            Cond::And(cs) | Cond::Or(cs) => cs.iter().any(Cond::captures_any),
+            _ => false,
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 addresses compare as IPv4, so `::ffff:10.0.0.1 in 10.0.0.0/8` holds.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => ip,
+        },
+        v4 => v4,
+    }
+}
+
+/// A captured string converted to the type of the field it names (`src` becomes an IP).
+pub fn capture_value(key: &FieldKey, text: &str) -> Option<Value> {
+    match key {
+        FieldKey::Known(f) => Value::parse_as(f.ty(), text),
+        FieldKey::Named(_) => Some(Value::str(text)),
+    }
+}
+
+fn cmp_name(op: CmpOp) -> &'static str {
+    match op {
+        CmpOp::Eq => "==",
+        CmpOp::Ne => "!=",
+        CmpOp::Lt => "<",
+        CmpOp::Le => "<=",
+        CmpOp::Gt => ">",
+        CmpOp::Ge => ">=",
+    }
+}
+
+fn lit(v: &Value) -> String {
+    match v {
+        Value::Str(s) => format!("{:?}", &**s),
+        other => other.to_string(),
+    }
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expr::Lit(v) => f.write_str(&lit(v)),
+            Expr::Field(k) => f.write_str(k.name()),
+            Expr::Neg(e) => write!(f, "-({e})"),
+            Expr::Arith(op, a, b) => {
+                let o = match op {
+                    ArithOp::Add => "+",
+                    ArithOp::Sub => "-",
+                    ArithOp::Mul => "*",
+                    ArithOp::Div => "/",
+                    ArithOp::Rem => "%",
+                };
+                write!(f, "({a} {o} {b})")
+            }
+        }
+    }
+}
+
+/// Index of an event definition within its rule (`events.<name>`).
+pub type EventId = usize;
+
+/// A compiled pattern expression. `within` is not here: it is [`Rule::within`] (top level only).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Pattern {
+    /// One event of this definition.
+    Event(EventId),
+    /// Each in turn (skip-till-next-match).
+    Seq(Vec<Pattern>),
+    /// Any one of them.
+    Or(Vec<Pattern>),
+    /// All of them, in any order.
+    And(Vec<Pattern>),
+    /// `p{min,max}`, `p+`; `distinct` counts only distinct values of a field.
+    Repeat {
+        /// The repeated pattern (an event or an `or` of events).
+        inner: Box<Pattern>,
+        /// Minimum count (>= 1).
+        min: u32,
+        /// Maximum count, if any.
+        max: Option<u32>,
+        /// Count distinct values of this field only.
+        distinct: Option<FieldKey>,
+    },
+    /// `absent(p) for D`: `p` did not occur (for `D`, when given).
+    Absent {
+        /// What must not occur (an event or an `or` of events).
+        inner: Box<Pattern>,
+        /// How long, when given.
+        for_: Option<Duration>,
+    },
+}
+
+/// `within D` or `within D1..D2`: bounds on the distance from the first to the last step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Window {
+    /// The least distance (0 for `within D`).
+    pub min: Duration,
+    /// The greatest distance.
+    pub max: Duration,
+}
+
+/// Severity of a rule's alerts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Wake someone up.
+    Critical,
+    /// Look today.
+    High,
+    /// Look this week.
+    Medium,
+    /// Worth knowing.
+    Low,
+    /// For the record.
+    Info,
+}
+
+impl Severity {
+    /// The spelling in rule files and alerts.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Severity::Critical => "critical",
+            Severity::High => "high",
+            Severity::Medium => "medium",
+            Severity::Low => "low",
+            Severity::Info => "info",
+        }
+    }
+
+    /// Parses a rule file's spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "critical" => Severity::Critical,
+            "high" => Severity::High,
+            "medium" => Severity::Medium,
+            "low" => Severity::Low,
+            "info" => Severity::Info,
+            _ => return None,
+        })
+    }
+}
+
+/// Which clock a rule runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeMode {
+    /// Arrival time (the default): no reordering.
+    Processing,
+    /// Event time: events reordered below a watermark that trails by `max_delay`.
+    Event,
+}
+
+/// When a rule's matches become alerts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Trigger {
+    /// Alert on every match.
+    Event,
+    /// At most one alert per period per group (`None`: the rule's window, tumbling).
+    Every(Option<Duration>),
+}
+
+/// One part of a message template: text, or `{field}`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TemplatePart {
+    /// Literal text.
+    Text(String),
+    /// A field of the group or of the matching events.
+    Field(FieldKey),
+}
+
+/// An event definition of a rule: its condition, and which field supplies each group name.
+#[derive(Clone, Debug)]
+pub struct EventDef {
+    /// The name in `events.<name>`.
+    pub name: String,
+    /// The condition.
+    pub cond: Cond,
+    /// For each `group_by` name (same order), the field that supplies it.
+    pub group_fields: Vec<FieldKey>,
+}
+
+/// A compiled rule.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    /// Unique name.
+    pub name: String,
+    /// Alert severity.
+    pub severity: Severity,
+    /// Free text for people.
+    pub description: Option<String>,
+    /// The alert message template (`None`: rule name and group).
+    pub message: Option<Vec<TemplatePart>>,
+    /// Names of the group fields (the key of a group), in order.
+    pub group_by: Vec<String>,
+    /// Event definitions; [`Pattern::Event`] indexes this.
+    pub events: Vec<EventDef>,
+    /// The pattern.
+    pub pattern: Pattern,
+    /// The top-level window, if any.
+    pub within: Option<Window>,
+    /// Groups armed at start-up: each a full key in `group_by` order, typed.
+    pub expect: Vec<Vec<Value>>,
+    /// processing or event time.
+    pub time: TimeMode,
+    /// Event time: how far the watermark trails.
+    pub max_delay: Duration,
+    /// Event time: how late an event may still retract a fired absence.
+    pub allowed_lateness: Duration,
+    /// Alert trigger.
+    pub trigger: Trigger,
+    /// A discovered group silent this long is dropped.
+    pub forget_after: Duration,
+    /// Budget: most groups kept (`None`: engine default).
+    pub max_groups: Option<u64>,
+    /// Budget: most partial matches per group (`None`: engine default).
+    pub max_partial_matches: Option<u64>,
+    /// The file the rule came from (for messages).
+    pub file: String,
+}
+
+impl Rule {
+    /// A text that changes exactly when the rule's meaning changes (not its file or position):
+    /// engine state survives a reload when this is unchanged.
+    pub fn canonical(&self) -> String {
+        let mut s = String::new();
+        let _ = write!(s, "group_by={:?};", self.group_by);
+        for e in &self.events {
+            let keys: Vec<&str> = e.group_fields.iter().map(FieldKey::name).collect();
+            let _ = write!(s, "event {}: {} keys {:?};", e.name, e.cond.canonical(), keys);
+        }
+        let _ = write!(
+            s,
+            "pattern={:?};within={:?};expect={:?};time={:?};delay={:?};late={:?};trigger={:?};forget={:?};budgets={:?}/{:?}",
+            self.pattern,
+            self.within,
+            self.expect,
+            self.time,
+            self.max_delay,
+            self.allowed_lateness,
+            self.trigger,
+            self.forget_after,
+            self.max_groups,
+            self.max_partial_matches
+        );
+        s
+    }
+}
+
+/// A compiled, checked set of rules: what the engine runs.
+#[derive(Clone, Debug, Default)]
+pub struct RuleSet {
+    /// The rules, in file order (files sorted by path).
+    pub rules: Vec<Arc<Rule>>,
+}
+
+/// The default for `forget_after`.
+pub const DEFAULT_FORGET_AFTER: Duration = Duration::from_secs(7 * 86_400);
+/// The default for `max_delay`.
+pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(5);
+
+/// An instant that cannot appear in input; the engine uses it for "no time yet".
+pub const NO_TIME: Timestamp = Timestamp::MIN;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev() -> Event {
+        Event::new(Source::Syslog, Timestamp::from_secs(100), Timestamp::from_secs(100))
+            .with(Field::App, Value::str("sshd"))
+            .with(Field::Severity, Value::Int(3))
+            .with(
+                Field::Msg,
+                Value::str("Failed password for root from 10.1.2.3 port 22 ssh2"),
+            )
+            .with(Field::Peer, Value::Ip("::ffff:10.9.9.9".parse().unwrap_or(IpAddr::from([0; 4]))))
+    }
+
+    fn field(f: Field) -> Expr {
+        Expr::Field(FieldKey::Known(f))
+    }
+
+    #[test]
+    fn comparisons_and_strings() {
+        let e = ev();
+        let mut caps = Captures::new();
+        let c = Cond::And(vec![
+            Cond::Source(Source::Syslog),
+            Cond::Cmp(CmpOp::Eq, field(Field::App), Expr::Lit(Value::str("sshd"))),
+            Cond::Cmp(CmpOp::Le, field(Field::Severity), Expr::Lit(Value::Float(3.0))),
+            Cond::Str(StrOp::StartsWith, field(Field::Msg), Expr::Lit(Value::str("Failed"))),
+        ]);
+        assert!(c.eval(&e, &mut caps));
+        let c = Cond::Cmp(CmpOp::Eq, field(Field::Host), Expr::Lit(Value::str("x")));
+        assert!(!c.eval(&e, &mut caps), "missing field is no match");
+        let c = Cond::Cmp(
+            CmpOp::Eq,
+            Expr::Arith(ArithOp::Add, Box::new(field(Field::Severity)), Box::new(Expr::Lit(Value::Int(1)))),
+            Expr::Lit(Value::Int(4)),
+        );
+        assert!(c.eval(&e, &mut caps));
+    }
+
+    #[test]
+    fn regex_captures_become_typed_fields() {
+        let e = ev();
+        let mut caps = Captures::new();
+        let re = Regex::new(r"Failed password for (?P<user>\S+) from (?P<src>[0-9a-f.:]+)")
+            .unwrap_or_else(|_| Regex::new("x").unwrap_or_else(|_| unreachable!()));
+        let c = Cond::Regex(Box::new(RegexCond {
+            lhs: field(Field::Msg),
+            re,
+            negate: false,
+            captures: vec![(1, FieldKey::from_name("user")), (2, FieldKey::from_name("src"))],
+        }));
+        assert!(c.eval(&e, &mut caps));
+        assert_eq!(caps[0].1, Value::str("root"));
+        assert_eq!(caps[1], (FieldKey::Known(Field::Src), Value::Ip(IpAddr::from([10, 1, 2, 3]))));
+        let then = Cond::InCidr(field(Field::Src), vec!["10.0.0.0/8".parse().unwrap_or_else(|_| unreachable!())]);
+        assert!(then.eval(&e, &mut caps));
+    }
+
+    #[test]
+    fn cidr_sees_mapped_v4_and_in_list() {
+        let e = ev();
+        let mut caps = Captures::new();
+        let nets = vec!["10.0.0.0/8".parse().unwrap_or_else(|_| unreachable!())];
+        assert!(Cond::InCidr(field(Field::Peer), nets).eval(&e, &mut caps));
+        let c = Cond::In(field(Field::App), vec![Value::str("dropbear"), Value::str("sshd")]);
+        assert!(c.eval(&e, &mut caps));
+        assert!(Cond::Exists(FieldKey::Known(Field::Time)).eval(&e, &mut caps));
+        assert!(!Cond::Exists(FieldKey::from_name("sd.origin.ip")).eval(&e, &mut caps));
+    }
+
+    #[test]
+    fn canonical_ignores_operand_order() {
+        let a = Cond::And(vec![
+            Cond::Source(Source::Syslog),
+            Cond::Cmp(CmpOp::Eq, field(Field::App), Expr::Lit(Value::str("sshd"))),
+        ]);
+        let b = Cond::And(vec![
+            Cond::Cmp(CmpOp::Eq, field(Field::App), Expr::Lit(Value::str("sshd"))),
+            Cond::Source(Source::Syslog),
+        ]);
+        assert_eq!(a.canonical(), b.canonical());
+    }
+}

@@ -1,0 +1,4 @@
+//! The rule language: TOML rule files, condition and pattern expressions, the checker and the
+//! compiled form ([`ir`]) the engine consumes.
+
+pub mod ir;

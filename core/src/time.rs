@@ -1,0 +1,175 @@
+//! Time values of the engine: instants and durations in nanoseconds.
+//!
+//! `core` has no clock of its own: every instant here comes from the caller (an event's stamp,
+//! an arrival stamp, or "the time is now T"). Integers keep arithmetic exact and deterministic.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// An instant: nanoseconds since the Unix epoch, UTC.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Timestamp(pub i64);
+
+/// A non-negative length of time in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Duration(pub i64);
+
+impl Timestamp {
+    /// The earliest representable instant; used as "never".
+    pub const MIN: Timestamp = Timestamp(i64::MIN);
+    /// The latest representable instant; used as "not armed".
+    pub const MAX: Timestamp = Timestamp(i64::MAX);
+
+    /// An instant from whole seconds since the epoch.
+    pub const fn from_secs(s: i64) -> Self {
+        Timestamp(s.saturating_mul(1_000_000_000))
+    }
+
+    /// An instant from milliseconds since the epoch.
+    pub const fn from_millis(ms: i64) -> Self {
+        Timestamp(ms.saturating_mul(1_000_000))
+    }
+
+    /// Nanoseconds since the epoch.
+    pub const fn as_nanos(self) -> i64 {
+        self.0
+    }
+
+    /// This instant plus a duration, saturating at the ends of the range.
+    pub const fn add(self, d: Duration) -> Self {
+        Timestamp(self.0.saturating_add(d.0))
+    }
+
+    /// This instant minus a duration, saturating at the ends of the range.
+    pub const fn sub(self, d: Duration) -> Self {
+        Timestamp(self.0.saturating_sub(d.0))
+    }
+
+    /// The duration from `earlier` to `self` (zero when `earlier` is later).
+    pub const fn since(self, earlier: Timestamp) -> Duration {
+        let d = self.0.saturating_sub(earlier.0);
+        Duration(if d < 0 { 0 } else { d })
+    }
+
+    /// RFC 3339 text with nanosecond precision trimmed to what is needed, in UTC (`Z`).
+    pub fn to_rfc3339(self) -> String {
+        let secs = self.0.div_euclid(1_000_000_000);
+        let nanos = self.0.rem_euclid(1_000_000_000) as u32;
+        match chrono::DateTime::from_timestamp(secs, nanos) {
+            Some(t) => t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            None => format!("@{}ns", self.0),
+        }
+    }
+
+    /// Parses RFC 3339 text (`2026-11-30T10:00:00Z`, any offset).
+    pub fn parse_rfc3339(s: &str) -> Option<Self> {
+        let t = chrono::DateTime::parse_from_rfc3339(s.trim()).ok()?;
+        t.timestamp_nanos_opt().map(Timestamp)
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}
+
+impl Duration {
+    /// Zero length.
+    pub const ZERO: Duration = Duration(0);
+    /// Longer than anything that matters; used for "unbounded".
+    pub const MAX: Duration = Duration(i64::MAX);
+
+    /// A duration of whole seconds.
+    pub const fn from_secs(s: i64) -> Self {
+        Duration(s.saturating_mul(1_000_000_000))
+    }
+
+    /// A duration of milliseconds.
+    pub const fn from_millis(ms: i64) -> Self {
+        Duration(ms.saturating_mul(1_000_000))
+    }
+
+    /// Nanoseconds.
+    pub const fn as_nanos(self) -> i64 {
+        self.0
+    }
+
+    /// Parses a human duration as written in rule files: `60s`, `5m`, `1h30m`, `500ms`, `7d`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if t.is_empty() {
+            return Err("empty duration".into());
+        }
+        if t.chars().all(|c| c.is_ascii_digit()) {
+            return Err(format!("`{t}` has no unit: write `{t}s`, `{t}m`, `{t}h` or `{t}ms`"));
+        }
+        match humantime::parse_duration(t) {
+            Ok(d) => i64::try_from(d.as_nanos())
+                .map(Duration)
+                .map_err(|_| format!("`{t}` is too long")),
+            Err(e) => Err(format!(
+                "`{t}` is not a duration ({e}); write e.g. `30s`, `5m`, `1h30m`, `7d`"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Duration {
+    /// Prints the shortest exact spelling, e.g. `5m`, `1h30m`, `1500ms`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut n = self.0;
+        if n == 0 {
+            return f.write_str("0s");
+        }
+        if n % 1_000_000_000 != 0 {
+            if n % 1_000_000 == 0 {
+                return write!(f, "{}ms", n / 1_000_000);
+            }
+            return write!(f, "{n}ns");
+        }
+        n /= 1_000_000_000;
+        let units = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)];
+        for (name, size) in units {
+            if n >= size {
+                write!(f, "{}{name}", n / size)?;
+                n %= size;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_rule_file_durations() {
+        assert_eq!(Duration::parse("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(Duration::parse("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(Duration::parse("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(Duration::parse("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(Duration::parse("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(Duration::parse("0s"), Ok(Duration::ZERO));
+        assert!(Duration::parse("60").is_err());
+        assert!(Duration::parse("5 parsecs").is_err());
+        assert!(Duration::parse("").is_err());
+    }
+
+    #[test]
+    fn displays_shortest_spelling() {
+        assert_eq!(Duration::from_secs(5400).to_string(), "1h30m");
+        assert_eq!(Duration::from_millis(1500).to_string(), "1500ms");
+        assert_eq!(Duration::ZERO.to_string(), "0s");
+    }
+
+    #[test]
+    fn rfc3339_round_trip() {
+        let t = Timestamp::parse_rfc3339("2026-11-30T10:00:00Z");
+        assert_eq!(t, Some(Timestamp::from_secs(1_796_032_800)));
+        assert_eq!(Timestamp::from_secs(1_796_032_800).to_rfc3339(), "2026-11-30T10:00:00Z");
+        assert_eq!(Timestamp::from_millis(1_500).to_rfc3339(), "1970-01-01T00:00:01.500Z");
+    }
+}
