@@ -1,5 +1,52 @@
-//! The `cepheus` binary.
+//! The `cepheus` binary: one entry point, subcommands for every job.
+//!
+//! This file only parses the command line and dispatches; each subcommand lives in its own
+//! module. Errors reach the user through `anyhow`-style context at this edge.
 
-fn main() {
-    println!("cepheus");
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod flow;
+mod ingest;
+mod rules_cmd;
+
+/// cepheus: a network security monitoring appliance (syslog + flows + CEP rules).
+#[derive(Parser, Debug)]
+#[command(name = "cepheus", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Work with rule files: check, test, graph.
+    Rules {
+        #[command(subcommand)]
+        command: RulesCommand,
+    },
+    /// Print the flows of pcap/pcapng captures as JSON lines (like Zeek's conn.log).
+    Flows(flow::cmd::FlowsArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum RulesCommand {
+    /// Check rule files and folders; exit 0 when valid, 1 on errors, 2 on usage/IO errors.
+    Check(rules_cmd::CheckArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Rules { command } => match command {
+            RulesCommand::Check(args) => rules_cmd::check(args),
+        },
+        Command::Flows(args) => flow::cmd::run(args),
+    }
+}
+
+/// Paths given on the command line (files or folders).
+#[allow(dead_code)]
+pub type Paths = Vec<PathBuf>;

@@ -1,0 +1,1 @@
+//! Ingest: turning bytes from sockets, files and captures into events.
