@@ -7,6 +7,8 @@
 //! That seam is what makes a replay of a file give the same alerts every time, and what lets
 //! the same code run live, in replay, in tests and in benchmarks.
 
+pub mod alert;
+pub mod engine;
 pub mod event;
 pub mod rules;
 pub mod time;

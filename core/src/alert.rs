@@ -1,0 +1,117 @@
+//! The alert: one JSON object, the same shape in replay, outputs, the API and the store.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Event, Value};
+use crate::rules::ir::Severity;
+use crate::time::Timestamp;
+
+/// Where an alert is in its lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AlertState {
+    /// The condition holds (a match, or an absence detected).
+    Firing,
+    /// It no longer holds (the awaited event came back, the episode ended, the group was forgotten).
+    Resolved,
+    /// A late event showed the absence never happened.
+    Retracted,
+}
+
+impl AlertState {
+    /// The spelling in JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            AlertState::Firing => "firing",
+            AlertState::Resolved => "resolved",
+            AlertState::Retracted => "retracted",
+        }
+    }
+}
+
+/// One alert change: a new alert, or a state change of an existing one (same `id`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    /// Stable identity: a hash of rule, group and episode start.
+    pub id: String,
+    /// The rule's name.
+    pub rule: Arc<str>,
+    /// The rule's severity.
+    pub severity: Severity,
+    /// Lifecycle state this change enters.
+    pub state: AlertState,
+    /// The group: the `group_by` names and their values, in `group_by` order.
+    pub group: Vec<(String, Value)>,
+    /// When this state began.
+    pub time: Timestamp,
+    /// The rendered message.
+    pub message: String,
+    /// The matching events (capped, most recent last).
+    pub events: Vec<Arc<Event>>,
+    /// Why, when not obvious: `outage`, `forgotten`, `episode_end`, `late_event` ...
+    pub reason: Option<String>,
+}
+
+/// The most events an alert carries.
+pub const MAX_ALERT_EVENTS: usize = 16;
+
+impl Alert {
+    /// The stable id of an episode: 16 hex digits of FNV-1a over rule, group and start.
+    pub fn make_id(rule: &str, group: &[Value], start: Timestamp) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |bytes: &[u8]| {
+            for b in bytes {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            h ^= 0xff;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        };
+        feed(rule.as_bytes());
+        for v in group {
+            feed(v.to_string().as_bytes());
+        }
+        feed(&start.0.to_le_bytes());
+        format!("{h:016x}")
+    }
+
+    /// The alert as the JSON object of DESIGN.md ("Alerts").
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("id".into(), self.id.clone().into());
+        m.insert("rule".into(), self.rule.to_string().into());
+        m.insert("severity".into(), self.severity.name().into());
+        m.insert("state".into(), self.state.name().into());
+        let mut g = serde_json::Map::new();
+        for (k, v) in &self.group {
+            g.insert(k.clone(), v.to_json());
+        }
+        m.insert("group".into(), serde_json::Value::Object(g));
+        m.insert("time".into(), self.time.to_rfc3339().into());
+        m.insert("message".into(), self.message.clone().into());
+        m.insert(
+            "events".into(),
+            serde_json::Value::Array(self.events.iter().map(|e| e.to_json()).collect()),
+        );
+        if let Some(r) = &self.reason {
+            m.insert("reason".into(), r.clone().into());
+        }
+        serde_json::Value::Object(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_is_stable_and_distinguishes() {
+        let a = Alert::make_id("r", &[Value::str("h1")], Timestamp(5));
+        assert_eq!(a, Alert::make_id("r", &[Value::str("h1")], Timestamp(5)));
+        assert_ne!(a, Alert::make_id("r", &[Value::str("h2")], Timestamp(5)));
+        assert_ne!(a, Alert::make_id("r", &[Value::str("h1")], Timestamp(6)));
+        assert_eq!(a.len(), 16);
+    }
+}

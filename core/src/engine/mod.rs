@@ -1,0 +1,949 @@
+//! The CEP engine: fed events and "the time is now T", it returns alerts.
+//!
+//! Layout: the [`filter`] finds which event definitions an event satisfies; each match is keyed
+//! by its group and handed to the rule's *lane* (one lane for processing time, one per
+//! `max_delay` for event time; an event-time lane reorders events below its watermark); the
+//! lane feeds the group's state machine ([`state`]) and drives its timers on a hierarchical
+//! [`wheel`]. The engine never reads a clock: time only moves when the caller pushes an event
+//! (its arrival stamp) or calls [`Engine::advance_to`].
+
+pub mod filter;
+pub mod plan;
+pub mod state;
+pub mod wheel;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::alert::Alert;
+use crate::event::{Event, Value};
+use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, lookup};
+use crate::time::{Duration, Timestamp};
+use filter::Filter;
+use plan::{EvSet, Plan, PlanError};
+use state::{Group, GroupKey, RuleCounters, RuleCtx};
+use wheel::{TimerEntry, Wheel};
+
+/// Engine-wide settings.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Default `max_groups` for rules that set none.
+    pub max_groups: u64,
+    /// Default `max_partial_matches` for rules that set none.
+    pub max_partial_matches: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            max_groups: 1_000_000,
+            max_partial_matches: 1_000,
+        }
+    }
+}
+
+/// Why an engine could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A rule's pattern cannot be planned.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A checkpoint could not be read.
+    #[error("checkpoint: {0}")]
+    Checkpoint(String),
+}
+
+/// Counters and sizes of one rule (for `/metrics`, budgets and the dashboard).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RuleStats {
+    /// The rule's name.
+    pub rule: String,
+    /// Groups held.
+    pub groups: u64,
+    /// Partial matches held.
+    pub partial_matches: u64,
+    /// Approximate bytes of state held.
+    pub bytes: u64,
+    /// Event counters.
+    pub counters: RuleCounters,
+}
+
+/// Engine-wide counters.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EngineCounters {
+    /// Events pushed.
+    pub events: u64,
+    /// Events that matched no rule.
+    pub unmatched: u64,
+    /// Events whose group key could not be formed (a group field missing).
+    pub keyless: u64,
+    /// Late events (any rule).
+    pub late: u64,
+}
+
+struct RuleRt {
+    rule: Arc<Rule>,
+    canonical: String,
+    plan: Arc<Plan>,
+    lane: usize,
+    monitor_start: Option<Timestamp>,
+    groups: HashMap<GroupKey, u32>,
+    slots: Vec<Option<Slot>>,
+    free: Vec<u32>,
+    counters: RuleCounters,
+    max_groups: u64,
+    max_partial: usize,
+    /// Definitions the plan uses; matches of others are ignored.
+    used: EvSet,
+}
+
+struct Slot {
+    group: Group,
+    generation: u32,
+    armed_at: Timestamp,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Pending {
+    time: Timestamp,
+    seq: u64,
+    rule: u32,
+    key: GroupKey,
+    mask: EvSet,
+    ev: Arc<Event>,
+}
+
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        (self.time, self.seq) == (o.time, o.seq)
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.time, self.seq, self.rule).cmp(&(o.time, o.seq, o.rule))
+    }
+}
+
+struct Lane {
+    mode: TimeMode,
+    delay: Duration,
+    /// The lane's time: the arrival clock (processing) or the watermark (event).
+    now: Timestamp,
+    wheel: Wheel,
+    pending: BinaryHeap<Reverse<Pending>>,
+    max_event: Option<Timestamp>,
+    last_arrival: Option<Timestamp>,
+    generation_bump: u32,
+}
+
+/// The engine. See the module docs.
+pub struct Engine {
+    cfg: EngineConfig,
+    ruleset: RuleSet,
+    rts: Vec<RuleRt>,
+    filter: Filter,
+    lanes: Vec<Lane>,
+    clock: Option<Timestamp>,
+    next_seq: u64,
+    outage_until: Timestamp,
+    counters: EngineCounters,
+    cands: Vec<u32>,
+    fired: Vec<TimerEntry>,
+}
+
+/// One match of an event for one rule and group.
+struct Hit {
+    rule: u32,
+    key: GroupKey,
+    mask: EvSet,
+    ev: Arc<Event>,
+}
+
+impl Engine {
+    /// Builds an engine for a rule set. Monitoring begins at the first event or advance.
+    pub fn new(rules: &RuleSet, cfg: EngineConfig) -> Result<Engine, EngineError> {
+        let mut lanes: Vec<Lane> = vec![Lane::new(TimeMode::Processing, Duration::ZERO)];
+        let mut rts = Vec::with_capacity(rules.rules.len());
+        for rule in &rules.rules {
+            let plan = plan::plan(rule)?;
+            let used = plan.used();
+            let lane = match rule.time {
+                TimeMode::Processing => 0,
+                TimeMode::Event => match lanes
+                    .iter()
+                    .position(|l| l.mode == TimeMode::Event && l.delay == rule.max_delay)
+                {
+                    Some(i) => i,
+                    None => {
+                        lanes.push(Lane::new(TimeMode::Event, rule.max_delay));
+                        lanes.len() - 1
+                    }
+                },
+            };
+            rts.push(RuleRt {
+                canonical: rule.canonical(),
+                rule: rule.clone(),
+                plan: Arc::new(plan),
+                lane,
+                monitor_start: None,
+                groups: HashMap::new(),
+                slots: Vec::new(),
+                free: Vec::new(),
+                counters: RuleCounters::default(),
+                max_groups: rule.max_groups.unwrap_or(cfg.max_groups),
+                used,
+                max_partial: rule
+                    .max_partial_matches
+                    .unwrap_or(cfg.max_partial_matches)
+                    .max(1) as usize,
+            });
+        }
+        Ok(Engine {
+            filter: Filter::new(rules),
+            ruleset: rules.clone(),
+            rts,
+            lanes,
+            clock: None,
+            next_seq: 0,
+            outage_until: Timestamp::MIN,
+            counters: EngineCounters::default(),
+            cands: Vec::new(),
+            fired: Vec::new(),
+            cfg,
+        })
+    }
+
+    /// The arrival clock (`None` before the first event or advance).
+    pub fn clock(&self) -> Option<Timestamp> {
+        self.clock
+    }
+
+    /// Engine-wide counters.
+    pub fn counters(&self) -> &EngineCounters {
+        &self.counters
+    }
+
+    /// The rule set the engine runs.
+    pub fn rules(&self) -> &RuleSet {
+        &self.ruleset
+    }
+
+    /// Per-rule counters and sizes.
+    pub fn stats(&self) -> Vec<RuleStats> {
+        self.rts
+            .iter()
+            .map(|rt| {
+                let mut partial = 0u64;
+                let mut held = 0u64;
+                for s in rt.slots.iter().flatten() {
+                    partial += s.group.partial_matches() as u64;
+                    held += s.group.held_events() as u64;
+                }
+                let groups = rt.groups.len() as u64;
+                let per_group = std::mem::size_of::<Slot>() as u64
+                    + std::mem::size_of::<(GroupKey, u32)>() as u64
+                    + 16
+                    + std::mem::size_of::<TimerEntry>() as u64
+                    + (std::mem::size_of::<Value>() * rt.rule.group_by.len()) as u64;
+                RuleStats {
+                    rule: rt.rule.name.clone(),
+                    groups,
+                    partial_matches: partial,
+                    bytes: groups * per_group + held * 96,
+                    counters: rt.counters.clone(),
+                }
+            })
+            .collect()
+    }
+
+    fn begin(&mut self, at: Timestamp, out: &mut Vec<Alert>) {
+        self.clock = Some(at);
+        for lane in &mut self.lanes {
+            let t = match lane.mode {
+                TimeMode::Processing => at,
+                TimeMode::Event => at.sub(lane.delay),
+            };
+            lane.now = t;
+            lane.wheel = Wheel::new(t);
+        }
+        for ri in 0..self.rts.len() {
+            if self.rts[ri].monitor_start.is_none() {
+                self.start_rule(ri, at);
+            }
+        }
+        let _ = out;
+    }
+
+    /// Monitoring begins for a rule: its expected groups are armed.
+    fn start_rule(&mut self, ri: usize, at: Timestamp) {
+        let start = at;
+        self.rts[ri].monitor_start = Some(start);
+        let expect = self.rts[ri].rule.expect.clone();
+        for key in expect {
+            let key: GroupKey = Arc::from(key);
+            if let Some(slot) = self.slot_for(ri, &key, true, start) {
+                self.arm(ri, slot);
+            }
+        }
+    }
+
+    fn ctx(&self, ri: usize) -> RuleCtx<'_> {
+        let rt = &self.rts[ri];
+        RuleCtx {
+            rule: &rt.rule,
+            plan: &rt.plan,
+            monitor_start: rt.monitor_start.unwrap_or(Timestamp::MIN),
+            max_partial: rt.max_partial,
+            outage_until: self.outage_until,
+        }
+    }
+
+    /// Finds or creates a group slot; `None` when the rule is at `max_groups`.
+    fn slot_for(
+        &mut self,
+        ri: usize,
+        key: &GroupKey,
+        expected: bool,
+        now: Timestamp,
+    ) -> Option<u32> {
+        if let Some(s) = self.rts[ri].groups.get(key) {
+            return Some(*s);
+        }
+        if !expected && self.rts[ri].groups.len() as u64 >= self.rts[ri].max_groups {
+            self.rts[ri].counters.groups_rejected += 1;
+            return None;
+        }
+        let group = Group::new(&self.ctx(ri), key.clone(), expected, now);
+        let rt = &mut self.rts[ri];
+        let slot = Slot {
+            group,
+            generation: 0,
+            armed_at: Timestamp::MAX,
+        };
+        let idx = match rt.free.pop() {
+            Some(i) => {
+                let generation = self.lanes[rt.lane].generation_bump.wrapping_add(1);
+                self.lanes[rt.lane].generation_bump = generation;
+                rt.slots[i as usize] = Some(Slot { generation, ..slot });
+                i
+            }
+            None => {
+                rt.slots.push(Some(slot));
+                (rt.slots.len() - 1) as u32
+            }
+        };
+        rt.groups.insert(key.clone(), idx);
+        Some(idx)
+    }
+
+    /// Arms the group's next timer if it is earlier than the one already armed.
+    fn arm(&mut self, ri: usize, slot: u32) {
+        let ctx = self.ctx(ri);
+        let Some(Some(s)) = self.rts[ri].slots.get(slot as usize) else {
+            return;
+        };
+        let Some(wake) = s.group.next_wake(&ctx) else {
+            return;
+        };
+        if wake >= s.armed_at {
+            return;
+        }
+        let generation = s.generation;
+        let lane = self.rts[ri].lane;
+        if let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize) {
+            s.armed_at = wake;
+        }
+        self.lanes[lane].wheel.insert(TimerEntry {
+            deadline: wake,
+            rule: ri as u32,
+            slot,
+            generation,
+        });
+    }
+
+    /// Pushes one event; alerts it causes (and timers due before it) are appended to `out`.
+    pub fn push(&mut self, ev: Event, out: &mut Vec<Alert>) {
+        self.counters.events += 1;
+        let arrival = match self.clock {
+            None => {
+                self.begin(ev.arrival, out);
+                ev.arrival
+            }
+            Some(c) => c.max(ev.arrival),
+        };
+        self.clock = Some(arrival);
+        let hits = self.evaluate(&ev);
+        if hits.is_empty() {
+            self.counters.unmatched += 1;
+        }
+        let ev_time = ev.time;
+        // Processing-time lane: timers strictly before now, then the event at now.
+        self.advance_lane(0, arrival.sub(Duration(1)), false, out);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        for h in &hits {
+            if self.rts[h.rule as usize].lane == 0 {
+                self.deliver(h.rule as usize, &h.key, arrival, h.mask, &h.ev, seq, out);
+            }
+        }
+        // Event-time lanes: reorder below the watermark.
+        for li in 1..self.lanes.len() {
+            let lane = &mut self.lanes[li];
+            lane.max_event = Some(lane.max_event.map_or(ev_time, |m| m.max(ev_time)));
+            let w = lane.watermark(arrival);
+            lane.last_arrival = Some(arrival);
+            for h in &hits {
+                if self.rts[h.rule as usize].lane != li {
+                    continue;
+                }
+                if ev_time < w {
+                    self.late(h, w, out);
+                } else {
+                    self.lanes[li].pending.push(Reverse(Pending {
+                        time: ev_time,
+                        seq,
+                        rule: h.rule,
+                        key: h.key.clone(),
+                        mask: h.mask,
+                        ev: h.ev.clone(),
+                    }));
+                }
+            }
+            self.release(li, w, out);
+        }
+    }
+
+    /// Moves time to `now` (never backwards): fires every timer due and, in event-time lanes,
+    /// releases events below the new watermark.
+    pub fn advance_to(&mut self, now: Timestamp, out: &mut Vec<Alert>) {
+        let now = match self.clock {
+            None => {
+                self.begin(now, out);
+                now
+            }
+            Some(c) => c.max(now),
+        };
+        self.clock = Some(now);
+        self.advance_lane(0, now, true, out);
+        for li in 1..self.lanes.len() {
+            let w = self.lanes[li].watermark(now);
+            self.release(li, w, out);
+        }
+    }
+
+    /// End of input (replay): releases every buffered event, then stops every lane's time at
+    /// the later of the last event's time and `until`.
+    pub fn finish(&mut self, until: Option<Timestamp>, out: &mut Vec<Alert>) {
+        let Some(clock) = self.clock else {
+            if let Some(u) = until {
+                self.advance_to(u, out);
+            }
+            return;
+        };
+        let end = until.map_or(clock, |u| u.max(clock));
+        self.clock = Some(end);
+        self.advance_lane(0, end, true, out);
+        for li in 1..self.lanes.len() {
+            let last = self.lanes[li].max_event.unwrap_or(clock);
+            let stop = until.map_or(last, |u| u.max(last));
+            self.release(li, Timestamp::MAX, out);
+            self.release_to(li, stop, out);
+        }
+    }
+
+    /// Releases pending events up to the watermark `w`, then moves the lane's time to `w`.
+    fn release(&mut self, li: usize, w: Timestamp, out: &mut Vec<Alert>) {
+        while let Some(Reverse(p)) = self.lanes[li].pending.peek() {
+            if p.time > w {
+                break;
+            }
+            let Some(Reverse(p)) = self.lanes[li].pending.pop() else {
+                break;
+            };
+            self.advance_lane(li, p.time.sub(Duration(1)), false, out);
+            self.deliver(p.rule as usize, &p.key, p.time, p.mask, &p.ev, p.seq, out);
+        }
+        if w != Timestamp::MAX {
+            self.release_to(li, w, out);
+        }
+    }
+
+    fn release_to(&mut self, li: usize, w: Timestamp, out: &mut Vec<Alert>) {
+        self.advance_lane(li, w, true, out);
+    }
+
+    /// Fires the lane's timers up to `to` and sets its time.
+    fn advance_lane(&mut self, li: usize, to: Timestamp, inclusive: bool, out: &mut Vec<Alert>) {
+        let _ = inclusive;
+        if to < self.lanes[li].now {
+            return;
+        }
+        loop {
+            let mut fired = std::mem::take(&mut self.fired);
+            fired.clear();
+            self.lanes[li].wheel.advance(to, &mut fired);
+            if fired.is_empty() {
+                self.fired = fired;
+                break;
+            }
+            for e in &fired {
+                let ri = e.rule as usize;
+                let valid = matches!(
+                    self.rts.get(ri).and_then(|rt| rt.slots.get(e.slot as usize)),
+                    Some(Some(s)) if s.generation == e.generation && s.armed_at == e.deadline
+                );
+                if !valid {
+                    continue;
+                }
+                let now = e.deadline.max(self.lanes[li].now);
+                self.lanes[li].now = now;
+                self.on_timer(ri, e.slot, now, out);
+            }
+            self.fired = fired;
+        }
+        self.lanes[li].now = self.lanes[li].now.max(to);
+    }
+
+    /// The rule's context, detached from `self` so the rule's state can be mutated beside it.
+    fn owned_ctx(&self, ri: usize) -> (Arc<Rule>, Arc<Plan>, Timestamp, usize) {
+        let rt = &self.rts[ri];
+        (
+            rt.rule.clone(),
+            rt.plan.clone(),
+            rt.monitor_start.unwrap_or(Timestamp::MIN),
+            rt.max_partial,
+        )
+    }
+
+    fn on_timer(&mut self, ri: usize, slot: u32, now: Timestamp, out: &mut Vec<Alert>) {
+        let (rule, plan, monitor_start, max_partial) = self.owned_ctx(ri);
+        let ctx = RuleCtx {
+            rule: &rule,
+            plan: &plan,
+            monitor_start,
+            max_partial,
+            outage_until: self.outage_until,
+        };
+        let rt = &mut self.rts[ri];
+        let Some(Some(s)) = rt.slots.get_mut(slot as usize) else {
+            return;
+        };
+        s.armed_at = Timestamp::MAX;
+        let forget = s.group.on_timer(&ctx, now, &mut rt.counters, out);
+        if forget {
+            let key = s.group.key.clone();
+            rt.slots[slot as usize] = None;
+            rt.groups.remove(&key);
+            rt.free.push(slot);
+        } else {
+            self.arm(ri, slot);
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        ri: usize,
+        key: &GroupKey,
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        seq: u64,
+        out: &mut Vec<Alert>,
+    ) {
+        let Some(slot) = self.slot_for(ri, key, false, t) else {
+            return;
+        };
+        let (rule, plan, monitor_start, max_partial) = self.owned_ctx(ri);
+        let ctx = RuleCtx {
+            rule: &rule,
+            plan: &plan,
+            monitor_start,
+            max_partial,
+            outage_until: self.outage_until,
+        };
+        let rt = &mut self.rts[ri];
+        if let Some(Some(s)) = rt.slots.get_mut(slot as usize) {
+            s.group
+                .on_event(&ctx, t, mask, ev, seq, &mut rt.counters, out);
+        }
+        self.arm(ri, slot);
+    }
+
+    fn late(&mut self, h: &Hit, w: Timestamp, out: &mut Vec<Alert>) {
+        let ri = h.rule as usize;
+        self.counters.late += 1;
+        self.rts[ri].counters.late += 1;
+        let lateness = self.rts[ri].rule.allowed_lateness;
+        if h.ev.time < w.sub(lateness) {
+            return;
+        }
+        let Some(&slot) = self.rts[ri].groups.get(&h.key) else {
+            return;
+        };
+        let (rule, plan, monitor_start, max_partial) = self.owned_ctx(ri);
+        let ctx = RuleCtx {
+            rule: &rule,
+            plan: &plan,
+            monitor_start,
+            max_partial,
+            outage_until: self.outage_until,
+        };
+        let rt = &mut self.rts[ri];
+        if let Some(Some(s)) = rt.slots.get_mut(slot as usize)
+            && s.group
+                .on_late(&ctx, h.ev.time, h.mask, &h.ev, w, &mut rt.counters, out)
+        {
+            self.arm(ri, slot);
+        }
+    }
+
+    /// The Filter stage: which (rule, group, definitions) this event matches.
+    fn evaluate(&mut self, ev: &Event) -> Vec<Hit> {
+        let mut cands = std::mem::take(&mut self.cands);
+        cands.clear();
+        self.filter.candidates(ev, &mut cands);
+        let mut hits: Vec<Hit> = Vec::new();
+        let mut shared: Option<Arc<Event>> = None;
+        let mut caps = Captures::new();
+        for &ci in &cands {
+            caps.clear();
+            if !self.filter.eval(&self.ruleset, ci, ev, &mut caps) {
+                continue;
+            }
+            let d = &self.filter.defs[ci as usize];
+            let rule = &self.ruleset.rules[d.rule as usize];
+            let def = &rule.events[d.def as usize];
+            let mut key = Vec::with_capacity(def.group_fields.len());
+            let mut complete = true;
+            for f in &def.group_fields {
+                match lookup(ev, &caps, f) {
+                    Some(v) => key.push(v.get().clone()),
+                    None => {
+                        complete = false;
+                        break;
+                    }
+                }
+            }
+            if !complete {
+                self.counters.keyless += 1;
+                continue;
+            }
+            let key: GroupKey = Arc::from(key);
+            let ev_arc = if caps.is_empty() {
+                shared.get_or_insert_with(|| Arc::new(ev.clone())).clone()
+            } else {
+                let mut e = ev.clone();
+                for (k, v) in caps.drain(..) {
+                    e.set_key(k, v);
+                }
+                Arc::new(e)
+            };
+            let bit = 1u64 << d.def;
+            if self.rts[d.rule as usize].used & bit == 0 {
+                continue;
+            }
+            match hits.iter_mut().find(|h| h.rule == d.rule && h.key == key) {
+                Some(h) => {
+                    h.mask |= bit;
+                    if !Arc::ptr_eq(&h.ev, &ev_arc) && ev_arc.fields.len() > h.ev.fields.len() {
+                        h.ev = ev_arc;
+                    }
+                }
+                None => hits.push(Hit {
+                    rule: d.rule,
+                    key,
+                    mask: bit,
+                    ev: ev_arc,
+                }),
+            }
+        }
+        self.cands = cands;
+        hits
+    }
+
+    /// Retires a group by hand (`cepheus groups forget RULE KEY`); returns whether it existed.
+    pub fn forget_group(&mut self, rule: &str, key: &[Value]) -> bool {
+        let Some(ri) = self.rts.iter().position(|r| r.rule.name == rule) else {
+            return false;
+        };
+        let key: GroupKey = Arc::from(key.to_vec());
+        let rt = &mut self.rts[ri];
+        match rt.groups.remove(&key) {
+            Some(slot) => {
+                rt.slots[slot as usize] = None;
+                rt.free.push(slot);
+                rt.counters.forgotten += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A snapshot of all state, from which [`Engine::restore`] continues exactly.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            version: CHECKPOINT_VERSION,
+            clock: self.clock,
+            next_seq: self.next_seq,
+            counters: self.counters.clone(),
+            lanes: self
+                .lanes
+                .iter()
+                .map(|l| LaneCheckpoint {
+                    event_time: l.mode == TimeMode::Event,
+                    delay: l.delay,
+                    now: l.now,
+                    max_event: l.max_event,
+                    last_arrival: l.last_arrival,
+                    pending: l
+                        .pending
+                        .iter()
+                        .map(|Reverse(p)| PendingCheckpoint {
+                            rule: self.rts[p.rule as usize].canonical.clone(),
+                            time: p.time,
+                            seq: p.seq,
+                            key: p.key.clone(),
+                            mask: p.mask,
+                            ev: p.ev.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            rules: self
+                .rts
+                .iter()
+                .map(|rt| RuleCheckpoint {
+                    name: rt.rule.name.clone(),
+                    canonical: rt.canonical.clone(),
+                    monitor_start: rt.monitor_start,
+                    counters: rt.counters.clone(),
+                    groups: {
+                        let mut g: Vec<Group> =
+                            rt.slots.iter().flatten().map(|s| s.group.clone()).collect();
+                        g.sort_by(|a, b| a.key.cmp(&b.key));
+                        g
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    /// Builds an engine for `rules` that continues from `cp`. Rules whose meaning is unchanged
+    /// keep their state; new or changed rules begin monitoring at the checkpoint's clock.
+    /// With `outage`, absences whose deadline passed between the checkpoint and the next
+    /// advance are marked `reason: "outage"` (the agent was down).
+    pub fn restore(
+        rules: &RuleSet,
+        cfg: EngineConfig,
+        cp: Checkpoint,
+        outage: bool,
+    ) -> Result<Engine, EngineError> {
+        if cp.version != CHECKPOINT_VERSION {
+            return Err(EngineError::Checkpoint(format!(
+                "version {} (this build reads {CHECKPOINT_VERSION})",
+                cp.version
+            )));
+        }
+        let mut e = Engine::new(rules, cfg)?;
+        e.next_seq = cp.next_seq;
+        e.counters = cp.counters;
+        let Some(clock) = cp.clock else {
+            return Ok(e);
+        };
+        e.clock = Some(clock);
+        for (li, lane) in e.lanes.iter_mut().enumerate() {
+            let saved = cp.lanes.iter().find(|l| {
+                (l.event_time == (lane.mode == TimeMode::Event))
+                    && (li == 0 || l.delay == lane.delay)
+            });
+            let now = saved.map_or(clock, |s| s.now);
+            lane.now = now;
+            lane.wheel = Wheel::new(now);
+            if let Some(s) = saved {
+                lane.max_event = s.max_event;
+                lane.last_arrival = s.last_arrival;
+            }
+        }
+        if outage {
+            e.outage_until = Timestamp::MAX;
+        }
+        let by_canon: HashMap<String, usize> = e
+            .rts
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.canonical.clone(), i))
+            .collect();
+        let mut restored = vec![false; e.rts.len()];
+        for rc in cp.rules {
+            let Some(&ri) = by_canon.get(rc.canonical.as_str()) else {
+                continue;
+            };
+            if restored[ri] {
+                continue;
+            }
+            restored[ri] = true;
+            e.rts[ri].monitor_start = rc.monitor_start;
+            e.rts[ri].counters = rc.counters;
+            for g in rc.groups {
+                let rt = &mut e.rts[ri];
+                rt.slots.push(Some(Slot {
+                    group: g.clone(),
+                    generation: 0,
+                    armed_at: Timestamp::MAX,
+                }));
+                let idx = (rt.slots.len() - 1) as u32;
+                rt.groups.insert(g.key.clone(), idx);
+            }
+        }
+        for (li, lc) in cp.lanes.iter().enumerate() {
+            let _ = li;
+            for p in &lc.pending {
+                let Some(&ri) = by_canon.get(p.rule.as_str()) else {
+                    continue;
+                };
+                let lane = e.rts[ri].lane;
+                e.lanes[lane].pending.push(Reverse(Pending {
+                    time: p.time,
+                    seq: p.seq,
+                    rule: ri as u32,
+                    key: p.key.clone(),
+                    mask: p.mask,
+                    ev: p.ev.clone(),
+                }));
+            }
+        }
+        for ri in 0..e.rts.len() {
+            if e.rts[ri].monitor_start.is_none() {
+                e.start_rule(ri, clock);
+            }
+            for slot in 0..e.rts[ri].slots.len() as u32 {
+                e.arm(ri, slot);
+            }
+        }
+        Ok(e)
+    }
+
+    /// Swaps in a new rule set; state of rules whose meaning did not change is kept, and new
+    /// or changed rules begin monitoring now.
+    pub fn reload(&mut self, rules: &RuleSet) -> Result<(), EngineError> {
+        let cp = self.checkpoint();
+        let mut next = Engine::restore(rules, self.cfg.clone(), cp, false)?;
+        next.outage_until = self.outage_until;
+        *self = next;
+        Ok(())
+    }
+
+    /// Ends the outage marking started by a restore (the first advance after it is done).
+    pub fn clear_outage(&mut self) {
+        self.outage_until = Timestamp::MIN;
+    }
+}
+
+impl Lane {
+    fn new(mode: TimeMode, delay: Duration) -> Lane {
+        Lane {
+            mode,
+            delay,
+            now: Timestamp::MIN,
+            wheel: Wheel::new(Timestamp(0)),
+            pending: BinaryHeap::new(),
+            max_event: None,
+            last_arrival: None,
+            generation_bump: 0,
+        }
+    }
+
+    /// The watermark at arrival clock `clock`: the largest event time seen minus the delay,
+    /// never ahead of the clock minus the delay, and following the clock when the lane has been
+    /// idle for longer than the delay.
+    fn watermark(&self, clock: Timestamp) -> Timestamp {
+        let capped = clock.sub(self.delay);
+        let from_events = self.max_event.map(|m| m.sub(self.delay).min(capped));
+        let idle = self
+            .last_arrival
+            .is_none_or(|a| clock.since(a) > self.delay);
+        let mut w = from_events.unwrap_or(capped);
+        if idle {
+            w = w.max(capped);
+        }
+        w.max(self.now)
+    }
+}
+
+/// The checkpoint format version.
+pub const CHECKPOINT_VERSION: u32 = 1;
+
+/// A snapshot of an engine's state: serializable (serde), restorable with [`Engine::restore`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Format version.
+    pub version: u32,
+    /// The arrival clock.
+    pub clock: Option<Timestamp>,
+    /// The next event sequence number.
+    pub next_seq: u64,
+    /// Engine counters.
+    pub counters: EngineCounters,
+    /// Lanes: times and buffered events.
+    pub lanes: Vec<LaneCheckpoint>,
+    /// Per rule: identity, monitoring start, counters and groups.
+    pub rules: Vec<RuleCheckpoint>,
+}
+
+/// A lane in a checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LaneCheckpoint {
+    /// Event time (else processing).
+    pub event_time: bool,
+    /// Its `max_delay`.
+    pub delay: Duration,
+    /// Its time.
+    pub now: Timestamp,
+    /// The largest event time seen.
+    pub max_event: Option<Timestamp>,
+    /// The last arrival.
+    pub last_arrival: Option<Timestamp>,
+    /// Buffered events.
+    pub pending: Vec<PendingCheckpoint>,
+}
+
+/// A buffered event in a checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PendingCheckpoint {
+    /// The rule's canonical form.
+    pub rule: String,
+    /// Event time.
+    pub time: Timestamp,
+    /// Sequence number.
+    pub seq: u64,
+    /// Group key.
+    pub key: GroupKey,
+    /// Matched definitions.
+    pub mask: EvSet,
+    /// The event.
+    pub ev: Arc<Event>,
+}
+
+/// One rule in a checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RuleCheckpoint {
+    /// Name (for people).
+    pub name: String,
+    /// Canonical form (the identity that must match to restore).
+    pub canonical: String,
+    /// When monitoring began.
+    pub monitor_start: Option<Timestamp>,
+    /// Counters.
+    pub counters: RuleCounters,
+    /// Groups, sorted by key.
+    pub groups: Vec<Group>,
+}

@@ -1,0 +1,326 @@
+//! From a rule's pattern to an execution plan the per-group state machines run.
+//!
+//! A pattern is expanded into alternatives of linear steps (the disjunctive normal form of
+//! `or` and `and`): `and(a, b)` is `seq(a, b)` or `seq(b, a)`, `or(seq(a, b), c)` is two
+//! alternatives. Each alternative is a list of steps (an event set, possibly repeated), with
+//! optional absences at the start, between steps (guards) and at the end. An absence alone is
+//! its own plan. Matches of different alternatives consume each other's events, so the
+//! alternatives behave as one pattern.
+
+use crate::event::FieldKey;
+use crate::rules::ir::{Pattern, Rule};
+use crate::time::Duration;
+
+/// A set of event definitions of one rule, as bits (at most 64 definitions a rule).
+pub type EvSet = u64;
+
+/// The most alternatives one pattern may expand to.
+pub const MAX_ALTERNATIVES: usize = 256;
+
+/// How a rule is run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// `absent(x) for D` alone: per group, fire when D passes with no x.
+    Absence {
+        /// The events whose absence is watched.
+        set: EvSet,
+        /// How long.
+        for_: Duration,
+    },
+    /// Linear alternatives.
+    Linear {
+        /// The alternatives (at least one).
+        alts: Vec<Alt>,
+    },
+}
+
+impl Plan {
+    /// Every event definition the plan reacts to.
+    pub fn used(&self) -> EvSet {
+        match self {
+            Plan::Absence { set, .. } => *set,
+            Plan::Linear { alts } => alts
+                .iter()
+                .map(|a| {
+                    a.steps
+                        .iter()
+                        .fold(0, |acc, s| acc | s.set | s.guard.map_or(0, |g| g.0))
+                        | a.start_absent.map_or(0, |s| s.0)
+                        | a.end_absent.as_ref().map_or(0, |e| e.set)
+                })
+                .fold(0, |a, b| a | b),
+        }
+    }
+}
+
+/// One linear alternative.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Alt {
+    /// `absent(x) for D` before the first step: no x in the D before the first step.
+    pub start_absent: Option<(EvSet, Duration)>,
+    /// The steps (at least one).
+    pub steps: Vec<Step>,
+    /// `absent(x) for D` after the last step: fire when D passes with no x.
+    pub end_absent: Option<EndAbsent>,
+}
+
+/// An absence after the last step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndAbsent {
+    /// The events whose absence is watched.
+    pub set: EvSet,
+    /// How long after the last step (`for D`), or `None`: until the window closes.
+    pub for_: Option<Duration>,
+}
+
+/// One step of an alternative.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    /// Events that match this step.
+    pub set: EvSet,
+    /// Closure bounds, when repeated.
+    pub repeat: Option<Repeat>,
+    /// An absence before this step: no event of the set between the previous step and this
+    /// one (with a duration: during the first D after the previous step, and this step only
+    /// after D).
+    pub guard: Option<(EvSet, Option<Duration>)>,
+}
+
+/// Closure bounds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repeat {
+    /// Least count.
+    pub min: u32,
+    /// Greatest count.
+    pub max: Option<u32>,
+    /// Count distinct values of this field only.
+    pub distinct: Option<FieldKey>,
+}
+
+/// Why a pattern cannot be planned (the checker should have caught it; kept as a safety net).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum PlanError {
+    /// Too many event definitions.
+    #[error("rule `{0}` has more than 64 event definitions")]
+    TooManyEvents(String),
+    /// Expansion too large.
+    #[error(
+        "rule `{0}`: the pattern expands to more than {MAX_ALTERNATIVES} alternatives; split it into several rules"
+    )]
+    TooManyAlternatives(String),
+    /// A construct the engine does not run.
+    #[error("rule `{rule}`: {what}")]
+    Unsupported {
+        /// The rule.
+        rule: String,
+        /// What.
+        what: String,
+    },
+}
+
+#[derive(Clone, Debug)]
+enum Item {
+    Step(Step),
+    Guard(EvSet, Option<Duration>),
+}
+
+fn simple_set(p: &Pattern) -> Option<EvSet> {
+    match p {
+        Pattern::Event(e) => Some(1u64 << *e),
+        Pattern::Or(ps) => ps
+            .iter()
+            .map(simple_set)
+            .try_fold(0, |acc, s| s.map(|s| acc | s)),
+        _ => None,
+    }
+}
+
+/// Plans a rule's pattern.
+pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
+    if rule.events.len() > 64 {
+        return Err(PlanError::TooManyEvents(rule.name.clone()));
+    }
+    let unsupported = |what: &str| PlanError::Unsupported {
+        rule: rule.name.clone(),
+        what: what.to_string(),
+    };
+    let window = rule.within.map(|w| w.max);
+    if let Pattern::Absent { inner, for_ } = &rule.pattern {
+        let set = simple_set(inner)
+            .ok_or_else(|| unsupported("absent() takes an event or an or() of events"))?;
+        let for_ = for_
+            .or(window)
+            .ok_or_else(|| unsupported("absent() needs `for D` or a `within`"))?;
+        return Ok(Plan::Absence { set, for_ });
+    }
+    let raw = expand(&rule.pattern, &rule.name)?;
+    let mut alts = Vec::with_capacity(raw.len());
+    for items in raw {
+        let mut start_absent = None;
+        let mut end_absent = None;
+        let mut steps: Vec<Step> = Vec::new();
+        let mut pending_guard: Option<(EvSet, Option<Duration>)> = None;
+        let n = items.len();
+        for (i, item) in items.into_iter().enumerate() {
+            match item {
+                Item::Guard(set, for_) => {
+                    if steps.is_empty() && i + 1 < n {
+                        if start_absent.is_some() {
+                            return Err(unsupported(
+                                "two absent() at the start of a seq; merge them with absent(or(a, b))",
+                            ));
+                        }
+                        let d = for_.or(window).ok_or_else(|| {
+                            unsupported(
+                                "absent() at the start of a seq needs `for D` or a `within`",
+                            )
+                        })?;
+                        start_absent = Some((set, d));
+                    } else if i + 1 == n {
+                        if steps.is_empty() {
+                            return Err(unsupported(
+                                "a pattern made only of absences is not supported; use one absent() per rule",
+                            ));
+                        }
+                        if for_.is_none() && window.is_none() {
+                            return Err(unsupported(
+                                "absent() at the end of a seq needs `for D` or a `within`",
+                            ));
+                        }
+                        end_absent = Some(EndAbsent { set, for_ });
+                    } else if let Some((s, f)) = pending_guard {
+                        if f != for_ {
+                            return Err(unsupported(
+                                "two adjacent absent() with different durations; merge them with absent(or(a, b))",
+                            ));
+                        }
+                        pending_guard = Some((s | set, f));
+                    } else {
+                        pending_guard = Some((set, for_));
+                    }
+                }
+                Item::Step(mut s) => {
+                    s.guard = pending_guard.take();
+                    steps.push(s);
+                }
+            }
+        }
+        if steps.is_empty() {
+            return Err(unsupported(
+                "a pattern made only of absences is not supported; use one absent() per rule",
+            ));
+        }
+        alts.push(Alt {
+            start_absent,
+            steps,
+            end_absent,
+        });
+    }
+    Ok(Plan::Linear { alts })
+}
+
+fn expand(p: &Pattern, rule: &str) -> Result<Vec<Vec<Item>>, PlanError> {
+    let too_many = || PlanError::TooManyAlternatives(rule.to_string());
+    let unsupported = |what: &str| PlanError::Unsupported {
+        rule: rule.to_string(),
+        what: what.to_string(),
+    };
+    if let Some(set) = simple_set(p) {
+        return Ok(vec![vec![Item::Step(Step {
+            set,
+            repeat: None,
+            guard: None,
+        })]]);
+    }
+    Ok(match p {
+        Pattern::Event(e) => vec![vec![Item::Step(Step {
+            set: 1u64 << *e,
+            repeat: None,
+            guard: None,
+        })]],
+        Pattern::Or(ps) => {
+            let mut out = Vec::new();
+            for c in ps {
+                out.extend(expand(c, rule)?);
+                if out.len() > MAX_ALTERNATIVES {
+                    return Err(too_many());
+                }
+            }
+            out
+        }
+        Pattern::Seq(ps) => {
+            let mut acc: Vec<Vec<Item>> = vec![Vec::new()];
+            for c in ps {
+                let alts = expand(c, rule)?;
+                if acc.len() * alts.len() > MAX_ALTERNATIVES {
+                    return Err(too_many());
+                }
+                let mut next = Vec::with_capacity(acc.len() * alts.len());
+                for a in &acc {
+                    for b in &alts {
+                        let mut v = a.clone();
+                        v.extend(b.iter().cloned());
+                        next.push(v);
+                    }
+                }
+                acc = next;
+            }
+            acc
+        }
+        Pattern::And(ps) => {
+            if ps.len() > 5 {
+                return Err(unsupported("and() of more than 5 parts; split the rule"));
+            }
+            let mut out = Vec::new();
+            let mut idx: Vec<usize> = (0..ps.len()).collect();
+            permutations(&mut idx, 0, &mut |perm| -> Result<(), PlanError> {
+                let seq = Pattern::Seq(perm.iter().map(|i| ps[*i].clone()).collect());
+                out.extend(expand(&seq, rule)?);
+                if out.len() > MAX_ALTERNATIVES {
+                    return Err(too_many());
+                }
+                Ok(())
+            })?;
+            out
+        }
+        Pattern::Repeat {
+            inner,
+            min,
+            max,
+            distinct,
+        } => {
+            let set = simple_set(inner)
+                .ok_or_else(|| unsupported("a closure repeats an event or an or() of events"))?;
+            vec![vec![Item::Step(Step {
+                set,
+                repeat: Some(Repeat {
+                    min: (*min).max(1),
+                    max: *max,
+                    distinct: distinct.clone(),
+                }),
+                guard: None,
+            })]]
+        }
+        Pattern::Absent { inner, for_ } => {
+            let set = simple_set(inner)
+                .ok_or_else(|| unsupported("absent() takes an event or an or() of events"))?;
+            vec![vec![Item::Guard(set, *for_)]]
+        }
+    })
+}
+
+fn permutations(
+    idx: &mut Vec<usize>,
+    k: usize,
+    f: &mut dyn FnMut(&[usize]) -> Result<(), PlanError>,
+) -> Result<(), PlanError> {
+    if k == idx.len() {
+        return f(idx);
+    }
+    for i in k..idx.len() {
+        idx.swap(k, i);
+        permutations(idx, k + 1, f)?;
+        idx.swap(k, i);
+    }
+    Ok(())
+}

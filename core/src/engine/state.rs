@@ -1,0 +1,1039 @@
+//! Per-group state of one rule and the transitions that events and timers make on it.
+//!
+//! Nothing here knows about lanes, the filter or the wheel: a group is fed "event at t with
+//! these definitions matched" and "a timer at t", and it appends alerts and says when it next
+//! wants to wake. That keeps the semantics (DESIGN.md, "Semantics fixed here") in one place.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::{Alt, EvSet, Plan, Step};
+use crate::alert::{Alert, AlertState, MAX_ALERT_EVENTS};
+use crate::event::{Event, Value};
+use crate::rules::ir::{Rule, TemplatePart, Trigger, lookup};
+use crate::time::{Duration, Timestamp};
+
+/// A group key: the values of the rule's `group_by` fields, in order (empty: one group).
+pub type GroupKey = Arc<[Value]>;
+
+/// Rule-level facts the group transitions need (read-only).
+pub struct RuleCtx<'a> {
+    /// The rule.
+    pub rule: &'a Rule,
+    /// Its plan.
+    pub plan: &'a Plan,
+    /// When monitoring began for the rule.
+    pub monitor_start: Timestamp,
+    /// Most partial matches a group keeps.
+    pub max_partial: usize,
+    /// Alerts whose deadline lies before this are marked `outage`.
+    pub outage_until: Timestamp,
+}
+
+impl RuleCtx<'_> {
+    fn wmax(&self) -> Option<Duration> {
+        self.rule.within.map(|w| w.max)
+    }
+    fn wmin(&self) -> Duration {
+        self.rule.within.map(|w| w.min).unwrap_or(Duration::ZERO)
+    }
+}
+
+/// Counters a group transition may bump.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RuleCounters {
+    /// Events that matched one of the rule's definitions (after late filtering).
+    pub matched: u64,
+    /// Late events (event time below the watermark).
+    pub late: u64,
+    /// New groups refused because the rule had `max_groups` groups.
+    pub groups_rejected: u64,
+    /// Partial matches dropped because a group had `max_partial_matches`.
+    pub partial_evicted: u64,
+    /// Alerts emitted (every state change counts).
+    pub alerts: u64,
+    /// Matches not alerted because of the trigger's rate limit.
+    pub suppressed: u64,
+    /// Groups dropped after `forget_after`.
+    pub forgotten: u64,
+}
+
+/// One matched event in a partial match.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Item {
+    time: Timestamp,
+    id: u64,
+    ev: Arc<Event>,
+    /// The distinct-field value, for `distinct` closures.
+    dv: Option<Value>,
+}
+
+/// A partial match of one alternative.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Run {
+    alt: u16,
+    /// The step the run waits on (or collects, for a closure with `count > 0`).
+    pos: u16,
+    count: u32,
+    start: Timestamp,
+    last_end: Timestamp,
+    items: VecDeque<Item>,
+    #[serde(with = "pairs")]
+    distinct: BTreeMap<Value, u32>,
+}
+
+/// A completed match waiting for an absence at its end.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Wait {
+    alt: u16,
+    deadline: Timestamp,
+    events: Vec<Arc<Event>>,
+}
+
+/// What an open episode is waiting for.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub enum EpisodeKind {
+    /// An absence fired; the awaited events resolve it.
+    Absence(EvSet),
+    /// A closure matched; it ends after a window of quiet.
+    Closure(EvSet),
+}
+
+/// An open (firing) alert of a group.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Episode {
+    id: String,
+    kind: EpisodeKind,
+    /// Absence: the fired deadline. Closure: the time of the last extending event.
+    last: Timestamp,
+    events: Vec<Arc<Event>>,
+}
+
+/// The state of one group of an absence-only rule.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AbsenceState {
+    /// The last awaited event, if any.
+    last_seen: Option<Timestamp>,
+    firing: Option<Episode>,
+}
+
+/// The state of one group of a linear rule.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+pub struct LinearState {
+    runs: Vec<Run>,
+    waits: Vec<Wait>,
+    episode: Option<Episode>,
+    /// Per event definition, when it last occurred (only for rules with a leading absence).
+    last_seen: Vec<Option<Timestamp>>,
+    last_emit: Option<Timestamp>,
+}
+
+/// Per-group state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum GroupState {
+    /// Absence-only rule.
+    Absence(AbsenceState),
+    /// Linear rule.
+    Linear(Box<LinearState>),
+}
+
+/// A group: its key and state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Group {
+    /// The key.
+    pub key: GroupKey,
+    /// Listed in `expect` (never forgotten).
+    pub expected: bool,
+    /// The last event of this group.
+    pub last_activity: Timestamp,
+    /// The state.
+    pub state: GroupState,
+}
+
+fn cap_events(v: &mut Vec<Arc<Event>>) {
+    if v.len() > MAX_ALERT_EVENTS {
+        let extra = v.len() - MAX_ALERT_EVENTS;
+        v.drain(..extra);
+    }
+}
+
+impl Group {
+    /// A new group; `seen` is the time of its first event (`None` for an expected group).
+    pub fn new(ctx: &RuleCtx<'_>, key: GroupKey, expected: bool, now: Timestamp) -> Group {
+        let state = match ctx.plan {
+            Plan::Absence { .. } => GroupState::Absence(AbsenceState {
+                last_seen: None,
+                firing: None,
+            }),
+            Plan::Linear { alts } => {
+                let tracks = alts.iter().any(|a| a.start_absent.is_some());
+                GroupState::Linear(Box::new(LinearState {
+                    last_seen: if tracks {
+                        vec![None; ctx.rule.events.len()]
+                    } else {
+                        Vec::new()
+                    },
+                    ..LinearState::default()
+                }))
+            }
+        };
+        Group {
+            key,
+            expected,
+            last_activity: now,
+            state,
+        }
+    }
+
+    /// Partial matches held (runs and waits).
+    pub fn partial_matches(&self) -> usize {
+        match &self.state {
+            GroupState::Absence(_) => 0,
+            GroupState::Linear(l) => l.runs.len() + l.waits.len(),
+        }
+    }
+
+    /// Events held in partial matches.
+    pub fn held_events(&self) -> usize {
+        match &self.state {
+            GroupState::Absence(_) => 0,
+            GroupState::Linear(l) => {
+                l.runs.iter().map(|r| r.items.len()).sum::<usize>()
+                    + l.waits.iter().map(|w| w.events.len()).sum::<usize>()
+            }
+        }
+    }
+
+    /// Whether an alert of this group is firing.
+    pub fn firing(&self) -> bool {
+        match &self.state {
+            GroupState::Absence(a) => a.firing.is_some(),
+            GroupState::Linear(l) => l.episode.is_some(),
+        }
+    }
+
+    /// Feeds one event at `t` that matched the definitions in `mask`.
+    pub fn on_event(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
+        self.last_activity = self.last_activity.max(t);
+        counters.matched += 1;
+        let key = self.key.clone();
+        match (&mut self.state, ctx.plan) {
+            (GroupState::Absence(a), Plan::Absence { set, .. }) => {
+                if mask & set == 0 {
+                    return;
+                }
+                a.last_seen = Some(a.last_seen.map_or(t, |s| s.max(t)));
+                if let Some(ep) = a.firing.take() {
+                    emit(
+                        ctx,
+                        &key,
+                        &ep.id,
+                        AlertState::Resolved,
+                        t,
+                        vec![ev.clone()],
+                        None,
+                        counters,
+                        out,
+                    );
+                }
+            }
+            (GroupState::Linear(l), Plan::Linear { alts }) => {
+                l.on_event(ctx, alts, &key, t, mask, ev, id, counters, out);
+            }
+            _ => {}
+        }
+    }
+
+    /// A late event (within `allowed_lateness`) of an absence rule: retracts a fired absence
+    /// whose deadline it falls before. Returns whether it did.
+    pub fn on_late(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        now: Timestamp,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) -> bool {
+        let key = self.key.clone();
+        let (GroupState::Absence(a), Plan::Absence { set, .. }) = (&mut self.state, ctx.plan)
+        else {
+            return false;
+        };
+        if mask & set == 0 {
+            return false;
+        }
+        let Some(ep) = &a.firing else {
+            return false;
+        };
+        let base = a
+            .last_seen
+            .unwrap_or(ctx.monitor_start)
+            .max(ctx.monitor_start);
+        if t <= base || t >= ep.last {
+            return false;
+        }
+        let id = ep.id.clone();
+        a.firing = None;
+        a.last_seen = Some(t);
+        emit(
+            ctx,
+            &key,
+            &id,
+            AlertState::Retracted,
+            now,
+            vec![ev.clone()],
+            Some("late_event"),
+            counters,
+            out,
+        );
+        true
+    }
+
+    /// Fires what is due at `now`; returns whether the group should be dropped (forgotten).
+    pub fn on_timer(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        now: Timestamp,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) -> bool {
+        let key = self.key.clone();
+        match (&mut self.state, ctx.plan) {
+            (GroupState::Absence(a), Plan::Absence { for_, .. }) if a.firing.is_none() => {
+                let base = a
+                    .last_seen
+                    .unwrap_or(ctx.monitor_start)
+                    .max(ctx.monitor_start);
+                let deadline = base.add(*for_);
+                if deadline <= now {
+                    let id = Alert::make_id(&ctx.rule.name, &key, deadline);
+                    let reason = (deadline < ctx.outage_until).then_some("outage");
+                    emit(
+                        ctx,
+                        &key,
+                        &id,
+                        AlertState::Firing,
+                        deadline,
+                        Vec::new(),
+                        reason,
+                        counters,
+                        out,
+                    );
+                    a.firing = Some(Episode {
+                        id,
+                        kind: EpisodeKind::Absence(0),
+                        last: deadline,
+                        events: Vec::new(),
+                    });
+                }
+            }
+            (GroupState::Linear(l), Plan::Linear { alts }) => {
+                l.on_timer(ctx, alts, &key, now, counters, out)
+            }
+            _ => {}
+        }
+        let forget_at = self.last_activity.add(ctx.rule.forget_after);
+        if !self.expected && forget_at <= now {
+            let (firing, last_events) = match &mut self.state {
+                GroupState::Absence(a) => (a.firing.take(), Vec::new()),
+                GroupState::Linear(l) => (l.episode.take(), Vec::new()),
+            };
+            if let Some(ep) = firing {
+                emit(
+                    ctx,
+                    &key,
+                    &ep.id,
+                    AlertState::Resolved,
+                    forget_at,
+                    last_events,
+                    Some("forgotten"),
+                    counters,
+                    out,
+                );
+            }
+            counters.forgotten += 1;
+            return true;
+        }
+        false
+    }
+
+    /// When this group next needs a timer (`None`: never).
+    pub fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
+        let forget = (!self.expected).then(|| self.last_activity.add(ctx.rule.forget_after));
+        let own = match (&self.state, ctx.plan) {
+            (GroupState::Absence(a), Plan::Absence { for_, .. }) => {
+                if a.firing.is_none() {
+                    Some(
+                        a.last_seen
+                            .unwrap_or(ctx.monitor_start)
+                            .max(ctx.monitor_start)
+                            .add(*for_),
+                    )
+                } else {
+                    None
+                }
+            }
+            (GroupState::Linear(l), Plan::Linear { .. }) => l.next_wake(ctx),
+            _ => None,
+        };
+        match (own, forget) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+fn effective_count(r: &Run, step: &Step) -> u32 {
+    match step.repeat.as_ref().and_then(|rep| rep.distinct.as_ref()) {
+        Some(_) => r.distinct.len() as u32,
+        None => r.count,
+    }
+}
+
+fn guard_ok(step: &Step, r: &Run, t: Timestamp) -> bool {
+    match &step.guard {
+        Some((_, Some(d))) => t >= r.last_end.add(*d),
+        _ => true,
+    }
+}
+
+impl Run {
+    fn push(&mut self, step: &Step, item: Item) {
+        if step.repeat.as_ref().is_some_and(|r| r.distinct.is_some())
+            && let Some(v) = &item.dv
+        {
+            *self.distinct.entry(v.clone()).or_insert(0) += 1;
+        }
+        self.last_end = self.last_end.max(item.time);
+        self.items.push_back(item);
+    }
+
+    fn pop_front(&mut self, step: &Step) {
+        if let Some(it) = self.items.pop_front() {
+            if step.repeat.as_ref().is_some_and(|r| r.distinct.is_some())
+                && let Some(v) = &it.dv
+                && let Some(n) = self.distinct.get_mut(v)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.distinct.remove(v);
+                }
+            }
+            self.count = self.count.saturating_sub(1);
+        }
+        if let Some(f) = self.items.front() {
+            self.start = f.time;
+        }
+    }
+
+    /// A step-0 closure still collecting: its window slides instead of expiring.
+    fn is_collector(&self, alt: &Alt) -> bool {
+        self.pos == 0 && self.count > 0 && alt.steps[0].repeat.is_some()
+    }
+
+    fn events(&self) -> Vec<Arc<Event>> {
+        let skip = self.items.len().saturating_sub(MAX_ALERT_EVENTS);
+        self.items.iter().skip(skip).map(|i| i.ev.clone()).collect()
+    }
+}
+
+fn distinct_value(step: &Step, ev: &Event) -> Option<Option<Value>> {
+    match step.repeat.as_ref().and_then(|r| r.distinct.as_ref()) {
+        Some(k) => {
+            let caps = Vec::new();
+            lookup(ev, &caps, k).map(|v| Some(v.get().clone()))
+        }
+        None => Some(None),
+    }
+}
+
+enum Took {
+    No,
+    Yes,
+}
+
+impl LinearState {
+    fn on_event(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        key: &GroupKey,
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
+        // A. An open episode: an absence resolves, a closure extends.
+        if let Some(ep) = &mut self.episode {
+            match ep.kind {
+                EpisodeKind::Absence(set) if mask & set != 0 => {
+                    let ep_id = ep.id.clone();
+                    self.episode = None;
+                    emit(
+                        ctx,
+                        key,
+                        &ep_id,
+                        AlertState::Resolved,
+                        t,
+                        vec![ev.clone()],
+                        None,
+                        counters,
+                        out,
+                    );
+                }
+                EpisodeKind::Closure(set) if mask & set != 0 => {
+                    ep.last = ep.last.max(t);
+                    ep.events.push(ev.clone());
+                    cap_events(&mut ep.events);
+                    self.note_seen(mask, t);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        // B. An awaited event cancels the waits of absences at the end.
+        self.waits.retain(|w| {
+            alts[w.alt as usize]
+                .end_absent
+                .as_ref()
+                .is_none_or(|e| e.set & mask == 0)
+        });
+        // C. Expiry by the window (closures at the start slide).
+        if let Some(w) = ctx.wmax() {
+            self.expire(alts, t, w);
+        }
+        // D. Absences in the middle kill the runs they guard.
+        self.runs.retain(|r| {
+            let alt = &alts[r.alt as usize];
+            let step = &alt.steps[r.pos as usize];
+            let guard = if step.repeat.is_some() && r.count > 0 {
+                let satisfied =
+                    effective_count(r, step) >= step.repeat.as_ref().map_or(1, |x| x.min);
+                if satisfied {
+                    alt.steps
+                        .get(r.pos as usize + 1)
+                        .and_then(|s| s.guard.as_ref())
+                } else {
+                    None
+                }
+            } else {
+                step.guard.as_ref()
+            };
+            match guard {
+                Some((g, f)) if g & mask != 0 => !f.is_none_or(|d| t < r.last_end.add(d)),
+                _ => true,
+            }
+        });
+        // E. The oldest run that can take the event takes it.
+        let mut completed: Option<usize> = None;
+        let mut taken = false;
+        for (ri, r) in self.runs.iter_mut().enumerate() {
+            let alt = &alts[r.alt as usize];
+            if let Took::Yes = take(ctx, alt, r, t, mask, ev, id) {
+                taken = true;
+                if complete(ctx, alt, r, t) {
+                    completed = Some(ri);
+                }
+                break;
+            }
+        }
+        // F. Otherwise it starts a run in every alternative it can start.
+        let mut fresh_completed = Vec::new();
+        if !taken {
+            for (ai, alt) in alts.iter().enumerate() {
+                let first = &alt.steps[0];
+                if first.set & mask == 0 {
+                    continue;
+                }
+                if let Some((s, d)) = alt.start_absent {
+                    if t < ctx.monitor_start.add(d) {
+                        continue;
+                    }
+                    let last = self
+                        .last_seen
+                        .iter()
+                        .enumerate()
+                        .filter(|(e, _)| s & (1u64 << e) != 0)
+                        .filter_map(|(_, ts)| *ts)
+                        .max();
+                    if last.is_some_and(|l| l.add(d) > t) {
+                        continue;
+                    }
+                }
+                let Some(dv) = distinct_value(first, ev) else {
+                    continue;
+                };
+                let mut r = Run {
+                    alt: ai as u16,
+                    pos: 0,
+                    count: 0,
+                    start: t,
+                    last_end: t,
+                    items: VecDeque::new(),
+                    distinct: BTreeMap::new(),
+                };
+                r.push(
+                    first,
+                    Item {
+                        time: t,
+                        id,
+                        ev: ev.clone(),
+                        dv,
+                    },
+                );
+                if first.repeat.is_some() {
+                    r.count = 1;
+                } else {
+                    r.pos = 1;
+                }
+                let done = complete(ctx, alt, &r, t);
+                if done || alt.steps.len() > 1 || first.repeat.is_some() {
+                    self.runs.push(r);
+                    if done {
+                        fresh_completed.push(self.runs.len() - 1);
+                    }
+                }
+            }
+            if self.runs.len() > ctx.max_partial {
+                let extra = self.runs.len() - ctx.max_partial;
+                self.runs.drain(..extra);
+                counters.partial_evicted += extra as u64;
+                fresh_completed.retain_mut(|i| {
+                    if *i < extra {
+                        false
+                    } else {
+                        *i -= extra;
+                        true
+                    }
+                });
+            }
+        }
+        // G. Completions.
+        if let Some(ri) = completed {
+            self.finish(ctx, alts, key, ri, t, counters, out);
+        } else if let Some(&ri) = fresh_completed.first() {
+            // Among runs started by this event, the first alternative's match wins; the others
+            // held the same event and are consumed with it.
+            self.finish(ctx, alts, key, ri, t, counters, out);
+        }
+        self.note_seen(mask, t);
+    }
+
+    fn note_seen(&mut self, mask: EvSet, t: Timestamp) {
+        for (e, slot) in self.last_seen.iter_mut().enumerate() {
+            if mask & (1u64 << e) != 0 {
+                *slot = Some(slot.map_or(t, |s| s.max(t)));
+            }
+        }
+    }
+
+    fn expire(&mut self, alts: &[Alt], t: Timestamp, w: Duration) {
+        let horizon = t.sub(w);
+        self.runs.retain_mut(|r| {
+            let alt = &alts[r.alt as usize];
+            if r.is_collector(alt) {
+                while r.items.front().is_some_and(|i| i.time < horizon) {
+                    r.pop_front(&alt.steps[0]);
+                }
+                !r.items.is_empty()
+            } else {
+                r.start >= horizon
+            }
+        });
+    }
+
+    fn finish(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        key: &GroupKey,
+        ri: usize,
+        t: Timestamp,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
+        let r = self.runs.remove(ri);
+        let alt = &alts[r.alt as usize];
+        if let Some(end) = &alt.end_absent {
+            // The absence at the end starts now; one wait per alternative, none while firing.
+            let waiting = self.waits.iter().any(|w| w.alt == r.alt);
+            if self.episode.is_none() && !waiting {
+                let deadline = match end.for_ {
+                    Some(d) => t.add(d),
+                    None => r.start.add(ctx.wmax().unwrap_or(Duration::ZERO)),
+                };
+                self.waits.push(Wait {
+                    alt: r.alt,
+                    deadline,
+                    events: r.events(),
+                });
+            }
+            return;
+        }
+        // The match consumes its events: other partial matches holding them are dropped.
+        let mut ids: Vec<u64> = r.items.iter().map(|i| i.id).collect();
+        ids.sort_unstable();
+        self.runs
+            .retain(|o| !o.items.iter().any(|i| ids.binary_search(&i.id).is_ok()));
+        let last = &alt.steps[alt.steps.len() - 1];
+        let id = Alert::make_id(&ctx.rule.name, key, r.start);
+        if last.repeat.is_some() {
+            let set = alt.steps.iter().fold(0, |acc, s| acc | s.set);
+            let events = r.events();
+            emit(
+                ctx,
+                key,
+                &id,
+                AlertState::Firing,
+                t,
+                events.clone(),
+                None,
+                counters,
+                out,
+            );
+            self.episode = Some(Episode {
+                id,
+                kind: EpisodeKind::Closure(set),
+                last: t,
+                events,
+            });
+            return;
+        }
+        if let Trigger::Every(period) = ctx.rule.trigger {
+            let period = period.or(ctx.wmax()).unwrap_or(Duration::ZERO);
+            if self.last_emit.is_some_and(|l| t < l.add(period)) {
+                counters.suppressed += 1;
+                return;
+            }
+        }
+        self.last_emit = Some(t);
+        emit(
+            ctx,
+            key,
+            &id,
+            AlertState::Firing,
+            t,
+            r.events(),
+            None,
+            counters,
+            out,
+        );
+    }
+
+    fn on_timer(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        key: &GroupKey,
+        now: Timestamp,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
+        // Absences at the end whose time passed.
+        let mut due: Vec<Wait> = Vec::new();
+        self.waits.retain(|w| {
+            if w.deadline <= now {
+                due.push(w.clone());
+                false
+            } else {
+                true
+            }
+        });
+        due.sort_by_key(|w| (w.deadline, w.alt));
+        for w in due {
+            if self.episode.is_some() {
+                continue;
+            }
+            let set = alts[w.alt as usize]
+                .end_absent
+                .as_ref()
+                .map_or(0, |e| e.set);
+            let id = Alert::make_id(&ctx.rule.name, key, w.deadline);
+            let reason = (w.deadline < ctx.outage_until).then_some("outage");
+            emit(
+                ctx,
+                key,
+                &id,
+                AlertState::Firing,
+                w.deadline,
+                w.events.clone(),
+                reason,
+                counters,
+                out,
+            );
+            self.episode = Some(Episode {
+                id,
+                kind: EpisodeKind::Absence(set),
+                last: w.deadline,
+                events: w.events,
+            });
+        }
+        // A closure episode ends after a window of quiet.
+        if let (Some(ep), Some(w)) = (&self.episode, ctx.wmax())
+            && matches!(ep.kind, EpisodeKind::Closure(_))
+            && ep.last.add(w) <= now
+        {
+            let at = ep.last.add(w);
+            let ep_id = ep.id.clone();
+            let events = ep.events.clone();
+            self.episode = None;
+            emit(
+                ctx,
+                key,
+                &ep_id,
+                AlertState::Resolved,
+                at,
+                events,
+                Some("episode_end"),
+                counters,
+                out,
+            );
+        }
+        if let Some(w) = ctx.wmax() {
+            self.expire(alts, now, w);
+        }
+    }
+
+    fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
+        let mut wake: Option<Timestamp> = None;
+        let mut consider = |t: Timestamp| wake = Some(wake.map_or(t, |w| w.min(t)));
+        for w in &self.waits {
+            consider(w.deadline);
+        }
+        if let Some(w) = ctx.wmax() {
+            if let Some(ep) = &self.episode
+                && matches!(ep.kind, EpisodeKind::Closure(_))
+            {
+                consider(ep.last.add(w));
+            }
+            // Free partial matches that can no longer complete.
+            if let Some(oldest) = self.runs.iter().map(|r| r.start).min() {
+                consider(oldest.add(w).add(Duration(1)));
+            }
+        }
+        wake
+    }
+}
+
+/// Tries to let run `r` take the event; on success the run has advanced.
+fn take(
+    ctx: &RuleCtx<'_>,
+    alt: &Alt,
+    r: &mut Run,
+    t: Timestamp,
+    mask: EvSet,
+    ev: &Arc<Event>,
+    id: u64,
+) -> Took {
+    let pos = r.pos as usize;
+    if pos >= alt.steps.len() {
+        return Took::No;
+    }
+    let step = &alt.steps[pos];
+    let last = alt.steps.len() - 1;
+    let collecting = step.repeat.is_some() && r.count > 0;
+    if collecting {
+        let rep = step.repeat.as_ref().map_or((1, None), |x| (x.min, x.max));
+        let satisfied = effective_count(r, step) >= rep.0;
+        if satisfied
+            && pos < last
+            && let Some(next) = alt.steps.get(pos + 1)
+            && next.set & mask != 0
+            && guard_ok(next, r, t)
+            && let Some(dv) = distinct_value(next, ev)
+        {
+            let completes = pos + 1 == last && next.repeat.as_ref().is_none_or(|x| x.min <= 1);
+            if !completes || t.since(r.start) >= ctx.wmin() {
+                r.push(
+                    next,
+                    Item {
+                        time: t,
+                        id,
+                        ev: ev.clone(),
+                        dv,
+                    },
+                );
+                if next.repeat.is_some() {
+                    r.pos += 1;
+                    r.count = 1;
+                } else {
+                    r.pos += 2;
+                    r.count = 0;
+                }
+                return Took::Yes;
+            }
+        }
+        if step.set & mask != 0
+            && let Some(dv) = distinct_value(step, ev)
+        {
+            let at_max = rep.1.is_some_and(|m| effective_count(r, step) >= m);
+            if at_max && !r.is_collector(alt) {
+                return Took::No;
+            }
+            if at_max {
+                r.pop_front(step);
+            }
+            r.push(
+                step,
+                Item {
+                    time: t,
+                    id,
+                    ev: ev.clone(),
+                    dv,
+                },
+            );
+            r.count += 1;
+            return Took::Yes;
+        }
+        return Took::No;
+    }
+    if step.set & mask != 0 && guard_ok(step, r, t) {
+        let Some(dv) = distinct_value(step, ev) else {
+            return Took::No;
+        };
+        let completes = pos == last && step.repeat.as_ref().is_none_or(|x| x.min <= 1);
+        if completes && t.since(r.start) < ctx.wmin() {
+            return Took::No;
+        }
+        r.push(
+            step,
+            Item {
+                time: t,
+                id,
+                ev: ev.clone(),
+                dv,
+            },
+        );
+        if step.repeat.is_some() {
+            r.count = 1;
+        } else {
+            r.pos += 1;
+        }
+        return Took::Yes;
+    }
+    Took::No
+}
+
+fn complete(ctx: &RuleCtx<'_>, alt: &Alt, r: &Run, t: Timestamp) -> bool {
+    let n = alt.steps.len();
+    let pos = r.pos as usize;
+    let done = if pos >= n {
+        true
+    } else if pos == n - 1 {
+        let step = &alt.steps[pos];
+        step.repeat
+            .as_ref()
+            .is_some_and(|rep| r.count > 0 && effective_count(r, step) >= rep.min)
+    } else {
+        false
+    };
+    done && t.since(r.start) >= ctx.wmin()
+}
+
+/// Renders the message and appends one alert change.
+fn emit(
+    ctx: &RuleCtx<'_>,
+    key: &GroupKey,
+    id: &str,
+    state: AlertState,
+    time: Timestamp,
+    mut events: Vec<Arc<Event>>,
+    reason: Option<&str>,
+    counters: &mut RuleCounters,
+    out: &mut Vec<Alert>,
+) {
+    cap_events(&mut events);
+    let rule = ctx.rule;
+    let group: Vec<(String, Value)> = rule
+        .group_by
+        .iter()
+        .cloned()
+        .zip(key.iter().cloned())
+        .collect();
+    let message = render_message(rule, &group, &events);
+    counters.alerts += 1;
+    out.push(Alert {
+        id: id.to_string(),
+        rule: Arc::from(rule.name.as_str()),
+        severity: rule.severity,
+        state,
+        group,
+        time,
+        message,
+        events,
+        reason: reason.map(str::to_string),
+    });
+}
+
+/// Fills a message template from the group, then the most recent matching event.
+pub fn render_message(rule: &Rule, group: &[(String, Value)], events: &[Arc<Event>]) -> String {
+    let Some(parts) = &rule.message else {
+        let mut s = rule.name.clone();
+        for (k, v) in group {
+            s.push_str(&format!(" {k}={v}"));
+        }
+        return s;
+    };
+    let mut s = String::new();
+    for p in parts {
+        match p {
+            TemplatePart::Text(t) => s.push_str(t),
+            TemplatePart::Field(k) => {
+                let from_group = group
+                    .iter()
+                    .find(|(n, _)| n == k.name())
+                    .map(|(_, v)| v.to_string());
+                let caps = Vec::new();
+                let value = from_group.or_else(|| {
+                    events
+                        .iter()
+                        .rev()
+                        .find_map(|e| lookup(e, &caps, k).map(|v| v.get().to_string()))
+                });
+                match value {
+                    Some(v) => s.push_str(&v),
+                    None => {
+                        s.push('{');
+                        s.push_str(k.name());
+                        s.push('}');
+                    }
+                }
+            }
+        }
+    }
+    s
+}
+
+/// Serde helper: a map with non-string keys as a list of pairs.
+mod pairs {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::event::Value;
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<Value, u32>, s: S) -> Result<S::Ok, S::Error> {
+        let v: Vec<(&Value, &u32)> = m.iter().collect();
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Value, u32>, D::Error> {
+        let v: Vec<(Value, u32)> = Vec::deserialize(d)?;
+        Ok(v.into_iter().collect())
+    }
+}

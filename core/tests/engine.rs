@@ -1,0 +1,8 @@
+//! Engine tests (one test binary): table-driven semantics and properties.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+#[path = "engine/support.rs"]
+mod support;
+
+#[path = "engine/cases.rs"]
+mod cases;

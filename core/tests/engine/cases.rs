@@ -1,0 +1,393 @@
+//! Table-driven cases: every operator, every position of `absent`, time modes, late events,
+//! `expect`, triggers and the alert lifecycle.
+
+use super::support::*;
+
+// ---- The paper's worked example (section 3.5, Figure 9) ----
+
+#[test]
+fn paper_q1_or_within_1s_matches_every_event() {
+    let q1 = rule("q1", &["e1", "e2"], or(vec![ev(0), ev(1)]))
+        .within(1)
+        .ungrouped();
+    check(
+        vec![q1],
+        "e2@0 e1@5 e2@7",
+        &["firing @0", "firing @5", "firing @7"],
+    );
+}
+
+#[test]
+fn paper_q2_and_within_0_to_3s_matches_only_at_7() {
+    let q2 = rule("q2", &["e1", "e2"], and(vec![ev(0), ev(1)]))
+        .within_range(0, 3)
+        .ungrouped();
+    check(vec![q2], "e2@0 e1@5 e2@7", &["firing @7"]);
+}
+
+#[test]
+fn paper_q1_and_q2_together() {
+    let q1 = rule("q1", &["e1", "e2"], or(vec![ev(0), ev(1)]))
+        .within(1)
+        .ungrouped();
+    let q2 = rule("q2", &["e1", "e2"], and(vec![ev(0), ev(1)]))
+        .within_range(0, 3)
+        .ungrouped();
+    check(
+        vec![q1, q2],
+        "e2@0 e1@5 e2@7",
+        &[
+            "q1 firing @0",
+            "q1 firing @5",
+            "q1 firing @7",
+            "q2 firing @7",
+        ],
+    );
+}
+
+// ---- seq, skip-till-next-match, consumption ----
+
+#[test]
+fn seq_skips_unrelated_events() {
+    let r = rule("r", &["a", "b", "x"], seq(vec![ev(0), ev(1)]));
+    check(vec![r], "a:h@0 x:h@1 x:h@2 b:h@3", &["firing h @3"]);
+}
+
+#[test]
+fn seq_is_per_group() {
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)]));
+    check(vec![r], "a:h1@0 b:h2@1 b:h1@2", &["firing h1 @2"]);
+}
+
+#[test]
+fn seq_match_consumes_its_events() {
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)]));
+    // Each b pairs with one earlier a (oldest first); a third b has no a left.
+    check(
+        vec![r],
+        "a:h@0 a:h@1 b:h@2 b:h@3 b:h@4",
+        &["firing h @2", "firing h @3"],
+    );
+}
+
+#[test]
+fn seq_within_window_may_start_at_a_later_event() {
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).within(5);
+    check(vec![r], "a:h@0 a:h@3 b:h@7", &["firing h @7"]);
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).within(5);
+    check(vec![r], "a:h@0 b:h@6", &[]);
+}
+
+#[test]
+fn tseq_min_distance() {
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).within_range(2, 5);
+    // b@1 is too early and is skipped; b@3 is 3 s after a.
+    check(vec![r], "a:h@0 b:h@1 b:h@3", &["firing h @3"]);
+}
+
+#[test]
+fn or_of_sequences_expands() {
+    let r = rule(
+        "r",
+        &["a", "b", "c"],
+        or(vec![seq(vec![ev(0), ev(1)]), ev(2)]),
+    );
+    check(
+        vec![r],
+        "a:h@0 c:h@1 b:h@2",
+        &["firing h @1", "firing h @2"],
+    );
+}
+
+#[test]
+fn and_any_order() {
+    let r = rule("r", &["a", "b"], and(vec![ev(0), ev(1)]));
+    check(
+        vec![r],
+        "b:h@0 a:h@1 a:h@2 b:h@3",
+        &["firing h @1", "firing h @3"],
+    );
+}
+
+// ---- closures ----
+
+#[test]
+fn bruteforce_then_success_needs_five_in_window() {
+    let bf = || rule("bf", &["fail", "ok"], seq(vec![rep(ev(0), 5, None), ev(1)])).within(300);
+    // 5 failures then success: one alert.
+    check(
+        vec![bf()],
+        "fail:x@0 fail:x@10 fail:x@20 fail:x@30 fail:x@40 ok:x@50",
+        &["firing x @50"],
+    );
+    // 4 failures: nothing.
+    check(
+        vec![bf()],
+        "fail:x@0 fail:x@10 fail:x@20 fail:x@30 ok:x@50",
+        &[],
+    );
+    // 6 failures 80 s apart (never 5 within 300 s), then success: nothing.
+    check(
+        vec![bf()],
+        "fail:x@0 fail:x@80 fail:x@160 fail:x@240 fail:x@320 fail:x@400 ok:x@410",
+        &[],
+    );
+    // The window may start at any failure: 0 is too old, 100..280 are five.
+    check(
+        vec![bf()],
+        "fail:x@0 fail:x@100 fail:x@150 fail:x@200 fail:x@250 fail:x@280 ok:x@350",
+        &["firing x @350"],
+    );
+    // Success too late: nothing.
+    check(
+        vec![bf()],
+        "fail:x@0 fail:x@1 fail:x@2 fail:x@3 fail:x@4 ok:x@400",
+        &[],
+    );
+}
+
+#[test]
+fn bruteforce_one_alert_per_ok() {
+    let bf = rule("bf", &["fail", "ok"], seq(vec![rep(ev(0), 5, None), ev(1)])).within(300);
+    // Ten failures, then two successes: the first consumes all failures.
+    let mut s = String::new();
+    for i in 0..10 {
+        s.push_str(&format!("fail:x@{i} "));
+    }
+    s.push_str("ok:x@20 ok:x@21 fail:x@22 fail:x@23 fail:x@24 fail:x@25 fail:x@26 ok:x@27");
+    check(vec![bf], &s, &["firing x @20", "firing x @27"]);
+}
+
+#[test]
+fn closure_at_end_is_one_alert_per_episode() {
+    let r = rule("burst", &["fail"], rep(ev(0), 5, None)).within(300);
+    let mut s = String::new();
+    for i in 0..12 {
+        s.push_str(&format!("fail:x@{} ", i * 10));
+    }
+    // Episode: fires at the 5th failure, extended to the 12th (110), ends 300 s later.
+    s.push_str("tick@1000 fail:x@1000 fail:x@1001 fail:x@1002 fail:x@1003 fail:x@1004 end");
+    check(
+        vec![r],
+        &s,
+        &[
+            "firing x @40",
+            "resolved x @410 (episode_end)",
+            "firing x @1004",
+        ],
+    );
+}
+
+#[test]
+fn closure_distinct_counts_values() {
+    let r = rule("scan", &["try"], rep(ev(0), 3, None))
+        .within(60)
+        .distinct_on_msg();
+    check(vec![r], "try:s:22@0 try:s:22@1 try:s:22@2 try:s:80@3", &[]);
+    let r = rule("scan", &["try"], rep(ev(0), 3, None))
+        .within(60)
+        .distinct_on_msg();
+    check(
+        vec![r],
+        "try:s:22@0 try:s:22@1 try:s:80@2 try:s:443@3",
+        &["firing s @3"],
+    );
+}
+
+#[test]
+fn closure_in_the_middle_with_bounds() {
+    let r = rule(
+        "r",
+        &["a", "b", "c"],
+        seq(vec![ev(0), rep(ev(1), 2, Some(3)), ev(2)]),
+    );
+    check(vec![r], "a:h@0 b:h@1 c:h@2 b:h@3 c:h@4", &["firing h @4"]);
+}
+
+// ---- absence: alone, start, middle, end ----
+
+#[test]
+fn absence_alone_expected_host_that_never_speaks() {
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["web-1", "web-2"]);
+    check(
+        vec![r],
+        "hb:web-1@0 hb:web-1@50 tick@100 hb:web-1@100 end@200",
+        &["firing web-2 @60", "firing web-1 @160"],
+    );
+}
+
+#[test]
+fn absence_alone_lifecycle_one_alert_per_episode() {
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60)));
+    check(
+        vec![r],
+        "hb:h@0 hb:h@30 tick@500 hb:h@600 hb:h@610 end@700",
+        &["firing h @90", "resolved h @600", "firing h @670"],
+    );
+}
+
+#[test]
+fn absence_event_exactly_at_deadline_prevents_it() {
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60)));
+    check(vec![r], "hb:h@0 hb:h@60 end@100", &[]);
+}
+
+#[test]
+fn absence_starts_when_monitoring_begins() {
+    // Monitoring begins at the first event (replay): the expected host's clock starts there.
+    let r = rule("hb", &["hb", "x"], absent(ev(0), Some(60))).expect(&["quiet"]);
+    check(vec![r], "x:other@1000 end@1059", &[]);
+    let r = rule("hb", &["hb", "x"], absent(ev(0), Some(60))).expect(&["quiet"]);
+    check(vec![r], "x:other@1000 end@1060", &["firing quiet @1060"]);
+}
+
+#[test]
+fn absence_forgotten_group_resolves() {
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).forget_after(3600);
+    check(
+        vec![r],
+        "hb:h@0 end@10000",
+        &["firing h @60", "resolved h @3600 (forgotten)"],
+    );
+}
+
+#[test]
+fn absence_at_start_of_seq() {
+    let r = rule("r", &["a", "b"], seq(vec![absent(ev(0), Some(60)), ev(1)]));
+    // b@30: not yet 60 s of monitoring. b@90: no a since start. a@100 then b@120: a too recent.
+    check(
+        vec![r],
+        "b:h@0 b:h@30 b:h@90 a:h@100 b:h@120 b:h@161",
+        &["firing h @90", "firing h @161"],
+    );
+}
+
+#[test]
+fn absence_in_the_middle() {
+    let r = || {
+        rule(
+            "r",
+            &["a", "b", "c"],
+            seq(vec![ev(0), absent(ev(2), None), ev(1)]),
+        )
+    };
+    check(vec![r()], "a:h@0 c:h@1 b:h@2", &[]);
+    check(vec![r()], "a:h@0 b:h@2", &["firing h @2"]);
+    check(vec![r()], "a:h@0 c:h@1 a:h@3 b:h@4", &["firing h @4"]);
+}
+
+#[test]
+fn absence_in_the_middle_with_time() {
+    // a, then 10 s with no c, then b (b before the 10 s are over is skipped).
+    let r = || {
+        rule(
+            "r",
+            &["a", "b", "c"],
+            seq(vec![ev(0), absent(ev(2), Some(10)), ev(1)]),
+        )
+    };
+    check(vec![r()], "a:h@0 b:h@5 b:h@12", &["firing h @12"]);
+    check(vec![r()], "a:h@0 c:h@5 b:h@12", &[]);
+    check(vec![r()], "a:h@0 c:h@11 b:h@12", &["firing h @12"]);
+}
+
+#[test]
+fn absence_at_end_silent_agent() {
+    let r = || {
+        rule(
+            "silent",
+            &["talk", "hb"],
+            seq(vec![ev(0), absent(ev(1), Some(120))]),
+        )
+    };
+    // Talks, heartbeat within 2 min: nothing.
+    check(vec![r()], "talk:h@0 hb:h@60 end@500", &[]);
+    // Talks continuously, no heartbeat: one alert, resolved by the heartbeat.
+    check(
+        vec![r()],
+        "talk:h@0 talk:h@10 talk:h@200 talk:h@300 hb:h@400 talk:h@410 end@600",
+        &["firing h @120", "resolved h @400", "firing h @530"],
+    );
+}
+
+#[test]
+fn absence_at_end_uses_window_without_for() {
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), absent(ev(1), None)])).within(30);
+    check(vec![r], "a:h@0 end@100", &["firing h @30"]);
+}
+
+// ---- time: event time, watermark, late events ----
+
+#[test]
+fn event_time_reorders_within_max_delay() {
+    let r = || rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).event_time(5, 0);
+    // b is stamped before a but arrives after: in event time a@3 comes after b@2, no match.
+    check(vec![r()], "a:h@3/3 b:h@2/4 end", &[]);
+    // In processing time the same input matches.
+    let p = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)]));
+    check(vec![p], "a:h@3/3 b:h@2/4 end", &["firing h @4"]);
+    // a stamped 2, arriving after b stamped 3: event time puts a first, b@3 matches.
+    check(vec![r()], "b:h@3/3 a:h@2/4 b:h@4/4 end", &["firing h @3"]);
+}
+
+#[test]
+fn late_events_are_not_matched() {
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).event_time(5, 0);
+    // a stamped 0 arrives at 100: far below the watermark (95), dropped.
+    check(vec![r], "b:h@99/99 a:h@0/100 b:h@100/100 end", &[]);
+}
+
+#[test]
+fn absence_in_event_time_fires_on_the_watermark() {
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 0);
+    // Deadline 60 fires when the watermark (clock - 5 s) passes it: clock 65.
+    check(vec![r], "hb:h@0/0 tick@64 tick@65 end", &["firing h @60"]);
+}
+
+#[test]
+fn late_heartbeat_retracts_absence() {
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 30);
+    // hb stamped 50 arrives at 80 (watermark 75): late, but within 30 s lateness, and before
+    // the fired deadline 60: the alert is retracted; the next deadline is 110.
+    check(
+        vec![r],
+        "hb:h@0/0 tick@70 hb:h@50/80 tick@120 end",
+        &[
+            "firing h @60",
+            "retracted h @75 (late_event)",
+            "firing h @110",
+        ],
+    );
+}
+
+#[test]
+fn clock_never_goes_backwards() {
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60)));
+    // An arrival stamp earlier than the clock counts as the clock.
+    check(vec![r], "hb:h@100 hb:h@10/10 end@161", &["firing h @160"]);
+}
+
+// ---- triggers ----
+
+#[test]
+fn trigger_every_rate_limits_per_group() {
+    let r = rule("r", &["a"], ev(0)).every(Some(60));
+    check(
+        vec![r],
+        "a:h@0 a:h@10 a:g@20 a:h@59 a:h@60",
+        &["firing h @0", "firing g @20", "firing h @60"],
+    );
+}
+
+// ---- budgets ----
+
+#[test]
+fn max_partial_matches_evicts_oldest() {
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).max_partial(2);
+    // Three a's, budget 2: the oldest is evicted, two b's match, the third finds nothing.
+    check(
+        vec![r],
+        "a:h@0 a:h@1 a:h@2 b:h@3 b:h@4 b:h@5",
+        &["firing h @3", "firing h @4"],
+    );
+}
