@@ -6,3 +6,6 @@ mod support;
 
 #[path = "engine/cases.rs"]
 mod cases;
+
+#[path = "engine/props.rs"]
+mod props;

@@ -143,6 +143,10 @@ struct Lane {
     max_event: Option<Timestamp>,
     last_arrival: Option<Timestamp>,
     generation_bump: u32,
+    /// Event time: the earliest event time seen before the lane's rules began monitoring
+    /// (they begin at the first event in event-time order, not the first to arrive).
+    min_event: Option<Timestamp>,
+    started: bool,
 }
 
 /// The engine. See the module docs.
@@ -265,20 +269,35 @@ impl Engine {
             .collect()
     }
 
-    fn begin(&mut self, at: Timestamp, out: &mut Vec<Alert>) {
+    /// Monitoring begins: processing-time rules at the arrival clock `at`, event-time rules at
+    /// the first event's time `first`.
+    fn begin(
+        &mut self,
+        at: Timestamp,
+        first: Timestamp,
+        defer_event_time: bool,
+        out: &mut Vec<Alert>,
+    ) {
         self.clock = Some(at);
         for lane in &mut self.lanes {
             let t = match lane.mode {
                 TimeMode::Processing => at,
-                TimeMode::Event => at.sub(lane.delay),
+                TimeMode::Event => first.sub(lane.delay),
             };
             lane.now = t;
             lane.wheel = Wheel::new(t);
         }
         for ri in 0..self.rts.len() {
             if self.rts[ri].monitor_start.is_none() {
-                self.start_rule(ri, at);
+                match self.rts[ri].rule.time {
+                    TimeMode::Processing => self.start_rule(ri, at),
+                    TimeMode::Event if !defer_event_time => self.start_rule(ri, first),
+                    TimeMode::Event => {}
+                }
             }
+        }
+        for lane in &mut self.lanes[1..] {
+            lane.started = !defer_event_time;
         }
         let _ = out;
     }
@@ -375,7 +394,7 @@ impl Engine {
         self.counters.events += 1;
         let arrival = match self.clock {
             None => {
-                self.begin(ev.arrival, out);
+                self.begin(ev.arrival, ev.time.min(ev.arrival), true, out);
                 ev.arrival
             }
             Some(c) => c.max(ev.arrival),
@@ -399,6 +418,9 @@ impl Engine {
         for li in 1..self.lanes.len() {
             let lane = &mut self.lanes[li];
             lane.max_event = Some(lane.max_event.map_or(ev_time, |m| m.max(ev_time)));
+            if !lane.started {
+                lane.min_event = Some(lane.min_event.map_or(ev_time, |m| m.min(ev_time)));
+            }
             let w = lane.watermark(arrival);
             lane.last_arrival = Some(arrival);
             for h in &hits {
@@ -427,7 +449,7 @@ impl Engine {
     pub fn advance_to(&mut self, now: Timestamp, out: &mut Vec<Alert>) {
         let now = match self.clock {
             None => {
-                self.begin(now, out);
+                self.begin(now, now, false, out);
                 now
             }
             Some(c) => c.max(now),
@@ -460,8 +482,30 @@ impl Engine {
         }
     }
 
+    /// Event time: the lane's rules begin monitoring at the earliest event seen, once the
+    /// watermark reaches it (nothing earlier can arrive in time after that).
+    fn start_lane(&mut self, li: usize, w: Timestamp) {
+        let lane = &self.lanes[li];
+        if lane.started {
+            return;
+        }
+        let Some(first) = lane.min_event else {
+            return;
+        };
+        if w < first {
+            return;
+        }
+        self.lanes[li].started = true;
+        for ri in 0..self.rts.len() {
+            if self.rts[ri].lane == li && self.rts[ri].monitor_start.is_none() {
+                self.start_rule(ri, first);
+            }
+        }
+    }
+
     /// Releases pending events up to the watermark `w`, then moves the lane's time to `w`.
     fn release(&mut self, li: usize, w: Timestamp, out: &mut Vec<Alert>) {
+        self.start_lane(li, w);
         while let Some(Reverse(p)) = self.lanes[li].pending.peek() {
             if p.time > w {
                 break;
@@ -487,29 +531,40 @@ impl Engine {
         if to < self.lanes[li].now {
             return;
         }
+        // Due timers fire one at a time in (deadline, rule, group key) order: deterministic,
+        // independent of how often a group was re-armed, and the same after a restore
+        // renumbers the slots. A timer that re-arms into the past joins the queue.
+        let mut due: BinaryHeap<Reverse<(Timestamp, u32, Option<GroupKey>, TimerEntry)>> =
+            BinaryHeap::new();
+        let mut fired = std::mem::take(&mut self.fired);
         loop {
-            let mut fired = std::mem::take(&mut self.fired);
             fired.clear();
             self.lanes[li].wheel.advance(to, &mut fired);
-            if fired.is_empty() {
-                self.fired = fired;
-                break;
-            }
             for e in &fired {
-                let ri = e.rule as usize;
-                let valid = matches!(
-                    self.rts.get(ri).and_then(|rt| rt.slots.get(e.slot as usize)),
-                    Some(Some(s)) if s.generation == e.generation && s.armed_at == e.deadline
-                );
-                if !valid {
-                    continue;
-                }
-                let now = e.deadline.max(self.lanes[li].now);
-                self.lanes[li].now = now;
-                self.on_timer(ri, e.slot, now, out);
+                let key = self
+                    .rts
+                    .get(e.rule as usize)
+                    .and_then(|rt| rt.slots.get(e.slot as usize))
+                    .and_then(|s| s.as_ref())
+                    .map(|s| s.group.key.clone());
+                due.push(Reverse((e.deadline, e.rule, key, *e)));
             }
-            self.fired = fired;
+            let Some(Reverse((_, _, _, e))) = due.pop() else {
+                break;
+            };
+            let ri = e.rule as usize;
+            let valid = matches!(
+                self.rts.get(ri).and_then(|rt| rt.slots.get(e.slot as usize)),
+                Some(Some(s)) if s.generation == e.generation && s.armed_at == e.deadline
+            );
+            if !valid {
+                continue;
+            }
+            let now = e.deadline.max(self.lanes[li].now);
+            self.lanes[li].now = now;
+            self.on_timer(ri, e.slot, now, out);
         }
+        self.fired = fired;
         self.lanes[li].now = self.lanes[li].now.max(to);
     }
 
@@ -704,6 +759,8 @@ impl Engine {
                     now: l.now,
                     max_event: l.max_event,
                     last_arrival: l.last_arrival,
+                    min_event: l.min_event,
+                    started: l.started,
                     pending: l
                         .pending
                         .iter()
@@ -771,6 +828,10 @@ impl Engine {
             if let Some(s) = saved {
                 lane.max_event = s.max_event;
                 lane.last_arrival = s.last_arrival;
+                lane.min_event = s.min_event;
+                lane.started = s.started;
+            } else {
+                lane.started = true;
             }
         }
         if outage {
@@ -822,7 +883,7 @@ impl Engine {
             }
         }
         for ri in 0..e.rts.len() {
-            if e.rts[ri].monitor_start.is_none() {
+            if e.rts[ri].monitor_start.is_none() && e.lanes[e.rts[ri].lane].started {
                 e.start_rule(ri, clock);
             }
             for slot in 0..e.rts[ri].slots.len() as u32 {
@@ -859,6 +920,8 @@ impl Lane {
             max_event: None,
             last_arrival: None,
             generation_bump: 0,
+            min_event: None,
+            started: mode == TimeMode::Processing,
         }
     }
 
@@ -912,6 +975,10 @@ pub struct LaneCheckpoint {
     pub max_event: Option<Timestamp>,
     /// The last arrival.
     pub last_arrival: Option<Timestamp>,
+    /// The earliest event time seen before the lane began monitoring.
+    pub min_event: Option<Timestamp>,
+    /// Whether the lane's rules began monitoring.
+    pub started: bool,
     /// Buffered events.
     pub pending: Vec<PendingCheckpoint>,
 }
