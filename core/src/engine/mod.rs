@@ -164,6 +164,9 @@ pub struct Engine {
     fired: Vec<TimerEntry>,
 }
 
+/// A due timer in firing order: deadline, rule, group key.
+type DueTimer = (Timestamp, u32, Option<GroupKey>, TimerEntry);
+
 /// One match of an event for one rule and group.
 struct Hit {
     rule: u32,
@@ -534,8 +537,7 @@ impl Engine {
         // Due timers fire one at a time in (deadline, rule, group key) order: deterministic,
         // independent of how often a group was re-armed, and the same after a restore
         // renumbers the slots. A timer that re-arms into the past joins the queue.
-        let mut due: BinaryHeap<Reverse<(Timestamp, u32, Option<GroupKey>, TimerEntry)>> =
-            BinaryHeap::new();
+        let mut due: BinaryHeap<Reverse<DueTimer>> = BinaryHeap::new();
         let mut fired = std::mem::take(&mut self.fired);
         loop {
             fired.clear();
