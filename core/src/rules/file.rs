@@ -178,11 +178,15 @@ fn entries<'t, 'i>(
 /// Checks one file and compiles its rules (those without errors).
 pub(crate) fn compile_file(path: &Path, text: &str, s: &mut Session<'_>) -> Vec<Rule> {
     let file = FileCtx::new(path.to_path_buf(), text);
-    let mut cx = Cx {
-        file: &file,
-        s,
-        errors: 0,
-    };
+    let first = s.diags.len();
+    let rules = compile_file_inner(&file, text, s);
+    // this file's findings in file order (those in expect files after them)
+    s.diags[first..].sort_by_key(|d| (d.path != file.path, d.span.start));
+    rules
+}
+
+fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Rule> {
+    let mut cx = Cx { file, s, errors: 0 };
     let (doc, errors) = DeTable::parse_recoverable(text);
     if !errors.is_empty() {
         for e in errors {
