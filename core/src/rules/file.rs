@@ -262,7 +262,16 @@ struct EventSrc<'t, 'i> {
 
 fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule> {
     let errors_before = cx.errors;
-    let head = span.start..span.start;
+    // the `[[rule]]` header line, for findings about the rule as a whole
+    let head = {
+        let rest = cx.file.text.get(span.start..).unwrap_or("");
+        let len = if rest.starts_with("[[") {
+            rest.find('\n').unwrap_or(rest.len())
+        } else {
+            0
+        };
+        span.start..span.start + len.min(rest.trim_end().len())
+    };
     let mut get: HashMap<&str, (&Spanned<std::borrow::Cow<'_, str>>, &Val<'_>)> = HashMap::new();
     for (k, v) in entries(t) {
         let key = k.get_ref().as_ref();
