@@ -202,3 +202,121 @@ fn errors_inside_basic_strings_map_through_escapes() {
     assert_eq!(help.as_deref(), Some("did you mean `host`?"));
     assert_eq!((line, col), (4, 41));
 }
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SHIPPED: &[&str] = &[
+        include_str!("../../rules/heartbeat.toml"),
+        include_str!("../../rules/ssh.toml"),
+        include_str!("../../rules/scan.toml"),
+        include_str!("../../rules/silent-agent.toml"),
+        DESIGN_EXAMPLES,
+    ];
+
+    fn atom() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(r#"app == "sshd""#.to_string()),
+            Just("severity <= 3".to_string()),
+            Just(r#"msg contains "x""#.to_string()),
+            Just(r#"msg =~ "from (?P<src>\S+)""#.to_string()),
+            Just(r#"msg =~ "user (?P<user>\w+)""#.to_string()),
+            Just("src in 10.0.0.0/8".to_string()),
+            Just("dport == 22".to_string()),
+            Just("orig_bytes + resp_bytes > 1000".to_string()),
+            Just(r#"kind in ["flow_start", "attempt_failed"]"#.to_string()),
+            Just("exists(sd.origin.ip)".to_string()),
+            Just("peer in [::1, 10.0.0.0/8]".to_string()),
+            Just("duration > 5s".to_string()),
+            Just(r#"host == 3"#.to_string()),
+            Just("hots == 1".to_string()),
+        ]
+    }
+
+    fn cond() -> impl Strategy<Value = String> {
+        let leaf = atom();
+        let tree = leaf.prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{a} and {b}")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} or {b})")),
+                inner.prop_map(|a| format!("not ({a})")),
+            ]
+        });
+        (
+            prop_oneof![Just(""), Just("syslog and "), Just("flow and ")],
+            tree,
+        )
+            .prop_map(|(s, t)| format!("{s}{t}"))
+    }
+
+    fn pattern() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("a".to_string()),
+            Just("seq(a, b) within 5m".to_string()),
+            Just("a{3,} within 1m".to_string()),
+            Just("a{2,4} distinct(src) within 1m".to_string()),
+            Just("seq(a, absent(b) for 1m)".to_string()),
+            Just("absent(or(a, b)) for 30s".to_string()),
+            Just("or(a, and(a, b)) within 1m..2m".to_string()),
+            Just("seq(a+, b, absent(a), b) within 10m".to_string()),
+            Just("seq(a, c)".to_string()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = compile_str("fuzz.toml", &text);
+        }
+
+        #[test]
+        fn mutations_never_panic(
+            which in 0..SHIPPED.len(),
+            edits in proptest::collection::vec((any::<usize>(), 0u8..3, any::<char>()), 1..6),
+        ) {
+            let mut chars: Vec<char> = SHIPPED[which].chars().collect();
+            for (at, op, c) in edits {
+                if chars.is_empty() { break; }
+                let at = at % chars.len();
+                match op {
+                    0 => { chars.remove(at); }
+                    1 => chars.insert(at, c),
+                    _ => chars[at] = c,
+                }
+            }
+            let text: String = chars.into_iter().collect();
+            let c = compile_str("fuzz.toml", &text);
+            for d in &c.diagnostics {
+                prop_assert!(d.span.start <= d.span.end && d.span.end <= text.len() + 1, "{d:?}");
+                prop_assert!(d.line >= 1 && d.column >= 1);
+            }
+        }
+
+        #[test]
+        fn accepted_rules_compile(a in cond(), b in cond(), p in pattern(), g in prop_oneof![Just(""), Just("group_by = [\"src\"]\n")]) {
+            let text = format!(
+                "[[rule]]\nname = \"r\"\nseverity = \"info\"\n{g}events.a = '{a}'\nevents.b = '{b}'\npattern = \"{p}\"\n"
+            );
+            let c = compile_str("gen.toml", &text);
+            let errors = c.errors();
+            prop_assert_eq!(c.rules.is_some(), errors == 0);
+            if let Some(rs) = c.rules {
+                prop_assert_eq!(rs.rules.len(), 1);
+                let r = &rs.rules[0];
+                prop_assert_eq!(r.events.len(), 2);
+                for e in &r.events {
+                    prop_assert_eq!(e.group_fields.len(), r.group_by.len());
+                    let _ = e.cond.canonical();
+                }
+                let _ = r.canonical();
+            } else {
+                // a rejected rule says why, with a location inside the file
+                prop_assert!(c.diagnostics.iter().any(|d| d.is_error() && d.span.end <= text.len()));
+            }
+        }
+    }
+}

@@ -25,6 +25,11 @@ impl Reporter<'_> {
         self.map.span(span)
     }
 
+    /// The file text under a span of the expression (empty if it cannot be cut there).
+    fn text(&self, span: Span) -> String {
+        self.file.text.get(self.at(span)).unwrap_or("").to_string()
+    }
+
     pub fn error(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
         let mut d = self.file.diag(Level::Error, self.at(span), msg);
         d.help = help;
@@ -89,7 +94,7 @@ fn pinned(c: &CondAst, r: &mut Reporter<'_>) -> Option<Source> {
                 Some((f, _)) if f != s => {
                     r.error(
                         span.clone(),
-                        format!("an event is either syslog or flow, never both: this condition can never match"),
+                        "an event is either syslog or flow, never both: this condition can never match",
                         Some("use `or` to accept either source".into()),
                     );
                 }
@@ -200,7 +205,7 @@ impl CondChecker<'_, '_> {
                             format!("string test on {} which is a {t}", describe(e)),
                             Some(format!(
                                 "`{}` works on strings only",
-                                &self.r.file.text[self.r.at(opspan.clone())]
+                                self.r.text(opspan.clone())
                             )),
                         );
                         return None;
@@ -451,7 +456,7 @@ impl CondChecker<'_, '_> {
                     _ => None,
                 };
                 let Some(t) = t else {
-                    let sym = &self.r.file.text[self.r.at(s.clone())];
+                    let sym = self.r.text(s.clone());
                     self.r.error(
                         s.clone(),
                         format!("cannot apply `{sym}` to {ta} and {tb}"),
@@ -829,7 +834,7 @@ impl PatChecker<'_, '_, '_, '_> {
                             "`absent(..)` here needs a time: how long must it be absent?",
                             Some(format!(
                                 "write `{} for 5m`, or give the whole pattern a `within`",
-                                &self.r.file.text[self.r.at(span.clone())]
+                                self.r.text(span.clone())
                             )),
                         );
                     }
