@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod flow;
 mod ingest;
+mod rulefiles;
 mod rules_cmd;
 
 /// cepheus: a network security monitoring appliance (syslog + flows + CEP rules).

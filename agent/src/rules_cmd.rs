@@ -1,7 +1,22 @@
 //! `cepheus rules ...`: check (and later test, graph) rule files.
 
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+use cepheus_core::rules::Diagnostic;
+
+use crate::rulefiles;
+
+/// Output format of `cepheus rules check`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Rendered for people: file:line:column, the line, a caret, the hint.
+    #[default]
+    Human,
+    /// One JSON object per diagnostic per line.
+    Json,
+}
 
 /// Arguments of `cepheus rules check`.
 #[derive(clap::Args, Debug)]
@@ -9,10 +24,64 @@ pub struct CheckArgs {
     /// Rule files or folders (folders: every `*.toml` in them, recursively).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
 }
 
-/// Runs `cepheus rules check`.
+/// Renders one diagnostic as miette does, in colour when `color`.
+pub fn render(d: &Diagnostic, color: bool) -> String {
+    let theme = if color {
+        miette::GraphicalTheme::unicode()
+    } else {
+        miette::GraphicalTheme::unicode_nocolor()
+    };
+    let handler = miette::GraphicalReportHandler::new_themed(theme)
+        .with_width(100)
+        .with_links(false);
+    let mut out = String::new();
+    if handler.render_report(&mut out, d).is_err() {
+        out = format!(
+            "{}:{}:{}: {}: {}\n",
+            d.path.display(),
+            d.line,
+            d.column,
+            d.severity.name(),
+            d.message
+        );
+    }
+    out
+}
+
+/// Runs `cepheus rules check`: exit 0 when valid (warnings allowed), 1 on errors, 2 on usage/IO errors.
 pub fn check(args: CheckArgs) -> ExitCode {
-    eprintln!("rules check is not implemented yet: {:?}", args.paths);
-    ExitCode::from(2)
+    let loaded = match rulefiles::load(&args.paths) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let diags = &loaded.compiled.diagnostics;
+    match args.format {
+        Format::Json => {
+            let mut out = std::io::stdout().lock();
+            for d in diags {
+                let _ = writeln!(out, "{}", d.to_json());
+            }
+        }
+        Format::Human => {
+            let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            let mut err = std::io::stderr().lock();
+            for d in diags {
+                let _ = writeln!(err, "{}", render(d, color));
+            }
+        }
+    }
+    eprintln!("{}", loaded.summary());
+    if loaded.compiled.errors() > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }

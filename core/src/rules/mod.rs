@@ -1,4 +1,90 @@
 //! The rule language: TOML rule files, condition and pattern expressions, the checker and the
 //! compiled form ([`ir`]) the engine consumes.
+//!
+//! [`compile`] is the entry point: rule file texts in, a checked [`ir::RuleSet`] and every
+//! [`Diagnostic`] out. It does no I/O of its own; `expect = { file = ... }` is read through the
+//! caller's `read_file`.
 
+mod check;
+pub mod diag;
+mod file;
 pub mod ir;
+pub mod syntax;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use diag::{Diagnostic, Label, Level};
+pub use file::rule_keys;
+
+/// One rule file: its path (for messages and relative `expect` files) and its text.
+#[derive(Clone, Debug)]
+pub struct SourceFile {
+    /// Where the file is.
+    pub path: PathBuf,
+    /// Its text.
+    pub text: String,
+}
+
+/// The result of [`compile`].
+#[derive(Debug, Default)]
+pub struct Compiled {
+    /// The rules, when there is no error (warnings allowed).
+    pub rules: Option<ir::RuleSet>,
+    /// Every error and warning, in file order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Compiled {
+    /// Number of errors.
+    pub fn errors(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    /// Number of warnings.
+    pub fn warnings(&self) -> usize {
+        self.diagnostics.len() - self.errors()
+    }
+}
+
+/// Parses, checks and compiles rule files (sorted by path); `expect` files are read through
+/// `read_file` (paths relative to each rule file's folder).
+pub fn compile(
+    sources: &[SourceFile],
+    read_file: &mut dyn FnMut(&Path) -> std::io::Result<String>,
+) -> Compiled {
+    let mut order: Vec<&SourceFile> = sources.iter().collect();
+    order.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut session = file::Session {
+        diags: Vec::new(),
+        names: HashMap::new(),
+        read_file,
+    };
+    let mut rules = Vec::new();
+    for src in order {
+        rules.extend(file::compile_file(&src.path, &src.text, &mut session));
+    }
+    let diagnostics = session.diags;
+    let ok = !diagnostics.iter().any(Diagnostic::is_error);
+    Compiled {
+        rules: ok.then(|| ir::RuleSet {
+            rules: rules.into_iter().map(Arc::new).collect(),
+        }),
+        diagnostics,
+    }
+}
+
+/// Compiles rule texts that read no `expect` files (tests, the API's "check this text").
+pub fn compile_str(path: &str, text: &str) -> Compiled {
+    let src = [SourceFile {
+        path: PathBuf::from(path),
+        text: text.to_string(),
+    }];
+    compile(&src, &mut |p| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{} (no files are read here)", p.display()),
+        ))
+    })
+}

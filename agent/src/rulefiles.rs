@@ -1,0 +1,105 @@
+//! Finding and loading rule files: `rules check`, `rules test`, `replay` and `run` share this.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use cepheus_core::rules::{Compiled, SourceFile, compile};
+
+/// Rule files read from disk and what the checker made of them.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The rule files, sorted by path.
+    pub sources: Vec<SourceFile>,
+    /// The checked rules and every diagnostic.
+    pub compiled: Compiled,
+}
+
+impl Loaded {
+    /// A one-line summary such as `3 files, 7 rules: 0 errors, 1 warning`.
+    pub fn summary(&self) -> String {
+        let files = self.sources.len();
+        let rules = count_rules(&self.sources);
+        let (e, w) = (self.compiled.errors(), self.compiled.warnings());
+        format!(
+            "{files} file{}, {rules} rule{}: {e} error{}, {w} warning{}",
+            plural(files),
+            plural(rules),
+            plural(e),
+            plural(w)
+        )
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// Counts `[[rule]]` headers (rules are counted even when they have errors).
+fn count_rules(sources: &[SourceFile]) -> usize {
+    sources
+        .iter()
+        .map(|s| {
+            s.text
+                .lines()
+                .filter(|l| l.trim_start().starts_with("[[rule]]"))
+                .count()
+        })
+        .sum()
+}
+
+/// The rule files named by `paths`: files as given, folders searched recursively for `*.toml`.
+/// A missing path is an error.
+pub fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
+        if meta.is_dir() {
+            walk(p, &mut out)?;
+        } else {
+            out.push(p.clone());
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read folder {}", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("cannot read folder {}", dir.display()))?;
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else if p.extension().is_some_and(|e| e == "toml") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Reads and compiles the rule files named by `paths` (see [`collect`]).
+pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
+    let files = collect(paths)?;
+    if files.is_empty() {
+        bail!(
+            "no rule files (*.toml) in {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let mut sources = Vec::new();
+    for f in files {
+        let text =
+            std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        sources.push(SourceFile { path: f, text });
+    }
+    let compiled = compile(&sources, &mut |p| std::fs::read_to_string(p));
+    Ok(Loaded { sources, compiled })
+}

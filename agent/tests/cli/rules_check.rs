@@ -1,0 +1,75 @@
+//! `cepheus rules check`: the shipped rules are valid, and every broken file in
+//! `tests/broken/` gets the expected diagnostics (snapshots of the JSON and of the rendering).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn cepheus(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run cepheus");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn shipped_rules_are_valid() {
+    let (code, stdout, stderr) = cepheus(&["rules", "check", "../rules"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(stderr.contains(" rules: 0 errors, 0 warnings"), "{stderr}");
+    let (code, stdout, _) = cepheus(&["rules", "check", "--format", "json", "../rules"]);
+    assert_eq!((code, stdout.as_str()), (0, ""));
+}
+
+#[test]
+fn missing_path_is_a_usage_error() {
+    let (code, _, stderr) = cepheus(&["rules", "check", "tests/broken/no-such-file.toml"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no-such-file.toml"), "{stderr}");
+}
+
+fn cases() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/broken");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn broken_rule_files() {
+    let cases = cases();
+    assert!(cases.len() >= 30, "{} cases", cases.len());
+    for case in cases {
+        let name = case.file_stem().unwrap().to_string_lossy().into_owned();
+        let rel = format!(
+            "tests/broken/{}",
+            case.file_name().unwrap().to_string_lossy()
+        );
+        let (code, json, _) = cepheus(&["rules", "check", "--format", "json", &rel]);
+        let (code2, human_out, human) = cepheus(&["rules", "check", &rel]);
+        assert_eq!(code, code2);
+        assert_eq!(human_out, "");
+        assert!(code == 0 || code == 1, "{name}: exit {code}");
+        // every line of JSON is one object with the documented keys
+        for line in json.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            for k in ["file", "line", "column", "severity", "message", "help"] {
+                assert!(v.get(k).is_some(), "{name}: {k} missing in {line}");
+            }
+        }
+        assert!(!json.is_empty(), "{name}: no diagnostic");
+        let snap = format!("exit: {code}\n--- json\n{json}--- human\n{human}");
+        insta::assert_snapshot!(name, snap);
+    }
+}

@@ -1,0 +1,850 @@
+//! The checker: types and field availability of conditions, the shape of patterns, and their
+//! compilation to [`ir`](crate::rules::ir) values.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+
+use ipnet::IpNet;
+use regex::Regex;
+
+use crate::event::{Field, FieldKey, Source, Value, ValueType};
+use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
+use crate::rules::ir::{ArithOp, Cond, Expr, Pattern, RegexCond, Window};
+use crate::rules::syntax::{CondAst, ExprAst, Lit, PatAst, Span};
+use crate::time::Duration;
+
+/// Reports diagnostics for spans inside one expression string.
+pub(crate) struct Reporter<'a> {
+    pub file: &'a FileCtx,
+    pub map: &'a StrMap,
+    pub diags: &'a mut Vec<Diagnostic>,
+}
+
+impl Reporter<'_> {
+    fn at(&self, span: Span) -> Range<usize> {
+        self.map.span(span)
+    }
+
+    /// The file text under a span of the expression (empty if it cannot be cut there).
+    fn text(&self, span: Span) -> String {
+        self.file.text.get(self.at(span)).unwrap_or("").to_string()
+    }
+
+    pub fn error(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
+        let mut d = self.file.diag(Level::Error, self.at(span), msg);
+        d.help = help;
+        self.diags.push(d);
+    }
+
+    pub fn warning(&mut self, span: Span, msg: impl Into<String>, help: Option<String>) {
+        let mut d = self.file.diag(Level::Warning, self.at(span), msg);
+        d.help = help;
+        self.diags.push(d);
+    }
+}
+
+/// What a checked condition tells about its events.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct EventInfo {
+    /// The source the condition pins (`syslog and ...`), if any.
+    pub source: Option<Source>,
+    /// Regex captures: name and type, in order.
+    pub captures: Vec<(String, ValueType)>,
+}
+
+impl EventInfo {
+    /// The key and type of a field these events carry, if they do.
+    pub fn provides(&self, name: &str) -> Option<(FieldKey, ValueType)> {
+        if let Some((_, t)) = self.captures.iter().rev().find(|(n, _)| n == name) {
+            return Some((FieldKey::from_name(name), *t));
+        }
+        if name.starts_with("sd.") {
+            return (self.source != Some(Source::Flow))
+                .then(|| (FieldKey::from_name(name), ValueType::Str));
+        }
+        let f = Field::from_name(name)?;
+        match self.source {
+            Some(s) if !f.available_in(s) => None,
+            _ => Some((FieldKey::Known(f), f.ty())),
+        }
+    }
+
+    /// Names of the fields these events carry (for suggestions and templates).
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = Field::ALL
+            .iter()
+            .filter(|f| self.source.is_none_or(|s| f.available_in(s)))
+            .map(|f| f.name().to_string())
+            .collect();
+        v.extend(self.captures.iter().map(|(n, _)| n.clone()));
+        v
+    }
+}
+
+/// The source pinned by a top-level `syslog`/`flow` conjunct.
+fn pinned(c: &CondAst, r: &mut Reporter<'_>) -> Option<Source> {
+    let parts: Vec<&CondAst> = match c {
+        CondAst::And(v) => v.iter().collect(),
+        other => vec![other],
+    };
+    let mut found: Option<(Source, Span)> = None;
+    for p in parts {
+        if let CondAst::Source(s, span) = p {
+            match &found {
+                Some((f, _)) if f != s => {
+                    r.error(
+                        span.clone(),
+                        "an event is either syslog or flow, never both: this condition can never match",
+                        Some("use `or` to accept either source".into()),
+                    );
+                }
+                _ => found = Some((*s, span.clone())),
+            }
+        }
+    }
+    found.map(|(s, _)| s)
+}
+
+/// Checks and compiles a condition; `None` when it has errors (already reported).
+pub(crate) fn compile_cond(c: &CondAst, r: &mut Reporter<'_>) -> (Option<Cond>, EventInfo) {
+    let source = pinned(c, r);
+    let mut ck = CondChecker {
+        info: EventInfo {
+            source,
+            captures: Vec::new(),
+        },
+        r,
+    };
+    let out = ck.cond(c);
+    (out, ck.info)
+}
+
+struct CondChecker<'r, 'a> {
+    info: EventInfo,
+    r: &'r mut Reporter<'a>,
+}
+
+fn lit_value(l: &Lit) -> Option<Value> {
+    Some(match l {
+        Lit::Str(s) => Value::str(s),
+        Lit::Int(i) => Value::Int(*i),
+        Lit::Float(x) => Value::Float(*x),
+        Lit::Bool(b) => Value::Bool(*b),
+        Lit::Ip(ip) => Value::Ip(*ip),
+        Lit::Dur(d) => Value::Duration(*d),
+        Lit::Cidr(_) => return None,
+    })
+}
+
+fn compatible(a: ValueType, b: ValueType) -> bool {
+    a == b || (a.is_numeric() && b.is_numeric())
+}
+
+impl CondChecker<'_, '_> {
+    fn cond(&mut self, c: &CondAst) -> Option<Cond> {
+        match c {
+            CondAst::Or(v) => {
+                let parts: Vec<Option<Cond>> = v.iter().map(|c| self.cond(c)).collect();
+                Some(Cond::Or(parts.into_iter().collect::<Option<Vec<_>>>()?))
+            }
+            CondAst::And(v) => {
+                let parts: Vec<Option<Cond>> = v.iter().map(|c| self.cond(c)).collect();
+                Some(Cond::And(parts.into_iter().collect::<Option<Vec<_>>>()?))
+            }
+            CondAst::Not(c, _) => Some(Cond::Not(Box::new(self.cond(c)?))),
+            CondAst::Source(s, _) => Some(Cond::Source(*s)),
+            CondAst::Bool(true, _) => Some(Cond::True),
+            CondAst::Bool(false, _) => Some(Cond::Not(Box::new(Cond::True))),
+            CondAst::Exists(name, span) => {
+                let (k, _) = self.field(name, span.clone())?;
+                Some(Cond::Exists(k))
+            }
+            CondAst::Bare(e) => {
+                let ty = self.expr(e).map(|(_, t)| t);
+                let help = match e {
+                    ExprAst::Field(n, _) => Some(format!(
+                        "compare it, e.g. `{n} == \"...\"`, or test presence with `exists({n})`"
+                    )),
+                    _ => Some("write a comparison such as `app == \"sshd\"`".into()),
+                };
+                let what = ty.map_or(String::new(), |t| format!(" (a {t})"));
+                self.r.error(
+                    e.span(),
+                    format!("expected a condition, found a value{what}"),
+                    help,
+                );
+                None
+            }
+            CondAst::Cmp(op, a, b, opspan) => {
+                let ea = self.expr(a);
+                let eb = self.expr(b);
+                let ((xa, ta), (xb, tb)) = (ea?, eb?);
+                if !compatible(ta, tb) {
+                    let help = mismatch_help(ta, b).or_else(|| mismatch_help(tb, a));
+                    self.r.error(
+                        opspan.clone(),
+                        format!(
+                            "cannot compare {} ({ta}) with {} ({tb})",
+                            describe(a),
+                            describe(b)
+                        ),
+                        help,
+                    );
+                    return None;
+                }
+                Some(Cond::Cmp(*op, xa, xb))
+            }
+            CondAst::Str(op, a, b, opspan) => {
+                let ea = self.expr(a);
+                let eb = self.expr(b);
+                let ((xa, ta), (xb, tb)) = (ea?, eb?);
+                for (t, e) in [(ta, a), (tb, b)] {
+                    if t != ValueType::Str {
+                        self.r.error(
+                            e.span(),
+                            format!("string test on {} which is a {t}", describe(e)),
+                            Some(format!(
+                                "`{}` works on strings only",
+                                self.r.text(opspan.clone())
+                            )),
+                        );
+                        return None;
+                    }
+                }
+                Some(Cond::Str(*op, xa, xb))
+            }
+            CondAst::Regex {
+                lhs,
+                negate,
+                re,
+                re_span,
+                offsets,
+            } => {
+                let (x, _) = self.expr(lhs)?;
+                let compiled = match Regex::new(re) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.regex_error(re, re_span, offsets, &e);
+                        return None;
+                    }
+                };
+                let mut captures = Vec::new();
+                for (idx, name) in compiled.capture_names().enumerate() {
+                    let Some(name) = name else { continue };
+                    let key = FieldKey::from_name(name);
+                    let ty = match &key {
+                        FieldKey::Known(f) => f.ty(),
+                        FieldKey::Named(_) => ValueType::Str,
+                    };
+                    if !*negate {
+                        self.info.captures.push((name.to_string(), ty));
+                    }
+                    captures.push((idx, key));
+                }
+                Some(Cond::Regex(Box::new(RegexCond {
+                    lhs: x,
+                    re: compiled,
+                    negate: *negate,
+                    captures,
+                })))
+            }
+            CondAst::In(lhs, items, inspan) => {
+                let (x, t) = self.expr(lhs)?;
+                let mut nets: Vec<IpNet> = Vec::new();
+                let mut vals: Vec<Value> = Vec::new();
+                let mut ok = true;
+                for it in items {
+                    match (t, it) {
+                        (ValueType::Ip, ExprAst::Lit(Lit::Cidr(n), _)) => nets.push(*n),
+                        (ValueType::Ip, ExprAst::Lit(Lit::Ip(ip), _)) => {
+                            nets.push(IpNet::from(*ip))
+                        }
+                        (ValueType::Ip, ExprAst::Lit(Lit::Str(s), sp)) => {
+                            ok = false;
+                            let help = if s.parse::<IpNet>().is_ok()
+                                || s.parse::<std::net::IpAddr>().is_ok()
+                            {
+                                format!("write the address without quotes: {s}")
+                            } else {
+                                "list IP addresses or networks such as 10.0.0.0/8".into()
+                            };
+                            self.r.error(
+                                sp.clone(),
+                                format!(
+                                    "{} is an IP address; this list item is a string",
+                                    describe(lhs)
+                                ),
+                                Some(help),
+                            );
+                        }
+                        (_, ExprAst::Lit(Lit::Cidr(_), sp)) => {
+                            ok = false;
+                            self.r.error(
+                                sp.clone(),
+                                format!(
+                                    "a network (CIDR) only contains IP addresses; {} is a {t}",
+                                    describe(lhs)
+                                ),
+                                Some("`in 10.0.0.0/8` works on IP fields such as `src`, `dst` or `peer`".into()),
+                            );
+                        }
+                        (_, ExprAst::Lit(l, sp)) => {
+                            let Some(v) = lit_value(l) else { continue };
+                            if !compatible(t, v.ty()) {
+                                ok = false;
+                                self.r.error(
+                                    sp.clone(),
+                                    format!(
+                                        "list item is a {}, but {} is a {t}",
+                                        v.ty(),
+                                        describe(lhs)
+                                    ),
+                                    mismatch_help(t, it),
+                                );
+                            } else {
+                                vals.push(v);
+                            }
+                        }
+                        (_, other) => {
+                            ok = false;
+                            self.r.error(
+                                other.span(),
+                                "`in` lists hold literal values only",
+                                Some("write values such as \"sshd\", 22 or 10.0.0.0/8".into()),
+                            );
+                        }
+                    }
+                }
+                if !ok {
+                    return None;
+                }
+                if items.is_empty() {
+                    self.r.warning(
+                        inspan.clone(),
+                        "`in []` is an empty list: this test is never true",
+                        None,
+                    );
+                }
+                if t == ValueType::Ip {
+                    Some(Cond::InCidr(x, nets))
+                } else {
+                    Some(Cond::In(x, vals))
+                }
+            }
+        }
+    }
+
+    fn regex_error(&mut self, re: &str, re_span: &Span, offsets: &[usize], e: &regex::Error) {
+        // regex-syntax gives the exact place of syntax errors
+        let located = match regex_syntax::ast::parse::Parser::new().parse(re) {
+            Err(pe) => {
+                let s = pe.span();
+                let (a, b) = (s.start.offset, s.end.offset.max(s.start.offset + 1));
+                let map = |i: usize| offsets.get(i.min(offsets.len().saturating_sub(1))).copied();
+                match (map(a), map(b.min(re.len()))) {
+                    (Some(x), Some(y)) => Some((x..y.max(x + 1), pe.kind().to_string())),
+                    _ => None,
+                }
+            }
+            Ok(_) => None,
+        };
+        match located {
+            Some((span, kind)) => self.r.error(
+                span,
+                format!("invalid regex: {kind}"),
+                Some("regexes use Rust `regex` syntax; backslashes are kept as written".into()),
+            ),
+            None => {
+                let text = e.to_string();
+                let last = text.lines().last().unwrap_or("").trim().to_string();
+                self.r.error(
+                    re_span.clone(),
+                    format!("invalid regex: {last}"),
+                    Some(text),
+                );
+            }
+        }
+    }
+
+    fn field(&mut self, name: &str, span: Span) -> Option<(FieldKey, ValueType)> {
+        if let Some(p) = self.info.provides(name) {
+            return Some(p);
+        }
+        let src = self.info.source;
+        if name.starts_with("sd.") {
+            self.r.error(
+                span,
+                format!("unknown field `{name}` for flow events"),
+                Some("structured data (sd.*) is carried by syslog events only".into()),
+            );
+            return None;
+        }
+        if let (Some(f), Some(s)) = (Field::from_name(name), src) {
+            let others: Vec<&str> = f.sources().iter().map(|s| s.name()).collect();
+            self.r.error(
+                span,
+                format!(
+                    "unknown field `{name}` for {} events; {} events have it",
+                    s.name(),
+                    others.join(" and ")
+                ),
+                Some(format!(
+                    "this condition starts with `{}`, which pins the source",
+                    s.name()
+                )),
+            );
+            return None;
+        }
+        let names = self.info.names();
+        let help = match did_you_mean(name, names.iter().map(String::as_str)) {
+            Some(s) => Some(format!("did you mean `{s}`?")),
+            None => Some(format!(
+                "fields are: {}; sd.<id>.<param>; and named regex captures",
+                names.join(", ")
+            )),
+        };
+        self.r.error(span, format!("unknown field `{name}`"), help);
+        None
+    }
+
+    fn expr(&mut self, e: &ExprAst) -> Option<(Expr, ValueType)> {
+        match e {
+            ExprAst::Lit(Lit::Cidr(n), s) => {
+                self.r.error(
+                    s.clone(),
+                    format!("a network ({n}) can only follow `in`"),
+                    Some(format!("write `src in {n}`")),
+                );
+                None
+            }
+            ExprAst::Lit(l, _) => {
+                let v = lit_value(l)?;
+                let t = v.ty();
+                Some((Expr::Lit(v), t))
+            }
+            ExprAst::Field(name, span) => {
+                let (k, t) = self.field(name, span.clone())?;
+                Some((Expr::Field(k), t))
+            }
+            ExprAst::Neg(inner, s) => {
+                let (x, t) = self.expr(inner)?;
+                if !t.is_numeric() {
+                    self.r
+                        .error(s.clone(), format!("cannot negate a {t}"), None);
+                    return None;
+                }
+                Some((Expr::Neg(Box::new(x)), t))
+            }
+            ExprAst::Arith(op, a, b, s) => {
+                let ea = self.expr(a);
+                let eb = self.expr(b);
+                let ((xa, ta), (xb, tb)) = (ea?, eb?);
+                use ValueType as T;
+                let t = match (ta, tb) {
+                    (T::Int, T::Int) => Some(T::Int),
+                    (x, y) if x.is_numeric() && y.is_numeric() => Some(T::Float),
+                    (T::Time, T::Duration) if matches!(op, ArithOp::Add | ArithOp::Sub) => {
+                        Some(T::Time)
+                    }
+                    (T::Time, T::Time) if *op == ArithOp::Sub => Some(T::Duration),
+                    (T::Duration, T::Duration) if matches!(op, ArithOp::Add | ArithOp::Sub) => {
+                        Some(T::Duration)
+                    }
+                    (T::Duration, T::Int) if matches!(op, ArithOp::Mul | ArithOp::Div) => {
+                        Some(T::Duration)
+                    }
+                    _ => None,
+                };
+                let Some(t) = t else {
+                    let sym = self.r.text(s.clone());
+                    self.r.error(
+                        s.clone(),
+                        format!("cannot apply `{sym}` to {ta} and {tb}"),
+                        Some("arithmetic works on numbers, and on times and durations".into()),
+                    );
+                    return None;
+                };
+                Some((Expr::Arith(*op, Box::new(xa), Box::new(xb)), t))
+            }
+        }
+    }
+}
+
+fn describe(e: &ExprAst) -> String {
+    match e {
+        ExprAst::Field(n, _) => format!("`{n}`"),
+        ExprAst::Lit(Lit::Str(s), _) => format!("{s:?}"),
+        ExprAst::Lit(Lit::Int(i), _) => i.to_string(),
+        ExprAst::Lit(Lit::Float(x), _) => x.to_string(),
+        ExprAst::Lit(Lit::Bool(b), _) => b.to_string(),
+        ExprAst::Lit(Lit::Ip(ip), _) => ip.to_string(),
+        ExprAst::Lit(Lit::Cidr(n), _) => n.to_string(),
+        ExprAst::Lit(Lit::Dur(d), _) => d.to_string(),
+        _ => "the expression".into(),
+    }
+}
+
+/// A hint when a value of type `want` is compared with the literal `other`.
+fn mismatch_help(want: ValueType, other: &ExprAst) -> Option<String> {
+    match (want, other) {
+        (ValueType::Ip, ExprAst::Lit(Lit::Str(s), _)) if s.parse::<std::net::IpAddr>().is_ok() => {
+            Some(format!("write the address without quotes: {s}"))
+        }
+        (ValueType::Ip, ExprAst::Lit(Lit::Cidr(n), _)) => {
+            Some(format!("test membership with `in {n}`"))
+        }
+        (ValueType::Str, ExprAst::Lit(Lit::Int(i), _)) => {
+            Some(format!("write \"{i}\" to compare as text"))
+        }
+        (ValueType::Str, ExprAst::Lit(Lit::Ip(ip), _)) => {
+            Some(format!("write \"{ip}\" to compare as text"))
+        }
+        (t, ExprAst::Lit(Lit::Str(s), _)) if t.is_numeric() && s.trim().parse::<f64>().is_ok() => {
+            Some(format!(
+                "write {} without quotes to compare as a number",
+                s.trim()
+            ))
+        }
+        (ValueType::Duration, ExprAst::Lit(Lit::Int(i), _)) => Some(format!("give a unit: {i}s")),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// patterns
+
+/// Per-event facts the pattern checker needs.
+pub(crate) struct PatEnv<'e> {
+    /// Event names, in definition order.
+    pub names: &'e [String],
+    /// Facts of each event (same order), `None` when its condition had errors.
+    pub infos: &'e [Option<EventInfo>],
+}
+
+/// The checked pattern and its top-level window.
+pub(crate) struct CheckedPattern {
+    pub pattern: Pattern,
+    pub within: Option<Window>,
+    /// Events the pattern names.
+    pub used: BTreeSet<usize>,
+    /// The pattern is one `absent(..)` alone.
+    pub absence_only: bool,
+}
+
+pub(crate) fn compile_pattern(
+    p: &PatAst,
+    env: &PatEnv<'_>,
+    r: &mut Reporter<'_>,
+) -> Option<CheckedPattern> {
+    let mut used = BTreeSet::new();
+    let (body, within) = match p {
+        PatAst::Within {
+            inner,
+            min,
+            max,
+            span,
+        } => {
+            let w = window(min, max, span, r);
+            (&**inner, w)
+        }
+        other => (other, None),
+    };
+    let mut pc = PatChecker {
+        env,
+        used: &mut used,
+        r,
+    };
+    let has_within = matches!(p, PatAst::Within { .. });
+    let pattern = pc.pat(body, Pos::Top { has_within });
+    let pattern = pattern?;
+    // a pattern made only of absences with several steps
+    if let PatAst::Seq(items, span) = body
+        && items.len() > 1
+        && items.iter().all(|i| matches!(i, PatAst::Absent { .. }))
+    {
+        r.error(
+            span.clone(),
+            "a sequence made only of absences is not supported",
+            Some("use one `absent(or(a, b)) for D`, or start the sequence with an event".into()),
+        );
+        return None;
+    }
+    let absence_only = matches!(body, PatAst::Absent { .. });
+    if matches!(p, PatAst::Within { .. }) && within.is_none() {
+        return None;
+    }
+    Some(CheckedPattern {
+        pattern,
+        within,
+        used,
+        absence_only,
+    })
+}
+
+fn window(
+    min: &Option<(Duration, Span)>,
+    max: &(Duration, Span),
+    span: &Span,
+    r: &mut Reporter<'_>,
+) -> Option<Window> {
+    let lo = min.as_ref().map_or(Duration::ZERO, |(d, _)| *d);
+    if max.0 == Duration::ZERO {
+        r.error(max.1.clone(), "`within` needs a duration above zero", None);
+        return None;
+    }
+    if lo > max.0 {
+        r.error(
+            span.clone(),
+            format!(
+                "`within {}..{}`: the least distance is above the greatest",
+                lo, max.0
+            ),
+            Some("write the smaller duration first".into()),
+        );
+        return None;
+    }
+    Some(Window {
+        min: lo,
+        max: max.0,
+    })
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pos {
+    /// The whole pattern.
+    Top { has_within: bool },
+    /// First or last step of a top-level seq.
+    SeqEdge { has_within: bool },
+    /// A middle step of a seq.
+    SeqMiddle,
+    /// Anywhere else.
+    Nested,
+}
+
+struct PatChecker<'e, 'u, 'r, 'a> {
+    env: &'e PatEnv<'e>,
+    used: &'u mut BTreeSet<usize>,
+    r: &'r mut Reporter<'a>,
+}
+
+impl PatChecker<'_, '_, '_, '_> {
+    fn event(&mut self, name: &str, span: &Span) -> Option<usize> {
+        match self.env.names.iter().position(|n| n == name) {
+            Some(i) => {
+                self.used.insert(i);
+                Some(i)
+            }
+            None => {
+                let help = match did_you_mean(name, self.env.names.iter().map(String::as_str)) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None if self.env.names.is_empty() => {
+                        "define events with `events.<name> = '...'`".into()
+                    }
+                    None => format!("defined events: {}", self.env.names.join(", ")),
+                };
+                self.r
+                    .error(span.clone(), format!("unknown event `{name}`"), Some(help));
+                None
+            }
+        }
+    }
+
+    /// The body of a closure or absence: an event or an `or` of events.
+    fn simple(&mut self, p: &PatAst, what: &str) -> Option<(Pattern, Vec<usize>)> {
+        match p {
+            PatAst::Event(n, s) => {
+                let i = self.event(n, s)?;
+                Some((Pattern::Event(i), vec![i]))
+            }
+            PatAst::Or(items, _) if items.iter().all(|i| matches!(i, PatAst::Event(..))) => {
+                let mut out = Vec::new();
+                let mut ids = Vec::new();
+                let mut ok = true;
+                for it in items {
+                    if let PatAst::Event(n, s) = it {
+                        match self.event(n, s) {
+                            Some(i) => {
+                                out.push(Pattern::Event(i));
+                                ids.push(i);
+                            }
+                            None => ok = false,
+                        }
+                    }
+                }
+                ok.then_some((Pattern::Or(out), ids))
+            }
+            other => {
+                self.r.error(
+                    other.span(),
+                    format!("{what} takes an event name or `or(..)` of event names"),
+                    Some("define one more event that combines the conditions, if needed".into()),
+                );
+                None
+            }
+        }
+    }
+
+    fn pat(&mut self, p: &PatAst, pos: Pos) -> Option<Pattern> {
+        match p {
+            PatAst::Event(n, s) => self.event(n, s).map(Pattern::Event),
+            PatAst::Within { span, .. } => {
+                self.r.error(
+                    span.clone(),
+                    "`within` applies to the whole pattern only",
+                    Some("move it to the end: `seq(a, b) within 5m`".into()),
+                );
+                None
+            }
+            PatAst::Seq(items, _) => {
+                let n = items.len();
+                let top = match pos {
+                    Pos::Top { has_within } => Some(has_within),
+                    _ => None,
+                };
+                let parts: Vec<Option<Pattern>> = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, it)| {
+                        let ipos = match top {
+                            Some(w) if i == 0 || i + 1 == n => Pos::SeqEdge { has_within: w },
+                            _ if i == 0 || i + 1 == n => Pos::Nested,
+                            _ => Pos::SeqMiddle,
+                        };
+                        let ipos = if top.is_none()
+                            && matches!(it, PatAst::Absent { .. })
+                            && ipos == Pos::Nested
+                        {
+                            // the edges of a nested seq: require `for`
+                            Pos::SeqEdge { has_within: false }
+                        } else {
+                            ipos
+                        };
+                        self.pat(it, ipos)
+                    })
+                    .collect();
+                Some(Pattern::Seq(parts.into_iter().collect::<Option<Vec<_>>>()?))
+            }
+            PatAst::Or(items, _) | PatAst::And(items, _) => {
+                let parts: Vec<Option<Pattern>> = items
+                    .iter()
+                    .map(|it| {
+                        if let PatAst::Absent { span, .. } = it {
+                            self.r.error(
+                                span.clone(),
+                                "`absent(..)` cannot be inside `or(..)` or `and(..)`",
+                                Some("use absent alone or as a step of `seq(..)`".into()),
+                            );
+                            None
+                        } else {
+                            self.pat(it, Pos::Nested)
+                        }
+                    })
+                    .collect();
+                let parts = parts.into_iter().collect::<Option<Vec<_>>>()?;
+                Some(if matches!(p, PatAst::Or(..)) {
+                    Pattern::Or(parts)
+                } else {
+                    Pattern::And(parts)
+                })
+            }
+            PatAst::Repeat {
+                inner,
+                min,
+                max,
+                distinct,
+                span,
+            } => {
+                let body = self.simple(inner, "a count such as `{5,}`");
+                let mut ok = true;
+                if *min == 0 {
+                    ok = false;
+                    self.r.error(
+                        span.clone(),
+                        "a count must be at least 1",
+                        Some("to say that something did not happen, use `absent(..)`".into()),
+                    );
+                }
+                if let Some(m) = max
+                    && *m < *min
+                {
+                    ok = false;
+                    self.r.error(
+                        span.clone(),
+                        format!("the greatest count ({m}) is below the least ({min})"),
+                        Some(format!("write `{{{m},{min}}}`")),
+                    );
+                }
+                let (inner, ids) = body?;
+                let distinct = match distinct {
+                    None => None,
+                    Some((name, fspan)) => {
+                        let mut key = None;
+                        for i in &ids {
+                            let Some(Some(info)) = self.env.infos.get(*i) else {
+                                continue;
+                            };
+                            match info.provides(name) {
+                                Some((k, _)) => key = Some(k),
+                                None => {
+                                    ok = false;
+                                    let names = info.names();
+                                    let help = did_you_mean(name, names.iter().map(String::as_str))
+                                        .map(|s| format!("did you mean `{s}`?"));
+                                    self.r.error(
+                                        fspan.clone(),
+                                        format!(
+                                            "event `{}` has no field `{name}` to count distinct values of",
+                                            self.env.names.get(*i).map_or("?", String::as_str)
+                                        ),
+                                        help,
+                                    );
+                                }
+                            }
+                        }
+                        Some(key.unwrap_or_else(|| FieldKey::from_name(name)))
+                    }
+                };
+                ok.then(|| Pattern::Repeat {
+                    inner: Box::new(inner),
+                    min: *min,
+                    max: *max,
+                    distinct,
+                })
+            }
+            PatAst::Absent { inner, for_, span } => {
+                let body = self.simple(inner, "`absent(..)`");
+                let mut ok = true;
+                if let Some((d, ds)) = for_
+                    && *d == Duration::ZERO
+                {
+                    ok = false;
+                    self.r
+                        .error(ds.clone(), "`for` needs a duration above zero", None);
+                }
+                if for_.is_none() {
+                    let needs = match pos {
+                        Pos::Top { has_within } | Pos::SeqEdge { has_within } => !has_within,
+                        Pos::SeqMiddle => false,
+                        Pos::Nested => true,
+                    };
+                    if needs {
+                        ok = false;
+                        self.r.error(
+                            span.clone(),
+                            "`absent(..)` here needs a time: how long must it be absent?",
+                            Some(format!(
+                                "write `{} for 5m`, or give the whole pattern a `within`",
+                                self.r.text(span.clone())
+                            )),
+                        );
+                    }
+                }
+                let (inner, _) = body?;
+                ok.then(|| Pattern::Absent {
+                    inner: Box::new(inner),
+                    for_: for_.as_ref().map(|(d, _)| *d),
+                })
+            }
+        }
+    }
+}

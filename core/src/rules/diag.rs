@@ -1,0 +1,368 @@
+//! Diagnostics of the rule checker: where (file, line, column, byte span), what, and a hint.
+//!
+//! A [`Diagnostic`] carries the text of the file it points into, so it renders on its own with
+//! miette (`file:line:column`, the source line, a caret under the culprit, the help text).
+
+use std::fmt;
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How bad a diagnostic is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Level {
+    /// The rule set is rejected.
+    Error,
+    /// Accepted, but probably not what was meant.
+    Warning,
+}
+
+impl Level {
+    /// `error` or `warning`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Level::Error => "error",
+            Level::Warning => "warning",
+        }
+    }
+}
+
+/// A secondary location in the same file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Label {
+    /// Byte span in the file.
+    pub span: Range<usize>,
+    /// What is there.
+    pub message: String,
+}
+
+/// One finding of the checker, with its location.
+#[derive(Clone, Debug)]
+pub struct Diagnostic {
+    /// The file it points into (a rule file, or an `expect` file).
+    pub path: PathBuf,
+    /// 1-based line of the span start.
+    pub line: usize,
+    /// 1-based column (in characters) of the span start.
+    pub column: usize,
+    /// Byte offsets in the file.
+    pub span: Range<usize>,
+    /// Error or warning.
+    pub severity: Level,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub help: Option<String>,
+    /// The text under the caret (short), if any.
+    pub label: Option<String>,
+    /// Other places in the same file worth showing.
+    pub labels: Vec<Label>,
+    /// The text of the file, for rendering.
+    pub source: Arc<miette::NamedSource<Arc<str>>>,
+}
+
+impl Diagnostic {
+    /// Whether this is an error.
+    pub fn is_error(&self) -> bool {
+        self.severity == Level::Error
+    }
+
+    /// The diagnostic as one JSON object: file, line, column, severity, message, help.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "file": self.path.display().to_string(),
+            "line": self.line,
+            "column": self.column,
+            "severity": self.severity.name(),
+            "message": self.message,
+            "help": self.help,
+        })
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+impl miette::Diagnostic for Diagnostic {
+    fn severity(&self) -> Option<miette::Severity> {
+        Some(match self.severity {
+            Level::Error => miette::Severity::Error,
+            Level::Warning => miette::Severity::Warning,
+        })
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&*self.source)
+    }
+
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        let len = self.source.inner().len();
+        let clamp = move |r: &Range<usize>| {
+            let s = r.start.min(len);
+            let e = r.end.clamp(s, len);
+            (s, e - s)
+        };
+        let (s, l) = clamp(&self.span);
+        let primary = miette::LabeledSpan::new_primary_with_span(self.label.clone(), (s, l));
+        let rest = self.labels.iter().map(move |lb| {
+            let (s, l) = clamp(&lb.span);
+            miette::LabeledSpan::new_with_span(Some(lb.message.clone()), (s, l))
+        });
+        Some(Box::new(std::iter::once(primary).chain(rest)))
+    }
+}
+
+/// One file's text and name, shared by its diagnostics.
+#[derive(Clone, Debug)]
+pub(crate) struct FileCtx {
+    pub path: PathBuf,
+    pub text: Arc<str>,
+    pub named: Arc<miette::NamedSource<Arc<str>>>,
+}
+
+impl FileCtx {
+    pub fn new(path: PathBuf, text: &str) -> Self {
+        let text: Arc<str> = Arc::from(text);
+        let named = Arc::new(miette::NamedSource::new(
+            path.display().to_string(),
+            text.clone(),
+        ));
+        FileCtx { path, text, named }
+    }
+
+    /// 1-based line and column (in chars) of a byte offset.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let mut off = offset.min(self.text.len());
+        while !self.text.is_char_boundary(off) {
+            off -= 1;
+        }
+        let before = &self.text[..off];
+        let line = before.matches('\n').count() + 1;
+        let start = before.rfind('\n').map_or(0, |i| i + 1);
+        let col = before[start..].chars().count() + 1;
+        (line, col)
+    }
+
+    pub fn diag(&self, level: Level, span: Range<usize>, message: impl Into<String>) -> Diagnostic {
+        let (line, column) = self.line_col(span.start);
+        Diagnostic {
+            path: self.path.clone(),
+            line,
+            column,
+            span,
+            severity: level,
+            message: message.into(),
+            help: None,
+            label: None,
+            labels: Vec::new(),
+            source: self.named.clone(),
+        }
+    }
+}
+
+/// Builder helpers.
+impl Diagnostic {
+    pub(crate) fn with_label(mut self, span: Range<usize>, message: impl Into<String>) -> Self {
+        self.labels.push(Label {
+            span,
+            message: message.into(),
+        });
+        self
+    }
+}
+
+/// Maps byte offsets inside a decoded TOML string value back to offsets in the file.
+#[derive(Clone, Debug)]
+pub(crate) struct StrMap {
+    /// For each byte of the decoded string (and one past the end), its offset in the file.
+    map: Vec<usize>,
+    fallback: Range<usize>,
+}
+
+impl StrMap {
+    /// Builds the map for a string value whose TOML token spans `span` in `file`.
+    pub fn new(file: &str, span: Range<usize>, value: &str) -> Self {
+        let fallback = span.clone();
+        let map = build_map(file, span, value).unwrap_or_default();
+        StrMap { map, fallback }
+    }
+
+    /// The file span of a span inside the string.
+    pub fn span(&self, r: Range<usize>) -> Range<usize> {
+        if self.map.is_empty() {
+            return self.fallback.clone();
+        }
+        let last = self.map.len() - 1;
+        let s = self.map[r.start.min(last)];
+        let e = self.map[r.end.min(last)].max(s);
+        s..e
+    }
+}
+
+fn build_map(file: &str, span: Range<usize>, value: &str) -> Option<Vec<usize>> {
+    let raw = file.get(span.clone())?;
+    let (delim, literal) = if raw.starts_with("'''") {
+        (3, true)
+    } else if raw.starts_with("\"\"\"") {
+        (3, false)
+    } else if raw.starts_with('\'') {
+        (1, true)
+    } else if raw.starts_with('"') {
+        (1, false)
+    } else {
+        return None;
+    };
+    let mut start = delim;
+    if delim == 3 {
+        if raw[start..].starts_with("\r\n") {
+            start += 2;
+        } else if raw[start..].starts_with('\n') {
+            start += 1;
+        }
+    }
+    let end = raw.len().checked_sub(delim)?;
+    let body = raw.get(start..end)?;
+    let base = span.start + start;
+    let mut map = Vec::with_capacity(value.len() + 1);
+    let mut decoded = String::with_capacity(value.len());
+    if literal {
+        decoded.push_str(body);
+        map.extend((0..body.len()).map(|i| base + i));
+    } else {
+        let b = body.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'\\' && i + 1 < b.len() {
+                let at = base + i;
+                let (ch, used): (Option<char>, usize) = match b[i + 1] {
+                    b'b' => (Some('\u{8}'), 2),
+                    b't' => (Some('\t'), 2),
+                    b'n' => (Some('\n'), 2),
+                    b'f' => (Some('\u{c}'), 2),
+                    b'r' => (Some('\r'), 2),
+                    b'e' => (Some('\u{1b}'), 2),
+                    b'"' => (Some('"'), 2),
+                    b'\\' => (Some('\\'), 2),
+                    b'x' => (hex(body.get(i + 2..i + 4)?), 4),
+                    b'u' => (hex(body.get(i + 2..i + 6)?), 6),
+                    b'U' => (hex(body.get(i + 2..i + 10)?), 10),
+                    b' ' | b'\t' | b'\n' | b'\r' => {
+                        // line-ending backslash: skip whitespace and newlines
+                        let mut j = i + 1;
+                        while j < b.len() && matches!(b[j], b' ' | b'\t' | b'\n' | b'\r') {
+                            j += 1;
+                        }
+                        (None, j - i)
+                    }
+                    _ => return None,
+                };
+                if let Some(c) = ch {
+                    decoded.push(c);
+                    map.extend(std::iter::repeat_n(at, c.len_utf8()));
+                }
+                i += used;
+            } else {
+                let c = body[i..].chars().next()?;
+                decoded.push(c);
+                map.extend((0..c.len_utf8()).map(|k| base + i + k));
+                i += c.len_utf8();
+            }
+        }
+    }
+    map.push(span.end - delim);
+    (decoded == value).then_some(map)
+}
+
+fn hex(s: &str) -> Option<char> {
+    char::from_u32(u32::from_str_radix(s, 16).ok()?)
+}
+
+/// The closest name to `name` among `candidates`, if close enough to suggest.
+pub(crate) fn did_you_mean<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        let d = levenshtein(name, c);
+        let limit = (name.chars().count().max(c.chars().count()) / 3).max(1);
+        if d <= limit && best.is_none_or(|(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+/// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
+fn levenshtein(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let w = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * w];
+    for i in 0..=a.len() {
+        d[i * w] = i;
+    }
+    for (j, slot) in d.iter_mut().enumerate().take(w) {
+        *slot = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[(i - 1) * w + j] + 1)
+                .min(d[i * w + j - 1] + 1)
+                .min(d[(i - 1) * w + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[(i - 2) * w + j - 2] + 1);
+            }
+            d[i * w + j] = v;
+        }
+    }
+    d[a.len() * w + b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn maps_literal_and_basic_strings() {
+        let file = r#"a = 'x "y" z'"#;
+        let m = StrMap::new(file, 4..13, r#"x "y" z"#);
+        assert_eq!(m.span(2..5), 7..10);
+        let file = r#"a = "x \"y\" z""#;
+        let m = StrMap::new(file, 4..15, r#"x "y" z"#);
+        // `"` of the decoded string covers the whole escape `\"`
+        assert_eq!(m.span(2..3), 7..9);
+        assert_eq!(m.span(3..4), 9..10);
+        assert_eq!(&file[m.span(6..7)], "z");
+    }
+
+    #[test]
+    fn line_col_counts_chars() {
+        let f = FileCtx::new("x.toml".into(), "ab\ncé d");
+        assert_eq!(f.line_col(0), (1, 1));
+        assert_eq!(f.line_col(3), (2, 1));
+        assert_eq!(f.line_col(7), (2, 4));
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(
+            did_you_mean("sevrity", ["severity", "name"]),
+            Some("severity")
+        );
+        assert_eq!(did_you_mean("zzz", ["severity", "name"]), None);
+    }
+}

@@ -1,0 +1,999 @@
+//! The TOML front end: rule files, their keys, and rule-level checks.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use crate::event::{FieldKey, Value, ValueType};
+use crate::rules::check::{EventInfo, PatEnv, Reporter, compile_cond, compile_pattern};
+use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
+use crate::rules::ir::{
+    DEFAULT_FORGET_AFTER, DEFAULT_MAX_DELAY, EventDef, Rule, Severity, TemplatePart, TimeMode,
+    Trigger,
+};
+use crate::rules::syntax::{SyntaxError, parse_cond, parse_pattern};
+use crate::time::Duration;
+
+/// Every key a `[[rule]]` table may hold.
+pub const RULE_KEYS: &[&str] = &[
+    "name",
+    "severity",
+    "description",
+    "message",
+    "group_by",
+    "events",
+    "pattern",
+    "expect",
+    "time",
+    "max_delay",
+    "allowed_lateness",
+    "trigger",
+    "forget_after",
+    "max_groups",
+    "max_partial_matches",
+];
+
+const RESERVED: &[&str] = &[
+    "seq", "or", "and", "absent", "within", "for", "distinct", "not", "in", "syslog", "flow",
+];
+
+type Val<'i> = Spanned<DeValue<'i>>;
+
+/// Where a rule name was first defined.
+pub(crate) struct FirstDef {
+    pub path: PathBuf,
+    pub line: usize,
+    pub column: usize,
+}
+
+/// State shared across files during one compile.
+pub(crate) struct Session<'f> {
+    pub diags: Vec<Diagnostic>,
+    pub names: HashMap<String, FirstDef>,
+    pub read_file: &'f mut dyn FnMut(&Path) -> std::io::Result<String>,
+}
+
+struct Cx<'s, 'f> {
+    file: &'s FileCtx,
+    s: &'s mut Session<'f>,
+    errors: usize,
+}
+
+fn h(s: impl Into<String>) -> Option<String> {
+    Some(s.into())
+}
+
+impl Cx<'_, '_> {
+    fn push(&mut self, d: Diagnostic) {
+        if d.is_error() {
+            self.errors += 1;
+        }
+        self.s.diags.push(d);
+    }
+
+    fn error(&mut self, span: Range<usize>, msg: impl Into<String>, help: Option<String>) {
+        let mut d = self.file.diag(Level::Error, span, msg);
+        d.help = help;
+        self.push(d);
+    }
+
+    fn warning(&mut self, span: Range<usize>, msg: impl Into<String>, help: Option<String>) {
+        let mut d = self.file.diag(Level::Warning, span, msg);
+        d.help = help;
+        self.push(d);
+    }
+
+    fn syntax(&mut self, map: &StrMap, e: SyntaxError) {
+        self.error(map.span(e.span), e.message, e.help);
+    }
+
+    fn reporter<'a>(&'a mut self, map: &'a StrMap) -> (Reporter<'a>, usize) {
+        let before = self.s.diags.len();
+        (
+            Reporter {
+                file: self.file,
+                map,
+                diags: &mut self.s.diags,
+            },
+            before,
+        )
+    }
+
+    /// Counts errors pushed through a [`Reporter`] since `before`.
+    fn settle(&mut self, before: usize) {
+        self.errors += self.s.diags[before..]
+            .iter()
+            .filter(|d| d.is_error())
+            .count();
+    }
+
+    fn string<'v>(&mut self, v: &'v Val<'_>, what: &str) -> Option<&'v str> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s),
+            other => {
+                let t = other.type_str();
+                self.error(
+                    v.span(),
+                    format!("`{what}` must be a string, found {t}"),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, v: &Val<'_>, what: &str) -> Option<Duration> {
+        if let DeValue::Integer(i) = v.get_ref() {
+            let n = i.as_str();
+            self.error(
+                v.span(),
+                format!("`{what}` needs a unit"),
+                h(format!("write \"{n}s\", \"{n}m\" or \"{n}h\"")),
+            );
+            return None;
+        }
+        let s = self.string(v, what)?;
+        match Duration::parse(s) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.error(v.span(), format!("bad duration for `{what}`"), Some(e));
+                None
+            }
+        }
+    }
+
+    fn count(&mut self, v: &Val<'_>, what: &str) -> Option<u64> {
+        let n = match v.get_ref() {
+            DeValue::Integer(i) => {
+                i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok()
+            }
+            _ => None,
+        };
+        match n.and_then(|n| u64::try_from(n).ok()).filter(|n| *n > 0) {
+            Some(n) => Some(n),
+            None => {
+                self.error(
+                    v.span(),
+                    format!("`{what}` must be a positive integer"),
+                    None,
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Entries of a table in file order.
+fn entries<'t, 'i>(
+    t: &'t DeTable<'i>,
+) -> Vec<(&'t Spanned<std::borrow::Cow<'i, str>>, &'t Val<'i>)> {
+    let mut v: Vec<_> = t.iter().collect();
+    v.sort_by_key(|(k, _)| k.span().start);
+    v
+}
+
+/// Checks one file and compiles its rules (those without errors).
+pub(crate) fn compile_file(path: &Path, text: &str, s: &mut Session<'_>) -> Vec<Rule> {
+    let file = FileCtx::new(path.to_path_buf(), text);
+    let first = s.diags.len();
+    let rules = compile_file_inner(&file, text, s);
+    // this file's findings in file order (those in expect files after them)
+    s.diags[first..].sort_by_key(|d| (d.path != file.path, d.span.start));
+    rules
+}
+
+fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Rule> {
+    let mut cx = Cx { file, s, errors: 0 };
+    let (doc, errors) = DeTable::parse_recoverable(text);
+    if !errors.is_empty() {
+        for e in errors {
+            let span = e.span().unwrap_or(0..0);
+            let msg = e.message().trim().to_string();
+            let help = if msg.contains("duplicate key") {
+                h("each key may appear once per rule; event names must be unique within a rule")
+            } else {
+                None
+            };
+            cx.error(span, format!("TOML: {msg}"), help);
+        }
+        return Vec::new();
+    }
+    let mut rules = Vec::new();
+    let mut any_rule = false;
+    for (k, v) in entries(doc.get_ref()) {
+        if k.get_ref() != "rule" {
+            let help = if did_you_mean(k.get_ref(), ["rule"]).is_some() {
+                h("did you mean `[[rule]]`?")
+            } else {
+                h("a rule file holds `[[rule]]` tables only")
+            };
+            cx.error(
+                k.span(),
+                format!("unknown top-level key `{}`", k.get_ref()),
+                help,
+            );
+            continue;
+        }
+        let DeValue::Array(items) = v.get_ref() else {
+            cx.error(
+                v.span(),
+                "`rule` must be an array of tables",
+                h("start each rule with a `[[rule]]` line"),
+            );
+            continue;
+        };
+        for item in items.iter() {
+            any_rule = true;
+            let DeValue::Table(t) = item.get_ref() else {
+                cx.error(
+                    item.span(),
+                    "each rule must be a table",
+                    h("start each rule with `[[rule]]`"),
+                );
+                continue;
+            };
+            if let Some(r) = rule(&mut cx, t, item.span()) {
+                rules.push(r);
+            }
+        }
+    }
+    if !any_rule && cx.errors == 0 {
+        cx.warning(
+            0..0,
+            "this file defines no rule",
+            h("add a `[[rule]]` table"),
+        );
+    }
+    rules
+}
+
+struct EventSrc<'t, 'i> {
+    name: String,
+    key_span: Range<usize>,
+    value: &'t Val<'i>,
+    cond: Option<crate::rules::ir::Cond>,
+    info: Option<EventInfo>,
+    /// group name -> (field name, span of the field value)
+    mapping: Vec<(String, String, Range<usize>)>,
+}
+
+fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule> {
+    let errors_before = cx.errors;
+    // the `[[rule]]` header line, for findings about the rule as a whole
+    let head = {
+        let rest = cx.file.text.get(span.start..).unwrap_or("");
+        let len = if rest.starts_with("[[") {
+            rest.find('\n').unwrap_or(rest.len())
+        } else {
+            0
+        };
+        span.start..span.start + len.min(rest.trim_end().len())
+    };
+    let mut get: HashMap<&str, (&Spanned<std::borrow::Cow<'_, str>>, &Val<'_>)> = HashMap::new();
+    for (k, v) in entries(t) {
+        let key = k.get_ref().as_ref();
+        if let Some(known) = RULE_KEYS.iter().find(|n| **n == key) {
+            get.insert(known, (k, v));
+        } else {
+            let help = match did_you_mean(key, RULE_KEYS.iter().copied()) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("rule keys are: {}", RULE_KEYS.join(", ")),
+            };
+            cx.error(
+                k.span(),
+                format!("unknown key `{key}` in a rule"),
+                Some(help),
+            );
+        }
+    }
+    let val = |k: &str| get.get(k).map(|(_, v)| *v);
+
+    // identity
+    let name = match val("name") {
+        Some(v) => cx
+            .string(v, "name")
+            .map(|n| (n.trim().to_string(), v.span())),
+        None => {
+            cx.error(
+                head.clone(),
+                "this rule has no `name`",
+                h("add `name = \"...\"`"),
+            );
+            None
+        }
+    };
+    if let Some((n, sp)) = &name {
+        if n.is_empty() {
+            cx.error(sp.clone(), "the rule name is empty", None);
+        } else if let Some(first) = cx.s.names.get(n) {
+            let note = format!(
+                "first defined at {}:{}:{}",
+                first.path.display(),
+                first.line,
+                first.column
+            );
+            cx.error(
+                sp.clone(),
+                format!("duplicate rule name `{n}`"),
+                Some(format!("{note}; rule names must be unique across files")),
+            );
+        } else {
+            let (line, column) = cx.file.line_col(sp.start);
+            cx.s.names.insert(
+                n.clone(),
+                FirstDef {
+                    path: cx.file.path.clone(),
+                    line,
+                    column,
+                },
+            );
+        }
+    }
+    let severity = match val("severity") {
+        Some(v) => cx
+            .string(v, "severity")
+            .and_then(|s| match Severity::parse(s) {
+                Some(sev) => Some(sev),
+                None => {
+                    let all = ["critical", "high", "medium", "low", "info"];
+                    let help = match did_you_mean(s, all) {
+                        Some(x) => format!("did you mean `{x}`?"),
+                        None => format!("use one of: {}", all.join(", ")),
+                    };
+                    cx.error(v.span(), format!("unknown severity `{s}`"), Some(help));
+                    None
+                }
+            }),
+        None => {
+            cx.error(
+                head.clone(),
+                "this rule has no `severity`",
+                h("add `severity = \"high\"` (critical, high, medium, low or info)"),
+            );
+            None
+        }
+    };
+    let description =
+        val("description").and_then(|v| cx.string(v, "description").map(str::to_string));
+
+    // group_by
+    let mut group_by: Vec<(String, Range<usize>)> = Vec::new();
+    if let Some(v) = val("group_by") {
+        match v.get_ref() {
+            DeValue::Array(a) => {
+                for it in a.iter() {
+                    if let Some(s) = cx.string(it, "group_by") {
+                        if let Some((_, first)) = group_by.iter().find(|(n, _)| n == s) {
+                            let first = first.clone();
+                            cx.push(
+                                cx.file
+                                    .diag(
+                                        Level::Error,
+                                        it.span(),
+                                        format!("`{s}` is listed twice in group_by"),
+                                    )
+                                    .with_label(first, "first listed here"),
+                            );
+                        } else if s.is_empty() {
+                            cx.error(it.span(), "empty group_by name", None);
+                        } else {
+                            group_by.push((s.to_string(), it.span()));
+                        }
+                    }
+                }
+            }
+            DeValue::String(s) => {
+                cx.error(
+                    v.span(),
+                    "`group_by` must be a list",
+                    Some(format!("write group_by = [\"{s}\"]")),
+                );
+            }
+            other => {
+                cx.error(
+                    v.span(),
+                    format!(
+                        "`group_by` must be a list of field names, found {}",
+                        other.type_str()
+                    ),
+                    None,
+                );
+            }
+        }
+    }
+    let group_names: Vec<&str> = group_by.iter().map(|(n, _)| n.as_str()).collect();
+
+    // events
+    let mut events: Vec<EventSrc<'_, '_>> = Vec::new();
+    match val("events") {
+        None => cx.error(
+            head.clone(),
+            "this rule has no events",
+            h("define events with `events.<name> = '<condition>'`"),
+        ),
+        Some(v) => match v.get_ref() {
+            DeValue::Table(et) => {
+                for (k, ev) in entries(et) {
+                    let name = k.get_ref().to_string();
+                    let ok_name = name
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !ok_name {
+                        cx.error(
+                            k.span(),
+                            format!("`{name}` is not a valid event name"),
+                            h("event names are letters, digits and `_`, starting with a letter"),
+                        );
+                    } else if RESERVED.contains(&name.as_str()) {
+                        cx.error(
+                            k.span(),
+                            format!("`{name}` is a keyword and cannot name an event"),
+                            h("pick another name"),
+                        );
+                    }
+                    events.push(event(cx, name, k.span(), ev, &group_names));
+                }
+                if et.is_empty() {
+                    cx.error(v.span(), "this rule has no events", None);
+                }
+            }
+            other => cx.error(
+                v.span(),
+                format!("`events` must be a table, found {}", other.type_str()),
+                h("write `events.fail = 'syslog and ...'`"),
+            ),
+        },
+    }
+
+    // group fields of every event
+    let mut group_types: Vec<Option<(ValueType, String)>> = vec![None; group_by.len()];
+    let mut event_defs = Vec::new();
+    for ev in &events {
+        let mut fields = Vec::new();
+        if let Some(info) = &ev.info {
+            for (gi, g) in group_names.iter().enumerate() {
+                let mapped = ev.mapping.iter().find(|(gn, _, _)| gn == g);
+                let (fname, fspan) = match mapped {
+                    Some((_, f, sp)) => (f.as_str(), sp.clone()),
+                    None => (*g, ev.value.span()),
+                };
+                match info.provides(fname) {
+                    Some((key, ty)) => {
+                        match &group_types[gi] {
+                            Some((t0, first)) if *t0 != ty => {
+                                cx.error(
+                                    fspan,
+                                    format!(
+                                        "group field `{g}` is a {t0} in event `{first}` but a {ty} in event `{}`",
+                                        ev.name
+                                    ),
+                                    h("group keys must have one type: map the group name to fields of the same type"),
+                                );
+                            }
+                            Some(_) => {}
+                            None => group_types[gi] = Some((ty, ev.name.clone())),
+                        }
+                        fields.push(key);
+                    }
+                    None => {
+                        let names = info.names();
+                        let src = info.source.map_or("its", |s| s.name());
+                        if mapped.is_some() {
+                            let help = did_you_mean(fname, names.iter().map(String::as_str))
+                                .map(|s| format!("did you mean `{s}`?"));
+                            cx.error(
+                                fspan,
+                                format!("event `{}` has no field `{fname}`", ev.name),
+                                help,
+                            );
+                        } else {
+                            cx.error(
+                                fspan,
+                                format!("event `{}` cannot provide group field `{g}`", ev.name),
+                                Some(format!(
+                                    "{src} events have no `{g}`: map it to one of their fields, e.g. `events.{} = {{ if = '...', {g} = \"<field>\" }}`, or capture it with a named regex group `(?P<{g}>...)`",
+                                    ev.name
+                                )),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(cond) = &ev.cond {
+            event_defs.push(EventDef {
+                name: ev.name.clone(),
+                cond: cond.clone(),
+                group_fields: fields,
+            });
+        }
+    }
+
+    // pattern
+    let names: Vec<String> = events.iter().map(|e| e.name.clone()).collect();
+    let infos: Vec<Option<EventInfo>> = events.iter().map(|e| e.info.clone()).collect();
+    let mut checked = None;
+    let mut pattern_span = head.clone();
+    match val("pattern") {
+        None => cx.error(
+            head.clone(),
+            "this rule has no `pattern`",
+            h("add e.g. `pattern = \"seq(a, b) within 5m\"`"),
+        ),
+        Some(v) => {
+            pattern_span = v.span();
+            if let Some(text) = cx.string(v, "pattern") {
+                let map = StrMap::new(&cx.file.text, v.span(), text);
+                match parse_pattern(text) {
+                    Err(e) => cx.syntax(&map, e),
+                    Ok(ast) => {
+                        let env = PatEnv {
+                            names: &names,
+                            infos: &infos,
+                        };
+                        let (mut r, before) = cx.reporter(&map);
+                        checked = compile_pattern(&ast, &env, &mut r);
+                        cx.settle(before);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(c) = &checked {
+        for (i, ev) in events.iter().enumerate() {
+            if !c.used.contains(&i) {
+                cx.warning(
+                    ev.key_span.clone(),
+                    format!(
+                        "event `{}` is defined but the pattern does not use it",
+                        ev.name
+                    ),
+                    h("use it in `pattern` or remove it"),
+                );
+            }
+        }
+    }
+
+    // expect
+    let mut expect: Vec<Vec<Value>> = Vec::new();
+    let has_expect = val("expect").is_some();
+    if let Some(v) = val("expect") {
+        if group_by.is_empty() {
+            cx.error(
+                v.span(),
+                "`expect` lists groups, but this rule has no `group_by`",
+                h("add `group_by = [\"host\"]` or remove `expect`"),
+            );
+        } else if group_types.iter().all(Option::is_some) {
+            let types: Vec<ValueType> = group_types.iter().flatten().map(|(t, _)| *t).collect();
+            expect = expect_values(cx, v, &group_names, &types);
+        }
+    }
+    if let Some(c) = &checked
+        && c.absence_only
+        && !group_by.is_empty()
+        && !has_expect
+    {
+        cx.warning(
+            pattern_span.clone(),
+            "this rule only detects an absence, per group, with no `expect`: a group never seen will never alert",
+            h("list the groups that must be present: `expect = { file = \"hosts.txt\" }` or `expect = [\"web-1\", ...]`"),
+        );
+    }
+
+    // message
+    let mut message = None;
+    if let Some(v) = val("message")
+        && let Some(text) = cx.string(v, "message")
+    {
+        let map = StrMap::new(&cx.file.text, v.span(), text);
+        message = template(cx, &map, text, &group_names, &infos);
+    }
+
+    // time model
+    let time = match val("time") {
+        None => TimeMode::Processing,
+        Some(v) => match cx.string(v, "time") {
+            Some("processing") => TimeMode::Processing,
+            Some("event") => TimeMode::Event,
+            Some(other) => {
+                cx.error(
+                    v.span(),
+                    format!("unknown time mode `{other}`"),
+                    h("use \"processing\" (arrival time) or \"event\" (the stamp the source wrote)"),
+                );
+                TimeMode::Processing
+            }
+            None => TimeMode::Processing,
+        },
+    };
+    let max_delay = val("max_delay").and_then(|v| cx.duration(v, "max_delay"));
+    let allowed_lateness = val("allowed_lateness").and_then(|v| cx.duration(v, "allowed_lateness"));
+    if time == TimeMode::Processing {
+        for k in ["max_delay", "allowed_lateness"] {
+            if let Some(v) = val(k) {
+                cx.warning(
+                    v.span(),
+                    format!("`{k}` has no effect with processing time"),
+                    h("add `time = \"event\"` or remove it"),
+                );
+            }
+        }
+    }
+    let trigger = match val("trigger") {
+        None => Trigger::Event,
+        Some(v) => match v.get_ref() {
+            DeValue::String(s) if s == "event" => Trigger::Event,
+            DeValue::Table(tt) => {
+                let mut every = None;
+                for (k, tv) in entries(tt) {
+                    if k.get_ref() == "every" {
+                        every = cx.duration(tv, "every");
+                    } else {
+                        cx.error(
+                            k.span(),
+                            format!("unknown key `{}` in `trigger`", k.get_ref()),
+                            h("write `trigger = { every = \"1m\" }`, or `{}` for the rule's window"),
+                        );
+                    }
+                }
+                Trigger::Every(every)
+            }
+            _ => {
+                cx.error(
+                    v.span(),
+                    "`trigger` must be \"event\" or a table `{ every = \"1m\" }`",
+                    h("`{}` means: once per window (tumbling)"),
+                );
+                Trigger::Event
+            }
+        },
+    };
+    let forget_after = val("forget_after").and_then(|v| cx.duration(v, "forget_after"));
+    let max_groups = val("max_groups").and_then(|v| cx.count(v, "max_groups"));
+    let max_partial_matches =
+        val("max_partial_matches").and_then(|v| cx.count(v, "max_partial_matches"));
+
+    if cx.errors > errors_before {
+        return None;
+    }
+    let checked = checked?;
+    Some(Rule {
+        name: name?.0,
+        severity: severity?,
+        description,
+        message,
+        group_by: group_by.into_iter().map(|(n, _)| n).collect(),
+        events: event_defs,
+        pattern: checked.pattern,
+        within: checked.within,
+        expect,
+        time,
+        max_delay: max_delay.unwrap_or(DEFAULT_MAX_DELAY),
+        allowed_lateness: allowed_lateness.unwrap_or(Duration::ZERO),
+        trigger,
+        forget_after: forget_after.unwrap_or(DEFAULT_FORGET_AFTER),
+        max_groups,
+        max_partial_matches,
+        file: cx.file.path.display().to_string(),
+    })
+}
+
+fn event<'t, 'i>(
+    cx: &mut Cx<'_, '_>,
+    name: String,
+    key_span: Range<usize>,
+    v: &'t Val<'i>,
+    group_names: &[&str],
+) -> EventSrc<'t, 'i> {
+    let mut out = EventSrc {
+        name,
+        key_span,
+        value: v,
+        cond: None,
+        info: None,
+        mapping: Vec::new(),
+    };
+    let cond_val: Option<&Val<'_>> = match v.get_ref() {
+        DeValue::String(_) => Some(v),
+        DeValue::Table(t) => {
+            let mut cond = None;
+            for (k, fv) in entries(t) {
+                let key = k.get_ref().as_ref();
+                if key == "if" {
+                    cond = Some(fv);
+                } else if group_names.contains(&key) {
+                    if let Some(f) = cx.string(fv, key) {
+                        out.mapping
+                            .push((key.to_string(), f.to_string(), fv.span()));
+                    }
+                } else {
+                    let help = match did_you_mean(key, group_names.iter().copied().chain(["if"])) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None if group_names.is_empty() => {
+                            "an event table holds `if` and, for each group_by name, the field that supplies it; this rule has no group_by".into()
+                        }
+                        None => format!(
+                            "an event table holds `if` and group_by names ({})",
+                            group_names.join(", ")
+                        ),
+                    };
+                    cx.error(
+                        k.span(),
+                        format!("`{key}` is neither `if` nor a group_by name"),
+                        Some(help),
+                    );
+                }
+            }
+            if cond.is_none() {
+                cx.error(
+                    v.span(),
+                    format!("event `{}` has no `if` condition", out.name),
+                    h("write `{ if = 'syslog and ...', ... }`"),
+                );
+            }
+            cond
+        }
+        other => {
+            cx.error(
+                v.span(),
+                format!(
+                    "an event is a condition string or a table, found {}",
+                    other.type_str()
+                ),
+                h("write `events.x = 'syslog and app == \"sshd\"'`"),
+            );
+            None
+        }
+    };
+    let Some(cv) = cond_val else { return out };
+    let Some(text) = cx.string(cv, "if") else {
+        return out;
+    };
+    let map = StrMap::new(&cx.file.text, cv.span(), text);
+    match parse_cond(text) {
+        Err(e) => cx.syntax(&map, e),
+        Ok(ast) => {
+            let (mut r, before) = cx.reporter(&map);
+            let (cond, info) = compile_cond(&ast, &mut r);
+            let errs = r.diags[before..].iter().any(Diagnostic::is_error);
+            cx.settle(before);
+            if !errs {
+                out.cond = cond;
+                out.info = Some(info);
+            }
+        }
+    }
+    out
+}
+
+fn expect_values(
+    cx: &mut Cx<'_, '_>,
+    v: &Val<'_>,
+    groups: &[&str],
+    types: &[ValueType],
+) -> Vec<Vec<Value>> {
+    let mut out = Vec::new();
+    // (text, file, span within that file)
+    match v.get_ref() {
+        DeValue::Array(a) => {
+            for it in a.iter() {
+                if let Some(s) = cx.string(it, "expect") {
+                    match parse_key(s, groups, types) {
+                        Ok(k) => out.push(k),
+                        Err(e) => cx.error(it.span(), e.0, e.1),
+                    }
+                }
+            }
+        }
+        DeValue::Table(t) => {
+            let mut file = None;
+            for (k, fv) in entries(t) {
+                if k.get_ref() == "file" {
+                    file = cx.string(fv, "file").map(|f| (f.to_string(), fv.span()));
+                } else {
+                    cx.error(
+                        k.span(),
+                        format!("unknown key `{}` in `expect`", k.get_ref()),
+                        h("write `expect = { file = \"hosts.txt\" }`"),
+                    );
+                }
+            }
+            let Some((rel, span)) = file else {
+                if !t.is_empty() {
+                    return out;
+                }
+                cx.error(
+                    v.span(),
+                    "`expect` table needs `file`",
+                    h("write `expect = { file = \"hosts.txt\" }`"),
+                );
+                return out;
+            };
+            let base = cx.file.path.parent().unwrap_or(Path::new(""));
+            let path = base.join(&rel);
+            let text = match (cx.s.read_file)(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    cx.error(
+                        span,
+                        format!("cannot read expect file `{}`: {e}", path.display()),
+                        None,
+                    );
+                    return out;
+                }
+            };
+            let ef = FileCtx::new(path, &text);
+            let mut offset = 0;
+            for line in text.split_inclusive('\n') {
+                let start = offset;
+                offset += line.len();
+                let body = line.trim_end_matches(['\n', '\r']);
+                let trimmed = body.trim();
+                if trimmed.is_empty() || trimmed.starts_with('#') {
+                    continue;
+                }
+                let lead = body.len() - body.trim_start().len();
+                let sp = start + lead..start + lead + trimmed.len();
+                match parse_key(trimmed, groups, types) {
+                    Ok(k) => {
+                        if out.contains(&k) {
+                            let mut d =
+                                ef.diag(Level::Warning, sp, format!("`{trimmed}` is listed twice"));
+                            d.help = h("remove the repeated line");
+                            cx.push(d);
+                        } else {
+                            out.push(k);
+                        }
+                    }
+                    Err((msg, help)) => {
+                        let mut d = ef.diag(Level::Error, sp, msg);
+                        d.help = help;
+                        cx.push(d);
+                    }
+                }
+            }
+        }
+        other => cx.error(
+            v.span(),
+            format!(
+                "`expect` must be a list of keys or `{{ file = \"...\" }}`, found {}",
+                other.type_str()
+            ),
+            None,
+        ),
+    }
+    out
+}
+
+fn parse_key(
+    s: &str,
+    groups: &[&str],
+    types: &[ValueType],
+) -> Result<Vec<Value>, (String, Option<String>)> {
+    let parts: Vec<&str> = if groups.len() == 1 {
+        vec![s]
+    } else {
+        s.split(',').collect()
+    };
+    if parts.len() != groups.len() {
+        return Err((
+            format!(
+                "`{s}` has {} value(s), but group_by has {} ({})",
+                parts.len(),
+                groups.len(),
+                groups.join(", ")
+            ),
+            h(format!(
+                "write the values comma-separated in group_by order: {}",
+                groups.join(",")
+            )),
+        ));
+    }
+    let mut out = Vec::new();
+    for ((p, g), t) in parts.iter().zip(groups).zip(types) {
+        match Value::parse_as(*t, p) {
+            Some(v) if !p.trim().is_empty() => out.push(v),
+            _ => {
+                return Err((
+                    format!("`{}` is not a valid {t} for group field `{g}`", p.trim()),
+                    match t {
+                        ValueType::Ip => h("write an IPv4 or IPv6 address such as 10.0.0.5"),
+                        _ => None,
+                    },
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn template(
+    cx: &mut Cx<'_, '_>,
+    map: &StrMap,
+    text: &str,
+    groups: &[&str],
+    infos: &[Option<EventInfo>],
+) -> Option<Vec<TemplatePart>> {
+    let mut parts = Vec::new();
+    let mut lit = String::new();
+    let mut ok = true;
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' if b.get(i + 1) == Some(&b'{') => {
+                lit.push('{');
+                i += 2;
+            }
+            b'}' if b.get(i + 1) == Some(&b'}') => {
+                lit.push('}');
+                i += 2;
+            }
+            b'{' => {
+                let Some(end) = text[i..].find('}').map(|e| i + e) else {
+                    cx.error(
+                        map.span(i..text.len()),
+                        "unclosed `{` in message",
+                        h("write `{{` for a literal brace"),
+                    );
+                    ok = false;
+                    break;
+                };
+                let name = text[i + 1..end].trim();
+                if !lit.is_empty() {
+                    parts.push(TemplatePart::Text(std::mem::take(&mut lit)));
+                }
+                let known = groups.contains(&name)
+                    || infos
+                        .iter()
+                        .flatten()
+                        .any(|inf| inf.provides(name).is_some())
+                    || ["rule", "severity"].contains(&name);
+                if name.is_empty() {
+                    cx.error(
+                        map.span(i..end + 1),
+                        "empty `{}` in message",
+                        h("write a field name: `{host}`"),
+                    );
+                    ok = false;
+                } else if !known {
+                    let mut cands: Vec<String> = groups.iter().map(|s| s.to_string()).collect();
+                    for inf in infos.iter().flatten() {
+                        cands.extend(inf.names());
+                    }
+                    let help = match did_you_mean(name, cands.iter().map(String::as_str)) {
+                        Some(s) => format!("did you mean `{s}`?"),
+                        None => "use a group_by name or a field of the rule's events".into(),
+                    };
+                    cx.warning(
+                        map.span(i..end + 1),
+                        format!("`{{{name}}}` is neither a group field nor a field of this rule's events"),
+                        Some(help),
+                    );
+                }
+                parts.push(TemplatePart::Field(FieldKey::from_name(name)));
+                i = end + 1;
+            }
+            _ => {
+                let c = text[i..].chars().next().unwrap_or(' ');
+                lit.push(c);
+                i += c.len_utf8();
+            }
+        }
+    }
+    if !lit.is_empty() {
+        parts.push(TemplatePart::Text(lit));
+    }
+    ok.then_some(parts)
+}
+
+/// The names of the keys a rule may hold (for docs and tests).
+pub fn rule_keys() -> &'static [&'static str] {
+    RULE_KEYS
+}

@@ -1,0 +1,1036 @@
+//! Lexer, syntax tree and recursive-descent parser of the condition and pattern languages.
+//!
+//! Spans are byte offsets inside the expression string; the caller maps them into the file.
+
+use std::net::IpAddr;
+use std::ops::Range;
+
+use ipnet::IpNet;
+
+use crate::event::Source;
+use crate::rules::ir::{ArithOp, CmpOp, StrOp};
+use crate::time::Duration;
+
+/// A byte range inside an expression string.
+pub type Span = Range<usize>;
+
+/// A syntax error: where and what, with an optional hint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// Where, inside the expression string.
+    pub span: Span,
+    /// What.
+    pub message: String,
+    /// How to fix it.
+    pub help: Option<String>,
+}
+
+fn err<T>(span: Span, message: impl Into<String>) -> Result<T, SyntaxError> {
+    Err(SyntaxError {
+        span,
+        message: message.into(),
+        help: None,
+    })
+}
+
+/// A token kind.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tok {
+    /// A name: field, keyword, event name.
+    Ident(String),
+    /// `"..."` (only `\"` is an escape; backslashes are kept as written).
+    Str(String),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// `5s`, `1h30m`.
+    Dur(Duration),
+    /// An IP address.
+    Ip(IpAddr),
+    /// A network `10.0.0.0/8`.
+    Cidr(IpNet),
+    /// Punctuation or operator.
+    Punct(&'static str),
+    /// End of input.
+    Eof,
+}
+
+impl Tok {
+    fn describe(&self) -> String {
+        match self {
+            Tok::Ident(s) => format!("`{s}`"),
+            Tok::Str(_) => "a string".into(),
+            Tok::Int(i) => format!("`{i}`"),
+            Tok::Float(x) => format!("`{x}`"),
+            Tok::Dur(d) => format!("`{d}`"),
+            Tok::Ip(ip) => format!("`{ip}`"),
+            Tok::Cidr(n) => format!("`{n}`"),
+            Tok::Punct(p) => format!("`{p}`"),
+            Tok::Eof => "the end".into(),
+        }
+    }
+}
+
+/// A token with its span; strings also keep the offset of each content byte.
+#[derive(Clone, Debug)]
+pub struct Token {
+    /// The token.
+    pub tok: Tok,
+    /// Where.
+    pub span: Span,
+    /// For strings: the offset in the input of each byte of the content (and one past).
+    pub offsets: Vec<usize>,
+}
+
+const PUNCTS: &[&str] = &[
+    "==", "!=", "<=", ">=", "=~", "!~", "..", "(", ")", "[", "]", "{", "}", ",", "<", ">", "+",
+    "-", "*", "/", "%",
+];
+
+/// Splits an expression into tokens.
+pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        if c == b'"' || c == b'\'' {
+            let q = c;
+            let mut text = String::new();
+            let mut offsets = Vec::new();
+            i += 1;
+            loop {
+                let Some(&d) = b.get(i) else {
+                    return Err(SyntaxError {
+                        span: start..src.len(),
+                        message: "unterminated string".into(),
+                        help: Some(format!("close it with {}", q as char)),
+                    });
+                };
+                if d == q {
+                    offsets.push(i);
+                    i += 1;
+                    break;
+                }
+                if d == b'\\' && b.get(i + 1) == Some(&q) {
+                    text.push(q as char);
+                    offsets.push(i);
+                    i += 2;
+                    continue;
+                }
+                let ch = src[i..].chars().next().unwrap_or('\u{fffd}');
+                text.push(ch);
+                offsets.extend((0..ch.len_utf8()).map(|k| i + k));
+                i += ch.len_utf8();
+            }
+            out.push(Token {
+                tok: Tok::Str(text),
+                span: start..i,
+                offsets,
+            });
+            continue;
+        }
+        // a word: identifiers, numbers, durations, addresses
+        if c.is_ascii_alphanumeric() || c == b'_' || c == b':' {
+            let mut j = i;
+            while j < b.len() {
+                let d = b[j];
+                let ok = d.is_ascii_alphanumeric()
+                    || d == b'_'
+                    || d == b':'
+                    || d == b'@'
+                    || (d == b'.' && b.get(j + 1) != Some(&b'.') && !(j > i && b[j - 1] == b'.'));
+                if !ok {
+                    break;
+                }
+                j += 1;
+            }
+            let mut word = &src[i..j];
+            // sd.<id>.<param> may contain `-`
+            if word.starts_with("sd.") {
+                while j < b.len()
+                    && (b[j].is_ascii_alphanumeric() || matches!(b[j], b'_' | b'.' | b'@' | b'-'))
+                {
+                    j += 1;
+                }
+                word = &src[i..j];
+            }
+            // optional /prefix for addresses
+            let looks_ip =
+                word.contains(':') || (c.is_ascii_digit() && word.matches('.').count() == 3);
+            if looks_ip {
+                let mut k = j;
+                if b.get(k) == Some(&b'/') {
+                    k += 1;
+                    while k < b.len() && b[k].is_ascii_digit() {
+                        k += 1;
+                    }
+                }
+                let text = &src[i..k];
+                let tok = if k > j {
+                    match text.parse::<IpNet>() {
+                        Ok(n) => Tok::Cidr(n),
+                        Err(_) => {
+                            return err(i..k, format!("`{text}` is not a valid network (CIDR)"));
+                        }
+                    }
+                } else {
+                    match text.parse::<IpAddr>() {
+                        Ok(a) => Tok::Ip(a),
+                        Err(_) => return err(i..k, format!("`{text}` is not a valid IP address")),
+                    }
+                };
+                out.push(Token {
+                    tok,
+                    span: i..k,
+                    offsets: Vec::new(),
+                });
+                i = k;
+                continue;
+            }
+            let tok = if c.is_ascii_digit() {
+                if word.bytes().all(|d| d.is_ascii_digit()) {
+                    match word.parse::<i64>() {
+                        Ok(n) => Tok::Int(n),
+                        Err(_) => {
+                            return err(i..j, format!("`{word}` is too large for an integer"));
+                        }
+                    }
+                } else if word.contains('.')
+                    && word.bytes().all(|d| d.is_ascii_digit() || d == b'.')
+                {
+                    match word.parse::<f64>() {
+                        Ok(x) => Tok::Float(x),
+                        Err(_) => return err(i..j, format!("`{word}` is not a number")),
+                    }
+                } else {
+                    match Duration::parse(word) {
+                        Ok(d) => Tok::Dur(d),
+                        Err(e) => {
+                            return Err(SyntaxError {
+                                span: i..j,
+                                message: format!("`{word}` is not a number or a duration"),
+                                help: Some(e),
+                            });
+                        }
+                    }
+                }
+            } else {
+                if word.contains(':') {
+                    return err(i..j, format!("`{word}` is not a valid IP address"));
+                }
+                Tok::Ident(word.to_string())
+            };
+            out.push(Token {
+                tok,
+                span: i..j,
+                offsets: Vec::new(),
+            });
+            i = j;
+            continue;
+        }
+        let rest = &src[i..];
+        if let Some(p) = PUNCTS.iter().find(|p| rest.starts_with(**p)) {
+            out.push(Token {
+                tok: Tok::Punct(p),
+                span: i..i + p.len(),
+                offsets: Vec::new(),
+            });
+            i += p.len();
+            continue;
+        }
+        let ch = rest.chars().next().unwrap_or('?');
+        let help = match ch {
+            '=' => Some("compare with `==`".to_string()),
+            '&' => Some("write `and`".to_string()),
+            '|' => Some("write `or`".to_string()),
+            '!' => Some("write `not`, `!=` or `!~`".to_string()),
+            _ => None,
+        };
+        return Err(SyntaxError {
+            span: i..i + ch.len_utf8(),
+            message: format!("unexpected character `{ch}`"),
+            help,
+        });
+    }
+    out.push(Token {
+        tok: Tok::Eof,
+        span: src.len()..src.len(),
+        offsets: Vec::new(),
+    });
+    Ok(out)
+}
+
+/// A literal in a condition.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lit {
+    /// `"text"`
+    Str(String),
+    /// `3`
+    Int(i64),
+    /// `1.5`
+    Float(f64),
+    /// `true` / `false`
+    Bool(bool),
+    /// `10.0.0.1`
+    Ip(IpAddr),
+    /// `10.0.0.0/8`
+    Cidr(IpNet),
+    /// `5s`
+    Dur(Duration),
+}
+
+/// A value expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprAst {
+    /// A literal.
+    Lit(Lit, Span),
+    /// A field name.
+    Field(String, Span),
+    /// `a + b` etc.; the span is the operator's.
+    Arith(ArithOp, Box<ExprAst>, Box<ExprAst>, Span),
+    /// `-a`
+    Neg(Box<ExprAst>, Span),
+}
+
+impl ExprAst {
+    /// The whole span of the expression.
+    pub fn span(&self) -> Span {
+        match self {
+            ExprAst::Lit(_, s) | ExprAst::Field(_, s) => s.clone(),
+            ExprAst::Arith(_, a, b, _) => a.span().start..b.span().end,
+            ExprAst::Neg(e, s) => s.start..e.span().end,
+        }
+    }
+}
+
+/// A condition.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CondAst {
+    /// `a or b or c`
+    Or(Vec<CondAst>),
+    /// `a and b and c`
+    And(Vec<CondAst>),
+    /// `not a`
+    Not(Box<CondAst>, Span),
+    /// `syslog` / `flow`
+    Source(Source, Span),
+    /// `true` / `false`
+    Bool(bool, Span),
+    /// `a == b` (span: the operator)
+    Cmp(CmpOp, ExprAst, ExprAst, Span),
+    /// `a contains b` (span: the operator)
+    Str(StrOp, ExprAst, ExprAst, Span),
+    /// `a =~ "re"`: the regex text, its span, and the input offset of each of its bytes.
+    Regex {
+        /// The string the regex runs on.
+        lhs: ExprAst,
+        /// `!~`
+        negate: bool,
+        /// The regex as written.
+        re: String,
+        /// Span of the regex string literal.
+        re_span: Span,
+        /// Input offset of each byte of `re` (and one past the end).
+        offsets: Vec<usize>,
+    },
+    /// `a in [..]` or `a in 10.0.0.0/8` (span: `in`)
+    In(ExprAst, Vec<ExprAst>, Span),
+    /// `exists(field)`: the name and its span.
+    Exists(String, Span),
+    /// A bare value where a condition was expected (a checker error).
+    Bare(ExprAst),
+}
+
+struct Parser {
+    toks: Vec<Token>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> &Token {
+        &self.toks[self.pos.min(self.toks.len() - 1)]
+    }
+
+    fn bump(&mut self) -> Token {
+        let t = self.peek().clone();
+        if self.pos < self.toks.len() - 1 {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn is_punct(&self, p: &str) -> bool {
+        matches!(&self.peek().tok, Tok::Punct(q) if *q == p)
+    }
+
+    fn is_word(&self, w: &str) -> bool {
+        matches!(&self.peek().tok, Tok::Ident(q) if q == w)
+    }
+
+    fn expect_punct(&mut self, p: &str) -> Result<Span, SyntaxError> {
+        if self.is_punct(p) {
+            Ok(self.bump().span)
+        } else {
+            let t = self.peek();
+            err(
+                t.span.clone(),
+                format!("expected `{p}`, found {}", t.tok.describe()),
+            )
+        }
+    }
+
+    fn end(&self) -> Result<(), SyntaxError> {
+        let t = self.peek();
+        if t.tok == Tok::Eof {
+            Ok(())
+        } else {
+            let mut e = SyntaxError {
+                span: t.span.clone(),
+                message: format!("unexpected {} here", t.tok.describe()),
+                help: None,
+            };
+            if matches!(t.tok, Tok::Ident(_) | Tok::Str(_)) {
+                e.help = Some("combine conditions with `and` or `or`".into());
+            }
+            Err(e)
+        }
+    }
+
+    // ---- conditions ----
+
+    fn or(&mut self) -> Result<CondAst, SyntaxError> {
+        let mut parts = vec![self.and()?];
+        while self.is_word("or") {
+            self.bump();
+            parts.push(self.and()?);
+        }
+        Ok(if parts.len() == 1 {
+            parts.pop().unwrap_or(CondAst::Bool(true, 0..0))
+        } else {
+            CondAst::Or(parts)
+        })
+    }
+
+    fn and(&mut self) -> Result<CondAst, SyntaxError> {
+        let mut parts = vec![self.not()?];
+        while self.is_word("and") {
+            self.bump();
+            parts.push(self.not()?);
+        }
+        Ok(if parts.len() == 1 {
+            parts.pop().unwrap_or(CondAst::Bool(true, 0..0))
+        } else {
+            CondAst::And(parts)
+        })
+    }
+
+    fn not(&mut self) -> Result<CondAst, SyntaxError> {
+        if self.is_word("not") {
+            let s = self.bump().span;
+            let c = self.not()?;
+            return Ok(CondAst::Not(Box::new(c), s));
+        }
+        self.atom_cond()
+    }
+
+    fn atom_cond(&mut self) -> Result<CondAst, SyntaxError> {
+        let t = self.peek().clone();
+        match &t.tok {
+            Tok::Punct("(") => {
+                // a parenthesised condition, or an arithmetic expression `(a + b) > 3`
+                let save = self.pos;
+                self.bump();
+                let inner = self.or()?;
+                if self.is_punct(")") {
+                    self.bump();
+                    let after_is_op = matches!(&self.peek().tok, Tok::Punct(p) if ["==","!=","<","<=",">",">=","+","-","*","/","%","=~","!~"].contains(p))
+                        || self.is_word("contains")
+                        || self.is_word("starts_with")
+                        || self.is_word("ends_with")
+                        || self.is_word("in");
+                    if !after_is_op {
+                        return Ok(inner);
+                    }
+                }
+                self.pos = save;
+                self.comparison()
+            }
+            Tok::Ident(w) if w == "syslog" || w == "flow" => {
+                self.bump();
+                Ok(CondAst::Source(
+                    if w == "syslog" {
+                        Source::Syslog
+                    } else {
+                        Source::Flow
+                    },
+                    t.span.clone(),
+                ))
+            }
+            Tok::Ident(w) if w == "exists" => {
+                self.bump();
+                self.expect_punct("(")?;
+                let f = self.bump();
+                let Tok::Ident(name) = f.tok else {
+                    return err(
+                        f.span,
+                        format!("expected a field name, found {}", f.tok.describe()),
+                    );
+                };
+                self.expect_punct(")")?;
+                Ok(CondAst::Exists(name, f.span))
+            }
+            Tok::Ident(w) if (w == "true" || w == "false") && !self.next_is_operator() => {
+                self.bump();
+                Ok(CondAst::Bool(w == "true", t.span.clone()))
+            }
+            _ => self.comparison(),
+        }
+    }
+
+    fn next_is_operator(&self) -> bool {
+        match self.toks.get(self.pos + 1).map(|t| &t.tok) {
+            Some(Tok::Punct(p)) => ["==", "!=", "<", "<=", ">", ">=", "=~", "!~"].contains(p),
+            Some(Tok::Ident(w)) => {
+                ["contains", "starts_with", "ends_with", "in"].contains(&w.as_str())
+            }
+            _ => false,
+        }
+    }
+
+    fn comparison(&mut self) -> Result<CondAst, SyntaxError> {
+        let lhs = self.additive()?;
+        let t = self.peek().clone();
+        let cmp = match &t.tok {
+            Tok::Punct("==") => Some(CmpOp::Eq),
+            Tok::Punct("!=") => Some(CmpOp::Ne),
+            Tok::Punct("<") => Some(CmpOp::Lt),
+            Tok::Punct("<=") => Some(CmpOp::Le),
+            Tok::Punct(">") => Some(CmpOp::Gt),
+            Tok::Punct(">=") => Some(CmpOp::Ge),
+            _ => None,
+        };
+        if let Some(op) = cmp {
+            self.bump();
+            let rhs = self.additive()?;
+            return Ok(CondAst::Cmp(op, lhs, rhs, t.span));
+        }
+        let sop = match &t.tok {
+            Tok::Ident(w) if w == "contains" => Some(StrOp::Contains),
+            Tok::Ident(w) if w == "starts_with" => Some(StrOp::StartsWith),
+            Tok::Ident(w) if w == "ends_with" => Some(StrOp::EndsWith),
+            _ => None,
+        };
+        if let Some(op) = sop {
+            self.bump();
+            let rhs = self.additive()?;
+            return Ok(CondAst::Str(op, lhs, rhs, t.span));
+        }
+        match &t.tok {
+            Tok::Punct(p @ ("=~" | "!~")) => {
+                let negate = *p == "!~";
+                self.bump();
+                let r = self.bump();
+                let Tok::Str(re) = r.tok else {
+                    return Err(SyntaxError {
+                        span: r.span,
+                        message: format!(
+                            "expected a regex string after `{p}`, found {}",
+                            r.tok.describe()
+                        ),
+                        help: Some("write the regex in double quotes: msg =~ \"^Failed\"".into()),
+                    });
+                };
+                Ok(CondAst::Regex {
+                    lhs,
+                    negate,
+                    re,
+                    re_span: r.span,
+                    offsets: r.offsets,
+                })
+            }
+            Tok::Ident(w) if w == "in" => {
+                self.bump();
+                if self.is_punct("[") {
+                    self.bump();
+                    let mut items = Vec::new();
+                    while !self.is_punct("]") {
+                        items.push(self.unary()?);
+                        if self.is_punct(",") {
+                            self.bump();
+                        } else if !self.is_punct("]") {
+                            let t = self.peek();
+                            return err(
+                                t.span.clone(),
+                                format!("expected `,` or `]`, found {}", t.tok.describe()),
+                            );
+                        }
+                    }
+                    self.bump();
+                    Ok(CondAst::In(lhs, items, t.span))
+                } else {
+                    let item = self.unary()?;
+                    Ok(CondAst::In(lhs, vec![item], t.span))
+                }
+            }
+            _ => Ok(CondAst::Bare(lhs)),
+        }
+    }
+
+    fn additive(&mut self) -> Result<ExprAst, SyntaxError> {
+        let mut lhs = self.multiplicative()?;
+        loop {
+            let t = self.peek().clone();
+            let op = match t.tok {
+                Tok::Punct("+") => ArithOp::Add,
+                Tok::Punct("-") => ArithOp::Sub,
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.multiplicative()?;
+            lhs = ExprAst::Arith(op, Box::new(lhs), Box::new(rhs), t.span);
+        }
+    }
+
+    fn multiplicative(&mut self) -> Result<ExprAst, SyntaxError> {
+        let mut lhs = self.unary()?;
+        loop {
+            let t = self.peek().clone();
+            let op = match t.tok {
+                Tok::Punct("*") => ArithOp::Mul,
+                Tok::Punct("/") => ArithOp::Div,
+                Tok::Punct("%") => ArithOp::Rem,
+                _ => return Ok(lhs),
+            };
+            self.bump();
+            let rhs = self.unary()?;
+            lhs = ExprAst::Arith(op, Box::new(lhs), Box::new(rhs), t.span);
+        }
+    }
+
+    fn unary(&mut self) -> Result<ExprAst, SyntaxError> {
+        if self.is_punct("-") {
+            let s = self.bump().span;
+            let e = self.unary()?;
+            return Ok(ExprAst::Neg(Box::new(e), s));
+        }
+        let t = self.bump();
+        let s = t.span.clone();
+        Ok(match t.tok {
+            Tok::Str(v) => ExprAst::Lit(Lit::Str(v), s),
+            Tok::Int(v) => ExprAst::Lit(Lit::Int(v), s),
+            Tok::Float(v) => ExprAst::Lit(Lit::Float(v), s),
+            Tok::Dur(v) => ExprAst::Lit(Lit::Dur(v), s),
+            Tok::Ip(v) => ExprAst::Lit(Lit::Ip(v), s),
+            Tok::Cidr(v) => ExprAst::Lit(Lit::Cidr(v), s),
+            Tok::Ident(w) if w == "true" => ExprAst::Lit(Lit::Bool(true), s),
+            Tok::Ident(w) if w == "false" => ExprAst::Lit(Lit::Bool(false), s),
+            Tok::Ident(w)
+                if [
+                    "and",
+                    "or",
+                    "not",
+                    "in",
+                    "contains",
+                    "starts_with",
+                    "ends_with",
+                ]
+                .contains(&w.as_str()) =>
+            {
+                return err(s, format!("expected a value, found the keyword `{w}`"));
+            }
+            Tok::Ident(w) => ExprAst::Field(w, s),
+            Tok::Punct("(") => {
+                let e = self.additive()?;
+                self.expect_punct(")")?;
+                e
+            }
+            other => {
+                return err(s, format!("expected a value, found {}", other.describe()));
+            }
+        })
+    }
+
+    // ---- patterns ----
+
+    fn pattern(&mut self) -> Result<PatAst, SyntaxError> {
+        let start = self.peek().span.start;
+        let mut p = self.pat_primary()?;
+        loop {
+            let t = self.peek().clone();
+            match &t.tok {
+                Tok::Punct("+") => {
+                    self.bump();
+                    p = PatAst::Repeat {
+                        inner: Box::new(p),
+                        min: 1,
+                        max: None,
+                        distinct: None,
+                        span: start..t.span.end,
+                    };
+                }
+                Tok::Punct("{") => {
+                    self.bump();
+                    let min = self.count()?;
+                    let max = if self.is_punct(",") {
+                        self.bump();
+                        if self.is_punct("}") {
+                            None
+                        } else {
+                            Some(self.count()?)
+                        }
+                    } else {
+                        Some(min)
+                    };
+                    let close = self.expect_punct("}")?;
+                    p = PatAst::Repeat {
+                        inner: Box::new(p),
+                        min,
+                        max,
+                        distinct: None,
+                        span: start..close.end,
+                    };
+                }
+                Tok::Ident(w) if w == "distinct" => {
+                    self.bump();
+                    self.expect_punct("(")?;
+                    let f = self.bump();
+                    let Tok::Ident(name) = f.tok else {
+                        return err(
+                            f.span,
+                            format!("expected a field name, found {}", f.tok.describe()),
+                        );
+                    };
+                    let close = self.expect_punct(")")?;
+                    match &mut p {
+                        PatAst::Repeat { distinct, span, .. } if distinct.is_none() => {
+                            *distinct = Some((name, f.span));
+                            span.end = close.end;
+                        }
+                        _ => {
+                            return Err(SyntaxError {
+                                span: t.span.start..close.end,
+                                message: "`distinct(..)` must follow a count such as `{20,}`"
+                                    .into(),
+                                help: Some("write e.g. `attempt{20,} distinct(dport)`".into()),
+                            });
+                        }
+                    }
+                }
+                Tok::Ident(w) if w == "within" => {
+                    self.bump();
+                    let (d1, s1) = self.duration()?;
+                    let (min, max, end) = if self.is_punct("..") {
+                        self.bump();
+                        let (d2, s2) = self.duration()?;
+                        (Some((d1, s1)), (d2, s2.clone()), s2.end)
+                    } else {
+                        (None, (d1, s1.clone()), s1.end)
+                    };
+                    p = PatAst::Within {
+                        inner: Box::new(p),
+                        min,
+                        max,
+                        span: t.span.start..end,
+                    };
+                }
+                _ => return Ok(p),
+            }
+        }
+    }
+
+    fn count(&mut self) -> Result<u32, SyntaxError> {
+        let t = self.bump();
+        match t.tok {
+            Tok::Int(n) => u32::try_from(n).or_else(|_| err(t.span, "count too large")),
+            other => err(
+                t.span,
+                format!("expected a count, found {}", other.describe()),
+            ),
+        }
+    }
+
+    fn duration(&mut self) -> Result<(Duration, Span), SyntaxError> {
+        let t = self.bump();
+        match t.tok {
+            Tok::Dur(d) => Ok((d, t.span)),
+            Tok::Int(n) => Err(SyntaxError {
+                span: t.span,
+                message: format!("`{n}` has no unit"),
+                help: Some(format!("write `{n}s`, `{n}m` or `{n}h`")),
+            }),
+            other => err(
+                t.span,
+                format!(
+                    "expected a duration such as `5m`, found {}",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+
+    fn pat_list(&mut self) -> Result<(Vec<PatAst>, Span), SyntaxError> {
+        self.expect_punct("(")?;
+        let mut items = Vec::new();
+        loop {
+            if self.is_punct(")") {
+                break;
+            }
+            items.push(self.pattern()?);
+            if self.is_punct(",") {
+                self.bump();
+            } else if !self.is_punct(")") {
+                let t = self.peek();
+                return err(
+                    t.span.clone(),
+                    format!("expected `,` or `)`, found {}", t.tok.describe()),
+                );
+            }
+        }
+        let close = self.bump().span;
+        Ok((items, close))
+    }
+
+    fn pat_primary(&mut self) -> Result<PatAst, SyntaxError> {
+        let t = self.bump();
+        let s = t.span.clone();
+        match t.tok {
+            Tok::Ident(w) if self.is_punct("(") && ["seq", "or", "and"].contains(&w.as_str()) => {
+                let (items, close) = self.pat_list()?;
+                if items.is_empty() {
+                    return err(
+                        s.start..close.end,
+                        format!("`{w}()` needs at least one pattern"),
+                    );
+                }
+                let span = s.start..close.end;
+                Ok(match w.as_str() {
+                    "seq" => PatAst::Seq(items, span),
+                    "or" => PatAst::Or(items, span),
+                    _ => PatAst::And(items, span),
+                })
+            }
+            Tok::Ident(w) if w == "absent" => {
+                self.expect_punct("(")?;
+                let inner = self.pattern()?;
+                let close = self.expect_punct(")")?;
+                let mut span = s.start..close.end;
+                let for_ = if self.is_word("for") {
+                    self.bump();
+                    let (d, ds) = self.duration()?;
+                    span.end = ds.end;
+                    Some((d, ds))
+                } else {
+                    None
+                };
+                Ok(PatAst::Absent {
+                    inner: Box::new(inner),
+                    for_,
+                    span,
+                })
+            }
+            Tok::Ident(w) if ["within", "for", "distinct"].contains(&w.as_str()) => err(
+                s,
+                format!("expected an event name or a pattern, found the keyword `{w}`"),
+            ),
+            Tok::Ident(w) => Ok(PatAst::Event(w, s)),
+            Tok::Punct("(") => {
+                let p = self.pattern()?;
+                self.expect_punct(")")?;
+                Ok(p)
+            }
+            other => err(
+                s,
+                format!(
+                    "expected an event name or a pattern, found {}",
+                    other.describe()
+                ),
+            ),
+        }
+    }
+}
+
+/// A pattern expression.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PatAst {
+    /// An event name.
+    Event(String, Span),
+    /// `seq(..)`
+    Seq(Vec<PatAst>, Span),
+    /// `or(..)`
+    Or(Vec<PatAst>, Span),
+    /// `and(..)`
+    And(Vec<PatAst>, Span),
+    /// `p{n,m}`, `p+`, with `distinct(field)`.
+    Repeat {
+        /// The repeated pattern.
+        inner: Box<PatAst>,
+        /// Least count.
+        min: u32,
+        /// Greatest count.
+        max: Option<u32>,
+        /// `distinct(field)`.
+        distinct: Option<(String, Span)>,
+        /// Whole span.
+        span: Span,
+    },
+    /// `absent(p) for D`
+    Absent {
+        /// What must not occur.
+        inner: Box<PatAst>,
+        /// `for D`.
+        for_: Option<(Duration, Span)>,
+        /// Whole span.
+        span: Span,
+    },
+    /// `p within D` or `p within D1..D2`
+    Within {
+        /// The limited pattern.
+        inner: Box<PatAst>,
+        /// `D1` of `D1..D2`.
+        min: Option<(Duration, Span)>,
+        /// `D` or `D2`.
+        max: (Duration, Span),
+        /// Span of `within ...`.
+        span: Span,
+    },
+}
+
+impl PatAst {
+    /// The span of the pattern.
+    pub fn span(&self) -> Span {
+        match self {
+            PatAst::Event(_, s) | PatAst::Seq(_, s) | PatAst::Or(_, s) | PatAst::And(_, s) => {
+                s.clone()
+            }
+            PatAst::Repeat { span, .. } | PatAst::Absent { span, .. } => span.clone(),
+            PatAst::Within { inner, span, .. } => inner.span().start..span.end,
+        }
+    }
+}
+
+/// Parses a condition.
+pub fn parse_cond(src: &str) -> Result<CondAst, SyntaxError> {
+    let toks = lex(src)?;
+    if toks.len() == 1 {
+        return err(0..src.len(), "empty condition");
+    }
+    let mut p = Parser { toks, pos: 0 };
+    let c = p.or()?;
+    p.end()?;
+    Ok(c)
+}
+
+/// Parses a pattern.
+pub fn parse_pattern(src: &str) -> Result<PatAst, SyntaxError> {
+    let toks = lex(src)?;
+    if toks.len() == 1 {
+        return err(0..src.len(), "empty pattern");
+    }
+    let mut p = Parser { toks, pos: 0 };
+    let c = p.pattern()?;
+    p.end()?;
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn lexes_addresses_durations_and_names() {
+        let t: Vec<Tok> =
+            lex(r#"src in [10.0.0.0/8, ::1, fe80::/10] and sd.meta@123.x-y == "a\"b" 5m 1.5 7"#)
+                .unwrap()
+                .into_iter()
+                .map(|t| t.tok)
+                .collect();
+        assert_eq!(t[0], Tok::Ident("src".into()));
+        assert!(matches!(t[3], Tok::Cidr(_)));
+        assert!(matches!(t[5], Tok::Ip(_)));
+        assert!(matches!(t[7], Tok::Cidr(_)));
+        assert_eq!(t[10], Tok::Ident("sd.meta@123.x-y".into()));
+        assert_eq!(t[12], Tok::Str("a\"b".into()));
+        assert_eq!(t[13], Tok::Dur(Duration::from_secs(300)));
+        assert_eq!(t[14], Tok::Float(1.5));
+        assert_eq!(t[15], Tok::Int(7));
+    }
+
+    #[test]
+    fn regex_backslashes_are_kept() {
+        let c = parse_cond(r#"msg =~ "Accepted \w+ for (?P<user>\S+)""#).unwrap();
+        let CondAst::Regex { re, .. } = c else {
+            panic!()
+        };
+        assert_eq!(re, r"Accepted \w+ for (?P<user>\S+)");
+    }
+
+    #[test]
+    fn precedence() {
+        let c = parse_cond("syslog and a == 1 or not b == 2 and (c + 1) * 2 > 3").unwrap();
+        let CondAst::Or(parts) = c else {
+            panic!("{c:?}")
+        };
+        assert_eq!(parts.len(), 2);
+        assert!(matches!(&parts[1], CondAst::And(v) if matches!(v[0], CondAst::Not(..))));
+    }
+
+    #[test]
+    fn syntax_errors_have_spans() {
+        let e = parse_cond("app = \"x\"").unwrap_err();
+        assert_eq!(e.span, 4..5);
+        assert!(e.help.unwrap().contains("=="));
+        let e = parse_cond("app == ").unwrap_err();
+        assert!(e.message.contains("expected a value"), "{e:?}");
+        let e = parse_cond("src in 10.0.0.0/33").unwrap_err();
+        assert_eq!(e.span, 7..18);
+        let e = parse_pattern("seq(a, b").unwrap_err();
+        assert!(e.message.contains("expected `,` or `)`"), "{e:?}");
+    }
+
+    #[test]
+    fn patterns() {
+        let p = parse_pattern("seq(fail{5,}, ok) within 5m").unwrap();
+        assert!(matches!(p, PatAst::Within { .. }));
+        let p = parse_pattern("attempt{20,} distinct(dport) within 1m..2m").unwrap();
+        let PatAst::Within { inner, min, .. } = p else {
+            panic!()
+        };
+        assert!(min.is_some());
+        assert!(matches!(
+            *inner,
+            PatAst::Repeat {
+                min: 20,
+                max: None,
+                distinct: Some(_),
+                ..
+            }
+        ));
+        let p = parse_pattern("seq(talk, absent(hb) for 2m)").unwrap();
+        let PatAst::Seq(v, _) = p else { panic!() };
+        assert!(matches!(&v[1], PatAst::Absent { for_: Some(_), .. }));
+        assert!(matches!(
+            parse_pattern("a{2,3}").unwrap(),
+            PatAst::Repeat {
+                min: 2,
+                max: Some(3),
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse_pattern("a+").unwrap(),
+            PatAst::Repeat {
+                min: 1,
+                max: None,
+                ..
+            }
+        ));
+    }
+}

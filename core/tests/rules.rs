@@ -1,0 +1,322 @@
+//! Integration tests of the rule language front end: parse, check, compile.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use cepheus_core::event::{Field, FieldKey, Source, Value};
+use cepheus_core::rules::ir::{Pattern, Severity, Trigger, Window};
+use cepheus_core::rules::{Compiled, Level, SourceFile, compile, compile_str};
+use cepheus_core::time::Duration;
+
+const DESIGN_EXAMPLES: &str = r#"
+[[rule]]
+name     = "heartbeat-missing"
+severity = "critical"
+message  = "no heartbeat from {host} for 60s"
+group_by = ["host"]
+expect   = { file = "hosts.txt" }        # relative to this rule file; one key per line
+events.hb = 'syslog and app == "heartbeat"'
+pattern  = "absent(hb) for 60s"
+
+[[rule]]
+name     = "ssh-bruteforce-then-success"
+severity = "high"
+group_by = ["src"]
+events.fail = 'syslog and app == "sshd" and msg =~ "Failed password for (?:invalid user )?(?P<user>\S+) from (?P<src>[0-9a-f.:]+)"'
+events.ok   = 'syslog and app == "sshd" and msg =~ "Accepted \w+ for (?P<user>\S+) from (?P<src>[0-9a-f.:]+)"'
+pattern  = "seq(fail{5,}, ok) within 5m"
+
+[[rule]]
+name     = "agent-silent-host-talking"
+severity = "high"
+message  = "{ip} sends traffic but its logging agent is silent"
+group_by = ["ip"]
+events.talk = { if = 'flow and kind == "flow_start"', ip = "src" }   # group name -> field
+events.hb   = { if = 'syslog and app == "heartbeat"', ip = "peer" }
+pattern  = "seq(talk, absent(hb) for 2m)"
+"#;
+
+fn with_hosts(text: &str, hosts: &str) -> Compiled {
+    let src = [SourceFile {
+        path: "rules/design.toml".into(),
+        text: text.to_string(),
+    }];
+    let hosts = hosts.to_string();
+    compile(&src, &mut |p| {
+        assert_eq!(p, std::path::Path::new("rules/hosts.txt"));
+        Ok(hosts.clone())
+    })
+}
+
+fn errors(c: &Compiled) -> Vec<String> {
+    c.diagnostics
+        .iter()
+        .map(|d| {
+            format!(
+                "{}:{}:{} {}: {}",
+                d.path.display(),
+                d.line,
+                d.column,
+                d.severity.name(),
+                d.message
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn design_examples_compile_as_written() {
+    let c = with_hosts(DESIGN_EXAMPLES, "# hosts\nweb-1\n\ndb-1\n");
+    assert!(c.diagnostics.is_empty(), "{:#?}", errors(&c));
+    let rs = c.rules.unwrap();
+    assert_eq!(rs.rules.len(), 3);
+    let hb = &rs.rules[0];
+    assert_eq!(hb.severity, Severity::Critical);
+    assert_eq!(
+        hb.expect,
+        vec![vec![Value::str("web-1")], vec![Value::str("db-1")]]
+    );
+    assert_eq!(
+        hb.pattern,
+        Pattern::Absent {
+            inner: Box::new(Pattern::Event(0)),
+            for_: Some(Duration::from_secs(60))
+        }
+    );
+    let ssh = &rs.rules[1];
+    assert_eq!(ssh.events[0].name, "fail");
+    assert_eq!(
+        ssh.events[0].group_fields,
+        vec![FieldKey::Known(Field::Src)]
+    );
+    assert_eq!(
+        ssh.within,
+        Some(Window {
+            min: Duration::ZERO,
+            max: Duration::from_secs(300)
+        })
+    );
+    assert_eq!(
+        ssh.pattern,
+        Pattern::Seq(vec![
+            Pattern::Repeat {
+                inner: Box::new(Pattern::Event(0)),
+                min: 5,
+                max: None,
+                distinct: None
+            },
+            Pattern::Event(1)
+        ])
+    );
+    let silent = &rs.rules[2];
+    assert_eq!(silent.events[0].name, "talk", "events keep file order");
+    assert_eq!(
+        silent.events[0].group_fields,
+        vec![FieldKey::Known(Field::Src)]
+    );
+    assert_eq!(
+        silent.events[1].group_fields,
+        vec![FieldKey::Known(Field::Peer)]
+    );
+    assert_eq!(silent.trigger, Trigger::Event);
+}
+
+#[test]
+fn compiled_conditions_evaluate() {
+    use cepheus_core::event::Event;
+    use cepheus_core::rules::ir::Captures;
+    use cepheus_core::time::Timestamp;
+    let c = with_hosts(DESIGN_EXAMPLES, "web-1\n");
+    let rs = c.rules.unwrap();
+    let fail = &rs.rules[1].events[0].cond;
+    let ev = Event::new(Source::Syslog, Timestamp(0), Timestamp(0))
+        .with(Field::App, Value::str("sshd"))
+        .with(
+            Field::Msg,
+            Value::str("Failed password for invalid user bob from 10.0.0.7 port 4 ssh2"),
+        );
+    let mut caps = Captures::new();
+    assert!(fail.eval(&ev, &mut caps));
+    assert!(caps.contains(&(
+        FieldKey::Known(Field::Src),
+        Value::Ip("10.0.0.7".parse().unwrap())
+    )));
+}
+
+#[test]
+fn conditions_of_the_contract_parse() {
+    for cond in [
+        r#"syslog and app == "sshd""#,
+        r#"syslog and severity <= 3 and not (host == "lab-1")"#,
+        r#"msg contains "alive""#,
+        r#"msg starts_with "a" or msg ends_with "b""#,
+        r#"msg =~ "Accepted \w+ for (?P<user>\S+)""#,
+        r#"app in ["sshd", "dropbear"]"#,
+        r#"src in 10.0.0.0/8"#,
+        r#"flow and dport == 22 and orig_bytes > 1000"#,
+        r#"exists(sd.origin.ip)"#,
+        r#"flow and src in [10.0.0.0/8, 192.168.1.1, ::1, fe80::/10] and (orig_bytes + resp_bytes) * 2 % 7 > -1"#,
+        r#"flow and duration > 5s and dst != 10.0.0.1"#,
+        r#"syslog and msg =~ "from (?P<src>\S+)" and src in 10.0.0.0/8"#,
+    ] {
+        let text = format!(
+            "[[rule]]\nname = \"r\"\nseverity = \"low\"\nevents.a = '{cond}'\npattern = \"a\"\n"
+        );
+        let c = compile_str("t.toml", &text);
+        assert!(c.rules.is_some(), "{cond}: {:#?}", errors(&c));
+    }
+}
+
+fn one_error(text: &str) -> (String, usize, usize, Option<String>) {
+    let c = compile_str("t.toml", text);
+    let errs: Vec<_> = c
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Level::Error)
+        .collect();
+    assert_eq!(errs.len(), 1, "{:#?}", errors(&c));
+    (
+        errs[0].message.clone(),
+        errs[0].line,
+        errs[0].column,
+        errs[0].help.clone(),
+    )
+}
+
+#[test]
+fn wrong_source_field_is_named() {
+    let (m, line, col, _) = one_error(
+        "[[rule]]\nname = \"r\"\nseverity = \"low\"\nevents.a = 'syslog and dport == 22'\npattern = \"a\"\n",
+    );
+    assert_eq!(
+        m,
+        "unknown field `dport` for syslog events; flow events have it"
+    );
+    assert_eq!((line, col), (4, 24));
+}
+
+#[test]
+fn errors_inside_basic_strings_map_through_escapes() {
+    let (m, line, col, help) = one_error(
+        "[[rule]]\nname = \"r\"\nseverity = \"low\"\nevents.a = \"syslog and app == \\\"x\\\" and hots == \\\"y\\\"\"\npattern = \"a\"\n",
+    );
+    assert_eq!(m, "unknown field `hots`");
+    assert_eq!(help.as_deref(), Some("did you mean `host`?"));
+    assert_eq!((line, col), (4, 41));
+}
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SHIPPED: &[&str] = &[
+        include_str!("../../rules/heartbeat.toml"),
+        include_str!("../../rules/ssh.toml"),
+        include_str!("../../rules/scan.toml"),
+        include_str!("../../rules/silent-agent.toml"),
+        DESIGN_EXAMPLES,
+    ];
+
+    fn atom() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just(r#"app == "sshd""#.to_string()),
+            Just("severity <= 3".to_string()),
+            Just(r#"msg contains "x""#.to_string()),
+            Just(r#"msg =~ "from (?P<src>\S+)""#.to_string()),
+            Just(r#"msg =~ "user (?P<user>\w+)""#.to_string()),
+            Just("src in 10.0.0.0/8".to_string()),
+            Just("dport == 22".to_string()),
+            Just("orig_bytes + resp_bytes > 1000".to_string()),
+            Just(r#"kind in ["flow_start", "attempt_failed"]"#.to_string()),
+            Just("exists(sd.origin.ip)".to_string()),
+            Just("peer in [::1, 10.0.0.0/8]".to_string()),
+            Just("duration > 5s".to_string()),
+            Just(r#"host == 3"#.to_string()),
+            Just("hots == 1".to_string()),
+        ]
+    }
+
+    fn cond() -> impl Strategy<Value = String> {
+        let leaf = atom();
+        let tree = leaf.prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("{a} and {b}")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} or {b})")),
+                inner.prop_map(|a| format!("not ({a})")),
+            ]
+        });
+        (
+            prop_oneof![Just(""), Just("syslog and "), Just("flow and ")],
+            tree,
+        )
+            .prop_map(|(s, t)| format!("{s}{t}"))
+    }
+
+    fn pattern() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("a".to_string()),
+            Just("seq(a, b) within 5m".to_string()),
+            Just("a{3,} within 1m".to_string()),
+            Just("a{2,4} distinct(src) within 1m".to_string()),
+            Just("seq(a, absent(b) for 1m)".to_string()),
+            Just("absent(or(a, b)) for 30s".to_string()),
+            Just("or(a, and(a, b)) within 1m..2m".to_string()),
+            Just("seq(a+, b, absent(a), b) within 10m".to_string()),
+            Just("seq(a, c)".to_string()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = compile_str("fuzz.toml", &text);
+        }
+
+        #[test]
+        fn mutations_never_panic(
+            which in 0..SHIPPED.len(),
+            edits in proptest::collection::vec((any::<usize>(), 0u8..3, any::<char>()), 1..6),
+        ) {
+            let mut chars: Vec<char> = SHIPPED[which].chars().collect();
+            for (at, op, c) in edits {
+                if chars.is_empty() { break; }
+                let at = at % chars.len();
+                match op {
+                    0 => { chars.remove(at); }
+                    1 => chars.insert(at, c),
+                    _ => chars[at] = c,
+                }
+            }
+            let text: String = chars.into_iter().collect();
+            let c = compile_str("fuzz.toml", &text);
+            for d in &c.diagnostics {
+                prop_assert!(d.span.start <= d.span.end && d.span.end <= text.len() + 1, "{d:?}");
+                prop_assert!(d.line >= 1 && d.column >= 1);
+            }
+        }
+
+        #[test]
+        fn accepted_rules_compile(a in cond(), b in cond(), p in pattern(), g in prop_oneof![Just(""), Just("group_by = [\"src\"]\n")]) {
+            let text = format!(
+                "[[rule]]\nname = \"r\"\nseverity = \"info\"\n{g}events.a = '{a}'\nevents.b = '{b}'\npattern = \"{p}\"\n"
+            );
+            let c = compile_str("gen.toml", &text);
+            let errors = c.errors();
+            prop_assert_eq!(c.rules.is_some(), errors == 0);
+            if let Some(rs) = c.rules {
+                prop_assert_eq!(rs.rules.len(), 1);
+                let r = &rs.rules[0];
+                prop_assert_eq!(r.events.len(), 2);
+                for e in &r.events {
+                    prop_assert_eq!(e.group_fields.len(), r.group_by.len());
+                    let _ = e.cond.canonical();
+                }
+                let _ = r.canonical();
+            } else {
+                // a rejected rule says why, with a location inside the file
+                prop_assert!(c.diagnostics.iter().any(|d| d.is_error() && d.span.end <= text.len()));
+            }
+        }
+    }
+}
