@@ -1,0 +1,10 @@
+//! Integration tests of the agent, linked as one binary (saves link time on a 2-core CI).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// The agent is a binary crate; its ingest layer is pure (no sockets, no clock), so the tests
+// compile it in directly rather than going through a library target.
+#[path = "../src/ingest/mod.rs"]
+mod ingest;
+
+/// Syslog, JSON-lines and replay-input parsing against real corpora and hostile input.
+mod syslog_ingest;
