@@ -1,0 +1,312 @@
+//! Replay inputs: files (or `-` for stdin) read line by line, lazily, into events.
+//!
+//! One message per line. A line whose first non-blank byte is `{` is a JSON event
+//! ([`parse_json_event`]); any other line is syslog ([`SyslogParser`]). Blank lines are
+//! skipped. Lines are read through a fixed cap ([`MAX_LINE`] by default): a longer line is
+//! discarded as it streams past (never held in memory) and reported as
+//! [`Malformed::Oversized`]. Files are opened up front (a missing file fails before any event
+//! flows) and read one after the other.
+//!
+//! Replay has no recorded arrival for a syslog line, so a syslog event's arrival is its own
+//! time, and a line without a stamp takes the time of the event before it (the `reference`
+//! instant for the first), so a replay gives the same events every time. The `reference` is
+//! also the instant against which [`Year::Resolve`](super::syslog::Year) resolves years; pass
+//! `Year::Fixed` (`replay --year`) for runs that must not depend on the day they run.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use cepheus_core::event::Event;
+use cepheus_core::time::Timestamp;
+
+use super::Malformed;
+use super::jsonl::parse_json_event;
+use super::syslog::SyslogParser;
+
+/// The default cap on one line, in bytes (a syslog message larger than this is abuse).
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// One input line's outcome, with where it came from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InputItem {
+    /// The event, or why the line is malformed.
+    pub event: Result<Event, Malformed>,
+    /// The path as given (`-` for stdin).
+    pub source_name: String,
+    /// 1-based line number within that source.
+    pub line_no: u64,
+}
+
+/// Counts of what the reader has seen so far (for replay's summary and metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Non-blank lines read.
+    pub read: u64,
+    /// Lines that did not become events (oversized ones included).
+    pub malformed: u64,
+    /// Lines longer than the cap.
+    pub oversized: u64,
+}
+
+/// An input could not be opened or read (replay stops: this is not a bad line).
+#[derive(Debug, thiserror::Error)]
+#[error("{name}: {error}")]
+pub struct InputError {
+    /// The path as given.
+    pub name: String,
+    /// The I/O error.
+    #[source]
+    pub error: io::Error,
+}
+
+/// A streaming reader over several inputs; an [`Iterator`] of [`InputItem`]s.
+pub struct Inputs {
+    sources: std::vec::IntoIter<(String, Box<dyn BufRead>)>,
+    current: Option<(String, Box<dyn BufRead>, u64)>,
+    parser: SyslogParser,
+    last_time: Timestamp,
+    max_line: usize,
+    counters: Counters,
+    buf: Vec<u8>,
+}
+
+/// Opens `paths` (`-` is stdin) for a replay with `parser`, `reference` as the instant before
+/// the first event (see the module docs), and the default line cap.
+pub fn open_inputs(
+    paths: &[PathBuf],
+    parser: SyslogParser,
+    reference: Timestamp,
+) -> Result<Inputs, InputError> {
+    let mut sources: Vec<(String, Box<dyn BufRead>)> = Vec::with_capacity(paths.len());
+    for path in paths {
+        let name = path.display().to_string();
+        if path == Path::new("-") {
+            sources.push((name, Box::new(BufReader::new(io::stdin()))));
+        } else {
+            let file = File::open(path).map_err(|error| InputError {
+                name: name.clone(),
+                error,
+            })?;
+            sources.push((name, Box::new(BufReader::new(file))));
+        }
+    }
+    Ok(Inputs::from_readers(sources, parser, reference))
+}
+
+impl Inputs {
+    /// A reader over already-open sources (named for diagnostics); used by tests and stdin.
+    pub fn from_readers(
+        sources: Vec<(String, Box<dyn BufRead>)>,
+        parser: SyslogParser,
+        reference: Timestamp,
+    ) -> Self {
+        Inputs {
+            sources: sources.into_iter(),
+            current: None,
+            parser,
+            last_time: reference,
+            max_line: MAX_LINE,
+            counters: Counters::default(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Sets the cap on one line in bytes (at least 1).
+    pub fn with_max_line(mut self, max_line: usize) -> Self {
+        self.max_line = max_line.max(1);
+        self
+    }
+
+    /// What has been read so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Parses one non-blank line into an event.
+    fn parse_line(&mut self, line: &[u8]) -> Result<Event, Malformed> {
+        let start = line.iter().position(|b| !b.is_ascii_whitespace());
+        if start.is_some_and(|i| line[i] == b'{') {
+            let text = String::from_utf8_lossy(line);
+            return parse_json_event(&text);
+        }
+        let mut event = self.parser.parse(line, self.last_time, None)?;
+        // Replay: no recorded arrival, so the event's own time is its arrival.
+        event.arrival = event.time;
+        Ok(event)
+    }
+}
+
+/// Reads one line of at most `max` bytes into `buf` (without the newline). Returns
+/// `Ok(None)` at end of input, else whether the line was longer than `max` (then `buf` holds
+/// only its first `max` bytes and the rest was skipped).
+fn read_capped(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Option<bool>> {
+    buf.clear();
+    let mut any = false;
+    let mut oversized = false;
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(any.then_some(oversized));
+        }
+        any = true;
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), false),
+        };
+        let room = max.saturating_sub(buf.len());
+        if take > room {
+            oversized = true;
+        }
+        buf.extend_from_slice(&chunk[..take.min(room)]);
+        let consumed = if done { take + 1 } else { take };
+        r.consume(consumed);
+        if done {
+            return Ok(Some(oversized));
+        }
+    }
+}
+
+impl Iterator for Inputs {
+    type Item = Result<InputItem, InputError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.current.is_none() {
+                let (name, reader) = self.sources.next()?;
+                self.current = Some((name, reader, 0));
+            }
+            let (name, reader, line_no) = self.current.as_mut()?;
+            let mut buf = std::mem::take(&mut self.buf);
+            let read = read_capped(reader.as_mut(), &mut buf, self.max_line);
+            let outcome = match read {
+                Err(error) => {
+                    let name = name.clone();
+                    self.current = None;
+                    self.buf = buf;
+                    return Some(Err(InputError { name, error }));
+                }
+                Ok(None) => {
+                    self.current = None;
+                    self.buf = buf;
+                    continue;
+                }
+                Ok(Some(oversized)) => {
+                    *line_no += 1;
+                    (oversized, name.clone(), *line_no)
+                }
+            };
+            let (oversized, source_name, line_no) = outcome;
+            let blank = buf.iter().all(|b| b.is_ascii_whitespace() || *b == 0);
+            if blank && !oversized {
+                self.buf = buf;
+                continue;
+            }
+            self.counters.read += 1;
+            let event = if oversized {
+                self.counters.oversized += 1;
+                Err(Malformed::Oversized {
+                    limit: self.max_line,
+                })
+            } else {
+                self.parse_line(&buf)
+            };
+            self.buf = buf;
+            match &event {
+                Ok(e) => self.last_time = e.time,
+                Err(_) => self.counters.malformed += 1,
+            }
+            return Some(Ok(InputItem {
+                event,
+                source_name,
+                line_no,
+            }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::io::Cursor;
+
+    use cepheus_core::event::{Field, Source, Value};
+
+    use super::*;
+
+    fn reader(text: &[u8]) -> Box<dyn BufRead> {
+        Box::new(Cursor::new(text.to_vec()))
+    }
+
+    #[test]
+    fn mixed_lines_and_counters() {
+        let a = b"Dec 10 06:55:46 LabSZ sshd[1]: hello\n\n{\"source\":\"flow\",\"time\":\"2026-01-01T00:00:00Z\",\"dport\":22}\r\ngobbledegook\n<13>1 - h app - - - no stamp";
+        let b = b"Dec 10 06:55:47 LabSZ sshd[2]: again\n";
+        let reference = Timestamp::parse_rfc3339("2026-12-20T00:00:00Z").unwrap();
+        let items: Vec<_> = Inputs::from_readers(
+            vec![("a".into(), reader(a)), ("b".into(), reader(b))],
+            SyslogParser::default(),
+            reference,
+        )
+        .map(Result::unwrap)
+        .collect();
+        assert_eq!(items.len(), 5);
+        let ssh = items[0].event.as_ref().unwrap();
+        assert_eq!(ssh.arrival, ssh.time);
+        assert_eq!(ssh.get(Field::Msg), Some(&Value::str("hello")));
+        assert_eq!(items[1].line_no, 3);
+        assert_eq!(items[1].event.as_ref().unwrap().source, Source::Flow);
+        assert_eq!(items[2].event, Err(Malformed::NotSyslog));
+        // No stamp: the previous event's time (the flow's).
+        let flow_time = items[1].event.as_ref().unwrap().time;
+        assert_eq!(items[3].event.as_ref().unwrap().time, flow_time);
+        assert_eq!((items[4].source_name.as_str(), items[4].line_no), ("b", 1));
+    }
+
+    #[test]
+    fn oversized_lines_are_skipped_not_buffered() {
+        let mut text = vec![b'x'; 1000];
+        text.extend_from_slice(b"\nDec 10 06:55:46 LabSZ sshd[1]: ok\n");
+        let mut inputs = Inputs::from_readers(
+            vec![(
+                "big".into(),
+                Box::new(BufReader::with_capacity(16, Cursor::new(text))),
+            )],
+            SyslogParser::default(),
+            Timestamp::default(),
+        )
+        .with_max_line(100);
+        let first = inputs.next().unwrap().unwrap();
+        assert_eq!(first.event, Err(Malformed::Oversized { limit: 100 }));
+        assert!(inputs.buf.capacity() < 1000);
+        let second = inputs.next().unwrap().unwrap();
+        assert_eq!(second.line_no, 2);
+        assert!(second.event.is_ok());
+        assert!(inputs.next().is_none());
+        assert_eq!(
+            inputs.counters(),
+            Counters {
+                read: 2,
+                malformed: 1,
+                oversized: 1
+            }
+        );
+    }
+
+    #[test]
+    fn missing_file_fails_up_front() {
+        let err = open_inputs(
+            &[PathBuf::from("/nonexistent/cepheus.log")],
+            SyslogParser::default(),
+            Timestamp::default(),
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().starts_with("/nonexistent/cepheus.log:"));
+    }
+}

@@ -1,0 +1,257 @@
+//! Events as JSON lines, so rules (flow rules included) can be tested before capture exists.
+//!
+//! One object per line: `source` (`"syslog"` or `"flow"`) and `time` (RFC 3339) are required,
+//! `arrival` (RFC 3339) is optional and defaults to `time`. Every other key is a registry field
+//! of that source, typed by [`Field::ty`]: strings; integers; floats; booleans; IP addresses
+//! from strings; times as RFC 3339 strings; durations as `"5s"`-style strings or numbers of
+//! seconds. Syslog events may also carry `sd.<id>.<param>` keys (values kept as text). A `null`
+//! value means "absent". Anything else is an error naming the key, so a typo in a test fails
+//! loudly instead of silently not matching.
+//!
+//! ```text
+//! {"source":"flow","time":"2026-01-01T00:00:00Z","kind":"flow_start","src":"10.0.0.1","dport":22}
+//! {"source":"syslog","time":"2026-01-01T00:00:00Z","host":"web-1","app":"sshd","msg":"..."}
+//! ```
+
+use std::sync::Arc;
+
+use cepheus_core::event::{Event, Field, FieldKey, Source, Value, ValueType};
+use cepheus_core::time::{Duration, Timestamp};
+use serde_json::Value as Json;
+
+use super::Malformed;
+
+/// Parses one JSON event line into an [`Event`], or says which key is wrong.
+pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
+    let obj: serde_json::Map<String, Json> =
+        serde_json::from_str(line.trim()).map_err(|e| Malformed::Json(e.to_string()))?;
+    let source = match obj.get("source") {
+        None | Some(Json::Null) => return Err(Malformed::Missing("source")),
+        Some(Json::String(s)) if s == "syslog" => Source::Syslog,
+        Some(Json::String(s)) if s == "flow" => Source::Flow,
+        Some(other) => return Err(bad("source", "\"syslog\" or \"flow\"", other)),
+    };
+    let time = match obj.get("time") {
+        None | Some(Json::Null) => return Err(Malformed::Missing("time")),
+        Some(v) => time_value("time", v)?,
+    };
+    let arrival = match obj.get("arrival") {
+        None | Some(Json::Null) => time,
+        Some(v) => time_value("arrival", v)?,
+    };
+    let mut event = Event::new(source, time, arrival);
+    for (key, value) in &obj {
+        if matches!(key.as_str(), "source" | "time" | "arrival") || value.is_null() {
+            continue;
+        }
+        match Field::from_name(key) {
+            Some(field) if field.available_in(source) => {
+                event.set(field, typed(key, field.ty(), value)?);
+            }
+            Some(_) => {
+                return Err(Malformed::WrongSource {
+                    field: key.clone(),
+                    kind: source.name(),
+                });
+            }
+            None if source == Source::Syslog && is_sd_key(key) => {
+                let text = scalar_text(value).ok_or_else(|| bad(key, "a string", value))?;
+                event.set_key(FieldKey::Named(Arc::from(key.as_str())), Value::str(&text));
+            }
+            None => return Err(Malformed::UnknownField(key.clone())),
+        }
+    }
+    Ok(event)
+}
+
+/// `sd.<id>.<param>` with non-empty id and param.
+fn is_sd_key(key: &str) -> bool {
+    key.strip_prefix("sd.")
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(id, param)| !id.is_empty() && !param.is_empty())
+}
+
+/// Strings as they are; numbers and booleans as their JSON text.
+fn scalar_text(v: &Json) -> Option<String> {
+    match v {
+        Json::String(s) => Some(s.clone()),
+        Json::Number(n) => Some(n.to_string()),
+        Json::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// An RFC 3339 time value.
+fn time_value(key: &str, v: &Json) -> Result<Timestamp, Malformed> {
+    v.as_str()
+        .and_then(Timestamp::parse_rfc3339)
+        .ok_or_else(|| bad(key, "an RFC 3339 time string", v))
+}
+
+/// A JSON value converted to the field's type.
+fn typed(key: &str, ty: ValueType, v: &Json) -> Result<Value, Malformed> {
+    let out = match ty {
+        // Process ids and the like are sometimes written as numbers: keep their text.
+        ValueType::Str => scalar_text(v).map(|s| Value::str(&s)),
+        ValueType::Int => v.as_i64().map(Value::Int),
+        ValueType::Float => v.as_f64().map(Value::Float),
+        ValueType::Bool => v.as_bool().map(Value::Bool),
+        ValueType::Ip => v
+            .as_str()
+            .and_then(|s| s.trim().parse().ok())
+            .map(Value::Ip),
+        ValueType::Time => v
+            .as_str()
+            .and_then(Timestamp::parse_rfc3339)
+            .map(Value::Time),
+        ValueType::Duration => duration(v).map(Value::Duration),
+    };
+    out.ok_or_else(|| bad(key, expected(ty), v))
+}
+
+/// `"5s"`, `"1h30m"` or a non-negative number of seconds.
+fn duration(v: &Json) -> Option<Duration> {
+    match v {
+        Json::String(s) => Duration::parse(s).ok(),
+        Json::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                (i >= 0)
+                    .then(|| Duration::from_secs(i))
+                    .filter(|d| d.0 / 1_000_000_000 == i)
+            } else {
+                let secs = n.as_f64()?;
+                let nanos = secs * 1e9;
+                (secs.is_finite() && secs >= 0.0 && nanos < i64::MAX as f64)
+                    .then(|| Duration(nanos.round() as i64))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// What a type accepts, for error messages.
+fn expected(ty: ValueType) -> &'static str {
+    match ty {
+        ValueType::Str => "a string",
+        ValueType::Int => "an integer",
+        ValueType::Float => "a number",
+        ValueType::Bool => "true or false",
+        ValueType::Ip => "an IP address string",
+        ValueType::Time => "an RFC 3339 time string",
+        ValueType::Duration => "a duration (\"5s\") or a number of seconds",
+    }
+}
+
+/// A [`Malformed::BadValue`] with the value's JSON text, shortened.
+fn bad(key: &str, expected: &'static str, got: &Json) -> Malformed {
+    let mut text = got.to_string();
+    if text.len() > 80 {
+        let mut cut = 77;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("...");
+    }
+    Malformed::BadValue {
+        field: key.to_string(),
+        expected,
+        got: text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    #[test]
+    fn flow_event_typed() {
+        let e = parse_json_event(
+            r#"{"source":"flow","time":"2026-01-01T00:00:00Z","kind":"flow_start","src":"10.0.0.1","dport":22,"duration":"5s","orig_bytes":1200}"#,
+        )
+        .unwrap();
+        assert_eq!(e.source, Source::Flow);
+        assert_eq!(
+            e.time,
+            Timestamp::parse_rfc3339("2026-01-01T00:00:00Z").unwrap()
+        );
+        assert_eq!(e.arrival, e.time);
+        assert_eq!(
+            e.get(Field::Src),
+            Some(&Value::Ip("10.0.0.1".parse().unwrap()))
+        );
+        assert_eq!(e.get(Field::Dport), Some(&Value::Int(22)));
+        assert_eq!(e.get(Field::Kind), Some(&Value::str("flow_start")));
+        assert_eq!(
+            e.get(Field::Duration),
+            Some(&Value::Duration(Duration::from_secs(5)))
+        );
+        let e =
+            parse_json_event(r#"{"source":"flow","time":"2026-01-01T00:00:00Z","duration":1.5}"#)
+                .unwrap();
+        assert_eq!(
+            e.get(Field::Duration),
+            Some(&Value::Duration(Duration::from_millis(1500)))
+        );
+    }
+
+    #[test]
+    fn syslog_event_with_sd_and_arrival() {
+        let e = parse_json_event(
+            r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","arrival":"2026-01-01T00:00:02+00:00","host":"web-1","app":"sshd","msg":"hi","severity":6,"peer":"::1","sd.origin.ip":"10.0.0.9","procid":42}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            e.arrival,
+            Timestamp::parse_rfc3339("2026-01-01T00:00:02Z").unwrap()
+        );
+        assert_eq!(e.get(Field::Host), Some(&Value::str("web-1")));
+        assert_eq!(e.get(Field::Procid), Some(&Value::str("42")));
+        assert_eq!(e.get(Field::Peer), Some(&Value::Ip("::1".parse().unwrap())));
+        assert_eq!(
+            e.get_key(&FieldKey::from_name("sd.origin.ip")),
+            Some(&Value::str("10.0.0.9"))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            (r#"{"time":"2026-01-01T00:00:00Z"}"#, "source"),
+            (r#"{"source":"flow"}"#, "time"),
+            (r#"{"source":"flow","time":"yesterday"}"#, "time"),
+            (
+                r#"{"source":"flow","time":"2026-01-01T00:00:00Z","dprot":22}"#,
+                "dprot",
+            ),
+            (
+                r#"{"source":"flow","time":"2026-01-01T00:00:00Z","src":"10.0.0.300"}"#,
+                "src",
+            ),
+            (
+                r#"{"source":"flow","time":"2026-01-01T00:00:00Z","dport":"22"}"#,
+                "dport",
+            ),
+            (
+                r#"{"source":"flow","time":"2026-01-01T00:00:00Z","msg":"x"}"#,
+                "msg",
+            ),
+            (
+                r#"{"source":"flow","time":"2026-01-01T00:00:00Z","sd.a.b":"x"}"#,
+                "sd.a.b",
+            ),
+            (
+                r#"{"source":"flow","time":"2026-01-01T00:00:00Z","duration":-1}"#,
+                "duration",
+            ),
+        ];
+        for (line, key) in cases {
+            let err = parse_json_event(line).unwrap_err().to_string();
+            assert!(err.contains(key), "{line}: {err}");
+        }
+        assert!(matches!(parse_json_event("[1,2]"), Err(Malformed::Json(_))));
+        assert!(matches!(parse_json_event("{"), Err(Malformed::Json(_))));
+    }
+}

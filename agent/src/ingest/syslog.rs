@@ -1,0 +1,464 @@
+//! Syslog lines (RFC 5424 and RFC 3164, with or without PRI) to events.
+//!
+//! Parsing is done by `syslog_loose`'s exact entry point
+//! (`parse_message_with_year_exact_tz`, `Variant::Either`: RFC 5424 first, then RFC 3164), which
+//! returns an error instead of stuffing an unparsable line into `msg`. We pass it UTC as its zone
+//! and apply the configured zone ourselves, because its own "no zone" default is the host's local
+//! time (not reproducible) and its "MMM DD YYYY" path reads the wall clock as UTC.
+//!
+//! # What is malformed
+//!
+//! - a line that is empty after trimming whitespace, CR, LF and NUL: [`Malformed::Empty`];
+//! - a line that `syslog_loose` cannot parse and that does not start with a valid PRI
+//!   (`<0>`..`<191>`): [`Malformed::NotSyslog`]. Real log-file lines without PRI
+//!   (`Dec 10 06:55:46 LabSZ sshd[24200]: ...`) parse because they carry an RFC 3164 timestamp;
+//!   "complete and utter gobbledegook" has neither PRI nor timestamp and is rejected.
+//! - a line with a valid PRI that `syslog_loose` rejects (no timestamp, `Feb 29` in a non-leap
+//!   year, ...) is kept, as rsyslog keeps it: facility and severity from the PRI, `msg` the rest
+//!   of the line, time the arrival;
+//! - a stamp outside the range of [`Timestamp`] (years 1677..2262): [`Malformed::TimeOutOfRange`].
+//!
+//! Invalid UTF-8 is converted lossily (U+FFFD), never rejected.
+//!
+//! # Time
+//!
+//! RFC 5424 stamps and RFC 3339 stamps inside RFC 3164 lines carry their own offset and are
+//! taken as written. Classic RFC 3164 stamps (`MMM DD HH:MM:SS`) carry no zone: they are read in
+//! the parser's [`Zone`] (UTC by default). Their year is [`Year::Fixed`] (`replay --year`) or
+//! [`Year::Resolve`]d against the arrival instant the way syslog daemons do: syslog-ng's
+//! `determine_year_for_month` puts a December stamp received in January into the previous year
+//! and a January stamp received in December into the next one; Vector does the first half. We
+//! generalise both: the year is the latest of (arrival year + 1, arrival year, arrival year − 1)
+//! that puts the stamp no more than [`FUTURE_SLACK_DAYS`] days after the arrival (in the zone's
+//! wall clock). So a stamp more than about a month in the future is last year's, and a replayed
+//! November file read in January lands in the previous year too. A stamp without any time
+//! (RFC 5424 `-`, PRI-only lines) gets the arrival as its time.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::net::IpAddr;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use cepheus_core::event::{Event, Field, FieldKey, Source, Value};
+use cepheus_core::time::Timestamp;
+use chrono::{DateTime, Datelike, FixedOffset, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
+use syslog_loose::{IncompleteDate, Message, ProcId, Variant};
+
+use super::Malformed;
+
+/// How far ahead of the arrival (in days) a year-less stamp may be before it is taken as
+/// last year's: senders' clocks drift and relays buffer, but not by a month.
+pub const FUTURE_SLACK_DAYS: i64 = 31;
+
+/// The zone in which zone-less RFC 3164 stamps are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Zone {
+    /// A fixed offset from UTC (`UTC`, `Z`, `+02:00`, `-0530`).
+    Fixed(FixedOffset),
+    /// An IANA zone (`Europe/Paris`), daylight saving time included.
+    Iana(chrono_tz::Tz),
+}
+
+impl Default for Zone {
+    /// UTC, the documented default.
+    fn default() -> Self {
+        Zone::Fixed(Utc.fix())
+    }
+}
+
+impl fmt::Display for Zone {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Zone::Fixed(o) if o.local_minus_utc() == 0 => f.write_str("UTC"),
+            Zone::Fixed(o) => write!(f, "{o}"),
+            Zone::Iana(tz) => f.write_str(tz.name()),
+        }
+    }
+}
+
+/// A zone name that is neither an offset nor an IANA zone.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown time zone `{0}`: write `UTC`, an offset such as `+02:00`, or an IANA name such as `Europe/Paris`"
+)]
+pub struct BadZone(pub String);
+
+impl FromStr for Zone {
+    type Err = BadZone;
+
+    /// Parses `UTC`/`Z`, `+HH:MM`/`+HHMM`/`+HH` (or `-`), or an IANA name.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if t.eq_ignore_ascii_case("utc") || t.eq_ignore_ascii_case("z") {
+            return Ok(Zone::default());
+        }
+        if let Some(sign) = t.chars().next().filter(|c| *c == '+' || *c == '-') {
+            return parse_offset(&t[1..], sign == '-')
+                .map(Zone::Fixed)
+                .ok_or_else(|| BadZone(t.to_string()));
+        }
+        t.parse::<chrono_tz::Tz>()
+            .map(Zone::Iana)
+            .map_err(|_| BadZone(t.to_string()))
+    }
+}
+
+/// `HH`, `HHMM` or `HH:MM` (after the sign) as an offset of at most 23:59.
+fn parse_offset(body: &str, negative: bool) -> Option<FixedOffset> {
+    let digits: String = body.chars().filter(|c| *c != ':').collect();
+    if !digits.chars().all(|c| c.is_ascii_digit()) || body.matches(':').count() > 1 {
+        return None;
+    }
+    let (h, m) = match digits.len() {
+        2 => (digits.parse::<i32>().ok()?, 0),
+        4 => (
+            digits[..2].parse::<i32>().ok()?,
+            digits[2..].parse::<i32>().ok()?,
+        ),
+        _ => return None,
+    };
+    if h > 23 || m > 59 {
+        return None;
+    }
+    let secs = (h * 3600 + m * 60) * if negative { -1 } else { 1 };
+    FixedOffset::east_opt(secs)
+}
+
+impl Zone {
+    /// The UTC instant of a wall-clock time in this zone (earliest of an ambiguous pair; in a
+    /// daylight-saving gap, the wall clock read with the offset in force just before).
+    fn to_utc(self, naive: NaiveDateTime) -> NaiveDateTime {
+        match self {
+            Zone::Fixed(o) => naive - chrono::Duration::seconds(i64::from(o.local_minus_utc())),
+            Zone::Iana(tz) => match tz.from_local_datetime(&naive).earliest() {
+                Some(t) => t.naive_utc(),
+                None => {
+                    let off = tz.offset_from_utc_datetime(&naive).fix();
+                    naive - chrono::Duration::seconds(i64::from(off.local_minus_utc()))
+                }
+            },
+        }
+    }
+
+    /// The wall clock in this zone at a UTC instant.
+    fn wall_clock(self, utc: NaiveDateTime) -> NaiveDateTime {
+        match self {
+            Zone::Fixed(o) => utc + chrono::Duration::seconds(i64::from(o.local_minus_utc())),
+            Zone::Iana(tz) => tz.from_utc_datetime(&utc).naive_local(),
+        }
+    }
+}
+
+/// Which year a year-less RFC 3164 stamp belongs to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Year {
+    /// Always this year (`replay --year`): replays give the same times on any day.
+    Fixed(i32),
+    /// Resolved against the arrival instant as syslog daemons do (see the module docs).
+    #[default]
+    Resolve,
+}
+
+/// Parses syslog lines into events; cheap to copy, holds only its configuration.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyslogParser {
+    zone: Zone,
+    year: Year,
+}
+
+impl SyslogParser {
+    /// A parser reading zone-less stamps in `zone` with the year policy `year`.
+    pub const fn new(zone: Zone, year: Year) -> Self {
+        SyslogParser { zone, year }
+    }
+
+    /// The zone of zone-less RFC 3164 stamps.
+    pub const fn zone(&self) -> Zone {
+        self.zone
+    }
+
+    /// The year policy for year-less RFC 3164 stamps.
+    pub const fn year(&self) -> Year {
+        self.year
+    }
+
+    /// Parses one message (a datagram, a frame or a file line) received at `arrival` from
+    /// `peer` into a syslog [`Event`], or says why it is [`Malformed`]. Never panics.
+    pub fn parse(
+        &self,
+        line: &[u8],
+        arrival: Timestamp,
+        peer: Option<IpAddr>,
+    ) -> Result<Event, Malformed> {
+        let text: Cow<'_, str> = String::from_utf8_lossy(trim_bytes(line));
+        let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\0');
+        if text.is_empty() {
+            return Err(Malformed::Empty);
+        }
+        let arrival_utc = naive_utc(arrival);
+        let zone = self.zone;
+        let year = self.year;
+        // syslog_loose's year callback must be `Copy`: it captures only plain values.
+        let resolve = move |d: IncompleteDate| resolve_year(year, zone, arrival_utc, d);
+        let parsed = syslog_loose::parse_message_with_year_exact_tz(
+            text,
+            resolve,
+            Some(Utc),
+            Variant::Either,
+        );
+        let mut event = match parsed {
+            Ok(msg) => self.event_from(text, msg, arrival)?,
+            Err(_) => pri_only(text, arrival).ok_or(Malformed::NotSyslog)?,
+        };
+        if let Some(ip) = peer {
+            event.set(Field::Peer, Value::Ip(ip));
+        }
+        Ok(event)
+    }
+
+    /// Builds the event from a parsed message, applying the zone to zone-less stamps.
+    fn event_from(
+        &self,
+        text: &str,
+        msg: Message<&str>,
+        arrival: Timestamp,
+    ) -> Result<Event, Malformed> {
+        let time = match msg.timestamp {
+            None => arrival,
+            Some(ts) if is_bsd_stamp(text) => {
+                // Parsed with UTC as the zone: the UTC reading *is* the wall clock.
+                to_timestamp(self.zone.to_utc(ts.naive_utc()))?
+            }
+            Some(ts) => to_timestamp(ts.naive_utc())?,
+        };
+        let mut event = Event::new(Source::Syslog, time, arrival);
+        if let Some(f) = msg.facility {
+            event.set(Field::Facility, Value::Int(f as i64));
+        }
+        if let Some(s) = msg.severity {
+            event.set(Field::Severity, Value::Int(s as i64));
+        }
+        if let Some(h) = msg.hostname {
+            event.set(Field::Host, Value::str(h));
+        }
+        if let Some(a) = msg.appname {
+            event.set(Field::App, Value::str(a));
+        }
+        match msg.procid {
+            Some(ProcId::PID(p)) => event.set(Field::Procid, Value::str(&p.to_string())),
+            Some(ProcId::Name(n)) => event.set(Field::Procid, Value::str(n)),
+            None => {}
+        }
+        if let Some(m) = msg.msgid {
+            event.set(Field::Msgid, Value::str(m));
+        }
+        event.set(
+            Field::Msg,
+            Value::str(msg.msg.strip_prefix('\u{feff}').unwrap_or(msg.msg)),
+        );
+        for element in &msg.structured_data {
+            for (name, value) in element.params() {
+                let key = format!("sd.{}.{}", element.id, name);
+                event.set_key(
+                    FieldKey::Named(Arc::from(key)),
+                    Value::Str(Arc::from(value)),
+                );
+            }
+        }
+        Ok(event)
+    }
+}
+
+/// Trims trailing CR, LF and NUL (framing leftovers) from raw bytes.
+fn trim_bytes(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|b| !matches!(b, b'\r' | b'\n' | 0))
+        .map_or(0, |i| i + 1);
+    &line[..end]
+}
+
+/// Whether the message's stamp is a zone-less BSD one (`MMM DD ...`) rather than RFC 3339:
+/// after an optional PRI and spaces, the header starts with a letter (a month name).
+fn is_bsd_stamp(text: &str) -> bool {
+    let rest = match text.strip_prefix('<') {
+        Some(r) => match r.find('>') {
+            Some(i) => &r[i + 1..],
+            None => r,
+        },
+        None => text,
+    };
+    rest.trim_start()
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic())
+}
+
+/// A line that starts with a valid PRI but has no parsable header: kept with the PRI's
+/// facility and severity, the rest as `msg`, and the arrival as its time.
+fn pri_only(text: &str, arrival: Timestamp) -> Option<Event> {
+    let rest = text.strip_prefix('<')?;
+    let close = rest.find('>')?;
+    let digits = &rest[..close];
+    if digits.is_empty() || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let pri: i64 = digits.parse().ok()?;
+    if pri > 191 {
+        return None;
+    }
+    let msg = rest[close + 1..].trim();
+    if msg.is_empty() {
+        return None;
+    }
+    Some(
+        Event::new(Source::Syslog, arrival, arrival)
+            .with(Field::Facility, Value::Int(pri / 8))
+            .with(Field::Severity, Value::Int(pri % 8))
+            .with(Field::Msg, Value::str(msg)),
+    )
+}
+
+/// A UTC wall clock as a [`Timestamp`], or malformed when out of range.
+fn to_timestamp(utc: NaiveDateTime) -> Result<Timestamp, Malformed> {
+    utc.and_utc()
+        .timestamp_nanos_opt()
+        .map(Timestamp)
+        .ok_or_else(|| Malformed::TimeOutOfRange(utc.to_string()))
+}
+
+/// A [`Timestamp`] as a UTC wall clock (always in range: i64 nanoseconds fit chrono).
+fn naive_utc(t: Timestamp) -> NaiveDateTime {
+    DateTime::<Utc>::from_timestamp_nanos(t.as_nanos()).naive_utc()
+}
+
+/// The year of a year-less stamp (see the module docs for the rule and its sources).
+fn resolve_year(
+    year: Year,
+    zone: Zone,
+    arrival_utc: NaiveDateTime,
+    (month, day, hour, minute, second): IncompleteDate,
+) -> i32 {
+    match year {
+        Year::Fixed(y) => y,
+        Year::Resolve => {
+            let now = zone.wall_clock(arrival_utc);
+            let limit = now + chrono::Duration::days(FUTURE_SLACK_DAYS);
+            let y = now.year();
+            [y + 1, y, y - 1]
+                .into_iter()
+                .find(|&cand| {
+                    NaiveDate::from_ymd_opt(cand, month, day)
+                        .and_then(|d| d.and_hms_opt(hour, minute, second))
+                        .is_some_and(|stamp| stamp <= limit)
+                })
+                .unwrap_or(y)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        Timestamp::parse_rfc3339(s).unwrap()
+    }
+
+    fn get(e: &Event, f: Field) -> Option<&str> {
+        e.get(f).and_then(Value::as_str)
+    }
+
+    #[test]
+    fn plain_file_line_without_pri() {
+        let p = SyslogParser::default();
+        let e = p
+            .parse(
+                b"Dec 10 06:55:46 LabSZ sshd[24200]: Invalid user webmaster from 173.234.31.186\r\n",
+                at("2026-12-20T00:00:00Z"),
+                None,
+            )
+            .unwrap();
+        assert_eq!(e.time, at("2026-12-10T06:55:46Z"));
+        assert_eq!(get(&e, Field::Host), Some("LabSZ"));
+        assert_eq!(get(&e, Field::App), Some("sshd"));
+        assert_eq!(get(&e, Field::Procid), Some("24200"));
+        assert_eq!(
+            get(&e, Field::Msg),
+            Some("Invalid user webmaster from 173.234.31.186")
+        );
+        assert_eq!(e.get(Field::Facility), None);
+        assert_eq!(e.get(Field::Severity), None);
+    }
+
+    #[test]
+    fn garbage_is_malformed() {
+        let p = SyslogParser::default();
+        let t = at("2026-01-01T00:00:00Z");
+        assert_eq!(
+            p.parse(b"complete and utter gobbledegook", t, None),
+            Err(Malformed::NotSyslog)
+        );
+        assert_eq!(p.parse(b"\r\n\0", t, None), Err(Malformed::Empty));
+        assert_eq!(p.parse(b"<999>hello", t, None), Err(Malformed::NotSyslog));
+    }
+
+    #[test]
+    fn pri_only_keeps_pri_and_text() {
+        let p = SyslogParser::default();
+        let t = at("2026-01-01T00:00:00Z");
+        let e = p.parse(b"<13>hello there", t, None).unwrap();
+        assert_eq!(e.time, t);
+        assert_eq!(e.get(Field::Facility), Some(&Value::Int(1)));
+        assert_eq!(e.get(Field::Severity), Some(&Value::Int(5)));
+        assert_eq!(get(&e, Field::Msg), Some("hello there"));
+    }
+
+    #[test]
+    fn year_resolution() {
+        let p = SyslogParser::default();
+        let line = b"<13>Dec 31 23:59:00 h app: x";
+        let e = p.parse(line, at("2027-01-01T00:00:30Z"), None).unwrap();
+        assert_eq!(e.time, at("2026-12-31T23:59:00Z"));
+        let jan = b"<13>Jan  1 00:00:10 h app: x";
+        let e = p.parse(jan, at("2026-12-31T23:59:59Z"), None).unwrap();
+        assert_eq!(e.time, at("2027-01-01T00:00:10Z"));
+        let fixed = SyslogParser::new(Zone::default(), Year::Fixed(2005));
+        let e = fixed.parse(line, at("2027-01-01T00:00:30Z"), None).unwrap();
+        assert_eq!(e.time, at("2005-12-31T23:59:00Z"));
+    }
+
+    #[test]
+    fn zones_parse() {
+        assert_eq!("UTC".parse::<Zone>(), Ok(Zone::default()));
+        assert_eq!(
+            "+02:00".parse::<Zone>(),
+            Ok(Zone::Fixed(FixedOffset::east_opt(7200).unwrap()))
+        );
+        assert_eq!(
+            "-0530".parse::<Zone>(),
+            Ok(Zone::Fixed(FixedOffset::west_opt(5 * 3600 + 1800).unwrap()))
+        );
+        assert!(matches!("Europe/Paris".parse::<Zone>(), Ok(Zone::Iana(_))));
+        assert!("+25:00".parse::<Zone>().is_err());
+        assert!("Mars/Olympus".parse::<Zone>().is_err());
+        assert_eq!(
+            "Europe/Paris".parse::<Zone>().unwrap().to_string(),
+            "Europe/Paris"
+        );
+    }
+
+    #[test]
+    fn iana_zone_follows_dst() {
+        let paris: Zone = "Europe/Paris".parse().unwrap();
+        let p = SyslogParser::new(paris, Year::Fixed(2026));
+        let t = at("2026-06-01T00:00:00Z");
+        let summer = p.parse(b"Jul  1 12:00:00 h a: x", t, None).unwrap();
+        assert_eq!(summer.time, at("2026-07-01T10:00:00Z"));
+        let winter = p.parse(b"Jan  1 12:00:00 h a: x", t, None).unwrap();
+        assert_eq!(winter.time, at("2026-01-01T11:00:00Z"));
+    }
+}
