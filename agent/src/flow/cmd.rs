@@ -1,18 +1,247 @@
-//! `cepheus flows FILE...`.
+//! `cepheus flows FILE...` / `cepheus flows --interface IF --duration 3s`.
+//!
+//! Prints one JSON object per flow, like `zeek -r` writes conn.log, sorted by first packet
+//! time then id; a summary of counters per input goes to stderr as one JSON object.
+//!
+//! Byte counts, per direction (`orig_*` from the originator, `resp_*` back):
+//! - `orig_bytes` / `resp_bytes`: IP-level bytes (IP headers included), the registry's
+//!   `orig_bytes`; `orig_ip_bytes` / `resp_ip_bytes` repeat them under Zeek's name;
+//! - `orig_frame_bytes` / `resp_frame_bytes`: frame bytes on the wire (pcap original length),
+//!   which is what tshark's `-z conv` Bytes columns count;
+//! - `orig_payload_bytes` / `resp_payload_bytes`: transport payload as the headers say, close
+//!   to Zeek's `orig_bytes` (Zeek derives those from TCP sequence numbers instead).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration as StdDuration, Instant};
+
+use serde_json::json;
+
+use super::capture::CaptureReader;
+use super::filter::Filter;
+use super::live::{DEFAULT_CHANNEL_CAPACITY, LiveCapture, wall_clock};
+use super::table::{FlowConfig, FlowNotice, FlowRecord, NoticeKind};
+use super::{FlowEngine, notice_to_event};
 
 /// Arguments of `cepheus flows`.
 #[derive(clap::Args, Debug)]
 pub struct FlowsArgs {
     /// pcap or pcapng files.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "interface")]
     pub files: Vec<PathBuf>,
+    /// Capture live on this interface instead (needs root or CAP_NET_RAW).
+    #[arg(long, short = 'i', conflicts_with = "files")]
+    pub interface: Option<String>,
+    /// With --interface: stop after this long (e.g. `3s`, `1m`); default: until killed.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<StdDuration>,
+    /// Keep only packets matching this filter, e.g. `udp and port 514 and not host 10.0.0.9`.
+    #[arg(long, short = 'f')]
+    pub filter: Option<String>,
+    /// Most flows kept at once (more evicts the flow closest to its timeout).
+    #[arg(long, default_value_t = FlowConfig::default().max_flows)]
+    pub max_flows: usize,
+    /// Print the flow events (flow_start, flow_end, attempt_failed) and syslog datagrams as
+    /// they happen instead of one record per flow.
+    #[arg(long)]
+    pub events: bool,
 }
 
 /// Runs `cepheus flows`.
 pub fn run(args: FlowsArgs) -> ExitCode {
-    eprintln!("flows is not implemented yet: {:?}", args.files);
-    ExitCode::from(2)
+    let filter = match Filter::parse(args.filter.as_deref().unwrap_or("")) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cfg = FlowConfig {
+        max_flows: args.max_flows,
+        ..FlowConfig::default()
+    };
+    let mut out = Output::new(args.events);
+    if let Some(iface) = &args.interface {
+        return run_live(iface, filter, args.duration, cfg, &mut out);
+    }
+    let mut code = ExitCode::SUCCESS;
+    for path in &args.files {
+        let mut reader = match CaptureReader::open(path) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {}: {e}", path.display());
+                code = ExitCode::from(2);
+                continue;
+            }
+        };
+        let mut engine = FlowEngine::new(cfg);
+        let mut notices = Vec::new();
+        let mut read_error = None;
+        loop {
+            match reader.next_packet() {
+                Some(Ok(pkt)) => {
+                    if !filter.is_empty()
+                        && let super::decode::Decoded::Ip(p) =
+                            super::decode::decode(pkt.linktype, pkt.data)
+                        && !filter.matches(&p)
+                    {
+                        continue;
+                    }
+                    let syslog = engine.push(&pkt, &mut notices);
+                    out.notices(&mut notices);
+                    if let Some(d) = syslog {
+                        out.syslog(&d);
+                    }
+                }
+                Some(Err(e)) => {
+                    engine.note_read_error();
+                    read_error = Some(e.to_string());
+                    break;
+                }
+                None => break,
+            }
+        }
+        engine.finish(&mut notices);
+        out.notices(&mut notices);
+        out.flush();
+        let mut summary = serde_json::to_value(engine.counters()).unwrap_or_default();
+        summary["file"] = json!(path.display().to_string());
+        if let Some(e) = read_error {
+            summary["read_error"] = json!(e);
+        }
+        eprintln!("{summary}");
+    }
+    code
+}
+
+fn run_live(
+    iface: &str,
+    filter: Filter,
+    duration: Option<StdDuration>,
+    cfg: FlowConfig,
+    out: &mut Output,
+) -> ExitCode {
+    let cap = match LiveCapture::start(iface, filter, DEFAULT_CHANNEL_CAPACITY) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let started = Instant::now();
+    let mut engine = FlowEngine::new(cfg);
+    let mut notices = Vec::new();
+    loop {
+        if duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        match cap.recv_timeout(StdDuration::from_millis(200)) {
+            Ok(Some(pkt)) => {
+                let syslog = engine.push(&pkt.as_raw(), &mut notices);
+                out.notices(&mut notices);
+                if let Some(d) = syslog {
+                    out.syslog(&d);
+                }
+            }
+            Ok(None) => {
+                engine.advance(wall_clock(), &mut notices);
+                out.notices(&mut notices);
+                if out.events {
+                    out.flush();
+                }
+            }
+            Err(()) => break,
+        }
+    }
+    use std::sync::atomic::Ordering::Relaxed;
+    let (received, filtered, dropped) = (
+        cap.stats().received.load(Relaxed),
+        cap.stats().filtered.load(Relaxed),
+        cap.stats().dropped.load(Relaxed),
+    );
+    cap.stop();
+    engine.finish(&mut notices);
+    out.notices(&mut notices);
+    out.flush();
+    let mut summary = serde_json::to_value(engine.counters()).unwrap_or_default();
+    summary["interface"] = json!(iface);
+    summary["received"] = json!(received);
+    summary["filtered"] = json!(filtered);
+    summary["dropped"] = json!(dropped);
+    eprintln!("{summary}");
+    ExitCode::SUCCESS
+}
+
+/// Collects ended flows (record mode) or prints events as they come (event mode).
+struct Output {
+    events: bool,
+    ended: Vec<(FlowRecord, &'static str)>,
+}
+
+impl Output {
+    fn new(events: bool) -> Self {
+        Output {
+            events,
+            ended: Vec::new(),
+        }
+    }
+
+    fn notices(&mut self, notices: &mut Vec<FlowNotice>) {
+        for n in notices.drain(..) {
+            if self.events {
+                println!("{}", notice_to_event(&n).to_json());
+            } else if let NoticeKind::End(r) = n.kind {
+                self.ended.push((n.flow, r.name()));
+            }
+        }
+    }
+
+    fn syslog(&mut self, d: &super::SyslogDatagram) {
+        if self.events {
+            println!(
+                "{}",
+                json!({
+                    "time": d.time.to_rfc3339(),
+                    "source": "syslog_datagram",
+                    "src": d.src.to_string(),
+                    "payload": String::from_utf8_lossy(&d.payload),
+                })
+            );
+        }
+    }
+
+    fn flush(&mut self) {
+        self.ended.sort_by_key(|(f, _)| (f.first, f.id));
+        for (f, reason) in self.ended.drain(..) {
+            println!("{}", record_json(&f, reason));
+        }
+    }
+}
+
+/// A flow as a conn.log-like JSON object.
+pub fn record_json(f: &FlowRecord, end_reason: &str) -> serde_json::Value {
+    json!({
+        "ts": f.first.to_rfc3339(),
+        "uid": format!("F{:016x}", f.id),
+        "src": f.src.to_string(),
+        "sport": f.sport,
+        "dst": f.dst.to_string(),
+        "dport": f.dport,
+        "proto": f.proto_name(),
+        "vlan": f.vlan,
+        "vlan_outer": f.vlan_outer,
+        "duration": f.duration().0 as f64 / 1e9,
+        "state": f.state(),
+        "orig_pkts": f.orig.pkts,
+        "resp_pkts": f.resp.pkts,
+        "orig_bytes": f.orig.ip_bytes,
+        "resp_bytes": f.resp.ip_bytes,
+        "orig_ip_bytes": f.orig.ip_bytes,
+        "resp_ip_bytes": f.resp.ip_bytes,
+        "orig_frame_bytes": f.orig.frame_bytes,
+        "resp_frame_bytes": f.resp.frame_bytes,
+        "orig_payload_bytes": f.orig.payload_bytes,
+        "resp_payload_bytes": f.resp.payload_bytes,
+        "end_reason": end_reason,
+    })
 }

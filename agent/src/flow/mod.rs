@@ -1,3 +1,271 @@
 //! Packets to flows: decoding, the flow table, pcap files, live capture, and `cepheus flows`.
+//!
+//! The pieces, each usable alone:
+//! - [`capture::CaptureReader`]: pcap/pcapng files as raw frames;
+//! - [`live::LiveCapture`]: frames from an interface (pnet_datalink, its own thread);
+//! - [`decode::decode`]: a frame to a [`decode::PacketInfo`] (never panics, outcomes counted);
+//! - [`table::FlowTable`]: sans-I/O bidirectional flow table driven by packet stamps;
+//! - [`FlowEngine`]: decode + table + syslog datagram extraction + counters;
+//! - [`FlowReader`]: a capture file as an iterator of [`FlowItem`]s for `cepheus replay`.
+//!
+//! Flow events ([`notice_to_event`]) carry every flow field of the registry. `time` is the
+//! first packet's stamp for `flow_start` and the last packet's stamp for `flow_end` and
+//! `attempt_failed`; `arrival` is the table's clock when the event was made (for an idle
+//! timeout that is the stamp of the packet that revealed it, or the end of the capture), so
+//! items come out in non-decreasing `arrival` order.
 
+// Parts of this API (FlowReader, FlowItem) are for `cepheus replay`, which the lead wires.
+#![allow(dead_code)]
+
+pub mod capture;
 pub mod cmd;
+pub mod decode;
+pub mod filter;
+pub mod live;
+pub mod table;
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::net::IpAddr;
+
+use cepheus_core::event::{Event, Field, Source, Value};
+use cepheus_core::time::Timestamp;
+
+use capture::{CaptureError, CaptureReader, RawPacket};
+use decode::{Decoded, proto};
+use table::{FlowConfig, FlowNotice, FlowTable, NoticeKind};
+
+/// The UDP port whose datagrams are also surfaced as syslog.
+pub const SYSLOG_PORT: u16 = 514;
+
+/// A UDP datagram to port 514 seen on the wire, for the syslog ingest (peer = `src`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SyslogDatagram {
+    /// Capture stamp of the datagram.
+    pub time: Timestamp,
+    /// The sender's address (the syslog `peer`).
+    pub src: IpAddr,
+    /// The UDP payload as captured.
+    pub payload: Vec<u8>,
+}
+
+/// One output of a flow reader: a flow event or a syslog datagram.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FlowItem {
+    /// A `flow_start`, `flow_end` or `attempt_failed` event (`source = flow`).
+    Flow(Event),
+    /// A syslog datagram to hand to the syslog parser.
+    Syslog(SyslogDatagram),
+}
+
+/// Counters of decoding (the flow table's own are in [`table::TableStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counters {
+    /// Frames read.
+    pub packets: u64,
+    /// Frames decoded to an IP packet and given to the flow table.
+    pub decoded: u64,
+    /// Frames cut before the headers ended.
+    pub truncated: u64,
+    /// Frames with contradictory headers.
+    pub malformed: u64,
+    /// Frames without IP (ARP, ...).
+    pub non_ip: u64,
+    /// Frames of a link type the decoder does not know.
+    pub unsupported_linktype: u64,
+    /// Syslog datagrams surfaced.
+    pub syslog: u64,
+    /// Capture read errors (each ends its file).
+    pub read_errors: u64,
+    /// Flows created.
+    pub flows: u64,
+    /// Flows evicted because the table was full.
+    pub evicted: u64,
+    /// Packets stamped before the table's clock.
+    pub out_of_order: u64,
+    /// IP fragments whose first fragment was not seen.
+    pub orphan_fragments: u64,
+}
+
+/// Decoder + flow table + syslog extraction: raw frames in, notices and datagrams out.
+#[derive(Debug)]
+pub struct FlowEngine {
+    table: FlowTable,
+    counters: Counters,
+}
+
+impl FlowEngine {
+    /// An engine with an empty table.
+    pub fn new(cfg: FlowConfig) -> Self {
+        FlowEngine {
+            table: FlowTable::new(cfg),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Decodes one frame and feeds the table; returns the syslog datagram it carried, if any.
+    pub fn push(
+        &mut self,
+        pkt: &RawPacket<'_>,
+        out: &mut Vec<FlowNotice>,
+    ) -> Option<SyslogDatagram> {
+        self.counters.packets += 1;
+        match decode::decode(pkt.linktype, pkt.data) {
+            Decoded::Ip(info) => {
+                self.counters.decoded += 1;
+                self.table.process(pkt.ts, pkt.orig_len, &info, out);
+                if info.proto == proto::UDP && info.dport == SYSLOG_PORT && !info.payload.is_empty()
+                {
+                    self.counters.syslog += 1;
+                    return Some(SyslogDatagram {
+                        time: pkt.ts,
+                        src: info.src,
+                        payload: info.payload.to_vec(),
+                    });
+                }
+            }
+            Decoded::NonIp => self.counters.non_ip += 1,
+            Decoded::Truncated => self.counters.truncated += 1,
+            Decoded::Malformed => self.counters.malformed += 1,
+            Decoded::UnsupportedLinktype => self.counters.unsupported_linktype += 1,
+        }
+        // Frames that are not flows still move the clock.
+        self.table.advance(pkt.ts, out);
+        None
+    }
+
+    /// Moves the clock without a packet (a live capture's idle tick) and expires flows.
+    pub fn advance(&mut self, now: Timestamp, out: &mut Vec<FlowNotice>) {
+        self.table.advance(now, out);
+    }
+
+    /// Ends every open flow (end of capture).
+    pub fn finish(&mut self, out: &mut Vec<FlowNotice>) {
+        self.table.finish(out);
+    }
+
+    /// Counts a read error of the capture.
+    pub fn note_read_error(&mut self) {
+        self.counters.read_errors += 1;
+    }
+
+    /// All counters so far.
+    pub fn counters(&self) -> Counters {
+        let t = self.table.stats();
+        Counters {
+            flows: t.flows,
+            evicted: t.evicted,
+            out_of_order: t.out_of_order,
+            orphan_fragments: t.orphan_fragments,
+            ..self.counters
+        }
+    }
+}
+
+/// A flow notice as a flow event with every registry field.
+pub fn notice_to_event(n: &FlowNotice) -> Event {
+    let f = &n.flow;
+    let (kind, time) = match n.kind {
+        NoticeKind::Start => ("flow_start", f.first),
+        NoticeKind::End(_) => ("flow_end", f.last),
+        NoticeKind::AttemptFailed(_) => ("attempt_failed", f.last),
+    };
+    let int = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
+    let mut e = Event::new(Source::Flow, time, n.at);
+    e.fields.reserve(13);
+    e.set(Field::Kind, Value::str(kind));
+    e.set(Field::Src, Value::Ip(f.src));
+    e.set(Field::Dst, Value::Ip(f.dst));
+    e.set(Field::Sport, Value::Int(i64::from(f.sport)));
+    e.set(Field::Dport, Value::Int(i64::from(f.dport)));
+    e.set(Field::Proto, Value::str(&f.proto_name()));
+    e.set(Field::Vlan, Value::Int(i64::from(f.vlan)));
+    e.set(Field::State, Value::str(f.state()));
+    e.set(Field::OrigBytes, int(f.orig.ip_bytes));
+    e.set(Field::RespBytes, int(f.resp.ip_bytes));
+    e.set(Field::OrigPkts, int(f.orig.pkts));
+    e.set(Field::RespPkts, int(f.resp.pkts));
+    e.set(Field::Duration, Value::Duration(f.duration()));
+    e
+}
+
+/// A capture file as flow items, in the order the engine makes them; open flows end at EOF.
+pub struct FlowReader<R: Read> {
+    capture: CaptureReader<R>,
+    engine: FlowEngine,
+    pending: VecDeque<FlowItem>,
+    notices: Vec<FlowNotice>,
+    finished: bool,
+    error: Option<CaptureError>,
+}
+
+impl FlowReader<std::fs::File> {
+    /// Opens a pcap/pcapng file.
+    pub fn open(path: &std::path::Path, cfg: FlowConfig) -> Result<Self, CaptureError> {
+        Ok(Self::new(CaptureReader::open(path)?, cfg))
+    }
+}
+
+impl<R: Read> FlowReader<R> {
+    /// Flow items of an opened capture.
+    pub fn new(capture: CaptureReader<R>, cfg: FlowConfig) -> Self {
+        FlowReader {
+            capture,
+            engine: FlowEngine::new(cfg),
+            pending: VecDeque::new(),
+            notices: Vec::new(),
+            finished: false,
+            error: None,
+        }
+    }
+
+    /// The counters so far (final once the iterator returned `None`).
+    pub fn counters(&self) -> Counters {
+        self.engine.counters()
+    }
+
+    /// The read error that ended the capture early, if any.
+    pub fn error(&self) -> Option<&CaptureError> {
+        self.error.as_ref()
+    }
+
+    fn drain_notices(&mut self) {
+        for n in self.notices.drain(..) {
+            self.pending.push_back(FlowItem::Flow(notice_to_event(&n)));
+        }
+    }
+}
+
+impl<R: Read> Iterator for FlowReader<R> {
+    type Item = FlowItem;
+
+    fn next(&mut self) -> Option<FlowItem> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            if self.finished {
+                return None;
+            }
+            match self.capture.next_packet() {
+                Some(Ok(pkt)) => {
+                    let syslog = self.engine.push(&pkt, &mut self.notices);
+                    self.drain_notices();
+                    if let Some(d) = syslog {
+                        self.pending.push_back(FlowItem::Syslog(d));
+                    }
+                }
+                other => {
+                    if let Some(Err(e)) = other {
+                        tracing::warn!(error = %e, "capture ended early");
+                        self.engine.note_read_error();
+                        self.error = Some(e);
+                    }
+                    self.engine.finish(&mut self.notices);
+                    self.drain_notices();
+                    self.finished = true;
+                }
+            }
+        }
+    }
+}

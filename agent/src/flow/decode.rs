@@ -1,0 +1,369 @@
+//! Frames to packet summaries: link layer by hand, IP and transport with etherparse.
+//!
+//! The link layer (Ethernet II with any mix of 802.1Q / 802.1ad / 0x9100 tags, Linux SLL and
+//! SLL2, BSD loopback, raw IP) is a few fixed offsets, parsed here so the VLAN ids come out
+//! directly. IPv4/IPv6 (extension headers, fragments) go through etherparse's lax slicer, which
+//! accepts frames cut by a snap length; TCP, UDP and ICMP headers through etherparse's slices.
+//! Nothing here panics on any input: every outcome is a [`Decoded`] value that the caller counts.
+
+use std::net::IpAddr;
+
+use etherparse::{Ipv6ExtensionSlice, LaxIpSlice, TcpSlice, UdpSlice};
+
+/// Link types (pcap LINKTYPE_* values) the decoder understands.
+pub mod linktype {
+    /// BSD loopback: 4-byte address family, then IP.
+    pub const NULL: u32 = 0;
+    /// Ethernet II.
+    pub const ETHERNET: u32 = 1;
+    /// DLT_RAW as some platforms number it (raw IPv4/IPv6).
+    pub const RAW_12: u32 = 12;
+    /// DLT_RAW on OpenBSD.
+    pub const RAW_14: u32 = 14;
+    /// LINKTYPE_RAW: raw IPv4/IPv6, no link header.
+    pub const RAW: u32 = 101;
+    /// OpenBSD loopback (like NULL, network byte order).
+    pub const LOOP: u32 = 108;
+    /// Linux "cooked" capture v1.
+    pub const LINUX_SLL: u32 = 113;
+    /// Raw IPv4.
+    pub const IPV4: u32 = 228;
+    /// Raw IPv6.
+    pub const IPV6: u32 = 229;
+    /// Linux "cooked" capture v2.
+    pub const LINUX_SLL2: u32 = 276;
+}
+
+/// IP protocol numbers used by the flow code.
+pub mod proto {
+    /// ICMP.
+    pub const ICMP: u8 = 1;
+    /// TCP.
+    pub const TCP: u8 = 6;
+    /// UDP.
+    pub const UDP: u8 = 17;
+    /// ICMPv6.
+    pub const ICMPV6: u8 = 58;
+}
+
+/// TCP flag bits as they sit in the 14th header byte.
+pub mod tcp_flags {
+    /// FIN.
+    pub const FIN: u8 = 0x01;
+    /// SYN.
+    pub const SYN: u8 = 0x02;
+    /// RST.
+    pub const RST: u8 = 0x04;
+    /// ACK.
+    pub const ACK: u8 = 0x10;
+}
+
+/// Most VLAN tags the decoder walks through before calling a frame malformed.
+const MAX_VLAN_TAGS: usize = 4;
+
+/// A decoded IP packet: what the flow table needs, borrowed from the frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketInfo<'a> {
+    /// Outermost VLAN id (0 when untagged).
+    pub vlan_outer: u16,
+    /// Innermost VLAN id (0 when untagged); the `vlan` field of flow events.
+    pub vlan: u16,
+    /// IP source.
+    pub src: IpAddr,
+    /// IP destination.
+    pub dst: IpAddr,
+    /// IP protocol number of the payload (after IPv6 extension headers).
+    pub proto: u8,
+    /// Source port (TCP/UDP), 0 otherwise.
+    pub sport: u16,
+    /// Destination port (TCP/UDP), 0 otherwise.
+    pub dport: u16,
+    /// ICMP type and code, when ICMP/ICMPv6.
+    pub icmp: Option<(u8, u8)>,
+    /// ICMP echo identifier, when an echo request or reply (pairs requests with replies).
+    pub icmp_echo_id: Option<u16>,
+    /// TCP flag byte (0 for other protocols).
+    pub tcp_flags: u8,
+    /// IP-level length: IPv4 total length / 40 + IPv6 payload length, as the header says.
+    pub ip_len: u32,
+    /// Transport payload length as the headers say (TCP: IP length minus headers).
+    pub payload_len: u32,
+    /// The captured transport payload (may be shorter than `payload_len` when truncated).
+    pub payload: &'a [u8],
+    /// IP fragment data: `Some((id, offset_is_zero))` when the packet is a fragment.
+    pub fragment: Option<(u32, bool)>,
+}
+
+/// What a frame turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decoded<'a> {
+    /// An IP packet with its summary.
+    Ip(PacketInfo<'a>),
+    /// A well-formed frame that carries no IP (ARP, LLDP, ...).
+    NonIp,
+    /// The capture cut the frame before the headers we need ended.
+    Truncated,
+    /// Headers that contradict themselves (bad IP version, header length, ...).
+    Malformed,
+    /// A link type this decoder does not know.
+    UnsupportedLinktype,
+}
+
+/// Decodes one frame of link type `linktype` (a pcap LINKTYPE_* value).
+pub fn decode(linktype: u32, frame: &[u8]) -> Decoded<'_> {
+    match linktype {
+        linktype::ETHERNET => decode_ethernet(frame),
+        linktype::LINUX_SLL => match (frame.get(14..16), frame.get(16..)) {
+            (Some(p), Some(rest)) => decode_ethertype(u16::from_be_bytes([p[0], p[1]]), rest, 0, 0),
+            _ => Decoded::Truncated,
+        },
+        linktype::LINUX_SLL2 => match (frame.get(0..2), frame.get(20..)) {
+            (Some(p), Some(rest)) => decode_ethertype(u16::from_be_bytes([p[0], p[1]]), rest, 0, 0),
+            _ => Decoded::Truncated,
+        },
+        linktype::NULL | linktype::LOOP => match frame.get(4..) {
+            Some(rest) => decode_raw(rest, 0, 0),
+            None => Decoded::Truncated,
+        },
+        linktype::RAW | linktype::RAW_12 | linktype::RAW_14 | linktype::IPV4 | linktype::IPV6 => {
+            decode_raw(frame, 0, 0)
+        }
+        _ => Decoded::UnsupportedLinktype,
+    }
+}
+
+fn decode_ethernet(frame: &[u8]) -> Decoded<'_> {
+    let Some(et) = frame.get(12..14) else {
+        return Decoded::Truncated;
+    };
+    let mut ethertype = u16::from_be_bytes([et[0], et[1]]);
+    let mut off = 14usize;
+    let (mut outer, mut inner) = (0u16, 0u16);
+    let mut tags = 0usize;
+    while matches!(ethertype, 0x8100 | 0x88a8 | 0x9100 | 0x9200) {
+        if tags == MAX_VLAN_TAGS {
+            return Decoded::Malformed;
+        }
+        let Some(tag) = frame.get(off..off + 4) else {
+            return Decoded::Truncated;
+        };
+        let id = u16::from_be_bytes([tag[0], tag[1]]) & 0x0fff;
+        if tags == 0 {
+            outer = id;
+        }
+        inner = id;
+        tags += 1;
+        ethertype = u16::from_be_bytes([tag[2], tag[3]]);
+        off += 4;
+    }
+    match frame.get(off..) {
+        Some(rest) => decode_ethertype(ethertype, rest, outer, inner),
+        None => Decoded::Truncated,
+    }
+}
+
+fn decode_ethertype(ethertype: u16, rest: &[u8], outer: u16, inner: u16) -> Decoded<'_> {
+    match ethertype {
+        0x0800 | 0x86dd => decode_raw(rest, outer, inner),
+        _ => Decoded::NonIp,
+    }
+}
+
+fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
+    let Some(first) = data.first() else {
+        return Decoded::Truncated;
+    };
+    if !matches!(first >> 4, 4 | 6) {
+        return Decoded::Malformed;
+    }
+    let (ip, _ext_err) = match LaxIpSlice::from_slice(data) {
+        Ok(v) => v,
+        Err(etherparse::err::ip::LaxHeaderSliceError::Len(_)) => return Decoded::Truncated,
+        Err(etherparse::err::ip::LaxHeaderSliceError::Content(_)) => return Decoded::Malformed,
+    };
+    let (ip_len, fragment) = match &ip {
+        LaxIpSlice::Ipv4(v4) => {
+            let h = v4.header();
+            let total = u32::from(h.total_len());
+            let hlen = u32::from(h.ihl()) * 4;
+            let ip_len = if total >= hlen {
+                total
+            } else {
+                data.len() as u32
+            };
+            let frag = (h.more_fragments() || h.fragments_offset().value() != 0).then(|| {
+                (
+                    u32::from(h.identification()),
+                    h.fragments_offset().value() == 0,
+                )
+            });
+            (ip_len, frag)
+        }
+        LaxIpSlice::Ipv6(v6) => {
+            let plen = u32::from(v6.header().payload_length());
+            let ip_len = if plen == 0 {
+                data.len() as u32
+            } else {
+                40 + plen
+            };
+            let mut frag = None;
+            for ext in v6.extensions().clone() {
+                if let Ipv6ExtensionSlice::Fragment(f) = ext
+                    && f.is_fragmenting_payload()
+                {
+                    frag = Some((f.identification(), f.fragment_offset().value() == 0));
+                }
+            }
+            (ip_len, frag)
+        }
+    };
+    let payload = ip.payload();
+    let headers_len = ip_len.saturating_sub(payload.payload.len() as u32);
+    let mut info = PacketInfo {
+        vlan_outer,
+        vlan,
+        src: ip.source_addr(),
+        dst: ip.destination_addr(),
+        proto: payload.ip_number.0,
+        sport: 0,
+        dport: 0,
+        icmp: None,
+        icmp_echo_id: None,
+        tcp_flags: 0,
+        ip_len,
+        payload_len: ip_len.saturating_sub(headers_len),
+        payload: payload.payload,
+        fragment,
+    };
+    // Only a fragment at offset 0 carries the transport header.
+    if matches!(fragment, Some((_, false))) {
+        return Decoded::Ip(info);
+    }
+    // Length of the transport segment as the IP header says (not what was captured).
+    let l4_len = match &ip {
+        LaxIpSlice::Ipv4(v4) => ip_len.saturating_sub(u32::from(v4.header().ihl()) * 4),
+        LaxIpSlice::Ipv6(_) => ip_len.saturating_sub(40 + ext_len(&ip)),
+    };
+    let seg = payload.payload;
+    match info.proto {
+        proto::TCP => {
+            let Ok(tcp) = TcpSlice::from_slice(seg) else {
+                return if seg.len() < 20 || seg.len() < tcp_header_len(seg) {
+                    Decoded::Truncated
+                } else {
+                    Decoded::Malformed
+                };
+            };
+            info.sport = tcp.source_port();
+            info.dport = tcp.destination_port();
+            info.tcp_flags = seg.get(13).copied().unwrap_or(0);
+            info.payload_len = l4_len.saturating_sub(u32::from(tcp.data_offset()) * 4);
+            info.payload = tcp.payload();
+        }
+        proto::UDP => {
+            let Ok(udp) = UdpSlice::from_slice_lax(seg) else {
+                return Decoded::Truncated;
+            };
+            info.sport = udp.source_port();
+            info.dport = udp.destination_port();
+            info.payload_len = l4_len.saturating_sub(8);
+            info.payload = udp.payload();
+        }
+        proto::ICMP | proto::ICMPV6 => {
+            let (Some(&t), Some(&c)) = (seg.first(), seg.get(1)) else {
+                return Decoded::Truncated;
+            };
+            info.icmp = Some((t, c));
+            let echo = if info.proto == proto::ICMP {
+                matches!(t, 0 | 8)
+            } else {
+                matches!(t, 128 | 129)
+            };
+            if echo && let Some(id) = seg.get(4..6) {
+                info.icmp_echo_id = Some(u16::from_be_bytes([id[0], id[1]]));
+            }
+            info.payload_len = l4_len.saturating_sub(8);
+            info.payload = seg.get(8..).unwrap_or(&[]);
+        }
+        _ => {}
+    }
+    Decoded::Ip(info)
+}
+
+/// Bytes of IPv6 extension headers in front of the payload.
+fn ext_len(ip: &LaxIpSlice<'_>) -> u32 {
+    match ip {
+        LaxIpSlice::Ipv6(v6) => v6.extensions().slice().len() as u32,
+        LaxIpSlice::Ipv4(_) => 0,
+    }
+}
+
+/// The TCP header length the data offset claims (0 when not even that byte was captured).
+fn tcp_header_len(seg: &[u8]) -> usize {
+    seg.get(12).map(|b| usize::from(b >> 4) * 4).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use etherparse::PacketBuilder;
+
+    fn build(builder: PacketBuilder, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        builder.write(&mut v, payload).unwrap();
+        v
+    }
+
+    #[test]
+    fn udp_ethernet_and_double_vlan() {
+        let frame = build(
+            PacketBuilder::ethernet2([1; 6], [2; 6])
+                .double_vlan(
+                    etherparse::SingleVlanHeader {
+                        vlan_id: etherparse::VlanId::try_new(100).unwrap(),
+                        ether_type: etherparse::EtherType::VLAN_TAGGED_FRAME,
+                        ..Default::default()
+                    },
+                    etherparse::SingleVlanHeader {
+                        vlan_id: etherparse::VlanId::try_new(7).unwrap(),
+                        ..Default::default()
+                    },
+                )
+                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+                .udp(1000, 514),
+            b"<13>hello",
+        );
+        let Decoded::Ip(p) = decode(linktype::ETHERNET, &frame) else {
+            panic!("not ip");
+        };
+        assert_eq!((p.vlan_outer, p.vlan), (100, 7));
+        assert_eq!((p.sport, p.dport, p.proto), (1000, 514, proto::UDP));
+        assert_eq!(p.ip_len, 20 + 8 + 9);
+        assert_eq!(p.payload, b"<13>hello");
+    }
+
+    #[test]
+    fn tcp_ipv6_raw_and_truncations() {
+        let pkt = build(
+            PacketBuilder::ipv6([1; 16], [2; 16], 64)
+                .tcp(40000, 22, 1, 1000)
+                .syn(),
+            b"",
+        );
+        let Decoded::Ip(p) = decode(linktype::RAW, &pkt) else {
+            panic!("not ip");
+        };
+        assert_eq!(p.tcp_flags & tcp_flags::SYN, tcp_flags::SYN);
+        assert_eq!(p.ip_len, 60);
+        for cut in 0..pkt.len() {
+            let d = decode(linktype::RAW, &pkt[..cut]);
+            assert!(
+                matches!(d, Decoded::Truncated | Decoded::Malformed),
+                "{cut} {d:?}"
+            );
+        }
+        assert_eq!(decode(linktype::ETHERNET, &[0; 5]), Decoded::Truncated);
+        assert_eq!(decode(9999, &[0; 5]), Decoded::UnsupportedLinktype);
+    }
+}

@@ -1,0 +1,223 @@
+//! Live capture on a named interface with pnet_datalink (AF_PACKET), on its own thread.
+//!
+//! The thread reads frames (`poll` + `recv`, one per call), stamps them with the wall clock,
+//! applies the [`Filter`] and sends owned copies into a bounded channel; when the consumer falls
+//! behind, frames are dropped and counted rather than queued without limit. Opening the socket
+//! needs root or `CAP_NET_RAW` ([`LiveError::Permission`] says so).
+//!
+//! Known gotcha (STACK.md §4): on `lo` pnet sees every frame twice (outgoing and incoming) and
+//! does not expose the packet type to tell them apart; capture on a real or veth interface.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::{Duration as StdDuration, SystemTime, UNIX_EPOCH};
+
+use cepheus_core::time::Timestamp;
+
+use super::capture::RawPacket;
+use super::decode::{Decoded, decode, linktype};
+use super::filter::Filter;
+
+/// Errors starting a live capture.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// No interface of that name.
+    #[error("no network interface named {0:?}")]
+    NoSuchInterface(String),
+    /// The process may not open a packet socket.
+    #[error(
+        "cannot capture on {iface}: permission denied; live capture needs root or CAP_NET_RAW \
+         (e.g. `setcap cap_net_raw+ep cepheus`, or AmbientCapabilities=CAP_NET_RAW in the unit)"
+    )]
+    Permission {
+        /// The interface.
+        iface: String,
+    },
+    /// Any other failure opening the channel.
+    #[error("cannot capture on {iface}: {source}")]
+    Io {
+        /// The interface.
+        iface: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// pnet returned a channel type other than Ethernet.
+    #[error("interface {0:?} does not give an Ethernet channel")]
+    NotEthernet(String),
+}
+
+/// One frame captured live (owned; it crossed a thread).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LivePacket {
+    /// Wall-clock stamp taken when the frame was read.
+    pub ts: Timestamp,
+    /// The frame (Ethernet).
+    pub data: Vec<u8>,
+}
+
+impl LivePacket {
+    /// A borrowed view for [`super::FlowEngine::push`].
+    pub fn as_raw(&self) -> RawPacket<'_> {
+        RawPacket {
+            ts: self.ts,
+            linktype: linktype::ETHERNET,
+            orig_len: self.data.len() as u32,
+            data: &self.data,
+        }
+    }
+}
+
+/// Counters of the capture thread.
+#[derive(Debug, Default)]
+pub struct LiveStats {
+    /// Frames read from the socket.
+    pub received: AtomicU64,
+    /// Frames rejected by the filter.
+    pub filtered: AtomicU64,
+    /// Frames dropped because the channel was full.
+    pub dropped: AtomicU64,
+}
+
+/// A running capture: receive frames from [`LiveCapture::recv_timeout`]; dropping it stops it.
+pub struct LiveCapture {
+    rx: Receiver<LivePacket>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<LiveStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Frames the channel holds before the capture thread starts dropping.
+pub const DEFAULT_CHANNEL_CAPACITY: usize = 65_536;
+
+impl LiveCapture {
+    /// Opens `iface` and starts the capture thread.
+    pub fn start(iface: &str, filter: Filter, capacity: usize) -> Result<LiveCapture, LiveError> {
+        let ni = pnet_datalink::interfaces()
+            .into_iter()
+            .find(|i| i.name == iface)
+            .ok_or_else(|| LiveError::NoSuchInterface(iface.to_string()))?;
+        let cfg = pnet_datalink::Config {
+            read_timeout: Some(StdDuration::from_millis(100)),
+            read_buffer_size: 65_536,
+            promiscuous: true,
+            ..Default::default()
+        };
+        let (_tx, mut rx) = match pnet_datalink::channel(&ni, cfg) {
+            Ok(pnet_datalink::Channel::Ethernet(tx, rx)) => (tx, rx),
+            Ok(_) => return Err(LiveError::NotEthernet(iface.to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(LiveError::Permission {
+                    iface: iface.to_string(),
+                });
+            }
+            Err(source) => {
+                return Err(LiveError::Io {
+                    iface: iface.to_string(),
+                    source,
+                });
+            }
+        };
+        let (tx, chan_rx): (SyncSender<LivePacket>, _) = sync_channel(capacity.max(1));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(LiveStats::default());
+        let (stop2, stats2, name) = (stop.clone(), stats.clone(), iface.to_string());
+        let thread = std::thread::Builder::new()
+            .name(format!("capture-{iface}"))
+            .spawn(move || {
+                while !stop2.load(Ordering::Relaxed) {
+                    match rx.next() {
+                        Ok(frame) => {
+                            stats2.received.fetch_add(1, Ordering::Relaxed);
+                            if !filter.is_empty() {
+                                let pass = match decode(linktype::ETHERNET, frame) {
+                                    Decoded::Ip(p) => filter.matches(&p),
+                                    _ => false,
+                                };
+                                if !pass {
+                                    stats2.filtered.fetch_add(1, Ordering::Relaxed);
+                                    continue;
+                                }
+                            }
+                            let pkt = LivePacket {
+                                ts: wall_clock(),
+                                data: frame.to_vec(),
+                            };
+                            match tx.try_send(pkt) {
+                                Ok(()) => {}
+                                Err(TrySendError::Full(_)) => {
+                                    stats2.dropped.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(TrySendError::Disconnected(_)) => break,
+                            }
+                        }
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::TimedOut
+                                    | std::io::ErrorKind::WouldBlock
+                                    | std::io::ErrorKind::Interrupted
+                            ) => {}
+                        Err(e) => {
+                            tracing::error!(iface = %name, error = %e, "capture stopped");
+                            break;
+                        }
+                    }
+                }
+            })
+            .map_err(|source| LiveError::Io {
+                iface: iface.to_string(),
+                source,
+            })?;
+        Ok(LiveCapture {
+            rx: chan_rx,
+            stop,
+            stats,
+            thread: Some(thread),
+        })
+    }
+
+    /// The next frame, waiting at most `timeout`; `Ok(None)` on timeout, `Err(())` once the
+    /// capture thread has ended.
+    #[allow(clippy::result_unit_err)]
+    pub fn recv_timeout(&self, timeout: StdDuration) -> Result<Option<LivePacket>, ()> {
+        match self.rx.recv_timeout(timeout) {
+            Ok(p) => Ok(Some(p)),
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => Err(()),
+        }
+    }
+
+    /// The capture thread's counters.
+    pub fn stats(&self) -> &LiveStats {
+        &self.stats
+    }
+
+    /// Stops the thread and waits for it (within one read timeout).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for LiveCapture {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// The wall clock as a stamp (live capture is the one place flows meet a real clock).
+pub fn wall_clock() -> Timestamp {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}

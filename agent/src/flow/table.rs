@@ -1,0 +1,831 @@
+//! The flow table: packets in, flow notices out. Sans-I/O and driven only by packet stamps.
+//!
+//! Flows are bidirectional and keyed by (outer VLAN, inner VLAN, protocol, the two endpoints).
+//! The originator is the sender of the first packet seen, except that a first packet which is a
+//! TCP SYN+ACK makes its *receiver* the originator (the handshake's SYN was missed).
+//!
+//! Time only moves when the caller says so (a packet stamp, [`FlowTable::advance`] or
+//! [`FlowTable::finish`]). Timers sit in a coarse wheel (one bucket per second) holding one
+//! entry per flow; when a bucket comes due each flow in it is either ended or rescheduled at its
+//! real deadline, so a packet costs one hash lookup and no timer work.
+//!
+//! Memory is bounded by [`FlowConfig::max_flows`]: a new flow that finds the table full evicts
+//! the flow whose timer is due soonest (the earliest wheel bucket: in practice the oldest idle
+//! flow), and the eviction is counted.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
+
+use cepheus_core::time::{Duration, Timestamp};
+
+use super::decode::{PacketInfo, proto, tcp_flags};
+
+/// Timeouts and limits of the flow table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowConfig {
+    /// TCP flow idle this long (strictly more) ends; Zeek's `tcp_inactivity_timeout` (5 min).
+    pub tcp_idle: Duration,
+    /// A TCP attempt (only SYNs from the originator, nothing back) ends after this much silence.
+    pub tcp_attempt: Duration,
+    /// After FIN from both sides or a RST, the flow lingers this long to collect the last ACKs.
+    pub tcp_close_linger: Duration,
+    /// UDP flow idle timeout (Zeek's `udp_inactivity_timeout`, 1 min).
+    pub udp_idle: Duration,
+    /// Idle timeout of ICMP and other protocols (1 min).
+    pub other_idle: Duration,
+    /// A flow older than this is ended (`active_timeout`) and its next packet starts a new flow.
+    pub active: Duration,
+    /// Most flows kept at once; one more evicts the flow closest to its timeout.
+    pub max_flows: usize,
+}
+
+impl Default for FlowConfig {
+    fn default() -> Self {
+        const S: i64 = 1_000_000_000;
+        FlowConfig {
+            tcp_idle: Duration(300 * S),
+            tcp_attempt: Duration(30 * S),
+            tcp_close_linger: Duration(5 * S),
+            udp_idle: Duration(60 * S),
+            other_idle: Duration(60 * S),
+            active: Duration(3600 * S),
+            max_flows: 1_000_000,
+        }
+    }
+}
+
+/// Why a flow ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EndReason {
+    /// TCP closed by FIN from both sides or by a RST (after the linger).
+    Closed,
+    /// No packet for the idle timeout of its protocol and state.
+    Idle,
+    /// Older than the active timeout.
+    Active,
+    /// Evicted to make room (table full).
+    Evicted,
+    /// The capture ended (end of file, stop of a live capture).
+    CaptureEnd,
+}
+
+impl EndReason {
+    /// The spelling in JSON output.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EndReason::Closed => "closed",
+            EndReason::Idle => "idle_timeout",
+            EndReason::Active => "active_timeout",
+            EndReason::Evicted => "evicted",
+            EndReason::CaptureEnd => "capture_end",
+        }
+    }
+}
+
+/// Packet and byte counts of one direction of a flow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirCounts {
+    /// Packets.
+    pub pkts: u64,
+    /// IP-level bytes (IP header and everything after it, as the IP header says).
+    pub ip_bytes: u64,
+    /// Frame bytes as on the wire (pcap original length); tshark's `conv` Bytes.
+    pub frame_bytes: u64,
+    /// Transport payload bytes as the headers say (no TCP sequence analysis).
+    pub payload_bytes: u64,
+}
+
+/// TCP flags seen from one side, for the connection state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SideFlags {
+    /// A SYN without ACK.
+    pub syn: bool,
+    /// A SYN with ACK.
+    pub synack: bool,
+    /// A FIN.
+    pub fin: bool,
+    /// A RST.
+    pub rst: bool,
+}
+
+/// A flow as the table knows it (a copy is handed out with every notice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowRecord {
+    /// Stable id: a hash of the first packet's stamp and the flow's endpoints.
+    pub id: u64,
+    /// Originator address.
+    pub src: IpAddr,
+    /// Responder address.
+    pub dst: IpAddr,
+    /// Originator port (0 without ports).
+    pub sport: u16,
+    /// Responder port (for ICMP the type of the first packet).
+    pub dport: u16,
+    /// IP protocol number.
+    pub proto: u8,
+    /// Outer VLAN id (0 untagged).
+    pub vlan_outer: u16,
+    /// Innermost VLAN id (0 untagged).
+    pub vlan: u16,
+    /// First packet stamp.
+    pub first: Timestamp,
+    /// Last packet stamp.
+    pub last: Timestamp,
+    /// Originator to responder.
+    pub orig: DirCounts,
+    /// Responder to originator.
+    pub resp: DirCounts,
+    /// TCP flags seen from the originator.
+    pub orig_flags: SideFlags,
+    /// TCP flags seen from the responder.
+    pub resp_flags: SideFlags,
+}
+
+impl FlowRecord {
+    /// Time from first to last packet.
+    pub fn duration(&self) -> Duration {
+        self.last.since(self.first)
+    }
+
+    /// The protocol's name in events: `tcp`, `udp`, `icmp`, `icmpv6` or the number as text.
+    pub fn proto_name(&self) -> String {
+        match self.proto {
+            proto::TCP => "tcp".into(),
+            proto::UDP => "udp".into(),
+            proto::ICMP => "icmp".into(),
+            proto::ICMPV6 => "icmpv6".into(),
+            n => n.to_string(),
+        }
+    }
+
+    /// The connection state in Zeek's conn_state spelling (non-TCP flows: `S0`, `SF` or `OTH`
+    /// like Zeek: one-way `S0`, two-way `SF`).
+    pub fn state(&self) -> &'static str {
+        if self.proto != proto::TCP {
+            return if self.resp.pkts > 0 { "SF" } else { "S0" };
+        }
+        let (o, r) = (self.orig_flags, self.resp_flags);
+        if o.syn {
+            if r.synack || r.syn {
+                if o.rst {
+                    "RSTO"
+                } else if r.rst {
+                    "RSTR"
+                } else if o.fin && r.fin {
+                    "SF"
+                } else if o.fin {
+                    "S2"
+                } else if r.fin {
+                    "S3"
+                } else {
+                    "S1"
+                }
+            } else if r.rst {
+                "REJ"
+            } else if o.rst {
+                "RSTOS0"
+            } else if o.fin {
+                "SH"
+            } else if self.resp.pkts == 0 {
+                "S0"
+            } else {
+                "OTH"
+            }
+        } else if r.synack {
+            if r.rst {
+                "RSTRH"
+            } else if r.fin {
+                "SHR"
+            } else {
+                "OTH"
+            }
+        } else {
+            "OTH"
+        }
+    }
+
+    /// True for a failed TCP attempt: no answer (`S0`) or rejected (`REJ`).
+    pub fn is_failed_attempt(&self) -> bool {
+        self.proto == proto::TCP && matches!(self.state(), "S0" | "REJ")
+    }
+}
+
+/// What the table reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoticeKind {
+    /// The first packet of a new flow.
+    Start,
+    /// The flow ended (emitted before [`NoticeKind::AttemptFailed`] for the same flow).
+    End(EndReason),
+    /// A TCP attempt ended unanswered (S0) or rejected (REJ); follows its `End`.
+    AttemptFailed(EndReason),
+}
+
+/// One report of the table: a kind, a snapshot of the flow, and the table's clock when made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowNotice {
+    /// What happened.
+    pub kind: NoticeKind,
+    /// The flow at that moment.
+    pub flow: FlowRecord,
+    /// The table's clock when the notice was made (the arrival stamp of the event).
+    pub at: Timestamp,
+}
+
+/// Counters of the table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Flows created.
+    pub flows: u64,
+    /// Flows evicted because the table was full.
+    pub evicted: u64,
+    /// Flows currently in the table.
+    pub active: u64,
+    /// Packets stamped earlier than the table's clock (counted, processed at the clock).
+    pub out_of_order: u64,
+    /// Non-first IP fragments with no known first fragment (counted into a port-less flow).
+    pub orphan_fragments: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct FlowKey {
+    vlan_outer: u16,
+    vlan: u16,
+    proto: u8,
+    a: IpAddr,
+    b: IpAddr,
+    pa: u16,
+    pb: u16,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    rec: FlowRecord,
+    key: FlowKey,
+    /// The originator is key endpoint `a`.
+    orig_is_a: bool,
+    /// When FIN both ways or RST was seen.
+    closed_at: Option<Timestamp>,
+}
+
+/// Fragment key: source, destination, protocol, IP identification.
+type FragKey = (IpAddr, IpAddr, u8, u32);
+
+/// Most first fragments remembered to give later fragments their ports.
+const MAX_FRAGS: usize = 4096;
+
+/// The bidirectional flow table.
+#[derive(Debug)]
+pub struct FlowTable {
+    cfg: FlowConfig,
+    index: HashMap<FlowKey, u32>,
+    slots: Vec<Option<Slot>>,
+    gens: Vec<u32>,
+    free: Vec<u32>,
+    /// Bucket (second) -> (slot, generation) to check then.
+    wheel: BTreeMap<i64, Vec<(u32, u32)>>,
+    wheel_len: usize,
+    frags: HashMap<FragKey, (u16, u16)>,
+    frag_order: VecDeque<FragKey>,
+    now: Timestamp,
+    stats: TableStats,
+}
+
+const SEC: i64 = 1_000_000_000;
+
+impl FlowTable {
+    /// An empty table.
+    pub fn new(cfg: FlowConfig) -> Self {
+        FlowTable {
+            cfg: FlowConfig {
+                max_flows: cfg.max_flows.clamp(1, u32::MAX as usize - 1),
+                ..cfg
+            },
+            index: HashMap::new(),
+            slots: Vec::new(),
+            gens: Vec::new(),
+            free: Vec::new(),
+            wheel: BTreeMap::new(),
+            wheel_len: 0,
+            frags: HashMap::new(),
+            frag_order: VecDeque::new(),
+            now: Timestamp::MIN,
+            stats: TableStats::default(),
+        }
+    }
+
+    /// The table's configuration.
+    pub fn config(&self) -> &FlowConfig {
+        &self.cfg
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> TableStats {
+        TableStats {
+            active: self.index.len() as u64,
+            ..self.stats
+        }
+    }
+
+    /// The table's clock: the latest stamp seen.
+    pub fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    /// Moves the clock to `now` (never backwards) and ends every flow whose timer ran out.
+    pub fn advance(&mut self, now: Timestamp, out: &mut Vec<FlowNotice>) {
+        if now > self.now {
+            self.now = now;
+        }
+        let now = self.now;
+        let due_sec = now.0.div_euclid(SEC);
+        while let Some(entry) = self.wheel.first_entry() {
+            if *entry.key() > due_sec {
+                break;
+            }
+            let items = entry.remove();
+            self.wheel_len = self.wheel_len.saturating_sub(items.len());
+            for (slot, gen_) in items {
+                if self.gens.get(slot as usize) != Some(&gen_) {
+                    continue;
+                }
+                let Some(s) = self.slots.get(slot as usize).and_then(|s| s.as_ref()) else {
+                    continue;
+                };
+                let deadline = self.deadline(s);
+                let reason = if now.0 > deadline.0 {
+                    Some(self.expiry_reason(s))
+                } else {
+                    None
+                };
+                match reason {
+                    Some(r) => self.end_slot(slot, r, out),
+                    None => self.schedule(slot, deadline),
+                }
+            }
+        }
+    }
+
+    /// Feeds one decoded packet stamped `ts`; notices for ended and started flows go to `out`.
+    pub fn process(
+        &mut self,
+        ts: Timestamp,
+        frame_len: u32,
+        pkt: &PacketInfo<'_>,
+        out: &mut Vec<FlowNotice>,
+    ) {
+        if ts < self.now {
+            self.stats.out_of_order += 1;
+        }
+        self.advance(ts, out);
+        let ts = self.now;
+        let (sport, dport) = self.ports(pkt);
+        let (key, from_a) = make_key(pkt, sport, dport);
+        let flags = pkt.tcp_flags;
+        let is_tcp = pkt.proto == proto::TCP;
+
+        let mut slot_id = self.index.get(&key).copied();
+        // A finished TCP flow meeting a fresh SYN, or an over-age flow: end it, start anew.
+        if let Some(id) = slot_id
+            && let Some(s) = self.slots.get(id as usize).and_then(|s| s.as_ref())
+        {
+            let fresh_syn = is_tcp
+                && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
+                && s.closed_at.is_some();
+            if fresh_syn {
+                self.end_slot(id, EndReason::Closed, out);
+                slot_id = None;
+            } else if ts.since(s.rec.first) > self.cfg.active {
+                self.end_slot(id, EndReason::Active, out);
+                slot_id = None;
+            }
+        }
+        let id = match slot_id {
+            Some(id) => id,
+            None => self.create(ts, key, from_a, pkt, sport, dport, out),
+        };
+        let Some(s) = self.slots.get_mut(id as usize).and_then(|s| s.as_mut()) else {
+            return;
+        };
+        let from_orig = from_a == s.orig_is_a;
+        let mut closed_now = false;
+        let rec = &mut s.rec;
+        rec.last = ts;
+        let (dir, side) = if from_orig {
+            (&mut rec.orig, &mut rec.orig_flags)
+        } else {
+            (&mut rec.resp, &mut rec.resp_flags)
+        };
+        dir.pkts += 1;
+        dir.ip_bytes += u64::from(pkt.ip_len);
+        dir.frame_bytes += u64::from(frame_len);
+        dir.payload_bytes += u64::from(pkt.payload_len);
+        if is_tcp {
+            if flags & tcp_flags::SYN != 0 {
+                if flags & tcp_flags::ACK != 0 {
+                    side.synack = true;
+                } else {
+                    side.syn = true;
+                }
+            }
+            side.fin |= flags & tcp_flags::FIN != 0;
+            side.rst |= flags & tcp_flags::RST != 0;
+            if s.closed_at.is_none()
+                && (flags & tcp_flags::RST != 0 || (rec.orig_flags.fin && rec.resp_flags.fin))
+            {
+                s.closed_at = Some(ts);
+                closed_now = true;
+            }
+        }
+        if rec.orig.pkts + rec.resp.pkts == 1 {
+            out.push(FlowNotice {
+                kind: NoticeKind::Start,
+                flow: *rec,
+                at: ts,
+            });
+        }
+        if closed_now {
+            // The linger is shorter than the pending check: add a check at its end.
+            self.schedule(id, ts.add(self.cfg.tcp_close_linger));
+        }
+    }
+
+    /// Ends every flow (end of capture), in start order; the table is empty afterwards.
+    pub fn finish(&mut self, out: &mut Vec<FlowNotice>) {
+        let mut live: Vec<(Timestamp, u64, u32)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|s| (s.rec.first, s.rec.id, i as u32)))
+            .collect();
+        live.sort_unstable();
+        for (_, _, slot) in live {
+            self.end_slot(slot, EndReason::CaptureEnd, out);
+        }
+        self.wheel.clear();
+        self.wheel_len = 0;
+    }
+
+    fn ports(&mut self, pkt: &PacketInfo<'_>) -> (u16, u16) {
+        let ports = match pkt.icmp {
+            // Echo request and reply share the identifier; other ICMP: one flow per host pair.
+            Some(_) => {
+                let id = pkt.icmp_echo_id.unwrap_or(0);
+                (id, id)
+            }
+            None => (pkt.sport, pkt.dport),
+        };
+        match pkt.fragment {
+            Some((id, true)) => {
+                let k = (pkt.src, pkt.dst, pkt.proto, id);
+                if self.frags.len() >= MAX_FRAGS
+                    && let Some(old) = self.frag_order.pop_front()
+                {
+                    self.frags.remove(&old);
+                }
+                if self.frags.insert(k, ports).is_none() {
+                    self.frag_order.push_back(k);
+                }
+                ports
+            }
+            Some((id, false)) => match self.frags.get(&(pkt.src, pkt.dst, pkt.proto, id)) {
+                Some(p) => *p,
+                None => {
+                    self.stats.orphan_fragments += 1;
+                    (0, 0)
+                }
+            },
+            None => ports,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &mut self,
+        ts: Timestamp,
+        key: FlowKey,
+        from_a: bool,
+        pkt: &PacketInfo<'_>,
+        sport: u16,
+        dport: u16,
+        out: &mut Vec<FlowNotice>,
+    ) -> u32 {
+        if self.index.len() >= self.cfg.max_flows {
+            self.evict_one(out);
+        }
+        // SYN+ACK first: the receiver is the originator.
+        let flip = pkt.proto == proto::TCP
+            && pkt.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK)
+                == (tcp_flags::SYN | tcp_flags::ACK);
+        let (src, dst, sp, dp) = if flip {
+            (pkt.dst, pkt.src, dport, sport)
+        } else {
+            (pkt.src, pkt.dst, sport, dport)
+        };
+        let dport_shown = match pkt.icmp {
+            Some((t, _)) => u16::from(t),
+            None => dp,
+        };
+        let sport_shown = if pkt.icmp.is_some() { 0 } else { sp };
+        let rec = FlowRecord {
+            id: stable_id(ts, &key),
+            src,
+            dst,
+            sport: sport_shown,
+            dport: dport_shown,
+            proto: pkt.proto,
+            vlan_outer: pkt.vlan_outer,
+            vlan: pkt.vlan,
+            first: ts,
+            last: ts,
+            orig: DirCounts::default(),
+            resp: DirCounts::default(),
+            orig_flags: SideFlags::default(),
+            resp_flags: SideFlags::default(),
+        };
+        let slot = Slot {
+            rec,
+            key,
+            orig_is_a: from_a != flip,
+            closed_at: None,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                if let Some(s) = self.slots.get_mut(id as usize) {
+                    *s = Some(slot);
+                }
+                id
+            }
+            None => {
+                self.slots.push(Some(slot));
+                self.gens.push(0);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.index.insert(key, id);
+        self.stats.flows += 1;
+        // First check after the shortest timeout that can apply; rescheduled as needed.
+        let first_check = ts.add(
+            self.cfg
+                .tcp_close_linger
+                .min(self.idle_for(pkt.proto, true)),
+        );
+        self.schedule(id, first_check);
+        id
+    }
+
+    fn evict_one(&mut self, out: &mut Vec<FlowNotice>) {
+        while let Some(mut entry) = self.wheel.first_entry() {
+            let items = entry.get_mut();
+            while let Some((slot, gen_)) = items.pop() {
+                self.wheel_len = self.wheel_len.saturating_sub(1);
+                if self.gens.get(slot as usize) == Some(&gen_)
+                    && self.slots.get(slot as usize).is_some_and(|s| s.is_some())
+                {
+                    if items.is_empty() {
+                        entry.remove();
+                    }
+                    self.stats.evicted += 1;
+                    self.end_slot(slot, EndReason::Evicted, out);
+                    return;
+                }
+            }
+            entry.remove();
+        }
+    }
+
+    fn schedule(&mut self, slot: u32, at: Timestamp) {
+        let Some(&gen_) = self.gens.get(slot as usize) else {
+            return;
+        };
+        // Bucket b is processed once the clock reaches second b, so round the deadline up.
+        let bucket = at.0.div_euclid(SEC).saturating_add(1);
+        self.wheel.entry(bucket).or_default().push((slot, gen_));
+        self.wheel_len += 1;
+        if self.wheel_len > self.cfg.max_flows.saturating_mul(2).max(1024) {
+            self.compact_wheel();
+        }
+    }
+
+    fn compact_wheel(&mut self) {
+        let gens = &self.gens;
+        let slots = &self.slots;
+        let mut len = 0;
+        self.wheel.retain(|_, items| {
+            items.retain(|(s, g)| {
+                gens.get(*s as usize) == Some(g)
+                    && slots.get(*s as usize).is_some_and(|x| x.is_some())
+            });
+            len += items.len();
+            !items.is_empty()
+        });
+        self.wheel_len = len;
+    }
+
+    fn idle_for(&self, p: u8, attempt: bool) -> Duration {
+        match p {
+            proto::TCP if attempt => self.cfg.tcp_attempt,
+            proto::TCP => self.cfg.tcp_idle,
+            proto::UDP => self.cfg.udp_idle,
+            _ => self.cfg.other_idle,
+        }
+    }
+
+    /// When the flow in `s` ends if nothing more arrives (strictly after this instant).
+    fn deadline(&self, s: &Slot) -> Timestamp {
+        let r = &s.rec;
+        let attempt = r.resp.pkts == 0 && !r.orig_flags.synack && r.orig_flags.syn;
+        let idle = r.last.add(self.idle_for(r.proto, attempt));
+        let mut d = idle.min(r.first.add(self.cfg.active));
+        if let Some(c) = s.closed_at {
+            d = d.min(r.last.max(c).add(self.cfg.tcp_close_linger));
+        }
+        d
+    }
+
+    fn expiry_reason(&self, s: &Slot) -> EndReason {
+        let r = &s.rec;
+        if s.closed_at.is_some() && self.now.since(r.last) > self.cfg.tcp_close_linger {
+            EndReason::Closed
+        } else if self.now.since(r.first) > self.cfg.active {
+            EndReason::Active
+        } else {
+            EndReason::Idle
+        }
+    }
+
+    fn end_slot(&mut self, slot: u32, reason: EndReason, out: &mut Vec<FlowNotice>) {
+        let Some(s) = self.slots.get_mut(slot as usize).and_then(|s| s.take()) else {
+            return;
+        };
+        if let Some(g) = self.gens.get_mut(slot as usize) {
+            *g = g.wrapping_add(1);
+        }
+        self.free.push(slot);
+        self.index.remove(&s.key);
+        let at = self.now;
+        out.push(FlowNotice {
+            kind: NoticeKind::End(reason),
+            flow: s.rec,
+            at,
+        });
+        if s.rec.is_failed_attempt() {
+            out.push(FlowNotice {
+                kind: NoticeKind::AttemptFailed(reason),
+                flow: s.rec,
+                at,
+            });
+        }
+    }
+}
+
+fn make_key(pkt: &PacketInfo<'_>, sport: u16, dport: u16) -> (FlowKey, bool) {
+    let from_a = (pkt.src, sport) <= (pkt.dst, dport);
+    let (a, pa, b, pb) = if from_a {
+        (pkt.src, sport, pkt.dst, dport)
+    } else {
+        (pkt.dst, dport, pkt.src, sport)
+    };
+    (
+        FlowKey {
+            vlan_outer: pkt.vlan_outer,
+            vlan: pkt.vlan,
+            proto: pkt.proto,
+            a,
+            b,
+            pa,
+            pb,
+        },
+        from_a,
+    )
+}
+
+/// FNV-1a over the first stamp and the key: the same capture gives the same ids every run.
+fn stable_id(ts: Timestamp, key: &FlowKey) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&ts.0.to_le_bytes());
+    eat(&key.vlan_outer.to_le_bytes());
+    eat(&key.vlan.to_le_bytes());
+    eat(&[key.proto]);
+    for ip in [key.a, key.b] {
+        match ip {
+            IpAddr::V4(v) => eat(&v.octets()),
+            IpAddr::V6(v) => eat(&v.octets()),
+        }
+    }
+    eat(&key.pa.to_le_bytes());
+    eat(&key.pb.to_le_bytes());
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::flow::decode::{Decoded, decode, linktype};
+    use etherparse::PacketBuilder;
+
+    fn tcp(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, f: &str) -> Vec<u8> {
+        let mut b = PacketBuilder::ipv4(src, dst, 64).tcp(sp, dp, 1, 1000);
+        if f.contains('S') {
+            b = b.syn();
+        }
+        if f.contains('A') {
+            b = b.ack(1);
+        }
+        if f.contains('F') {
+            b = b.fin();
+        }
+        if f.contains('R') {
+            b = b.rst();
+        }
+        let mut v = Vec::new();
+        b.write(&mut v, &[]).unwrap();
+        v
+    }
+
+    fn feed(t: &mut FlowTable, secs: f64, frame: &[u8], out: &mut Vec<FlowNotice>) {
+        let Decoded::Ip(p) = decode(linktype::RAW, frame) else {
+            panic!()
+        };
+        t.process(Timestamp((secs * 1e9) as i64), frame.len() as u32, &p, out);
+    }
+
+    const C: [u8; 4] = [10, 0, 0, 1];
+    const S: [u8; 4] = [10, 0, 0, 2];
+
+    fn states(script: &[(f64, bool, &str)]) -> Vec<String> {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        for (at, from_c, f) in script {
+            let fr = if *from_c {
+                tcp(C, S, 4000, 80, f)
+            } else {
+                tcp(S, C, 80, 4000, f)
+            };
+            feed(&mut t, *at, &fr, &mut out);
+        }
+        t.finish(&mut out);
+        out.iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| n.flow.state().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn conn_states() {
+        assert_eq!(states(&[(0.0, true, "S")]), ["S0"]);
+        assert_eq!(states(&[(0.0, true, "S"), (0.1, false, "RA")]), ["REJ"]);
+        assert_eq!(
+            states(&[
+                (0.0, true, "S"),
+                (0.1, false, "SA"),
+                (0.2, true, "A"),
+                (0.3, true, "FA"),
+                (0.4, false, "FA"),
+                (0.5, true, "A")
+            ]),
+            ["SF"]
+        );
+        assert_eq!(states(&[(0.0, true, "S"), (0.1, false, "SA")]), ["S1"]);
+        assert_eq!(
+            states(&[(0.0, true, "S"), (0.1, false, "SA"), (0.2, true, "R")]),
+            ["RSTO"]
+        );
+        assert_eq!(states(&[(0.0, true, "S"), (0.1, true, "R")]), ["RSTOS0"]);
+        assert_eq!(states(&[(0.0, false, "SA")]), ["OTH"]);
+        assert_eq!(states(&[(0.0, false, "SA"), (0.1, false, "R")]), ["RSTRH"]);
+        assert_eq!(states(&[(0.0, true, "A")]), ["OTH"]);
+    }
+
+    #[test]
+    fn timeouts_and_eviction() {
+        let mut t = FlowTable::new(FlowConfig {
+            max_flows: 2,
+            ..FlowConfig::default()
+        });
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &tcp(C, S, 1, 80, "S"), &mut out);
+        feed(&mut t, 1.0, &tcp(C, S, 2, 80, "S"), &mut out);
+        feed(&mut t, 2.0, &tcp(C, S, 3, 80, "S"), &mut out);
+        assert_eq!(t.stats().evicted, 1);
+        assert!(
+            out.iter()
+                .any(|n| n.kind == NoticeKind::End(EndReason::Evicted) && n.flow.sport == 1)
+        );
+        // Attempts time out after 30 s of silence: the next packet at 40 s ends both.
+        feed(&mut t, 40.0, &tcp(C, S, 9, 80, "S"), &mut out);
+        let failed = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::AttemptFailed(EndReason::Idle)))
+            .count();
+        assert_eq!(failed, 2);
+        assert_eq!(t.stats().active, 1);
+    }
+}
