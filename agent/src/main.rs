@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod flow;
 mod ingest;
+mod replay;
 mod rulefiles;
 mod rules_cmd;
 
@@ -30,6 +31,8 @@ enum Command {
     },
     /// Print the flows of pcap/pcapng captures as JSON lines (like Zeek's conn.log).
     Flows(flow::cmd::FlowsArgs),
+    /// Run the rules over syslog files and captures as fast as possible; alerts as JSON lines.
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -45,6 +48,7 @@ fn main() -> ExitCode {
             RulesCommand::Check(args) => rules_cmd::check(args),
         },
         Command::Flows(args) => flow::cmd::run(args),
+        Command::Replay(args) => replay::run(args),
     }
 }
 

@@ -12,3 +12,6 @@ mod rules_check;
 
 /// Syslog, JSON-lines and replay-input parsing against real corpora and hostile input.
 mod syslog_ingest;
+
+/// `cepheus replay` against independent counts, the peers' scorer, and itself (determinism).
+mod replay;

@@ -1,0 +1,219 @@
+//! `cepheus replay` through the binary, against independent counts and the peers' scorer.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cepheus() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cepheus"))
+}
+
+/// Runs the binary; returns stdout (alert lines) after asserting success.
+fn replay(args: &[&str]) -> String {
+    let out = cepheus().arg("replay").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "replay {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn python() -> Option<&'static str> {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Some("python3")
+    } else {
+        eprintln!("SKIP: python3 not found (the independent counts are Python scripts)");
+        None
+    }
+}
+
+fn epoch(rfc3339: &str) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .unwrap()
+        .timestamp()
+}
+
+#[test]
+fn ssh_rules_on_real_openssh_log_match_an_independent_count() {
+    let Some(py) = python() else { return };
+    let log = manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log");
+    let rules = manifest().join("../rules/ssh.toml");
+    let alerts = replay(&[
+        "--rules",
+        rules.to_str().unwrap(),
+        "--year",
+        "2024",
+        log.to_str().unwrap(),
+    ]);
+    let mut got: Vec<String> = alerts
+        .lines()
+        .map(|l| {
+            let a: Value = serde_json::from_str(l).unwrap();
+            format!(
+                "{} {} {} {}",
+                a["rule"].as_str().unwrap(),
+                a["state"].as_str().unwrap(),
+                a["group"]["src"].as_str().unwrap(),
+                epoch(a["time"].as_str().unwrap())
+            )
+        })
+        .collect();
+    got.sort();
+    let script = manifest().join("tests/fixtures/ssh_count.py");
+    let out = Command::new(py)
+        .arg(&script)
+        .arg("2024")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(!want.is_empty(), "the log has brute-force episodes");
+    assert_eq!(got, want);
+}
+
+#[test]
+fn replay_is_byte_identical_across_runs() {
+    let log = manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log");
+    let rules = manifest().join("../rules");
+    let args = [
+        "--rules",
+        rules.to_str().unwrap(),
+        "--year",
+        "2024",
+        "--until",
+        "+1h",
+        log.to_str().unwrap(),
+    ];
+    let a = replay(&args);
+    let b = replay(&args);
+    assert!(!a.is_empty());
+    assert_eq!(a, b);
+}
+
+fn score_seed(py: &str, dir: &Path, seed: u32, hosts: u32, lines: u32) {
+    let fx = manifest().join("tests/fixtures/peers");
+    let prefix = dir.join(format!("w{seed}"));
+    let st = Command::new(py)
+        .arg(fx.join("gen_workload.py"))
+        .args([
+            "--hosts",
+            &hosts.to_string(),
+            "--lines",
+            &lines.to_string(),
+            "--seed",
+            &seed.to_string(),
+        ])
+        .arg("--out")
+        .arg(&prefix)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let log = prefix.with_extension("log");
+    let alerts = replay(&[
+        "--rules",
+        fx.join("rules.toml").to_str().unwrap(),
+        "--year",
+        "2026",
+        log.to_str().unwrap(),
+    ]);
+    let mut conv = Command::new(py)
+        .arg(fx.join("to_score.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    conv.stdin
+        .take()
+        .unwrap()
+        .write_all(alerts.as_bytes())
+        .unwrap();
+    let scored = conv.wait_with_output().unwrap();
+    let lines_file = dir.join(format!("w{seed}.score"));
+    std::fs::write(&lines_file, &scored.stdout).unwrap();
+    let out = Command::new(py)
+        .arg(fx.join("score.py"))
+        .arg(prefix.with_extension("truth.json"))
+        .arg(&lines_file)
+        .output()
+        .unwrap();
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for k in [
+        "hb_missed",
+        "hb_extra",
+        "res_missed",
+        "res_extra",
+        "bf_missed",
+        "bf_extra",
+    ] {
+        assert_eq!(s[k], 0, "seed {seed}: {k} in {s}");
+    }
+    assert!(
+        s["hb_expected"].as_u64().unwrap() > 0 && s["bf_expected"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+}
+
+#[test]
+fn peers_workload_scores_exact_on_several_seeds() {
+    let Some(py) = python() else { return };
+    let dir = std::env::temp_dir().join(format!("cepheus-peers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for seed in [1, 2, 3, 7] {
+        score_seed(py, &dir, seed, 300, 20_000);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_rules_exit_1_and_missing_input_exits_2() {
+    let dir = std::env::temp_dir().join(format!("cepheus-badrules-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[rule]]\nname = \"x\"\nseverity = \"high\"\nevents.a = 'syslog and'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let out = cepheus()
+        .args(["replay", "--rules", bad.to_str().unwrap(), "-"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cepheus()
+        .args(["replay", "--rules"])
+        .arg(manifest().join("../rules"))
+        .arg("/nonexistent/input.log")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/input.log"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
