@@ -116,7 +116,7 @@ pub struct Episode {
 pub struct AbsenceState {
     /// The last awaited event, if any.
     last_seen: Option<Timestamp>,
-    firing: Option<Episode>,
+    firing: Option<Box<Episode>>,
 }
 
 /// The state of one group of a linear rule.
@@ -124,7 +124,7 @@ pub struct AbsenceState {
 pub struct LinearState {
     runs: Vec<Run>,
     waits: Vec<Wait>,
-    episode: Option<Episode>,
+    episode: Option<Box<Episode>>,
     /// Per event definition, when it last occurred (only for rules with a leading absence).
     last_seen: Vec<Option<Timestamp>>,
     last_emit: Option<Timestamp>,
@@ -332,12 +332,12 @@ impl Group {
                         counters,
                         out,
                     );
-                    a.firing = Some(Episode {
+                    a.firing = Some(Box::new(Episode {
                         id,
                         kind: EpisodeKind::Absence(0),
                         last: deadline,
                         events: Vec::new(),
-                    });
+                    }));
                 }
             }
             (GroupState::Linear(l), Plan::Linear { alts }) => {
@@ -706,12 +706,12 @@ impl LinearState {
                 counters,
                 out,
             );
-            self.episode = Some(Episode {
+            self.episode = Some(Box::new(Episode {
                 id,
                 kind: EpisodeKind::Closure(set),
                 last: t,
                 events,
-            });
+            }));
             return;
         }
         if let Trigger::Every(period) = ctx.rule.trigger {
@@ -776,12 +776,12 @@ impl LinearState {
                 counters,
                 out,
             );
-            self.episode = Some(Episode {
+            self.episode = Some(Box::new(Episode {
                 id,
                 kind: EpisodeKind::Absence(set),
                 last: w.deadline,
                 events: w.events,
-            });
+            }));
         }
         // A closure episode ends after a window of quiet.
         if let (Some(ep), Some(w)) = (&self.episode, ctx.wmax())

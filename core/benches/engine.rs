@@ -1,0 +1,110 @@
+//! Engine throughput (events already parsed): heartbeat absence over many rules and hosts, and
+//! the ssh brute-force rules over many source addresses.
+//!
+//! `cargo bench -p cepheus-core --bench engine`
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use cepheus_core::engine::{Engine, EngineConfig};
+use cepheus_core::event::{Event, Field, Source, Value};
+use cepheus_core::rules::compile_str;
+use cepheus_core::rules::ir::RuleSet;
+use cepheus_core::time::Timestamp;
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+
+const RULES: usize = 100;
+const HOSTS: usize = 100_000;
+
+fn host(i: usize) -> String {
+    format!("host{i:06}")
+}
+
+/// 100 rules, rule r watching the hosts h with h % 100 == r (disjoint sets covering 100,000
+/// hosts), each `absent(hb) for 2m`.
+pub fn heartbeat_rules() -> RuleSet {
+    let mut text = String::new();
+    for r in 0..RULES {
+        let hosts: Vec<String> = (0..HOSTS).filter(|h| h % RULES == r).map(|h| format!("\"{}\"", host(h))).collect();
+        text.push_str(&format!(
+            "[[rule]]\nname = \"hb-{r}\"\nseverity = \"critical\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"heartbeat\" and host in [{}]'\npattern = \"absent(hb) for 2m\"\n\n",
+            hosts.join(", ")
+        ));
+    }
+    let c = compile_str("bench.toml", &text);
+    c.rules.expect("valid heartbeat rules")
+}
+
+/// `rounds` heartbeats from every host, one per minute each, in time order.
+pub fn heartbeat_events(rounds: usize) -> Vec<Event> {
+    let mut v = Vec::with_capacity(rounds * HOSTS);
+    let t0 = 1_780_000_000i64 * 1_000_000_000;
+    let step = 60_000_000_000 / HOSTS as i64;
+    for r in 0..rounds {
+        for h in 0..HOSTS {
+            let t = Timestamp(t0 + r as i64 * 60_000_000_000 + h as i64 * step);
+            v.push(
+                Event::new(Source::Syslog, t, t)
+                    .with(Field::Host, Value::str(&host(h)))
+                    .with(Field::App, Value::str("heartbeat"))
+                    .with(Field::Msg, Value::str("alive")),
+            );
+        }
+    }
+    v
+}
+
+fn ssh_rules() -> RuleSet {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../rules/ssh.toml")).unwrap();
+    compile_str("ssh.toml", &text).rules.expect("valid ssh rules")
+}
+
+/// Failed logins from 100,000 addresses (a few each), every 50th followed by a success.
+fn ssh_events(n: usize) -> Vec<Event> {
+    let t0 = 1_780_000_000i64 * 1_000_000_000;
+    (0..n)
+        .map(|i| {
+            let src = i % 100_000;
+            let ip = format!("10.{}.{}.{}", src >> 16, (src >> 8) & 255, src & 255);
+            let t = Timestamp(t0 + i as i64 * 1_000_000);
+            let msg = if i % 50 == 49 {
+                format!("Accepted password for alice from {ip} port 2222 ssh2")
+            } else {
+                format!("Failed password for root from {ip} port 2222 ssh2")
+            };
+            Event::new(Source::Syslog, t, t)
+                .with(Field::Host, Value::str("bastion"))
+                .with(Field::App, Value::str("sshd"))
+                .with(Field::Msg, Value::str(&msg))
+        })
+        .collect()
+}
+
+fn run(rules: &RuleSet, events: Vec<Event>) -> usize {
+    let mut e = Engine::new(rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    for ev in events {
+        e.push(ev, &mut out);
+    }
+    out.len()
+}
+
+fn bench(c: &mut Criterion) {
+    let rules = heartbeat_rules();
+    let events = heartbeat_events(3);
+    let mut g = c.benchmark_group("engine");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(events.len() as u64));
+    g.bench_function("heartbeat_100_rules_100k_hosts", |b| {
+        b.iter_batched(|| events.clone(), |evs| run(&rules, evs), BatchSize::LargeInput)
+    });
+    let rules = ssh_rules();
+    let events = ssh_events(300_000);
+    g.throughput(Throughput::Elements(events.len() as u64));
+    g.bench_function("ssh_rules_100k_sources", |b| {
+        b.iter_batched(|| events.clone(), |evs| run(&rules, evs), BatchSize::LargeInput)
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
