@@ -320,3 +320,36 @@ mod prop {
         }
     }
 }
+
+/// The field table of docs/rules.md, generated from the registry.
+fn field_table() -> String {
+    let mut s = String::from("| field | type | sources | meaning |\n|---|---|---|---|\n");
+    for f in Field::ALL {
+        let srcs: Vec<&str> = f.sources().iter().map(|s| s.name()).collect();
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            f.name(),
+            f.ty(),
+            srcs.join(", "),
+            f.doc().replace('|', "\\|")
+        ));
+    }
+    s.push_str("| `sd.<id>.<param>` | string | syslog | RFC 5424 structured data, e.g. `sd.origin.ip`; SD-IDs may contain `@` |\n");
+    s
+}
+
+#[test]
+fn docs_field_table_is_current() {
+    let docs = include_str!("../../docs/rules.md");
+    let table = field_table();
+    assert!(
+        docs.contains(&table),
+        "docs/rules.md is out of date; its field table must read:\n\n{table}"
+    );
+    for key in cepheus_core::rules::rule_keys() {
+        assert!(
+            docs.contains(&format!("`{key}`")),
+            "docs/rules.md does not document `{key}`"
+        );
+    }
+}
