@@ -274,6 +274,25 @@ mod prop {
         }
 
         #[test]
+        fn expression_soup_never_panics(words in proptest::collection::vec(prop_oneof![
+            Just("syslog"), Just("flow"), Just("and"), Just("or"), Just("not"), Just("("), Just(")"),
+            Just("["), Just("]"), Just(","), Just("=="), Just("<="), Just("=~"), Just("!~"), Just("in"),
+            Just("app"), Just("src"), Just("sd.a@1.b"), Just("\"x\""), Just("\"(?P<src>\\S+\""), Just("22"),
+            Just("1.5"), Just("5m"), Just("10.0.0.0/8"), Just("::1"), Just("fe80::/10"), Just("-"), Just("+"),
+            Just("*"), Just("%"), Just("exists"), Just("contains"), Just("seq"), Just("absent"), Just("within"),
+            Just("for"), Just("{"), Just("}"), Just("distinct"), Just("a"), Just("b"), Just("..") , Just("é"),
+        ], 0..25)) {
+            let text = words.join(" ");
+            let _ = cepheus_core::rules::syntax::parse_cond(&text);
+            let _ = cepheus_core::rules::syntax::parse_pattern(&text);
+            let t = text.replace('\'', "");
+            let rule = format!(
+                "[[rule]]\nname = \"r\"\nseverity = \"low\"\ngroup_by = [\"src\"]\nevents.a = '{t}'\nevents.b = 'flow'\npattern = '{t}'\nmessage = '{t}'\n"
+            );
+            let _ = compile_str("soup.toml", &rule);
+        }
+
+        #[test]
         fn mutations_never_panic(
             which in 0..SHIPPED.len(),
             edits in proptest::collection::vec((any::<usize>(), 0u8..3, any::<char>()), 1..6),
