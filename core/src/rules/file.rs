@@ -47,6 +47,8 @@ pub(crate) struct FirstDef {
     pub path: PathBuf,
     pub line: usize,
     pub column: usize,
+    /// A note pointing at the first definition.
+    pub note: Diagnostic,
 }
 
 /// State shared across files during one compile.
@@ -315,19 +317,29 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 first.line,
                 first.column
             );
-            cx.error(
+            let mut d = cx.file.diag(
+                Level::Error,
                 sp.clone(),
                 format!("duplicate rule name `{n}`"),
-                Some(format!("{note}; rule names must be unique across files")),
             );
+            d.help = Some(format!("{note}; rule names must be unique across files"));
+            d.related.push(first.note.clone());
+            cx.push(d);
         } else {
             let (line, column) = cx.file.line_col(sp.start);
+            let mut note = cx.file.diag(
+                Level::Note,
+                sp.clone(),
+                format!("`{n}` is first defined here"),
+            );
+            note.label = Some("first definition".into());
             cx.s.names.insert(
                 n.clone(),
                 FirstDef {
                     path: cx.file.path.clone(),
                     line,
                     column,
+                    note,
                 },
             );
         }
