@@ -274,6 +274,25 @@ mod prop {
         }
 
         #[test]
+        fn expression_soup_never_panics(words in proptest::collection::vec(prop_oneof![
+            Just("syslog"), Just("flow"), Just("and"), Just("or"), Just("not"), Just("("), Just(")"),
+            Just("["), Just("]"), Just(","), Just("=="), Just("<="), Just("=~"), Just("!~"), Just("in"),
+            Just("app"), Just("src"), Just("sd.a@1.b"), Just("\"x\""), Just("\"(?P<src>\\S+\""), Just("22"),
+            Just("1.5"), Just("5m"), Just("10.0.0.0/8"), Just("::1"), Just("fe80::/10"), Just("-"), Just("+"),
+            Just("*"), Just("%"), Just("exists"), Just("contains"), Just("seq"), Just("absent"), Just("within"),
+            Just("for"), Just("{"), Just("}"), Just("distinct"), Just("a"), Just("b"), Just("..") , Just("é"),
+        ], 0..25)) {
+            let text = words.join(" ");
+            let _ = cepheus_core::rules::syntax::parse_cond(&text);
+            let _ = cepheus_core::rules::syntax::parse_pattern(&text);
+            let t = text.replace('\'', "");
+            let rule = format!(
+                "[[rule]]\nname = \"r\"\nseverity = \"low\"\ngroup_by = [\"src\"]\nevents.a = '{t}'\nevents.b = 'flow'\npattern = '{t}'\nmessage = '{t}'\n"
+            );
+            let _ = compile_str("soup.toml", &rule);
+        }
+
+        #[test]
         fn mutations_never_panic(
             which in 0..SHIPPED.len(),
             edits in proptest::collection::vec((any::<usize>(), 0u8..3, any::<char>()), 1..6),
@@ -319,4 +338,338 @@ mod prop {
             }
         }
     }
+}
+
+/// The field table of docs/rules.md, generated from the registry.
+fn field_table() -> String {
+    let mut s = String::from("| field | type | sources | meaning |\n|---|---|---|---|\n");
+    for f in Field::ALL {
+        let srcs: Vec<&str> = f.sources().iter().map(|s| s.name()).collect();
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            f.name(),
+            f.ty(),
+            srcs.join(", "),
+            f.doc().replace('|', "\\|")
+        ));
+    }
+    s.push_str("| `sd.<id>.<param>` | string | syslog | RFC 5424 structured data, e.g. `sd.origin.ip`; SD-IDs may contain `@` |\n");
+    s
+}
+
+#[test]
+fn docs_field_table_is_current() {
+    let docs = include_str!("../../docs/rules.md");
+    let table = field_table();
+    assert!(
+        docs.contains(&table),
+        "docs/rules.md is out of date; its field table must read:\n\n{table}"
+    );
+    for key in cepheus_core::rules::rule_keys() {
+        assert!(
+            docs.contains(&format!("`{key}`")),
+            "docs/rules.md does not document `{key}`"
+        );
+    }
+}
+
+fn rule_text(body: &str) -> String {
+    format!("[[rule]]\nname = \"r\"\nseverity = \"low\"\n{body}\n")
+}
+
+fn messages(c: &Compiled) -> Vec<(Level, String)> {
+    c.diagnostics
+        .iter()
+        .map(|d| (d.severity, d.message.clone()))
+        .collect()
+}
+
+#[test]
+fn all_errors_of_a_file_in_one_pass() {
+    let text = "[[rule]]\nname = \"a\"\nseverity = \"hi\"\nevents.x = 'syslog and dport == 1'\npattern = \"seq(x, y)\"\n\
+                [[rule]]\nname = \"b\"\nseverity = \"low\"\nbogus = 1\nevents.x = 'flow and app == \"a\" and host == 3'\npattern = \"x{0}\"\n";
+    let c = compile_str("t.toml", text);
+    assert!(c.rules.is_none());
+    let m: Vec<String> = messages(&c).into_iter().map(|(_, m)| m).collect();
+    assert_eq!(
+        m,
+        vec![
+            "unknown severity `hi`",
+            "unknown field `dport` for syslog events; flow events have it",
+            "unknown event `y`",
+            "unknown key `bogus` in a rule",
+            "unknown field `app` for flow events; syslog events have it",
+            "unknown field `host` for flow events; syslog events have it",
+            "a count must be at least 1",
+        ]
+    );
+    // sorted by position in the file
+    let lines: Vec<usize> = c.diagnostics.iter().map(|d| d.line).collect();
+    let mut sorted = lines.clone();
+    sorted.sort();
+    assert_eq!(lines, sorted);
+}
+
+#[test]
+fn captures_are_typed_and_usable() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"src\", \"user\"]\nmessage = \"{user} from {src}\"\n\
+             events.a = 'syslog and msg =~ \"user (?P<user>\\w+) from (?P<src>\\S+)\" and src in 10.0.0.0/8 and user != \"root\"'\n\
+             pattern = \"a{3,} distinct(user) within 1m\"",
+        ),
+    );
+    assert_eq!(c.errors(), 0, "{:?}", messages(&c));
+    let r = &c.rules.unwrap().rules[0];
+    assert_eq!(
+        r.events[0].group_fields,
+        vec![FieldKey::Known(Field::Src), FieldKey::from_name("user")]
+    );
+    // a capture is not a string when named like an IP field
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'syslog and msg =~ \"(?P<src>\\S+)\" and src contains \"x\"'\npattern = \"a\"",
+        ),
+    );
+    assert_eq!(
+        messages(&c)[0].1,
+        "string test on `src` which is a IP address"
+    );
+    // a capture under `not` is not a field
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"u\"]\nevents.a = 'syslog and not (msg =~ \"(?P<u>\\S+)\")'\npattern = \"a\"",
+        ),
+    );
+    assert_eq!(
+        messages(&c)[0].1,
+        "event `a` cannot provide group field `u`"
+    );
+}
+
+#[test]
+fn group_fields_must_agree_in_type() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"k\"]\nevents.a = { if = 'flow', k = \"src\" }\nevents.b = { if = 'syslog', k = \"host\" }\npattern = \"seq(a, b)\"",
+        ),
+    );
+    assert_eq!(
+        messages(&c),
+        vec![(
+            Level::Error,
+            "group field `k` is a IP address in event `a` but a string in event `b`".to_string()
+        )]
+    );
+}
+
+#[test]
+fn settings_compile() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"src\", \"dport\"]\nexpect = [\"10.0.0.1,22\", \" ::1 , 443\"]\ntime = \"event\"\nmax_delay = \"10s\"\n\
+             allowed_lateness = \"1m\"\ntrigger = {}\nforget_after = \"1d\"\nmax_groups = 1000\nmax_partial_matches = 50\n\
+             events.a = 'flow and dport in [22, 443]'\npattern = \"absent(a) for 5m\"",
+        ),
+    );
+    assert_eq!(c.diagnostics.len(), 0, "{:?}", messages(&c));
+    let r = &c.rules.unwrap().rules[0];
+    assert_eq!(
+        r.expect,
+        vec![
+            vec![Value::Ip("10.0.0.1".parse().unwrap()), Value::Int(22)],
+            vec![Value::Ip("::1".parse().unwrap()), Value::Int(443)],
+        ]
+    );
+    assert_eq!(r.time, cepheus_core::rules::ir::TimeMode::Event);
+    assert_eq!(r.max_delay, Duration::from_secs(10));
+    assert_eq!(r.allowed_lateness, Duration::from_secs(60));
+    assert_eq!(r.trigger, Trigger::Every(None));
+    assert_eq!(r.forget_after, Duration::from_secs(86_400));
+    assert_eq!(
+        (r.max_groups, r.max_partial_matches),
+        (Some(1000), Some(50))
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "trigger = { every = \"1m\" }\nmax_delay = \"1s\"\nevents.a = 'syslog'\npattern = \"a\"",
+        ),
+    );
+    assert_eq!(
+        messages(&c),
+        vec![(
+            Level::Warning,
+            "`max_delay` has no effect with processing time".to_string()
+        )]
+    );
+    let r = &c.rules.unwrap().rules[0];
+    assert_eq!(r.trigger, Trigger::Every(Some(Duration::from_secs(60))));
+}
+
+#[test]
+fn message_templates() {
+    use cepheus_core::rules::ir::TemplatePart;
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"host\"]\nmessage = \"{{x}} {host} said {msg}\"\nevents.a = 'syslog'\npattern = \"a\"",
+        ),
+    );
+    assert_eq!(c.diagnostics.len(), 0, "{:?}", messages(&c));
+    let r = &c.rules.unwrap().rules[0];
+    assert_eq!(
+        r.message,
+        Some(vec![
+            TemplatePart::Text("{x} ".into()),
+            TemplatePart::Field(FieldKey::Known(Field::Host)),
+            TemplatePart::Text(" said ".into()),
+            TemplatePart::Field(FieldKey::Known(Field::Msg)),
+        ])
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text("message = \"oops {host\"\nevents.a = 'syslog'\npattern = \"a\""),
+    );
+    assert_eq!(messages(&c)[0].1, "unclosed `{` in message");
+}
+
+#[test]
+fn absence_placement() {
+    let ok = [
+        "absent(a) for 1m",
+        "seq(b, absent(a), b) within 5m",
+        "seq(b, absent(a), b)",
+        "seq(absent(a) for 1m, b)",
+        "seq(b, absent(or(a, b)) for 1m)",
+        "seq(b, absent(a)) within 1m",
+    ];
+    for p in ok {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!(
+                "events.a = 'syslog'\nevents.b = 'flow'\npattern = \"{p}\""
+            )),
+        );
+        assert_eq!(c.errors(), 0, "{p}: {:?}", messages(&c));
+    }
+    let bad = [
+        (
+            "absent(a)",
+            "`absent(..)` here needs a time: how long must it be absent?",
+        ),
+        (
+            "seq(absent(a), b)",
+            "`absent(..)` here needs a time: how long must it be absent?",
+        ),
+        (
+            "or(absent(a) for 1m, b)",
+            "`absent(..)` cannot be inside `or(..)` or `and(..)`",
+        ),
+        (
+            "absent(seq(a, b)) for 1m",
+            "`absent(..)` takes an event name or `or(..)` of event names",
+        ),
+        (
+            "seq(a, b within 1m)",
+            "`within` applies to the whole pattern only",
+        ),
+        ("a within 0s", "`within` needs a duration above zero"),
+    ];
+    for (p, want) in bad {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!(
+                "events.a = 'syslog'\nevents.b = 'flow'\npattern = \"{p}\""
+            )),
+        );
+        let m = messages(&c);
+        assert!(
+            m.iter().any(|(l, msg)| *l == Level::Error && msg == want),
+            "{p}: {m:?}"
+        );
+    }
+}
+
+#[test]
+fn expect_files_are_read_relative_to_the_rule_file() {
+    let src = [SourceFile {
+        path: "etc/rules/hb.toml".into(),
+        text: rule_text(
+            "group_by = [\"host\"]\nexpect = { file = \"lists/hosts.txt\" }\nevents.hb = 'syslog'\npattern = \"absent(hb) for 1m\"",
+        ),
+    }];
+    let mut asked = Vec::new();
+    let c = compile(&src, &mut |p| {
+        asked.push(p.to_path_buf());
+        Ok("  a  \n# c\n\nb\na\n".into())
+    });
+    assert_eq!(
+        asked,
+        vec![std::path::PathBuf::from("etc/rules/lists/hosts.txt")]
+    );
+    assert_eq!(
+        messages(&c),
+        vec![(Level::Warning, "`a` is listed twice".to_string())]
+    );
+    let d = &c.diagnostics[0];
+    assert_eq!(
+        (d.path.to_str(), d.line, d.column),
+        (Some("etc/rules/lists/hosts.txt"), 5, 1)
+    );
+    assert_eq!(
+        c.rules.unwrap().rules[0].expect,
+        vec![vec![Value::str("a")], vec![Value::str("b")]]
+    );
+    let c = compile(&src, &mut |_| {
+        Err(std::io::Error::new(std::io::ErrorKind::NotFound, "gone"))
+    });
+    assert!(
+        messages(&c)[0]
+            .1
+            .starts_with("cannot read expect file `etc/rules/lists/hosts.txt`")
+    );
+}
+
+#[test]
+fn duplicate_names_across_files() {
+    let a = SourceFile {
+        path: "b.toml".into(),
+        text: rule_text("events.a = 'syslog'\npattern = \"a\""),
+    };
+    let b = SourceFile {
+        path: "a.toml".into(),
+        text: format!("# x\n{}", rule_text("events.a = 'syslog'\npattern = \"a\"")),
+    };
+    let c = compile(&[a, b], &mut |_| unreachable!());
+    assert_eq!(c.errors(), 1);
+    let d = &c.diagnostics[0];
+    // files are read in path order: the second is b.toml
+    assert_eq!(d.path.to_str(), Some("b.toml"));
+    assert_eq!(
+        d.help.as_deref(),
+        Some("first defined at a.toml:3:8; rule names must be unique across files")
+    );
+}
+
+#[test]
+fn diagnostics_render_with_miette() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and hots == \"x\"'\npattern = \"a\""),
+    );
+    let d = &c.diagnostics[0];
+    let mut out = String::new();
+    miette::NarratableReportHandler::new()
+        .render_report(&mut out, d)
+        .unwrap();
+    assert!(out.contains("t.toml"), "{out}");
+    assert!(out.contains("label at line 4, columns 24 to 27"), "{out}");
+    assert!(out.contains("did you mean `host`?"), "{out}");
+    assert_eq!(d.to_json()["column"], 24);
 }

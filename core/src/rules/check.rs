@@ -151,7 +151,13 @@ impl CondChecker<'_, '_> {
                 let parts: Vec<Option<Cond>> = v.iter().map(|c| self.cond(c)).collect();
                 Some(Cond::And(parts.into_iter().collect::<Option<Vec<_>>>()?))
             }
-            CondAst::Not(c, _) => Some(Cond::Not(Box::new(self.cond(c)?))),
+            CondAst::Not(c, _) => {
+                // captures under `not` are not kept (the engine drops them too)
+                let mark = self.info.captures.len();
+                let inner = self.cond(c);
+                self.info.captures.truncate(mark);
+                Some(Cond::Not(Box::new(inner?)))
+            }
             CondAst::Source(s, _) => Some(Cond::Source(*s)),
             CondAst::Bool(true, _) => Some(Cond::True),
             CondAst::Bool(false, _) => Some(Cond::Not(Box::new(Cond::True))),

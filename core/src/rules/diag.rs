@@ -15,6 +15,8 @@ pub enum Level {
     Error,
     /// Accepted, but probably not what was meant.
     Warning,
+    /// Context attached to another diagnostic (see [`Diagnostic::related`]).
+    Note,
 }
 
 impl Level {
@@ -23,6 +25,7 @@ impl Level {
         match self {
             Level::Error => "error",
             Level::Warning => "warning",
+            Level::Note => "note",
         }
     }
 }
@@ -57,6 +60,8 @@ pub struct Diagnostic {
     pub label: Option<String>,
     /// Other places in the same file worth showing.
     pub labels: Vec<Label>,
+    /// Notes elsewhere, possibly in other files (e.g. where a duplicate name was first defined).
+    pub related: Vec<Diagnostic>,
     /// The text of the file, for rendering.
     pub source: Arc<miette::NamedSource<Arc<str>>>,
 }
@@ -93,6 +98,7 @@ impl miette::Diagnostic for Diagnostic {
         Some(match self.severity {
             Level::Error => miette::Severity::Error,
             Level::Warning => miette::Severity::Warning,
+            Level::Note => miette::Severity::Advice,
         })
     }
 
@@ -104,6 +110,15 @@ impl miette::Diagnostic for Diagnostic {
 
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         Some(&*self.source)
+    }
+
+    fn related<'a>(&'a self) -> Option<Box<dyn Iterator<Item = &'a dyn miette::Diagnostic> + 'a>> {
+        if self.related.is_empty() {
+            return None;
+        }
+        Some(Box::new(
+            self.related.iter().map(|d| d as &dyn miette::Diagnostic),
+        ))
     }
 
     fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
@@ -166,6 +181,7 @@ impl FileCtx {
             help: None,
             label: None,
             labels: Vec::new(),
+            related: Vec::new(),
             source: self.named.clone(),
         }
     }

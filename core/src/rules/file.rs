@@ -47,6 +47,8 @@ pub(crate) struct FirstDef {
     pub path: PathBuf,
     pub line: usize,
     pub column: usize,
+    /// A note pointing at the first definition.
+    pub note: Diagnostic,
 }
 
 /// State shared across files during one compile.
@@ -315,19 +317,29 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 first.line,
                 first.column
             );
-            cx.error(
+            let mut d = cx.file.diag(
+                Level::Error,
                 sp.clone(),
                 format!("duplicate rule name `{n}`"),
-                Some(format!("{note}; rule names must be unique across files")),
             );
+            d.help = Some(format!("{note}; rule names must be unique across files"));
+            d.related.push(first.note.clone());
+            cx.push(d);
         } else {
             let (line, column) = cx.file.line_col(sp.start);
+            let mut note = cx.file.diag(
+                Level::Note,
+                sp.clone(),
+                format!("`{n}` is first defined here"),
+            );
+            note.label = Some("first definition".into());
             cx.s.names.insert(
                 n.clone(),
                 FirstDef {
                     path: cx.file.path.clone(),
                     line,
                     column,
+                    note,
                 },
             );
         }
@@ -786,7 +798,10 @@ fn expect_values(
                 if let Some(s) = cx.string(it, "expect") {
                     match parse_key(s, groups, types) {
                         Ok(k) => out.push(k),
-                        Err(e) => cx.error(it.span(), e.0, e.1),
+                        Err((msg, help, sub)) => {
+                            let map = StrMap::new(&cx.file.text, it.span(), s);
+                            cx.error(map.span(sub), msg, help);
+                        }
                     }
                 }
             }
@@ -851,8 +866,9 @@ fn expect_values(
                             out.push(k);
                         }
                     }
-                    Err((msg, help)) => {
-                        let mut d = ef.diag(Level::Error, sp, msg);
+                    Err((msg, help, sub)) => {
+                        let mut d =
+                            ef.diag(Level::Error, sp.start + sub.start..sp.start + sub.end, msg);
                         d.help = help;
                         cx.push(d);
                     }
@@ -871,11 +887,10 @@ fn expect_values(
     out
 }
 
-fn parse_key(
-    s: &str,
-    groups: &[&str],
-    types: &[ValueType],
-) -> Result<Vec<Value>, (String, Option<String>)> {
+/// A bad expect key: message, hint, and the byte range of the culprit inside the key text.
+type KeyError = (String, Option<String>, Range<usize>);
+
+fn parse_key(s: &str, groups: &[&str], types: &[ValueType]) -> Result<Vec<Value>, KeyError> {
     let parts: Vec<&str> = if groups.len() == 1 {
         vec![s]
     } else {
@@ -893,10 +908,15 @@ fn parse_key(
                 "write the values comma-separated in group_by order: {}",
                 groups.join(",")
             )),
+            0..s.len(),
         ));
     }
     let mut out = Vec::new();
+    let mut at = 0;
     for ((p, g), t) in parts.iter().zip(groups).zip(types) {
+        let lead = p.len() - p.trim_start().len();
+        let sub = at + lead..at + lead + p.trim().len();
+        at += p.len() + 1;
         match Value::parse_as(*t, p) {
             Some(v) if !p.trim().is_empty() => out.push(v),
             _ => {
@@ -904,8 +924,10 @@ fn parse_key(
                     format!("`{}` is not a valid {t} for group field `{g}`", p.trim()),
                     match t {
                         ValueType::Ip => h("write an IPv4 or IPv6 address such as 10.0.0.5"),
+                        ValueType::Int => h("write a whole number"),
                         _ => None,
                     },
+                    sub,
                 ));
             }
         }
