@@ -59,34 +59,27 @@ pub fn pinned_source(c: &Cond) -> Option<Source> {
     })
 }
 
-/// An equality conjunct usable as an index key: a registry field (not captured by the
+/// The equality conjuncts usable as index keys: a registry field (not captured by the
 /// condition) equal to one of some literals of the field's type.
-fn index_key(c: &Cond) -> Option<(Field, Vec<Value>)> {
+fn index_keys(c: &Cond) -> Vec<(Field, Vec<Value>)> {
     let captured = captured_names(c);
     let usable = |k: &FieldKey| match k {
         FieldKey::Known(f) if *f != Field::Time && !captured.contains(k) => Some(*f),
         _ => None,
     };
-    let mut best: Option<(Field, Vec<Value>)> = None;
-    for conj in conjuncts(c) {
-        let found = match conj {
+    conjuncts(c)
+        .into_iter()
+        .filter_map(|conj| match conj {
             Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v))
-            | Cond::Cmp(CmpOp::Eq, Expr::Lit(v), Expr::Field(k)) => usable(k)
-                .filter(|f| f.ty() == v.ty())
-                .map(|f| (f, vec![v.clone()])),
-            Cond::In(Expr::Field(k), list) => usable(k)
-                .filter(|f| list.iter().all(|v| v.ty() == f.ty()) && !list.is_empty())
-                .map(|f| (f, list.clone())),
-            _ => None,
-        };
-        if let Some(f) = found {
-            // Prefer the most selective: the fewest values.
-            if best.as_ref().is_none_or(|b| f.1.len() < b.1.len()) {
-                best = Some(f);
+            | Cond::Cmp(CmpOp::Eq, Expr::Lit(v), Expr::Field(k)) => {
+                usable(k).filter(|f| f.ty() == v.ty()).map(|f| (f, vec![v.clone()]))
             }
-        }
-    }
-    best
+            Cond::In(Expr::Field(k), list) => usable(k)
+                .filter(|f| list.values().iter().all(|v| v.ty() == f.ty()) && !list.values().is_empty())
+                .map(|f| (f, list.values().to_vec())),
+            _ => None,
+        })
+        .collect()
 }
 
 fn captured_names(c: &Cond) -> Vec<FieldKey> {
@@ -99,43 +92,61 @@ fn captured_names(c: &Cond) -> Vec<FieldKey> {
 
 impl Filter {
     /// Builds the index for a rule set.
+    ///
+    /// Each definition is filed under one of its equality conjuncts: the one whose values are
+    /// shared by the fewest definitions (`host in [...]` beats `app == "heartbeat"` when a
+    /// hundred rules all test the app), so an event's probe finds few candidates.
     pub fn new(rules: &RuleSet) -> Filter {
         let mut defs = Vec::new();
-        let mut sources: [SourceIndex; 2] = Default::default();
+        let mut keyed: Vec<(Option<Source>, Vec<(Field, Vec<Value>)>)> = Vec::new();
+        let mut sharing: HashMap<(Field, Value), u32> = HashMap::new();
         for (ri, rule) in rules.rules.iter().enumerate() {
             for (di, def) in rule.events.iter().enumerate() {
-                let idx = defs.len() as u32;
                 defs.push(DefEntry {
                     rule: ri as u32,
                     def: di as u32,
                 });
-                let pinned = pinned_source(&def.cond);
-                let key = index_key(&def.cond);
-                for src in [Source::Syslog, Source::Flow] {
-                    if pinned.is_some_and(|p| p != src) {
-                        continue;
+                let keys = index_keys(&def.cond);
+                for (f, vs) in &keys {
+                    for v in vs {
+                        *sharing.entry((*f, v.clone())).or_default() += 1;
                     }
-                    let si = &mut sources[source_slot(src)];
-                    match &key {
-                        Some((field, values)) if field.available_in(src) => {
-                            let table = match si.by_field.iter_mut().position(|(f, _)| f == field) {
-                                Some(p) => &mut si.by_field[p].1,
-                                None => {
-                                    si.by_field.push((*field, HashMap::new()));
-                                    let last = si.by_field.len() - 1;
-                                    &mut si.by_field[last].1
-                                }
-                            };
-                            for v in values {
-                                let list = table.entry(v.clone()).or_default();
-                                if list.last() != Some(&idx) {
-                                    list.push(idx);
-                                }
+                }
+                keyed.push((pinned_source(&def.cond), keys));
+            }
+        }
+        let mut sources: [SourceIndex; 2] = Default::default();
+        for (idx, (pinned, keys)) in keyed.into_iter().enumerate() {
+            let idx = idx as u32;
+            let cost = |(f, vs): &(Field, Vec<Value>)| {
+                let worst = vs.iter().map(|v| sharing.get(&(*f, v.clone())).copied().unwrap_or(0)).max();
+                (worst.unwrap_or(u32::MAX), vs.len())
+            };
+            let key = keys.into_iter().min_by_key(cost);
+            for src in [Source::Syslog, Source::Flow] {
+                if pinned.is_some_and(|p| p != src) {
+                    continue;
+                }
+                let si = &mut sources[source_slot(src)];
+                match &key {
+                    Some((field, values)) if field.available_in(src) => {
+                        let table = match si.by_field.iter_mut().position(|(f, _)| f == field) {
+                            Some(p) => &mut si.by_field[p].1,
+                            None => {
+                                si.by_field.push((*field, HashMap::new()));
+                                let last = si.by_field.len() - 1;
+                                &mut si.by_field[last].1
+                            }
+                        };
+                        for v in values {
+                            let list = table.entry(v.clone()).or_default();
+                            if list.last() != Some(&idx) {
+                                list.push(idx);
                             }
                         }
-                        Some(_) => {} // the field never occurs in this source: never matches
-                        None => si.always.push(idx),
                     }
+                    Some(_) => {} // the field never occurs in this source: never matches
+                    None => si.always.push(idx),
                 }
             }
         }

@@ -9,7 +9,7 @@ use regex::Regex;
 
 use crate::event::{Field, FieldKey, Source, Value, ValueType};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
-use crate::rules::ir::{ArithOp, Cond, Expr, Pattern, RegexCond, Window};
+use crate::rules::ir::{ArithOp, Cond, Expr, Pattern, RegexCond, ValueList, Window};
 use crate::rules::syntax::{CondAst, ExprAst, Lit, PatAst, Span};
 use crate::time::Duration;
 
@@ -334,7 +334,7 @@ impl CondChecker<'_, '_> {
                 if t == ValueType::Ip {
                     Some(Cond::InCidr(x, nets))
                 } else {
-                    Some(Cond::In(x, vals))
+                    Some(Cond::In(x, ValueList::new(vals)))
                 }
             }
         }

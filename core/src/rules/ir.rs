@@ -37,11 +37,46 @@ pub enum Cond {
     /// `lhs =~ "re"` (or `!~` when `negate`); named groups are captured as fields.
     Regex(Box<RegexCond>),
     /// `lhs in [v, ...]`.
-    In(Expr, Vec<Value>),
+    In(Expr, ValueList),
     /// `lhs in 10.0.0.0/8` or `lhs in [10.0.0.0/8, ::1/128]`.
     InCidr(Expr, Vec<IpNet>),
     /// `exists(field)`.
     Exists(FieldKey),
+}
+
+/// The literals of an `in [...]` list; long lists are hashed so membership stays O(1)
+/// (a rule may list thousands of hosts).
+#[derive(Clone, Debug)]
+pub struct ValueList {
+    values: Vec<Value>,
+    set: Option<std::collections::HashSet<Value>>,
+}
+
+impl ValueList {
+    /// Lists shorter than this are scanned.
+    const HASH_FROM: usize = 8;
+
+    /// A list of literals.
+    pub fn new(values: Vec<Value>) -> Self {
+        // Ints and floats compare numerically, which hashing cannot do: hash only lists
+        // without floats, and look up only values that are not floats.
+        let hashable = values.len() >= Self::HASH_FROM && !values.iter().any(|v| matches!(v, Value::Float(_)));
+        let set = hashable.then(|| values.iter().cloned().collect());
+        ValueList { values, set }
+    }
+
+    /// The literals, in the order written.
+    pub fn values(&self) -> &[Value] {
+        &self.values
+    }
+
+    /// Whether `v` equals one of the literals (ints and floats compare numerically).
+    pub fn contains(&self, v: &Value) -> bool {
+        match &self.set {
+            Some(set) if !matches!(v, Value::Float(_)) => set.contains(v),
+            _ => self.values.iter().any(|x| compare(v, x) == Some(std::cmp::Ordering::Equal)),
+        }
+    }
 }
 
 /// The regex part of a [`Cond::Regex`].
@@ -314,10 +349,7 @@ impl Cond {
                 true
             }
             Cond::In(e, list) => match e.eval(ev, caps) {
-                Some(v) => {
-                    let v = v.get();
-                    list.iter().any(|x| compare(v, x) == Some(std::cmp::Ordering::Equal))
-                }
+                Some(v) => list.contains(v.get()),
                 None => false,
             },
             Cond::InCidr(e, nets) => match e.eval(ev, caps) {
@@ -374,7 +406,7 @@ impl Cond {
                 let _ = write!(s, "{} {} {:?}", r.lhs, if r.negate { "!~" } else { "=~" }, r.re.as_str());
             }
             Cond::In(e, list) => {
-                let mut vals: Vec<String> = list.iter().map(lit).collect();
+                let mut vals: Vec<String> = list.values().iter().map(lit).collect();
                 vals.sort();
                 vals.dedup();
                 let _ = write!(s, "{e} in [{}]", vals.join(", "));
@@ -727,7 +759,7 @@ mod tests {
         let mut caps = Captures::new();
         let nets = vec!["10.0.0.0/8".parse().unwrap_or_else(|_| unreachable!())];
         assert!(Cond::InCidr(field(Field::Peer), nets).eval(&e, &mut caps));
-        let c = Cond::In(field(Field::App), vec![Value::str("dropbear"), Value::str("sshd")]);
+        let c = Cond::In(field(Field::App), ValueList::new(vec![Value::str("dropbear"), Value::str("sshd")]));
         assert!(c.eval(&e, &mut caps));
         assert!(Cond::Exists(FieldKey::Known(Field::Time)).eval(&e, &mut caps));
         assert!(!Cond::Exists(FieldKey::from_name("sd.origin.ip")).eval(&e, &mut caps));
