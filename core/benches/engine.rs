@@ -24,7 +24,10 @@ fn host(i: usize) -> String {
 pub fn heartbeat_rules() -> RuleSet {
     let mut text = String::new();
     for r in 0..RULES {
-        let hosts: Vec<String> = (0..HOSTS).filter(|h| h % RULES == r).map(|h| format!("\"{}\"", host(h))).collect();
+        let hosts: Vec<String> = (0..HOSTS)
+            .filter(|h| h % RULES == r)
+            .map(|h| format!("\"{}\"", host(h)))
+            .collect();
         text.push_str(&format!(
             "[[rule]]\nname = \"hb-{r}\"\nseverity = \"critical\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"heartbeat\" and host in [{}]'\npattern = \"absent(hb) for 2m\"\n\n",
             hosts.join(", ")
@@ -54,8 +57,11 @@ pub fn heartbeat_events(rounds: usize) -> Vec<Event> {
 }
 
 fn ssh_rules() -> RuleSet {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../rules/ssh.toml")).unwrap();
-    compile_str("ssh.toml", &text).rules.expect("valid ssh rules")
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../rules/ssh.toml")).unwrap();
+    compile_str("ssh.toml", &text)
+        .rules
+        .expect("valid ssh rules")
 }
 
 /// Failed logins from 100,000 addresses (a few each), every 50th followed by a success.
@@ -95,13 +101,21 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.throughput(Throughput::Elements(events.len() as u64));
     g.bench_function("heartbeat_100_rules_100k_hosts", |b| {
-        b.iter_batched(|| events.clone(), |evs| run(&rules, evs), BatchSize::LargeInput)
+        b.iter_batched(
+            || events.clone(),
+            |evs| run(&rules, evs),
+            BatchSize::LargeInput,
+        )
     });
     let rules = ssh_rules();
     let events = ssh_events(300_000);
     g.throughput(Throughput::Elements(events.len() as u64));
     g.bench_function("ssh_rules_100k_sources", |b| {
-        b.iter_batched(|| events.clone(), |evs| run(&rules, evs), BatchSize::LargeInput)
+        b.iter_batched(
+            || events.clone(),
+            |evs| run(&rules, evs),
+            BatchSize::LargeInput,
+        )
     });
     g.finish();
 }

@@ -45,8 +45,13 @@ fn main() {
     );
     let mut rules: RuleSet = c.rules.expect("valid rule");
     let mut rule = (*rules.rules[0]).clone();
-    rule.expect = (0..N).map(|i| vec![Value::str(&format!("host{i:07}"))]).collect();
-    assert_eq!(rule.events[0].group_fields, vec![FieldKey::Known(Field::Host)]);
+    rule.expect = (0..N)
+        .map(|i| vec![Value::str(&format!("host{i:07}"))])
+        .collect();
+    assert_eq!(
+        rule.events[0].group_fields,
+        vec![FieldKey::Known(Field::Host)]
+    );
     rules.rules[0] = Arc::new(rule);
     // The expect list itself belongs to the rule set, not to the armed state: measure from here.
     let before = LIVE.load(Ordering::Relaxed);
@@ -57,7 +62,13 @@ fn main() {
     let stats = engine.stats();
     assert_eq!(stats[0].groups, N as u64);
     let per = (after - before) as f64 / N as f64;
-    println!("armed groups: {N}; live heap for engine state: {} bytes; {per:.1} bytes per armed (rule, group)", after - before);
-    println!("engine's own estimate: {} bytes per group", stats[0].bytes / N as u64);
+    println!(
+        "armed groups: {N}; live heap for engine state: {} bytes; {per:.1} bytes per armed (rule, group)",
+        after - before
+    );
+    println!(
+        "engine's own estimate: {} bytes per group",
+        stats[0].bytes / N as u64
+    );
     drop(engine);
 }

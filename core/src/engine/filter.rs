@@ -71,11 +71,13 @@ fn index_keys(c: &Cond) -> Vec<(Field, Vec<Value>)> {
         .into_iter()
         .filter_map(|conj| match conj {
             Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v))
-            | Cond::Cmp(CmpOp::Eq, Expr::Lit(v), Expr::Field(k)) => {
-                usable(k).filter(|f| f.ty() == v.ty()).map(|f| (f, vec![v.clone()]))
-            }
+            | Cond::Cmp(CmpOp::Eq, Expr::Lit(v), Expr::Field(k)) => usable(k)
+                .filter(|f| f.ty() == v.ty())
+                .map(|f| (f, vec![v.clone()])),
             Cond::In(Expr::Field(k), list) => usable(k)
-                .filter(|f| list.values().iter().all(|v| v.ty() == f.ty()) && !list.values().is_empty())
+                .filter(|f| {
+                    list.values().iter().all(|v| v.ty() == f.ty()) && !list.values().is_empty()
+                })
                 .map(|f| (f, list.values().to_vec())),
             _ => None,
         })
@@ -119,7 +121,10 @@ impl Filter {
         for (idx, (pinned, keys)) in keyed.into_iter().enumerate() {
             let idx = idx as u32;
             let cost = |(f, vs): &(Field, Vec<Value>)| {
-                let worst = vs.iter().map(|v| sharing.get(&(*f, v.clone())).copied().unwrap_or(0)).max();
+                let worst = vs
+                    .iter()
+                    .map(|v| sharing.get(&(*f, v.clone())).copied().unwrap_or(0))
+                    .max();
                 (worst.unwrap_or(u32::MAX), vs.len())
             };
             let key = keys.into_iter().min_by_key(cost);

@@ -159,6 +159,8 @@ pub struct Engine {
     clock: Option<Timestamp>,
     next_seq: u64,
     outage_until: Timestamp,
+    /// Restored after downtime: the next advance marks deadlines it passes as outages.
+    outage_pending: bool,
     counters: EngineCounters,
     cands: Vec<u32>,
     fired: Vec<TimerEntry>,
@@ -222,6 +224,7 @@ impl Engine {
             clock: None,
             next_seq: 0,
             outage_until: Timestamp::MIN,
+            outage_pending: false,
             counters: EngineCounters::default(),
             cands: Vec::new(),
             fired: Vec::new(),
@@ -402,6 +405,7 @@ impl Engine {
             }
             Some(c) => c.max(ev.arrival),
         };
+        self.note_outage(arrival);
         self.clock = Some(arrival);
         let hits = self.evaluate(&ev);
         if hits.is_empty() {
@@ -457,6 +461,7 @@ impl Engine {
             }
             Some(c) => c.max(now),
         };
+        self.note_outage(now);
         self.clock = Some(now);
         self.advance_lane(0, now, true, out);
         for li in 1..self.lanes.len() {
@@ -837,7 +842,7 @@ impl Engine {
             }
         }
         if outage {
-            e.outage_until = Timestamp::MAX;
+            e.outage_pending = true;
         }
         let by_canon: HashMap<String, usize> = e
             .rts
@@ -901,13 +906,18 @@ impl Engine {
         let cp = self.checkpoint();
         let mut next = Engine::restore(rules, self.cfg.clone(), cp, false)?;
         next.outage_until = self.outage_until;
+        next.outage_pending = self.outage_pending;
         *self = next;
         Ok(())
     }
 
-    /// Ends the outage marking started by a restore (the first advance after it is done).
-    pub fn clear_outage(&mut self) {
-        self.outage_until = Timestamp::MIN;
+    /// After a restore with `outage`: deadlines before the first new clock reading passed
+    /// while the agent was down.
+    fn note_outage(&mut self, now: Timestamp) {
+        if self.outage_pending {
+            self.outage_pending = false;
+            self.outage_until = now;
+        }
     }
 }
 

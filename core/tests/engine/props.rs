@@ -144,3 +144,37 @@ fn reload_keeps_state_of_unchanged_rules() {
     // reload (clock 10), so expected host z fires at 110.
     assert_eq!(got, ["hb firing h @60", "y firing z @110"]);
 }
+
+#[test]
+fn restore_after_downtime_marks_missed_deadlines_as_outage() {
+    let rules = set(vec![rule("hb", &["hb"], absent(ev(0), Some(60)))]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script("hb:h@0 hb:g@0 hb:g@50 hb:g@100"),
+        &mut out,
+    );
+    assert_eq!(
+        out.iter().map(|a| fmt_alert(a, false)).collect::<Vec<_>>(),
+        ["firing h @60"]
+    );
+    let cp = e.checkpoint();
+    // Down from 100 to 1000: g's deadline (160) passed while down; after that, normal alerts.
+    let mut e = Engine::restore(&rules, EngineConfig::default(), cp, true).unwrap();
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script("tick@1000 hb:g@1000 end@1100"),
+        &mut out,
+    );
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(
+        got,
+        [
+            "firing g @160 (outage)",
+            "resolved g @1000",
+            "firing g @1060"
+        ]
+    );
+}
