@@ -163,16 +163,34 @@ pub struct Engine {
     outage_pending: bool,
     counters: EngineCounters,
     cands: Vec<u32>,
+    hits: Vec<Hit>,
     fired: Vec<TimerEntry>,
 }
 
 /// A due timer in firing order: deadline, rule, group key.
 type DueTimer = (Timestamp, u32, Option<GroupKey>, TimerEntry);
 
+/// A group key being formed: inline for one field (the common case), so looking a group up
+/// allocates nothing.
+#[derive(Clone, Debug, PartialEq)]
+enum KeyBuf {
+    One(Value),
+    Many(Vec<Value>),
+}
+
+impl KeyBuf {
+    fn as_slice(&self) -> &[Value] {
+        match self {
+            KeyBuf::One(v) => std::slice::from_ref(v),
+            KeyBuf::Many(v) => v,
+        }
+    }
+}
+
 /// One match of an event for one rule and group.
 struct Hit {
     rule: u32,
-    key: GroupKey,
+    key: KeyBuf,
     mask: EvSet,
     ev: Arc<Event>,
 }
@@ -227,6 +245,7 @@ impl Engine {
             outage_pending: false,
             counters: EngineCounters::default(),
             cands: Vec::new(),
+            hits: Vec::new(),
             fired: Vec::new(),
             cfg,
         })
@@ -336,7 +355,7 @@ impl Engine {
     fn slot_for(
         &mut self,
         ri: usize,
-        key: &GroupKey,
+        key: &[Value],
         expected: bool,
         now: Timestamp,
     ) -> Option<u32> {
@@ -347,6 +366,7 @@ impl Engine {
             self.rts[ri].counters.groups_rejected += 1;
             return None;
         }
+        let key: GroupKey = Arc::from(key);
         let group = Group::new(&self.ctx(ri), key.clone(), expected, now);
         let rt = &mut self.rts[ri];
         let slot = Slot {
@@ -366,7 +386,7 @@ impl Engine {
                 (rt.slots.len() - 1) as u32
             }
         };
-        rt.groups.insert(key.clone(), idx);
+        rt.groups.insert(key, idx);
         Some(idx)
     }
 
@@ -407,18 +427,29 @@ impl Engine {
         };
         self.note_outage(arrival);
         self.clock = Some(arrival);
-        let hits = self.evaluate(&ev);
+        let ev_time = ev.time;
+        let ev = Arc::new(ev);
+        let mut hits = std::mem::take(&mut self.hits);
+        hits.clear();
+        self.evaluate(&ev, &mut hits);
         if hits.is_empty() {
             self.counters.unmatched += 1;
         }
-        let ev_time = ev.time;
         // Processing-time lane: timers strictly before now, then the event at now.
         self.advance_lane(0, arrival.sub(Duration(1)), false, out);
         let seq = self.next_seq;
         self.next_seq += 1;
         for h in &hits {
             if self.rts[h.rule as usize].lane == 0 {
-                self.deliver(h.rule as usize, &h.key, arrival, h.mask, &h.ev, seq, out);
+                self.deliver(
+                    h.rule as usize,
+                    h.key.as_slice(),
+                    arrival,
+                    h.mask,
+                    &h.ev,
+                    seq,
+                    out,
+                );
             }
         }
         // Event-time lanes: reorder below the watermark.
@@ -441,7 +472,7 @@ impl Engine {
                         time: ev_time,
                         seq,
                         rule: h.rule,
-                        key: h.key.clone(),
+                        key: Arc::from(h.key.as_slice()),
                         mask: h.mask,
                         ev: h.ev.clone(),
                     }));
@@ -449,6 +480,7 @@ impl Engine {
             }
             self.release(li, w, out);
         }
+        self.hits = hits;
     }
 
     /// Moves time to `now` (never backwards): fires every timer due and, in event-time lanes,
@@ -614,7 +646,7 @@ impl Engine {
     fn deliver(
         &mut self,
         ri: usize,
-        key: &GroupKey,
+        key: &[Value],
         t: Timestamp,
         mask: EvSet,
         ev: &Arc<Event>,
@@ -648,7 +680,7 @@ impl Engine {
         if h.ev.time < w.sub(lateness) {
             return;
         }
-        let Some(&slot) = self.rts[ri].groups.get(&h.key) else {
+        let Some(&slot) = self.rts[ri].groups.get(h.key.as_slice()) else {
             return;
         };
         let (rule, plan, monitor_start, max_partial) = self.owned_ctx(ri);
@@ -669,12 +701,10 @@ impl Engine {
     }
 
     /// The Filter stage: which (rule, group, definitions) this event matches.
-    fn evaluate(&mut self, ev: &Event) -> Vec<Hit> {
+    fn evaluate(&mut self, ev: &Arc<Event>, hits: &mut Vec<Hit>) {
         let mut cands = std::mem::take(&mut self.cands);
         cands.clear();
         self.filter.candidates(ev, &mut cands);
-        let mut hits: Vec<Hit> = Vec::new();
-        let mut shared: Option<Arc<Event>> = None;
         let mut caps = Captures::new();
         for &ci in &cands {
             caps.clear();
@@ -684,35 +714,32 @@ impl Engine {
             let d = &self.filter.defs[ci as usize];
             let rule = &self.ruleset.rules[d.rule as usize];
             let def = &rule.events[d.def as usize];
-            let mut key = Vec::with_capacity(def.group_fields.len());
-            let mut complete = true;
-            for f in &def.group_fields {
-                match lookup(ev, &caps, f) {
-                    Some(v) => key.push(v.get().clone()),
-                    None => {
-                        complete = false;
-                        break;
-                    }
-                }
-            }
-            if !complete {
-                self.counters.keyless += 1;
+            let bit = 1u64 << d.def;
+            if self.rts[d.rule as usize].used & bit == 0 {
                 continue;
             }
-            let key: GroupKey = Arc::from(key);
-            let ev_arc = if caps.is_empty() {
-                shared.get_or_insert_with(|| Arc::new(ev.clone())).clone()
+            let key = if let [f] = def.group_fields.as_slice() {
+                lookup(ev, &caps, f).map(|v| KeyBuf::One(v.get().clone()))
             } else {
-                let mut e = ev.clone();
+                def.group_fields
+                    .iter()
+                    .map(|f| lookup(ev, &caps, f).map(|v| v.get().clone()))
+                    .collect::<Option<Vec<Value>>>()
+                    .map(KeyBuf::Many)
+            };
+            let Some(key) = key else {
+                self.counters.keyless += 1;
+                continue;
+            };
+            let ev_arc = if caps.is_empty() {
+                ev.clone()
+            } else {
+                let mut e = (**ev).clone();
                 for (k, v) in caps.drain(..) {
                     e.set_key(k, v);
                 }
                 Arc::new(e)
             };
-            let bit = 1u64 << d.def;
-            if self.rts[d.rule as usize].used & bit == 0 {
-                continue;
-            }
             match hits.iter_mut().find(|h| h.rule == d.rule && h.key == key) {
                 Some(h) => {
                     h.mask |= bit;
@@ -729,7 +756,6 @@ impl Engine {
             }
         }
         self.cands = cands;
-        hits
     }
 
     /// Retires a group by hand (`cepheus groups forget RULE KEY`); returns whether it existed.
