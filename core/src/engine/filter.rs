@@ -59,9 +59,12 @@ pub fn pinned_source(c: &Cond) -> Option<Source> {
     })
 }
 
+/// A field and the literal values a condition requires it to equal (one of).
+type IndexKey = (Field, Vec<Value>);
+
 /// The equality conjuncts usable as index keys: a registry field (not captured by the
 /// condition) equal to one of some literals of the field's type.
-fn index_keys(c: &Cond) -> Vec<(Field, Vec<Value>)> {
+fn index_keys(c: &Cond) -> Vec<IndexKey> {
     let captured = captured_names(c);
     let usable = |k: &FieldKey| match k {
         FieldKey::Known(f) if *f != Field::Time && !captured.contains(k) => Some(*f),
@@ -100,7 +103,7 @@ impl Filter {
     /// hundred rules all test the app), so an event's probe finds few candidates.
     pub fn new(rules: &RuleSet) -> Filter {
         let mut defs = Vec::new();
-        let mut keyed: Vec<(Option<Source>, Vec<(Field, Vec<Value>)>)> = Vec::new();
+        let mut keyed: Vec<(Option<Source>, Vec<IndexKey>)> = Vec::new();
         let mut sharing: HashMap<(Field, Value), u32> = HashMap::new();
         for (ri, rule) in rules.rules.iter().enumerate() {
             for (di, def) in rule.events.iter().enumerate() {
