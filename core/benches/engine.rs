@@ -109,21 +109,13 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     g.throughput(Throughput::Elements(events.len() as u64));
     g.bench_function("heartbeat_100_rules_100k_hosts", |b| {
-        b.iter_batched(
-            || events.clone(),
-            |evs| run(&rules, evs),
-            BatchSize::LargeInput,
-        )
+        b.iter_batched(|| setup(&rules, &events), run, BatchSize::LargeInput)
     });
     let rules = ssh_rules();
     let events = ssh_events(300_000);
     g.throughput(Throughput::Elements(events.len() as u64));
     g.bench_function("ssh_rules_100k_sources", |b| {
-        b.iter_batched(
-            || events.clone(),
-            |evs| run(&rules, evs),
-            BatchSize::LargeInput,
-        )
+        b.iter_batched(|| setup(&rules, &events), run, BatchSize::LargeInput)
     });
     g.finish();
 }
