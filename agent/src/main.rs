@@ -13,6 +13,7 @@ mod ingest;
 mod replay;
 mod rulefiles;
 mod rules_cmd;
+mod rules_test;
 
 /// cepheus: a network security monitoring appliance (syslog + flows + CEP rules).
 #[derive(Parser, Debug)]
@@ -39,6 +40,8 @@ enum Command {
 enum RulesCommand {
     /// Check rule files and folders; exit 0 when valid, 1 on errors, 2 on usage/IO errors.
     Check(rules_cmd::CheckArgs),
+    /// Run rule unit tests (`*.test.toml` beside the rule files); exit 1 on any failure.
+    Test(rules_test::TestArgs),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Rules { command } => match command {
             RulesCommand::Check(args) => rules_cmd::check(args),
+            RulesCommand::Test(args) => rules_test::run(args),
         },
         Command::Flows(args) => flow::cmd::run(args),
         Command::Replay(args) => replay::run(args),

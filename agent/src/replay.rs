@@ -104,12 +104,39 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     }
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
-    let mut alerts: Vec<Alert> = Vec::new();
     let mut summary = Summary::default();
     let started = Instant::now();
     let progress = progress_bar();
+    let merger = Merger::new(sources);
+    drive(&mut engine, merger, until, &mut summary, progress.as_ref(), &mut |a| {
+        serde_json::to_writer(&mut out, &a.to_json()).context("writing alerts")?;
+        out.write_all(b"\n").context("writing alerts")
+    })?;
+    out.flush().context("writing alerts")?;
+    if let Some(pb) = progress {
+        pb.finish_and_clear();
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let rate = if wall > 0.0 { summary.events as f64 / wall } else { 0.0 };
+    eprintln!(
+        "replay: {} events, {} malformed, {} late, {} alerts in {:.3}s ({:.0} events/s)",
+        summary.events, summary.malformed, summary.late, summary.alerts, wall, rate
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Feeds a merged input through the engine, then ends it (`until`), handing every alert to
+/// `sink` as soon as it is made.
+pub fn drive(
+    engine: &mut Engine,
+    mut merger: Merger,
+    until: Option<Until>,
+    summary: &mut Summary,
+    progress: Option<&indicatif::ProgressBar>,
+    sink: &mut dyn FnMut(Alert) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut alerts: Vec<Alert> = Vec::new();
     let mut last_time: Option<Timestamp> = None;
-    let mut merger = Merger::new(sources);
     for item in merger.by_ref() {
         match item {
             Ok(ev) => {
@@ -119,10 +146,11 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
             }
             Err(()) => summary.malformed += 1,
         }
-        if !alerts.is_empty() {
-            write_alerts(&mut out, &mut alerts, &mut summary)?;
+        for a in alerts.drain(..) {
+            summary.alerts += 1;
+            sink(a)?;
         }
-        if let Some(pb) = &progress
+        if let Some(pb) = progress
             && summary.events % 4096 == 0
         {
             pb.set_position(summary.events);
@@ -135,35 +163,11 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     engine.finish(until, &mut alerts);
-    write_alerts(&mut out, &mut alerts, &mut summary)?;
-    out.flush().context("writing alerts")?;
-    if let Some(pb) = progress {
-        pb.finish_and_clear();
-    }
-    summary.late = engine.counters().late;
-    let wall = started.elapsed().as_secs_f64();
-    let rate = if wall > 0.0 {
-        summary.events as f64 / wall
-    } else {
-        0.0
-    };
-    eprintln!(
-        "replay: {} events, {} malformed, {} late, {} alerts in {:.3}s ({:.0} events/s)",
-        summary.events, summary.malformed, summary.late, summary.alerts, wall, rate
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-fn write_alerts(
-    out: &mut impl Write,
-    alerts: &mut Vec<Alert>,
-    summary: &mut Summary,
-) -> anyhow::Result<()> {
     for a in alerts.drain(..) {
         summary.alerts += 1;
-        serde_json::to_writer(&mut *out, &a.to_json()).context("writing alerts")?;
-        out.write_all(b"\n").context("writing alerts")?;
+        sink(a)?;
     }
+    summary.late = engine.counters().late;
     Ok(())
 }
 
@@ -205,7 +209,7 @@ pub fn parse_until(s: &str) -> anyhow::Result<Until> {
 }
 
 /// One input, as a stream of events (or malformed markers).
-type Source = Box<dyn Iterator<Item = Result<Event, ()>>>;
+pub type Source = Box<dyn Iterator<Item = Result<Event, ()>>>;
 
 fn is_capture(path: &Path) -> io::Result<bool> {
     if path == Path::new("-") {
@@ -221,7 +225,8 @@ fn is_capture(path: &Path) -> io::Result<bool> {
         ))
 }
 
-fn open_source(path: &Path, parser: SyslogParser) -> anyhow::Result<Source> {
+/// Opens one replay input: a capture (by its magic number) or a text file of lines.
+pub fn open_source(path: &Path, parser: SyslogParser) -> anyhow::Result<Source> {
     if is_capture(path).with_context(|| format!("cannot read {}", path.display()))? {
         let reader = FlowReader::open(path, FlowConfig::default())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
@@ -239,7 +244,18 @@ fn open_source(path: &Path, parser: SyslogParser) -> anyhow::Result<Source> {
     }
     let inputs: Inputs = open_inputs(&[path.to_path_buf()], parser, Timestamp(0))
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(Box::new(inputs.map(|item| match item {
+    Ok(lines_source(inputs))
+}
+
+/// Text given in memory (a rule test's input) as a replay source.
+pub fn text_source(name: &str, text: String, parser: SyslogParser) -> Source {
+    let reader: Box<dyn io::BufRead> = Box::new(io::Cursor::new(text.into_bytes()));
+    lines_source(Inputs::from_readers(vec![(name.to_string(), reader)], parser, Timestamp(0)))
+}
+
+/// Syslog or JSON-lines text as events: the recorded stamp is the arrival.
+fn lines_source(inputs: Inputs) -> Source {
+    Box::new(inputs.map(|item| match item {
         Ok(item) => match item.event {
             Ok(mut ev) => {
                 // Recorded logs: the message's own stamp is when it arrived.
@@ -252,18 +268,19 @@ fn open_source(path: &Path, parser: SyslogParser) -> anyhow::Result<Source> {
             tracing::warn!(error = %e, "input read error");
             Err(())
         }
-    })))
+    }))
 }
 
 /// Merges sources by arrival stamp (each source is read in its own order).
-struct Merger {
+pub struct Merger {
     sources: Vec<Source>,
     heads: Vec<Option<Event>>,
     malformed: u64,
 }
 
 impl Merger {
-    fn new(sources: Vec<Source>) -> Merger {
+    /// A merger over opened sources.
+    pub fn new(sources: Vec<Source>) -> Merger {
         let heads = sources.iter().map(|_| None).collect();
         Merger {
             sources,

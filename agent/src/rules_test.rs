@@ -1,0 +1,287 @@
+//! `cepheus rules test`: rule unit tests in the manner of `promtool test rules`.
+//!
+//! A test file `NAME.test.toml` sits beside the rule file `NAME.toml` it tests. Each `[[test]]`
+//! gives input (syslog lines or JSON-lines events, mixed freely), optionally how far to run the
+//! clock past the input, and the alert changes expected. The command runs each test in a fresh
+//! engine, exactly as `cepheus replay` would, and reports every difference.
+//!
+//! ```toml
+//! rules = ["ssh.toml"]   # optional; default: the rule file with the same stem
+//! year  = 2024           # the year of RFC 3164 stamps (default 2024, so tests never age)
+//!
+//! [[test]]
+//! name  = "five failures then a success"
+//! input = """
+//! Dec 10 06:55:46 gw sshd[1]: Failed password for root from 203.0.113.9 port 1 ssh2
+//! ...
+//! """
+//! until = "+10m"                  # optional: RFC 3339 time or +DURATION past the last event
+//! rules_under_test = ["ssh-bruteforce-then-success"]   # optional: ignore other rules' alerts
+//!
+//! [[test.expect]]
+//! rule  = "ssh-bruteforce-then-success"
+//! state = "firing"                # default "firing"
+//! group = { src = "203.0.113.9" }
+//! time  = "2024-12-10T06:56:30Z"  # optional, like message and reason
+//! ```
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use cepheus_core::alert::Alert;
+use cepheus_core::engine::{Engine, EngineConfig};
+use cepheus_core::rules::ir::RuleSet;
+use serde::Deserialize;
+
+use crate::ingest::syslog::{SyslogParser, Year, Zone};
+use crate::replay::{self, Merger, Summary};
+
+/// Arguments of `cepheus rules test`.
+#[derive(clap::Args, Debug)]
+pub struct TestArgs {
+    /// Test files (`*.test.toml`) or folders searched for them.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TestFile {
+    rules: Option<Vec<PathBuf>>,
+    year: Option<i32>,
+    tz: Option<String>,
+    #[serde(default, rename = "test")]
+    tests: Vec<TestCase>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TestCase {
+    name: String,
+    input: String,
+    until: Option<String>,
+    rules_under_test: Option<Vec<String>>,
+    #[serde(default)]
+    expect: Vec<Expected>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expected {
+    rule: String,
+    #[serde(default = "firing")]
+    state: String,
+    #[serde(default)]
+    group: toml::Table,
+    time: Option<String>,
+    message: Option<String>,
+    reason: Option<String>,
+}
+
+fn firing() -> String {
+    "firing".into()
+}
+
+/// Runs `cepheus rules test`: exit 0 when every test passes, 1 on any failure, 2 on
+/// usage/IO errors.
+pub fn run(args: TestArgs) -> ExitCode {
+    let files = match collect(&args.paths) {
+        Ok(f) if f.is_empty() => {
+            eprintln!("error: no test files (*.test.toml) in the given paths");
+            return ExitCode::from(2);
+        }
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let color = std::io::stdout().is_terminal();
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for f in &files {
+        match run_file(f, color) {
+            Ok((p, fl)) => {
+                passed += p;
+                failed += fl;
+            }
+            Err(e) => {
+                eprintln!("error: {}: {e:#}", f.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    println!("{} test file(s): {passed} passed, {failed} failed", files.len());
+    if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+}
+
+/// Test files under `paths` (files as given, folders searched for `*.test.toml`), sorted.
+fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
+        if meta.is_dir() {
+            walk(p, &mut out)?;
+        } else {
+            out.push(p.clone());
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read folder {}", dir.display()))?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("cannot read folder {}", dir.display()))?;
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, out)?;
+        } else if is_test_file(&p) {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// Whether a path names a rule test file (`*.test.toml`).
+pub fn is_test_file(p: &Path) -> bool {
+    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".test.toml"))
+}
+
+fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file: TestFile = toml::from_str(&text).with_context(|| format!("{} is not a valid test file", path.display()))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let rule_paths: Vec<PathBuf> = match &file.rules {
+        Some(list) => list.iter().map(|p| dir.join(p)).collect(),
+        None => {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            vec![dir.join(name.trim_end_matches(".test.toml").to_string() + ".toml")]
+        }
+    };
+    let Some(rules) = replay::load_rules(&rule_paths)? else {
+        bail!("the rules under test have errors");
+    };
+    let zone: Zone = match &file.tz {
+        Some(z) => z.parse().map_err(|e| anyhow::anyhow!("tz: {e}"))?,
+        None => Zone::default(),
+    };
+    let parser = SyslogParser::new(zone, Year::Fixed(file.year.unwrap_or(2024)));
+    println!("{}", path.display());
+    let (mut passed, mut failed) = (0, 0);
+    for t in &file.tests {
+        let problems = run_case(&rules, parser, t)?;
+        if problems.is_empty() {
+            passed += 1;
+            println!("  {} {}", paint("ok", "32", color), t.name);
+        } else {
+            failed += 1;
+            println!("  {} {}", paint("FAILED", "31", color), t.name);
+            for p in problems {
+                println!("      {p}");
+            }
+        }
+    }
+    Ok((passed, failed))
+}
+
+fn paint(s: &str, code: &str, color: bool) -> String {
+    if color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+}
+
+fn run_case(rules: &RuleSet, parser: SyslogParser, t: &TestCase) -> anyhow::Result<Vec<String>> {
+    let until = t.until.as_deref().map(replay::parse_until).transpose()?;
+    let mut engine = Engine::new(rules, EngineConfig::default()).context("building the engine")?;
+    let source = replay::text_source(&t.name, t.input.clone(), parser);
+    let mut summary = Summary::default();
+    let mut got: Vec<Alert> = Vec::new();
+    replay::drive(&mut engine, Merger::new(vec![source]), until, &mut summary, None, &mut |a| {
+        got.push(a);
+        Ok(())
+    })?;
+    if let Some(only) = &t.rules_under_test {
+        got.retain(|a| only.iter().any(|r| r == &*a.rule));
+    }
+    let mut problems = Vec::new();
+    if summary.malformed > 0 {
+        problems.push(format!("{} input line(s) are not syslog or JSON events", summary.malformed));
+    }
+    let mut unmatched: Vec<Option<&Alert>> = got.iter().map(Some).collect();
+    for e in &t.expect {
+        let found = unmatched.iter_mut().find(|slot| slot.is_some_and(|a| matches(e, a)));
+        match found {
+            Some(slot) => *slot = None,
+            None => problems.push(format!("missing:    {}", describe_expected(e))),
+        }
+    }
+    for a in unmatched.into_iter().flatten() {
+        problems.push(format!("unexpected: {}", describe(a)));
+    }
+    Ok(problems)
+}
+
+fn matches(e: &Expected, a: &Alert) -> bool {
+    if e.rule != *a.rule || e.state != a.state.name() {
+        return false;
+    }
+    if e.group.len() != a.group.len() {
+        return false;
+    }
+    for (k, v) in &a.group {
+        let want = match e.group.get(k) {
+            Some(toml::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => return false,
+        };
+        if want != v.to_string() {
+            return false;
+        }
+    }
+    if let Some(t) = &e.time
+        && cepheus_core::time::Timestamp::parse_rfc3339(t) != Some(a.time)
+    {
+        return false;
+    }
+    if e.message.as_ref().is_some_and(|m| *m != a.message) {
+        return false;
+    }
+    if e.reason.as_ref().is_some_and(|r| Some(r) != a.reason.as_ref()) {
+        return false;
+    }
+    true
+}
+
+fn describe_expected(e: &Expected) -> String {
+    let group: Vec<String> = e
+        .group
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+        .collect();
+    let mut s = format!("{} {} {{{}}}", e.rule, e.state, group.join(", "));
+    if let Some(t) = &e.time {
+        s.push_str(&format!(" at {t}"));
+    }
+    if let Some(r) = &e.reason {
+        s.push_str(&format!(" reason={r}"));
+    }
+    if let Some(m) = &e.message {
+        s.push_str(&format!(" message={m:?}"));
+    }
+    s
+}
+
+fn describe(a: &Alert) -> String {
+    let group: Vec<String> = a.group.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut s = format!("{} {} {{{}}} at {}", a.rule, a.state.name(), group.join(", "), a.time);
+    if let Some(r) = &a.reason {
+        s.push_str(&format!(" reason={r}"));
+    }
+    s.push_str(&format!(" message={:?}", a.message));
+    s
+}
