@@ -43,7 +43,7 @@ use std::sync::Arc;
 use cepheus_core::event::{Event, Field, FieldKey, Source, Value};
 use cepheus_core::time::Timestamp;
 use chrono::{DateTime, Datelike, FixedOffset, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
-use syslog_loose::{IncompleteDate, Message, ProcId, Variant};
+use syslog_loose::{IncompleteDate, Message, ProcId, Protocol, Variant};
 
 use super::Malformed;
 
@@ -246,7 +246,10 @@ impl SyslogParser {
             event.set(Field::App, Value::str(a));
         }
         match msg.procid {
-            Some(ProcId::PID(p)) => event.set(Field::Procid, Value::str(&p.to_string())),
+            Some(ProcId::PID(p)) => {
+                let written = pid_as_written(text, &msg, p);
+                event.set(Field::Procid, Value::str(&written));
+            }
             Some(ProcId::Name(n)) => event.set(Field::Procid, Value::str(n)),
             None => {}
         }
@@ -267,6 +270,26 @@ impl SyslogParser {
             }
         }
         Ok(event)
+    }
+}
+
+/// The process id as the sender wrote it (`0123` stays `0123`): `syslog_loose` hands back a
+/// number, so find its text in the header (`app[pid]` in RFC 3164, the fifth header token in
+/// RFC 5424) and keep it only if it reads as the same number.
+fn pid_as_written(text: &str, msg: &Message<&str>, pid: i32) -> String {
+    let found = match (&msg.protocol, msg.appname) {
+        (Protocol::RFC5424(_), _) => text.split_whitespace().nth(4),
+        (Protocol::RFC3164, Some(app)) => {
+            let open = format!("{app}[");
+            text.find(&open)
+                .map(|i| &text[i + open.len()..])
+                .and_then(|rest| rest.split(']').next())
+        }
+        (Protocol::RFC3164, None) => None,
+    };
+    match found {
+        Some(t) if t.trim().parse::<i32>() == Ok(pid) => t.to_string(),
+        _ => pid.to_string(),
     }
 }
 
@@ -392,6 +415,24 @@ mod tests {
         );
         assert_eq!(e.get(Field::Facility), None);
         assert_eq!(e.get(Field::Severity), None);
+    }
+
+    #[test]
+    fn procid_as_written() {
+        let p = SyslogParser::default();
+        let t = at("2026-12-20T00:00:00Z");
+        let e = p
+            .parse(b"Dec 10 06:55:46 h sshd[0123]: x", t, None)
+            .unwrap();
+        assert_eq!(get(&e, Field::Procid), Some("0123"));
+        let e = p
+            .parse(b"<13>1 2026-01-01T00:00:00Z h app 007 - - x", t, None)
+            .unwrap();
+        assert_eq!(get(&e, Field::Procid), Some("007"));
+        let e = p
+            .parse(b"<13>1 2026-01-01T00:00:00Z h app worker-1 - - x", t, None)
+            .unwrap();
+        assert_eq!(get(&e, Field::Procid), Some("worker-1"));
     }
 
     #[test]
