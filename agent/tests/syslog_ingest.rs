@@ -9,7 +9,7 @@ use cepheus_core::time::Timestamp;
 use proptest::prelude::*;
 
 use crate::ingest::Malformed;
-use crate::ingest::input::{Counters, open_inputs};
+use crate::ingest::input::{Counters, Inputs, open_inputs};
 use crate::ingest::jsonl::parse_json_event;
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
 
@@ -452,6 +452,46 @@ fn syslog_json_events_for_rule_tests() {
         parse_json_event(r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","hots":"x"}"#),
         Err(Malformed::UnknownField(k)) if k == "hots"
     ));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(500))]
+
+    #[test]
+    fn syslog_input_reader_random_bytes(
+        bytes in proptest::collection::vec(
+            prop_oneof![Just(b'\n'), Just(b'{'), Just(b' '), any::<u8>()], 0..400),
+        cap in 1usize..40,
+        buffer in 1usize..64,
+    ) {
+        let reader = std::io::BufReader::with_capacity(buffer, std::io::Cursor::new(bytes.clone()));
+        let mut inputs = Inputs::from_readers(
+            vec![("rand".into(), Box::new(reader))],
+            SyslogParser::default(),
+            Timestamp::default(),
+        )
+        .with_max_line(cap);
+        let items: Vec<_> = inputs.by_ref().map(Result::unwrap).collect();
+        let c = inputs.counters();
+        // Every non-blank or oversized line is one item, numbered as in the input.
+        let lines: Vec<(u64, &[u8])> = bytes
+            .split(|b| *b == b'\n')
+            .enumerate()
+            .map(|(i, l)| (i as u64 + 1, l))
+            // Blank lines are skipped, unless over the cap (the reader only sees its start).
+            .filter(|(_, l)| l.len() > cap || !l.iter().all(|b| b.is_ascii_whitespace() || *b == 0))
+            .collect();
+        prop_assert_eq!(items.len(), lines.len());
+        prop_assert_eq!(c.read, items.len() as u64);
+        for (item, (no, line)) in items.iter().zip(&lines) {
+            prop_assert_eq!(item.line_no, *no);
+            let over = line.len() > cap;
+            prop_assert_eq!(over, item.event == Err(Malformed::Oversized { limit: cap }));
+        }
+        prop_assert_eq!(c.oversized, lines.iter().filter(|(_, l)| l.len() > cap).count() as u64);
+        prop_assert_eq!(c.malformed, items.iter().filter(|i| i.event.is_err()).count() as u64);
+    }
+
 }
 
 proptest! {
