@@ -126,19 +126,24 @@ fn parse_offset(body: &str, negative: bool) -> Option<FixedOffset> {
 }
 
 impl Zone {
-    /// The UTC instant of a wall-clock time in this zone (earliest of an ambiguous pair; in a
-    /// daylight-saving gap, the wall clock read with the offset in force just before).
-    fn to_utc(self, naive: NaiveDateTime) -> NaiveDateTime {
-        match self {
-            Zone::Fixed(o) => naive - chrono::Duration::seconds(i64::from(o.local_minus_utc())),
-            Zone::Iana(tz) => match tz.from_local_datetime(&naive).earliest() {
-                Some(t) => t.naive_utc(),
-                None => {
-                    let off = tz.offset_from_utc_datetime(&naive).fix();
-                    naive - chrono::Duration::seconds(i64::from(off.local_minus_utc()))
-                }
-            },
+    /// The UTC instant of a wall-clock time in this zone: the earliest of an ambiguous pair;
+    /// in a daylight-saving gap, the offset in force at that reading taken as UTC (normally
+    /// the one after the change). `None` outside the years [`Timestamp`] can hold (no chrono
+    /// arithmetic near its own limits, where it would panic).
+    fn to_utc(self, naive: NaiveDateTime) -> Option<NaiveDateTime> {
+        if !(1678..=2261).contains(&naive.year()) {
+            return None;
         }
+        let offset = match self {
+            Zone::Fixed(o) => o,
+            Zone::Iana(tz) => match tz.from_local_datetime(&naive).earliest() {
+                Some(t) => return Some(t.naive_utc()),
+                None => tz.offset_from_utc_datetime(&naive).fix(),
+            },
+        };
+        naive.checked_sub_signed(chrono::Duration::seconds(i64::from(
+            offset.local_minus_utc(),
+        )))
     }
 
     /// The wall clock in this zone at a UTC instant.
@@ -228,7 +233,9 @@ impl SyslogParser {
             None => arrival,
             Some(ts) if is_bsd_stamp(text) => {
                 // Parsed with UTC as the zone: the UTC reading *is* the wall clock.
-                to_timestamp(self.zone.to_utc(ts.naive_utc()))?
+                let wall = ts.naive_utc();
+                let utc = self.zone.to_utc(wall);
+                to_timestamp(utc.ok_or_else(|| Malformed::TimeOutOfRange(wall.to_string()))?)?
             }
             Some(ts) => to_timestamp(ts.naive_utc())?,
         };
@@ -433,6 +440,30 @@ mod tests {
             .parse(b"<13>1 2026-01-01T00:00:00Z h app worker-1 - - x", t, None)
             .unwrap();
         assert_eq!(get(&e, Field::Procid), Some("worker-1"));
+    }
+
+    #[test]
+    fn far_years_are_out_of_range_not_panics() {
+        let t = at("2026-01-01T00:00:00Z");
+        for zone in ["-12:00", "+14:00", "Pacific/Kiritimati", "UTC"] {
+            let p = SyslogParser::new(zone.parse().unwrap(), Year::Resolve);
+            for line in [
+                "<13>Dec 31 262142 23:59:59 h a: x",
+                "<13>Jan  1 -262143 00:00:00 h a: x",
+                "<13>Jan  1 1200 00:00:00 h a: x",
+            ] {
+                let got = p.parse(line.as_bytes(), t, None);
+                assert!(
+                    matches!(got, Err(Malformed::TimeOutOfRange(_))) || got.is_ok(),
+                    "{zone} {line}: {got:?}"
+                );
+            }
+        }
+        let p = SyslogParser::new("+02:00".parse().unwrap(), Year::Fixed(5000));
+        assert!(matches!(
+            p.parse(b"<13>Jan  1 00:00:00 h a: x", t, None),
+            Err(Malformed::TimeOutOfRange(_))
+        ));
     }
 
     #[test]
