@@ -286,12 +286,11 @@ impl SyslogParser {
 fn pid_as_written(text: &str, msg: &Message<&str>, pid: i32) -> String {
     let found = match (&msg.protocol, msg.appname) {
         (Protocol::RFC5424(_), _) => text.split_whitespace().nth(4),
-        (Protocol::RFC3164, Some(app)) => {
-            let open = format!("{app}[");
-            text.find(&open)
-                .map(|i| &text[i + open.len()..])
-                .and_then(|rest| rest.split(']').next())
-        }
+        (Protocol::RFC3164, Some(app)) if !app.is_empty() => text
+            .match_indices(app)
+            .find_map(|(i, _)| text[i + app.len()..].strip_prefix('['))
+            .and_then(|rest| rest.split(']').next()),
+        (Protocol::RFC3164, Some(_)) => None,
         (Protocol::RFC3164, None) => None,
     };
     match found {
