@@ -62,8 +62,8 @@ pub struct InputError {
 
 /// A streaming reader over several inputs; an [`Iterator`] of [`InputItem`]s.
 pub struct Inputs {
-    sources: std::vec::IntoIter<(String, Box<dyn BufRead>)>,
-    current: Option<(String, Box<dyn BufRead>, u64)>,
+    sources: std::vec::IntoIter<(String, Box<dyn BufRead + Send>)>,
+    current: Option<(String, Box<dyn BufRead + Send>, u64)>,
     parser: SyslogParser,
     last_time: Timestamp,
     max_line: usize,
@@ -78,7 +78,7 @@ pub fn open_inputs(
     parser: SyslogParser,
     reference: Timestamp,
 ) -> Result<Inputs, InputError> {
-    let mut sources: Vec<(String, Box<dyn BufRead>)> = Vec::with_capacity(paths.len());
+    let mut sources: Vec<(String, Box<dyn BufRead + Send>)> = Vec::with_capacity(paths.len());
     for path in paths {
         let name = path.display().to_string();
         if path == Path::new("-") {
@@ -97,7 +97,7 @@ pub fn open_inputs(
 impl Inputs {
     /// A reader over already-open sources (named for diagnostics); used by tests and stdin.
     pub fn from_readers(
-        sources: Vec<(String, Box<dyn BufRead>)>,
+        sources: Vec<(String, Box<dyn BufRead + Send>)>,
         parser: SyslogParser,
         reference: Timestamp,
     ) -> Self {
@@ -239,7 +239,7 @@ mod tests {
 
     use super::*;
 
-    fn reader(text: &[u8]) -> Box<dyn BufRead> {
+    fn reader(text: &[u8]) -> Box<dyn BufRead + Send> {
         Box::new(Cursor::new(text.to_vec()))
     }
 

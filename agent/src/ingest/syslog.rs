@@ -43,7 +43,7 @@ use std::sync::Arc;
 use cepheus_core::event::{Event, Field, FieldKey, Source, Value};
 use cepheus_core::time::Timestamp;
 use chrono::{DateTime, Datelike, FixedOffset, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
-use syslog_loose::{IncompleteDate, Message, ProcId, Variant};
+use syslog_loose::{IncompleteDate, Message, ProcId, Protocol, Variant};
 
 use super::Malformed;
 
@@ -126,19 +126,24 @@ fn parse_offset(body: &str, negative: bool) -> Option<FixedOffset> {
 }
 
 impl Zone {
-    /// The UTC instant of a wall-clock time in this zone (earliest of an ambiguous pair; in a
-    /// daylight-saving gap, the wall clock read with the offset in force just before).
-    fn to_utc(self, naive: NaiveDateTime) -> NaiveDateTime {
-        match self {
-            Zone::Fixed(o) => naive - chrono::Duration::seconds(i64::from(o.local_minus_utc())),
-            Zone::Iana(tz) => match tz.from_local_datetime(&naive).earliest() {
-                Some(t) => t.naive_utc(),
-                None => {
-                    let off = tz.offset_from_utc_datetime(&naive).fix();
-                    naive - chrono::Duration::seconds(i64::from(off.local_minus_utc()))
-                }
-            },
+    /// The UTC instant of a wall-clock time in this zone: the earliest of an ambiguous pair;
+    /// in a daylight-saving gap, the offset in force at that reading taken as UTC (normally
+    /// the one after the change). `None` outside the years [`Timestamp`] can hold (no chrono
+    /// arithmetic near its own limits, where it would panic).
+    fn to_utc(self, naive: NaiveDateTime) -> Option<NaiveDateTime> {
+        if !(1678..=2261).contains(&naive.year()) {
+            return None;
         }
+        let offset = match self {
+            Zone::Fixed(o) => o,
+            Zone::Iana(tz) => match tz.from_local_datetime(&naive).earliest() {
+                Some(t) => return Some(t.naive_utc()),
+                None => tz.offset_from_utc_datetime(&naive).fix(),
+            },
+        };
+        naive.checked_sub_signed(chrono::Duration::seconds(i64::from(
+            offset.local_minus_utc(),
+        )))
     }
 
     /// The wall clock in this zone at a UTC instant.
@@ -228,7 +233,9 @@ impl SyslogParser {
             None => arrival,
             Some(ts) if is_bsd_stamp(text) => {
                 // Parsed with UTC as the zone: the UTC reading *is* the wall clock.
-                to_timestamp(self.zone.to_utc(ts.naive_utc()))?
+                let wall = ts.naive_utc();
+                let utc = self.zone.to_utc(wall);
+                to_timestamp(utc.ok_or_else(|| Malformed::TimeOutOfRange(wall.to_string()))?)?
             }
             Some(ts) => to_timestamp(ts.naive_utc())?,
         };
@@ -246,7 +253,10 @@ impl SyslogParser {
             event.set(Field::App, Value::str(a));
         }
         match msg.procid {
-            Some(ProcId::PID(p)) => event.set(Field::Procid, Value::str(&p.to_string())),
+            Some(ProcId::PID(p)) => {
+                let written = pid_as_written(text, &msg, p);
+                event.set(Field::Procid, Value::str(&written));
+            }
             Some(ProcId::Name(n)) => event.set(Field::Procid, Value::str(n)),
             None => {}
         }
@@ -267,6 +277,25 @@ impl SyslogParser {
             }
         }
         Ok(event)
+    }
+}
+
+/// The process id as the sender wrote it (`0123` stays `0123`): `syslog_loose` hands back a
+/// number, so find its text in the header (`app[pid]` in RFC 3164, the fifth header token in
+/// RFC 5424) and keep it only if it reads as the same number.
+fn pid_as_written(text: &str, msg: &Message<&str>, pid: i32) -> String {
+    let found = match (&msg.protocol, msg.appname) {
+        (Protocol::RFC5424(_), _) => text.split_whitespace().nth(4),
+        (Protocol::RFC3164, Some(app)) if !app.is_empty() => text
+            .match_indices(app)
+            .find_map(|(i, _)| text[i + app.len()..].strip_prefix('['))
+            .and_then(|rest| rest.split(']').next()),
+        (Protocol::RFC3164, Some(_)) => None,
+        (Protocol::RFC3164, None) => None,
+    };
+    match found {
+        Some(t) if t.trim().parse::<i32>() == Ok(pid) => t.to_string(),
+        _ => pid.to_string(),
     }
 }
 
@@ -392,6 +421,48 @@ mod tests {
         );
         assert_eq!(e.get(Field::Facility), None);
         assert_eq!(e.get(Field::Severity), None);
+    }
+
+    #[test]
+    fn procid_as_written() {
+        let p = SyslogParser::default();
+        let t = at("2026-12-20T00:00:00Z");
+        let e = p
+            .parse(b"Dec 10 06:55:46 h sshd[0123]: x", t, None)
+            .unwrap();
+        assert_eq!(get(&e, Field::Procid), Some("0123"));
+        let e = p
+            .parse(b"<13>1 2026-01-01T00:00:00Z h app 007 - - x", t, None)
+            .unwrap();
+        assert_eq!(get(&e, Field::Procid), Some("007"));
+        let e = p
+            .parse(b"<13>1 2026-01-01T00:00:00Z h app worker-1 - - x", t, None)
+            .unwrap();
+        assert_eq!(get(&e, Field::Procid), Some("worker-1"));
+    }
+
+    #[test]
+    fn far_years_are_out_of_range_not_panics() {
+        let t = at("2026-01-01T00:00:00Z");
+        for zone in ["-12:00", "+14:00", "Pacific/Kiritimati", "UTC"] {
+            let p = SyslogParser::new(zone.parse().unwrap(), Year::Resolve);
+            for line in [
+                "<13>Dec 31 262142 23:59:59 h a: x",
+                "<13>Jan  1 -262143 00:00:00 h a: x",
+                "<13>Jan  1 1200 00:00:00 h a: x",
+            ] {
+                let got = p.parse(line.as_bytes(), t, None);
+                assert!(
+                    matches!(got, Err(Malformed::TimeOutOfRange(_))) || got.is_ok(),
+                    "{zone} {line}: {got:?}"
+                );
+            }
+        }
+        let p = SyslogParser::new("+02:00".parse().unwrap(), Year::Fixed(5000));
+        assert!(matches!(
+            p.parse(b"<13>Jan  1 00:00:00 h a: x", t, None),
+            Err(Malformed::TimeOutOfRange(_))
+        ));
     }
 
     #[test]
