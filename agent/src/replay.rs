@@ -249,7 +249,7 @@ pub fn open_source(path: &Path, parser: SyslogParser) -> anyhow::Result<Source> 
 
 /// Text given in memory (a rule test's input) as a replay source.
 pub fn text_source(name: &str, text: String, parser: SyslogParser) -> Source {
-    let reader: Box<dyn io::BufRead> = Box::new(io::Cursor::new(text.into_bytes()));
+    let reader: Box<dyn io::BufRead + Send> = Box::new(io::Cursor::new(text.into_bytes()));
     lines_source(Inputs::from_readers(vec![(name.to_string(), reader)], parser, Timestamp(0)))
 }
 
