@@ -309,31 +309,18 @@ mod tests {
     use super::*;
     use etherparse::PacketBuilder;
 
-    fn build(builder: PacketBuilder, payload: &[u8]) -> Vec<u8> {
-        let mut v = Vec::new();
-        builder.write(&mut v, payload).unwrap();
-        v
-    }
-
     #[test]
     fn udp_ethernet_and_double_vlan() {
-        let frame = build(
-            PacketBuilder::ethernet2([1; 6], [2; 6])
-                .double_vlan(
-                    etherparse::SingleVlanHeader {
-                        vlan_id: etherparse::VlanId::try_new(100).unwrap(),
-                        ether_type: etherparse::EtherType::VLAN_TAGGED_FRAME,
-                        ..Default::default()
-                    },
-                    etherparse::SingleVlanHeader {
-                        vlan_id: etherparse::VlanId::try_new(7).unwrap(),
-                        ..Default::default()
-                    },
-                )
-                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-                .udp(1000, 514),
-            b"<13>hello",
-        );
+        let mut frame = Vec::new();
+        PacketBuilder::ethernet2([1; 6], [2; 6])
+            .double_vlan(
+                etherparse::VlanId::try_new(100).unwrap(),
+                etherparse::VlanId::try_new(7).unwrap(),
+            )
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(1000, 514)
+            .write(&mut frame, b"<13>hello")
+            .unwrap();
         let Decoded::Ip(p) = decode(linktype::ETHERNET, &frame) else {
             panic!("not ip");
         };
@@ -345,12 +332,12 @@ mod tests {
 
     #[test]
     fn tcp_ipv6_raw_and_truncations() {
-        let pkt = build(
-            PacketBuilder::ipv6([1; 16], [2; 16], 64)
-                .tcp(40000, 22, 1, 1000)
-                .syn(),
-            b"",
-        );
+        let mut pkt = Vec::new();
+        PacketBuilder::ipv6([1; 16], [2; 16], 64)
+            .tcp(40000, 22, 1, 1000)
+            .syn()
+            .write(&mut pkt, b"")
+            .unwrap();
         let Decoded::Ip(p) = decode(linktype::RAW, &pkt) else {
             panic!("not ip");
         };

@@ -204,9 +204,11 @@ impl FlowRecord {
         }
     }
 
-    /// True for a failed TCP attempt: no answer (`S0`) or rejected (`REJ`).
+    /// True for a failed TCP attempt: a SYN never answered by a SYN-ACK, i.e. no answer (`S0`),
+    /// rejected (`REJ`), or given up by the originator before any answer (`RSTOS0`, `SH`; a
+    /// scanner such as masscan resets its own probes).
     pub fn is_failed_attempt(&self) -> bool {
-        self.proto == proto::TCP && matches!(self.state(), "S0" | "REJ")
+        self.proto == proto::TCP && matches!(self.state(), "S0" | "REJ" | "RSTOS0" | "SH")
     }
 }
 
@@ -727,8 +729,8 @@ fn stable_id(ts: Timestamp, key: &FlowKey) -> u64 {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::super::decode::{Decoded, decode, linktype};
     use super::*;
-    use crate::flow::decode::{Decoded, decode, linktype};
     use etherparse::PacketBuilder;
 
     fn tcp(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, f: &str) -> Vec<u8> {
