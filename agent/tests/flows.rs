@@ -4,6 +4,8 @@
 //! (`*.conv.txt` from `tshark -z conv,tcp -z conv,udp`, `*.packets.tsv` one row per frame);
 //! they are parsed here, no number is written into the test.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,7 +15,6 @@ use serde_json::Value as Json;
 
 // The flow module itself, for the decoder and reader proptests (the agent has no lib target).
 #[path = "../src/flow/mod.rs"]
-#[allow(dead_code, unused_imports)]
 mod flow;
 
 fn data_dir() -> PathBuf {
@@ -86,7 +87,10 @@ fn bytes_range(n: u64, unit: &str) -> (u64, u64) {
 }
 
 /// The TCP and UDP conversations of a `.conv.txt`, with byte ranges.
-fn parse_conv(text: &str) -> Vec<(Conv, (u64, u64), (u64, u64))> {
+/// A conversation with its A->B and B->A byte ranges (tshark rounds large counts).
+type ConvRanges = (Conv, (u64, u64), (u64, u64));
+
+fn parse_conv(text: &str) -> Vec<ConvRanges> {
     let mut out = Vec::new();
     let mut section = None;
     for line in text.lines() {
