@@ -353,4 +353,87 @@ mod tests {
         assert_eq!(decode(linktype::ETHERNET, &[0; 5]), Decoded::Truncated);
         assert_eq!(decode(9999, &[0; 5]), Decoded::UnsupportedLinktype);
     }
+
+    fn udp_ip() -> Vec<u8> {
+        let mut v = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(5, 6)
+            .write(&mut v, b"x")
+            .unwrap();
+        v
+    }
+
+    #[test]
+    fn cooked_loopback_and_raw_linktypes() {
+        let ip = udp_ip();
+        let mut sll = vec![0u8; 14];
+        sll.extend_from_slice(&[0x08, 0x00]);
+        sll.extend_from_slice(&ip);
+        let mut sll2 = vec![0x08, 0x00];
+        sll2.extend_from_slice(&[0u8; 18]);
+        sll2.extend_from_slice(&ip);
+        let mut null = 2u32.to_le_bytes().to_vec();
+        null.extend_from_slice(&ip);
+        for (lt, frame) in [
+            (linktype::LINUX_SLL, &sll),
+            (linktype::LINUX_SLL2, &sll2),
+            (linktype::NULL, &null),
+            (linktype::IPV4, &ip),
+            (linktype::RAW_12, &ip),
+        ] {
+            let Decoded::Ip(p) = decode(lt, frame) else {
+                panic!("linktype {lt}");
+            };
+            assert_eq!(
+                (p.sport, p.dport, p.payload),
+                (5, 6, &b"x"[..]),
+                "linktype {lt}"
+            );
+        }
+        // 802.3 length field and ARP are not IP.
+        let mut arp = vec![0u8; 12];
+        arp.extend_from_slice(&[0x08, 0x06, 0, 0]);
+        assert_eq!(decode(linktype::ETHERNET, &arp), Decoded::NonIp);
+        // Five VLAN tags are more than we walk.
+        let mut deep = vec![0u8; 12];
+        for _ in 0..5 {
+            deep.extend_from_slice(&[0x81, 0x00, 0, 1]);
+        }
+        deep.extend_from_slice(&[0x81, 0x00]);
+        assert_eq!(decode(linktype::ETHERNET, &deep), Decoded::Malformed);
+    }
+
+    #[test]
+    fn ipv6_extension_headers_and_fragments() {
+        // IPv6 + hop-by-hop (8 bytes) + fragment header (offset 0, more) + UDP.
+        let mut p = vec![0x60, 0, 0, 0];
+        let udp = [
+            0x00, 0x35, 0x04, 0xd2, 0x00, 0x10, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+        ];
+        let plen = (8 + 8 + udp.len()) as u16;
+        p.extend_from_slice(&plen.to_be_bytes());
+        p.extend_from_slice(&[0, 64]); // next header hop-by-hop, hop limit
+        p.extend_from_slice(&[0x20; 16]);
+        p.extend_from_slice(&[0x21; 16]);
+        p.extend_from_slice(&[44, 0, 1, 4, 0, 0, 0, 0]); // hop-by-hop -> fragment, PadN
+        p.extend_from_slice(&[17, 0, 0x00, 0x01, 0, 0, 0x12, 0x34]); // frag -> UDP, off 0, M
+        p.extend_from_slice(&udp);
+        let Decoded::Ip(d) = decode(linktype::RAW, &p) else {
+            panic!("not ip");
+        };
+        assert_eq!((d.proto, d.sport, d.dport), (proto::UDP, 53, 1234));
+        assert_eq!(d.fragment, Some((0x1234, true)));
+        assert_eq!(d.ip_len, 40 + u32::from(plen));
+        // A later fragment: no ports here, the table maps them.
+        let n = p.len();
+        p[n - udp.len() - 6] = 0x00;
+        p[n - udp.len() - 5] = 0x10; // offset 2 (x8 bytes)
+        let Decoded::Ip(d) = decode(linktype::RAW, &p) else {
+            panic!("not ip");
+        };
+        assert_eq!(
+            (d.sport, d.dport, d.fragment),
+            (0, 0, Some((0x1234, false)))
+        );
+    }
 }
