@@ -513,12 +513,15 @@ fn live_capture_on_veth() {
         veth: format!("cfl{id}a"),
     };
     let peer = format!("cfl{id}b");
+    // A /24 of 10.200.0.0/13 picked by pid, so concurrent runs do not clash.
+    let net = format!("10.{}.{}", 200 + id % 8, (id / 8) % 250);
+    let (here, there) = (format!("{net}.1"), format!("{net}.2"));
     let ok = sh(&["ip", "netns", "add", &ns.name])
         && sh(&[
             "ip", "link", "add", &ns.veth, "type", "veth", "peer", "name", &peer,
         ])
         && sh(&["ip", "link", "set", &peer, "netns", &ns.name])
-        && sh(&["ip", "addr", "add", "10.213.7.1/24", "dev", &ns.veth])
+        && sh(&["ip", "addr", "add", &format!("{here}/24"), "dev", &ns.veth])
         && sh(&["ip", "link", "set", &ns.veth, "up"])
         && sh(&[
             "ip",
@@ -528,7 +531,7 @@ fn live_capture_on_veth() {
             "ip",
             "addr",
             "add",
-            "10.213.7.2/24",
+            &format!("{there}/24"),
             "dev",
             &peer,
         ])
@@ -543,8 +546,8 @@ fn live_capture_on_veth() {
         return;
     }
     // Listeners in the root namespace, so the datagrams draw no ICMP and the connect completes.
-    let udp = std::net::UdpSocket::bind("10.213.7.1:9999").unwrap();
-    let listener = std::net::TcpListener::bind("10.213.7.1:7777").unwrap();
+    let udp = std::net::UdpSocket::bind(format!("{here}:9999")).unwrap();
+    let listener = std::net::TcpListener::bind(format!("{here}:7777")).unwrap();
     let server = std::thread::spawn(move || {
         use std::io::Read;
         let (mut s, _) = listener.accept().unwrap();
@@ -576,8 +579,10 @@ fn live_capture_on_veth() {
         &ns.name,
         "bash",
         "-c",
-        "exec 3>/dev/udp/10.213.7.1/9999; echo a >&3; echo b >&3; echo c >&3; exec 3>&-; \
-         (echo > /dev/tcp/10.213.7.1/9) 2>/dev/null; echo hello > /dev/tcp/10.213.7.1/7777; true",
+        &format!(
+            "exec 3>/dev/udp/{here}/9999; echo a >&3; echo b >&3; echo c >&3; exec 3>&-; \
+             (echo > /dev/tcp/{here}/9) 2>/dev/null; echo hello > /dev/tcp/{here}/7777; true"
+        ),
     ]);
     assert_eq!(server.join().unwrap(), b"hello\n");
     let mut buf = [0u8; 16];
@@ -593,7 +598,7 @@ fn live_capture_on_veth() {
         .iter()
         .find(|f| f["proto"] == "udp" && f["dport"] == 9999)
         .unwrap_or_else(|| panic!("no UDP flow: {flows:#?} {stderr}"));
-    assert_eq!(udp["src"], "10.213.7.2");
+    assert_eq!(udp["src"], there.as_str());
     assert_eq!(udp["orig_pkts"], 3);
     assert_eq!(udp["orig_bytes"], 3 * (20 + 8 + 2));
     assert_eq!(udp["orig_frame_bytes"], 3 * (14 + 20 + 8 + 2));
@@ -601,7 +606,7 @@ fn live_capture_on_veth() {
         .iter()
         .find(|f| f["proto"] == "tcp" && f["dport"] == 9)
         .unwrap_or_else(|| panic!("no TCP flow: {flows:#?}"));
-    assert_eq!(tcp["src"], "10.213.7.2");
+    assert_eq!(tcp["src"], there.as_str());
     assert_eq!(tcp["state"], "REJ");
     assert_eq!(
         (tcp["orig_pkts"].as_u64(), tcp["resp_pkts"].as_u64()),
@@ -611,7 +616,7 @@ fn live_capture_on_veth() {
         .iter()
         .find(|f| f["proto"] == "tcp" && f["dport"] == 7777)
         .unwrap_or_else(|| panic!("no TCP flow to 7777: {flows:#?}"));
-    assert_eq!(sf["src"], "10.213.7.2");
+    assert_eq!(sf["src"], there.as_str());
     assert_eq!(sf["state"], "SF");
     assert_eq!(sf["orig_payload_bytes"], 6);
     assert!(sf["orig_pkts"].as_u64().unwrap() >= 4 && sf["resp_pkts"].as_u64().unwrap() >= 2);
