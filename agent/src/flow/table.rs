@@ -604,7 +604,8 @@ impl FlowTable {
         let bucket = at.0.div_euclid(SEC).saturating_add(1);
         self.wheel.entry(bucket).or_default().push((slot, gen_));
         self.wheel_len += 1;
-        if self.wheel_len > self.cfg.max_flows.saturating_mul(2).max(1024) {
+        // At most two live entries per flow (its timer and a close-linger check): 3x leaves slack.
+        if self.wheel_len > self.cfg.max_flows.saturating_mul(3).max(1024) {
             self.compact_wheel();
         }
     }
