@@ -485,9 +485,7 @@ mod tests {
     fn value_parse_by_type() {
         assert_eq!(
             Value::parse_as(ValueType::Ip, " 10.0.0.1 "),
-            Some(Value::Ip(
-                "10.0.0.1".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]))
-            ))
+            Some(Value::Ip("10.0.0.1".parse().unwrap_or(IpAddr::from([0, 0, 0, 0]))))
         );
         assert_eq!(Value::parse_as(ValueType::Int, "x"), None);
     }

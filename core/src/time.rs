@@ -8,15 +8,11 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// An instant: nanoseconds since the Unix epoch, UTC.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Timestamp(pub i64);
 
 /// A non-negative length of time in nanoseconds.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Duration(pub i64);
 
 impl Timestamp {
@@ -107,9 +103,7 @@ impl Duration {
             return Err("empty duration".into());
         }
         if t.chars().all(|c| c.is_ascii_digit()) {
-            return Err(format!(
-                "`{t}` has no unit: write `{t}s`, `{t}m`, `{t}h` or `{t}ms`"
-            ));
+            return Err(format!("`{t}` has no unit: write `{t}s`, `{t}m`, `{t}h` or `{t}ms`"));
         }
         match humantime::parse_duration(t) {
             Ok(d) => i64::try_from(d.as_nanos())
@@ -175,13 +169,7 @@ mod tests {
     fn rfc3339_round_trip() {
         let t = Timestamp::parse_rfc3339("2026-11-30T10:00:00Z");
         assert_eq!(t, Some(Timestamp::from_secs(1_796_032_800)));
-        assert_eq!(
-            Timestamp::from_secs(1_796_032_800).to_rfc3339(),
-            "2026-11-30T10:00:00Z"
-        );
-        assert_eq!(
-            Timestamp::from_millis(1_500).to_rfc3339(),
-            "1970-01-01T00:00:01.500Z"
-        );
+        assert_eq!(Timestamp::from_secs(1_796_032_800).to_rfc3339(), "2026-11-30T10:00:00Z");
+        assert_eq!(Timestamp::from_millis(1_500).to_rfc3339(), "1970-01-01T00:00:01.500Z");
     }
 }

@@ -176,9 +176,7 @@ fn arith(op: ArithOp, a: &Value, b: &Value) -> Option<Value> {
             Div => x.checked_div(*y)?,
             Rem => x.checked_rem(*y)?,
         }),
-        (Value::Int(_), Value::Float(_))
-        | (Value::Float(_), Value::Int(_))
-        | (Value::Float(_), Value::Float(_)) => {
+        (Value::Int(_), Value::Float(_)) | (Value::Float(_), Value::Int(_)) | (Value::Float(_), Value::Float(_)) => {
             let (x, y) = (as_f64(a)?, as_f64(b)?);
             Value::Float(match op {
                 Add => x + y,
@@ -318,8 +316,7 @@ impl Cond {
             Cond::In(e, list) => match e.eval(ev, caps) {
                 Some(v) => {
                     let v = v.get();
-                    list.iter()
-                        .any(|x| compare(v, x) == Some(std::cmp::Ordering::Equal))
+                    list.iter().any(|x| compare(v, x) == Some(std::cmp::Ordering::Equal))
                 }
                 None => false,
             },
@@ -347,11 +344,7 @@ impl Cond {
             Cond::True => s.push_str("true"),
             Cond::Source(src) => s.push_str(src.name()),
             Cond::And(cs) | Cond::Or(cs) => {
-                let word = if matches!(self, Cond::And(_)) {
-                    "and"
-                } else {
-                    "or"
-                };
+                let word = if matches!(self, Cond::And(_)) { "and" } else { "or" };
                 // Operands with captures must keep their order; others are sorted.
                 let mut parts: Vec<String> = cs.iter().map(Cond::canonical).collect();
                 if !cs.iter().any(Cond::captures_any) {
@@ -378,13 +371,7 @@ impl Cond {
                 let _ = write!(s, "{a} {w} {b}");
             }
             Cond::Regex(r) => {
-                let _ = write!(
-                    s,
-                    "{} {} {:?}",
-                    r.lhs,
-                    if r.negate { "!~" } else { "=~" },
-                    r.re.as_str()
-                );
+                let _ = write!(s, "{} {} {:?}", r.lhs, if r.negate { "!~" } else { "=~" }, r.re.as_str());
             }
             Cond::In(e, list) => {
                 let mut vals: Vec<String> = list.iter().map(lit).collect();
@@ -515,9 +502,7 @@ pub struct Window {
 }
 
 /// Severity of a rule's alerts.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Wake someone up.
@@ -642,13 +627,7 @@ impl Rule {
         let _ = write!(s, "group_by={:?};", self.group_by);
         for e in &self.events {
             let keys: Vec<&str> = e.group_fields.iter().map(FieldKey::name).collect();
-            let _ = write!(
-                s,
-                "event {}: {} keys {:?};",
-                e.name,
-                e.cond.canonical(),
-                keys
-            );
+            let _ = write!(s, "event {}: {} keys {:?};", e.name, e.cond.canonical(), keys);
         }
         let _ = write!(
             s,
@@ -688,21 +667,14 @@ mod tests {
     use super::*;
 
     fn ev() -> Event {
-        Event::new(
-            Source::Syslog,
-            Timestamp::from_secs(100),
-            Timestamp::from_secs(100),
-        )
-        .with(Field::App, Value::str("sshd"))
-        .with(Field::Severity, Value::Int(3))
-        .with(
-            Field::Msg,
-            Value::str("Failed password for root from 10.1.2.3 port 22 ssh2"),
-        )
-        .with(
-            Field::Peer,
-            Value::Ip("::ffff:10.9.9.9".parse().unwrap_or(IpAddr::from([0; 4]))),
-        )
+        Event::new(Source::Syslog, Timestamp::from_secs(100), Timestamp::from_secs(100))
+            .with(Field::App, Value::str("sshd"))
+            .with(Field::Severity, Value::Int(3))
+            .with(
+                Field::Msg,
+                Value::str("Failed password for root from 10.1.2.3 port 22 ssh2"),
+            )
+            .with(Field::Peer, Value::Ip("::ffff:10.9.9.9".parse().unwrap_or(IpAddr::from([0; 4]))))
     }
 
     fn field(f: Field) -> Expr {
@@ -716,27 +688,15 @@ mod tests {
         let c = Cond::And(vec![
             Cond::Source(Source::Syslog),
             Cond::Cmp(CmpOp::Eq, field(Field::App), Expr::Lit(Value::str("sshd"))),
-            Cond::Cmp(
-                CmpOp::Le,
-                field(Field::Severity),
-                Expr::Lit(Value::Float(3.0)),
-            ),
-            Cond::Str(
-                StrOp::StartsWith,
-                field(Field::Msg),
-                Expr::Lit(Value::str("Failed")),
-            ),
+            Cond::Cmp(CmpOp::Le, field(Field::Severity), Expr::Lit(Value::Float(3.0))),
+            Cond::Str(StrOp::StartsWith, field(Field::Msg), Expr::Lit(Value::str("Failed"))),
         ]);
         assert!(c.eval(&e, &mut caps));
         let c = Cond::Cmp(CmpOp::Eq, field(Field::Host), Expr::Lit(Value::str("x")));
         assert!(!c.eval(&e, &mut caps), "missing field is no match");
         let c = Cond::Cmp(
             CmpOp::Eq,
-            Expr::Arith(
-                ArithOp::Add,
-                Box::new(field(Field::Severity)),
-                Box::new(Expr::Lit(Value::Int(1))),
-            ),
+            Expr::Arith(ArithOp::Add, Box::new(field(Field::Severity)), Box::new(Expr::Lit(Value::Int(1)))),
             Expr::Lit(Value::Int(4)),
         );
         assert!(c.eval(&e, &mut caps));
@@ -752,24 +712,12 @@ mod tests {
             lhs: field(Field::Msg),
             re,
             negate: false,
-            captures: vec![
-                (1, FieldKey::from_name("user")),
-                (2, FieldKey::from_name("src")),
-            ],
+            captures: vec![(1, FieldKey::from_name("user")), (2, FieldKey::from_name("src"))],
         }));
         assert!(c.eval(&e, &mut caps));
         assert_eq!(caps[0].1, Value::str("root"));
-        assert_eq!(
-            caps[1],
-            (
-                FieldKey::Known(Field::Src),
-                Value::Ip(IpAddr::from([10, 1, 2, 3]))
-            )
-        );
-        let then = Cond::InCidr(
-            field(Field::Src),
-            vec!["10.0.0.0/8".parse().unwrap_or_else(|_| unreachable!())],
-        );
+        assert_eq!(caps[1], (FieldKey::Known(Field::Src), Value::Ip(IpAddr::from([10, 1, 2, 3]))));
+        let then = Cond::InCidr(field(Field::Src), vec!["10.0.0.0/8".parse().unwrap_or_else(|_| unreachable!())]);
         assert!(then.eval(&e, &mut caps));
     }
 
@@ -779,10 +727,7 @@ mod tests {
         let mut caps = Captures::new();
         let nets = vec!["10.0.0.0/8".parse().unwrap_or_else(|_| unreachable!())];
         assert!(Cond::InCidr(field(Field::Peer), nets).eval(&e, &mut caps));
-        let c = Cond::In(
-            field(Field::App),
-            vec![Value::str("dropbear"), Value::str("sshd")],
-        );
+        let c = Cond::In(field(Field::App), vec![Value::str("dropbear"), Value::str("sshd")]);
         assert!(c.eval(&e, &mut caps));
         assert!(Cond::Exists(FieldKey::Known(Field::Time)).eval(&e, &mut caps));
         assert!(!Cond::Exists(FieldKey::from_name("sd.origin.ip")).eval(&e, &mut caps));
