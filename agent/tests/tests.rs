@@ -15,3 +15,6 @@ mod syslog_ingest;
 
 /// `cepheus replay` against independent counts, the peers' scorer, and itself (determinism).
 mod replay;
+
+/// Flows: captures vs tshark sidecars, truncated input, proptests, live capture in a netns.
+mod flows;

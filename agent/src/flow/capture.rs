@@ -299,6 +299,7 @@ mod tests {
         assert_eq!(ticks_to_ts(5, 6, 0), Timestamp(5000));
         assert_eq!(ticks_to_ts(5, 9, 0), Timestamp(5));
         assert_eq!(ticks_to_ts(1024, 0x8a, 1), Timestamp(2_000_000_000));
-        assert_eq!(ticks_to_ts(u64::MAX, 200, 0), Timestamp(0));
+        assert_eq!(ticks_to_ts(u64::MAX, 100, 0), Timestamp(0));
+        assert_eq!(ticks_to_ts(1 << 40, 0xc8, 0), Timestamp(0));
     }
 }

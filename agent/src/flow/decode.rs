@@ -309,31 +309,18 @@ mod tests {
     use super::*;
     use etherparse::PacketBuilder;
 
-    fn build(builder: PacketBuilder, payload: &[u8]) -> Vec<u8> {
-        let mut v = Vec::new();
-        builder.write(&mut v, payload).unwrap();
-        v
-    }
-
     #[test]
     fn udp_ethernet_and_double_vlan() {
-        let frame = build(
-            PacketBuilder::ethernet2([1; 6], [2; 6])
-                .double_vlan(
-                    etherparse::SingleVlanHeader {
-                        vlan_id: etherparse::VlanId::try_new(100).unwrap(),
-                        ether_type: etherparse::EtherType::VLAN_TAGGED_FRAME,
-                        ..Default::default()
-                    },
-                    etherparse::SingleVlanHeader {
-                        vlan_id: etherparse::VlanId::try_new(7).unwrap(),
-                        ..Default::default()
-                    },
-                )
-                .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
-                .udp(1000, 514),
-            b"<13>hello",
-        );
+        let mut frame = Vec::new();
+        PacketBuilder::ethernet2([1; 6], [2; 6])
+            .double_vlan(
+                etherparse::VlanId::try_new(100).unwrap(),
+                etherparse::VlanId::try_new(7).unwrap(),
+            )
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(1000, 514)
+            .write(&mut frame, b"<13>hello")
+            .unwrap();
         let Decoded::Ip(p) = decode(linktype::ETHERNET, &frame) else {
             panic!("not ip");
         };
@@ -345,12 +332,12 @@ mod tests {
 
     #[test]
     fn tcp_ipv6_raw_and_truncations() {
-        let pkt = build(
-            PacketBuilder::ipv6([1; 16], [2; 16], 64)
-                .tcp(40000, 22, 1, 1000)
-                .syn(),
-            b"",
-        );
+        let mut pkt = Vec::new();
+        PacketBuilder::ipv6([1; 16], [2; 16], 64)
+            .tcp(40000, 22, 1, 1000)
+            .syn()
+            .write(&mut pkt, b"")
+            .unwrap();
         let Decoded::Ip(p) = decode(linktype::RAW, &pkt) else {
             panic!("not ip");
         };
@@ -365,5 +352,88 @@ mod tests {
         }
         assert_eq!(decode(linktype::ETHERNET, &[0; 5]), Decoded::Truncated);
         assert_eq!(decode(9999, &[0; 5]), Decoded::UnsupportedLinktype);
+    }
+
+    fn udp_ip() -> Vec<u8> {
+        let mut v = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(5, 6)
+            .write(&mut v, b"x")
+            .unwrap();
+        v
+    }
+
+    #[test]
+    fn cooked_loopback_and_raw_linktypes() {
+        let ip = udp_ip();
+        let mut sll = vec![0u8; 14];
+        sll.extend_from_slice(&[0x08, 0x00]);
+        sll.extend_from_slice(&ip);
+        let mut sll2 = vec![0x08, 0x00];
+        sll2.extend_from_slice(&[0u8; 18]);
+        sll2.extend_from_slice(&ip);
+        let mut null = 2u32.to_le_bytes().to_vec();
+        null.extend_from_slice(&ip);
+        for (lt, frame) in [
+            (linktype::LINUX_SLL, &sll),
+            (linktype::LINUX_SLL2, &sll2),
+            (linktype::NULL, &null),
+            (linktype::IPV4, &ip),
+            (linktype::RAW_12, &ip),
+        ] {
+            let Decoded::Ip(p) = decode(lt, frame) else {
+                panic!("linktype {lt}");
+            };
+            assert_eq!(
+                (p.sport, p.dport, p.payload),
+                (5, 6, &b"x"[..]),
+                "linktype {lt}"
+            );
+        }
+        // 802.3 length field and ARP are not IP.
+        let mut arp = vec![0u8; 12];
+        arp.extend_from_slice(&[0x08, 0x06, 0, 0]);
+        assert_eq!(decode(linktype::ETHERNET, &arp), Decoded::NonIp);
+        // Five VLAN tags are more than we walk.
+        let mut deep = vec![0u8; 12];
+        for _ in 0..5 {
+            deep.extend_from_slice(&[0x81, 0x00, 0, 1]);
+        }
+        deep.extend_from_slice(&[0x81, 0x00]);
+        assert_eq!(decode(linktype::ETHERNET, &deep), Decoded::Malformed);
+    }
+
+    #[test]
+    fn ipv6_extension_headers_and_fragments() {
+        // IPv6 + hop-by-hop (8 bytes) + fragment header (offset 0, more) + UDP.
+        let mut p = vec![0x60, 0, 0, 0];
+        let udp = [
+            0x00, 0x35, 0x04, 0xd2, 0x00, 0x10, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+        ];
+        let plen = (8 + 8 + udp.len()) as u16;
+        p.extend_from_slice(&plen.to_be_bytes());
+        p.extend_from_slice(&[0, 64]); // next header hop-by-hop, hop limit
+        p.extend_from_slice(&[0x20; 16]);
+        p.extend_from_slice(&[0x21; 16]);
+        p.extend_from_slice(&[44, 0, 1, 4, 0, 0, 0, 0]); // hop-by-hop -> fragment, PadN
+        p.extend_from_slice(&[17, 0, 0x00, 0x01, 0, 0, 0x12, 0x34]); // frag -> UDP, off 0, M
+        p.extend_from_slice(&udp);
+        let Decoded::Ip(d) = decode(linktype::RAW, &p) else {
+            panic!("not ip");
+        };
+        assert_eq!((d.proto, d.sport, d.dport), (proto::UDP, 53, 1234));
+        assert_eq!(d.fragment, Some((0x1234, true)));
+        assert_eq!(d.ip_len, 40 + u32::from(plen));
+        // A later fragment: no ports here, the table maps them.
+        let n = p.len();
+        p[n - udp.len() - 6] = 0x00;
+        p[n - udp.len() - 5] = 0x10; // offset 2 (x8 bytes)
+        let Decoded::Ip(d) = decode(linktype::RAW, &p) else {
+            panic!("not ip");
+        };
+        assert_eq!(
+            (d.sport, d.dport, d.fragment),
+            (0, 0, Some((0x1234, false)))
+        );
     }
 }

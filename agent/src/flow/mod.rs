@@ -92,6 +92,7 @@ pub struct Counters {
 pub struct FlowEngine {
     table: FlowTable,
     counters: Counters,
+    scratch: Vec<FlowNotice>,
 }
 
 impl FlowEngine {
@@ -100,6 +101,7 @@ impl FlowEngine {
         FlowEngine {
             table: FlowTable::new(cfg),
             counters: Counters::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -142,6 +144,44 @@ impl FlowEngine {
     /// Ends every open flow (end of capture).
     pub fn finish(&mut self, out: &mut Vec<FlowNotice>) {
         self.table.finish(out);
+    }
+
+    /// [`FlowEngine::push`] with its output as [`FlowItem`]s in order (flow events, then the
+    /// datagram): the form `cepheus run` wants for a live capture.
+    pub fn push_items(&mut self, pkt: &RawPacket<'_>, out: &mut Vec<FlowItem>) {
+        let mut notices = std::mem::take(&mut self.scratch);
+        let syslog = self.push(pkt, &mut notices);
+        out.extend(
+            notices
+                .drain(..)
+                .map(|n| FlowItem::Flow(notice_to_event(&n))),
+        );
+        out.extend(syslog.map(FlowItem::Syslog));
+        self.scratch = notices;
+    }
+
+    /// [`FlowEngine::advance`] with its output as [`FlowItem`]s (call on an idle tick).
+    pub fn advance_items(&mut self, now: Timestamp, out: &mut Vec<FlowItem>) {
+        let mut notices = std::mem::take(&mut self.scratch);
+        self.advance(now, &mut notices);
+        out.extend(
+            notices
+                .drain(..)
+                .map(|n| FlowItem::Flow(notice_to_event(&n))),
+        );
+        self.scratch = notices;
+    }
+
+    /// [`FlowEngine::finish`] with its output as [`FlowItem`]s (end of capture).
+    pub fn finish_items(&mut self, out: &mut Vec<FlowItem>) {
+        let mut notices = std::mem::take(&mut self.scratch);
+        self.finish(&mut notices);
+        out.extend(
+            notices
+                .drain(..)
+                .map(|n| FlowItem::Flow(notice_to_event(&n))),
+        );
+        self.scratch = notices;
     }
 
     /// Counts a read error of the capture.
@@ -194,7 +234,7 @@ pub struct FlowReader<R: Read> {
     capture: CaptureReader<R>,
     engine: FlowEngine,
     pending: VecDeque<FlowItem>,
-    notices: Vec<FlowNotice>,
+    items: Vec<FlowItem>,
     finished: bool,
     error: Option<CaptureError>,
 }
@@ -213,7 +253,7 @@ impl<R: Read> FlowReader<R> {
             capture,
             engine: FlowEngine::new(cfg),
             pending: VecDeque::new(),
-            notices: Vec::new(),
+            items: Vec::new(),
             finished: false,
             error: None,
         }
@@ -227,12 +267,6 @@ impl<R: Read> FlowReader<R> {
     /// The read error that ended the capture early, if any.
     pub fn error(&self) -> Option<&CaptureError> {
         self.error.as_ref()
-    }
-
-    fn drain_notices(&mut self) {
-        for n in self.notices.drain(..) {
-            self.pending.push_back(FlowItem::Flow(notice_to_event(&n)));
-        }
     }
 }
 
@@ -249,11 +283,8 @@ impl<R: Read> Iterator for FlowReader<R> {
             }
             match self.capture.next_packet() {
                 Some(Ok(pkt)) => {
-                    let syslog = self.engine.push(&pkt, &mut self.notices);
-                    self.drain_notices();
-                    if let Some(d) = syslog {
-                        self.pending.push_back(FlowItem::Syslog(d));
-                    }
+                    self.engine.push_items(&pkt, &mut self.items);
+                    self.pending.extend(self.items.drain(..));
                 }
                 other => {
                     if let Some(Err(e)) = other {
@@ -261,8 +292,8 @@ impl<R: Read> Iterator for FlowReader<R> {
                         self.engine.note_read_error();
                         self.error = Some(e);
                     }
-                    self.engine.finish(&mut self.notices);
-                    self.drain_notices();
+                    self.engine.finish_items(&mut self.items);
+                    self.pending.extend(self.items.drain(..));
                     self.finished = true;
                 }
             }

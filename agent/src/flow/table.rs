@@ -204,9 +204,11 @@ impl FlowRecord {
         }
     }
 
-    /// True for a failed TCP attempt: no answer (`S0`) or rejected (`REJ`).
+    /// True for a failed TCP attempt: a SYN never answered by a SYN-ACK, i.e. no answer (`S0`),
+    /// rejected (`REJ`), or given up by the originator before any answer (`RSTOS0`, `SH`; a
+    /// scanner such as masscan resets its own probes).
     pub fn is_failed_attempt(&self) -> bool {
-        self.proto == proto::TCP && matches!(self.state(), "S0" | "REJ")
+        self.proto == proto::TCP && matches!(self.state(), "S0" | "REJ" | "RSTOS0" | "SH")
     }
 }
 
@@ -602,7 +604,8 @@ impl FlowTable {
         let bucket = at.0.div_euclid(SEC).saturating_add(1);
         self.wheel.entry(bucket).or_default().push((slot, gen_));
         self.wheel_len += 1;
-        if self.wheel_len > self.cfg.max_flows.saturating_mul(2).max(1024) {
+        // At most two live entries per flow (its timer and a close-linger check): 3x leaves slack.
+        if self.wheel_len > self.cfg.max_flows.saturating_mul(3).max(1024) {
             self.compact_wheel();
         }
     }
@@ -727,8 +730,8 @@ fn stable_id(ts: Timestamp, key: &FlowKey) -> u64 {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::super::decode::{Decoded, decode, linktype};
     use super::*;
-    use crate::flow::decode::{Decoded, decode, linktype};
     use etherparse::PacketBuilder;
 
     fn tcp(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, f: &str) -> Vec<u8> {
@@ -827,5 +830,93 @@ mod tests {
             .count();
         assert_eq!(failed, 2);
         assert_eq!(t.stats().active, 1);
+    }
+
+    #[test]
+    fn ipv4_fragments_join_their_flow() {
+        use etherparse::{IpHeaders, Ipv4Header, PacketBuilder};
+        let mut whole = Vec::new();
+        PacketBuilder::ipv4(C, S, 64)
+            .udp(1000, 2000)
+            .write(&mut whole, &[7u8; 64])
+            .unwrap();
+        let (hdr, _) = IpHeaders::from_slice(&whole).unwrap();
+        let mut v4: Ipv4Header = hdr.ipv4().unwrap().0.clone();
+        let body = &whole[20..]; // UDP header + 64 bytes
+        let mut frags = Vec::new();
+        for (off, chunk, more) in [(0usize, &body[..40], true), (40, &body[40..], false)] {
+            v4.identification = 77;
+            v4.more_fragments = more;
+            v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
+            v4.set_payload_len(chunk.len()).unwrap();
+            v4.header_checksum = v4.calc_header_checksum();
+            let mut f = v4.to_bytes().to_vec();
+            f.extend_from_slice(chunk);
+            frags.push(f);
+        }
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &frags[0], &mut out);
+        feed(&mut t, 0.001, &frags[1], &mut out);
+        t.finish(&mut out);
+        let ends: Vec<_> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .collect();
+        assert_eq!(ends.len(), 1);
+        assert_eq!((ends[0].flow.sport, ends[0].flow.orig.pkts), (1000, 2));
+        assert_eq!(ends[0].flow.orig.ip_bytes, 20 + 40 + 20 + 32);
+        assert_eq!(t.stats().orphan_fragments, 0);
+    }
+
+    #[test]
+    fn icmp_echo_pairs_request_and_reply() {
+        use etherparse::PacketBuilder;
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        let mut req = Vec::new();
+        PacketBuilder::ipv4(C, S, 64)
+            .icmpv4_echo_request(9, 1)
+            .write(&mut req, b"ping")
+            .unwrap();
+        let mut rep = Vec::new();
+        PacketBuilder::ipv4(S, C, 64)
+            .icmpv4_echo_reply(9, 1)
+            .write(&mut rep, b"ping")
+            .unwrap();
+        feed(&mut t, 0.0, &req, &mut out);
+        feed(&mut t, 0.1, &rep, &mut out);
+        t.finish(&mut out);
+        let ends: Vec<_> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .collect();
+        assert_eq!(ends.len(), 1);
+        let f = ends[0].flow;
+        assert_eq!(
+            (f.proto_name().as_str(), f.dport, f.orig.pkts, f.resp.pkts),
+            ("icmp", 8, 1, 1)
+        );
+        assert_eq!(f.state(), "SF");
+    }
+
+    #[test]
+    fn close_linger_then_port_reuse() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &tcp(C, S, 4000, 80, "S"), &mut out);
+        feed(&mut t, 0.1, &tcp(S, C, 80, 4000, "RA"), &mut out);
+        // A new SYN on the same 5-tuple right after the RST: a new flow.
+        feed(&mut t, 0.2, &tcp(C, S, 4000, 80, "S"), &mut out);
+        // After the linger (5 s) the second attempt is still open: attempt timeout is 30 s.
+        feed(&mut t, 40.0, &tcp(C, S, 1, 1, "S"), &mut out);
+        let ends: Vec<_> = out
+            .iter()
+            .filter_map(|n| match n.kind {
+                NoticeKind::End(r) => Some((n.flow.state(), r)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends, [("REJ", EndReason::Closed), ("S0", EndReason::Idle)]);
     }
 }

@@ -1,0 +1,624 @@
+//! `cepheus flows` against tshark's conversation tables, hostile input, and a live capture.
+//!
+//! The ground truth is the tshark sidecars next to each capture in `tests/data/pcap/`
+//! (`*.conv.txt` from `tshark -z conv,tcp -z conv,udp`, `*.packets.tsv` one row per frame);
+//! they are parsed here, no number is written into the test.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use proptest::prelude::*;
+use serde_json::Value as Json;
+
+// The flow module itself, for the decoder and reader proptests (the agent has no lib target).
+#[path = "../src/flow/mod.rs"]
+mod flow;
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pcap")
+}
+
+fn captures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(data_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().to_string();
+            n.ends_with(".pcap") || n.ends_with(".pcapng")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Runs `cepheus flows ARGS`; returns stdout JSON lines and the stderr summary objects.
+fn cepheus_flows(args: &[&str]) -> (Vec<Json>, Vec<Json>) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .arg("flows")
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success(),
+        "cepheus flows {args:?} failed: {stderr}"
+    );
+    let parse = |s: &str| -> Vec<Json> {
+        s.lines()
+            .filter(|l| l.starts_with('{'))
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    (parse(&String::from_utf8_lossy(&out.stdout)), parse(&stderr))
+}
+
+/// One endpoint, as tshark prints it (`addr:port`).
+type Ep = (String, u16);
+
+/// A conversation: endpoints A and B, frames and bytes A->B and B->A.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Conv {
+    proto: &'static str,
+    a: Ep,
+    b: Ep,
+    ab_frames: u64,
+    ab_bytes: u64,
+    ba_frames: u64,
+    ba_bytes: u64,
+}
+
+fn split_ep(s: &str) -> Ep {
+    let i = s.rfind(':').unwrap();
+    (s[..i].to_string(), s[i + 1..].parse().unwrap())
+}
+
+/// Bytes as tshark prints them: exact for `bytes`, truncated thousands for `kB`, etc.
+fn bytes_range(n: u64, unit: &str) -> (u64, u64) {
+    let m = match unit {
+        "bytes" => return (n, n),
+        "kB" => 1000,
+        "MB" => 1_000_000,
+        other => panic!("unit {other}"),
+    };
+    (n * m, (n + 1) * m - 1)
+}
+
+/// The TCP and UDP conversations of a `.conv.txt`, with byte ranges.
+/// A conversation with its A->B and B->A byte ranges (tshark rounds large counts).
+type ConvRanges = (Conv, (u64, u64), (u64, u64));
+
+fn parse_conv(text: &str) -> Vec<ConvRanges> {
+    let mut out = Vec::new();
+    let mut section = None;
+    for line in text.lines() {
+        if line.starts_with("TCP Conversations") {
+            section = Some("tcp");
+        } else if line.starts_with("UDP Conversations") {
+            section = Some("udp");
+        } else if line.contains("Conversations") {
+            section = None;
+        }
+        let Some(proto) = section else { continue };
+        let t: Vec<&str> = line.split_whitespace().collect();
+        if t.len() < 9 || t[1] != "<->" {
+            continue;
+        }
+        // A <-> B | <-: frames bytes unit | ->: frames bytes unit | ...
+        let ba_frames: u64 = t[3].parse().unwrap();
+        let ba = bytes_range(t[4].parse().unwrap(), t[5]);
+        let ab_frames: u64 = t[6].parse().unwrap();
+        let ab = bytes_range(t[7].parse().unwrap(), t[8]);
+        out.push((
+            Conv {
+                proto,
+                a: split_ep(t[0]),
+                b: split_ep(t[2]),
+                ab_frames,
+                ab_bytes: 0,
+                ba_frames,
+                ba_bytes: 0,
+            },
+            ab,
+            ba,
+        ));
+    }
+    out
+}
+
+/// Exact per-direction frame counts and frame bytes from a `.packets.tsv`, by (proto, stream).
+fn parse_tsv(text: &str) -> BTreeMap<(&'static str, u64), (Ep, Ep, [u64; 4])> {
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split('\t').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (len, ip_src, ip_dst, ip6_src, ip6_dst) = (
+        col("frame.len"),
+        col("ip.src"),
+        col("ip.dst"),
+        col("ipv6.src"),
+        col("ipv6.dst"),
+    );
+    let protos = [
+        (
+            "tcp",
+            col("tcp.stream"),
+            col("tcp.srcport"),
+            col("tcp.dstport"),
+        ),
+        (
+            "udp",
+            col("udp.stream"),
+            col("udp.srcport"),
+            col("udp.dstport"),
+        ),
+    ];
+    let mut convs: BTreeMap<(&'static str, u64), (Ep, Ep, [u64; 4])> = BTreeMap::new();
+    for line in lines {
+        let f: Vec<&str> = line.split('\t').collect();
+        let get = |i: usize| f.get(i).copied().unwrap_or("");
+        for (proto, stream, sp, dp) in protos {
+            if get(stream).is_empty() {
+                continue;
+            }
+            let (src, dst) = if get(ip_src).is_empty() {
+                (get(ip6_src), get(ip6_dst))
+            } else {
+                (get(ip_src), get(ip_dst))
+            };
+            let s: Ep = (src.to_string(), get(sp).parse().unwrap());
+            let d: Ep = (dst.to_string(), get(dp).parse().unwrap());
+            let bytes: u64 = get(len).parse().unwrap();
+            let e = convs
+                .entry((proto, get(stream).parse().unwrap()))
+                .or_insert((s.clone(), d, [0; 4]));
+            if e.0 == s {
+                e.2[0] += 1;
+                e.2[1] += bytes;
+            } else {
+                e.2[2] += 1;
+                e.2[3] += bytes;
+            }
+        }
+    }
+    convs
+}
+
+/// The protocol of the tsv stream with endpoints `s`, `d`.
+fn proto_of(
+    streams: &BTreeMap<(&'static str, u64), (Ep, Ep, [u64; 4])>,
+    s: &Ep,
+    d: &Ep,
+) -> &'static str {
+    streams
+        .iter()
+        .find(|(_, (a, b, _))| a == s && b == d)
+        .map(|((p, _), _)| *p)
+        .unwrap_or("")
+}
+
+/// tshark's conversations of a capture, byte counts exact (checked between the two sidecars).
+fn ground_truth(pcap: &Path) -> Vec<Conv> {
+    let name = pcap.to_string_lossy();
+    let conv = std::fs::read_to_string(format!("{name}.conv.txt")).unwrap();
+    let tsv = std::fs::read_to_string(format!("{name}.packets.tsv")).unwrap();
+    let streams = parse_tsv(&tsv);
+    let mut out = Vec::new();
+    for (mut c, ab, ba) in parse_conv(&conv) {
+        // The tsv stream with the same endpoints. tshark gives a frame whose TCP header was cut
+        // a stream number but leaves it out of the conversation table, so the table's counts
+        // rule; the tsv gives exact bytes where the table rounds to kB.
+        let hit = streams.values().find(|(s, d, _)| {
+            c.proto == proto_of(&streams, s, d)
+                && ((*s == c.a && *d == c.b) || (*s == c.b && *d == c.a))
+        });
+        let (s, _, n) = hit.unwrap_or_else(|| panic!("{name}: no tsv stream for {c:?}"));
+        let (abf, abb, baf, bab) = if *s == c.a {
+            (n[0], n[1], n[2], n[3])
+        } else {
+            (n[2], n[3], n[0], n[1])
+        };
+        let (abb, bab) = if ab.0 == ab.1 && ba.0 == ba.1 {
+            (ab.0, ba.0)
+        } else {
+            assert_eq!(
+                (abf, baf),
+                (c.ab_frames, c.ba_frames),
+                "{name}: {c:?} tsv frames"
+            );
+            (abb, bab)
+        };
+        assert!(
+            ab.0 <= abb && abb <= ab.1,
+            "{name}: {c:?} A->B bytes {abb} vs {ab:?}"
+        );
+        assert!(
+            ba.0 <= bab && bab <= ba.1,
+            "{name}: {c:?} B->A bytes {bab} vs {ba:?}"
+        );
+        c.ab_bytes = abb;
+        c.ba_bytes = bab;
+        out.push(c);
+    }
+    assert_eq!(
+        out.len(),
+        streams.len(),
+        "{name}: conv.txt and packets.tsv disagree"
+    );
+    out
+}
+
+#[test]
+fn every_capture_matches_tshark_conversations() {
+    let caps = captures();
+    assert!(caps.len() >= 20, "test data missing: {caps:?}");
+    let mut checked = 0;
+    for pcap in caps {
+        let name = pcap.file_name().unwrap().to_string_lossy().to_string();
+        let truth = ground_truth(&pcap);
+        let (flows, summary) = cepheus_flows(&[pcap.to_str().unwrap()]);
+        let ours: Vec<&Json> = flows
+            .iter()
+            .filter(|f| f["proto"] == "tcp" || f["proto"] == "udp")
+            .collect();
+        assert_eq!(
+            ours.len(),
+            truth.len(),
+            "{name}: flow count; ours {ours:#?} truth {truth:#?}"
+        );
+        for c in &truth {
+            let ep = |f: &Json, a: &str, p: &str| -> Ep {
+                (
+                    f[a].as_str().unwrap().to_string(),
+                    f[p].as_u64().unwrap() as u16,
+                )
+            };
+            let f = ours
+                .iter()
+                .find(|f| {
+                    let (s, d) = (ep(f, "src", "sport"), ep(f, "dst", "dport"));
+                    f["proto"] == c.proto && ((s == c.a && d == c.b) || (s == c.b && d == c.a))
+                })
+                .unwrap_or_else(|| panic!("{name}: no flow for {c:?}"));
+            let n = |k: &str| f[k].as_u64().unwrap();
+            let got = if ep(f, "src", "sport") == c.a {
+                [
+                    n("orig_pkts"),
+                    n("orig_frame_bytes"),
+                    n("resp_pkts"),
+                    n("resp_frame_bytes"),
+                ]
+            } else {
+                [
+                    n("resp_pkts"),
+                    n("resp_frame_bytes"),
+                    n("orig_pkts"),
+                    n("orig_frame_bytes"),
+                ]
+            };
+            assert_eq!(
+                got,
+                [c.ab_frames, c.ab_bytes, c.ba_frames, c.ba_bytes],
+                "{name}: {c:?} vs {f}"
+            );
+            checked += 1;
+        }
+        // The summary accounts for every frame of the capture.
+        let tsv = std::fs::read_to_string(format!("{}.packets.tsv", pcap.display())).unwrap();
+        let frames = tsv.lines().count() as u64 - 1;
+        assert_eq!(
+            summary[0]["packets"].as_u64().unwrap(),
+            frames,
+            "{name}: packets"
+        );
+    }
+    assert!(checked >= 1000, "only {checked} conversations checked");
+}
+
+#[test]
+fn truncated_and_malformed_captures_are_counted() {
+    for name in [
+        "zeek_trunc_ip4-trunc.pcap",
+        "zeek_trunc_ip6-trunc.pcap",
+        "zeek_trunc_trunc-hdr.pcap",
+        "zeek_tcp_truncated-header.pcap",
+    ] {
+        let p = data_dir().join(name);
+        let (_, summary) = cepheus_flows(&[p.to_str().unwrap()]);
+        let s = &summary[0];
+        assert!(s["truncated"].as_u64().unwrap() >= 1, "{name}: {s}");
+        assert_eq!(s["read_errors"], 0, "{name}: {s}");
+        let n = |k: &str| s[k].as_u64().unwrap();
+        assert_eq!(
+            n("packets"),
+            n("decoded")
+                + n("truncated")
+                + n("malformed")
+                + n("non_ip")
+                + n("unsupported_linktype"),
+            "{name}: {s}"
+        );
+    }
+    // A file cut in the middle of a record: the flows read so far, and the error, are reported.
+    let full = std::fs::read(data_dir().join("zeek_ssh_single-conn.pcap")).unwrap();
+    let dir = std::env::temp_dir().join(format!("cepheus-flows-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut = dir.join("cut.pcap");
+    std::fs::write(&cut, &full[..full.len() / 2]).unwrap();
+    let (flows, summary) = cepheus_flows(&[cut.to_str().unwrap()]);
+    assert_eq!(flows.len(), 1);
+    assert_eq!(summary[0]["read_errors"], 1);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn masscan_gives_failed_attempts_over_many_ports() {
+    let p = data_dir().join("esnet_masscan_tcp_0_1000_20190821.pcap");
+    let (events, _) = cepheus_flows(&["--events", p.to_str().unwrap()]);
+    let failed: Vec<&Json> = events
+        .iter()
+        .filter(|e| e["kind"] == "attempt_failed" && e["src"] == "172.31.15.102")
+        .collect();
+    let ports: BTreeSet<u64> = failed
+        .iter()
+        .map(|e| e["dport"].as_u64().unwrap())
+        .collect();
+    assert!(failed.len() >= 1000, "{} attempt_failed", failed.len());
+    assert!(ports.len() >= 1000, "{} distinct dport", ports.len());
+    let states: BTreeSet<&str> = failed
+        .iter()
+        .map(|e| e["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, BTreeSet::from(["RSTOS0", "S0"]));
+    assert!(failed.iter().all(|e| e["source"] == "flow"));
+    let starts = events.iter().filter(|e| e["kind"] == "flow_start").count();
+    assert_eq!(starts, failed.len());
+}
+
+#[test]
+fn reader_api_yields_events_and_syslog() {
+    use flow::{FlowItem, FlowReader, table::FlowConfig};
+    let p = data_dir().join("tcpdump_syslog_udp.pcap");
+    let items: Vec<FlowItem> = FlowReader::open(&p, FlowConfig::default())
+        .unwrap()
+        .collect();
+    let syslog: Vec<_> = items
+        .iter()
+        .filter_map(|i| match i {
+            FlowItem::Syslog(d) => Some(d),
+            FlowItem::Flow(_) => None,
+        })
+        .collect();
+    assert_eq!(syslog.len(), 4);
+    assert_eq!(syslog[0].src.to_string(), "10.0.0.20");
+    assert!(syslog[0].payload.starts_with(b"<"));
+    let ends = items
+        .iter()
+        .filter(|i| matches!(i, FlowItem::Flow(e) if e.get(cepheus_core::event::Field::Kind).and_then(|v| v.as_str()) == Some("flow_end")))
+        .count();
+    assert_eq!(ends, 3);
+    // Items come out in non-decreasing arrival order.
+    let arrivals: Vec<_> = items
+        .iter()
+        .filter_map(|i| match i {
+            FlowItem::Flow(e) => Some(e.arrival),
+            FlowItem::Syslog(_) => None,
+        })
+        .collect();
+    assert!(arrivals.windows(2).all(|w| w[0] <= w[1]));
+}
+
+fn pcap_header(linktype: u32) -> Vec<u8> {
+    let mut h = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    h.extend_from_slice(&[0; 8]);
+    h.extend_from_slice(&65535u32.to_le_bytes());
+    h.extend_from_slice(&linktype.to_le_bytes());
+    h
+}
+
+fn drain(bytes: Vec<u8>) {
+    if let Ok(mut r) = flow::capture::CaptureReader::new(std::io::Cursor::new(bytes)) {
+        let mut engine = flow::FlowEngine::new(flow::table::FlowConfig::default());
+        let mut out = Vec::new();
+        let mut n = 0;
+        while let Some(Ok(p)) = r.next_packet() {
+            engine.push(&p, &mut out);
+            n += 1;
+            assert!(n < 100_000);
+        }
+        engine.finish(&mut out);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn decoder_never_panics(lt in prop::sample::select(vec![0u32, 1, 12, 14, 101, 108, 113, 228, 229, 276, 7]),
+                            bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        let _ = flow::decode::decode(lt, &bytes);
+    }
+
+    #[test]
+    fn decoder_survives_mutated_frames(idx in 0usize..64, val in any::<u8>(), cut in 0usize..120) {
+        // A valid VLAN/IPv4/TCP frame with one byte changed and cut anywhere.
+        let mut frame = Vec::new();
+        etherparse::PacketBuilder::ethernet2([1; 6], [2; 6])
+            .single_vlan(etherparse::VlanId::try_new(5).unwrap())
+            .ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(1, 2, 3, 4)
+            .write(&mut frame, b"payload")
+            .unwrap();
+        if idx < frame.len() { frame[idx] = val; }
+        frame.truncate(cut);
+        let mut engine = flow::FlowEngine::new(flow::table::FlowConfig::default());
+        let mut out = Vec::new();
+        let pkt = flow::capture::RawPacket { ts: cepheus_core::time::Timestamp(0), linktype: 1, orig_len: 200, data: &frame };
+        engine.push(&pkt, &mut out);
+    }
+
+    #[test]
+    fn pcap_reader_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        drain(bytes.clone());
+        let mut with_header = pcap_header(1);
+        with_header.extend_from_slice(&bytes);
+        drain(with_header);
+        let mut ng = std::fs::read(data_dir().join("tcpdump_empty.pcapng")).unwrap();
+        ng.extend_from_slice(&bytes);
+        drain(ng);
+    }
+}
+
+// ---- live capture ---------------------------------------------------------------------------
+
+fn sh(args: &[&str]) -> bool {
+    Command::new(args[0])
+        .args(&args[1..])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+struct Netns {
+    name: String,
+    veth: String,
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        sh(&["ip", "link", "del", &self.veth]);
+        sh(&["ip", "netns", "del", &self.name]);
+    }
+}
+
+#[test]
+fn live_capture_on_veth() {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false);
+    if !root {
+        println!("SKIPPED live_capture_on_veth: needs root (netns, veth, AF_PACKET)");
+        return;
+    }
+    if !sh(&["ip", "-V"]) {
+        println!("SKIPPED live_capture_on_veth: `ip` (iproute2) not found");
+        return;
+    }
+    let id = std::process::id() % 100_000;
+    let ns = Netns {
+        name: format!("cfl{id}"),
+        veth: format!("cfl{id}a"),
+    };
+    let peer = format!("cfl{id}b");
+    // A /24 of 10.200.0.0/13 picked by pid, so concurrent runs do not clash.
+    let net = format!("10.{}.{}", 200 + id % 8, (id / 8) % 250);
+    let (here, there) = (format!("{net}.1"), format!("{net}.2"));
+    let ok = sh(&["ip", "netns", "add", &ns.name])
+        && sh(&[
+            "ip", "link", "add", &ns.veth, "type", "veth", "peer", "name", &peer,
+        ])
+        && sh(&["ip", "link", "set", &peer, "netns", &ns.name])
+        && sh(&["ip", "addr", "add", &format!("{here}/24"), "dev", &ns.veth])
+        && sh(&["ip", "link", "set", &ns.veth, "up"])
+        && sh(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns.name,
+            "ip",
+            "addr",
+            "add",
+            &format!("{there}/24"),
+            "dev",
+            &peer,
+        ])
+        && sh(&[
+            "ip", "netns", "exec", &ns.name, "ip", "link", "set", &peer, "up",
+        ])
+        && sh(&[
+            "ip", "netns", "exec", &ns.name, "ip", "link", "set", "lo", "up",
+        ]);
+    if !ok {
+        println!("SKIPPED live_capture_on_veth: could not create netns/veth (no CAP_SYS_ADMIN?)");
+        return;
+    }
+    // Listeners in the root namespace, so the datagrams draw no ICMP and the connect completes.
+    let udp = std::net::UdpSocket::bind(format!("{here}:9999")).unwrap();
+    let listener = std::net::TcpListener::bind(format!("{here}:7777")).unwrap();
+    let server = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).unwrap();
+        buf
+    });
+    let child = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args([
+            "flows",
+            "--interface",
+            &ns.veth,
+            "--duration",
+            "3s",
+            "--filter",
+            "ip",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // Three datagrams from one socket, a TCP connect to a closed port (SYN, RST: REJ), and a
+    // complete TCP exchange (SF).
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns.name,
+        "bash",
+        "-c",
+        &format!(
+            "exec 3>/dev/udp/{here}/9999; echo a >&3; echo b >&3; echo c >&3; exec 3>&-; \
+             (echo > /dev/tcp/{here}/9) 2>/dev/null; echo hello > /dev/tcp/{here}/7777; true"
+        ),
+    ]);
+    assert_eq!(server.join().unwrap(), b"hello\n");
+    let mut buf = [0u8; 16];
+    assert_eq!(udp.recv(&mut buf).unwrap(), 2);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let flows: Vec<Json> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let udp = flows
+        .iter()
+        .find(|f| f["proto"] == "udp" && f["dport"] == 9999)
+        .unwrap_or_else(|| panic!("no UDP flow: {flows:#?} {stderr}"));
+    assert_eq!(udp["src"], there.as_str());
+    assert_eq!(udp["orig_pkts"], 3);
+    assert_eq!(udp["orig_bytes"], 3 * (20 + 8 + 2));
+    assert_eq!(udp["orig_frame_bytes"], 3 * (14 + 20 + 8 + 2));
+    let tcp = flows
+        .iter()
+        .find(|f| f["proto"] == "tcp" && f["dport"] == 9)
+        .unwrap_or_else(|| panic!("no TCP flow: {flows:#?}"));
+    assert_eq!(tcp["src"], there.as_str());
+    assert_eq!(tcp["state"], "REJ");
+    assert_eq!(
+        (tcp["orig_pkts"].as_u64(), tcp["resp_pkts"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let sf = flows
+        .iter()
+        .find(|f| f["proto"] == "tcp" && f["dport"] == 7777)
+        .unwrap_or_else(|| panic!("no TCP flow to 7777: {flows:#?}"));
+    assert_eq!(sf["src"], there.as_str());
+    assert_eq!(sf["state"], "SF");
+    assert_eq!(sf["orig_payload_bytes"], 6);
+    assert!(sf["orig_pkts"].as_u64().unwrap() >= 4 && sf["resp_pkts"].as_u64().unwrap() >= 2);
+    drop(ns);
+}
