@@ -12,9 +12,7 @@ use std::io::Cursor;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use etherparse::PacketBuilder;
 
-#[path = "../src/flow/mod.rs"]
-#[allow(unused_imports)]
-mod flow;
+use cepheus_agent::flow;
 
 const PACKETS: usize = 1_000_000;
 const FLOWS: usize = 10_000;

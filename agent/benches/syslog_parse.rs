@@ -14,8 +14,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 // `clippy --all-targets` builds benches with cfg(test) but no test harness: the modules' unit
 // test imports then look unused.
 #[allow(unused_imports)]
-#[path = "../src/ingest/mod.rs"]
-mod ingest;
+use cepheus_agent::ingest;
 
 use ingest::syslog::{SyslogParser, Year, Zone};
 

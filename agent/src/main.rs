@@ -3,17 +3,11 @@
 //! This file only parses the command line and dispatches; each subcommand lives in its own
 //! module. Errors reach the user through `anyhow`-style context at this edge.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod flow;
-mod ingest;
-mod replay;
-mod rulefiles;
-mod rules_cmd;
-mod rules_test;
+use cepheus_agent::{flow, replay, rules_cmd, rules_test};
 
 /// cepheus: a network security monitoring appliance (syslog + flows + CEP rules).
 #[derive(Parser, Debug)]
@@ -55,7 +49,3 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(args),
     }
 }
-
-/// Paths given on the command line (files or folders).
-#[allow(dead_code)]
-pub type Paths = Vec<PathBuf>;

@@ -108,16 +108,27 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let progress = progress_bar();
     let merger = Merger::new(sources);
-    drive(&mut engine, merger, until, &mut summary, progress.as_ref(), &mut |a| {
-        serde_json::to_writer(&mut out, &a.to_json()).context("writing alerts")?;
-        out.write_all(b"\n").context("writing alerts")
-    })?;
+    drive(
+        &mut engine,
+        merger,
+        until,
+        &mut summary,
+        progress.as_ref(),
+        &mut |a| {
+            serde_json::to_writer(&mut out, &a.to_json()).context("writing alerts")?;
+            out.write_all(b"\n").context("writing alerts")
+        },
+    )?;
     out.flush().context("writing alerts")?;
     if let Some(pb) = progress {
         pb.finish_and_clear();
     }
     let wall = started.elapsed().as_secs_f64();
-    let rate = if wall > 0.0 { summary.events as f64 / wall } else { 0.0 };
+    let rate = if wall > 0.0 {
+        summary.events as f64 / wall
+    } else {
+        0.0
+    };
     eprintln!(
         "replay: {} events, {} malformed, {} late, {} alerts in {:.3}s ({:.0} events/s)",
         summary.events, summary.malformed, summary.late, summary.alerts, wall, rate
@@ -151,7 +162,7 @@ pub fn drive(
             sink(a)?;
         }
         if let Some(pb) = progress
-            && summary.events % 4096 == 0
+            && summary.events.is_multiple_of(4096)
         {
             pb.set_position(summary.events);
         }
@@ -250,7 +261,11 @@ pub fn open_source(path: &Path, parser: SyslogParser) -> anyhow::Result<Source> 
 /// Text given in memory (a rule test's input) as a replay source.
 pub fn text_source(name: &str, text: String, parser: SyslogParser) -> Source {
     let reader: Box<dyn io::BufRead + Send> = Box::new(io::Cursor::new(text.into_bytes()));
-    lines_source(Inputs::from_readers(vec![(name.to_string(), reader)], parser, Timestamp(0)))
+    lines_source(Inputs::from_readers(
+        vec![(name.to_string(), reader)],
+        parser,
+        Timestamp(0),
+    ))
 }
 
 /// Syslog or JSON-lines text as events: the recorded stamp is the arrival.

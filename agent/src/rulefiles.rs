@@ -74,7 +74,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     for p in entries {
         if p.is_dir() {
             walk(&p, out)?;
-        } else if p.extension().is_some_and(|e| e == "toml") && !crate::rules_test::is_test_file(&p) {
+        } else if p.extension().is_some_and(|e| e == "toml") && !crate::rules_test::is_test_file(&p)
+        {
             // `*.test.toml` beside rule files are rule tests, not rules.
             out.push(p);
         }

@@ -112,8 +112,15 @@ pub fn run(args: TestArgs) -> ExitCode {
             }
         }
     }
-    println!("{} test file(s): {passed} passed, {failed} failed", files.len());
-    if failed > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS }
+    println!(
+        "{} test file(s): {passed} passed, {failed} failed",
+        files.len()
+    );
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Test files under `paths` (files as given, folders searched for `*.test.toml`), sorted.
@@ -151,17 +158,24 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 
 /// Whether a path names a rule test file (`*.test.toml`).
 pub fn is_test_file(p: &Path) -> bool {
-    p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".test.toml"))
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".test.toml"))
 }
 
 fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize)> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let file: TestFile = toml::from_str(&text).with_context(|| format!("{} is not a valid test file", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file: TestFile = toml::from_str(&text)
+        .with_context(|| format!("{} is not a valid test file", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let rule_paths: Vec<PathBuf> = match &file.rules {
         Some(list) => list.iter().map(|p| dir.join(p)).collect(),
         None => {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
             vec![dir.join(name.trim_end_matches(".test.toml").to_string() + ".toml")]
         }
     };
@@ -192,7 +206,11 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize)> {
 }
 
 fn paint(s: &str, code: &str, color: bool) -> String {
-    if color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+    if color {
+        format!("\x1b[{code}m{s}\x1b[0m")
+    } else {
+        s.to_string()
+    }
 }
 
 fn run_case(rules: &RuleSet, parser: SyslogParser, t: &TestCase) -> anyhow::Result<Vec<String>> {
@@ -201,20 +219,32 @@ fn run_case(rules: &RuleSet, parser: SyslogParser, t: &TestCase) -> anyhow::Resu
     let source = replay::text_source(&t.name, t.input.clone(), parser);
     let mut summary = Summary::default();
     let mut got: Vec<Alert> = Vec::new();
-    replay::drive(&mut engine, Merger::new(vec![source]), until, &mut summary, None, &mut |a| {
-        got.push(a);
-        Ok(())
-    })?;
+    replay::drive(
+        &mut engine,
+        Merger::new(vec![source]),
+        until,
+        &mut summary,
+        None,
+        &mut |a| {
+            got.push(a);
+            Ok(())
+        },
+    )?;
     if let Some(only) = &t.rules_under_test {
         got.retain(|a| only.iter().any(|r| r == &*a.rule));
     }
     let mut problems = Vec::new();
     if summary.malformed > 0 {
-        problems.push(format!("{} input line(s) are not syslog or JSON events", summary.malformed));
+        problems.push(format!(
+            "{} input line(s) are not syslog or JSON events",
+            summary.malformed
+        ));
     }
     let mut unmatched: Vec<Option<&Alert>> = got.iter().map(Some).collect();
     for e in &t.expect {
-        let found = unmatched.iter_mut().find(|slot| slot.is_some_and(|a| matches(e, a)));
+        let found = unmatched
+            .iter_mut()
+            .find(|slot| slot.is_some_and(|a| matches(e, a)));
         match found {
             Some(slot) => *slot = None,
             None => problems.push(format!("missing:    {}", describe_expected(e))),
@@ -251,7 +281,10 @@ fn matches(e: &Expected, a: &Alert) -> bool {
     if e.message.as_ref().is_some_and(|m| *m != a.message) {
         return false;
     }
-    if e.reason.as_ref().is_some_and(|r| Some(r) != a.reason.as_ref()) {
+    if e.reason
+        .as_ref()
+        .is_some_and(|r| Some(r) != a.reason.as_ref())
+    {
         return false;
     }
     true
@@ -261,7 +294,12 @@ fn describe_expected(e: &Expected) -> String {
     let group: Vec<String> = e
         .group
         .iter()
-        .map(|(k, v)| format!("{k}={}", v.as_str().map_or_else(|| v.to_string(), str::to_string)))
+        .map(|(k, v)| {
+            format!(
+                "{k}={}",
+                v.as_str().map_or_else(|| v.to_string(), str::to_string)
+            )
+        })
         .collect();
     let mut s = format!("{} {} {{{}}}", e.rule, e.state, group.join(", "));
     if let Some(t) = &e.time {
@@ -278,7 +316,13 @@ fn describe_expected(e: &Expected) -> String {
 
 fn describe(a: &Alert) -> String {
     let group: Vec<String> = a.group.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let mut s = format!("{} {} {{{}}} at {}", a.rule, a.state.name(), group.join(", "), a.time);
+    let mut s = format!(
+        "{} {} {{{}}} at {}",
+        a.rule,
+        a.state.name(),
+        group.join(", "),
+        a.time
+    );
     if let Some(r) = &a.reason {
         s.push_str(&format!(" reason={r}"));
     }

@@ -13,9 +13,7 @@ use std::process::Command;
 use proptest::prelude::*;
 use serde_json::Value as Json;
 
-// The flow module itself, for the decoder and reader proptests (the agent has no lib target).
-#[path = "../src/flow/mod.rs"]
-mod flow;
+use cepheus_agent::flow;
 
 fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/pcap")

@@ -217,3 +217,79 @@ fn bad_rules_exit_1_and_missing_input_exits_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/input.log"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn shipped_rules_pass_their_unit_tests() {
+    let out = cepheus()
+        .args(["rules", "test"])
+        .arg(manifest().join("../rules"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every shipped rule file has a test file beside it.
+    for name in ["heartbeat", "ssh", "scan", "silent-agent"] {
+        assert!(
+            stdout.contains(&format!("{name}.test.toml")),
+            "{name} has no tests: {stdout}"
+        );
+    }
+    assert!(stdout.contains(" 0 failed"), "{stdout}");
+}
+
+#[test]
+fn a_failing_rule_test_reports_the_difference_and_exits_1() {
+    let dir = std::env::temp_dir().join(format!("cepheus-ruletest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("hb.toml"),
+        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nexpect = [\"a\"]\nevents.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 1m\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("hb.test.toml"),
+        r#"
+[[test]]
+name = "wrong on purpose"
+until = "+5m"
+input = """
+{"source":"syslog","time":"2024-01-01T00:00:00Z","host":"a","app":"heartbeat"}
+"""
+[[test.expect]]
+rule = "hb"
+group = { host = "b" }
+"#,
+    )
+    .unwrap();
+    let out = cepheus()
+        .args(["rules", "test"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("missing:    hb firing {host=b}"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("unexpected: hb firing {host=a} at 2024-01-01T00:01:00Z"),
+        "{stdout}"
+    );
+    // `rules check` on the folder ignores the test file.
+    let out = cepheus()
+        .args(["rules", "check"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,10 +1,8 @@
 //! Integration tests of the agent, linked as one binary (saves link time on a 2-core CI).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// The agent is a binary crate; its ingest layer is pure (no sockets, no clock), so the tests
-// compile it in directly rather than going through a library target.
-#[path = "../src/ingest/mod.rs"]
-mod ingest;
+// Modules of the agent's library, as `crate::ingest` etc. for the test modules.
+use cepheus_agent::ingest;
 
 /// `cepheus rules check` through the binary, with snapshots of its diagnostics.
 #[path = "cli/rules_check.rs"]

@@ -14,9 +14,6 @@
 //! timeout that is the stamp of the packet that revealed it, or the end of the capture), so
 //! items come out in non-decreasing `arrival` order.
 
-// Parts of this API (FlowReader, FlowItem) are for `cepheus replay`, which the lead wires.
-#![allow(dead_code)]
-
 pub mod capture;
 pub mod cmd;
 pub mod decode;

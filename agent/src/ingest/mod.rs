@@ -5,10 +5,6 @@
 //! inputs ([`input`]). Bad input never panics and is never dropped silently: it becomes a
 //! [`Malformed`] value that the caller counts and sets aside.
 
-// Wired by replay: until `cepheus replay` and the ingest actors use every item, the binary
-// sees parts of this tree as unused (the tests exercise all of it).
-#![allow(dead_code)]
-
 pub mod input;
 pub mod jsonl;
 pub mod syslog;
