@@ -19,6 +19,9 @@ pub struct DefEntry {
     pub rule: u32,
     /// Definition index within the rule.
     pub def: u32,
+    /// The condition without what the index already guarantees (the source test and the
+    /// indexed equality), so an indexed `host in [...]` of 10,000 names is not tested twice.
+    residual: Cond,
 }
 
 #[derive(Debug, Default)]
@@ -59,8 +62,9 @@ pub fn pinned_source(c: &Cond) -> Option<Source> {
     })
 }
 
-/// A field and the literal values a condition requires it to equal (one of).
-type IndexKey = (Field, Vec<Value>);
+/// A field and the literal values a condition requires it to equal (one of), with the
+/// position of that conjunct among the condition's conjuncts.
+type IndexKey = (usize, Field, Vec<Value>);
 
 /// The equality conjuncts usable as index keys: a registry field (not captured by the
 /// condition) equal to one of some literals of the field's type.
@@ -72,16 +76,17 @@ fn index_keys(c: &Cond) -> Vec<IndexKey> {
     };
     conjuncts(c)
         .into_iter()
-        .filter_map(|conj| match conj {
+        .enumerate()
+        .filter_map(|(i, conj)| match conj {
             Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v))
             | Cond::Cmp(CmpOp::Eq, Expr::Lit(v), Expr::Field(k)) => usable(k)
                 .filter(|f| f.ty() == v.ty())
-                .map(|f| (f, vec![v.clone()])),
+                .map(|f| (i, f, vec![v.clone()])),
             Cond::In(Expr::Field(k), list) => usable(k)
                 .filter(|f| {
                     list.values().iter().all(|v| v.ty() == f.ty()) && !list.values().is_empty()
                 })
-                .map(|f| (f, list.values().to_vec())),
+                .map(|f| (i, f, list.values().to_vec())),
             _ => None,
         })
         .collect()
@@ -103,27 +108,29 @@ impl Filter {
     /// hundred rules all test the app), so an event's probe finds few candidates.
     pub fn new(rules: &RuleSet) -> Filter {
         let mut defs = Vec::new();
-        let mut keyed: Vec<(Option<Source>, Vec<IndexKey>)> = Vec::new();
+        let mut keyed: Vec<(Option<Source>, Vec<IndexKey>, &Cond)> = Vec::new();
         let mut sharing: HashMap<(Field, Value), u32> = HashMap::new();
-        for (ri, rule) in rules.rules.iter().enumerate() {
-            for (di, def) in rule.events.iter().enumerate() {
-                defs.push(DefEntry {
-                    rule: ri as u32,
-                    def: di as u32,
-                });
+        for rule in &rules.rules {
+            for def in &rule.events {
                 let keys = index_keys(&def.cond);
-                for (f, vs) in &keys {
+                for (_, f, vs) in &keys {
                     for v in vs {
                         *sharing.entry((*f, v.clone())).or_default() += 1;
                     }
                 }
-                keyed.push((pinned_source(&def.cond), keys));
+                keyed.push((pinned_source(&def.cond), keys, &def.cond));
             }
         }
         let mut sources: [SourceIndex; 2] = Default::default();
-        for (idx, (pinned, keys)) in keyed.into_iter().enumerate() {
+        let owners = rules
+            .rules
+            .iter()
+            .enumerate()
+            .flat_map(|(ri, r)| (0..r.events.len()).map(move |di| (ri as u32, di as u32)));
+        for (idx, ((pinned, keys, cond), (rule, def))) in keyed.into_iter().zip(owners).enumerate()
+        {
             let idx = idx as u32;
-            let cost = |(f, vs): &(Field, Vec<Value>)| {
+            let cost = |(_, f, vs): &IndexKey| {
                 let worst = vs
                     .iter()
                     .map(|v| sharing.get(&(*f, v.clone())).copied().unwrap_or(0))
@@ -131,6 +138,27 @@ impl Filter {
                 (worst.unwrap_or(u32::MAX), vs.len())
             };
             let key = keys.into_iter().min_by_key(cost);
+            let keep: Vec<Cond> = conjuncts(cond)
+                .into_iter()
+                .enumerate()
+                .filter(|(i, c)| {
+                    let indexed = key.as_ref().is_some_and(|k| k.0 == *i);
+                    let source = pinned.is_some() && matches!(c, Cond::Source(_));
+                    !indexed && !source
+                })
+                .map(|(_, c)| c.clone())
+                .collect();
+            let residual = if keep.is_empty() {
+                Cond::True
+            } else {
+                Cond::And(keep)
+            };
+            defs.push(DefEntry {
+                rule,
+                def,
+                residual,
+            });
+            let key = key.map(|(_, f, vs)| (f, vs));
             for src in [Source::Syslog, Source::Flow] {
                 if pinned.is_some_and(|p| p != src) {
                     continue;
@@ -180,10 +208,8 @@ impl Filter {
     }
 
     /// Evaluates a definition's condition (captures appended to `caps`).
-    pub fn eval(&self, rules: &RuleSet, idx: u32, ev: &Event, caps: &mut Captures) -> bool {
-        let d = &self.defs[idx as usize];
-        rules.rules[d.rule as usize].events[d.def as usize]
-            .cond
-            .eval(ev, caps)
+    /// (Only for candidates this filter produced for `ev`: the index already checked the rest.)
+    pub fn eval(&self, idx: u32, ev: &Event, caps: &mut Captures) -> bool {
+        self.defs[idx as usize].residual.eval(ev, caps)
     }
 }

@@ -708,7 +708,7 @@ impl Engine {
         let mut caps = Captures::new();
         for &ci in &cands {
             caps.clear();
-            if !self.filter.eval(&self.ruleset, ci, ev, &mut caps) {
+            if !self.filter.eval(ci, ev, &mut caps) {
                 continue;
             }
             let d = &self.filter.defs[ci as usize];

@@ -178,3 +178,74 @@ fn restore_after_downtime_marks_missed_deadlines_as_outage() {
         ]
     );
 }
+
+/// The predicate index gives exactly the definitions whose full condition holds.
+#[test]
+fn filter_index_agrees_with_full_evaluation() {
+    use cepheus_core::engine::filter::Filter;
+    let text = r#"
+[[rule]]
+name = "a"
+severity = "low"
+events.x = 'syslog and app == "sshd" and msg contains "Failed"'
+events.y = 'syslog and host in ["h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8", "h9"] and severity <= 3'
+events.z = 'app == "cron" or host == "h1"'
+pattern = "or(x, y, z)"
+
+[[rule]]
+name = "b"
+severity = "low"
+events.f = 'flow and dport in [22, 23, 2222] and src in 10.0.0.0/8'
+events.g = 'flow and kind == "flow_start"'
+events.s = 'syslog and app == "sshd" and severity == 3'
+pattern = "or(f, g, s)"
+"#;
+    let rules = cepheus_core::rules::compile_str("f.toml", text)
+        .rules
+        .unwrap();
+    let filter = Filter::new(&rules);
+    let apps = ["sshd", "cron", "kernel"];
+    let hosts = ["h1", "h5", "h9", "zz"];
+    let mut events = Vec::new();
+    for (i, app) in apps.iter().enumerate() {
+        for (j, host) in hosts.iter().enumerate() {
+            for sev in [2i64, 3, 6] {
+                let t = Timestamp::from_secs(0);
+                events.push(
+                    Event::new(Source::Syslog, t, t)
+                        .with(Field::App, Value::str(app))
+                        .with(Field::Host, Value::str(host))
+                        .with(Field::Severity, Value::Int(sev))
+                        .with(
+                            Field::Msg,
+                            Value::str(if (i + j) % 2 == 0 { "Failed x" } else { "ok" }),
+                        ),
+                );
+            }
+        }
+    }
+    for dport in [22i64, 80, 2222] {
+        for kind in ["flow_start", "flow_end"] {
+            for src in ["10.1.2.3", "192.168.1.1"] {
+                let t = Timestamp::from_secs(0);
+                events.push(
+                    Event::new(Source::Flow, t, t)
+                        .with(Field::Dport, Value::Int(dport))
+                        .with(Field::Kind, Value::str(kind))
+                        .with(Field::Src, Value::Ip(src.parse().unwrap())),
+                );
+            }
+        }
+    }
+    for ev in &events {
+        let mut cands = Vec::new();
+        filter.candidates(ev, &mut cands);
+        for (idx, d) in filter.defs.iter().enumerate() {
+            let cond = &rules.rules[d.rule as usize].events[d.def as usize].cond;
+            let full = cond.eval(ev, &mut Vec::new());
+            let via_index =
+                cands.contains(&(idx as u32)) && filter.eval(idx as u32, ev, &mut Vec::new());
+            assert_eq!(full, via_index, "def {idx} on {ev:?}");
+        }
+    }
+}
