@@ -293,3 +293,94 @@ group = { host = "b" }
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn alerts_of(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn heartbeat_capture_gives_exactly_the_one_absence_of_its_truth_file() {
+    let pcap = manifest().join("tests/data/synthetic/heartbeat_syslog_udp.pcap");
+    let rules = manifest().join("tests/fixtures/heartbeat-pcap.toml");
+    let alerts = alerts_of(&replay(&[
+        "--rules",
+        rules.to_str().unwrap(),
+        pcap.to_str().unwrap(),
+    ]));
+    let truth: Value = serde_json::from_str(
+        &std::fs::read_to_string(pcap.with_extension("pcap.truth.json")).unwrap(),
+    )
+    .unwrap();
+    let missing = truth["missing_heartbeat"].as_array().unwrap();
+    assert_eq!(alerts.len(), missing.len(), "{alerts:?}");
+    for (a, m) in alerts.iter().zip(missing) {
+        assert_eq!(a["state"], "firing");
+        assert_eq!(a["group"]["host"], m["hostname"]);
+        // The last beat plus the rule's 90 s, after the first missed beat was due.
+        let last = epoch(m["last_seen"].as_str().unwrap());
+        let fired = epoch(a["time"].as_str().unwrap());
+        assert_eq!(fired, last + 90);
+        assert!(fired >= epoch(m["first_missed_beat_due"].as_str().unwrap()));
+    }
+}
+
+#[test]
+fn scan_rule_fires_on_masscan_and_not_on_ordinary_sessions() {
+    let rules = manifest().join("../rules/scan.toml");
+    let pcaps = manifest().join("tests/data/pcap");
+    let masscan = pcaps.join("esnet_masscan_tcp_0_1000_20190821.pcap");
+    let alerts = alerts_of(&replay(&[
+        "--rules",
+        rules.to_str().unwrap(),
+        masscan.to_str().unwrap(),
+    ]));
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(alerts[0]["rule"], "port-scan");
+    assert_eq!(alerts[0]["group"]["src"], "172.31.15.102");
+    for name in [
+        "zeek_http_get.pcap",
+        "zeek_ssh_single-conn.pcap",
+        "tcpdump_dns_tcp.pcap",
+        "zeek_communityid_ipv6.pcap",
+        "zeek_tcp_retransmit-timeout.pcapng",
+        "zeek_pcapng-multi-interface.pcapng",
+    ] {
+        let p = pcaps.join(name);
+        let out = replay(&["--rules", rules.to_str().unwrap(), p.to_str().unwrap()]);
+        assert!(out.is_empty(), "{name}: {out}");
+    }
+}
+
+#[test]
+fn truncated_and_empty_captures_replay_to_the_end() {
+    let rules = manifest().join("../rules");
+    let pcaps = manifest().join("tests/data/pcap");
+    for name in [
+        "zeek_trunc_ip4-trunc.pcap",
+        "zeek_trunc_ip6-trunc.pcap",
+        "zeek_trunc_trunc-hdr.pcap",
+        "zeek_tcp_truncated-header.pcap",
+        "tcpdump_empty.pcapng",
+    ] {
+        let p = pcaps.join(name);
+        let out = cepheus()
+            .arg("replay")
+            .arg("--rules")
+            .arg(&rules)
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("replay: "),
+            "{name}: no summary"
+        );
+    }
+}
