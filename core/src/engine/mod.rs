@@ -100,6 +100,36 @@ struct RuleRt {
     used: EvSet,
 }
 
+impl RuleRt {
+    /// Runs `f` on a group with the rule's context beside it (a split borrow: the rule is read
+    /// while its groups and counters are written).
+    fn with_group<R>(
+        &mut self,
+        slot: u32,
+        outage_until: Timestamp,
+        f: impl FnOnce(&RuleCtx<'_>, &mut Slot, &mut RuleCounters) -> R,
+    ) -> Option<R> {
+        let RuleRt {
+            rule,
+            plan,
+            monitor_start,
+            max_partial,
+            slots,
+            counters,
+            ..
+        } = self;
+        let ctx = RuleCtx {
+            rule,
+            plan,
+            monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
+            max_partial: *max_partial,
+            outage_until,
+        };
+        let s = slots.get_mut(slot as usize)?.as_mut()?;
+        Some(f(&ctx, s, counters))
+    }
+}
+
 struct Slot {
     group: Group,
     generation: u32,
@@ -392,27 +422,23 @@ impl Engine {
 
     /// Arms the group's next timer if it is earlier than the one already armed.
     fn arm(&mut self, ri: usize, slot: u32) {
-        let ctx = self.ctx(ri);
-        let Some(Some(s)) = self.rts[ri].slots.get(slot as usize) else {
-            return;
-        };
-        let Some(wake) = s.group.next_wake(&ctx) else {
-            return;
-        };
-        if wake >= s.armed_at {
-            return;
-        }
-        let generation = s.generation;
-        let lane = self.rts[ri].lane;
-        if let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize) {
+        let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, _| {
+            let wake = s.group.next_wake(ctx)?;
+            if wake >= s.armed_at {
+                return None;
+            }
             s.armed_at = wake;
-        }
-        self.lanes[lane].wheel.insert(TimerEntry {
-            deadline: wake,
-            rule: ri as u32,
-            slot,
-            generation,
+            Some(TimerEntry {
+                deadline: wake,
+                rule: ri as u32,
+                slot,
+                generation: s.generation,
+            })
         });
+        if let Some(Some(e)) = entry {
+            let lane = self.rts[ri].lane;
+            self.lanes[lane].wheel.insert(e);
+        }
     }
 
     /// Pushes one event; alerts it causes (and timers due before it) are appended to `out`.
@@ -571,6 +597,10 @@ impl Engine {
         if to < self.lanes[li].now {
             return;
         }
+        if !self.lanes[li].wheel.has_due(to) {
+            self.lanes[li].now = to;
+            return;
+        }
         // Due timers fire one at a time in (deadline, rule, group key) order: deterministic,
         // independent of how often a group was re-armed, and the same after a restore
         // renumbers the slots. A timer that re-arms into the past joins the queue.
@@ -607,39 +637,22 @@ impl Engine {
         self.lanes[li].now = self.lanes[li].now.max(to);
     }
 
-    /// The rule's context, detached from `self` so the rule's state can be mutated beside it.
-    fn owned_ctx(&self, ri: usize) -> (Arc<Rule>, Arc<Plan>, Timestamp, usize) {
-        let rt = &self.rts[ri];
-        (
-            rt.rule.clone(),
-            rt.plan.clone(),
-            rt.monitor_start.unwrap_or(Timestamp::MIN),
-            rt.max_partial,
-        )
-    }
-
     fn on_timer(&mut self, ri: usize, slot: u32, now: Timestamp, out: &mut Vec<Alert>) {
-        let (rule, plan, monitor_start, max_partial) = self.owned_ctx(ri);
-        let ctx = RuleCtx {
-            rule: &rule,
-            plan: &plan,
-            monitor_start,
-            max_partial,
-            outage_until: self.outage_until,
-        };
-        let rt = &mut self.rts[ri];
-        let Some(Some(s)) = rt.slots.get_mut(slot as usize) else {
-            return;
-        };
-        s.armed_at = Timestamp::MAX;
-        let forget = s.group.on_timer(&ctx, now, &mut rt.counters, out);
-        if forget {
-            let key = s.group.key.clone();
-            rt.slots[slot as usize] = None;
-            rt.groups.remove(&key);
-            rt.free.push(slot);
-        } else {
-            self.arm(ri, slot);
+        let forget = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
+            s.armed_at = Timestamp::MAX;
+            s.group
+                .on_timer(ctx, now, counters, out)
+                .then(|| s.group.key.clone())
+        });
+        match forget {
+            Some(Some(key)) => {
+                let rt = &mut self.rts[ri];
+                rt.slots[slot as usize] = None;
+                rt.groups.remove(&key);
+                rt.free.push(slot);
+            }
+            Some(None) => self.arm(ri, slot),
+            None => {}
         }
     }
 
@@ -656,19 +669,9 @@ impl Engine {
         let Some(slot) = self.slot_for(ri, key, false, t) else {
             return;
         };
-        let (rule, plan, monitor_start, max_partial) = self.owned_ctx(ri);
-        let ctx = RuleCtx {
-            rule: &rule,
-            plan: &plan,
-            monitor_start,
-            max_partial,
-            outage_until: self.outage_until,
-        };
-        let rt = &mut self.rts[ri];
-        if let Some(Some(s)) = rt.slots.get_mut(slot as usize) {
-            s.group
-                .on_event(&ctx, t, mask, ev, seq, &mut rt.counters, out);
-        }
+        self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
+            s.group.on_event(ctx, t, mask, ev, seq, counters, out)
+        });
         self.arm(ri, slot);
     }
 
@@ -683,19 +686,11 @@ impl Engine {
         let Some(&slot) = self.rts[ri].groups.get(h.key.as_slice()) else {
             return;
         };
-        let (rule, plan, monitor_start, max_partial) = self.owned_ctx(ri);
-        let ctx = RuleCtx {
-            rule: &rule,
-            plan: &plan,
-            monitor_start,
-            max_partial,
-            outage_until: self.outage_until,
-        };
-        let rt = &mut self.rts[ri];
-        if let Some(Some(s)) = rt.slots.get_mut(slot as usize)
-            && s.group
-                .on_late(&ctx, h.ev.time, h.mask, &h.ev, w, &mut rt.counters, out)
-        {
+        let retracted = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
+            s.group
+                .on_late(ctx, h.ev.time, h.mask, &h.ev, w, counters, out)
+        });
+        if retracted == Some(true) {
             self.arm(ri, slot);
         }
     }

@@ -93,6 +93,14 @@ impl Wheel {
         lv.occupied |= 1 << slot;
     }
 
+    /// Whether an advance to `now` would fire anything (a cheap check for the hot path).
+    pub fn has_due(&self, now: Timestamp) -> bool {
+        self.held.iter().any(|e| e.deadline <= now)
+            || self
+                .next_expiration()
+                .is_some_and(|(_, _, tick)| tick <= tick_of(now))
+    }
+
     /// Moves time to `now` and appends every entry whose deadline has passed to `out`, sorted
     /// by deadline then rule then slot (deterministic).
     pub fn advance(&mut self, now: Timestamp, out: &mut Vec<TimerEntry>) {
