@@ -384,3 +384,42 @@ fn truncated_and_empty_captures_replay_to_the_end() {
         );
     }
 }
+
+#[test]
+fn no_share_gives_the_same_alerts_with_more_predicate_work() {
+    let log = manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log");
+    let rules = manifest().join("../rules");
+    let run = |extra: &[&str]| {
+        let out = cepheus()
+            .arg("replay")
+            .args([
+                "--rules",
+                rules.to_str().unwrap(),
+                "--year",
+                "2024",
+                "--until",
+                "+1h",
+            ])
+            .args(extra)
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        let evals: u64 = err
+            .split(", ")
+            .find_map(|p| p.trim_end().strip_suffix(" predicate evaluations)"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no predicate count in {err}"));
+        (String::from_utf8(out.stdout).unwrap(), evals)
+    };
+    let (shared, shared_evals) = run(&[]);
+    let (unshared, unshared_evals) = run(&["--no-share"]);
+    assert!(!shared.is_empty());
+    assert_eq!(shared, unshared);
+    // The two ssh rules use the same `fail` condition: evaluated once when shared.
+    assert!(
+        shared_evals < unshared_evals,
+        "{shared_evals} vs {unshared_evals}"
+    );
+}

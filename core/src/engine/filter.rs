@@ -1,24 +1,24 @@
 //! The Filter stage: which event definitions of which rules an event satisfies.
 //!
-//! Every definition is filed under its source (a top-level `syslog`/`flow` conjunct) and, when
-//! it has one, under an equality conjunct on a registry field (`app == "sshd"`,
-//! `host in ["a", "b"]`): the paper's hash table from event attributes to the nodes that consume
-//! them. An event probes each indexed field once and evaluates only the definitions filed under
-//! its values plus the unindexed ones, so events that concern no rule cost a few hash lookups
-//! however many rules there are.
+//! Definitions are grouped into *predicates*: with sharing on, every distinct condition (after
+//! normalisation, [`Cond::canonical`]) is one predicate, evaluated once per event for all the
+//! definitions of all the rules that use it. Every predicate is filed under its source (a
+//! top-level `syslog`/`flow` conjunct) and, when it has one, under an equality conjunct on a
+//! registry field (`app == "sshd"`, `host in ["a", "b"]`): the paper's hash table from event
+//! attributes to the nodes that consume them. An event probes each indexed field once and
+//! evaluates only the predicates filed under its values plus the unindexed ones, so events that
+//! concern no rule cost a few hash lookups however many rules there are.
 
 use std::collections::HashMap;
 
 use crate::event::{Event, Field, FieldKey, Source, Value};
 use crate::rules::ir::{Captures, CmpOp, Cond, Expr, RuleSet};
 
-/// One event definition of one rule, as the filter sees it.
+/// A predicate: one condition, evaluated once per event for every definition that uses it.
 #[derive(Debug)]
-pub struct DefEntry {
-    /// Rule index.
-    pub rule: u32,
-    /// Definition index within the rule.
-    pub def: u32,
+pub struct Pred {
+    /// The (rule, definition) pairs that use this condition, in rule order.
+    pub consumers: Vec<(u32, u32)>,
     /// The condition without what the index already guarantees (the source test and the
     /// indexed equality), so an indexed `host in [...]` of 10,000 names is not tested twice.
     residual: Cond,
@@ -35,8 +35,8 @@ struct SourceIndex {
 /// The predicate index over a rule set.
 #[derive(Debug)]
 pub struct Filter {
-    /// All definitions, by filter index.
-    pub defs: Vec<DefEntry>,
+    /// All predicates, by index.
+    pub preds: Vec<Pred>,
     sources: [SourceIndex; 2],
 }
 
@@ -106,29 +106,44 @@ impl Filter {
     /// Each definition is filed under one of its equality conjuncts: the one whose values are
     /// shared by the fewest definitions (`host in [...]` beats `app == "heartbeat"` when a
     /// hundred rules all test the app), so an event's probe finds few candidates.
-    pub fn new(rules: &RuleSet) -> Filter {
-        let mut defs = Vec::new();
-        let mut keyed: Vec<(Option<Source>, Vec<IndexKey>, &Cond)> = Vec::new();
-        let mut sharing: HashMap<(Field, Value), u32> = HashMap::new();
-        for rule in &rules.rules {
-            for def in &rule.events {
-                let keys = index_keys(&def.cond);
-                for (_, f, vs) in &keys {
-                    for v in vs {
-                        *sharing.entry((*f, v.clone())).or_default() += 1;
+    ///
+    /// With `share`, identical conditions become one predicate; without, every definition is
+    /// its own predicate (the unshared baseline).
+    pub fn new(rules: &RuleSet, share: bool) -> Filter {
+        let mut groups: Vec<(&Cond, Vec<(u32, u32)>)> = Vec::new();
+        let mut by_text: HashMap<String, usize> = HashMap::new();
+        for (ri, rule) in rules.rules.iter().enumerate() {
+            for (di, def) in rule.events.iter().enumerate() {
+                let owner = (ri as u32, di as u32);
+                if share {
+                    match by_text.entry(def.cond.canonical()) {
+                        std::collections::hash_map::Entry::Occupied(e) => {
+                            groups[*e.get()].1.push(owner);
+                            continue;
+                        }
+                        std::collections::hash_map::Entry::Vacant(e) => {
+                            e.insert(groups.len());
+                        }
                     }
                 }
-                keyed.push((pinned_source(&def.cond), keys, &def.cond));
+                groups.push((&def.cond, vec![owner]));
             }
         }
+        let mut preds = Vec::with_capacity(groups.len());
+        let mut keyed: Vec<(Option<Source>, Vec<IndexKey>, &Cond)> = Vec::new();
+        let mut sharing: HashMap<(Field, Value), u32> = HashMap::new();
+        for (cond, _) in &groups {
+            let keys = index_keys(cond);
+            for (_, f, vs) in &keys {
+                for v in vs {
+                    *sharing.entry((*f, v.clone())).or_default() += 1;
+                }
+            }
+            keyed.push((pinned_source(cond), keys, cond));
+        }
         let mut sources: [SourceIndex; 2] = Default::default();
-        let owners = rules
-            .rules
-            .iter()
-            .enumerate()
-            .flat_map(|(ri, r)| (0..r.events.len()).map(move |di| (ri as u32, di as u32)));
-        for (idx, ((pinned, keys, cond), (rule, def))) in keyed.into_iter().zip(owners).enumerate()
-        {
+        let owners = groups.into_iter().map(|(_, consumers)| consumers);
+        for (idx, ((pinned, keys, cond), consumers)) in keyed.into_iter().zip(owners).enumerate() {
             let idx = idx as u32;
             let cost = |(_, f, vs): &IndexKey| {
                 let worst = vs
@@ -153,9 +168,8 @@ impl Filter {
             } else {
                 Cond::And(keep)
             };
-            defs.push(DefEntry {
-                rule,
-                def,
+            preds.push(Pred {
+                consumers,
                 residual,
             });
             let key = key.map(|(_, f, vs)| (f, vs));
@@ -186,11 +200,11 @@ impl Filter {
                 }
             }
         }
-        Filter { defs, sources }
+        Filter { preds, sources }
     }
 
-    /// Appends the filter indexes of the definitions `ev` may satisfy (to be evaluated), in
-    /// ascending order.
+    /// Appends the indexes of the predicates `ev` may satisfy (to be evaluated), in ascending
+    /// order.
     pub fn candidates(&self, ev: &Event, out: &mut Vec<u32>) {
         let si = &self.sources[source_slot(ev.source)];
         let start = out.len();
@@ -207,9 +221,9 @@ impl Filter {
         }
     }
 
-    /// Evaluates a definition's condition (captures appended to `caps`).
+    /// Evaluates a predicate (captures appended to `caps`).
     /// (Only for candidates this filter produced for `ev`: the index already checked the rest.)
     pub fn eval(&self, idx: u32, ev: &Event, caps: &mut Captures) -> bool {
-        self.defs[idx as usize].residual.eval(ev, caps)
+        self.preds[idx as usize].residual.eval(ev, caps)
     }
 }

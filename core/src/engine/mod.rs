@@ -34,6 +34,10 @@ pub struct EngineConfig {
     pub max_groups: u64,
     /// Default `max_partial_matches` for rules that set none.
     pub max_partial_matches: u64,
+    /// Share work between rules (identical predicates evaluated once, rules with the same
+    /// meaning run on one state). `false` is the unshared baseline (`--no-share`); both give
+    /// the same alerts.
+    pub share: bool,
 }
 
 impl Default for EngineConfig {
@@ -41,6 +45,7 @@ impl Default for EngineConfig {
         EngineConfig {
             max_groups: 1_000_000,
             max_partial_matches: 1_000,
+            share: true,
         }
     }
 }
@@ -61,6 +66,8 @@ pub enum EngineError {
 pub struct RuleStats {
     /// The rule's name.
     pub rule: String,
+    /// Rules with the same meaning that share this rule's state (and these numbers).
+    pub shared_with: Vec<String>,
     /// Groups held.
     pub groups: u64,
     /// Partial matches held.
@@ -82,10 +89,17 @@ pub struct EngineCounters {
     pub keyless: u64,
     /// Late events (any rule).
     pub late: u64,
+    /// Predicate evaluations (the Filter's work: shared predicates count once per event).
+    pub predicate_evals: u64,
 }
 
 struct RuleRt {
     rule: Arc<Rule>,
+    /// The rules served by this state: `rule` first, then rules with the same meaning (SO at
+    /// the root, when sharing).
+    members: Vec<Arc<Rule>>,
+    /// Rule-set indexes of `members`.
+    indexes: Vec<u32>,
     canonical: String,
     plan: Arc<Plan>,
     lane: usize,
@@ -111,6 +125,7 @@ impl RuleRt {
     ) -> Option<R> {
         let RuleRt {
             rule,
+            members,
             plan,
             monitor_start,
             max_partial,
@@ -120,6 +135,7 @@ impl RuleRt {
         } = self;
         let ctx = RuleCtx {
             rule,
+            members,
             plan,
             monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
             max_partial: *max_partial,
@@ -192,6 +208,10 @@ pub struct Engine {
     /// Restored after downtime: the next advance marks deadlines it passes as outages.
     outage_pending: bool,
     counters: EngineCounters,
+    /// Rule-set index -> index of the state that runs it.
+    rt_of: Vec<u32>,
+    /// Rule name -> rule-set index (the order of same-instant alerts).
+    rule_order: HashMap<String, u32>,
     cands: Vec<u32>,
     hits: Vec<Hit>,
     fired: Vec<TimerEntry>,
@@ -217,9 +237,12 @@ impl KeyBuf {
     }
 }
 
-/// One match of an event for one rule and group.
+/// One match of an event for one rule state and group.
 struct Hit {
+    /// Index of the rule state (not of the rule: rules may share a state).
     rule: u32,
+    /// The first (rule, definition) that produced it: the delivery order.
+    order: (u32, u32),
     key: KeyBuf,
     mask: EvSet,
     ev: Arc<Event>,
@@ -229,8 +252,23 @@ impl Engine {
     /// Builds an engine for a rule set. Monitoring begins at the first event or advance.
     pub fn new(rules: &RuleSet, cfg: EngineConfig) -> Result<Engine, EngineError> {
         let mut lanes: Vec<Lane> = vec![Lane::new(TimeMode::Processing, Duration::ZERO)];
-        let mut rts = Vec::with_capacity(rules.rules.len());
-        for rule in &rules.rules {
+        let mut rts: Vec<RuleRt> = Vec::with_capacity(rules.rules.len());
+        let mut rt_of = Vec::with_capacity(rules.rules.len());
+        let mut by_meaning: HashMap<String, usize> = HashMap::new();
+        for (ri, rule) in rules.rules.iter().enumerate() {
+            let canonical = rule.canonical();
+            if cfg.share
+                && let Some(&shared) = by_meaning.get(&canonical)
+            {
+                // The same meaning under another name (SO at the root): one state, one more
+                // alert per change.
+                rts[shared].members.push(rule.clone());
+                rts[shared].indexes.push(ri as u32);
+                rt_of.push(shared as u32);
+                continue;
+            }
+            by_meaning.insert(canonical.clone(), rts.len());
+            rt_of.push(rts.len() as u32);
             let plan = plan::plan(rule)?;
             let used = plan.used();
             let lane = match rule.time {
@@ -247,8 +285,10 @@ impl Engine {
                 },
             };
             rts.push(RuleRt {
-                canonical: rule.canonical(),
+                canonical,
                 rule: rule.clone(),
+                members: vec![rule.clone()],
+                indexes: vec![ri as u32],
                 plan: Arc::new(plan),
                 lane,
                 monitor_start: None,
@@ -265,7 +305,14 @@ impl Engine {
             });
         }
         Ok(Engine {
-            filter: Filter::new(rules),
+            filter: Filter::new(rules, cfg.share),
+            rt_of,
+            rule_order: rules
+                .rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.name.clone(), i as u32))
+                .collect(),
             ruleset: rules.clone(),
             rts,
             lanes,
@@ -298,9 +345,12 @@ impl Engine {
 
     /// Per-rule counters and sizes.
     pub fn stats(&self) -> Vec<RuleStats> {
-        self.rts
+        self.ruleset
+            .rules
             .iter()
-            .map(|rt| {
+            .zip(&self.rt_of)
+            .map(|(rule, &rt)| {
+                let rt = &self.rts[rt as usize];
                 let mut partial = 0u64;
                 let mut held = 0u64;
                 for s in rt.slots.iter().flatten() {
@@ -314,7 +364,13 @@ impl Engine {
                     + std::mem::size_of::<TimerEntry>() as u64
                     + (std::mem::size_of::<Value>() * rt.rule.group_by.len()) as u64;
                 RuleStats {
-                    rule: rt.rule.name.clone(),
+                    rule: rule.name.clone(),
+                    shared_with: rt
+                        .members
+                        .iter()
+                        .filter(|m| m.name != rule.name)
+                        .map(|m| m.name.clone())
+                        .collect(),
                     groups,
                     partial_matches: partial,
                     bytes: groups * per_group + held * 96,
@@ -374,6 +430,7 @@ impl Engine {
         let rt = &self.rts[ri];
         RuleCtx {
             rule: &rt.rule,
+            members: &rt.members,
             plan: &rt.plan,
             monitor_start: rt.monitor_start.unwrap_or(Timestamp::MIN),
             max_partial: rt.max_partial,
@@ -441,8 +498,27 @@ impl Engine {
         }
     }
 
+    /// Alerts made by one call, in (time, rule order) order: stable, so a rule's own alerts
+    /// keep their processing order, and the same whether rules share state or not.
+    fn order_alerts(&self, out: &mut [Alert]) {
+        if out.len() > 1 {
+            out.sort_by_key(|a| {
+                (
+                    a.time,
+                    self.rule_order.get(&*a.rule).copied().unwrap_or(u32::MAX),
+                )
+            });
+        }
+    }
+
     /// Pushes one event; alerts it causes (and timers due before it) are appended to `out`.
     pub fn push(&mut self, ev: Event, out: &mut Vec<Alert>) {
+        let start = out.len();
+        self.push_inner(ev, out);
+        self.order_alerts(&mut out[start..]);
+    }
+
+    fn push_inner(&mut self, ev: Event, out: &mut Vec<Alert>) {
         self.counters.events += 1;
         let arrival = match self.clock {
             None => {
@@ -512,6 +588,12 @@ impl Engine {
     /// Moves time to `now` (never backwards): fires every timer due and, in event-time lanes,
     /// releases events below the new watermark.
     pub fn advance_to(&mut self, now: Timestamp, out: &mut Vec<Alert>) {
+        let start = out.len();
+        self.advance_inner(now, out);
+        self.order_alerts(&mut out[start..]);
+    }
+
+    fn advance_inner(&mut self, now: Timestamp, out: &mut Vec<Alert>) {
         let now = match self.clock {
             None => {
                 self.begin(now, now, false, out);
@@ -531,6 +613,12 @@ impl Engine {
     /// End of input (replay): releases every buffered event, then stops every lane's time at
     /// the later of the last event's time and `until`.
     pub fn finish(&mut self, until: Option<Timestamp>, out: &mut Vec<Alert>) {
+        let start = out.len();
+        self.finish_inner(until, out);
+        self.order_alerts(&mut out[start..]);
+    }
+
+    fn finish_inner(&mut self, until: Option<Timestamp>, out: &mut Vec<Alert>) {
         let Some(clock) = self.clock else {
             if let Some(u) = until {
                 self.advance_to(u, out);
@@ -703,59 +791,78 @@ impl Engine {
         let mut caps = Captures::new();
         for &ci in &cands {
             caps.clear();
+            self.counters.predicate_evals += 1;
             if !self.filter.eval(ci, ev, &mut caps) {
                 continue;
             }
-            let d = &self.filter.defs[ci as usize];
-            let rule = &self.ruleset.rules[d.rule as usize];
-            let def = &rule.events[d.def as usize];
-            let bit = 1u64 << d.def;
-            if self.rts[d.rule as usize].used & bit == 0 {
-                continue;
-            }
-            let key = if let [f] = def.group_fields.as_slice() {
-                lookup(ev, &caps, f).map(|v| KeyBuf::One(v.get().clone()))
-            } else {
-                def.group_fields
-                    .iter()
-                    .map(|f| lookup(ev, &caps, f).map(|v| v.get().clone()))
-                    .collect::<Option<Vec<Value>>>()
-                    .map(KeyBuf::Many)
-            };
-            let Some(key) = key else {
-                self.counters.keyless += 1;
-                continue;
-            };
-            let ev_arc = if caps.is_empty() {
-                ev.clone()
-            } else {
-                let mut e = (**ev).clone();
-                for (k, v) in caps.drain(..) {
-                    e.set_key(k, v);
+            // One enriched event (with the captures) per predicate, shared by its consumers.
+            let mut enriched: Option<Arc<Event>> = None;
+            for &(rule_idx, def_idx) in &self.filter.preds[ci as usize].consumers {
+                let rule = &self.ruleset.rules[rule_idx as usize];
+                let def = &rule.events[def_idx as usize];
+                let rt = self.rt_of[rule_idx as usize];
+                let bit = 1u64 << def_idx;
+                if self.rts[rt as usize].used & bit == 0 {
+                    continue;
                 }
-                Arc::new(e)
-            };
-            match hits.iter_mut().find(|h| h.rule == d.rule && h.key == key) {
-                Some(h) => {
-                    h.mask |= bit;
-                    if !Arc::ptr_eq(&h.ev, &ev_arc) && ev_arc.fields.len() > h.ev.fields.len() {
-                        h.ev = ev_arc;
+                let key = if let [f] = def.group_fields.as_slice() {
+                    lookup(ev, &caps, f).map(|v| KeyBuf::One(v.get().clone()))
+                } else {
+                    def.group_fields
+                        .iter()
+                        .map(|f| lookup(ev, &caps, f).map(|v| v.get().clone()))
+                        .collect::<Option<Vec<Value>>>()
+                        .map(KeyBuf::Many)
+                };
+                let Some(key) = key else {
+                    self.counters.keyless += 1;
+                    continue;
+                };
+                let ev_arc = if caps.is_empty() {
+                    ev.clone()
+                } else {
+                    enriched
+                        .get_or_insert_with(|| {
+                            let mut e = (**ev).clone();
+                            for (k, v) in &caps {
+                                e.set_key(k.clone(), v.clone());
+                            }
+                            Arc::new(e)
+                        })
+                        .clone()
+                };
+                let order = (rule_idx, def_idx);
+                match hits.iter_mut().find(|h| h.rule == rt && h.key == key) {
+                    Some(h) => {
+                        h.mask |= bit;
+                        h.order = h.order.min(order);
+                        if !Arc::ptr_eq(&h.ev, &ev_arc) && ev_arc.fields.len() > h.ev.fields.len() {
+                            h.ev = ev_arc;
+                        }
                     }
+                    None => hits.push(Hit {
+                        rule: rt,
+                        key,
+                        mask: bit,
+                        ev: ev_arc,
+                        order,
+                    }),
                 }
-                None => hits.push(Hit {
-                    rule: d.rule,
-                    key,
-                    mask: bit,
-                    ev: ev_arc,
-                }),
             }
         }
+        // Deliver in (rule, definition) order whatever the predicate order: shared and
+        // unshared engines then process the same hits in the same order.
+        hits.sort_by_key(|h| h.order);
         self.cands = cands;
     }
 
     /// Retires a group by hand (`cepheus groups forget RULE KEY`); returns whether it existed.
     pub fn forget_group(&mut self, rule: &str, key: &[Value]) -> bool {
-        let Some(ri) = self.rts.iter().position(|r| r.rule.name == rule) else {
+        let Some(ri) = self
+            .rts
+            .iter()
+            .position(|r| r.members.iter().any(|m| m.name == rule))
+        else {
             return false;
         };
         let key: GroupKey = Arc::from(key.to_vec());
@@ -794,6 +901,7 @@ impl Engine {
                         .iter()
                         .map(|Reverse(p)| PendingCheckpoint {
                             rule: self.rts[p.rule as usize].canonical.clone(),
+                            rule_name: self.rts[p.rule as usize].rule.name.clone(),
                             time: p.time,
                             seq: p.seq,
                             key: p.key.clone(),
@@ -865,21 +973,29 @@ impl Engine {
         if outage {
             e.outage_pending = true;
         }
-        let by_canon: HashMap<String, usize> = e
-            .rts
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.canonical.clone(), i))
-            .collect();
+        // Each saved rule state goes to an unrestored state with the same meaning, preferring
+        // one serving the same rule name (the unshared baseline may hold several).
+        let mut by_canon: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, r) in e.rts.iter().enumerate() {
+            by_canon.entry(r.canonical.clone()).or_default().push(i);
+        }
         let mut restored = vec![false; e.rts.len()];
+        let mut saved_to: HashMap<(String, String), usize> = HashMap::new();
         for rc in cp.rules {
-            let Some(&ri) = by_canon.get(rc.canonical.as_str()) else {
+            let Some(cands) = by_canon.get(&rc.canonical) else {
                 continue;
             };
-            if restored[ri] {
+            let free: Vec<usize> = cands.iter().copied().filter(|i| !restored[*i]).collect();
+            let Some(ri) = free
+                .iter()
+                .copied()
+                .find(|i| e.rts[*i].members.iter().any(|m| m.name == rc.name))
+                .or_else(|| free.first().copied())
+            else {
                 continue;
-            }
+            };
             restored[ri] = true;
+            saved_to.insert((rc.canonical.clone(), rc.name.clone()), ri);
             e.rts[ri].monitor_start = rc.monitor_start;
             e.rts[ri].counters = rc.counters;
             for g in rc.groups {
@@ -896,7 +1012,11 @@ impl Engine {
         for (li, lc) in cp.lanes.iter().enumerate() {
             let _ = li;
             for p in &lc.pending {
-                let Some(&ri) = by_canon.get(p.rule.as_str()) else {
+                let target = saved_to
+                    .get(&(p.rule.clone(), p.rule_name.clone()))
+                    .copied()
+                    .or_else(|| by_canon.get(&p.rule).and_then(|v| v.first().copied()));
+                let Some(ri) = target else {
                     continue;
                 };
                 let lane = e.rts[ri].lane;
@@ -1021,6 +1141,8 @@ pub struct LaneCheckpoint {
 pub struct PendingCheckpoint {
     /// The rule's canonical form.
     pub rule: String,
+    /// The rule's name (the first, when several share the state).
+    pub rule_name: String,
     /// Event time.
     pub time: Timestamp,
     /// Sequence number.

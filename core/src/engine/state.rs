@@ -20,8 +20,10 @@ pub type GroupKey = Arc<[Value]>;
 
 /// Rule-level facts the group transitions need (read-only).
 pub struct RuleCtx<'a> {
-    /// The rule.
+    /// The rule (the first of `members`): its meaning.
     pub rule: &'a Rule,
+    /// Every rule with this meaning that shares the state (alerts are made for each).
+    pub members: &'a [Arc<Rule>],
     /// Its plan.
     pub plan: &'a Plan,
     /// When monitoring began for the rule.
@@ -104,7 +106,8 @@ pub enum EpisodeKind {
 /// An open (firing) alert of a group.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Episode {
-    id: String,
+    /// The episode's start: with the rule and group, the seed of the alert id.
+    id: Timestamp,
     kind: EpisodeKind,
     /// Absence: the fired deadline. Closure: the time of the last extending event.
     last: Timestamp,
@@ -238,7 +241,7 @@ impl Group {
                     emit(
                         ctx,
                         &key,
-                        &ep.id,
+                        ep.id,
                         AlertState::Resolved,
                         t,
                         vec![ev.clone()],
@@ -285,13 +288,13 @@ impl Group {
         if t <= base || t >= ep.last {
             return false;
         }
-        let id = ep.id.clone();
+        let id = ep.id;
         a.firing = None;
         a.last_seen = Some(t);
         emit(
             ctx,
             &key,
-            &id,
+            id,
             AlertState::Retracted,
             now,
             vec![ev.clone()],
@@ -319,12 +322,12 @@ impl Group {
                     .max(ctx.monitor_start);
                 let deadline = base.add(*for_);
                 if deadline <= now {
-                    let id = Alert::make_id(&ctx.rule.name, &key, deadline);
+                    let id = deadline;
                     let reason = (deadline < ctx.outage_until).then_some("outage");
                     emit(
                         ctx,
                         &key,
-                        &id,
+                        id,
                         AlertState::Firing,
                         deadline,
                         Vec::new(),
@@ -355,7 +358,7 @@ impl Group {
                 emit(
                     ctx,
                     &key,
-                    &ep.id,
+                    ep.id,
                     AlertState::Resolved,
                     forget_at,
                     last_events,
@@ -482,12 +485,12 @@ impl LinearState {
         if let Some(ep) = &mut self.episode {
             match ep.kind {
                 EpisodeKind::Absence(set) if mask & set != 0 => {
-                    let ep_id = ep.id.clone();
+                    let ep_id = ep.id;
                     self.episode = None;
                     emit(
                         ctx,
                         key,
-                        &ep_id,
+                        ep_id,
                         AlertState::Resolved,
                         t,
                         vec![ev.clone()],
@@ -691,14 +694,14 @@ impl LinearState {
         self.runs
             .retain(|o| !o.items.iter().any(|i| ids.binary_search(&i.id).is_ok()));
         let last = &alt.steps[alt.steps.len() - 1];
-        let id = Alert::make_id(&ctx.rule.name, key, r.start);
+        let id = r.start;
         if last.repeat.is_some() {
             let set = alt.steps.iter().fold(0, |acc, s| acc | s.set);
             let events = r.events();
             emit(
                 ctx,
                 key,
-                &id,
+                id,
                 AlertState::Firing,
                 t,
                 events.clone(),
@@ -725,7 +728,7 @@ impl LinearState {
         emit(
             ctx,
             key,
-            &id,
+            id,
             AlertState::Firing,
             t,
             r.events(),
@@ -763,12 +766,12 @@ impl LinearState {
                 .end_absent
                 .as_ref()
                 .map_or(0, |e| e.set);
-            let id = Alert::make_id(&ctx.rule.name, key, w.deadline);
+            let id = w.deadline;
             let reason = (w.deadline < ctx.outage_until).then_some("outage");
             emit(
                 ctx,
                 key,
-                &id,
+                id,
                 AlertState::Firing,
                 w.deadline,
                 w.events.clone(),
@@ -789,13 +792,13 @@ impl LinearState {
             && ep.last.add(w) <= now
         {
             let at = ep.last.add(w);
-            let ep_id = ep.id.clone();
+            let ep_id = ep.id;
             let events = ep.events.clone();
             self.episode = None;
             emit(
                 ctx,
                 key,
-                &ep_id,
+                ep_id,
                 AlertState::Resolved,
                 at,
                 events,
@@ -949,7 +952,7 @@ fn complete(ctx: &RuleCtx<'_>, alt: &Alt, r: &Run, t: Timestamp) -> bool {
 fn emit(
     ctx: &RuleCtx<'_>,
     key: &GroupKey,
-    id: &str,
+    id: Timestamp,
     state: AlertState,
     time: Timestamp,
     mut events: Vec<Arc<Event>>,
@@ -958,26 +961,28 @@ fn emit(
     out: &mut Vec<Alert>,
 ) {
     cap_events(&mut events);
-    let rule = ctx.rule;
-    let group: Vec<(String, Value)> = rule
+    let group: Vec<(String, Value)> = ctx
+        .rule
         .group_by
         .iter()
         .cloned()
         .zip(key.iter().cloned())
         .collect();
-    let message = render_message(rule, &group, &events);
-    counters.alerts += 1;
-    out.push(Alert {
-        id: id.to_string(),
-        rule: Arc::from(rule.name.as_str()),
-        severity: rule.severity,
-        state,
-        group,
-        time,
-        message,
-        events,
-        reason: reason.map(str::to_string),
-    });
+    // Rules that share this state (the same meaning under other names) each get their alert.
+    for rule in ctx.members {
+        counters.alerts += 1;
+        out.push(Alert {
+            id: Alert::make_id(&rule.name, key, id),
+            rule: Arc::from(rule.name.as_str()),
+            severity: rule.severity,
+            state,
+            group: group.clone(),
+            time,
+            message: render_message(rule, &group, &events),
+            events: events.clone(),
+            reason: reason.map(str::to_string),
+        });
+    }
 }
 
 /// Fills a message template from the group, then the most recent matching event.

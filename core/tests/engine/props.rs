@@ -203,7 +203,7 @@ pattern = "or(f, g, s)"
     let rules = cepheus_core::rules::compile_str("f.toml", text)
         .rules
         .unwrap();
-    let filter = Filter::new(&rules);
+    let filter = Filter::new(&rules, true);
     let apps = ["sshd", "cron", "kernel"];
     let hosts = ["h1", "h5", "h9", "zz"];
     let mut events = Vec::new();
@@ -240,12 +240,111 @@ pattern = "or(f, g, s)"
     for ev in &events {
         let mut cands = Vec::new();
         filter.candidates(ev, &mut cands);
-        for (idx, d) in filter.defs.iter().enumerate() {
-            let cond = &rules.rules[d.rule as usize].events[d.def as usize].cond;
-            let full = cond.eval(ev, &mut Vec::new());
+        for (idx, p) in filter.preds.iter().enumerate() {
             let via_index =
                 cands.contains(&(idx as u32)) && filter.eval(idx as u32, ev, &mut Vec::new());
-            assert_eq!(full, via_index, "def {idx} on {ev:?}");
+            for &(r, d) in &p.consumers {
+                let cond = &rules.rules[r as usize].events[d as usize].cond;
+                let full = cond.eval(ev, &mut Vec::new());
+                assert_eq!(
+                    full, via_index,
+                    "predicate {idx} (rule {r} def {d}) on {ev:?}"
+                );
+            }
         }
     }
+}
+
+/// A rule drawn from a small pool, so that rule sets overlap on purpose: identical rules under
+/// other names (shared state), and the same events in different patterns (shared predicates).
+fn pool_rule(i: usize, pick: u8, window: u8, grouped: bool) -> R {
+    let names = &APPS[..];
+    let pattern = match pick % 8 {
+        0 => absent(ev(3), Some(30)),
+        1 => seq(vec![ev(0), ev(1)]),
+        2 => seq(vec![rep(ev(0), 3, None), ev(1)]),
+        3 => rep(ev(2), 3, None),
+        4 => seq(vec![ev(0), absent(ev(3), Some(25))]),
+        5 => or(vec![ev(1), ev(2)]),
+        6 => and(vec![ev(1), ev(2)]),
+        _ => seq(vec![ev(0), absent(ev(2), None), ev(1)]),
+    };
+    let mut r = rule(&format!("r{i}"), names, pattern);
+    if !matches!(pick % 8, 0 | 4) {
+        r = r.within(10 + i64::from(window % 3) * 20);
+    }
+    if !grouped {
+        r = r.ungrouped();
+    }
+    r
+}
+
+fn run_mode(rules: &RuleSet, evs: &[Event], share: bool) -> Vec<String> {
+    let cfg = EngineConfig {
+        share,
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::new(rules, cfg).unwrap();
+    let mut out = Vec::new();
+    for ev in evs {
+        e.push(ev.clone(), &mut out);
+    }
+    e.finish(Some(Timestamp::from_secs(5_000)), &mut out);
+    json(&out)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+    /// Shared and unshared compilation give exactly the same alerts.
+    #[test]
+    fn shared_and_unshared_give_the_same_alerts(
+        picks in proptest::collection::vec((0u8..8, 0u8..3, any::<bool>()), 2..12),
+        spec in events(),
+    ) {
+        let rules = set(picks.iter().enumerate().map(|(i, (p, w, g))| pool_rule(i, *p, *w, *g)).collect());
+        let evs = build(&spec);
+        let shared = run_mode(&rules, &evs, true);
+        let unshared = run_mode(&rules, &evs, false);
+        prop_assert_eq!(shared, unshared);
+    }
+}
+
+#[test]
+fn identical_rules_share_state_and_predicates() {
+    let rules = set(vec![
+        rule("a", &APPS, seq(vec![ev(0), ev(1)])).within(10),
+        rule("b", &APPS, seq(vec![ev(0), ev(1)])).within(10),
+        rule("c", &APPS, seq(vec![ev(0), ev(1)])).within(20),
+    ]);
+    let shared = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let stats = shared.stats();
+    assert_eq!(stats[0].shared_with, ["b"]);
+    assert_eq!(stats[1].shared_with, ["a"]);
+    assert!(
+        stats[2].shared_with.is_empty(),
+        "a different window is a different meaning"
+    );
+    let evs = build(&[(0, 0, 1), (1, 0, 1), (2, 1, 1)]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut u = Engine::new(
+        &rules,
+        EngineConfig {
+            share: false,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    let (mut o1, mut o2) = (Vec::new(), Vec::new());
+    for ev in &evs {
+        e.push(ev.clone(), &mut o1);
+        u.push(ev.clone(), &mut o2);
+    }
+    assert_eq!(json(&o1), json(&o2));
+    assert_eq!(o1.len(), 3, "each of a, b, c alerts once");
+    // Every event is evaluated against the 4 distinct conditions once, not once per rule.
+    assert_eq!(
+        e.counters().predicate_evals * 3,
+        u.counters().predicate_evals
+    );
 }
