@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 
 use crate::time::{Duration, Timestamp};
 
@@ -84,8 +85,8 @@ impl fmt::Display for ValueType {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "t", content = "v", rename_all = "lowercase")]
 pub enum Value {
-    /// Text; shared so group keys and copies are cheap.
-    Str(Arc<str>),
+    /// Text; short strings inline, longer ones shared, so copies are cheap.
+    Str(SmolStr),
     /// Integer.
     Int(i64),
     /// Float.
@@ -116,7 +117,7 @@ impl Value {
 
     /// A string value.
     pub fn str(s: &str) -> Self {
-        Value::Str(Arc::from(s))
+        Value::Str(SmolStr::new(s))
     }
 
     /// The text if this is a string.

@@ -272,7 +272,7 @@ impl SyslogParser {
                 let key = format!("sd.{}.{}", element.id, name);
                 event.set_key(
                     FieldKey::Named(Arc::from(key)),
-                    Value::Str(Arc::from(value)),
+                    Value::str(&value),
                 );
             }
         }

@@ -329,7 +329,7 @@ impl Cond {
                     };
                     let text = match v.get() {
                         Value::Str(s) => s.clone(),
-                        other => Arc::from(other.to_string()),
+                        other => smol_str::SmolStr::new(other.to_string()),
                     };
                     if r.negate {
                         return !r.re.is_match(&text);
