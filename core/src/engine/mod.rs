@@ -220,30 +220,13 @@ pub struct Engine {
 /// A due timer in firing order: deadline, rule, group key.
 type DueTimer = (Timestamp, u32, Option<GroupKey>, TimerEntry);
 
-/// A group key being formed: inline for one field (the common case), so looking a group up
-/// allocates nothing.
-#[derive(Clone, Debug, PartialEq)]
-enum KeyBuf {
-    One(Value),
-    Many(Vec<Value>),
-}
-
-impl KeyBuf {
-    fn as_slice(&self) -> &[Value] {
-        match self {
-            KeyBuf::One(v) => std::slice::from_ref(v),
-            KeyBuf::Many(v) => v,
-        }
-    }
-}
-
 /// One match of an event for one rule state and group.
 struct Hit {
     /// Index of the rule state (not of the rule: rules may share a state).
     rule: u32,
     /// The first (rule, definition) that produced it: the delivery order.
     order: (u32, u32),
-    key: KeyBuf,
+    key: GroupKey,
     mask: EvSet,
     ev: Arc<Event>,
 }
@@ -419,7 +402,7 @@ impl Engine {
         self.rts[ri].monitor_start = Some(start);
         let expect = self.rts[ri].rule.expect.clone();
         for key in expect {
-            let key: GroupKey = Arc::from(key);
+            let key = GroupKey::new(&key);
             if let Some(slot) = self.slot_for(ri, &key, true, start) {
                 self.arm(ri, slot);
             }
@@ -453,7 +436,7 @@ impl Engine {
             self.rts[ri].counters.groups_rejected += 1;
             return None;
         }
-        let key: GroupKey = Arc::from(key);
+        let key = GroupKey::new(&key);
         let group = Group::new(&self.ctx(ri), key.clone(), expected, now);
         let rt = &mut self.rts[ri];
         let slot = Slot {
@@ -574,7 +557,7 @@ impl Engine {
                         time: ev_time,
                         seq,
                         rule: h.rule,
-                        key: Arc::from(h.key.as_slice()),
+                        key: h.key.clone(),
                         mask: h.mask,
                         ev: h.ev.clone(),
                     }));
@@ -806,13 +789,13 @@ impl Engine {
                     continue;
                 }
                 let key = if let [f] = def.group_fields.as_slice() {
-                    lookup(ev, &caps, f).map(|v| KeyBuf::One(v.get().clone()))
+                    lookup(ev, &caps, f).map(|v| GroupKey::one(v.get().clone()))
                 } else {
                     def.group_fields
                         .iter()
                         .map(|f| lookup(ev, &caps, f).map(|v| v.get().clone()))
                         .collect::<Option<Vec<Value>>>()
-                        .map(KeyBuf::Many)
+                        .map(GroupKey::from_vec)
                 };
                 let Some(key) = key else {
                     self.counters.keyless += 1;
@@ -865,7 +848,7 @@ impl Engine {
         else {
             return false;
         };
-        let key: GroupKey = Arc::from(key.to_vec());
+        let key = GroupKey::new(key);
         let rt = &mut self.rts[ri];
         match rt.groups.remove(&key) {
             Some(slot) => {

@@ -16,7 +16,104 @@ use crate::rules::ir::{Rule, TemplatePart, Trigger, lookup};
 use crate::time::{Duration, Timestamp};
 
 /// A group key: the values of the rule's `group_by` fields, in order (empty: one group).
-pub type GroupKey = Arc<[Value]>;
+///
+/// One value (the common case) is held inline, so the group map compares keys without
+/// following a pointer; several values are shared.
+#[derive(Clone, Debug)]
+pub struct GroupKey(KeyRepr);
+
+#[derive(Clone, Debug)]
+enum KeyRepr {
+    One(Value),
+    Many(Arc<[Value]>),
+}
+
+impl GroupKey {
+    /// A key from its values.
+    pub fn new(values: &[Value]) -> GroupKey {
+        match values {
+            [v] => GroupKey(KeyRepr::One(v.clone())),
+            _ => GroupKey(KeyRepr::Many(Arc::from(values))),
+        }
+    }
+
+    /// A key of one value (no allocation).
+    pub fn one(v: Value) -> GroupKey {
+        GroupKey(KeyRepr::One(v))
+    }
+
+    /// A key from owned values.
+    pub fn from_vec(mut values: Vec<Value>) -> GroupKey {
+        match values.len() {
+            1 => match values.pop() {
+                Some(v) => GroupKey::one(v),
+                None => GroupKey(KeyRepr::Many(Arc::from(values))),
+            },
+            _ => GroupKey(KeyRepr::Many(Arc::from(values))),
+        }
+    }
+
+    /// The values, in `group_by` order.
+    pub fn as_slice(&self) -> &[Value] {
+        match &self.0 {
+            KeyRepr::One(v) => std::slice::from_ref(v),
+            KeyRepr::Many(vs) => vs,
+        }
+    }
+}
+
+impl std::ops::Deref for GroupKey {
+    type Target = [Value];
+    fn deref(&self) -> &[Value] {
+        self.as_slice()
+    }
+}
+
+impl std::borrow::Borrow<[Value]> for GroupKey {
+    fn borrow(&self) -> &[Value] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for GroupKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for GroupKey {}
+
+impl std::hash::Hash for GroupKey {
+    /// Hashes exactly as the slice of values does (lookups by `&[Value]` must agree).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state);
+    }
+}
+
+impl PartialOrd for GroupKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for GroupKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_slice().cmp(other.as_slice())
+    }
+}
+
+impl Serialize for GroupKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for GroupKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v: Vec<Value> = Vec::deserialize(d)?;
+        Ok(GroupKey::new(&v))
+    }
+}
 
 /// Rule-level facts the group transitions need (read-only).
 pub struct RuleCtx<'a> {
