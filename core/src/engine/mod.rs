@@ -436,7 +436,7 @@ impl Engine {
             self.rts[ri].counters.groups_rejected += 1;
             return None;
         }
-        let key = GroupKey::new(&key);
+        let key = GroupKey::new(key);
         let group = Group::new(&self.ctx(ri), key.clone(), expected, now);
         let rt = &mut self.rts[ri];
         let slot = Slot {
