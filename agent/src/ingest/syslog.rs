@@ -270,10 +270,7 @@ impl SyslogParser {
         for element in &msg.structured_data {
             for (name, value) in element.params() {
                 let key = format!("sd.{}.{}", element.id, name);
-                event.set_key(
-                    FieldKey::Named(Arc::from(key)),
-                    Value::str(&value),
-                );
+                event.set_key(FieldKey::Named(Arc::from(key)), Value::str(&value));
             }
         }
         Ok(event)

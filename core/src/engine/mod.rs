@@ -425,7 +425,7 @@ impl Engine {
     fn slot_for(
         &mut self,
         ri: usize,
-        key: &[Value],
+        key: &GroupKey,
         expected: bool,
         now: Timestamp,
     ) -> Option<u32> {
@@ -436,7 +436,7 @@ impl Engine {
             self.rts[ri].counters.groups_rejected += 1;
             return None;
         }
-        let key = GroupKey::new(key);
+        let key = key.clone();
         let group = Group::new(&self.ctx(ri), key.clone(), expected, now);
         let rt = &mut self.rts[ri];
         let slot = Slot {
@@ -526,15 +526,7 @@ impl Engine {
         self.next_seq += 1;
         for h in &hits {
             if self.rts[h.rule as usize].lane == 0 {
-                self.deliver(
-                    h.rule as usize,
-                    h.key.as_slice(),
-                    arrival,
-                    h.mask,
-                    &h.ev,
-                    seq,
-                    out,
-                );
+                self.deliver(h.rule as usize, &h.key, arrival, h.mask, &h.ev, seq, out);
             }
         }
         // Event-time lanes: reorder below the watermark.
@@ -730,7 +722,7 @@ impl Engine {
     fn deliver(
         &mut self,
         ri: usize,
-        key: &[Value],
+        key: &GroupKey,
         t: Timestamp,
         mask: EvSet,
         ev: &Arc<Event>,
@@ -754,7 +746,7 @@ impl Engine {
         if h.ev.time < w.sub(lateness) {
             return;
         }
-        let Some(&slot) = self.rts[ri].groups.get(h.key.as_slice()) else {
+        let Some(&slot) = self.rts[ri].groups.get(&h.key) else {
             return;
         };
         let retracted = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {

@@ -69,12 +69,6 @@ impl std::ops::Deref for GroupKey {
     }
 }
 
-impl std::borrow::Borrow<[Value]> for GroupKey {
-    fn borrow(&self) -> &[Value] {
-        self.as_slice()
-    }
-}
-
 impl PartialEq for GroupKey {
     fn eq(&self, other: &Self) -> bool {
         self.as_slice() == other.as_slice()
@@ -84,9 +78,12 @@ impl PartialEq for GroupKey {
 impl Eq for GroupKey {}
 
 impl std::hash::Hash for GroupKey {
-    /// Hashes exactly as the slice of values does (lookups by `&[Value]` must agree).
+    /// One value hashes as itself (the common case costs one value's hashing).
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state);
+        match &self.0 {
+            KeyRepr::One(v) => v.hash(state),
+            KeyRepr::Many(vs) => vs.hash(state),
+        }
     }
 }
 

@@ -1,0 +1,58 @@
+//! One heartbeat workload through the engine, for instruction and cache-miss counts that do
+//! not depend on how busy the machine is:
+//!
+//! `cargo build --release -p cepheus-core --example engine_workload`
+//! `valgrind --tool=cachegrind --cache-sim=yes target/release/examples/engine_workload 100 100000 3`
+//!
+//! Arguments: rules, hosts, rounds (defaults 100 100000 3, as the criterion bench).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use cepheus_core::engine::{Engine, EngineConfig};
+use cepheus_core::event::{Event, Field, Source, Value};
+use cepheus_core::rules::compile_str;
+use cepheus_core::time::Timestamp;
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let rules = args.first().copied().unwrap_or(100);
+    let hosts = args.get(1).copied().unwrap_or(100_000);
+    let rounds = args.get(2).copied().unwrap_or(3);
+    let mut text = String::new();
+    for r in 0..rules {
+        let names: Vec<String> = (0..hosts)
+            .filter(|h| h % rules == r)
+            .map(|h| format!("\"host{h:06}\""))
+            .collect();
+        text.push_str(&format!(
+            "[[rule]]\nname = \"hb-{r}\"\nseverity = \"critical\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"heartbeat\" and host in [{}]'\npattern = \"absent(hb) for 2m\"\n\n",
+            names.join(", ")
+        ));
+    }
+    let set = compile_str("w.toml", &text).rules.expect("valid rules");
+    let mut engine = Engine::new(&set, EngineConfig::default()).unwrap();
+    let t0 = 1_780_000_000i64 * 1_000_000_000;
+    let step = 60_000_000_000 / hosts as i64;
+    let mut out = Vec::new();
+    let started = std::time::Instant::now();
+    for r in 0..rounds {
+        for h in 0..hosts {
+            let t = Timestamp(t0 + r as i64 * 60_000_000_000 + h as i64 * step);
+            let ev = Event::new(Source::Syslog, t, t)
+                .with(Field::Host, Value::str(&format!("host{h:06}")))
+                .with(Field::App, Value::str("heartbeat"))
+                .with(Field::Msg, Value::str("alive"));
+            engine.push(ev, &mut out);
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let n = rounds * hosts;
+    println!(
+        "{n} events (incl. making them) in {secs:.3}s: {:.0} events/s; {} alerts",
+        n as f64 / secs,
+        out.len()
+    );
+}
