@@ -782,16 +782,13 @@ impl Builder {
                     };
                     sharing.push(Sharing {
                         kind: ShareKind::SO,
-                        reason: format!(
-                            "{prefix}{}",
-                            so_reason(class, &parents, &rule_names, &insts, &class_of, *m)
-                        ),
+                        reason: format!("{prefix}{}", so_reason(class, &parents, &rule_names)),
                     });
                 }
             }
             if members.len() > 1 {
                 for (kind, a, b) in &sim.relations {
-                    if members.contains(a) {
+                    if id_of[*a] == id {
                         sharing.push(Sharing {
                             kind: *kind,
                             reason: similar_reason(*kind, *a, *b, &classes, &id_of, &map_parents),
@@ -799,7 +796,7 @@ impl Builder {
                     }
                 }
             }
-            nodes[id].sharing = sharing;
+            nodes[id].sharing = cap_reasons(sharing);
         }
         for (kind, a, b, why) in &sim.near_misses {
             for (x, y) in [(*a, *b), (*b, *a)] {
@@ -889,6 +886,26 @@ fn op_form(kind: &NodeKind, inner: &[&str]) -> String {
     }
 }
 
+/// Keeps the first [`MAX_NOTES`] reasons of each kind and counts the rest in one more.
+fn cap_reasons(sharing: Vec<Sharing>) -> Vec<Sharing> {
+    let mut out: Vec<Sharing> = Vec::new();
+    let mut extra: BTreeMap<ShareKind, usize> = BTreeMap::new();
+    for sh in sharing {
+        if out.iter().filter(|o| o.kind == sh.kind).count() < MAX_NOTES {
+            out.push(sh);
+        } else {
+            *extra.entry(sh.kind).or_insert(0) += 1;
+        }
+    }
+    for (kind, n) in extra {
+        out.push(Sharing {
+            kind,
+            reason: format!("and {n} more like these"),
+        });
+    }
+    out
+}
+
 /// The key under which instances are merged: kind category, canonical form, scope.
 fn share_key(inst: &Inst) -> String {
     format!(
@@ -904,14 +921,7 @@ fn op_label(kind: &NodeKind, children: &[usize], id_of: &[usize]) -> String {
     format!("{}({})", kind.name(), ids.join(", "))
 }
 
-fn so_reason(
-    class: &Class,
-    parents: &[String],
-    rule_names: &[String],
-    insts: &[Inst],
-    class_of: &[usize],
-    me: usize,
-) -> String {
+fn so_reason(class: &Class, parents: &[String], rule_names: &[String]) -> String {
     let rules: Vec<&str> = class
         .rules
         .iter()
@@ -949,11 +959,7 @@ fn so_reason(
                 NodeKind::Absent { .. } => "shared absence timer: ",
                 _ => "",
             };
-            let places = insts
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| class_of[*i] == me)
-                .count();
+            let places = class.uses;
             format!(
                 "{what}same {} over the same children, window and grouping in {places} places ({in_rules}): one operation, outputs to {}",
                 class.kind.name(),
@@ -1027,6 +1033,9 @@ fn similar_reason(
     }
 }
 
+/// The most "not shared" reasons listed per node (a rule set may hold many alike rules).
+const MAX_NOTES: usize = 3;
+
 /// "not shared" notes for nodes that look alike but were kept apart: in a shared graph,
 /// operators (and events, roots) whose scope or mapping differs; without sharing, twins.
 fn not_shared_twins(
@@ -1053,10 +1062,14 @@ fn not_shared_twins(
                     .filter(|o| *o != id)
                     .map(|o| format!("#{o}"))
                     .collect();
-                nodes[*id].not_shared.push(format!(
-                    "not shared (--no-share): identical to {}",
-                    others.join(", ")
-                ));
+                let more = others.len().saturating_sub(MAX_NOTES * 3);
+                let mut list = others[..others.len() - more].join(", ");
+                if more > 0 {
+                    let _ = write!(list, " and {more} more");
+                }
+                nodes[*id]
+                    .not_shared
+                    .push(format!("not shared (--no-share): identical to {list}"));
             }
         }
         return;
@@ -1072,7 +1085,13 @@ fn not_shared_twins(
     }
     for group in groups.values().filter(|g| g.len() > 1) {
         for a in group {
-            for b in group.iter().filter(|b| *b != a) {
+            let others = group.len() - 1;
+            if others > MAX_NOTES {
+                nodes[id_of[*a]].not_shared.push(format!(
+                    "not shared with {others} alike nodes in other scopes; the first {MAX_NOTES}:"
+                ));
+            }
+            for b in group.iter().filter(|b| *b != a).take(MAX_NOTES) {
                 let (ca, cb) = (&classes[*a], &classes[*b]);
                 let why = match &ca.kind {
                     NodeKind::Event { .. } => "different group mapping".to_string(),
@@ -1122,7 +1141,6 @@ fn find(uf: &mut [usize], mut x: usize) -> usize {
 /// Finds the OA, SS and OS pairs and decides, by the cost model, which are combined.
 fn similar(classes: &[Class], settings: &[(Settings, Settings)]) -> Similar {
     let is_event = |c: &usize| matches!(classes[*c].kind, NodeKind::Event { .. });
-    let mut pairs: Vec<(ShareKind, usize, usize)> = Vec::new();
     // OA: an or and an and over the same child set.
     let mut by_set: BTreeMap<Vec<usize>, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
     // SS: seqs by first child; OS: ors by each child.
@@ -1156,50 +1174,89 @@ fn similar(classes: &[Class], settings: &[(Settings, Settings)]) -> Similar {
             _ => {}
         }
     }
+    // Candidate groups: inside a group, `rel` says which pairs are similar.
+    let differ = |a: usize, b: usize| classes[a].kind != classes[b].kind;
+    let mut groups: Vec<(ShareKind, Vec<usize>)> = Vec::new();
     for (ors, ands) in by_set.values() {
-        for o in ors {
-            for a in ands {
-                pairs.push((ShareKind::OA, *o, *a));
-            }
+        if !ors.is_empty() && !ands.is_empty() {
+            groups.push((ShareKind::OA, ors.iter().chain(ands).copied().collect()));
         }
     }
     for (first, seqs) in &seq_by_first {
-        for (i, a) in seqs.iter().enumerate() {
-            // Identical seqs are one node unless their scopes differ (reported as "not shared").
-            for b in seqs[i + 1..]
-                .iter()
-                .filter(|b| classes[**b].canonical != classes[*a].canonical)
-            {
-                pairs.push((ShareKind::SS, *a, *b));
-            }
+        if seqs.len() > 1 {
+            groups.push((ShareKind::SS, seqs.clone()));
         }
-        for o in or_by_child.get(first).into_iter().flatten() {
-            for s in seqs {
-                pairs.push((ShareKind::OS, *o, *s));
-            }
+        if let Some(ors) = or_by_child.get(first) {
+            groups.push((ShareKind::OS, ors.iter().chain(seqs).copied().collect()));
         }
     }
     let mut out = Similar::default();
     let mut uf: Vec<usize> = (0..classes.len()).collect();
-    for (kind, a, b) in pairs {
-        let all_events =
-            classes[a].children.iter().all(is_event) && classes[b].children.iter().all(is_event);
-        if !all_events {
-            out.near_misses.push((
-                kind,
-                a,
-                b,
-                "a child is an operator, not an event: no predicate delivery to save (its shared children are SO already)".into(),
-            ));
-        } else if classes[a].scope != classes[b].scope {
-            let why = settings_diff(&settings[classes[a].rule].0, &settings[classes[b].rule].0);
-            out.near_misses.push((kind, a, b, why));
-        } else {
-            let (ra, rb) = (find(&mut uf, a), find(&mut uf, b));
-            if ra != rb {
-                uf[ra.max(rb)] = ra.min(rb);
+    let mut seen_near: BTreeSet<(ShareKind, usize, usize)> = BTreeSet::new();
+    let mut seen: BTreeSet<(ShareKind, usize, usize)> = BTreeSet::new();
+    for (kind, group) in groups {
+        // SS: all pairs are similar, except identical seqs kept apart by their scopes
+        // (reported as "not shared"); OA, OS: pairs of different operators.
+        let rel = |a: usize, b: usize| match kind {
+            ShareKind::SS => classes[a].canonical != classes[b].canonical,
+            _ => differ(a, b),
+        };
+        let (eligible, operator_fed): (Vec<usize>, Vec<usize>) = group
+            .iter()
+            .partition(|c| classes[**c].children.iter().all(is_event));
+        // Cost model 1: operators fed by operators are not combined.
+        for m in &operator_fed {
+            if let Some(p) = group.iter().find(|p| **p != *m && rel(*m, **p))
+                && seen_near.insert((kind, *m.min(p), *m.max(p)))
+            {
+                out.near_misses.push((
+                    kind,
+                    *m,
+                    *p,
+                    "a child is an operator, not an event: no predicate delivery to save (its shared children are SO already)".into(),
+                ));
             }
-            out.relations.push((kind, a, b));
+        }
+        // Cost model 2: only within one scope (group_by, window, time).
+        let mut buckets: Vec<Vec<usize>> = Vec::new();
+        for c in eligible {
+            match buckets
+                .iter_mut()
+                .find(|b| classes[b[0]].scope == classes[c].scope)
+            {
+                Some(b) => b.push(c),
+                None => buckets.push(vec![c]),
+            }
+        }
+        for (bi, bucket) in buckets.iter().enumerate() {
+            for m in bucket {
+                // A star: each member joins the first member it is similar to.
+                if let Some(p) = bucket.iter().find(|p| **p != *m && rel(**p, *m))
+                    && seen.insert((kind, *m.min(p), *m.max(p)))
+                {
+                    let (ra, rb) = (find(&mut uf, *p), find(&mut uf, *m));
+                    if ra != rb {
+                        uf[ra.max(rb)] = ra.min(rb);
+                    }
+                    out.relations.push((kind, *p.min(m), *p.max(m)));
+                }
+                // Alike in other scopes: say why not (a few, not every pair).
+                let others = buckets
+                    .iter()
+                    .enumerate()
+                    .filter(|(bj, _)| *bj != bi)
+                    .filter_map(|(_, b)| b.iter().find(|p| rel(*m, **p)))
+                    .take(3);
+                for p in others {
+                    if seen_near.insert((kind, *m.min(p), *m.max(p))) {
+                        let why = settings_diff(
+                            &settings[classes[*m].rule].0,
+                            &settings[classes[*p].rule].0,
+                        );
+                        out.near_misses.push((kind, *m, *p, why));
+                    }
+                }
+            }
         }
     }
     let mut comps: BTreeMap<usize, Vec<usize>> = BTreeMap::new();

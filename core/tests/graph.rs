@@ -373,7 +373,50 @@ fn text_and_dot() {
 }
 
 #[test]
-#[ignore]
-fn print_apart() {
-    println!("{}", build(&rules(APART), true).to_text());
+fn many_similar_rules_make_one_virtual_node_with_linear_reasons() {
+    let mut text = String::new();
+    for i in 0..300 {
+        text.push_str(&format!(
+            "[[rule]]\nname = \"r{i}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+             events.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b{i}\"'\n\
+             pattern = \"seq(a, b) within 5m\"\n\n"
+        ));
+    }
+    // two ors containing `a` join by OS
+    for i in 0..2 {
+        text.push_str(&format!(
+            "[[rule]]\nname = \"o{i}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+             events.a = 'syslog and app == \"a\"'\nevents.z = 'syslog and app == \"z{i}\"'\n\
+             pattern = \"seq(or(a, z), z) within 5m\"\n\n"
+        ));
+    }
+    let g = build(&rules(&text), true);
+    let virt: Vec<_> = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::Virtual { .. }))
+        .collect();
+    assert_eq!(virt.len(), 1);
+    let NodeKind::Virtual { ops } = &virt[0].kind else {
+        unreachable!()
+    };
+    assert_eq!(ops.len(), 302);
+    // reasons: three per kind and a count of the rest
+    assert!(virt[0].sharing.len() <= 8, "{:#?}", virt[0].sharing);
+    assert!(
+        virt[0]
+            .sharing
+            .iter()
+            .any(|s| s.kind == ShareKind::SS && s.reason == "and 296 more like these"),
+        "{:#?}",
+        virt[0].sharing
+    );
+    assert_eq!(g.stats.predicates, 303);
+    // `a` is delivered to one node instead of 302.
+    let a = g
+        .nodes
+        .iter()
+        .find(|n| n.canonical == r#"(app == "a" and syslog)"#)
+        .unwrap();
+    assert_eq!(g.consumers(a.id), [virt[0].id]);
 }
