@@ -100,8 +100,8 @@ fn text_shows_the_papers_shared_nodes() {
         // OS(3,7): or(e4, e5) -> 4, seq(e4, e6) -> 9
         "#14 virtual [OS]  or(#9, #10) | seq(#9, #11)",
         "    or(#9, #10) -> #15.2\n    seq(#9, #11) -> #16.2\n",
-        "#15 seq  seq(#12:or, #13:seq, #14:or)",
-        "#16 seq  seq(#12:and, #13:seq, #14:seq)",
+        "#15 seq  seq(#12:or(#6, #7), #13:seq(#8, #6), #14:or(#9, #10))",
+        "#16 seq  seq(#12:and(#6, #7), #13:seq(#8, #6), #14:seq(#9, #11))",
         "shared OA: or(#6, #7) and and(#6, #7) are over the same events",
         "shared SS: seq(#8, #6) and seq(#8, #10) start with the same event #8",
         "shared OS: or(#9, #10) contains #9, the first event of seq(#9, #11)",
@@ -128,8 +128,8 @@ fn dot_marks_the_shared_nodes_and_renders() {
             .unwrap_or_else(|| panic!("{want}: {dot}"));
         assert!(line.contains("peripheries=2"), "{line}");
     }
-    assert!(dot.contains("n12 -> n15 [label=\"or\"];"), "{dot}");
-    assert!(dot.contains("n12 -> n16 [label=\"and\"];"), "{dot}");
+    assert!(dot.contains("n12 -> n15 [label=\"or(#6, #7)\"];"), "{dot}");
+    assert!(dot.contains("n12 -> n16 [label=\"and(#6, #7)\"];"), "{dot}");
     let dotfile = p.with_extension("dot");
     std::fs::write(&dotfile, &dot).unwrap();
     let Ok(out) = Command::new("dot").arg("-Tsvg").arg(&dotfile).output() else {

@@ -1298,13 +1298,17 @@ impl Graph {
         self.index.get(&predicate).map_or(&[], Vec::as_slice)
     }
 
-    /// A child reference as dumps write it: `#id`, or `#id:op` for an output of a virtual node.
+    /// A child reference as dumps write it: `#id`, or `#id:op(..)` for an output of a virtual
+    /// node (which of its operations this parent reads).
     fn child_ref(&self, parent: NodeId, slot: usize, child: NodeId) -> String {
         match self.nodes.get(child).map(|c| &c.kind) {
             Some(NodeKind::Virtual { ops }) => {
                 let addr = Address { node: parent, slot };
                 match ops.iter().find(|o| o.parents.contains(&addr)) {
-                    Some(o) => format!("#{child}:{}", o.op.name()),
+                    Some(o) => {
+                        let ids: Vec<String> = o.children.iter().map(|c| format!("#{c}")).collect();
+                        format!("#{child}:{}({})", o.op.name(), ids.join(", "))
+                    }
                     None => format!("#{child}"),
                 }
             }
@@ -1488,7 +1492,7 @@ impl Graph {
         let _ = writeln!(s, "  labelloc=t; rankdir=BT;");
         let _ = writeln!(
             s,
-            "  node [shape=box, fontname=\"monospace\", fontsize=10];"
+            "  node [shape=box, fontname=\"monospace\", fontsize=10];\n  edge [fontname=\"monospace\", fontsize=9];"
         );
         for n in &self.nodes {
             let kinds: BTreeSet<&str> = n.sharing.iter().map(|x| x.kind.name()).collect();
@@ -1526,10 +1530,11 @@ impl Graph {
         for n in &self.nodes {
             for (slot, c) in n.children.iter().enumerate() {
                 let edge_label = match &self.nodes.get(*c).map(|c| &c.kind) {
-                    Some(NodeKind::Virtual { ops }) => ops
-                        .iter()
-                        .find(|o| o.parents.contains(&Address { node: n.id, slot }))
-                        .map(|o| format!(" [label=\"{}\"]", o.op.name())),
+                    Some(NodeKind::Virtual { .. }) => {
+                        let r = self.child_ref(n.id, slot, *c);
+                        let op = r.split_once(':').map_or("", |(_, op)| op);
+                        Some(format!(" [label=\"{}\"]", dot_escape(op)))
+                    }
                     _ => None,
                 };
                 let _ = writeln!(s, "  n{c} -> n{}{};", n.id, edge_label.unwrap_or_default());

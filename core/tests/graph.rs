@@ -336,8 +336,8 @@ fn text_and_dot() {
         "shared OA:",
         "shared OS:",
         "shared SS:",
-        "seq(#12:or, #13:seq, #14:or)",
-        "seq(#12:and, #13:seq, #14:seq)",
+        "seq(#12:or(#6, #7), #13:seq(#8, #6), #14:or(#9, #10))",
+        "seq(#12:and(#6, #7), #13:seq(#8, #6), #14:seq(#9, #11))",
     ] {
         assert!(text.contains(want), "{want} missing in\n{text}");
     }
