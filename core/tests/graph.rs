@@ -420,3 +420,48 @@ fn many_similar_rules_make_one_virtual_node_with_linear_reasons() {
         .unwrap();
     assert_eq!(g.consumers(a.id), [virt[0].id]);
 }
+
+#[test]
+fn relations_chain_into_one_virtual_node_and_operator_fed_seqs_are_not_combined() {
+    let g = build(
+        &rules(
+            r#"
+[[rule]]
+name = "chain"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+events.c = 'syslog and app == "c"'
+pattern = "seq(or(a, b), and(a, b), seq(a, c))"
+
+[[rule]]
+name = "fed"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+events.c = 'syslog and app == "c"'
+pattern = "or(seq(seq(a, b), c), seq(seq(a, b), b))"
+"#,
+        ),
+        true,
+    );
+    let text = g.to_text();
+    let virt: Vec<_> = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::Virtual { .. }))
+        .collect();
+    // or(a, b) + and(a, b) (OA) + seq(a, c) (OS with the or, SS with seq(a, b)): one node.
+    assert_eq!(virt.len(), 1, "{text}");
+    let NodeKind::Virtual { ops } = &virt[0].kind else {
+        unreachable!()
+    };
+    let mut forms: Vec<Op> = ops.iter().map(|o| o.op).collect();
+    forms.sort();
+    assert_eq!(forms, [Op::Seq, Op::Seq, Op::Or, Op::And], "{text}");
+    // seq(seq(a, b), c) and seq(seq(a, b), b) start with the same operator: not SS.
+    assert!(
+        text.contains("not combined (SS) with #") && text.contains("a child is an operator"),
+        "{text}"
+    );
+}
