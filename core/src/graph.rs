@@ -108,11 +108,13 @@ impl Op {
     }
 }
 
-/// A use of a predicate: rule index (into [`Graph::rules`]) and event name.
+/// A use of a predicate: rule index (into [`Graph::rules`]), definition index, event name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Use {
     /// Index of the rule.
     pub rule: usize,
+    /// Index of the definition in the rule's `events` (what [`Pattern::Event`] holds).
+    pub def: usize,
     /// The name in `events.<name>`.
     pub event: String,
 }
@@ -273,6 +275,8 @@ pub struct GraphRule {
     /// Its root node (`None` only if the pattern names an undefined event, which a checked
     /// rule set never does).
     pub root: Option<NodeId>,
+    /// The event node of each of its definitions, by definition index.
+    pub events: Vec<NodeId>,
 }
 
 /// Counts for benchmarks and docs: this graph against the same rules without sharing.
@@ -473,12 +477,13 @@ impl Builder {
         let (scope_set, root_set) = settings(rule);
         let scope = settings_text(&scope_set);
         let mut evs = Vec::with_capacity(rule.events.len());
-        for def in &rule.events {
+        for (di, def) in rule.events.iter().enumerate() {
             let pc = def.cond.canonical();
             let p = self.push(Inst {
                 kind: NodeKind::Predicate {
                     uses: vec![Use {
                         rule: ri,
+                        def: di,
                         event: def.name.clone(),
                     }],
                 },
@@ -537,6 +542,7 @@ impl Builder {
         self.rules.push(GraphRule {
             name: rule.name.clone(),
             root: None,
+            events: evs,
         });
     }
 
@@ -856,6 +862,9 @@ impl Builder {
         };
         for (r, root) in rules.iter_mut().zip(&roots) {
             r.root = root.map(|i| id_of[class_of[i]]);
+            for e in &mut r.events {
+                *e = id_of[class_of[*e]];
+            }
         }
         Graph {
             share,

@@ -123,6 +123,16 @@ fn paper_tables_2_and_3() {
         .find(|n| n.canonical == r#"(app == "e1" and syslog)"#)
         .unwrap();
     assert_eq!(g.consumers(e1.id), [oa, so_ss]);
+    // Rule/definition → event node → predicate, both ways.
+    for (ri, r) in g.rules.iter().enumerate() {
+        for (di, e) in r.events.iter().enumerate() {
+            let pred = &g.nodes[g.nodes[*e].children[0]];
+            let NodeKind::Predicate { uses } = &pred.kind else {
+                panic!("{pred:?}")
+            };
+            assert!(uses.iter().any(|u| u.rule == ri && u.def == di));
+        }
+    }
     // Counts.
     assert_eq!(g.stats.predicates, 6);
     assert_eq!(g.stats.predicates_unshared, 13);
