@@ -617,45 +617,7 @@ impl Builder {
         } = self;
 
         // 1. Classes: instances with the same key are one node (when sharing).
-        let mut classes: Vec<Class> = Vec::new();
-        let mut class_of: Vec<usize> = Vec::with_capacity(insts.len());
-        let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
-        for inst in &insts {
-            let key = share_key(inst);
-            let found = if share {
-                by_key.get(&key).copied()
-            } else {
-                None
-            };
-            match found {
-                Some(c) => {
-                    let class = &mut classes[c];
-                    class.rules.insert(inst.rule);
-                    class.uses += 1;
-                    if let (NodeKind::Predicate { uses }, NodeKind::Predicate { uses: more }) =
-                        (&mut class.kind, &inst.kind)
-                    {
-                        uses.extend(more.iter().cloned());
-                    }
-                    class_of.push(c);
-                }
-                None => {
-                    let c = classes.len();
-                    classes.push(Class {
-                        kind: inst.kind.clone(),
-                        canonical: inst.canonical.clone(),
-                        shape: inst.shape.clone(),
-                        scope: inst.scope.clone(),
-                        children: inst.children.iter().map(|ch| class_of[*ch]).collect(),
-                        rule: inst.rule,
-                        rules: BTreeSet::from([inst.rule]),
-                        uses: 1,
-                    });
-                    by_key.insert(key, c);
-                    class_of.push(c);
-                }
-            }
-        }
+        let (classes, class_of) = merge(&insts, share);
         let mut class_parents: Vec<BTreeSet<(usize, usize)>> = vec![BTreeSet::new(); classes.len()];
         for (p, class) in classes.iter().enumerate() {
             for (slot, c) in class.children.iter().enumerate() {
@@ -829,37 +791,7 @@ impl Builder {
                 index.insert(n.id, consumers.into_iter().collect::<Vec<_>>());
             }
         }
-        let mut inst_parents: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); insts.len()];
-        for (p, inst) in insts.iter().enumerate() {
-            for c in &inst.children {
-                inst_parents[*c].insert(p);
-            }
-        }
-        let deliveries_unshared = insts
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| matches!(i.kind, NodeKind::Event { .. }))
-            .map(|(e, _)| inst_parents[e].len())
-            .sum();
-        let mut by_kind = BTreeMap::new();
-        for n in &nodes {
-            let kinds: BTreeSet<ShareKind> = n.sharing.iter().map(|s| s.kind).collect();
-            for k in kinds {
-                *by_kind.entry(k).or_insert(0) += 1;
-            }
-        }
-        let stats = Stats {
-            nodes: nodes.len(),
-            nodes_unshared: insts.len(),
-            predicates: index.len(),
-            predicates_unshared: insts
-                .iter()
-                .filter(|i| matches!(i.kind, NodeKind::Predicate { .. }))
-                .count(),
-            deliveries: index.values().map(Vec::len).sum(),
-            deliveries_unshared,
-            by_kind,
-        };
+        let stats = stats(&insts, &nodes, &index);
         for (r, root) in rules.iter_mut().zip(&roots) {
             r.root = root.map(|i| id_of[class_of[i]]);
             for e in &mut r.events {
@@ -873,6 +805,86 @@ impl Builder {
             index,
             stats,
         }
+    }
+}
+
+/// Merges instances with the same [`share_key`] into classes (only when `share`); returns the
+/// classes and each instance's class.
+fn merge(insts: &[Inst], share: bool) -> (Vec<Class>, Vec<usize>) {
+    let mut classes: Vec<Class> = Vec::new();
+    let mut class_of: Vec<usize> = Vec::with_capacity(insts.len());
+    let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
+    for inst in insts {
+        let key = share_key(inst);
+        let found = if share {
+            by_key.get(&key).copied()
+        } else {
+            None
+        };
+        match found {
+            Some(c) => {
+                let class = &mut classes[c];
+                class.rules.insert(inst.rule);
+                class.uses += 1;
+                if let (NodeKind::Predicate { uses }, NodeKind::Predicate { uses: more }) =
+                    (&mut class.kind, &inst.kind)
+                {
+                    uses.extend(more.iter().cloned());
+                }
+                class_of.push(c);
+            }
+            None => {
+                let c = classes.len();
+                classes.push(Class {
+                    kind: inst.kind.clone(),
+                    canonical: inst.canonical.clone(),
+                    shape: inst.shape.clone(),
+                    scope: inst.scope.clone(),
+                    children: inst.children.iter().map(|ch| class_of[*ch]).collect(),
+                    rule: inst.rule,
+                    rules: BTreeSet::from([inst.rule]),
+                    uses: 1,
+                });
+                by_key.insert(key, c);
+                class_of.push(c);
+            }
+        }
+    }
+    (classes, class_of)
+}
+
+/// The counts of a built graph against its instances (the unshared graph).
+fn stats(insts: &[Inst], nodes: &[Node], index: &BTreeMap<NodeId, Vec<NodeId>>) -> Stats {
+    let mut inst_parents: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); insts.len()];
+    for (p, inst) in insts.iter().enumerate() {
+        for c in &inst.children {
+            inst_parents[*c].insert(p);
+        }
+    }
+    let deliveries_unshared = insts
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| matches!(i.kind, NodeKind::Event { .. }))
+        .map(|(e, _)| inst_parents[e].len())
+        .sum();
+    let mut by_kind = BTreeMap::new();
+    for n in nodes {
+        let kinds: BTreeSet<ShareKind> = n.sharing.iter().map(|s| s.kind).collect();
+        for k in kinds {
+            *by_kind.entry(k).or_insert(0) += 1;
+        }
+    }
+    Stats {
+        nodes: nodes.len(),
+        nodes_unshared: insts.len(),
+        predicates: index.len(),
+        predicates_unshared: insts
+            .iter()
+            .filter(|i| matches!(i.kind, NodeKind::Predicate { .. }))
+            .count(),
+        deliveries: index.values().map(Vec::len).sum(),
+        deliveries_unshared,
+        by_kind,
     }
 }
 
