@@ -138,6 +138,12 @@ fn paper_tables_2_and_3() {
     assert_eq!(g.stats.predicates_unshared, 13);
     assert!(g.stats.nodes < g.stats.nodes_unshared);
     assert!(g.stats.deliveries < g.stats.deliveries_unshared);
+    let keys: std::collections::BTreeSet<String> = g.nodes.iter().map(|n| n.key()).collect();
+    assert_eq!(
+        keys.len(),
+        g.nodes.len(),
+        "keys of a shared graph are unique"
+    );
     for n in &g.nodes {
         assert!(
             n.children.iter().all(|c| *c < n.id),
