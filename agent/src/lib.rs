@@ -10,4 +10,5 @@ pub mod ingest;
 pub mod replay;
 pub mod rulefiles;
 pub mod rules_cmd;
+pub mod rules_graph;
 pub mod rules_test;

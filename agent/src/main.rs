@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use cepheus_agent::{flow, replay, rules_cmd, rules_test};
+use cepheus_agent::{flow, replay, rules_cmd, rules_graph, rules_test};
 
 /// cepheus: a network security monitoring appliance (syslog + flows + CEP rules).
 #[derive(Parser, Debug)]
@@ -36,6 +36,8 @@ enum RulesCommand {
     Check(rules_cmd::CheckArgs),
     /// Run rule unit tests (`*.test.toml` beside the rule files); exit 1 on any failure.
     Test(rules_test::TestArgs),
+    /// Print the shared operator graph the rules compile to (text or Graphviz dot).
+    Graph(rules_graph::GraphArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Rules { command } => match command {
             RulesCommand::Check(args) => rules_cmd::check(args),
             RulesCommand::Test(args) => rules_test::run(args),
+            RulesCommand::Graph(args) => rules_graph::run(args),
         },
         Command::Flows(args) => flow::cmd::run(args),
         Command::Replay(args) => replay::run(args),

@@ -8,6 +8,9 @@ use cepheus_agent::ingest;
 #[path = "cli/rules_check.rs"]
 mod rules_check;
 
+/// `cepheus rules graph` through the binary: the paper's shared nodes in text and dot.
+mod rules_graph;
+
 /// Syslog, JSON-lines and replay-input parsing against real corpora and hostile input.
 mod syslog_ingest;
 

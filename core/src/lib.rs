@@ -10,5 +10,6 @@
 pub mod alert;
 pub mod engine;
 pub mod event;
+pub mod graph;
 pub mod rules;
 pub mod time;

@@ -1,0 +1,70 @@
+//! `cepheus rules graph`: prints the shared operator graph the rules compile to.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use cepheus_core::graph;
+
+use crate::{rulefiles, rules_cmd};
+
+/// Output format of `cepheus rules graph`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GraphFormat {
+    /// A readable dump: every node with its parents, rules and why it is (not) shared.
+    #[default]
+    Text,
+    /// Graphviz (`| dot -Tsvg > graph.svg`); shared nodes are filled and double-bordered.
+    Dot,
+}
+
+/// Arguments of `cepheus rules graph`.
+#[derive(clap::Args, Debug)]
+pub struct GraphArgs {
+    /// Rule files or folders (folders: every `*.toml` in them, recursively).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = GraphFormat::Text)]
+    pub format: GraphFormat,
+    /// Compile every rule on its own (no work shared between rules), to compare.
+    #[arg(long)]
+    pub no_share: bool,
+}
+
+/// Runs `cepheus rules graph`: exit 0 with the graph on stdout, 1 when the rules have errors,
+/// 2 on usage/IO errors. Diagnostics and a summary go to stderr.
+pub fn run(args: GraphArgs) -> ExitCode {
+    let loaded = match rulefiles::load(&args.paths) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    for d in &loaded.compiled.diagnostics {
+        eprint!("{}", rules_cmd::render(d, color));
+    }
+    let Some(rules) = &loaded.compiled.rules else {
+        eprintln!("{}", loaded.summary());
+        eprintln!("error: the rules have errors; no graph");
+        return ExitCode::from(1);
+    };
+    let g = graph::build(rules, !args.no_share);
+    let out = match args.format {
+        GraphFormat::Text => g.to_text(),
+        GraphFormat::Dot => g.to_dot(),
+    };
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: writing the graph: {e}");
+        return ExitCode::from(2);
+    }
+    eprintln!("{}", g.summary());
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,203 @@
+//! `cepheus rules graph` through the binary: the paper's shared nodes (Tables 2 and 3) in the
+//! text and dot dumps, none with `--no-share`, reasons for rules kept apart, exit codes.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Figure 2 of the paper as rules (see core/tests/graph.rs): OA, OS, SO and SS.
+const PAPER: &str = r#"
+[[rule]]
+name = "q-left"
+severity = "low"
+events.e1 = 'syslog and app == "e1"'
+events.e2 = 'syslog and app == "e2"'
+events.e3 = 'syslog and app == "e3"'
+events.e4 = 'syslog and app == "e4"'
+events.e5 = 'syslog and app == "e5"'
+pattern = "seq(or(e1, e2), seq(e3, e1), or(e4, e5))"
+
+[[rule]]
+name = "q-right"
+severity = "low"
+events.e1 = 'syslog and app == "e1"'
+events.e2 = 'syslog and app == "e2"'
+events.e3 = 'syslog and app == "e3"'
+events.e4 = 'syslog and app == "e4"'
+events.e6 = 'syslog and app == "e6"'
+pattern = "seq(and(e1, e2), seq(e3, e1), seq(e4, e6))"
+
+[[rule]]
+name = "q-ss"
+severity = "low"
+events.e2 = 'syslog and app == "e2"'
+events.e3 = 'syslog and app == "e3"'
+events.e5 = 'syslog and app == "e5"'
+pattern = "seq(seq(e3, e5), e2)"
+"#;
+
+const APART: &str = r#"
+[[rule]]
+name = "by-host-5m"
+severity = "low"
+group_by = ["host"]
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b) within 5m"
+
+[[rule]]
+name = "by-host-10m"
+severity = "low"
+group_by = ["host"]
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b) within 10m"
+
+[[rule]]
+name = "by-app-5m"
+severity = "low"
+group_by = ["app"]
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b) within 5m"
+"#;
+
+/// Writes `text` as a rule file in this test binary's temporary folder.
+fn rule_file(name: &str, text: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rules_graph");
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn cepheus(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run cepheus");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn text_shows_the_papers_shared_nodes() {
+    let p = rule_file("paper.toml", PAPER);
+    let p = p.to_str().unwrap();
+    let (code, text, stderr) = cepheus(&["rules", "graph", p]);
+    assert_eq!(code, 0, "{stderr}");
+    for want in [
+        "shared nodes: SO 11, OA 1, SS 1, OS 1",
+        // OA(1,6): or(e1, e2) -> node 4 (q-left), and(e1, e2) -> node 9 (q-right)
+        "#12 virtual [OA]  or(#6, #7) | and(#6, #7)",
+        "    or(#6, #7) -> #15.0\n    and(#6, #7) -> #16.0\n",
+        // SO(2,8): seq(e3, e1) -> 4 and 9; SS with seq(e3, e5)
+        "#13 virtual [SO+SS]  seq(#8, #6) | seq(#8, #10)",
+        "    seq(#8, #6) -> #15.1 #16.1\n    seq(#8, #10) -> #17.0\n",
+        // OS(3,7): or(e4, e5) -> 4, seq(e4, e6) -> 9
+        "#14 virtual [OS]  or(#9, #10) | seq(#9, #11)",
+        "    or(#9, #10) -> #15.2\n    seq(#9, #11) -> #16.2\n",
+        "#15 seq  seq(#12:or(#6, #7), #13:seq(#8, #6), #14:or(#9, #10))",
+        "#16 seq  seq(#12:and(#6, #7), #13:seq(#8, #6), #14:seq(#9, #11))",
+        "shared OA: or(#6, #7) and and(#6, #7) are over the same events",
+        "shared SS: seq(#8, #6) and seq(#8, #10) start with the same event #8",
+        "shared OS: or(#9, #10) contains #9, the first event of seq(#9, #11)",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert!(stderr.contains("21 nodes (39 without sharing)"), "{stderr}");
+}
+
+#[test]
+fn dot_marks_the_shared_nodes_and_renders() {
+    let p = rule_file("paper-dot.toml", PAPER);
+    let (code, dot, stderr) = cepheus(&["rules", "graph", "--format", "dot", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(dot.starts_with("digraph cepheus {"), "{dot}");
+    for want in [
+        "#12 virtual [OA]",
+        "#13 virtual [SO+SS]",
+        "#14 virtual [OS]",
+    ] {
+        let line = dot
+            .lines()
+            .find(|l| l.contains(want))
+            .unwrap_or_else(|| panic!("{want}: {dot}"));
+        assert!(line.contains("peripheries=2"), "{line}");
+    }
+    assert!(dot.contains("n12 -> n15 [label=\"or(#6, #7)\"];"), "{dot}");
+    assert!(dot.contains("n12 -> n16 [label=\"and(#6, #7)\"];"), "{dot}");
+    let dotfile = p.with_extension("dot");
+    std::fs::write(&dotfile, &dot).unwrap();
+    let Ok(out) = Command::new("dot").arg("-Tsvg").arg(&dotfile).output() else {
+        eprintln!("skipped rendering: `dot` (Graphviz) is not installed");
+        return;
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("<svg"));
+}
+
+#[test]
+fn no_share_shows_no_shared_node() {
+    let p = rule_file("paper-no-share.toml", PAPER);
+    let (code, text, stderr) = cepheus(&["rules", "graph", "--no-share", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        text.contains("not shared: 39 nodes (39 without sharing)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shared nodes: SO 0, OA 0, SS 0, OS 0"),
+        "{text}"
+    );
+    assert!(!text.contains("virtual"), "{text}");
+    assert!(!text.contains("    shared "), "{text}");
+    assert!(
+        text.contains("not shared (--no-share): identical to #"),
+        "{text}"
+    );
+}
+
+#[test]
+fn different_window_or_group_by_are_kept_apart_with_the_reason() {
+    let p = rule_file("apart.toml", APART);
+    let (code, text, stderr) = cepheus(&["rules", "graph", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(text.contains(": different window (5m vs 10m)"), "{text}");
+    assert!(
+        text.contains(": different group_by ([host] vs [app])"),
+        "{text}"
+    );
+    assert!(text.contains("    not shared with #"), "{text}");
+    assert!(text.contains("OA 0, SS 0, OS 0"), "{text}");
+}
+
+#[test]
+fn rule_errors_exit_1_and_missing_paths_2() {
+    let p = rule_file(
+        "broken.toml",
+        "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"seq(a, b)\"\n",
+    );
+    let (code, stdout, stderr) = cepheus(&["rules", "graph", p.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(stdout, "");
+    assert!(stderr.contains("unknown event `b`"), "{stderr}");
+    let (code, _, stderr) = cepheus(&["rules", "graph", "/no/such/rules.toml"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
+fn shipped_rules_graph() {
+    let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/../rules");
+    let (code, text, stderr) = cepheus(&["rules", "graph", rules]);
+    assert_eq!(code, 0, "{stderr}");
+    // ssh-bruteforce and ssh-bruteforce-then-success share the closure counter fail{5,}.
+    assert!(text.contains("shared SO: shared closure counter"), "{text}");
+}

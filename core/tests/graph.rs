@@ -1,0 +1,483 @@
+//! The shared operator graph (`cepheus_core::graph`) on the paper's examples (Tables 2 and 3)
+//! and on rules that must not be merged.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use cepheus_core::graph::{Graph, NodeId, NodeKind, Op, ShareKind, build};
+use cepheus_core::rules::compile_str;
+use cepheus_core::rules::ir::RuleSet;
+
+/// Figure 2 of the paper as two rules (the left subtree under node 4, the right under node 9)
+/// plus a third rule for SS (Figure 6): `or(e1, e2)` / `and(e1, e2)` (OA),
+/// `or(e4, e5)` / `seq(e4, e6)` (OS), `seq(e3, e1)` in both (SO), `seq(e3, e5)` next to
+/// `seq(e3, e1)` (SS).
+pub const PAPER: &str = r#"
+[[rule]]
+name = "q-left"
+severity = "low"
+events.e1 = 'syslog and app == "e1"'
+events.e2 = 'syslog and app == "e2"'
+events.e3 = 'syslog and app == "e3"'
+events.e4 = 'syslog and app == "e4"'
+events.e5 = 'syslog and app == "e5"'
+pattern = "seq(or(e1, e2), seq(e3, e1), or(e4, e5))"
+
+[[rule]]
+name = "q-right"
+severity = "low"
+events.e1 = 'syslog and app == "e1"'
+events.e2 = 'syslog and app == "e2"'
+events.e3 = 'syslog and app == "e3"'
+events.e4 = 'syslog and app == "e4"'
+events.e6 = 'syslog and app == "e6"'
+pattern = "seq(and(e1, e2), seq(e3, e1), seq(e4, e6))"
+
+[[rule]]
+name = "q-ss"
+severity = "low"
+events.e2 = 'syslog and app == "e2"'
+events.e3 = 'syslog and app == "e3"'
+events.e5 = 'syslog and app == "e5"'
+pattern = "seq(seq(e3, e5), e2)"
+"#;
+
+fn rules(text: &str) -> RuleSet {
+    let c = compile_str("paper.toml", text);
+    match c.rules {
+        Some(r) => r,
+        None => panic!("{:#?}", c.diagnostics),
+    }
+}
+
+fn top(g: &Graph, rule: &str) -> NodeId {
+    let root = g
+        .rules
+        .iter()
+        .find(|r| r.name == rule)
+        .unwrap()
+        .root
+        .unwrap();
+    g.nodes[root].children[0]
+}
+
+fn ops(g: &Graph, id: NodeId) -> Vec<(Op, Vec<NodeId>)> {
+    match &g.nodes[id].kind {
+        NodeKind::Virtual { ops } => ops
+            .iter()
+            .map(|o| (o.op, o.parents.iter().map(|a| a.node).collect()))
+            .collect(),
+        other => panic!("#{id} is {other:?}, not virtual"),
+    }
+}
+
+fn is_operator(k: &NodeKind) -> bool {
+    !matches!(
+        k,
+        NodeKind::Predicate { .. } | NodeKind::Event { .. } | NodeKind::Root { .. }
+    )
+}
+
+#[test]
+fn paper_tables_2_and_3() {
+    let g = build(&rules(PAPER), true);
+    let (left, right, ss) = (top(&g, "q-left"), top(&g, "q-right"), top(&g, "q-ss"));
+    // Every child of the two tops (nodes 4 and 9 of the paper) is a shared virtual node.
+    let shared: Vec<NodeId> = g
+        .nodes
+        .iter()
+        .filter(|n| is_operator(&n.kind) && n.is_shared())
+        .map(|n| n.id)
+        .collect();
+    assert_eq!(shared.len(), 3, "{}", g.to_text());
+    let [oa, so_ss, os] = [shared[0], shared[1], shared[2]];
+    let kinds = |id: NodeId| {
+        let mut k: Vec<ShareKind> = g.nodes[id].sharing.iter().map(|s| s.kind).collect();
+        k.sort();
+        k
+    };
+    // Table 2: OA(1,6): or(e1, e2) -> 4, and(e1, e2) -> 9.
+    assert_eq!(kinds(oa), [ShareKind::OA]);
+    assert_eq!(
+        ops(&g, oa),
+        [(Op::Or, vec![left]), (Op::And, vec![right])],
+        "{}",
+        g.to_text()
+    );
+    // Table 3: SO(2,8): seq(e3, e1) -> 4, 9; combined with seq(e3, e5) by SS (Figure 6).
+    assert_eq!(kinds(so_ss), [ShareKind::SO, ShareKind::SS]);
+    assert_eq!(
+        ops(&g, so_ss),
+        [(Op::Seq, vec![left, right]), (Op::Seq, vec![ss])]
+    );
+    // Table 2: OS(3,7): or(e4, e5) -> 4, seq(e4, e6) -> 9.
+    assert_eq!(kinds(os), [ShareKind::OS]);
+    assert_eq!(ops(&g, os), [(Op::Or, vec![left]), (Op::Seq, vec![right])]);
+    // The EOIT: one occurrence bit per event (OA: 2 bits, OS: 3 bits as in the paper).
+    assert_eq!(g.nodes[oa].children.len(), 2);
+    assert_eq!(g.nodes[os].children.len(), 3);
+    assert_eq!(g.nodes[left].children, [oa, so_ss, os]);
+    assert_eq!(g.nodes[right].children, [oa, so_ss, os]);
+    // The hash table: e1 goes to the OA node and the SO/SS node only.
+    let e1 = g
+        .nodes
+        .iter()
+        .find(|n| n.canonical == r#"(app == "e1" and syslog)"#)
+        .unwrap();
+    assert_eq!(g.consumers(e1.id), [oa, so_ss]);
+    // Rule/definition → event node → predicate, both ways.
+    for (ri, r) in g.rules.iter().enumerate() {
+        for (di, e) in r.events.iter().enumerate() {
+            let pred = &g.nodes[g.nodes[*e].children[0]];
+            let NodeKind::Predicate { uses } = &pred.kind else {
+                panic!("{pred:?}")
+            };
+            assert!(uses.iter().any(|u| u.rule == ri && u.def == di));
+        }
+    }
+    // Counts.
+    assert_eq!(g.stats.predicates, 6);
+    assert_eq!(g.stats.predicates_unshared, 13);
+    assert!(g.stats.nodes < g.stats.nodes_unshared);
+    assert!(g.stats.deliveries < g.stats.deliveries_unshared);
+    let keys: std::collections::BTreeSet<String> = g.nodes.iter().map(|n| n.key()).collect();
+    assert_eq!(
+        keys.len(),
+        g.nodes.len(),
+        "keys of a shared graph are unique"
+    );
+    for n in &g.nodes {
+        assert!(
+            n.children.iter().all(|c| *c < n.id),
+            "not topological: {n:?}"
+        );
+        for p in &n.parents {
+            assert!(g.nodes[*p].children.contains(&n.id));
+        }
+    }
+}
+
+#[test]
+fn no_share_has_no_shared_node() {
+    let rs = rules(PAPER);
+    let g = build(&rs, false);
+    assert!(g.nodes.iter().all(|n| !n.is_shared()), "{}", g.to_text());
+    assert!(
+        !g.nodes
+            .iter()
+            .any(|n| matches!(n.kind, NodeKind::Virtual { .. }))
+    );
+    assert_eq!(g.stats.nodes, g.stats.nodes_unshared);
+    assert_eq!(
+        g.stats.nodes_unshared,
+        build(&rs, true).stats.nodes_unshared
+    );
+    assert_eq!(g.stats.predicates, 13);
+    // Every operator node has one parent: a tree per rule.
+    assert!(
+        g.nodes
+            .iter()
+            .filter(|n| is_operator(&n.kind))
+            .all(|n| n.parents.len() == 1)
+    );
+    assert!(
+        g.to_text()
+            .contains("not shared (--no-share): identical to #")
+    );
+}
+
+#[test]
+fn same_rule_twice_in_one_rule_and_order_of_or() {
+    // seq(a, b) in two places of one rule is one node; or(b, a) == or(a, b).
+    let g = build(
+        &rules(
+            r#"
+[[rule]]
+name = "twice"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+events.c = 'syslog and app == "c"'
+pattern = "or(seq(a, b), seq(c, seq(a, b)))"
+
+[[rule]]
+name = "or-order"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(or(b, a), c2) within 1m"
+events.c2 = 'syslog and app == "c"'
+
+[[rule]]
+name = "or-order-2"
+severity = "low"
+events.a = 'app == "a" and syslog'
+events.b = 'syslog and app == "b"'
+events.c = 'syslog and app == "c"'
+pattern = "seq(or(a, b), c) within 1m"
+"#,
+        ),
+        true,
+    );
+    let ab = g
+        .nodes
+        .iter()
+        .find(|n| n.kind == NodeKind::Seq && n.sharing.iter().any(|s| s.kind == ShareKind::SO))
+        .unwrap_or_else(|| panic!("{}", g.to_text()));
+    assert_eq!(ab.parents.len(), 2, "{}", g.to_text());
+    assert_eq!(ab.rules, [0]);
+    // The two `within 1m` rules have the same body: one root serving both.
+    let root = g.rules[1].root.unwrap();
+    assert_eq!(g.rules[2].root, Some(root));
+    assert_eq!(g.nodes[root].rules, [1, 2]);
+}
+
+const APART: &str = r#"
+[[rule]]
+name = "by-host-5m"
+severity = "low"
+group_by = ["host"]
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b) within 5m"
+
+[[rule]]
+name = "by-host-10m"
+severity = "low"
+group_by = ["host"]
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b) within 10m"
+
+[[rule]]
+name = "by-app-5m"
+severity = "low"
+group_by = ["app"]
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b) within 5m"
+
+[[rule]]
+name = "closures"
+severity = "low"
+group_by = ["host"]
+events.a = 'syslog and app == "a"'
+events.c = 'syslog and app == "c"'
+pattern = "or(seq(a{3,}, c), seq(c, a{3,})) within 5m"
+"#;
+
+#[test]
+fn different_window_or_group_by_are_not_merged() {
+    let g = build(&rules(APART), true);
+    let text = g.to_text();
+    let seqs: Vec<_> = g
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Seq && n.rules.len() == 1 && n.rules[0] < 3)
+        .collect();
+    assert_eq!(seqs.len(), 3, "{text}");
+    assert!(seqs.iter().all(|n| !n.is_shared()));
+    // The predicates are still one each.
+    assert_eq!(g.stats.predicates, 3, "{text}");
+    let notes = |rule: usize| -> Vec<String> {
+        seqs.iter()
+            .find(|n| n.rules == [rule])
+            .unwrap()
+            .not_shared
+            .clone()
+    };
+    assert!(
+        notes(0)
+            .iter()
+            .any(|n| n.contains("different window (5m vs 10m)")),
+        "{text}"
+    );
+    assert!(
+        notes(0)
+            .iter()
+            .any(|n| n.contains("different group_by ([host] vs [app])")),
+        "{text}"
+    );
+    assert!(text.contains("not shared with #"), "{text}");
+    // Closures: one shared counter a{3,} (SO) feeding both seqs; the two seqs are not
+    // combined (SS would need event children).
+    let counter = g
+        .nodes
+        .iter()
+        .find(|n| matches!(n.kind, NodeKind::Repeat { .. }))
+        .unwrap();
+    assert_eq!(counter.parents.len(), 2, "{text}");
+    assert!(counter.sharing[0].reason.contains("shared closure counter"));
+}
+
+#[test]
+fn absence_timers_are_shared() {
+    let g = build(
+        &rules(
+            r#"
+[[rule]]
+name = "silent"
+severity = "low"
+group_by = ["host"]
+events.hb = 'syslog and app == "heartbeat"'
+pattern = "absent(hb) for 60s"
+
+[[rule]]
+name = "talk-then-silent"
+severity = "low"
+group_by = ["host"]
+events.hb = 'syslog and app == "heartbeat"'
+events.t = 'syslog and app == "talk"'
+pattern = "or(seq(t, absent(hb) for 60s), seq(absent(hb) for 60s, t))"
+"#,
+        ),
+        true,
+    );
+    let timers: Vec<_> = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::Absent { .. }))
+        .collect();
+    assert_eq!(timers.len(), 1, "{}", g.to_text());
+    assert!(timers[0].sharing[0].reason.contains("shared absence timer"));
+    assert_eq!(timers[0].parents.len(), 3, "{}", g.to_text());
+}
+
+#[test]
+fn text_and_dot() {
+    let g = build(&rules(PAPER), true);
+    let text = g.to_text();
+    for want in [
+        "virtual [OA]  or(#6, #7) | and(#6, #7)",
+        "virtual [SO+SS]",
+        "virtual [OS]",
+        "shared OA:",
+        "shared OS:",
+        "shared SS:",
+        "seq(#12:or(#6, #7), #13:seq(#8, #6), #14:or(#9, #10))",
+        "seq(#12:and(#6, #7), #13:seq(#8, #6), #14:seq(#9, #11))",
+    ] {
+        assert!(text.contains(want), "{want} missing in\n{text}");
+    }
+    let dot = g.to_dot();
+    assert!(dot.starts_with("digraph cepheus {"));
+    assert!(dot.contains("peripheries=2"));
+    assert!(dot.contains("[OA]"));
+    // Parses and renders, when Graphviz is installed.
+    let Ok(mut child) = std::process::Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("skipped: `dot` (Graphviz) is not installed");
+        return;
+    };
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dot.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{dot}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("<svg"));
+}
+
+#[test]
+fn many_similar_rules_make_one_virtual_node_with_linear_reasons() {
+    let mut text = String::new();
+    for i in 0..300 {
+        text.push_str(&format!(
+            "[[rule]]\nname = \"r{i}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+             events.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b{i}\"'\n\
+             pattern = \"seq(a, b) within 5m\"\n\n"
+        ));
+    }
+    // two ors containing `a` join by OS
+    for i in 0..2 {
+        text.push_str(&format!(
+            "[[rule]]\nname = \"o{i}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+             events.a = 'syslog and app == \"a\"'\nevents.z = 'syslog and app == \"z{i}\"'\n\
+             pattern = \"seq(or(a, z), z) within 5m\"\n\n"
+        ));
+    }
+    let g = build(&rules(&text), true);
+    let virt: Vec<_> = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::Virtual { .. }))
+        .collect();
+    assert_eq!(virt.len(), 1);
+    let NodeKind::Virtual { ops } = &virt[0].kind else {
+        unreachable!()
+    };
+    assert_eq!(ops.len(), 302);
+    // reasons: three per kind and a count of the rest
+    assert!(virt[0].sharing.len() <= 8, "{:#?}", virt[0].sharing);
+    assert!(
+        virt[0]
+            .sharing
+            .iter()
+            .any(|s| s.kind == ShareKind::SS && s.reason == "and 296 more like these"),
+        "{:#?}",
+        virt[0].sharing
+    );
+    assert_eq!(g.stats.predicates, 303);
+    // `a` is delivered to one node instead of 302.
+    let a = g
+        .nodes
+        .iter()
+        .find(|n| n.canonical == r#"(app == "a" and syslog)"#)
+        .unwrap();
+    assert_eq!(g.consumers(a.id), [virt[0].id]);
+}
+
+#[test]
+fn relations_chain_into_one_virtual_node_and_operator_fed_seqs_are_not_combined() {
+    let g = build(
+        &rules(
+            r#"
+[[rule]]
+name = "chain"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+events.c = 'syslog and app == "c"'
+pattern = "seq(or(a, b), and(a, b), seq(a, c))"
+
+[[rule]]
+name = "fed"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+events.c = 'syslog and app == "c"'
+pattern = "or(seq(seq(a, b), c), seq(seq(a, b), b))"
+"#,
+        ),
+        true,
+    );
+    let text = g.to_text();
+    let virt: Vec<_> = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::Virtual { .. }))
+        .collect();
+    // or(a, b) + and(a, b) (OA) + seq(a, c) (OS with the or, SS with seq(a, b)): one node.
+    assert_eq!(virt.len(), 1, "{text}");
+    let NodeKind::Virtual { ops } = &virt[0].kind else {
+        unreachable!()
+    };
+    let mut forms: Vec<Op> = ops.iter().map(|o| o.op).collect();
+    forms.sort();
+    assert_eq!(forms, [Op::Seq, Op::Seq, Op::Or, Op::And], "{text}");
+    // seq(seq(a, b), c) and seq(seq(a, b), b) start with the same operator: not SS.
+    assert!(
+        text.contains("not combined (SS) with #") && text.contains("a child is an operator"),
+        "{text}"
+    );
+}
