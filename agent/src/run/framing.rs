@@ -220,10 +220,10 @@ mod tests {
             ]
         );
         assert_eq!(frames(20, &[b"999999999 x"]), vec![Err("fatal")]);
-        // A line with digits that is not a length: delimiter framing.
+        // Digits then a space are a length (as rsyslog reads them); digits without one are not.
         assert_eq!(
-            frames(100, &[b"2026 is a year\n"]),
-            vec![Ok("2026 is a year".into())]
+            frames(100, &[b"2026-11-30 x\n"]),
+            vec![Ok("2026-11-30 x".into())]
         );
         // Garbage without delimiter longer than max, then a good line.
         let got = frames(10, &[&[0xffu8; 40][..], b"\x01\ngood\n"]);
