@@ -120,6 +120,7 @@ impl Router {
 
     /// One message received at `arrival` from `peer`: counted, parsed, routed into batches.
     pub fn accept(&mut self, bytes: &[u8], peer: Option<IpAddr>, arrival: Timestamp) {
+        self.refresh_plan();
         let sh = &*self.shared;
         if sh.duplicate(bytes, peer, arrival) {
             bump(&sh.counters.duplicates, 1);
@@ -201,7 +202,6 @@ impl Router {
                 }
             }
         }
-        self.refresh_plan();
     }
 }
 
