@@ -152,6 +152,43 @@ impl Router {
         }
     }
 
+    /// An event made elsewhere (a flow from the live capture): routed as is.
+    pub fn accept_event(&mut self, ev: cepheus_core::event::Event) {
+        self.refresh_plan();
+        let sh = &*self.shared;
+        bump(&sh.counters.parsed, 1);
+        self.targets.clear();
+        if self.plan.route(&ev, &mut self.cands, &mut self.targets) {
+            bump(&sh.counters.split_keys, 1);
+        }
+        if self.targets.is_empty() {
+            bump(&sh.counters.unmatched, 1);
+            return;
+        }
+        bump(&sh.counters.routed, self.targets.len() as u64);
+        let ev = Arc::new(ev);
+        for t in &self.targets {
+            self.pending[t.shard].push(Routed {
+                rule: self.plan.rule_name(t.rule).clone(),
+                ev: ev.clone(),
+            });
+        }
+    }
+
+    /// [`Router::flush`] from a plain thread (the capture thread): waits for room.
+    pub fn flush_blocking(&mut self) {
+        for s in 0..self.pending.len() {
+            if self.pending[s].is_empty() {
+                continue;
+            }
+            let batch = std::mem::take(&mut self.pending[s]);
+            let n = batch.len() as u64;
+            if self.txs[s].blocking_send(batch).is_err() {
+                bump(&self.shared.counters.queue_full, n);
+            }
+        }
+    }
+
     fn malformed(&self, e: &Malformed, peer: Option<IpAddr>) {
         let sh = &*self.shared;
         bump(&sh.counters.malformed, 1);
@@ -387,4 +424,39 @@ pub async fn tcp_conn(
         }
     }
     router.flush(true).await;
+}
+
+/// Runs a live capture on the current (plain) thread until shutdown: packets become flow
+/// events through the flow table and are routed like syslog events. Syslog datagrams seen on
+/// the wire are ignored here (they arrive through the syslog sockets).
+pub fn capture_loop(
+    cap: crate::flow::live::LiveCapture,
+    mut router: Router,
+    shutdown: watch::Receiver<bool>,
+) {
+    use crate::flow::{FlowEngine, FlowItem, table::FlowConfig};
+    let mut flows = FlowEngine::new(FlowConfig::default());
+    let mut items = Vec::new();
+    let mut last_flush = std::time::Instant::now();
+    while !*shutdown.borrow() {
+        match cap.recv_timeout(StdDuration::from_millis(100)) {
+            Ok(Some(pkt)) => flows.push_items(&pkt.as_raw(), &mut items),
+            Ok(None) => flows.advance_items(wall_clock(), &mut items),
+            Err(()) => {
+                tracing::error!("live capture stopped");
+                break;
+            }
+        }
+        for it in items.drain(..) {
+            if let FlowItem::Flow(ev) = it {
+                router.accept_event(ev);
+            }
+        }
+        if router.full() || last_flush.elapsed() >= StdDuration::from_millis(50) {
+            router.flush_blocking();
+            last_flush = std::time::Instant::now();
+        }
+    }
+    router.flush_blocking();
+    cap.stop();
 }

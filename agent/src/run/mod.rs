@@ -192,6 +192,18 @@ fn start(
     let tick = cfg.engine.tick.std();
     let started = Instant::now();
 
+    let capture = match &cfg.capture {
+        Some(c) => {
+            let filter = crate::flow::filter::Filter::parse(&c.filter)
+                .map_err(|e| anyhow::anyhow!("capture.filter: {e}"))?;
+            let cap = crate::flow::live::LiveCapture::start(&c.interface, filter, 65536)
+                .map_err(|e| anyhow::anyhow!("capture.interface: {e}"))?;
+            tracing::info!(interface = %c.interface, "live capture started");
+            Some(cap)
+        }
+        None => None,
+    };
+
     let system = actix::System::new();
     let state = system.block_on(async move {
         let sink = AlertSink::new(cfg.output.stdout, sink_counters.clone()).start();
@@ -242,6 +254,14 @@ fn start(
                 slots: slots.clone(),
             };
             actix::spawn(ingest::tcp_accept_loop(listener, ing, shutdown_rx.clone()));
+        }
+        if let Some(cap) = capture {
+            let router = ingest::Router::new(shared.clone(), plan_rx.clone(), txs.clone());
+            let shutdown = shutdown_rx.clone();
+            std::thread::Builder::new()
+                .name("capture".into())
+                .spawn(move || ingest::capture_loop(cap, router, shutdown))
+                .context("starting the capture thread")?;
         }
         drop(txs);
         let api_state = actix_web::web::Data::new(api::ApiState {
