@@ -1,7 +1,8 @@
 //! cepheus-agent: everything of the `cepheus` binary that is not the command line.
 //!
 //! This crate is the shell around `cepheus-core`: it reads files, captures and (next) sockets,
-//! turns their bytes into events, drives the engine's clock, and writes alerts. It owns all
+//! turns their bytes into events, drives the engine's clock, and writes alerts; `run` is the
+//! live appliance (actix actors). It owns all
 //! I/O; the semantics live in `cepheus-core`. A library target so that tests and benchmarks
 //! link the same code the binary runs.
 
@@ -12,3 +13,4 @@ pub mod rulefiles;
 pub mod rules_cmd;
 pub mod rules_graph;
 pub mod rules_test;
+pub mod run;

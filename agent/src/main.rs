@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use cepheus_agent::{flow, replay, rules_cmd, rules_graph, rules_test};
+use cepheus_agent::{flow, replay, rules_cmd, rules_graph, rules_test, run};
 
 /// cepheus: a network security monitoring appliance (syslog + flows + CEP rules).
 #[derive(Parser, Debug)]
@@ -26,6 +26,13 @@ enum Command {
     },
     /// Print the flows of pcap/pcapng captures as JSON lines (like Zeek's conn.log).
     Flows(flow::cmd::FlowsArgs),
+    /// Run the appliance: syslog listeners, CEP shards, alerts, HTTP API.
+    Run(run::RunArgs),
+    /// Print or check the configuration of `cepheus run`.
+    Config {
+        #[command(subcommand)]
+        command: run::ConfigCommand,
+    },
     /// Run the rules over syslog files and captures as fast as possible; alerts as JSON lines.
     Replay(replay::ReplayArgs),
 }
@@ -50,5 +57,7 @@ fn main() -> ExitCode {
         },
         Command::Flows(args) => flow::cmd::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Config { command } => run::config_cmd(command),
     }
 }

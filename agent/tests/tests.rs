@@ -19,3 +19,6 @@ mod replay;
 
 /// Flows: captures vs tshark sidecars, truncated input, proptests, live capture in a netns.
 mod flows;
+
+/// `cepheus run` end to end: logger, reload, duplicates, shards, bad input.
+mod agent_e2e;

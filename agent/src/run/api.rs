@@ -1,0 +1,292 @@
+//! The HTTP API: `GET /health`, `GET /stats` (JSON), `GET /metrics` (Prometheus text).
+//!
+//! `/metrics` is rendered by hand from the same snapshot as `/stats` rather than through the
+//! `metrics` facade and `metrics-exporter-prometheus`: every number already lives in one
+//! place (atomics on the ingest side, the engines' own counters in the shards), so a global
+//! recorder would only duplicate them, and the text format is a few lines per family. That
+//! saves ~40 crates and keeps one source of truth; revisit if histograms are wanted.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::Addr;
+use actix_web::{HttpResponse, web};
+use serde::Serialize;
+
+use super::counters::{IngestCounters, IngestSnapshot, SinkCounters, SinkSnapshot};
+use super::shard::{GetStats, Shard, ShardStats};
+
+/// What the API handlers read.
+pub struct ApiState {
+    /// The shards.
+    pub shards: Vec<Addr<Shard>>,
+    /// Ingest counters.
+    pub ingest: Arc<IngestCounters>,
+    /// Sink and control counters.
+    pub sink: Arc<SinkCounters>,
+    /// UDP listen addresses (kernel drop counters are read for them).
+    pub udp: Vec<SocketAddr>,
+    /// Start of the process.
+    pub started: Instant,
+}
+
+/// One rule's stats summed over the shards that run a part of it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RuleSummary {
+    /// The rule.
+    pub rule: String,
+    /// Shards that run (a part of) it.
+    pub shards: Vec<usize>,
+    /// Groups held.
+    pub groups: u64,
+    /// Partial matches held.
+    pub partial_matches: u64,
+    /// Approximate bytes of state.
+    pub bytes: u64,
+    /// The engine's counters, summed.
+    pub counters: BTreeMap<String, u64>,
+}
+
+/// The `/stats` document.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    /// Seconds since start.
+    pub uptime_secs: u64,
+    /// Ingest counters.
+    pub ingest: IngestSnapshot,
+    /// Datagrams the kernel dropped on our UDP sockets (receive queue full), from
+    /// /proc/net/udp{,6}; `None` when unreadable.
+    pub udp_kernel_drops: Option<u64>,
+    /// Alert sink and control counters.
+    pub sink: SinkSnapshot,
+    /// Alerts dropped because the sink's mailbox was full.
+    pub alerts_dropped: u64,
+    /// Per shard.
+    pub shards: Vec<ShardStats>,
+    /// Per rule.
+    pub rules: Vec<RuleSummary>,
+}
+
+fn add_counters(into: &mut BTreeMap<String, u64>, c: &impl Serialize) {
+    if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(c) {
+        for (k, v) in m {
+            if let Some(n) = v.as_u64() {
+                *into.entry(k).or_insert(0) += n;
+            }
+        }
+    }
+}
+
+/// Collects the stats of every stage.
+pub async fn collect(st: &ApiState) -> Stats {
+    let mut shards = Vec::new();
+    for (i, s) in st.shards.iter().enumerate() {
+        match s.send(GetStats).await {
+            Ok(x) => shards.push(x),
+            Err(e) => {
+                tracing::warn!(shard = i, error = %e, "shard did not answer");
+                shards.push(ShardStats {
+                    shard: i,
+                    ..ShardStats::default()
+                });
+            }
+        }
+    }
+    let mut rules: Vec<RuleSummary> = Vec::new();
+    for s in &shards {
+        for r in &s.rule_stats {
+            let idx = match rules.iter().position(|x| x.rule == r.rule) {
+                Some(i) => i,
+                None => {
+                    rules.push(RuleSummary {
+                        rule: r.rule.clone(),
+                        ..RuleSummary::default()
+                    });
+                    rules.len() - 1
+                }
+            };
+            let sum = &mut rules[idx];
+            sum.shards.push(s.shard);
+            sum.groups += r.groups;
+            sum.partial_matches += r.partial_matches;
+            sum.bytes += r.bytes;
+            add_counters(&mut sum.counters, &r.counters);
+        }
+    }
+    Stats {
+        uptime_secs: st.started.elapsed().as_secs(),
+        ingest: st.ingest.snapshot(),
+        udp_kernel_drops: kernel_udp_drops(&st.udp),
+        sink: st.sink.snapshot(),
+        alerts_dropped: super::sink::dropped(),
+        shards,
+        rules,
+    }
+}
+
+/// Sums the `drops` column of /proc/net/udp and /proc/net/udp6 for sockets bound to the
+/// given ports (Linux; `None` elsewhere or when unreadable).
+pub fn kernel_udp_drops(addrs: &[SocketAddr]) -> Option<u64> {
+    if addrs.is_empty() {
+        return Some(0);
+    }
+    let mut total = 0u64;
+    let mut any = false;
+    for file in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        any = true;
+        total += udp_drops_in(&text, addrs);
+    }
+    any.then_some(total)
+}
+
+/// The drops of our ports in one /proc/net/udp text.
+pub fn udp_drops_in(text: &str, addrs: &[SocketAddr]) -> u64 {
+    let mut total = 0;
+    for line in text.lines().skip(1) {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(drops)) = (cols.get(1), cols.last()) else {
+            continue;
+        };
+        let Some(port) = local
+            .rsplit(':')
+            .next()
+            .and_then(|p| u16::from_str_radix(p, 16).ok())
+        else {
+            continue;
+        };
+        if addrs.iter().any(|a| a.port() == port) {
+            total += drops.parse::<u64>().unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// Prometheus text exposition of a stats snapshot.
+pub fn render_metrics(s: &Stats) -> String {
+    let mut o = String::new();
+    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    for (k, v) in s.ingest.pairs() {
+        let name = format!("cepheus_ingest_{k}_total");
+        family(&mut o, &name, "counter", "Ingest counter (see /stats).");
+        let _ = writeln!(o, "{name} {v}");
+    }
+    if let Some(d) = s.udp_kernel_drops {
+        family(
+            &mut o,
+            "cepheus_udp_kernel_drops_total",
+            "counter",
+            "Datagrams dropped by the kernel (socket receive queue full).",
+        );
+        let _ = writeln!(o, "cepheus_udp_kernel_drops_total {d}");
+    }
+    for (k, v) in s.sink.pairs() {
+        let name = format!("cepheus_{k}_total");
+        family(&mut o, &name, "counter", "Alert sink / control counter.");
+        let _ = writeln!(o, "{name} {v}");
+    }
+    family(
+        &mut o,
+        "cepheus_shard_events_total",
+        "counter",
+        "Deliveries handled per shard.",
+    );
+    for sh in &s.shards {
+        let _ = writeln!(
+            o,
+            "cepheus_shard_events_total{{shard=\"{}\"}} {}",
+            sh.shard, sh.events
+        );
+    }
+    family(
+        &mut o,
+        "cepheus_shard_rules",
+        "gauge",
+        "Rules run per shard.",
+    );
+    for sh in &s.shards {
+        let _ = writeln!(
+            o,
+            "cepheus_shard_rules{{shard=\"{}\"}} {}",
+            sh.shard,
+            sh.rules.len()
+        );
+    }
+    family(
+        &mut o,
+        "cepheus_rule_groups",
+        "gauge",
+        "Groups held per rule.",
+    );
+    for r in &s.rules {
+        let _ = writeln!(
+            o,
+            "cepheus_rule_groups{{rule=\"{}\"}} {}",
+            esc(&r.rule),
+            r.groups
+        );
+    }
+    let mut names: Vec<&String> = s.rules.iter().flat_map(|r| r.counters.keys()).collect();
+    names.sort();
+    names.dedup();
+    for n in names {
+        let name = format!("cepheus_rule_{n}_total");
+        family(&mut o, &name, "counter", "Per-rule engine counter.");
+        for r in &s.rules {
+            if let Some(v) = r.counters.get(n) {
+                let _ = writeln!(o, "{name}{{rule=\"{}\"}} {v}", esc(&r.rule));
+            }
+        }
+    }
+    o
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+async fn health() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain").body("ok\n")
+}
+
+async fn stats(st: web::Data<ApiState>) -> HttpResponse {
+    HttpResponse::Ok().json(collect(&st).await)
+}
+
+async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
+    let s = collect(&st).await;
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(render_metrics(&s))
+}
+
+/// Registers the routes.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/health", web::get().to(health))
+        .route("/stats", web::get().to(stats))
+        .route("/metrics", web::get().to(metrics));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_net_udp_drops() {
+        let text = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n\
+  1: 0100007F:158A 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000        0 123 2 0000000000000000 7\n\
+  2: 0100007F:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000        0 124 2 0000000000000000 9\n";
+        let addrs: Vec<SocketAddr> =
+            vec!["127.0.0.1:5514".parse().unwrap_or_else(|_| unreachable!())];
+        assert_eq!(udp_drops_in(text, &addrs), 7);
+    }
+}

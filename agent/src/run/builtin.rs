@@ -1,0 +1,65 @@
+//! The rules built into the binary: `cepheus run` uses them when there is no `rules/` folder,
+//! so a first try needs no file at all.
+
+use std::path::{Path, PathBuf};
+
+use cepheus_core::rules::{Compiled, SourceFile, compile};
+
+/// The shipped rule files (not their `*.test.toml`), as `(file name, text)`.
+pub const RULE_FILES: &[(&str, &str)] = &[
+    (
+        "heartbeat.toml",
+        include_str!("../../../rules/heartbeat.toml"),
+    ),
+    ("scan.toml", include_str!("../../../rules/scan.toml")),
+    (
+        "silent-agent.toml",
+        include_str!("../../../rules/silent-agent.toml"),
+    ),
+    ("ssh.toml", include_str!("../../../rules/ssh.toml")),
+];
+
+/// Files that rules refer to (`expect = { file = ... }`), as `(file name, text)`.
+pub const DATA_FILES: &[(&str, &str)] = &[("hosts.txt", include_str!("../../../rules/hosts.txt"))];
+
+/// The folder name shown in diagnostics of built-in rules.
+pub const ORIGIN: &str = "<built-in rules>";
+
+/// Compiles the built-in rules.
+pub fn compile_builtin() -> Compiled {
+    let sources: Vec<SourceFile> = RULE_FILES
+        .iter()
+        .map(|(name, text)| SourceFile {
+            path: Path::new(ORIGIN).join(name),
+            text: (*text).to_string(),
+        })
+        .collect();
+    compile(&sources, &mut |p: &Path| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        DATA_FILES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| (*t).to_string())
+            .ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::NotFound, p.display().to_string())
+            })
+    })
+}
+
+/// Whether a path is one of the built-in rule files (never watched).
+pub fn is_builtin(p: &Path) -> bool {
+    p.starts_with(PathBuf::from(ORIGIN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_rules_compile() {
+        let c = compile_builtin();
+        assert_eq!(c.errors(), 0, "{:?}", c.diagnostics);
+        let rules = c.rules.map(|r| r.rules.len()).unwrap_or(0);
+        assert!(rules >= 4, "{rules} rules");
+    }
+}

@@ -1,0 +1,377 @@
+//! The configuration of `cepheus run`: a TOML file, every key optional and documented.
+//!
+//! [`DEFAULT_CONFIG`] is the complete commented file that `cepheus config default` prints; a
+//! test checks that it parses to exactly [`Config::default`], so the documentation cannot
+//! drift from the code.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use cepheus_core::time::Duration;
+use serde::Deserialize;
+
+use crate::ingest::syslog::Zone;
+
+/// The complete default configuration, with a comment on every key.
+pub const DEFAULT_CONFIG: &str = r#"# cepheus configuration (`cepheus run --config FILE`).
+# Every key is optional; the values below are the built-in defaults. Durations are written
+# like in rule files: "250ms", "2s", "5m", "1h".
+
+[syslog]
+# UDP listeners: one datagram is one message; the sender's address is the `peer` field.
+udp = ["127.0.0.1:5514"]
+# TCP listeners: RFC 6587 framing, octet counting ("LEN MSG") or newline/NUL-terminated,
+# detected per frame.
+tcp = ["127.0.0.1:5514"]
+# A TCP connection that sends nothing for this long is closed.
+tcp_idle_timeout = "5m"
+# Most concurrent TCP connections; further ones are accepted and closed at once (counted).
+max_connections = 1024
+# Largest message in bytes. Larger UDP datagrams are dropped; larger TCP frames are skipped
+# (newline framing) or end the connection (octet counting with a huge length). Counted.
+max_message_size = 65536
+# Zone of RFC 3164 stamps, which carry none: "UTC", an offset such as "+02:00", or an IANA
+# name such as "Europe/Paris". Their year is resolved against the arrival time.
+timezone = "UTC"
+# Exact duplicates (same bytes from the same peer) within this window are dropped and
+# counted: a message relayed twice is seen once. "0s" turns the filter off.
+dedup_window = "2s"
+# Most messages remembered by the duplicate filter (oldest forgotten first).
+dedup_capacity = 65536
+
+[rules]
+# Rule files or folders (folders: every *.toml in them, recursively; *.test.toml excluded).
+# Empty: "rules" when that folder exists, else the rules built into the binary.
+# The folders (and the files' folders) are watched: a change reloads the rules; SIGHUP too.
+paths = []
+
+[store]
+# Where the agent keeps its data (alerts, checkpoints); created when missing.
+path = "./cepheus-data"
+
+[engine]
+# CEP shards (each an actor on its own thread); 0 means one per CPU core.
+shards = 0
+# Events queued per shard before the ingest side waits (TCP) or drops and counts (UDP).
+queue_size = 65536
+# How often each shard moves its clock to the wall clock (fires absences).
+tick = "100ms"
+
+[api]
+# HTTP API: GET /health, /stats (JSON), /metrics (Prometheus). Loopback by default.
+listen = "127.0.0.1:9514"
+
+[output]
+# Alert changes as JSON lines on stdout (the same shape as `cepheus replay`).
+stdout = true
+
+# Live capture (optional, needs root or CAP_NET_RAW): flows of one interface become events.
+# [capture]
+# interface = "eth0"
+# filter = "not port 22"
+"#;
+
+/// Why a configuration was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// TOML syntax or an unknown/mistyped key.
+    #[error("{path}: {message}")]
+    Toml {
+        /// The file.
+        path: PathBuf,
+        /// toml's message (with line and column).
+        message: String,
+    },
+    /// A value of the right type but not allowed.
+    #[error("{path}: `{key}`: {message}")]
+    Value {
+        /// The file.
+        path: PathBuf,
+        /// The key, dotted.
+        key: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Syslog listeners and parsing.
+    pub syslog: SyslogConfig,
+    /// Rule files.
+    pub rules: RulesConfig,
+    /// Data directory.
+    pub store: StoreConfig,
+    /// CEP shards.
+    pub engine: EngineSection,
+    /// HTTP API.
+    pub api: ApiConfig,
+    /// Alert outputs.
+    pub output: OutputConfig,
+    /// Optional live capture.
+    pub capture: Option<CaptureConfig>,
+}
+
+/// `[syslog]`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SyslogConfig {
+    /// UDP listen addresses.
+    pub udp: Vec<SocketAddr>,
+    /// TCP listen addresses.
+    pub tcp: Vec<SocketAddr>,
+    /// Idle TCP connections are closed after this.
+    pub tcp_idle_timeout: DurationText,
+    /// Most concurrent TCP connections.
+    pub max_connections: usize,
+    /// Largest message in bytes.
+    pub max_message_size: usize,
+    /// Zone of RFC 3164 stamps.
+    pub timezone: String,
+    /// Duplicate window.
+    pub dedup_window: DurationText,
+    /// Duplicate filter capacity.
+    pub dedup_capacity: usize,
+}
+
+impl Default for SyslogConfig {
+    fn default() -> Self {
+        let lo: SocketAddr = SocketAddr::from(([127, 0, 0, 1], 5514));
+        SyslogConfig {
+            udp: vec![lo],
+            tcp: vec![lo],
+            tcp_idle_timeout: DurationText(Duration::from_secs(300)),
+            max_connections: 1024,
+            max_message_size: 65536,
+            timezone: "UTC".into(),
+            dedup_window: DurationText(Duration::from_secs(2)),
+            dedup_capacity: 65536,
+        }
+    }
+}
+
+/// `[rules]`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RulesConfig {
+    /// Rule files or folders; empty means `rules/` or the built-in rules.
+    pub paths: Vec<PathBuf>,
+}
+
+/// `[store]`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// Data directory.
+    pub path: PathBuf,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            path: PathBuf::from("./cepheus-data"),
+        }
+    }
+}
+
+/// `[engine]`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineSection {
+    /// Shards; 0 = number of cores.
+    pub shards: usize,
+    /// Events queued per shard.
+    pub queue_size: usize,
+    /// Clock tick of the shards.
+    pub tick: DurationText,
+}
+
+impl Default for EngineSection {
+    fn default() -> Self {
+        EngineSection {
+            shards: 0,
+            queue_size: 65536,
+            tick: DurationText(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// `[api]`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiConfig {
+    /// Listen address of the HTTP API.
+    pub listen: SocketAddr,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9514)),
+        }
+    }
+}
+
+/// `[output]`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputConfig {
+    /// JSON lines on stdout.
+    pub stdout: bool,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig { stdout: true }
+    }
+}
+
+/// `[capture]`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureConfig {
+    /// Interface name.
+    pub interface: String,
+    /// Capture filter (see `cepheus flows --help`).
+    #[serde(default)]
+    pub filter: String,
+}
+
+/// A duration written as text (`"2s"`), parsed like rule-file durations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DurationText(pub Duration);
+
+impl<'de> Deserialize<'de> for DurationText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Duration::parse(&s)
+            .map(DurationText)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl DurationText {
+    /// As a std duration (negative counts as zero).
+    pub fn std(self) -> std::time::Duration {
+        std::time::Duration::from_nanos(u64::try_from(self.0.0).unwrap_or(0))
+    }
+}
+
+impl Config {
+    /// Parses a configuration text (`path` only names it in errors) and validates it.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Toml {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        cfg.validate(path)?;
+        Ok(cfg)
+    }
+
+    /// Reads, parses and validates a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(path, &text)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let bad = |key: &'static str, message: String| ConfigError::Value {
+            path: path.to_path_buf(),
+            key,
+            message,
+        };
+        self.zone()
+            .map_err(|e| bad("syslog.timezone", e.to_string()))?;
+        if self.syslog.max_message_size < 16 || self.syslog.max_message_size > 16 << 20 {
+            return Err(bad(
+                "syslog.max_message_size",
+                "must be between 16 and 16777216 bytes".into(),
+            ));
+        }
+        if self.syslog.max_connections == 0 {
+            return Err(bad("syslog.max_connections", "must be at least 1".into()));
+        }
+        if self.syslog.tcp_idle_timeout.0.0 <= 0 {
+            return Err(bad("syslog.tcp_idle_timeout", "must be positive".into()));
+        }
+        if self.syslog.dedup_capacity == 0 && self.syslog.dedup_window.0.0 > 0 {
+            return Err(bad(
+                "syslog.dedup_capacity",
+                "must be at least 1 (set dedup_window = \"0s\" to turn the filter off)".into(),
+            ));
+        }
+        if self.engine.shards > 256 {
+            return Err(bad("engine.shards", "at most 256".into()));
+        }
+        if self.engine.queue_size == 0 {
+            return Err(bad("engine.queue_size", "must be at least 1".into()));
+        }
+        if self.engine.tick.0 < Duration::from_millis(1) {
+            return Err(bad("engine.tick", "must be at least 1ms".into()));
+        }
+        if let Some(c) = &self.capture {
+            crate::flow::filter::Filter::parse(&c.filter)
+                .map_err(|e| bad("capture.filter", e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    /// The zone of RFC 3164 stamps.
+    pub fn zone(&self) -> Result<Zone, crate::ingest::syslog::BadZone> {
+        self.syslog.timezone.parse()
+    }
+
+    /// The number of shards: `engine.shards`, or the number of cores when 0.
+    pub fn shard_count(&self) -> usize {
+        if self.engine.shards > 0 {
+            return self.engine.shards;
+        }
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_text_is_the_default() {
+        let parsed = Config::parse(Path::new("default"), DEFAULT_CONFIG);
+        assert_eq!(parsed.ok(), Some(Config::default()));
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_values() {
+        let e = Config::parse(Path::new("x"), "[syslog]\nudpp = []\n");
+        assert!(matches!(e, Err(ConfigError::Toml { .. })), "{e:?}");
+        let e = Config::parse(Path::new("x"), "[syslog]\ntimezone = \"Mars/Base\"\n");
+        assert!(matches!(
+            e,
+            Err(ConfigError::Value {
+                key: "syslog.timezone",
+                ..
+            })
+        ));
+        let e = Config::parse(Path::new("x"), "[engine]\ntick = \"soon\"\n");
+        assert!(matches!(e, Err(ConfigError::Toml { .. })), "{e:?}");
+        let ok = Config::parse(
+            Path::new("x"),
+            "capture = { interface = \"eth0\", filter = \"\" }\n[syslog]\nudp = []\n",
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+}

@@ -1,0 +1,172 @@
+//! Counters shared by the ingest side (atomics: many tasks on several threads bump them), and
+//! bounded-rate logging of bad input and overload.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use serde::Serialize;
+
+macro_rules! counters {
+    ($(#[$m:meta])* $name:ident, $snap:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Default)]
+        pub struct $name {
+            $($(#[$fm])* pub $f: AtomicU64,)*
+        }
+
+        /// A copy of the counters at one instant (for /stats and /metrics).
+        #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+        pub struct $snap {
+            $($(#[$fm])* pub $f: u64,)*
+        }
+
+        impl $name {
+            /// Reads every counter.
+            pub fn snapshot(&self) -> $snap {
+                $snap { $($f: self.$f.load(Ordering::Relaxed),)* }
+            }
+        }
+
+        impl $snap {
+            /// `(name, value)` of every counter, for /metrics.
+            pub fn pairs(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($f), self.$f),)*]
+            }
+        }
+    };
+}
+
+counters!(
+    /// Ingest counters (all listeners together).
+    IngestCounters, IngestSnapshot {
+        /// UDP datagrams received.
+        udp_datagrams,
+        /// TCP connections accepted.
+        tcp_connections,
+        /// TCP connections refused because `max_connections` were open.
+        tcp_rejected,
+        /// TCP connections closed for idleness.
+        tcp_idle_closed,
+        /// TCP connections closed because the stream could not be framed.
+        tcp_unframeable,
+        /// TCP frames received (messages, before parsing).
+        tcp_frames,
+        /// Messages that were not syslog (empty, binary garbage, no header ...).
+        malformed,
+        /// Messages larger than `max_message_size` (UDP datagrams and TCP frames).
+        oversized,
+        /// Exact duplicates dropped by the duplicate filter.
+        duplicates,
+        /// Events parsed (after the duplicate filter).
+        parsed,
+        /// Events that no rule wants (not sent to any shard).
+        unmatched,
+        /// Deliveries to shards ((event, rule) pairs).
+        routed,
+        /// Events whose definitions of one rule gave keys owned by different shards.
+        split_keys,
+        /// Deliveries dropped because a shard's queue was full (UDP; TCP waits instead).
+        queue_full,
+        /// Socket read errors.
+        read_errors,
+    }
+);
+
+counters!(
+    /// Counters of the alert sink and the control plane.
+    SinkCounters, SinkSnapshot {
+        /// Alert changes written.
+        alerts,
+        /// Alert batches dropped because the sink's mailbox was full.
+        alerts_dropped,
+        /// Rule reloads that took effect.
+        reloads,
+        /// Rule reloads rejected (the old rules kept running).
+        reloads_failed,
+    }
+);
+
+/// Allows one log line per `period` per kind of problem; counts what it held back.
+#[derive(Debug)]
+pub struct LogLimit {
+    start: Instant,
+    period_ms: u64,
+    next_ms: AtomicU64,
+    held: AtomicU64,
+}
+
+impl LogLimit {
+    /// One line per `period_ms` milliseconds.
+    pub fn new(period_ms: u64) -> LogLimit {
+        LogLimit {
+            start: Instant::now(),
+            period_ms,
+            next_ms: AtomicU64::new(0),
+            held: AtomicU64::new(0),
+        }
+    }
+
+    /// `Some(lines held back since the last one)` when a line may be logged now.
+    pub fn allow(&self) -> Option<u64> {
+        let now = self.start.elapsed().as_millis() as u64;
+        let next = self.next_ms.load(Ordering::Relaxed);
+        if now >= next
+            && self
+                .next_ms
+                .compare_exchange(
+                    next,
+                    now + self.period_ms,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        {
+            return Some(self.held.swap(0, Ordering::Relaxed));
+        }
+        self.held.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+}
+
+/// The rate limits of the agent's warnings, one per kind.
+#[derive(Debug)]
+pub struct Limits {
+    /// Malformed messages.
+    pub malformed: LogLimit,
+    /// Oversized messages.
+    pub oversized: LogLimit,
+    /// Queue-full drops.
+    pub queue_full: LogLimit,
+    /// Connection-level problems.
+    pub connection: LogLimit,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            malformed: LogLimit::new(1000),
+            oversized: LogLimit::new(1000),
+            queue_full: LogLimit::new(1000),
+            connection: LogLimit::new(1000),
+        }
+    }
+}
+
+/// Bumps a counter.
+pub fn bump(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_limit_holds_back() {
+        let l = LogLimit::new(60_000);
+        assert_eq!(l.allow(), Some(0));
+        assert_eq!(l.allow(), None);
+        assert_eq!(l.allow(), None);
+        assert_eq!(l.held.load(Ordering::Relaxed), 2);
+    }
+}

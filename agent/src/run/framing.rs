@@ -1,0 +1,232 @@
+//! TCP syslog framing (RFC 6587), detected per frame.
+//!
+//! - Octet counting: `LEN SP MSG`, where LEN is 1–10 ASCII digits without a leading zero.
+//! - Non-transparent framing: the message ends at LF (a CR before it is trimmed by the parser)
+//!   or NUL.
+//!
+//! A frame that starts with a digit and continues with digits and a space is octet-counted;
+//! anything else is delimiter-framed. A frame longer than the maximum message size is
+//! skipped: a delimited frame up to its next delimiter, an octet-counted frame by its
+//! declared length — unless that length is absurd (more than 16 times the maximum), which
+//! means the stream is not syslog: [`Frame::Fatal`] tells the caller to close the connection.
+
+use bytes::{Buf, BytesMut};
+
+/// One decoding step's result.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A complete message (without its framing).
+    Msg(BytesMut),
+    /// A message longer than the maximum was skipped.
+    Oversized,
+    /// The stream cannot be framed any more; close the connection.
+    Fatal,
+}
+
+/// The framing state of one connection.
+#[derive(Debug)]
+pub struct Framer {
+    max: usize,
+    /// Bytes still to discard of an oversized frame.
+    skip: usize,
+    /// Discarding an oversized delimited frame up to its delimiter.
+    skip_to_delim: bool,
+}
+
+impl Framer {
+    /// A framer for messages of at most `max` bytes.
+    pub fn new(max: usize) -> Framer {
+        Framer {
+            max,
+            skip: 0,
+            skip_to_delim: false,
+        }
+    }
+
+    /// Takes the next frame out of `buf`; `None` when more bytes are needed.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Option<Frame> {
+        loop {
+            if self.skip > 0 {
+                let n = self.skip.min(buf.len());
+                buf.advance(n);
+                self.skip -= n;
+                if self.skip > 0 {
+                    return None;
+                }
+                return Some(Frame::Oversized);
+            }
+            if self.skip_to_delim {
+                match buf.iter().position(|&b| b == b'\n' || b == 0) {
+                    Some(i) => {
+                        buf.advance(i + 1);
+                        self.skip_to_delim = false;
+                        return Some(Frame::Oversized);
+                    }
+                    None => {
+                        buf.clear();
+                        return None;
+                    }
+                }
+            }
+            // Blank separators between frames (a trailing LF after an octet-counted frame,
+            // CRLF, NUL padding) are not messages.
+            let lead = buf
+                .iter()
+                .take_while(|&&b| b == b'\n' || b == b'\r' || b == 0 || b == b' ')
+                .count();
+            buf.advance(lead);
+            if buf.is_empty() {
+                return None;
+            }
+            if buf[0].is_ascii_digit() && buf[0] != b'0' {
+                let digits = buf
+                    .iter()
+                    .take(11)
+                    .take_while(|b| b.is_ascii_digit())
+                    .count();
+                if digits == buf.len() {
+                    // Digits up to the end of what we have: wait for more (bounded by 10).
+                    if digits <= 10 {
+                        return None;
+                    }
+                } else if digits <= 10 && buf[digits] == b' ' {
+                    let len: usize = std::str::from_utf8(&buf[..digits])
+                        .ok()
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(usize::MAX);
+                    if len > self.max {
+                        if len / 16 > self.max {
+                            return Some(Frame::Fatal);
+                        }
+                        buf.advance(digits + 1);
+                        self.skip = len;
+                        continue;
+                    }
+                    if buf.len() < digits + 1 + len {
+                        buf.reserve(digits + 1 + len - buf.len());
+                        return None;
+                    }
+                    buf.advance(digits + 1);
+                    return Some(Frame::Msg(buf.split_to(len)));
+                }
+            }
+            match buf.iter().position(|&b| b == b'\n' || b == 0) {
+                Some(i) if i > self.max => {
+                    buf.advance(i + 1);
+                    return Some(Frame::Oversized);
+                }
+                Some(i) => {
+                    let msg = buf.split_to(i);
+                    buf.advance(1);
+                    return Some(Frame::Msg(msg));
+                }
+                None if buf.len() > self.max => {
+                    buf.clear();
+                    self.skip_to_delim = true;
+                    continue;
+                }
+                None => return None,
+            }
+        }
+    }
+
+    /// At end of stream: what is left in `buf` (a last message without its delimiter, as
+    /// `logger` and `nc` send it), if any.
+    pub fn finish(&mut self, buf: &mut BytesMut) -> Option<Frame> {
+        if self.skip > 0 || self.skip_to_delim {
+            buf.clear();
+            self.skip = 0;
+            self.skip_to_delim = false;
+            return Some(Frame::Oversized);
+        }
+        let lead = buf
+            .iter()
+            .take_while(|&&b| b == b'\n' || b == b'\r' || b == 0 || b == b' ')
+            .count();
+        buf.advance(lead);
+        if buf.is_empty() {
+            return None;
+        }
+        if buf.len() > self.max {
+            buf.clear();
+            return Some(Frame::Oversized);
+        }
+        Some(Frame::Msg(buf.split()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(max: usize, chunks: &[&[u8]]) -> Vec<Result<String, &'static str>> {
+        let mut f = Framer::new(max);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        let push = |fr: Frame, out: &mut Vec<_>| match fr {
+            Frame::Msg(m) => out.push(Ok(String::from_utf8_lossy(&m).into_owned())),
+            Frame::Oversized => out.push(Err("oversized")),
+            Frame::Fatal => out.push(Err("fatal")),
+        };
+        for c in chunks {
+            buf.extend_from_slice(c);
+            while let Some(fr) = f.decode(&mut buf) {
+                let fatal = fr == Frame::Fatal;
+                push(fr, &mut out);
+                if fatal {
+                    return out;
+                }
+            }
+        }
+        if let Some(fr) = f.finish(&mut buf) {
+            push(fr, &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn both_framings_mixed_and_split() {
+        let got = frames(100, &[b"5 hello<13>a b\n3 ", b"xyz\0<14>last"]);
+        assert_eq!(
+            got,
+            vec![
+                Ok("hello".into()),
+                Ok("<13>a b".into()),
+                Ok("xyz".into()),
+                Ok("<14>last".into())
+            ]
+        );
+        // Split inside the length and inside the body.
+        let got = frames(100, &[b"1", b"1 hello", b" worl", b"d\n"]);
+        assert_eq!(got, vec![Ok("hello world".into())]);
+    }
+
+    #[test]
+    fn oversized_frames_are_skipped() {
+        let long = vec![b'a'; 50];
+        let mut input = Vec::new();
+        input.extend_from_slice(&long);
+        input.extend_from_slice(b"\nok1\n60 ");
+        input.extend_from_slice(&[b'b'; 60]);
+        input.extend_from_slice(b"ok2\n");
+        let got = frames(20, &[&input[..30], &input[30..]]);
+        assert_eq!(
+            got,
+            vec![
+                Err("oversized"),
+                Ok("ok1".into()),
+                Err("oversized"),
+                Ok("ok2".into())
+            ]
+        );
+        assert_eq!(frames(20, &[b"999999999 x"]), vec![Err("fatal")]);
+        // Digits then a space are a length (as rsyslog reads them); digits without one are not.
+        assert_eq!(
+            frames(100, &[b"2026-11-30 x\n"]),
+            vec![Ok("2026-11-30 x".into())]
+        );
+        // Garbage without delimiter longer than max, then a good line.
+        let got = frames(10, &[&[0xffu8; 40][..], b"\x01\ngood\n"]);
+        assert_eq!(got, vec![Err("oversized"), Ok("good".into())]);
+    }
+}

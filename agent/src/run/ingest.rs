@@ -1,0 +1,462 @@
+//! Ingest: UDP and TCP syslog listeners, parsing (the Filter stage) and routing, in parallel.
+//!
+//! Each UDP socket and each TCP connection is a task on one of the ingest arbiters (threads),
+//! and each task owns a [`Router`]: it parses what it reads, drops duplicates, finds the shard
+//! of every (rule, group) the event concerns and sends per-shard batches. So parsing and
+//! routing scale with the ingest threads, and no single router actor serialises the stream.
+//! Overload: TCP waits for room in a full shard queue (backpressure reaches the sender through
+//! TCP flow control); UDP cannot push back, so a full queue drops the batch, counted.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration as StdDuration;
+
+use bytes::BytesMut;
+use cepheus_core::time::Timestamp;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::{Semaphore, mpsc, watch};
+
+use super::counters::{IngestCounters, Limits, bump};
+use super::framing::{Frame, Framer};
+use super::route::{Dedup, RoutePlan, Target};
+use super::shard::{Batch, Routed};
+use crate::flow::live::wall_clock;
+use crate::ingest::Malformed;
+use crate::ingest::syslog::SyslogParser;
+
+/// Most deliveries per batch to one shard.
+pub const MAX_BATCH: usize = 1024;
+
+const DEDUP_STRIPES: usize = 8;
+
+/// What every ingest task shares.
+pub struct Shared {
+    /// The syslog parser (zone, year policy).
+    pub parser: SyslogParser,
+    /// Counters.
+    pub counters: Arc<IngestCounters>,
+    /// Log rate limits.
+    pub limits: Limits,
+    /// The duplicate filter, striped by peer.
+    pub dedup: Vec<Mutex<Dedup>>,
+    /// Largest message.
+    pub max_message: usize,
+    /// TCP idle timeout.
+    pub idle: StdDuration,
+}
+
+impl Shared {
+    /// Shared state; the duplicate filter's capacity is split over its stripes.
+    pub fn new(
+        parser: SyslogParser,
+        counters: Arc<IngestCounters>,
+        dedup_window: cepheus_core::time::Duration,
+        dedup_capacity: usize,
+        max_message: usize,
+        idle: StdDuration,
+    ) -> Shared {
+        let per = dedup_capacity.div_ceil(DEDUP_STRIPES).max(1);
+        Shared {
+            parser,
+            counters,
+            limits: Limits::default(),
+            dedup: (0..DEDUP_STRIPES)
+                .map(|_| Mutex::new(Dedup::new(dedup_window, per)))
+                .collect(),
+            max_message,
+            idle,
+        }
+    }
+
+    fn duplicate(&self, bytes: &[u8], peer: Option<IpAddr>, now: Timestamp) -> bool {
+        let stripe = match peer {
+            Some(IpAddr::V4(a)) => a.octets()[3] as usize,
+            Some(IpAddr::V6(a)) => a.octets()[15] as usize,
+            None => 0,
+        } % DEDUP_STRIPES;
+        match self.dedup[stripe].lock() {
+            Ok(mut d) => d.enabled() && d.seen(bytes, peer, now),
+            Err(_) => false,
+        }
+    }
+}
+
+/// The router half of an ingest task: parse, dedup, route, batch.
+pub struct Router {
+    shared: Arc<Shared>,
+    plan_rx: watch::Receiver<Arc<RoutePlan>>,
+    plan: Arc<RoutePlan>,
+    txs: Vec<mpsc::Sender<Batch>>,
+    pending: Vec<Batch>,
+    targets: Vec<Target>,
+    cands: Vec<u32>,
+}
+
+impl Router {
+    /// A router sending to the shards' queues `txs` with the routing plan in `plan_rx`.
+    pub fn new(
+        shared: Arc<Shared>,
+        plan_rx: watch::Receiver<Arc<RoutePlan>>,
+        txs: Vec<mpsc::Sender<Batch>>,
+    ) -> Router {
+        let plan = plan_rx.borrow().clone();
+        Router {
+            shared,
+            plan_rx,
+            plan,
+            pending: txs.iter().map(|_| Vec::new()).collect(),
+            txs,
+            targets: Vec::new(),
+            cands: Vec::new(),
+        }
+    }
+
+    /// Whether some shard's batch is full (flush before reading more).
+    pub fn full(&self) -> bool {
+        self.pending.iter().any(|b| b.len() >= MAX_BATCH)
+    }
+
+    /// One message received at `arrival` from `peer`: counted, parsed, routed into batches.
+    pub fn accept(&mut self, bytes: &[u8], peer: Option<IpAddr>, arrival: Timestamp) {
+        self.refresh_plan();
+        let sh = &*self.shared;
+        if sh.duplicate(bytes, peer, arrival) {
+            bump(&sh.counters.duplicates, 1);
+            return;
+        }
+        let ev = match sh.parser.parse(bytes, arrival, peer) {
+            Ok(ev) => ev,
+            Err(e) => {
+                self.malformed(&e, peer);
+                return;
+            }
+        };
+        bump(&sh.counters.parsed, 1);
+        self.targets.clear();
+        if self.plan.route(&ev, &mut self.cands, &mut self.targets) {
+            bump(&sh.counters.split_keys, 1);
+        }
+        if self.targets.is_empty() {
+            bump(&sh.counters.unmatched, 1);
+            return;
+        }
+        bump(&sh.counters.routed, self.targets.len() as u64);
+        let ev = Arc::new(ev);
+        for t in &self.targets {
+            self.pending[t.shard].push(Routed {
+                rule: self.plan.rule_name(t.rule).clone(),
+                ev: ev.clone(),
+            });
+        }
+    }
+
+    /// An event made elsewhere (a flow from the live capture): routed as is.
+    pub fn accept_event(&mut self, ev: cepheus_core::event::Event) {
+        self.refresh_plan();
+        let sh = &*self.shared;
+        bump(&sh.counters.parsed, 1);
+        self.targets.clear();
+        if self.plan.route(&ev, &mut self.cands, &mut self.targets) {
+            bump(&sh.counters.split_keys, 1);
+        }
+        if self.targets.is_empty() {
+            bump(&sh.counters.unmatched, 1);
+            return;
+        }
+        bump(&sh.counters.routed, self.targets.len() as u64);
+        let ev = Arc::new(ev);
+        for t in &self.targets {
+            self.pending[t.shard].push(Routed {
+                rule: self.plan.rule_name(t.rule).clone(),
+                ev: ev.clone(),
+            });
+        }
+    }
+
+    /// [`Router::flush`] from a plain thread (the capture thread): waits for room.
+    pub fn flush_blocking(&mut self) {
+        for s in 0..self.pending.len() {
+            if self.pending[s].is_empty() {
+                continue;
+            }
+            let batch = std::mem::take(&mut self.pending[s]);
+            let n = batch.len() as u64;
+            if self.txs[s].blocking_send(batch).is_err() {
+                bump(&self.shared.counters.queue_full, n);
+            }
+        }
+    }
+
+    fn malformed(&self, e: &Malformed, peer: Option<IpAddr>) {
+        let sh = &*self.shared;
+        bump(&sh.counters.malformed, 1);
+        if let Some(held) = sh.limits.malformed.allow() {
+            tracing::warn!(peer = ?peer, error = %e, suppressed = held, "malformed message dropped");
+        }
+    }
+
+    /// A message over the size limit was dropped.
+    pub fn oversized(&self, peer: Option<IpAddr>) {
+        let sh = &*self.shared;
+        bump(&sh.counters.oversized, 1);
+        if let Some(held) = sh.limits.oversized.allow() {
+            tracing::warn!(peer = ?peer, limit = sh.max_message, suppressed = held, "oversized message dropped");
+        }
+    }
+
+    fn refresh_plan(&mut self) {
+        if self.plan_rx.has_changed().unwrap_or(false) {
+            self.plan = self.plan_rx.borrow_and_update().clone();
+        }
+    }
+
+    /// Sends the pending batches; waits for room when `wait` (TCP), else drops and counts
+    /// what does not fit (UDP).
+    pub async fn flush(&mut self, wait: bool) {
+        for s in 0..self.pending.len() {
+            if self.pending[s].is_empty() {
+                continue;
+            }
+            let batch = std::mem::take(&mut self.pending[s]);
+            let n = batch.len() as u64;
+            let lost = if wait {
+                self.txs[s].send(batch).await.is_err()
+            } else {
+                self.txs[s].try_send(batch).is_err()
+            };
+            if lost {
+                let sh = &*self.shared;
+                bump(&sh.counters.queue_full, n);
+                if let Some(held) = sh.limits.queue_full.allow() {
+                    tracing::warn!(
+                        shard = s,
+                        events = n,
+                        suppressed = held,
+                        "shard queue full: events dropped"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Reads one UDP socket until shutdown.
+pub async fn udp_loop(sock: UdpSocket, mut router: Router, mut shutdown: watch::Receiver<bool>) {
+    let max = router.shared.max_message;
+    let mut buf = vec![0u8; max + 1];
+    let counters = router.shared.counters.clone();
+    loop {
+        let first = tokio::select! {
+            _ = shutdown.changed() => break,
+            r = sock.recv_from(&mut buf) => r,
+        };
+        let now = wall_clock();
+        let mut res = first;
+        let mut n_read = 0;
+        loop {
+            match res {
+                Ok((n, peer)) => {
+                    counters.udp_datagrams.fetch_add(1, Ordering::Relaxed);
+                    if n > max {
+                        router.oversized(Some(peer.ip()));
+                    } else {
+                        router.accept(&buf[..n], Some(peer.ip()), now);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    bump(&counters.read_errors, 1);
+                    tracing::debug!(error = %e, "udp receive error");
+                    break;
+                }
+            }
+            n_read += 1;
+            if n_read >= 4096 || router.full() {
+                break;
+            }
+            res = sock.try_recv_from(&mut buf);
+        }
+        router.flush(false).await;
+    }
+    router.flush(false).await;
+}
+
+/// How a TCP listener hands connections to the ingest arbiters.
+pub struct TcpIngest {
+    /// Shared ingest state.
+    pub shared: Arc<Shared>,
+    /// The routing plan.
+    pub plan_rx: watch::Receiver<Arc<RoutePlan>>,
+    /// The shards' queues.
+    pub txs: Vec<mpsc::Sender<Batch>>,
+    /// Arbiters that run the connections (round robin).
+    pub arbiters: Vec<actix::ArbiterHandle>,
+    /// Open-connection budget.
+    pub slots: Arc<Semaphore>,
+}
+
+/// Accepts TCP connections until shutdown.
+pub async fn tcp_accept_loop(
+    listener: TcpListener,
+    ing: TcpIngest,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut next = 0usize;
+    loop {
+        let (stream, peer) = tokio::select! {
+            _ = shutdown.changed() => break,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    bump(&ing.shared.counters.read_errors, 1);
+                    if let Some(held) = ing.shared.limits.connection.allow() {
+                        tracing::warn!(error = %e, suppressed = held, "tcp accept failed");
+                    }
+                    // EMFILE and friends: do not spin.
+                    tokio::time::sleep(StdDuration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let Ok(permit) = ing.slots.clone().try_acquire_owned() else {
+            bump(&ing.shared.counters.tcp_rejected, 1);
+            if let Some(held) = ing.shared.limits.connection.allow() {
+                tracing::warn!(%peer, suppressed = held, "too many tcp connections (syslog.max_connections): refused");
+            }
+            drop(stream);
+            continue;
+        };
+        bump(&ing.shared.counters.tcp_connections, 1);
+        let std_stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "tcp stream handoff failed");
+                continue;
+            }
+        };
+        let router = Router::new(ing.shared.clone(), ing.plan_rx.clone(), ing.txs.clone());
+        let shutdown = shutdown.clone();
+        let arb = &ing.arbiters[next % ing.arbiters.len().max(1)];
+        next = next.wrapping_add(1);
+        let spawned = arb.spawn(async move {
+            match TcpStream::from_std(std_stream) {
+                Ok(s) => tcp_conn(s, peer, router, shutdown).await,
+                Err(e) => tracing::debug!(error = %e, "tcp stream handoff failed"),
+            }
+            drop(permit);
+        });
+        if !spawned {
+            tracing::error!("ingest arbiter is gone; connection dropped");
+        }
+    }
+}
+
+/// Reads one TCP connection: frames, parses, routes; closes on EOF, idleness, or shutdown.
+pub async fn tcp_conn(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    mut router: Router,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let shared = router.shared.clone();
+    let mut framer = Framer::new(shared.max_message);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let ip = Some(peer.ip());
+    loop {
+        if buf.capacity() - buf.len() < 16 * 1024 {
+            buf.reserve(64 * 1024);
+        }
+        let read = tokio::select! {
+            _ = shutdown.changed() => break,
+            r = tokio::time::timeout(shared.idle, stream.read_buf(&mut buf)) => r,
+        };
+        let now = wall_clock();
+        let eof = match read {
+            Err(_) => {
+                bump(&shared.counters.tcp_idle_closed, 1);
+                tracing::debug!(%peer, "idle tcp connection closed");
+                break;
+            }
+            Ok(Ok(0)) => true,
+            Ok(Ok(_)) => false,
+            Ok(Err(e)) => {
+                bump(&shared.counters.read_errors, 1);
+                tracing::debug!(%peer, error = %e, "tcp read error");
+                break;
+            }
+        };
+        let mut fatal = false;
+        while let Some(f) = framer.decode(&mut buf) {
+            match f {
+                Frame::Msg(m) => {
+                    bump(&shared.counters.tcp_frames, 1);
+                    router.accept(&m, ip, now);
+                }
+                Frame::Oversized => router.oversized(ip),
+                Frame::Fatal => {
+                    bump(&shared.counters.tcp_unframeable, 1);
+                    if let Some(held) = shared.limits.connection.allow() {
+                        tracing::warn!(%peer, suppressed = held, "tcp stream is not syslog (absurd frame length): connection closed");
+                    }
+                    fatal = true;
+                    break;
+                }
+            }
+            if router.full() {
+                router.flush(true).await;
+            }
+        }
+        if eof && !fatal {
+            match framer.finish(&mut buf) {
+                Some(Frame::Msg(m)) => {
+                    bump(&shared.counters.tcp_frames, 1);
+                    router.accept(&m, ip, now);
+                }
+                Some(Frame::Oversized) => router.oversized(ip),
+                Some(Frame::Fatal) | None => {}
+            }
+        }
+        router.flush(true).await;
+        if eof || fatal {
+            break;
+        }
+    }
+    router.flush(true).await;
+}
+
+/// Runs a live capture on the current (plain) thread until shutdown: packets become flow
+/// events through the flow table and are routed like syslog events. Syslog datagrams seen on
+/// the wire are ignored here (they arrive through the syslog sockets).
+pub fn capture_loop(
+    cap: crate::flow::live::LiveCapture,
+    mut router: Router,
+    shutdown: watch::Receiver<bool>,
+) {
+    use crate::flow::{FlowEngine, FlowItem, table::FlowConfig};
+    let mut flows = FlowEngine::new(FlowConfig::default());
+    let mut items = Vec::new();
+    let mut last_flush = std::time::Instant::now();
+    while !*shutdown.borrow() {
+        match cap.recv_timeout(StdDuration::from_millis(100)) {
+            Ok(Some(pkt)) => flows.push_items(&pkt.as_raw(), &mut items),
+            Ok(None) => flows.advance_items(wall_clock(), &mut items),
+            Err(()) => {
+                tracing::error!("live capture stopped");
+                break;
+            }
+        }
+        for it in items.drain(..) {
+            if let FlowItem::Flow(ev) = it {
+                router.accept_event(ev);
+            }
+        }
+        if router.full() || last_flush.elapsed() >= StdDuration::from_millis(50) {
+            router.flush_blocking();
+            last_flush = std::time::Instant::now();
+        }
+    }
+    router.flush_blocking();
+    cap.stop();
+}

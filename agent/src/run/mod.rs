@@ -1,0 +1,342 @@
+//! `cepheus run`: the live appliance, and `cepheus config`.
+//!
+//! Actors and tasks (actix 0.13 on tokio; see ARCHITECTURE.md for the picture):
+//! - ingest arbiters (one thread each): UDP sockets and TCP connections, each task parsing,
+//!   de-duplicating and routing ([`ingest`], [`route`]);
+//! - CEP shard arbiters (one thread each): one [`shard::Shard`] actor per arbiter;
+//! - the system arbiter: TCP accept loops, the [`sink::AlertSink`], the reloader, signals, and
+//!   the HTTP API ([`api`], actix-web, on its own worker thread).
+
+pub mod api;
+pub mod builtin;
+pub mod config;
+pub mod counters;
+pub mod framing;
+pub mod ingest;
+pub mod reload;
+pub mod route;
+pub mod shard;
+pub mod sink;
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration as StdDuration, Instant};
+
+use actix::prelude::*;
+use anyhow::Context as _;
+use tokio::sync::{Semaphore, mpsc, watch};
+
+use crate::ingest::syslog::{SyslogParser, Year};
+use config::Config;
+use counters::{IngestCounters, SinkCounters};
+use reload::{Reloader, RuleSource, Trigger};
+use route::RoutePlan;
+use shard::{Batch, Shard};
+use sink::{AlertSink, Flush};
+
+/// Arguments of `cepheus run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Configuration file (TOML; `cepheus config default` prints one). Default: built-in
+    /// defaults (syslog on 127.0.0.1:5514, API on 127.0.0.1:9514).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `cepheus config ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Print the complete default configuration, every key commented.
+    Default,
+    /// Validate a configuration file; exit 0 when valid, 1 when not.
+    Check {
+        /// The file.
+        file: PathBuf,
+    },
+}
+
+/// Runs `cepheus config ...`.
+pub fn config_cmd(cmd: ConfigCommand) -> ExitCode {
+    match cmd {
+        ConfigCommand::Default => {
+            print!("{}", config::DEFAULT_CONFIG);
+            ExitCode::SUCCESS
+        }
+        ConfigCommand::Check { file } => match Config::load(&file) {
+            Ok(_) => {
+                eprintln!("{}: ok", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let tty = std::io::stderr().is_terminal();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(tty);
+    // On a terminal: the default human format; otherwise plain lines (journald adds its own
+    // time stamps, and colour codes would only be noise in a file).
+    let _ = if tty {
+        builder.try_init()
+    } else {
+        builder.with_target(false).try_init()
+    };
+}
+
+/// Runs `cepheus run`: exit 0 after a clean stop, 1 on bad rules/config, 2 on start-up errors.
+pub fn run(args: RunArgs) -> ExitCode {
+    init_tracing();
+    let cfg = match &args.config {
+        Some(p) => match Config::load(p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        None => Config::default(),
+    };
+    let source = RuleSource::from_paths(&cfg.rules.paths);
+    let rules = match source.load() {
+        Ok(Some(r)) => r,
+        Ok(None) => {
+            eprintln!("error: the rules have errors; not starting");
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(1);
+        }
+    };
+    match start(cfg, source, rules) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn bind_udp(addr: SocketAddr) -> anyhow::Result<std::net::UdpSocket> {
+    let s = std::net::UdpSocket::bind(addr).with_context(|| {
+        format!("syslog.udp: cannot bind {addr} (another syslog daemon? see docs: forward from rsyslog instead)")
+    })?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+fn bind_tcp(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
+    let s = std::net::TcpListener::bind(addr).with_context(|| {
+        format!("syslog.tcp: cannot bind {addr} (another syslog daemon? see docs: forward from rsyslog instead)")
+    })?;
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+fn start(
+    cfg: Config,
+    source: RuleSource,
+    rules: cepheus_core::rules::ir::RuleSet,
+) -> anyhow::Result<u8> {
+    std::fs::create_dir_all(&cfg.store.path)
+        .with_context(|| format!("store.path: cannot create {}", cfg.store.path.display()))?;
+    let udp: Vec<_> = cfg
+        .syslog
+        .udp
+        .iter()
+        .map(|a| bind_udp(*a))
+        .collect::<Result<_, _>>()?;
+    let tcp: Vec<_> = cfg
+        .syslog
+        .tcp
+        .iter()
+        .map(|a| bind_tcp(*a))
+        .collect::<Result<_, _>>()?;
+    let api_listener = std::net::TcpListener::bind(cfg.api.listen)
+        .with_context(|| format!("api.listen: cannot bind {}", cfg.api.listen))?;
+    let udp_addrs: Vec<SocketAddr> = udp.iter().filter_map(|s| s.local_addr().ok()).collect();
+    let zone = cfg
+        .zone()
+        .map_err(|e| anyhow::anyhow!("syslog.timezone: {e}"))?;
+    let n = cfg.shard_count();
+    let plan = Arc::new(RoutePlan::new(&rules, n));
+    let (plan_tx, plan_rx) = watch::channel(plan.clone());
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (reload_tx, reload_rx) = mpsc::channel::<Trigger>(16);
+    let _watcher = reload::watch(&source, reload_tx.clone())?;
+
+    let ingest_counters = Arc::new(IngestCounters::default());
+    let sink_counters = Arc::new(SinkCounters::default());
+    let shared = Arc::new(ingest::Shared::new(
+        SyslogParser::new(zone, Year::Resolve),
+        ingest_counters.clone(),
+        cfg.syslog.dedup_window.0,
+        cfg.syslog.dedup_capacity,
+        cfg.syslog.max_message_size,
+        cfg.syslog.tcp_idle_timeout.std(),
+    ));
+    let queue = (cfg.engine.queue_size / ingest::MAX_BATCH).max(2);
+    let tick = cfg.engine.tick.std();
+    let started = Instant::now();
+
+    let capture = match &cfg.capture {
+        Some(c) => {
+            let filter = crate::flow::filter::Filter::parse(&c.filter)
+                .map_err(|e| anyhow::anyhow!("capture.filter: {e}"))?;
+            let cap = crate::flow::live::LiveCapture::start(&c.interface, filter, 65536)
+                .map_err(|e| anyhow::anyhow!("capture.interface: {e}"))?;
+            tracing::info!(interface = %c.interface, "live capture started");
+            Some(cap)
+        }
+        None => None,
+    };
+
+    let system = actix::System::new();
+    let state = system.block_on(async move {
+        let sink = AlertSink::new(cfg.output.stdout, sink_counters.clone()).start();
+        let drained = Arc::new(AtomicUsize::new(0));
+        let mut arbiters = Vec::new();
+        let mut shards = Vec::new();
+        let mut txs: Vec<mpsc::Sender<Batch>> = Vec::new();
+        for s in 0..n {
+            let arb = Arbiter::new();
+            let (tx, rx) = mpsc::channel::<Batch>(queue);
+            let probe = tx.downgrade();
+            let share = plan.shard_rules(s).clone();
+            let sink = sink.clone();
+            let drained = drained.clone();
+            let addr = Shard::start_in_arbiter(&arb.handle(), move |_| {
+                Shard::new(s, &share, rx, probe, sink, tick, drained)
+            });
+            arbiters.push(arb);
+            shards.push(addr);
+            txs.push(tx);
+        }
+        let ingest_arbs: Vec<Arbiter> = (0..n).map(|_| Arbiter::new()).collect();
+        let handles: Vec<ArbiterHandle> = ingest_arbs.iter().map(|a| a.handle()).collect();
+        for (i, sock) in udp.into_iter().enumerate() {
+            let router = ingest::Router::new(shared.clone(), plan_rx.clone(), txs.clone());
+            let shutdown = shutdown_rx.clone();
+            handles[i % handles.len()].spawn(async move {
+                match tokio::net::UdpSocket::from_std(sock) {
+                    Ok(s) => ingest::udp_loop(s, router, shutdown).await,
+                    Err(e) => tracing::error!(error = %e, "udp socket setup failed"),
+                }
+            });
+        }
+        let slots = Arc::new(Semaphore::new(cfg.syslog.max_connections));
+        for l in tcp {
+            let listener = match tokio::net::TcpListener::from_std(l) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(error = %e, "tcp listener setup failed");
+                    continue;
+                }
+            };
+            let ing = ingest::TcpIngest {
+                shared: shared.clone(),
+                plan_rx: plan_rx.clone(),
+                txs: txs.clone(),
+                arbiters: handles.clone(),
+                slots: slots.clone(),
+            };
+            actix::spawn(ingest::tcp_accept_loop(listener, ing, shutdown_rx.clone()));
+        }
+        if let Some(cap) = capture {
+            let router = ingest::Router::new(shared.clone(), plan_rx.clone(), txs.clone());
+            let shutdown = shutdown_rx.clone();
+            std::thread::Builder::new()
+                .name("capture".into())
+                .spawn(move || ingest::capture_loop(cap, router, shutdown))
+                .context("starting the capture thread")?;
+        }
+        drop(txs);
+        let api_state = actix_web::web::Data::new(api::ApiState {
+            shards: shards.clone(),
+            ingest: ingest_counters.clone(),
+            sink: sink_counters.clone(),
+            udp: udp_addrs.clone(),
+            started,
+        });
+        let server = actix_web::HttpServer::new(move || {
+            actix_web::App::new()
+                .app_data(api_state.clone())
+                .configure(api::routes)
+        })
+        .workers(1)
+        .disable_signals()
+        .listen(api_listener)?
+        .run();
+        let server_handle = server.handle();
+        actix::spawn(async move {
+            if let Err(e) = server.await {
+                tracing::error!(error = %e, "api server stopped");
+            }
+        });
+        actix::spawn(
+            Reloader {
+                source,
+                plan_tx,
+                shards: shards.clone(),
+                counters: sink_counters.clone(),
+                debounce: StdDuration::from_millis(200),
+            }
+            .run(reload_rx),
+        );
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        let hup_tx = reload_tx;
+        actix::spawn(async move {
+            while hup.recv().await.is_some() {
+                let _ = hup_tx.try_send(Trigger::Hangup);
+            }
+        });
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+        actix::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: draining and stopping"),
+                _ = int.recv() => tracing::info!("SIGINT: draining and stopping"),
+            }
+            let _ = shutdown_tx.send(true);
+            let deadline = Instant::now() + StdDuration::from_secs(4);
+            while drained.load(Ordering::SeqCst) < n && Instant::now() < deadline {
+                tokio::time::sleep(StdDuration::from_millis(20)).await;
+            }
+            if drained.load(Ordering::SeqCst) < n {
+                tracing::warn!("shards did not drain in time; stopping anyway");
+            }
+            let _ = sink.send(Flush).await;
+            let _ = tokio::time::timeout(StdDuration::from_secs(1), server_handle.stop(true)).await;
+            for a in &arbiters {
+                a.stop();
+            }
+            for a in &ingest_arbs {
+                a.stop();
+            }
+            tracing::info!("stopped");
+            System::current().stop_with_code(0);
+        });
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+        tracing::info!(
+            udp = ?cfg.syslog.udp, tcp = ?cfg.syslog.tcp, api = %cfg.api.listen, shards = n,
+            rules = rules.rules.len(), "cepheus running"
+        );
+        anyhow::Ok(())
+    });
+    state?;
+    let code = system.run_with_code().context("actix system")?;
+    Ok(u8::try_from(code).unwrap_or(2))
+}

@@ -1,0 +1,464 @@
+//! `cepheus run` end to end: the real binary on ephemeral ports, fed by util-linux `logger`
+//! and by raw sockets; alerts read from its stdout, counters from its `/stats`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+/// A running agent; killed on drop (also when a test fails).
+struct Agent {
+    child: Child,
+    dir: PathBuf,
+    port: u16,
+    api: u16,
+    out: Arc<Mutex<Vec<Value>>>,
+    err: Arc<Mutex<String>>,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port free for both UDP and TCP on 127.0.0.1.
+fn free_port() -> u16 {
+    for _ in 0..100 {
+        let t = TcpListener::bind("127.0.0.1:0").unwrap();
+        let p = t.local_addr().unwrap().port();
+        if UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+    panic!("no free port");
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-{name}-{nanos}"));
+    std::fs::create_dir_all(d.join("rules")).unwrap();
+    d
+}
+
+impl Agent {
+    /// Starts the agent in `dir` (rules in `dir/rules`) with extra config lines.
+    fn start(dir: &Path, extra: &str) -> Agent {
+        let port = free_port();
+        let api = free_port();
+        let cfg = format!(
+            "[syslog]\nudp = [\"127.0.0.1:{port}\"]\ntcp = [\"127.0.0.1:{port}\"]\n\
+             max_message_size = 1024\ntcp_idle_timeout = \"2s\"\n\
+             [api]\nlisten = \"127.0.0.1:{api}\"\n[rules]\npaths = [\"rules\"]\n\
+             [store]\npath = \"data\"\n{extra}"
+        );
+        std::fs::write(dir.join("cepheus.toml"), cfg).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .args(["run", "--config", "cepheus.toml"])
+            .current_dir(dir)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let err = Arc::new(Mutex::new(String::new()));
+        let (so, se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+        let o = out.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(so).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    o.lock().unwrap().push(v);
+                }
+            }
+        });
+        let e = err.clone();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(se);
+            let mut buf = String::new();
+            while r.read_line(&mut buf).unwrap_or(0) > 0 {
+                e.lock().unwrap().push_str(&buf);
+                buf.clear();
+            }
+        });
+        let agent = Agent {
+            child,
+            dir: dir.to_path_buf(),
+            port,
+            api,
+            out,
+            err,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while http_get(api, "/health").is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "agent did not start: {}",
+                agent.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        agent
+    }
+
+    fn stderr(&self) -> String {
+        self.err.lock().unwrap().clone()
+    }
+
+    fn stats(&self) -> Value {
+        let body = http_get(self.api, "/stats").expect("/stats");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Waits for an alert matching `pred`; panics with what was seen after `secs`.
+    fn wait_alert(&self, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = self.out.lock().unwrap().iter().find(|v| pred(v)) {
+                return v.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no such alert; alerts: {:?}\nstderr: {}",
+                self.out.lock().unwrap(),
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn alerts(&self, pred: impl Fn(&Value) -> bool) -> usize {
+        self.out.lock().unwrap().iter().filter(|v| pred(v)).count()
+    }
+
+    /// Waits until `/stats` satisfies `pred`.
+    fn wait_stats(&self, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let s = self.stats();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "stats never matched: {s}\nstderr: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGTERM, and the exit status within 5 s.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "agent did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).ok()?;
+    if !resp.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+}
+
+fn logger_available() -> bool {
+    Command::new("logger")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `logger` to the agent; `proto` is `--udp` or `--tcp`, `format` `--rfc3164` or `--rfc5424`.
+fn logger(port: u16, proto: &str, format: &str, tag: &str, msg: &str) {
+    let st = Command::new("logger")
+        .args([
+            "--server",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            proto,
+            format,
+            "-t",
+            tag,
+            msg,
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success(), "logger failed");
+}
+
+fn ts(v: &Value) -> f64 {
+    let t = v["time"].as_str().unwrap();
+    let ts = cepheus_core::time::Timestamp::parse_rfc3339(t).unwrap();
+    ts.as_nanos() as f64 / 1e9
+}
+
+fn now_secs() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+const SSH_RULES: &str = include_str!("../../rules/ssh.toml");
+
+#[test]
+fn logger_heartbeat_absence_and_ssh_bruteforce() {
+    if !logger_available() {
+        eprintln!("SKIPPED: util-linux `logger` is not installed (apt-get install bsdutils)");
+        return;
+    }
+    let dir = scratch("logger");
+    std::fs::write(
+        dir.join("rules/hb.toml"),
+        r#"
+[[rule]]
+name = "hb-missing"
+severity = "critical"
+group_by = ["host"]
+events.hb = 'syslog and app == "heartbeat"'
+pattern = "absent(hb) for 2s"
+"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let mut agent = Agent::start(&dir, "");
+    let port = agent.port;
+
+    // A heartbeat over UDP (RFC 3164), then silence: the absence fires after 2 s ...
+    logger(port, "--udp", "--rfc3164", "heartbeat", "alive");
+    let fired = agent.wait_alert(10, |v| v["rule"] == "hb-missing" && v["state"] == "firing");
+    // ... and resolves when the heartbeat returns (over TCP, RFC 5424).
+    logger(port, "--tcp", "--rfc5424", "heartbeat", "alive again");
+    let resolved = agent.wait_alert(10, |v| {
+        v["rule"] == "hb-missing" && v["state"] == "resolved"
+    });
+    assert_eq!(fired["id"], resolved["id"]);
+    assert_eq!(fired["group"], resolved["group"]);
+
+    // Five failed passwords then a success from one address, as sshd writes them.
+    for i in 0..5 {
+        let msg = format!(
+            "Failed password for root from 203.0.113.9 port {} ssh2",
+            52100 + i
+        );
+        logger(port, "--tcp", "--rfc3164", "sshd", &msg);
+    }
+    logger(
+        port,
+        "--tcp",
+        "--rfc3164",
+        "sshd",
+        "Accepted password for alice from 203.0.113.9 port 52150 ssh2",
+    );
+    let a = agent.wait_alert(10, |v| v["rule"] == "ssh-bruteforce-then-success");
+    assert_eq!(a["group"]["src"], "203.0.113.9");
+    assert_eq!(a["state"], "firing");
+
+    let st = agent.terminate();
+    assert!(st.success(), "exit status {st:?}: {}", agent.stderr());
+}
+
+#[test]
+fn reload_keeps_armed_deadlines_and_survives_bad_files() {
+    let dir = scratch("reload");
+    // An expected host that never speaks: armed when monitoring begins, fires at start + 5 s.
+    std::fs::write(
+        dir.join("rules/hb.toml"),
+        r#"
+[[rule]]
+name = "hb-missing"
+severity = "critical"
+group_by = ["host"]
+expect = ["silent-host"]
+events.hb = 'syslog and app == "heartbeat"'
+pattern = "absent(hb) for 5s"
+"#,
+    )
+    .unwrap();
+    let marker = |app: &str| {
+        format!(
+            "[[rule]]\nname = \"marker\"\nseverity = \"info\"\nevents.m = 'syslog and app == \"{app}\"'\npattern = \"m\"\n"
+        )
+    };
+    std::fs::write(dir.join("rules/marker.toml"), marker("one")).unwrap();
+    let agent = Agent::start(&dir, "[engine]\nshards = 2\n");
+    let started = now_secs();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let send = |line: &str| {
+        udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    };
+
+    // Change the rule under the running agent: the watcher reloads it.
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::write(dir.join("rules/marker.toml"), marker("two")).unwrap();
+    agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
+    let reloaded = now_secs();
+    send("<13>1 2026-11-30T10:00:00Z h1 two - - - after reload");
+    agent.wait_alert(10, |v| v["rule"] == "marker" && v["state"] == "firing");
+
+    // The unchanged absence rule kept its armed deadline: it fires at start + 5 s, not at
+    // reload + 5 s.
+    let a = agent.wait_alert(15, |v| {
+        v["rule"] == "hb-missing" && v["group"]["host"] == "silent-host"
+    });
+    let t = ts(&a);
+    assert!(
+        t < reloaded + 4.0,
+        "fired at {t}, started {started}, reloaded {reloaded}: the deadline was re-armed"
+    );
+    assert!(
+        t >= started + 3.0,
+        "fired too early: {t} vs start {started}"
+    );
+
+    // Break the file: the error is reported and the old rule keeps alerting.
+    std::fs::write(
+        dir.join("rules/marker.toml"),
+        "[[rule]]\nname = \"marker\"\npattern = \"m(\"\n",
+    )
+    .unwrap();
+    agent.wait_stats(10, |s| s["sink"]["reloads_failed"].as_u64() >= Some(1));
+    assert!(agent.stderr().contains("marker.toml"), "{}", agent.stderr());
+    assert!(
+        agent.stderr().contains("old rules keep running"),
+        "{}",
+        agent.stderr()
+    );
+    send("<13>1 2026-11-30T10:00:01Z h1 two - - - still there");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while agent.alerts(|v| v["rule"] == "marker") < 2 {
+        assert!(Instant::now() < deadline, "old rule stopped alerting");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = agent.dir.clone();
+}
+
+#[test]
+fn duplicates_are_dropped_and_ungrouped_rules_spread() {
+    let dir = scratch("dedup");
+    let mut text = String::new();
+    for i in 0..20 {
+        text.push_str(&format!(
+            "[[rule]]\nname = \"r{i}\"\nseverity = \"low\"\nevents.e = 'syslog and app == \"app{i}\"'\npattern = \"e\"\n\n"
+        ));
+    }
+    std::fs::write(dir.join("rules/many.toml"), text).unwrap();
+    let agent = Agent::start(&dir, "[engine]\nshards = 2\n");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let line = b"<13>1 2026-11-30T10:00:00Z relay app3 - - - relayed twice";
+    udp.send_to(line, ("127.0.0.1", agent.port)).unwrap();
+    udp.send_to(line, ("127.0.0.1", agent.port)).unwrap();
+    for i in 0..20 {
+        let l = format!("<13>1 2026-11-30T10:00:00Z h app{i} - - - hello {i}");
+        udp.send_to(l.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    }
+    let s = agent.wait_stats(10, |s| s["ingest"]["udp_datagrams"].as_u64() >= Some(22));
+    assert_eq!(s["ingest"]["duplicates"], 1, "{s}");
+    agent.wait_alert(10, |v| v["rule"] == "r3");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while agent.alerts(|v| v["rule"] == "r3") < 2 || agent.alerts(|_| true) < 21 {
+        assert!(Instant::now() < deadline, "alerts missing");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        agent.alerts(|v| v["rule"] == "r3"),
+        2,
+        "the duplicate alerted"
+    );
+    let s = agent.stats();
+    let shards = s["shards"].as_array().unwrap();
+    assert_eq!(shards.len(), 2);
+    let counts: Vec<usize> = shards
+        .iter()
+        .map(|sh| sh["rules"].as_array().unwrap().len())
+        .collect();
+    assert!(counts.iter().all(|&c| c > 0), "rules per shard: {counts:?}");
+    assert_eq!(counts.iter().sum::<usize>(), 20);
+    assert!(
+        shards.iter().all(|sh| sh["events"].as_u64() > Some(0)),
+        "{s}"
+    );
+}
+
+#[test]
+fn bad_input_is_counted_and_good_lines_still_alert() {
+    let dir = scratch("bad");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let mut agent = Agent::start(&dir, "");
+    let fail = |i: u32| {
+        format!(
+            "<38>Nov 30 10:00:0{i} gw sshd[1]: Failed password for root from 198.51.100.7 port {} ssh2\n",
+            40000 + i
+        )
+    };
+    let mut c = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    c.write_all(fail(0).as_bytes()).unwrap();
+    c.write_all(b"complete and utter gobbledegook\n").unwrap();
+    c.write_all(&[0xde, 0xad, 0xbe, 0xef, 0x00]).unwrap();
+    c.write_all(&vec![b'A'; 5000]).unwrap();
+    c.write_all(b"\n").unwrap();
+    c.write_all(fail(1).as_bytes()).unwrap();
+    // Octet counting, including an oversized frame that is skipped by its length.
+    let f2 = fail(2);
+    write!(c, "{} {}", f2.len(), f2).unwrap();
+    write!(c, "2000 {}", "B".repeat(2000)).unwrap();
+    c.write_all(fail(3).as_bytes()).unwrap();
+    drop(c);
+    // A half-closed connection: a partial last frame, then FIN.
+    let mut h = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    h.write_all(fail(4).trim_end().as_bytes()).unwrap();
+    h.shutdown(Shutdown::Write).unwrap();
+    // A connection that goes silent mid-frame: closed by the idle timeout.
+    let mut idle = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    idle.write_all(b"<13>never finished").unwrap();
+    // UDP: garbage and an oversized datagram.
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(&[0u8, 1, 2, 3, 0xff], ("127.0.0.1", agent.port))
+        .unwrap();
+    udp.send_to(&vec![b'x'; 1500], ("127.0.0.1", agent.port))
+        .unwrap();
+    let a = agent.wait_alert(10, |v| v["rule"] == "ssh-bruteforce");
+    assert_eq!(a["group"]["src"], "198.51.100.7");
+    let s = agent.wait_stats(10, |s| s["ingest"]["tcp_idle_closed"].as_u64() >= Some(1));
+    let ing = &s["ingest"];
+    assert!(ing["malformed"].as_u64() >= Some(2), "{s}");
+    assert!(ing["oversized"].as_u64() >= Some(3), "{s}");
+    assert_eq!(ing["parsed"].as_u64(), Some(5), "{s}");
+    assert!(agent.stderr().contains("malformed"), "{}", agent.stderr());
+    drop(idle);
+    let st = agent.terminate();
+    assert!(st.success(), "{st:?}");
+}
