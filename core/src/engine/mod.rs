@@ -38,6 +38,60 @@ pub struct EngineConfig {
     /// meaning run on one state). `false` is the unshared baseline (`--no-share`); both give
     /// the same alerts.
     pub share: bool,
+    /// The share of the (rule, group) space this engine owns, when several engines (CEP shards)
+    /// split the work; `None`: all of it.
+    pub partition: Option<Partition>,
+}
+
+/// One of `count` engines that split the (rule, group) space: a group of a rule with
+/// `group_by` belongs to engine `stable_hash(key) % count`, an ungrouped rule to
+/// `stable_hash(its meaning) % count` (so ungrouped rules spread over the engines, and rules
+/// that share state land together).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// This engine's number, `0..count`.
+    pub index: u32,
+    /// How many engines split the work.
+    pub count: u32,
+}
+
+impl Partition {
+    /// The engine (of `count`) that owns `key` of `rule`.
+    pub fn owner(rule: &Rule, canonical: &str, key: &[Value], count: u32) -> u32 {
+        let h = if rule.group_by.is_empty() {
+            stable_hash_bytes(canonical.as_bytes())
+        } else {
+            stable_hash(key)
+        };
+        (h % u64::from(count.max(1))) as u32
+    }
+}
+
+/// A hash of group key values that is the same on every run, build and machine (FNV-1a over a
+/// tagged encoding): shard ownership and checkpoints may rely on it.
+pub fn stable_hash(key: &[Value]) -> u64 {
+    let mut h = FNV_OFFSET;
+    for v in key {
+        let s = v.to_string();
+        h = fnv(h, &[v.ty() as u8]);
+        h = fnv(h, &(s.len() as u64).to_le_bytes());
+        h = fnv(h, s.as_bytes());
+    }
+    h
+}
+
+fn stable_hash_bytes(b: &[u8]) -> u64 {
+    fnv(FNV_OFFSET, b)
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 impl Default for EngineConfig {
@@ -46,6 +100,7 @@ impl Default for EngineConfig {
             max_groups: 1_000_000,
             max_partial_matches: 1_000,
             share: true,
+            partition: None,
         }
     }
 }
@@ -402,11 +457,49 @@ impl Engine {
         self.rts[ri].monitor_start = Some(start);
         let expect = self.rts[ri].rule.expect.clone();
         for key in expect {
+            if !self.owns(ri, &key) {
+                continue;
+            }
             let key = GroupKey::new(&key);
             if let Some(slot) = self.slot_for(ri, &key, true, start) {
                 self.arm(ri, slot);
             }
         }
+    }
+
+    /// Whether this engine owns `key` of rule state `ri` (always, without a partition).
+    fn owns(&self, ri: usize, key: &[Value]) -> bool {
+        match self.cfg.partition {
+            None => true,
+            Some(p) => {
+                let rt = &self.rts[ri];
+                Partition::owner(&rt.rule, &rt.canonical, key, p.count) == p.index
+            }
+        }
+    }
+
+    /// The engines (of `count`) that own some group this event concerns, in ascending order:
+    /// a router sends the event to each of them (the same evaluation as [`Engine::push`]).
+    pub fn owners(&mut self, ev: &Event, count: u32, out: &mut Vec<u32>) {
+        let ev = Arc::new(ev.clone());
+        let mut hits = std::mem::take(&mut self.hits);
+        hits.clear();
+        self.evaluate(&ev, &mut hits);
+        let start = out.len();
+        for h in &hits {
+            let rt = &self.rts[h.rule as usize];
+            out.push(Partition::owner(&rt.rule, &rt.canonical, &h.key, count));
+        }
+        out[start..].sort_unstable();
+        let mut seen = start;
+        for i in start..out.len() {
+            if i == start || out[i] != out[seen - 1] {
+                out[seen] = out[i];
+                seen += 1;
+            }
+        }
+        out.truncate(seen);
+        self.hits = hits;
     }
 
     fn ctx(&self, ri: usize) -> RuleCtx<'_> {
@@ -793,6 +886,10 @@ impl Engine {
                     self.counters.keyless += 1;
                     continue;
                 };
+                if !self.owns(rt as usize, &key) {
+                    // Another engine (shard) owns this group.
+                    continue;
+                }
                 let ev_arc = if caps.is_empty() {
                     ev.clone()
                 } else {
