@@ -61,10 +61,8 @@ counters!(
         parsed,
         /// Events that no rule wants (not sent to any shard).
         unmatched,
-        /// Deliveries to shards ((event, rule) pairs).
+        /// Deliveries to shards (an event counts once per shard it goes to).
         routed,
-        /// Events whose definitions of one rule gave keys owned by different shards.
-        split_keys,
         /// Deliveries dropped because a shard's queue was full (UDP; TCP waits instead).
         queue_full,
         /// Socket read errors.

@@ -20,8 +20,8 @@ use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::counters::{IngestCounters, Limits, bump};
 use super::framing::{Frame, Framer};
-use super::route::{Dedup, RoutePlan, Target};
-use super::shard::{Batch, Routed};
+use super::route::{Dedup, RoutePlan};
+use super::shard::Batch;
 use crate::flow::live::wall_clock;
 use crate::ingest::Malformed;
 use crate::ingest::syslog::SyslogParser;
@@ -90,8 +90,9 @@ pub struct Router {
     plan: Arc<RoutePlan>,
     txs: Vec<mpsc::Sender<Batch>>,
     pending: Vec<Batch>,
-    targets: Vec<Target>,
-    cands: Vec<u32>,
+    /// Stateless engine that computes which shards an event concerns (rebuilt on reload).
+    engine: Option<cepheus_core::engine::Engine>,
+    owners: Vec<u32>,
 }
 
 impl Router {
@@ -105,11 +106,11 @@ impl Router {
         Router {
             shared,
             plan_rx,
+            engine: plan.router(),
             plan,
             pending: txs.iter().map(|_| Vec::new()).collect(),
             txs,
-            targets: Vec::new(),
-            cands: Vec::new(),
+            owners: Vec::new(),
         }
     }
 
@@ -134,22 +135,7 @@ impl Router {
             }
         };
         bump(&sh.counters.parsed, 1);
-        self.targets.clear();
-        if self.plan.route(&ev, &mut self.cands, &mut self.targets) {
-            bump(&sh.counters.split_keys, 1);
-        }
-        if self.targets.is_empty() {
-            bump(&sh.counters.unmatched, 1);
-            return;
-        }
-        bump(&sh.counters.routed, self.targets.len() as u64);
-        let ev = Arc::new(ev);
-        for t in &self.targets {
-            self.pending[t.shard].push(Routed {
-                rule: self.plan.rule_name(t.rule).clone(),
-                ev: ev.clone(),
-            });
-        }
+        self.route(ev);
     }
 
     /// An event made elsewhere (a flow from the live capture): routed as is.
@@ -157,22 +143,7 @@ impl Router {
         self.refresh_plan();
         let sh = &*self.shared;
         bump(&sh.counters.parsed, 1);
-        self.targets.clear();
-        if self.plan.route(&ev, &mut self.cands, &mut self.targets) {
-            bump(&sh.counters.split_keys, 1);
-        }
-        if self.targets.is_empty() {
-            bump(&sh.counters.unmatched, 1);
-            return;
-        }
-        bump(&sh.counters.routed, self.targets.len() as u64);
-        let ev = Arc::new(ev);
-        for t in &self.targets {
-            self.pending[t.shard].push(Routed {
-                rule: self.plan.rule_name(t.rule).clone(),
-                ev: ev.clone(),
-            });
-        }
+        self.route(ev);
     }
 
     /// [`Router::flush`] from a plain thread (the capture thread): waits for room.
@@ -209,6 +180,27 @@ impl Router {
     fn refresh_plan(&mut self) {
         if self.plan_rx.has_changed().unwrap_or(false) {
             self.plan = self.plan_rx.borrow_and_update().clone();
+            self.engine = self.plan.router();
+        }
+    }
+
+    /// Sends a parsed event to every shard that owns a group it concerns.
+    fn route(&mut self, ev: cepheus_core::event::Event) {
+        let sh = &*self.shared;
+        self.owners.clear();
+        if let Some(engine) = &mut self.engine {
+            engine.owners(&ev, self.plan.shards() as u32, &mut self.owners);
+        }
+        if self.owners.is_empty() {
+            bump(&sh.counters.unmatched, 1);
+            return;
+        }
+        bump(&sh.counters.routed, self.owners.len() as u64);
+        let ev = Arc::new(ev);
+        for &s in &self.owners {
+            if let Some(batch) = self.pending.get_mut(s as usize) {
+                batch.push(ev.clone());
+            }
         }
     }
 

@@ -215,11 +215,11 @@ fn start(
             let arb = Arbiter::new();
             let (tx, rx) = mpsc::channel::<Batch>(queue);
             let probe = tx.downgrade();
-            let share = plan.shard_rules(s).clone();
+            let share = plan.rules().clone();
             let sink = sink.clone();
             let drained = drained.clone();
             let addr = Shard::start_in_arbiter(&arb.handle(), move |_| {
-                Shard::new(s, &share, rx, probe, sink, tick, drained)
+                Shard::new(s, n, &share, rx, probe, sink, tick, drained)
             });
             arbiters.push(arb);
             shards.push(addr);

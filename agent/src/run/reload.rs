@@ -156,7 +156,7 @@ impl Reloader {
         let shards = self.shards.len();
         let plan = RoutePlan::new(&rules, shards);
         for (i, s) in self.shards.iter().enumerate() {
-            if let Err(e) = s.send(Reload(plan.shard_rules(i).clone())).await {
+            if let Err(e) = s.send(Reload(plan.rules().clone())).await {
                 tracing::error!(shard = i, error = %e, "shard did not take the new rules");
             }
         }

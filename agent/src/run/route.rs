@@ -6,108 +6,41 @@
 //! # Ownership
 //!
 //! - A rule **with** `group_by`: the group `(rule, key)` is owned by shard
-//!   `hash(key) % shards`. The key is computed exactly as the engine does: the rule set's
-//!   predicate index ([`Filter`]) finds the definitions the event satisfies, and each
-//!   definition's `group_fields` are looked up in the event and the condition's captures.
-//!   Hashing the key alone (not the rule) sends an event that several rules group the same way
-//!   to a single shard. `expect`ed keys are split the same way, so each expected group is armed
-//!   on exactly one shard.
-//! - A rule **without** `group_by` is one serial group: it is owned by shard
-//!   `hash(rule name) % shards` (stable across reloads that add or remove other rules), so
-//!   ungrouped rules spread over the shards as the patent balances CEP operators over workers.
+//!   `stable_hash(key) % shards` (core's [`Partition`]). The key is computed exactly as the
+//!   engine does, by a stateless routing engine ([`Engine::owners`]). Hashing the key alone
+//!   (not the rule) sends an event that several rules group the same way to a single shard.
+//!   `expect`ed keys are split the same way, so each expected group is armed on one shard.
+//! - A rule **without** `group_by` is one serial group, owned by the shard its meaning hashes
+//!   to, so ungrouped rules spread over the shards as the patent balances CEP operators over
+//!   workers (and rules that share state land together).
 //!
-//! Each shard runs one engine per rule it owns a part of (see `shard.rs`), and only receives
-//! an event for the rules whose group it owns, so no (rule, group) is ever evaluated twice.
+//! Each shard runs one engine over all the rules with its [`Partition`] (see `shard.rs`): it
+//! receives an event once if it owns any group the event concerns, and its engine ignores the
+//! groups it does not own, so each (rule, group) lives on exactly one shard.
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
-use std::sync::Arc;
 
-use cepheus_core::engine::filter::Filter;
-use cepheus_core::event::{Event, Value};
-use cepheus_core::rules::ir::{Captures, Rule, RuleSet, lookup};
+use cepheus_core::engine::{Engine, EngineConfig, Partition};
+use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::{Duration, Timestamp};
 
-/// A fixed-key hasher: ownership must not change between runs of the same binary.
-#[derive(Clone, Copy, Debug, Default)]
-struct FixedState;
-
-impl BuildHasher for FixedState {
-    type Hasher = std::hash::DefaultHasher;
-    fn build_hasher(&self) -> Self::Hasher {
-        std::hash::DefaultHasher::new()
-    }
-}
-
-/// The shard that owns a group key (a rule with `group_by`).
-pub fn key_shard(key: &[Value], shards: usize) -> usize {
-    (FixedState.hash_one(key) % shards.max(1) as u64) as usize
-}
-
-/// The shard that owns a rule without `group_by`.
-pub fn rule_shard(name: &str, shards: usize) -> usize {
-    (FixedState.hash_one(name) % shards.max(1) as u64) as usize
-}
-
-/// One delivery: this event, for this rule, to the shard that owns its group.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Target {
-    /// The shard.
-    pub shard: usize,
-    /// The rule's index in the plan's rule set.
-    pub rule: u32,
-}
-
-/// The routing table of one rule set over a number of shards.
+/// The routing table of one rule set over a number of shards: which shard owns which
+/// (rule, group) is [`Partition::owner`] in core, the same function the shards' engines use.
+#[derive(Debug)]
 pub struct RoutePlan {
     rules: RuleSet,
-    names: Vec<Arc<str>>,
-    filter: Filter,
     shards: usize,
-    /// For each shard, the rules it runs (grouped rules with their `expect` narrowed to the
-    /// keys it owns; ungrouped rules on their owner only).
-    per_shard: Vec<RuleSet>,
-}
-
-impl std::fmt::Debug for RoutePlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RoutePlan")
-            .field("rules", &self.names)
-            .field("shards", &self.shards)
-            .finish()
-    }
 }
 
 impl RoutePlan {
     /// The plan for `rules` over `shards` shards.
     pub fn new(rules: &RuleSet, shards: usize) -> RoutePlan {
-        let shards = shards.max(1);
-        let mut per_shard = vec![RuleSet::default(); shards];
-        for rule in &rules.rules {
-            if rule.group_by.is_empty() {
-                per_shard[rule_shard(&rule.name, shards)]
-                    .rules
-                    .push(rule.clone());
-                continue;
-            }
-            for (s, set) in per_shard.iter_mut().enumerate() {
-                let mut r: Rule = (**rule).clone();
-                r.expect.retain(|k| key_shard(k, shards) == s);
-                set.rules.push(Arc::new(r));
-            }
-        }
         RoutePlan {
-            names: rules
-                .rules
-                .iter()
-                .map(|r| Arc::from(r.name.as_str()))
-                .collect(),
-            filter: Filter::new(rules, true),
             rules: rules.clone(),
-            shards,
-            per_shard,
+            shards: shards.max(1),
         }
     }
 
@@ -116,75 +49,46 @@ impl RoutePlan {
         self.shards
     }
 
-    /// The rules shard `s` runs.
-    pub fn shard_rules(&self, s: usize) -> &RuleSet {
-        &self.per_shard[s.min(self.shards - 1)]
+    /// The rules (every shard runs all of them, each on its own share of the groups).
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
     }
 
-    /// The name of rule `i`.
-    pub fn rule_name(&self, i: u32) -> &Arc<str> {
-        &self.names[i as usize]
+    /// A routing engine for this plan: it evaluates conditions and forms group keys exactly as
+    /// the shards do, and holds no state. Each ingest task builds its own (routing needs
+    /// scratch space).
+    pub fn router(&self) -> Option<Engine> {
+        match Engine::new(&self.rules, EngineConfig::default()) {
+            Ok(e) => Some(e),
+            Err(err) => {
+                tracing::error!(error = %err, "cannot build the routing engine");
+                None
+            }
+        }
     }
 
-    /// Appends where `ev` must go (sorted, without repeats) to `out`; returns `true` when some
-    /// rule's definitions gave the event keys owned by different shards (see ARCHITECTURE.md:
-    /// each of those shards then sees the event for that rule).
-    pub fn route(&self, ev: &Event, cands: &mut Vec<u32>, out: &mut Vec<Target>) -> bool {
-        let start = out.len();
-        cands.clear();
-        self.filter.candidates(ev, cands);
-        let mut caps = Captures::new();
-        let mut key: Vec<Value> = Vec::new();
-        for &ci in cands.iter() {
-            caps.clear();
-            if !self.filter.eval(ci, ev, &mut caps) {
-                continue;
-            }
-            for &(rule_idx, def_idx) in &self.filter.preds[ci as usize].consumers {
-                let rule = &self.rules.rules[rule_idx as usize];
-                let shard = if rule.group_by.is_empty() {
-                    rule_shard(&rule.name, self.shards)
-                } else {
-                    let def = &rule.events[def_idx as usize];
-                    key.clear();
-                    let mut complete = true;
-                    for f in &def.group_fields {
-                        match lookup(ev, &caps, f) {
-                            Some(v) => key.push(v.get().clone()),
-                            None => {
-                                complete = false;
-                                break;
-                            }
-                        }
-                    }
-                    if !complete {
-                        // The engine counts it as keyless; no shard needs it.
-                        continue;
-                    }
-                    key_shard(&key, self.shards)
-                };
-                out.push(Target {
-                    shard,
-                    rule: rule_idx,
-                });
-            }
+    /// The engine configuration of shard `s`: it owns its share of every rule's groups.
+    pub fn shard_config(&self, s: usize) -> EngineConfig {
+        EngineConfig {
+            partition: Some(Partition {
+                index: s as u32,
+                count: self.shards as u32,
+            }),
+            ..EngineConfig::default()
         }
-        let tail = &mut out[start..];
-        tail.sort_unstable();
-        let mut w = start;
-        let mut split = false;
-        for r in start..out.len() {
-            if r > start && out[r] == out[w - 1] {
-                continue;
-            }
-            if w > start && out[w - 1].rule == out[r].rule {
-                split = true;
-            }
-            out[w] = out[r];
-            w += 1;
-        }
-        out.truncate(w);
-        split
+    }
+
+    /// The rules shard `s` runs a part of: every grouped rule, and the ungrouped rules it owns.
+    pub fn shard_rule_names(&self, s: usize) -> Vec<String> {
+        self.rules
+            .rules
+            .iter()
+            .filter(|r| {
+                !r.group_by.is_empty()
+                    || Partition::owner(r, &r.canonical(), &[], self.shards as u32) == s as u32
+            })
+            .map(|r| r.name.clone())
+            .collect()
     }
 }
 
@@ -200,6 +104,8 @@ pub struct Dedup {
     capacity: usize,
     ring: VecDeque<(u64, Timestamp)>,
     counts: HashMap<u64, u32>,
+    /// Per-process random keys: a sender cannot craft messages that collide with others'.
+    state: std::collections::hash_map::RandomState,
 }
 
 impl Dedup {
@@ -210,6 +116,7 @@ impl Dedup {
             capacity: capacity.max(1),
             ring: VecDeque::new(),
             counts: HashMap::new(),
+            state: std::collections::hash_map::RandomState::new(),
         }
     }
 
@@ -247,7 +154,7 @@ impl Dedup {
                 }
             }
         }
-        let mut hasher = FixedState.build_hasher();
+        let mut hasher = self.state.build_hasher();
         peer.hash(&mut hasher);
         bytes.hash(&mut hasher);
         let h = hasher.finish();
@@ -259,6 +166,7 @@ impl Dedup {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use cepheus_core::rules::compile_str;
@@ -268,7 +176,7 @@ mod tests {
         c.rules.unwrap_or_else(|| panic!("{:?}", c.diagnostics))
     }
 
-    fn syslog(app: &str, host: &str, msg: &str) -> Event {
+    fn syslog(app: &str, host: &str, msg: &str) -> cepheus_core::event::Event {
         let p = crate::ingest::syslog::SyslogParser::default();
         let line = format!("<13>1 2026-11-30T10:00:00Z {host} {app} - - - {msg}");
         p.parse(line.as_bytes(), Timestamp::from_secs(1), None)
@@ -295,34 +203,43 @@ pattern = "hb{3,} within 1m"
     fn each_group_has_one_owner_and_expect_is_split() {
         let set = rules(TWO);
         let plan = RoutePlan::new(&set, 3);
-        let expected: usize = (0..3)
-            .map(|s| plan.shard_rules(s).rules[0].expect.len())
-            .sum();
-        assert_eq!(expected, 6);
-        // The ungrouped rule runs on exactly one shard.
+        let mut out = Vec::new();
+        let mut armed = 0;
+        for s in 0..3 {
+            let mut e = Engine::new(plan.rules(), plan.shard_config(s)).unwrap();
+            e.advance_to(Timestamp::from_secs(1), &mut out);
+            armed += e.stats()[0].groups;
+        }
+        assert_eq!(armed, 6, "each expected host is armed on exactly one shard");
+        // The ungrouped rule is listed on exactly one shard.
         let owners = (0..3)
             .filter(|&s| {
-                plan.shard_rules(s)
-                    .rules
+                plan.shard_rule_names(s)
                     .iter()
-                    .any(|r| r.name == "any-heartbeat")
+                    .any(|n| n == "any-heartbeat")
             })
             .count();
         assert_eq!(owners, 1);
-        let mut cands = Vec::new();
+        let mut router = plan.router().unwrap();
+        let any = &set.rules[1];
         for host in ["a", "b", "c", "zz"] {
-            let mut out = Vec::new();
-            let split = plan.route(&syslog("heartbeat", host, "x"), &mut cands, &mut out);
-            assert!(!split);
-            assert_eq!(out.len(), 2, "{out:?}");
-            let hb = out.iter().find(|t| t.rule == 0).map(|t| t.shard);
-            assert_eq!(hb, Some(key_shard(&[Value::str(host)], 3)));
-            let any = out.iter().find(|t| t.rule == 1).map(|t| t.shard);
-            assert_eq!(any, Some(rule_shard("any-heartbeat", 3)));
+            let mut shards = Vec::new();
+            router.owners(&syslog("heartbeat", host, "x"), 3, &mut shards);
+            let key_owner = Partition::owner(
+                &set.rules[0],
+                &set.rules[0].canonical(),
+                &[cepheus_core::event::Value::str(host)],
+                3,
+            );
+            let rule_owner = Partition::owner(any, &any.canonical(), &[], 3);
+            let mut want = vec![key_owner, rule_owner];
+            want.sort_unstable();
+            want.dedup();
+            assert_eq!(shards, want, "{host}");
         }
-        let mut out = Vec::new();
-        plan.route(&syslog("sshd", "a", "x"), &mut cands, &mut out);
-        assert!(out.is_empty());
+        let mut shards = Vec::new();
+        router.owners(&syslog("sshd", "a", "x"), 3, &mut shards);
+        assert!(shards.is_empty());
     }
 
     #[test]
@@ -334,12 +251,9 @@ pattern = "hb{3,} within 1m"
             ));
         }
         let plan = RoutePlan::new(&rules(&text), 2);
-        assert!(!plan.shard_rules(0).rules.is_empty());
-        assert!(!plan.shard_rules(1).rules.is_empty());
-        assert_eq!(
-            plan.shard_rules(0).rules.len() + plan.shard_rules(1).rules.len(),
-            20
-        );
+        let (a, b) = (plan.shard_rule_names(0), plan.shard_rule_names(1));
+        assert!(!a.is_empty() && !b.is_empty(), "{a:?} {b:?}");
+        assert_eq!(a.len() + b.len(), 20);
     }
 
     #[test]

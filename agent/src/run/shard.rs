@@ -5,11 +5,10 @@
 //! bounded mailbox. An interval moves every engine's clock to the wall clock, which fires
 //! absences. Alerts go to the alert sink.
 //!
-//! A shard runs one [`Engine`] per rule it owns a part of: an event reaches the engine of
-//! exactly the rules whose group (for that event) this shard owns, so no rule evaluates an
-//! event for a group another shard owns (see `route.rs`).
+//! A shard runs one [`Engine`] over all the rules, configured with its partition of the
+//! (rule, group) space: it receives the events that concern a group it owns and ignores the
+//! groups it does not own (see `route.rs`), and work is shared between its rules.
 
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,27 +16,17 @@ use std::task::{Context as TaskContext, Poll};
 
 use actix::prelude::*;
 use cepheus_core::alert::Alert;
-use cepheus_core::engine::{Engine, EngineConfig, RuleStats};
+use cepheus_core::engine::{Engine, RuleStats};
 use cepheus_core::event::Event;
-use cepheus_core::rules::ir::{Rule, RuleSet};
-use cepheus_core::time::Timestamp;
+use cepheus_core::rules::ir::RuleSet;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
 use super::sink::{AlertSink, Alerts};
 use crate::flow::live::wall_clock;
 
-/// One delivery: an event for one rule.
-#[derive(Debug)]
-pub struct Routed {
-    /// The rule's name.
-    pub rule: Arc<str>,
-    /// The event (shared when it goes to several rules).
-    pub ev: Arc<Event>,
-}
-
-/// A batch of deliveries to one shard, in arrival order.
-pub type Batch = Vec<Routed>;
+/// A batch of events for one shard, in arrival order (shared when several shards get one).
+pub type Batch = Vec<Arc<Event>>;
 
 /// A bounded channel's receiving end as a `Stream` (for `ctx.add_stream`).
 pub struct RxStream<T>(pub mpsc::Receiver<T>);
@@ -49,7 +38,7 @@ impl<T> futures_core::Stream for RxStream<T> {
     }
 }
 
-/// Swap in a new share of the rules (engines of unchanged rules keep their state).
+/// Swap in a new rule set (unchanged rules keep their state).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Reload(pub RuleSet);
@@ -68,10 +57,8 @@ pub struct ShardStats {
     pub rules: Vec<String>,
     /// Batches received.
     pub batches: u64,
-    /// Deliveries received ((event, rule) pairs).
+    /// Events received.
     pub events: u64,
-    /// Deliveries for a rule the shard does not run (during a reload).
-    pub unknown_rule: u64,
     /// Deliveries waiting in the shard's queue.
     pub queued_batches: usize,
     /// Per-rule stats of its engines.
@@ -83,17 +70,11 @@ pub struct ShardStats {
     pub keyless: u64,
 }
 
-struct RuleEngine {
-    name: Arc<str>,
-    canonical: String,
-    engine: Engine,
-}
-
 /// The CEP shard actor.
 pub struct Shard {
     id: usize,
-    engines: Vec<RuleEngine>,
-    by_name: HashMap<Arc<str>, usize>,
+    count: usize,
+    engine: Option<Engine>,
     sink: Addr<AlertSink>,
     tick: std::time::Duration,
     out: Vec<Alert>,
@@ -104,28 +85,12 @@ pub struct Shard {
     drained: Arc<AtomicUsize>,
 }
 
-fn build(rule: &Arc<Rule>, now: Timestamp) -> Option<Engine> {
-    let set = RuleSet {
-        rules: vec![rule.clone()],
-    };
-    match Engine::new(&set, EngineConfig::default()) {
-        Ok(mut e) => {
-            let mut out = Vec::new();
-            e.advance_to(now, &mut out);
-            Some(e)
-        }
-        Err(err) => {
-            tracing::error!(rule = %rule.name, error = %err, "cannot build the rule's engine");
-            None
-        }
-    }
-}
-
 impl Shard {
     /// A shard running `rules`, reading batches from `rx`, sending alerts to `sink`; it bumps
     /// `drained` once its queue has ended (shutdown).
     pub fn new(
         id: usize,
+        count: usize,
         rules: &RuleSet,
         rx: mpsc::Receiver<Batch>,
         probe: mpsc::WeakSender<Batch>,
@@ -135,8 +100,8 @@ impl Shard {
     ) -> Shard {
         let mut s = Shard {
             id,
-            engines: Vec::new(),
-            by_name: HashMap::new(),
+            count,
+            engine: None,
             sink,
             tick,
             out: Vec::new(),
@@ -153,56 +118,35 @@ impl Shard {
     }
 
     fn install(&mut self, rules: &RuleSet) {
-        let now = wall_clock();
-        let mut old: Vec<Option<RuleEngine>> = std::mem::take(&mut self.engines)
-            .into_iter()
-            .map(Some)
-            .collect();
-        let mut engines = Vec::with_capacity(rules.rules.len());
-        for rule in &rules.rules {
-            let canonical = rule.canonical();
-            let set = RuleSet {
-                rules: vec![rule.clone()],
-            };
-            let reuse = old
-                .iter()
-                .position(|o| o.as_ref().is_some_and(|o| *o.name == *rule.name))
-                .or_else(|| {
-                    old.iter()
-                        .position(|o| o.as_ref().is_some_and(|o| o.canonical == canonical))
-                })
-                .and_then(|i| old[i].take());
-            let engine = match reuse {
-                Some(mut re) => match re.engine.reload(&set) {
-                    Ok(()) => Some(re.engine),
-                    Err(err) => {
-                        tracing::error!(rule = %rule.name, error = %err, "reload failed; rule restarted");
-                        build(rule, now)
-                    }
-                },
-                None => build(rule, now),
-            };
-            if let Some(engine) = engine {
-                engines.push(RuleEngine {
-                    name: Arc::from(rule.name.as_str()),
-                    canonical,
-                    engine,
-                });
+        let plan = super::route::RoutePlan::new(rules, self.count);
+        if let Some(engine) = &mut self.engine {
+            match engine.reload(rules) {
+                Ok(()) => {
+                    self.stats.rules = plan.shard_rule_names(self.id);
+                    return;
+                }
+                Err(err) => {
+                    tracing::error!(shard = self.id, error = %err, "reload failed; rules restarted")
+                }
             }
         }
-        self.by_name = engines
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.name.clone(), i))
-            .collect();
-        self.engines = engines;
-        self.stats.rules = self.engines.iter().map(|e| e.name.to_string()).collect();
+        match Engine::new(rules, plan.shard_config(self.id)) {
+            Ok(mut e) => {
+                e.advance_to(wall_clock(), &mut self.out);
+                self.engine = Some(e);
+                self.stats.rules = plan.shard_rule_names(self.id);
+            }
+            Err(err) => {
+                tracing::error!(shard = self.id, error = %err, "cannot build the shard's engine");
+                self.engine = None;
+                self.stats.rules.clear();
+            }
+        }
     }
 
     fn tick_now(&mut self) {
-        let now = wall_clock();
-        for e in &mut self.engines {
-            e.engine.advance_to(now, &mut self.out);
+        if let Some(e) = &mut self.engine {
+            e.advance_to(wall_clock(), &mut self.out);
         }
         self.flush();
     }
@@ -236,14 +180,12 @@ impl Actor for Shard {
 impl StreamHandler<Batch> for Shard {
     fn handle(&mut self, batch: Batch, _: &mut Self::Context) {
         self.stats.batches += 1;
-        for r in batch {
+        for ev in batch {
             self.stats.events += 1;
-            let Some(&i) = self.by_name.get(&r.rule) else {
-                self.stats.unknown_rule += 1;
-                continue;
-            };
-            let ev = Arc::try_unwrap(r.ev).unwrap_or_else(|a| (*a).clone());
-            self.engines[i].engine.push(ev, &mut self.out);
+            if let Some(e) = &mut self.engine {
+                let ev = Arc::try_unwrap(ev).unwrap_or_else(|a| (*a).clone());
+                e.push(ev, &mut self.out);
+            }
         }
         self.flush();
     }
@@ -277,10 +219,10 @@ impl Handler<GetStats> for Shard {
             .map_or(0, |tx| tx.max_capacity() - tx.capacity());
         s.late = 0;
         s.keyless = 0;
-        for e in &self.engines {
-            s.rule_stats.extend(e.engine.stats());
-            s.late += e.engine.counters().late;
-            s.keyless += e.engine.counters().keyless;
+        if let Some(e) = &self.engine {
+            s.rule_stats = e.stats();
+            s.late = e.counters().late;
+            s.keyless = e.counters().keyless;
         }
         MessageResult(s)
     }
