@@ -38,6 +38,9 @@ timezone = "UTC"
 dedup_window = "2s"
 # Most messages remembered by the duplicate filter (oldest forgotten first).
 dedup_capacity = 65536
+# Kernel receive queue of each UDP socket, in bytes: bursts beyond it are lost (and counted
+# from /proc/net/udp). The kernel caps it at net.core.rmem_max; 0 keeps the system default.
+udp_receive_buffer = 8388608
 
 [rules]
 # Rule files or folders (folders: every *.toml in them, recursively; *.test.toml excluded).
@@ -143,6 +146,8 @@ pub struct SyslogConfig {
     pub dedup_window: DurationText,
     /// Duplicate filter capacity.
     pub dedup_capacity: usize,
+    /// UDP socket receive buffer in bytes (0: system default).
+    pub udp_receive_buffer: usize,
 }
 
 impl Default for SyslogConfig {
@@ -157,6 +162,7 @@ impl Default for SyslogConfig {
             timezone: "UTC".into(),
             dedup_window: DurationText(Duration::from_secs(2)),
             dedup_capacity: 65536,
+            udp_receive_buffer: 8 * 1024 * 1024,
         }
     }
 }

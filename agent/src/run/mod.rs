@@ -130,11 +130,29 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-fn bind_udp(addr: SocketAddr) -> anyhow::Result<std::net::UdpSocket> {
+fn bind_udp(addr: SocketAddr, receive_buffer: usize) -> anyhow::Result<std::net::UdpSocket> {
     let s = std::net::UdpSocket::bind(addr).with_context(|| {
         format!("syslog.udp: cannot bind {addr} (another syslog daemon? see docs: forward from rsyslog instead)")
     })?;
     s.set_nonblocking(true)?;
+    // A burst larger than the kernel's receive queue is lost before we can read it: ask for a
+    // big queue. The kernel caps it at net.core.rmem_max; say so when it did.
+    let sock = socket2::SockRef::from(&s);
+    if receive_buffer > 0 {
+        if let Err(e) = sock.set_recv_buffer_size(receive_buffer) {
+            tracing::warn!(%addr, error = %e, "syslog.udp_receive_buffer: cannot set");
+        }
+        let got = sock.recv_buffer_size().unwrap_or(0);
+        // Linux reports twice the size it granted (bookkeeping overhead included).
+        if got < receive_buffer {
+            tracing::warn!(
+                %addr,
+                asked = receive_buffer,
+                granted = got / 2,
+                "UDP receive buffer capped by the kernel: raise net.core.rmem_max to keep bursts"
+            );
+        }
+    }
     Ok(s)
 }
 
@@ -157,7 +175,7 @@ fn start(
         .syslog
         .udp
         .iter()
-        .map(|a| bind_udp(*a))
+        .map(|a| bind_udp(*a, cfg.syslog.udp_receive_buffer))
         .collect::<Result<_, _>>()?;
     let tcp: Vec<_> = cfg
         .syslog
