@@ -47,14 +47,25 @@ fn count_rules(sources: &[SourceFile]) -> usize {
         .sum()
 }
 
-/// The rule files named by `paths`: files as given, folders searched recursively for `*.toml`.
-/// A missing path is an error.
+/// The rule files named by `paths`: files as given, folders searched recursively for `*.toml`
+/// (except `*.test.toml`, the rule tests beside them). A missing path is an error.
 pub fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    collect_matching(paths, &|p| {
+        p.extension().is_some_and(|e| e == "toml") && !crate::rules_test::is_test_file(p)
+    })
+}
+
+/// Files named by `paths`: files as given, folders searched recursively for files that
+/// satisfy `wanted`; sorted, without repeats. A missing path is an error.
+pub fn collect_matching(
+    paths: &[PathBuf],
+    wanted: &dyn Fn(&Path) -> bool,
+) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
         if meta.is_dir() {
-            walk(p, &mut out)?;
+            walk(p, wanted, &mut out)?;
         } else {
             out.push(p.clone());
         }
@@ -64,7 +75,7 @@ pub fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+fn walk(dir: &Path, wanted: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read folder {}", dir.display()))?
         .map(|e| e.map(|e| e.path()))
@@ -73,10 +84,8 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
     entries.sort();
     for p in entries {
         if p.is_dir() {
-            walk(&p, out)?;
-        } else if p.extension().is_some_and(|e| e == "toml") && !crate::rules_test::is_test_file(&p)
-        {
-            // `*.test.toml` beside rule files are rule tests, not rules.
+            walk(&p, wanted, out)?;
+        } else if wanted(&p) {
             out.push(p);
         }
     }

@@ -125,35 +125,7 @@ pub fn run(args: TestArgs) -> ExitCode {
 
 /// Test files under `paths` (files as given, folders searched for `*.test.toml`), sorted.
 fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
-        if meta.is_dir() {
-            walk(p, &mut out)?;
-        } else {
-            out.push(p.clone());
-        }
-    }
-    out.sort();
-    out.dedup();
-    Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read folder {}", dir.display()))?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .with_context(|| format!("cannot read folder {}", dir.display()))?;
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            walk(&p, out)?;
-        } else if is_test_file(&p) {
-            out.push(p);
-        }
-    }
-    Ok(())
+    crate::rulefiles::collect_matching(paths, &|p| is_test_file(p))
 }
 
 /// Whether a path names a rule test file (`*.test.toml`).
