@@ -762,19 +762,29 @@ impl Engine {
         // renumbers the slots. A timer that re-arms into the past joins the queue.
         let mut due: BinaryHeap<Reverse<DueTimer>> = BinaryHeap::new();
         let mut fired = std::mem::take(&mut self.fired);
+        let mut check_wheel = true;
         loop {
-            fired.clear();
-            self.lanes[li].wheel.advance(to, &mut fired);
-            for e in &fired {
+            // The wheel is asked again only when the queue ran dry or a timer was just armed
+            // for an instant this advance covers (not once per fired timer).
+            if check_wheel || due.is_empty() {
+                check_wheel = false;
+                fired.clear();
+                self.lanes[li].wheel.advance(to, &mut fired);
+            }
+            // The common case, one timer due and none queued, skips the ordering queue.
+            let single = (due.is_empty() && fired.len() == 1)
+                .then(|| fired.pop())
+                .flatten();
+            for e in fired.drain(..) {
                 let key = self
                     .rts
                     .get(e.rule as usize)
                     .and_then(|rt| rt.slots.get(e.slot as usize))
                     .and_then(|s| s.as_ref())
                     .map(|s| s.group.key.clone());
-                due.push(Reverse((e.deadline, e.rule, key, *e)));
+                due.push(Reverse((e.deadline, e.rule, key, e)));
             }
-            let Some(Reverse((_, _, _, e))) = due.pop() else {
+            let Some(e) = single.or_else(|| due.pop().map(|Reverse((_, _, _, e))| e)) else {
                 break;
             };
             let ri = e.rule as usize;
@@ -788,6 +798,12 @@ impl Engine {
             let now = e.deadline.max(self.lanes[li].now);
             self.lanes[li].now = now;
             self.on_timer(ri, e.slot, now, out);
+            let rearmed = self.rts[ri]
+                .slots
+                .get(e.slot as usize)
+                .and_then(|s| s.as_ref())
+                .is_some_and(|s| s.armed_at <= to);
+            check_wheel |= rearmed;
         }
         self.fired = fired;
         self.lanes[li].now = self.lanes[li].now.max(to);
