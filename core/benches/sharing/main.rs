@@ -22,7 +22,7 @@ use workload::{Events, Workload};
 
 /// Events per generated chunk (generation is not timed).
 const CHUNK: usize = 1 << 18;
-/// Events of the warm-up run that precedes each timed run.
+/// Most events of the warm-up run that precedes each timed run (a fifth of the cell's).
 const WARMUP: usize = 50_000;
 
 /// CPU time of this thread in ns (`/proc/thread-self/schedstat`, first field); 0 if absent.
@@ -122,7 +122,7 @@ fn cell(section: &'static str, w: &Workload, events: usize, sim: &str, red: &str
     }
     let mut sides = [Side::default(), Side::default()];
     for (i, share) in [true, false].into_iter().enumerate() {
-        run(w, events.min(WARMUP), share, seed ^ 1);
+        run(w, (events / 5).min(WARMUP), share, seed ^ 1);
         sides[i] = run(w, events, share, seed);
     }
     let [shared, unshared] = sides;
@@ -202,22 +202,25 @@ fn main() {
             rows.push(cell("rules", &w, million, "50", "50"));
         }
     }
-    if want("fifty") {
+    for (section, pool) in [("fifty", None), ("fifty-pool", Some(100))] {
+        if !want(section) {
+            continue;
+        }
         let sizes: &[usize] = if quick {
             &[10, 100, 1_000]
         } else {
             &[10, 100, 1_000, 10_000]
         };
         for &n in sizes {
-            let w = workload::fifty(n, 5);
-            let events = if n >= 10_000 {
-                m(20_000, 2_000)
-            } else {
-                m(200_000, 5_000)
+            let w = workload::fifty(n, pool, 5);
+            let events = match n {
+                10_000 => m(10_000, 2_000),
+                1_000 => m(40_000, 5_000),
+                _ => m(200_000, 5_000),
             };
             let sim = pct(w.similar, n);
             let red = pct(w.redundant, n);
-            rows.push(cell("fifty", &w, events, &sim, &red));
+            rows.push(cell(section, &w, events, &sim, &red));
         }
     }
 
@@ -227,7 +230,7 @@ fn main() {
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {:.3} / {:.3} | {:.3} / {:.3} | {:.2}× ({:.2}×) | {:.2} / {:.2} | {:.0} / {:.0} | {} |",
+            "| {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {:.3} / {:.3} | {:.3} / {:.3} | {} ({:.2}×) | {:.2} / {:.2} | {:.0} / {:.0} | {} |",
             r.section,
             r.rules,
             r.similar_pct,
@@ -241,7 +244,11 @@ fn main() {
             r.shared.cpu_s,
             r.unshared.wall_s,
             r.unshared.cpu_s,
-            r.speedup_cpu(),
+            if r.speedup_cpu().is_nan() {
+                "–".to_string()
+            } else {
+                format!("{:.2}×", r.speedup_cpu())
+            },
             r.speedup_wall(),
             r.shared.evals as f64 / r.events as f64,
             r.unshared.evals as f64 / r.events as f64,

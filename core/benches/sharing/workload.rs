@@ -354,19 +354,25 @@ pub fn mixed(n: usize, similar_pct: u32, redundant_pct: u32, seed: u64) -> Workl
     w
 }
 
-/// `n` rules drawn independently from the pool over the same 50 predicates
-/// ([`Space::Fifty`]): a uniform operation, two distinct uniform predicates.
-pub fn fifty(n: usize, seed: u64) -> Workload {
+/// `n` rules drawn independently over the same 50 predicates ([`Space::Fifty`]): a uniform
+/// operation on two distinct uniform predicates; with `pool`, each rule is instead a uniform
+/// pick among `pool` such draws (so at most `pool` distinct meanings, however many rules).
+pub fn fifty(n: usize, pool: Option<usize>, seed: u64) -> Workload {
     let mut rng = Rng::new(seed);
     let cat = catalog();
-    let specs: Vec<Spec> = (0..n)
-        .map(|_| {
-            let op = cat[rng.below(cat.len())];
-            let a = rng.below(50) as u32;
-            let b = (a + 1 + rng.below(49) as u32) % 50;
-            Spec { op, a, b }
-        })
-        .collect();
+    let draw = |rng: &mut Rng| {
+        let op = cat[rng.below(cat.len())];
+        let a = rng.below(50) as u32;
+        let b = (a + 1 + rng.below(49) as u32) % 50;
+        Spec { op, a, b }
+    };
+    let specs: Vec<Spec> = match pool {
+        None => (0..n).map(|_| draw(&mut rng)).collect(),
+        Some(p) => {
+            let pool: Vec<Spec> = (0..p).map(|_| draw(&mut rng)).collect();
+            (0..n).map(|_| pool[rng.below(p)]).collect()
+        }
+    };
     // Each predicate holds for 1/20 of the events of a host.
     let gap_ms = FIFTY_VALUES as u64 * HOSTS as u64 * DT_MS;
     compile(&specs, Space::Fifty, 50, gap_ms)
