@@ -9,7 +9,8 @@
 //! each mode n times, interleaved, and keeps the fastest; for profiling,
 //! `CEPHEUS_BENCH_MODE=shared|unshared` runs one mode and `CEPHEUS_BENCH_RULES=n,..` only the
 //! cells with those rule counts).
-//! See docs/benchmarks.md, "Sharing across rules".
+//! Run without `--bench` (`cargo test --all-targets`), it only smoke-tests the `events`
+//! section in quick mode. See docs/benchmarks.md, "Sharing across rules".
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -200,11 +201,17 @@ fn pct(n: usize, of: usize) -> String {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick")
+    // `cargo bench` passes `--bench`; without it (`cargo test --all-targets`) only a smoke
+    // run of one section, so a test pass never runs the whole matrix.
+    let benching = std::env::args().any(|a| a == "--bench");
+    let quick = !benching
+        || std::env::args().any(|a| a == "--quick")
         || std::env::var("CEPHEUS_BENCH_QUICK").is_ok_and(|v| v == "1");
-    let only: Option<Vec<String>> = std::env::var("CEPHEUS_BENCH_ONLY")
-        .ok()
-        .map(|v| v.split(',').map(str::to_string).collect());
+    let only: Option<Vec<String>> = match std::env::var("CEPHEUS_BENCH_ONLY") {
+        Ok(v) => Some(v.split(',').map(str::to_string).collect()),
+        Err(_) if !benching => Some(vec!["events".to_string()]),
+        Err(_) => None,
+    };
     let want = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
     // (full, quick) sizes.
     let m = |full: usize, small: usize| if quick { small } else { full };
@@ -309,9 +316,12 @@ fn main() {
         }
     );
 
-    let path = std::env::var("CEPHEUS_BENCH_CSV").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sharing.csv").to_string()
-    });
+    let path = match std::env::var("CEPHEUS_BENCH_CSV") {
+        Ok(p) => p,
+        // A smoke run does not overwrite the last real CSV.
+        Err(_) if !benching => return,
+        Err(_) => concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sharing.csv").to_string(),
+    };
     let mut csv = String::from(
         "section,rules,similar,redundant,states,event_types,events,shared_wall_s,shared_cpu_s,unshared_wall_s,unshared_cpu_s,shared_evals,unshared_evals,alerts\n",
     );
