@@ -1,0 +1,351 @@
+//! Sharing across rules (issue 4): the paper's section 4 scaled up, shared and unshared
+//! engines side by side in one binary. Prints a markdown table; writes a CSV for
+//! `docs/plot_sharing.py`.
+//!
+//! `cargo bench -p cepheus-core --bench sharing` (add `-- --quick` or set
+//! `CEPHEUS_BENCH_QUICK=1` for a smoke run; `CEPHEUS_BENCH_CSV=path` moves the CSV from
+//! `target/sharing.csv`; `CEPHEUS_BENCH_ONLY=section,..` runs some sections only;
+//! `CEPHEUS_BENCH_DUMP=dir` writes each rule set's TOML there; `CEPHEUS_BENCH_REPEAT=n` times
+//! each mode n times, interleaved, and keeps the fastest; for profiling,
+//! `CEPHEUS_BENCH_MODE=shared|unshared` runs one mode and `CEPHEUS_BENCH_RULES=n,..` only the
+//! cells with those rule counts).
+//! Run without `--bench` (`cargo test --all-targets`), it only smoke-tests the `events`
+//! section in quick mode. See docs/benchmarks.md, "Sharing across rules".
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod workload;
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::Hasher;
+use std::io::Write as _;
+use std::time::Instant;
+
+use cepheus_core::engine::{Engine, EngineConfig};
+use workload::{Events, Workload};
+
+/// Events per generated chunk (generation is not timed).
+const CHUNK: usize = 1 << 18;
+/// Most events of the warm-up run that precedes each timed run (a fifth of the cell's).
+const WARMUP: usize = 50_000;
+
+/// CPU time of this thread in ns (`/proc/thread-self/schedstat`, first field); 0 if absent.
+/// The kernel updates it at scheduler ticks (4 ms here), hence large chunks.
+fn cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// One mode's run of one cell.
+#[derive(Default, Clone)]
+struct Side {
+    wall_s: f64,
+    cpu_s: f64,
+    evals: u64,
+    alerts: u64,
+    /// Hash of the JSON of every alert, in order.
+    digest: u64,
+}
+
+fn run(w: &Workload, events: usize, share: bool, seed: u64) -> Side {
+    let cfg = EngineConfig {
+        share,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(&w.rules, cfg).expect("engine");
+    let mut stream = Events::new(w, seed);
+    let mut buf = Vec::with_capacity(CHUNK);
+    let mut out = Vec::new();
+    let mut side = Side::default();
+    let mut h = DefaultHasher::new();
+    let mut left = events;
+    while left > 0 {
+        let n = left.min(CHUNK);
+        left -= n;
+        buf.clear();
+        stream.fill(n, &mut buf);
+        let (c0, t0) = (cpu_ns(), Instant::now());
+        for ev in buf.drain(..) {
+            engine.push(ev, &mut out);
+        }
+        side.wall_s += t0.elapsed().as_secs_f64();
+        side.cpu_s += cpu_ns().saturating_sub(c0) as f64 / 1e9;
+        side.alerts += out.len() as u64;
+        for a in out.drain(..) {
+            h.write(a.to_json().to_string().as_bytes());
+        }
+    }
+    side.evals = engine.counters().predicate_evals;
+    side.digest = h.finish();
+    side
+}
+
+#[derive(Clone)]
+struct Row {
+    section: &'static str,
+    rules: usize,
+    similar: usize,
+    redundant: usize,
+    similar_pct: String,
+    redundant_pct: String,
+    meanings: usize,
+    preds: usize,
+    events: usize,
+    shared: Side,
+    unshared: Side,
+}
+
+impl Row {
+    /// Unshared over shared CPU time (NaN when either is under 20 ms: tick resolution).
+    fn speedup_cpu(&self) -> f64 {
+        if self.shared.cpu_s < 0.02 || self.unshared.cpu_s < 0.02 {
+            return f64::NAN;
+        }
+        self.unshared.cpu_s / self.shared.cpu_s
+    }
+    fn speedup_wall(&self) -> f64 {
+        self.unshared.wall_s / self.shared.wall_s.max(1e-12)
+    }
+    fn ns_per_event(s: &Side, events: usize) -> f64 {
+        s.cpu_s * 1e9 / events as f64
+    }
+}
+
+/// Timed runs per mode and cell (`CEPHEUS_BENCH_REPEAT`, default 1); the fastest is kept.
+fn repeat() -> usize {
+    std::env::var("CEPHEUS_BENCH_REPEAT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// `CEPHEUS_BENCH_MODE=shared|unshared`: run one mode only (for profiling; no comparison).
+fn mode() -> Option<bool> {
+    match std::env::var("CEPHEUS_BENCH_MODE").ok()?.as_str() {
+        "shared" => Some(true),
+        "unshared" => Some(false),
+        _ => None,
+    }
+}
+
+/// `CEPHEUS_BENCH_RULES=n,..`: run only the cells with these rule counts.
+fn rules_wanted(n: usize) -> bool {
+    std::env::var("CEPHEUS_BENCH_RULES")
+        .map(|v| v.split(',').any(|x| x.trim().parse() == Ok(n)))
+        .unwrap_or(true)
+}
+
+fn cell(section: &'static str, w: &Workload, events: usize, sim: &str, red: &str) -> Row {
+    let seed = 0xC3E9_4E05 ^ events as u64;
+    let rules = w.rules.rules.len();
+    eprint!("{section}: {rules} rules, sim {sim}, red {red}, {events} events ... ");
+    let _ = std::io::stderr().flush();
+    if let Ok(dir) = std::env::var("CEPHEUS_BENCH_DUMP") {
+        let file = format!("{dir}/{section}-{rules}-{sim}-{red}.toml").replace([' ', '%'], "");
+        if let Err(e) = std::fs::write(&file, &w.text) {
+            eprintln!("{file}: {e}");
+        }
+    }
+    let mut sides: [Option<Side>; 2] = [None, None];
+    for _ in 0..repeat() {
+        for (i, share) in [true, false].into_iter().enumerate() {
+            if mode().is_some_and(|m| m != share) {
+                continue;
+            }
+            run(w, (events / 5).min(WARMUP), share, seed ^ 1);
+            let s = run(w, events, share, seed);
+            // Keep the fastest run (least disturbed by the other tenants of the machine).
+            if sides[i].as_ref().is_none_or(|o| s.cpu_s < o.cpu_s) {
+                sides[i] = Some(s);
+            }
+        }
+    }
+    let [shared, unshared] = sides.map(Option::unwrap_or_default);
+    if mode().is_none() {
+        assert_eq!(
+            shared.alerts, unshared.alerts,
+            "{section}: shared and unshared alert counts differ"
+        );
+        assert_eq!(
+            shared.digest, unshared.digest,
+            "{section}: shared and unshared alerts differ"
+        );
+    }
+    let row = Row {
+        section,
+        rules,
+        similar: w.similar,
+        redundant: w.redundant,
+        similar_pct: sim.to_string(),
+        redundant_pct: red.to_string(),
+        meanings: w.meanings,
+        preds: w.preds,
+        events,
+        shared,
+        unshared,
+    };
+    eprintln!(
+        "shared {:.2}s unshared {:.2}s (cpu) x{:.2}",
+        row.shared.cpu_s,
+        row.unshared.cpu_s,
+        row.speedup_cpu()
+    );
+    row
+}
+
+fn pct(n: usize, of: usize) -> String {
+    format!("{:.0} %", 100.0 * n as f64 / of as f64)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; without it (`cargo test --all-targets`) only a smoke
+    // run of one section, so a test pass never runs the whole matrix.
+    let benching = std::env::args().any(|a| a == "--bench");
+    let quick = !benching
+        || std::env::args().any(|a| a == "--quick")
+        || std::env::var("CEPHEUS_BENCH_QUICK").is_ok_and(|v| v == "1");
+    let only: Option<Vec<String>> = match std::env::var("CEPHEUS_BENCH_ONLY") {
+        Ok(v) => Some(v.split(',').map(str::to_string).collect()),
+        Err(_) if !benching => Some(vec!["events".to_string()]),
+        Err(_) => None,
+    };
+    let want = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
+    // (full, quick) sizes.
+    let m = |full: usize, small: usize| if quick { small } else { full };
+    let million = m(1_000_000, 20_000);
+    let mut rows: Vec<Row> = Vec::new();
+    let started = Instant::now();
+
+    if want("events") {
+        let w = workload::mixed(40, 50, 50, 1);
+        for events in [m(40_000, 4_000), million, m(10_000_000, 100_000)] {
+            rows.push(cell("events", &w, events, "50", "50"));
+        }
+    }
+    if want("similar") {
+        for sim in [10, 20, 30, 40, 50] {
+            let w = workload::mixed(40, sim, 0, 2);
+            rows.push(cell("similar", &w, million, &sim.to_string(), "0"));
+        }
+    }
+    if want("redundant") {
+        for red in [10, 25, 50, 75, 100] {
+            let w = workload::mixed(40, 0, red, 3);
+            rows.push(cell("redundant", &w, million, "0", &red.to_string()));
+        }
+    }
+    if want("rules") {
+        let sizes: &[usize] = if quick {
+            &[10, 100, 1_000]
+        } else {
+            &[10, 100, 1_000, 10_000]
+        };
+        for &n in sizes.iter().filter(|&&n| rules_wanted(n)) {
+            let w = workload::mixed(n, 50, 50, 4);
+            rows.push(cell("rules", &w, million, "50", "50"));
+        }
+    }
+    for (section, pool) in [("fifty", None), ("fifty-pool", Some(100))] {
+        if !want(section) {
+            continue;
+        }
+        let sizes: &[usize] = if quick {
+            &[10, 100, 1_000]
+        } else {
+            &[10, 100, 1_000, 10_000]
+        };
+        for &n in sizes.iter().filter(|&&n| rules_wanted(n)) {
+            let w = workload::fifty(n, pool, 5);
+            let events = match n {
+                10_000 => m(10_000, 2_000),
+                1_000 => m(40_000, 5_000),
+                _ => m(200_000, 5_000),
+            };
+            let sim = pct(w.similar, n);
+            let red = pct(w.redundant, n);
+            rows.push(cell(section, &w, events, &sim, &red));
+        }
+    }
+
+    println!(
+        "\n| section | rules | similar | redundant | states shared | event types | events | shared wall / cpu s | unshared wall / cpu s | speed-up cpu (wall) | pred evals/event shared / unshared | ns/event shared / unshared (cpu) | alerts |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} ({}) | {} ({}) | {} | {} | {} | {:.3} / {:.3} | {:.3} / {:.3} | {} ({:.2}×) | {:.2} / {:.2} | {:.0} / {:.0} | {} |",
+            r.section,
+            r.rules,
+            r.similar_pct,
+            r.similar,
+            r.redundant_pct,
+            r.redundant,
+            r.meanings,
+            r.preds,
+            r.events,
+            r.shared.wall_s,
+            r.shared.cpu_s,
+            r.unshared.wall_s,
+            r.unshared.cpu_s,
+            if r.speedup_cpu().is_nan() {
+                "–".to_string()
+            } else {
+                format!("{:.2}×", r.speedup_cpu())
+            },
+            r.speedup_wall(),
+            r.shared.evals as f64 / r.events as f64,
+            r.unshared.evals as f64 / r.events as f64,
+            Row::ns_per_event(&r.shared, r.events),
+            Row::ns_per_event(&r.unshared, r.events),
+            r.shared.alerts,
+        );
+    }
+    println!(
+        "\n{} cells in {:.0} s{}, {} timed run(s) per mode and cell{}.",
+        rows.len(),
+        started.elapsed().as_secs_f64(),
+        if quick { " (quick)" } else { "" },
+        repeat(),
+        if mode().is_none() {
+            "; alerts equal (count and JSON digest) in every cell"
+        } else {
+            "; one mode only"
+        }
+    );
+
+    let path = match std::env::var("CEPHEUS_BENCH_CSV") {
+        Ok(p) => p,
+        // A smoke run does not overwrite the last real CSV.
+        Err(_) if !benching => return,
+        Err(_) => concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sharing.csv").to_string(),
+    };
+    let mut csv = String::from(
+        "section,rules,similar,redundant,states,event_types,events,shared_wall_s,shared_cpu_s,unshared_wall_s,unshared_cpu_s,shared_evals,unshared_evals,alerts\n",
+    );
+    for r in &rows {
+        csv.push_str(&format!(
+            "{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{},{}\n",
+            r.section,
+            r.rules,
+            r.similar,
+            r.redundant,
+            r.meanings,
+            r.preds,
+            r.events,
+            r.shared.wall_s,
+            r.shared.cpu_s,
+            r.unshared.wall_s,
+            r.unshared.cpu_s,
+            r.shared.evals,
+            r.unshared.evals,
+            r.shared.alerts
+        ));
+    }
+    match std::fs::write(&path, csv) {
+        Ok(()) => eprintln!("CSV: {path}"),
+        Err(e) => eprintln!("CSV not written to {path}: {e}"),
+    }
+}
