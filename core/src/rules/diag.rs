@@ -144,6 +144,9 @@ pub(crate) struct FileCtx {
     pub path: PathBuf,
     pub text: Arc<str>,
     pub named: Arc<miette::NamedSource<Arc<str>>>,
+    /// Byte offset of the start of every line (a file of 10,000 rules asks for positions
+    /// thousands of times: no rescanning from the top).
+    line_starts: Arc<[usize]>,
 }
 
 impl FileCtx {
@@ -153,7 +156,15 @@ impl FileCtx {
             path.display().to_string(),
             text.clone(),
         ));
-        FileCtx { path, text, named }
+        let line_starts: Arc<[usize]> = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        FileCtx {
+            path,
+            text,
+            named,
+            line_starts,
+        }
     }
 
     /// 1-based line and column (in chars) of a byte offset.
@@ -162,11 +173,11 @@ impl FileCtx {
         while !self.text.is_char_boundary(off) {
             off -= 1;
         }
-        let before = &self.text[..off];
-        let line = before.matches('\n').count() + 1;
-        let start = before.rfind('\n').map_or(0, |i| i + 1);
-        let col = before[start..].chars().count() + 1;
-        (line, col)
+        // The last line start at or before `off`.
+        let idx = self.line_starts.partition_point(|&s| s <= off).saturating_sub(1);
+        let start = self.line_starts.get(idx).copied().unwrap_or(0).min(off);
+        let col = self.text[start..off].chars().count() + 1;
+        (idx + 1, col)
     }
 
     pub fn diag(&self, level: Level, span: Range<usize>, message: impl Into<String>) -> Diagnostic {
