@@ -265,6 +265,10 @@ pub struct Engine {
     counters: EngineCounters,
     /// Rule-set index -> index of the state that runs it.
     rt_of: Vec<u32>,
+    /// Per predicate: the distinct (state, definition) pairs it feeds (rules that share a
+    /// state count once), with the first rule of each (for ordering), unused definitions
+    /// left out.
+    consumers: Vec<Vec<(u32, u32, u32)>>,
     /// Rule name -> rule-set index (the order of same-instant alerts).
     rule_order: HashMap<String, u32>,
     cands: Vec<u32>,
@@ -342,8 +346,25 @@ impl Engine {
                     .max(1) as usize,
             });
         }
+        let filter = Filter::new(rules, cfg.share);
+        let consumers = filter
+            .preds
+            .iter()
+            .map(|p| {
+                let mut v: Vec<(u32, u32, u32)> = Vec::new();
+                for &(rule, def) in &p.consumers {
+                    let rt = rt_of[rule as usize];
+                    let used = rts[rt as usize].used & (1u64 << def) != 0;
+                    if used && !v.iter().any(|&(r, d, _)| r == rt && d == def) {
+                        v.push((rt, def, rule));
+                    }
+                }
+                v
+            })
+            .collect();
         Ok(Engine {
-            filter: Filter::new(rules, cfg.share),
+            filter,
+            consumers,
             rt_of,
             rule_order: rules
                 .rules
@@ -881,14 +902,10 @@ impl Engine {
             }
             // One enriched event (with the captures) per predicate, shared by its consumers.
             let mut enriched: Option<Arc<Event>> = None;
-            for &(rule_idx, def_idx) in &self.filter.preds[ci as usize].consumers {
+            for &(rt, def_idx, rule_idx) in &self.consumers[ci as usize] {
                 let rule = &self.ruleset.rules[rule_idx as usize];
                 let def = &rule.events[def_idx as usize];
-                let rt = self.rt_of[rule_idx as usize];
                 let bit = 1u64 << def_idx;
-                if self.rts[rt as usize].used & bit == 0 {
-                    continue;
-                }
                 let key = if let [f] = def.group_fields.as_slice() {
                     lookup(ev, &caps, f).map(|v| GroupKey::one(v.get().clone()))
                 } else {

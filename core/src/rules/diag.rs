@@ -174,7 +174,10 @@ impl FileCtx {
             off -= 1;
         }
         // The last line start at or before `off`.
-        let idx = self.line_starts.partition_point(|&s| s <= off).saturating_sub(1);
+        let idx = self
+            .line_starts
+            .partition_point(|&s| s <= off)
+            .saturating_sub(1);
         let start = self.line_starts.get(idx).copied().unwrap_or(0).min(off);
         let col = self.text[start..off].chars().count() + 1;
         (idx + 1, col)
