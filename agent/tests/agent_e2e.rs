@@ -52,11 +52,16 @@ fn scratch(name: &str) -> PathBuf {
 impl Agent {
     /// Starts the agent in `dir` (rules in `dir/rules`) with extra config lines.
     fn start(dir: &Path, extra: &str) -> Agent {
+        Agent::start_with(dir, "", extra)
+    }
+
+    /// As [`Agent::start`], with extra lines in the `[syslog]` table too.
+    fn start_with(dir: &Path, syslog_extra: &str, extra: &str) -> Agent {
         let port = free_port();
         let api = free_port();
         let cfg = format!(
             "[syslog]\nudp = [\"127.0.0.1:{port}\"]\ntcp = [\"127.0.0.1:{port}\"]\n\
-             max_message_size = 1024\ntcp_idle_timeout = \"2s\"\n\
+             max_message_size = 1024\ntcp_idle_timeout = \"2s\"\n{syslog_extra}\n\
              [api]\nlisten = \"127.0.0.1:{api}\"\n[rules]\npaths = [\"rules\"]\n\
              [store]\npath = \"data\"\n{extra}"
         );
@@ -558,4 +563,41 @@ fn flow_rules_alert_on_live_capture_in_run() {
         agent.alerts(|a| a["rule"] == "mini-scan" && a["state"] == "firing"),
         1
     );
+}
+
+#[test]
+fn followed_file_lines_are_ingested_across_rotation() {
+    let dir = scratch("files");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let log = dir.join("auth.log");
+    // An old line already in the file is read too; a partial line waits for its newline.
+    std::fs::write(
+        &log,
+        "Nov 30 10:00:00 gw sshd[1]: Failed password for root from 198.51.100.9 port 1 ssh2\n",
+    )
+    .unwrap();
+    let agent = Agent::start_with(&dir, "files = [\"auth.log\"]", "");
+    let append = |text: &str| {
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    let fail = |i: u32| {
+        format!(
+            "Nov 30 10:00:0{i} gw sshd[1]: Failed password for root from 198.51.100.9 port {i} ssh2\n"
+        )
+    };
+    append(&fail(2));
+    append(&fail(3));
+    // Half a line, then the rest.
+    let f4 = fail(4);
+    append(&f4[..20]);
+    std::thread::sleep(Duration::from_millis(500));
+    append(&f4[20..]);
+    // Rotation: the file is renamed and a new one takes its place.
+    std::fs::rename(&log, dir.join("auth.log.1")).unwrap();
+    std::fs::write(&log, fail(5) + "Nov 30 10:00:09 gw sshd[1]: Accepted password for root from 198.51.100.9 port 9 ssh2\n").unwrap();
+    let a = agent.wait_alert(10, |a| a["rule"] == "ssh-bruteforce-then-success");
+    assert_eq!(a["group"]["src"], "198.51.100.9");
+    let s = agent.stats();
+    assert_eq!(s["ingest"]["malformed"], 0, "{s}");
 }

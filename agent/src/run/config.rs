@@ -38,6 +38,10 @@ timezone = "UTC"
 dedup_window = "2s"
 # Most messages remembered by the duplicate filter (oldest forgotten first).
 dedup_capacity = 65536
+# Files of syslog lines to read (one message per line), followed like `tail -F`: new lines
+# as they are appended, from the start again after rotation or truncation. "-" reads
+# standard input until it ends. Missing files are an error at start-up.
+files = []
 # Kernel receive queue of each UDP socket, in bytes: bursts beyond it are lost (and counted
 # from /proc/net/udp). The kernel caps it at net.core.rmem_max; 0 keeps the system default.
 udp_receive_buffer = 8388608
@@ -148,6 +152,8 @@ pub struct SyslogConfig {
     pub dedup_capacity: usize,
     /// UDP socket receive buffer in bytes (0: system default).
     pub udp_receive_buffer: usize,
+    /// Files (or `-`, stdin) read line by line and followed.
+    pub files: Vec<PathBuf>,
 }
 
 impl Default for SyslogConfig {
@@ -163,6 +169,7 @@ impl Default for SyslogConfig {
             dedup_window: DurationText(Duration::from_secs(2)),
             dedup_capacity: 65536,
             udp_receive_buffer: 8 * 1024 * 1024,
+            files: Vec::new(),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod api;
 pub mod builtin;
 pub mod config;
 pub mod counters;
+pub mod files;
 pub mod framing;
 pub mod ingest;
 pub mod reload;
@@ -272,6 +273,17 @@ fn start(
                 slots: slots.clone(),
             };
             actix::spawn(ingest::tcp_accept_loop(listener, ing, shutdown_rx.clone()));
+        }
+        for path in &cfg.syslog.files {
+            let router = ingest::Router::new(shared.clone(), plan_rx.clone(), txs.clone());
+            files::start(
+                path.clone(),
+                router,
+                shutdown_rx.clone(),
+                cfg.syslog.max_message_size,
+            )
+            .with_context(|| format!("syslog.files: cannot start reading {}", path.display()))?;
+            tracing::info!(input = %path.display(), "reading syslog lines");
         }
         if let Some(cap) = capture {
             let router = ingest::Router::new(shared.clone(), plan_rx.clone(), txs.clone());

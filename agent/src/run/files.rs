@@ -1,0 +1,166 @@
+//! The file/stdin ingest: syslog lines from files (followed like `tail -F`) or standard input.
+//!
+//! A reader thread per input does the blocking reads and hands complete lines to a bounded
+//! channel; a forwarder thread owns the [`Router`] and stops on shutdown even while a reader is
+//! blocked (on stdin, say), so a blocked read never holds the shard queues open.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::time::Duration as StdDuration;
+
+use tokio::sync::watch;
+
+use super::ingest::Router;
+use crate::flow::live::wall_clock;
+
+/// Lines waiting between a reader and its forwarder.
+const QUEUE: usize = 4096;
+/// How often a followed file is checked for new lines, and shutdown for.
+const POLL: StdDuration = StdDuration::from_millis(200);
+
+/// One line read, or a line over the size limit (skipped, counted).
+enum Line {
+    Text(Vec<u8>),
+    Oversized,
+}
+
+/// Starts the threads that read `path` (`-`: standard input) into `router`.
+pub fn start(
+    path: PathBuf,
+    router: Router,
+    shutdown: watch::Receiver<bool>,
+    max: usize,
+) -> std::io::Result<()> {
+    if path != Path::new("-") {
+        File::open(&path)?; // a missing or unreadable file is a start-up error
+    }
+    let (tx, rx) = sync_channel::<Line>(QUEUE);
+    let name = path.display().to_string();
+    let stop = shutdown.clone();
+    std::thread::Builder::new()
+        .name(format!("read {name}"))
+        .spawn(move || {
+            let r = if path == Path::new("-") {
+                read_stream(BufReader::new(std::io::stdin().lock()), &tx, max, false).map(|_| ())
+            } else {
+                follow(&path, &tx, max, &stop)
+            };
+            if let Err(e) = r {
+                tracing::error!(input = %path.display(), error = %e, "input file read error");
+            }
+        })?;
+    std::thread::Builder::new()
+        .name(format!("forward {name}"))
+        .spawn(move || forward(rx, router, shutdown))?;
+    Ok(())
+}
+
+/// Reads lines to the end of `r`; returns the bytes consumed. With `partial_waits`, a last
+/// line without its newline is left unread (a writer is still writing it).
+fn read_stream(
+    mut r: impl BufRead,
+    tx: &SyncSender<Line>,
+    max: usize,
+    partial_waits: bool,
+) -> std::io::Result<u64> {
+    let mut buf = Vec::new();
+    let mut total = 0u64;
+    loop {
+        buf.clear();
+        // Read at most max + 1 bytes of a line: a longer one is skipped to its end.
+        let n = (&mut r).take(max as u64 + 1).read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            return Ok(total);
+        }
+        if partial_waits && n <= max && buf.last() != Some(&b'\n') {
+            return Ok(total);
+        }
+        total += n as u64;
+        let line = if buf.last() != Some(&b'\n') && n > max {
+            // Skip the rest of the oversized line.
+            let mut rest = Vec::new();
+            total += r.read_until(b'\n', &mut rest)? as u64;
+            Line::Oversized
+        } else {
+            while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                buf.pop();
+            }
+            if buf.is_empty() {
+                continue;
+            }
+            Line::Text(std::mem::take(&mut buf))
+        };
+        if tx.send(line).is_err() {
+            return Ok(total);
+        }
+    }
+}
+
+/// Reads a file and keeps following it: new lines as they are appended; from the start again
+/// when it is truncated or replaced (log rotation).
+fn follow(
+    path: &Path,
+    tx: &SyncSender<Line>,
+    max: usize,
+    stop: &watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let mut file = File::open(path)?;
+    let mut pos = 0u64;
+    let mut id = identity(&file);
+    while !*stop.borrow() {
+        file.seek(SeekFrom::Start(pos))?;
+        pos += read_stream(BufReader::new(&file), tx, max, true)?;
+        std::thread::sleep(POLL);
+        match File::open(path) {
+            Ok(f) if identity(&f) != id => {
+                // Rotated: read what the old file got last, then the new one from its start.
+                file.seek(SeekFrom::Start(pos))?;
+                read_stream(BufReader::new(&file), tx, max, false)?;
+                id = identity(&f);
+                file = f;
+                pos = 0;
+            }
+            Ok(_) => {
+                if file.metadata().map(|m| m.len() < pos).unwrap_or(false) {
+                    pos = 0; // truncated
+                }
+            }
+            Err(_) => {} // between rotation steps: keep the old file
+        }
+    }
+    Ok(())
+}
+
+/// Device and inode: a replaced file has another.
+fn identity(f: &File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    f.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+fn forward(rx: Receiver<Line>, mut router: Router, shutdown: watch::Receiver<bool>) {
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        match rx.recv_timeout(POLL) {
+            Ok(Line::Text(bytes)) => router.accept(&bytes, None, wall_clock()),
+            Ok(Line::Oversized) => router.oversized(None),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        // Drain what is already there, then hand the batches on.
+        while let Ok(line) = rx.try_recv() {
+            match line {
+                Line::Text(bytes) => router.accept(&bytes, None, wall_clock()),
+                Line::Oversized => router.oversized(None),
+            }
+            if router.full() {
+                break;
+            }
+        }
+        router.flush_blocking();
+    }
+    router.flush_blocking();
+}
