@@ -276,6 +276,9 @@ pub struct Engine {
     fired: Vec<TimerEntry>,
 }
 
+/// Below this many hits per event, merging scans them; above, it uses a map.
+const HIT_SCAN: usize = 16;
+
 /// A due timer in firing order: deadline, rule, group key.
 type DueTimer = (Timestamp, u32, Option<GroupKey>, TimerEntry);
 
@@ -894,6 +897,7 @@ impl Engine {
         cands.clear();
         self.filter.candidates(ev, &mut cands);
         let mut caps = Captures::new();
+        let mut hit_index: HashMap<(u32, GroupKey), usize> = HashMap::new();
         for &ci in &cands {
             caps.clear();
             self.counters.predicate_evals += 1;
@@ -937,21 +941,39 @@ impl Engine {
                         .clone()
                 };
                 let order = (rule_idx, def_idx);
-                match hits.iter_mut().find(|h| h.rule == rt && h.key == key) {
-                    Some(h) => {
+                // Few hits: a scan; many (an event that concerns hundreds of rule states): a
+                // map, so merging stays linear in the hits.
+                let found = if hits.len() < HIT_SCAN {
+                    hits.iter().position(|h| h.rule == rt && h.key == key)
+                } else {
+                    if hit_index.is_empty() {
+                        for (i, h) in hits.iter().enumerate() {
+                            hit_index.insert((h.rule, h.key.clone()), i);
+                        }
+                    }
+                    hit_index.get(&(rt, key.clone())).copied()
+                };
+                match found {
+                    Some(i) => {
+                        let h = &mut hits[i];
                         h.mask |= bit;
                         h.order = h.order.min(order);
                         if !Arc::ptr_eq(&h.ev, &ev_arc) && ev_arc.fields.len() > h.ev.fields.len() {
                             h.ev = ev_arc;
                         }
                     }
-                    None => hits.push(Hit {
-                        rule: rt,
-                        key,
-                        mask: bit,
-                        ev: ev_arc,
-                        order,
-                    }),
+                    None => {
+                        if !hit_index.is_empty() {
+                            hit_index.insert((rt, key.clone()), hits.len());
+                        }
+                        hits.push(Hit {
+                            rule: rt,
+                            key,
+                            mask: bit,
+                            ev: ev_arc,
+                            order,
+                        });
+                    }
                 }
             }
         }

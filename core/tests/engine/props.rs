@@ -399,3 +399,19 @@ proptest! {
         prop_assert_eq!(whole, split);
     }
 }
+
+/// An event that concerns many rule states (more than the engine merges by scanning): the
+/// same alerts shared and unshared, and the same as a set of smaller engines.
+#[test]
+fn many_states_per_event() {
+    let rules = set((0..80)
+        .map(|i| pool_rule(i, (i % 8) as u8, (i % 3) as u8, i % 5 != 0))
+        .collect());
+    let spec: Vec<(u8, u8, u16)> = (0..400u32)
+        .map(|i| ((i % 4) as u8, (i % 3) as u8, 1 + (i % 5) as u16))
+        .collect();
+    let evs = build(&spec);
+    let shared = run_mode(&rules, &evs, true);
+    assert!(shared.len() > 50, "the workload alerts: {}", shared.len());
+    assert_eq!(shared, run_mode(&rules, &evs, false));
+}
