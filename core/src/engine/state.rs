@@ -216,6 +216,16 @@ pub struct AbsenceState {
     firing: Option<Box<Episode>>,
 }
 
+impl AbsenceState {
+    /// Since when the absence is measured: the later of the last awaited event and the start
+    /// of monitoring.
+    fn watched_since(&self, ctx: &RuleCtx<'_>) -> Timestamp {
+        self.last_seen
+            .unwrap_or(ctx.monitor_start)
+            .max(ctx.monitor_start)
+    }
+}
+
 /// The state of one group of a linear rule.
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
 pub struct LinearState {
@@ -375,10 +385,7 @@ impl Group {
         let Some(ep) = &a.firing else {
             return false;
         };
-        let base = a
-            .last_seen
-            .unwrap_or(ctx.monitor_start)
-            .max(ctx.monitor_start);
+        let base = a.watched_since(ctx);
         if t <= base || t >= ep.last {
             return false;
         }
@@ -410,11 +417,7 @@ impl Group {
         let key = self.key.clone();
         match (&mut self.state, ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) if a.firing.is_none() => {
-                let base = a
-                    .last_seen
-                    .unwrap_or(ctx.monitor_start)
-                    .max(ctx.monitor_start);
-                let deadline = base.add(*for_);
+                let deadline = a.watched_since(ctx).add(*for_);
                 if deadline <= now {
                     let id = deadline;
                     let reason = (deadline < ctx.outage_until).then_some("outage");
@@ -473,12 +476,7 @@ impl Group {
         let own = match (&self.state, ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => {
                 if a.firing.is_none() {
-                    Some(
-                        a.last_seen
-                            .unwrap_or(ctx.monitor_start)
-                            .max(ctx.monitor_start)
-                            .add(*for_),
-                    )
+                    Some(a.watched_since(ctx).add(*for_))
                 } else {
                     None
                 }
