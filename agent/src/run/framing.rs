@@ -68,14 +68,7 @@ impl Framer {
                     }
                 }
             }
-            // Blank separators between frames (a trailing LF after an octet-counted frame,
-            // CRLF, NUL padding) are not messages.
-            let lead = buf
-                .iter()
-                .take_while(|&&b| b == b'\n' || b == b'\r' || b == 0 || b == b' ')
-                .count();
-            buf.advance(lead);
-            if buf.is_empty() {
+            if skip_separators(buf) {
                 return None;
             }
             if buf[0].is_ascii_digit() && buf[0] != b'0' {
@@ -139,12 +132,7 @@ impl Framer {
             self.skip_to_delim = false;
             return Some(Frame::Oversized);
         }
-        let lead = buf
-            .iter()
-            .take_while(|&&b| b == b'\n' || b == b'\r' || b == 0 || b == b' ')
-            .count();
-        buf.advance(lead);
-        if buf.is_empty() {
+        if skip_separators(buf) {
             return None;
         }
         if buf.len() > self.max {
@@ -153,6 +141,17 @@ impl Framer {
         }
         Some(Frame::Msg(buf.split()))
     }
+}
+
+/// Drops blank separators between frames (a trailing LF after an octet-counted frame, CRLF,
+/// NUL padding): they are not messages. Returns whether nothing is left.
+fn skip_separators(buf: &mut BytesMut) -> bool {
+    let lead = buf
+        .iter()
+        .take_while(|&&b| b == b'\n' || b == b'\r' || b == 0 || b == b' ')
+        .count();
+    buf.advance(lead);
+    buf.is_empty()
 }
 
 #[cfg(test)]
