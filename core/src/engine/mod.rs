@@ -897,7 +897,8 @@ impl Engine {
         cands.clear();
         self.filter.candidates(ev, &mut cands);
         let mut caps = Captures::new();
-        let mut hit_index: HashMap<(u32, GroupKey), usize> = HashMap::new();
+        // Built only when an event concerns many states (no hasher set-up otherwise).
+        let mut hit_index: Option<HashMap<(u32, GroupKey), usize>> = None;
         for &ci in &cands {
             caps.clear();
             self.counters.predicate_evals += 1;
@@ -946,12 +947,13 @@ impl Engine {
                 let found = if hits.len() < HIT_SCAN {
                     hits.iter().position(|h| h.rule == rt && h.key == key)
                 } else {
-                    if hit_index.is_empty() {
-                        for (i, h) in hits.iter().enumerate() {
-                            hit_index.insert((h.rule, h.key.clone()), i);
-                        }
-                    }
-                    hit_index.get(&(rt, key.clone())).copied()
+                    let index = hit_index.get_or_insert_with(|| {
+                        hits.iter()
+                            .enumerate()
+                            .map(|(i, h)| ((h.rule, h.key.clone()), i))
+                            .collect()
+                    });
+                    index.get(&(rt, key.clone())).copied()
                 };
                 match found {
                     Some(i) => {
@@ -963,8 +965,8 @@ impl Engine {
                         }
                     }
                     None => {
-                        if !hit_index.is_empty() {
-                            hit_index.insert((rt, key.clone()), hits.len());
+                        if let Some(index) = &mut hit_index {
+                            index.insert((rt, key.clone()), hits.len());
                         }
                         hits.push(Hit {
                             rule: rt,
