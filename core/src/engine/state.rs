@@ -259,6 +259,9 @@ pub struct Group {
     pub state: GroupState,
 }
 
+/// The most events one closure holds (see `take`).
+pub const MAX_CLOSURE_ITEMS: usize = 4096;
+
 fn cap_events(v: &mut Vec<Arc<Event>>) {
     if v.len() > MAX_ALERT_EVENTS {
         let extra = v.len() - MAX_ALERT_EVENTS;
@@ -977,10 +980,14 @@ fn take(
             && let Some(dv) = distinct_value(step, ev)
         {
             let at_max = rep.1.is_some_and(|m| effective_count(r, step) >= m);
-            if at_max && !r.is_collector(alt) {
+            // A flood inside the window must not grow memory without bound: a closure holds
+            // at most MAX_CLOSURE_ITEMS events (or twice its minimum, if more). At the start of
+            // a pattern it slides (the oldest goes); in the middle it stops collecting.
+            let full = r.items.len() >= MAX_CLOSURE_ITEMS.max(rep.0 as usize * 2);
+            if (at_max || full) && !r.is_collector(alt) {
                 return Took::No;
             }
-            if at_max {
+            if at_max || full {
                 r.pop_front(step);
             }
             r.push(

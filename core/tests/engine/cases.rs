@@ -391,3 +391,25 @@ fn max_partial_matches_evicts_oldest() {
         &["firing h @3", "firing h @4"],
     );
 }
+
+#[test]
+fn a_flood_inside_the_window_is_bounded() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    // 20,000 failures in one minute from one address, never followed by a success: the
+    // closure slides over the most recent ones instead of holding all of them.
+    let rules = set(vec![
+        rule("bf", &["fail", "ok"], seq(vec![rep(ev(0), 5, None), ev(1)])).within(300),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let mut script = String::new();
+    for i in 0..20_000 {
+        script.push_str(&format!("fail:x@{}/{} ", i / 400, i / 400));
+    }
+    run_on(&mut e, parse_script(&script), &mut out);
+    let held: u64 = e.stats()[0].bytes;
+    assert!(held < 4096 * 200, "state grew with the flood: {held} bytes");
+    // And the rule still works: a success now alerts.
+    run_on(&mut e, parse_script("ok:x@50"), &mut out);
+    assert_eq!(out.len(), 1);
+}
