@@ -146,6 +146,9 @@ pub struct EngineCounters {
     pub late: u64,
     /// Predicate evaluations (the Filter's work: shared predicates count once per event).
     pub predicate_evals: u64,
+    /// Events stamped after their arrival (taken as arriving now by event-time rules).
+    #[serde(default)]
+    pub future: u64,
 }
 
 struct RuleRt {
@@ -629,7 +632,14 @@ impl Engine {
         };
         self.note_outage(arrival);
         self.clock = Some(arrival);
-        let ev_time = ev.time;
+        // An event stamped after its arrival (a sender whose clock runs ahead) counts as
+        // arriving now in event-time lanes: it cannot sit in a reorder buffer until that time.
+        let ev_time = if ev.time > arrival {
+            self.counters.future += 1;
+            arrival
+        } else {
+            ev.time
+        };
         let ev = Arc::new(ev);
         let mut hits = std::mem::take(&mut self.hits);
         hits.clear();

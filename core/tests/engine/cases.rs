@@ -413,3 +413,15 @@ fn a_flood_inside_the_window_is_bounded() {
     run_on(&mut e, parse_script("ok:x@50"), &mut out);
     assert_eq!(out.len(), 1);
 }
+
+#[test]
+fn a_clock_running_ahead_cannot_hold_events_back() {
+    // hb stamped a year ahead arrives at 10: taken as arriving at 10, so it keeps the host
+    // alive (no absence at 60) and is not buffered until next year.
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 0);
+    check(
+        vec![r],
+        "hb:h@0/0 hb:h@31536000/10 tick@65 end@100",
+        &["firing h @70"],
+    );
+}
