@@ -188,6 +188,7 @@ impl Router {
     fn route(&mut self, ev: cepheus_core::event::Event) {
         let sh = &*self.shared;
         self.owners.clear();
+        let ev = Arc::new(ev);
         if let Some(engine) = &mut self.engine {
             engine.owners(&ev, self.plan.shards() as u32, &mut self.owners);
         }
@@ -196,7 +197,6 @@ impl Router {
             return;
         }
         bump(&sh.counters.routed, self.owners.len() as u64);
-        let ev = Arc::new(ev);
         for &s in &self.owners {
             if let Some(batch) = self.pending.get_mut(s as usize) {
                 batch.push(ev.clone());

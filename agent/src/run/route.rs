@@ -224,7 +224,11 @@ pattern = "hb{3,} within 1m"
         let any = &set.rules[1];
         for host in ["a", "b", "c", "zz"] {
             let mut shards = Vec::new();
-            router.owners(&syslog("heartbeat", host, "x"), 3, &mut shards);
+            router.owners(
+                &std::sync::Arc::new(syslog("heartbeat", host, "x")),
+                3,
+                &mut shards,
+            );
             let key_owner = Partition::owner(
                 &set.rules[0],
                 &set.rules[0].canonical(),
@@ -238,7 +242,11 @@ pattern = "hb{3,} within 1m"
             assert_eq!(shards, want, "{host}");
         }
         let mut shards = Vec::new();
-        router.owners(&syslog("sshd", "a", "x"), 3, &mut shards);
+        router.owners(
+            &std::sync::Arc::new(syslog("sshd", "a", "x")),
+            3,
+            &mut shards,
+        );
         assert!(shards.is_empty());
     }
 

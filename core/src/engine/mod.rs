@@ -507,11 +507,10 @@ impl Engine {
 
     /// The engines (of `count`) that own some group this event concerns, in ascending order:
     /// a router sends the event to each of them (the same evaluation as [`Engine::push`]).
-    pub fn owners(&mut self, ev: &Event, count: u32, out: &mut Vec<u32>) {
-        let ev = Arc::new(ev.clone());
+    pub fn owners(&mut self, ev: &Arc<Event>, count: u32, out: &mut Vec<u32>) {
         let mut hits = std::mem::take(&mut self.hits);
         hits.clear();
-        self.evaluate(&ev, &mut hits);
+        self.evaluate(ev, &mut hits);
         let start = out.len();
         for h in &hits {
             let rt = &self.rts[h.rule as usize];

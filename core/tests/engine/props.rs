@@ -381,7 +381,7 @@ proptest! {
         let mut owners = Vec::new();
         for ev in &evs {
             owners.clear();
-            router.owners(ev, count, &mut owners);
+            router.owners(&std::sync::Arc::new(ev.clone()), count, &mut owners);
             for (i, s) in shards.iter_mut().enumerate() {
                 if owners.contains(&(i as u32)) {
                     s.push(ev.clone(), &mut out);
