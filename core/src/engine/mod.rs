@@ -525,6 +525,8 @@ impl Engine {
             }
         }
         out.truncate(seen);
+        // Keep the scratch space, not the event: the caller may want it back unshared.
+        hits.clear();
         self.hits = hits;
     }
 
@@ -683,6 +685,7 @@ impl Engine {
             }
             self.release(li, w, out);
         }
+        hits.clear();
         self.hits = hits;
     }
 
