@@ -235,7 +235,7 @@ fn matches(e: &Expected, a: &Alert) -> bool {
     if e.group.len() != a.group.len() {
         return false;
     }
-    for (k, v) in &a.group {
+    for (k, v) in a.group.iter() {
         let want = match e.group.get(k) {
             Some(toml::Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),

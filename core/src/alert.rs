@@ -42,14 +42,15 @@ pub struct Alert {
     pub severity: Severity,
     /// Lifecycle state this change enters.
     pub state: AlertState,
-    /// The group: the `group_by` names and their values, in `group_by` order.
-    pub group: Vec<(String, Value)>,
+    /// The group: the `group_by` names and their values, in `group_by` order (shared by the
+    /// alerts of rules that share a state).
+    pub group: Arc<[(String, Value)]>,
     /// When this state began.
     pub time: Timestamp,
     /// The rendered message.
     pub message: String,
     /// The matching events (capped, most recent last).
-    pub events: Vec<Arc<Event>>,
+    pub events: Arc<[Arc<Event>]>,
     /// Why, when not obvious: `outage`, `forgotten`, `episode_end`, `late_event` ...
     pub reason: Option<String>,
 }
@@ -85,7 +86,7 @@ impl Alert {
         m.insert("severity".into(), self.severity.name().into());
         m.insert("state".into(), self.state.name().into());
         let mut g = serde_json::Map::new();
-        for (k, v) in &self.group {
+        for (k, v) in self.group.iter() {
             g.insert(k.clone(), v.to_json());
         }
         m.insert("group".into(), serde_json::Value::Object(g));

@@ -158,6 +158,8 @@ struct RuleRt {
     members: Vec<Arc<Rule>>,
     /// Rule-set indexes of `members`.
     indexes: Vec<u32>,
+    /// Names of `members`, shared by their alerts.
+    member_names: Vec<Arc<str>>,
     canonical: String,
     plan: Arc<Plan>,
     lane: usize,
@@ -184,6 +186,7 @@ impl RuleRt {
         let RuleRt {
             rule,
             members,
+            member_names,
             plan,
             monitor_start,
             max_partial,
@@ -194,6 +197,7 @@ impl RuleRt {
         let ctx = RuleCtx {
             rule,
             members,
+            member_names,
             plan,
             monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
             max_partial: *max_partial,
@@ -311,6 +315,7 @@ impl Engine {
                 // The same meaning under another name (SO at the root): one state, one more
                 // alert per change.
                 rts[shared].members.push(rule.clone());
+                rts[shared].member_names.push(Arc::from(rule.name.as_str()));
                 rts[shared].indexes.push(ri as u32);
                 rt_of.push(shared as u32);
                 continue;
@@ -336,6 +341,7 @@ impl Engine {
                 canonical,
                 rule: rule.clone(),
                 members: vec![rule.clone()],
+                member_names: vec![Arc::from(rule.name.as_str())],
                 indexes: vec![ri as u32],
                 plan: Arc::new(plan),
                 lane,
@@ -535,6 +541,7 @@ impl Engine {
         RuleCtx {
             rule: &rt.rule,
             members: &rt.members,
+            member_names: &rt.member_names,
             plan: &rt.plan,
             monitor_start: rt.monitor_start.unwrap_or(Timestamp::MIN),
             max_partial: rt.max_partial,

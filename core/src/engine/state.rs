@@ -118,6 +118,8 @@ pub struct RuleCtx<'a> {
     pub rule: &'a Rule,
     /// Every rule with this meaning that shares the state (alerts are made for each).
     pub members: &'a [Arc<Rule>],
+    /// Their names, ready to put in alerts.
+    pub member_names: &'a [Arc<str>],
     /// Its plan.
     pub plan: &'a Plan,
     /// When monitoring began for the rule.
@@ -1060,19 +1062,21 @@ fn emit(
     out: &mut Vec<Alert>,
 ) {
     cap_events(&mut events);
-    let group: Vec<(String, Value)> = ctx
+    let group: Arc<[(String, Value)]> = ctx
         .rule
         .group_by
         .iter()
         .cloned()
         .zip(key.iter().cloned())
         .collect();
-    // Rules that share this state (the same meaning under other names) each get their alert.
-    for rule in ctx.members {
+    let events: Arc<[Arc<Event>]> = events.into();
+    // Rules that share this state (the same meaning under other names) each get their alert;
+    // they share the group and the events.
+    for (rule, name) in ctx.members.iter().zip(ctx.member_names) {
         counters.alerts += 1;
         out.push(Alert {
             id: Alert::make_id(&rule.name, key, id),
-            rule: Arc::from(rule.name.as_str()),
+            rule: name.clone(),
             severity: rule.severity,
             state,
             group: group.clone(),
