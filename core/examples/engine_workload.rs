@@ -4,7 +4,8 @@
 //! `cargo build --release -p cepheus-core --example engine_workload`
 //! `valgrind --tool=cachegrind --cache-sim=yes target/release/examples/engine_workload 100 100000 3`
 //!
-//! Arguments: rules, hosts, rounds (defaults 100 100000 3, as the criterion bench).
+//! Arguments: rules, hosts, rounds, absence seconds (defaults 100 100000 3 120, as the
+//! criterion bench).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,6 +22,9 @@ fn main() {
     let rules = args.first().copied().unwrap_or(100);
     let hosts = args.get(1).copied().unwrap_or(100_000);
     let rounds = args.get(2).copied().unwrap_or(3);
+    // Fourth argument: the absence's duration in seconds (default 120: about one timer fire
+    // per host per heartbeat period; a long one shows the cost without timers).
+    let for_ = format!("{}s", args.get(3).copied().unwrap_or(120));
     let mut text = String::new();
     for r in 0..rules {
         let names: Vec<String> = (0..hosts)
@@ -28,7 +32,7 @@ fn main() {
             .map(|h| format!("\"host{h:06}\""))
             .collect();
         text.push_str(&format!(
-            "[[rule]]\nname = \"hb-{r}\"\nseverity = \"critical\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"heartbeat\" and host in [{}]'\npattern = \"absent(hb) for 2m\"\n\n",
+            "[[rule]]\nname = \"hb-{r}\"\nseverity = \"critical\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"heartbeat\" and host in [{}]'\npattern = \"absent(hb) for {for_}\"\n\n",
             names.join(", ")
         ));
     }
