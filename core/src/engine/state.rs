@@ -720,11 +720,28 @@ impl LinearState {
         }
         // G. Completions.
         if let Some(ri) = completed {
-            self.finish(ctx, alts, key, ri, t, counters, out);
-        } else if let Some(&ri) = fresh_completed.first() {
+            let r = self.runs.remove(ri);
+            self.finish(ctx, alts, key, r, t, counters, out);
+        } else if !fresh_completed.is_empty() {
             // Among runs started by this event, the first alternative's match wins; the others
-            // held the same event and are consumed with it.
-            self.finish(ctx, alts, key, ri, t, counters, out);
+            // held the same event and are consumed with it. An alternative that ends in an
+            // absence is not a match yet, only a wait: the alternatives after it still get
+            // theirs (at most one of them fires: one alert per episode), until one matches.
+            // Every completed run leaves `runs` here: one left behind would sit past its last
+            // step.
+            let mut done: Vec<Run> = fresh_completed
+                .iter()
+                .rev()
+                .map(|&i| self.runs.remove(i))
+                .collect();
+            done.reverse();
+            for r in done {
+                let pending = alts[r.alt as usize].end_absent.is_some();
+                self.finish(ctx, alts, key, r, t, counters, out);
+                if !pending {
+                    break;
+                }
+            }
         }
         self.note_seen(mask, t);
     }
@@ -757,12 +774,11 @@ impl LinearState {
         ctx: &RuleCtx<'_>,
         alts: &[Alt],
         key: &GroupKey,
-        ri: usize,
+        r: Run,
         t: Timestamp,
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) {
-        let r = self.runs.remove(ri);
         let alt = &alts[r.alt as usize];
         if let Some(end) = &alt.end_absent {
             // The absence at the end starts now; one wait per alternative, none while firing.

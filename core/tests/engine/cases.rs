@@ -391,3 +391,26 @@ fn max_partial_matches_evicts_oldest() {
         &["firing h @3", "firing h @4"],
     );
 }
+
+// ---- review: bugs found ----
+
+#[test]
+fn or_of_sequences_ending_in_absences_does_not_panic() {
+    // Both alternatives complete on the same `a`; neither is a match yet (each waits for its
+    // absence). The second used to stay behind in the partial matches, completed, and the next
+    // event indexed past its last step (panic). Each alternative now waits: `b@2` cancels the
+    // first, no `c` came in the 10 s after `a@0`, so the second fires at 10 (one alert).
+    let r = rule(
+        "r",
+        &["a", "b", "c"],
+        or(vec![
+            seq(vec![ev(0), absent(ev(1), Some(10))]),
+            seq(vec![ev(0), absent(ev(2), Some(10))]),
+        ]),
+    );
+    check(
+        vec![r],
+        "a:h@0 a:h@1 b:h@2 a:h@3 end@100",
+        &["firing h @10"],
+    );
+}
