@@ -363,7 +363,8 @@ impl Group {
     }
 
     /// A late event (within `allowed_lateness`) of an absence rule: retracts a fired absence
-    /// whose deadline it falls before. Returns whether it did.
+    /// whose deadline it falls before, or moves a deadline that has not fired yet. Returns
+    /// whether the group's deadline changed.
     pub fn on_late(
         &mut self,
         ctx: &RuleCtx<'_>,
@@ -382,10 +383,16 @@ impl Group {
         if mask & set == 0 {
             return false;
         }
-        let Some(ep) = &a.firing else {
-            return false;
-        };
         let base = a.watched_since(ctx);
+        let Some(ep) = &a.firing else {
+            // Not fired yet: the late event still moves the deadline (arriving after the
+            // absence fired would have retracted it; arriving earlier must not fire it).
+            if t <= base {
+                return false;
+            }
+            a.last_seen = Some(t);
+            return true;
+        };
         if t <= base || t >= ep.last {
             return false;
         }

@@ -414,3 +414,16 @@ fn or_of_sequences_ending_in_absences_does_not_panic() {
         &["firing h @10"],
     );
 }
+#[test]
+fn late_heartbeat_before_the_deadline_defers_the_absence() {
+    // hb stamped 40 arrives at 56 (watermark 51): late, within the 30 s lateness, and the
+    // absence (deadline 60) has not fired yet. Had it arrived after the deadline fired it would
+    // have retracted the alert; arriving earlier must not make things worse: the deadline
+    // moves to 100.
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 30);
+    check(
+        vec![r],
+        "hb:h@0/0 tick@50 hb:h@40/56 tick@120 end",
+        &["firing h @100"],
+    );
+}
