@@ -833,7 +833,11 @@ impl LinearState {
             return;
         }
         if let Trigger::Every(period) = ctx.rule.trigger {
-            let period = period.or(ctx.wmax()).unwrap_or(Duration::ZERO);
+            // DESIGN: no period, or one longer than the window, means the window.
+            let period = match (period, ctx.wmax()) {
+                (Some(p), Some(w)) => p.min(w),
+                (p, w) => p.or(w).unwrap_or(Duration::ZERO),
+            };
             if self.last_emit.is_some_and(|l| t < l.add(period)) {
                 counters.suppressed += 1;
                 return;

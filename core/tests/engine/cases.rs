@@ -427,3 +427,15 @@ fn late_heartbeat_before_the_deadline_defers_the_absence() {
         &["firing h @100"],
     );
 }
+#[test]
+fn trigger_every_longer_than_the_window_is_the_window() {
+    // DESIGN: `{ every = D }` with D longer than the window means the window.
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)]))
+        .within(5)
+        .every(Some(60));
+    check(
+        vec![r],
+        "a:h@0 b:h@1 a:h@6 b:h@7 a:h@8 b:h@9",
+        &["firing h @1", "firing h @7"],
+    );
+}
