@@ -478,14 +478,30 @@ fn wild() -> impl Strategy<Value = Vec<(u8, u8, u8, i8, u8)>> {
 }
 
 fn run_wild(rules: &RuleSet, spec: &[(u8, u8, u8, i8, u8)], share: bool) -> Vec<Vec<Alert>> {
+    run_wild_cut(rules, spec, share, None)
+}
+
+/// As [`run_wild`]; with `cut`, the engine is checkpointed (through JSON) and restored before
+/// that step.
+fn run_wild_cut(
+    rules: &RuleSet,
+    spec: &[(u8, u8, u8, i8, u8)],
+    share: bool,
+    cut: Option<usize>,
+) -> Vec<Vec<Alert>> {
     let cfg = EngineConfig {
         share,
         ..EngineConfig::default()
     };
-    let mut e = Engine::new(rules, cfg).unwrap();
+    let mut e = Engine::new(rules, cfg.clone()).unwrap();
     let mut calls = Vec::new();
     let mut t = 1_000i64;
     for (i, &(kind, app, host, off, gap)) in spec.iter().enumerate() {
+        if cut == Some(i) {
+            let text = serde_json::to_string(&e.checkpoint()).unwrap();
+            let cp: Checkpoint = serde_json::from_str(&text).unwrap();
+            e = Engine::restore(rules, cfg.clone(), cp, false).unwrap();
+        }
         t += i64::from(gap);
         let mut out = Vec::new();
         match kind {
@@ -546,5 +562,26 @@ proptest! {
         let a: Vec<Vec<String>> = calls.iter().map(|c| json(c)).collect();
         let b: Vec<Vec<String>> = unshared.iter().map(|c| json(c)).collect();
         prop_assert_eq!(a, b);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// The checkpoint property over the adversarial rules and scripts (ticks, jumps, equal
+    /// stamps, disorder).
+    #[test]
+    fn checkpoint_restore_is_invisible_for_any_script(
+        spec in wild(),
+        cut in 0usize..80,
+        event_time in any::<bool>(),
+    ) {
+        let rules = adversarial(event_time);
+        let whole: Vec<Vec<String>> = run_wild(&rules, &spec, true).iter().map(|c| json(c)).collect();
+        let cut: Vec<Vec<String>> = run_wild_cut(&rules, &spec, true, Some(cut.min(spec.len())))
+            .iter()
+            .map(|c| json(c))
+            .collect();
+        prop_assert_eq!(whole, cut);
     }
 }
