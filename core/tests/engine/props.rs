@@ -585,3 +585,33 @@ proptest! {
         prop_assert_eq!(whole, cut);
     }
 }
+
+/// Instants at the ends of the range (saturating arithmetic, the wheel's tick shift, RFC 3339
+/// rendering) never panic.
+#[test]
+fn extreme_stamps_do_not_panic() {
+    for et in [false, true] {
+        let rules = adversarial(et);
+        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        for (t, a) in [
+            (i64::MIN, i64::MIN),
+            (0, i64::MIN),
+            (i64::MAX, 0),
+            (i64::MIN, i64::MAX - 1),
+            (i64::MAX, i64::MAX),
+        ] {
+            for app in APPS {
+                let ev = Event::new(Source::Syslog, Timestamp(t), Timestamp(a))
+                    .with(Field::App, Value::str(app))
+                    .with(Field::Host, Value::str("h1"))
+                    .with(Field::Msg, Value::str(app));
+                e.push(ev, &mut out);
+            }
+            e.advance_to(Timestamp(a), &mut out);
+        }
+        e.finish(Some(Timestamp::MAX), &mut out);
+        let _ = json(&out);
+        let _ = serde_json::to_string(&e.checkpoint()).unwrap();
+    }
+}
