@@ -901,11 +901,11 @@ impl Engine {
         let Some(&slot) = self.rts[ri].groups.get(&h.key) else {
             return;
         };
-        let retracted = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
+        let moved = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
             s.group
                 .on_late(ctx, h.ev.time, h.mask, &h.ev, w, counters, out)
         });
-        if retracted == Some(true) {
+        if moved == Some(true) {
             self.arm(ri, slot);
         }
     }

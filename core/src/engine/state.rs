@@ -368,7 +368,8 @@ impl Group {
     }
 
     /// A late event (within `allowed_lateness`) of an absence rule: retracts a fired absence
-    /// whose deadline it falls before. Returns whether it did.
+    /// whose deadline it falls before, or moves a deadline that has not fired yet. Returns
+    /// whether the group's deadline changed.
     pub fn on_late(
         &mut self,
         ctx: &RuleCtx<'_>,
@@ -387,10 +388,16 @@ impl Group {
         if mask & set == 0 {
             return false;
         }
-        let Some(ep) = &a.firing else {
-            return false;
-        };
         let base = a.watched_since(ctx);
+        let Some(ep) = &a.firing else {
+            // Not fired yet: the late event still moves the deadline (arriving after the
+            // absence fired would have retracted it; arriving earlier must not fire it).
+            if t <= base {
+                return false;
+            }
+            a.last_seen = Some(t);
+            return true;
+        };
         if t <= base || t >= ep.last {
             return false;
         }
@@ -725,11 +732,28 @@ impl LinearState {
         }
         // G. Completions.
         if let Some(ri) = completed {
-            self.finish(ctx, alts, key, ri, t, counters, out);
-        } else if let Some(&ri) = fresh_completed.first() {
+            let r = self.runs.remove(ri);
+            self.finish(ctx, alts, key, r, t, counters, out);
+        } else if !fresh_completed.is_empty() {
             // Among runs started by this event, the first alternative's match wins; the others
-            // held the same event and are consumed with it.
-            self.finish(ctx, alts, key, ri, t, counters, out);
+            // held the same event and are consumed with it. An alternative that ends in an
+            // absence is not a match yet, only a wait: the alternatives after it still get
+            // theirs (at most one of them fires: one alert per episode), until one matches.
+            // Every completed run leaves `runs` here: one left behind would sit past its last
+            // step.
+            let mut done: Vec<Run> = fresh_completed
+                .iter()
+                .rev()
+                .map(|&i| self.runs.remove(i))
+                .collect();
+            done.reverse();
+            for r in done {
+                let pending = alts[r.alt as usize].end_absent.is_some();
+                self.finish(ctx, alts, key, r, t, counters, out);
+                if !pending {
+                    break;
+                }
+            }
         }
         self.note_seen(mask, t);
     }
@@ -762,12 +786,11 @@ impl LinearState {
         ctx: &RuleCtx<'_>,
         alts: &[Alt],
         key: &GroupKey,
-        ri: usize,
+        r: Run,
         t: Timestamp,
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) {
-        let r = self.runs.remove(ri);
         let alt = &alts[r.alt as usize];
         if let Some(end) = &alt.end_absent {
             // The absence at the end starts now; one wait per alternative, none while firing.
@@ -815,7 +838,11 @@ impl LinearState {
             return;
         }
         if let Trigger::Every(period) = ctx.rule.trigger {
-            let period = period.or(ctx.wmax()).unwrap_or(Duration::ZERO);
+            // DESIGN: no period, or one longer than the window, means the window.
+            let period = match (period, ctx.wmax()) {
+                (Some(p), Some(w)) => p.min(w),
+                (p, w) => p.or(w).unwrap_or(Duration::ZERO),
+            };
             if self.last_emit.is_some_and(|l| t < l.add(period)) {
                 counters.suppressed += 1;
                 return;

@@ -425,3 +425,51 @@ fn a_clock_running_ahead_cannot_hold_events_back() {
         &["firing h @70"],
     );
 }
+
+// ---- review: bugs found ----
+
+#[test]
+fn or_of_sequences_ending_in_absences_does_not_panic() {
+    // Both alternatives complete on the same `a`; neither is a match yet (each waits for its
+    // absence). The second used to stay behind in the partial matches, completed, and the next
+    // event indexed past its last step (panic). Each alternative now waits: `b@2` cancels the
+    // first, no `c` came in the 10 s after `a@0`, so the second fires at 10 (one alert).
+    let r = rule(
+        "r",
+        &["a", "b", "c"],
+        or(vec![
+            seq(vec![ev(0), absent(ev(1), Some(10))]),
+            seq(vec![ev(0), absent(ev(2), Some(10))]),
+        ]),
+    );
+    check(
+        vec![r],
+        "a:h@0 a:h@1 b:h@2 a:h@3 end@100",
+        &["firing h @10"],
+    );
+}
+#[test]
+fn late_heartbeat_before_the_deadline_defers_the_absence() {
+    // hb stamped 40 arrives at 56 (watermark 51): late, within the 30 s lateness, and the
+    // absence (deadline 60) has not fired yet. Had it arrived after the deadline fired it would
+    // have retracted the alert; arriving earlier must not make things worse: the deadline
+    // moves to 100.
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 30);
+    check(
+        vec![r],
+        "hb:h@0/0 tick@50 hb:h@40/56 tick@120 end",
+        &["firing h @100"],
+    );
+}
+#[test]
+fn trigger_every_longer_than_the_window_is_the_window() {
+    // DESIGN: `{ every = D }` with D longer than the window means the window.
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)]))
+        .within(5)
+        .every(Some(60));
+    check(
+        vec![r],
+        "a:h@0 b:h@1 a:h@6 b:h@7 a:h@8 b:h@9",
+        &["firing h @1", "firing h @7"],
+    );
+}
