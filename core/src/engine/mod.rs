@@ -1004,8 +1004,10 @@ impl Engine {
         self.cands = cands;
     }
 
-    /// Retires a group by hand (`cepheus groups forget RULE KEY`); returns whether it existed.
-    pub fn forget_group(&mut self, rule: &str, key: &[Value]) -> bool {
+    /// Retires a group by hand (`cepheus groups forget RULE KEY`): its open alert, if any, is
+    /// resolved with reason `forgotten` (appended to `out`); returns whether it existed. An
+    /// expected group comes back at the next reload that still lists it.
+    pub fn forget_group(&mut self, rule: &str, key: &[Value], out: &mut Vec<Alert>) -> bool {
         let Some(ri) = self
             .rts
             .iter()
@@ -1014,16 +1016,20 @@ impl Engine {
             return false;
         };
         let key = GroupKey::new(key);
+        let Some(&slot) = self.rts[ri].groups.get(&key) else {
+            return false;
+        };
+        let at = self.lanes[self.rts[ri].lane].now;
+        let start = out.len();
+        self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
+            s.group.forget(ctx, at, counters, out)
+        });
         let rt = &mut self.rts[ri];
-        match rt.groups.remove(&key) {
-            Some(slot) => {
-                rt.slots[slot as usize] = None;
-                rt.free.push(slot);
-                rt.counters.forgotten += 1;
-                true
-            }
-            None => false,
-        }
+        rt.groups.remove(&key);
+        rt.slots[slot as usize] = None;
+        rt.free.push(slot);
+        self.order_alerts(&mut out[start..]);
+        true
     }
 
     /// A snapshot of all state, from which [`Engine::restore`] continues exactly.

@@ -459,27 +459,40 @@ impl Group {
         }
         let forget_at = self.last_activity.add(ctx.rule.forget_after);
         if !self.expected && forget_at <= now {
-            let (firing, last_events) = match &mut self.state {
-                GroupState::Absence(a) => (a.firing.take(), Vec::new()),
-                GroupState::Linear(l) => (l.episode.take(), Vec::new()),
-            };
-            if let Some(ep) = firing {
-                emit(
-                    ctx,
-                    &key,
-                    ep.id,
-                    AlertState::Resolved,
-                    forget_at,
-                    last_events,
-                    Some("forgotten"),
-                    counters,
-                    out,
-                );
-            }
-            counters.forgotten += 1;
+            self.forget(ctx, forget_at, counters, out);
             return true;
         }
         false
+    }
+
+    /// The group is dropped (silent for `forget_after`, or retired by hand): an open alert is
+    /// resolved with reason `forgotten`.
+    pub fn forget(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        at: Timestamp,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
+        let key = self.key.clone();
+        let firing = match &mut self.state {
+            GroupState::Absence(a) => a.firing.take(),
+            GroupState::Linear(l) => l.episode.take(),
+        };
+        if let Some(ep) = firing {
+            emit(
+                ctx,
+                &key,
+                ep.id,
+                AlertState::Resolved,
+                at,
+                Vec::new(),
+                Some("forgotten"),
+                counters,
+                out,
+            );
+        }
+        counters.forgotten += 1;
     }
 
     /// When this group next needs a timer (`None`: never).

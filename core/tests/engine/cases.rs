@@ -473,3 +473,24 @@ fn trigger_every_longer_than_the_window_is_the_window() {
         &["firing h @1", "firing h @7"],
     );
 }
+
+#[test]
+fn forgetting_a_group_by_hand_resolves_its_alert() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::Value;
+    let rules = set(vec![rule("hb", &["hb"], absent(ev(0), Some(60)))]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("hb:web@0 tick@100"), &mut out);
+    assert!(e.forget_group("hb", &[Value::str("web")], &mut out));
+    assert!(
+        !e.forget_group("hb", &[Value::str("web")], &mut out),
+        "already gone"
+    );
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(got, ["firing web @60", "resolved web @100 (forgotten)"]);
+    assert_eq!(out[0].id, out[1].id);
+    // Gone: no alert later either.
+    run_on(&mut e, parse_script("end@1000"), &mut out);
+    assert_eq!(out.len(), 2);
+}
