@@ -61,6 +61,12 @@ pub const MAX_ALERT_EVENTS: usize = 16;
 impl Alert {
     /// The stable id of an episode: 16 hex digits of FNV-1a over rule, group and start.
     pub fn make_id(rule: &str, group: &[Value], start: Timestamp) -> String {
+        Alert::make_id_ranked(rule, group, start, 0)
+    }
+
+    /// The id of the `rank`-th episode of a group starting at the same instant (rank 0 is
+    /// [`Alert::make_id`]).
+    pub fn make_id_ranked(rule: &str, group: &[Value], start: Timestamp, rank: u32) -> String {
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         let mut feed = |bytes: &[u8]| {
             for b in bytes {
@@ -75,6 +81,9 @@ impl Alert {
             feed(v.to_string().as_bytes());
         }
         feed(&start.0.to_le_bytes());
+        if rank > 0 {
+            feed(&rank.to_le_bytes());
+        }
         format!("{h:016x}")
     }
 

@@ -15,6 +15,20 @@ use crate::event::{Event, Value};
 use crate::rules::ir::{Rule, TemplatePart, Trigger, lookup};
 use crate::time::{Duration, Timestamp};
 
+/// The seed of an alert id: the episode's start, and how many earlier episodes of the group
+/// started at the same instant (0 almost always), so two episodes never share an id.
+pub type IdSeed = (Timestamp, u32);
+
+/// The next id seed of a group for an episode starting at `start`.
+fn next_seed(last: &mut Option<IdSeed>, start: Timestamp) -> IdSeed {
+    let seed = match *last {
+        Some((s, n)) if s == start => (start, n + 1),
+        _ => (start, 0),
+    };
+    *last = Some(seed);
+    seed
+}
+
 /// A group key: the values of the rule's `group_by` fields, in order (empty: one group).
 ///
 /// One value (the common case) is held inline, so the group map compares keys without
@@ -202,8 +216,9 @@ pub enum EpisodeKind {
 /// An open (firing) alert of a group.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Episode {
-    /// The episode's start: with the rule and group, the seed of the alert id.
-    id: Timestamp,
+    /// The episode's start (and rank among episodes of this group starting at the same
+    /// instant): with the rule and group, the seed of the alert id.
+    id: IdSeed,
     kind: EpisodeKind,
     /// Absence: the fired deadline. Closure: the time of the last extending event.
     last: Timestamp,
@@ -216,6 +231,8 @@ pub struct AbsenceState {
     /// The last awaited event, if any.
     last_seen: Option<Timestamp>,
     firing: Option<Box<Episode>>,
+    #[serde(default)]
+    last_seed: Option<IdSeed>,
 }
 
 impl AbsenceState {
@@ -237,6 +254,8 @@ pub struct LinearState {
     /// Per event definition, when it last occurred (only for rules with a leading absence).
     last_seen: Vec<Option<Timestamp>>,
     last_emit: Option<Timestamp>,
+    #[serde(default)]
+    last_seed: Option<IdSeed>,
 }
 
 /// Per-group state.
@@ -278,6 +297,7 @@ impl Group {
             Plan::Absence { .. } => GroupState::Absence(AbsenceState {
                 last_seen: None,
                 firing: None,
+                last_seed: None,
             }),
             Plan::Linear { alts } => {
                 let tracks = alts.iter().any(|a| a.start_absent.is_some());
@@ -431,7 +451,7 @@ impl Group {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) if a.firing.is_none() => {
                 let deadline = a.watched_since(ctx).add(*for_);
                 if deadline <= now {
-                    let id = deadline;
+                    let id = next_seed(&mut a.last_seed, deadline);
                     let reason = (deadline < ctx.outage_until).then_some("outage");
                     emit(
                         ctx,
@@ -827,7 +847,7 @@ impl LinearState {
         self.runs
             .retain(|o| !o.items.iter().any(|i| ids.binary_search(&i.id).is_ok()));
         let last = &alt.steps[alt.steps.len() - 1];
-        let id = r.start;
+        let id = next_seed(&mut self.last_seed, r.start);
         if last.repeat.is_some() {
             let set = alt.steps.iter().fold(0, |acc, s| acc | s.set);
             let events = r.events();
@@ -903,7 +923,7 @@ impl LinearState {
                 .end_absent
                 .as_ref()
                 .map_or(0, |e| e.set);
-            let id = w.deadline;
+            let id = next_seed(&mut self.last_seed, w.deadline);
             let reason = (w.deadline < ctx.outage_until).then_some("outage");
             emit(
                 ctx,
@@ -1093,7 +1113,7 @@ fn complete(ctx: &RuleCtx<'_>, alt: &Alt, r: &Run, t: Timestamp) -> bool {
 fn emit(
     ctx: &RuleCtx<'_>,
     key: &GroupKey,
-    id: Timestamp,
+    id: IdSeed,
     state: AlertState,
     time: Timestamp,
     mut events: Vec<Arc<Event>>,
@@ -1115,7 +1135,7 @@ fn emit(
     for (rule, name) in ctx.members.iter().zip(ctx.member_names) {
         counters.alerts += 1;
         out.push(Alert {
-            id: Alert::make_id(&rule.name, key, id),
+            id: Alert::make_id_ranked(&rule.name, key, id.0, id.1),
             rule: name.clone(),
             severity: rule.severity,
             state,
