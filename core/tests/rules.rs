@@ -673,3 +673,23 @@ fn diagnostics_render_with_miette() {
     assert!(out.contains("did you mean `host`?"), "{out}");
     assert_eq!(d.to_json()["column"], 24);
 }
+
+#[test]
+fn forget_after_shorter_than_the_pattern_warns() {
+    let text = "[[rule]]\nname = \"x\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nexpect = [\"a\"]\nforget_after = \"1m\"\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 5m\"\n";
+    let c = cepheus_core::rules::compile_str("f.toml", text);
+    assert!(c.rules.is_some(), "a warning, not an error");
+    let w: Vec<&str> = c.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert!(
+        w.iter()
+            .any(|m| m.contains("forget_after") && m.contains("5m")),
+        "{w:?}"
+    );
+    assert_eq!(c.diagnostics[0].line, 6);
+    let ok = text.replace("\"1m\"", "\"10m\"");
+    assert!(
+        cepheus_core::rules::compile_str("f.toml", &ok)
+            .diagnostics
+            .is_empty()
+    );
+}

@@ -667,6 +667,16 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         },
     };
     let forget_after = val("forget_after").and_then(|v| cx.duration(v, "forget_after"));
+    if let (Some(f), Some(v), Some(c)) = (forget_after, val("forget_after"), &checked) {
+        let longest = longest_wait(&c.pattern).max(c.within.map_or(Duration::ZERO, |w| w.max));
+        if f < longest {
+            cx.warning(
+                v.span(),
+                format!("`forget_after` ({f}) is shorter than the pattern's {longest}: a silent group is forgotten before it can alert"),
+                h(format!("use at least `forget_after = \"{longest}\"`")),
+            );
+        }
+    }
     let max_groups = val("max_groups").and_then(|v| cx.count(v, "max_groups"));
     let max_partial_matches =
         val("max_partial_matches").and_then(|v| cx.count(v, "max_partial_matches"));
@@ -1018,4 +1028,17 @@ fn template(
 /// The names of the keys a rule may hold (for docs and tests).
 pub fn rule_keys() -> &'static [&'static str] {
     RULE_KEYS
+}
+
+/// The longest time the pattern waits for something (`absent(..) for D`).
+fn longest_wait(p: &crate::rules::ir::Pattern) -> Duration {
+    use crate::rules::ir::Pattern;
+    match p {
+        Pattern::Event(_) => Duration::ZERO,
+        Pattern::Seq(ps) | Pattern::Or(ps) | Pattern::And(ps) => {
+            ps.iter().map(longest_wait).max().unwrap_or(Duration::ZERO)
+        }
+        Pattern::Repeat { inner, .. } => longest_wait(inner),
+        Pattern::Absent { inner, for_ } => for_.unwrap_or(Duration::ZERO).max(longest_wait(inner)),
+    }
 }
