@@ -693,3 +693,25 @@ fn forget_after_shorter_than_the_pattern_warns() {
             .is_empty()
     );
 }
+
+#[test]
+fn closure_counts_are_bounded() {
+    let rule = |n: &str| {
+        format!(
+            "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"a\"'\npattern = \"a{{{n},}} within 1m\"\n"
+        )
+    };
+    assert!(
+        cepheus_core::rules::compile_str("f.toml", &rule("100000"))
+            .rules
+            .is_some()
+    );
+    let c = cepheus_core::rules::compile_str("f.toml", &rule("4294967295"));
+    assert!(c.rules.is_none());
+    assert!(
+        c.diagnostics[0].message.contains("at most 100000"),
+        "{:?}",
+        c.diagnostics[0].message
+    );
+    assert_eq!((c.diagnostics[0].line, c.diagnostics[0].column), (5, 14));
+}

@@ -1045,7 +1045,7 @@ fn take(
             // A flood inside the window must not grow memory without bound: a closure holds
             // at most MAX_CLOSURE_ITEMS events (or twice its minimum, if more). At the start of
             // a pattern it slides (the oldest goes); in the middle it stops collecting.
-            let full = r.items.len() >= MAX_CLOSURE_ITEMS.max(rep.0 as usize * 2);
+            let full = r.items.len() >= MAX_CLOSURE_ITEMS.max((rep.0 as usize).min(100_000) * 2);
             if (at_max || full) && !r.is_collector(alt) {
                 return Took::No;
             }

@@ -25,6 +25,10 @@ pub struct SyntaxError {
     pub help: Option<String>,
 }
 
+/// The largest count a closure may ask for (`a{n,m}`): each counted event is held in memory
+/// per group while the window lasts.
+pub const MAX_COUNT: u32 = 100_000;
+
 fn err<T>(span: Span, message: impl Into<String>) -> Result<T, SyntaxError> {
     Err(SyntaxError {
         span,
@@ -748,6 +752,14 @@ impl Parser {
     fn count(&mut self) -> Result<u32, SyntaxError> {
         let t = self.bump();
         match t.tok {
+            Tok::Int(n) if n > i64::from(MAX_COUNT) => Err(SyntaxError {
+                span: t.span,
+                message: format!("count too large: a closure counts at most {MAX_COUNT} events"),
+                help: Some(
+                    "counting that many events of one group is a rate: use a shorter window or another rule"
+                        .into(),
+                ),
+            }),
             Tok::Int(n) => u32::try_from(n).or_else(|_| err(t.span, "count too large")),
             other => err(
                 t.span,
