@@ -284,8 +284,10 @@ fn lines_source(inputs: Inputs) -> Source {
     Box::new(inputs.map(|item| match item {
         Ok(item) => match item.event {
             Ok(mut ev) => {
-                // Recorded logs: the message's own stamp is when it arrived.
-                ev.arrival = ev.time;
+                // Recorded logs: the message's own stamp is when it arrived (a syslog line is
+                // read with the previous line's time as its arrival); a JSON event that says
+                // when it arrived keeps that.
+                ev.arrival = ev.arrival.max(ev.time);
                 Ok(ev)
             }
             Err(_) => Err(()),

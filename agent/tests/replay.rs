@@ -423,3 +423,21 @@ fn no_share_gives_the_same_alerts_with_more_predicate_work() {
         "{shared_evals} vs {unshared_evals}"
     );
 }
+
+#[test]
+fn json_events_keep_their_arrival_for_event_time_rules() {
+    // A heartbeat stamped 00:00:50 that arrived at 00:01:20 is late and retracts the absence
+    // fired at 00:01:00; read with its stamp as arrival it would simply have prevented it.
+    let out = cepheus()
+        .args(["rules", "test"])
+        .arg(manifest().join("tests/fixtures/event-time"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("1 passed, 0 failed"), "{stdout}");
+}
