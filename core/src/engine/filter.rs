@@ -22,14 +22,27 @@ pub struct Pred {
     /// The condition without what the index already guarantees (the source test and the
     /// indexed equality), so an indexed `host in [...]` of 10,000 names is not tested twice.
     residual: Cond,
+    /// The field the predicate is filed under in the index, if any.
+    pub key_field: Option<Field>,
 }
+
+/// An index entry: a predicate, and a hint the engine may keep there (the group slot of the
+/// predicate's consumer for this value: one lookup per event instead of two).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    pred: u32,
+    hint: u32,
+}
+
+/// No hint stored.
+pub const NO_HINT: u32 = u32::MAX;
 
 #[derive(Debug, Default)]
 struct SourceIndex {
     /// Definitions evaluated for every event of this source.
     always: Vec<u32>,
-    /// (field, value -> definitions) tables.
-    by_field: Vec<(Field, HashMap<Value, Vec<u32>>)>,
+    /// (field, value -> predicates) tables.
+    by_field: Vec<(Field, HashMap<Value, Vec<Entry>>)>,
 }
 
 /// The predicate index over a rule set.
@@ -168,11 +181,12 @@ impl Filter {
             } else {
                 Cond::And(keep)
             };
+            let key = key.map(|(_, f, vs)| (f, vs));
             preds.push(Pred {
                 consumers,
                 residual,
+                key_field: key.as_ref().map(|(f, _)| *f),
             });
-            let key = key.map(|(_, f, vs)| (f, vs));
             for src in [Source::Syslog, Source::Flow] {
                 if pinned.is_some_and(|p| p != src) {
                     continue;
@@ -190,8 +204,11 @@ impl Filter {
                         };
                         for v in values {
                             let list = table.entry(v.clone()).or_default();
-                            if list.last() != Some(&idx) {
-                                list.push(idx);
+                            if list.last().is_none_or(|e| e.pred != idx) {
+                                list.push(Entry {
+                                    pred: idx,
+                                    hint: NO_HINT,
+                                });
                             }
                         }
                     }
@@ -206,18 +223,37 @@ impl Filter {
     /// Appends the indexes of the predicates `ev` may satisfy (to be evaluated), in ascending
     /// order.
     pub fn candidates(&self, ev: &Event, out: &mut Vec<u32>) {
+        let mut hinted = Vec::new();
+        self.candidates_hinted(ev, &mut hinted);
+        out.extend(hinted.iter().map(|(p, _)| *p));
+    }
+
+    /// As [`Filter::candidates`], with each predicate's hint for the event's value
+    /// ([`NO_HINT`] when none is stored or the predicate is not indexed).
+    pub fn candidates_hinted(&self, ev: &Event, out: &mut Vec<(u32, u32)>) {
         let si = &self.sources[source_slot(ev.source)];
         let start = out.len();
-        out.extend_from_slice(&si.always);
+        out.extend(si.always.iter().map(|p| (*p, NO_HINT)));
         for (field, table) in &si.by_field {
             if let Some(v) = ev.get(*field)
                 && let Some(list) = table.get(v)
             {
-                out.extend_from_slice(list);
+                out.extend(list.iter().map(|e| (e.pred, e.hint)));
             }
         }
         if !si.by_field.is_empty() {
             out[start..].sort_unstable();
+        }
+    }
+
+    /// Stores a hint for predicate `pred` under `value` of its index field, for `source`.
+    pub fn set_hint(&mut self, source: Source, field: Field, value: &Value, pred: u32, hint: u32) {
+        let si = &mut self.sources[source_slot(source)];
+        if let Some((_, table)) = si.by_field.iter_mut().find(|(f, _)| *f == field)
+            && let Some(list) = table.get_mut(value)
+            && let Some(e) = list.iter_mut().find(|e| e.pred == pred)
+        {
+            e.hint = hint;
         }
     }
 

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::alert::Alert;
-use crate::event::{Event, Value};
+use crate::event::{Event, Field, FieldKey, Value};
 use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, lookup};
 use crate::time::{Duration, Timestamp};
 use filter::Filter;
@@ -278,7 +278,10 @@ pub struct Engine {
     consumers: Vec<Vec<(u32, u32, u32)>>,
     /// Rule name -> rule-set index (the order of same-instant alerts).
     rule_order: HashMap<String, u32>,
-    cands: Vec<u32>,
+    cands: Vec<(u32, u32)>,
+    /// Per predicate: its one consumer is grouped by the field the predicate is indexed on,
+    /// so the index entry can carry the group's slot.
+    hintable: Vec<Option<Field>>,
     hits: Vec<Hit>,
     fired: Vec<TimerEntry>,
 }
@@ -295,6 +298,8 @@ struct Hit {
     rule: u32,
     /// The first (rule, definition) that produced it: the delivery order.
     order: (u32, u32),
+    /// The predicate's index entry and the group slot hint it holds, when it can hold one.
+    hint: Option<(u32, u32)>,
     key: GroupKey,
     mask: EvSet,
     ev: Arc<Event>,
@@ -374,8 +379,22 @@ impl Engine {
                 v
             })
             .collect();
+        let hintable = filter
+            .preds
+            .iter()
+            .zip(&consumers)
+            .map(|(p, cs): (&filter::Pred, &Vec<(u32, u32, u32)>)| {
+                let f = p.key_field?;
+                let [(_, def, rule)] = cs.as_slice() else {
+                    return None;
+                };
+                let fields = &rules.rules[*rule as usize].events[*def as usize].group_fields;
+                (fields.as_slice() == [FieldKey::Known(f)]).then_some(f)
+            })
+            .collect();
         Ok(Engine {
             filter,
+            hintable,
             consumers,
             rt_of,
             rule_order: rules
@@ -661,7 +680,16 @@ impl Engine {
         self.next_seq += 1;
         for h in &hits {
             if self.rts[h.rule as usize].lane == 0 {
-                self.deliver(h.rule as usize, &h.key, arrival, h.mask, &h.ev, seq, out);
+                self.deliver(
+                    h.rule as usize,
+                    &h.key,
+                    arrival,
+                    h.mask,
+                    &h.ev,
+                    seq,
+                    h.hint,
+                    out,
+                );
             }
         }
         // Event-time lanes: reorder below the watermark.
@@ -779,7 +807,16 @@ impl Engine {
                 break;
             };
             self.advance_lane(li, p.time.sub(Duration(1)), false, out);
-            self.deliver(p.rule as usize, &p.key, p.time, p.mask, &p.ev, p.seq, out);
+            self.deliver(
+                p.rule as usize,
+                &p.key,
+                p.time,
+                p.mask,
+                &p.ev,
+                p.seq,
+                None,
+                out,
+            );
         }
         if w != Timestamp::MAX {
             self.release_to(li, w, out);
@@ -879,10 +916,29 @@ impl Engine {
         mask: EvSet,
         ev: &Arc<Event>,
         seq: u64,
+        hint: Option<(u32, u32)>,
         out: &mut Vec<Alert>,
     ) {
-        let Some(slot) = self.slot_for(ri, key, false, t) else {
-            return;
+        // The index entry's hint, when it still names this group's slot, saves the group map
+        // lookup; a group created or moved since is looked up and the hint refreshed.
+        let hinted = hint.and_then(|(_, slot)| {
+            let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
+            (s.group.key == *key).then_some(slot)
+        });
+        let slot = match hinted {
+            Some(slot) => slot,
+            None => {
+                let Some(slot) = self.slot_for(ri, key, false, t) else {
+                    return;
+                };
+                if let Some((pred, _)) = hint
+                    && let Some(field) = self.hintable[pred as usize]
+                    && let Some(value) = key.first()
+                {
+                    self.filter.set_hint(ev.source, field, value, pred, slot);
+                }
+                slot
+            }
         };
         self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
             s.group.on_event(ctx, t, mask, ev, seq, counters, out)
@@ -914,11 +970,11 @@ impl Engine {
     fn evaluate(&mut self, ev: &Arc<Event>, hits: &mut Vec<Hit>) {
         let mut cands = std::mem::take(&mut self.cands);
         cands.clear();
-        self.filter.candidates(ev, &mut cands);
+        self.filter.candidates_hinted(ev, &mut cands);
         let mut caps = Captures::new();
         // Built only when an event concerns many states (no hasher set-up otherwise).
         let mut hit_index: Option<HashMap<(u32, GroupKey), usize>> = None;
-        for &ci in &cands {
+        for &(ci, slot_hint) in &cands {
             caps.clear();
             self.counters.predicate_evals += 1;
             if !self.filter.eval(ci, ev, &mut caps) {
@@ -987,12 +1043,14 @@ impl Engine {
                         if let Some(index) = &mut hit_index {
                             index.insert((rt, key.clone()), hits.len());
                         }
+                        let hint = self.hintable[ci as usize].map(|_| (ci, slot_hint));
                         hits.push(Hit {
                             rule: rt,
                             key,
                             mask: bit,
                             ev: ev_arc,
                             order,
+                            hint,
                         });
                     }
                 }

@@ -615,3 +615,41 @@ fn extreme_stamps_do_not_panic() {
         let _ = serde_json::to_string(&e.checkpoint()).unwrap();
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+
+    /// A rule indexed on its group field (whose index entries carry the group's slot) alerts
+    /// exactly like the same rule written so that it cannot be indexed, including when groups
+    /// are forgotten and their slots reused.
+    #[test]
+    fn slot_hints_change_nothing(spec in proptest::collection::vec((0u8..4, 1u16..90), 1..150)) {
+        let rule = |name: &str, cond: &str| format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nforget_after = \"2m\"\n\
+             events.hb = '{cond}'\npattern = \"absent(hb) for 30s\"\n\n\
+             [[rule]]\nname = \"{name}-burst\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nforget_after = \"2m\"\n\
+             events.x = '{cond} and exists(host)'\npattern = \"x{{3,}} within 20s\"\n"
+        );
+        let text = rule("hinted", r#"syslog and host in ["h1", "h2", "h3"]"#)
+            + &rule("plain", r#"syslog and (host == "h1" or host == "h2" or host == "h3")"#);
+        let rules = cepheus_core::rules::compile_str("h.toml", &text).rules.unwrap();
+        let mut t = 1_000i64;
+        let evs: Vec<Event> = spec
+            .iter()
+            .map(|(h, gap)| {
+                t += i64::from(*gap);
+                let ts = Timestamp::from_secs(t);
+                Event::new(Source::Syslog, ts, ts).with(Field::Host, Value::str(&format!("h{}", h + 1)))
+            })
+            .collect();
+        let out = replay(&rules, &evs);
+        let render = |prefix: &str| -> Vec<String> {
+            out.iter()
+                .filter(|a| a.rule.starts_with(prefix))
+                .map(|a| format!("{} {} {:?} {}", &a.rule[prefix.len()..], a.state.name(), a.group, a.time))
+                .collect()
+        };
+        let (hinted, plain) = (render("hinted"), render("plain"));
+        prop_assert_eq!(hinted, plain);
+    }
+}
