@@ -231,8 +231,6 @@ pub struct AbsenceState {
     /// The last awaited event, if any.
     last_seen: Option<Timestamp>,
     firing: Option<Box<Episode>>,
-    #[serde(default)]
-    last_seed: Option<IdSeed>,
 }
 
 impl AbsenceState {
@@ -297,7 +295,6 @@ impl Group {
             Plan::Absence { .. } => GroupState::Absence(AbsenceState {
                 last_seen: None,
                 firing: None,
-                last_seed: None,
             }),
             Plan::Linear { alts } => {
                 let tracks = alts.iter().any(|a| a.start_absent.is_some());
@@ -451,7 +448,9 @@ impl Group {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) if a.firing.is_none() => {
                 let deadline = a.watched_since(ctx).add(*for_);
                 if deadline <= now {
-                    let id = next_seed(&mut a.last_seed, deadline);
+                    // A lone absence's episodes never share a start: each next deadline is
+                    // after the event that ended the previous one.
+                    let id = (deadline, 0);
                     let reason = (deadline < ctx.outage_until).then_some("outage");
                     emit(
                         ctx,
