@@ -472,13 +472,7 @@ impl Engine {
 
     /// Monitoring begins: processing-time rules at the arrival clock `at`, event-time rules at
     /// the first event's time `first`.
-    fn begin(
-        &mut self,
-        at: Timestamp,
-        first: Timestamp,
-        defer_event_time: bool,
-        out: &mut Vec<Alert>,
-    ) {
+    fn begin(&mut self, at: Timestamp, first: Timestamp, defer_event_time: bool) {
         self.clock = Some(at);
         for lane in &mut self.lanes {
             let t = match lane.mode {
@@ -500,7 +494,6 @@ impl Engine {
         for lane in &mut self.lanes[1..] {
             lane.started = !defer_event_time;
         }
-        let _ = out;
     }
 
     /// Monitoring begins for a rule: its expected groups are armed.
@@ -652,7 +645,7 @@ impl Engine {
         self.counters.events += 1;
         let arrival = match self.clock {
             None => {
-                self.begin(ev.arrival, ev.time.min(ev.arrival), true, out);
+                self.begin(ev.arrival, ev.time.min(ev.arrival), true);
                 ev.arrival
             }
             Some(c) => c.max(ev.arrival),
@@ -675,7 +668,7 @@ impl Engine {
             self.counters.unmatched += 1;
         }
         // Processing-time lane: timers strictly before now, then the event at now.
-        self.advance_lane(0, arrival.sub(Duration(1)), false, out);
+        self.advance_lane(0, arrival.sub(Duration(1)), out);
         let seq = self.next_seq;
         self.next_seq += 1;
         for h in &hits {
@@ -735,14 +728,14 @@ impl Engine {
     fn advance_inner(&mut self, now: Timestamp, out: &mut Vec<Alert>) {
         let now = match self.clock {
             None => {
-                self.begin(now, now, false, out);
+                self.begin(now, now, false);
                 now
             }
             Some(c) => c.max(now),
         };
         self.note_outage(now);
         self.clock = Some(now);
-        self.advance_lane(0, now, true, out);
+        self.advance_lane(0, now, out);
         for li in 1..self.lanes.len() {
             let w = self.lanes[li].watermark(now);
             self.release(li, w, out);
@@ -766,7 +759,7 @@ impl Engine {
         };
         let end = until.map_or(clock, |u| u.max(clock));
         self.clock = Some(end);
-        self.advance_lane(0, end, true, out);
+        self.advance_lane(0, end, out);
         for li in 1..self.lanes.len() {
             let last = self.lanes[li].max_event.unwrap_or(clock);
             let stop = until.map_or(last, |u| u.max(last));
@@ -806,7 +799,7 @@ impl Engine {
             let Some(Reverse(p)) = self.lanes[li].pending.pop() else {
                 break;
             };
-            self.advance_lane(li, p.time.sub(Duration(1)), false, out);
+            self.advance_lane(li, p.time.sub(Duration(1)), out);
             self.deliver(
                 p.rule as usize,
                 &p.key,
@@ -824,12 +817,11 @@ impl Engine {
     }
 
     fn release_to(&mut self, li: usize, w: Timestamp, out: &mut Vec<Alert>) {
-        self.advance_lane(li, w, true, out);
+        self.advance_lane(li, w, out);
     }
 
     /// Fires the lane's timers up to `to` and sets its time.
-    fn advance_lane(&mut self, li: usize, to: Timestamp, inclusive: bool, out: &mut Vec<Alert>) {
-        let _ = inclusive;
+    fn advance_lane(&mut self, li: usize, to: Timestamp, out: &mut Vec<Alert>) {
         if to < self.lanes[li].now {
             return;
         }
@@ -1221,8 +1213,7 @@ impl Engine {
                 rt.groups.insert(g.key.clone(), idx);
             }
         }
-        for (li, lc) in cp.lanes.iter().enumerate() {
-            let _ = li;
+        for lc in &cp.lanes {
             for p in &lc.pending {
                 let target = saved_to
                     .get(&(p.rule.clone(), p.rule_name.clone()))
