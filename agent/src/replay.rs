@@ -264,7 +264,10 @@ pub fn open_source(path: &Path, parser: SyslogParser) -> anyhow::Result<Source> 
             },
         })));
     }
-    let inputs: Inputs = open_inputs(&[path.to_path_buf()], parser, Timestamp(0))
+    // Year-less RFC 3164 stamps are resolved as a syslog daemon reading them now would
+    // (`--year` fixes the year instead, for replays that must not depend on the day).
+    let reference = crate::flow::live::wall_clock();
+    let inputs: Inputs = open_inputs(&[path.to_path_buf()], parser, reference)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(lines_source(inputs))
 }

@@ -441,3 +441,29 @@ fn json_events_keep_their_arrival_for_event_time_rules() {
     );
     assert!(stdout.contains("1 passed, 0 failed"), "{stdout}");
 }
+
+#[test]
+fn without_year_rfc3164_stamps_resolve_around_today() {
+    // Year-less stamps are read as a syslog daemon would today (not as 1970).
+    let log = manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log");
+    let rules = manifest().join("../rules/ssh.toml");
+    let alerts = alerts_of(&replay(&[
+        "--rules",
+        rules.to_str().unwrap(),
+        log.to_str().unwrap(),
+    ]));
+    assert!(!alerts.is_empty());
+    let this_year = chrono::Utc::now()
+        .format("%Y")
+        .to_string()
+        .parse::<i32>()
+        .unwrap();
+    for a in &alerts {
+        let year: i32 = a["time"].as_str().unwrap()[..4].parse().unwrap();
+        assert!(
+            (this_year - 1..=this_year + 1).contains(&year),
+            "{}",
+            a["time"]
+        );
+    }
+}
