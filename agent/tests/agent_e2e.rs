@@ -57,12 +57,17 @@ impl Agent {
 
     /// As [`Agent::start`], with extra lines in the `[syslog]` table too.
     fn start_with(dir: &Path, syslog_extra: &str, extra: &str) -> Agent {
+        Agent::start_full(dir, syslog_extra, "", extra)
+    }
+
+    /// As [`Agent::start_with`], with extra lines in the `[api]` table too.
+    fn start_full(dir: &Path, syslog_extra: &str, api_extra: &str, extra: &str) -> Agent {
         let port = free_port();
         let api = free_port();
         let cfg = format!(
             "[syslog]\nudp = [\"127.0.0.1:{port}\"]\ntcp = [\"127.0.0.1:{port}\"]\n\
              max_message_size = 1024\ntcp_idle_timeout = \"2s\"\n{syslog_extra}\n\
-             [api]\nlisten = \"127.0.0.1:{api}\"\n[rules]\npaths = [\"rules\"]\n\
+             [api]\nlisten = \"127.0.0.1:{api}\"\n{api_extra}\n[rules]\npaths = [\"rules\"]\n\
              [store]\npath = \"data\"\n{extra}"
         );
         std::fs::write(dir.join("cepheus.toml"), cfg).unwrap();
@@ -600,4 +605,32 @@ fn followed_file_lines_are_ingested_across_rotation() {
     assert_eq!(a["group"]["src"], "198.51.100.9");
     let s = agent.stats();
     assert_eq!(s["ingest"]["malformed"], 0, "{s}");
+}
+
+#[test]
+fn api_token_guards_stats_and_metrics() {
+    let dir = scratch("token");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let token = "0123456789abcdef-test-token";
+    std::fs::write(dir.join("api.token"), format!("{token}\n")).unwrap();
+    let agent = Agent::start_full(&dir, "", "token_file = \"api.token\"", "");
+    let get = |path: &str, auth: Option<&str>| -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
+        let header = auth
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\n{header}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    assert!(get("/health", None).starts_with("HTTP/1.1 200"));
+    assert!(get("/stats", None).starts_with("HTTP/1.1 401"));
+    assert!(get("/metrics", Some("wrong-token-wrong-token")).starts_with("HTTP/1.1 401"));
+    assert!(get("/stats", Some(token)).starts_with("HTTP/1.1 200"));
+    assert!(get("/metrics", Some(token)).starts_with("HTTP/1.1 200"));
 }

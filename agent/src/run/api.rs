@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use actix::Addr;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 
 use super::counters::{IngestCounters, IngestSnapshot, SinkCounters, SinkSnapshot};
@@ -31,6 +31,33 @@ pub struct ApiState {
     pub udp: Vec<SocketAddr>,
     /// Start of the process.
     pub started: Instant,
+    /// The API token, when one is configured (`api.token_file`).
+    pub token: Option<String>,
+}
+
+impl ApiState {
+    /// Whether the request may read the agent's state: no token configured, or the right
+    /// bearer token (compared in constant time).
+    fn authorized(&self, req: &HttpRequest) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        let given = req
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        let (a, b) = (given.as_bytes(), token.as_bytes());
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    }
+}
+
+fn unauthorized() -> HttpResponse {
+    HttpResponse::Unauthorized()
+        .insert_header(("WWW-Authenticate", "Bearer"))
+        .content_type("text/plain")
+        .body("missing or wrong API token (Authorization: Bearer <token>)\n")
 }
 
 /// One rule's stats summed over the shards that run a part of it.
@@ -258,11 +285,17 @@ async fn health() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("ok\n")
 }
 
-async fn stats(st: web::Data<ApiState>) -> HttpResponse {
+async fn stats(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
+    if !st.authorized(&req) {
+        return unauthorized();
+    }
     HttpResponse::Ok().json(collect(&st).await)
 }
 
-async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
+async fn metrics(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
+    if !st.authorized(&req) {
+        return unauthorized();
+    }
     let s = collect(&st).await;
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")

@@ -67,6 +67,10 @@ tick = "100ms"
 [api]
 # HTTP API: GET /health, /stats (JSON), /metrics (Prometheus). Loopback by default.
 listen = "127.0.0.1:9514"
+# A file holding a token (one line). When set, /stats and /metrics need the header
+# "Authorization: Bearer <token>" (/health stays open for liveness probes). Required when
+# `listen` is not a loopback address.
+# token_file = "/etc/cepheus/api.token"
 
 [output]
 # Alert changes as JSON lines on stdout (the same shape as `cepheus replay`).
@@ -226,12 +230,15 @@ impl Default for EngineSection {
 pub struct ApiConfig {
     /// Listen address of the HTTP API.
     pub listen: SocketAddr,
+    /// File holding the API token; required off loopback.
+    pub token_file: Option<PathBuf>,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9514)),
+            token_file: None,
         }
     }
 }
@@ -340,6 +347,15 @@ impl Config {
             crate::flow::filter::Filter::parse(&c.filter)
                 .map_err(|e| bad("capture.filter", e.to_string()))?;
         }
+        if !self.api.listen.ip().is_loopback() && self.api.token_file.is_none() {
+            return Err(bad(
+                "api.token_file",
+                format!(
+                    "api.listen = {} is not a loopback address: set api.token_file (requests then need \"Authorization: Bearer <token>\"), or listen on 127.0.0.1",
+                    self.api.listen
+                ),
+            ));
+        }
         Ok(())
     }
 
@@ -386,5 +402,26 @@ mod tests {
             "capture = { interface = \"eth0\", filter = \"\" }\n[syslog]\nudp = []\n",
         );
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn an_api_off_loopback_needs_a_token() {
+        let e = Config::parse(Path::new("x"), "[api]\nlisten = \"0.0.0.0:9514\"\n");
+        assert!(
+            matches!(
+                e,
+                Err(ConfigError::Value {
+                    key: "api.token_file",
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+        let ok = Config::parse(
+            Path::new("x"),
+            "[api]\nlisten = \"0.0.0.0:9514\"\ntoken_file = \"/etc/cepheus/api.token\"\n",
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+        assert!(Config::parse(Path::new("x"), "[api]\nlisten = \"[::1]:9514\"\n").is_ok());
     }
 }
