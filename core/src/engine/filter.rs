@@ -220,16 +220,8 @@ impl Filter {
         Filter { preds, sources }
     }
 
-    /// Appends the indexes of the predicates `ev` may satisfy (to be evaluated), in ascending
-    /// order.
-    pub fn candidates(&self, ev: &Event, out: &mut Vec<u32>) {
-        let mut hinted = Vec::new();
-        self.candidates_hinted(ev, &mut hinted);
-        out.extend(hinted.iter().map(|(p, _)| *p));
-    }
-
-    /// As [`Filter::candidates`], with each predicate's hint for the event's value
-    /// ([`NO_HINT`] when none is stored or the predicate is not indexed).
+    /// Appends the predicates `ev` may satisfy (to be evaluated), in ascending order, each with
+    /// its hint for the event's value ([`NO_HINT`] when none is stored or it is not indexed).
     pub fn candidates_hinted(&self, ev: &Event, out: &mut Vec<(u32, u32)>) {
         let si = &self.sources[source_slot(ev.source)];
         let start = out.len();

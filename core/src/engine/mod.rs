@@ -69,13 +69,22 @@ impl Partition {
 
 /// A hash of group key values that is the same on every run, build and machine (FNV-1a over a
 /// tagged encoding): shard ownership and checkpoints may rely on it.
+/// Routers and partitioned engines call it for every hit, so it allocates nothing: the type,
+/// then the value's bytes (strings length-prefixed, numbers little-endian, addresses as octets).
 pub fn stable_hash(key: &[Value]) -> u64 {
     let mut h = FNV_OFFSET;
     for v in key {
-        let s = v.to_string();
         h = fnv(h, &[v.ty() as u8]);
-        h = fnv(h, &(s.len() as u64).to_le_bytes());
-        h = fnv(h, s.as_bytes());
+        h = match v {
+            Value::Str(s) => fnv(fnv(h, &(s.len() as u64).to_le_bytes()), s.as_bytes()),
+            Value::Int(i) => fnv(h, &i.to_le_bytes()),
+            Value::Float(x) => fnv(h, &x.to_bits().to_le_bytes()),
+            Value::Bool(b) => fnv(h, &[u8::from(*b)]),
+            Value::Ip(std::net::IpAddr::V4(a)) => fnv(h, &a.octets()),
+            Value::Ip(std::net::IpAddr::V6(a)) => fnv(h, &a.octets()),
+            Value::Time(t) => fnv(h, &t.0.to_le_bytes()),
+            Value::Duration(d) => fnv(h, &d.0.to_le_bytes()),
+        };
     }
     h
 }
@@ -764,7 +773,7 @@ impl Engine {
             let last = self.lanes[li].max_event.unwrap_or(clock);
             let stop = until.map_or(last, |u| u.max(last));
             self.release(li, Timestamp::MAX, out);
-            self.release_to(li, stop, out);
+            self.advance_lane(li, stop, out);
         }
     }
 
@@ -812,12 +821,8 @@ impl Engine {
             );
         }
         if w != Timestamp::MAX {
-            self.release_to(li, w, out);
+            self.advance_lane(li, w, out);
         }
-    }
-
-    fn release_to(&mut self, li: usize, w: Timestamp, out: &mut Vec<Alert>) {
-        self.advance_lane(li, w, out);
     }
 
     /// Fires the lane's timers up to `to` and sets its time.

@@ -239,7 +239,8 @@ pattern = "or(f, g, s)"
     }
     for ev in &events {
         let mut cands = Vec::new();
-        filter.candidates(ev, &mut cands);
+        filter.candidates_hinted(ev, &mut cands);
+        let cands: Vec<u32> = cands.iter().map(|(p, _)| *p).collect();
         for (idx, p) in filter.preds.iter().enumerate() {
             let via_index =
                 cands.contains(&(idx as u32)) && filter.eval(idx as u32, ev, &mut Vec::new());
