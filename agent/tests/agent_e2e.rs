@@ -10,6 +10,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::netns::Netns;
+
 /// A running agent; killed on drop (also when a test fails).
 struct Agent {
     child: Child,
@@ -475,29 +477,6 @@ fn bad_input_is_counted_and_good_lines_still_alert() {
 
 // ---- flows in `cepheus run`: live capture on a veth pair, a scan rule on flow events ----------
 
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-/// A network namespace with one end of a veth pair; removed on drop (also on failure).
-struct Netns {
-    name: String,
-    veth: String,
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        sh(&["ip", "link", "del", &self.veth]);
-        sh(&["ip", "netns", "del", &self.name]);
-    }
-}
-
 const SCAN_RULES: &str = r#"
 [[rule]]
 name = "mini-scan"
@@ -510,42 +489,10 @@ pattern = "attempt{5,} distinct(dport) within 1m"
 
 #[test]
 fn flow_rules_alert_on_live_capture_in_run() {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false);
-    if !root || !sh(&["ip", "-V"]) {
-        println!("SKIPPED flow_rules_alert_on_live_capture_in_run: needs root and iproute2");
+    let Some(ns) = Netns::create("flow_rules_alert_on_live_capture_in_run", "crn", 210) else {
         return;
-    }
-    let id = std::process::id() % 100_000;
-    let ns = Netns {
-        name: format!("crn{id}"),
-        veth: format!("crn{id}a"),
     };
-    let peer = format!("crn{id}b");
-    let net = format!("10.{}.{}", 210 + id % 8, (id / 8) % 250);
-    let (here, there) = (format!("{net}.1"), format!("{net}.2"));
-    let in_ns = |args: &[&str]| {
-        let mut v = vec!["ip", "netns", "exec", ns.name.as_str()];
-        v.extend_from_slice(args);
-        sh(&v)
-    };
-    let ok = sh(&["ip", "netns", "add", &ns.name])
-        && sh(&[
-            "ip", "link", "add", &ns.veth, "type", "veth", "peer", "name", &peer,
-        ])
-        && sh(&["ip", "link", "set", &peer, "netns", &ns.name])
-        && sh(&["ip", "addr", "add", &format!("{here}/24"), "dev", &ns.veth])
-        && sh(&["ip", "link", "set", &ns.veth, "up"])
-        && in_ns(&["ip", "addr", "add", &format!("{there}/24"), "dev", &peer])
-        && in_ns(&["ip", "link", "set", &peer, "up"])
-        && in_ns(&["ip", "link", "set", "lo", "up"]);
-    if !ok {
-        println!("SKIPPED flow_rules_alert_on_live_capture_in_run: could not create netns/veth");
-        return;
-    }
+    let (here, there) = (ns.here.clone(), ns.there.clone());
     let dir = scratch("capture");
     std::fs::write(dir.join("rules/scan.toml"), SCAN_RULES).unwrap();
     let agent = Agent::start(
@@ -557,7 +504,7 @@ fn flow_rules_alert_on_live_capture_in_run() {
     let probes: Vec<String> = (0..6)
         .map(|i| format!("(echo > /dev/tcp/{here}/{}) 2>/dev/null", 20_000 + i))
         .collect();
-    in_ns(&["bash", "-c", &format!("{}; true", probes.join("; "))]);
+    ns.exec(&["bash", "-c", &format!("{}; true", probes.join("; "))]);
     let alert = agent.wait_alert(15, |a| a["rule"] == "mini-scan");
     assert_eq!(alert["state"], "firing");
     assert_eq!(alert["group"]["src"], there.as_str());

@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use proptest::prelude::*;
+
+use crate::netns::Netns;
 use serde_json::Value as Json;
 
 use cepheus_agent::flow;
@@ -470,79 +472,12 @@ proptest! {
 
 // ---- live capture ---------------------------------------------------------------------------
 
-fn sh(args: &[&str]) -> bool {
-    Command::new(args[0])
-        .args(&args[1..])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-struct Netns {
-    name: String,
-    veth: String,
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        sh(&["ip", "link", "del", &self.veth]);
-        sh(&["ip", "netns", "del", &self.name]);
-    }
-}
-
 #[test]
 fn live_capture_on_veth() {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false);
-    if !root {
-        println!("SKIPPED live_capture_on_veth: needs root (netns, veth, AF_PACKET)");
+    let Some(ns) = Netns::create("live_capture_on_veth", "cfl", 200) else {
         return;
-    }
-    if !sh(&["ip", "-V"]) {
-        println!("SKIPPED live_capture_on_veth: `ip` (iproute2) not found");
-        return;
-    }
-    let id = std::process::id() % 100_000;
-    let ns = Netns {
-        name: format!("cfl{id}"),
-        veth: format!("cfl{id}a"),
     };
-    let peer = format!("cfl{id}b");
-    // A /24 of 10.200.0.0/13 picked by pid, so concurrent runs do not clash.
-    let net = format!("10.{}.{}", 200 + id % 8, (id / 8) % 250);
-    let (here, there) = (format!("{net}.1"), format!("{net}.2"));
-    let ok = sh(&["ip", "netns", "add", &ns.name])
-        && sh(&[
-            "ip", "link", "add", &ns.veth, "type", "veth", "peer", "name", &peer,
-        ])
-        && sh(&["ip", "link", "set", &peer, "netns", &ns.name])
-        && sh(&["ip", "addr", "add", &format!("{here}/24"), "dev", &ns.veth])
-        && sh(&["ip", "link", "set", &ns.veth, "up"])
-        && sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &ns.name,
-            "ip",
-            "addr",
-            "add",
-            &format!("{there}/24"),
-            "dev",
-            &peer,
-        ])
-        && sh(&[
-            "ip", "netns", "exec", &ns.name, "ip", "link", "set", &peer, "up",
-        ])
-        && sh(&[
-            "ip", "netns", "exec", &ns.name, "ip", "link", "set", "lo", "up",
-        ]);
-    if !ok {
-        println!("SKIPPED live_capture_on_veth: could not create netns/veth (no CAP_SYS_ADMIN?)");
-        return;
-    }
+    let (here, there) = (ns.here.clone(), ns.there.clone());
     // Listeners in the root namespace, so the datagrams draw no ICMP and the connect completes.
     let udp = std::net::UdpSocket::bind(format!("{here}:9999")).unwrap();
     let listener = std::net::TcpListener::bind(format!("{here}:7777")).unwrap();
@@ -570,11 +505,7 @@ fn live_capture_on_veth() {
     std::thread::sleep(std::time::Duration::from_millis(800));
     // Three datagrams from one socket, a TCP connect to a closed port (SYN, RST: REJ), and a
     // complete TCP exchange (SF).
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &ns.name,
+    ns.exec(&[
         "bash",
         "-c",
         &format!(

@@ -22,3 +22,6 @@ mod flows;
 
 /// `cepheus run` end to end: logger, reload, duplicates, shards, bad input.
 mod agent_e2e;
+
+/// A network namespace with a veth pair, for the live-capture tests.
+mod netns;
