@@ -24,6 +24,21 @@ fn replay(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `cepheus rules test PATH`: the exit code, and stdout followed by stderr.
+fn rules_test(path: &Path) -> (Option<i32>, String) {
+    let out = cepheus()
+        .args(["rules", "test"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
 fn python() -> Option<&'static str> {
     let ok = Command::new("python3")
         .arg("--version")
@@ -220,17 +235,8 @@ fn bad_rules_exit_1_and_missing_input_exits_2() {
 
 #[test]
 fn shipped_rules_pass_their_unit_tests() {
-    let out = cepheus()
-        .args(["rules", "test"])
-        .arg(manifest().join("../rules"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, stdout) = rules_test(&manifest().join("../rules"));
+    assert_eq!(code, Some(0), "{stdout}");
     // Every shipped rule file has a test file beside it.
     for name in ["heartbeat", "ssh", "scan", "silent-agent"] {
         assert!(
@@ -265,13 +271,8 @@ group = { host = "b" }
 "#,
     )
     .unwrap();
-    let out = cepheus()
-        .args(["rules", "test"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let (code, stdout) = rules_test(&dir);
+    assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.contains("missing:    hb firing {host=b}"),
         "{stdout}"
@@ -428,17 +429,8 @@ fn no_share_gives_the_same_alerts_with_more_predicate_work() {
 fn json_events_keep_their_arrival_for_event_time_rules() {
     // A heartbeat stamped 00:00:50 that arrived at 00:01:20 is late and retracts the absence
     // fired at 00:01:00; read with its stamp as arrival it would simply have prevented it.
-    let out = cepheus()
-        .args(["rules", "test"])
-        .arg(manifest().join("tests/fixtures/event-time"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, stdout) = rules_test(&manifest().join("tests/fixtures/event-time"));
+    assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("1 passed, 0 failed"), "{stdout}");
 }
 
