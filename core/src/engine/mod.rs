@@ -165,8 +165,6 @@ struct RuleRt {
     /// The rules served by this state: `rule` first, then rules with the same meaning (SO at
     /// the root, when sharing).
     members: Vec<Arc<Rule>>,
-    /// Rule-set indexes of `members`.
-    indexes: Vec<u32>,
     /// Names of `members`, shared by their alerts.
     member_names: Vec<Arc<str>>,
     canonical: String,
@@ -330,7 +328,6 @@ impl Engine {
                 // alert per change.
                 rts[shared].members.push(rule.clone());
                 rts[shared].member_names.push(Arc::from(rule.name.as_str()));
-                rts[shared].indexes.push(ri as u32);
                 rt_of.push(shared as u32);
                 continue;
             }
@@ -356,7 +353,6 @@ impl Engine {
                 rule: rule.clone(),
                 members: vec![rule.clone()],
                 member_names: vec![Arc::from(rule.name.as_str())],
-                indexes: vec![ri as u32],
                 plan: Arc::new(plan),
                 lane,
                 monitor_start: None,
