@@ -319,7 +319,7 @@ impl Engine {
         let mut rts: Vec<RuleRt> = Vec::with_capacity(rules.rules.len());
         let mut rt_of = Vec::with_capacity(rules.rules.len());
         let mut by_meaning: HashMap<String, usize> = HashMap::new();
-        for (ri, rule) in rules.rules.iter().enumerate() {
+        for rule in &rules.rules {
             let canonical = rule.canonical();
             if cfg.share
                 && let Some(&shared) = by_meaning.get(&canonical)
