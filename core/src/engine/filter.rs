@@ -37,12 +37,48 @@ struct Entry {
 /// No hint stored.
 pub const NO_HINT: u32 = u32::MAX;
 
+/// The predicates filed under one value: one inline (the common case: a probe reads one
+/// bucket and no second allocation), more in a list.
+#[derive(Debug, Clone)]
+enum Entries {
+    One(Entry),
+    Many(Vec<Entry>),
+}
+
+impl Entries {
+    fn as_slice(&self) -> &[Entry] {
+        match self {
+            Entries::One(e) => std::slice::from_ref(e),
+            Entries::Many(v) => v,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [Entry] {
+        match self {
+            Entries::One(e) => std::slice::from_mut(e),
+            Entries::Many(v) => v,
+        }
+    }
+
+    fn push(&mut self, e: Entry) {
+        match self {
+            Entries::One(first) => *self = Entries::Many(vec![*first, e]),
+            Entries::Many(v) => v.push(e),
+        }
+    }
+}
+
+/// Index tables hash with foldhash, not SipHash: their keys come from rule files, and input
+/// only looks them up (a lookup cannot lengthen probe chains), so a flood of crafted values
+/// cannot degrade them; SipHash stays where input inserts keys (group maps).
+type IndexMap = HashMap<Value, Entries, foldhash::fast::FixedState>;
+
 #[derive(Debug, Default)]
 struct SourceIndex {
     /// Definitions evaluated for every event of this source.
     always: Vec<u32>,
     /// (field, value -> predicates) tables.
-    by_field: Vec<(Field, HashMap<Value, Vec<Entry>>)>,
+    by_field: Vec<(Field, IndexMap)>,
 }
 
 /// The predicate index over a rule set.
@@ -176,10 +212,10 @@ impl Filter {
                 })
                 .map(|(_, c)| c.clone())
                 .collect();
-            let residual = if keep.is_empty() {
-                Cond::True
-            } else {
-                Cond::And(keep)
+            let residual = match keep.len() {
+                0 => Cond::True,
+                1 => keep.into_iter().next().unwrap_or(Cond::True),
+                _ => Cond::And(keep),
             };
             let key = key.map(|(_, f, vs)| (f, vs));
             preds.push(Pred {
@@ -197,18 +233,26 @@ impl Filter {
                         let table = match si.by_field.iter_mut().position(|(f, _)| f == field) {
                             Some(p) => &mut si.by_field[p].1,
                             None => {
-                                si.by_field.push((*field, HashMap::new()));
+                                si.by_field.push((*field, IndexMap::default()));
                                 let last = si.by_field.len() - 1;
                                 &mut si.by_field[last].1
                             }
                         };
+                        let entry = Entry {
+                            pred: idx,
+                            hint: NO_HINT,
+                        };
                         for v in values {
-                            let list = table.entry(v.clone()).or_default();
-                            if list.last().is_none_or(|e| e.pred != idx) {
-                                list.push(Entry {
-                                    pred: idx,
-                                    hint: NO_HINT,
-                                });
+                            match table.entry(v.clone()) {
+                                std::collections::hash_map::Entry::Vacant(slot) => {
+                                    slot.insert(Entries::One(entry));
+                                }
+                                std::collections::hash_map::Entry::Occupied(mut list) => {
+                                    let list = list.get_mut();
+                                    if list.as_slice().last().is_none_or(|e| e.pred != idx) {
+                                        list.push(entry);
+                                    }
+                                }
                             }
                         }
                     }
@@ -226,14 +270,17 @@ impl Filter {
         let si = &self.sources[source_slot(ev.source)];
         let start = out.len();
         out.extend(si.always.iter().map(|p| (*p, NO_HINT)));
+        let mut lists = 0;
         for (field, table) in &si.by_field {
             if let Some(v) = ev.get(*field)
                 && let Some(list) = table.get(v)
             {
-                out.extend(list.iter().map(|e| (e.pred, e.hint)));
+                out.extend(list.as_slice().iter().map(|e| (e.pred, e.hint)));
+                lists += 1;
             }
         }
-        if !si.by_field.is_empty() {
+        // Each list is ascending; merging is needed only when candidates come from several.
+        if lists > 1 || (lists == 1 && !si.always.is_empty()) {
             out[start..].sort_unstable();
         }
     }
@@ -243,7 +290,7 @@ impl Filter {
         let si = &mut self.sources[source_slot(source)];
         if let Some((_, table)) = si.by_field.iter_mut().find(|(f, _)| *f == field)
             && let Some(list) = table.get_mut(value)
-            && let Some(e) = list.iter_mut().find(|e| e.pred == pred)
+            && let Some(e) = list.as_mut_slice().iter_mut().find(|e| e.pred == pred)
         {
             e.hint = hint;
         }

@@ -291,6 +291,8 @@ pub struct Engine {
     hintable: Vec<Option<Field>>,
     hits: Vec<Hit>,
     fired: Vec<TimerEntry>,
+    /// The last event's allocation, reused for the next event when nothing kept it.
+    spare: Option<Arc<Event>>,
 }
 
 /// Below this many hits per event, merging scans them; above, it uses a map.
@@ -419,6 +421,7 @@ impl Engine {
             cands: Vec::new(),
             hits: Vec::new(),
             fired: Vec::new(),
+            spare: None,
             cfg,
         })
     }
@@ -665,7 +668,7 @@ impl Engine {
         } else {
             ev.time
         };
-        let ev = Arc::new(ev);
+        let ev = self.wrap(ev);
         let mut hits = std::mem::take(&mut self.hits);
         hits.clear();
         self.evaluate(&ev, &mut hits);
@@ -720,6 +723,19 @@ impl Engine {
         }
         hits.clear();
         self.hits = hits;
+        self.spare = Some(ev);
+    }
+
+    /// The event in an `Arc`, reusing the previous event's allocation when nothing (a partial
+    /// match, an alert, a reorder buffer) kept it: no allocation per event in the common case.
+    fn wrap(&mut self, ev: Event) -> Arc<Event> {
+        if let Some(mut spare) = self.spare.take()
+            && let Some(slot) = Arc::get_mut(&mut spare)
+        {
+            *slot = ev;
+            return spare;
+        }
+        Arc::new(ev)
     }
 
     /// Moves time to `now` (never backwards): fires every timer due and, in event-time lanes,
@@ -844,6 +860,20 @@ impl Engine {
                 fired.clear();
                 self.lanes[li].wheel.advance(to, &mut fired);
             }
+            // Timers whose group's deadline moved later (a heartbeat arrived) are filed again
+            // at the new deadline: back in the wheel, or, when this advance covers it, among
+            // the due timers (so same-instant timers still fire in order).
+            let mut i = 0;
+            while i < fired.len() {
+                match self.refile(li, fired[i]) {
+                    Some(n) if n.deadline <= to => fired[i] = n,
+                    Some(n) => {
+                        self.lanes[li].wheel.insert(n);
+                        fired.swap_remove(i);
+                    }
+                    None => i += 1,
+                }
+            }
             // The common case, one timer due and none queued, skips the ordering queue.
             let single = (due.is_empty() && fired.len() == 1)
                 .then(|| fired.pop())
@@ -880,6 +910,31 @@ impl Engine {
         }
         self.fired = fired;
         self.lanes[li].now = self.lanes[li].now.max(to);
+    }
+
+    /// A due timer of an absence-only group whose deadline has moved past it (the lazy
+    /// re-arm: events never cancel timers) is filed again at the group's next wake, as firing
+    /// it would do, without the ordered firing path (nothing of that group is due). Returns
+    /// the entry for the new deadline (armed: the caller files it) if it is such a timer.
+    fn refile(&mut self, li: usize, e: TimerEntry) -> Option<TimerEntry> {
+        let now = e.deadline.max(self.lanes[li].now);
+        self.rts.get_mut(e.rule as usize).and_then(|rt| {
+            rt.with_group(e.slot, self.outage_until, |ctx, s, _| {
+                if s.generation != e.generation
+                    || s.armed_at != e.deadline
+                    || !matches!(s.group.state, state::GroupState::Absence(_))
+                {
+                    return None;
+                }
+                let wake = s.group.next_wake(ctx).filter(|w| *w > now)?;
+                s.armed_at = wake;
+                Some(TimerEntry {
+                    deadline: wake,
+                    ..e
+                })
+            })
+            .flatten()
+        })
     }
 
     fn on_timer(&mut self, ri: usize, slot: u32, now: Timestamp, out: &mut Vec<Alert>) {

@@ -41,7 +41,13 @@ pub struct Wheel {
     /// Entries in the current tick that are not yet due (sub-millisecond deadlines).
     held: Vec<TimerEntry>,
     len: usize,
+    /// An emptied slot's buffer, swapped in when a slot is drained so slots keep their
+    /// capacity (a heartbeat's timers pass through the same slots every period).
+    scratch: Vec<TimerEntry>,
 }
+
+/// The most capacity a drained buffer keeps (a burst's peak is not held forever).
+const SCRATCH_KEEP: usize = 1024;
 
 fn tick_of(t: Timestamp) -> u64 {
     // Shift so that negative instants (never used in practice) still order correctly.
@@ -61,6 +67,7 @@ impl Wheel {
                 .collect(),
             held: Vec::new(),
             len: 0,
+            scratch: Vec::new(),
         }
     }
 
@@ -123,8 +130,9 @@ impl Wheel {
             self.elapsed = slot_tick.max(self.elapsed);
             let lv = &mut self.levels[level];
             lv.occupied &= !(1u64 << slot);
-            let entries = std::mem::take(&mut lv.slots[slot]);
-            for e in entries {
+            let mut entries = std::mem::take(&mut self.scratch);
+            std::mem::swap(&mut entries, &mut lv.slots[slot]);
+            for e in entries.drain(..) {
                 let when = tick_of(e.deadline).min(self.elapsed + MAX_TICKS - 1);
                 if when <= self.elapsed {
                     if e.deadline <= now {
@@ -136,6 +144,9 @@ impl Wheel {
                 } else {
                     self.place(when, e);
                 }
+            }
+            if entries.capacity() <= SCRATCH_KEEP {
+                self.scratch = entries;
             }
         }
         if target > self.elapsed {

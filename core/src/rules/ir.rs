@@ -292,6 +292,21 @@ impl Cond {
                 caps.truncate(mark);
                 r
             }
+            // `field == "literal"`, the most common test: no general comparison when the
+            // field holds a value of the literal's type (the same answer as below).
+            Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(lit))
+                if !matches!(lit, Value::Float(_)) && *k != FieldKey::Known(Field::Time) =>
+            {
+                let found = match caps.iter().rev().find(|(c, _)| c == k) {
+                    Some((_, v)) => Some(v),
+                    None => ev.get_key(k),
+                };
+                match found {
+                    None => false,
+                    Some(v) if v.ty() == lit.ty() => v == lit,
+                    Some(v) => compare(v, lit) == Some(std::cmp::Ordering::Equal),
+                }
+            }
             Cond::Cmp(op, a, b) => {
                 let (Some(a), Some(b)) = (a.eval(ev, caps), b.eval(ev, caps)) else {
                     return false;
