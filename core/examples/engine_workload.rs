@@ -4,8 +4,8 @@
 //! `cargo build --release -p cepheus-core --example engine_workload`
 //! `valgrind --tool=callgrind --toggle-collect='*Engine::push*' target/release/examples/engine_workload 100 100000 4`
 //!
-//! Arguments: rules, hosts, rounds, absence seconds (defaults 100 100000 4 120, as the
-//! criterion bench). Events are built before timing; the first round (which creates the
+//! Arguments: rules, hosts, rounds, absence seconds, one at a time (defaults 100 100000 4 120
+//! 0, as the criterion bench). Events are built before timing; the first round (which creates the
 //! groups) and the later rounds (steady state, as in a long-running agent) are timed apart.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,6 +23,9 @@ fn main() {
     let rules = args.first().copied().unwrap_or(100);
     let hosts = args.get(1).copied().unwrap_or(100_000);
     let rounds = args.get(2).copied().unwrap_or(4).max(2);
+    // Fifth argument: 1 pushes one event at a time (`Engine::push`), 0 (default) in batches
+    // (`Engine::push_batch`, as the agent's shards do).
+    let one_at_a_time = args.get(4).copied().unwrap_or(0) == 1;
     // Fourth argument: the absence's duration in seconds (default 120: about one timer fire
     // per host per heartbeat period; a long one shows the cost without timers).
     let for_ = format!("{}s", args.get(3).copied().unwrap_or(120));
@@ -53,19 +56,22 @@ fn main() {
             );
         }
     }
-    let mut rest = events.split_off(hosts);
+    let rest = events.split_off(hosts);
     let mut out = Vec::new();
-    let started = std::time::Instant::now();
-    for ev in events {
-        engine.push(ev, &mut out);
-    }
-    let first = started.elapsed().as_secs_f64();
+    let mut run = |evs: Vec<Event>| {
+        let started = std::time::Instant::now();
+        if one_at_a_time {
+            for ev in evs {
+                engine.push(ev, &mut out);
+            }
+        } else {
+            engine.push_batch(evs, &mut out);
+        }
+        started.elapsed().as_secs_f64()
+    };
+    let first = run(events);
     let n_rest = rest.len();
-    let started = std::time::Instant::now();
-    for ev in rest.drain(..) {
-        engine.push(ev, &mut out);
-    }
-    let steady = started.elapsed().as_secs_f64();
+    let steady = run(rest);
     println!(
         "first round {:.2} M events/s ({hosts} groups created); steady {:.2} M events/s ({n_rest} events); {} alerts",
         hosts as f64 / first / 1e6,

@@ -180,12 +180,12 @@ impl Actor for Shard {
 impl StreamHandler<Batch> for Shard {
     fn handle(&mut self, batch: Batch, _: &mut Self::Context) {
         self.stats.batches += 1;
-        for ev in batch {
-            self.stats.events += 1;
-            if let Some(e) = &mut self.engine {
-                let ev = Arc::try_unwrap(ev).unwrap_or_else(|a| (*a).clone());
-                e.push(ev, &mut self.out);
-            }
+        self.stats.events += batch.len() as u64;
+        if let Some(e) = &mut self.engine {
+            let events = batch
+                .into_iter()
+                .map(|ev| Arc::try_unwrap(ev).unwrap_or_else(|a| (*a).clone()));
+            e.push_batch(events, &mut self.out);
         }
         self.flush();
     }

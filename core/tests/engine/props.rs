@@ -692,3 +692,39 @@ fn hinted_and_plain(spec: &[(u8, u16)]) -> (Vec<String>, Vec<String>) {
         (render("hinted"), render("plain"))
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// `push_batch` (which reads ahead) gives exactly the alerts and counters of pushing the
+    /// same events one at a time, whatever the batch sizes.
+    #[test]
+    fn batches_are_one_at_a_time(
+        spec in events(),
+        sizes in proptest::collection::vec(1usize..40, 1..20),
+        event_time in any::<bool>(),
+    ) {
+        let rules = mixed(event_time);
+        let evs = build(&spec);
+        let one = replay(&rules, &evs);
+        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        let mut rest = &evs[..];
+        for n in sizes.iter().cycle() {
+            if rest.is_empty() {
+                break;
+            }
+            let (now, later) = rest.split_at((*n).min(rest.len()));
+            e.push_batch(now.iter().cloned(), &mut out);
+            rest = later;
+        }
+        e.finish(Some(Timestamp::from_secs(5_000)), &mut out);
+        prop_assert_eq!(json(&one), json(&out));
+        let mut again = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out2 = Vec::new();
+        for ev in &evs {
+            again.push(ev.clone(), &mut out2);
+        }
+        prop_assert_eq!(again.counters(), e.counters());
+    }
+}
