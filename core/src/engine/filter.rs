@@ -24,6 +24,8 @@ pub struct Pred {
     residual: Cond,
     /// The field the predicate is filed under in the index, if any.
     pub key_field: Option<Field>,
+    /// How many values it is filed under (the values `key_field` must take to satisfy it).
+    pub key_values: usize,
 }
 
 /// An index entry: a predicate, and a hint the engine may keep there (the group slot of the
@@ -222,6 +224,7 @@ impl Filter {
                 consumers,
                 residual,
                 key_field: key.as_ref().map(|(f, _)| *f),
+                key_values: key.as_ref().map_or(0, |(_, vs)| vs.len()),
             });
             for src in [Source::Syslog, Source::Flow] {
                 if pinned.is_some_and(|p| p != src) {

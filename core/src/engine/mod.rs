@@ -181,15 +181,19 @@ struct RuleRt {
     used: EvSet,
 }
 
+/// A rule state split for writing: its context (read-only) beside its mutable parts.
+struct Split<'a> {
+    ctx: RuleCtx<'a>,
+    groups: &'a mut HashMap<GroupKey, u32>,
+    slots: &'a mut Vec<Option<Slot>>,
+    free: &'a mut Vec<u32>,
+    counters: &'a mut RuleCounters,
+}
+
 impl RuleRt {
-    /// Runs `f` on a group with the rule's context beside it (a split borrow: the rule is read
+    /// The rule's context beside its groups and counters (a split borrow: the rule is read
     /// while its groups and counters are written).
-    fn with_group<R>(
-        &mut self,
-        slot: u32,
-        outage_until: Timestamp,
-        f: impl FnOnce(&RuleCtx<'_>, &mut Slot, &mut RuleCounters) -> R,
-    ) -> Option<R> {
+    fn split(&mut self, outage_until: Timestamp) -> Split<'_> {
         let RuleRt {
             rule,
             members,
@@ -197,19 +201,42 @@ impl RuleRt {
             plan,
             monitor_start,
             max_partial,
+            groups,
             slots,
+            free,
             counters,
             ..
         } = self;
-        let ctx = RuleCtx {
-            rule,
-            members,
-            member_names,
-            plan,
-            monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
-            max_partial: *max_partial,
-            outage_until,
-        };
+        Split {
+            ctx: RuleCtx {
+                rule,
+                members,
+                member_names,
+                plan,
+                monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
+                max_partial: *max_partial,
+                outage_until,
+            },
+            groups,
+            slots,
+            free,
+            counters,
+        }
+    }
+
+    /// Runs `f` on a group with the rule's context beside it.
+    fn with_group<R>(
+        &mut self,
+        slot: u32,
+        outage_until: Timestamp,
+        f: impl FnOnce(&RuleCtx<'_>, &mut Slot, &mut RuleCounters) -> R,
+    ) -> Option<R> {
+        let Split {
+            ctx,
+            slots,
+            counters,
+            ..
+        } = self.split(outage_until);
         let s = slots.get_mut(slot as usize)?.as_mut()?;
         Some(f(&ctx, s, counters))
     }
@@ -303,6 +330,9 @@ pub struct Engine {
 /// are loaded before the first of them is processed, so the cache misses of many events
 /// overlap instead of being paid one after another.
 const LOOKAHEAD: usize = 16;
+
+/// The most groups a rule state makes room for before it sees them (see `Engine::new`).
+const MAX_PRESIZED_GROUPS: usize = 65_536;
 
 /// Below this many hits per event, merging scans them; above, it uses a map.
 const HIT_SCAN: usize = 16;
@@ -408,6 +438,37 @@ impl Engine {
                 (fields.as_slice() == [FieldKey::Known(f)]).then_some(f)
             })
             .collect();
+        // Room for the groups up front when a rule's definitions pin its one group field to
+        // listed values (`host in [...]`), or it expects groups: no rehash while the first
+        // round creates them. Capped, so a long list costs at most a few megabytes.
+        let mut bound: Vec<Option<usize>> = rts
+            .iter()
+            .map(|rt| (rt.rule.group_by.len() == 1).then_some(rt.rule.expect.len()))
+            .collect();
+        let mut fed = vec![0u64; rts.len()];
+        for (p, cs) in filter.preds.iter().zip(&consumers) {
+            for &(rt, def, rule) in cs {
+                let fields = &rules.rules[rule as usize].events[def as usize].group_fields;
+                let pinned = p
+                    .key_field
+                    .is_some_and(|f| fields.as_slice() == [FieldKey::Known(f)]);
+                let b = &mut bound[rt as usize];
+                *b = match (*b, pinned) {
+                    (Some(n), true) => Some(n + p.key_values),
+                    _ => None,
+                };
+                fed[rt as usize] |= 1u64 << def;
+            }
+        }
+        for ((rt, b), fed) in rts.iter_mut().zip(bound).zip(fed) {
+            // Every definition the plan uses must be pinned (and fed by some predicate).
+            if let Some(n) = b
+                && fed & rt.used == rt.used
+            {
+                rt.groups.reserve(n.min(MAX_PRESIZED_GROUPS));
+                rt.slots.reserve(n.min(MAX_PRESIZED_GROUPS));
+            }
+        }
         Ok(Engine {
             filter,
             hintable,
@@ -567,19 +628,6 @@ impl Engine {
         self.hits = hits;
     }
 
-    fn ctx(&self, ri: usize) -> RuleCtx<'_> {
-        let rt = &self.rts[ri];
-        RuleCtx {
-            rule: &rt.rule,
-            members: &rt.members,
-            member_names: &rt.member_names,
-            plan: &rt.plan,
-            monitor_start: rt.monitor_start.unwrap_or(Timestamp::MIN),
-            max_partial: rt.max_partial,
-            outage_until: self.outage_until,
-        }
-    }
-
     /// Finds or creates a group slot; `None` when the rule is at `max_groups`.
     fn slot_for(
         &mut self,
@@ -588,34 +636,43 @@ impl Engine {
         expected: bool,
         now: Timestamp,
     ) -> Option<u32> {
-        if let Some(s) = self.rts[ri].groups.get(key) {
-            return Some(*s);
-        }
-        if !expected && self.rts[ri].groups.len() as u64 >= self.rts[ri].max_groups {
-            self.rts[ri].counters.groups_rejected += 1;
+        let rt = &mut self.rts[ri];
+        let (lane, max_groups) = (rt.lane, rt.max_groups);
+        let Split {
+            ctx,
+            groups,
+            slots,
+            free,
+            counters,
+        } = rt.split(self.outage_until);
+        let held = groups.len() as u64;
+        // One hash per lookup, found or created (the key is cheap to clone: inline or shared).
+        let vacant = match groups.entry(key.clone()) {
+            std::collections::hash_map::Entry::Occupied(e) => return Some(*e.get()),
+            std::collections::hash_map::Entry::Vacant(v) => v,
+        };
+        if !expected && held >= max_groups {
+            counters.groups_rejected += 1;
             return None;
         }
-        let key = key.clone();
-        let group = Group::new(&self.ctx(ri), key.clone(), expected, now);
-        let rt = &mut self.rts[ri];
         let slot = Slot {
-            group,
+            group: Group::new(&ctx, key.clone(), expected, now),
             generation: 0,
             armed_at: Timestamp::MAX,
         };
-        let idx = match rt.free.pop() {
+        let idx = match free.pop() {
             Some(i) => {
-                let generation = self.lanes[rt.lane].generation_bump.wrapping_add(1);
-                self.lanes[rt.lane].generation_bump = generation;
-                rt.slots[i as usize] = Some(Slot { generation, ..slot });
+                let generation = self.lanes[lane].generation_bump.wrapping_add(1);
+                self.lanes[lane].generation_bump = generation;
+                slots[i as usize] = Some(Slot { generation, ..slot });
                 i
             }
             None => {
-                rt.slots.push(Some(slot));
-                (rt.slots.len() - 1) as u32
+                slots.push(Some(slot));
+                (slots.len() - 1) as u32
             }
         };
-        rt.groups.insert(key, idx);
+        vacant.insert(idx);
         Some(idx)
     }
 
