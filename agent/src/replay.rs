@@ -39,8 +39,10 @@ pub struct ReplayArgs {
     /// The zone of RFC 3164 stamps: `UTC` (default), an offset such as `+02:00`, or a name.
     #[arg(long, value_name = "ZONE", default_value = "UTC")]
     pub tz: String,
-    /// Compile every rule on its own (no work shared between rules): the unshared baseline,
-    /// for measuring what sharing saves. The alerts are the same.
+    /// Compile every rule on its own (no work shared between rules): the paper's RCEDA
+    /// baseline, with no predicate index (every event is offered to every rule, which tests
+    /// each of its event definitions), for measuring what sharing saves. The alerts are the
+    /// same.
     #[arg(long)]
     pub no_share: bool,
     /// Input files: syslog or JSON-lines text (`-` is stdin), pcap or pcapng captures.

@@ -27,7 +27,8 @@ pub struct GraphArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = GraphFormat::Text)]
     pub format: GraphFormat,
-    /// Compile every rule on its own (no work shared between rules), to compare.
+    /// Compile every rule on its own (no work shared between rules, as `replay --no-share`
+    /// runs them), to compare.
     #[arg(long)]
     pub no_share: bool,
 }

@@ -8,6 +8,12 @@
 //! attributes to the nodes that consume them. An event probes each indexed field once and
 //! evaluates only the predicates filed under its values plus the unindexed ones, so events that
 //! concern no rule cost a few hash lookups however many rules there are.
+//!
+//! With sharing off (`--no-share`) there is no index: as in the paper's RCEDA baseline (which
+//! delivers every primitive event to every query; the hash table is part of the shared
+//! method) and as Flink runs one operator per pattern, every (rule, definition) is its own
+//! predicate holding its full condition, and every event is offered to every one of them in
+//! rule order, each rule testing its own conditions.
 
 use std::collections::HashMap;
 
@@ -20,7 +26,8 @@ pub struct Pred {
     /// The (rule, definition) pairs that use this condition, in rule order.
     pub consumers: Vec<(u32, u32)>,
     /// The condition without what the index already guarantees (the source test and the
-    /// indexed equality), so an indexed `host in [...]` of 10,000 names is not tested twice.
+    /// indexed equality), so an indexed `host in [...]` of 10,000 names is not tested twice;
+    /// the full condition when there is no index (unshared).
     residual: Cond,
     /// The field the predicate is filed under in the index, if any.
     pub key_field: Option<Field>,
@@ -88,6 +95,8 @@ struct SourceIndex {
 pub struct Filter {
     /// All predicates, by index.
     pub preds: Vec<Pred>,
+    /// Whether there is an index (shared); without, every predicate is a candidate.
+    indexed: bool,
     sources: [SourceIndex; 2],
 }
 
@@ -158,23 +167,36 @@ impl Filter {
     /// shared by the fewest definitions (`host in [...]` beats `app == "heartbeat"` when a
     /// hundred rules all test the app), so an event's probe finds few candidates.
     ///
-    /// With `share`, identical conditions become one predicate; without, every definition is
-    /// its own predicate (the unshared baseline).
+    /// With `share`, identical conditions become one predicate. Without, there is no index
+    /// (the unshared baseline, see the module docs): every definition is its own predicate
+    /// with its full condition, in (rule, definition) order, and a candidate for every event.
     pub fn new(rules: &RuleSet, share: bool) -> Filter {
+        if !share {
+            let preds = rules.rules.iter().enumerate().flat_map(|(ri, rule)| {
+                rule.events.iter().enumerate().map(move |(di, def)| Pred {
+                    consumers: vec![(ri as u32, di as u32)],
+                    residual: def.cond.clone(),
+                    key_field: None,
+                })
+            });
+            return Filter {
+                preds: preds.collect(),
+                indexed: false,
+                sources: Default::default(),
+            };
+        }
         let mut groups: Vec<(&Cond, Vec<(u32, u32)>)> = Vec::new();
         let mut by_text: HashMap<String, usize> = HashMap::new();
         for (ri, rule) in rules.rules.iter().enumerate() {
             for (di, def) in rule.events.iter().enumerate() {
                 let owner = (ri as u32, di as u32);
-                if share {
-                    match by_text.entry(def.cond.canonical()) {
-                        std::collections::hash_map::Entry::Occupied(e) => {
-                            groups[*e.get()].1.push(owner);
-                            continue;
-                        }
-                        std::collections::hash_map::Entry::Vacant(e) => {
-                            e.insert(groups.len());
-                        }
+                match by_text.entry(def.cond.canonical()) {
+                    std::collections::hash_map::Entry::Occupied(e) => {
+                        groups[*e.get()].1.push(owner);
+                        continue;
+                    }
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(groups.len());
                     }
                 }
                 groups.push((&def.cond, vec![owner]));
@@ -264,12 +286,21 @@ impl Filter {
                 }
             }
         }
-        Filter { preds, sources }
+        Filter {
+            preds,
+            indexed: true,
+            sources,
+        }
     }
 
     /// Appends the predicates `ev` may satisfy (to be evaluated), in ascending order, each with
     /// its hint for the event's value ([`NO_HINT`] when none is stored or it is not indexed).
+    /// Unshared (no index): every predicate, without hints.
     pub fn candidates_hinted(&self, ev: &Event, out: &mut Vec<(u32, u32)>) {
+        if !self.indexed {
+            out.extend((0..self.preds.len() as u32).map(|p| (p, NO_HINT)));
+            return;
+        }
         let si = &self.sources[source_slot(ev.source)];
         let start = out.len();
         out.extend(si.always.iter().map(|p| (*p, NO_HINT)));

@@ -34,9 +34,11 @@ pub struct EngineConfig {
     pub max_groups: u64,
     /// Default `max_partial_matches` for rules that set none.
     pub max_partial_matches: u64,
-    /// Share work between rules (identical predicates evaluated once, rules with the same
-    /// meaning run on one state). `false` is the unshared baseline (`--no-share`); both give
-    /// the same alerts.
+    /// Share work between rules (the predicate index, identical predicates evaluated once,
+    /// rules with the same meaning run on one state). `false` is the unshared baseline
+    /// (`--no-share`), the paper's RCEDA: every rule compiled on its own, no index, every
+    /// event offered to every rule, which tests each of its definitions (so
+    /// `predicate_evals` is events x definitions). Both give the same alerts.
     pub share: bool,
     /// The share of the (rule, group) space this engine owns, when several engines (CEP shards)
     /// split the work; `None`: all of it.

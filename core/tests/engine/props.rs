@@ -203,7 +203,6 @@ pattern = "or(f, g, s)"
     let rules = cepheus_core::rules::compile_str("f.toml", text)
         .rules
         .unwrap();
-    let filter = Filter::new(&rules, true);
     let apps = ["sshd", "cron", "kernel"];
     let hosts = ["h1", "h5", "h9", "zz"];
     let mut events = Vec::new();
@@ -237,20 +236,25 @@ pattern = "or(f, g, s)"
             }
         }
     }
-    for ev in &events {
-        let mut cands = Vec::new();
-        filter.candidates_hinted(ev, &mut cands);
-        let cands: Vec<u32> = cands.iter().map(|(p, _)| *p).collect();
-        for (idx, p) in filter.preds.iter().enumerate() {
-            let via_index =
-                cands.contains(&(idx as u32)) && filter.eval(idx as u32, ev, &mut Vec::new());
-            for &(r, d) in &p.consumers {
-                let cond = &rules.rules[r as usize].events[d as usize].cond;
-                let full = cond.eval(ev, &mut Vec::new());
-                assert_eq!(
-                    full, via_index,
-                    "predicate {idx} (rule {r} def {d}) on {ev:?}"
-                );
+    // Shared: through the index; unshared: no index, every definition tested in full.
+    for share in [true, false] {
+        let filter = Filter::new(&rules, share);
+        for ev in &events {
+            let mut cands = Vec::new();
+            filter.candidates_hinted(ev, &mut cands);
+            let cands: Vec<u32> = cands.iter().map(|(p, _)| *p).collect();
+            assert!(cands.is_sorted(), "candidates in ascending order");
+            for (idx, p) in filter.preds.iter().enumerate() {
+                let via_index =
+                    cands.contains(&(idx as u32)) && filter.eval(idx as u32, ev, &mut Vec::new());
+                for &(r, d) in &p.consumers {
+                    let cond = &rules.rules[r as usize].events[d as usize].cond;
+                    let full = cond.eval(ev, &mut Vec::new());
+                    assert_eq!(
+                        full, via_index,
+                        "share {share}: predicate {idx} (rule {r} def {d}) on {ev:?}"
+                    );
+                }
             }
         }
     }
@@ -343,11 +347,52 @@ fn identical_rules_share_state_and_predicates() {
     }
     assert_eq!(json(&o1), json(&o2));
     assert_eq!(o1.len(), 3, "each of a, b, c alerts once");
-    // Every event is evaluated against the 4 distinct conditions once, not once per rule.
-    assert_eq!(
-        e.counters().predicate_evals * 3,
-        u.counters().predicate_evals
-    );
+    // Shared, each event is tested once, against the one distinct condition filed under its
+    // app; unshared (no index), against all 4 definitions of each of the 3 rules.
+    assert_eq!(e.counters().predicate_evals, 3);
+    assert_eq!(u.counters().predicate_evals, 3 * 3 * 4);
+}
+
+/// The unshared baseline (`--no-share`) is the paper's RCEDA: no index, every event offered to
+/// every (rule, definition). An event that concerns no rule costs one evaluation per definition
+/// unshared, and none shared (the index finds no candidate), however many rules there are.
+#[test]
+fn unshared_baseline_offers_every_event_to_every_definition() {
+    let mut text = String::new();
+    for i in 0..100 {
+        text += &format!(
+            "[[rule]]\nname = \"r{i}\"\nseverity = \"low\"\n\
+             events.a = 'syslog and app == \"app{i}\"'\nevents.b = 'flow and dport == {i}'\n\
+             pattern = \"seq(a, b) within 1m\"\n\n"
+        );
+    }
+    let rules = cepheus_core::rules::compile_str("b.toml", &text)
+        .rules
+        .unwrap();
+    let t = Timestamp::from_secs(1_000);
+    let syslog = |app: &str| Event::new(Source::Syslog, t, t).with(Field::App, Value::str(app));
+    let flow = |dport: i64| Event::new(Source::Flow, t, t).with(Field::Dport, Value::Int(dport));
+    let evals = |share: bool, evs: &[Event]| {
+        let cfg = EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut out = Vec::new();
+        for ev in evs {
+            e.push(ev.clone(), &mut out);
+        }
+        (e.counters().predicate_evals, json(&out))
+    };
+    let nobody = [syslog("nobody"), flow(65_000)];
+    assert_eq!(evals(true, &nobody).0, 0);
+    assert_eq!(evals(false, &nobody).0, 2 * 200);
+    // An event of one rule: one evaluation shared, still every definition unshared.
+    let seven = [syslog("app7"), flow(7)];
+    let (shared, alerts) = evals(true, &seven);
+    assert_eq!(shared, 2);
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(evals(false, &seven), (2 * 200, alerts));
 }
 
 proptest! {
