@@ -177,6 +177,7 @@ impl Filter {
                     consumers: vec![(ri as u32, di as u32)],
                     residual: def.cond.clone(),
                     key_field: None,
+                    key_values: 0,
                 })
             });
             return Filter {
@@ -317,6 +318,12 @@ impl Filter {
         if lists > 1 || (lists == 1 && !si.always.is_empty()) {
             out[start..].sort_unstable();
         }
+    }
+
+    /// Whether events are filed through an index (shared); without, every predicate is a
+    /// candidate for every event.
+    pub fn indexed(&self) -> bool {
+        self.indexed
     }
 
     /// Stores a hint for predicate `pred` under `value` of its index field, for `source`.

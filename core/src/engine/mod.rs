@@ -731,7 +731,8 @@ impl Engine {
             if ahead.is_empty() {
                 break;
             }
-            if ahead.len() > 1 {
+            // Without an index (unshared) there are no hinted slots to read ahead.
+            if ahead.len() > 1 && self.filter.indexed() {
                 self.warm(&ahead);
             }
             for ev in ahead.drain(..) {
