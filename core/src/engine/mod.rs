@@ -25,7 +25,7 @@ use crate::time::{Duration, Timestamp};
 use filter::Filter;
 use plan::{EvSet, Plan, PlanError};
 use state::{Group, GroupKey, RuleCounters, RuleCtx};
-use wheel::{TimerEntry, Wheel};
+use wheel::{Settle, TimerEntry, Wheel};
 
 /// Engine-wide settings.
 #[derive(Clone, Debug)]
@@ -326,12 +326,57 @@ pub struct Engine {
     ahead: Vec<Event>,
     /// `push_batch`: the group slots the look-ahead window will touch.
     touch: Vec<(u32, u32)>,
+    /// `push_batch`: the window's candidates (as `Filter::candidates_hinted` gives them), one
+    /// run per event ending at `ahead_ends[i]`, so each event probes the index once.
+    ahead_cands: Vec<(u32, u32)>,
+    ahead_ends: Vec<usize>,
+    /// The run of `ahead_cands` the next evaluation uses instead of probing the index.
+    ahead_pos: Option<(usize, usize)>,
 }
 
 /// How many events [`Engine::push_batch`] reads ahead: their index entries and group slots
 /// are loaded before the first of them is processed, so the cache misses of many events
 /// overlap instead of being paid one after another.
 const LOOKAHEAD: usize = 16;
+
+/// What a timer entry still means when it comes due or moves down the wheel.
+enum Refile {
+    /// Its group may have something due at its deadline: it takes the firing path.
+    Due,
+    /// Its group's deadline moved past it (a heartbeat arrived): the entry for the new
+    /// deadline (already recorded as the group's armed deadline; the caller files it).
+    Moved(TimerEntry),
+    /// Its group no longer wants it (freed, or re-armed with another entry).
+    Stale,
+}
+
+/// Sorts a timer entry of `rts` at `now`. An absence-only group whose deadline moved later
+/// than `now` is re-armed at its next wake without the firing path (the lazy re-arm: events
+/// never cancel timers; firing it would find nothing due and arm exactly that).
+fn refile(rts: &mut [RuleRt], outage_until: Timestamp, now: Timestamp, e: &TimerEntry) -> Refile {
+    let Some(rt) = rts.get_mut(e.rule as usize) else {
+        return Refile::Stale;
+    };
+    let r = rt.with_group(e.slot, outage_until, |ctx, s, _| {
+        if s.generation != e.generation || s.armed_at != e.deadline {
+            return Refile::Stale;
+        }
+        if !matches!(s.group.state, state::GroupState::Absence(_)) {
+            return Refile::Due;
+        }
+        match s.group.next_wake(ctx) {
+            Some(wake) if wake > now => {
+                s.armed_at = wake;
+                Refile::Moved(TimerEntry {
+                    deadline: wake,
+                    ..*e
+                })
+            }
+            _ => Refile::Due,
+        }
+    });
+    r.unwrap_or(Refile::Stale)
+}
 
 /// The most groups a rule state makes room for before it sees them (see `Engine::new`).
 const MAX_PRESIZED_GROUPS: usize = 65_536;
@@ -496,6 +541,9 @@ impl Engine {
             spare: None,
             ahead: Vec::with_capacity(LOOKAHEAD),
             touch: Vec::new(),
+            ahead_cands: Vec::new(),
+            ahead_ends: Vec::new(),
+            ahead_pos: None,
             cfg,
         })
     }
@@ -732,26 +780,36 @@ impl Engine {
                 break;
             }
             // Without an index (unshared) there are no hinted slots to read ahead.
-            if ahead.len() > 1 && self.filter.indexed() {
+            let warmed = ahead.len() > 1 && self.filter.indexed();
+            if warmed {
                 self.warm(&ahead);
             }
-            for ev in ahead.drain(..) {
+            for (i, ev) in ahead.drain(..).enumerate() {
+                if warmed {
+                    let from = if i == 0 { 0 } else { self.ahead_ends[i - 1] };
+                    self.ahead_pos = Some((from, self.ahead_ends[i]));
+                }
                 self.push(ev, out);
             }
         }
         self.ahead = ahead;
     }
 
-    /// Loads what `evs` will touch (the index entries they probe, the group slots those
-    /// entries name) and changes nothing: a pure prefetch, so it cannot change any result.
+    /// Probes the index for `evs` (kept for their evaluation) and loads the group slots the
+    /// entries name. It changes no state: the candidates are what each event's own probe
+    /// would give (the index only changes at reload), and a hint that goes stale before its
+    /// event is validated there like any other.
     fn warm(&mut self, evs: &[Event]) {
-        let mut cands = std::mem::take(&mut self.cands);
+        let mut cands = std::mem::take(&mut self.ahead_cands);
         let mut touch = std::mem::take(&mut self.touch);
+        cands.clear();
         touch.clear();
+        self.ahead_ends.clear();
         for ev in evs {
-            cands.clear();
+            let from = cands.len();
             self.filter.candidates_hinted(ev, &mut cands);
-            for &(pred, hint) in &cands {
+            self.ahead_ends.push(cands.len());
+            for &(pred, hint) in &cands[from..] {
                 if hint != filter::NO_HINT
                     && let Some(&(rt, _, _)) =
                         self.consumers.get(pred as usize).and_then(|c| c.first())
@@ -775,7 +833,7 @@ impl Engine {
             }
         }
         std::hint::black_box(sum);
-        self.cands = cands;
+        self.ahead_cands = cands;
         self.touch = touch;
     }
 
@@ -988,20 +1046,40 @@ impl Engine {
             if check_wheel || due.is_empty() {
                 check_wheel = false;
                 fired.clear();
-                self.lanes[li].wheel.advance(to, &mut fired);
+                // Entries moving down a level whose group's deadline moved later go straight
+                // back out at the new deadline; entries nobody wants are dropped.
+                let Engine {
+                    lanes,
+                    rts,
+                    outage_until,
+                    ..
+                } = self;
+                let lane = &mut lanes[li];
+                let lane_now = lane.now;
+                lane.wheel.advance_settling(to, &mut fired, |e| {
+                    match refile(rts, *outage_until, e.deadline.max(lane_now), e) {
+                        Refile::Due => Settle::Keep,
+                        Refile::Moved(n) => Settle::Move(n.deadline),
+                        Refile::Stale => Settle::Drop,
+                    }
+                });
             }
-            // Timers whose group's deadline moved later (a heartbeat arrived) are filed again
-            // at the new deadline: back in the wheel, or, when this advance covers it, among
-            // the due timers (so same-instant timers still fire in order).
+            // Due timers whose group's deadline moved later are filed again at the new
+            // deadline: back in the wheel, or, when this advance covers it, among the due
+            // timers (so same-instant timers still fire in order).
             let mut i = 0;
             while i < fired.len() {
-                match self.refile(li, fired[i]) {
-                    Some(n) if n.deadline <= to => fired[i] = n,
-                    Some(n) => {
+                let now = fired[i].deadline.max(self.lanes[li].now);
+                match refile(&mut self.rts, self.outage_until, now, &fired[i]) {
+                    Refile::Moved(n) if n.deadline <= to => fired[i] = n,
+                    Refile::Moved(n) => {
                         self.lanes[li].wheel.insert(n);
                         fired.swap_remove(i);
                     }
-                    None => i += 1,
+                    Refile::Stale => {
+                        fired.swap_remove(i);
+                    }
+                    Refile::Due => i += 1,
                 }
             }
             // The common case, one timer due and none queued, skips the ordering queue.
@@ -1040,31 +1118,6 @@ impl Engine {
         }
         self.fired = fired;
         self.lanes[li].now = self.lanes[li].now.max(to);
-    }
-
-    /// A due timer of an absence-only group whose deadline has moved past it (the lazy
-    /// re-arm: events never cancel timers) is filed again at the group's next wake, as firing
-    /// it would do, without the ordered firing path (nothing of that group is due). Returns
-    /// the entry for the new deadline (armed: the caller files it) if it is such a timer.
-    fn refile(&mut self, li: usize, e: TimerEntry) -> Option<TimerEntry> {
-        let now = e.deadline.max(self.lanes[li].now);
-        self.rts.get_mut(e.rule as usize).and_then(|rt| {
-            rt.with_group(e.slot, self.outage_until, |ctx, s, _| {
-                if s.generation != e.generation
-                    || s.armed_at != e.deadline
-                    || !matches!(s.group.state, state::GroupState::Absence(_))
-                {
-                    return None;
-                }
-                let wake = s.group.next_wake(ctx).filter(|w| *w > now)?;
-                s.armed_at = wake;
-                Some(TimerEntry {
-                    deadline: wake,
-                    ..e
-                })
-            })
-            .flatten()
-        })
     }
 
     fn on_timer(&mut self, ri: usize, slot: u32, now: Timestamp, out: &mut Vec<Alert>) {
@@ -1148,7 +1201,10 @@ impl Engine {
     fn evaluate(&mut self, ev: &Arc<Event>, hits: &mut Vec<Hit>) {
         let mut cands = std::mem::take(&mut self.cands);
         cands.clear();
-        self.filter.candidates_hinted(ev, &mut cands);
+        match self.ahead_pos.take() {
+            Some((from, to)) => cands.extend_from_slice(&self.ahead_cands[from..to]),
+            None => self.filter.candidates_hinted(ev, &mut cands),
+        }
         let mut caps = Captures::new();
         // Built only when an event concerns many states (no hasher set-up otherwise).
         let mut hit_index: Option<HashMap<(u32, GroupKey), usize>> = None;

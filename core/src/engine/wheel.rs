@@ -44,6 +44,20 @@ pub struct Wheel {
     /// An emptied slot's buffer, swapped in when a slot is drained so slots keep their
     /// capacity (a heartbeat's timers pass through the same slots every period).
     scratch: Vec<TimerEntry>,
+    /// No slot's range starts before this tick (a lower bound, so `has_due` answers most
+    /// calls without scanning the levels).
+    earliest: u64,
+}
+
+/// What the owner of a timer says when the wheel moves it down a level (see
+/// [`Wheel::advance`]).
+pub enum Settle {
+    /// Still wanted at its deadline.
+    Keep,
+    /// Wanted at this later deadline instead (the owner re-armed it).
+    Move(Timestamp),
+    /// No longer wanted.
+    Drop,
 }
 
 /// The most capacity a drained buffer keeps (a burst's peak is not held forever).
@@ -68,6 +82,7 @@ impl Wheel {
             held: Vec::new(),
             len: 0,
             scratch: Vec::new(),
+            earliest: u64::MAX,
         }
     }
 
@@ -94,23 +109,41 @@ impl Wheel {
 
     fn place(&mut self, when: u64, e: TimerEntry) {
         let level = level_for(self.elapsed, when);
-        let slot = ((when >> (level as u32 * SLOT_BITS)) as usize) & (SLOTS - 1);
+        let shift = level as u32 * SLOT_BITS;
+        let slot = ((when >> shift) as usize) & (SLOTS - 1);
         let lv = &mut self.levels[level];
         lv.slots[slot].push(e);
         lv.occupied |= 1 << slot;
+        // The slot's range starts at `when` rounded down to the level's slot size.
+        self.earliest = self.earliest.min(when & !((1u64 << shift) - 1));
     }
 
     /// Whether an advance to `now` would fire anything (a cheap check for the hot path).
     pub fn has_due(&self, now: Timestamp) -> bool {
-        self.held.iter().any(|e| e.deadline <= now)
-            || self
-                .next_expiration()
-                .is_some_and(|(_, _, tick)| tick <= tick_of(now))
+        let tick = tick_of(now);
+        (!self.held.is_empty() && self.held.iter().any(|e| e.deadline <= now))
+            || (tick >= self.earliest
+                && self
+                    .next_expiration()
+                    .is_some_and(|(_, _, start)| start <= tick))
     }
 
     /// Moves time to `now` and appends every entry whose deadline has passed to `out`, sorted
     /// by deadline then rule then slot (deterministic).
     pub fn advance(&mut self, now: Timestamp, out: &mut Vec<TimerEntry>) {
+        self.advance_settling(now, out, |_| Settle::Keep);
+    }
+
+    /// As [`Wheel::advance`], and every entry moved down a level (not yet due) is first shown
+    /// to `settle`: its owner may move it to a later deadline or drop it, so a deadline that
+    /// keeps moving (a heartbeat) goes back out once per period instead of cascading to the
+    /// bottom level and firing.
+    pub fn advance_settling(
+        &mut self,
+        now: Timestamp,
+        out: &mut Vec<TimerEntry>,
+        mut settle: impl FnMut(&TimerEntry) -> Settle,
+    ) {
         let target = tick_of(now);
         let start = out.len();
         let len = &mut self.len;
@@ -132,8 +165,21 @@ impl Wheel {
             lv.occupied &= !(1u64 << slot);
             let mut entries = std::mem::take(&mut self.scratch);
             std::mem::swap(&mut entries, &mut lv.slots[slot]);
-            for e in entries.drain(..) {
-                let when = tick_of(e.deadline).min(self.elapsed + MAX_TICKS - 1);
+            for mut e in entries.drain(..) {
+                let mut when = tick_of(e.deadline).min(self.elapsed + MAX_TICKS - 1);
+                if when > self.elapsed {
+                    match settle(&e) {
+                        Settle::Keep => {}
+                        Settle::Move(d) => {
+                            e.deadline = d;
+                            when = tick_of(d).min(self.elapsed + MAX_TICKS - 1);
+                        }
+                        Settle::Drop => {
+                            self.len -= 1;
+                            continue;
+                        }
+                    }
+                }
                 if when <= self.elapsed {
                     if e.deadline <= now {
                         out.push(e);
@@ -152,6 +198,7 @@ impl Wheel {
         if target > self.elapsed {
             self.elapsed = target;
         }
+        self.earliest = self.next_expiration().map_or(u64::MAX, |(_, _, tick)| tick);
         out[start..].sort_unstable();
     }
 
@@ -256,6 +303,70 @@ mod tests {
                 prop_assert_eq!(ds, sorted);
             }
             prop_assert!(w.is_empty());
+        }
+
+        /// With an owner that moves some deadlines later and gives up others when the wheel
+        /// shows them on the way down: each wanted entry fires exactly once, at the first
+        /// advance reaching its latest deadline, and no dropped entry fires.
+        #[test]
+        fn settling_matches_a_reference(
+            deadlines in proptest::collection::vec(0i64..10_000_000_000_000, 1..200),
+            moves in proptest::collection::vec((0u8..3, 0i64..5_000_000_000_000), 200),
+            steps in proptest::collection::vec(0i64..500_000_000_000, 1..60),
+        ) {
+            let mut w = Wheel::new(Timestamp(0));
+            // The owner's view: the deadline it wants (None: dropped), applied once.
+            let mut wanted: Vec<Option<i64>> = Vec::new();
+            let mut pending: Vec<(u8, i64)> = Vec::new();
+            for (i, d) in deadlines.iter().enumerate() {
+                w.insert(entry(*d, i as u32));
+                wanted.push(Some(*d));
+                pending.push(moves[i]);
+            }
+            let mut now = 0i64;
+            let mut fired = vec![false; deadlines.len()];
+            let mut all_steps = steps.clone();
+            all_steps.push(20_000_000_000_000);
+            for s in all_steps {
+                now += s;
+                // `has_due` may say yes too early (a slot to cascade), never no when an entry
+                // whose deadline has passed is still waiting.
+                let waiting = wanted
+                    .iter()
+                    .zip(&fired)
+                    .any(|(d, f)| !f && d.is_some_and(|d| d <= now));
+                prop_assert!(!waiting || w.has_due(Timestamp(now)), "has_due missed an entry");
+                let mut out = Vec::new();
+                w.advance_settling(Timestamp(now), &mut out, |e| {
+                    let i = e.slot as usize;
+                    match std::mem::take(&mut pending[i]) {
+                        (1, by) if by > 0 => {
+                            let d = e.deadline.0 + by;
+                            wanted[i] = Some(d);
+                            Settle::Move(Timestamp(d))
+                        }
+                        (2, _) => {
+                            wanted[i] = None;
+                            Settle::Drop
+                        }
+                        _ => Settle::Keep,
+                    }
+                });
+                for e in &out {
+                    let i = e.slot as usize;
+                    prop_assert!(e.deadline.0 <= now, "fired early");
+                    prop_assert!(!fired[i], "fired twice");
+                    prop_assert_eq!(Some(e.deadline.0), wanted[i], "fired at a deadline not wanted");
+                    fired[i] = true;
+                }
+                for (i, d) in wanted.iter().enumerate() {
+                    if let Some(d) = d && *d <= now {
+                        prop_assert!(fired[i], "late: {} at {}", d, now);
+                    }
+                }
+            }
+            prop_assert!(w.is_empty());
+            prop_assert!(wanted.iter().zip(&fired).all(|(w, f)| w.is_some() == *f));
         }
     }
 }
