@@ -7,6 +7,7 @@
 //! [`wheel`]. The engine never reads a clock: time only moves when the caller pushes an event
 //! (its arrival stamp) or calls [`Engine::advance_to`].
 
+pub mod family;
 pub mod filter;
 pub mod plan;
 pub mod state;
@@ -22,6 +23,7 @@ use crate::alert::Alert;
 use crate::event::{Event, Field, FieldKey, Value};
 use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, lookup};
 use crate::time::{Duration, Timestamp};
+use family::{Family, NO_SLOT};
 use filter::Filter;
 use plan::{EvSet, Plan, PlanError};
 use state::{Group, GroupKey, RuleCounters, RuleCtx};
@@ -160,6 +162,12 @@ pub struct EngineCounters {
     /// Events stamped after their arrival (taken as arriving now by event-time rules).
     #[serde(default)]
     pub future: u64,
+    /// Deliveries that found their group through their family's record (a lookup shared with
+    /// another rule state of the same family for the same event) instead of their own. A
+    /// diagnostic of the sharing: it depends on which shortcut found a group, not only on the
+    /// input.
+    #[serde(default)]
+    pub family_lookups_saved: u64,
 }
 
 struct RuleRt {
@@ -332,6 +340,11 @@ pub struct Engine {
     ahead_ends: Vec<usize>,
     /// The run of `ahead_cands` the next evaluation uses instead of probing the index.
     ahead_pos: Option<(usize, usize)>,
+    /// Families of rule states (see [`family`]); per state, its family and position in it.
+    families: Vec<Family>,
+    family_of: Vec<Option<(u32, u32)>>,
+    /// The family records one event's deliveries found: (event seq, family, key, record).
+    family_memo: Vec<(u64, u32, GroupKey, u32)>,
 }
 
 /// How many events [`Engine::push_batch`] reads ahead: their index entries and group slots
@@ -457,7 +470,7 @@ impl Engine {
             });
         }
         let filter = Filter::new(rules, cfg.share);
-        let consumers = filter
+        let consumers: Vec<Vec<(u32, u32, u32)>> = filter
             .preds
             .iter()
             .map(|p| {
@@ -516,7 +529,35 @@ impl Engine {
                 rt.slots.reserve(n.min(MAX_PRESIZED_GROUPS));
             }
         }
+        // Families (the graph's virtual nodes at run time): states fed by the same event
+        // node (predicate and group field mapping) in the same scope (group_by, lane).
+        let mut family_of = vec![None; rts.len()];
+        let mut families = Vec::new();
+        if cfg.share {
+            let mut feeds: Vec<Vec<(u32, &[FieldKey])>> = vec![Vec::new(); rts.len()];
+            for (p, cs) in consumers.iter().enumerate() {
+                for &(rt, def, rule) in cs {
+                    let fields = &rules.rules[rule as usize].events[def as usize].group_fields;
+                    feeds[rt as usize].push((p as u32, fields.as_slice()));
+                }
+            }
+            let scope: Vec<Option<(&[String], usize)>> = rts
+                .iter()
+                .map(|rt| {
+                    (!rt.rule.group_by.is_empty()).then_some((rt.rule.group_by.as_slice(), rt.lane))
+                })
+                .collect();
+            for members in family::partition(&feeds, &scope) {
+                for (pos, &m) in members.iter().enumerate() {
+                    family_of[m as usize] = Some((families.len() as u32, pos as u32));
+                }
+                families.push(Family::new(members));
+            }
+        }
         Ok(Engine {
+            families,
+            family_of,
+            family_memo: Vec::new(),
             filter,
             hintable,
             consumers,
@@ -1128,12 +1169,7 @@ impl Engine {
                 .then(|| s.group.key.clone())
         });
         match forget {
-            Some(Some(key)) => {
-                let rt = &mut self.rts[ri];
-                rt.slots[slot as usize] = None;
-                rt.groups.remove(&key);
-                rt.free.push(slot);
-            }
+            Some(Some(key)) => self.free_slot(ri, slot, &key),
             Some(None) => self.arm(ri, slot),
             None => {}
         }
@@ -1156,7 +1192,7 @@ impl Engine {
             let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
             (s.group.key == *key).then_some(slot)
         });
-        let slot = match hinted {
+        let slot = match hinted.or_else(|| self.family_slot(ri, key, seq)) {
             Some(slot) => slot,
             None => {
                 let Some(slot) = self.slot_for(ri, key, false, t) else {
@@ -1168,6 +1204,7 @@ impl Engine {
                 {
                     self.filter.set_hint(ev.source, field, value, pred, slot);
                 }
+                self.family_record(ri, key, seq, slot);
                 slot
             }
         };
@@ -1175,6 +1212,74 @@ impl Engine {
             s.group.on_event(ctx, t, mask, ev, seq, counters, out)
         });
         self.arm(ri, slot);
+    }
+
+    /// The family record of `key` for the family of state `ri`, found once per event (`seq`)
+    /// and family; `make` creates it when missing.
+    /// Also says whether another delivery of the same event had already found it.
+    fn family_record_of(
+        &mut self,
+        f: u32,
+        key: &GroupKey,
+        seq: u64,
+        make: bool,
+    ) -> Option<(u32, bool)> {
+        if self.family_memo.first().is_some_and(|m| m.0 != seq) {
+            self.family_memo.clear();
+        }
+        if let Some(m) = self.family_memo.iter().find(|m| m.1 == f && m.2 == *key) {
+            return Some((m.3, true));
+        }
+        let fam = &mut self.families[f as usize];
+        let r = if make {
+            fam.find_or_make(key)
+        } else {
+            fam.find(key)?
+        };
+        self.family_memo.push((seq, f, key.clone(), r));
+        Some((r, false))
+    }
+
+    /// State `ri`'s slot for `key` as its family records it (checked against the slot's own
+    /// key), so members after the first need no lookup of their own.
+    fn family_slot(&mut self, ri: usize, key: &GroupKey, seq: u64) -> Option<u32> {
+        let (f, pos) = self.family_of[ri]?;
+        let (r, memoized) = self.family_record_of(f, key, seq, false)?;
+        let slot = self.families[f as usize].slot(r, pos as usize);
+        if slot == NO_SLOT {
+            return None;
+        }
+        let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
+        if s.group.key != *key {
+            return None;
+        }
+        if memoized {
+            self.counters.family_lookups_saved += 1;
+        }
+        Some(slot)
+    }
+
+    /// Records state `ri`'s slot for `key` in its family.
+    fn family_record(&mut self, ri: usize, key: &GroupKey, seq: u64, slot: u32) {
+        if let Some((f, pos)) = self.family_of[ri]
+            && let Some((r, _)) = self.family_record_of(f, key, seq, true)
+        {
+            self.families[f as usize].set(r, pos as usize, slot);
+        }
+    }
+
+    /// Frees state `ri`'s group `key` in `slot` (forgotten by time or by hand).
+    fn free_slot(&mut self, ri: usize, slot: u32, key: &GroupKey) {
+        let rt = &mut self.rts[ri];
+        rt.slots[slot as usize] = None;
+        rt.groups.remove(key);
+        rt.free.push(slot);
+        if let Some((f, pos)) = self.family_of[ri]
+            && self.families[f as usize].release(key, pos as usize)
+        {
+            // A dropped record may be reused for another key: forget what was found.
+            self.family_memo.clear();
+        }
     }
 
     fn late(&mut self, h: &Hit, w: Timestamp, out: &mut Vec<Alert>) {
@@ -1316,10 +1421,7 @@ impl Engine {
         self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
             s.group.forget(ctx, at, counters, out)
         });
-        let rt = &mut self.rts[ri];
-        rt.groups.remove(&key);
-        rt.slots[slot as usize] = None;
-        rt.free.push(slot);
+        self.free_slot(ri, slot, &key);
         self.order_alerts(&mut out[start..]);
         true
     }
