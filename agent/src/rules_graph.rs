@@ -4,7 +4,9 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use cepheus_core::engine::{Engine, EngineConfig};
 use cepheus_core::graph;
+use cepheus_core::rules::ir::RuleSet;
 
 use crate::{rulefiles, rules_cmd};
 
@@ -53,10 +55,13 @@ pub fn run(args: GraphArgs) -> ExitCode {
         return ExitCode::from(1);
     };
     let g = graph::build(rules, !args.no_share);
-    let out = match args.format {
+    let mut out = match args.format {
         GraphFormat::Text => g.to_text(),
         GraphFormat::Dot => g.to_dot(),
     };
+    if args.format == GraphFormat::Text {
+        out.push_str(&families_text(rules, !args.no_share));
+    }
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout
         .write_all(out.as_bytes())
@@ -68,4 +73,39 @@ pub fn run(args: GraphArgs) -> ExitCode {
     }
     eprintln!("{}", g.summary());
     ExitCode::SUCCESS
+}
+
+/// The run-time side of the virtual nodes: which rule states the engine runs as families
+/// sharing one group record per key (one lookup per event and group for all of them).
+fn families_text(rules: &RuleSet, share: bool) -> String {
+    let cfg = EngineConfig {
+        share,
+        ..EngineConfig::default()
+    };
+    let families = match Engine::new(rules, cfg) {
+        Ok(e) => e
+            .families()
+            .iter()
+            .map(|f| f.join(", "))
+            .collect::<Vec<_>>(),
+        Err(e) => return format!("\nrun time: the engine cannot run these rules: {e}\n"),
+    };
+    let mut s = String::from("\nrun time: ");
+    if families.is_empty() {
+        s.push_str(if share {
+            "no family (no two rule states are fed by the same events with the same group_by)\n"
+        } else {
+            "no family (--no-share: every rule on its own)\n"
+        });
+        return s;
+    }
+    s.push_str(&format!(
+        "{} famil{} of rule states fed by the same events with the same group_by share one group record per key (one lookup per event and group):\n",
+        families.len(),
+        if families.len() == 1 { "y" } else { "ies" }
+    ));
+    for (i, f) in families.iter().enumerate() {
+        s.push_str(&format!("  family {}: {f}\n", i + 1));
+    }
+    s
 }

@@ -111,6 +111,37 @@ fn text_shows_the_papers_shared_nodes() {
     assert!(stderr.contains("21 nodes (39 without sharing)"), "{stderr}");
 }
 
+/// The run-time side: rule states over the same events with the same group_by are one family
+/// (whatever their windows), others are not, and `--no-share` has none.
+#[test]
+fn text_lists_the_run_time_families() {
+    let p = rule_file("families.toml", &format!("{PAPER}{APART}"));
+    let p = p.to_str().unwrap();
+    let (code, text, stderr) = cepheus(&["rules", "graph", p]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        text.contains("run time: 2 families of rule states"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  family 1: q-left, q-right, q-ss\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  family 2: by-host-5m, by-host-10m\n"),
+        "{text}"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("  family") && l.contains("by-app")),
+        "{text}"
+    );
+    let (code, text, stderr) = cepheus(&["rules", "graph", "--no-share", p]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(text.contains("run time: no family (--no-share"), "{text}");
+}
+
 #[test]
 fn dot_marks_the_shared_nodes_and_renders() {
     let p = rule_file("paper-dot.toml", PAPER);

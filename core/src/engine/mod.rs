@@ -543,9 +543,7 @@ impl Engine {
             }
             let scope: Vec<Option<(&[String], usize)>> = rts
                 .iter()
-                .map(|rt| {
-                    (!rt.rule.group_by.is_empty()).then_some((rt.rule.group_by.as_slice(), rt.lane))
-                })
+                .map(|rt| Some((rt.rule.group_by.as_slice(), rt.lane)))
                 .collect();
             for members in family::partition(&feeds, &scope) {
                 for (pos, &m) in members.iter().enumerate() {
@@ -602,6 +600,20 @@ impl Engine {
     /// The rule set the engine runs.
     pub fn rules(&self) -> &RuleSet {
         &self.ruleset
+    }
+
+    /// The families of rule states that share group records (see [`family`]), each as the
+    /// names of the rules it serves, in rule order (for `cepheus rules graph`).
+    pub fn families(&self) -> Vec<Vec<&str>> {
+        self.families
+            .iter()
+            .map(|f| {
+                f.members
+                    .iter()
+                    .flat_map(|&m| self.rts[m as usize].members.iter().map(|r| r.name.as_str()))
+                    .collect()
+            })
+            .collect()
     }
 
     /// Per-rule counters and sizes.
