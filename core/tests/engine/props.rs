@@ -372,6 +372,34 @@ fn similar_rules_share_group_records() {
     assert!(!out.is_empty());
 }
 
+/// A family needs the same events, the same group_by and the same clock: rules over the same
+/// events grouped differently, or one on event time, are kept apart; `--no-share` has none.
+#[test]
+fn families_need_one_scope() {
+    let rules = set(vec![
+        rule("a", &APPS, seq(vec![ev(0), ev(1)])).within(10),
+        rule("b", &APPS, seq(vec![ev(0), ev(2)])).within(30),
+        rule("c", &APPS, seq(vec![ev(0), ev(1)]))
+            .within(10)
+            .ungrouped(),
+        rule("d", &APPS, seq(vec![ev(0), ev(1)]))
+            .within(10)
+            .event_time(5, 0),
+        rule("e", &APPS, rep(ev(3), 3, None)).within(10),
+    ]);
+    let e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    assert_eq!(e.families(), vec![vec!["a", "b"]]);
+    let u = Engine::new(
+        &rules,
+        EngineConfig {
+            share: false,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    assert!(u.families().is_empty());
+}
+
 #[test]
 fn identical_rules_share_state_and_predicates() {
     let rules = set(vec![
