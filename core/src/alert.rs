@@ -67,24 +67,32 @@ impl Alert {
     /// The id of the `rank`-th episode of a group starting at the same instant (rank 0 is
     /// [`Alert::make_id`]).
     pub fn make_id_ranked(rule: &str, group: &[Value], start: Timestamp, rank: u32) -> String {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut feed = |bytes: &[u8]| {
-            for b in bytes {
-                h ^= u64::from(*b);
-                h = h.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-            h ^= 0xff;
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        };
-        feed(rule.as_bytes());
+        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        h.feed(rule.as_bytes());
+        h.end();
         for v in group {
-            feed(v.to_string().as_bytes());
+            // A value's text (its `Display`) is fed as it is written, without a String.
+            match v {
+                Value::Str(s) => h.feed(s.as_bytes()),
+                other => {
+                    let _ = std::fmt::Write::write_fmt(&mut h, format_args!("{other}"));
+                }
+            }
+            h.end();
         }
-        feed(&start.0.to_le_bytes());
+        h.feed(&start.0.to_le_bytes());
+        h.end();
         if rank > 0 {
-            feed(&rank.to_le_bytes());
+            h.feed(&rank.to_le_bytes());
+            h.end();
         }
-        format!("{h:016x}")
+        // 16 lowercase hex digits, as `format!("{h:016x}")` writes them.
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut id = String::with_capacity(16);
+        for i in (0..16).rev() {
+            id.push(char::from(HEX[((h.0 >> (i * 4)) & 0xf) as usize]));
+        }
+        id
     }
 
     /// The alert as the JSON object of DESIGN.md ("Alerts").
@@ -112,9 +120,89 @@ impl Alert {
     }
 }
 
+/// FNV-1a over the parts of an alert id, each part closed by a 0xff byte (so parts cannot run
+/// into each other).
+struct Fnv(u64);
+
+impl Fnv {
+    fn feed(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn end(&mut self) {
+        self.feed(&[0xff]);
+    }
+}
+
+impl std::fmt::Write for Fnv {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.feed(s.as_bytes());
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The id as first written (a String per value, `format!` for the hex): the reference the
+    /// allocation-free one must match, since ids are stable across versions.
+    fn reference_id(rule: &str, group: &[Value], start: Timestamp, rank: u32) -> String {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut feed = |bytes: &[u8]| {
+            for b in bytes {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            h ^= 0xff;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        };
+        feed(rule.as_bytes());
+        for v in group {
+            feed(v.to_string().as_bytes());
+        }
+        feed(&start.0.to_le_bytes());
+        if rank > 0 {
+            feed(&rank.to_le_bytes());
+        }
+        format!("{h:016x}")
+    }
+
+    #[test]
+    fn ids_are_those_of_the_first_version_for_every_value_type() {
+        let values = [
+            Value::str("h1"),
+            Value::str(""),
+            Value::str("a long host name that is not inline at all, with ünïcode"),
+            Value::Int(-42),
+            Value::Int(i64::MAX),
+            Value::Float(1.5),
+            Value::Float(-0.0),
+            Value::Bool(true),
+            Value::Ip(std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1))),
+            Value::Ip(std::net::IpAddr::V6(std::net::Ipv6Addr::new(
+                0xfe80, 0, 0, 0, 0, 0, 0, 1,
+            ))),
+            Value::Time(Timestamp(1_780_000_000_123_456_789)),
+            Value::Duration(crate::time::Duration(90_000_000_000)),
+        ];
+        for (i, v) in values.iter().enumerate() {
+            for rank in [0, 1, 7] {
+                let group = [v.clone(), values[(i + 1) % values.len()].clone()];
+                for g in [&group[..1], &group[..], &[]] {
+                    let start = Timestamp(i as i64 * 1_000_003 - 5);
+                    assert_eq!(
+                        Alert::make_id_ranked("ssh-bruteforce", g, start, rank),
+                        reference_id("ssh-bruteforce", g, start, rank),
+                        "{g:?} rank {rank}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn id_is_stable_and_distinguishes() {

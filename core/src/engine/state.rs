@@ -1149,41 +1149,49 @@ fn emit(
 
 /// Fills a message template from the group, then the most recent matching event.
 pub fn render_message(rule: &Rule, group: &[(String, Value)], events: &[Arc<Event>]) -> String {
+    // Values are written straight into the message (no String per value): alert storms make
+    // one message per alert.
     let Some(parts) = &rule.message else {
-        let mut s = rule.name.clone();
+        let mut s = String::with_capacity(rule.name.len() + 24 * group.len());
+        s.push_str(&rule.name);
         for (k, v) in group {
-            s.push_str(&format!(" {k}={v}"));
+            s.push(' ');
+            s.push_str(k);
+            s.push('=');
+            push_value(&mut s, v);
         }
         return s;
     };
-    let mut s = String::new();
+    let mut s = String::with_capacity(64);
+    let caps = Vec::new();
     for p in parts {
         match p {
             TemplatePart::Text(t) => s.push_str(t),
             TemplatePart::Field(k) => {
-                let from_group = group
-                    .iter()
-                    .find(|(n, _)| n == k.name())
-                    .map(|(_, v)| v.to_string());
-                let caps = Vec::new();
-                let value = from_group.or_else(|| {
-                    events
-                        .iter()
-                        .rev()
-                        .find_map(|e| lookup(e, &caps, k).map(|v| v.get().to_string()))
-                });
-                match value {
-                    Some(v) => s.push_str(&v),
-                    None => {
-                        s.push('{');
-                        s.push_str(k.name());
-                        s.push('}');
-                    }
+                if let Some((_, v)) = group.iter().find(|(n, _)| n == k.name()) {
+                    push_value(&mut s, v);
+                } else if let Some(v) = events.iter().rev().find_map(|e| lookup(e, &caps, k)) {
+                    push_value(&mut s, v.get());
+                } else {
+                    s.push('{');
+                    s.push_str(k.name());
+                    s.push('}');
                 }
             }
         }
     }
     s
+}
+
+/// Appends a value as its `Display` writes it.
+fn push_value(s: &mut String, v: &Value) {
+    match v {
+        Value::Str(x) => s.push_str(x),
+        other => {
+            use std::fmt::Write as _;
+            let _ = write!(s, "{other}");
+        }
+    }
 }
 
 /// Serde helper: a map with non-string keys as a list of pairs.
