@@ -104,7 +104,17 @@ impl Wheel {
             self.held.push(e);
             return;
         }
-        self.place(when.min(self.elapsed + MAX_TICKS - 1), e);
+        self.place(self.cap(when), e);
+    }
+
+    /// The tick a deadline is filed at: itself, or, beyond what the wheel covers, the last tick
+    /// of the top level's slot just before the current one, one turn ahead. (Capping at
+    /// `elapsed + MAX_TICKS - 1` would land in the current top slot's index one turn ahead,
+    /// which reads as due now: the entry would be drained and filed back forever.) A capped
+    /// entry comes back early, up to about 782 days ahead, and is filed again from there.
+    fn cap(&self, when: u64) -> u64 {
+        let top_slot = 1u64 << (SLOT_BITS * (LEVELS as u32 - 1));
+        when.min((self.elapsed & !(top_slot - 1)) + MAX_TICKS - 1)
     }
 
     fn place(&mut self, when: u64, e: TimerEntry) {
@@ -166,13 +176,13 @@ impl Wheel {
             let mut entries = std::mem::take(&mut self.scratch);
             std::mem::swap(&mut entries, &mut lv.slots[slot]);
             for mut e in entries.drain(..) {
-                let mut when = tick_of(e.deadline).min(self.elapsed + MAX_TICKS - 1);
+                let mut when = self.cap(tick_of(e.deadline));
                 if when > self.elapsed {
                     match settle(&e) {
                         Settle::Keep => {}
                         Settle::Move(d) => {
                             e.deadline = d;
-                            when = tick_of(d).min(self.elapsed + MAX_TICKS - 1);
+                            when = self.cap(tick_of(d));
                         }
                         Settle::Drop => {
                             self.len -= 1;
@@ -265,6 +275,36 @@ mod tests {
         w.advance(Timestamp(3_600_000_000_000), &mut out);
         assert_eq!(out.iter().map(|e| e.slot).collect::<Vec<_>>(), vec![3]);
         assert!(w.is_empty());
+    }
+
+    /// Deadlines beyond the wheel's reach (2^36 ms, about 795 days) are parked and fire at
+    /// their time; they used to be filed into a slot that read as due now, forever.
+    #[test]
+    fn deadlines_beyond_the_wheel_fire_at_their_time() {
+        const DAY: i64 = 86_400_000_000_000;
+        for start in [0i64, 5_000_000, 3 * (1 << 30) * 1_000_000 + 7] {
+            let mut w = Wheel::new(Timestamp(start));
+            w.insert(entry(start + 1000 * DAY, 1));
+            w.insert(entry(start + 5_000_000_000, 2));
+            w.insert(entry(start + 3000 * DAY + 1, 3));
+            let mut out = Vec::new();
+            w.advance(Timestamp(start + 60_000_000_000), &mut out);
+            assert_eq!(out.iter().map(|e| e.slot).collect::<Vec<_>>(), vec![2]);
+            out.clear();
+            let mut now = start + 60_000_000_000;
+            while out.is_empty() {
+                now += 10 * DAY;
+                w.advance(Timestamp(now), &mut out);
+            }
+            assert_eq!(out.iter().map(|e| e.slot).collect::<Vec<_>>(), vec![1]);
+            assert!(now - (start + 1000 * DAY) <= 10 * DAY);
+            out.clear();
+            w.advance(Timestamp(start + 3000 * DAY), &mut out);
+            assert!(out.is_empty(), "fired early");
+            w.advance(Timestamp(start + 3000 * DAY + 1), &mut out);
+            assert_eq!(out.iter().map(|e| e.slot).collect::<Vec<_>>(), vec![3]);
+            assert!(w.is_empty());
+        }
     }
 
     proptest! {

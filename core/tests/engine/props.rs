@@ -863,3 +863,25 @@ proptest! {
         prop_assert_eq!(strip(again.counters()), strip(e.counters()));
     }
 }
+
+/// An absence longer than the timer wheel's reach (2^36 ms, about 795 days) beside a short
+/// one: time moves on (this used to spin forever) and each fires at its own deadline.
+#[test]
+fn absences_beyond_the_wheels_reach_do_not_stall_time() {
+    let rules = set(vec![
+        rule("long", &APPS, absent(ev(0), Some(1000 * 86_400))).expect(&["h1"]),
+        rule("short", &APPS, absent(ev(1), Some(5))).expect(&["h1"]),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    e.advance_to(Timestamp::from_secs(1_000), &mut out);
+    e.advance_to(Timestamp::from_secs(1_060), &mut out);
+    assert_eq!(out.len(), 1, "{:?}", json(&out));
+    assert_eq!(&*out[0].rule, "short");
+    e.advance_to(Timestamp::from_secs(1_000 + 1000 * 86_400 - 1), &mut out);
+    assert_eq!(out.len(), 1);
+    e.advance_to(Timestamp::from_secs(1_000 + 1000 * 86_400), &mut out);
+    assert_eq!(out.len(), 2, "{:?}", json(&out));
+    assert_eq!(&*out[1].rule, "long");
+    assert_eq!(out[1].time, Timestamp::from_secs(1_000 + 1000 * 86_400));
+}
