@@ -23,7 +23,7 @@ use crate::alert::Alert;
 use crate::event::{Event, Field, FieldKey, Value};
 use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, lookup};
 use crate::time::{Duration, Timestamp};
-use family::{Family, NO_SLOT};
+use family::Family;
 use filter::Filter;
 use plan::{EvSet, Plan, PlanError};
 use state::{Group, GroupKey, RuleCounters, RuleCtx};
@@ -344,8 +344,6 @@ pub struct Engine {
     /// Families of rule states (see [`family`]); per state, its family and position in it.
     families: Vec<Family>,
     family_of: Vec<Option<(u32, u32)>>,
-    /// The family records one event's deliveries found: (event seq, family, key, record).
-    family_memo: Vec<(u64, u32, GroupKey, u32)>,
 }
 
 /// How many events [`Engine::push_batch`] reads ahead: their index entries and group slots
@@ -556,7 +554,6 @@ impl Engine {
         Ok(Engine {
             families,
             family_of,
-            family_memo: Vec::new(),
             filter,
             hintable,
             consumers,
@@ -1229,41 +1226,13 @@ impl Engine {
         self.arm(ri, slot);
     }
 
-    /// The family record of `key` for the family of state `ri`, found once per event (`seq`)
-    /// and family; `make` creates it when missing.
-    /// Also says whether another delivery of the same event had already found it.
-    fn family_record_of(
-        &mut self,
-        f: u32,
-        key: &GroupKey,
-        seq: u64,
-        make: bool,
-    ) -> Option<(u32, bool)> {
-        if self.family_memo.first().is_some_and(|m| m.0 != seq) {
-            self.family_memo.clear();
-        }
-        if let Some(m) = self.family_memo.iter().find(|m| m.1 == f && m.2 == *key) {
-            return Some((m.3, true));
-        }
-        let fam = &mut self.families[f as usize];
-        let r = if make {
-            fam.find_or_make(key)
-        } else {
-            fam.find(key)?
-        };
-        self.family_memo.push((seq, f, key.clone(), r));
-        Some((r, false))
-    }
-
     /// State `ri`'s slot for `key` as its family records it (checked against the slot's own
     /// key), so members after the first need no lookup of their own.
     fn family_slot(&mut self, ri: usize, key: &GroupKey, seq: u64) -> Option<u32> {
         let (f, pos) = self.family_of[ri]?;
-        let (r, memoized) = self.family_record_of(f, key, seq, false)?;
-        let slot = self.families[f as usize].slot(r, pos as usize);
-        if slot == NO_SLOT {
-            return None;
-        }
+        let fam = &mut self.families[f as usize];
+        let (r, memoized) = fam.record(key, seq, false)?;
+        let slot = fam.slot(r, pos)?;
         let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
         if s.group.key != *key {
             return None;
@@ -1276,10 +1245,11 @@ impl Engine {
 
     /// Records state `ri`'s slot for `key` in its family.
     fn family_record(&mut self, ri: usize, key: &GroupKey, seq: u64, slot: u32) {
-        if let Some((f, pos)) = self.family_of[ri]
-            && let Some((r, _)) = self.family_record_of(f, key, seq, true)
-        {
-            self.families[f as usize].set(r, pos as usize, slot);
+        if let Some((f, pos)) = self.family_of[ri] {
+            let fam = &mut self.families[f as usize];
+            if let Some((r, _)) = fam.record(key, seq, true) {
+                fam.set(r, pos, slot);
+            }
         }
     }
 
@@ -1289,11 +1259,8 @@ impl Engine {
         rt.slots[slot as usize] = None;
         rt.groups.remove(key);
         rt.free.push(slot);
-        if let Some((f, pos)) = self.family_of[ri]
-            && self.families[f as usize].release(key, pos as usize)
-        {
-            // A dropped record may be reused for another key: forget what was found.
-            self.family_memo.clear();
+        if let Some((f, pos)) = self.family_of[ri] {
+            self.families[f as usize].release(key, pos);
         }
     }
 
