@@ -25,8 +25,9 @@ pub struct Family {
     /// Member rule states (indices into the engine's states), ascending.
     pub members: Vec<u32>,
     groups: HashMap<GroupKey, u32>,
-    /// Per record, the (member position, slot) pairs of the members holding the group: as
-    /// many as hold it, not one per member (a family can have thousands of members).
+    /// Per record, the (member position, slot) pairs of the members holding the group, by
+    /// position: as many as hold it, not one per member (a family can have thousands of
+    /// members), found by binary search (a record can hold thousands too).
     records: Vec<Vec<(u32, u32)>>,
     free: Vec<u32>,
     /// The record the last delivery found: (event sequence number, key, record), so the other
@@ -73,11 +74,9 @@ impl Family {
 
     /// The slot member `pos` recorded in record `r`, if any.
     pub fn slot(&self, r: u32, pos: u32) -> Option<u32> {
-        self.records
-            .get(r as usize)?
-            .iter()
-            .find(|(p, _)| *p == pos)
-            .map(|(_, s)| *s)
+        let rec = self.records.get(r as usize)?;
+        let i = rec.binary_search_by_key(&pos, |(p, _)| *p).ok()?;
+        Some(rec[i].1)
     }
 
     /// Records member `pos`'s slot in record `r`.
@@ -85,9 +84,9 @@ impl Family {
         let Some(rec) = self.records.get_mut(r as usize) else {
             return;
         };
-        match rec.iter_mut().find(|(p, _)| *p == pos) {
-            Some(e) => e.1 = slot,
-            None => rec.push((pos, slot)),
+        match rec.binary_search_by_key(&pos, |(p, _)| *p) {
+            Ok(i) => rec[i].1 = slot,
+            Err(i) => rec.insert(i, (pos, slot)),
         }
     }
 
@@ -100,7 +99,9 @@ impl Family {
         let Some(rec) = self.records.get_mut(r as usize) else {
             return;
         };
-        rec.retain(|(p, _)| *p != pos);
+        if let Ok(i) = rec.binary_search_by_key(&pos, |(p, _)| *p) {
+            rec.remove(i);
+        }
         if rec.is_empty() {
             *rec = Vec::new();
             self.groups.remove(key);
@@ -207,6 +208,7 @@ mod tests {
             panic!("a record is made on demand");
         };
         assert!(!again);
+        f.set(r, 700, 20);
         f.set(r, 3, 10);
         f.set(r, 700, 20);
         assert_eq!(
