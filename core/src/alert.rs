@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, Value};
+use crate::fnv::Fnv;
 use crate::rules::ir::Severity;
 use crate::time::Timestamp;
 
@@ -67,7 +68,7 @@ impl Alert {
     /// The id of the `rank`-th episode of a group starting at the same instant (rank 0 is
     /// [`Alert::make_id`]).
     pub fn make_id_ranked(rule: &str, group: &[Value], start: Timestamp, rank: u32) -> String {
-        let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+        let mut h = Fnv::new();
         h.feed(rule.as_bytes());
         h.end();
         for v in group {
@@ -90,7 +91,7 @@ impl Alert {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut id = String::with_capacity(16);
         for i in (0..16).rev() {
-            id.push(char::from(HEX[((h.0 >> (i * 4)) & 0xf) as usize]));
+            id.push(char::from(HEX[((h.finish() >> (i * 4)) & 0xf) as usize]));
         }
         id
     }
@@ -117,30 +118,6 @@ impl Alert {
             m.insert("reason".into(), r.clone().into());
         }
         serde_json::Value::Object(m)
-    }
-}
-
-/// FNV-1a over the parts of an alert id, each part closed by a 0xff byte (so parts cannot run
-/// into each other).
-struct Fnv(u64);
-
-impl Fnv {
-    fn feed(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-
-    fn end(&mut self) {
-        self.feed(&[0xff]);
-    }
-}
-
-impl std::fmt::Write for Fnv {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.feed(s.as_bytes());
-        Ok(())
     }
 }
 

@@ -388,9 +388,9 @@ fn window_text(w: Option<Window>) -> String {
 
 /// FNV-1a, for a short stable fingerprint of long settings (`expect` lists).
 fn fingerprint(s: &str) -> u64 {
-    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    let mut h = crate::fnv::Fnv::new();
+    h.feed(s.as_bytes());
+    h.finish()
 }
 
 /// The settings an operator's state depends on (its scope), and those only the root has.

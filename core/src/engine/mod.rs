@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::alert::Alert;
 use crate::event::{Event, Field, FieldKey, Value};
+use crate::fnv::Fnv;
 use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, lookup};
 use crate::time::{Duration, Timestamp};
 use family::Family;
@@ -76,35 +77,30 @@ impl Partition {
 /// Routers and partitioned engines call it for every hit, so it allocates nothing: the type,
 /// then the value's bytes (strings length-prefixed, numbers little-endian, addresses as octets).
 pub fn stable_hash(key: &[Value]) -> u64 {
-    let mut h = FNV_OFFSET;
+    let mut h = Fnv::new();
     for v in key {
-        h = fnv(h, &[v.ty() as u8]);
-        h = match v {
-            Value::Str(s) => fnv(fnv(h, &(s.len() as u64).to_le_bytes()), s.as_bytes()),
-            Value::Int(i) => fnv(h, &i.to_le_bytes()),
-            Value::Float(x) => fnv(h, &x.to_bits().to_le_bytes()),
-            Value::Bool(b) => fnv(h, &[u8::from(*b)]),
-            Value::Ip(std::net::IpAddr::V4(a)) => fnv(h, &a.octets()),
-            Value::Ip(std::net::IpAddr::V6(a)) => fnv(h, &a.octets()),
-            Value::Time(t) => fnv(h, &t.0.to_le_bytes()),
-            Value::Duration(d) => fnv(h, &d.0.to_le_bytes()),
-        };
+        h.feed(&[v.ty() as u8]);
+        match v {
+            Value::Str(s) => {
+                h.feed(&(s.len() as u64).to_le_bytes());
+                h.feed(s.as_bytes());
+            }
+            Value::Int(i) => h.feed(&i.to_le_bytes()),
+            Value::Float(x) => h.feed(&x.to_bits().to_le_bytes()),
+            Value::Bool(b) => h.feed(&[u8::from(*b)]),
+            Value::Ip(std::net::IpAddr::V4(a)) => h.feed(&a.octets()),
+            Value::Ip(std::net::IpAddr::V6(a)) => h.feed(&a.octets()),
+            Value::Time(t) => h.feed(&t.0.to_le_bytes()),
+            Value::Duration(d) => h.feed(&d.0.to_le_bytes()),
+        }
     }
-    h
+    h.finish()
 }
 
 fn stable_hash_bytes(b: &[u8]) -> u64 {
-    fnv(FNV_OFFSET, b)
-}
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
+    let mut h = Fnv::new();
+    h.feed(b);
+    h.finish()
 }
 
 impl Default for EngineConfig {
@@ -505,7 +501,9 @@ impl Engine {
             .map(|rt| (rt.rule.group_by.len() == 1).then_some(rt.rule.expect.len()))
             .collect();
         let mut fed = vec![0u64; rts.len()];
-        for (p, cs) in filter.preds.iter().zip(&consumers) {
+        // The event nodes feeding each state (predicate, group field mapping), for families.
+        let mut feeds: Vec<Vec<(u32, &[FieldKey])>> = vec![Vec::new(); rts.len()];
+        for (pi, (p, cs)) in filter.preds.iter().zip(&consumers).enumerate() {
             for &(rt, def, rule) in cs {
                 let fields = &rules.rules[rule as usize].events[def as usize].group_fields;
                 let pinned = p
@@ -517,6 +515,7 @@ impl Engine {
                     _ => None,
                 };
                 fed[rt as usize] |= 1u64 << def;
+                feeds[rt as usize].push((pi as u32, fields.as_slice()));
             }
         }
         for ((rt, b), fed) in rts.iter_mut().zip(bound).zip(fed) {
@@ -533,13 +532,6 @@ impl Engine {
         let mut family_of = vec![None; rts.len()];
         let mut families = Vec::new();
         if cfg.share {
-            let mut feeds: Vec<Vec<(u32, &[FieldKey])>> = vec![Vec::new(); rts.len()];
-            for (p, cs) in consumers.iter().enumerate() {
-                for &(rt, def, rule) in cs {
-                    let fields = &rules.rules[rule as usize].events[def as usize].group_fields;
-                    feeds[rt as usize].push((p as u32, fields.as_slice()));
-                }
-            }
             let scope: Vec<Option<(&[String], usize)>> = rts
                 .iter()
                 .map(|rt| Some((rt.rule.group_by.as_slice(), rt.lane)))

@@ -50,7 +50,7 @@ pub struct Wheel {
 }
 
 /// What the owner of a timer says when the wheel moves it down a level (see
-/// [`Wheel::advance`]).
+/// [`Wheel::advance_settling`]).
 pub enum Settle {
     /// Still wanted at its deadline.
     Keep,
@@ -131,7 +131,7 @@ impl Wheel {
     /// Whether an advance to `now` would fire anything (a cheap check for the hot path).
     pub fn has_due(&self, now: Timestamp) -> bool {
         let tick = tick_of(now);
-        (!self.held.is_empty() && self.held.iter().any(|e| e.deadline <= now))
+        self.held.iter().any(|e| e.deadline <= now)
             || (tick >= self.earliest
                 && self
                     .next_expiration()

@@ -1,0 +1,37 @@
+//! FNV-1a (64 bit): the one stable hash of the crate, for values that must be the same on every
+//! run, build and machine (shard ownership, alert ids, fingerprints in the graph dump).
+
+/// An FNV-1a state; bytes are fed in order, so feeding a text piece by piece hashes as feeding
+/// it whole.
+pub(crate) struct Fnv(u64);
+
+impl Fnv {
+    /// The FNV-1a offset basis.
+    pub(crate) fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    /// Closes a part with a 0xff byte (no UTF-8 text contains it), so parts fed one after the
+    /// other cannot run into each other.
+    pub(crate) fn end(&mut self) {
+        self.feed(&[0xff]);
+    }
+
+    pub(crate) fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::Write for Fnv {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.feed(s.as_bytes());
+        Ok(())
+    }
+}
