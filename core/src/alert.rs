@@ -73,12 +73,7 @@ impl Alert {
         h.end();
         for v in group {
             // A value's text (its `Display`) is fed as it is written, without a String.
-            match v {
-                Value::Str(s) => h.feed(s.as_bytes()),
-                other => {
-                    let _ = std::fmt::Write::write_fmt(&mut h, format_args!("{other}"));
-                }
-            }
+            let _ = v.write_to(&mut h);
             h.end();
         }
         h.feed(&start.0.to_le_bytes());

@@ -158,6 +158,17 @@ impl Value {
     }
 }
 
+impl Value {
+    /// Writes the value as `Display` does, strings without the formatting machinery (alert
+    /// ids and messages write one per alert).
+    pub fn write_to(&self, w: &mut impl fmt::Write) -> fmt::Result {
+        match self {
+            Value::Str(s) => w.write_str(s),
+            other => write!(w, "{other}"),
+        }
+    }
+}
+
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

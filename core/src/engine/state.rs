@@ -1158,7 +1158,7 @@ pub fn render_message(rule: &Rule, group: &[(String, Value)], events: &[Arc<Even
             s.push(' ');
             s.push_str(k);
             s.push('=');
-            push_value(&mut s, v);
+            let _ = v.write_to(&mut s);
         }
         return s;
     };
@@ -1169,9 +1169,9 @@ pub fn render_message(rule: &Rule, group: &[(String, Value)], events: &[Arc<Even
             TemplatePart::Text(t) => s.push_str(t),
             TemplatePart::Field(k) => {
                 if let Some((_, v)) = group.iter().find(|(n, _)| n == k.name()) {
-                    push_value(&mut s, v);
+                    let _ = v.write_to(&mut s);
                 } else if let Some(v) = events.iter().rev().find_map(|e| lookup(e, &caps, k)) {
-                    push_value(&mut s, v.get());
+                    let _ = v.get().write_to(&mut s);
                 } else {
                     s.push('{');
                     s.push_str(k.name());
@@ -1181,17 +1181,6 @@ pub fn render_message(rule: &Rule, group: &[(String, Value)], events: &[Arc<Even
         }
     }
     s
-}
-
-/// Appends a value as its `Display` writes it.
-fn push_value(s: &mut String, v: &Value) {
-    match v {
-        Value::Str(x) => s.push_str(x),
-        other => {
-            use std::fmt::Write as _;
-            let _ = write!(s, "{other}");
-        }
-    }
 }
 
 /// Serde helper: a map with non-string keys as a list of pairs.
