@@ -32,11 +32,65 @@ impl AlertState {
     }
 }
 
+/// An alert's stable identity: 64 bits of FNV-1a over rule, group and episode start, written
+/// as 16 lowercase hex digits (kept as the number: no allocation per alert, a compact key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AlertId(pub u64);
+
+impl std::fmt::Display for AlertId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// Text that is not an alert id (16 hex digits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("an alert id is 16 hex digits")]
+pub struct BadAlertId;
+
+impl std::str::FromStr for AlertId {
+    type Err = BadAlertId;
+    fn from_str(s: &str) -> Result<AlertId, BadAlertId> {
+        if s.len() != 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(BadAlertId);
+        }
+        u64::from_str_radix(s, 16)
+            .map(AlertId)
+            .map_err(|_| BadAlertId)
+    }
+}
+
+impl PartialEq<str> for AlertId {
+    fn eq(&self, other: &str) -> bool {
+        other.parse::<AlertId>() == Ok(*self) && other.bytes().all(|b| !b.is_ascii_uppercase())
+    }
+}
+
+impl PartialEq<&str> for AlertId {
+    fn eq(&self, other: &&str) -> bool {
+        *self == **other
+    }
+}
+
+impl Serialize for AlertId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for AlertId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AlertId, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse()
+            .map_err(|e| serde::de::Error::custom(format!("{s:?}: {e}")))
+    }
+}
+
 /// One alert change: a new alert, or a state change of an existing one (same `id`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Alert {
     /// Stable identity: a hash of rule, group and episode start.
-    pub id: String,
+    pub id: AlertId,
     /// The rule's name.
     pub rule: Arc<str>,
     /// The rule's severity.
@@ -60,14 +114,14 @@ pub struct Alert {
 pub const MAX_ALERT_EVENTS: usize = 16;
 
 impl Alert {
-    /// The stable id of an episode: 16 hex digits of FNV-1a over rule, group and start.
-    pub fn make_id(rule: &str, group: &[Value], start: Timestamp) -> String {
+    /// The stable id of an episode: FNV-1a over rule, group and start.
+    pub fn make_id(rule: &str, group: &[Value], start: Timestamp) -> AlertId {
         Alert::make_id_ranked(rule, group, start, 0)
     }
 
     /// The id of the `rank`-th episode of a group starting at the same instant (rank 0 is
     /// [`Alert::make_id`]).
-    pub fn make_id_ranked(rule: &str, group: &[Value], start: Timestamp, rank: u32) -> String {
+    pub fn make_id_ranked(rule: &str, group: &[Value], start: Timestamp, rank: u32) -> AlertId {
         let mut h = Fnv::new();
         h.feed(rule.as_bytes());
         h.end();
@@ -82,19 +136,13 @@ impl Alert {
             h.feed(&rank.to_le_bytes());
             h.end();
         }
-        // 16 lowercase hex digits, as `format!("{h:016x}")` writes them.
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut id = String::with_capacity(16);
-        for i in (0..16).rev() {
-            id.push(char::from(HEX[((h.finish() >> (i * 4)) & 0xf) as usize]));
-        }
-        id
+        AlertId(h.finish())
     }
 
     /// The alert as the JSON object of DESIGN.md ("Alerts").
     pub fn to_json(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
-        m.insert("id".into(), self.id.clone().into());
+        m.insert("id".into(), self.id.to_string().into());
         m.insert("rule".into(), self.rule.to_string().into());
         m.insert("severity".into(), self.severity.name().into());
         m.insert("state".into(), self.state.name().into());
@@ -167,7 +215,7 @@ mod tests {
                 for g in [&group[..1], &group[..], &[]] {
                     let start = Timestamp(i as i64 * 1_000_003 - 5);
                     assert_eq!(
-                        Alert::make_id_ranked("ssh-bruteforce", g, start, rank),
+                        Alert::make_id_ranked("ssh-bruteforce", g, start, rank).to_string(),
                         reference_id("ssh-bruteforce", g, start, rank),
                         "{g:?} rank {rank}"
                     );
@@ -182,6 +230,23 @@ mod tests {
         assert_eq!(a, Alert::make_id("r", &[Value::str("h1")], Timestamp(5)));
         assert_ne!(a, Alert::make_id("r", &[Value::str("h2")], Timestamp(5)));
         assert_ne!(a, Alert::make_id("r", &[Value::str("h1")], Timestamp(6)));
-        assert_eq!(a.len(), 16);
+        assert_eq!(a.to_string().len(), 16);
+    }
+
+    #[test]
+    fn ids_keep_leading_zeros_and_read_back() {
+        let id = AlertId(0x00ab_0000_0000_0001);
+        assert_eq!(id.to_string(), "00ab000000000001");
+        assert_eq!("00ab000000000001".parse::<AlertId>(), Ok(id));
+        assert_eq!(id, "00ab000000000001");
+        assert_ne!(id, "ab000000000001");
+        let json = serde_json::to_string(&id).ok();
+        assert_eq!(json.as_deref(), Some("\"00ab000000000001\""));
+        assert_eq!(
+            serde_json::from_str::<AlertId>("\"00ab000000000001\"").ok(),
+            Some(id)
+        );
+        assert_ne!(id, "00AB000000000001");
+        assert!(serde_json::from_str::<AlertId>("\"not hex\"").is_err());
     }
 }

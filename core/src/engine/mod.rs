@@ -324,6 +324,8 @@ pub struct Engine {
     /// so the index entry can carry the group's slot.
     hintable: Vec<Option<Field>>,
     hits: Vec<Hit>,
+    /// Scratch for [`Engine::order_alerts`]: each alert's (time, rule order).
+    alert_keys: Vec<(Timestamp, u32)>,
     fired: Vec<TimerEntry>,
     /// The last event's allocation, reused for the next event when nothing kept it.
     spare: Option<Arc<Event>>,
@@ -566,6 +568,7 @@ impl Engine {
             counters: EngineCounters::default(),
             cands: Vec::new(),
             hits: Vec::new(),
+            alert_keys: Vec::new(),
             fired: Vec::new(),
             spare: None,
             ahead: Vec::with_capacity(LOOKAHEAD),
@@ -792,17 +795,26 @@ impl Engine {
 
     /// Alerts made by one call, in (time, rule order) order: stable, so a rule's own alerts
     /// keep their processing order, and the same whether rules share state or not.
-    fn order_alerts(&self, out: &mut [Alert]) {
-        if out.len() > 1 {
-            // One rule-order lookup per alert, not one per comparison (a state shared by
-            // thousands of rules alerts for each of them at once).
-            out.sort_by_cached_key(|a| {
-                (
-                    a.time,
-                    self.rule_order.get(&*a.rule).copied().unwrap_or(u32::MAX),
-                )
-            });
+    fn order_alerts(&mut self, out: &mut [Alert]) {
+        if out.len() < 2 {
+            return;
         }
+        // One rule-order lookup per alert, not one per comparison (a state shared by
+        // thousands of rules alerts for each of them at once); alerts usually come in order
+        // already (a shared state's members are in rule order), and then nothing moves.
+        let order = |a: &Alert| {
+            (
+                a.time,
+                self.rule_order.get(&*a.rule).copied().unwrap_or(u32::MAX),
+            )
+        };
+        let mut keys = std::mem::take(&mut self.alert_keys);
+        keys.clear();
+        keys.extend(out.iter().map(order));
+        if !keys.is_sorted() {
+            out.sort_by_cached_key(order);
+        }
+        self.alert_keys = keys;
     }
 
     /// Pushes one event; alerts it causes (and timers due before it) are appended to `out`.
