@@ -327,6 +327,8 @@ pub struct Engine {
     /// Scratch for [`Engine::order_alerts`]: each alert's (time, rule order).
     alert_keys: Vec<(Timestamp, u32)>,
     fired: Vec<TimerEntry>,
+    /// Scratch: due timers sorted for firing (see `advance_lane`).
+    ready: Vec<TimerEntry>,
     /// The last event's allocation, reused for the next event when nothing kept it.
     spare: Option<Arc<Event>>,
     /// `push_batch`'s look-ahead window.
@@ -396,6 +398,22 @@ const HIT_SCAN: usize = 16;
 
 /// A due timer in firing order: deadline, rule, group key.
 type DueTimer = (Timestamp, u32, Option<GroupKey>, TimerEntry);
+
+/// The group key a timer entry names, if its slot is still occupied.
+fn group_key_of<'a>(rts: &'a [RuleRt], e: &TimerEntry) -> Option<&'a GroupKey> {
+    rts.get(e.rule as usize)
+        .and_then(|rt| rt.slots.get(e.slot as usize))
+        .and_then(|s| s.as_ref())
+        .map(|s| &s.group.key)
+}
+
+/// Firing order of due timers: the order of their [`DueTimer`] tuples, without cloning keys.
+fn timer_order(rts: &[RuleRt], a: &TimerEntry, b: &TimerEntry) -> std::cmp::Ordering {
+    (a.deadline, a.rule)
+        .cmp(&(b.deadline, b.rule))
+        .then_with(|| group_key_of(rts, a).cmp(&group_key_of(rts, b)))
+        .then_with(|| a.cmp(b))
+}
 
 /// One match of an event for one rule state and group.
 struct Hit {
@@ -570,6 +588,7 @@ impl Engine {
             hits: Vec::new(),
             alert_keys: Vec::new(),
             fired: Vec::new(),
+            ready: Vec::new(),
             spare: None,
             ahead: Vec::with_capacity(LOOKAHEAD),
             touch: Vec::new(),
@@ -1096,11 +1115,15 @@ impl Engine {
         // renumbers the slots. A timer that re-arms into the past joins the queue.
         let mut due: BinaryHeap<Reverse<DueTimer>> = BinaryHeap::new();
         let mut fired = std::mem::take(&mut self.fired);
+        // Due timers in firing order, last first, while nothing had to be merged with them: a
+        // sort by reference instead of a heap of cloned keys (the common case).
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
         let mut check_wheel = true;
         loop {
             // The wheel is asked again only when the queue ran dry or a timer was just armed
             // for an instant this advance covers (not once per fired timer).
-            if check_wheel || due.is_empty() {
+            if check_wheel || (due.is_empty() && ready.is_empty()) {
                 check_wheel = false;
                 fired.clear();
                 // Entries moving down a level whose group's deadline moved later go straight
@@ -1139,20 +1162,24 @@ impl Engine {
                     Refile::Due => i += 1,
                 }
             }
-            // The common case, one timer due and none queued, skips the ordering queue.
-            let single = (due.is_empty() && fired.len() == 1)
-                .then(|| fired.pop())
-                .flatten();
-            for e in fired.drain(..) {
-                let key = self
-                    .rts
-                    .get(e.rule as usize)
-                    .and_then(|rt| rt.slots.get(e.slot as usize))
-                    .and_then(|s| s.as_ref())
-                    .map(|s| s.group.key.clone());
-                due.push(Reverse((e.deadline, e.rule, key, e)));
+            if !fired.is_empty() {
+                if due.is_empty() && ready.is_empty() {
+                    // Nothing queued: these are all the due timers; sort them once.
+                    let rts = &self.rts;
+                    fired.sort_unstable_by(|a, b| timer_order(rts, b, a));
+                    std::mem::swap(&mut fired, &mut ready);
+                } else {
+                    // A timer armed into this advance joins the queued ones: merge in a heap.
+                    for e in fired.drain(..).chain(ready.drain(..)) {
+                        let key = group_key_of(&self.rts, &e).cloned();
+                        due.push(Reverse((e.deadline, e.rule, key, e)));
+                    }
+                }
             }
-            let Some(e) = single.or_else(|| due.pop().map(|Reverse((_, _, _, e))| e)) else {
+            let Some(e) = ready
+                .pop()
+                .or_else(|| due.pop().map(|Reverse((_, _, _, e))| e))
+            else {
                 break;
             };
             let ri = e.rule as usize;
@@ -1174,6 +1201,7 @@ impl Engine {
             check_wheel |= rearmed;
         }
         self.fired = fired;
+        self.ready = ready;
         self.lanes[li].now = self.lanes[li].now.max(to);
     }
 
