@@ -122,20 +122,41 @@ impl Alert {
     /// The id of the `rank`-th episode of a group starting at the same instant (rank 0 is
     /// [`Alert::make_id`]).
     pub fn make_id_ranked(rule: &str, group: &[Value], start: Timestamp, rank: u32) -> AlertId {
+        let mut tail = Vec::new();
+        Alert::id_tail(group, start, rank, &mut tail);
+        Alert::id_with_tail(rule, &tail)
+    }
+
+    /// What an id hashes after the rule name (group values, start, rank), written once for
+    /// the rules that share a state and alert together.
+    pub(crate) fn id_tail(group: &[Value], start: Timestamp, rank: u32, out: &mut Vec<u8>) {
+        /// Bytes of a value's text (its `Display`), written without a String.
+        struct Bytes<'a>(&'a mut Vec<u8>);
+        impl std::fmt::Write for Bytes<'_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                self.0.extend_from_slice(s.as_bytes());
+                Ok(())
+            }
+        }
+        // Each part is closed by 0xff, as `Fnv::end` does (no UTF-8 text contains it).
+        for v in group {
+            let _ = v.write_to(&mut Bytes(out));
+            out.push(0xff);
+        }
+        out.extend_from_slice(&start.0.to_le_bytes());
+        out.push(0xff);
+        if rank > 0 {
+            out.extend_from_slice(&rank.to_le_bytes());
+            out.push(0xff);
+        }
+    }
+
+    /// The id of `rule`'s alert given the rest from [`Alert::id_tail`].
+    pub(crate) fn id_with_tail(rule: &str, tail: &[u8]) -> AlertId {
         let mut h = Fnv::new();
         h.feed(rule.as_bytes());
         h.end();
-        for v in group {
-            // A value's text (its `Display`) is fed as it is written, without a String.
-            let _ = v.write_to(&mut h);
-            h.end();
-        }
-        h.feed(&start.0.to_le_bytes());
-        h.end();
-        if rank > 0 {
-            h.feed(&rank.to_le_bytes());
-            h.end();
-        }
+        h.feed(tail);
         AlertId(h.finish())
     }
 

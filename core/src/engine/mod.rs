@@ -319,6 +319,8 @@ pub struct Engine {
     /// Rule name -> rule-set index (the order of same-instant alerts). Keys come from rule
     /// files and are looked up with alerts' rule names: foldhash, as the predicate index.
     rule_order: HashMap<String, u32, foldhash::fast::FixedState>,
+    /// `rule_order` keyed by the address of the rule name's `Arc` in `RuleRt::member_names`.
+    order_by_name_ptr: HashMap<usize, u32, foldhash::fast::FixedState>,
     cands: Vec<(u32, u32)>,
     /// Per predicate: its one consumer is grouped by the field the predicate is indexed on,
     /// so the index entry can carry the group's slot.
@@ -398,6 +400,11 @@ const HIT_SCAN: usize = 16;
 
 /// A due timer in firing order: deadline, rule, group key.
 type DueTimer = (Timestamp, u32, Option<GroupKey>, TimerEntry);
+
+/// The address of a rule name's allocation: its identity while the engine holds it.
+fn name_ptr(name: &Arc<str>) -> usize {
+    Arc::as_ptr(name).cast::<u8>() as usize
+}
 
 /// The group key a timer entry names, if its slot is still occupied.
 fn group_key_of<'a>(rts: &'a [RuleRt], e: &TimerEntry) -> Option<&'a GroupKey> {
@@ -563,6 +570,19 @@ impl Engine {
                 families.push(Family::new(members));
             }
         }
+        let rule_order: HashMap<String, u32, foldhash::fast::FixedState> = rules
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.name.clone(), i as u32))
+            .collect();
+        // The same order found from the name's allocation: every alert this engine makes
+        // carries one of these `Arc`s (alive as long as the engine), so no name is hashed.
+        let order_by_name_ptr = rts
+            .iter()
+            .flat_map(|rt| &rt.member_names)
+            .filter_map(|n| Some((name_ptr(n), *rule_order.get(&**n)?)))
+            .collect();
         Ok(Engine {
             families,
             family_of,
@@ -570,12 +590,8 @@ impl Engine {
             hintable,
             consumers,
             rt_of,
-            rule_order: rules
-                .rules
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.name.clone(), i as u32))
-                .collect(),
+            rule_order,
+            order_by_name_ptr,
             ruleset: rules.clone(),
             rts,
             lanes,
@@ -822,10 +838,9 @@ impl Engine {
         // thousands of rules alerts for each of them at once); alerts usually come in order
         // already (a shared state's members are in rule order), and then nothing moves.
         let order = |a: &Alert| {
-            (
-                a.time,
-                self.rule_order.get(&*a.rule).copied().unwrap_or(u32::MAX),
-            )
+            let by_ptr = self.order_by_name_ptr.get(&name_ptr(&a.rule));
+            let rank = by_ptr.or_else(|| self.rule_order.get(&*a.rule));
+            (a.time, rank.copied().unwrap_or(u32::MAX))
         };
         let mut keys = std::mem::take(&mut self.alert_keys);
         keys.clear();

@@ -1130,11 +1130,13 @@ fn emit(
         .collect();
     let events: Arc<[Arc<Event>]> = events.into();
     // Rules that share this state (the same meaning under other names) each get their alert;
-    // they share the group and the events.
+    // they share the group and the events, and the part of the id after the rule's name.
+    let mut tail = Vec::with_capacity(32);
+    Alert::id_tail(key, id.0, id.1, &mut tail);
     for (rule, name) in ctx.members.iter().zip(ctx.member_names) {
         counters.alerts += 1;
         out.push(Alert {
-            id: Alert::make_id_ranked(&rule.name, key, id.0, id.1),
+            id: Alert::id_with_tail(&rule.name, &tail),
             rule: name.clone(),
             severity: rule.severity,
             state,
