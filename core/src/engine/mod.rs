@@ -650,8 +650,13 @@ impl Engine {
             .rules
             .iter()
             .zip(&self.rt_of)
-            .map(|(rule, &rt)| {
-                let rt = &self.rts[rt as usize];
+            .map(|(rule, &ri)| {
+                let rt = &self.rts[ri as usize];
+                // A family's records, shared by its members, are counted in equal shares.
+                let family = self.family_of[ri as usize].map_or(0, |(f, _)| {
+                    let f = &self.families[f as usize];
+                    f.bytes() / f.members.len().max(1) as u64
+                });
                 let mut partial = 0u64;
                 let mut held = 0u64;
                 for s in rt.slots.iter().flatten() {
@@ -674,7 +679,7 @@ impl Engine {
                         .collect(),
                     groups,
                     partial_matches: partial,
-                    bytes: groups * per_group + held * 96,
+                    bytes: groups * per_group + held * 96 + family,
                     counters: rt.counters.clone(),
                 }
             })

@@ -372,6 +372,46 @@ fn similar_rules_share_group_records() {
     assert!(!out.is_empty());
 }
 
+/// A family's group records are memory its members hold: `RuleStats::bytes` counts them
+/// (in equal shares), so the shared engine shows more per rule than the same states alone,
+/// and more again with more groups.
+#[test]
+fn family_records_count_in_rule_bytes() {
+    let rules = set(vec![
+        rule("s1", &APPS, seq(vec![ev(0), ev(2)])).within(20),
+        rule("s2", &APPS, seq(vec![ev(0), ev(3)])).within(20),
+    ]);
+    let extra = |hosts: u8| {
+        let spec: Vec<(u8, u8, u16)> = (0..hosts).map(|h| (0, h, 1)).collect();
+        let evs = build(&spec);
+        let bytes = |share: bool| {
+            let cfg = EngineConfig {
+                share,
+                ..EngineConfig::default()
+            };
+            let mut e = Engine::new(&rules, cfg).unwrap();
+            let mut out = Vec::new();
+            for ev in &evs {
+                e.push(ev.clone(), &mut out);
+            }
+            e.stats().iter().map(|s| s.bytes).collect::<Vec<_>>()
+        };
+        let (shared, alone) = (bytes(true), bytes(false));
+        assert_eq!(shared.len(), 2);
+        shared
+            .iter()
+            .zip(&alone)
+            .map(|(s, a)| s.checked_sub(*a).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let (one, three) = (extra(1), extra(3));
+    assert!(one.iter().all(|&b| b > 0), "{one:?}");
+    assert!(
+        one.iter().zip(&three).all(|(a, b)| b > a),
+        "{one:?} {three:?}"
+    );
+}
+
 /// A family needs the same events, the same group_by and the same clock: rules over the same
 /// events grouped differently, or one on event time, are kept apart; `--no-share` has none.
 #[test]
