@@ -326,6 +326,10 @@ pub struct Engine {
     /// so the index entry can carry the group's slot.
     hintable: Vec<Option<Field>>,
     hits: Vec<Hit>,
+    /// Per state, (stamp, index in `hits`) of its first hit from the event being evaluated.
+    hit_of: Vec<(u64, u32)>,
+    /// Stamp of the evaluation in progress (see `hit_of`).
+    hit_stamp: u64,
     /// Scratch for [`Engine::order_alerts`]: each alert's (time, rule order).
     alert_keys: Vec<(Timestamp, u32)>,
     fired: Vec<TimerEntry>,
@@ -394,9 +398,6 @@ fn refile(rts: &mut [RuleRt], outage_until: Timestamp, now: Timestamp, e: &Timer
 
 /// The most groups a rule state makes room for before it sees them (see `Engine::new`).
 const MAX_PRESIZED_GROUPS: usize = 65_536;
-
-/// Below this many hits per event, merging scans them; above, it uses a map.
-const HIT_SCAN: usize = 16;
 
 /// A due timer in firing order: deadline, rule, group key.
 type DueTimer = (Timestamp, u32, Option<GroupKey>, TimerEntry);
@@ -602,6 +603,8 @@ impl Engine {
             counters: EngineCounters::default(),
             cands: Vec::new(),
             hits: Vec::new(),
+            hit_of: Vec::new(),
+            hit_stamp: 0,
             alert_keys: Vec::new(),
             fired: Vec::new(),
             ready: Vec::new(),
@@ -1345,8 +1348,11 @@ impl Engine {
             None => self.filter.candidates_hinted(ev, &mut cands),
         }
         let mut caps = Captures::new();
-        // Built only when an event concerns many states (no hasher set-up otherwise).
-        let mut hit_index: Option<HashMap<(u32, GroupKey), usize>> = None;
+        // Which hit each state got from this event: stamped, so nothing is cleared per event.
+        self.hit_stamp = self.hit_stamp.wrapping_add(1);
+        let stamp = self.hit_stamp;
+        let mut hit_of = std::mem::take(&mut self.hit_of);
+        hit_of.resize(self.rts.len(), (0, 0));
         for &(ci, slot_hint) in &cands {
             caps.clear();
             self.counters.predicate_evals += 1;
@@ -1390,18 +1396,16 @@ impl Engine {
                         .clone()
                 };
                 let order = (rule_idx, def_idx);
-                // Few hits: a scan; many (an event that concerns hundreds of rule states): a
-                // map, so merging stays linear in the hits.
-                let found = if hits.len() < HIT_SCAN {
-                    hits.iter().position(|h| h.rule == rt && h.key == key)
+                // The state's hit from this event, if any, in one step (merging stays linear
+                // when an event concerns hundreds of states); a state whose definitions map
+                // the group from different fields can have hits under several keys: a scan.
+                let first = hit_of[rt as usize];
+                let found = if first.0 != stamp {
+                    None
+                } else if hits[first.1 as usize].key == key {
+                    Some(first.1 as usize)
                 } else {
-                    let index = hit_index.get_or_insert_with(|| {
-                        hits.iter()
-                            .enumerate()
-                            .map(|(i, h)| ((h.rule, h.key.clone()), i))
-                            .collect()
-                    });
-                    index.get(&(rt, key.clone())).copied()
+                    hits.iter().position(|h| h.rule == rt && h.key == key)
                 };
                 match found {
                     Some(i) => {
@@ -1413,8 +1417,8 @@ impl Engine {
                         }
                     }
                     None => {
-                        if let Some(index) = &mut hit_index {
-                            index.insert((rt, key.clone()), hits.len());
+                        if first.0 != stamp {
+                            hit_of[rt as usize] = (stamp, hits.len() as u32);
                         }
                         let hint = self.hintable[ci as usize].map(|_| (ci, slot_hint));
                         hits.push(Hit {
@@ -1430,9 +1434,11 @@ impl Engine {
             }
         }
         // Deliver in (rule, definition) order whatever the predicate order: shared and
-        // unshared engines then process the same hits in the same order.
-        hits.sort_by_key(|h| h.order);
+        // unshared engines then process the same hits in the same order. Orders are unique
+        // (a definition gives one key), so an unstable sort is the same.
+        hits.sort_unstable_by_key(|h| h.order);
         self.cands = cands;
+        self.hit_of = hit_of;
     }
 
     /// Retires a group by hand (`cepheus groups forget RULE KEY`): its open alert, if any, is

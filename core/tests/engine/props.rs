@@ -587,6 +587,38 @@ fn many_states_per_event() {
     assert_eq!(shared, run_mode(&rules, &evs, false));
 }
 
+/// One event, two groups of one state: a rule whose definitions take the group from
+/// different fields gets a hit per key from the same event (merged per key, never across).
+#[test]
+fn one_event_feeds_a_state_under_two_keys() {
+    let mut r = rule("cross", &["x", "x"], seq(vec![ev(0), ev(1)])).within(20);
+    r.0.events[1].group_fields = vec![cepheus_core::event::FieldKey::Known(Field::Procid)];
+    // Other states concerned by the same events, so the merge sees several states.
+    let rules = set(vec![
+        r,
+        rule("other", &["x"], ev(0)).every(Some(1_000)),
+        rule("third", &["x", "y"], seq(vec![ev(0), ev(1)])).within(20),
+    ]);
+    let at = |s: i64, host: &str, procid: &str| {
+        let ts = Timestamp::from_secs(s);
+        Event::new(Source::Syslog, ts, ts)
+            .with(Field::App, Value::str("x"))
+            .with(Field::Host, Value::str(host))
+            .with(Field::Procid, Value::str(procid))
+    };
+    // h1 as host (step 0 of group h1), then h1 as procid (step 1 of group h1).
+    let evs = vec![at(1_000, "h1", "h2"), at(1_001, "h2", "h1")];
+    let shared = run_mode(&rules, &evs, true);
+    assert_eq!(shared, run_mode(&rules, &evs, false));
+    let cross: Vec<&String> = shared.iter().filter(|a| a.contains("\"cross\"")).collect();
+    assert_eq!(cross.len(), 1, "{shared:#?}");
+    assert!(
+        cross[0].contains(r#""group":{"host":"h1"}"#),
+        "{}",
+        cross[0]
+    );
+}
+
 /// Every kind of plan and the corners of each: or() of end absences, closures with max and
 /// distinct at the start, middle and end, `within D1..D2`, triggers, tiny budgets and
 /// `forget_after`.
