@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use super::plan::{Alt, EvSet, Plan, Step};
 use crate::alert::{Alert, AlertState, MAX_ALERT_EVENTS};
@@ -182,6 +183,87 @@ pub struct Item {
     dv: Option<Value>,
 }
 
+/// A partial match's events, oldest first: two inline (most runs hold one or two, so starting
+/// a run allocates nothing), a ring buffer beyond (closures slide by popping the front).
+/// Serialized as the plain sequence, like the `VecDeque` it replaced.
+#[derive(Clone, Debug)]
+enum Items {
+    Few(SmallVec<[Item; 2]>),
+    Many(VecDeque<Item>),
+}
+
+impl Default for Items {
+    fn default() -> Items {
+        Items::Few(SmallVec::new())
+    }
+}
+
+impl Items {
+    fn push_back(&mut self, item: Item) {
+        match self {
+            Items::Few(v) if v.len() < 2 => v.push(item),
+            Items::Few(v) => {
+                let mut d = VecDeque::with_capacity(8);
+                d.extend(v.drain(..));
+                d.push_back(item);
+                *self = Items::Many(d);
+            }
+            Items::Many(d) => d.push_back(item),
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Item> {
+        match self {
+            Items::Few(v) if v.is_empty() => None,
+            Items::Few(v) => Some(v.remove(0)),
+            Items::Many(d) => d.pop_front(),
+        }
+    }
+
+    fn front(&self) -> Option<&Item> {
+        match self {
+            Items::Few(v) => v.first(),
+            Items::Many(d) => d.front(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Items::Few(v) => v.len(),
+            Items::Many(d) => d.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Item> {
+        let (a, b): (&[Item], &[Item]) = match self {
+            Items::Few(v) => (v, &[]),
+            Items::Many(d) => d.as_slices(),
+        };
+        a.iter().chain(b)
+    }
+}
+
+impl Serialize for Items {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Items {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Items, D::Error> {
+        let v = Vec::<Item>::deserialize(d)?;
+        let mut items = Items::default();
+        for it in v {
+            items.push_back(it);
+        }
+        Ok(items)
+    }
+}
+
 /// A partial match of one alternative.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Run {
@@ -191,7 +273,7 @@ pub struct Run {
     count: u32,
     start: Timestamp,
     last_end: Timestamp,
-    items: VecDeque<Item>,
+    items: Items,
     #[serde(with = "pairs")]
     distinct: BTreeMap<Value, u32>,
 }
@@ -723,7 +805,7 @@ impl LinearState {
                     count: 0,
                     start: t,
                     last_end: t,
-                    items: VecDeque::new(),
+                    items: Items::default(),
                     distinct: BTreeMap::new(),
                 };
                 r.push(
@@ -1201,5 +1283,54 @@ mod pairs {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Value, u32>, D::Error> {
         let v: Vec<(Value, u32)> = Vec::deserialize(d)?;
         Ok(v.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Source;
+
+    fn item(i: u64) -> Item {
+        let ts = Timestamp(i as i64);
+        Item {
+            time: ts,
+            id: i,
+            ev: Arc::new(Event::new(Source::Syslog, ts, ts)),
+            dv: None,
+        }
+    }
+
+    fn ids(items: &Items) -> Vec<u64> {
+        items.iter().map(|i| i.id).collect()
+    }
+
+    /// `Items` behaves as the `VecDeque` it replaced, inline and beyond, and checkpoints as
+    /// the same JSON sequence (old checkpoints restore).
+    #[test]
+    fn items_act_and_serialize_as_a_deque() {
+        let mut items = Items::default();
+        let mut model: VecDeque<Item> = VecDeque::new();
+        // Pushes and pops across the inline/ring boundary, in both directions.
+        let ops = [1, 1, 0, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1];
+        for (n, &op) in ops.iter().enumerate() {
+            if op == 1 {
+                items.push_back(item(n as u64));
+                model.push_back(item(n as u64));
+            } else {
+                assert_eq!(
+                    items.pop_front().map(|i| i.id),
+                    model.pop_front().map(|i| i.id)
+                );
+            }
+            assert_eq!(ids(&items), model.iter().map(|i| i.id).collect::<Vec<_>>());
+            assert_eq!(items.len(), model.len());
+            assert_eq!(items.is_empty(), model.is_empty());
+            assert_eq!(items.front().map(|i| i.id), model.front().map(|i| i.id));
+            let json = serde_json::to_string(&items).ok();
+            assert_eq!(json, serde_json::to_string(&model).ok());
+            let back: Option<Items> = json.and_then(|j| serde_json::from_str(&j).ok());
+            assert_eq!(back.map(|b| ids(&b)), Some(ids(&items)));
+        }
     }
 }
