@@ -459,3 +459,28 @@ fn without_year_rfc3164_stamps_resolve_around_today() {
         );
     }
 }
+
+/// An event-time rule fed one event under two keys, with other events buffered beside it:
+/// the reorder buffer releases the two in definition order whatever else it holds (a tie
+/// there once left the order, so the group a `max_groups = 1` rule kept, to the buffer's
+/// history, and shared and unshared runs disagreed).
+#[test]
+fn one_event_under_two_keys_is_released_in_definition_order() {
+    let dir = manifest().join("tests/fixtures/two-keys");
+    let rules = dir.join("rules.toml");
+    let events = dir.join("events.jsonl");
+    let args = |extra: &[&'static str]| {
+        let mut a = vec!["--rules", rules.to_str().unwrap(), events.to_str().unwrap()];
+        a.extend_from_slice(extra);
+        replay(&a)
+    };
+    let shared = args(&[]);
+    assert_eq!(shared, args(&["--no-share"]));
+    let r3: Vec<Value> = shared
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|a| a["rule"] == "r3")
+        .collect();
+    assert_eq!(r3.len(), 1, "{shared}");
+    assert_eq!(r3[0]["group"], serde_json::json!({"nm": "udp"}));
+}

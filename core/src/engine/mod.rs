@@ -264,9 +264,12 @@ struct Pending {
     ev: Arc<Event>,
 }
 
+// A total order: one event can feed one state under several keys, and a tie would leave the
+// release order to the heap's history (so to everything buffered with it). Such hits go in
+// definition order (the lowest definition each matched), as in the processing-time lane.
 impl PartialEq for Pending {
     fn eq(&self, o: &Self) -> bool {
-        (self.time, self.seq) == (o.time, o.seq)
+        self.cmp(o) == std::cmp::Ordering::Equal
     }
 }
 impl Eq for Pending {}
@@ -277,7 +280,10 @@ impl PartialOrd for Pending {
 }
 impl Ord for Pending {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.time, self.seq, self.rule).cmp(&(o.time, o.seq, o.rule))
+        (self.time, self.seq, self.rule)
+            .cmp(&(o.time, o.seq, o.rule))
+            .then_with(|| self.mask.trailing_zeros().cmp(&o.mask.trailing_zeros()))
+            .then_with(|| self.key.cmp(&o.key))
     }
 }
 
