@@ -263,7 +263,12 @@ pattern = "or(f, g, s)"
 /// A rule drawn from a small pool, so that rule sets overlap on purpose: identical rules under
 /// other names (shared state), and the same events in different patterns (shared predicates).
 fn pool_rule(i: usize, pick: u8, window: u8, grouped: bool) -> R {
-    let names = &APPS[..];
+    pool_rule_on(i, pick, window, grouped, &APPS)
+}
+
+/// [`pool_rule`] with its four event definitions on `names` (repeats allowed: definitions
+/// that one event satisfies together).
+fn pool_rule_on(i: usize, pick: u8, window: u8, grouped: bool, names: &[&str]) -> R {
     let pattern = match pick % 8 {
         0 => absent(ev(3), Some(30)),
         1 => seq(vec![ev(0), ev(1)]),
@@ -333,6 +338,68 @@ proptest! {
                 .collect(),
         );
         let evs = build(&spec);
+        prop_assert_eq!(run_mode(&rules, &evs, true), run_mode(&rules, &evs, false));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+    /// The same when definitions take the group from different fields, so one event feeds one
+    /// state under two keys, with event-time rules (reorder buffer) and tiny `max_groups`
+    /// (which of the two groups is kept must not depend on the mode).
+    #[test]
+    fn shared_and_unshared_agree_when_one_event_feeds_a_state_under_two_keys(
+        picks in proptest::collection::vec(
+            (0u8..8, 0u8..3, any::<u8>(), any::<u8>(), any::<bool>(), 0u64..4),
+            2..10,
+        ),
+        spec in proptest::collection::vec((0u8..2, 0u8..3, 0u8..3, 0u16..6), 1..120),
+    ) {
+        let rules = set(
+            picks
+                .iter()
+                .enumerate()
+                .map(|(i, (p, w, mapped, names, event_time, max_groups))| {
+                    // Each definition on one of two apps, so one event often satisfies two.
+                    let names: Vec<&str> = (0..4).map(|d| APPS[usize::from(names >> d) & 1]).collect();
+                    let mut r = pool_rule_on(i, *p, *w, true, &names);
+                    // Definitions whose bit is set take the group from `procid`.
+                    for (d, def) in r.0.events.iter_mut().enumerate() {
+                        if mapped & (1 << d) != 0 {
+                            def.group_fields =
+                                vec![cepheus_core::event::FieldKey::Known(Field::Procid)];
+                        }
+                    }
+                    if *max_groups > 0 {
+                        r.0.max_groups = Some(*max_groups);
+                    }
+                    let r = if *event_time { r.event_time(3, 0) } else { r };
+                    // Every other rule twice (another name, one state when shared), so the
+                    // two modes buffer different numbers of hits.
+                    let copy = (i % 2 == 0).then(|| {
+                        let mut c = R(r.0.clone());
+                        c.0.name = format!("{}-copy", c.0.name);
+                        c
+                    });
+                    std::iter::once(r).chain(copy)
+                })
+                .flatten()
+                .collect(),
+        );
+        // (app, host, procid, gap): gaps of 0 put several events at one instant.
+        let mut t = 1_000i64;
+        let evs: Vec<Event> = spec
+            .iter()
+            .map(|(a, h, p, gap)| {
+                t += i64::from(*gap);
+                let ts = Timestamp::from_secs(t);
+                Event::new(Source::Syslog, ts, ts)
+                    .with(Field::App, Value::str(APPS[*a as usize]))
+                    .with(Field::Host, Value::str(HOSTS[*h as usize]))
+                    .with(Field::Procid, Value::str(HOSTS[*p as usize]))
+            })
+            .collect();
         prop_assert_eq!(run_mode(&rules, &evs, true), run_mode(&rules, &evs, false));
     }
 }
