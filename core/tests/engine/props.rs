@@ -360,7 +360,7 @@ proptest! {
             picks
                 .iter()
                 .enumerate()
-                .map(|(i, (p, w, mapped, names, event_time, max_groups))| {
+                .flat_map(|(i, (p, w, mapped, names, event_time, max_groups))| {
                     // Each definition on one of two apps, so one event often satisfies two.
                     let names: Vec<&str> = (0..4).map(|d| APPS[usize::from(names >> d) & 1]).collect();
                     let mut r = pool_rule_on(i, *p, *w, true, &names);
@@ -384,7 +384,6 @@ proptest! {
                     });
                     std::iter::once(r).chain(copy)
                 })
-                .flatten()
                 .collect(),
         );
         // (app, host, procid, gap): gaps of 0 put several events at one instant.
