@@ -1475,11 +1475,12 @@ impl Engine {
                 }
             }
         }
-        // What depends on the order of deliveries is a state's own alerts at one instant (the
-        // caller orders the rest by time and rule order, timers by deadline, rule and key, the
-        // reorder buffer by time, event and state): with one hit per state any order gives
-        // the same output. A state with hits under several keys gets them in (rule,
-        // definition) order, whatever the predicate order, in shared and unshared engines.
+        // What depends on the order of deliveries is a state's own alerts at one instant and
+        // which of its groups is made first (the caller orders the rest by time and rule
+        // order, timers by deadline, rule and key, the reorder buffer totally by time, event,
+        // state, first definition and key): with one hit per state any order gives the same
+        // output. A state with hits under several keys gets them in (rule, definition) order,
+        // whatever the predicate order, in shared and unshared engines.
         if several_keys {
             let mut perm = std::mem::take(&mut self.hit_perm);
             sort_hits(hits, &mut perm);
