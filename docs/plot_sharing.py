@@ -62,7 +62,7 @@ def main():
     rows = load(src)
     fig, axes = plt.subplots(2, 2, figsize=(11, 8.5))
 
-    cost_panel(axes[0][0], section(rows, "rules"), "rules sweep: 50 % similar, 50 % redundant, 1M events (100k at 10,000)")
+    cost_panel(axes[0][0], section(rows, "rules"), "rules sweep: 50 % similar, 50 % redundant, 1M events")
 
     ax = axes[0][1]
     sim = section(rows, "similar")

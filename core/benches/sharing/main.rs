@@ -112,9 +112,9 @@ struct Row {
 }
 
 impl Row {
-    /// Unshared over shared CPU time (NaN when either is under 20 ms: tick resolution).
+    /// Unshared over shared CPU time (NaN when a side did not run: one mode only).
     fn speedup_cpu(&self) -> f64 {
-        if self.shared.cpu_s < 0.02 || self.unshared.cpu_s < 0.02 {
+        if self.shared.cpu_s <= 0.0 || self.unshared.cpu_s <= 0.0 {
             return f64::NAN;
         }
         self.unshared.cpu_s / self.shared.cpu_s
