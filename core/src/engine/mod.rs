@@ -332,14 +332,15 @@ pub struct Engine {
     /// so the index entry can carry the group's slot.
     hintable: Vec<Option<Field>>,
     hits: Vec<Hit>,
-    /// Per state, (stamp, index in `hits`) of its first hit from the event being evaluated.
+    /// Per state (sized once: states are fixed for an engine's life), (stamp, index in
+    /// `hits`) of its first hit from the event being evaluated.
     hit_of: Vec<(u64, u32)>,
     /// Scratch for `sort_hits`.
     hit_perm: Vec<(u64, u32)>,
     /// Stamp of the evaluation in progress (see `hit_of`).
     hit_stamp: u64,
-    /// Scratch for [`Engine::order_alerts`]: each alert's (time, rule order).
-    alert_keys: Vec<(Timestamp, u32)>,
+    /// Scratch for [`Engine::order_alerts`]: each alert's (time, rule order) and index.
+    alert_keys: Vec<((Timestamp, u32), u32)>,
     fired: Vec<TimerEntry>,
     /// Scratch: due timers sorted for firing (see `advance_lane`).
     ready: Vec<TimerEntry>,
@@ -410,9 +411,8 @@ const MAX_PRESIZED_GROUPS: usize = 65_536;
 /// A due timer in firing order: deadline, rule, group key.
 type DueTimer = (Timestamp, u32, Option<GroupKey>, TimerEntry);
 
-/// Sorts hits by their order. Orders are unique (a definition gives one key), so the sort
-/// need not be stable; it sorts (order, index) pairs, then moves each hit once (hundreds of
-/// hits per event at thousands of rules made moving them in the sort itself dominate).
+/// Sorts hits by their order. Orders are unique (a definition gives one key): hundreds of
+/// hits per event at thousands of rules made moving them in a sort itself dominate.
 fn sort_hits(hits: &mut [Hit], perm: &mut Vec<(u64, u32)>) {
     let key = |h: &Hit| (u64::from(h.order.0) << 32) | u64::from(h.order.1);
     if hits.is_sorted_by_key(key) {
@@ -420,21 +420,27 @@ fn sort_hits(hits: &mut [Hit], perm: &mut Vec<(u64, u32)>) {
     }
     perm.clear();
     perm.extend(hits.iter().enumerate().map(|(i, h)| (key(h), i as u32)));
-    perm.sort_unstable_by_key(|p| p.0);
-    // Position j takes the hit at perm[j].1: follow each cycle once, swapping.
+    permute_sorted(hits, perm);
+}
+
+/// Puts `items` in key order, stably: `keys` holds (key, index of the item), one per item;
+/// the keys are sorted (the index makes them unique), then each item moves once.
+fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
+    keys.sort_unstable();
+    // Position j takes the item at keys[j].1: follow each cycle once, swapping.
     const DONE: u32 = u32::MAX;
-    for i in 0..perm.len() {
-        if perm[i].1 == DONE {
+    for i in 0..keys.len() {
+        if keys[i].1 == DONE {
             continue;
         }
         let mut j = i;
         loop {
-            let k = perm[j].1 as usize;
-            perm[j].1 = DONE;
+            let k = keys[j].1 as usize;
+            keys[j].1 = DONE;
             if k == i {
                 break;
             }
-            hits.swap(j, k);
+            items.swap(j, k);
             j = k;
         }
     }
@@ -445,12 +451,14 @@ fn name_ptr(name: &Arc<str>) -> usize {
     Arc::as_ptr(name).cast::<u8>() as usize
 }
 
+/// State `rule`'s group in `slot`, if the slot is occupied.
+fn slot_at(rts: &[RuleRt], rule: u32, slot: u32) -> Option<&Slot> {
+    rts.get(rule as usize)?.slots.get(slot as usize)?.as_ref()
+}
+
 /// The group key a timer entry names, if its slot is still occupied.
 fn group_key_of<'a>(rts: &'a [RuleRt], e: &TimerEntry) -> Option<&'a GroupKey> {
-    rts.get(e.rule as usize)
-        .and_then(|rt| rt.slots.get(e.slot as usize))
-        .and_then(|s| s.as_ref())
-        .map(|s| &s.group.key)
+    slot_at(rts, e.rule, e.slot).map(|s| &s.group.key)
 }
 
 /// Firing order of due timers: the order of their [`DueTimer`] tuples, without cloning keys.
@@ -622,6 +630,7 @@ impl Engine {
             .flat_map(|rt| &rt.member_names)
             .filter_map(|n| Some((name_ptr(n), *rule_order.get(&**n)?)))
             .collect();
+        let hit_of = vec![(0, 0); rts.len()];
         Ok(Engine {
             families,
             family_of,
@@ -641,7 +650,7 @@ impl Engine {
             counters: EngineCounters::default(),
             cands: Vec::new(),
             hits: Vec::new(),
-            hit_of: Vec::new(),
+            hit_of,
             hit_perm: Vec::new(),
             hit_stamp: 0,
             alert_keys: Vec::new(),
@@ -891,9 +900,9 @@ impl Engine {
         };
         let mut keys = std::mem::take(&mut self.alert_keys);
         keys.clear();
-        keys.extend(out.iter().map(order));
+        keys.extend(out.iter().enumerate().map(|(i, a)| (order(a), i as u32)));
         if !keys.is_sorted() {
-            out.sort_by_cached_key(order);
+            permute_sorted(out, &mut keys);
         }
         self.alert_keys = keys;
     }
@@ -959,11 +968,7 @@ impl Engine {
         // The loads are independent, so they are all in flight at once.
         let mut sum = 0u64;
         for &(rt, slot) in &touch {
-            if let Some(Some(s)) = self
-                .rts
-                .get(rt as usize)
-                .and_then(|r| r.slots.get(slot as usize))
-            {
+            if let Some(s) = slot_at(&self.rts, rt, slot) {
                 sum = sum
                     .wrapping_add(s.armed_at.0 as u64)
                     .wrapping_add(s.group.last_activity.0 as u64)
@@ -1245,21 +1250,15 @@ impl Engine {
                 break;
             };
             let ri = e.rule as usize;
-            let valid = matches!(
-                self.rts.get(ri).and_then(|rt| rt.slots.get(e.slot as usize)),
-                Some(Some(s)) if s.generation == e.generation && s.armed_at == e.deadline
-            );
+            let valid = slot_at(&self.rts, e.rule, e.slot)
+                .is_some_and(|s| s.generation == e.generation && s.armed_at == e.deadline);
             if !valid {
                 continue;
             }
             let now = e.deadline.max(self.lanes[li].now);
             self.lanes[li].now = now;
             self.on_timer(ri, e.slot, now, out);
-            let rearmed = self.rts[ri]
-                .slots
-                .get(e.slot as usize)
-                .and_then(|s| s.as_ref())
-                .is_some_and(|s| s.armed_at <= to);
+            let rearmed = slot_at(&self.rts, e.rule, e.slot).is_some_and(|s| s.armed_at <= to);
             check_wheel |= rearmed;
         }
         self.fired = fired;
@@ -1391,7 +1390,6 @@ impl Engine {
         self.hit_stamp = self.hit_stamp.wrapping_add(1);
         let stamp = self.hit_stamp;
         let mut hit_of = std::mem::take(&mut self.hit_of);
-        hit_of.resize(self.rts.len(), (0, 0));
         let mut several_keys = false;
         for &(ci, slot_hint) in &cands {
             caps.clear();

@@ -201,7 +201,7 @@ impl Default for Items {
 impl Items {
     fn push_back(&mut self, item: Item) {
         match self {
-            Items::Few(v) if v.len() < 2 => v.push(item),
+            Items::Few(v) if v.len() < v.inline_size() => v.push(item),
             Items::Few(v) => {
                 let mut d = VecDeque::with_capacity(8);
                 d.extend(v.drain(..));
