@@ -60,18 +60,6 @@ impl std::str::FromStr for AlertId {
     }
 }
 
-impl PartialEq<str> for AlertId {
-    fn eq(&self, other: &str) -> bool {
-        other.parse::<AlertId>() == Ok(*self) && other.bytes().all(|b| !b.is_ascii_uppercase())
-    }
-}
-
-impl PartialEq<&str> for AlertId {
-    fn eq(&self, other: &&str) -> bool {
-        *self == **other
-    }
-}
-
 impl Serialize for AlertId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
@@ -138,16 +126,16 @@ impl Alert {
                 Ok(())
             }
         }
-        // Each part is closed by 0xff, as `Fnv::end` does (no UTF-8 text contains it).
+        // Each part is closed as `Fnv::end` closes one.
         for v in group {
             let _ = v.write_to(&mut Bytes(out));
-            out.push(0xff);
+            out.push(Fnv::END);
         }
         out.extend_from_slice(&start.0.to_le_bytes());
-        out.push(0xff);
+        out.push(Fnv::END);
         if rank > 0 {
             out.extend_from_slice(&rank.to_le_bytes());
-            out.push(0xff);
+            out.push(Fnv::END);
         }
     }
 
@@ -259,15 +247,15 @@ mod tests {
         let id = AlertId(0x00ab_0000_0000_0001);
         assert_eq!(id.to_string(), "00ab000000000001");
         assert_eq!("00ab000000000001".parse::<AlertId>(), Ok(id));
-        assert_eq!(id, "00ab000000000001");
-        assert_ne!(id, "ab000000000001");
+        assert_eq!(id.to_string(), "00ab000000000001");
+        assert_ne!(id.to_string(), "ab000000000001");
         let json = serde_json::to_string(&id).ok();
         assert_eq!(json.as_deref(), Some("\"00ab000000000001\""));
         assert_eq!(
             serde_json::from_str::<AlertId>("\"00ab000000000001\"").ok(),
             Some(id)
         );
-        assert_ne!(id, "00AB000000000001");
+        assert_ne!(id.to_string(), "00AB000000000001");
         assert!(serde_json::from_str::<AlertId>("\"not hex\"").is_err());
     }
 }

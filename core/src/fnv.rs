@@ -18,10 +18,13 @@ impl Fnv {
         }
     }
 
-    /// Closes a part with a 0xff byte (no UTF-8 text contains it), so parts fed one after the
-    /// other cannot run into each other.
+    /// The byte that closes a part: no UTF-8 text contains it.
+    pub(crate) const END: u8 = 0xff;
+
+    /// Closes a part with [`Fnv::END`], so parts fed one after the other cannot run into
+    /// each other.
     pub(crate) fn end(&mut self) {
-        self.feed(&[0xff]);
+        self.feed(&[Fnv::END]);
     }
 
     pub(crate) fn finish(&self) -> u64 {
