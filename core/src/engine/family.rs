@@ -119,8 +119,7 @@ impl Family {
     /// Approximate bytes its records hold (map entries, record headers and pairs), for the
     /// members' `RuleStats::bytes`.
     pub fn bytes(&self) -> u64 {
-        let per_record =
-            std::mem::size_of::<(GroupKey, u32)>() + 16 + std::mem::size_of::<Vec<(u32, u32)>>();
+        let per_record = super::KEY_MAP_ENTRY + std::mem::size_of::<Vec<(u32, u32)>>();
         let pairs: usize = self.records.iter().map(Vec::len).sum();
         (self.groups.len() * per_record + pairs * std::mem::size_of::<(u32, u32)>()) as u64
     }

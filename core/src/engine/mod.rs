@@ -405,6 +405,10 @@ fn refile(rts: &mut [RuleRt], outage_until: Timestamp, now: Timestamp, e: &Timer
     r.unwrap_or(Refile::Stale)
 }
 
+/// Approximate bytes of one entry of a map from group key to slot or record: the entry and
+/// the table's control bytes and spare room (for `RuleStats::bytes`).
+const KEY_MAP_ENTRY: usize = std::mem::size_of::<(GroupKey, u32)>() + 16;
+
 /// The most groups a rule state makes room for before it sees them (see `Engine::new`).
 const MAX_PRESIZED_GROUPS: usize = 65_536;
 
@@ -716,8 +720,7 @@ impl Engine {
                 }
                 let groups = rt.groups.len() as u64;
                 let per_group = std::mem::size_of::<Slot>() as u64
-                    + std::mem::size_of::<(GroupKey, u32)>() as u64
-                    + 16
+                    + KEY_MAP_ENTRY as u64
                     + std::mem::size_of::<TimerEntry>() as u64
                     + (std::mem::size_of::<Value>() * rt.rule.group_by.len()) as u64;
                 RuleStats {
