@@ -17,6 +17,8 @@
 
 use std::collections::HashMap;
 
+use smallvec::{SmallVec, smallvec};
+
 use crate::event::{Event, Field, FieldKey, Source, Value};
 use crate::rules::ir::{Captures, CmpOp, Cond, Expr, RuleSet};
 
@@ -48,34 +50,7 @@ pub const NO_HINT: u32 = u32::MAX;
 
 /// The predicates filed under one value: one inline (the common case: a probe reads one
 /// bucket and no second allocation), more in a list.
-#[derive(Debug, Clone)]
-enum Entries {
-    One(Entry),
-    Many(Vec<Entry>),
-}
-
-impl Entries {
-    fn as_slice(&self) -> &[Entry] {
-        match self {
-            Entries::One(e) => std::slice::from_ref(e),
-            Entries::Many(v) => v,
-        }
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [Entry] {
-        match self {
-            Entries::One(e) => std::slice::from_mut(e),
-            Entries::Many(v) => v,
-        }
-    }
-
-    fn push(&mut self, e: Entry) {
-        match self {
-            Entries::One(first) => *self = Entries::Many(vec![*first, e]),
-            Entries::Many(v) => v.push(e),
-        }
-    }
-}
+type Entries = SmallVec<[Entry; 1]>;
 
 /// Index tables hash with foldhash, not SipHash: their keys come from rule files, and input
 /// only looks them up (a lookup cannot lengthen probe chains), so a flood of crafted values
@@ -271,11 +246,11 @@ impl Filter {
                         for v in values {
                             match table.entry(v.clone()) {
                                 std::collections::hash_map::Entry::Vacant(slot) => {
-                                    slot.insert(Entries::One(entry));
+                                    slot.insert(smallvec![entry]);
                                 }
                                 std::collections::hash_map::Entry::Occupied(mut list) => {
                                     let list = list.get_mut();
-                                    if list.as_slice().last().is_none_or(|e| e.pred != idx) {
+                                    if list.last().is_none_or(|e| e.pred != idx) {
                                         list.push(entry);
                                     }
                                 }
@@ -310,7 +285,7 @@ impl Filter {
             if let Some(v) = ev.get(*field)
                 && let Some(list) = table.get(v)
             {
-                out.extend(list.as_slice().iter().map(|e| (e.pred, e.hint)));
+                out.extend(list.iter().map(|e| (e.pred, e.hint)));
                 lists += 1;
             }
         }
@@ -331,7 +306,7 @@ impl Filter {
         let si = &mut self.sources[source_slot(source)];
         if let Some((_, table)) = si.by_field.iter_mut().find(|(f, _)| *f == field)
             && let Some(list) = table.get_mut(value)
-            && let Some(e) = list.as_mut_slice().iter_mut().find(|e| e.pred == pred)
+            && let Some(e) = list.iter_mut().find(|e| e.pred == pred)
         {
             e.hint = hint;
         }
