@@ -63,9 +63,33 @@ impl Agent {
     }
 
     /// As [`Agent::start_with`], with extra lines in the `[api]` table too.
+    ///
+    /// A port found free can be taken by another test's socket before the agent binds it;
+    /// the agent then exits with "Address already in use", and the start is retried on
+    /// fresh ports (any other failure panics at once).
     fn start_full(dir: &Path, syslog_extra: &str, api_extra: &str, extra: &str) -> Agent {
+        let mut last = String::new();
+        for _ in 0..5 {
+            match Agent::try_start(dir, syslog_extra, api_extra, extra) {
+                Ok(agent) => return agent,
+                Err(e) if e.contains("Address already in use") => last = e,
+                Err(e) => panic!("agent did not start: {e}"),
+            }
+        }
+        panic!("agent did not start after 5 tries on fresh ports: {last}");
+    }
+
+    fn try_start(
+        dir: &Path,
+        syslog_extra: &str,
+        api_extra: &str,
+        extra: &str,
+    ) -> Result<Agent, String> {
         let port = free_port();
-        let api = free_port();
+        let mut api = free_port();
+        while api == port {
+            api = free_port();
+        }
         let cfg = format!(
             "[syslog]\nudp = [\"127.0.0.1:{port}\"]\ntcp = [\"127.0.0.1:{port}\"]\n\
              max_message_size = 1024\ntcp_idle_timeout = \"2s\"\n{syslog_extra}\n\
@@ -102,7 +126,7 @@ impl Agent {
                 buf.clear();
             }
         });
-        let agent = Agent {
+        let mut agent = Agent {
             child,
             dir: dir.to_path_buf(),
             port,
@@ -112,14 +136,17 @@ impl Agent {
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while http_get(api, "/health").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "agent did not start: {}",
-                agent.stderr()
-            );
+            if let Ok(Some(status)) = agent.child.try_wait() {
+                // Let the reader thread take the last of stderr before it is read.
+                std::thread::sleep(Duration::from_millis(100));
+                return Err(format!("exited with {status}: {}", agent.stderr()));
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("no /health within 20 s: {}", agent.stderr()));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        agent
+        Ok(agent)
     }
 
     fn stderr(&self) -> String {
