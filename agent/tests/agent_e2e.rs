@@ -450,6 +450,12 @@ fn duplicates_are_dropped_and_ungrouped_rules_spread() {
         shards.iter().all(|sh| sh["events"].as_u64() > Some(0)),
         "{s}"
     );
+    // One group per rule, each with its `forget_after` timer armed, and no more.
+    let timers: u64 = shards
+        .iter()
+        .map(|sh| sh["timer_entries"].as_u64().unwrap())
+        .sum();
+    assert_eq!(timers, 20, "{s}");
 }
 
 #[test]

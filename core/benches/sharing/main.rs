@@ -52,9 +52,25 @@ struct Side {
     alerts: u64,
     /// Hash of the JSON of every alert, in order.
     digest: u64,
+    /// Timer entries held at the end (stale ones included).
+    timers: usize,
+    /// The same measures after the first `mark` events (see [`run`]).
+    at_mark: Mark,
 }
 
-fn run(w: &Workload, events: usize, share: bool, seed: u64) -> Side {
+/// A run's measures after its first `mark` events.
+#[derive(Default, Clone)]
+struct Mark {
+    wall_s: f64,
+    cpu_s: f64,
+    alerts: u64,
+    digest: u64,
+}
+
+/// Pushes `events` events through a fresh engine; the measures after the first `mark` of them
+/// are kept too (`mark <= events`), so a long run can be compared with a shorter one of the
+/// other mode on the same stream.
+fn run(w: &Workload, events: usize, mark: usize, share: bool, seed: u64) -> Side {
     let cfg = EngineConfig {
         share,
         ..EngineConfig::default()
@@ -66,18 +82,24 @@ fn run(w: &Workload, events: usize, share: bool, seed: u64) -> Side {
     let mut side = Side::default();
     let mut h = DefaultHasher::new();
     let mut left = events;
+    let mut done = 0;
     while left > 0 {
         let n = left.min(CHUNK);
         left -= n;
         buf.clear();
         stream.fill(n, &mut buf);
         let mut evs = buf.drain(..);
-        loop {
+        while evs.len() > 0 {
+            // Timed stretches end at the mark, so it is measured exactly.
+            let take = if done < mark {
+                TIMED.min(mark - done)
+            } else {
+                TIMED
+            };
             let (c0, t0) = (cpu_ns(), Instant::now());
-            let mut pushed = 0;
-            for ev in evs.by_ref().take(TIMED) {
+            for ev in evs.by_ref().take(take) {
                 engine.push(ev, &mut out);
-                pushed += 1;
+                done += 1;
             }
             side.wall_s += t0.elapsed().as_secs_f64();
             side.cpu_s += cpu_ns().saturating_sub(c0) as f64 / 1e9;
@@ -85,14 +107,20 @@ fn run(w: &Workload, events: usize, share: bool, seed: u64) -> Side {
             for a in out.drain(..) {
                 h.write(a.to_json().to_string().as_bytes());
             }
-            if pushed < TIMED {
-                break;
+            if done == mark {
+                side.at_mark = Mark {
+                    wall_s: side.wall_s,
+                    cpu_s: side.cpu_s,
+                    alerts: side.alerts,
+                    digest: h.finish(),
+                };
             }
         }
     }
     side.evals = engine.counters().predicate_evals;
     side.family_saved = engine.counters().family_lookups_saved;
     side.digest = h.finish();
+    side.timers = engine.timer_entries();
     side
 }
 
@@ -106,21 +134,25 @@ struct Row {
     redundant_pct: String,
     meanings: usize,
     preds: usize,
+    /// Events of the shared run.
     events: usize,
+    /// Events of the unshared run: the shared run's first events, fewer where the unshared
+    /// engine is too slow to run them all (the `fifty` rows).
+    events_unshared: usize,
     shared: Side,
     unshared: Side,
 }
 
 impl Row {
-    /// Unshared over shared CPU time (NaN when a side did not run: one mode only).
+    /// Unshared over shared CPU time on the same events (NaN when a side did not run).
     fn speedup_cpu(&self) -> f64 {
-        if self.shared.cpu_s <= 0.0 || self.unshared.cpu_s <= 0.0 {
+        if self.shared.at_mark.cpu_s <= 0.0 || self.unshared.cpu_s <= 0.0 {
             return f64::NAN;
         }
-        self.unshared.cpu_s / self.shared.cpu_s
+        self.unshared.cpu_s / self.shared.at_mark.cpu_s
     }
     fn speedup_wall(&self) -> f64 {
-        self.unshared.wall_s / self.shared.wall_s.max(1e-12)
+        self.unshared.wall_s / self.shared.at_mark.wall_s.max(1e-12)
     }
     fn ns_per_event(s: &Side, events: usize) -> f64 {
         s.cpu_s * 1e9 / events as f64
@@ -152,10 +184,21 @@ fn rules_wanted(n: usize) -> bool {
         .unwrap_or(true)
 }
 
-fn cell(section: &'static str, w: &Workload, events: usize, sim: &str, red: &str) -> Row {
+/// One cell: `events` through the shared engine, the first `events_unshared` of them through
+/// the unshared one.
+fn cell(
+    section: &'static str,
+    w: &Workload,
+    (events, events_unshared): (usize, usize),
+    sim: &str,
+    red: &str,
+) -> Row {
+    assert!(events_unshared <= events);
     let seed = 0xC3E9_4E05 ^ events as u64;
     let rules = w.rules.rules.len();
-    eprint!("{section}: {rules} rules, sim {sim}, red {red}, {events} events ... ");
+    eprint!(
+        "{section}: {rules} rules, sim {sim}, red {red}, {events} events ({events_unshared} unshared) ... "
+    );
     let _ = std::io::stderr().flush();
     if let Ok(dir) = std::env::var("CEPHEUS_BENCH_DUMP") {
         let file = format!("{dir}/{section}-{rules}-{sim}-{red}.toml").replace([' ', '%'], "");
@@ -169,8 +212,10 @@ fn cell(section: &'static str, w: &Workload, events: usize, sim: &str, red: &str
             if mode().is_some_and(|m| m != share) {
                 continue;
             }
-            run(w, (events / 5).min(WARMUP), share, seed ^ 1);
-            let s = run(w, events, share, seed);
+            let n = if share { events } else { events_unshared };
+            let warm = (n / 5).min(WARMUP);
+            run(w, warm, warm, share, seed ^ 1);
+            let s = run(w, n, events_unshared, share, seed);
             // Keep the fastest run (least disturbed by the other tenants of the machine).
             if sides[i].as_ref().is_none_or(|o| s.cpu_s < o.cpu_s) {
                 sides[i] = Some(s);
@@ -180,11 +225,11 @@ fn cell(section: &'static str, w: &Workload, events: usize, sim: &str, red: &str
     let [shared, unshared] = sides.map(Option::unwrap_or_default);
     if mode().is_none() {
         assert_eq!(
-            shared.alerts, unshared.alerts,
+            shared.at_mark.alerts, unshared.alerts,
             "{section}: shared and unshared alert counts differ"
         );
         assert_eq!(
-            shared.digest, unshared.digest,
+            shared.at_mark.digest, unshared.digest,
             "{section}: shared and unshared alerts differ"
         );
     }
@@ -198,15 +243,17 @@ fn cell(section: &'static str, w: &Workload, events: usize, sim: &str, red: &str
         meanings: w.meanings,
         preds: w.preds,
         events,
+        events_unshared,
         shared,
         unshared,
     };
     eprintln!(
-        "shared {:.2}s unshared {:.2}s (cpu) x{:.2}; family lookups saved {:.2}/event",
+        "shared {:.2}s unshared {:.2}s (cpu) x{:.2}; family lookups saved {:.2}/event; {} timer entries at the end",
         row.shared.cpu_s,
         row.unshared.cpu_s,
         row.speedup_cpu(),
-        row.shared.family_saved as f64 / events.max(1) as f64
+        row.shared.family_saved as f64 / events.max(1) as f64,
+        row.shared.timers
     );
     row
 }
@@ -237,19 +284,31 @@ fn main() {
     if want("events") {
         let w = workload::mixed(40, 50, 50, 1);
         for events in [m(40_000, 4_000), million, m(10_000_000, 100_000)] {
-            rows.push(cell("events", &w, events, "50", "50"));
+            rows.push(cell("events", &w, (events, events), "50", "50"));
         }
     }
     if want("similar") {
         for sim in [10, 20, 30, 40, 50] {
             let w = workload::mixed(40, sim, 0, 2);
-            rows.push(cell("similar", &w, million, &sim.to_string(), "0"));
+            rows.push(cell(
+                "similar",
+                &w,
+                (million, million),
+                &sim.to_string(),
+                "0",
+            ));
         }
     }
     if want("redundant") {
         for red in [10, 25, 50, 75, 100] {
             let w = workload::mixed(40, 0, red, 3);
-            rows.push(cell("redundant", &w, million, "0", &red.to_string()));
+            rows.push(cell(
+                "redundant",
+                &w,
+                (million, million),
+                "0",
+                &red.to_string(),
+            ));
         }
     }
     if want("rules") {
@@ -262,7 +321,7 @@ fn main() {
             let w = workload::mixed(n, 50, 50, 4);
             // 1M events in every cell, as the matrix asks (the unshared baseline tests
             // every definition on every event: ~17,000 at 10,000 rules, about 6 minutes).
-            rows.push(cell("rules", &w, million, "50", "50"));
+            rows.push(cell("rules", &w, (million, million), "50", "50"));
         }
     }
     for (section, pool) in [("fifty", None), ("fifty-pool", Some(100))] {
@@ -276,14 +335,18 @@ fn main() {
         };
         for &n in sizes.iter().filter(|&&n| rules_wanted(n)) {
             let w = workload::fifty(n, pool, 5);
-            let events = match n {
+            // The shared engine runs the same 200,000 events (200 s of event time, past the
+            // longest window) at every size, so the rows compare steady states; the unshared
+            // one, up to 2 ms an event at 10,000 rules, runs their beginning.
+            let events = m(200_000, 5_000);
+            let unshared = match n {
                 10_000 => m(10_000, 2_000),
                 1_000 => m(40_000, 5_000),
-                _ => m(200_000, 5_000),
+                _ => events,
             };
             let sim = pct(w.similar, n);
             let red = pct(w.redundant, n);
-            rows.push(cell(section, &w, events, &sim, &red));
+            rows.push(cell(section, &w, (events, unshared), &sim, &red));
         }
     }
 
@@ -302,7 +365,11 @@ fn main() {
             r.redundant,
             r.meanings,
             r.preds,
-            r.events,
+            if r.events == r.events_unshared {
+                r.events.to_string()
+            } else {
+                format!("{} / {}", r.events, r.events_unshared)
+            },
             r.shared.wall_s,
             r.shared.cpu_s,
             r.unshared.wall_s,
@@ -314,9 +381,9 @@ fn main() {
             },
             r.speedup_wall(),
             r.shared.evals as f64 / r.events as f64,
-            r.unshared.evals as f64 / r.events as f64,
+            r.unshared.evals as f64 / r.events_unshared as f64,
             Row::ns_per_event(&r.shared, r.events),
-            Row::ns_per_event(&r.unshared, r.events),
+            Row::ns_per_event(&r.unshared, r.events_unshared),
             r.shared.alerts,
         );
     }
@@ -340,11 +407,11 @@ fn main() {
         Err(_) => concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sharing.csv").to_string(),
     };
     let mut csv = String::from(
-        "section,rules,similar,redundant,states,event_types,events,shared_wall_s,shared_cpu_s,unshared_wall_s,unshared_cpu_s,shared_evals,unshared_evals,alerts,family_saved\n",
+        "section,rules,similar,redundant,states,event_types,events,events_unshared,shared_wall_s,shared_cpu_s,shared_cpu_s_same_events,unshared_wall_s,unshared_cpu_s,shared_evals,unshared_evals,alerts,family_saved,timer_entries\n",
     );
     for r in &rows {
         csv.push_str(&format!(
-            "{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{}\n",
             r.section,
             r.rules,
             r.similar,
@@ -352,14 +419,17 @@ fn main() {
             r.meanings,
             r.preds,
             r.events,
+            r.events_unshared,
             r.shared.wall_s,
             r.shared.cpu_s,
+            r.shared.at_mark.cpu_s,
             r.unshared.wall_s,
             r.unshared.cpu_s,
             r.shared.evals,
             r.unshared.evals,
             r.shared.alerts,
-            r.shared.family_saved
+            r.shared.family_saved,
+            r.shared.timers
         ));
     }
     match std::fs::write(&path, csv) {

@@ -251,7 +251,13 @@ impl RuleRt {
 struct Slot {
     group: Group,
     generation: u32,
+    /// The deadline of the group's armed timer entry (`MAX`: none).
     armed_at: Timestamp,
+    /// A later entry of this group still in the wheel, left there when an earlier deadline
+    /// was armed (`MAX`: none). It is taken back when the group next wants a timer at or after
+    /// it, so a group whose partial matches come and go does not leave an entry for its far
+    /// `forget_after` deadline in the wheel at every turn (they would pile up for 7 days).
+    parked: Timestamp,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -385,8 +391,16 @@ fn refile(rts: &mut [RuleRt], outage_until: Timestamp, now: Timestamp, e: &Timer
         return Refile::Stale;
     };
     let r = rt.with_group(e.slot, outage_until, |ctx, s, _| {
-        if s.generation != e.generation || s.armed_at != e.deadline {
+        if s.generation != e.generation {
             return Refile::Stale;
+        }
+        if s.armed_at != e.deadline {
+            // A parked entry stays in the wheel; due, it is dropped where timers fire.
+            return if s.parked == e.deadline {
+                Refile::Due
+            } else {
+                Refile::Stale
+            };
         }
         if !matches!(s.group.state, state::GroupState::Absence(_)) {
             return Refile::Due;
@@ -849,6 +863,7 @@ impl Engine {
             group: Group::new(&ctx, key.clone(), expected, now),
             generation: 0,
             armed_at: Timestamp::MAX,
+            parked: Timestamp::MAX,
         };
         let idx = match free.pop() {
             Some(i) => {
@@ -866,12 +881,31 @@ impl Engine {
         Some(idx)
     }
 
-    /// Arms the group's next timer if it is earlier than the one already armed.
+    /// Arms the group's next timer if it is earlier than the one already armed: with the
+    /// parked entry when that is not later than the wake (it fires early, finds nothing due
+    /// and arms again: cheaper than a wheel entry left behind), else with a new entry, and the
+    /// entry it supersedes is parked.
     fn arm(&mut self, ri: usize, slot: u32) {
+        let lane = self.rts[ri].lane;
+        let lane_now = self.lanes[lane].now;
         let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, _| {
             let wake = s.group.next_wake(ctx)?;
             if wake >= s.armed_at {
                 return None;
+            }
+            // Entries after the lane's time have not been fired (or dropped) yet.
+            if s.parked != Timestamp::MAX && s.parked > lane_now && s.parked <= wake {
+                s.armed_at = s.parked;
+                s.parked = Timestamp::MAX;
+                return None;
+            }
+            if s.armed_at != Timestamp::MAX {
+                // Keep the later one: an unparked entry lives only until its deadline.
+                s.parked = if s.parked == Timestamp::MAX {
+                    s.armed_at
+                } else {
+                    s.parked.max(s.armed_at)
+                };
             }
             s.armed_at = wake;
             Some(TimerEntry {
@@ -882,7 +916,6 @@ impl Engine {
             })
         });
         if let Some(Some(e)) = entry {
-            let lane = self.rts[ri].lane;
             self.lanes[lane].wheel.insert(e);
         }
     }
@@ -908,6 +941,12 @@ impl Engine {
             permute_sorted(out, &mut keys);
         }
         self.alert_keys = keys;
+    }
+
+    /// Timer entries held in the lanes' wheels, stale ones included (they go when they come
+    /// due or move down a level): what the timers cost in memory.
+    pub fn timer_entries(&self) -> usize {
+        self.lanes.iter().map(|l| l.wheel.len()).sum()
     }
 
     /// Pushes one event; alerts it causes (and timers due before it) are appended to `out`.
@@ -1253,9 +1292,20 @@ impl Engine {
                 break;
             };
             let ri = e.rule as usize;
-            let valid = slot_at(&self.rts, e.rule, e.slot)
-                .is_some_and(|s| s.generation == e.generation && s.armed_at == e.deadline);
-            if !valid {
+            let Some(s) = self
+                .rts
+                .get_mut(ri)
+                .and_then(|rt| rt.slots.get_mut(e.slot as usize))
+                .and_then(Option::as_mut)
+                .filter(|s| s.generation == e.generation)
+            else {
+                continue;
+            };
+            if s.armed_at != e.deadline {
+                if s.parked == e.deadline {
+                    // Parked and never taken back: it leaves the wheel here.
+                    s.parked = Timestamp::MAX;
+                }
                 continue;
             }
             let now = e.deadline.max(self.lanes[li].now);
@@ -1642,6 +1692,7 @@ impl Engine {
                     group: g.clone(),
                     generation: 0,
                     armed_at: Timestamp::MAX,
+                    parked: Timestamp::MAX,
                 }));
                 let idx = (rt.slots.len() - 1) as u32;
                 rt.groups.insert(g.key.clone(), idx);

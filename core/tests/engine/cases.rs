@@ -415,6 +415,39 @@ fn a_flood_inside_the_window_is_bounded() {
 }
 
 #[test]
+fn timers_stay_bounded_while_partial_matches_come_and_go() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    // A day of `a` every 10 s on 4 hosts, never followed by `b`: every partial match asks for
+    // a timer at its window's end, and after it the group's next timer is `forget_after` (7
+    // days) away. The timers a group no longer wants must not pile up until then.
+    let rules = set(vec![
+        rule("ab", &["a", "b"], seq(vec![ev(0), ev(1)])).within(2),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let mut script = String::new();
+    for i in 0..8_640 {
+        script.push_str(&format!("a:h{}@{} ", i % 4, i * 10));
+    }
+    run_on(&mut e, parse_script(&script), &mut out);
+    assert!(out.is_empty());
+    let entries = e.timer_entries();
+    assert!(
+        entries <= 3 * 4,
+        "{entries} timer entries held for 4 groups after 8,640 partial matches"
+    );
+    // The timers still work: a `b` in the window alerts, and the groups are forgotten.
+    run_on(
+        &mut e,
+        parse_script("a:h0@86401 b:h0@86402 tick@1000000"),
+        &mut out,
+    );
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(e.stats()[0].groups, 0);
+    assert_eq!(e.timer_entries(), 0);
+}
+
+#[test]
 fn a_clock_running_ahead_cannot_hold_events_back() {
     // hb stamped a year ahead arrives at 10: taken as arriving at 10, so it keeps the host
     // alive (no absence at 60) and is not buffered until next year.
