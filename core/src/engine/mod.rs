@@ -197,6 +197,19 @@ struct Split<'a> {
 }
 
 impl RuleRt {
+    /// The rule's context, read-only.
+    fn ctx(&self, outage_until: Timestamp) -> RuleCtx<'_> {
+        RuleCtx {
+            rule: &self.rule,
+            members: &self.members,
+            member_names: &self.member_names,
+            plan: &self.plan,
+            monitor_start: self.monitor_start.unwrap_or(Timestamp::MIN),
+            max_partial: self.max_partial,
+            outage_until,
+        }
+    }
+
     /// The rule's context beside its groups and counters (a split borrow: the rule is read
     /// while its groups and counters are written).
     fn split(&mut self, outage_until: Timestamp) -> Split<'_> {
@@ -728,8 +741,10 @@ impl Engine {
                 });
                 let mut partial = 0u64;
                 let mut held = 0u64;
+                let now = self.lanes[rt.lane].now;
+                let ctx = rt.ctx(self.outage_until);
                 for s in rt.slots.iter().flatten() {
-                    partial += s.group.partial_matches() as u64;
+                    partial += s.group.partial_matches(&ctx, now) as u64;
                     held += s.group.held_events() as u64;
                 }
                 let groups = rt.groups.len() as u64;

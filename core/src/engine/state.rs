@@ -363,6 +363,13 @@ pub struct Group {
 /// The most events one closure holds (see `take`).
 pub const MAX_CLOSURE_ITEMS: usize = 4096;
 
+/// Runs past their window are dropped when their group next sees an event or a timer (every
+/// transition expires first, so nothing can match them); a timer is armed to drop them only
+/// while the group's runs hold more than this many events. A window's end then costs no timer
+/// for the common group with one or two short partial matches, and a group keeps at most this
+/// many events past a window (until its next event, timer or `forget_after`).
+pub const LAZY_EXPIRY_ITEMS: usize = 4;
+
 fn cap_events(v: &mut Vec<Arc<Event>>) {
     if v.len() > MAX_ALERT_EVENTS {
         let extra = v.len() - MAX_ALERT_EVENTS;
@@ -398,11 +405,24 @@ impl Group {
         }
     }
 
-    /// Partial matches held (runs and waits).
-    pub fn partial_matches(&self) -> usize {
+    /// Partial matches that can still complete at `now` (runs inside the window, and waits);
+    /// runs past their window may still be held (see [`LAZY_EXPIRY_ITEMS`]).
+    pub fn partial_matches(&self, ctx: &RuleCtx<'_>, now: Timestamp) -> usize {
         match &self.state {
             GroupState::Absence(_) => 0,
-            GroupState::Linear(l) => l.runs.len() + l.waits.len(),
+            GroupState::Linear(l) => {
+                let live = match ctx.wmax() {
+                    Some(w) => {
+                        let horizon = now.sub(w);
+                        l.runs
+                            .iter()
+                            .filter(|r| r.items.iter().any(|i| i.time >= horizon))
+                            .count()
+                    }
+                    None => l.runs.len(),
+                };
+                live + l.waits.len()
+            }
         }
     }
 
@@ -923,10 +943,12 @@ impl LinearState {
             return;
         }
         // The match consumes its events: other partial matches holding them are dropped.
-        let mut ids: Vec<u64> = r.items.iter().map(|i| i.id).collect();
-        ids.sort_unstable();
-        self.runs
-            .retain(|o| !o.items.iter().any(|i| ids.binary_search(&i.id).is_ok()));
+        if !self.runs.is_empty() {
+            let mut ids: SmallVec<[u64; 4]> = r.items.iter().map(|i| i.id).collect();
+            ids.sort_unstable();
+            self.runs
+                .retain(|o| !o.items.iter().any(|i| ids.binary_search(&i.id).is_ok()));
+        }
         let last = &alt.steps[alt.steps.len() - 1];
         let id = next_seed(&mut self.last_seed, r.start);
         if last.repeat.is_some() {
@@ -1062,8 +1084,12 @@ impl LinearState {
             {
                 consider(ep.last.add(w));
             }
-            // Free partial matches that can no longer complete.
-            if let Some(oldest) = self.runs.iter().map(|r| r.start).min() {
+            // Free partial matches that can no longer complete, when they hold enough to
+            // matter (else the next transition drops them).
+            let held: usize = self.runs.iter().map(|r| r.items.len()).sum();
+            if held > LAZY_EXPIRY_ITEMS
+                && let Some(oldest) = self.runs.iter().map(|r| r.start).min()
+            {
                 consider(oldest.add(w).add(Duration(1)));
             }
         }

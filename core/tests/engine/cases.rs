@@ -448,6 +448,43 @@ fn timers_stay_bounded_while_partial_matches_come_and_go() {
 }
 
 #[test]
+fn runs_past_their_window_are_not_counted_and_bursts_are_freed_on_time() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    let rules = set(vec![
+        rule("ab", &["a", "b"], seq(vec![ev(0), ev(1)])).within(2),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    // One partial match on `quiet`, a burst of ten on `loud`; both hosts then fall silent.
+    let mut script = String::from("a:quiet@0 ");
+    for i in 0..10 {
+        script.push_str(&format!("a:loud@{}/{} ", i / 10, i / 10));
+    }
+    run_on(&mut e, parse_script(&script), &mut out);
+    assert_eq!(e.stats()[0].partial_matches, 11);
+    let with_runs = e.stats()[0].bytes;
+    run_on(&mut e, parse_script("tick@100"), &mut out);
+    let st = &e.stats()[0];
+    assert_eq!(
+        st.partial_matches, 0,
+        "past the window nothing can complete"
+    );
+    // The burst was dropped at its window's end; the lone run may wait for the next event.
+    assert!(st.bytes < with_runs, "{} -> {}", with_runs, st.bytes);
+    let lone = st.bytes;
+    run_on(&mut e, parse_script("a:quiet@200 b:quiet@201"), &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(
+        e.stats()[0].bytes <= lone,
+        "the stale run went at the next event"
+    );
+    assert!(
+        out.iter()
+            .all(|a| a.time == cepheus_core::time::Timestamp::from_secs(201))
+    );
+}
+
+#[test]
 fn a_clock_running_ahead_cannot_hold_events_back() {
     // hb stamped a year ahead arrives at 10: taken as arriving at 10, so it keeps the host
     // alive (no absence at 60) and is not buffered until next year.
