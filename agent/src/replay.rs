@@ -288,13 +288,10 @@ pub fn text_source(name: &str, text: String, parser: SyslogParser) -> Source {
 fn lines_source(inputs: Inputs) -> Source {
     Box::new(inputs.map(|item| match item {
         Ok(item) => match item.event {
-            Ok(mut ev) => {
-                // Recorded logs: the message's own stamp is when it arrived (a syslog line is
-                // read with the previous line's time as its arrival); a JSON event that says
-                // when it arrived keeps that.
-                ev.arrival = ev.arrival.max(ev.time);
-                Ok(ev)
-            }
+            // Recorded logs: a syslog line's own stamp is its arrival (set by the reader); a
+            // JSON event keeps the arrival it states, even one before its stamp (a sender
+            // whose clock runs ahead, which must not drag time forward).
+            Ok(ev) => Ok(ev),
             Err(_) => Err(()),
         },
         Err(e) => {

@@ -484,3 +484,47 @@ fn one_event_under_two_keys_is_released_in_definition_order() {
     assert_eq!(r3.len(), 1, "{shared}");
     assert_eq!(r3[0]["group"], serde_json::json!({"nm": "udp"}));
 }
+
+/// A JSON event that arrived before its own stamp (the sender's clock runs ahead) keeps its
+/// arrival: processing-time rules see it then, event-time rules take it as of its arrival, and
+/// it does not drag the clock forward (the next heartbeats are not late, nobody fires early).
+#[test]
+fn an_event_stamped_ahead_of_its_arrival_cannot_drag_time_forward() {
+    let dir = manifest().join("tests/fixtures/clock-ahead");
+    let rules = dir.join("rules.toml");
+    let events = dir.join("events.jsonl");
+    let out = cepheus()
+        .args(["replay", "--rules", rules.to_str().unwrap()])
+        .arg(&events)
+        .args(["--until", "+2m"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(" 0 late"), "{stderr}");
+    let alerts = alerts_of(&String::from_utf8_lossy(&out.stdout));
+    let times = |rule: &str| -> Vec<(String, String)> {
+        alerts
+            .iter()
+            .filter(|a| a["rule"] == rule)
+            .map(|a| {
+                (
+                    a["group"]["host"].as_str().unwrap().to_string(),
+                    a["time"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let at = |h: &str, t: &str| (h.to_string(), format!("2024-01-01T{t}Z"));
+    assert_eq!(
+        times("seen"),
+        vec![
+            at("a", "00:00:00"),
+            at("b", "00:00:10"),
+            at("a", "00:00:50"),
+            at("a", "00:01:30")
+        ]
+    );
+    // b last spoke at its arrival (00:00:10); a at 00:01:30, so it never missed 60 s before.
+    assert_eq!(times("hb"), vec![at("b", "00:01:10"), at("a", "00:02:30")]);
+}
