@@ -29,6 +29,11 @@ pub struct SyntaxError {
 /// per group while the window lasts.
 pub const MAX_COUNT: u32 = 100_000;
 
+/// The deepest nesting a condition or pattern may have (parentheses, `not`, `seq(..)`,
+/// operator chains, postfix counts and windows): far beyond what a rule needs, and what keeps a
+/// hostile rule file from exhausting the stack of the parser and of every pass after it.
+pub const MAX_NESTING: u32 = 100;
+
 fn err<T>(span: Span, message: impl Into<String>) -> Result<T, SyntaxError> {
     Err(SyntaxError {
         span,
@@ -355,9 +360,29 @@ pub enum CondAst {
 struct Parser {
     toks: Vec<Token>,
     pos: usize,
+    /// Nesting of what is being parsed (see [`MAX_NESTING`]).
+    depth: u32,
 }
 
 impl Parser {
+    /// One level deeper, at `span`; an error past [`MAX_NESTING`].
+    fn enter(&mut self, span: &Span) -> Result<(), SyntaxError> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(SyntaxError {
+                span: span.clone(),
+                message: format!("nested more than {MAX_NESTING} levels deep"),
+                help: Some("split it into several event definitions or rules".into()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Back up `levels` levels.
+    fn leave(&mut self, levels: u32) {
+        self.depth = self.depth.saturating_sub(levels);
+    }
+
     fn peek(&self) -> &Token {
         &self.toks[self.pos.min(self.toks.len() - 1)]
     }
@@ -410,11 +435,14 @@ impl Parser {
     // ---- conditions ----
 
     fn or(&mut self) -> Result<CondAst, SyntaxError> {
+        let at = self.peek().span.clone();
+        self.enter(&at)?;
         let mut parts = vec![self.and()?];
         while self.is_word("or") {
             self.bump();
             parts.push(self.and()?);
         }
+        self.leave(1);
         Ok(if parts.len() == 1 {
             parts.pop().unwrap_or(CondAst::Bool(true, 0..0))
         } else {
@@ -438,7 +466,9 @@ impl Parser {
     fn not(&mut self) -> Result<CondAst, SyntaxError> {
         if self.is_word("not") {
             let s = self.bump().span;
+            self.enter(&s)?;
             let c = self.not()?;
+            self.leave(1);
             return Ok(CondAst::Not(Box::new(c), s));
         }
         self.atom_cond()
@@ -589,14 +619,21 @@ impl Parser {
 
     fn additive(&mut self) -> Result<ExprAst, SyntaxError> {
         let mut lhs = self.multiplicative()?;
+        let mut chain = 0;
         loop {
             let t = self.peek().clone();
             let op = match t.tok {
                 Tok::Punct("+") => ArithOp::Add,
                 Tok::Punct("-") => ArithOp::Sub,
-                _ => return Ok(lhs),
+                _ => {
+                    self.leave(chain);
+                    return Ok(lhs);
+                }
             };
             self.bump();
+            // Each operator nests the chain one level deeper.
+            self.enter(&t.span)?;
+            chain += 1;
             let rhs = self.multiplicative()?;
             lhs = ExprAst::Arith(op, Box::new(lhs), Box::new(rhs), t.span);
         }
@@ -604,15 +641,22 @@ impl Parser {
 
     fn multiplicative(&mut self) -> Result<ExprAst, SyntaxError> {
         let mut lhs = self.unary()?;
+        let mut chain = 0;
         loop {
             let t = self.peek().clone();
             let op = match t.tok {
                 Tok::Punct("*") => ArithOp::Mul,
                 Tok::Punct("/") => ArithOp::Div,
                 Tok::Punct("%") => ArithOp::Rem,
-                _ => return Ok(lhs),
+                _ => {
+                    self.leave(chain);
+                    return Ok(lhs);
+                }
             };
             self.bump();
+            // Each operator nests the chain one level deeper.
+            self.enter(&t.span)?;
+            chain += 1;
             let rhs = self.unary()?;
             lhs = ExprAst::Arith(op, Box::new(lhs), Box::new(rhs), t.span);
         }
@@ -621,7 +665,9 @@ impl Parser {
     fn unary(&mut self) -> Result<ExprAst, SyntaxError> {
         if self.is_punct("-") {
             let s = self.bump().span;
+            self.enter(&s)?;
             let e = self.unary()?;
+            self.leave(1);
             return Ok(ExprAst::Neg(Box::new(e), s));
         }
         let t = self.bump();
@@ -651,8 +697,10 @@ impl Parser {
             }
             Tok::Ident(w) => ExprAst::Field(w, s),
             Tok::Punct("(") => {
+                self.enter(&s)?;
                 let e = self.additive()?;
                 self.expect_punct(")")?;
+                self.leave(1);
                 e
             }
             other => {
@@ -664,10 +712,20 @@ impl Parser {
     // ---- patterns ----
 
     fn pattern(&mut self) -> Result<PatAst, SyntaxError> {
-        let start = self.peek().span.start;
+        let at = self.peek().span.clone();
+        let start = at.start;
+        self.enter(&at)?;
         let mut p = self.pat_primary()?;
+        // Each postfix (`+`, `{..}`, `within`) nests the pattern one level deeper.
+        let mut levels = 1;
         loop {
             let t = self.peek().clone();
+            if matches!(&t.tok, Tok::Punct("+") | Tok::Punct("{"))
+                || matches!(&t.tok, Tok::Ident(w) if w == "within")
+            {
+                self.enter(&t.span)?;
+                levels += 1;
+            }
             match &t.tok {
                 Tok::Punct("+") => {
                     self.bump();
@@ -744,7 +802,10 @@ impl Parser {
                         span: t.span.start..end,
                     };
                 }
-                _ => return Ok(p),
+                _ => {
+                    self.leave(levels);
+                    return Ok(p);
+                }
             }
         }
     }
@@ -933,7 +994,11 @@ pub fn parse_cond(src: &str) -> Result<CondAst, SyntaxError> {
     if toks.len() == 1 {
         return err(0..src.len(), "empty condition");
     }
-    let mut p = Parser { toks, pos: 0 };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+    };
     let c = p.or()?;
     p.end()?;
     Ok(c)
@@ -945,7 +1010,11 @@ pub fn parse_pattern(src: &str) -> Result<PatAst, SyntaxError> {
     if toks.len() == 1 {
         return err(0..src.len(), "empty pattern");
     }
-    let mut p = Parser { toks, pos: 0 };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        depth: 0,
+    };
     let c = p.pattern()?;
     p.end()?;
     Ok(c)
@@ -992,6 +1061,41 @@ mod tests {
         };
         assert_eq!(parts.len(), 2);
         assert!(matches!(&parts[1], CondAst::And(v) if matches!(v[0], CondAst::Not(..))));
+    }
+
+    #[test]
+    fn nesting_is_bounded_instead_of_exhausting_the_stack() {
+        // A hostile rule file: every way to nest, far too deep, is a syntax error.
+        let n = 20_000;
+        let deep_conds = [
+            format!("{}app == \"a\"{}", "(".repeat(n), ")".repeat(n)),
+            format!("{}app == \"a\"", "not ".repeat(n)),
+            format!("facility == {}1", "-".repeat(n)),
+            format!("facility == {}", vec!["1"; n].join(" + ")),
+            format!("facility == {}", vec!["1"; n].join(" * ")),
+            format!("facility == {}1{}", "(".repeat(n), ")".repeat(n)),
+        ];
+        for c in &deep_conds {
+            let e = parse_cond(c).unwrap_err();
+            assert!(e.message.contains("nested more than"), "{}", e.message);
+        }
+        let deep_pats = [
+            format!("{}a{}", "seq(a, ".repeat(n), ")".repeat(n)),
+            format!("{}a{}", "absent(".repeat(n), ")".repeat(n)),
+            format!("{}a{}", "(".repeat(n), ")".repeat(n)),
+            format!("a{}", " within 1s".repeat(n)),
+            format!("a{}", "+".repeat(n)),
+        ];
+        for p in &deep_pats {
+            let e = parse_pattern(p).unwrap_err();
+            assert!(e.message.contains("nested more than"), "{}", e.message);
+        }
+        // Nesting a person would write, and long flat lists, still parse.
+        let ok = format!("{}app == \"a\"{}", "(".repeat(30), ")".repeat(30));
+        assert!(parse_cond(&ok).is_ok());
+        assert!(parse_cond(&vec!["app == \"a\""; n].join(" or ")).is_ok());
+        assert!(parse_pattern(&format!("seq({})", vec!["a"; n].join(", "))).is_ok());
+        assert!(parse_pattern(&format!("{}a{}", "seq(a, ".repeat(30), ")".repeat(30))).is_ok());
     }
 
     #[test]
