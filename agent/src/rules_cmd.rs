@@ -31,11 +31,14 @@ pub struct CheckArgs {
 
 /// Renders one diagnostic as miette does, in colour when `color`.
 pub fn render(d: &Diagnostic, color: bool) -> String {
-    let theme = if color {
+    let mut theme = if color {
         miette::GraphicalTheme::unicode()
     } else {
         miette::GraphicalTheme::unicode_nocolor()
     };
+    // A caret under the culprit (DESIGN.md, "Rule language"), as compilers print it.
+    theme.characters.underline = '^';
+    theme.characters.uarrow = '^';
     let handler = miette::GraphicalReportHandler::new_themed(theme)
         .with_width(100)
         .with_links(false);

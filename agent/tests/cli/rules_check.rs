@@ -69,6 +69,13 @@ fn broken_rule_files() {
             }
         }
         assert!(!json.is_empty(), "{name}: no diagnostic");
+        // Every finding points at its culprit with a caret, and says how to fix it.
+        assert!(
+            human
+                .lines()
+                .any(|l| l.trim_start().starts_with('·') && l.contains('^')),
+            "{name}: no caret\n{human}"
+        );
         let snap = format!("exit: {code}\n--- json\n{json}--- human\n{human}");
         insta::assert_snapshot!(name, snap);
     }

@@ -196,8 +196,13 @@ fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Ru
             let msg = e.message().trim().to_string();
             let help = if msg.contains("duplicate key") {
                 h("each key may appear once per rule; event names must be unique within a rule")
+            } else if msg.contains("string") {
+                h(
+                    "close the string on the same line; write conditions in single quotes, e.g. \
+                   events.a = 'app == \"sshd\"'",
+                )
             } else {
-                None
+                h("a rule file is TOML: `key = value` lines under `[[rule]]`, strings in quotes")
             };
             cx.error(span, format!("TOML: {msg}"), help);
         }
