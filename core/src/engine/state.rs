@@ -305,6 +305,10 @@ pub struct Episode {
     /// Absence: the fired deadline. Closure: the time of the last extending event.
     last: Timestamp,
     events: Vec<Arc<Event>>,
+    /// Opened within the rule's `trigger = { every = .. }` period of the group's last alert:
+    /// tracked, but neither its firing nor its end is emitted.
+    #[serde(default)]
+    silent: bool,
 }
 
 /// The state of one group of an absence-only rule.
@@ -313,6 +317,9 @@ pub struct AbsenceState {
     /// The last awaited event, if any.
     last_seen: Option<Timestamp>,
     firing: Option<Box<Episode>>,
+    /// When the group last alerted (for `trigger = { every = .. }`).
+    #[serde(default)]
+    last_fired: Option<Timestamp>,
 }
 
 impl AbsenceState {
@@ -384,6 +391,7 @@ impl Group {
             Plan::Absence { .. } => GroupState::Absence(AbsenceState {
                 last_seen: None,
                 firing: None,
+                last_fired: None,
             }),
             Plan::Linear { alts } => {
                 let tracks = alts.iter().any(|a| a.start_absent.is_some());
@@ -465,7 +473,9 @@ impl Group {
                     return;
                 }
                 a.last_seen = Some(a.last_seen.map_or(t, |s| s.max(t)));
-                if let Some(ep) = a.firing.take() {
+                if let Some(ep) = a.firing.take()
+                    && !ep.silent
+                {
                     emit(
                         ctx,
                         &key,
@@ -520,9 +530,12 @@ impl Group {
         if t <= base || t >= ep.last {
             return false;
         }
-        let id = ep.id;
+        let (id, silent) = (ep.id, ep.silent);
         a.firing = None;
         a.last_seen = Some(t);
+        if silent {
+            return true;
+        }
         emit(
             ctx,
             &key,
@@ -553,23 +566,30 @@ impl Group {
                     // A lone absence's episodes never share a start: each next deadline is
                     // after the event that ended the previous one.
                     let id = (deadline, 0);
-                    let reason = (deadline < ctx.outage_until).then_some("outage");
-                    emit(
-                        ctx,
-                        &key,
-                        id,
-                        AlertState::Firing,
-                        deadline,
-                        Vec::new(),
-                        reason,
-                        counters,
-                        out,
-                    );
+                    let silent = rate_limited(ctx, a.last_fired, deadline, Some(*for_));
+                    if silent {
+                        counters.suppressed += 1;
+                    } else {
+                        let reason = (deadline < ctx.outage_until).then_some("outage");
+                        emit(
+                            ctx,
+                            &key,
+                            id,
+                            AlertState::Firing,
+                            deadline,
+                            Vec::new(),
+                            reason,
+                            counters,
+                            out,
+                        );
+                        a.last_fired = Some(deadline);
+                    }
                     a.firing = Some(Box::new(Episode {
                         id,
                         kind: EpisodeKind::Absence(0),
                         last: deadline,
                         events: Vec::new(),
+                        silent,
                     }));
                 }
             }
@@ -600,7 +620,9 @@ impl Group {
             GroupState::Absence(a) => a.firing.take(),
             GroupState::Linear(l) => l.episode.take(),
         };
-        if let Some(ep) = firing {
+        if let Some(ep) = firing
+            && !ep.silent
+        {
             emit(
                 ctx,
                 &key,
@@ -635,6 +657,29 @@ impl Group {
             (a, b) => a.or(b),
         }
     }
+}
+
+/// The rule's rate-limit period (`trigger = { every = D }`): D, capped by the window; no D
+/// means the window, or `fallback` (an absence's duration) without one.
+fn every_period(ctx: &RuleCtx<'_>, fallback: Option<Duration>) -> Option<Duration> {
+    let Trigger::Every(period) = ctx.rule.trigger else {
+        return None;
+    };
+    // DESIGN: no period, or one longer than the window, means the window.
+    Some(match (period, ctx.wmax()) {
+        (Some(p), Some(w)) => p.min(w),
+        (p, w) => p.or(w).or(fallback).unwrap_or(Duration::ZERO),
+    })
+}
+
+/// Whether an alert at `t` falls within the rate-limit period of the group's last one.
+fn rate_limited(
+    ctx: &RuleCtx<'_>,
+    last: Option<Timestamp>,
+    t: Timestamp,
+    fallback: Option<Duration>,
+) -> bool {
+    every_period(ctx, fallback).is_some_and(|p| last.is_some_and(|l| t < l.add(p)))
 }
 
 fn effective_count(r: &Run, step: &Step) -> u32 {
@@ -722,6 +767,9 @@ impl LinearState {
         // A. An open episode: an absence resolves, a closure extends.
         if let Some(ep) = &mut self.episode {
             match ep.kind {
+                EpisodeKind::Absence(set) if mask & set != 0 && ep.silent => {
+                    self.episode = None;
+                }
                 EpisodeKind::Absence(set) if mask & set != 0 => {
                     let ep_id = ep.id;
                     self.episode = None;
@@ -951,38 +999,38 @@ impl LinearState {
         }
         let last = &alt.steps[alt.steps.len() - 1];
         let id = next_seed(&mut self.last_seed, r.start);
+        let limited = rate_limited(ctx, self.last_emit, t, None);
         if last.repeat.is_some() {
             let set = alt.steps.iter().fold(0, |acc, s| acc | s.set);
             let events = r.events();
-            emit(
-                ctx,
-                key,
-                id,
-                AlertState::Firing,
-                t,
-                events.clone(),
-                None,
-                counters,
-                out,
-            );
+            if limited {
+                counters.suppressed += 1;
+            } else {
+                emit(
+                    ctx,
+                    key,
+                    id,
+                    AlertState::Firing,
+                    t,
+                    events.clone(),
+                    None,
+                    counters,
+                    out,
+                );
+                self.last_emit = Some(t);
+            }
             self.episode = Some(Box::new(Episode {
                 id,
                 kind: EpisodeKind::Closure(set),
                 last: t,
                 events,
+                silent: limited,
             }));
             return;
         }
-        if let Trigger::Every(period) = ctx.rule.trigger {
-            // DESIGN: no period, or one longer than the window, means the window.
-            let period = match (period, ctx.wmax()) {
-                (Some(p), Some(w)) => p.min(w),
-                (p, w) => p.or(w).unwrap_or(Duration::ZERO),
-            };
-            if self.last_emit.is_some_and(|l| t < l.add(period)) {
-                counters.suppressed += 1;
-                return;
-            }
+        if limited {
+            counters.suppressed += 1;
+            return;
         }
         self.last_emit = Some(t);
         emit(
@@ -1027,23 +1075,34 @@ impl LinearState {
                 .as_ref()
                 .map_or(0, |e| e.set);
             let id = next_seed(&mut self.last_seed, w.deadline);
-            let reason = (w.deadline < ctx.outage_until).then_some("outage");
-            emit(
-                ctx,
-                key,
-                id,
-                AlertState::Firing,
-                w.deadline,
-                w.events.clone(),
-                reason,
-                counters,
-                out,
-            );
+            let for_ = alts[w.alt as usize]
+                .end_absent
+                .as_ref()
+                .and_then(|e| e.for_);
+            let silent = rate_limited(ctx, self.last_emit, w.deadline, for_);
+            if silent {
+                counters.suppressed += 1;
+            } else {
+                let reason = (w.deadline < ctx.outage_until).then_some("outage");
+                emit(
+                    ctx,
+                    key,
+                    id,
+                    AlertState::Firing,
+                    w.deadline,
+                    w.events.clone(),
+                    reason,
+                    counters,
+                    out,
+                );
+                self.last_emit = Some(w.deadline);
+            }
             self.episode = Some(Box::new(Episode {
                 id,
                 kind: EpisodeKind::Absence(set),
                 last: w.deadline,
                 events: w.events,
+                silent,
             }));
         }
         // A closure episode ends after a window of quiet.
@@ -1052,20 +1111,22 @@ impl LinearState {
             && ep.last.add(w) <= now
         {
             let at = ep.last.add(w);
-            let ep_id = ep.id;
+            let (ep_id, silent) = (ep.id, ep.silent);
             let events = ep.events.clone();
             self.episode = None;
-            emit(
-                ctx,
-                key,
-                ep_id,
-                AlertState::Resolved,
-                at,
-                events,
-                Some("episode_end"),
-                counters,
-                out,
-            );
+            if !silent {
+                emit(
+                    ctx,
+                    key,
+                    ep_id,
+                    AlertState::Resolved,
+                    at,
+                    events,
+                    Some("episode_end"),
+                    counters,
+                    out,
+                );
+            }
         }
         if let Some(w) = ctx.wmax() {
             self.expire(alts, now, w);

@@ -379,6 +379,73 @@ fn trigger_every_rate_limits_per_group() {
     );
 }
 
+#[test]
+fn trigger_every_rate_limits_absence_episodes_too() {
+    // A flapping host: silent 60 s, back, silent again. With `every = 600` the group alerts at
+    // most once per 10 minutes; an episode opened inside the period is neither fired nor
+    // resolved (and counted as suppressed); another host has its own period.
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).every(Some(600));
+    check(
+        vec![r],
+        "hb:h@0 hb:g@0 tick@100 hb:h@100 tick@200 hb:h@200 hb:g@200 tick@300 hb:h@300 \
+         tick@700 hb:h@700 end@800",
+        // h's later silences (160, 260, 360) fall inside the period of its alert at 60; the one
+        // after 700 does not.
+        &[
+            "firing g @60",
+            "firing h @60",
+            "resolved h @100",
+            "resolved g @200",
+            "firing h @760",
+        ],
+    );
+    // Without a trigger every episode alerts.
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60)));
+    check(
+        vec![r],
+        "hb:h@0 tick@100 hb:h@100 tick@200 hb:h@200 end@230",
+        &[
+            "firing h @60",
+            "resolved h @100",
+            "firing h @160",
+            "resolved h @200",
+        ],
+    );
+}
+
+#[test]
+fn trigger_every_rate_limits_silent_agents_and_closures_only_by_their_window() {
+    // Bursts of 2 within 30 s, each an episode ending after 30 s of quiet. The period is
+    // capped by the window (DESIGN: longer than the window means the window), and an episode
+    // ends only after a window of quiet, so closure episodes always alert.
+    let r = rule("burst", &["f"], rep(ev(0), 2, None))
+        .within(30)
+        .every(Some(60));
+    check(
+        vec![r],
+        "f:x@0 f:x@1 tick@40 f:x@50 f:x@51 end@100",
+        &[
+            "firing x @1",
+            "resolved x @31 (episode_end)",
+            "firing x @51",
+            "resolved x @81 (episode_end)",
+        ],
+    );
+    // Traffic without logs: `seq(flow, absent(log) for 10)`; the second silence falls inside
+    // the 100 s period of the first alert.
+    let r = rule(
+        "silent",
+        &["flow", "log"],
+        seq(vec![ev(0), absent(ev(1), Some(10))]),
+    )
+    .every(Some(100));
+    check(
+        vec![r],
+        "flow:h@0 tick@20 log:h@20 flow:h@30 tick@50 log:h@50 flow:h@150 end@200",
+        &["firing h @10", "resolved h @20", "firing h @160"],
+    );
+}
+
 // ---- budgets ----
 
 #[test]
