@@ -19,6 +19,7 @@ use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::{Duration, Timestamp};
 
 use crate::flow::{FlowItem, FlowReader, table::FlowConfig};
+use crate::ingest::dedup::Dedup;
 use crate::ingest::input::{Inputs, open_inputs};
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
 use crate::rulefiles;
@@ -45,6 +46,11 @@ pub struct ReplayArgs {
     /// same.
     #[arg(long)]
     pub no_share: bool,
+    /// Drop a message that repeats, byte for byte, one read this long before it (a message
+    /// relayed twice, a packet captured twice), as the live agent's `[syslog] dedup_window`
+    /// does; `0s` keeps every line.
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub dedup_window: String,
     /// Input files: syslog or JSON-lines text (`-` is stdin), pcap or pcapng captures.
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
@@ -57,6 +63,8 @@ pub struct Summary {
     pub events: u64,
     /// Lines or datagrams that were not syslog.
     pub malformed: u64,
+    /// Exact duplicates dropped.
+    pub duplicates: u64,
     /// Late events (event-time rules).
     pub late: u64,
     /// Alert changes printed.
@@ -99,6 +107,8 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let year = args.year.map_or(Year::Resolve, Year::Fixed);
     let parser = SyslogParser::new(zone, year);
     let until = args.until.as_deref().map(parse_until).transpose()?;
+    let dedup = Duration::parse(&args.dedup_window)
+        .map_err(|e| anyhow::anyhow!("--dedup-window {}: {e}", args.dedup_window))?;
 
     let cfg = EngineConfig {
         share: !args.no_share,
@@ -107,7 +117,7 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut engine = Engine::new(&rules, cfg).context("building the engine")?;
     let mut sources = Vec::new();
     for p in &args.inputs {
-        sources.push(open_source(p, parser)?);
+        sources.push(open_source(p, parser, dedup)?);
     }
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -136,8 +146,13 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     } else {
         0.0
     };
+    let duplicates = match summary.duplicates {
+        0 => String::new(),
+        1 => ", 1 duplicate dropped".to_string(),
+        n => format!(", {n} duplicates dropped"),
+    };
     eprintln!(
-        "replay: {} events, {} malformed, {} late, {} alerts in {:.3}s ({:.0} events/s, {} predicate evaluations)",
+        "replay: {} events, {} malformed{duplicates}, {} late, {} alerts in {:.3}s ({:.0} events/s, {} predicate evaluations)",
         summary.events,
         summary.malformed,
         summary.late,
@@ -168,7 +183,8 @@ pub fn drive(
                 last_time = Some(last_time.map_or(ev.arrival, |t| t.max(ev.arrival)));
                 engine.push(ev, &mut alerts);
             }
-            Err(()) => summary.malformed += 1,
+            Err(Dropped::Malformed) => summary.malformed += 1,
+            Err(Dropped::Duplicate) => summary.duplicates += 1,
         }
         for a in alerts.drain(..) {
             summary.alerts += 1;
@@ -180,7 +196,8 @@ pub fn drive(
             pb.set_position(summary.events);
         }
     }
-    summary.malformed += merger.malformed_extra();
+    summary.malformed += merger.malformed;
+    summary.duplicates += merger.duplicates;
     let until = match until {
         Some(Until::At(t)) => Some(t),
         Some(Until::After(d)) => last_time.map(|t| t.add(d)),
@@ -232,8 +249,20 @@ pub fn parse_until(s: &str) -> anyhow::Result<Until> {
     }
 }
 
-/// One input, as a stream of events (or malformed markers).
-pub type Source = Box<dyn Iterator<Item = Result<Event, ()>>>;
+/// An input item that is not an event, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// Not syslog (or not a JSON event), or too long.
+    Malformed,
+    /// An exact duplicate within the dedup window.
+    Duplicate,
+}
+
+/// One input, as a stream of events (or markers of what was dropped).
+pub type Source = Box<dyn Iterator<Item = Result<Event, Dropped>>>;
+
+/// Messages a duplicate filter remembers (as the live agent's default `dedup_capacity`).
+const DEDUP_CAPACITY: usize = 65_536;
 
 fn is_capture(path: &Path) -> io::Result<bool> {
     if path == Path::new("-") {
@@ -249,20 +278,23 @@ fn is_capture(path: &Path) -> io::Result<bool> {
         ))
 }
 
-/// Opens one replay input: a capture (by its magic number) or a text file of lines.
-pub fn open_source(path: &Path, parser: SyslogParser) -> anyhow::Result<Source> {
+/// Opens one replay input: a capture (by its magic number) or a text file of lines; exact
+/// duplicates within `dedup` (syslog lines or datagrams from the same sender) are dropped.
+pub fn open_source(path: &Path, parser: SyslogParser, dedup: Duration) -> anyhow::Result<Source> {
     if is_capture(path).with_context(|| format!("cannot read {}", path.display()))? {
         let reader = FlowReader::open(path, FlowConfig::default())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let mut seen = Dedup::new(dedup, DEDUP_CAPACITY);
         return Ok(Box::new(reader.map(move |item| match item {
             FlowItem::Flow(ev) => Ok(ev),
             FlowItem::Syslog(d) => match parser.parse(&d.payload, d.time, Some(d.src)) {
+                Ok(_) if seen.seen(&d.payload, Some(d.src), d.time) => Err(Dropped::Duplicate),
                 Ok(mut ev) => {
                     // The capture's clock is the arrival; the message keeps its own stamp.
                     ev.arrival = d.time;
                     Ok(ev)
                 }
-                Err(_) => Err(()),
+                Err(_) => Err(Dropped::Malformed),
             },
         })));
     }
@@ -270,7 +302,8 @@ pub fn open_source(path: &Path, parser: SyslogParser) -> anyhow::Result<Source> 
     // (`--year` fixes the year instead, for replays that must not depend on the day).
     let reference = crate::flow::live::wall_clock();
     let inputs: Inputs = open_inputs(&[path.to_path_buf()], parser, reference)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .with_dedup(dedup, DEDUP_CAPACITY);
     Ok(lines_source(inputs))
 }
 
@@ -291,12 +324,13 @@ fn lines_source(inputs: Inputs) -> Source {
             // Recorded logs: a syslog line's own stamp is its arrival (set by the reader); a
             // JSON event keeps the arrival it states, even one before its stamp (a sender
             // whose clock runs ahead, which must not drag time forward).
+            Ok(_) if item.duplicate => Err(Dropped::Duplicate),
             Ok(ev) => Ok(ev),
-            Err(_) => Err(()),
+            Err(_) => Err(Dropped::Malformed),
         },
         Err(e) => {
             tracing::warn!(error = %e, "input read error");
-            Err(())
+            Err(Dropped::Malformed)
         }
     }))
 }
@@ -305,7 +339,9 @@ fn lines_source(inputs: Inputs) -> Source {
 pub struct Merger {
     sources: Vec<Source>,
     heads: Vec<Option<Event>>,
+    /// Dropped items of the sources read ahead while merging.
     malformed: u64,
+    duplicates: u64,
 }
 
 impl Merger {
@@ -316,18 +352,16 @@ impl Merger {
             sources,
             heads,
             malformed: 0,
+            duplicates: 0,
         }
-    }
-
-    fn malformed_extra(&self) -> u64 {
-        self.malformed
     }
 
     fn fill(&mut self, i: usize) {
         while self.heads[i].is_none() {
             match self.sources[i].next() {
                 Some(Ok(ev)) => self.heads[i] = Some(ev),
-                Some(Err(())) => self.malformed += 1,
+                Some(Err(Dropped::Malformed)) => self.malformed += 1,
+                Some(Err(Dropped::Duplicate)) => self.duplicates += 1,
                 None => return,
             }
         }
@@ -335,7 +369,7 @@ impl Merger {
 }
 
 impl Iterator for Merger {
-    type Item = Result<Event, ()>;
+    type Item = Result<Event, Dropped>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.sources.len() == 1 {

@@ -528,3 +528,47 @@ fn an_event_stamped_ahead_of_its_arrival_cannot_drag_time_forward() {
     // b last spoke at its arrival (00:00:10); a at 00:01:30, so it never missed 60 s before.
     assert_eq!(times("hb"), vec![at("b", "00:01:10"), at("a", "00:02:30")]);
 }
+
+/// A line repeated byte for byte within the dedup window (a message relayed twice) is dropped
+/// and counted before any rule sees it, as in the live agent; `--dedup-window 0s` keeps it.
+#[test]
+fn exact_duplicates_are_dropped_before_the_rules() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("replay-dedup");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("two.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"two\"\nseverity = \"low\"\n\
+         events.a = 'syslog and app == \"a\"'\npattern = \"a{2}\"\n",
+    )
+    .unwrap();
+    let log = dir.join("relayed.log");
+    std::fs::write(
+        &log,
+        "Dec 10 10:00:00 web-1 a[1]: same\nDec 10 10:00:00 web-1 a[1]: same\n",
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let out = cepheus()
+            .args(["replay", "--year", "2024", "--rules"])
+            .arg(&rules)
+            .arg(&log)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        (
+            alerts_of(&String::from_utf8_lossy(&out.stdout)).len(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (alerts, stderr) = run(&[]);
+    assert_eq!(alerts, 0, "{stderr}");
+    assert!(
+        stderr.contains("1 events, 0 malformed, 1 duplicate dropped"),
+        "{stderr}"
+    );
+    let (alerts, stderr) = run(&["--dedup-window", "0s"]);
+    assert_eq!(alerts, 1, "{stderr}");
+    assert!(stderr.contains("2 events, 0 malformed, 0 late"), "{stderr}");
+}

@@ -435,7 +435,8 @@ fn syslog_replay_inputs_read_the_corpus() {
         Counters {
             read: 2029,
             malformed: 29,
-            oversized: 0
+            oversized: 0,
+            duplicates: 0,
         }
     );
 }

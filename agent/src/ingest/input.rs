@@ -18,9 +18,10 @@ use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use cepheus_core::event::Event;
-use cepheus_core::time::Timestamp;
+use cepheus_core::time::{Duration, Timestamp};
 
 use super::Malformed;
+use super::dedup::Dedup;
 use super::jsonl::parse_json_event;
 use super::syslog::SyslogParser;
 
@@ -36,6 +37,8 @@ pub struct InputItem {
     pub source_name: String,
     /// 1-based line number within that source.
     pub line_no: u64,
+    /// The line repeats one read within the dedup window (see [`Inputs::with_dedup`]).
+    pub duplicate: bool,
 }
 
 /// Counts of what the reader has seen so far (for replay's summary and metrics).
@@ -47,6 +50,8 @@ pub struct Counters {
     pub malformed: u64,
     /// Lines longer than the cap.
     pub oversized: u64,
+    /// Exact duplicates dropped (see [`Inputs::with_dedup`]).
+    pub duplicates: u64,
 }
 
 /// An input could not be opened or read (replay stops: this is not a bad line).
@@ -68,6 +73,7 @@ pub struct Inputs {
     last_time: Timestamp,
     max_line: usize,
     counters: Counters,
+    dedup: Option<Dedup>,
     buf: Vec<u8>,
 }
 
@@ -109,7 +115,16 @@ impl Inputs {
             max_line: MAX_LINE,
             counters: Counters::default(),
             buf: Vec::new(),
+            dedup: None,
         }
+    }
+
+    /// Marks lines that repeat, byte for byte, a line read within `window` before them (by
+    /// the events' arrival), as the live agent drops duplicates (DESIGN.md, "Event
+    /// filtering"). At most `capacity` lines are remembered.
+    pub fn with_dedup(mut self, window: Duration, capacity: usize) -> Self {
+        self.dedup = Some(Dedup::new(window, capacity));
+        self
     }
 
     /// Sets the cap on one line in bytes (at least 1).
@@ -215,15 +230,23 @@ impl Iterator for Inputs {
             } else {
                 self.parse_line(&buf)
             };
+            let duplicate = match (&event, &mut self.dedup) {
+                (Ok(e), Some(d)) => d.seen(&buf, None, e.arrival),
+                _ => false,
+            };
             self.buf = buf;
             match &event {
                 Ok(e) => self.last_time = e.time,
                 Err(_) => self.counters.malformed += 1,
             }
+            if duplicate {
+                self.counters.duplicates += 1;
+            }
             return Some(Ok(InputItem {
                 event,
                 source_name,
                 line_no,
+                duplicate,
             }));
         }
     }
@@ -293,9 +316,30 @@ mod tests {
             Counters {
                 read: 2,
                 malformed: 1,
-                oversized: 1
+                oversized: 1,
+                duplicates: 0,
             }
         );
+    }
+
+    #[test]
+    fn repeated_lines_within_the_window_are_marked_duplicate() {
+        let text = "<13>1 2026-01-01T00:00:00Z h a - - - same\n\
+                    <13>1 2026-01-01T00:00:01Z h a - - - same\n\
+                    <13>1 2026-01-01T00:00:01Z h a - - - same\n\
+                    <13>1 2026-01-01T00:00:01Z h a - - - other\n\
+                    <13>1 2026-01-01T00:00:01Z h a - - - same\n\
+                    <13>1 2026-01-01T00:00:09Z h a - - - same\n";
+        let reader: Box<dyn BufRead + Send> = Box::new(Cursor::new(text.as_bytes().to_vec()));
+        let inputs = Inputs::from_readers(
+            vec![("t".into(), reader)],
+            SyslogParser::default(),
+            Timestamp(0),
+        )
+        .with_dedup(Duration::from_secs(2), 16);
+        let dups: Vec<bool> = inputs.map(|i| i.unwrap().duplicate).collect();
+        // The stamps differ for the second line (not the same bytes); 8 s later is new again.
+        assert_eq!(dups, [false, false, true, false, true, false]);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! inputs ([`input`]). Bad input never panics and is never dropped silently: it becomes a
 //! [`Malformed`] value that the caller counts and sets aside.
 
+pub mod dedup;
 pub mod input;
 pub mod jsonl;
 pub mod syslog;

@@ -20,10 +20,11 @@ use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::counters::{IngestCounters, Limits, bump};
 use super::framing::{Frame, Framer};
-use super::route::{Dedup, RoutePlan};
+use super::route::RoutePlan;
 use super::shard::Batch;
 use crate::flow::live::wall_clock;
 use crate::ingest::Malformed;
+use crate::ingest::dedup::Dedup;
 use crate::ingest::syslog::SyslogParser;
 
 /// Most deliveries per batch to one shard.

@@ -1,7 +1,7 @@
-//! Routing: which CEP shard owns which (rule, group), and the duplicate filter.
+//! Routing: which CEP shard owns which (rule, group).
 //!
 //! Pure code (no actors, no clock): the ingest side calls [`RoutePlan::route`] for every
-//! parsed event and [`Dedup::seen`] for every message, and tests call them directly.
+//! parsed event (and `ingest::dedup` for every message first), and tests call it directly.
 //!
 //! # Ownership
 //!
@@ -18,14 +18,8 @@
 //! receives an event once if it owns any group the event concerns, and its engine ignores the
 //! groups it does not own, so each (rule, group) lives on exactly one shard.
 
-use std::collections::HashMap;
-use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hash, Hasher};
-use std::net::IpAddr;
-
 use cepheus_core::engine::{Engine, EngineConfig, Partition};
 use cepheus_core::rules::ir::RuleSet;
-use cepheus_core::time::{Duration, Timestamp};
 
 /// The routing table of one rule set over a number of shards: which shard owns which
 /// (rule, group) is [`Partition::owner`] in core, the same function the shards' engines use.
@@ -92,84 +86,12 @@ impl RoutePlan {
     }
 }
 
-/// Drops exact duplicates (same bytes from the same peer) seen within a window.
-///
-/// Bounded: at most `capacity` messages are remembered (a ring of their hashes in arrival
-/// order plus a count per hash); older ones are forgotten first, so under a flood of unique
-/// messages the filter degrades to "no duplicate found", never to unbounded memory. A hash
-/// collision (64 bits) could drop a distinct message: about one in 10^14 at full capacity.
-#[derive(Debug)]
-pub struct Dedup {
-    window: Duration,
-    capacity: usize,
-    ring: VecDeque<(u64, Timestamp)>,
-    counts: HashMap<u64, u32>,
-    /// Per-process random keys: a sender cannot craft messages that collide with others'.
-    state: std::collections::hash_map::RandomState,
-}
-
-impl Dedup {
-    /// A filter remembering messages for `window`, at most `capacity` of them.
-    pub fn new(window: Duration, capacity: usize) -> Dedup {
-        Dedup {
-            window,
-            capacity: capacity.max(1),
-            ring: VecDeque::new(),
-            counts: HashMap::new(),
-            state: std::collections::hash_map::RandomState::new(),
-        }
-    }
-
-    /// Whether the filter is on.
-    pub fn enabled(&self) -> bool {
-        self.window.0 > 0
-    }
-
-    /// Messages remembered.
-    pub fn len(&self) -> usize {
-        self.ring.len()
-    }
-
-    /// Whether nothing is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.ring.is_empty()
-    }
-
-    /// Records a message; `true` when the same bytes came from the same peer within the
-    /// window (the message is a duplicate and must be dropped).
-    pub fn seen(&mut self, bytes: &[u8], peer: Option<IpAddr>, now: Timestamp) -> bool {
-        if !self.enabled() {
-            return false;
-        }
-        let cutoff = now.sub(self.window);
-        while let Some(&(h, t)) = self.ring.front() {
-            if t >= cutoff && self.ring.len() < self.capacity {
-                break;
-            }
-            self.ring.pop_front();
-            if let Some(c) = self.counts.get_mut(&h) {
-                *c -= 1;
-                if *c == 0 {
-                    self.counts.remove(&h);
-                }
-            }
-        }
-        let mut hasher = self.state.build_hasher();
-        peer.hash(&mut hasher);
-        bytes.hash(&mut hasher);
-        let h = hasher.finish();
-        let dup = self.counts.contains_key(&h);
-        self.ring.push_back((h, now));
-        *self.counts.entry(h).or_insert(0) += 1;
-        dup
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use cepheus_core::rules::compile_str;
+    use cepheus_core::time::Timestamp;
 
     fn rules(text: &str) -> RuleSet {
         let c = compile_str("t.toml", text);
@@ -262,25 +184,5 @@ pattern = "hb{3,} within 1m"
         let (a, b) = (plan.shard_rule_names(0), plan.shard_rule_names(1));
         assert!(!a.is_empty() && !b.is_empty(), "{a:?} {b:?}");
         assert_eq!(a.len() + b.len(), 20);
-    }
-
-    #[test]
-    fn dedup_window_and_bound() {
-        let peer: Option<IpAddr> = "10.0.0.1".parse().ok();
-        let other: Option<IpAddr> = "10.0.0.2".parse().ok();
-        let mut d = Dedup::new(Duration::from_secs(2), 4);
-        let t = Timestamp::from_secs(100);
-        assert!(!d.seen(b"m", peer, t));
-        assert!(d.seen(b"m", peer, t.add(Duration::from_secs(1))));
-        assert!(!d.seen(b"m", other, t.add(Duration::from_secs(1))));
-        // Outside the window: new again.
-        assert!(!d.seen(b"m", peer, t.add(Duration::from_secs(10))));
-        for i in 0..100u32 {
-            d.seen(&i.to_le_bytes(), peer, t.add(Duration::from_secs(10)));
-        }
-        assert!(d.len() <= 4);
-        let mut off = Dedup::new(Duration::ZERO, 4);
-        assert!(!off.seen(b"m", peer, t));
-        assert!(!off.seen(b"m", peer, t));
     }
 }
