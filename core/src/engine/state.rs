@@ -466,7 +466,7 @@ impl Group {
     ) {
         self.last_activity = self.last_activity.max(t);
         counters.matched += 1;
-        let key = self.key.clone();
+        let key = &self.key;
         match (&mut self.state, ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => {
                 if mask & set == 0 {
@@ -478,7 +478,7 @@ impl Group {
                 {
                     emit(
                         ctx,
-                        &key,
+                        key,
                         ep.id,
                         AlertState::Resolved,
                         t,
@@ -490,7 +490,7 @@ impl Group {
                 }
             }
             (GroupState::Linear(l), Plan::Linear { alts }) => {
-                l.on_event(ctx, alts, &key, t, mask, ev, id, counters, out);
+                l.on_event(ctx, alts, key, t, mask, ev, id, counters, out);
             }
             _ => {}
         }
@@ -509,7 +509,7 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) -> bool {
-        let key = self.key.clone();
+        let key = &self.key;
         let (GroupState::Absence(a), Plan::Absence { set, .. }) = (&mut self.state, ctx.plan)
         else {
             return false;
@@ -538,7 +538,7 @@ impl Group {
         }
         emit(
             ctx,
-            &key,
+            key,
             id,
             AlertState::Retracted,
             now,
@@ -558,7 +558,7 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) -> bool {
-        let key = self.key.clone();
+        let key = &self.key;
         match (&mut self.state, ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) if a.firing.is_none() => {
                 let deadline = a.watched_since(ctx).add(*for_);
@@ -573,7 +573,7 @@ impl Group {
                         let reason = (deadline < ctx.outage_until).then_some("outage");
                         emit(
                             ctx,
-                            &key,
+                            key,
                             id,
                             AlertState::Firing,
                             deadline,
@@ -594,7 +594,7 @@ impl Group {
                 }
             }
             (GroupState::Linear(l), Plan::Linear { alts }) => {
-                l.on_timer(ctx, alts, &key, now, counters, out)
+                l.on_timer(ctx, alts, key, now, counters, out)
             }
             _ => {}
         }
@@ -615,7 +615,7 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) {
-        let key = self.key.clone();
+        let key = &self.key;
         let firing = match &mut self.state {
             GroupState::Absence(a) => a.firing.take(),
             GroupState::Linear(l) => l.episode.take(),
@@ -625,7 +625,7 @@ impl Group {
         {
             emit(
                 ctx,
-                &key,
+                key,
                 ep.id,
                 AlertState::Resolved,
                 at,
