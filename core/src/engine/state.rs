@@ -305,10 +305,11 @@ pub struct Episode {
     /// Absence: the fired deadline. Closure: the time of the last extending event.
     last: Timestamp,
     events: Vec<Arc<Event>>,
-    /// Opened within the rule's `trigger = { every = .. }` period of the group's last alert:
-    /// tracked, but neither its firing nor its end is emitted.
+    /// An absence that began within the rule's `trigger = { every = .. }` period of the
+    /// group's last alert is held back until that period ends: it fires then if it is still
+    /// open, and ends unseen (counted as suppressed) if it closes before.
     #[serde(default)]
-    silent: bool,
+    held_until: Option<Timestamp>,
 }
 
 /// The state of one group of an absence-only rule.
@@ -419,15 +420,15 @@ impl Group {
         match &self.state {
             GroupState::Absence(_) => 0,
             GroupState::Linear(l) => {
-                let live = match ctx.wmax() {
-                    Some(w) => {
+                let live = match (ctx.wmax(), ctx.plan) {
+                    (Some(w), Plan::Linear { alts }) => {
                         let horizon = now.sub(w);
                         l.runs
                             .iter()
-                            .filter(|r| r.items.iter().any(|i| i.time >= horizon))
+                            .filter(|r| r.live(&alts[r.alt as usize], horizon))
                             .count()
                     }
-                    None => l.runs.len(),
+                    _ => l.runs.len(),
                 };
                 live + l.waits.len()
             }
@@ -473,9 +474,11 @@ impl Group {
                     return;
                 }
                 a.last_seen = Some(a.last_seen.map_or(t, |s| s.max(t)));
-                if let Some(ep) = a.firing.take()
-                    && !ep.silent
-                {
+                if let Some(ep) = a.firing.take() {
+                    if ep.held_until.is_some() {
+                        counters.suppressed += 1;
+                        return;
+                    }
                     emit(
                         ctx,
                         key,
@@ -530,12 +533,15 @@ impl Group {
         if t <= base || t >= ep.last {
             return false;
         }
-        let (id, silent) = (ep.id, ep.silent);
+        let (id, held) = (ep.id, ep.held_until.is_some());
         a.firing = None;
         a.last_seen = Some(t);
-        if silent {
+        if held {
+            counters.suppressed += 1;
             return true;
         }
+        // A withdrawn alert does not count against the trigger's period.
+        a.last_fired = None;
         emit(
             ctx,
             key,
@@ -560,16 +566,14 @@ impl Group {
     ) -> bool {
         let key = &self.key;
         match (&mut self.state, ctx.plan) {
-            (GroupState::Absence(a), Plan::Absence { for_, .. }) if a.firing.is_none() => {
+            (GroupState::Absence(a), Plan::Absence { for_, .. }) => {
                 let deadline = a.watched_since(ctx).add(*for_);
-                if deadline <= now {
+                if a.firing.is_none() && deadline <= now {
                     // A lone absence's episodes never share a start: each next deadline is
                     // after the event that ended the previous one.
                     let id = (deadline, 0);
-                    let silent = rate_limited(ctx, a.last_fired, deadline, Some(*for_));
-                    if silent {
-                        counters.suppressed += 1;
-                    } else {
+                    let held_until = held_until(ctx, a.last_fired, deadline, Some(*for_));
+                    if held_until.is_none() {
                         let reason = (deadline < ctx.outage_until).then_some("outage");
                         emit(
                             ctx,
@@ -589,8 +593,28 @@ impl Group {
                         kind: EpisodeKind::Absence(0),
                         last: deadline,
                         events: Vec::new(),
-                        silent,
+                        held_until,
                     }));
+                }
+                // A held-back absence still open when the period ends fires then.
+                if let Some(ep) = a.firing.as_mut()
+                    && let Some(at) = ep.held_until
+                    && at <= now
+                {
+                    ep.held_until = None;
+                    a.last_fired = Some(at);
+                    let reason = (at < ctx.outage_until).then_some("outage");
+                    emit(
+                        ctx,
+                        key,
+                        ep.id,
+                        AlertState::Firing,
+                        at,
+                        Vec::new(),
+                        reason,
+                        counters,
+                        out,
+                    );
                 }
             }
             (GroupState::Linear(l), Plan::Linear { alts }) => {
@@ -620,9 +644,9 @@ impl Group {
             GroupState::Absence(a) => a.firing.take(),
             GroupState::Linear(l) => l.episode.take(),
         };
-        if let Some(ep) = firing
-            && !ep.silent
-        {
+        if firing.as_ref().is_some_and(|ep| ep.held_until.is_some()) {
+            counters.suppressed += 1;
+        } else if let Some(ep) = firing {
             emit(
                 ctx,
                 key,
@@ -642,13 +666,10 @@ impl Group {
     pub fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
         let forget = (!self.expected).then(|| self.last_activity.add(ctx.rule.forget_after));
         let own = match (&self.state, ctx.plan) {
-            (GroupState::Absence(a), Plan::Absence { for_, .. }) => {
-                if a.firing.is_none() {
-                    Some(a.watched_since(ctx).add(*for_))
-                } else {
-                    None
-                }
-            }
+            (GroupState::Absence(a), Plan::Absence { for_, .. }) => match &a.firing {
+                None => Some(a.watched_since(ctx).add(*for_)),
+                Some(ep) => ep.held_until,
+            },
             (GroupState::Linear(l), Plan::Linear { .. }) => l.next_wake(ctx),
             _ => None,
         };
@@ -672,14 +693,16 @@ fn every_period(ctx: &RuleCtx<'_>, fallback: Option<Duration>) -> Option<Duratio
     })
 }
 
-/// Whether an alert at `t` falls within the rate-limit period of the group's last one.
-fn rate_limited(
+/// When an episode beginning at `t` may be alerted, if the rate limit holds it back: the end
+/// of the period of the group's last alert, when `t` falls within it.
+fn held_until(
     ctx: &RuleCtx<'_>,
     last: Option<Timestamp>,
     t: Timestamp,
     fallback: Option<Duration>,
-) -> bool {
-    every_period(ctx, fallback).is_some_and(|p| last.is_some_and(|l| t < l.add(p)))
+) -> Option<Timestamp> {
+    let until = last?.add(every_period(ctx, fallback)?);
+    (t < until).then_some(until)
 }
 
 fn effective_count(r: &Run, step: &Step) -> u32 {
@@ -730,6 +753,16 @@ impl Run {
         self.pos == 0 && self.count > 0 && alt.steps[0].repeat.is_some()
     }
 
+    /// Whether the run survives expiry at `horizon` (the window's start): what
+    /// [`LinearState::expire`] keeps.
+    fn live(&self, alt: &Alt, horizon: Timestamp) -> bool {
+        if self.is_collector(alt) {
+            self.items.iter().any(|i| i.time >= horizon)
+        } else {
+            self.start >= horizon
+        }
+    }
+
     fn events(&self) -> Vec<Arc<Event>> {
         let skip = self.items.len().saturating_sub(MAX_ALERT_EVENTS);
         self.items.iter().skip(skip).map(|i| i.ev.clone()).collect()
@@ -767,8 +800,9 @@ impl LinearState {
         // A. An open episode: an absence resolves, a closure extends.
         if let Some(ep) = &mut self.episode {
             match ep.kind {
-                EpisodeKind::Absence(set) if mask & set != 0 && ep.silent => {
+                EpisodeKind::Absence(set) if mask & set != 0 && ep.held_until.is_some() => {
                     self.episode = None;
+                    counters.suppressed += 1;
                 }
                 EpisodeKind::Absence(set) if mask & set != 0 => {
                     let ep_id = ep.id;
@@ -999,36 +1033,32 @@ impl LinearState {
         }
         let last = &alt.steps[alt.steps.len() - 1];
         let id = next_seed(&mut self.last_seed, r.start);
-        let limited = rate_limited(ctx, self.last_emit, t, None);
         if last.repeat.is_some() {
+            // A closure episode is one alert already, ended by a window of quiet: not
+            // rate-limited.
             let set = alt.steps.iter().fold(0, |acc, s| acc | s.set);
             let events = r.events();
-            if limited {
-                counters.suppressed += 1;
-            } else {
-                emit(
-                    ctx,
-                    key,
-                    id,
-                    AlertState::Firing,
-                    t,
-                    events.clone(),
-                    None,
-                    counters,
-                    out,
-                );
-                self.last_emit = Some(t);
-            }
+            emit(
+                ctx,
+                key,
+                id,
+                AlertState::Firing,
+                t,
+                events.clone(),
+                None,
+                counters,
+                out,
+            );
             self.episode = Some(Box::new(Episode {
                 id,
                 kind: EpisodeKind::Closure(set),
                 last: t,
                 events,
-                silent: limited,
+                held_until: None,
             }));
             return;
         }
-        if limited {
+        if held_until(ctx, self.last_emit, t, None).is_some() {
             counters.suppressed += 1;
             return;
         }
@@ -1079,10 +1109,8 @@ impl LinearState {
                 .end_absent
                 .as_ref()
                 .and_then(|e| e.for_);
-            let silent = rate_limited(ctx, self.last_emit, w.deadline, for_);
-            if silent {
-                counters.suppressed += 1;
-            } else {
+            let held_until = held_until(ctx, self.last_emit, w.deadline, for_);
+            if held_until.is_none() {
                 let reason = (w.deadline < ctx.outage_until).then_some("outage");
                 emit(
                     ctx,
@@ -1102,8 +1130,28 @@ impl LinearState {
                 kind: EpisodeKind::Absence(set),
                 last: w.deadline,
                 events: w.events,
-                silent,
+                held_until,
             }));
+        }
+        // A held-back absence still open when the period ends fires then.
+        if let Some(ep) = self.episode.as_mut()
+            && let Some(at) = ep.held_until
+            && at <= now
+        {
+            ep.held_until = None;
+            self.last_emit = Some(at);
+            let reason = (at < ctx.outage_until).then_some("outage");
+            emit(
+                ctx,
+                key,
+                ep.id,
+                AlertState::Firing,
+                at,
+                ep.events.clone(),
+                reason,
+                counters,
+                out,
+            );
         }
         // A closure episode ends after a window of quiet.
         if let (Some(ep), Some(w)) = (&self.episode, ctx.wmax())
@@ -1111,22 +1159,20 @@ impl LinearState {
             && ep.last.add(w) <= now
         {
             let at = ep.last.add(w);
-            let (ep_id, silent) = (ep.id, ep.silent);
+            let ep_id = ep.id;
             let events = ep.events.clone();
             self.episode = None;
-            if !silent {
-                emit(
-                    ctx,
-                    key,
-                    ep_id,
-                    AlertState::Resolved,
-                    at,
-                    events,
-                    Some("episode_end"),
-                    counters,
-                    out,
-                );
-            }
+            emit(
+                ctx,
+                key,
+                ep_id,
+                AlertState::Resolved,
+                at,
+                events,
+                Some("episode_end"),
+                counters,
+                out,
+            );
         }
         if let Some(w) = ctx.wmax() {
             self.expire(alts, now, w);
@@ -1138,6 +1184,9 @@ impl LinearState {
         let mut consider = |t: Timestamp| wake = Some(wake.map_or(t, |w| w.min(t)));
         for w in &self.waits {
             consider(w.deadline);
+        }
+        if let Some(at) = self.episode.as_ref().and_then(|e| e.held_until) {
+            consider(at);
         }
         if let Some(w) = ctx.wmax() {
             if let Some(ep) = &self.episode

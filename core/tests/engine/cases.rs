@@ -382,21 +382,25 @@ fn trigger_every_rate_limits_per_group() {
 #[test]
 fn trigger_every_rate_limits_absence_episodes_too() {
     // A flapping host: silent 60 s, back, silent again. With `every = 600` the group alerts at
-    // most once per 10 minutes; an episode opened inside the period is neither fired nor
-    // resolved (and counted as suppressed); another host has its own period.
+    // most once per 10 minutes: an absence beginning inside the period is held back, ends
+    // unseen if the host comes back before the period ends, and fires when it ends if not;
+    // another host has its own period.
     let r = rule("hb", &["hb"], absent(ev(0), Some(60))).every(Some(600));
     check(
         vec![r],
         "hb:h@0 hb:g@0 tick@100 hb:h@100 tick@200 hb:h@200 hb:g@200 tick@300 hb:h@300 \
          tick@700 hb:h@700 end@800",
-        // h's later silences (160, 260, 360) fall inside the period of its alert at 60; the one
-        // after 700 does not.
+        // h's silences at 160 and 260 end unseen; the one from 360 is still open at 660 (the
+        // period's end) and fires then; g, silent from 200, too. The one after 700 is held
+        // until 1260, past the end.
         &[
             "firing g @60",
             "firing h @60",
             "resolved h @100",
             "resolved g @200",
-            "firing h @760",
+            "firing g @660",
+            "firing h @660",
+            "resolved h @700",
         ],
     );
     // Without a trigger every episode alerts.
@@ -444,6 +448,68 @@ fn trigger_every_rate_limits_silent_agents_and_closures_only_by_their_window() {
         "flow:h@0 tick@20 log:h@20 flow:h@30 tick@50 log:h@50 flow:h@150 end@200",
         &["firing h @10", "resolved h @20", "firing h @160"],
     );
+}
+
+#[test]
+fn a_held_back_absence_fires_when_the_period_ends() {
+    // The host goes silent at 12, inside the minute after its alert at 10: no alert yet, but
+    // it is still silent when the minute ends, so it fires then (not never).
+    let r = rule("hb", &["hb"], absent(ev(0), Some(10))).every(Some(60));
+    check(
+        vec![r],
+        "hb:h@0 tick@11 hb:h@12 end@200",
+        &["firing h @10", "resolved h @12", "firing h @70"],
+    );
+}
+
+#[test]
+fn a_retracted_alert_does_not_hold_back_the_next() {
+    // The absence fired at 10 is retracted by a late heartbeat stamped 8; the absence re-armed
+    // from it fires at 18 although that is inside the minute after the withdrawn alert.
+    let r = rule("hb", &["hb"], absent(ev(0), Some(10)))
+        .every(Some(60))
+        .expect(&["h"])
+        .event_time(0, 30);
+    check(
+        vec![r],
+        "hb:h@0 other:z@11 hb:h@8/12 end@100",
+        &[
+            "firing h @10",
+            "retracted h @12 (late_event)",
+            "firing h @18",
+        ],
+    );
+}
+
+#[test]
+fn a_closure_alternative_is_not_held_back_by_another_alternatives_alert() {
+    // `or(x, y{3,})`: x alerts at 0; the burst of y from 1 is its own episode and alerts,
+    // although within the 5 s period of x's alert.
+    let r = rule("mixed", &["x", "y"], or(vec![ev(0), rep(ev(1), 3, None)]))
+        .within(10)
+        .every(Some(5));
+    check(
+        vec![r],
+        "x:h@0 y:h@1 y:h@2 y:h@3 y:h@6 y:h@9 end@60",
+        &["firing h @0", "firing h @3", "resolved h @19 (episode_end)"],
+    );
+}
+
+#[test]
+fn a_run_that_can_no_longer_complete_is_not_counted() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    let rules = set(vec![
+        rule("abc", &["a", "b", "c"], seq(vec![ev(0), ev(1), ev(2)])).within(10),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("a:h@0 b:h@8 tick@9"), &mut out);
+    assert_eq!(e.stats()[0].partial_matches, 1);
+    // It started at 0: past 10 it cannot complete, though its last event is recent.
+    run_on(&mut e, parse_script("tick@15"), &mut out);
+    assert_eq!(e.stats()[0].partial_matches, 0);
+    run_on(&mut e, parse_script("c:h@15"), &mut out);
+    assert!(out.is_empty());
 }
 
 // ---- budgets ----
