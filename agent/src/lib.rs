@@ -7,6 +7,7 @@
 //! link the same code the binary runs.
 
 pub mod flow;
+pub mod groups_cmd;
 pub mod ingest;
 pub mod replay;
 pub mod rulefiles;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use cepheus_agent::{flow, replay, rules_cmd, rules_graph, rules_test, run};
+use cepheus_agent::{flow, groups_cmd, replay, rules_cmd, rules_graph, rules_test, run};
 
 /// cepheus: a network security monitoring appliance (syslog + flows + CEP rules).
 #[derive(Parser, Debug)]
@@ -35,6 +35,11 @@ enum Command {
     },
     /// Run the rules over syslog files and captures as fast as possible; alerts as JSON lines.
     Replay(replay::ReplayArgs),
+    /// Act on the groups of a running agent (`forget RULE KEY` retires one by hand).
+    Groups {
+        #[command(subcommand)]
+        command: groups_cmd::GroupsCommand,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -59,5 +64,6 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(args),
         Command::Run(args) => run::run(args),
         Command::Config { command } => run::config_cmd(command),
+        Command::Groups { command } => groups_cmd::run(command),
     }
 }

@@ -614,3 +614,72 @@ fn api_token_guards_stats_and_metrics() {
     assert!(get("/stats", Some(token)).starts_with("HTTP/1.1 200"));
     assert!(get("/metrics", Some(token)).starts_with("HTTP/1.1 200"));
 }
+
+/// `cepheus groups forget RULE KEY` against a running agent (two shards): the group's open
+/// alert is resolved with reason `forgotten` and its state dropped; an unknown group exits 1.
+#[test]
+fn groups_forget_retires_a_group_of_the_running_agent() {
+    let dir = scratch("forget");
+    std::fs::write(
+        dir.join("rules/hb.toml"),
+        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+         events.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 1s\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "[engine]\nshards = 2\n");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(
+        b"<13>1 2026-11-30T10:00:00Z web-1 heartbeat - - - alive",
+        ("127.0.0.1", agent.port),
+    )
+    .unwrap();
+    let fired = agent.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "firing");
+    let forget = |key: &str| {
+        Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .args(["groups", "forget", "hb", key, "--config", "cepheus.toml"])
+            .current_dir(&agent.dir)
+            .output()
+            .unwrap()
+    };
+    let out = forget("web-1");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resolved = agent.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
+    assert_eq!(resolved["reason"], "forgotten");
+    assert_eq!(resolved["id"], fired["id"]);
+    let again = forget("web-1");
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("no group `web-1`"));
+    // Forgotten, it does not fire again (it would have, 1 s after being re-armed).
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(agent.alerts(|v| v["rule"] == "hb"), 2);
+}
+
+#[test]
+fn groups_forget_without_an_agent_says_so() {
+    let dir = scratch("forget-none");
+    let port = free_port();
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        format!("[api]\nlisten = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args([
+            "groups",
+            "forget",
+            "hb",
+            "web-1",
+            "--config",
+            "cepheus.toml",
+        ])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the agent's API"));
+}

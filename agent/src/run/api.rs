@@ -1,4 +1,5 @@
-//! The HTTP API: `GET /health`, `GET /stats` (JSON), `GET /metrics` (Prometheus text).
+//! The HTTP API: `GET /health`, `GET /stats` (JSON), `GET /metrics` (Prometheus text), and
+//! `POST /groups/forget` (`{"rule": .., "key": ..}`, what `cepheus groups forget` sends).
 //!
 //! `/metrics` is rendered by hand from the same snapshot as `/stats` rather than through the
 //! `metrics` facade and `metrics-exporter-prometheus`: every number already lives in one
@@ -17,7 +18,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 
 use super::counters::{IngestCounters, IngestSnapshot, SinkCounters, SinkSnapshot};
-use super::shard::{GetStats, Shard, ShardStats};
+use super::shard::{ForgetGroup, GetStats, Shard, ShardStats};
 
 /// What the API handlers read.
 pub struct ApiState {
@@ -281,6 +282,43 @@ fn esc(s: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// The body of `POST /groups/forget`.
+#[derive(Debug, serde::Deserialize)]
+struct ForgetRequest {
+    rule: String,
+    key: String,
+}
+
+/// Retires a group in whichever shard holds it: 200 `{"forgotten": true}`, or 404 when no
+/// shard holds such a group (unknown rule or key).
+async fn forget_group(
+    req: HttpRequest,
+    st: web::Data<ApiState>,
+    body: web::Json<ForgetRequest>,
+) -> HttpResponse {
+    if !st.authorized(&req) {
+        return unauthorized();
+    }
+    let mut forgotten = false;
+    for s in &st.shards {
+        let msg = ForgetGroup {
+            rule: body.rule.clone(),
+            key: body.key.clone(),
+        };
+        match s.send(msg).await {
+            Ok(f) => forgotten |= f,
+            Err(e) => tracing::warn!(error = %e, "shard did not answer"),
+        }
+    }
+    tracing::info!(rule = %body.rule, key = %body.key, forgotten, "groups forget");
+    let doc = serde_json::json!({ "rule": body.rule, "key": body.key, "forgotten": forgotten });
+    if forgotten {
+        HttpResponse::Ok().json(doc)
+    } else {
+        HttpResponse::NotFound().json(doc)
+    }
+}
+
 async fn health() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("ok\n")
 }
@@ -306,7 +344,8 @@ async fn metrics(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/health", web::get().to(health))
         .route("/stats", web::get().to(stats))
-        .route("/metrics", web::get().to(metrics));
+        .route("/metrics", web::get().to(metrics))
+        .route("/groups/forget", web::post().to(forget_group));
 }
 
 #[cfg(test)]

@@ -48,6 +48,18 @@ pub struct Reload(pub RuleSet);
 #[rtype(result = "ShardStats")]
 pub struct GetStats;
 
+/// Retire a group by hand (`cepheus groups forget RULE KEY`): the key as text, its values in
+/// `group_by` order, comma-separated. Answers whether this shard held the group; its open
+/// alert, if any, is resolved with reason `forgotten`.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct ForgetGroup {
+    /// The rule's name.
+    pub rule: String,
+    /// The group's key as text.
+    pub key: String,
+}
+
 /// What one shard reports.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ShardStats {
@@ -198,6 +210,24 @@ impl StreamHandler<Batch> for Shard {
         self.tick_now();
         self.probe = None;
         self.drained.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Handler<ForgetGroup> for Shard {
+    type Result = bool;
+
+    fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> bool {
+        let Some(e) = &mut self.engine else {
+            return false;
+        };
+        // Time has moved since the last tick: what was due fires first.
+        e.advance_to(wall_clock(), &mut self.out);
+        let forgotten = match e.find_group(&msg.rule, &msg.key) {
+            Some(key) => e.forget_group(&msg.rule, &key, &mut self.out),
+            None => false,
+        };
+        self.flush();
+        forgotten
     }
 }
 

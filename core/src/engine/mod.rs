@@ -1556,6 +1556,27 @@ impl Engine {
         self.hit_of = hit_of;
     }
 
+    /// The key of rule `rule`'s group written as `text` (its values in `group_by` order,
+    /// comma-separated, as in `expect`), if the rule holds such a group: how an operator
+    /// names a group by hand without knowing its values' types.
+    pub fn find_group(&self, rule: &str, text: &str) -> Option<Vec<Value>> {
+        let rt = self
+            .rts
+            .iter()
+            .find(|r| r.members.iter().any(|m| m.name == rule))?;
+        let want: Vec<&str> = if rt.rule.group_by.len() == 1 {
+            vec![text.trim()]
+        } else {
+            text.split(',').map(str::trim).collect()
+        };
+        rt.groups
+            .keys()
+            .find(|k| {
+                k.len() == want.len() && k.iter().zip(&want).all(|(v, w)| v.to_string() == *w)
+            })
+            .map(|k| k.to_vec())
+    }
+
     /// Retires a group by hand (`cepheus groups forget RULE KEY`): its open alert, if any, is
     /// resolved with reason `forgotten` (appended to `out`); returns whether it existed. An
     /// expected group comes back at the next reload that still lists it.

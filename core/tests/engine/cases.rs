@@ -685,7 +685,12 @@ fn forgetting_a_group_by_hand_resolves_its_alert() {
     let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
     let mut out = Vec::new();
     run_on(&mut e, parse_script("hb:web@0 tick@100"), &mut out);
+    // An operator names the group as text, as in `expect`.
+    assert_eq!(e.find_group("hb", " web "), Some(vec![Value::str("web")]));
+    assert_eq!(e.find_group("hb", "db"), None);
+    assert_eq!(e.find_group("nope", "web"), None);
     assert!(e.forget_group("hb", &[Value::str("web")], &mut out));
+    assert_eq!(e.find_group("hb", "web"), None);
     assert!(
         !e.forget_group("hb", &[Value::str("web")], &mut out),
         "already gone"
