@@ -312,6 +312,38 @@ pub struct Episode {
     held_until: Option<Timestamp>,
 }
 
+impl Episode {
+    /// A held-back absence still open when its period ends fires then (at that instant),
+    /// and counts as the group's last alert (`last`).
+    fn release(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        key: &GroupKey,
+        now: Timestamp,
+        last: &mut Option<Timestamp>,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
+        let Some(at) = self.held_until.filter(|&at| at <= now) else {
+            return;
+        };
+        self.held_until = None;
+        *last = Some(at);
+        let reason = (at < ctx.outage_until).then_some("outage");
+        emit(
+            ctx,
+            key,
+            self.id,
+            AlertState::Firing,
+            at,
+            self.events.clone(),
+            reason,
+            counters,
+            out,
+        );
+    }
+}
+
 /// The state of one group of an absence-only rule.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AbsenceState {
@@ -596,25 +628,8 @@ impl Group {
                         held_until,
                     }));
                 }
-                // A held-back absence still open when the period ends fires then.
-                if let Some(ep) = a.firing.as_mut()
-                    && let Some(at) = ep.held_until
-                    && at <= now
-                {
-                    ep.held_until = None;
-                    a.last_fired = Some(at);
-                    let reason = (at < ctx.outage_until).then_some("outage");
-                    emit(
-                        ctx,
-                        key,
-                        ep.id,
-                        AlertState::Firing,
-                        at,
-                        Vec::new(),
-                        reason,
-                        counters,
-                        out,
-                    );
+                if let Some(ep) = a.firing.as_mut() {
+                    ep.release(ctx, key, now, &mut a.last_fired, counters, out);
                 }
             }
             (GroupState::Linear(l), Plan::Linear { alts }) => {
@@ -1133,25 +1148,8 @@ impl LinearState {
                 held_until,
             }));
         }
-        // A held-back absence still open when the period ends fires then.
-        if let Some(ep) = self.episode.as_mut()
-            && let Some(at) = ep.held_until
-            && at <= now
-        {
-            ep.held_until = None;
-            self.last_emit = Some(at);
-            let reason = (at < ctx.outage_until).then_some("outage");
-            emit(
-                ctx,
-                key,
-                ep.id,
-                AlertState::Firing,
-                at,
-                ep.events.clone(),
-                reason,
-                counters,
-                out,
-            );
+        if let Some(ep) = self.episode.as_mut() {
+            ep.release(ctx, key, now, &mut self.last_emit, counters, out);
         }
         // A closure episode ends after a window of quiet.
         if let (Some(ep), Some(w)) = (&self.episode, ctx.wmax())
