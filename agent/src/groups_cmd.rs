@@ -6,8 +6,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context as _;
-
 use crate::run::config::Config;
 
 /// `cepheus groups ...`.
@@ -63,10 +61,8 @@ fn forget(args: &ForgetArgs) -> anyhow::Result<bool> {
     };
     let url = format!("http://{}/groups/forget", cfg.api.listen);
     let mut req = ureq::post(&url).timeout(Duration::from_secs(10));
-    if let Some(p) = &cfg.api.token_file {
-        let token = std::fs::read_to_string(p)
-            .with_context(|| format!("api.token_file: cannot read {}", p.display()))?;
-        req = req.set("Authorization", &format!("Bearer {}", token.trim()));
+    if let Some(token) = cfg.api.token()? {
+        req = req.set("Authorization", &format!("Bearer {token}"));
     }
     let body = serde_json::json!({ "rule": args.rule, "key": args.key });
     match req.send_json(body) {

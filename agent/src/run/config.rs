@@ -234,6 +234,26 @@ pub struct ApiConfig {
     pub token_file: Option<PathBuf>,
 }
 
+impl ApiConfig {
+    /// The API token from `token_file`, if one is configured: read and trimmed, at least 16
+    /// characters. The agent serves with it and `cepheus groups` sends it.
+    pub fn token(&self) -> anyhow::Result<Option<String>> {
+        let Some(p) = &self.token_file else {
+            return Ok(None);
+        };
+        let t = std::fs::read_to_string(p)
+            .map_err(|e| anyhow::anyhow!("api.token_file: cannot read {}: {e}", p.display()))?;
+        let t = t.trim().to_string();
+        if t.len() < 16 {
+            anyhow::bail!(
+                "api.token_file: {} holds no token of at least 16 characters",
+                p.display()
+            );
+        }
+        Ok(Some(t))
+    }
+}
+
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {

@@ -186,21 +186,7 @@ fn start(
         .collect::<Result<_, _>>()?;
     let api_listener = std::net::TcpListener::bind(cfg.api.listen)
         .with_context(|| format!("api.listen: cannot bind {}", cfg.api.listen))?;
-    let api_token = match &cfg.api.token_file {
-        None => None,
-        Some(p) => {
-            let t = std::fs::read_to_string(p)
-                .with_context(|| format!("api.token_file: cannot read {}", p.display()))?;
-            let t = t.trim().to_string();
-            if t.len() < 16 {
-                anyhow::bail!(
-                    "api.token_file: {} holds no token of at least 16 characters",
-                    p.display()
-                );
-            }
-            Some(t)
-        }
-    };
+    let api_token = cfg.api.token()?;
     let udp_addrs: Vec<SocketAddr> = udp.iter().filter_map(|s| s.local_addr().ok()).collect();
     let zone = cfg
         .zone()
