@@ -250,7 +250,7 @@ fn matches(e: &Expected, a: &Alert) -> bool {
     {
         return false;
     }
-    if e.message.as_ref().is_some_and(|m| *m != a.message) {
+    if e.message.as_ref().is_some_and(|m| *m != a.message()) {
         return false;
     }
     if e.reason
@@ -298,6 +298,6 @@ fn describe(a: &Alert) -> String {
     if let Some(r) = &a.reason {
         s.push_str(&format!(" reason={r}"));
     }
-    s.push_str(&format!(" message={:?}", a.message));
+    s.push_str(&format!(" message={:?}", a.message()));
     s
 }

@@ -2,11 +2,14 @@
 
 use std::sync::Arc;
 
+use std::sync::OnceLock;
+
 use serde::{Deserialize, Serialize};
 
+use crate::engine::state::render_message;
 use crate::event::{Event, Value};
 use crate::fnv::Fnv;
-use crate::rules::ir::Severity;
+use crate::rules::ir::{Rule, Severity};
 use crate::time::Timestamp;
 
 /// Where an alert is in its lifecycle.
@@ -74,8 +77,35 @@ impl<'de> Deserialize<'de> for AlertId {
     }
 }
 
+/// An alert's message: text, or the rule whose template it fills, rendered from the alert's
+/// group and events when first read. The engine makes one alert per rule that shares a
+/// state, and an alert storm makes thousands: rendering belongs to whoever reads them (the
+/// output, on its own thread), not to the shard that holds the groups.
+#[derive(Clone, Debug)]
+pub struct Message {
+    rule: Option<Arc<Rule>>,
+    text: OnceLock<String>,
+}
+
+impl Message {
+    /// A message already written.
+    pub fn text(s: impl Into<String>) -> Message {
+        let text = OnceLock::new();
+        let _ = text.set(s.into());
+        Message { rule: None, text }
+    }
+
+    /// The message of `rule`'s template, rendered when first read.
+    pub fn template(rule: Arc<Rule>) -> Message {
+        Message {
+            rule: Some(rule),
+            text: OnceLock::new(),
+        }
+    }
+}
+
 /// One alert change: a new alert, or a state change of an existing one (same `id`).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Alert {
     /// Stable identity: a hash of rule, group and episode start.
     pub id: AlertId,
@@ -90,8 +120,8 @@ pub struct Alert {
     pub group: Arc<[(String, Value)]>,
     /// When this state began.
     pub time: Timestamp,
-    /// The rendered message.
-    pub message: String,
+    /// The message (read it with [`Alert::message`]).
+    pub message: Message,
     /// The matching events (capped, most recent last).
     pub events: Arc<[Arc<Event>]>,
     /// Why, when not obvious: `outage`, `forgotten`, `episode_end`, `late_event` ...
@@ -101,7 +131,29 @@ pub struct Alert {
 /// The most events an alert carries.
 pub const MAX_ALERT_EVENTS: usize = 16;
 
+impl PartialEq for Alert {
+    fn eq(&self, o: &Alert) -> bool {
+        self.id == o.id
+            && self.rule == o.rule
+            && self.severity == o.severity
+            && self.state == o.state
+            && self.group == o.group
+            && self.time == o.time
+            && self.events == o.events
+            && self.reason == o.reason
+            && self.message() == o.message()
+    }
+}
+
 impl Alert {
+    /// The rendered message (rendered on first read, then kept).
+    pub fn message(&self) -> &str {
+        self.message.text.get_or_init(|| match &self.message.rule {
+            Some(rule) => render_message(rule, &self.group, &self.events),
+            None => String::new(),
+        })
+    }
+
     /// The stable id of an episode: FNV-1a over rule, group and start.
     pub fn make_id(rule: &str, group: &[Value], start: Timestamp) -> AlertId {
         Alert::make_id_ranked(rule, group, start, 0)
@@ -161,7 +213,7 @@ impl Alert {
         }
         m.insert("group".into(), serde_json::Value::Object(g));
         m.insert("time".into(), self.time.to_rfc3339().into());
-        m.insert("message".into(), self.message.clone().into());
+        m.insert("message".into(), self.message().into());
         m.insert(
             "events".into(),
             serde_json::Value::Array(self.events.iter().map(|e| e.to_json()).collect()),

@@ -25,15 +25,42 @@ pub struct Family {
     /// Member rule states (indices into the engine's states), ascending.
     pub members: Vec<u32>,
     groups: HashMap<GroupKey, u32>,
-    /// Per record, the (member position, slot) pairs of the members holding the group, by
-    /// position: as many as hold it, not one per member (a family can have thousands of
-    /// members), found by binary search (a record can hold thousands too).
-    records: Vec<Vec<(u32, u32)>>,
+    records: Vec<Record>,
     free: Vec<u32>,
-    /// The record the last delivery found: (event sequence number, key, record), so the other
-    /// members concerned by the same event need no lookup.
-    memo: Option<(u64, GroupKey, u32)>,
+    /// The record the last delivery found: (event sequence number, the key's number within
+    /// that event, record), so the other members concerned by the same event need no lookup
+    /// and no comparison of keys.
+    memo: Option<(u64, u32, u32)>,
 }
+
+/// One group's record: the (slot, generation) of each member holding the group. Sparse (as
+/// many entries as hold it, by position, found by binary search: a family can have thousands
+/// of members) until at least half the members hold it, then dense (indexed by position).
+#[derive(Debug, Default)]
+struct Record {
+    held: u32,
+    repr: Repr,
+}
+
+#[derive(Debug)]
+enum Repr {
+    /// (position, slot, generation), by position.
+    Sparse(Vec<(u32, u32, u32)>),
+    /// (slot, generation) per position; `NONE` in the slot: not held.
+    Dense(Box<[(u32, u32)]>),
+}
+
+impl Default for Repr {
+    fn default() -> Repr {
+        Repr::Sparse(Vec::new())
+    }
+}
+
+/// A dense record's empty entry.
+const NONE: u32 = u32::MAX;
+
+/// The largest family whose records may go dense (8 bytes per member and record).
+const DENSE_MAX_MEMBERS: usize = 4096;
 
 impl Family {
     /// A family of `members` (at least two).
@@ -44,14 +71,21 @@ impl Family {
         }
     }
 
-    /// The record of `key` for the delivery of event `seq`, and whether an earlier delivery
-    /// of the same event had found it; `make` creates it when missing.
-    pub fn record(&mut self, key: &GroupKey, seq: u64, make: bool) -> Option<(u32, bool)> {
-        if let Some((s, k, r)) = &self.memo
-            && *s == seq
-            && k == key
+    /// The record of `key` for the delivery of event `seq`, where `kid` numbers the event's
+    /// distinct keys (equal numbers, equal keys; `None`: unnumbered, looked up), and whether
+    /// an earlier delivery of the same event had found it; `make` creates it when missing.
+    pub fn record(
+        &mut self,
+        key: &GroupKey,
+        seq: u64,
+        kid: Option<u32>,
+        make: bool,
+    ) -> Option<(u32, bool)> {
+        if let Some((s, k, r)) = self.memo
+            && s == seq
+            && Some(k) == kid
         {
-            return Some((*r, true));
+            return Some((r, true));
         }
         let r = match self.groups.get(key) {
             Some(r) => *r,
@@ -59,7 +93,7 @@ impl Family {
                 let r = match self.free.pop() {
                     Some(r) => r,
                     None => {
-                        self.records.push(Vec::new());
+                        self.records.push(Record::default());
                         (self.records.len() - 1) as u32
                     }
                 };
@@ -68,25 +102,54 @@ impl Family {
             }
             None => return None,
         };
-        self.memo = Some((seq, key.clone(), r));
+        if let Some(kid) = kid {
+            self.memo = Some((seq, kid, r));
+        }
         Some((r, false))
     }
 
-    /// The slot member `pos` recorded in record `r`, if any.
-    pub fn slot(&self, r: u32, pos: u32) -> Option<u32> {
-        let rec = self.records.get(r as usize)?;
-        let i = rec.binary_search_by_key(&pos, |(p, _)| *p).ok()?;
-        Some(rec[i].1)
+    /// The (slot, generation) member `pos` recorded in record `r`, if any.
+    pub fn slot(&self, r: u32, pos: u32) -> Option<(u32, u32)> {
+        match &self.records.get(r as usize)?.repr {
+            Repr::Sparse(v) => {
+                let i = v.binary_search_by_key(&pos, |e| e.0).ok()?;
+                Some((v[i].1, v[i].2))
+            }
+            Repr::Dense(d) => d.get(pos as usize).copied().filter(|e| e.0 != NONE),
+        }
     }
 
-    /// Records member `pos`'s slot in record `r`.
-    pub fn set(&mut self, r: u32, pos: u32, slot: u32) {
+    /// Records member `pos`'s slot and its generation in record `r`.
+    pub fn set(&mut self, r: u32, pos: u32, slot: u32, generation: u32) {
+        let members = self.members.len();
         let Some(rec) = self.records.get_mut(r as usize) else {
             return;
         };
-        match rec.binary_search_by_key(&pos, |(p, _)| *p) {
-            Ok(i) => rec[i].1 = slot,
-            Err(i) => rec.insert(i, (pos, slot)),
+        match &mut rec.repr {
+            Repr::Sparse(v) => match v.binary_search_by_key(&pos, |e| e.0) {
+                Ok(i) => v[i] = (pos, slot, generation),
+                Err(i) => {
+                    v.insert(i, (pos, slot, generation));
+                    rec.held += 1;
+                    if members <= DENSE_MAX_MEMBERS && rec.held as usize * 2 >= members {
+                        let mut d = vec![(NONE, 0); members].into_boxed_slice();
+                        for &(p, s, g) in v.iter() {
+                            if let Some(e) = d.get_mut(p as usize) {
+                                *e = (s, g);
+                            }
+                        }
+                        rec.repr = Repr::Dense(d);
+                    }
+                }
+            },
+            Repr::Dense(d) => {
+                if let Some(e) = d.get_mut(pos as usize) {
+                    if e.0 == NONE {
+                        rec.held += 1;
+                    }
+                    *e = (slot, generation);
+                }
+            }
         }
     }
 
@@ -99,11 +162,27 @@ impl Family {
         let Some(rec) = self.records.get_mut(r as usize) else {
             return;
         };
-        if let Ok(i) = rec.binary_search_by_key(&pos, |(p, _)| *p) {
-            rec.remove(i);
+        let gone = match &mut rec.repr {
+            Repr::Sparse(v) => match v.binary_search_by_key(&pos, |e| e.0) {
+                Ok(i) => {
+                    v.remove(i);
+                    true
+                }
+                Err(_) => false,
+            },
+            Repr::Dense(d) => match d.get_mut(pos as usize) {
+                Some(e) if e.0 != NONE => {
+                    *e = (NONE, 0);
+                    true
+                }
+                _ => false,
+            },
+        };
+        if gone {
+            rec.held = rec.held.saturating_sub(1);
         }
-        if rec.is_empty() {
-            *rec = Vec::new();
+        if rec.held == 0 {
+            *rec = Record::default();
             self.groups.remove(key);
             self.free.push(r);
             // The record may be reused for another key.
@@ -116,12 +195,19 @@ impl Family {
         self.groups.len()
     }
 
-    /// Approximate bytes its records hold (map entries, record headers and pairs), for the
+    /// Approximate bytes its records hold (map entries, record headers and entries), for the
     /// members' `RuleStats::bytes`.
     pub fn bytes(&self) -> u64 {
-        let per_record = super::KEY_MAP_ENTRY + std::mem::size_of::<Vec<(u32, u32)>>();
-        let pairs: usize = self.records.iter().map(Vec::len).sum();
-        (self.groups.len() * per_record + pairs * std::mem::size_of::<(u32, u32)>()) as u64
+        let per_record = super::KEY_MAP_ENTRY + std::mem::size_of::<Record>();
+        let entries: usize = self
+            .records
+            .iter()
+            .map(|r| match &r.repr {
+                Repr::Sparse(v) => v.len() * std::mem::size_of::<(u32, u32, u32)>(),
+                Repr::Dense(d) => d.len() * std::mem::size_of::<(u32, u32)>(),
+            })
+            .sum();
+        (self.groups.len() * per_record + entries) as u64
     }
 
     /// Whether no record is held.
@@ -211,40 +297,74 @@ mod tests {
     fn records_hold_only_members_with_the_group_and_go_with_the_last() {
         let mut f = Family::new((0..1000).collect());
         let k = GroupKey::one(Value::str("h1"));
-        assert_eq!(f.record(&k, 1, false), None);
-        let Some((r, again)) = f.record(&k, 1, true) else {
+        assert_eq!(f.record(&k, 1, Some(0), false), None);
+        let Some((r, again)) = f.record(&k, 1, Some(0), true) else {
             panic!("a record is made on demand");
         };
         assert!(!again);
-        f.set(r, 700, 20);
-        f.set(r, 3, 10);
-        f.set(r, 700, 20);
-        assert_eq!(
-            f.records[r as usize].len(),
-            2,
+        f.set(r, 700, 20, 4);
+        f.set(r, 3, 10, 0);
+        f.set(r, 700, 20, 5);
+        assert!(
+            matches!(&f.records[r as usize].repr, Repr::Sparse(v) if v.len() == 2),
             "sparse, not one entry per member"
         );
-        // The same event finds it without a lookup; another event looks it up.
-        assert_eq!(f.record(&k, 1, false), Some((r, true)));
-        assert_eq!(f.record(&k, 2, false), Some((r, false)));
+        // The same event finds it without a lookup; another event (or another key of the
+        // same event) looks it up.
+        assert_eq!(f.record(&k, 1, Some(0), false), Some((r, true)));
+        assert_eq!(f.record(&k, 1, Some(1), false), Some((r, false)));
+        assert_eq!(f.record(&k, 2, Some(0), false), Some((r, false)));
         assert_eq!(
             (f.slot(r, 3), f.slot(r, 700), f.slot(r, 5)),
-            (Some(10), Some(20), None)
+            (Some((10, 0)), Some((20, 5)), None)
         );
         f.release(&k, 3);
         assert_eq!(f.len(), 1);
         f.release(&k, 700);
         assert!(f.is_empty());
         assert_eq!(
-            f.record(&k, 2, false),
+            f.record(&k, 2, Some(0), false),
             None,
             "the memo went with the record"
         );
         // The freed record is reused, empty.
-        let Some((r2, _)) = f.record(&GroupKey::one(Value::str("h2")), 3, true) else {
+        let Some((r2, _)) = f.record(&GroupKey::one(Value::str("h2")), 3, Some(0), true) else {
             panic!("a record is made on demand");
         };
         assert_eq!(r2, r);
         assert_eq!(f.slot(r2, 700), None);
+    }
+
+    #[test]
+    fn a_record_most_members_hold_goes_dense_and_reads_the_same() {
+        let mut f = Family::new((0..6).collect());
+        let k = GroupKey::one(Value::str("h1"));
+        let Some((r, _)) = f.record(&k, 1, Some(0), true) else {
+            panic!("a record is made on demand");
+        };
+        f.set(r, 4, 40, 1);
+        f.set(r, 1, 10, 2);
+        assert!(matches!(f.records[r as usize].repr, Repr::Sparse(_)));
+        f.set(r, 2, 20, 3);
+        assert!(matches!(f.records[r as usize].repr, Repr::Dense(_)));
+        f.set(r, 2, 21, 7);
+        assert_eq!(
+            (0..6).map(|p| f.slot(r, p)).collect::<Vec<_>>(),
+            vec![
+                None,
+                Some((10, 2)),
+                Some((21, 7)),
+                None,
+                Some((40, 1)),
+                None
+            ]
+        );
+        for p in [1, 2, 5] {
+            f.release(&k, p);
+        }
+        assert_eq!(f.slot(r, 4), Some((40, 1)));
+        assert_eq!(f.len(), 1, "held by one member still");
+        f.release(&k, 4);
+        assert!(f.is_empty());
     }
 }

@@ -18,6 +18,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::alert::Alert;
 use crate::event::{Event, Field, FieldKey, Value};
@@ -483,6 +484,44 @@ fn name_ptr(name: &Arc<str>) -> usize {
 }
 
 /// State `rule`'s group in `slot`, if the slot is occupied.
+/// The timer entry a group needs after a transition, if its next wake is earlier than the
+/// entry already armed: none when the parked entry is not later than the wake (it fires
+/// early, finds nothing due and arms again: cheaper than a wheel entry left behind), else a
+/// new entry, and the entry it supersedes is parked.
+fn arm_slot(
+    ctx: &RuleCtx<'_>,
+    s: &mut Slot,
+    lane_now: Timestamp,
+    ri: usize,
+    slot: u32,
+) -> Option<TimerEntry> {
+    let wake = s.group.next_wake(ctx)?;
+    if wake >= s.armed_at {
+        return None;
+    }
+    // Entries after the lane's time have not been fired (or dropped) yet.
+    if s.parked != Timestamp::MAX && s.parked > lane_now && s.parked <= wake {
+        s.armed_at = s.parked;
+        s.parked = Timestamp::MAX;
+        return None;
+    }
+    if s.armed_at != Timestamp::MAX {
+        // Keep the later one: an unparked entry lives only until its deadline.
+        s.parked = if s.parked == Timestamp::MAX {
+            s.armed_at
+        } else {
+            s.parked.max(s.armed_at)
+        };
+    }
+    s.armed_at = wake;
+    Some(TimerEntry {
+        deadline: wake,
+        rule: ri as u32,
+        slot,
+        generation: s.generation,
+    })
+}
+
 fn slot_at(rts: &[RuleRt], rule: u32, slot: u32) -> Option<&Slot> {
     rts.get(rule as usize)?.slots.get(slot as usize)?.as_ref()
 }
@@ -509,6 +548,8 @@ struct Hit {
     /// The predicate's index entry and the group slot hint it holds, when it can hold one.
     hint: Option<(u32, u32)>,
     key: GroupKey,
+    /// The key's number among the event's distinct keys (equal numbers, equal keys).
+    kid: u32,
     mask: EvSet,
     ev: Arc<Event>,
 }
@@ -896,39 +937,13 @@ impl Engine {
         Some(idx)
     }
 
-    /// Arms the group's next timer if it is earlier than the one already armed: with the
-    /// parked entry when that is not later than the wake (it fires early, finds nothing due
-    /// and arms again: cheaper than a wheel entry left behind), else with a new entry, and the
-    /// entry it supersedes is parked.
+    /// Arms the group's next timer if it is earlier than the one already armed (see
+    /// [`arm_slot`]).
     fn arm(&mut self, ri: usize, slot: u32) {
         let lane = self.rts[ri].lane;
         let lane_now = self.lanes[lane].now;
         let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, _| {
-            let wake = s.group.next_wake(ctx)?;
-            if wake >= s.armed_at {
-                return None;
-            }
-            // Entries after the lane's time have not been fired (or dropped) yet.
-            if s.parked != Timestamp::MAX && s.parked > lane_now && s.parked <= wake {
-                s.armed_at = s.parked;
-                s.parked = Timestamp::MAX;
-                return None;
-            }
-            if s.armed_at != Timestamp::MAX {
-                // Keep the later one: an unparked entry lives only until its deadline.
-                s.parked = if s.parked == Timestamp::MAX {
-                    s.armed_at
-                } else {
-                    s.parked.max(s.armed_at)
-                };
-            }
-            s.armed_at = wake;
-            Some(TimerEntry {
-                deadline: wake,
-                rule: ri as u32,
-                slot,
-                generation: s.generation,
-            })
+            arm_slot(ctx, s, lane_now, ri, slot)
         });
         if let Some(Some(e)) = entry {
             self.lanes[lane].wheel.insert(e);
@@ -1075,7 +1090,7 @@ impl Engine {
                     arrival,
                     h.mask,
                     &h.ev,
-                    seq,
+                    (seq, Some(h.kid)),
                     h.hint,
                     out,
                 );
@@ -1215,7 +1230,7 @@ impl Engine {
                 p.time,
                 p.mask,
                 &p.ev,
-                p.seq,
+                (p.seq, None),
                 None,
                 out,
             );
@@ -1348,6 +1363,10 @@ impl Engine {
         }
     }
 
+    /// Delivers one hit: `at` is the event's sequence number and, for the processing-time
+    /// lane, its key's number within the event (what lets a family's other members skip the
+    /// lookup).
+    #[allow(clippy::too_many_arguments)]
     fn deliver(
         &mut self,
         ri: usize,
@@ -1355,17 +1374,18 @@ impl Engine {
         t: Timestamp,
         mask: EvSet,
         ev: &Arc<Event>,
-        seq: u64,
+        at: (u64, Option<u32>),
         hint: Option<(u32, u32)>,
         out: &mut Vec<Alert>,
     ) {
+        let seq = at.0;
         // The index entry's hint, when it still names this group's slot, saves the group map
         // lookup; a group created or moved since is looked up and the hint refreshed.
         let hinted = hint.and_then(|(_, slot)| {
             let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
             (s.group.key == *key).then_some(slot)
         });
-        let slot = match hinted.or_else(|| self.family_slot(ri, key, seq)) {
+        let slot = match hinted.or_else(|| self.family_slot(ri, key, at)) {
             Some(slot) => slot,
             None => {
                 let Some(slot) = self.slot_for(ri, key, false, t) else {
@@ -1377,27 +1397,35 @@ impl Engine {
                 {
                     self.filter.set_hint(ev.source, field, value, pred, slot);
                 }
-                self.family_record(ri, key, seq, slot);
+                self.family_record(ri, key, at, slot);
                 slot
             }
         };
-        self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
-            s.group.on_event(ctx, t, mask, ev, seq, counters, out)
+        // The transition and the timer it needs, in one visit of the group.
+        let lane = self.rts[ri].lane;
+        let lane_now = self.lanes[lane].now;
+        let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
+            s.group.on_event(ctx, t, mask, ev, seq, counters, out);
+            arm_slot(ctx, s, lane_now, ri, slot)
         });
-        self.arm(ri, slot);
+        if let Some(Some(e)) = entry {
+            self.lanes[lane].wheel.insert(e);
+        }
     }
 
-    /// State `ri`'s slot for `key` as its family records it (checked against the slot's own
-    /// key), so members after the first need no lookup of their own.
-    fn family_slot(&mut self, ri: usize, key: &GroupKey, seq: u64) -> Option<u32> {
+    /// State `ri`'s slot for `key` as its family records it (checked against the slot's
+    /// generation: a slot freed and reused is another group), so members after the first need
+    /// no lookup of their own.
+    fn family_slot(&mut self, ri: usize, key: &GroupKey, at: (u64, Option<u32>)) -> Option<u32> {
         let (f, pos) = self.family_of[ri]?;
         let fam = &mut self.families[f as usize];
-        let (r, memoized) = fam.record(key, seq, false)?;
-        let slot = fam.slot(r, pos)?;
+        let (r, memoized) = fam.record(key, at.0, at.1, false)?;
+        let (slot, generation) = fam.slot(r, pos)?;
         let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
-        if s.group.key != *key {
+        if s.generation != generation {
             return None;
         }
+        debug_assert!(s.group.key == *key, "a family record named another group");
         if memoized {
             self.counters.family_lookups_saved += 1;
         }
@@ -1405,11 +1433,16 @@ impl Engine {
     }
 
     /// Records state `ri`'s slot for `key` in its family.
-    fn family_record(&mut self, ri: usize, key: &GroupKey, seq: u64, slot: u32) {
+    fn family_record(&mut self, ri: usize, key: &GroupKey, at: (u64, Option<u32>), slot: u32) {
         if let Some((f, pos)) = self.family_of[ri] {
+            let generation = self.rts[ri]
+                .slots
+                .get(slot as usize)
+                .and_then(Option::as_ref)
+                .map_or(0, |s| s.generation);
             let fam = &mut self.families[f as usize];
-            if let Some((r, _)) = fam.record(key, seq, true) {
-                fam.set(r, pos, slot);
+            if let Some((r, _)) = fam.record(key, at.0, at.1, true) {
+                fam.set(r, pos, slot, generation);
             }
         }
     }
@@ -1459,6 +1492,10 @@ impl Engine {
         let stamp = self.hit_stamp;
         let mut hit_of = std::mem::take(&mut self.hit_of);
         let mut several_keys = false;
+        // The event's distinct group keys, numbered in order of appearance, and the fields
+        // the last one was read from.
+        let mut keys: SmallVec<[GroupKey; 2]> = SmallVec::new();
+        let mut last_key: Option<(&[FieldKey], u32)> = None;
         for &(ci, slot_hint) in &cands {
             caps.clear();
             self.counters.predicate_evals += 1;
@@ -1471,18 +1508,36 @@ impl Engine {
                 let rule = &self.ruleset.rules[rule_idx as usize];
                 let def = &rule.events[def_idx as usize];
                 let bit = 1u64 << def_idx;
-                let key = if let [f] = def.group_fields.as_slice() {
-                    lookup(ev, &caps, f).map(|v| GroupKey::one(v.get().clone()))
-                } else {
-                    def.group_fields
-                        .iter()
-                        .map(|f| lookup(ev, &caps, f).map(|v| v.get().clone()))
-                        .collect::<Option<Vec<Value>>>()
-                        .map(GroupKey::from_vec)
-                };
-                let Some(key) = key else {
-                    self.counters.keyless += 1;
-                    continue;
+                let (key, kid) = match last_key {
+                    Some((fields, kid)) if caps.is_empty() && fields == &def.group_fields[..] => {
+                        (keys[kid as usize].clone(), kid)
+                    }
+                    _ => {
+                        let key = if let [f] = def.group_fields.as_slice() {
+                            lookup(ev, &caps, f).map(|v| GroupKey::one(v.get().clone()))
+                        } else {
+                            def.group_fields
+                                .iter()
+                                .map(|f| lookup(ev, &caps, f).map(|v| v.get().clone()))
+                                .collect::<Option<Vec<Value>>>()
+                                .map(GroupKey::from_vec)
+                        };
+                        let Some(key) = key else {
+                            self.counters.keyless += 1;
+                            continue;
+                        };
+                        let kid = match keys.iter().position(|k| *k == key) {
+                            Some(i) => i as u32,
+                            None => {
+                                keys.push(key.clone());
+                                (keys.len() - 1) as u32
+                            }
+                        };
+                        // Without captures the key depends only on the fields read: the next
+                        // definition mapping the same fields has the same key.
+                        last_key = caps.is_empty().then_some((&def.group_fields[..], kid));
+                        (key, kid)
+                    }
                 };
                 if !self.owns(rt as usize, &key) {
                     // Another engine (shard) owns this group.
@@ -1508,10 +1563,10 @@ impl Engine {
                 let first = hit_of[rt as usize];
                 let found = if first.0 != stamp {
                     None
-                } else if hits[first.1 as usize].key == key {
+                } else if hits[first.1 as usize].kid == kid {
                     Some(first.1 as usize)
                 } else {
-                    hits.iter().position(|h| h.rule == rt && h.key == key)
+                    hits.iter().position(|h| h.rule == rt && h.kid == kid)
                 };
                 match found {
                     Some(i) => {
@@ -1532,6 +1587,7 @@ impl Engine {
                         hits.push(Hit {
                             rule: rt,
                             key,
+                            kid,
                             mask: bit,
                             ev: ev_arc,
                             order,
@@ -1906,6 +1962,7 @@ mod tests {
             order,
             hint: None,
             key: GroupKey::new(&[Value::Int(i64::from(order.0))]),
+            kid: order.0,
             mask: 1,
             ev,
         }

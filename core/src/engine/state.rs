@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use super::plan::{Alt, EvSet, Plan, Step};
-use crate::alert::{Alert, AlertState, MAX_ALERT_EVENTS};
+use crate::alert::{Alert, AlertState, MAX_ALERT_EVENTS, Message};
 use crate::event::{Event, Value};
 use crate::rules::ir::{Rule, TemplatePart, Trigger, lookup};
 use crate::time::{Duration, Timestamp};
@@ -179,8 +179,9 @@ pub struct Item {
     time: Timestamp,
     id: u64,
     ev: Arc<Event>,
-    /// The distinct-field value, for `distinct` closures.
-    dv: Option<Value>,
+    /// The distinct-field value, for `distinct` closures (boxed: most items have none, and
+    /// runs move as they start, complete and expire).
+    dv: Option<Box<Value>>,
 }
 
 /// A partial match's events, oldest first: two inline (most runs hold one or two, so starting
@@ -739,7 +740,7 @@ impl Run {
         if step.repeat.as_ref().is_some_and(|r| r.distinct.is_some())
             && let Some(v) = &item.dv
         {
-            *self.distinct.entry(v.clone()).or_insert(0) += 1;
+            *self.distinct.entry((**v).clone()).or_insert(0) += 1;
         }
         self.last_end = self.last_end.max(item.time);
         self.items.push_back(item);
@@ -749,11 +750,11 @@ impl Run {
         if let Some(it) = self.items.pop_front() {
             if step.repeat.as_ref().is_some_and(|r| r.distinct.is_some())
                 && let Some(v) = &it.dv
-                && let Some(n) = self.distinct.get_mut(v)
+                && let Some(n) = self.distinct.get_mut(&**v)
             {
                 *n -= 1;
                 if *n == 0 {
-                    self.distinct.remove(v);
+                    self.distinct.remove(&**v);
                 }
             }
             self.count = self.count.saturating_sub(1);
@@ -784,11 +785,11 @@ impl Run {
     }
 }
 
-fn distinct_value(step: &Step, ev: &Event) -> Option<Option<Value>> {
+fn distinct_value(step: &Step, ev: &Event) -> Option<Option<Box<Value>>> {
     match step.repeat.as_ref().and_then(|r| r.distinct.as_ref()) {
         Some(k) => {
             let caps = Vec::new();
-            lookup(ev, &caps, k).map(|v| Some(v.get().clone()))
+            lookup(ev, &caps, k).map(|v| Some(Box::new(v.get().clone())))
         }
         None => Some(None),
     }
@@ -891,7 +892,8 @@ impl LinearState {
             }
         }
         // F. Otherwise it starts a run in every alternative it can start.
-        let mut fresh_completed = Vec::new();
+        // Rarely more than one: no allocation for an immediate completion.
+        let mut fresh_completed: SmallVec<[usize; 2]> = SmallVec::new();
         if !taken {
             for (ai, alt) in alts.iter().enumerate() {
                 let first = &alt.steps[0];
@@ -972,7 +974,7 @@ impl LinearState {
             // theirs (at most one of them fires: one alert per episode), until one matches.
             // Every completed run leaves `runs` here: one left behind would sit past its last
             // step.
-            let mut done: Vec<Run> = fresh_completed
+            let mut done: SmallVec<[Run; 1]> = fresh_completed
                 .iter()
                 .rev()
                 .map(|&i| self.runs.remove(i))
@@ -1358,7 +1360,7 @@ fn emit(
             state,
             group: group.clone(),
             time,
-            message: render_message(rule, &group, &events),
+            message: Message::template(rule.clone()),
             events: events.clone(),
             reason: reason.map(str::to_string),
         });

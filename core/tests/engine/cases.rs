@@ -716,3 +716,60 @@ fn two_matches_starting_at_the_same_instant_have_different_ids() {
         cepheus_core::alert::Alert::make_id("r", &key, cepheus_core::time::Timestamp::from_secs(0))
     );
 }
+
+#[test]
+fn messages_are_those_of_the_rule_version_that_alerted_and_of_each_member() {
+    // Two rules of one meaning share a state; each alert carries its own rule's message.
+    // Messages are rendered when read: one read after a reload that changed the template
+    // still gives the text of the version that alerted.
+    let text = |tpl: &str| {
+        format!(
+            r#"
+[[rule]]
+name = "one"
+severity = "high"
+message = "{tpl} {{host}} saw {{app}}"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b)"
+group_by = ["host"]
+
+[[rule]]
+name = "two"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b)"
+group_by = ["host"]
+"#
+        )
+    };
+    let compile = |t: &str| cepheus_core::rules::compile_str("m.toml", t).rules.unwrap();
+    let mut e = cepheus_core::engine::Engine::new(
+        &compile(&text("first")),
+        cepheus_core::engine::EngineConfig::default(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("a:h1@0 b:h1@1"), &mut out);
+    assert_eq!(out.len(), 2, "{out:?}");
+    e.reload(&compile(&text("second"))).unwrap();
+    run_on(&mut e, parse_script("a:h2@2 b:h2@3"), &mut out);
+    let got: Vec<(String, String)> = out
+        .iter()
+        .map(|a| (a.rule.to_string(), a.message().to_string()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("one".into(), "first h1 saw b".into()),
+            ("two".into(), "two host=h1".into()),
+            ("one".into(), "second h2 saw b".into()),
+            ("two".into(), "two host=h2".into()),
+        ]
+    );
+    assert_eq!(
+        out[0].to_json()["message"],
+        serde_json::json!("first h1 saw b")
+    );
+}
