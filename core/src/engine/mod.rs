@@ -341,7 +341,7 @@ pub struct Engine {
     /// Per predicate: the distinct (state, definition) pairs it feeds (rules that share a
     /// state count once), with the first rule of each (for ordering), unused definitions
     /// left out.
-    consumers: Vec<Vec<(u32, u32, u32)>>,
+    consumers: Vec<Vec<Consumer>>,
     /// Rule name -> rule-set index (the order of same-instant alerts). Keys come from rule
     /// files and are looked up with alerts' rule names: foldhash, as the predicate index.
     rule_order: HashMap<String, u32, foldhash::fast::FixedState>,
@@ -539,6 +539,17 @@ fn timer_order(rts: &[RuleRt], a: &TimerEntry, b: &TimerEntry) -> std::cmp::Orde
         .then_with(|| a.cmp(b))
 }
 
+/// One (state, definition) a predicate feeds.
+#[derive(Clone, Copy)]
+struct Consumer {
+    state: u32,
+    def: u32,
+    /// The first rule of the state with this definition (for ordering).
+    rule: u32,
+    /// The number of the definition's group field mapping (equal numbers, same fields).
+    mapping: u32,
+}
+
 /// One match of an event for one rule state and group.
 struct Hit {
     /// Index of the rule state (not of the rule: rules may share a state).
@@ -551,7 +562,16 @@ struct Hit {
     /// The key's number among the event's distinct keys (equal numbers, equal keys).
     kid: u32,
     mask: EvSet,
-    ev: Arc<Event>,
+    /// The event enriched with its predicate's captures; `None`: the event itself (no
+    /// reference count touched per hit).
+    ev: Option<Arc<Event>>,
+}
+
+impl Hit {
+    /// The event this hit delivers, given the event pushed.
+    fn event<'a>(&'a self, pushed: &'a Arc<Event>) -> &'a Arc<Event> {
+        self.ev.as_ref().unwrap_or(pushed)
+    }
 }
 
 impl Engine {
@@ -611,16 +631,27 @@ impl Engine {
             });
         }
         let filter = Filter::new(rules, cfg.share);
-        let consumers: Vec<Vec<(u32, u32, u32)>> = filter
+        // Group field mappings, numbered: consumers with the same number read their group
+        // key from the same fields.
+        let mut mappings: HashMap<&[FieldKey], u32> = HashMap::new();
+        let consumers: Vec<Vec<Consumer>> = filter
             .preds
             .iter()
             .map(|p| {
-                let mut v: Vec<(u32, u32, u32)> = Vec::new();
+                let mut v: Vec<Consumer> = Vec::new();
                 for &(rule, def) in &p.consumers {
                     let rt = rt_of[rule as usize];
                     let used = rts[rt as usize].used & (1u64 << def) != 0;
-                    if used && !v.iter().any(|&(r, d, _)| r == rt && d == def) {
-                        v.push((rt, def, rule));
+                    if used && !v.iter().any(|c| c.state == rt && c.def == def) {
+                        let fields = &rules.rules[rule as usize].events[def as usize].group_fields;
+                        let n = mappings.len() as u32;
+                        let mapping = *mappings.entry(fields.as_slice()).or_insert(n);
+                        v.push(Consumer {
+                            state: rt,
+                            def,
+                            rule,
+                            mapping,
+                        });
                     }
                 }
                 v
@@ -630,12 +661,12 @@ impl Engine {
             .preds
             .iter()
             .zip(&consumers)
-            .map(|(p, cs): (&filter::Pred, &Vec<(u32, u32, u32)>)| {
+            .map(|(p, cs): (&filter::Pred, &Vec<Consumer>)| {
                 let f = p.key_field?;
-                let [(_, def, rule)] = cs.as_slice() else {
+                let [c] = cs.as_slice() else {
                     return None;
                 };
-                let fields = &rules.rules[*rule as usize].events[*def as usize].group_fields;
+                let fields = &rules.rules[c.rule as usize].events[c.def as usize].group_fields;
                 (fields.as_slice() == [FieldKey::Known(f)]).then_some(f)
             })
             .collect();
@@ -650,7 +681,13 @@ impl Engine {
         // The event nodes feeding each state (predicate, group field mapping), for families.
         let mut feeds: Vec<Vec<(u32, &[FieldKey])>> = vec![Vec::new(); rts.len()];
         for (pi, (p, cs)) in filter.preds.iter().zip(&consumers).enumerate() {
-            for &(rt, def, rule) in cs {
+            for &Consumer {
+                state: rt,
+                def,
+                rule,
+                ..
+            } in cs
+            {
                 let fields = &rules.rules[rule as usize].events[def as usize].group_fields;
                 let pinned = p
                     .key_field
@@ -1030,10 +1067,9 @@ impl Engine {
             self.ahead_ends.push(cands.len());
             for &(pred, hint) in &cands[from..] {
                 if hint != filter::NO_HINT
-                    && let Some(&(rt, _, _)) =
-                        self.consumers.get(pred as usize).and_then(|c| c.first())
+                    && let Some(c) = self.consumers.get(pred as usize).and_then(|c| c.first())
                 {
-                    touch.push((rt, hint));
+                    touch.push((c.state, hint));
                 }
             }
         }
@@ -1089,7 +1125,7 @@ impl Engine {
                     &h.key,
                     arrival,
                     h.mask,
-                    &h.ev,
+                    h.event(&ev),
                     (seq, Some(h.kid)),
                     h.hint,
                     out,
@@ -1110,7 +1146,7 @@ impl Engine {
                     continue;
                 }
                 if ev_time < w {
-                    self.late(h, w, out);
+                    self.late(h, h.event(&ev), w, out);
                 } else {
                     self.lanes[li].pending.push(Reverse(Pending {
                         time: ev_time,
@@ -1118,7 +1154,7 @@ impl Engine {
                         rule: h.rule,
                         key: h.key.clone(),
                         mask: h.mask,
-                        ev: h.ev.clone(),
+                        ev: h.event(&ev).clone(),
                     }));
                 }
             }
@@ -1458,20 +1494,19 @@ impl Engine {
         }
     }
 
-    fn late(&mut self, h: &Hit, w: Timestamp, out: &mut Vec<Alert>) {
+    fn late(&mut self, h: &Hit, ev: &Arc<Event>, w: Timestamp, out: &mut Vec<Alert>) {
         let ri = h.rule as usize;
         self.counters.late += 1;
         self.rts[ri].counters.late += 1;
         let lateness = self.rts[ri].rule.allowed_lateness;
-        if h.ev.time < w.sub(lateness) {
+        if ev.time < w.sub(lateness) {
             return;
         }
         let Some(&slot) = self.rts[ri].groups.get(&h.key) else {
             return;
         };
         let moved = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
-            s.group
-                .on_late(ctx, h.ev.time, h.mask, &h.ev, w, counters, out)
+            s.group.on_late(ctx, ev.time, h.mask, ev, w, counters, out)
         });
         if moved == Some(true) {
             self.arm(ri, slot);
@@ -1492,10 +1527,10 @@ impl Engine {
         let stamp = self.hit_stamp;
         let mut hit_of = std::mem::take(&mut self.hit_of);
         let mut several_keys = false;
-        // The event's distinct group keys, numbered in order of appearance, and the fields
-        // the last one was read from.
+        // The event's distinct group keys, numbered in order of appearance, and the last
+        // one with the number of the field mapping it was read through.
         let mut keys: SmallVec<[GroupKey; 2]> = SmallVec::new();
-        let mut last_key: Option<(&[FieldKey], u32)> = None;
+        let mut last_key: Option<(u32, u32)> = None;
         for &(ci, slot_hint) in &cands {
             caps.clear();
             self.counters.predicate_evals += 1;
@@ -1504,15 +1539,20 @@ impl Engine {
             }
             // One enriched event (with the captures) per predicate, shared by its consumers.
             let mut enriched: Option<Arc<Event>> = None;
-            for &(rt, def_idx, rule_idx) in &self.consumers[ci as usize] {
-                let rule = &self.ruleset.rules[rule_idx as usize];
-                let def = &rule.events[def_idx as usize];
+            for &Consumer {
+                state: rt,
+                def: def_idx,
+                rule: rule_idx,
+                mapping,
+            } in &self.consumers[ci as usize]
+            {
                 let bit = 1u64 << def_idx;
                 let (key, kid) = match last_key {
-                    Some((fields, kid)) if caps.is_empty() && fields == &def.group_fields[..] => {
+                    Some((m, kid)) if caps.is_empty() && m == mapping => {
                         (keys[kid as usize].clone(), kid)
                     }
                     _ => {
+                        let def = &self.ruleset.rules[rule_idx as usize].events[def_idx as usize];
                         let key = if let [f] = def.group_fields.as_slice() {
                             lookup(ev, &caps, f).map(|v| GroupKey::one(v.get().clone()))
                         } else {
@@ -1535,7 +1575,7 @@ impl Engine {
                         };
                         // Without captures the key depends only on the fields read: the next
                         // definition mapping the same fields has the same key.
-                        last_key = caps.is_empty().then_some((&def.group_fields[..], kid));
+                        last_key = caps.is_empty().then_some((mapping, kid));
                         (key, kid)
                     }
                 };
@@ -1544,17 +1584,19 @@ impl Engine {
                     continue;
                 }
                 let ev_arc = if caps.is_empty() {
-                    ev.clone()
+                    None
                 } else {
-                    enriched
-                        .get_or_insert_with(|| {
-                            let mut e = (**ev).clone();
-                            for (k, v) in &caps {
-                                e.set_key(k.clone(), v.clone());
-                            }
-                            Arc::new(e)
-                        })
-                        .clone()
+                    Some(
+                        enriched
+                            .get_or_insert_with(|| {
+                                let mut e = (**ev).clone();
+                                for (k, v) in &caps {
+                                    e.set_key(k.clone(), v.clone());
+                                }
+                                Arc::new(e)
+                            })
+                            .clone(),
+                    )
                 };
                 let order = (rule_idx, def_idx);
                 // The state's hit from this event, if any, in one step (merging stays linear
@@ -1573,7 +1615,15 @@ impl Engine {
                         let h = &mut hits[i];
                         h.mask |= bit;
                         h.order = h.order.min(order);
-                        if !Arc::ptr_eq(&h.ev, &ev_arc) && ev_arc.fields.len() > h.ev.fields.len() {
+                        // The richest enrichment wins (the event itself is the poorest).
+                        let richer = match (&h.ev, &ev_arc) {
+                            (_, None) => false,
+                            (None, Some(b)) => b.fields.len() > ev.fields.len(),
+                            (Some(a), Some(b)) => {
+                                !Arc::ptr_eq(a, b) && b.fields.len() > a.fields.len()
+                            }
+                        };
+                        if richer {
                             h.ev = ev_arc;
                         }
                     }
@@ -1956,7 +2006,11 @@ mod tests {
     use crate::event::{Event, Source};
 
     fn hit(order: (u32, u32)) -> Hit {
-        let ev = Arc::new(Event::new(Source::Syslog, Timestamp(0), Timestamp(0)));
+        let ev = Some(Arc::new(Event::new(
+            Source::Syslog,
+            Timestamp(0),
+            Timestamp(0),
+        )));
         Hit {
             rule: order.0 ^ order.1,
             order,
