@@ -193,9 +193,21 @@ impl Alert {
 
     /// The id of `rule`'s alert given the rest from [`Alert::id_tail`].
     pub(crate) fn id_with_tail(rule: &str, tail: &[u8]) -> AlertId {
+        Alert::id_after(Alert::id_prefix(rule), tail)
+    }
+
+    /// The hash state after `rule`'s name: computed once per rule, it leaves only the tail
+    /// to hash per alert.
+    pub(crate) fn id_prefix(rule: &str) -> u64 {
         let mut h = Fnv::new();
         h.feed(rule.as_bytes());
         h.end();
+        h.finish()
+    }
+
+    /// The id from a rule's [`Alert::id_prefix`] and the tail from [`Alert::id_tail`].
+    pub(crate) fn id_after(prefix: u64, tail: &[u8]) -> AlertId {
+        let mut h = Fnv::resume(prefix);
         h.feed(tail);
         AlertId(h.finish())
     }

@@ -30,6 +30,11 @@ impl Fnv {
     pub(crate) fn finish(&self) -> u64 {
         self.0
     }
+
+    /// Continues from a state [`Fnv::finish`] returned (hashing a common prefix once).
+    pub(crate) fn resume(state: u64) -> Fnv {
+        Fnv(state)
+    }
 }
 
 impl std::fmt::Write for Fnv {

@@ -174,6 +174,8 @@ struct RuleRt {
     members: Vec<Arc<Rule>>,
     /// Names of `members`, shared by their alerts.
     member_names: Vec<Arc<str>>,
+    /// Their alert ids' hash state after the name ([`Alert::id_prefix`]).
+    member_id_prefixes: Vec<u64>,
     canonical: String,
     plan: Arc<Plan>,
     lane: usize,
@@ -204,6 +206,7 @@ impl RuleRt {
             rule: &self.rule,
             members: &self.members,
             member_names: &self.member_names,
+            member_id_prefixes: &self.member_id_prefixes,
             plan: &self.plan,
             monitor_start: self.monitor_start.unwrap_or(Timestamp::MIN),
             max_partial: self.max_partial,
@@ -218,6 +221,7 @@ impl RuleRt {
             rule,
             members,
             member_names,
+            member_id_prefixes,
             plan,
             monitor_start,
             max_partial,
@@ -232,6 +236,7 @@ impl RuleRt {
                 rule,
                 members,
                 member_names,
+                member_id_prefixes,
                 plan,
                 monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
                 max_partial: *max_partial,
@@ -590,6 +595,9 @@ impl Engine {
                 // alert per change.
                 rts[shared].members.push(rule.clone());
                 rts[shared].member_names.push(Arc::from(rule.name.as_str()));
+                rts[shared]
+                    .member_id_prefixes
+                    .push(Alert::id_prefix(&rule.name));
                 rt_of.push(shared as u32);
                 continue;
             }
@@ -615,6 +623,7 @@ impl Engine {
                 rule: rule.clone(),
                 members: vec![rule.clone()],
                 member_names: vec![Arc::from(rule.name.as_str())],
+                member_id_prefixes: vec![Alert::id_prefix(&rule.name)],
                 plan: Arc::new(plan),
                 lane,
                 monitor_start: None,

@@ -135,6 +135,8 @@ pub struct RuleCtx<'a> {
     pub members: &'a [Arc<Rule>],
     /// Their names, ready to put in alerts.
     pub member_names: &'a [Arc<str>],
+    /// Their alert ids' hash state after the name.
+    pub member_id_prefixes: &'a [u64],
     /// Its plan.
     pub plan: &'a Plan,
     /// When monitoring began for the rule.
@@ -1351,10 +1353,15 @@ fn emit(
     // they share the group and the events, and the part of the id after the rule's name.
     let mut tail = Vec::with_capacity(32);
     Alert::id_tail(key, id.0, id.1, &mut tail);
-    for (rule, name) in ctx.members.iter().zip(ctx.member_names) {
+    let members = ctx
+        .members
+        .iter()
+        .zip(ctx.member_names)
+        .zip(ctx.member_id_prefixes);
+    for ((rule, name), &prefix) in members {
         counters.alerts += 1;
         out.push(Alert {
-            id: Alert::id_with_tail(&rule.name, &tail),
+            id: Alert::id_after(prefix, &tail),
             rule: name.clone(),
             severity: rule.severity,
             state,
