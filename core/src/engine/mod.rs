@@ -1536,9 +1536,10 @@ impl Engine {
         let stamp = self.hit_stamp;
         let mut hit_of = std::mem::take(&mut self.hit_of);
         let mut several_keys = false;
-        // The event's distinct group keys, numbered in order of appearance, and the last
-        // one with the number of the field mapping it was read through.
-        let mut keys: SmallVec<[GroupKey; 2]> = SmallVec::new();
+        // The event's distinct group keys, numbered in order of appearance (each as the hit
+        // that has it first), and the last one with the number of the field mapping it was
+        // read through.
+        let mut keys: SmallVec<[u32; 4]> = SmallVec::new();
         let mut last_key: Option<(u32, u32)> = None;
         for &(ci, slot_hint) in &cands {
             caps.clear();
@@ -1556,11 +1557,13 @@ impl Engine {
             } in &self.consumers[ci as usize]
             {
                 let bit = 1u64 << def_idx;
-                let (key, kid) = match last_key {
-                    Some((m, kid)) if caps.is_empty() && m == mapping => {
-                        (keys[kid as usize].clone(), kid)
-                    }
-                    _ => {
+                let cached = match last_key {
+                    Some((m, kid)) if caps.is_empty() && m == mapping => Some(kid),
+                    _ => None,
+                };
+                let (key, known) = match cached {
+                    Some(kid) => (hits[keys[kid as usize] as usize].key.clone(), Some(kid)),
+                    None => {
                         let def = &self.ruleset.rules[rule_idx as usize].events[def_idx as usize];
                         let key = if let [f] = def.group_fields.as_slice() {
                             lookup(ev, &caps, f).map(|v| GroupKey::one(v.get().clone()))
@@ -1575,22 +1578,27 @@ impl Engine {
                             self.counters.keyless += 1;
                             continue;
                         };
-                        let kid = match keys.iter().position(|k| *k == key) {
-                            Some(i) => i as u32,
-                            None => {
-                                keys.push(key.clone());
-                                (keys.len() - 1) as u32
-                            }
-                        };
-                        // Without captures the key depends only on the fields read: the next
-                        // definition mapping the same fields has the same key.
-                        last_key = caps.is_empty().then_some((mapping, kid));
+                        let kid = keys
+                            .iter()
+                            .position(|&h| hits[h as usize].key == key)
+                            .map(|i| i as u32);
                         (key, kid)
                     }
                 };
                 if !self.owns(rt as usize, &key) {
                     // Another engine (shard) owns this group.
                     continue;
+                }
+                // A key not seen yet in this event makes the hit pushed below: its number
+                // names that hit.
+                let kid = known.unwrap_or_else(|| {
+                    keys.push(hits.len() as u32);
+                    (keys.len() - 1) as u32
+                });
+                if cached.is_none() {
+                    // Without captures the key depends only on the fields read: the next
+                    // definition mapping the same fields has the same key.
+                    last_key = caps.is_empty().then_some((mapping, kid));
                 }
                 let ev_arc = if caps.is_empty() {
                     None
