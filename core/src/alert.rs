@@ -126,6 +126,8 @@ pub struct Alert {
     pub events: Arc<[Arc<Event>]>,
     /// Why, when not obvious: `outage`, `forgotten`, `episode_end`, `late_event` ...
     pub reason: Option<String>,
+    /// The rule's index in the engine's rule set: the order of alerts at one instant.
+    pub(crate) rank: u32,
 }
 
 /// The most events an alert carries.

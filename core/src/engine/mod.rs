@@ -176,6 +176,8 @@ struct RuleRt {
     member_names: Vec<Arc<str>>,
     /// Their alert ids' hash state after the name ([`Alert::id_prefix`]).
     member_id_prefixes: Vec<u64>,
+    /// Their indices in the rule set (the order of same-instant alerts).
+    member_ranks: Vec<u32>,
     canonical: String,
     plan: Arc<Plan>,
     lane: usize,
@@ -207,6 +209,7 @@ impl RuleRt {
             members: &self.members,
             member_names: &self.member_names,
             member_id_prefixes: &self.member_id_prefixes,
+            member_ranks: &self.member_ranks,
             plan: &self.plan,
             monitor_start: self.monitor_start.unwrap_or(Timestamp::MIN),
             max_partial: self.max_partial,
@@ -222,6 +225,7 @@ impl RuleRt {
             members,
             member_names,
             member_id_prefixes,
+            member_ranks,
             plan,
             monitor_start,
             max_partial,
@@ -237,6 +241,7 @@ impl RuleRt {
                 members,
                 member_names,
                 member_id_prefixes,
+                member_ranks,
                 plan,
                 monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
                 max_partial: *max_partial,
@@ -347,11 +352,6 @@ pub struct Engine {
     /// state count once), with the first rule of each (for ordering), unused definitions
     /// left out.
     consumers: Vec<Vec<Consumer>>,
-    /// Rule name -> rule-set index (the order of same-instant alerts). Keys come from rule
-    /// files and are looked up with alerts' rule names: foldhash, as the predicate index.
-    rule_order: HashMap<String, u32, foldhash::fast::FixedState>,
-    /// `rule_order` keyed by the address of the rule name's `Arc` in `RuleRt::member_names`.
-    order_by_name_ptr: HashMap<usize, u32, foldhash::fast::FixedState>,
     cands: Vec<(u32, u32)>,
     /// Per predicate: its one consumer is grouped by the field the predicate is indexed on,
     /// so the index entry can carry the group's slot.
@@ -484,9 +484,6 @@ fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
 }
 
 /// The address of a rule name's allocation: its identity while the engine holds it.
-fn name_ptr(name: &Arc<str>) -> usize {
-    Arc::as_ptr(name).cast::<u8>() as usize
-}
 
 /// State `rule`'s group in `slot`, if the slot is occupied.
 /// The timer entry a group needs after a transition, if its next wake is earlier than the
@@ -586,7 +583,8 @@ impl Engine {
         let mut rts: Vec<RuleRt> = Vec::with_capacity(rules.rules.len());
         let mut rt_of = Vec::with_capacity(rules.rules.len());
         let mut by_meaning: HashMap<String, usize> = HashMap::new();
-        for rule in &rules.rules {
+        for (rank, rule) in rules.rules.iter().enumerate() {
+            let rank = rank as u32;
             let canonical = rule.canonical();
             if cfg.share
                 && let Some(&shared) = by_meaning.get(&canonical)
@@ -598,6 +596,7 @@ impl Engine {
                 rts[shared]
                     .member_id_prefixes
                     .push(Alert::id_prefix(&rule.name));
+                rts[shared].member_ranks.push(rank);
                 rt_of.push(shared as u32);
                 continue;
             }
@@ -624,6 +623,7 @@ impl Engine {
                 members: vec![rule.clone()],
                 member_names: vec![Arc::from(rule.name.as_str())],
                 member_id_prefixes: vec![Alert::id_prefix(&rule.name)],
+                member_ranks: vec![rank],
                 plan: Arc::new(plan),
                 lane,
                 monitor_start: None,
@@ -735,19 +735,6 @@ impl Engine {
                 families.push(Family::new(members));
             }
         }
-        let rule_order: HashMap<String, u32, foldhash::fast::FixedState> = rules
-            .rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.name.clone(), i as u32))
-            .collect();
-        // The same order found from the name's allocation: every alert this engine makes
-        // carries one of these `Arc`s (alive as long as the engine), so no name is hashed.
-        let order_by_name_ptr = rts
-            .iter()
-            .flat_map(|rt| &rt.member_names)
-            .filter_map(|n| Some((name_ptr(n), *rule_order.get(&**n)?)))
-            .collect();
         let hit_of = vec![(0, 0); rts.len()];
         Ok(Engine {
             families,
@@ -756,8 +743,6 @@ impl Engine {
             hintable,
             consumers,
             rt_of,
-            rule_order,
-            order_by_name_ptr,
             ruleset: rules.clone(),
             rts,
             lanes,
@@ -1002,14 +987,10 @@ impl Engine {
         if out.len() < 2 {
             return;
         }
-        // One rule-order lookup per alert, not one per comparison (a state shared by
-        // thousands of rules alerts for each of them at once); alerts usually come in order
-        // already (a shared state's members are in rule order), and then nothing moves.
-        let order = |a: &Alert| {
-            let by_ptr = self.order_by_name_ptr.get(&name_ptr(&a.rule));
-            let rank = by_ptr.or_else(|| self.rule_order.get(&*a.rule));
-            (a.time, rank.copied().unwrap_or(u32::MAX))
-        };
+        // Each alert carries its rule's rank: no lookup (a state shared by thousands of
+        // rules alerts for each of them at once); alerts usually come in order already (a
+        // shared state's members are in rule order), and then nothing moves.
+        let order = |a: &Alert| (a.time, a.rank);
         let mut keys = std::mem::take(&mut self.alert_keys);
         keys.clear();
         keys.extend(out.iter().enumerate().map(|(i, a)| (order(a), i as u32)));

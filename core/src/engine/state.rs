@@ -137,6 +137,8 @@ pub struct RuleCtx<'a> {
     pub member_names: &'a [Arc<str>],
     /// Their alert ids' hash state after the name.
     pub member_id_prefixes: &'a [u64],
+    /// Their indices in the rule set.
+    pub member_ranks: &'a [u32],
     /// Its plan.
     pub plan: &'a Plan,
     /// When monitoring began for the rule.
@@ -1357,8 +1359,9 @@ fn emit(
         .members
         .iter()
         .zip(ctx.member_names)
-        .zip(ctx.member_id_prefixes);
-    for ((rule, name), &prefix) in members {
+        .zip(ctx.member_id_prefixes)
+        .zip(ctx.member_ranks);
+    for (((rule, name), &prefix), &rank) in members {
         counters.alerts += 1;
         out.push(Alert {
             id: Alert::id_after(prefix, &tail),
@@ -1370,6 +1373,7 @@ fn emit(
             message: Message::template(rule.clone()),
             events: events.clone(),
             reason: reason.map(str::to_string),
+            rank,
         });
     }
 }
