@@ -483,8 +483,6 @@ fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
     }
 }
 
-/// The address of a rule name's allocation: its identity while the engine holds it.
-
 /// State `rule`'s group in `slot`, if the slot is occupied.
 /// The timer entry a group needs after a transition, if its next wake is earlier than the
 /// entry already armed: none when the parked entry is not later than the wake (it fires
