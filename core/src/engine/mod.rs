@@ -483,7 +483,6 @@ fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
     }
 }
 
-/// State `rule`'s group in `slot`, if the slot is occupied.
 /// The timer entry a group needs after a transition, if its next wake is earlier than the
 /// entry already armed: none when the parked entry is not later than the wake (it fires
 /// early, finds nothing due and arms again: cheaper than a wheel entry left behind), else a
@@ -522,6 +521,7 @@ fn arm_slot(
     })
 }
 
+/// State `rule`'s group in `slot`, if the slot is occupied.
 fn slot_at(rts: &[RuleRt], rule: u32, slot: u32) -> Option<&Slot> {
     rts.get(rule as usize)?.slots.get(slot as usize)?.as_ref()
 }
