@@ -77,28 +77,21 @@ impl<'de> Deserialize<'de> for AlertId {
     }
 }
 
-/// An alert's message: text, or the rule whose template it fills, rendered from the alert's
-/// group and events when first read. The engine makes one alert per rule that shares a
-/// state, and an alert storm makes thousands: rendering belongs to whoever reads them (the
-/// output, on its own thread), not to the shard that holds the groups.
+/// An alert's message: the rule whose template it fills, rendered from the alert's group and
+/// events when first read. The engine makes one alert per rule that shares a state, and an
+/// alert storm makes thousands: rendering belongs to whoever reads them (the output, on its
+/// own thread), not to the shard that holds the groups.
 #[derive(Clone, Debug)]
 pub struct Message {
-    rule: Option<Arc<Rule>>,
+    rule: Arc<Rule>,
     text: OnceLock<String>,
 }
 
 impl Message {
-    /// A message already written.
-    pub fn text(s: impl Into<String>) -> Message {
-        let text = OnceLock::new();
-        let _ = text.set(s.into());
-        Message { rule: None, text }
-    }
-
     /// The message of `rule`'s template, rendered when first read.
     pub fn template(rule: Arc<Rule>) -> Message {
         Message {
-            rule: Some(rule),
+            rule,
             text: OnceLock::new(),
         }
     }
@@ -150,10 +143,9 @@ impl PartialEq for Alert {
 impl Alert {
     /// The rendered message (rendered on first read, then kept).
     pub fn message(&self) -> &str {
-        self.message.text.get_or_init(|| match &self.message.rule {
-            Some(rule) => render_message(rule, &self.group, &self.events),
-            None => String::new(),
-        })
+        self.message
+            .text
+            .get_or_init(|| render_message(&self.message.rule, &self.group, &self.events))
     }
 
     /// The stable id of an episode: FNV-1a over rule, group and start.
@@ -166,7 +158,7 @@ impl Alert {
     pub fn make_id_ranked(rule: &str, group: &[Value], start: Timestamp, rank: u32) -> AlertId {
         let mut tail = Vec::new();
         Alert::id_tail(group, start, rank, &mut tail);
-        Alert::id_with_tail(rule, &tail)
+        Alert::id_after(Alert::id_prefix(rule), &tail)
     }
 
     /// What an id hashes after the rule name (group values, start, rank), written once for
@@ -191,11 +183,6 @@ impl Alert {
             out.extend_from_slice(&rank.to_le_bytes());
             out.push(Fnv::END);
         }
-    }
-
-    /// The id of `rule`'s alert given the rest from [`Alert::id_tail`].
-    pub(crate) fn id_with_tail(rule: &str, tail: &[u8]) -> AlertId {
-        Alert::id_after(Alert::id_prefix(rule), tail)
     }
 
     /// The hash state after `rule`'s name: computed once per rule, it leaves only the tail

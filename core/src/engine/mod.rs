@@ -28,7 +28,7 @@ use crate::time::{Duration, Timestamp};
 use family::Family;
 use filter::Filter;
 use plan::{EvSet, Plan, PlanError};
-use state::{Group, GroupKey, RuleCounters, RuleCtx};
+use state::{Group, GroupKey, Member, RuleCounters, RuleCtx};
 use wheel::{Settle, TimerEntry, Wheel};
 
 /// Engine-wide settings.
@@ -171,13 +171,7 @@ struct RuleRt {
     rule: Arc<Rule>,
     /// The rules served by this state: `rule` first, then rules with the same meaning (SO at
     /// the root, when sharing).
-    members: Vec<Arc<Rule>>,
-    /// Names of `members`, shared by their alerts.
-    member_names: Vec<Arc<str>>,
-    /// Their alert ids' hash state after the name ([`Alert::id_prefix`]).
-    member_id_prefixes: Vec<u64>,
-    /// Their indices in the rule set (the order of same-instant alerts).
-    member_ranks: Vec<u32>,
+    members: Vec<Member>,
     canonical: String,
     plan: Arc<Plan>,
     lane: usize,
@@ -207,9 +201,6 @@ impl RuleRt {
         RuleCtx {
             rule: &self.rule,
             members: &self.members,
-            member_names: &self.member_names,
-            member_id_prefixes: &self.member_id_prefixes,
-            member_ranks: &self.member_ranks,
             plan: &self.plan,
             monitor_start: self.monitor_start.unwrap_or(Timestamp::MIN),
             max_partial: self.max_partial,
@@ -223,9 +214,6 @@ impl RuleRt {
         let RuleRt {
             rule,
             members,
-            member_names,
-            member_id_prefixes,
-            member_ranks,
             plan,
             monitor_start,
             max_partial,
@@ -239,9 +227,6 @@ impl RuleRt {
             ctx: RuleCtx {
                 rule,
                 members,
-                member_names,
-                member_id_prefixes,
-                member_ranks,
                 plan,
                 monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
                 max_partial: *max_partial,
@@ -589,12 +574,7 @@ impl Engine {
             {
                 // The same meaning under another name (SO at the root): one state, one more
                 // alert per change.
-                rts[shared].members.push(rule.clone());
-                rts[shared].member_names.push(Arc::from(rule.name.as_str()));
-                rts[shared]
-                    .member_id_prefixes
-                    .push(Alert::id_prefix(&rule.name));
-                rts[shared].member_ranks.push(rank);
+                rts[shared].members.push(Member::new(rule.clone(), rank));
                 rt_of.push(shared as u32);
                 continue;
             }
@@ -618,10 +598,7 @@ impl Engine {
             rts.push(RuleRt {
                 canonical,
                 rule: rule.clone(),
-                members: vec![rule.clone()],
-                member_names: vec![Arc::from(rule.name.as_str())],
-                member_id_prefixes: vec![Alert::id_prefix(&rule.name)],
-                member_ranks: vec![rank],
+                members: vec![Member::new(rule.clone(), rank)],
                 plan: Arc::new(plan),
                 lane,
                 monitor_start: None,
@@ -790,7 +767,7 @@ impl Engine {
             .map(|f| {
                 f.members
                     .iter()
-                    .flat_map(|&m| self.rts[m as usize].members.iter().map(|r| r.name.as_str()))
+                    .flat_map(|&m| self.rts[m as usize].members.iter().map(|r| &*r.name))
                     .collect()
             })
             .collect()
@@ -827,8 +804,8 @@ impl Engine {
                     shared_with: rt
                         .members
                         .iter()
-                        .filter(|m| m.name != rule.name)
-                        .map(|m| m.name.clone())
+                        .filter(|m| m.rule.name != rule.name)
+                        .map(|m| m.rule.name.clone())
                         .collect(),
                     groups,
                     partial_matches: partial,
@@ -1665,7 +1642,7 @@ impl Engine {
         let rt = self
             .rts
             .iter()
-            .find(|r| r.members.iter().any(|m| m.name == rule))?;
+            .find(|r| r.members.iter().any(|m| m.rule.name == rule))?;
         let want: Vec<&str> = if rt.rule.group_by.len() == 1 {
             vec![text.trim()]
         } else {
@@ -1686,7 +1663,7 @@ impl Engine {
         let Some(ri) = self
             .rts
             .iter()
-            .position(|r| r.members.iter().any(|m| m.name == rule))
+            .position(|r| r.members.iter().any(|m| m.rule.name == rule))
         else {
             return false;
         };
@@ -1815,7 +1792,7 @@ impl Engine {
             let Some(ri) = free
                 .iter()
                 .copied()
-                .find(|i| e.rts[*i].members.iter().any(|m| m.name == rc.name))
+                .find(|i| e.rts[*i].members.iter().any(|m| m.rule.name == rc.name))
                 .or_else(|| free.first().copied())
             else {
                 continue;

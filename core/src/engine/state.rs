@@ -127,18 +127,36 @@ impl<'de> Deserialize<'de> for GroupKey {
     }
 }
 
+/// A rule a state serves, with what its alerts carry, made once when the engine is built.
+pub struct Member {
+    /// The rule.
+    pub rule: Arc<Rule>,
+    /// Its name, shared by its alerts.
+    pub name: Arc<str>,
+    /// Its alert ids' hash state after the name ([`Alert::id_prefix`]).
+    pub id_prefix: u64,
+    /// Its index in the rule set (the order of same-instant alerts).
+    pub rank: u32,
+}
+
+impl Member {
+    /// Rule `rule`, the `rank`-th of its rule set.
+    pub fn new(rule: Arc<Rule>, rank: u32) -> Member {
+        Member {
+            name: Arc::from(rule.name.as_str()),
+            id_prefix: Alert::id_prefix(&rule.name),
+            rule,
+            rank,
+        }
+    }
+}
+
 /// Rule-level facts the group transitions need (read-only).
 pub struct RuleCtx<'a> {
     /// The rule (the first of `members`): its meaning.
     pub rule: &'a Rule,
     /// Every rule with this meaning that shares the state (alerts are made for each).
-    pub members: &'a [Arc<Rule>],
-    /// Their names, ready to put in alerts.
-    pub member_names: &'a [Arc<str>],
-    /// Their alert ids' hash state after the name.
-    pub member_id_prefixes: &'a [u64],
-    /// Their indices in the rule set.
-    pub member_ranks: &'a [u32],
+    pub members: &'a [Member],
     /// Its plan.
     pub plan: &'a Plan,
     /// When monitoring began for the rule.
@@ -1355,25 +1373,19 @@ fn emit(
     // they share the group and the events, and the part of the id after the rule's name.
     let mut tail = Vec::with_capacity(32);
     Alert::id_tail(key, id.0, id.1, &mut tail);
-    let members = ctx
-        .members
-        .iter()
-        .zip(ctx.member_names)
-        .zip(ctx.member_id_prefixes)
-        .zip(ctx.member_ranks);
-    for (((rule, name), &prefix), &rank) in members {
+    for m in ctx.members {
         counters.alerts += 1;
         out.push(Alert {
-            id: Alert::id_after(prefix, &tail),
-            rule: name.clone(),
-            severity: rule.severity,
+            id: Alert::id_after(m.id_prefix, &tail),
+            rule: m.name.clone(),
+            severity: m.rule.severity,
             state,
             group: group.clone(),
             time,
-            message: Message::template(rule.clone()),
+            message: Message::template(m.rule.clone()),
             events: events.clone(),
             reason: reason.map(str::to_string),
-            rank,
+            rank: m.rank,
         });
     }
 }
