@@ -15,6 +15,10 @@ use cepheus_core::event::{Event, Field, Source, Value};
 use cepheus_core::rules::compile_str;
 use cepheus_core::time::Timestamp;
 
+/// The agent's allocator: the engine is timed as the agent runs it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)

@@ -24,6 +24,10 @@ use std::time::Instant;
 use cepheus_core::engine::{Engine, EngineConfig};
 use workload::{Events, Workload};
 
+/// The agent's allocator: the engine is timed as the agent runs it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Events per generated chunk (generation is not timed).
 const CHUNK: usize = 1 << 18;
 /// Most events of the warm-up run that precedes each timed run (a fifth of the cell's).
