@@ -203,7 +203,7 @@ fn run_case(rules: &RuleSet, parser: SyslogParser, t: &TestCase) -> anyhow::Resu
         },
     )?;
     if let Some(only) = &t.rules_under_test {
-        got.retain(|a| only.iter().any(|r| r == &*a.rule));
+        got.retain(|a| only.iter().any(|r| r == a.rule()));
     }
     let mut problems = Vec::new();
     if summary.malformed > 0 {
@@ -229,13 +229,13 @@ fn run_case(rules: &RuleSet, parser: SyslogParser, t: &TestCase) -> anyhow::Resu
 }
 
 fn matches(e: &Expected, a: &Alert) -> bool {
-    if e.rule != *a.rule || e.state != a.state.name() {
+    if e.rule != a.rule() || e.state != a.state.name() {
         return false;
     }
-    if e.group.len() != a.group.len() {
+    if e.group.len() != a.group().len() {
         return false;
     }
-    for (k, v) in a.group.iter() {
+    for (k, v) in a.group().iter() {
         let want = match e.group.get(k) {
             Some(toml::Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
@@ -255,7 +255,7 @@ fn matches(e: &Expected, a: &Alert) -> bool {
     }
     if e.reason
         .as_ref()
-        .is_some_and(|r| Some(r) != a.reason.as_ref())
+        .is_some_and(|r| Some(r.as_str()) != a.reason())
     {
         return false;
     }
@@ -287,15 +287,15 @@ fn describe_expected(e: &Expected) -> String {
 }
 
 fn describe(a: &Alert) -> String {
-    let group: Vec<String> = a.group.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let group: Vec<String> = a.group().iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut s = format!(
         "{} {} {{{}}} at {}",
-        a.rule,
+        a.rule(),
         a.state.name(),
         group.join(", "),
         a.time
     );
-    if let Some(r) = &a.reason {
+    if let Some(r) = a.reason() {
         s.push_str(&format!(" reason={r}"));
     }
     s.push_str(&format!(" message={:?}", a.message()));

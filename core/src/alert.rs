@@ -6,10 +6,10 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::state::render_message;
+use crate::engine::state::{Member, render_message};
 use crate::event::{Event, Value};
 use crate::fnv::Fnv;
-use crate::rules::ir::{Rule, Severity};
+use crate::rules::ir::Severity;
 use crate::time::Timestamp;
 
 /// Where an alert is in its lifecycle.
@@ -77,23 +77,23 @@ impl<'de> Deserialize<'de> for AlertId {
     }
 }
 
-/// An alert's message: the rule whose template it fills, rendered from the alert's group and
-/// events when first read. The engine makes one alert per rule that shares a state, and an
-/// alert storm makes thousands: rendering belongs to whoever reads them (the output, on its
-/// own thread), not to the shard that holds the groups.
-#[derive(Clone, Debug)]
-pub struct Message {
-    rule: Arc<Rule>,
-    text: OnceLock<String>,
+/// What the alerts of one change share: the state's rules (each alert names its own in
+/// them), the group, the events and the reason. A state serving many rules (the same meaning
+/// under other names) makes one alert per rule for every change; they differ only in rule,
+/// id and message, so each alert is one cache line and a pointer here, and making one writes
+/// nothing but the alert itself.
+#[derive(Debug)]
+pub(crate) struct Body {
+    pub(crate) members: Arc<[Member]>,
+    pub(crate) group: Box<[(String, Value)]>,
+    pub(crate) events: Box<[Arc<Event>]>,
+    pub(crate) reason: Option<&'static str>,
 }
 
-impl Message {
-    /// The message of `rule`'s template, rendered when first read.
-    pub fn template(rule: Arc<Rule>) -> Message {
-        Message {
-            rule,
-            text: OnceLock::new(),
-        }
+// The member table is the state's, not the alert's: shown by name only.
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
     }
 }
 
@@ -102,25 +102,21 @@ impl Message {
 pub struct Alert {
     /// Stable identity: a hash of rule, group and episode start.
     pub id: AlertId,
-    /// The rule's name.
-    pub rule: Arc<str>,
+    /// When this state began.
+    pub time: Timestamp,
     /// The rule's severity.
     pub severity: Severity,
     /// Lifecycle state this change enters.
     pub state: AlertState,
-    /// The group: the `group_by` names and their values, in `group_by` order (shared by the
-    /// alerts of rules that share a state).
-    pub group: Arc<[(String, Value)]>,
-    /// When this state began.
-    pub time: Timestamp,
-    /// The message (read it with [`Alert::message`]).
-    pub message: Message,
-    /// The matching events (capped, most recent last).
-    pub events: Arc<[Arc<Event>]>,
-    /// Why, when not obvious: `outage`, `forgotten`, `episode_end`, `late_event` ...
-    pub reason: Option<String>,
     /// The rule's index in the engine's rule set: the order of alerts at one instant.
     pub(crate) rank: u32,
+    /// The rule's position in `body.members`.
+    pub(crate) member: u32,
+    pub(crate) body: Arc<Body>,
+    /// The message, rendered from the rule's template when first read: an alert storm makes
+    /// thousands, and rendering belongs to whoever reads them (the output, on its own thread),
+    /// not to the shard that holds the groups.
+    pub(crate) text: OnceLock<Box<str>>,
 }
 
 /// The most events an alert carries.
@@ -129,23 +125,47 @@ pub const MAX_ALERT_EVENTS: usize = 16;
 impl PartialEq for Alert {
     fn eq(&self, o: &Alert) -> bool {
         self.id == o.id
-            && self.rule == o.rule
+            && self.rule() == o.rule()
             && self.severity == o.severity
             && self.state == o.state
-            && self.group == o.group
+            && self.group() == o.group()
             && self.time == o.time
-            && self.events == o.events
-            && self.reason == o.reason
+            && self.events() == o.events()
+            && self.reason() == o.reason()
             && self.message() == o.message()
     }
 }
 
 impl Alert {
+    fn member(&self) -> &Member {
+        &self.body.members[self.member as usize]
+    }
+
+    /// The rule's name.
+    pub fn rule(&self) -> &str {
+        &self.member().name
+    }
+
+    /// The group: the `group_by` names and their values, in `group_by` order.
+    pub fn group(&self) -> &[(String, Value)] {
+        &self.body.group
+    }
+
+    /// The matching events (capped, most recent last).
+    pub fn events(&self) -> &[Arc<Event>] {
+        &self.body.events
+    }
+
+    /// Why, when not obvious: `outage`, `forgotten`, `episode_end`, `late_event` ...
+    pub fn reason(&self) -> Option<&str> {
+        self.body.reason
+    }
+
     /// The rendered message (rendered on first read, then kept).
     pub fn message(&self) -> &str {
-        self.message
-            .text
-            .get_or_init(|| render_message(&self.message.rule, &self.group, &self.events))
+        self.text.get_or_init(|| {
+            render_message(&self.member().rule, self.group(), self.events()).into_boxed_str()
+        })
     }
 
     /// The stable id of an episode: FNV-1a over rule, group and start.
@@ -205,11 +225,11 @@ impl Alert {
     pub fn to_json(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
         m.insert("id".into(), self.id.to_string().into());
-        m.insert("rule".into(), self.rule.to_string().into());
+        m.insert("rule".into(), self.rule().into());
         m.insert("severity".into(), self.severity.name().into());
         m.insert("state".into(), self.state.name().into());
         let mut g = serde_json::Map::new();
-        for (k, v) in self.group.iter() {
+        for (k, v) in self.group() {
             g.insert(k.clone(), v.to_json());
         }
         m.insert("group".into(), serde_json::Value::Object(g));
@@ -217,10 +237,10 @@ impl Alert {
         m.insert("message".into(), self.message().into());
         m.insert(
             "events".into(),
-            serde_json::Value::Array(self.events.iter().map(|e| e.to_json()).collect()),
+            serde_json::Value::Array(self.events().iter().map(|e| e.to_json()).collect()),
         );
-        if let Some(r) = &self.reason {
-            m.insert("reason".into(), r.clone().into());
+        if let Some(r) = self.reason() {
+            m.insert("reason".into(), r.into());
         }
         serde_json::Value::Object(m)
     }

@@ -170,8 +170,8 @@ pub struct EngineCounters {
 struct RuleRt {
     rule: Arc<Rule>,
     /// The rules served by this state: `rule` first, then rules with the same meaning (SO at
-    /// the root, when sharing).
-    members: Vec<Member>,
+    /// the root, when sharing). Shared with the state's alerts, which name their rule in it.
+    members: Arc<[Member]>,
     canonical: String,
     plan: Arc<Plan>,
     lane: usize,
@@ -566,6 +566,8 @@ impl Engine {
         let mut rts: Vec<RuleRt> = Vec::with_capacity(rules.rules.len());
         let mut rt_of = Vec::with_capacity(rules.rules.len());
         let mut by_meaning: HashMap<String, usize> = HashMap::new();
+        // Each state's members, gathered before they are frozen into the state.
+        let mut members: Vec<Vec<Member>> = Vec::with_capacity(rules.rules.len());
         for (rank, rule) in rules.rules.iter().enumerate() {
             let rank = rank as u32;
             let canonical = rule.canonical();
@@ -574,7 +576,7 @@ impl Engine {
             {
                 // The same meaning under another name (SO at the root): one state, one more
                 // alert per change.
-                rts[shared].members.push(Member::new(rule.clone(), rank));
+                members[shared].push(Member::new(rule.clone(), rank));
                 rt_of.push(shared as u32);
                 continue;
             }
@@ -595,10 +597,11 @@ impl Engine {
                     }
                 },
             };
+            members.push(vec![Member::new(rule.clone(), rank)]);
             rts.push(RuleRt {
                 canonical,
                 rule: rule.clone(),
-                members: vec![Member::new(rule.clone(), rank)],
+                members: Arc::from(Vec::new()),
                 plan: Arc::new(plan),
                 lane,
                 monitor_start: None,
@@ -613,6 +616,9 @@ impl Engine {
                     .unwrap_or(cfg.max_partial_matches)
                     .max(1) as usize,
             });
+        }
+        for (rt, m) in rts.iter_mut().zip(members) {
+            rt.members = m.into();
         }
         let filter = Filter::new(rules, cfg.share);
         // Group field mappings, numbered: consumers with the same number read their group

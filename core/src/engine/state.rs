@@ -5,15 +5,15 @@
 //! wants to wake. That keeps the semantics (DESIGN.md, "Semantics fixed here") in one place.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use super::plan::{Alt, EvSet, Plan, Step};
-use crate::alert::{Alert, AlertState, MAX_ALERT_EVENTS, Message};
+use crate::alert::{Alert, AlertState, Body, MAX_ALERT_EVENTS};
 use crate::event::{Event, Value};
-use crate::rules::ir::{Rule, TemplatePart, Trigger, lookup};
+use crate::rules::ir::{Rule, Severity, TemplatePart, Trigger, lookup};
 use crate::time::{Duration, Timestamp};
 
 /// The seed of an alert id: the episode's start, and how many earlier episodes of the group
@@ -137,6 +137,8 @@ pub struct Member {
     pub id_prefix: u64,
     /// Its index in the rule set (the order of same-instant alerts).
     pub rank: u32,
+    /// Its severity (kept here so making an alert reads no rule).
+    pub severity: Severity,
 }
 
 impl Member {
@@ -145,6 +147,7 @@ impl Member {
         Member {
             name: Arc::from(rule.name.as_str()),
             id_prefix: Alert::id_prefix(&rule.name),
+            severity: rule.severity,
             rule,
             rank,
         }
@@ -156,7 +159,7 @@ pub struct RuleCtx<'a> {
     /// The rule (the first of `members`): its meaning.
     pub rule: &'a Rule,
     /// Every rule with this meaning that shares the state (alerts are made for each).
-    pub members: &'a [Member],
+    pub members: &'a Arc<[Member]>,
     /// Its plan.
     pub plan: &'a Plan,
     /// When monitoring began for the rule.
@@ -1348,7 +1351,7 @@ fn complete(ctx: &RuleCtx<'_>, alt: &Alt, r: &Run, t: Timestamp) -> bool {
     done && t.since(r.start) >= ctx.wmin()
 }
 
-/// Renders the message and appends one alert change.
+/// Appends one alert change per rule the state serves (its message is rendered by the reader).
 fn emit(
     ctx: &RuleCtx<'_>,
     key: &GroupKey,
@@ -1356,36 +1359,39 @@ fn emit(
     state: AlertState,
     time: Timestamp,
     mut events: Vec<Arc<Event>>,
-    reason: Option<&str>,
+    reason: Option<&'static str>,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
 ) {
     cap_events(&mut events);
-    let group: Arc<[(String, Value)]> = ctx
-        .rule
-        .group_by
-        .iter()
-        .cloned()
-        .zip(key.iter().cloned())
-        .collect();
-    let events: Arc<[Arc<Event>]> = events.into();
     // Rules that share this state (the same meaning under other names) each get their alert;
-    // they share the group and the events, and the part of the id after the rule's name.
+    // they share the group, the events and the part of the id after the rule's name.
+    let body = Arc::new(Body {
+        members: ctx.members.clone(),
+        group: ctx
+            .rule
+            .group_by
+            .iter()
+            .cloned()
+            .zip(key.iter().cloned())
+            .collect(),
+        events: events.into(),
+        reason,
+    });
     let mut tail = Vec::with_capacity(32);
     Alert::id_tail(key, id.0, id.1, &mut tail);
-    for m in ctx.members {
+    out.reserve(ctx.members.len());
+    for (i, m) in ctx.members.iter().enumerate() {
         counters.alerts += 1;
         out.push(Alert {
             id: Alert::id_after(m.id_prefix, &tail),
-            rule: m.name.clone(),
-            severity: m.rule.severity,
-            state,
-            group: group.clone(),
             time,
-            message: Message::template(m.rule.clone()),
-            events: events.clone(),
-            reason: reason.map(str::to_string),
+            severity: m.severity,
+            state,
             rank: m.rank,
+            member: i as u32,
+            body: body.clone(),
+            text: OnceLock::new(),
         });
     }
 }

@@ -945,13 +945,13 @@ fn hinted_and_plain(spec: &[(u8, u16)]) -> (Vec<String>, Vec<String>) {
         let out = replay(&rules, &evs);
         let render = |prefix: &str| -> Vec<String> {
             out.iter()
-                .filter(|a| a.rule.starts_with(prefix))
+                .filter(|a| a.rule().starts_with(prefix))
                 .map(|a| {
                     format!(
                         "{} {} {:?} {}",
-                        &a.rule[prefix.len()..],
+                        &a.rule()[prefix.len()..],
                         a.state.name(),
-                        a.group,
+                        a.group(),
                         a.time
                     )
                 })
@@ -1015,11 +1015,11 @@ fn absences_beyond_the_wheels_reach_do_not_stall_time() {
     e.advance_to(Timestamp::from_secs(1_000), &mut out);
     e.advance_to(Timestamp::from_secs(1_060), &mut out);
     assert_eq!(out.len(), 1, "{:?}", json(&out));
-    assert_eq!(&*out[0].rule, "short");
+    assert_eq!(out[0].rule(), "short");
     e.advance_to(Timestamp::from_secs(1_000 + 1000 * 86_400 - 1), &mut out);
     assert_eq!(out.len(), 1);
     e.advance_to(Timestamp::from_secs(1_000 + 1000 * 86_400), &mut out);
     assert_eq!(out.len(), 2, "{:?}", json(&out));
-    assert_eq!(&*out[1].rule, "long");
+    assert_eq!(out[1].rule(), "long");
     assert_eq!(out[1].time, Timestamp::from_secs(1_000 + 1000 * 86_400));
 }

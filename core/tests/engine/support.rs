@@ -186,11 +186,11 @@ pub fn parse_script(script: &str) -> Vec<Step> {
 
 /// `state host @secs` per alert (rule name prefixed when several rules), plus ` (reason)`.
 pub fn fmt_alert(a: &Alert, with_rule: bool) -> String {
-    let group: Vec<String> = a.group.iter().map(|(_, v)| v.to_string()).collect();
+    let group: Vec<String> = a.group().iter().map(|(_, v)| v.to_string()).collect();
     let secs = a.time.0 as f64 / 1e9;
     let mut s = String::new();
     if with_rule {
-        s.push_str(&a.rule);
+        s.push_str(a.rule());
         s.push(' ');
     }
     s.push_str(a.state.name());
@@ -199,7 +199,7 @@ pub fn fmt_alert(a: &Alert, with_rule: bool) -> String {
         s.push_str(&group.join(","));
     }
     s.push_str(&format!(" @{secs}"));
-    if let Some(r) = &a.reason {
+    if let Some(r) = a.reason() {
         s.push_str(&format!(" ({r})"));
     }
     s
