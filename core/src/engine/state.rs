@@ -391,16 +391,23 @@ impl AbsenceState {
     }
 }
 
-/// The state of one group of a linear rule.
+/// The state of one group of a linear rule: as small as an absence group's (it lives inline
+/// in the group's slot, so a delivery reads the slot and the runs, no box between), with what
+/// most groups never need behind one pointer.
 #[derive(Clone, Debug, Serialize, Deserialize, Default)]
 pub struct LinearState {
     runs: Vec<Run>,
-    waits: Vec<Wait>,
     episode: Option<Box<Episode>>,
+    rare: Option<Box<Rare>>,
+}
+
+/// What a linear group holds only once it has waited, alerted or tracked a leading absence.
+#[derive(Clone, Debug, Serialize, Deserialize, Default)]
+struct Rare {
+    waits: Vec<Wait>,
     /// Per event definition, when it last occurred (only for rules with a leading absence).
     last_seen: Vec<Option<Timestamp>>,
     last_emit: Option<Timestamp>,
-    #[serde(default)]
     last_seed: Option<IdSeed>,
 }
 
@@ -410,7 +417,7 @@ pub enum GroupState {
     /// Absence-only rule.
     Absence(AbsenceState),
     /// Linear rule.
-    Linear(Box<LinearState>),
+    Linear(LinearState),
 }
 
 /// A group: its key and state.
@@ -454,14 +461,15 @@ impl Group {
             }),
             Plan::Linear { alts } => {
                 let tracks = alts.iter().any(|a| a.start_absent.is_some());
-                GroupState::Linear(Box::new(LinearState {
-                    last_seen: if tracks {
-                        vec![None; ctx.rule.events.len()]
-                    } else {
-                        Vec::new()
-                    },
+                GroupState::Linear(LinearState {
+                    rare: tracks.then(|| {
+                        Box::new(Rare {
+                            last_seen: vec![None; ctx.rule.events.len()],
+                            ..Rare::default()
+                        })
+                    }),
                     ..LinearState::default()
-                }))
+                })
             }
         };
         Group {
@@ -488,7 +496,7 @@ impl Group {
                     }
                     _ => l.runs.len(),
                 };
-                live + l.waits.len()
+                live + l.waits().len()
             }
         }
     }
@@ -499,7 +507,7 @@ impl Group {
             GroupState::Absence(_) => 0,
             GroupState::Linear(l) => {
                 l.runs.iter().map(|r| r.items.len()).sum::<usize>()
-                    + l.waits.iter().map(|w| w.events.len()).sum::<usize>()
+                    + l.waits().iter().map(|w| w.events.len()).sum::<usize>()
             }
         }
     }
@@ -826,6 +834,23 @@ enum Took {
 }
 
 impl LinearState {
+    fn waits(&self) -> &[Wait] {
+        self.rare.as_ref().map_or(&[], |r| &r.waits)
+    }
+
+    fn last_seen(&self) -> &[Option<Timestamp>] {
+        self.rare.as_ref().map_or(&[], |r| &r.last_seen)
+    }
+
+    fn last_emit(&self) -> Option<Timestamp> {
+        self.rare.as_ref().and_then(|r| r.last_emit)
+    }
+
+    /// The rare part, made when first written.
+    fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
     fn on_event(
         &mut self,
         ctx: &RuleCtx<'_>,
@@ -871,12 +896,14 @@ impl LinearState {
             }
         }
         // B. An awaited event cancels the waits of absences at the end.
-        self.waits.retain(|w| {
-            alts[w.alt as usize]
-                .end_absent
-                .as_ref()
-                .is_none_or(|e| e.set & mask == 0)
-        });
+        if let Some(rare) = &mut self.rare {
+            rare.waits.retain(|w| {
+                alts[w.alt as usize]
+                    .end_absent
+                    .as_ref()
+                    .is_none_or(|e| e.set & mask == 0)
+            });
+        }
         // C. Expiry by the window (closures at the start slide).
         if let Some(w) = ctx.wmax() {
             self.expire(alts, t, w);
@@ -930,7 +957,7 @@ impl LinearState {
                         continue;
                     }
                     let last = self
-                        .last_seen
+                        .last_seen()
                         .iter()
                         .enumerate()
                         .filter(|(e, _)| s & (1u64 << e) != 0)
@@ -1017,7 +1044,10 @@ impl LinearState {
     }
 
     fn note_seen(&mut self, mask: EvSet, t: Timestamp) {
-        for (e, slot) in self.last_seen.iter_mut().enumerate() {
+        let Some(rare) = &mut self.rare else {
+            return;
+        };
+        for (e, slot) in rare.last_seen.iter_mut().enumerate() {
             if mask & (1u64 << e) != 0 {
                 *slot = Some(slot.map_or(t, |s| s.max(t)));
             }
@@ -1052,13 +1082,13 @@ impl LinearState {
         let alt = &alts[r.alt as usize];
         if let Some(end) = &alt.end_absent {
             // The absence at the end starts now; one wait per alternative, none while firing.
-            let waiting = self.waits.iter().any(|w| w.alt == r.alt);
+            let waiting = self.waits().iter().any(|w| w.alt == r.alt);
             if self.episode.is_none() && !waiting {
                 let deadline = match end.for_ {
                     Some(d) => t.add(d),
                     None => r.start.add(ctx.wmax().unwrap_or(Duration::ZERO)),
                 };
-                self.waits.push(Wait {
+                self.rare().waits.push(Wait {
                     alt: r.alt,
                     deadline,
                     events: r.events(),
@@ -1074,7 +1104,7 @@ impl LinearState {
                 .retain(|o| !o.items.iter().any(|i| ids.binary_search(&i.id).is_ok()));
         }
         let last = &alt.steps[alt.steps.len() - 1];
-        let id = next_seed(&mut self.last_seed, r.start);
+        let id = next_seed(&mut self.rare().last_seed, r.start);
         if last.repeat.is_some() {
             // A closure episode is one alert already, ended by a window of quiet: not
             // rate-limited.
@@ -1100,11 +1130,11 @@ impl LinearState {
             }));
             return;
         }
-        if held_until(ctx, self.last_emit, t, None).is_some() {
+        if held_until(ctx, self.last_emit(), t, None).is_some() {
             counters.suppressed += 1;
             return;
         }
-        self.last_emit = Some(t);
+        self.rare().last_emit = Some(t);
         emit(
             ctx,
             key,
@@ -1129,14 +1159,16 @@ impl LinearState {
     ) {
         // Absences at the end whose time passed.
         let mut due: Vec<Wait> = Vec::new();
-        self.waits.retain(|w| {
-            if w.deadline <= now {
-                due.push(w.clone());
-                false
-            } else {
-                true
-            }
-        });
+        if let Some(rare) = &mut self.rare {
+            rare.waits.retain(|w| {
+                if w.deadline <= now {
+                    due.push(w.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+        }
         due.sort_by_key(|w| (w.deadline, w.alt));
         for w in due {
             if self.episode.is_some() {
@@ -1146,12 +1178,12 @@ impl LinearState {
                 .end_absent
                 .as_ref()
                 .map_or(0, |e| e.set);
-            let id = next_seed(&mut self.last_seed, w.deadline);
+            let id = next_seed(&mut self.rare().last_seed, w.deadline);
             let for_ = alts[w.alt as usize]
                 .end_absent
                 .as_ref()
                 .and_then(|e| e.for_);
-            let held_until = held_until(ctx, self.last_emit, w.deadline, for_);
+            let held_until = held_until(ctx, self.last_emit(), w.deadline, for_);
             if held_until.is_none() {
                 let reason = (w.deadline < ctx.outage_until).then_some("outage");
                 emit(
@@ -1165,7 +1197,7 @@ impl LinearState {
                     counters,
                     out,
                 );
-                self.last_emit = Some(w.deadline);
+                self.rare().last_emit = Some(w.deadline);
             }
             self.episode = Some(Box::new(Episode {
                 id,
@@ -1175,8 +1207,11 @@ impl LinearState {
                 held_until,
             }));
         }
-        if let Some(ep) = self.episode.as_mut() {
-            ep.release(ctx, key, now, &mut self.last_emit, counters, out);
+        if let Some(ep) = self.episode.as_mut()
+            && ep.held_until.is_some()
+        {
+            let rare = self.rare.get_or_insert_with(Box::default);
+            ep.release(ctx, key, now, &mut rare.last_emit, counters, out);
         }
         // A closure episode ends after a window of quiet.
         if let (Some(ep), Some(w)) = (&self.episode, ctx.wmax())
@@ -1207,7 +1242,7 @@ impl LinearState {
     fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
         let mut wake: Option<Timestamp> = None;
         let mut consider = |t: Timestamp| wake = Some(wake.map_or(t, |w| w.min(t)));
-        for w in &self.waits {
+        for w in self.waits() {
             consider(w.deadline);
         }
         if let Some(at) = self.episode.as_ref().and_then(|e| e.held_until) {
