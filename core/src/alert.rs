@@ -1,8 +1,6 @@
 //! The alert: one JSON object, the same shape in replay, outputs, the API and the store.
 
-use std::sync::Arc;
-
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -90,13 +88,6 @@ pub(crate) struct Body {
     pub(crate) reason: Option<&'static str>,
 }
 
-// The member table is the state's, not the alert's: shown by name only.
-impl std::fmt::Debug for Member {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.name)
-    }
-}
-
 /// One alert change: a new alert, or a state change of an existing one (same `id`).
 #[derive(Clone, Debug)]
 pub struct Alert {
@@ -143,7 +134,7 @@ impl Alert {
 
     /// The rule's name.
     pub fn rule(&self) -> &str {
-        &self.member().name
+        &self.member().rule.name
     }
 
     /// The group: the `group_by` names and their values, in `group_by` order.

@@ -773,7 +773,12 @@ impl Engine {
             .map(|f| {
                 f.members
                     .iter()
-                    .flat_map(|&m| self.rts[m as usize].members.iter().map(|r| &*r.name))
+                    .flat_map(|&m| {
+                        self.rts[m as usize]
+                            .members
+                            .iter()
+                            .map(|r| r.rule.name.as_str())
+                    })
                     .collect()
             })
             .collect()

@@ -131,8 +131,6 @@ impl<'de> Deserialize<'de> for GroupKey {
 pub struct Member {
     /// The rule.
     pub rule: Arc<Rule>,
-    /// Its name, shared by its alerts.
-    pub name: Arc<str>,
     /// Its alert ids' hash state after the name ([`Alert::id_prefix`]).
     pub id_prefix: u64,
     /// Its index in the rule set (the order of same-instant alerts).
@@ -145,12 +143,18 @@ impl Member {
     /// Rule `rule`, the `rank`-th of its rule set.
     pub fn new(rule: Arc<Rule>, rank: u32) -> Member {
         Member {
-            name: Arc::from(rule.name.as_str()),
             id_prefix: Alert::id_prefix(&rule.name),
             severity: rule.severity,
             rule,
             rank,
         }
+    }
+}
+
+// A state's member table is shown in every alert's `Debug`: by rule name only.
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.rule.name)
     }
 }
 
