@@ -108,6 +108,27 @@ impl Family {
         Some((r, false))
     }
 
+    /// The record of `key`, if any, without touching the memo (a read-ahead's lookup).
+    pub fn find(&self, key: &GroupKey) -> Option<u32> {
+        self.groups.get(key).copied()
+    }
+
+    /// A delivery of event `seq` (key number `kid`) found record `r` without [`Family::record`]
+    /// (its slot was read ahead): the memo moves as that lookup would have moved it, and
+    /// whether an earlier delivery of the same event had found the record is returned.
+    pub fn note(&mut self, seq: u64, kid: Option<u32>, r: u32) -> bool {
+        if let Some((s, k, _)) = self.memo
+            && s == seq
+            && Some(k) == kid
+        {
+            return true;
+        }
+        if let Some(kid) = kid {
+            self.memo = Some((seq, kid, r));
+        }
+        false
+    }
+
     /// The (slot, generation) member `pos` recorded in record `r`, if any.
     pub fn slot(&self, r: u32, pos: u32) -> Option<(u32, u32)> {
         match &self.records.get(r as usize)?.repr {

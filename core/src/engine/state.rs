@@ -213,54 +213,66 @@ pub struct Item {
     dv: Option<Box<Value>>,
 }
 
-/// A partial match's events, oldest first: two inline (most runs hold one or two, so starting
-/// a run allocates nothing), a ring buffer beyond (closures slide by popping the front).
-/// Serialized as the plain sequence, like the `VecDeque` it replaced.
+/// A partial match's events, oldest first: one inline (most runs hold one, so starting a run
+/// allocates nothing and a run is one cache line), a boxed ring buffer beyond (closures slide
+/// by popping the front). Serialized as the plain sequence, like the `VecDeque` it replaced.
 #[derive(Clone, Debug)]
 enum Items {
-    Few(SmallVec<[Item; 2]>),
-    Many(VecDeque<Item>),
+    One(Item),
+    /// Zero items (`None`) or a ring of any length.
+    #[allow(
+        clippy::box_collection,
+        reason = "one word, not three: a run is one cache line"
+    )]
+    Many(Option<Box<VecDeque<Item>>>),
 }
 
 impl Default for Items {
     fn default() -> Items {
-        Items::Few(SmallVec::new())
+        Items::Many(None)
     }
 }
 
 impl Items {
     fn push_back(&mut self, item: Item) {
         match self {
-            Items::Few(v) if v.len() < v.inline_size() => v.push(item),
-            Items::Few(v) => {
-                let mut d = VecDeque::with_capacity(8);
-                d.extend(v.drain(..));
+            Items::Many(None) => *self = Items::One(item),
+            Items::Many(Some(d)) => d.push_back(item),
+            Items::One(_) => {
+                let mut d = VecDeque::with_capacity(4);
+                if let Items::One(first) = std::mem::take(self) {
+                    d.push_back(first);
+                }
                 d.push_back(item);
-                *self = Items::Many(d);
+                *self = Items::Many(Some(Box::new(d)));
             }
-            Items::Many(d) => d.push_back(item),
         }
     }
 
     fn pop_front(&mut self) -> Option<Item> {
         match self {
-            Items::Few(v) if v.is_empty() => None,
-            Items::Few(v) => Some(v.remove(0)),
-            Items::Many(d) => d.pop_front(),
+            Items::Many(None) => None,
+            Items::Many(Some(d)) => d.pop_front(),
+            Items::One(_) => match std::mem::take(self) {
+                Items::One(first) => Some(first),
+                _ => None,
+            },
         }
     }
 
     fn front(&self) -> Option<&Item> {
         match self {
-            Items::Few(v) => v.first(),
-            Items::Many(d) => d.front(),
+            Items::One(x) => Some(x),
+            Items::Many(Some(d)) => d.front(),
+            Items::Many(None) => None,
         }
     }
 
     fn len(&self) -> usize {
         match self {
-            Items::Few(v) => v.len(),
-            Items::Many(d) => d.len(),
+            Items::One(_) => 1,
+            Items::Many(Some(d)) => d.len(),
+            Items::Many(None) => 0,
         }
     }
 
@@ -270,8 +282,9 @@ impl Items {
 
     fn iter(&self) -> impl Iterator<Item = &Item> {
         let (a, b): (&[Item], &[Item]) = match self {
-            Items::Few(v) => (v, &[]),
-            Items::Many(d) => d.as_slices(),
+            Items::One(x) => (std::slice::from_ref(x), &[]),
+            Items::Many(Some(d)) => d.as_slices(),
+            Items::Many(None) => (&[], &[]),
         };
         a.iter().chain(b)
     }
@@ -304,8 +317,13 @@ pub struct Run {
     start: Timestamp,
     last_end: Timestamp,
     items: Items,
-    #[serde(with = "pairs")]
-    distinct: BTreeMap<Value, u32>,
+    /// Counts per distinct value, for `distinct` closures only (boxed: other runs have none).
+    #[serde(with = "pairs", default)]
+    #[allow(
+        clippy::box_collection,
+        reason = "one word, not three: a run is one cache line"
+    )]
+    distinct: Option<Box<BTreeMap<Value, u32>>>,
 }
 
 /// A completed match waiting for an absence at its end.
@@ -514,6 +532,24 @@ impl Group {
                     + l.waits().iter().map(|w| w.events.len()).sum::<usize>()
             }
         }
+    }
+
+    /// A sum of words from each part of memory a transition of this group reads first (the
+    /// runs and the oldest event they hold), so an engine can load several groups' memory at
+    /// once before their transitions run one after another. Reads only.
+    pub fn touch(&self) -> u64 {
+        let mut sum = self.last_activity.0 as u64;
+        if let GroupState::Linear(l) = &self.state
+            && let (Some(first), Some(last)) = (l.runs.first(), l.runs.last())
+        {
+            sum = sum
+                .wrapping_add(first.start.0 as u64)
+                .wrapping_add(last.last_end.0 as u64);
+            if let Some(it) = first.items.front() {
+                sum = sum.wrapping_add(Arc::strong_count(&it.ev) as u64);
+            }
+        }
+        sum
     }
 
     /// Whether an alert of this group is firing.
@@ -760,7 +796,7 @@ fn held_until(
 
 fn effective_count(r: &Run, step: &Step) -> u32 {
     match step.repeat.as_ref().and_then(|rep| rep.distinct.as_ref()) {
-        Some(_) => r.distinct.len() as u32,
+        Some(_) => r.distinct.as_ref().map_or(0, |d| d.len()) as u32,
         None => r.count,
     }
 }
@@ -777,7 +813,11 @@ impl Run {
         if step.repeat.as_ref().is_some_and(|r| r.distinct.is_some())
             && let Some(v) = &item.dv
         {
-            *self.distinct.entry((**v).clone()).or_insert(0) += 1;
+            *self
+                .distinct
+                .get_or_insert_with(Box::default)
+                .entry((**v).clone())
+                .or_insert(0) += 1;
         }
         self.last_end = self.last_end.max(item.time);
         self.items.push_back(item);
@@ -787,11 +827,12 @@ impl Run {
         if let Some(it) = self.items.pop_front() {
             if step.repeat.as_ref().is_some_and(|r| r.distinct.is_some())
                 && let Some(v) = &it.dv
-                && let Some(n) = self.distinct.get_mut(&**v)
+                && let Some(d) = &mut self.distinct
+                && let Some(n) = d.get_mut(&**v)
             {
                 *n -= 1;
                 if *n == 0 {
-                    self.distinct.remove(&**v);
+                    d.remove(&**v);
                 }
             }
             self.count = self.count.saturating_sub(1);
@@ -981,7 +1022,7 @@ impl LinearState {
                     start: t,
                     last_end: t,
                     items: Items::default(),
-                    distinct: BTreeMap::new(),
+                    distinct: None,
                 };
                 r.push(
                     first,
@@ -1479,14 +1520,18 @@ mod pairs {
 
     use crate::event::Value;
 
-    pub fn serialize<S: Serializer>(m: &BTreeMap<Value, u32>, s: S) -> Result<S::Ok, S::Error> {
-        let v: Vec<(&Value, &u32)> = m.iter().collect();
+    type Counts = Option<Box<BTreeMap<Value, u32>>>;
+
+    /// As a list of (value, count) pairs; no map is an empty list.
+    pub fn serialize<S: Serializer>(m: &Counts, s: S) -> Result<S::Ok, S::Error> {
+        let v: Vec<(&Value, &u32)> = m.iter().flat_map(|m| m.iter()).collect();
         v.serialize(s)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Value, u32>, D::Error> {
+    /// An empty list is no map.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Counts, D::Error> {
         let v: Vec<(Value, u32)> = Vec::deserialize(d)?;
-        Ok(v.into_iter().collect())
+        Ok((!v.is_empty()).then(|| Box::new(v.into_iter().collect())))
     }
 }
 
@@ -1507,6 +1552,18 @@ mod tests {
 
     fn ids(items: &Items) -> Vec<u64> {
         items.iter().map(|i| i.id).collect()
+    }
+
+    /// A partial match is one cache line (a delivery reads and writes it whole), and its
+    /// one inline event costs no word beyond the event itself.
+    #[test]
+    fn a_run_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Items>(), std::mem::size_of::<Item>());
+        assert!(
+            std::mem::size_of::<Run>() <= 64,
+            "{}",
+            std::mem::size_of::<Run>()
+        );
     }
 
     /// `Items` behaves as the `VecDeque` it replaced, inline and beyond, and checkpoints as
