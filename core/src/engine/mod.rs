@@ -1105,6 +1105,7 @@ impl Engine {
         // Processing-time lane: timers strictly before now, then the event at now.
         self.advance_lane(0, arrival.sub(Duration(1)), out);
         if hits.len() > 1 {
+            // (Counts event-time hits too: they are skipped there, and rare.)
             self.touch_groups(&mut hits);
         }
         let seq = self.next_seq;
@@ -1157,21 +1158,22 @@ impl Engine {
         self.spare = Some(ev);
     }
 
-    /// Finds the groups of the event's hits (those without an index hint) and loads the
-    /// memory their deliveries will read (each group's slot, runs and oldest held event)
-    /// before the first transition runs, so the cache misses of several deliveries overlap
-    /// instead of being paid one after another. Changes no state: the lookups are the ones
-    /// the deliveries would make (without the family memo), and each delivery checks what
-    /// was found before using it ([`Engine::found_slot`]).
+    /// Finds the groups of the event's processing-time hits (except those whose predicate's
+    /// index entry can carry a slot hint: they keep their own path, which refreshes the hint)
+    /// and loads the memory their deliveries will read (each group's slot, runs and oldest
+    /// held event) before the first transition runs, so the cache misses of several
+    /// deliveries overlap instead of being paid one after another. Changes no state: the
+    /// lookups are the ones the deliveries would make (without the family memo), and each
+    /// delivery checks what was found before using it ([`Engine::found_slot`]).
     fn touch_groups(&self, hits: &mut [Hit]) {
         let mut sum = 0u64;
         // The last family record found: (family, key number, record).
         let mut last: Option<(u32, u32, u32)> = None;
         for h in hits.iter_mut() {
-            if h.hint.is_some() {
+            let ri = h.rule as usize;
+            if h.hint.is_some() || self.rts[ri].lane != 0 {
                 continue;
             }
-            let ri = h.rule as usize;
             h.found = match self.family_of[ri] {
                 Some((f, pos)) => {
                     let r = match last {
@@ -1522,6 +1524,9 @@ impl Engine {
         found: Found,
     ) -> Option<u32> {
         let (slot, held) = match found {
+            // The record entry is checked, not a generation kept from the read-ahead: nothing
+            // frees a group or a record between it and the deliveries (timers ran before it,
+            // and deliveries only make groups), so the entry is the one read then.
             Found::Family { slot, rec } => {
                 let (f, pos) = self.family_of[ri]?;
                 let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;

@@ -1554,6 +1554,32 @@ mod tests {
         items.iter().map(|i| i.id).collect()
     }
 
+    /// A run checkpointed before `distinct` was boxed restores, with or without counts.
+    #[test]
+    fn runs_restore_with_or_without_distinct_counts() {
+        let base = r#""alt":0,"pos":0,"count":1,"start":5,"last_end":5,"items":[]"#;
+        let no_field: Option<Run> = serde_json::from_str(&format!("{{{base}}}")).ok();
+        let empty: Option<Run> = serde_json::from_str(&format!("{{{base},\"distinct\":[]}}")).ok();
+        let v = serde_json::to_string(&Value::Int(3)).unwrap_or_default();
+        let counts = format!("[[{v},2]]");
+        let some: Option<Run> =
+            serde_json::from_str(&format!("{{{base},\"distinct\":{counts}}}")).ok();
+        assert!(no_field.is_some_and(|r| r.distinct.is_none()));
+        assert!(empty.is_some_and(|r| r.distinct.is_none()));
+        let Some(r) = some else {
+            panic!("a run with distinct counts restores");
+        };
+        assert_eq!(r.distinct.as_ref().map(|d| d.len()), Some(1));
+        let again = serde_json::to_value(&r).ok();
+        assert_eq!(
+            again
+                .as_ref()
+                .and_then(|v| v.get("distinct"))
+                .map(|d| d.to_string()),
+            Some(counts)
+        );
+    }
+
     /// A partial match is one cache line (a delivery reads and writes it whole), and its
     /// one inline event costs no word beyond the event itself.
     #[test]
