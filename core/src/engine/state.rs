@@ -1040,6 +1040,11 @@ impl LinearState {
                 }
                 let done = complete(ctx, alt, &r, t);
                 if done || alt.steps.len() > 1 || first.repeat.is_some() {
+                    // Most groups hold one partial match at a time: room for one, not the
+                    // four a first push makes (a run is a cache line; 192 bytes a group).
+                    if self.runs.capacity() == 0 {
+                        self.runs.reserve_exact(1);
+                    }
                     self.runs.push(r);
                     if done {
                         fresh_completed.push(self.runs.len() - 1);
