@@ -81,10 +81,7 @@ impl Family {
         kid: Option<u32>,
         make: bool,
     ) -> Option<(u32, bool)> {
-        if let Some((s, k, r)) = self.memo
-            && s == seq
-            && Some(k) == kid
-        {
+        if let Some(r) = self.memoized(seq, kid) {
             return Some((r, true));
         }
         let r = match self.groups.get(key) {
@@ -102,9 +99,7 @@ impl Family {
             }
             None => return None,
         };
-        if let Some(kid) = kid {
-            self.memo = Some((seq, kid, r));
-        }
+        self.remember(seq, kid, r);
         Some((r, false))
     }
 
@@ -117,16 +112,27 @@ impl Family {
     /// (its slot was read ahead): the memo moves as that lookup would have moved it, and
     /// whether an earlier delivery of the same event had found the record is returned.
     pub fn note(&mut self, seq: u64, kid: Option<u32>, r: u32) -> bool {
-        if let Some((s, k, _)) = self.memo
-            && s == seq
-            && Some(k) == kid
-        {
+        if self.memoized(seq, kid).is_some() {
             return true;
         }
+        self.remember(seq, kid, r);
+        false
+    }
+
+    /// The record an earlier delivery of event `seq` found for key number `kid`, if any.
+    fn memoized(&self, seq: u64, kid: Option<u32>) -> Option<u32> {
+        match self.memo {
+            Some((s, k, r)) if s == seq && Some(k) == kid => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Record `r` was found for key number `kid` of event `seq` (unnumbered keys are not
+    /// remembered).
+    fn remember(&mut self, seq: u64, kid: Option<u32>, r: u32) {
         if let Some(kid) = kid {
             self.memo = Some((seq, kid, r));
         }
-        false
     }
 
     /// The (slot, generation) member `pos` recorded in record `r`, if any.

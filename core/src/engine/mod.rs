@@ -558,12 +558,13 @@ struct Hit {
     found: Option<Found>,
 }
 
-/// Where [`Engine::touch_groups`] found a hit's group.
+/// What [`Engine::touch_groups`] found for a hit.
 #[derive(Clone, Copy, Debug)]
 enum Found {
-    /// Through its family's record `rec` (checked as the record is: by generation).
-    Family { slot: u32, rec: u32 },
-    /// In its state's own group map, with the slot's generation then.
+    /// Its family's record for the key: the delivery reads the member's slot from it, as
+    /// from a record it looked up itself ([`Engine::family_slot`]).
+    Family { rec: u32 },
+    /// The group, in its state's own map, with the slot's generation then.
     Own { slot: u32, generation: u32 },
 }
 
@@ -1168,7 +1169,8 @@ impl Engine {
     /// held event) before the first transition runs, so the cache misses of several
     /// deliveries overlap instead of being paid one after another. Changes no state: the
     /// lookups are the ones the deliveries would make (without the family memo), and each
-    /// delivery checks what was found before using it ([`Engine::found_slot`]).
+    /// delivery checks what was found before using it ([`Engine::own_slot`],
+    /// [`Engine::family_slot`]).
     fn touch_groups(&self, hits: &mut [Hit]) {
         let mut sum = 0u64;
         // The last family record found: (family, key number, record).
@@ -1178,33 +1180,38 @@ impl Engine {
             if h.hint.is_some() || self.rts[ri].lane != 0 {
                 continue;
             }
-            h.found = match self.family_of[ri] {
+            // The hit's group's slot, if it has one yet.
+            let slot = match self.family_of[ri] {
                 Some((f, pos)) => {
-                    let r = match last {
+                    let fam = &self.families[f as usize];
+                    let rec = match last {
                         Some((lf, lk, r)) if lf == f && lk == h.kid => Some(r),
-                        _ => self.families[f as usize].find(&h.key),
+                        _ => fam.find(&h.key),
                     };
-                    r.and_then(|rec| {
-                        last = Some((f, h.kid, rec));
-                        let (slot, _) = self.families[f as usize].slot(rec, pos)?;
-                        Some(Found::Family { slot, rec })
-                    })
+                    let Some(rec) = rec else { continue };
+                    last = Some((f, h.kid, rec));
+                    // Even with no slot of this member in it, the record spares the delivery
+                    // its lookup.
+                    h.found = Some(Found::Family { rec });
+                    fam.slot(rec, pos).map(|(slot, _)| slot)
                 }
-                None => self.rts[ri].groups.get(&h.key).and_then(|&slot| {
-                    let generation = slot_at(&self.rts, h.rule, slot)?.generation;
-                    Some(Found::Own { slot, generation })
-                }),
+                None => self.rts[ri].groups.get(&h.key).copied(),
             };
-            let slot = match h.found {
-                Some(Found::Family { slot, .. } | Found::Own { slot, .. }) => slot,
-                None => continue,
+            let Some((slot, s)) =
+                slot.and_then(|slot| Some((slot, slot_at(&self.rts, h.rule, slot)?)))
+            else {
+                continue;
             };
-            if let Some(s) = slot_at(&self.rts, h.rule, slot) {
-                sum = sum
-                    .wrapping_add(s.armed_at.0 as u64)
-                    .wrapping_add(s.parked.0 as u64)
-                    .wrapping_add(s.group.touch());
+            if self.family_of[ri].is_none() {
+                h.found = Some(Found::Own {
+                    slot,
+                    generation: s.generation,
+                });
             }
+            sum = sum
+                .wrapping_add(s.armed_at.0 as u64)
+                .wrapping_add(s.parked.0 as u64)
+                .wrapping_add(s.group.touch());
         }
         std::hint::black_box(sum);
     }
@@ -1467,9 +1474,14 @@ impl Engine {
             let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
             (s.group.key == *key).then_some(slot)
         });
+        let (own, rec) = match found {
+            Some(Found::Own { slot, generation }) => (Some((slot, generation)), None),
+            Some(Found::Family { rec }) => (None, Some(rec)),
+            None => (None, None),
+        };
         let slot = match hinted
-            .or_else(|| found.and_then(|f| self.found_slot(ri, key, at, f)))
-            .or_else(|| self.family_slot(ri, key, at))
+            .or_else(|| own.and_then(|(slot, generation)| self.own_slot(ri, key, slot, generation)))
+            .or_else(|| self.family_slot(ri, key, at, rec))
         {
             Some(slot) => slot,
             None => {
@@ -1501,10 +1513,21 @@ impl Engine {
     /// State `ri`'s slot for `key` as its family records it (checked against the slot's
     /// generation: a slot freed and reused is another group), so members after the first need
     /// no lookup of their own.
-    fn family_slot(&mut self, ri: usize, key: &GroupKey, at: (u64, Option<u32>)) -> Option<u32> {
+    fn family_slot(
+        &mut self,
+        ri: usize,
+        key: &GroupKey,
+        at: (u64, Option<u32>),
+        found: Option<u32>,
+    ) -> Option<u32> {
         let (f, pos) = self.family_of[ri]?;
         let fam = &mut self.families[f as usize];
-        let (r, memoized) = fam.record(key, at.0, at.1, false)?;
+        // A record found ahead ([`Engine::touch_groups`]) is the one a lookup now would give:
+        // nothing frees a record between the read-ahead and the deliveries.
+        let (r, memoized) = match found {
+            Some(r) => (r, fam.note(at.0, at.1, r)),
+            None => fam.record(key, at.0, at.1, false)?,
+        };
         let (slot, generation) = fam.slot(r, pos)?;
         let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
         if s.generation != generation {
@@ -1517,44 +1540,14 @@ impl Engine {
         Some(slot)
     }
 
-    /// The slot [`Engine::touch_groups`] found for this delivery, if it still holds that group
-    /// (its generation unchanged; for a family member, the slot its record names), the family
-    /// memo and its counter moved as [`Engine::family_slot`] would have moved them.
-    fn found_slot(
-        &mut self,
-        ri: usize,
-        key: &GroupKey,
-        at: (u64, Option<u32>),
-        found: Found,
-    ) -> Option<u32> {
-        let (slot, held) = match found {
-            // The record entry is checked, not a generation kept from the read-ahead: nothing
-            // frees a group or a record between it and the deliveries (timers ran before it,
-            // and deliveries only make groups), so the entry is the one read then.
-            Found::Family { slot, rec } => {
-                let (f, pos) = self.family_of[ri]?;
-                let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
-                let fam = &mut self.families[f as usize];
-                if fam.slot(rec, pos) != Some((slot, s.generation)) {
-                    return None;
-                }
-                if fam.note(at.0, at.1, rec) {
-                    self.counters.family_lookups_saved += 1;
-                }
-                (slot, s)
-            }
-            Found::Own { slot, generation } => {
-                let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
-                if s.generation != generation {
-                    return None;
-                }
-                (slot, s)
-            }
-        };
-        debug_assert!(
-            held.group.key == *key,
-            "a slot found ahead held another group"
-        );
+    /// The slot [`Engine::touch_groups`] found in state `ri`'s own group map, if it still
+    /// holds that group (its generation unchanged).
+    fn own_slot(&self, ri: usize, key: &GroupKey, slot: u32, generation: u32) -> Option<u32> {
+        let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
+        if s.generation != generation {
+            return None;
+        }
+        debug_assert!(s.group.key == *key, "a slot found ahead held another group");
         Some(slot)
     }
 
