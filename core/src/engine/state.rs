@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 use super::plan::{Alt, EvSet, Plan, Step};
 use crate::alert::{Alert, AlertState, Body, MAX_ALERT_EVENTS};
 use crate::event::{Event, Value};
-use crate::rules::ir::{Rule, Severity, TemplatePart, Trigger, lookup};
+use crate::rules::ir::{NO_TIME, Rule, Severity, TemplatePart, Trigger, lookup};
 use crate::time::{Duration, Timestamp};
 
 /// The seed of an alert id: the episode's start, and how many earlier episodes of the group
@@ -395,27 +395,27 @@ impl Episode {
 /// The state of one group of an absence-only rule.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 ///
-/// Its two instants are one word each, `Timestamp::MIN` for none (checkpointed as `null`, as
-/// the `Option`s they were): then it fits beside a linear group's state and a group's state
-/// is 40 bytes. `MIN` is below every time the engine sees, and the identity of the `max`
-/// both are read through, so none and `MIN` mean the same.
+/// Its two instants are one word each, [`NO_TIME`] for none (checkpointed as `null`, as the
+/// `Option`s they were): then it fits beside a linear group's state and a group's state is 40
+/// bytes. `NO_TIME` is below every time the engine sees, and the identity of the `max` both
+/// are read through, so none and `NO_TIME` mean the same.
 pub struct AbsenceState {
-    /// The last awaited event (`MIN`: none).
+    /// The last awaited event (`NO_TIME`: none).
     #[serde(with = "opt_time")]
     last_seen: Timestamp,
     firing: Option<Box<Episode>>,
-    /// When the group last alerted, for `trigger = { every = .. }` (`MIN`: never).
+    /// When the group last alerted, for `trigger = { every = .. }` (`NO_TIME`: never).
     #[serde(with = "opt_time", default = "no_time")]
     last_fired: Timestamp,
 }
 
 fn no_time() -> Timestamp {
-    Timestamp::MIN
+    NO_TIME
 }
 
-/// `Timestamp::MIN` as `None` and back.
+/// [`NO_TIME`] as `None`.
 fn opt(t: Timestamp) -> Option<Timestamp> {
-    (t != Timestamp::MIN).then_some(t)
+    (t != NO_TIME).then_some(t)
 }
 
 impl AbsenceState {
@@ -490,9 +490,9 @@ impl Group {
     pub fn new(ctx: &RuleCtx<'_>, key: GroupKey, expected: bool, now: Timestamp) -> Group {
         let state = match ctx.plan {
             Plan::Absence { .. } => GroupState::Absence(AbsenceState {
-                last_seen: Timestamp::MIN,
+                last_seen: NO_TIME,
                 firing: None,
-                last_fired: Timestamp::MIN,
+                last_fired: NO_TIME,
             }),
             Plan::Linear { alts } => {
                 let tracks = alts.iter().any(|a| a.start_absent.is_some());
@@ -660,7 +660,7 @@ impl Group {
             return true;
         }
         // A withdrawn alert does not count against the trigger's period.
-        a.last_fired = Timestamp::MIN;
+        a.last_fired = NO_TIME;
         emit(
             ctx,
             key,
@@ -718,7 +718,7 @@ impl Group {
                 if let Some(ep) = a.firing.as_mut() {
                     let mut last = opt(a.last_fired);
                     ep.release(ctx, key, now, &mut last, counters, out);
-                    a.last_fired = last.unwrap_or(Timestamp::MIN);
+                    a.last_fired = last.unwrap_or(NO_TIME);
                 }
             }
             (GroupState::Linear(l), Plan::Linear { alts }) => {
@@ -1532,20 +1532,21 @@ pub fn render_message(rule: &Rule, group: &[(String, Value)], events: &[Arc<Even
     s
 }
 
-/// Serde helper: an optional instant in one word (`Timestamp::MIN` for none) as an `Option`.
+/// Serde helper: an optional instant in one word ([`NO_TIME`] for none) as an `Option`.
 mod opt_time {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+    use crate::rules::ir::NO_TIME;
     use crate::time::Timestamp;
 
-    /// `MIN` as `null`, any other instant as itself.
+    /// `NO_TIME` as `null`, any other instant as itself.
     pub fn serialize<S: Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error> {
         super::opt(*t).serialize(s)
     }
 
-    /// `null` as `MIN`.
+    /// `null` as `NO_TIME`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Timestamp, D::Error> {
-        Ok(Option::<Timestamp>::deserialize(d)?.unwrap_or(Timestamp::MIN))
+        Ok(Option::<Timestamp>::deserialize(d)?.unwrap_or(NO_TIME))
     }
 }
 
@@ -1647,7 +1648,7 @@ mod tests {
         let Some(a) = a else {
             panic!("an old checkpoint restores");
         };
-        assert_eq!((a.last_seen, a.last_fired), (t, Timestamp::MIN));
+        assert_eq!((a.last_seen, a.last_fired), (t, NO_TIME));
         assert_eq!(
             serde_json::to_string(&a).ok(),
             Some(format!(
@@ -1656,9 +1657,7 @@ mod tests {
         );
         let none: Option<AbsenceState> =
             serde_json::from_str(r#"{"last_seen":null,"firing":null,"last_fired":null}"#).ok();
-        assert!(
-            none.is_some_and(|a| a.last_seen == Timestamp::MIN && a.last_fired == Timestamp::MIN)
-        );
+        assert!(none.is_some_and(|a| a.last_seen == NO_TIME && a.last_fired == NO_TIME));
     }
 
     /// `Items` behaves as the `VecDeque` it replaced, inline and beyond, and checkpoints as
