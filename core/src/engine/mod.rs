@@ -28,7 +28,7 @@ use crate::time::{Duration, Timestamp};
 use family::Family;
 use filter::Filter;
 use plan::{EvSet, Plan, PlanError};
-use state::{Group, GroupKey, Member, RuleCounters, RuleCtx};
+use state::{Group, GroupKey, Member, RuleCounters, RuleCtx, SavedGroup};
 use wheel::{Settle, TimerEntry, Wheel};
 
 /// Engine-wide settings.
@@ -178,6 +178,8 @@ struct RuleRt {
     monitor_start: Option<Timestamp>,
     groups: HashMap<GroupKey, u32>,
     slots: Vec<Option<Slot>>,
+    /// Beside each occupied slot, its key and parked deadline.
+    cold: Vec<Option<Cold>>,
     free: Vec<u32>,
     counters: RuleCounters,
     max_groups: u64,
@@ -191,6 +193,7 @@ struct Split<'a> {
     ctx: RuleCtx<'a>,
     groups: &'a mut HashMap<GroupKey, u32>,
     slots: &'a mut Vec<Option<Slot>>,
+    cold: &'a mut Vec<Option<Cold>>,
     free: &'a mut Vec<u32>,
     counters: &'a mut RuleCounters,
 }
@@ -219,6 +222,7 @@ impl RuleRt {
             max_partial,
             groups,
             slots,
+            cold,
             free,
             counters,
             ..
@@ -234,34 +238,47 @@ impl RuleRt {
             },
             groups,
             slots,
+            cold,
             free,
             counters,
         }
     }
 
-    /// Runs `f` on a group with the rule's context beside it.
+    /// Runs `f` on a group with the rule's context beside it. The group's [`Cold`] part is
+    /// handed unread (`Some` whenever the slot is occupied), so a transition that needs
+    /// neither the key nor the parked deadline does not load it.
     fn with_group<R>(
         &mut self,
         slot: u32,
         outage_until: Timestamp,
-        f: impl FnOnce(&RuleCtx<'_>, &mut Slot, &mut RuleCounters) -> R,
+        f: impl FnOnce(&RuleCtx<'_>, &mut Slot, &mut Option<Cold>, &mut RuleCounters) -> R,
     ) -> Option<R> {
         let Split {
             ctx,
             slots,
+            cold,
             counters,
             ..
         } = self.split(outage_until);
         let s = slots.get_mut(slot as usize)?.as_mut()?;
-        Some(f(&ctx, s, counters))
+        let c = cold.get_mut(slot as usize)?;
+        Some(f(&ctx, s, c, counters))
     }
 }
 
+/// A group's slot: what a delivery reads and writes, one cache line. What only alerts,
+/// lookups by key and timer bookkeeping read is beside it, in [`Cold`].
+#[repr(align(64))]
 struct Slot {
     group: Group,
-    generation: u32,
     /// The deadline of the group's armed timer entry (`MAX`: none).
     armed_at: Timestamp,
+}
+
+/// The rest of a group's slot, at the same index in [`RuleRt::cold`].
+struct Cold {
+    /// The group's key.
+    key: GroupKey,
     /// A later entry of this group still in the wheel, left there when an earlier deadline
     /// was armed (`MAX`: none). It is taken back when the group next wants a timer at or after
     /// it, so a group whose partial matches come and go does not leave an entry for its far
@@ -397,13 +414,13 @@ fn refile(rts: &mut [RuleRt], outage_until: Timestamp, now: Timestamp, e: &Timer
     let Some(rt) = rts.get_mut(e.rule as usize) else {
         return Refile::Stale;
     };
-    let r = rt.with_group(e.slot, outage_until, |ctx, s, _| {
-        if s.generation != e.generation {
+    let r = rt.with_group(e.slot, outage_until, |ctx, s, c, _| {
+        if s.group.generation != e.generation {
             return Refile::Stale;
         }
         if s.armed_at != e.deadline {
             // A parked entry stays in the wheel; due, it is dropped where timers fire.
-            return if s.parked == e.deadline {
+            return if c.as_ref().is_some_and(|c| c.parked == e.deadline) {
                 Refile::Due
             } else {
                 Refile::Stale
@@ -478,6 +495,7 @@ fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
 fn arm_slot(
     ctx: &RuleCtx<'_>,
     s: &mut Slot,
+    c: &mut Option<Cold>,
     lane_now: Timestamp,
     ri: usize,
     slot: u32,
@@ -486,26 +504,28 @@ fn arm_slot(
     if wake >= s.armed_at {
         return None;
     }
-    // Entries after the lane's time have not been fired (or dropped) yet.
-    if s.parked != Timestamp::MAX && s.parked > lane_now && s.parked <= wake {
-        s.armed_at = s.parked;
-        s.parked = Timestamp::MAX;
-        return None;
-    }
-    if s.armed_at != Timestamp::MAX {
-        // Keep the later one: an unparked entry lives only until its deadline.
-        s.parked = if s.parked == Timestamp::MAX {
-            s.armed_at
-        } else {
-            s.parked.max(s.armed_at)
-        };
+    if let Some(c) = c.as_mut() {
+        // Entries after the lane's time have not been fired (or dropped) yet.
+        if c.parked != Timestamp::MAX && c.parked > lane_now && c.parked <= wake {
+            s.armed_at = c.parked;
+            c.parked = Timestamp::MAX;
+            return None;
+        }
+        if s.armed_at != Timestamp::MAX {
+            // Keep the later one: an unparked entry lives only until its deadline.
+            c.parked = if c.parked == Timestamp::MAX {
+                s.armed_at
+            } else {
+                c.parked.max(s.armed_at)
+            };
+        }
     }
     s.armed_at = wake;
     Some(TimerEntry {
         deadline: wake,
         rule: ri as u32,
         slot,
-        generation: s.generation,
+        generation: s.group.generation,
     })
 }
 
@@ -514,9 +534,18 @@ fn slot_at(rts: &[RuleRt], rule: u32, slot: u32) -> Option<&Slot> {
     rts.get(rule as usize)?.slots.get(slot as usize)?.as_ref()
 }
 
+/// The key of state `rule`'s group in `slot`, if the slot is occupied.
+fn key_at(rts: &[RuleRt], rule: u32, slot: u32) -> Option<&GroupKey> {
+    rts.get(rule as usize)?
+        .cold
+        .get(slot as usize)?
+        .as_ref()
+        .map(|c| &c.key)
+}
+
 /// The group key a timer entry names, if its slot is still occupied.
 fn group_key_of<'a>(rts: &'a [RuleRt], e: &TimerEntry) -> Option<&'a GroupKey> {
-    slot_at(rts, e.rule, e.slot).map(|s| &s.group.key)
+    key_at(rts, e.rule, e.slot)
 }
 
 /// Firing order of due timers: the order of their [`DueTimer`] tuples, without cloning keys.
@@ -623,6 +652,7 @@ impl Engine {
                 monitor_start: None,
                 groups: HashMap::new(),
                 slots: Vec::new(),
+                cold: Vec::new(),
                 free: Vec::new(),
                 counters: RuleCounters::default(),
                 max_groups: rule.max_groups.unwrap_or(cfg.max_groups),
@@ -714,6 +744,7 @@ impl Engine {
             {
                 rt.groups.reserve(n.min(MAX_PRESIZED_GROUPS));
                 rt.slots.reserve(n.min(MAX_PRESIZED_GROUPS));
+                rt.cold.reserve(n.min(MAX_PRESIZED_GROUPS));
             }
         }
         // Families (the graph's virtual nodes at run time): states fed by the same event
@@ -823,7 +854,8 @@ impl Engine {
                     held += s.group.held_events() as u64;
                 }
                 let groups = rt.groups.len() as u64;
-                let per_group = std::mem::size_of::<Slot>() as u64
+                let per_group = (std::mem::size_of::<Option<Slot>>()
+                    + std::mem::size_of::<Option<Cold>>()) as u64
                     + KEY_MAP_ENTRY as u64
                     + std::mem::size_of::<TimerEntry>() as u64
                     + (std::mem::size_of::<Value>() * rt.rule.group_by.len()) as u64;
@@ -936,6 +968,7 @@ impl Engine {
             ctx,
             groups,
             slots,
+            cold,
             free,
             counters,
         } = rt.split(self.outage_until);
@@ -949,21 +982,26 @@ impl Engine {
             counters.groups_rejected += 1;
             return None;
         }
-        let slot = Slot {
-            group: Group::new(&ctx, key.clone(), expected, now),
-            generation: 0,
+        let mut slot = Slot {
+            group: Group::new(&ctx, expected, now),
             armed_at: Timestamp::MAX,
+        };
+        let c = Cold {
+            key: key.clone(),
             parked: Timestamp::MAX,
         };
         let idx = match free.pop() {
             Some(i) => {
                 let generation = self.lanes[lane].generation_bump.wrapping_add(1);
                 self.lanes[lane].generation_bump = generation;
-                slots[i as usize] = Some(Slot { generation, ..slot });
+                slot.group.generation = generation;
+                slots[i as usize] = Some(slot);
+                cold[i as usize] = Some(c);
                 i
             }
             None => {
                 slots.push(Some(slot));
+                cold.push(Some(c));
                 (slots.len() - 1) as u32
             }
         };
@@ -976,8 +1014,8 @@ impl Engine {
     fn arm(&mut self, ri: usize, slot: u32) {
         let lane = self.rts[ri].lane;
         let lane_now = self.lanes[lane].now;
-        let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, _| {
-            arm_slot(ctx, s, lane_now, ri, slot)
+        let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, c, _| {
+            arm_slot(ctx, s, c, lane_now, ri, slot)
         });
         if let Some(Some(e)) = entry {
             self.lanes[lane].wheel.insert(e);
@@ -1072,8 +1110,11 @@ impl Engine {
             if let Some(s) = slot_at(&self.rts, rt, slot) {
                 sum = sum
                     .wrapping_add(s.armed_at.0 as u64)
-                    .wrapping_add(s.group.last_activity.0 as u64)
-                    .wrapping_add(s.group.key.first().map_or(0, |v| v.ty() as u64));
+                    .wrapping_add(s.group.last_activity.0 as u64);
+            }
+            // The hint is checked against the key.
+            if let Some(k) = key_at(&self.rts, rt, slot) {
+                sum = sum.wrapping_add(k.first().map_or(0, |v| v.ty() as u64));
             }
         }
         std::hint::black_box(sum);
@@ -1205,12 +1246,11 @@ impl Engine {
             if self.family_of[ri].is_none() {
                 h.found = Some(Found::Own {
                     slot,
-                    generation: s.generation,
+                    generation: s.group.generation,
                 });
             }
             sum = sum
                 .wrapping_add(s.armed_at.0 as u64)
-                .wrapping_add(s.parked.0 as u64)
                 .wrapping_add(s.group.touch());
         }
         std::hint::black_box(sum);
@@ -1410,19 +1450,23 @@ impl Engine {
                 break;
             };
             let ri = e.rule as usize;
-            let Some(s) = self
-                .rts
-                .get_mut(ri)
-                .and_then(|rt| rt.slots.get_mut(e.slot as usize))
+            let Some(rt) = self.rts.get_mut(ri) else {
+                continue;
+            };
+            let Some(s) = rt
+                .slots
+                .get_mut(e.slot as usize)
                 .and_then(Option::as_mut)
-                .filter(|s| s.generation == e.generation)
+                .filter(|s| s.group.generation == e.generation)
             else {
                 continue;
             };
             if s.armed_at != e.deadline {
-                if s.parked == e.deadline {
+                if let Some(c) = rt.cold.get_mut(e.slot as usize).and_then(Option::as_mut)
+                    && c.parked == e.deadline
+                {
                     // Parked and never taken back: it leaves the wheel here.
-                    s.parked = Timestamp::MAX;
+                    c.parked = Timestamp::MAX;
                 }
                 continue;
             }
@@ -1438,11 +1482,12 @@ impl Engine {
     }
 
     fn on_timer(&mut self, ri: usize, slot: u32, now: Timestamp, out: &mut Vec<Alert>) {
-        let forget = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
+        let forget = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, c, counters| {
             s.armed_at = Timestamp::MAX;
+            let key = &c.as_ref()?.key;
             s.group
-                .on_timer(ctx, now, counters, out)
-                .then(|| s.group.key.clone())
+                .on_timer(ctx, key, now, counters, out)
+                .then(|| key.clone())
         });
         match forget {
             Some(Some(key)) => self.free_slot(ri, slot, &key),
@@ -1470,10 +1515,8 @@ impl Engine {
         let seq = at.0;
         // The index entry's hint, when it still names this group's slot, saves the group map
         // lookup; a group created or moved since is looked up and the hint refreshed.
-        let hinted = hint.and_then(|(_, slot)| {
-            let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
-            (s.group.key == *key).then_some(slot)
-        });
+        let hinted =
+            hint.and_then(|(_, slot)| (key_at(&self.rts, ri as u32, slot)? == key).then_some(slot));
         let (own, rec) = match found {
             Some(Found::Own { slot, generation }) => (Some((slot, generation)), None),
             Some(Found::Family { rec }) => (None, Some(rec)),
@@ -1501,9 +1544,10 @@ impl Engine {
         // The transition and the timer it needs, in one visit of the group.
         let lane = self.rts[ri].lane;
         let lane_now = self.lanes[lane].now;
-        let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
-            s.group.on_event(ctx, t, mask, ev, seq, counters, out);
-            arm_slot(ctx, s, lane_now, ri, slot)
+        // The key is the hit's (equal to the slot's): the transition does not read the slot's.
+        let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, c, counters| {
+            s.group.on_event(ctx, key, t, mask, ev, seq, counters, out);
+            arm_slot(ctx, s, c, lane_now, ri, slot)
         });
         if let Some(Some(e)) = entry {
             self.lanes[lane].wheel.insert(e);
@@ -1530,10 +1574,13 @@ impl Engine {
         };
         let (slot, generation) = fam.slot(r, pos)?;
         let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
-        if s.generation != generation {
+        if s.group.generation != generation {
             return None;
         }
-        debug_assert!(s.group.key == *key, "a family record named another group");
+        debug_assert!(
+            key_at(&self.rts, ri as u32, slot) == Some(key),
+            "a family record named another group"
+        );
         if memoized {
             self.counters.family_lookups_saved += 1;
         }
@@ -1544,10 +1591,13 @@ impl Engine {
     /// holds that group (its generation unchanged).
     fn own_slot(&self, ri: usize, key: &GroupKey, slot: u32, generation: u32) -> Option<u32> {
         let s = self.rts[ri].slots.get(slot as usize)?.as_ref()?;
-        if s.generation != generation {
+        if s.group.generation != generation {
             return None;
         }
-        debug_assert!(s.group.key == *key, "a slot found ahead held another group");
+        debug_assert!(
+            key_at(&self.rts, ri as u32, slot) == Some(key),
+            "a slot found ahead held another group"
+        );
         Some(slot)
     }
 
@@ -1558,7 +1608,7 @@ impl Engine {
                 .slots
                 .get(slot as usize)
                 .and_then(Option::as_ref)
-                .map_or(0, |s| s.generation);
+                .map_or(0, |s| s.group.generation);
             let fam = &mut self.families[f as usize];
             if let Some((r, _)) = fam.record(key, at.0, at.1, true) {
                 fam.set(r, pos, slot, generation);
@@ -1570,6 +1620,7 @@ impl Engine {
     fn free_slot(&mut self, ri: usize, slot: u32, key: &GroupKey) {
         let rt = &mut self.rts[ri];
         rt.slots[slot as usize] = None;
+        rt.cold[slot as usize] = None;
         rt.groups.remove(key);
         rt.free.push(slot);
         if let Some((f, pos)) = self.family_of[ri] {
@@ -1588,8 +1639,9 @@ impl Engine {
         let Some(&slot) = self.rts[ri].groups.get(&h.key) else {
             return;
         };
-        let moved = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
-            s.group.on_late(ctx, ev.time, h.mask, ev, w, counters, out)
+        let moved = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, _, counters| {
+            s.group
+                .on_late(ctx, &h.key, ev.time, h.mask, ev, w, counters, out)
         });
         if moved == Some(true) {
             self.arm(ri, slot);
@@ -1792,8 +1844,8 @@ impl Engine {
         };
         let at = self.lanes[self.rts[ri].lane].now;
         let start = out.len();
-        self.rts[ri].with_group(slot, self.outage_until, |ctx, s, counters| {
-            s.group.forget(ctx, at, counters, out)
+        self.rts[ri].with_group(slot, self.outage_until, |ctx, s, _, counters| {
+            s.group.forget(ctx, &key, at, counters, out)
         });
         self.free_slot(ri, slot, &key);
         self.order_alerts(&mut out[start..]);
@@ -1842,8 +1894,14 @@ impl Engine {
                     monitor_start: rt.monitor_start,
                     counters: rt.counters.clone(),
                     groups: {
-                        let mut g: Vec<Group> =
-                            rt.slots.iter().flatten().map(|s| s.group.clone()).collect();
+                        let mut g: Vec<SavedGroup> = rt
+                            .slots
+                            .iter()
+                            .zip(&rt.cold)
+                            .filter_map(|(s, c)| {
+                                Some(SavedGroup::new(&c.as_ref()?.key, &s.as_ref()?.group))
+                            })
+                            .collect();
                         g.sort_by(|a, b| a.key.cmp(&b.key));
                         g
                     },
@@ -1922,14 +1980,17 @@ impl Engine {
             e.rts[ri].counters = rc.counters;
             for g in rc.groups {
                 let rt = &mut e.rts[ri];
+                let (key, group) = g.into_parts();
                 rt.slots.push(Some(Slot {
-                    group: g.clone(),
-                    generation: 0,
+                    group,
                     armed_at: Timestamp::MAX,
-                    parked: Timestamp::MAX,
                 }));
                 let idx = (rt.slots.len() - 1) as u32;
-                rt.groups.insert(g.key.clone(), idx);
+                rt.groups.insert(key.clone(), idx);
+                rt.cold.push(Some(Cold {
+                    key,
+                    parked: Timestamp::MAX,
+                }));
             }
         }
         for lc in &cp.lanes {
@@ -2089,13 +2150,20 @@ pub struct RuleCheckpoint {
     /// Counters.
     pub counters: RuleCounters,
     /// Groups, sorted by key.
-    pub groups: Vec<Group>,
+    pub groups: Vec<SavedGroup>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::{Event, Source};
+
+    /// A delivery reads one cache line of its group: the slot is 64 bytes, occupied or not.
+    #[test]
+    fn a_group_slot_is_one_cache_line() {
+        assert_eq!(std::mem::size_of::<Option<Slot>>(), 64);
+        assert_eq!(std::mem::align_of::<Slot>(), 64);
+    }
 
     /// Reading an event's groups ahead changes nothing: with it and without it, the same
     /// alerts and the same counters (the family diagnostic included), on random streams over

@@ -455,9 +455,23 @@ pub enum GroupState {
     Linear(LinearState),
 }
 
-/// A group: its key and state.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// A group's state, without its key: what a transition reads and writes. The engine keeps
+/// the key apart (only alerts and lookups read it), so a group's slot is one cache line.
+#[derive(Clone, Debug)]
 pub struct Group {
+    /// Listed in `expect` (never forgotten).
+    pub expected: bool,
+    /// Which group the engine's slot holds (bumped when a freed slot is reused; not saved).
+    pub generation: u32,
+    /// The last event of this group.
+    pub last_activity: Timestamp,
+    /// The state.
+    pub state: GroupState,
+}
+
+/// A group as a checkpoint saves it: its key and state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SavedGroup {
     /// The key.
     pub key: GroupKey,
     /// Listed in `expect` (never forgotten).
@@ -466,6 +480,29 @@ pub struct Group {
     pub last_activity: Timestamp,
     /// The state.
     pub state: GroupState,
+}
+
+impl SavedGroup {
+    /// The saved form of group `g` under `key`.
+    pub fn new(key: &GroupKey, g: &Group) -> SavedGroup {
+        SavedGroup {
+            key: key.clone(),
+            expected: g.expected,
+            last_activity: g.last_activity,
+            state: g.state.clone(),
+        }
+    }
+
+    /// The live group (generation 0) and its key.
+    pub fn into_parts(self) -> (GroupKey, Group) {
+        let g = Group {
+            expected: self.expected,
+            generation: 0,
+            last_activity: self.last_activity,
+            state: self.state,
+        };
+        (self.key, g)
+    }
 }
 
 /// The most events one closure holds (see `take`).
@@ -487,7 +524,7 @@ fn cap_events(v: &mut Vec<Arc<Event>>) {
 
 impl Group {
     /// A new group; `seen` is the time of its first event (`None` for an expected group).
-    pub fn new(ctx: &RuleCtx<'_>, key: GroupKey, expected: bool, now: Timestamp) -> Group {
+    pub fn new(ctx: &RuleCtx<'_>, expected: bool, now: Timestamp) -> Group {
         let state = match ctx.plan {
             Plan::Absence { .. } => GroupState::Absence(AbsenceState {
                 last_seen: NO_TIME,
@@ -508,8 +545,8 @@ impl Group {
             }
         };
         Group {
-            key,
             expected,
+            generation: 0,
             last_activity: now,
             state,
         }
@@ -577,6 +614,7 @@ impl Group {
     pub fn on_event(
         &mut self,
         ctx: &RuleCtx<'_>,
+        key: &GroupKey,
         t: Timestamp,
         mask: EvSet,
         ev: &Arc<Event>,
@@ -586,7 +624,6 @@ impl Group {
     ) {
         self.last_activity = self.last_activity.max(t);
         counters.matched += 1;
-        let key = &self.key;
         match (&mut self.state, ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => {
                 if mask & set == 0 {
@@ -624,6 +661,7 @@ impl Group {
     pub fn on_late(
         &mut self,
         ctx: &RuleCtx<'_>,
+        key: &GroupKey,
         t: Timestamp,
         mask: EvSet,
         ev: &Arc<Event>,
@@ -631,7 +669,6 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) -> bool {
-        let key = &self.key;
         let (GroupState::Absence(a), Plan::Absence { set, .. }) = (&mut self.state, ctx.plan)
         else {
             return false;
@@ -679,11 +716,11 @@ impl Group {
     pub fn on_timer(
         &mut self,
         ctx: &RuleCtx<'_>,
+        key: &GroupKey,
         now: Timestamp,
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) -> bool {
-        let key = &self.key;
         match (&mut self.state, ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => {
                 let deadline = a.watched_since(ctx).add(*for_);
@@ -728,7 +765,7 @@ impl Group {
         }
         let forget_at = self.last_activity.add(ctx.rule.forget_after);
         if !self.expected && forget_at <= now {
-            self.forget(ctx, forget_at, counters, out);
+            self.forget(ctx, key, forget_at, counters, out);
             return true;
         }
         false
@@ -739,11 +776,11 @@ impl Group {
     pub fn forget(
         &mut self,
         ctx: &RuleCtx<'_>,
+        key: &GroupKey,
         at: Timestamp,
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) {
-        let key = &self.key;
         let firing = match &mut self.state {
             GroupState::Absence(a) => a.firing.take(),
             GroupState::Linear(l) => l.episode.take(),
