@@ -1,6 +1,6 @@
 //! The alert: one JSON object, the same shape in replay, outputs, the API and the store.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -104,10 +104,9 @@ pub struct Alert {
     /// The rule's position in `body.members`.
     pub(crate) member: u32,
     pub(crate) body: Arc<Body>,
-    /// The message, rendered from the rule's template when first read: an alert storm makes
-    /// thousands, and rendering belongs to whoever reads them (the output, on its own thread),
-    /// not to the shard that holds the groups.
-    pub(crate) text: OnceLock<Box<str>>,
+    // No rendered message: it is rendered from the rule's template when read. An alert storm
+    // makes thousands per event at 10,000 rules; rendering belongs to whoever reads them (the
+    // output, on its own thread), and an alert without a cached text is 40 bytes, not 64.
 }
 
 /// The most events an alert carries.
@@ -152,11 +151,9 @@ impl Alert {
         self.body.reason
     }
 
-    /// The rendered message (rendered on first read, then kept).
-    pub fn message(&self) -> &str {
-        self.text.get_or_init(|| {
-            render_message(&self.member().rule, self.group(), self.events()).into_boxed_str()
-        })
+    /// The message, rendered from the rule's template (at each call: read it once).
+    pub fn message(&self) -> String {
+        render_message(&self.member().rule, self.group(), self.events())
     }
 
     /// The stable id of an episode: FNV-1a over rule, group and start.
@@ -295,6 +292,13 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// An alert is five words: at 10,000 rules an event makes several, and they are written
+    /// to the caller's buffer.
+    #[test]
+    fn an_alert_is_five_words() {
+        assert_eq!(std::mem::size_of::<Alert>(), 40);
     }
 
     #[test]

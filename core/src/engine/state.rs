@@ -5,7 +5,7 @@
 //! wants to wake. That keeps the semantics (DESIGN.md, "Semantics fixed here") in one place.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -1528,7 +1528,6 @@ fn emit(
             rank: m.rank,
             member: i as u32,
             body: body.clone(),
-            text: OnceLock::new(),
         });
     }
 }

@@ -757,7 +757,7 @@ group_by = ["host"]
     run_on(&mut e, parse_script("a:h2@2 b:h2@3"), &mut out);
     let got: Vec<(String, String)> = out
         .iter()
-        .map(|a| (a.rule().to_string(), a.message().to_string()))
+        .map(|a| (a.rule().to_string(), a.message()))
         .collect();
     assert_eq!(
         got,
