@@ -76,23 +76,23 @@ impl<'de> Deserialize<'de> for AlertId {
 }
 
 /// What the alerts of one change share: the state's rules (each alert names its own in
-/// them), the group, the events and the reason. A state serving many rules (the same meaning
-/// under other names) makes one alert per rule for every change; they differ only in rule,
-/// id and message, so each alert is one cache line and a pointer here, and making one writes
-/// nothing but the alert itself.
+/// them), the group, the events, the reason and the part of the id after the rule's name. A
+/// state serving many rules (the same meaning under other names) makes one alert per rule for
+/// every change; they differ only in rule, id and message, so each alert is half a cache line
+/// and a pointer here, and making one writes nothing but the alert itself.
 #[derive(Debug)]
 pub(crate) struct Body {
     pub(crate) members: Arc<[Member]>,
     pub(crate) group: Box<[(String, Value)]>,
     pub(crate) events: Box<[Arc<Event>]>,
     pub(crate) reason: Option<&'static str>,
+    /// What the id hashes after the rule's name ([`Alert::id_tail`]).
+    pub(crate) id_tail: Box<[u8]>,
 }
 
 /// One alert change: a new alert, or a state change of an existing one (same `id`).
 #[derive(Clone, Debug)]
 pub struct Alert {
-    /// Stable identity: a hash of rule, group and episode start.
-    pub id: AlertId,
     /// When this state began.
     pub time: Timestamp,
     /// The rule's severity.
@@ -106,7 +106,7 @@ pub struct Alert {
     pub(crate) body: Arc<Body>,
     // No rendered message: it is rendered from the rule's template when read. An alert storm
     // makes thousands per event at 10,000 rules; rendering belongs to whoever reads them (the
-    // output, on its own thread), and an alert without a cached text is 40 bytes, not 64.
+    // output, on its own thread), and an alert without a cached text is smaller.
 }
 
 /// The most events an alert carries.
@@ -114,7 +114,7 @@ pub const MAX_ALERT_EVENTS: usize = 16;
 
 impl PartialEq for Alert {
     fn eq(&self, o: &Alert) -> bool {
-        self.id == o.id
+        self.id() == o.id()
             && self.rule() == o.rule()
             && self.severity == o.severity
             && self.state == o.state
@@ -129,6 +129,12 @@ impl PartialEq for Alert {
 impl Alert {
     fn member(&self) -> &Member {
         &self.body.members[self.member as usize]
+    }
+
+    /// Stable identity: a hash of rule, group and episode start (hashed when read: an alert
+    /// storm makes thousands per event, and most of each id is hashed once for all of them).
+    pub fn id(&self) -> AlertId {
+        Alert::id_after(self.member().id_prefix, &self.body.id_tail)
     }
 
     /// The rule's name.
@@ -212,7 +218,7 @@ impl Alert {
     /// The alert as the JSON object of DESIGN.md ("Alerts").
     pub fn to_json(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
-        m.insert("id".into(), self.id.to_string().into());
+        m.insert("id".into(), self.id().to_string().into());
         m.insert("rule".into(), self.rule().into());
         m.insert("severity".into(), self.severity.name().into());
         m.insert("state".into(), self.state.name().into());
@@ -294,11 +300,11 @@ mod tests {
         }
     }
 
-    /// An alert is five words: at 10,000 rules an event makes several, and they are written
+    /// An alert is four words: at 10,000 rules an event makes several, and they are written
     /// to the caller's buffer.
     #[test]
-    fn an_alert_is_five_words() {
-        assert_eq!(std::mem::size_of::<Alert>(), 40);
+    fn an_alert_is_four_words() {
+        assert_eq!(std::mem::size_of::<Alert>(), 32);
     }
 
     #[test]

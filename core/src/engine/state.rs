@@ -1503,6 +1503,8 @@ fn emit(
     cap_events(&mut events);
     // Rules that share this state (the same meaning under other names) each get their alert;
     // they share the group, the events and the part of the id after the rule's name.
+    let mut tail = Vec::with_capacity(32);
+    Alert::id_tail(key, id.0, id.1, &mut tail);
     let body = Arc::new(Body {
         members: ctx.members.clone(),
         group: ctx
@@ -1514,14 +1516,12 @@ fn emit(
             .collect(),
         events: events.into(),
         reason,
+        id_tail: tail.into(),
     });
-    let mut tail = Vec::with_capacity(32);
-    Alert::id_tail(key, id.0, id.1, &mut tail);
     out.reserve(ctx.members.len());
     for (i, m) in ctx.members.iter().enumerate() {
         counters.alerts += 1;
         out.push(Alert {
-            id: Alert::id_after(m.id_prefix, &tail),
             time,
             severity: m.severity,
             state,

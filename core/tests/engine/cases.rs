@@ -697,7 +697,7 @@ fn forgetting_a_group_by_hand_resolves_its_alert() {
     );
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
     assert_eq!(got, ["firing web @60", "resolved web @100 (forgotten)"]);
-    assert_eq!(out[0].id, out[1].id);
+    assert_eq!(out[0].id(), out[1].id());
     // Gone: no alert later either.
     run_on(&mut e, parse_script("end@1000"), &mut out);
     assert_eq!(out.len(), 2);
@@ -708,11 +708,11 @@ fn two_matches_starting_at_the_same_instant_have_different_ids() {
     let rules = set(vec![rule("r", &["a", "b"], seq(vec![ev(0), ev(1)]))]);
     let out = run(&rules, parse_script("a:h@0 a:h@0 b:h@1 b:h@1"));
     assert_eq!(out.len(), 2);
-    assert_ne!(out[0].id, out[1].id);
+    assert_ne!(out[0].id(), out[1].id());
     // The first keeps the plain id (rule + group + start).
     let key = [cepheus_core::event::Value::str("h")];
     assert_eq!(
-        out[0].id,
+        out[0].id(),
         cepheus_core::alert::Alert::make_id("r", &key, cepheus_core::time::Timestamp::from_secs(0))
     );
 }
