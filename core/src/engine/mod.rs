@@ -1983,6 +1983,12 @@ impl Engine {
             for g in rc.groups {
                 let rt = &mut e.rts[ri];
                 let (key, group) = g.into_parts();
+                // A checkpoint this engine wrote lists each group once; an edited or damaged
+                // one may not, and a second slot under one key would be forgotten through
+                // the first's map entry. The first listed is kept.
+                if rt.groups.contains_key(&key) {
+                    continue;
+                }
                 rt.slots.push(Some(Slot {
                     group,
                     armed_at: Timestamp::MAX,
@@ -2159,6 +2165,49 @@ pub struct RuleCheckpoint {
 mod tests {
     use super::*;
     use crate::event::{Event, Source};
+
+    /// A checkpoint listing a group twice (edited by hand, or damaged) restores it once:
+    /// one group, one alert when it is forgotten, and nothing left behind.
+    #[test]
+    fn a_group_listed_twice_in_a_checkpoint_restores_once() {
+        let text = r#"
+[[rule]]
+name = "hb"
+severity = "high"
+group_by = ["host"]
+events.a = 'syslog and app == "hb"'
+pattern = "absent(a) for 10s"
+"#;
+        let c = crate::rules::compile_str("t.toml", text);
+        let Some(rules) = c.rules else {
+            panic!("{:?}", c.diagnostics)
+        };
+        let mut e = Engine::new(&rules, EngineConfig::default()).expect("engine");
+        let t0 = Timestamp(1_780_000_000_000_000_000);
+        let ev = Event::new(Source::Syslog, t0, t0)
+            .with(crate::event::Field::Host, Value::str("h1"))
+            .with(crate::event::Field::App, Value::str("hb"));
+        let mut out = Vec::new();
+        e.push(ev, &mut out);
+        // The absence fires: the group has an open alert.
+        e.advance_to(t0.add(Duration(11_000_000_000)), &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let mut cp = e.checkpoint();
+        let g = cp.rules[0].groups[0].clone();
+        cp.rules[0].groups.push(g);
+        let mut r = Engine::restore(&rules, EngineConfig::default(), cp, false).expect("restore");
+        assert_eq!(r.stats()[0].groups, 1);
+        assert_eq!(r.checkpoint().rules[0].groups.len(), 1, "one slot, not two");
+        let mut out = Vec::new();
+        assert!(r.forget_group("hb", &[Value::str("h1")], &mut out));
+        assert_eq!(out.len(), 1, "the open alert resolves once: {out:?}");
+        assert_eq!(r.stats()[0].groups, 0);
+        assert!(
+            r.checkpoint().rules[0].groups.is_empty(),
+            "no slot left behind"
+        );
+        assert!(!r.forget_group("hb", &[Value::str("h1")], &mut out));
+    }
 
     /// A delivery reads one cache line of its group: the slot is 64 bytes, occupied or not.
     #[test]
