@@ -2182,7 +2182,9 @@ pattern = "absent(a) for 10s"
         let Some(rules) = c.rules else {
             panic!("{:?}", c.diagnostics)
         };
-        let mut e = Engine::new(&rules, EngineConfig::default()).expect("engine");
+        let Ok(mut e) = Engine::new(&rules, EngineConfig::default()) else {
+            panic!("engine")
+        };
         let t0 = Timestamp(1_780_000_000_000_000_000);
         let ev = Event::new(Source::Syslog, t0, t0)
             .with(crate::event::Field::Host, Value::str("h1"))
@@ -2195,7 +2197,9 @@ pattern = "absent(a) for 10s"
         let mut cp = e.checkpoint();
         let g = cp.rules[0].groups[0].clone();
         cp.rules[0].groups.push(g);
-        let mut r = Engine::restore(&rules, EngineConfig::default(), cp, false).expect("restore");
+        let Ok(mut r) = Engine::restore(&rules, EngineConfig::default(), cp, false) else {
+            panic!("restore")
+        };
         assert_eq!(r.stats()[0].groups, 1);
         assert_eq!(r.checkpoint().rules[0].groups.len(), 1, "one slot, not two");
         let mut out = Vec::new();
