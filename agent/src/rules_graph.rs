@@ -61,6 +61,7 @@ pub fn run(args: GraphArgs) -> ExitCode {
     };
     if args.format == GraphFormat::Text {
         out.push_str(&families_text(rules, !args.no_share));
+        out.push_str(&below_roots_text(&g));
     }
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout
@@ -73,6 +74,66 @@ pub fn run(args: GraphArgs) -> ExitCode {
     }
     eprintln!("{}", g.summary());
     ExitCode::SUCCESS
+}
+
+/// The run-time side of the graph's shared operators below the roots. The engine shares
+/// predicates, event nodes, whole rules (one state per meaning) and, in families, group
+/// records; an operator below a root is still run by each rule state that holds it, and the
+/// dump must not let an operator think otherwise.
+fn below_roots_text(g: &graph::Graph) -> String {
+    use graph::NodeKind as K;
+    let mut lines = Vec::new();
+    for n in &g.nodes {
+        let operator = matches!(
+            n.kind,
+            K::Seq | K::Or | K::And | K::Repeat { .. } | K::Absent { .. } | K::Virtual { .. }
+        );
+        // A virtual node (OA, SS, OS) is shared by construction; at run time it is its
+        // family's group record, and its operations' partial matches are per state.
+        if !operator || (n.sharing.is_empty() && !matches!(n.kind, K::Virtual { .. })) {
+            continue;
+        }
+        // The rule states holding it: the roots above it.
+        let mut roots = std::collections::BTreeSet::new();
+        let mut todo = n.parents.clone();
+        while let Some(p) = todo.pop() {
+            let Some(pn) = g.nodes.get(p) else { continue };
+            if matches!(pn.kind, K::Root { .. }) {
+                roots.insert(p);
+            } else {
+                todo.extend(pn.parents.iter().copied());
+            }
+        }
+        let states: Vec<String> = roots
+            .iter()
+            .map(|&r| {
+                g.nodes[r]
+                    .rules
+                    .iter()
+                    .filter_map(|&i| g.rules.get(i).map(|gr| gr.name.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .collect();
+        lines.push(format!(
+            "  #{} {}: run by {} rule state{} ({})\n",
+            n.id,
+            n.kind.name(),
+            states.len(),
+            if states.len() == 1 { "" } else { "s" },
+            states.join("; ")
+        ));
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\nrun time: operators shared below the roots in this graph are run by each rule state that holds them (each keeps its own partial matches; sharing them at run time is not built yet):\n",
+    );
+    for l in lines {
+        s.push_str(&l);
+    }
+    s
 }
 
 /// The run-time side of the virtual nodes: which rule states the engine runs as families

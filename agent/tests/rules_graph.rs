@@ -111,6 +111,79 @@ fn text_shows_the_papers_shared_nodes() {
     assert!(stderr.contains("21 nodes (39 without sharing)"), "{stderr}");
 }
 
+/// Operators shared below the roots (a closure counter, an absence timer) are listed with the
+/// rule states that run them, since each state still runs its own partial matches; none
+/// with `--no-share`.
+#[test]
+fn text_says_which_rule_states_run_a_shared_operator() {
+    let text = r#"
+[[rule]]
+name = "r1"
+severity = "high"
+group_by = ["host"]
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, absent(b) for 5s)"
+
+[[rule]]
+name = "r2"
+severity = "high"
+group_by = ["host"]
+expect = ["h1"]
+events.b = 'syslog and app == "b"'
+pattern = "absent(b) for 5s"
+
+[[rule]]
+name = "r2-copy"
+severity = "low"
+group_by = ["host"]
+expect = ["h1"]
+events.b = 'syslog and app == "b"'
+pattern = "absent(b) for 5s"
+
+[[rule]]
+name = "r3"
+severity = "low"
+group_by = ["host"]
+events.a = 'syslog and app == "a"'
+pattern = "a{3,} within 10s"
+
+[[rule]]
+name = "r4"
+severity = "low"
+group_by = ["host"]
+events.a = 'syslog and app == "a"'
+events.c = 'syslog and app == "c"'
+pattern = "seq(a{3,}, c) within 10s"
+"#;
+    let p = rule_file("below-roots.toml", text);
+    let p = p.to_str().unwrap();
+    let (code, out, stderr) = cepheus(&["rules", "graph", p]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        out.contains("run time: operators shared below the roots in this graph are run by each rule state that holds them"),
+        "{out}"
+    );
+    let line = |kind: &str| {
+        out.lines()
+            .find(|l| l.starts_with("  #") && l.contains(&format!(" {kind}: run by ")))
+            .unwrap_or_else(|| panic!("no {kind} line in\n{out}"))
+            .to_string()
+    };
+    // r2 and r2-copy mean the same: one state for both.
+    assert!(
+        line("absent").ends_with(": run by 2 rule states (r1; r2, r2-copy)"),
+        "{out}"
+    );
+    assert!(
+        line("repeat").ends_with(": run by 2 rule states (r3; r4)"),
+        "{out}"
+    );
+    let (code, out, stderr) = cepheus(&["rules", "graph", "--no-share", p]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!out.contains("operators shared below the roots"), "{out}");
+}
+
 /// The run-time side: rule states over the same events with the same group_by are one family
 /// (whatever their windows), others are not, and `--no-share` has none.
 #[test]
@@ -129,6 +202,11 @@ fn text_lists_the_run_time_families() {
     );
     assert!(
         text.contains("  family 2: by-host-5m, by-host-10m\n"),
+        "{text}"
+    );
+    // The SO + SS virtual node serves all three; each state runs its own partial matches.
+    assert!(
+        text.contains(" virtual: run by 3 rule states (q-left; q-right; q-ss)\n"),
         "{text}"
     );
     assert!(
