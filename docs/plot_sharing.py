@@ -3,17 +3,14 @@
 
     cargo bench -p cepheus-core --bench sharing        # writes target/sharing.csv
     python3 docs/plot_sharing.py [target/sharing.csv] [docs/sharing.png]
+    python3 docs/plot_sharing.py --table [target/sharing.csv]   # the table in docs/benchmarks.md
 
-Needs matplotlib (pip install matplotlib); not run in CI.
+Needs matplotlib for the plot (pip install matplotlib); not run in CI.
 """
 
 import csv
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 
 def load(path):
@@ -39,6 +36,7 @@ def section(rows, name):
 
 
 def cost_panel(ax, rs, title, annotate=True):
+    """One log-log panel: CPU ns per event against rules, both engines."""
     x = [r["rules"] for r in rs]
     ax.loglog(x, [r["ns_unshared"] for r in rs], "o-", color="tab:red", label="unshared")
     ax.loglog(x, [r["ns_shared"] for r in rs], "o-", color="tab:blue", label="shared")
@@ -60,7 +58,55 @@ def cost_panel(ax, rs, title, annotate=True):
     ax.legend(fontsize=8)
 
 
+def pct(part, whole):
+    return f"{round(100 * part / whole)} % ({int(part)})"
+
+
+def num(x, digits=0):
+    return f"{x:,.{digits}f}"
+
+
+def table(rows):
+    """Prints the CSV as the markdown table of docs/benchmarks.md, with its derived columns."""
+    print(
+        "| section | rules | similar | redundant | states shared | event types "
+        "| events shared / unshared | shared cpu s | unshared cpu s | speed-up cpu (same events) "
+        "| pred evals/event shared / unshared | ns/event shared / unshared (cpu) | alerts/event "
+        "| family lookups saved/event | timer entries at end |"
+    )
+    print("|" + "---|" * 15)
+    for r in rows:
+        ev, evu = r["events"], r["events_unshared"]
+        events = num(ev) if ev == evu else f"{num(ev)} / {num(evu)}"
+        cells = [
+            r["section"],
+            num(r["rules"]),
+            pct(r["similar"], r["rules"]),
+            pct(r["redundant"], r["rules"]),
+            num(r["states"]),
+            str(int(r["event_types"])),
+            events,
+            num(r["shared_cpu_s"], 3),
+            num(r["unshared_cpu_s"], 3),
+            f"{r['speedup']:.2f}×",
+            f"{r['shared_evals'] / ev:.2f} / {r['unshared_evals'] / evu:.2f}",
+            f"{num(r['ns_shared'])} / {num(r['ns_unshared'])}",
+            f"{r['alerts'] / ev:.3f}",
+            f"{r['family_saved'] / ev:.2f}",
+            num(r["timer_entries"]),
+        ]
+        print("| " + " | ".join(cells) + " |")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--table":
+        table(load(sys.argv[2] if len(sys.argv) > 2 else "target/sharing.csv"))
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     src = sys.argv[1] if len(sys.argv) > 1 else "target/sharing.csv"
     dst = sys.argv[2] if len(sys.argv) > 2 else "docs/sharing.png"
     rows = load(src)
