@@ -1020,13 +1020,20 @@ fn similar_reason(
             .map_or(String::new(), |x| format!("#{}", id_of[*x]))
     };
     match kind {
-        ShareKind::OA => format!(
-            "{} and {} are over the same events: one occurrence bit per event; the or output goes to {}, the and output to {}",
-            label(a),
-            label(b),
-            outs(a),
-            outs(b)
-        ),
+        ShareKind::OA => {
+            let (o, n) = if classes[a].kind == NodeKind::Or {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            format!(
+                "{} and {} are over the same events: one occurrence bit per event; the or output goes to {}, the and output to {}",
+                label(o),
+                label(n),
+                outs(o),
+                outs(n)
+            )
+        }
         ShareKind::SS => format!(
             "{} and {} start with the same event {}: delivered once, it starts both; outputs to {} and {}",
             label(a),

@@ -481,3 +481,45 @@ pattern = "or(seq(seq(a, b), c), seq(seq(a, b), b))"
         "{text}"
     );
 }
+
+/// The OA reason names each operation's own outputs whichever of the two rules comes first.
+#[test]
+fn oa_reason_names_the_or_and_the_and_outputs_in_either_order() {
+    for (first, second) in [("and", "or"), ("or", "and")] {
+        let text = format!(
+            r#"
+[[rule]]
+name = "r-{first}"
+severity = "low"
+group_by = ["host"]
+events.x = 'app == "x"'
+events.y = 'app == "y"'
+pattern = "{first}(x, y) within 1m"
+
+[[rule]]
+name = "r-{second}"
+severity = "low"
+group_by = ["host"]
+events.x = 'app == "x"'
+events.y = 'app == "y"'
+pattern = "{second}(x, y) within 1m"
+"#
+        );
+        let g = build(&rules(&text), true);
+        let oa = g
+            .nodes
+            .iter()
+            .find(|n| n.sharing.iter().any(|s| s.kind == ShareKind::OA))
+            .unwrap_or_else(|| panic!("no OA node in\n{}", g.to_text()));
+        let parent_of = |op: Op| {
+            let ops = ops(&g, oa.id);
+            let (_, parents) = ops.iter().find(|(o, _)| *o == op).unwrap();
+            format!("#{}", parents[0])
+        };
+        let (or_out, and_out) = (parent_of(Op::Or), parent_of(Op::And));
+        assert_ne!(or_out, and_out);
+        let reason = &oa.sharing[0].reason;
+        let want = format!("the or output goes to {or_out}, the and output to {and_out}");
+        assert!(reason.contains(&want), "{first} first: {reason}\n{}", g.to_text());
+    }
+}
