@@ -520,6 +520,10 @@ pattern = "{second}(x, y) within 1m"
         assert_ne!(or_out, and_out);
         let reason = &oa.sharing[0].reason;
         let want = format!("the or output goes to {or_out}, the and output to {and_out}");
-        assert!(reason.contains(&want), "{first} first: {reason}\n{}", g.to_text());
+        assert!(
+            reason.contains(&want),
+            "{first} first: {reason}\n{}",
+            g.to_text()
+        );
     }
 }

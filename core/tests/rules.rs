@@ -715,3 +715,32 @@ fn closure_counts_are_bounded() {
     );
     assert_eq!((c.diagnostics[0].line, c.diagnostics[0].column), (5, 14));
 }
+
+/// A condition's canonical text (what `rules graph` prints and sharing compares) writes
+/// strings and regexes as the rule file does: backslashes as written, `"` as `\"`; and
+/// strings that differ only by those characters stay distinct.
+#[test]
+fn canonical_conditions_write_strings_as_the_rule_language_does() {
+    let text = r#"
+[[rule]]
+name = "a"
+severity = "low"
+events.x = 'msg =~ "for (?P<user>\S+) from \d+\n"'
+events.y = 'msg contains "say \"hi\" C:\dir"'
+events.z = 'msg contains "say \\"hi\\" C:\dir"'
+pattern = "seq(x, y, z) within 1m"
+"#;
+    let c = compile_str("q.toml", text);
+    let rules = c.rules.unwrap_or_else(|| panic!("{:#?}", c.diagnostics));
+    let canon: Vec<String> = rules.rules[0]
+        .events
+        .iter()
+        .map(|e| e.cond.canonical())
+        .collect();
+    assert_eq!(canon[0], r#"msg =~ "for (?P<user>\S+) from \d+\n""#);
+    assert_eq!(canon[1], r#"msg contains "say \"hi\" C:\dir""#);
+    assert_ne!(
+        canon[1], canon[2],
+        "distinct strings, distinct canonical forms"
+    );
+}

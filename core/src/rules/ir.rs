@@ -438,10 +438,10 @@ impl Cond {
             Cond::Regex(r) => {
                 let _ = write!(
                     s,
-                    "{} {} {:?}",
+                    "{} {} {}",
                     r.lhs,
                     if r.negate { "!~" } else { "=~" },
-                    r.re.as_str()
+                    quoted(r.re.as_str())
                 );
             }
             Cond::In(e, list) => {
@@ -502,9 +502,15 @@ fn cmp_name(op: CmpOp) -> &'static str {
     }
 }
 
+/// A string as a condition literal is written (`"..."`, only `"` escaped, backslashes as
+/// they are), so a regex reads as in the rule file; distinct strings stay distinct.
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\\\""))
+}
+
 fn lit(v: &Value) -> String {
     match v {
-        Value::Str(s) => format!("{:?}", &**s),
+        Value::Str(s) => quoted(s),
         other => other.to_string(),
     }
 }
