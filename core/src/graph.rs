@@ -43,7 +43,7 @@
 //! This module is pure (no I/O); `cepheus rules graph` prints [`Graph::to_text`] and
 //! [`Graph::to_dot`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
 use crate::rules::ir::{Pattern, Rule, RuleSet, TimeMode, Trigger, Window};
@@ -1229,53 +1229,76 @@ fn similar(classes: &[Class], settings: &[(Settings, Settings)]) -> Similar {
             ShareKind::SS => classes[a].canonical != classes[b].canonical,
             _ => differ(a, b),
         };
+        // `rel` is "keys differ" (the canonical form for SS, the operator otherwise): the first
+        // member related to `m` is the list's first, or else the first whose key differs from
+        // it, found once per list, not once per member (rule sets may hold thousands alike).
+        let key_eq = |a: usize, b: usize| !rel(a, b);
+        let first_rel = |list: &[usize], other: Option<usize>, m: usize| -> Option<usize> {
+            let &first = list.first()?;
+            if first != m && rel(first, m) {
+                Some(first)
+            } else {
+                other.filter(|o| *o != m && rel(*o, m))
+            }
+        };
+        let other_of = |list: &[usize]| -> Option<usize> {
+            let &first = list.first()?;
+            list.iter().copied().find(|c| !key_eq(first, *c))
+        };
         let (eligible, operator_fed): (Vec<usize>, Vec<usize>) = group
             .iter()
             .partition(|c| classes[**c].children.iter().all(is_event));
         // Cost model 1: operators fed by operators are not combined.
+        let group_other = other_of(&group);
         for m in &operator_fed {
-            if let Some(p) = group.iter().find(|p| **p != *m && rel(*m, **p))
-                && seen_near.insert((kind, *m.min(p), *m.max(p)))
+            if let Some(p) = first_rel(&group, group_other, *m)
+                && seen_near.insert((kind, *m.min(&p), *m.max(&p)))
             {
                 out.near_misses.push((
                     kind,
                     *m,
-                    *p,
+                    p,
                     "a child is an operator, not an event: no predicate delivery to save (its shared children are SO already)".into(),
                 ));
             }
         }
         // Cost model 2: only within one scope (group_by, window, time).
         let mut buckets: Vec<Vec<usize>> = Vec::new();
+        let mut bucket_of: HashMap<&str, usize> = HashMap::new();
         for c in eligible {
-            match buckets
-                .iter_mut()
-                .find(|b| classes[b[0]].scope == classes[c].scope)
-            {
-                Some(b) => b.push(c),
-                None => buckets.push(vec![c]),
+            let scope = classes[c].scope.as_str();
+            match bucket_of.get(scope) {
+                Some(&b) => buckets[b].push(c),
+                None => {
+                    bucket_of.insert(scope, buckets.len());
+                    buckets.push(vec![c]);
+                }
             }
         }
+        let others_of: Vec<Option<usize>> = buckets.iter().map(|b| other_of(b)).collect();
         for (bi, bucket) in buckets.iter().enumerate() {
             for m in bucket {
                 // A star: each member joins the first member it is similar to.
-                if let Some(p) = bucket.iter().find(|p| **p != *m && rel(**p, *m))
-                    && seen.insert((kind, *m.min(p), *m.max(p)))
+                if let Some(p) = first_rel(bucket, others_of[bi], *m)
+                    && seen.insert((kind, *m.min(&p), *m.max(&p)))
                 {
-                    let (ra, rb) = (find(&mut uf, *p), find(&mut uf, *m));
+                    let (ra, rb) = (find(&mut uf, p), find(&mut uf, *m));
                     if ra != rb {
                         uf[ra.max(rb)] = ra.min(rb);
                     }
-                    out.relations.push((kind, *p.min(m), *p.max(m)));
+                    out.relations.push((kind, p.min(*m), p.max(*m)));
                 }
-                // Alike in other scopes: say why not (a few, not every pair).
-                let others = buckets
+                // Alike in other scopes: say why not (a few, not every pair; among the first
+                // `NEAR_SCAN` other scopes, so thousands of scopes stay linear).
+                let others: Vec<usize> = buckets
                     .iter()
                     .enumerate()
                     .filter(|(bj, _)| *bj != bi)
-                    .filter_map(|(_, b)| b.iter().find(|p| rel(*m, **p)))
-                    .take(3);
-                for p in others {
+                    .take(NEAR_SCAN)
+                    .filter_map(|(bj, b)| first_rel(b, others_of[bj], *m))
+                    .take(3)
+                    .collect();
+                for p in &others {
                     if seen_near.insert((kind, *m.min(p), *m.max(p))) {
                         let why = settings_diff(
                             &settings[classes[*m].rule].0,
@@ -1287,25 +1310,22 @@ fn similar(classes: &[Class], settings: &[(Settings, Settings)]) -> Similar {
             }
         }
     }
-    let mut comps: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut comps: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
     for (_, a, b) in &out.relations {
         for x in [*a, *b] {
             let r = find(&mut uf, x);
-            let comp = comps.entry(r).or_default();
-            if !comp.contains(&x) {
-                comp.push(x);
-            }
+            comps.entry(r).or_default().insert(x);
         }
     }
     out.components = comps
         .into_values()
-        .map(|mut v| {
-            v.sort_unstable();
-            v
-        })
+        .map(|v| v.into_iter().collect())
         .collect();
     out
 }
+
+/// How many other scopes [`similar`] looks through for "not combined" notes per node.
+const NEAR_SCAN: usize = 64;
 
 fn dot_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
