@@ -1,5 +1,6 @@
 //! Finding and loading rule files: `rules check`, `rules test`, `replay` and `run` share this.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -56,26 +57,46 @@ pub fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 }
 
 /// Files named by `paths`: files as given, folders searched recursively for files that
-/// satisfy `wanted`; sorted, without repeats. A missing path is an error.
+/// satisfy `wanted`; sorted, without repeats. Symbolic links are followed, but a folder is
+/// searched once however many links lead to it (so a link back up is no loop), and a file
+/// reached by several paths is read once, under the first of them in order. A missing path
+/// is an error.
 pub fn collect_matching(
     paths: &[PathBuf],
     wanted: &dyn Fn(&Path) -> bool,
 ) -> anyhow::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
+    let mut folders = HashSet::new();
     for p in paths {
         let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
         if meta.is_dir() {
-            walk(p, wanted, &mut out)?;
+            walk(p, wanted, &mut folders, &mut out)?;
         } else {
             out.push(p.clone());
         }
     }
     out.sort();
     out.dedup();
+    let mut files = HashSet::new();
+    out.retain(|p| files.insert(identity(p)));
     Ok(out)
 }
 
-fn walk(dir: &Path, wanted: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+/// What names one file or folder, whatever path reached it.
+fn identity(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+fn walk(
+    dir: &Path,
+    wanted: &dyn Fn(&Path) -> bool,
+    folders: &mut HashSet<PathBuf>,
+    out: &mut Vec<PathBuf>,
+) -> anyhow::Result<()> {
+    if !folders.insert(identity(dir)) {
+        tracing::debug!(folder = %dir.display(), "rule folder already searched (a link to it), skipped");
+        return Ok(());
+    }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read folder {}", dir.display()))?
         .map(|e| e.map(|e| e.path()))
@@ -84,7 +105,7 @@ fn walk(dir: &Path, wanted: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) -> a
     entries.sort();
     for p in entries {
         if p.is_dir() {
-            walk(&p, wanted, out)?;
+            walk(&p, wanted, folders, out)?;
         } else if wanted(&p) {
             out.push(p);
         }

@@ -1435,8 +1435,9 @@ impl Graph {
             .map(|k| format!("{} {}", k.name(), s.by_kind.get(k).copied().unwrap_or(0)))
             .collect();
         format!(
-            "{} rules, {}: {} nodes ({} without sharing); predicates evaluated per event: {} ({} without sharing); predicate deliveries: {} ({} without sharing); shared nodes: {}",
+            "{} rule{}, {}: {} nodes ({} without sharing); predicates evaluated per event: {} ({} without sharing); predicate deliveries: {} ({} without sharing); shared nodes: {}",
             self.rules.len(),
+            if self.rules.len() == 1 { "" } else { "s" },
             if self.share { "shared" } else { "not shared" },
             s.nodes,
             s.nodes_unshared,

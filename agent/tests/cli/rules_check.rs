@@ -35,6 +35,36 @@ fn missing_path_is_a_usage_error() {
     assert!(stderr.contains("no-such-file.toml"), "{stderr}");
 }
 
+/// A folder with a link back up (a loop) and a second link to one rule file: each rule file
+/// is read once, so nothing is a duplicate of itself.
+#[cfg(unix)]
+#[test]
+fn linked_folders_and_files_are_read_once() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rules_check_links");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(
+        dir.join("a.toml"),
+        "[[rule]]\nname = \"a\"\nseverity = \"low\"\nevents.x = 'app == \"x\"'\npattern = \"x\"\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("..", dir.join("sub/back")).unwrap();
+    std::os::unix::fs::symlink("../a.toml", dir.join("sub/alias.toml")).unwrap();
+    let path = dir.to_string_lossy().into_owned();
+    let (code, _, stderr) = cepheus(&["rules", "check", &path]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("1 file, 1 rule: 0 errors, 0 warnings"),
+        "{stderr}"
+    );
+    // The same file named twice on the command line, by two paths.
+    let alias = dir.join("sub/alias.toml").to_string_lossy().into_owned();
+    let direct = dir.join("a.toml").to_string_lossy().into_owned();
+    let (code, _, stderr) = cepheus(&["rules", "check", &direct, &alias]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("1 file, 1 rule:"), "{stderr}");
+}
+
 fn cases() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/broken");
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
