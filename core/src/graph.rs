@@ -488,7 +488,8 @@ impl Builder {
                     }],
                 },
                 canonical: pc.clone(),
-                shape: pc.clone(),
+                // Predicates alike but apart are those a capture keeps in another order.
+                shape: def.cond.canonical_any_order(),
                 scope: String::new(),
                 children: Vec::new(),
                 rule: ri,
@@ -1101,6 +1102,24 @@ fn not_shared_twins(
             }
         }
         return;
+    }
+    // Predicates alike but apart: the same condition, its operands in another order that a
+    // regex capture pins.
+    let mut preds: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (c, class) in classes.iter().enumerate() {
+        if matches!(class.kind, NodeKind::Predicate { .. }) {
+            preds.entry(class.shape.as_str()).or_default().push(c);
+        }
+    }
+    for group in preds.values().filter(|g| g.len() > 1) {
+        for a in group {
+            for b in group.iter().filter(|b| *b != a).take(MAX_NOTES) {
+                nodes[id_of[*a]].not_shared.push(format!(
+                    "not shared with #{}: the same condition with its operands in another order, which a regex capture keeps as written (a later operand may test a captured field)",
+                    id_of[*b]
+                ));
+            }
+        }
     }
     // Alike but apart: group by the form without the scope.
     let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();

@@ -2,7 +2,7 @@
 //! and on rules that must not be merged.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cepheus_core::graph::{Graph, NodeId, NodeKind, Op, ShareKind, build};
+use cepheus_core::graph::{Graph, Node, NodeId, NodeKind, Op, ShareKind, build};
 use cepheus_core::rules::compile_str;
 use cepheus_core::rules::ir::RuleSet;
 
@@ -526,4 +526,58 @@ pattern = "{second}(x, y) within 1m"
             g.to_text()
         );
     }
+}
+
+/// Two conditions that differ only in the order of operands a regex capture pins are two
+/// predicates, and the graph says why; without a capture they are one.
+#[test]
+fn predicates_kept_apart_by_capture_order_say_why() {
+    let text = r#"
+[[rule]]
+name = "in-order"
+severity = "low"
+group_by = ["src"]
+events.f = 'app == "sshd" and msg =~ "from (?P<src>\S+)"'
+pattern = "f"
+
+[[rule]]
+name = "reordered"
+severity = "low"
+group_by = ["src"]
+events.f = 'msg =~ "from (?P<src>\S+)" and app == "sshd"'
+pattern = "f"
+
+[[rule]]
+name = "plain-a"
+severity = "low"
+events.f = 'app == "cron" and msg contains "x"'
+pattern = "f"
+
+[[rule]]
+name = "plain-b"
+severity = "low"
+events.f = 'msg contains "x" and app == "cron"'
+pattern = "f"
+"#;
+    let g = build(&rules(text), true);
+    let preds: Vec<&Node> = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::Predicate { .. }))
+        .collect();
+    assert_eq!(preds.len(), 3, "{}", g.to_text());
+    let apart: Vec<&&Node> = preds
+        .iter()
+        .filter(|n| n.not_shared.iter().any(|s| s.contains("another order")))
+        .collect();
+    assert_eq!(apart.len(), 2, "{}", g.to_text());
+    assert!(
+        apart[0].not_shared[0].contains(&format!("#{}", apart[1].id)),
+        "{}",
+        g.to_text()
+    );
+    assert!(
+        g.to_text()
+            .contains("which a regex capture keeps as written")
+    );
 }

@@ -396,11 +396,20 @@ impl Cond {
     /// (used to share predicates and to keep state across reloads).
     pub fn canonical(&self) -> String {
         let mut s = String::new();
-        self.write_canonical(&mut s);
+        self.write_canonical(&mut s, true);
         s
     }
 
-    fn write_canonical(&self, s: &mut String) {
+    /// [`Cond::canonical`] with every `and`/`or` sorted, captures or not: equal for two
+    /// conditions that differ only in the order of operands a capture pins (so the graph can
+    /// say why they are not one predicate).
+    pub(crate) fn canonical_any_order(&self) -> String {
+        let mut s = String::new();
+        self.write_canonical(&mut s, false);
+        s
+    }
+
+    fn write_canonical(&self, s: &mut String, keep_capture_order: bool) {
         match self {
             Cond::True => s.push_str("true"),
             Cond::Source(src) => s.push_str(src.name()),
@@ -411,8 +420,15 @@ impl Cond {
                     "or"
                 };
                 // Operands with captures must keep their order; others are sorted.
-                let mut parts: Vec<String> = cs.iter().map(Cond::canonical).collect();
-                if !cs.iter().any(Cond::captures_any) {
+                let mut parts: Vec<String> = cs
+                    .iter()
+                    .map(|c| {
+                        let mut p = String::new();
+                        c.write_canonical(&mut p, keep_capture_order);
+                        p
+                    })
+                    .collect();
+                if !keep_capture_order || !cs.iter().any(Cond::captures_any) {
                     parts.sort();
                     parts.dedup();
                 }
@@ -422,7 +438,7 @@ impl Cond {
             }
             Cond::Not(c) => {
                 s.push_str("not ");
-                c.write_canonical(s);
+                c.write_canonical(s, keep_capture_order);
             }
             Cond::Cmp(op, a, b) => {
                 let _ = write!(s, "{a} {} {b}", cmp_name(*op));
