@@ -8,7 +8,7 @@
 //! `CEPHEUS_BENCH_DUMP=dir` writes each rule set's TOML there; `CEPHEUS_BENCH_REPEAT=n` times
 //! each mode n times, interleaved, and keeps the fastest; for profiling,
 //! `CEPHEUS_BENCH_MODE=shared|unshared` runs one mode and `CEPHEUS_BENCH_RULES=n,..` only the
-//! cells with those rule counts).
+//! cells with those rule counts; `CEPHEUS_BENCH_HOSTS=n` sets the number of hosts, 64).
 //! Run without `--bench` (`cargo test --all-targets`), it only smoke-tests the `events`
 //! section in quick mode. See docs/benchmarks.md, "Sharing across rules".
 

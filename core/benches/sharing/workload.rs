@@ -127,8 +127,15 @@ const FIFTY_FIELDS: [(Field, &str); 5] = [
 /// Values an event draws each [`Space::Fifty`] field from (half of them are in predicates).
 const FIFTY_VALUES: usize = 20;
 
-/// Hosts (the group key of every rule).
-pub const HOSTS: usize = 64;
+/// Hosts (the group key of every rule): 64, or `CEPHEUS_BENCH_HOSTS` (to see how much of a
+/// cell's cost is the size of its group state: each host's event rate stays the same).
+pub fn hosts() -> usize {
+    std::env::var("CEPHEUS_BENCH_HOSTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(64)
+}
 
 /// Time between two events.
 pub const DT_MS: u64 = 1;
@@ -344,7 +351,7 @@ pub fn mixed(n: usize, similar_pct: u32, redundant_pct: u32, seed: u64) -> Workl
         .flat_map(|(copies, spec)| std::iter::repeat_n(spec, copies))
         .collect();
     rng.shuffle(&mut specs);
-    let gap_ms = preds as u64 * HOSTS as u64 * DT_MS;
+    let gap_ms = preds as u64 * hosts() as u64 * DT_MS;
     let w = compile(&specs, Space::Apps, preds, gap_ms);
     assert_eq!(
         (w.similar, w.redundant),
@@ -374,11 +381,11 @@ pub fn fifty(n: usize, pool: Option<usize>, seed: u64) -> Workload {
         }
     };
     // Each predicate holds for 1/20 of the events of a host.
-    let gap_ms = FIFTY_VALUES as u64 * HOSTS as u64 * DT_MS;
+    let gap_ms = FIFTY_VALUES as u64 * hosts() as u64 * DT_MS;
     compile(&specs, Space::Fifty, 50, gap_ms)
 }
 
-/// Syslog-shaped events in increasing time, `DT_MS` apart, from [`HOSTS`] hosts.
+/// Syslog-shaped events in increasing time, `DT_MS` apart, from [`hosts()`] hosts.
 pub struct Events {
     rng: Rng,
     space: Space,
@@ -393,7 +400,7 @@ pub struct Events {
 impl Events {
     /// The stream for a workload.
     pub fn new(w: &Workload, seed: u64) -> Events {
-        let hosts = (0..HOSTS)
+        let hosts = (0..hosts())
             .map(|h| Value::str(&format!("h{h:03}")))
             .collect();
         let values = match w.space {

@@ -23,7 +23,7 @@ use smallvec::SmallVec;
 use crate::alert::Alert;
 use crate::event::{Event, Field, FieldKey, Value};
 use crate::fnv::Fnv;
-use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, lookup};
+use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, Window, lookup};
 use crate::time::{Duration, Timestamp};
 use family::Family;
 use filter::Filter;
@@ -186,6 +186,9 @@ struct RuleRt {
     max_partial: usize,
     /// Definitions the plan uses; matches of others are ignored.
     used: EvSet,
+    /// `rule.within` and `rule.forget_after`, read by every transition (see [`RuleCtx`]).
+    within: Option<Window>,
+    forget_after: Duration,
 }
 
 /// A rule state split for writing: its context (read-only) beside its mutable parts.
@@ -208,6 +211,8 @@ impl RuleRt {
             monitor_start: self.monitor_start.unwrap_or(Timestamp::MIN),
             max_partial: self.max_partial,
             outage_until,
+            within: self.within,
+            forget_after: self.forget_after,
         }
     }
 
@@ -225,6 +230,8 @@ impl RuleRt {
             cold,
             free,
             counters,
+            within,
+            forget_after,
             ..
         } = self;
         Split {
@@ -235,6 +242,8 @@ impl RuleRt {
                 monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
                 max_partial: *max_partial,
                 outage_until,
+                within: *within,
+                forget_after: *forget_after,
             },
             groups,
             slots,
@@ -659,6 +668,8 @@ impl Engine {
                 counters: RuleCounters::default(),
                 max_groups: rule.max_groups.unwrap_or(cfg.max_groups),
                 used,
+                within: rule.within,
+                forget_after: rule.forget_after,
                 max_partial: rule
                     .max_partial_matches
                     .unwrap_or(cfg.max_partial_matches)

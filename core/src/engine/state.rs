@@ -13,7 +13,7 @@ use smallvec::SmallVec;
 use super::plan::{Alt, EvSet, Plan, Step};
 use crate::alert::{Alert, AlertState, Body, MAX_ALERT_EVENTS};
 use crate::event::{Event, Value};
-use crate::rules::ir::{NO_TIME, Rule, Severity, TemplatePart, Trigger, lookup};
+use crate::rules::ir::{NO_TIME, Rule, Severity, TemplatePart, Trigger, Window, lookup};
 use crate::time::{Duration, Timestamp};
 
 /// The seed of an alert id: the episode's start, and how many earlier episodes of the group
@@ -172,14 +172,19 @@ pub struct RuleCtx<'a> {
     pub max_partial: usize,
     /// Alerts whose deadline lies before this are marked `outage`.
     pub outage_until: Timestamp,
+    /// The rule's `within` and `forget_after`, kept beside the state: every transition reads
+    /// them, and the rule itself lies a few cache lines away.
+    pub within: Option<Window>,
+    /// See `within`.
+    pub forget_after: Duration,
 }
 
 impl RuleCtx<'_> {
     fn wmax(&self) -> Option<Duration> {
-        self.rule.within.map(|w| w.max)
+        self.within.map(|w| w.max)
     }
     fn wmin(&self) -> Duration {
-        self.rule.within.map(|w| w.min).unwrap_or(Duration::ZERO)
+        self.within.map(|w| w.min).unwrap_or(Duration::ZERO)
     }
 }
 
@@ -763,7 +768,7 @@ impl Group {
             }
             _ => {}
         }
-        let forget_at = self.last_activity.add(ctx.rule.forget_after);
+        let forget_at = self.last_activity.add(ctx.forget_after);
         if !self.expected && forget_at <= now {
             self.forget(ctx, key, forget_at, counters, out);
             return true;
@@ -805,7 +810,7 @@ impl Group {
 
     /// When this group next needs a timer (`None`: never).
     pub fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
-        let forget = (!self.expected).then(|| self.last_activity.add(ctx.rule.forget_after));
+        let forget = (!self.expected).then(|| self.last_activity.add(ctx.forget_after));
         let own = match (&self.state, ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => match &a.firing {
                 None => Some(a.watched_since(ctx).add(*for_)),
