@@ -76,7 +76,7 @@ pub fn collect_matching(
         }
     }
     out.sort();
-    out.dedup();
+    // One entry per file, under the first path to it (a repeated path is the same file).
     let mut files = HashSet::new();
     out.retain(|p| files.insert(identity(p)));
     Ok(out)

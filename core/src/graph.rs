@@ -1020,21 +1020,20 @@ fn similar_reason(
             .first()
             .map_or(String::new(), |x| format!("#{}", id_of[*x]))
     };
+    // The or of an OA or OS pair first, whichever rule came first.
+    let (o, n) = if classes[a].kind == NodeKind::Or {
+        (a, b)
+    } else {
+        (b, a)
+    };
     match kind {
-        ShareKind::OA => {
-            let (o, n) = if classes[a].kind == NodeKind::Or {
-                (a, b)
-            } else {
-                (b, a)
-            };
-            format!(
-                "{} and {} are over the same events: one occurrence bit per event; the or output goes to {}, the and output to {}",
-                label(o),
-                label(n),
-                outs(o),
-                outs(n)
-            )
-        }
+        ShareKind::OA => format!(
+            "{} and {} are over the same events: one occurrence bit per event; the or output goes to {}, the and output to {}",
+            label(o),
+            label(n),
+            outs(o),
+            outs(n)
+        ),
         ShareKind::SS => format!(
             "{} and {} start with the same event {}: delivered once, it starts both; outputs to {} and {}",
             label(a),
@@ -1043,21 +1042,14 @@ fn similar_reason(
             outs(a),
             outs(b)
         ),
-        ShareKind::OS => {
-            let (o, s) = if classes[a].kind == NodeKind::Or {
-                (a, b)
-            } else {
-                (b, a)
-            };
-            format!(
-                "{} contains {}, the first event of {}: delivered once for both; the or output goes to {}, the seq output to {}",
-                label(o),
-                first(s),
-                label(s),
-                outs(o),
-                outs(s)
-            )
-        }
+        ShareKind::OS => format!(
+            "{} contains {}, the first event of {}: delivered once for both; the or output goes to {}, the seq output to {}",
+            label(o),
+            first(n),
+            label(n),
+            outs(o),
+            outs(n)
+        ),
         ShareKind::SO => String::new(),
     }
 }
@@ -1251,7 +1243,6 @@ fn similar(classes: &[Class], settings: &[(Settings, Settings)]) -> Similar {
         // `rel` is "keys differ" (the canonical form for SS, the operator otherwise): the first
         // member related to `m` is the list's first, or else the first whose key differs from
         // it, found once per list, not once per member (rule sets may hold thousands alike).
-        let key_eq = |a: usize, b: usize| !rel(a, b);
         let first_rel = |list: &[usize], other: Option<usize>, m: usize| -> Option<usize> {
             let &first = list.first()?;
             if first != m && rel(first, m) {
@@ -1262,7 +1253,7 @@ fn similar(classes: &[Class], settings: &[(Settings, Settings)]) -> Similar {
         };
         let other_of = |list: &[usize]| -> Option<usize> {
             let &first = list.first()?;
-            list.iter().copied().find(|c| !key_eq(first, *c))
+            list.iter().copied().find(|c| rel(first, *c))
         };
         let (eligible, operator_fed): (Vec<usize>, Vec<usize>) = group
             .iter()

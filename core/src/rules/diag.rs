@@ -214,10 +214,9 @@ impl miette::SourceCode for FileText {
 pub(crate) struct FileCtx {
     pub path: PathBuf,
     pub text: Arc<str>,
-    pub named: Arc<FileText>,
-    /// Byte offset of the start of every line (a file of 10,000 rules asks for positions
+    /// The name, the text and its line table (a file of 10,000 rules asks for positions
     /// thousands of times: no rescanning from the top).
-    line_starts: Arc<[usize]>,
+    pub named: Arc<FileText>,
 }
 
 impl FileCtx {
@@ -229,14 +228,9 @@ impl FileCtx {
         let named = Arc::new(FileText {
             name: path.display().to_string(),
             text: text.clone(),
-            line_starts: line_starts.clone(),
-        });
-        FileCtx {
-            path,
-            text,
-            named,
             line_starts,
-        }
+        });
+        FileCtx { path, text, named }
     }
 
     /// 1-based line and column (in chars) of a byte offset.
@@ -245,12 +239,14 @@ impl FileCtx {
         while !self.text.is_char_boundary(off) {
             off -= 1;
         }
-        // The last line start at or before `off`.
-        let idx = self
+        let idx = self.named.line_of(off);
+        let start = self
+            .named
             .line_starts
-            .partition_point(|&s| s <= off)
-            .saturating_sub(1);
-        let start = self.line_starts.get(idx).copied().unwrap_or(0).min(off);
+            .get(idx)
+            .copied()
+            .unwrap_or(0)
+            .min(off);
         let col = self.text[start..off].chars().count() + 1;
         (idx + 1, col)
     }
