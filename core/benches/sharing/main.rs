@@ -8,7 +8,8 @@
 //! `CEPHEUS_BENCH_DUMP=dir` writes each rule set's TOML there; `CEPHEUS_BENCH_REPEAT=n` times
 //! each mode n times, interleaved, and keeps the fastest; for profiling,
 //! `CEPHEUS_BENCH_MODE=shared|unshared` runs one mode and `CEPHEUS_BENCH_RULES=n,..` only the
-//! cells with those rule counts; `CEPHEUS_BENCH_HOSTS=n` sets the number of hosts, 64).
+//! cells with those rule counts; `CEPHEUS_BENCH_HOSTS=n` sets the number of hosts, 64;
+//! `CEPHEUS_BENCH_DRAIN=json|light|thread` how the alerts are drained, see [`Drain`]).
 //! Run without `--bench` (`cargo test --all-targets`), it only smoke-tests the `events`
 //! section in quick mode. See docs/benchmarks.md, "Sharing across rules".
 
@@ -21,6 +22,7 @@ use std::hash::Hasher;
 use std::io::Write as _;
 use std::time::Instant;
 
+use cepheus_core::alert::Alert;
 use cepheus_core::engine::{Engine, EngineConfig};
 use workload::{Events, Workload};
 
@@ -82,50 +84,136 @@ fn run(w: &Workload, events: usize, mark: usize, share: bool, seed: u64) -> Side
     let mut engine = Engine::new(&w.rules, cfg).expect("engine");
     let mut stream = Events::new(w, seed);
     let mut buf = Vec::with_capacity(CHUNK);
-    let mut out = Vec::new();
     let mut side = Side::default();
-    let mut h = DefaultHasher::new();
-    let mut left = events;
-    let mut done = 0;
-    while left > 0 {
-        let n = left.min(CHUNK);
-        left -= n;
-        buf.clear();
-        stream.fill(n, &mut buf);
-        let mut evs = buf.drain(..);
-        while evs.len() > 0 {
-            // Timed stretches end at the mark, so it is measured exactly.
-            let take = if done < mark {
-                TIMED.min(mark - done)
-            } else {
-                TIMED
-            };
-            let (c0, t0) = (cpu_ns(), Instant::now());
-            for ev in evs.by_ref().take(take) {
-                engine.push(ev, &mut out);
-                done += 1;
+    let drain = Drain::from_env();
+    // `Drain::Thread`: the alerts go to another thread, which renders, hashes and drops them.
+    let (to_sink, sink_in) = std::sync::mpsc::sync_channel::<Drained>(4);
+    let (recycle, spare) = std::sync::mpsc::channel::<Vec<Alert>>();
+    std::thread::scope(|scope| {
+        let sink = scope.spawn(move || {
+            let mut h = DefaultHasher::new();
+            let mut at_mark = 0;
+            for d in sink_in {
+                match d {
+                    Drained::Alerts(mut v) => {
+                        for a in v.drain(..) {
+                            h.write(a.to_json().to_string().as_bytes());
+                        }
+                        let _ = recycle.send(v);
+                    }
+                    Drained::Mark => at_mark = h.finish(),
+                }
             }
-            side.wall_s += t0.elapsed().as_secs_f64();
-            side.cpu_s += cpu_ns().saturating_sub(c0) as f64 / 1e9;
-            side.alerts += out.len() as u64;
-            for a in out.drain(..) {
-                h.write(a.to_json().to_string().as_bytes());
-            }
-            if done == mark {
-                side.at_mark = Mark {
-                    wall_s: side.wall_s,
-                    cpu_s: side.cpu_s,
-                    alerts: side.alerts,
-                    digest: h.finish(),
+            (at_mark, h.finish())
+        });
+        let mut h = DefaultHasher::new();
+        let mut out: Vec<Alert> = Vec::new();
+        let mut left = events;
+        let mut done = 0;
+        while left > 0 {
+            let n = left.min(CHUNK);
+            left -= n;
+            buf.clear();
+            stream.fill(n, &mut buf);
+            let mut evs = buf.drain(..);
+            while evs.len() > 0 {
+                // Timed stretches end at the mark, so it is measured exactly.
+                let take = if done < mark {
+                    TIMED.min(mark - done)
+                } else {
+                    TIMED
                 };
+                let (c0, t0) = (cpu_ns(), Instant::now());
+                for ev in evs.by_ref().take(take) {
+                    engine.push(ev, &mut out);
+                    done += 1;
+                }
+                side.wall_s += t0.elapsed().as_secs_f64();
+                side.cpu_s += cpu_ns().saturating_sub(c0) as f64 / 1e9;
+                side.alerts += out.len() as u64;
+                match drain {
+                    Drain::Json => {
+                        for a in out.drain(..) {
+                            h.write(a.to_json().to_string().as_bytes());
+                        }
+                    }
+                    Drain::Light => {
+                        for a in out.drain(..) {
+                            h.write_u64(a.id().0);
+                            h.write(a.rule().as_bytes());
+                            h.write(a.state.name().as_bytes());
+                            h.write_i64(a.time.0);
+                            h.write_usize(a.events().len());
+                            h.write(a.reason().unwrap_or("").as_bytes());
+                        }
+                    }
+                    Drain::Thread if !out.is_empty() => {
+                        let next = spare.try_recv().unwrap_or_default();
+                        to_sink
+                            .send(Drained::Alerts(std::mem::replace(&mut out, next)))
+                            .expect("sink thread");
+                    }
+                    Drain::Thread => {}
+                }
+                if done == mark {
+                    side.at_mark = Mark {
+                        wall_s: side.wall_s,
+                        cpu_s: side.cpu_s,
+                        alerts: side.alerts,
+                        digest: h.finish(),
+                    };
+                    let _ = to_sink.send(Drained::Mark);
+                }
             }
         }
-    }
+        drop(to_sink);
+        let (at_mark, all) = sink.join().expect("sink thread");
+        if drain == Drain::Thread {
+            side.at_mark.digest = at_mark;
+            side.digest = all;
+        } else {
+            side.digest = h.finish();
+        }
+    });
     side.evals = engine.counters().predicate_evals;
     side.family_saved = engine.counters().family_lookups_saved;
-    side.digest = h.finish();
     side.timers = engine.timer_entries();
     side
+}
+
+/// How a run disposes of the alerts of each timed stretch (`CEPHEUS_BENCH_DRAIN`); both modes
+/// of a cell drain alike, so their digests compare.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Drain {
+    /// `json` (the default): each alert's JSON is rendered and hashed on the engine's thread,
+    /// as `cepheus replay` prints it. At 10,000 rules that is thousands of alerts per
+    /// stretch, and rendering them evicts the engine's working set from the caches.
+    Json,
+    /// `light`: each alert's id, rule, state, time, event count and reason are hashed on the
+    /// engine's thread: the engine's own cost, without the reader's.
+    Light,
+    /// `thread`: the alerts go to another thread, which renders, hashes and drops them, as
+    /// the agent's shards hand theirs to the alert sink.
+    Thread,
+}
+
+impl Drain {
+    fn from_env() -> Drain {
+        match std::env::var("CEPHEUS_BENCH_DRAIN").as_deref() {
+            Ok("light") => Drain::Light,
+            Ok("thread") => Drain::Thread,
+            Ok("json") | Err(_) => Drain::Json,
+            Ok(other) => panic!("CEPHEUS_BENCH_DRAIN={other}: json, light or thread"),
+        }
+    }
+}
+
+/// What the engine's thread hands the alert thread ([`Drain::Thread`]).
+enum Drained {
+    /// A timed stretch's alerts, in order.
+    Alerts(Vec<Alert>),
+    /// The run reached its mark: the digest so far is the mark's.
+    Mark,
 }
 
 #[derive(Clone)]

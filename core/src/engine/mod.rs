@@ -1045,12 +1045,14 @@ impl Engine {
         // rules alerts for each of them at once); alerts usually come in order already (a
         // shared state's members are in rule order), and then nothing moves.
         let order = |a: &Alert| (a.time, a.rank);
+        // Checked on the alerts themselves: sorted, they need no keys written.
+        if out.is_sorted_by_key(order) {
+            return;
+        }
         let mut keys = std::mem::take(&mut self.alert_keys);
         keys.clear();
         keys.extend(out.iter().enumerate().map(|(i, a)| (order(a), i as u32)));
-        if !keys.is_sorted() {
-            permute_sorted(out, &mut keys);
-        }
+        permute_sorted(out, &mut keys);
         self.alert_keys = keys;
     }
 
