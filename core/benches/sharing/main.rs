@@ -485,10 +485,11 @@ fn main() {
         started.elapsed().as_secs_f64(),
         if quick { " (quick)" } else { "" },
         repeat(),
-        if mode().is_none() {
-            "; alerts equal (count and JSON digest) in every cell"
-        } else {
-            "; one mode only"
+        match (mode(), Drain::from_env()) {
+            (Some(_), _) => "; one mode only",
+            (None, Drain::Light) =>
+                "; alerts equal (count and digest of their ids, rules, states, times) in every cell",
+            (None, _) => "; alerts equal (count and JSON digest) in every cell",
         }
     );
 
