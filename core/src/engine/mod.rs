@@ -167,28 +167,33 @@ pub struct EngineCounters {
     pub family_lookups_saved: u64,
 }
 
+/// A rule state at run time. In C order from a cache line's start, so that what a delivery
+/// reads comes first, in as few lines as it fits: the slot and cold vectors, the lane and the
+/// timing, then what a transition's context names, then its counters (Rust's own order spread
+/// them over six lines; modelled L1d misses at 1,000 rules -15 %).
+#[repr(C, align(64))]
 struct RuleRt {
-    rule: Arc<Rule>,
-    /// The rules served by this state: `rule` first, then rules with the same meaning (SO at
-    /// the root, when sharing). Shared with the state's alerts, which name their rule in it.
-    members: Arc<[Member]>,
-    canonical: String,
-    plan: Arc<Plan>,
-    lane: usize,
-    monitor_start: Option<Timestamp>,
-    groups: HashMap<GroupKey, u32>,
     slots: Vec<Option<Slot>>,
     /// Beside each occupied slot, its key and parked deadline.
     cold: Vec<Option<Cold>>,
-    free: Vec<u32>,
-    counters: RuleCounters,
-    max_groups: u64,
+    lane: usize,
+    /// `rule.within` and `rule.forget_after`, read by every transition (see [`RuleCtx`]).
+    forget_after: Duration,
+    within: Option<Window>,
+    rule: Arc<Rule>,
+    plan: Arc<Plan>,
+    /// The rules served by this state: `rule` first, then rules with the same meaning (SO at
+    /// the root, when sharing). Shared with the state's alerts, which name their rule in it.
+    members: Arc<[Member]>,
     max_partial: usize,
+    monitor_start: Option<Timestamp>,
+    counters: RuleCounters,
     /// Definitions the plan uses; matches of others are ignored.
     used: EvSet,
-    /// `rule.within` and `rule.forget_after`, read by every transition (see [`RuleCtx`]).
-    within: Option<Window>,
-    forget_after: Duration,
+    groups: HashMap<GroupKey, u32>,
+    free: Vec<u32>,
+    max_groups: u64,
+    canonical: String,
 }
 
 /// A rule state split for writing: its context (read-only) beside its mutable parts.
