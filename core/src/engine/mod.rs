@@ -905,6 +905,12 @@ impl Engine {
             };
             lane.now = t;
             lane.wheel = Wheel::new(t);
+            // The lane has watched since now: it is idle (its watermark follows the clock) only
+            // once `max_delay` passes with nothing arriving, so the first events of a source
+            // that lags by more than that are not late on arrival.
+            if lane.mode == TimeMode::Event {
+                lane.last_arrival = Some(at);
+            }
         }
         for ri in 0..self.rts.len() {
             if self.rts[ri].monitor_start.is_none() {

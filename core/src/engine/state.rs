@@ -337,6 +337,19 @@ pub struct Wait {
     alt: u16,
     deadline: Timestamp,
     events: Vec<Arc<Event>>,
+    /// When the absence began (the match's last step): an awaited event after it, even late
+    /// (within `allowed_lateness`), ends the wait. `None` in checkpoints made before it was
+    /// kept: the last event's time then.
+    #[serde(default)]
+    from: Option<Timestamp>,
+}
+
+impl Wait {
+    fn from(&self) -> Timestamp {
+        self.from
+            .or_else(|| self.events.last().map(|e| e.time))
+            .unwrap_or(Timestamp::MIN)
+    }
 }
 
 /// What an open episode is waiting for.
@@ -363,6 +376,10 @@ pub struct Episode {
     /// open, and ends unseen (counted as suppressed) if it closes before.
     #[serde(default)]
     held_until: Option<Timestamp>,
+    /// An absence at the end of a sequence: when it began (see [`Wait`]), so a late awaited
+    /// event in between retracts it. `None` for absence-only rules, which keep their own.
+    #[serde(default)]
+    from: Option<Timestamp>,
 }
 
 impl Episode {
@@ -674,9 +691,12 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) -> bool {
-        let (GroupState::Absence(a), Plan::Absence { set, .. }) = (&mut self.state, ctx.plan)
-        else {
-            return false;
+        let (a, set) = match (&mut self.state, ctx.plan) {
+            (GroupState::Absence(a), Plan::Absence { set, .. }) => (a, *set),
+            (GroupState::Linear(l), Plan::Linear { alts }) => {
+                return l.on_late(ctx, alts, key, t, mask, ev, now, counters, out);
+            }
+            _ => return false,
         };
         if mask & set == 0 {
             return false;
@@ -755,6 +775,7 @@ impl Group {
                         last: deadline,
                         events: Vec::new(),
                         held_until,
+                        from: None,
                     }));
                 }
                 if let Some(ep) = a.firing.as_mut() {
@@ -1150,6 +1171,67 @@ impl LinearState {
         self.note_seen(mask, t);
     }
 
+    /// A late awaited event (within `allowed_lateness`) of an absence at the end of a
+    /// sequence, stamped `t` at or after the absence began: it ends a wait still open, and
+    /// retracts an absence that fired while it was on its way if it falls before the fired
+    /// deadline (as for absence-only rules). Returns whether the group changed.
+    #[allow(clippy::too_many_arguments)]
+    fn on_late(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        key: &GroupKey,
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        now: Timestamp,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) -> bool {
+        let awaits = |alt: u16| {
+            alts.get(alt as usize)
+                .and_then(|a| a.end_absent.as_ref())
+                .is_some_and(|e| e.set & mask != 0)
+        };
+        let mut changed = false;
+        if let Some(rare) = &mut self.rare {
+            let before = rare.waits.len();
+            rare.waits.retain(|w| !(awaits(w.alt) && t >= w.from()));
+            changed = rare.waits.len() != before;
+        }
+        let Some(ep) = &self.episode else {
+            return changed;
+        };
+        let (EpisodeKind::Absence(set), Some(from)) = (&ep.kind, ep.from) else {
+            return changed;
+        };
+        if mask & set == 0 || t < from || t >= ep.last {
+            return changed;
+        }
+        let (id, held) = (ep.id, ep.held_until.is_some());
+        self.episode = None;
+        if held {
+            counters.suppressed += 1;
+            return true;
+        }
+        // A withdrawn alert does not count against the trigger's period.
+        if let Some(rare) = &mut self.rare {
+            rare.last_emit = None;
+        }
+        emit(
+            ctx,
+            key,
+            id,
+            AlertState::Retracted,
+            now,
+            vec![ev.clone()],
+            Some("late_event"),
+            counters,
+            out,
+        );
+        true
+    }
+
     fn note_seen(&mut self, mask: EvSet, t: Timestamp) {
         let Some(rare) = &mut self.rare else {
             return;
@@ -1199,6 +1281,7 @@ impl LinearState {
                     alt: r.alt,
                     deadline,
                     events: r.events(),
+                    from: Some(t),
                 });
             }
             return;
@@ -1234,6 +1317,7 @@ impl LinearState {
                 last: t,
                 events,
                 held_until: None,
+                from: None,
             }));
             return;
         }
@@ -1306,12 +1390,14 @@ impl LinearState {
                 );
                 self.rare().last_emit = Some(w.deadline);
             }
+            let from = Some(w.from());
             self.episode = Some(Box::new(Episode {
                 id,
                 kind: EpisodeKind::Absence(set),
                 last: w.deadline,
                 events: w.events,
                 held_until,
+                from,
             }));
         }
         if let Some(ep) = self.episode.as_mut()

@@ -338,6 +338,25 @@ fn late_events_are_not_matched() {
 }
 
 #[test]
+fn a_source_lagging_more_than_max_delay_is_not_late_from_its_first_event() {
+    let r = || rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).event_time(5, 0);
+    // Stamped 10 s behind arrival from the first event on: the watermark is the largest
+    // event time minus 5 s, so nothing is late and each a, b pair matches.
+    check(
+        vec![r()],
+        "a:h@0/10 b:h@1/11 a:h@2/12 b:h@3/13 end",
+        &["firing h @1", "firing h @3"],
+    );
+    // After 19 s with nothing arriving the watermark follows the clock (25 at arrival 30),
+    // so the next pair, stamped before it, is late.
+    check(
+        vec![r()],
+        "a:h@0/10 b:h@1/11 a:h@20/30 b:h@21/31 end",
+        &["firing h @1"],
+    );
+}
+
+#[test]
 fn absence_in_event_time_fires_on_the_watermark() {
     let r = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 0);
     // Deadline 60 fires when the watermark (clock - 5 s) passes it: clock 65.
@@ -357,6 +376,39 @@ fn late_heartbeat_retracts_absence() {
             "retracted h @75 (late_event)",
             "firing h @110",
         ],
+    );
+}
+
+#[test]
+fn late_event_retracts_or_cancels_an_absence_at_the_end_of_a_sequence() {
+    let r = || {
+        rule(
+            "r",
+            &["talk", "hb"],
+            seq(vec![ev(0), absent(ev(1), Some(120))]),
+        )
+        .event_time(5, 60)
+    };
+    // The absence fires at 120 (watermark 121 at clock 126); hb stamped 100 arrives at 127,
+    // late (watermark 122) but within 60 s, between the talk and the deadline: retracted.
+    check(
+        vec![r()],
+        "talk:h@0/0 tick@126 hb:h@100/127 end@300",
+        &["firing h @120", "retracted h @122 (late_event)"],
+    );
+    // Before the deadline, the late hb ends the wait: no alert at all.
+    check(vec![r()], "talk:h@0/0 tick@100 hb:h@50/101 end@300", &[]);
+    // An hb stamped before the talk, or after the deadline, changes nothing.
+    check(
+        vec![r()],
+        "hb:h@0/0 talk:h@10/10 tick@136 hb:h@5/137 end@300",
+        &["firing h @130"],
+    );
+    // Beyond the allowed lateness the late hb is only counted.
+    check(
+        vec![r()],
+        "talk:h@0/0 tick@200 hb:h@100/201 end@300",
+        &["firing h @120"],
     );
 }
 
