@@ -1787,6 +1787,38 @@ mod tests {
         assert!(none.is_some_and(|a| a.last_seen == NO_TIME && a.last_fired == NO_TIME));
     }
 
+    /// Waits and episodes saved before they kept when an absence began still restore; a
+    /// wait then takes its last event's time.
+    #[test]
+    fn waits_and_episodes_from_older_checkpoints_restore() {
+        let t = Timestamp::from_secs(1_000);
+        let tj = serde_json::to_string(&t).unwrap_or_default();
+        let ev = Arc::new(Event::new(
+            crate::event::Source::Syslog,
+            Timestamp::from_secs(7),
+            Timestamp::from_secs(7),
+        ));
+        let evj = serde_json::to_string(&ev).unwrap_or_default();
+        let old = format!("{{\"alt\":0,\"deadline\":{tj},\"events\":[{evj}]}}");
+        let w: Option<Wait> = serde_json::from_str(&old).ok();
+        let Some(w) = w else {
+            panic!("an old wait restores: {old}");
+        };
+        assert_eq!((w.from, w.from()), (None, Timestamp::from_secs(7)));
+        let new = Wait {
+            from: Some(Timestamp::from_secs(5)),
+            ..w
+        };
+        assert_eq!(new.from(), Timestamp::from_secs(5));
+        let old_ep =
+            format!("{{\"id\":[{tj},0],\"kind\":{{\"Absence\":1}},\"last\":{tj},\"events\":[]}}");
+        let ep: Option<Episode> = serde_json::from_str(&old_ep).ok();
+        assert!(
+            ep.is_some_and(|e| e.from.is_none() && e.held_until.is_none()),
+            "an old episode restores: {old_ep}"
+        );
+    }
+
     /// `Items` behaves as the `VecDeque` it replaced, inline and beyond, and checkpoints as
     /// the same JSON sequence (old checkpoints restore).
     #[test]
