@@ -302,7 +302,7 @@ macro_rules! fields {
 }
 
 fields! {
-    /// Event time: the stamp written by the source (syslog header, first packet of a flow).
+    /// Event time: the stamp written by the source (syslog header; a flow's first packet for `flow_start`, its last for `flow_end` and `attempt_failed`).
     Time = "time": Time, [Syslog, Flow];
     /// syslog: the hostname in the message header.
     Host = "host": Str, [Syslog];
