@@ -926,11 +926,20 @@ impl Engine {
         }
     }
 
-    /// Monitoring begins for a rule: its expected groups are armed.
+    /// Monitoring begins for a rule: its expected groups are armed. A rule without `group_by`
+    /// is one group, known from the start: an absence-only rule's single group is expected,
+    /// so it fires once its time has passed since monitoring began even if its event never
+    /// came.
     fn start_rule(&mut self, ri: usize, at: Timestamp) {
         let start = at;
         self.rts[ri].monitor_start = Some(start);
-        let expect = self.rts[ri].rule.expect.clone();
+        let mut expect = self.rts[ri].rule.expect.clone();
+        if self.rts[ri].rule.group_by.is_empty()
+            && matches!(*self.rts[ri].plan, Plan::Absence { .. })
+            && expect.is_empty()
+        {
+            expect.push(Vec::new());
+        }
         for key in expect {
             if !self.owns(ri, &key) {
                 continue;

@@ -217,6 +217,18 @@ fn absence_alone_expected_host_that_never_speaks() {
 }
 
 #[test]
+fn absence_alone_without_group_by_fires_though_its_event_never_came() {
+    // One group per rule, known from the start: monitoring begins at the first event (0).
+    let r = || rule("hb", &["hb", "x"], absent(ev(0), Some(60))).ungrouped();
+    check(
+        vec![r()],
+        "x:h@0 x:h@30 x:h@90 hb:h@100 end@200",
+        &["firing @60", "resolved @100", "firing @160"],
+    );
+    check(vec![r()], "x:h@0 hb:h@50 end@100", &[]);
+}
+
+#[test]
 fn absence_alone_lifecycle_one_alert_per_episode() {
     let r = rule("hb", &["hb"], absent(ev(0), Some(60)));
     check(
