@@ -75,6 +75,18 @@ pub struct Summary {
 pub fn run(args: ReplayArgs) -> ExitCode {
     match replay(&args) {
         Ok(code) => code,
+        // The reader went away (`| head`): not an error of ours.
+        Err(e)
+            if e.chain().any(|c| {
+                let kind = c
+                    .downcast_ref::<io::Error>()
+                    .map(io::Error::kind)
+                    .or_else(|| c.downcast_ref::<serde_json::Error>()?.io_error_kind());
+                kind == Some(io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)

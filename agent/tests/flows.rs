@@ -551,3 +551,41 @@ fn live_capture_on_veth() {
     assert!(sf["orig_pkts"].as_u64().unwrap() >= 4 && sf["resp_pkts"].as_u64().unwrap() >= 2);
     drop(ns);
 }
+
+/// A reader that goes away (`cepheus flows ... | head -1`) ends the run quietly: no panic, exit
+/// 0, and the capture is not read to its end (the summary counts fewer packets).
+#[test]
+fn a_closed_pipe_ends_flows_quietly() {
+    use std::io::{BufRead, BufReader};
+    let pcap = captures()
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .unwrap();
+    let (_, full) = cepheus_flows(&["--events", pcap.to_str().unwrap()]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["flows", "--events"])
+        .arg(&pcap)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with('{'), "{first}");
+    // The pipe's read end is dropped here.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let read: Vec<Json> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        read[0]["packets"].as_u64() < full[0]["packets"].as_u64(),
+        "stopped early: {read:?} against {full:?}"
+    );
+}

@@ -572,3 +572,41 @@ fn exact_duplicates_are_dropped_before_the_rules() {
     assert_eq!(alerts, 1, "{stderr}");
     assert!(stderr.contains("2 events, 0 malformed, 0 late"), "{stderr}");
 }
+
+/// A reader that goes away (`cepheus replay ... | head -1`) ends the replay quietly: exit 0,
+/// no error printed.
+#[test]
+fn a_closed_pipe_ends_replay_quietly() {
+    use std::io::{BufRead, BufReader};
+    let dir = std::env::temp_dir().join(format!("cepheus-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("r.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"every\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"x\"'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let input = dir.join("in.log");
+    let lines: String = (0..20_000)
+        .map(|i| format!("<13>Dec  2 01:47:00 h{i} x: hello\n"))
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let mut child = cepheus()
+        .args(["replay", "--year", "2026", "--rules"])
+        .arg(&rules)
+        .arg(&input)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("\"rule\":\"every\""), "{first}");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("error"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -78,6 +78,9 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         let mut notices = Vec::new();
         let mut read_error = None;
         loop {
+            if out.closed() {
+                break;
+            }
             match reader.next_packet() {
                 Some(Ok(pkt)) => {
                     if !filter.is_empty()
@@ -111,7 +114,7 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         }
         eprintln!("{summary}");
     }
-    code
+    out.exit_code(code)
 }
 
 fn run_live(
@@ -132,7 +135,7 @@ fn run_live(
     let mut engine = FlowEngine::new(cfg);
     let mut notices = Vec::new();
     loop {
-        if duration.is_some_and(|d| started.elapsed() >= d) {
+        if out.closed() || duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
         match cap.recv_timeout(StdDuration::from_millis(200)) {
@@ -169,13 +172,16 @@ fn run_live(
     summary["filtered"] = json!(filtered);
     summary["dropped"] = json!(dropped);
     eprintln!("{summary}");
-    ExitCode::SUCCESS
+    out.exit_code(ExitCode::SUCCESS)
 }
 
 /// Collects ended flows (record mode) or prints events as they come (event mode).
 struct Output {
     events: bool,
     ended: Vec<(FlowRecord, &'static str)>,
+    /// Standard output failed: a reader that went away (`| head`) ends the run quietly,
+    /// anything else is reported and the run ends with exit code 2.
+    failed: Option<std::io::Error>,
 }
 
 impl Output {
@@ -183,13 +189,42 @@ impl Output {
         Output {
             events,
             ended: Vec::new(),
+            failed: None,
+        }
+    }
+
+    /// Writes one line to standard output, unless it already failed.
+    fn line(&mut self, v: impl std::fmt::Display) {
+        use std::io::Write as _;
+        if self.failed.is_some() {
+            return;
+        }
+        if let Err(e) = writeln!(std::io::stdout().lock(), "{v}") {
+            self.failed = Some(e);
+        }
+    }
+
+    /// Whether writing failed (the run stops reading).
+    fn closed(&self) -> bool {
+        self.failed.is_some()
+    }
+
+    /// The run's exit code given writing: a closed pipe is not an error.
+    fn exit_code(&self, code: ExitCode) -> ExitCode {
+        match &self.failed {
+            Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => code,
+            Some(e) => {
+                eprintln!("error: writing to standard output: {e}");
+                ExitCode::from(2)
+            }
+            None => code,
         }
     }
 
     fn notices(&mut self, notices: &mut Vec<FlowNotice>) {
         for n in notices.drain(..) {
             if self.events {
-                println!("{}", notice_to_event(&n).to_json());
+                self.line(notice_to_event(&n).to_json());
             } else if let NoticeKind::End(r) = n.kind {
                 self.ended.push((n.flow, r.name()));
             }
@@ -198,22 +233,20 @@ impl Output {
 
     fn syslog(&mut self, d: &super::SyslogDatagram) {
         if self.events {
-            println!(
-                "{}",
-                json!({
-                    "time": d.time.to_rfc3339(),
-                    "source": "syslog_datagram",
-                    "src": d.src.to_string(),
-                    "payload": String::from_utf8_lossy(&d.payload),
-                })
-            );
+            self.line(json!({
+                "time": d.time.to_rfc3339(),
+                "source": "syslog_datagram",
+                "src": d.src.to_string(),
+                "payload": String::from_utf8_lossy(&d.payload),
+            }));
         }
     }
 
     fn flush(&mut self) {
         self.ended.sort_by_key(|(f, _)| (f.first, f.id));
-        for (f, reason) in self.ended.drain(..) {
-            println!("{}", record_json(&f, reason));
+        let ended = std::mem::take(&mut self.ended);
+        for (f, reason) in ended {
+            self.line(record_json(&f, reason));
         }
     }
 }
