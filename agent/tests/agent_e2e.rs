@@ -683,3 +683,37 @@ fn groups_forget_without_an_agent_says_so() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the agent's API"));
 }
+
+/// `cepheus config check` refuses what `cepheus run` would refuse at start-up: a token file
+/// that holds no token of at least 16 characters (and accepts one that does).
+#[test]
+fn config_check_reads_the_token_file_as_run_does() {
+    let dir = scratch("config-token");
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        "[api]\nlisten = \"127.0.0.2:9516\"\ntoken_file = \"tok\"\n",
+    )
+    .unwrap();
+    let check = || {
+        Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .args(["config", "check", "cepheus.toml"])
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    std::fs::write(dir.join("tok"), "s3cret\n").unwrap();
+    let out = check();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("api.token_file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(dir.join("tok"), "0123456789abcdef0123\n").unwrap();
+    let out = check();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

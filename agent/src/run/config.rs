@@ -67,9 +67,9 @@ tick = "100ms"
 [api]
 # HTTP API: GET /health, /stats (JSON), /metrics (Prometheus). Loopback by default.
 listen = "127.0.0.1:9514"
-# A file holding a token (one line). When set, /stats and /metrics need the header
-# "Authorization: Bearer <token>" (/health stays open for liveness probes). Required when
-# `listen` is not a loopback address.
+# A file holding a token (one line, at least 16 characters). When set, /stats and /metrics
+# need the header "Authorization: Bearer <token>" (/health stays open for liveness probes).
+# Required when `listen` is not a loopback address.
 # token_file = "/etc/cepheus/api.token"
 
 [output]

@@ -67,7 +67,11 @@ pub fn config_cmd(cmd: ConfigCommand) -> ExitCode {
             print!("{}", config::DEFAULT_CONFIG);
             ExitCode::SUCCESS
         }
-        ConfigCommand::Check { file } => match Config::load(&file) {
+        // What `run` would refuse, `check` refuses too: the token file is read as at start-up.
+        ConfigCommand::Check { file } => match Config::load(&file)
+            .map_err(anyhow::Error::from)
+            .and_then(|c| c.api.token().map(|_| c))
+        {
             Ok(_) => {
                 eprintln!("{}: ok", file.display());
                 ExitCode::SUCCESS
