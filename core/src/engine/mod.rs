@@ -504,6 +504,22 @@ fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
     }
 }
 
+/// The most groups of `rule` this engine keeps: its `max_groups` (or the engine's default),
+/// split across the engines of a partition when groups are spread over them by key (the
+/// first `max % count` engines one more), so that all of them together keep at most
+/// `max_groups` groups of the rule. A rule without `group_by` has its one group on one
+/// engine.
+fn shard_budget(rule: &Rule, cfg: &EngineConfig) -> u64 {
+    let max = rule.max_groups.unwrap_or(cfg.max_groups);
+    match cfg.partition {
+        Some(p) if p.count > 1 && !rule.group_by.is_empty() => {
+            let count = u64::from(p.count);
+            max / count + u64::from(u64::from(p.index) < max % count)
+        }
+        _ => max,
+    }
+}
+
 /// The timer entry a group needs after a transition, if its next wake is earlier than the
 /// entry already armed: none when the parked entry is not later than the wake (it fires
 /// early, finds nothing due and arms again: cheaper than a wheel entry left behind), else a
@@ -671,7 +687,7 @@ impl Engine {
                 cold: Vec::new(),
                 free: Vec::new(),
                 counters: RuleCounters::default(),
-                max_groups: rule.max_groups.unwrap_or(cfg.max_groups),
+                max_groups: shard_budget(rule, &cfg),
                 used,
                 within: rule.within,
                 forget_after: rule.forget_after,

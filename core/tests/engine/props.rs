@@ -637,6 +637,59 @@ proptest! {
     }
 }
 
+/// `max_groups` is the rule's, not each shard's: engines splitting a rule's groups by key keep
+/// at most `max_groups` of them together (each its share: 4, 3 and 3 of 10), and count the
+/// rest as rejected.
+#[test]
+fn partitioned_engines_share_a_rules_group_budget() {
+    let mut r = rule("flood", &["a"], ev(0)).every(Some(1_000_000));
+    r.0.max_groups = Some(10);
+    let rules = set(vec![r]);
+    let count = 3u32;
+    let mut router = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut shards: Vec<Engine> = (0..count)
+        .map(|index| {
+            let cfg = EngineConfig {
+                partition: Some(cepheus_core::engine::Partition { index, count }),
+                ..EngineConfig::default()
+            };
+            Engine::new(&rules, cfg).unwrap()
+        })
+        .collect();
+    let mut out = Vec::new();
+    let mut owners = Vec::new();
+    for i in 0..300 {
+        let ts = Timestamp::from_secs(1_000 + i);
+        let ev = Event::new(Source::Syslog, ts, ts)
+            .with(Field::App, Value::str("a"))
+            .with(Field::Host, Value::str(&format!("u{i}")));
+        owners.clear();
+        router.owners(&std::sync::Arc::new(ev.clone()), count, &mut owners);
+        for &o in &owners {
+            shards[o as usize].push(ev.clone(), &mut out);
+        }
+    }
+    let held: Vec<u64> = shards.iter().map(|s| s.stats()[0].groups).collect();
+    let rejected: u64 = shards
+        .iter()
+        .map(|s| s.stats()[0].counters.groups_rejected)
+        .sum();
+    assert_eq!(held, vec![4, 3, 3], "each keeps its share");
+    assert_eq!(held.iter().sum::<u64>() + rejected, 300);
+    // One engine alone keeps exactly the budget.
+    let mut one = Engine::new(&rules, EngineConfig::default()).unwrap();
+    for i in 0..300 {
+        let ts = Timestamp::from_secs(1_000 + i);
+        one.push(
+            Event::new(Source::Syslog, ts, ts)
+                .with(Field::App, Value::str("a"))
+                .with(Field::Host, Value::str(&format!("u{i}"))),
+            &mut out,
+        );
+    }
+    assert_eq!(one.stats()[0].groups, 10);
+}
+
 /// An event that concerns many rule states (more than the engine merges by scanning): the
 /// same alerts shared and unshared, and the same as a set of smaller engines.
 #[test]
