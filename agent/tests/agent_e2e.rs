@@ -717,3 +717,37 @@ fn config_check_reads_the_token_file_as_run_does() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A syslog port another daemon holds: `cepheus run` exits non-zero naming the config key and
+/// where the forwarding alternative is documented (and that place exists).
+#[test]
+fn a_taken_syslog_port_names_its_key_and_the_forwarding_docs() {
+    let dir = scratch("port-taken");
+    // No rules folder: the built-in rules.
+    std::fs::remove_dir(dir.join("rules")).unwrap();
+    let taken = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let api = free_port();
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        format!(
+            "[syslog]\nudp = [\"127.0.0.1:{port}\"]\ntcp = []\n[api]\nlisten = \"127.0.0.1:{api}\"\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["run", "--config", "cepheus.toml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("syslog.udp"), "{stderr}");
+    let section = "Forwarding from rsyslog or syslog-ng";
+    assert!(stderr.contains(section), "{stderr}");
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+            .unwrap();
+    assert!(readme.contains(&format!("## {section}")));
+    drop(taken);
+}

@@ -137,7 +137,7 @@ pub fn run(args: RunArgs) -> ExitCode {
 
 fn bind_udp(addr: SocketAddr, receive_buffer: usize) -> anyhow::Result<std::net::UdpSocket> {
     let s = std::net::UdpSocket::bind(addr).with_context(|| {
-        format!("syslog.udp: cannot bind {addr} (another syslog daemon? see docs: forward from rsyslog instead)")
+        format!("syslog.udp: cannot bind {addr} (another syslog daemon? forward from it instead: README.md, \"Forwarding from rsyslog or syslog-ng\")")
     })?;
     s.set_nonblocking(true)?;
     // A burst larger than the kernel's receive queue is lost before we can read it: ask for a
@@ -163,7 +163,7 @@ fn bind_udp(addr: SocketAddr, receive_buffer: usize) -> anyhow::Result<std::net:
 
 fn bind_tcp(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     let s = std::net::TcpListener::bind(addr).with_context(|| {
-        format!("syslog.tcp: cannot bind {addr} (another syslog daemon? see docs: forward from rsyslog instead)")
+        format!("syslog.tcp: cannot bind {addr} (another syslog daemon? forward from it instead: README.md, \"Forwarding from rsyslog or syslog-ng\")")
     })?;
     s.set_nonblocking(true)?;
     Ok(s)
