@@ -504,6 +504,20 @@ fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
     }
 }
 
+/// Whether two rule states' canonical forms ([`Rule::canonical`]) differ at most in their
+/// `expect` part. It is the last part that holds user text: the one found from the end.
+fn differ_only_in_expect(a: &str, b: &str) -> bool {
+    let split = |c: &str| -> Option<(usize, usize)> {
+        let from = c.rfind(";expect=")?;
+        let to = from + c[from..].find(";time=")?;
+        Some((from, to))
+    };
+    match (split(a), split(b)) {
+        (Some((fa, ta)), Some((fb, tb))) => a[..fa] == b[..fb] && a[ta..] == b[tb..],
+        _ => false,
+    }
+}
+
 /// The most groups of `rule` this engine keeps: its `max_groups` (or the engine's default),
 /// split across the engines of a partition when groups are spread over them by key (the
 /// first `max % count` engines one more), so that all of them together keep at most
@@ -2012,18 +2026,37 @@ impl Engine {
         }
         let mut restored = vec![false; e.rts.len()];
         let mut saved_to: HashMap<(String, String), usize> = HashMap::new();
+        // The state serving each rule name, for a rule whose `expect` alone changed.
+        let by_name: HashMap<String, usize> = e
+            .rts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, r)| r.members.iter().map(move |m| (m.rule.name.clone(), i)))
+            .collect();
+        let mut regrouped: Vec<usize> = Vec::new();
         for rc in cp.rules {
-            let Some(cands) = by_canon.get(&rc.canonical) else {
-                continue;
-            };
-            let free: Vec<usize> = cands.iter().copied().filter(|i| !restored[*i]).collect();
-            let Some(ri) = free
-                .iter()
-                .copied()
-                .find(|i| e.rts[*i].members.iter().any(|m| m.rule.name == rc.name))
-                .or_else(|| free.first().copied())
-            else {
-                continue;
+            let exact = by_canon.get(&rc.canonical).and_then(|cands| {
+                let free: Vec<usize> = cands.iter().copied().filter(|i| !restored[*i]).collect();
+                free.iter()
+                    .copied()
+                    .find(|i| e.rts[*i].members.iter().any(|m| m.rule.name == rc.name))
+                    .or_else(|| free.first().copied())
+            });
+            // The same rule with another `expect` list (a host added to hosts.txt) keeps its
+            // groups, their partial matches and open alerts; only which groups are expected
+            // changes (below).
+            let ri = match exact {
+                Some(ri) => ri,
+                None => match by_name.get(&rc.name).copied() {
+                    Some(ri)
+                        if !restored[ri]
+                            && differ_only_in_expect(&rc.canonical, &e.rts[ri].canonical) =>
+                    {
+                        regrouped.push(ri);
+                        ri
+                    }
+                    _ => continue,
+                },
             };
             restored[ri] = true;
             saved_to.insert((rc.canonical.clone(), rc.name.clone()), ri);
@@ -2070,6 +2103,9 @@ impl Engine {
                 }));
             }
         }
+        for ri in regrouped {
+            e.regroup(ri, clock);
+        }
         for ri in 0..e.rts.len() {
             if e.rts[ri].monitor_start.is_none() && e.lanes[e.rts[ri].lane].started {
                 e.start_rule(ri, clock);
@@ -2081,8 +2117,38 @@ impl Engine {
         Ok(e)
     }
 
-    /// Swaps in a new rule set; state of rules whose meaning did not change is kept, and new
-    /// or changed rules begin monitoring now.
+    /// A restored state whose rule's `expect` list changed: its groups are expected exactly
+    /// when the new list names them (one no longer listed is a discovered group from now on,
+    /// forgotten after `forget_after` of silence), and a newly listed group exists from
+    /// `now`, its absence timed from `now`.
+    fn regroup(&mut self, ri: usize, now: Timestamp) {
+        let expect: Vec<GroupKey> = self.rts[ri]
+            .rule
+            .expect
+            .iter()
+            .map(|k| GroupKey::new(k))
+            .collect();
+        let rt = &mut self.rts[ri];
+        for (s, c) in rt.slots.iter_mut().zip(&rt.cold) {
+            if let (Some(s), Some(c)) = (s.as_mut(), c.as_ref()) {
+                s.group.expected = expect.contains(&c.key);
+            }
+        }
+        for key in expect {
+            if self.rts[ri].groups.contains_key(&key) || !self.owns(ri, &key) {
+                continue;
+            }
+            if let Some(slot) = self.slot_for(ri, &key, true, now)
+                && let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize)
+            {
+                s.group.watch_from(now);
+            }
+        }
+    }
+
+    /// Swaps in a new rule set; state of rules whose meaning did not change is kept (and of
+    /// rules whose `expect` list alone changed, see [`Engine::regroup`]), and new or changed
+    /// rules begin monitoring now.
     pub fn reload(&mut self, rules: &RuleSet) -> Result<(), EngineError> {
         let cp = self.checkpoint();
         let mut next = Engine::restore(rules, self.cfg.clone(), cp, false)?;
@@ -2263,6 +2329,33 @@ pattern = "absent(a) for 10s"
     }
 
     /// A delivery reads one cache line of its group: the slot is 64 bytes, occupied or not.
+    #[test]
+    fn only_the_expect_part_may_differ() {
+        let c = |pre: &str, expect: &str, post: &str| {
+            format!(
+                "group_by=[\"host\"];event hb: (app == \"{pre}\");pattern=P;within=None;expect={expect};time=Processing;{post}"
+            )
+        };
+        let a = c("hb", "[[\"web-1\"]]", "forget=7d");
+        assert!(differ_only_in_expect(
+            &a,
+            &c("hb", "[[\"web-1\"], [\"web-2\"]]", "forget=7d")
+        ));
+        assert!(differ_only_in_expect(&a, &a));
+        assert!(!differ_only_in_expect(
+            &a,
+            &c("hb2", "[[\"web-1\"]]", "forget=7d")
+        ));
+        assert!(!differ_only_in_expect(
+            &a,
+            &c("hb", "[[\"web-1\"]]", "forget=1d")
+        ));
+        // User text that looks like the part is left alone: the real one is the last.
+        let tricky = c("x;expect=[];time=Y", "[]", "forget=7d");
+        assert!(!differ_only_in_expect(&tricky, &c("x", "[]", "forget=7d")));
+        assert!(!differ_only_in_expect("no parts", &a));
+    }
+
     #[test]
     fn a_group_slot_is_one_cache_line() {
         assert_eq!(std::mem::size_of::<Option<Slot>>(), 64);

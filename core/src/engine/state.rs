@@ -574,6 +574,14 @@ impl Group {
         }
     }
 
+    /// An absence group is watched from `t` (it was not before): its deadline counts from
+    /// there, not from when the rule began monitoring.
+    pub fn watch_from(&mut self, t: Timestamp) {
+        if let GroupState::Absence(a) = &mut self.state {
+            a.last_seen = a.last_seen.max(t);
+        }
+    }
+
     /// Partial matches that can still complete at `now` (runs inside the window, and waits);
     /// runs past their window may still be held (see [`LAZY_EXPIRY_ITEMS`]).
     pub fn partial_matches(&self, ctx: &RuleCtx<'_>, now: Timestamp) -> usize {

@@ -145,6 +145,49 @@ fn reload_keeps_state_of_unchanged_rules() {
     assert_eq!(got, ["hb firing h @60", "y firing z @110"]);
 }
 
+/// Editing a rule's `expect` list (a host added to hosts.txt) keeps its groups: an open
+/// alert stays open under its id and resolves as before, a newly listed host is watched from
+/// the reload, and a host no longer listed is a discovered group, forgotten after
+/// `forget_after` of silence.
+#[test]
+fn reload_with_another_expect_list_keeps_the_groups() {
+    let hb = |hosts: &[&str]| {
+        rule("hb", &["hb"], absent(ev(0), Some(60)))
+            .expect(hosts)
+            .forget_after(1_000)
+    };
+    let mut e = Engine::new(&set(vec![hb(&["web-1", "web-3"])]), EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("hb:web-3@0 tick@70"), &mut out);
+    e.reload(&set(vec![hb(&["web-1", "web-2"])])).unwrap();
+    run_on(
+        &mut e,
+        parse_script("tick@100 hb:web-1@150 end@2000"),
+        &mut out,
+    );
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    // web-1 fired at 60 and resolves at 150 (no second firing at the reload); web-2 is
+    // watched from the reload (70) and fires at 130; web-3, no longer expected, fired at 60
+    // and is forgotten 1,000 s after its last heartbeat (0); web-1 fires again at 210.
+    assert_eq!(
+        got,
+        [
+            "firing web-1 @60",
+            "firing web-3 @60",
+            "firing web-2 @130",
+            "resolved web-1 @150",
+            "firing web-1 @210",
+            "resolved web-3 @1000 (forgotten)",
+        ]
+    );
+    let ids: Vec<String> = out
+        .iter()
+        .filter(|a| a.group()[0].1 == Value::str("web-1"))
+        .map(|a| a.id().to_string())
+        .collect();
+    assert_eq!(ids[0], ids[1], "the alert resolved is the one that fired");
+}
+
 #[test]
 fn restore_after_downtime_marks_missed_deadlines_as_outage() {
     let rules = set(vec![rule("hb", &["hb"], absent(ev(0), Some(60)))]);
