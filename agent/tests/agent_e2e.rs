@@ -90,9 +90,15 @@ impl Agent {
         while api == port {
             api = free_port();
         }
+        // 2 s unless the test sets its own.
+        let idle = if syslog_extra.contains("tcp_idle_timeout") {
+            ""
+        } else {
+            "tcp_idle_timeout = \"2s\"\n"
+        };
         let cfg = format!(
             "[syslog]\nudp = [\"127.0.0.1:{port}\"]\ntcp = [\"127.0.0.1:{port}\"]\n\
-             max_message_size = 1024\ntcp_idle_timeout = \"2s\"\n{syslog_extra}\n\
+             max_message_size = 1024\n{idle}{syslog_extra}\n\
              [api]\nlisten = \"127.0.0.1:{api}\"\n{api_extra}\n[rules]\npaths = [\"rules\"]\n\
              [store]\npath = \"data\"\n{extra}"
         );
@@ -750,4 +756,35 @@ fn a_taken_syslog_port_names_its_key_and_the_forwarding_docs() {
             .unwrap();
     assert!(readme.contains(&format!("## {section}")));
     drop(taken);
+}
+
+/// With `max_connections` silent TCP connections open, a new sender is not locked out until
+/// the idle timeout: the connection silent longest makes room (counted as `tcp_evicted`) and
+/// the newcomer's message reaches the rules.
+#[test]
+fn idle_connections_make_room_for_a_new_sender() {
+    let dir = scratch("evict");
+    std::fs::write(
+        dir.join("rules/r.toml"),
+        "[[rule]]\nname = \"hello\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"hello\"'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let mut agent = Agent::start_with(&dir, "max_connections = 3\ntcp_idle_timeout = \"5m\"", "");
+    let idle: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(("127.0.0.1", agent.port)).unwrap())
+        .collect();
+    agent.wait_stats(10, |s| s["ingest"]["tcp_connections"].as_u64() >= Some(3));
+    // Silent for longer than a newcomer must wait for.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut c = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    c.write_all(b"<13>Dec  2 01:47:00 newcomer hello: hi\n")
+        .unwrap();
+    let a = agent.wait_alert(10, |v| v["rule"] == "hello");
+    assert_eq!(a["group"]["host"], "newcomer");
+    let s = agent.stats();
+    assert_eq!(s["ingest"]["tcp_evicted"].as_u64(), Some(1), "{s}");
+    assert_eq!(s["ingest"]["tcp_rejected"].as_u64(), Some(0), "{s}");
+    drop((idle, c));
+    let st = agent.terminate();
+    assert!(st.success(), "{st:?}");
 }

@@ -7,8 +7,9 @@
 //! Overload: TCP waits for room in a full shard queue (backpressure reaches the sender through
 //! TCP flow control); UDP cannot push back, so a full queue drops the batch, counted.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
@@ -288,6 +289,112 @@ pub struct TcpIngest {
     pub arbiters: Vec<actix::ArbiterHandle>,
     /// Open-connection budget.
     pub slots: Arc<Semaphore>,
+    /// The open connections, for making room when the budget is spent.
+    pub conns: Arc<Conns>,
+}
+
+/// How long a connection must have been silent before a new one may take its place when
+/// `max_connections` are open: senders that talk are never pushed out by newcomers.
+const EVICT_AFTER_IDLE: StdDuration = StdDuration::from_secs(1);
+
+/// The open TCP connections and when each last sent something, so that when
+/// `max_connections` are open a new connection takes the place of the one silent longest
+/// (one that sent nothing for at least [`EVICT_AFTER_IDLE`]) instead of being refused: a
+/// flood of idle connections cannot lock real senders out until the idle timeout.
+#[derive(Debug, Default)]
+pub struct Conns {
+    open: Mutex<HashMap<u64, Arc<Conn>>>,
+    next: AtomicU64,
+}
+
+/// One open connection's entry in [`Conns`].
+#[derive(Debug, Default)]
+pub struct Conn {
+    /// Milliseconds since [`Conns::epoch`] at its last read.
+    last: AtomicU64,
+    /// Told to close, to make room.
+    close: tokio::sync::Notify,
+}
+
+impl Conns {
+    /// The clock the entries' times are read on (monotonic, process-wide).
+    fn now_ms() -> u64 {
+        static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        EPOCH
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_millis() as u64
+    }
+
+    /// Registers a new connection; it leaves when the guard drops.
+    fn register(self: &Arc<Self>) -> ConnGuard {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let conn = Arc::new(Conn {
+            last: AtomicU64::new(Conns::now_ms()),
+            close: tokio::sync::Notify::new(),
+        });
+        if let Ok(mut open) = self.open.lock() {
+            open.insert(id, conn.clone());
+        }
+        ConnGuard {
+            conns: self.clone(),
+            id,
+            conn,
+        }
+    }
+
+    /// Tells the connection silent longest (at least `min_idle`) to close; whether one was.
+    fn evict_idlest(&self, min_idle: StdDuration) -> bool {
+        let now = Conns::now_ms();
+        let Ok(open) = self.open.lock() else {
+            return false;
+        };
+        let idlest = open
+            .values()
+            .min_by_key(|c| c.last.load(Ordering::Relaxed))
+            .filter(|c| {
+                now.saturating_sub(c.last.load(Ordering::Relaxed)) >= min_idle.as_millis() as u64
+            });
+        match idlest {
+            Some(c) => {
+                c.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Connections registered.
+    pub fn len(&self) -> usize {
+        self.open.lock().map_or(0, |o| o.len())
+    }
+
+    /// Whether none is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A connection's registration in [`Conns`]; it unregisters when dropped.
+struct ConnGuard {
+    conns: Arc<Conns>,
+    id: u64,
+    conn: Arc<Conn>,
+}
+
+impl ConnGuard {
+    /// It sent something now.
+    fn touch(&self) {
+        self.conn.last.store(Conns::now_ms(), Ordering::Relaxed);
+    }
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.conns.open.lock() {
+            open.remove(&self.id);
+        }
+    }
 }
 
 /// Accepts TCP connections until shutdown.
@@ -313,7 +420,19 @@ pub async fn tcp_accept_loop(
                 }
             },
         };
-        let Ok(permit) = ing.slots.clone().try_acquire_owned() else {
+        let mut permit = ing.slots.clone().try_acquire_owned().ok();
+        if permit.is_none() && ing.conns.evict_idlest(EVICT_AFTER_IDLE) {
+            // The evicted connection's task ends and hands its permit back.
+            bump(&ing.shared.counters.tcp_evicted, 1);
+            permit = tokio::time::timeout(
+                StdDuration::from_millis(500),
+                ing.slots.clone().acquire_owned(),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok);
+        }
+        let Some(permit) = permit else {
             bump(&ing.shared.counters.tcp_rejected, 1);
             if let Some(held) = ing.shared.limits.connection.allow() {
                 tracing::warn!(%peer, suppressed = held, "too many tcp connections (syslog.max_connections): refused");
@@ -333,9 +452,10 @@ pub async fn tcp_accept_loop(
         let shutdown = shutdown.clone();
         let arb = &ing.arbiters[next % ing.arbiters.len().max(1)];
         next = next.wrapping_add(1);
+        let guard = ing.conns.register();
         let spawned = arb.spawn(async move {
             match TcpStream::from_std(std_stream) {
-                Ok(s) => tcp_conn(s, peer, router, shutdown).await,
+                Ok(s) => tcp_conn(s, peer, router, shutdown, &guard).await,
                 Err(e) => tracing::debug!(error = %e, "tcp stream handoff failed"),
             }
             drop(permit);
@@ -347,11 +467,12 @@ pub async fn tcp_accept_loop(
 }
 
 /// Reads one TCP connection: frames, parses, routes; closes on EOF, idleness, or shutdown.
-pub async fn tcp_conn(
+async fn tcp_conn(
     mut stream: TcpStream,
     peer: SocketAddr,
     mut router: Router,
     mut shutdown: watch::Receiver<bool>,
+    guard: &ConnGuard,
 ) {
     let shared = router.shared.clone();
     let mut framer = Framer::new(shared.max_message);
@@ -363,8 +484,13 @@ pub async fn tcp_conn(
         }
         let read = tokio::select! {
             _ = shutdown.changed() => break,
+            _ = guard.conn.close.notified() => {
+                tracing::debug!(%peer, "idle tcp connection closed to make room for a new one");
+                break;
+            }
             r = tokio::time::timeout(shared.idle, stream.read_buf(&mut buf)) => r,
         };
+        guard.touch();
         let now = wall_clock();
         let eof = match read {
             Err(_) => {

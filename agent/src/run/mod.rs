@@ -262,6 +262,7 @@ fn start(
             });
         }
         let slots = Arc::new(Semaphore::new(cfg.syslog.max_connections));
+        let conns = Arc::new(ingest::Conns::default());
         for l in tcp {
             let listener = match tokio::net::TcpListener::from_std(l) {
                 Ok(l) => l,
@@ -276,6 +277,7 @@ fn start(
                 txs: txs.clone(),
                 arbiters: handles.clone(),
                 slots: slots.clone(),
+                conns: conns.clone(),
             };
             actix::spawn(ingest::tcp_accept_loop(listener, ing, shutdown_rx.clone()));
         }
