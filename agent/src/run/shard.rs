@@ -135,7 +135,7 @@ impl Shard {
     fn install(&mut self, rules: &RuleSet) {
         let plan = super::route::RoutePlan::new(rules, self.count);
         if let Some(engine) = &mut self.engine {
-            match engine.reload(rules) {
+            match engine.reload(rules, &mut self.out) {
                 Ok(()) => {
                     self.stats.rules = plan.shard_rule_names(self.id);
                     return;

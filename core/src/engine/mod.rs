@@ -1985,6 +1985,17 @@ impl Engine {
         cp: Checkpoint,
         outage: bool,
     ) -> Result<Engine, EngineError> {
+        Engine::restore_marking(rules, cfg, cp, outage).map(|(e, _)| e)
+    }
+
+    /// [`Engine::restore`], with which of the checkpoint's rule states found a place.
+    fn restore_marking(
+        rules: &RuleSet,
+        cfg: EngineConfig,
+        cp: Checkpoint,
+        outage: bool,
+    ) -> Result<(Engine, Vec<bool>), EngineError> {
+        let mut kept = vec![false; cp.rules.len()];
         if cp.version != CHECKPOINT_VERSION {
             return Err(EngineError::Checkpoint(format!(
                 "version {} (this build reads {CHECKPOINT_VERSION})",
@@ -1995,7 +2006,7 @@ impl Engine {
         e.next_seq = cp.next_seq;
         e.counters = cp.counters;
         let Some(clock) = cp.clock else {
-            return Ok(e);
+            return Ok((e, kept));
         };
         e.clock = Some(clock);
         for (li, lane) in e.lanes.iter_mut().enumerate() {
@@ -2034,7 +2045,7 @@ impl Engine {
             .flat_map(|(i, r)| r.members.iter().map(move |m| (m.rule.name.clone(), i)))
             .collect();
         let mut regrouped: Vec<usize> = Vec::new();
-        for rc in cp.rules {
+        for (saved, rc) in cp.rules.into_iter().enumerate() {
             let exact = by_canon.get(&rc.canonical).and_then(|cands| {
                 let free: Vec<usize> = cands.iter().copied().filter(|i| !restored[*i]).collect();
                 free.iter()
@@ -2059,6 +2070,7 @@ impl Engine {
                 },
             };
             restored[ri] = true;
+            kept[saved] = true;
             saved_to.insert((rc.canonical.clone(), rc.name.clone()), ri);
             e.rts[ri].monitor_start = rc.monitor_start;
             e.rts[ri].counters = rc.counters;
@@ -2114,7 +2126,7 @@ impl Engine {
                 e.arm(ri, slot);
             }
         }
-        Ok(e)
+        Ok((e, kept))
     }
 
     /// A restored state whose rule's `expect` list changed: its groups are expected exactly
@@ -2149,11 +2161,41 @@ impl Engine {
     /// Swaps in a new rule set; state of rules whose meaning did not change is kept (and of
     /// rules whose `expect` list alone changed, see [`Engine::regroup`]), and new or changed
     /// rules begin monitoring now.
-    pub fn reload(&mut self, rules: &RuleSet) -> Result<(), EngineError> {
+    ///
+    /// The open alerts of a rule state that does not survive are resolved (into `out`), with
+    /// `reason: "rule_changed"` when a rule it served is still in the set, else
+    /// `"rule_removed"`: an alert is never left firing for a rule that no longer watches it.
+    pub fn reload(&mut self, rules: &RuleSet, out: &mut Vec<Alert>) -> Result<(), EngineError> {
         let cp = self.checkpoint();
-        let mut next = Engine::restore(rules, self.cfg.clone(), cp, false)?;
+        let (mut next, kept) = Engine::restore_marking(rules, self.cfg.clone(), cp, false)?;
         next.outage_until = self.outage_until;
         next.outage_pending = self.outage_pending;
+        let start = out.len();
+        let names: std::collections::HashSet<&str> =
+            rules.rules.iter().map(|r| r.name.as_str()).collect();
+        for (ri, kept) in kept.iter().enumerate() {
+            if *kept || ri >= self.rts.len() {
+                continue;
+            }
+            let now = self.lanes[self.rts[ri].lane].now;
+            let reason = if self.rts[ri]
+                .members
+                .iter()
+                .any(|m| names.contains(m.rule.name.as_str()))
+            {
+                "rule_changed"
+            } else {
+                "rule_removed"
+            };
+            for slot in 0..self.rts[ri].slots.len() as u32 {
+                self.rts[ri].with_group(slot, self.outage_until, |ctx, s, c, counters| {
+                    if let Some(c) = c.as_ref() {
+                        s.group.retire(ctx, &c.key, now, reason, counters, out);
+                    }
+                });
+            }
+        }
+        self.order_alerts(&mut out[start..]);
         *self = next;
         Ok(())
     }

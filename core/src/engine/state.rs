@@ -815,6 +815,21 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) {
+        self.retire(ctx, key, at, "forgotten", counters, out);
+        counters.forgotten += 1;
+    }
+
+    /// The group goes (forgotten, or its rule changed or went at a reload): its open alert,
+    /// if any, is resolved with `reason`, not left open.
+    pub fn retire(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        key: &GroupKey,
+        at: Timestamp,
+        reason: &'static str,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
         let firing = match &mut self.state {
             GroupState::Absence(a) => a.firing.take(),
             GroupState::Linear(l) => l.episode.take(),
@@ -829,12 +844,11 @@ impl Group {
                 AlertState::Resolved,
                 at,
                 Vec::new(),
-                Some("forgotten"),
+                Some(reason),
                 counters,
                 out,
             );
         }
-        counters.forgotten += 1;
     }
 
     /// When this group next needs a timer (`None`: never).

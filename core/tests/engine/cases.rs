@@ -817,7 +817,7 @@ group_by = ["host"]
     let mut out = Vec::new();
     run_on(&mut e, parse_script("a:h1@0 b:h1@1"), &mut out);
     assert_eq!(out.len(), 2, "{out:?}");
-    e.reload(&compile(&text("second"))).unwrap();
+    e.reload(&compile(&text("second")), &mut out).unwrap();
     run_on(&mut e, parse_script("a:h2@2 b:h2@3"), &mut out);
     let got: Vec<(String, String)> = out
         .iter()

@@ -137,12 +137,43 @@ fn reload_keeps_state_of_unchanged_rules() {
         rule("x", &["a", "b"], seq(vec![ev(0), ev(1)])).within(5),
         rule("y", &["hb"], absent(ev(0), Some(100))).expect(&["z"]),
     ]);
-    e.reload(&new).unwrap();
+    e.reload(&new, &mut out).unwrap();
     run_on(&mut e, parse_script("tick@30 b:h@40 end@200"), &mut out);
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
     // hb fires at 60 (deadline kept); x lost its partial match (changed rule); y began at the
     // reload (clock 10), so expected host z fires at 110.
     assert_eq!(got, ["hb firing h @60", "y firing z @110"]);
+}
+
+/// A reload that changes a rule's meaning, or removes it, resolves its open alerts (they are
+/// not left firing for a rule that no longer watches them); the changed rule begins anew.
+#[test]
+fn reload_resolves_the_open_alerts_of_changed_and_removed_rules() {
+    let hb = |secs| rule("hb", &["hb"], absent(ev(0), Some(secs)));
+    let gone = || rule("gone", &["hb"], absent(ev(0), Some(30)));
+    let mut e = Engine::new(&set(vec![hb(60), gone()]), EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("hb:h@0 tick@70"), &mut out);
+    e.reload(&set(vec![hb(100)]), &mut out).unwrap();
+    run_on(&mut e, parse_script("end@300"), &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
+    // Both fired (gone at 30, hb at 60); at the reload (70) hb changed and gone went; the new
+    // hb began monitoring at 70 and its discovered group h is gone with the old state, so
+    // nothing fires after.
+    assert_eq!(
+        got,
+        [
+            "gone firing h @30",
+            "hb firing h @60",
+            "hb resolved h @70 (rule_changed)",
+            "gone resolved h @70 (rule_removed)",
+        ]
+    );
+    assert_eq!(
+        out[1].id(),
+        out[2].id(),
+        "the alert resolved is the one that fired"
+    );
 }
 
 /// Editing a rule's `expect` list (a host added to hosts.txt) keeps its groups: an open
@@ -159,7 +190,8 @@ fn reload_with_another_expect_list_keeps_the_groups() {
     let mut e = Engine::new(&set(vec![hb(&["web-1", "web-3"])]), EngineConfig::default()).unwrap();
     let mut out = Vec::new();
     run_on(&mut e, parse_script("hb:web-3@0 tick@70"), &mut out);
-    e.reload(&set(vec![hb(&["web-1", "web-2"])])).unwrap();
+    e.reload(&set(vec![hb(&["web-1", "web-2"])]), &mut out)
+        .unwrap();
     run_on(
         &mut e,
         parse_script("tick@100 hb:web-1@150 end@2000"),
