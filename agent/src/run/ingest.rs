@@ -538,6 +538,8 @@ async fn tcp_conn(
             }
         }
         router.flush(true).await;
+        // Delivered (perhaps after waiting on a full shard queue): not idle.
+        guard.touch();
         if eof || fatal {
             break;
         }
