@@ -387,6 +387,13 @@ impl ConnGuard {
     fn touch(&self) {
         self.conn.last.store(Conns::now_ms(), Ordering::Relaxed);
     }
+
+    /// How long since it last sent something.
+    fn silent_for(&self) -> StdDuration {
+        StdDuration::from_millis(
+            Conns::now_ms().saturating_sub(self.conn.last.load(Ordering::Relaxed)),
+        )
+    }
 }
 
 impl Drop for ConnGuard {
@@ -485,6 +492,10 @@ async fn tcp_conn(
         let read = tokio::select! {
             _ = shutdown.changed() => break,
             _ = guard.conn.close.notified() => {
+                // Told while it was delivering (a full shard queue): it is not idle, it stays.
+                if guard.silent_for() < EVICT_AFTER_IDLE {
+                    continue;
+                }
                 tracing::debug!(%peer, "idle tcp connection closed to make room for a new one");
                 break;
             }
