@@ -588,4 +588,12 @@ fn a_closed_pipe_ends_flows_quietly() {
         read[0]["packets"].as_u64() < full[0]["packets"].as_u64(),
         "stopped early: {read:?} against {full:?}"
     );
+    // The same with stderr in the closed pipe too (`2>&1 | head -1`), over two files.
+    let sh = format!(
+        "{} flows --events {p} {p} 2>&1 | head -1 >/dev/null; exit ${{PIPESTATUS[0]}}",
+        env!("CARGO_BIN_EXE_cepheus"),
+        p = pcap.display()
+    );
+    let st = Command::new("bash").args(["-c", &sh]).status().unwrap();
+    assert!(st.success(), "{st:?}");
 }

@@ -66,6 +66,9 @@ pub fn run(args: FlowsArgs) -> ExitCode {
     }
     let mut code = ExitCode::SUCCESS;
     for path in &args.files {
+        if out.closed() {
+            break;
+        }
         let mut reader = match CaptureReader::open(path) {
             Ok(r) => r,
             Err(e) => {
@@ -112,7 +115,11 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         if let Some(e) = read_error {
             summary["read_error"] = json!(e);
         }
-        eprintln!("{summary}");
+        {
+            use std::io::Write as _;
+            // A closed stderr (`2>&1 | head`) is no reason to panic.
+            let _ = writeln!(std::io::stderr(), "{summary}");
+        }
     }
     out.exit_code(code)
 }
@@ -171,7 +178,11 @@ fn run_live(
     summary["received"] = json!(received);
     summary["filtered"] = json!(filtered);
     summary["dropped"] = json!(dropped);
-    eprintln!("{summary}");
+    {
+        use std::io::Write as _;
+        // A closed stderr (`2>&1 | head`) is no reason to panic.
+        let _ = writeln!(std::io::stderr(), "{summary}");
+    }
     out.exit_code(ExitCode::SUCCESS)
 }
 

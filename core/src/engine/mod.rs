@@ -521,14 +521,15 @@ fn differ_only_in_expect(a: &str, b: &str) -> bool {
 /// The most groups of `rule` this engine keeps: its `max_groups` (or the engine's default),
 /// split across the engines of a partition when groups are spread over them by key (the
 /// first `max % count` engines one more), so that all of them together keep at most
-/// `max_groups` groups of the rule. A rule without `group_by` has its one group on one
-/// engine.
+/// `max_groups` groups of the rule (or one per engine, when `max_groups` is smaller than
+/// their number). A rule without `group_by` has its one group on one engine.
 fn shard_budget(rule: &Rule, cfg: &EngineConfig) -> u64 {
     let max = rule.max_groups.unwrap_or(cfg.max_groups);
     match cfg.partition {
         Some(p) if p.count > 1 && !rule.group_by.is_empty() => {
             let count = u64::from(p.count);
-            max / count + u64::from(u64::from(p.index) < max % count)
+            // At least one: a shard with none would refuse every group it owns, silently.
+            (max / count + u64::from(u64::from(p.index) < max % count)).max(1)
         }
         _ => max,
     }
@@ -2143,7 +2144,13 @@ impl Engine {
         let rt = &mut self.rts[ri];
         for (s, c) in rt.slots.iter_mut().zip(&rt.cold) {
             if let (Some(s), Some(c)) = (s.as_mut(), c.as_ref()) {
+                let was = s.group.expected;
                 s.group.expected = expect.contains(&c.key);
+                if was && !s.group.expected {
+                    // Discovered from now: its silence counts from the reload, so it is not
+                    // forgotten (and its alert resolved) at a time already past.
+                    s.group.last_activity = s.group.last_activity.max(now);
+                }
             }
         }
         for key in expect {

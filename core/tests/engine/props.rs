@@ -200,7 +200,9 @@ fn reload_with_another_expect_list_keeps_the_groups() {
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
     // web-1 fired at 60 and resolves at 150 (no second firing at the reload); web-2 is
     // watched from the reload (70) and fires at 130; web-3, no longer expected, fired at 60
-    // and is forgotten 1,000 s after its last heartbeat (0); web-1 fires again at 210.
+    // and is forgotten 1,000 s after the reload (its silence counts from there, not from
+    // its last heartbeat, so it is not resolved at a time already past); web-1 fires again
+    // at 210.
     assert_eq!(
         got,
         [
@@ -209,7 +211,7 @@ fn reload_with_another_expect_list_keeps_the_groups() {
             "firing web-2 @130",
             "resolved web-1 @150",
             "firing web-1 @210",
-            "resolved web-3 @1000 (forgotten)",
+            "resolved web-3 @1070 (forgotten)",
         ]
     );
     let ids: Vec<String> = out
