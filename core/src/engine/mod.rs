@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
-use crate::alert::Alert;
+use crate::alert::{Alert, AlertState};
 use crate::event::{Event, Field, FieldKey, Value};
 use crate::fnv::Fnv;
 use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, Window, lookup};
@@ -277,6 +277,34 @@ impl RuleRt {
         let s = slots.get_mut(slot as usize)?.as_mut()?;
         let c = cold.get_mut(slot as usize)?;
         Some(f(&ctx, s, c, counters))
+    }
+
+    /// Rules `who` leave or join this state at a reload: every group's open alert is
+    /// announced to them as `state` ([`Group::members_change`]).
+    fn members_change(
+        &mut self,
+        who: Vec<Member>,
+        now: Timestamp,
+        state: AlertState,
+        reason: Option<&'static str>,
+        outage_until: Timestamp,
+        out: &mut Vec<Alert>,
+    ) {
+        let who: Arc<[Member]> = Arc::from(who);
+        let Split {
+            mut ctx,
+            slots,
+            cold,
+            counters,
+            ..
+        } = self.split(outage_until);
+        ctx.members = &who;
+        for (s, c) in slots.iter().zip(cold.iter()) {
+            if let (Some(s), Some(c)) = (s, c) {
+                s.group
+                    .members_change(&ctx, &c.key, now, state, reason, counters, out);
+            }
+        }
     }
 }
 
@@ -1956,6 +1984,7 @@ impl Engine {
                 .iter()
                 .map(|rt| RuleCheckpoint {
                     name: rt.rule.name.clone(),
+                    members: rt.members.iter().map(|m| m.rule.name.clone()).collect(),
                     canonical: rt.canonical.clone(),
                     monitor_start: rt.monitor_start,
                     counters: rt.counters.clone(),
@@ -1989,14 +2018,14 @@ impl Engine {
         Engine::restore_marking(rules, cfg, cp, outage).map(|(e, _)| e)
     }
 
-    /// [`Engine::restore`], with which of the checkpoint's rule states found a place.
+    /// [`Engine::restore`], with the saved rule state each new one took (its index in the
+    /// checkpoint's `rules`), if any.
     fn restore_marking(
         rules: &RuleSet,
         cfg: EngineConfig,
         cp: Checkpoint,
         outage: bool,
-    ) -> Result<(Engine, Vec<bool>), EngineError> {
-        let mut kept = vec![false; cp.rules.len()];
+    ) -> Result<(Engine, Vec<Option<usize>>), EngineError> {
         if cp.version != CHECKPOINT_VERSION {
             return Err(EngineError::Checkpoint(format!(
                 "version {} (this build reads {CHECKPOINT_VERSION})",
@@ -2007,7 +2036,8 @@ impl Engine {
         e.next_seq = cp.next_seq;
         e.counters = cp.counters;
         let Some(clock) = cp.clock else {
-            return Ok((e, kept));
+            let none = vec![None; e.rts.len()];
+            return Ok((e, none));
         };
         e.clock = Some(clock);
         for (li, lane) in e.lanes.iter_mut().enumerate() {
@@ -2030,90 +2060,116 @@ impl Engine {
         if outage {
             e.outage_pending = true;
         }
-        // Each saved rule state goes to an unrestored state with the same meaning, preferring
-        // one serving the same rule name (the unshared baseline may hold several).
+        // Each new rule state takes the state of a saved one, first found of: the same
+        // meaning that served one of its rules; the same rule with another `expect` list
+        // alone (regrouped below); the same meaning under other rules (renamed). Several new
+        // states may take copies of one saved state: rules that shared it and now go apart
+        // each keep it, as they would unshared.
+        let saved = cp.rules;
+        let served = |rc: &RuleCheckpoint| -> Vec<String> {
+            if rc.members.is_empty() {
+                vec![rc.name.clone()]
+            } else {
+                rc.members.clone()
+            }
+        };
+        let mut saved_by_canon: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut saved_by_member: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, rc) in saved.iter().enumerate() {
+            saved_by_canon.entry(&rc.canonical).or_default().push(i);
+            for m in served(rc) {
+                saved_by_member.entry(m).or_default().push(i);
+            }
+        }
+        let mut source: Vec<Option<usize>> = vec![None; e.rts.len()];
+        let mut regrouped: Vec<usize> = Vec::new();
+        for (ri, rt) in e.rts.iter().enumerate() {
+            let names: Vec<&str> = rt.members.iter().map(|m| m.rule.name.as_str()).collect();
+            let of_member = |ok: &dyn Fn(&RuleCheckpoint) -> bool| {
+                names.iter().find_map(|n| {
+                    saved_by_member
+                        .get(*n)?
+                        .iter()
+                        .copied()
+                        .find(|&i| ok(&saved[i]))
+                })
+            };
+            if let Some(i) = of_member(&|rc| rc.canonical == rt.canonical) {
+                source[ri] = Some(i);
+            } else if let Some(i) =
+                of_member(&|rc| differ_only_in_expect(&rc.canonical, &rt.canonical))
+            {
+                source[ri] = Some(i);
+                regrouped.push(ri);
+            } else if let Some(&i) = saved_by_canon
+                .get(rt.canonical.as_str())
+                .and_then(|v| v.first())
+            {
+                source[ri] = Some(i);
+            }
+        }
+        let mut targets: Vec<Vec<usize>> = vec![Vec::new(); saved.len()];
+        for (ri, s) in source.iter().enumerate() {
+            if let Some(i) = s {
+                targets[*i].push(ri);
+            }
+        }
+        let mut saved_to: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        for (i, rc) in saved.iter().enumerate() {
+            if targets[i].is_empty() {
+                continue;
+            }
+            saved_to.insert((rc.canonical.clone(), rc.name.clone()), targets[i].clone());
+            for &ri in &targets[i] {
+                e.rts[ri].monitor_start = rc.monitor_start;
+                e.rts[ri].counters = rc.counters.clone();
+                for g in &rc.groups {
+                    let rt = &mut e.rts[ri];
+                    let (key, group) = g.clone().into_parts();
+                    // A checkpoint this engine wrote lists each group once; an edited or
+                    // damaged one may not, and a second slot under one key would be forgotten
+                    // through the first's map entry. The first listed is kept.
+                    if rt.groups.contains_key(&key) {
+                        continue;
+                    }
+                    rt.slots.push(Some(Slot {
+                        group,
+                        armed_at: Timestamp::MAX,
+                    }));
+                    let idx = (rt.slots.len() - 1) as u32;
+                    rt.groups.insert(key.clone(), idx);
+                    rt.cold.push(Some(Cold {
+                        key,
+                        parked: Timestamp::MAX,
+                    }));
+                }
+            }
+        }
         let mut by_canon: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, r) in e.rts.iter().enumerate() {
             by_canon.entry(r.canonical.clone()).or_default().push(i);
         }
-        let mut restored = vec![false; e.rts.len()];
-        let mut saved_to: HashMap<(String, String), usize> = HashMap::new();
-        // The state serving each rule name, for a rule whose `expect` alone changed.
-        let by_name: HashMap<String, usize> = e
-            .rts
-            .iter()
-            .enumerate()
-            .flat_map(|(i, r)| r.members.iter().map(move |m| (m.rule.name.clone(), i)))
-            .collect();
-        let mut regrouped: Vec<usize> = Vec::new();
-        for (saved, rc) in cp.rules.into_iter().enumerate() {
-            let exact = by_canon.get(&rc.canonical).and_then(|cands| {
-                let free: Vec<usize> = cands.iter().copied().filter(|i| !restored[*i]).collect();
-                free.iter()
-                    .copied()
-                    .find(|i| e.rts[*i].members.iter().any(|m| m.rule.name == rc.name))
-                    .or_else(|| free.first().copied())
-            });
-            // The same rule with another `expect` list (a host added to hosts.txt) keeps its
-            // groups, their partial matches and open alerts; only which groups are expected
-            // changes (below).
-            let ri = match exact {
-                Some(ri) => ri,
-                None => match by_name.get(&rc.name).copied() {
-                    Some(ri)
-                        if !restored[ri]
-                            && differ_only_in_expect(&rc.canonical, &e.rts[ri].canonical) =>
-                    {
-                        regrouped.push(ri);
-                        ri
-                    }
-                    _ => continue,
-                },
-            };
-            restored[ri] = true;
-            kept[saved] = true;
-            saved_to.insert((rc.canonical.clone(), rc.name.clone()), ri);
-            e.rts[ri].monitor_start = rc.monitor_start;
-            e.rts[ri].counters = rc.counters;
-            for g in rc.groups {
-                let rt = &mut e.rts[ri];
-                let (key, group) = g.into_parts();
-                // A checkpoint this engine wrote lists each group once; an edited or damaged
-                // one may not, and a second slot under one key would be forgotten through
-                // the first's map entry. The first listed is kept.
-                if rt.groups.contains_key(&key) {
-                    continue;
-                }
-                rt.slots.push(Some(Slot {
-                    group,
-                    armed_at: Timestamp::MAX,
-                }));
-                let idx = (rt.slots.len() - 1) as u32;
-                rt.groups.insert(key.clone(), idx);
-                rt.cold.push(Some(Cold {
-                    key,
-                    parked: Timestamp::MAX,
-                }));
-            }
-        }
         for lc in &cp.lanes {
             for p in &lc.pending {
-                let target = saved_to
-                    .get(&(p.rule.clone(), p.rule_name.clone()))
-                    .copied()
-                    .or_else(|| by_canon.get(&p.rule).and_then(|v| v.first().copied()));
-                let Some(ri) = target else {
-                    continue;
+                let to: Vec<usize> = match saved_to.get(&(p.rule.clone(), p.rule_name.clone())) {
+                    Some(v) => v.clone(),
+                    None => by_canon
+                        .get(&p.rule)
+                        .and_then(|v| v.first().copied())
+                        .into_iter()
+                        .collect(),
                 };
-                let lane = e.rts[ri].lane;
-                e.lanes[lane].pending.push(Reverse(Pending {
-                    time: p.time,
-                    seq: p.seq,
-                    rule: ri as u32,
-                    key: p.key.clone(),
-                    mask: p.mask,
-                    ev: p.ev.clone(),
-                }));
+                for ri in to {
+                    let lane = e.rts[ri].lane;
+                    e.lanes[lane].pending.push(Reverse(Pending {
+                        time: p.time,
+                        seq: p.seq,
+                        rule: ri as u32,
+                        key: p.key.clone(),
+                        mask: p.mask,
+                        ev: p.ev.clone(),
+                    }));
+                }
             }
         }
         for ri in regrouped {
@@ -2127,7 +2183,7 @@ impl Engine {
                 e.arm(ri, slot);
             }
         }
-        Ok((e, kept))
+        Ok((e, source))
     }
 
     /// A restored state whose rule's `expect` list changed: its groups are expected exactly
@@ -2174,32 +2230,73 @@ impl Engine {
     /// `"rule_removed"`: an alert is never left firing for a rule that no longer watches it.
     pub fn reload(&mut self, rules: &RuleSet, out: &mut Vec<Alert>) -> Result<(), EngineError> {
         let cp = self.checkpoint();
-        let (mut next, kept) = Engine::restore_marking(rules, self.cfg.clone(), cp, false)?;
+        let (mut next, source) = Engine::restore_marking(rules, self.cfg.clone(), cp, false)?;
         next.outage_until = self.outage_until;
         next.outage_pending = self.outage_pending;
         let start = out.len();
         let names: std::collections::HashSet<&str> =
             rules.rules.iter().map(|r| r.name.as_str()).collect();
-        for (ri, kept) in kept.iter().enumerate() {
-            if *kept || ri >= self.rts.len() {
-                continue;
+        // Rules whose state goes on (in a new state taken from an old one), by old state.
+        let mut carried: Vec<std::collections::HashSet<String>> =
+            vec![Default::default(); self.rts.len()];
+        for (ri, s) in source.iter().enumerate() {
+            if let Some(i) = s
+                && let Some(c) = carried.get_mut(*i)
+            {
+                c.extend(next.rts[ri].members.iter().map(|m| m.rule.name.clone()));
             }
-            let now = self.lanes[self.rts[ri].lane].now;
-            let reason = if self.rts[ri]
+        }
+        // An old state's rules that no longer run it: their open alerts are resolved.
+        for (i, carried) in carried.iter().enumerate() {
+            let now = self.lanes[self.rts[i].lane].now;
+            for (reason, changed) in [("rule_changed", true), ("rule_removed", false)] {
+                let gone: Vec<Member> = self.rts[i]
+                    .members
+                    .iter()
+                    .filter(|m| {
+                        !carried.contains(&m.rule.name)
+                            && names.contains(m.rule.name.as_str()) == changed
+                    })
+                    .cloned()
+                    .collect();
+                if !gone.is_empty() {
+                    self.rts[i].members_change(
+                        gone,
+                        now,
+                        AlertState::Resolved,
+                        Some(reason),
+                        self.outage_until,
+                        out,
+                    );
+                }
+            }
+        }
+        // A new state's rules that did not run the state it took: they see its open alerts
+        // begin now.
+        for (ri, s) in source.iter().enumerate() {
+            let Some(i) = *s else { continue };
+            let before: std::collections::HashSet<&str> = self.rts[i]
                 .members
                 .iter()
-                .any(|m| names.contains(m.rule.name.as_str()))
-            {
-                "rule_changed"
-            } else {
-                "rule_removed"
-            };
-            for slot in 0..self.rts[ri].slots.len() as u32 {
-                self.rts[ri].with_group(slot, self.outage_until, |ctx, s, c, counters| {
-                    if let Some(c) = c.as_ref() {
-                        s.group.retire(ctx, &c.key, now, reason, counters, out);
-                    }
-                });
+                .map(|m| m.rule.name.as_str())
+                .collect();
+            let joined: Vec<Member> = next.rts[ri]
+                .members
+                .iter()
+                .filter(|m| !before.contains(m.rule.name.as_str()))
+                .cloned()
+                .collect();
+            if !joined.is_empty() {
+                let now = next.lanes[next.rts[ri].lane].now;
+                let outage_until = next.outage_until;
+                next.rts[ri].members_change(
+                    joined,
+                    now,
+                    AlertState::Firing,
+                    None,
+                    outage_until,
+                    out,
+                );
             }
         }
         self.order_alerts(&mut out[start..]);
@@ -2315,6 +2412,10 @@ pub struct PendingCheckpoint {
 pub struct RuleCheckpoint {
     /// Name (for people).
     pub name: String,
+    /// The rules the state served (`name` first); none in checkpoints made before they were
+    /// kept: `name` alone then.
+    #[serde(default)]
+    pub members: Vec<String>,
     /// Canonical form (the identity that must match to restore).
     pub canonical: String,
     /// When monitoring began.

@@ -128,6 +128,7 @@ impl<'de> Deserialize<'de> for GroupKey {
 }
 
 /// A rule a state serves, with what its alerts carry, made once when the engine is built.
+#[derive(Clone)]
 pub struct Member {
     /// The rule.
     pub rule: Arc<Rule>,
@@ -817,6 +818,40 @@ impl Group {
     ) {
         self.retire(ctx, key, at, "forgotten", counters, out);
         counters.forgotten += 1;
+    }
+
+    /// The group's open episode (an alert firing, not held back), if any.
+    fn open_episode(&self) -> Option<&Episode> {
+        let ep = match &self.state {
+            GroupState::Absence(a) => a.firing.as_deref(),
+            GroupState::Linear(l) => l.episode.as_deref(),
+        };
+        ep.filter(|e| e.held_until.is_none())
+    }
+
+    /// At a reload, rules stop or start sharing this group's state: the open alert, if any,
+    /// is resolved (`reason`) for the rules in `ctx.members` that leave, or announced
+    /// (`Firing`, at `at`) for those that join, so each rule's alerts stay a lifecycle of
+    /// their own. The episode itself goes on.
+    pub fn members_change(
+        &self,
+        ctx: &RuleCtx<'_>,
+        key: &GroupKey,
+        at: Timestamp,
+        state: AlertState,
+        reason: Option<&'static str>,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
+        let Some(ep) = self.open_episode() else {
+            return;
+        };
+        let events = if state == AlertState::Firing {
+            ep.events.clone()
+        } else {
+            Vec::new()
+        };
+        emit(ctx, key, ep.id, state, at, events, reason, counters, out);
     }
 
     /// The group goes (forgotten, or its rule changed or went at a reload): its open alert,

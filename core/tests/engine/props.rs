@@ -145,6 +145,128 @@ fn reload_keeps_state_of_unchanged_rules() {
     assert_eq!(got, ["hb firing h @60", "y firing z @110"]);
 }
 
+fn run_reload(
+    cfg: EngineConfig,
+    before: &RuleSet,
+    after: &RuleSet,
+    s1: &str,
+    s2: &str,
+) -> Vec<String> {
+    let mut e = Engine::new(before, cfg).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script(s1), &mut out);
+    e.reload(after, &mut out).unwrap();
+    run_on(&mut e, parse_script(s2), &mut out);
+    out.iter()
+        .map(|a| format!("{} [{}]", fmt_alert(a, true), a.id()))
+        .collect()
+}
+
+/// Reloads where rules that shared a state (the same meaning) part, are renamed, removed or
+/// joined by an identical rule: the shared engine gives the alerts of the unshared one, and
+/// every rule's alerts stay a lifecycle of their own (nothing resolved that did not fire,
+/// nothing left firing for a rule that no longer watches it).
+#[test]
+fn reloads_that_change_who_shares_a_state_give_the_unshared_alerts() {
+    let unshared = EngineConfig {
+        share: false,
+        ..EngineConfig::default()
+    };
+    let r = |n: &str, hosts: &[&str]| rule(n, &["hb"], absent(ev(0), Some(60))).expect(hosts);
+    let h = &["h"][..];
+    let hk = &["h", "k"][..];
+    /// Rules before, rules after, the script after the reload, the alerts after the firings
+    /// at 60.
+    type Case<'a> = (Vec<R>, Vec<R>, &'a str, Vec<&'a str>);
+    let cases: Vec<Case> = vec![
+        // b removed: its alert resolved, a's goes on.
+        (
+            vec![r("a", h), r("b", h)],
+            vec![r("a", h)],
+            "end@100",
+            vec!["b resolved h @70 (rule_removed)"],
+        ),
+        // a's expect list edited: both go on, k is watched from the reload.
+        (
+            vec![r("a", h), r("b", h)],
+            vec![r("a", hk), r("b", h)],
+            "hb:h@100 end@300",
+            vec![
+                "a firing k @130",
+                "a resolved h @100",
+                "b resolved h @100",
+                "a firing h @160",
+                "b firing h @160",
+            ],
+        ),
+        (
+            vec![r("a", h), r("b", h)],
+            vec![r("a", h), r("b", hk)],
+            "hb:h@100 end@300",
+            vec![
+                "b firing k @130",
+                "a resolved h @100",
+                "b resolved h @100",
+                "a firing h @160",
+                "b firing h @160",
+            ],
+        ),
+        // Renamed: the old name's alert resolved, the new name's begins at the reload.
+        (
+            vec![r("old", h)],
+            vec![r("new", h)],
+            "hb:h@100 end@130",
+            vec![
+                "old resolved h @70 (rule_removed)",
+                "new firing h @70",
+                "new resolved h @100",
+            ],
+        ),
+        // An identical rule added: it sees the open alert begin at the reload.
+        (
+            vec![r("a", h)],
+            vec![r("a", h), r("c", h)],
+            "tick@200 hb:h@250 end@260",
+            vec!["c firing h @70", "a resolved h @250", "c resolved h @250"],
+        ),
+    ];
+    for (before, after, s2, expected) in cases {
+        let (before, after) = (set(before), set(after));
+        let sh = run_reload(
+            EngineConfig::default(),
+            &before,
+            &after,
+            "x:h@0 tick@70",
+            s2,
+        );
+        let un = run_reload(unshared.clone(), &before, &after, "x:h@0 tick@70", s2);
+        assert_eq!(sh, un, "shared and unshared differ");
+        let plain: Vec<&str> = sh
+            .iter()
+            .map(|l| l.split(" [").next().unwrap_or(""))
+            .skip_while(|l| l.ends_with("@60"))
+            .collect();
+        let mut plain_sorted = plain.clone();
+        plain_sorted.sort();
+        let mut want = expected.clone();
+        want.sort();
+        assert_eq!(plain_sorted, want, "{sh:#?}");
+        // Every resolution names an id that fired before it.
+        let mut firing = std::collections::HashSet::new();
+        for l in &sh {
+            let id = l.rsplit('[').next().unwrap_or("").to_string();
+            if l.contains(" firing ") {
+                firing.insert(id);
+            } else {
+                assert!(
+                    firing.contains(&id),
+                    "resolved without firing: {l} in {sh:#?}"
+                );
+            }
+        }
+    }
+}
+
 /// A reload that changes a rule's meaning, or removes it, resolves its open alerts (they are
 /// not left firing for a rule that no longer watches them); the changed rule begins anew.
 #[test]
