@@ -758,9 +758,10 @@ fn a_taken_syslog_port_names_its_key_and_the_forwarding_docs() {
     drop(taken);
 }
 
-/// With `max_connections` silent TCP connections open, a new sender is not locked out until
-/// the idle timeout: the connection silent longest makes room (counted as `tcp_evicted`) and
-/// the newcomer's message reaches the rules.
+/// With `max_connections` TCP connections open, a new sender is not locked out until the idle
+/// timeout: a connection that never delivered a message and has been silent makes room
+/// (counted as `tcp_evicted`), the oldest first; one that delivered is never pushed out, and
+/// with nothing left to evict a newcomer is refused as before.
 #[test]
 fn idle_connections_make_room_for_a_new_sender() {
     let dir = scratch("evict");
@@ -770,21 +771,37 @@ fn idle_connections_make_room_for_a_new_sender() {
     )
     .unwrap();
     let mut agent = Agent::start_with(&dir, "max_connections = 3\ntcp_idle_timeout = \"5m\"", "");
-    let idle: Vec<TcpStream> = (0..3)
+    let line = |host: &str| format!("<13>Dec  2 01:47:00 {host} hello: hi\n");
+    let mut sender = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    sender.write_all(line("sender").as_bytes()).unwrap();
+    agent.wait_alert(10, |v| v["group"]["host"] == "sender");
+    let idle: Vec<TcpStream> = (0..2)
         .map(|_| TcpStream::connect(("127.0.0.1", agent.port)).unwrap())
         .collect();
     agent.wait_stats(10, |s| s["ingest"]["tcp_connections"].as_u64() >= Some(3));
     // Silent for longer than a newcomer must wait for.
     std::thread::sleep(std::time::Duration::from_millis(1500));
-    let mut c = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
-    c.write_all(b"<13>Dec  2 01:47:00 newcomer hello: hi\n")
-        .unwrap();
-    let a = agent.wait_alert(10, |v| v["rule"] == "hello");
-    assert_eq!(a["group"]["host"], "newcomer");
-    let s = agent.stats();
-    assert_eq!(s["ingest"]["tcp_evicted"].as_u64(), Some(1), "{s}");
-    assert_eq!(s["ingest"]["tcp_rejected"].as_u64(), Some(0), "{s}");
-    drop((idle, c));
+    let mut newcomers = Vec::new();
+    for host in ["n1", "n2"] {
+        let mut c = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+        c.write_all(line(host).as_bytes()).unwrap();
+        agent.wait_alert(10, |v| v["group"]["host"] == host);
+        newcomers.push(c);
+    }
+    // Nothing is left to evict: the sender, n1 and n2 all delivered.
+    let mut late = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    let _ = late.write_all(line("late").as_bytes());
+    let s = agent.wait_stats(10, |s| s["ingest"]["tcp_rejected"].as_u64() >= Some(1));
+    assert_eq!(s["ingest"]["tcp_evicted"].as_u64(), Some(2), "{s}");
+    // The first sender, silent all along, still gets through.
+    sender.write_all(line("sender-again").as_bytes()).unwrap();
+    agent.wait_alert(10, |v| v["group"]["host"] == "sender-again");
+    assert_eq!(
+        agent.alerts(|v| v["group"]["host"] == "late"),
+        0,
+        "the refused connection's message reached the rules"
+    );
+    drop((idle, newcomers, late, sender));
     let st = agent.terminate();
     assert!(st.success(), "{st:?}");
 }

@@ -26,8 +26,8 @@ tcp = ["127.0.0.1:5514"]
 # A TCP connection that sends nothing for this long is closed.
 tcp_idle_timeout = "5m"
 # Most concurrent TCP connections. When all are open, a new one takes the place of the one
-# silent longest (if it sent nothing for 1 s; counted as tcp_evicted), else it is accepted
-# and closed at once (counted as tcp_rejected).
+# silent longest among those that never delivered a syslog message (if silent for 1 s;
+# counted as tcp_evicted), else it is accepted and closed at once (tcp_rejected).
 max_connections = 1024
 # Largest message in bytes. Larger UDP datagrams are dropped; larger TCP frames are skipped
 # (newline framing) or end the connection (octet counting with a huge length). Counted.

@@ -145,7 +145,9 @@ fn forward(rx: Receiver<Line>, mut router: Router, shutdown: watch::Receiver<boo
             break;
         }
         match rx.recv_timeout(POLL) {
-            Ok(Line::Text(bytes)) => router.accept(&bytes, None, wall_clock()),
+            Ok(Line::Text(bytes)) => {
+                router.accept(&bytes, None, wall_clock());
+            }
             Ok(Line::Oversized) => router.oversized(None),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
@@ -153,7 +155,9 @@ fn forward(rx: Receiver<Line>, mut router: Router, shutdown: watch::Receiver<boo
         // Drain what is already there, then hand the batches on.
         while let Ok(line) = rx.try_recv() {
             match line {
-                Line::Text(bytes) => router.accept(&bytes, None, wall_clock()),
+                Line::Text(bytes) => {
+                    router.accept(&bytes, None, wall_clock());
+                }
                 Line::Oversized => router.oversized(None),
             }
             if router.full() {

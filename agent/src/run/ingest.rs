@@ -122,22 +122,24 @@ impl Router {
     }
 
     /// One message received at `arrival` from `peer`: counted, parsed, routed into batches.
-    pub fn accept(&mut self, bytes: &[u8], peer: Option<IpAddr>, arrival: Timestamp) {
+    /// Returns whether it was syslog (a duplicate counts: it was, once).
+    pub fn accept(&mut self, bytes: &[u8], peer: Option<IpAddr>, arrival: Timestamp) -> bool {
         self.refresh_plan();
         let sh = &*self.shared;
         if sh.duplicate(bytes, peer, arrival) {
             bump(&sh.counters.duplicates, 1);
-            return;
+            return true;
         }
         let ev = match sh.parser.parse(bytes, arrival, peer) {
             Ok(ev) => ev,
             Err(e) => {
                 self.malformed(&e, peer);
-                return;
+                return false;
             }
         };
         bump(&sh.counters.parsed, 1);
         self.route(ev);
+        true
     }
 
     /// An event made elsewhere (a flow from the live capture): routed as is.
@@ -299,8 +301,9 @@ const EVICT_AFTER_IDLE: StdDuration = StdDuration::from_secs(1);
 
 /// The open TCP connections and when each last sent something, so that when
 /// `max_connections` are open a new connection takes the place of the one silent longest
-/// (one that sent nothing for at least [`EVICT_AFTER_IDLE`]) instead of being refused: a
-/// flood of idle connections cannot lock real senders out until the idle timeout.
+/// among those that never delivered a message (and sent nothing for at least
+/// [`EVICT_AFTER_IDLE`]) instead of being refused: a flood of idle connections cannot lock
+/// real senders out until the idle timeout, and a sender that delivered is never pushed out.
 #[derive(Debug, Default)]
 pub struct Conns {
     open: Mutex<HashMap<u64, Arc<Conn>>>,
@@ -314,6 +317,10 @@ pub struct Conn {
     last: AtomicU64,
     /// Told to close, to make room.
     close: tokio::sync::Notify,
+    /// It was told (not picked twice).
+    told: std::sync::atomic::AtomicBool,
+    /// It delivered a message: a real sender, never evicted.
+    delivered: std::sync::atomic::AtomicBool,
 }
 
 impl Conns {
@@ -331,7 +338,7 @@ impl Conns {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
             last: AtomicU64::new(Conns::now_ms()),
-            close: tokio::sync::Notify::new(),
+            ..Conn::default()
         });
         if let Ok(mut open) = self.open.lock() {
             open.insert(id, conn.clone());
@@ -351,12 +358,14 @@ impl Conns {
         };
         let idlest = open
             .values()
+            .filter(|c| !c.delivered.load(Ordering::Relaxed) && !c.told.load(Ordering::Relaxed))
             .min_by_key(|c| c.last.load(Ordering::Relaxed))
             .filter(|c| {
                 now.saturating_sub(c.last.load(Ordering::Relaxed)) >= min_idle.as_millis() as u64
             });
         match idlest {
             Some(c) => {
+                c.told.store(true, Ordering::Relaxed);
                 c.close.notify_one();
                 true
             }
@@ -386,6 +395,11 @@ impl ConnGuard {
     /// It sent something now.
     fn touch(&self) {
         self.conn.last.store(Conns::now_ms(), Ordering::Relaxed);
+    }
+
+    /// It delivered a message: never evicted from now on.
+    fn delivered(&self) {
+        self.conn.delivered.store(true, Ordering::Relaxed);
     }
 
     /// How long since it last sent something.
@@ -494,6 +508,7 @@ async fn tcp_conn(
             _ = guard.conn.close.notified() => {
                 // Told while it was delivering (a full shard queue): it is not idle, it stays.
                 if guard.silent_for() < EVICT_AFTER_IDLE {
+                    guard.conn.told.store(false, Ordering::Relaxed);
                     continue;
                 }
                 tracing::debug!(%peer, "idle tcp connection closed to make room for a new one");
@@ -522,7 +537,9 @@ async fn tcp_conn(
             match f {
                 Frame::Msg(m) => {
                     bump(&shared.counters.tcp_frames, 1);
-                    router.accept(&m, ip, now);
+                    if router.accept(&m, ip, now) {
+                        guard.delivered();
+                    }
                 }
                 Frame::Oversized => router.oversized(ip),
                 Frame::Fatal => {
