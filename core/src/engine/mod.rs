@@ -2213,10 +2213,11 @@ impl Engine {
             if self.rts[ri].groups.contains_key(&key) || !self.owns(ri, &key) {
                 continue;
             }
-            if let Some(slot) = self.slot_for(ri, &key, true, now)
-                && let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize)
-            {
-                s.group.watch_from(now);
+            if let Some(slot) = self.slot_for(ri, &key, true, now) {
+                if let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize) {
+                    s.group.watch_from(now);
+                }
+                self.arm(ri, slot);
             }
         }
     }
@@ -2297,6 +2298,15 @@ impl Engine {
                     outage_until,
                     out,
                 );
+            }
+        }
+        // Every kept state has every group its `expect` lists (one forgotten by hand comes
+        // back now, watched from now).
+        if let Some(clock) = next.clock {
+            for (ri, s) in source.iter().enumerate() {
+                if s.is_some() {
+                    next.regroup(ri, clock);
+                }
             }
         }
         self.order_alerts(&mut out[start..]);

@@ -267,6 +267,31 @@ fn reloads_that_change_who_shares_a_state_give_the_unshared_alerts() {
     }
 }
 
+/// An expected group forgotten by hand comes back at the next reload that still lists it,
+/// watched from the reload, even when the rule did not change.
+#[test]
+fn a_forgotten_expected_group_comes_back_at_a_reload() {
+    let rules = set(vec![
+        rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["web-1"]),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("hb:web-1@0 tick@70"), &mut out);
+    assert!(e.forget_group("hb", &[Value::str("web-1")], &mut out));
+    run_on(&mut e, parse_script("tick@100"), &mut out);
+    e.reload(&rules, &mut out).unwrap();
+    run_on(&mut e, parse_script("end@200"), &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(
+        got,
+        [
+            "firing web-1 @60",
+            "resolved web-1 @70 (forgotten)",
+            "firing web-1 @160"
+        ]
+    );
+}
+
 /// A reload that changes a rule's meaning, or removes it, resolves its open alerts (they are
 /// not left firing for a rule that no longer watches them); the changed rule begins anew.
 #[test]
