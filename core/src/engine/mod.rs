@@ -992,14 +992,7 @@ impl Engine {
     fn start_rule(&mut self, ri: usize, at: Timestamp) {
         let start = at;
         self.rts[ri].monitor_start = Some(start);
-        let mut expect = self.rts[ri].rule.expect.clone();
-        if self.rts[ri].rule.group_by.is_empty()
-            && matches!(*self.rts[ri].plan, Plan::Absence { .. })
-            && expect.is_empty()
-        {
-            expect.push(Vec::new());
-        }
-        for key in expect {
+        for key in self.expected_keys(ri) {
             if !self.owns(ri, &key) {
                 continue;
             }
@@ -1008,6 +1001,19 @@ impl Engine {
                 self.arm(ri, slot);
             }
         }
+    }
+
+    /// The groups state `ri` has from the start: its rule's `expect` list, or the one group of
+    /// an absence rule without `group_by`.
+    fn expected_keys(&self, ri: usize) -> Vec<Vec<Value>> {
+        let rt = &self.rts[ri];
+        if rt.rule.group_by.is_empty()
+            && matches!(*rt.plan, Plan::Absence { .. })
+            && rt.rule.expect.is_empty()
+        {
+            return vec![Vec::new()];
+        }
+        rt.rule.expect.clone()
     }
 
     /// Whether this engine owns `key` of rule state `ri` (always, without a partition).
@@ -2191,9 +2197,8 @@ impl Engine {
     /// forgotten after `forget_after` of silence), and a newly listed group exists from
     /// `now`, its absence timed from `now`.
     fn regroup(&mut self, ri: usize, now: Timestamp) {
-        let expect: Vec<GroupKey> = self.rts[ri]
-            .rule
-            .expect
+        let expect: Vec<GroupKey> = self
+            .expected_keys(ri)
             .iter()
             .map(|k| GroupKey::new(k))
             .collect();

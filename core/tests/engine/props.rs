@@ -292,6 +292,24 @@ fn a_forgotten_expected_group_comes_back_at_a_reload() {
     );
 }
 
+/// An absence rule without `group_by` keeps its one group expected across a reload: never
+/// forgotten, it fires again after each heartbeat that resolves it.
+#[test]
+fn an_ungrouped_absence_keeps_its_group_across_a_reload() {
+    let rules = set(vec![
+        rule("hb", &["hb", "x"], absent(ev(0), Some(60)))
+            .ungrouped()
+            .forget_after(100),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("x:h@0 tick@70"), &mut out);
+    e.reload(&rules, &mut out).unwrap();
+    run_on(&mut e, parse_script("tick@500 hb:h@600 end@700"), &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(got, ["firing @60", "resolved @600", "firing @660"]);
+}
+
 /// A reload that changes a rule's meaning, or removes it, resolves its open alerts (they are
 /// not left firing for a rule that no longer watches them); the changed rule begins anew.
 #[test]
