@@ -726,23 +726,11 @@ impl Group {
         let (id, held) = (ep.id, ep.held_until.is_some());
         a.firing = None;
         a.last_seen = t;
-        if held {
-            counters.suppressed += 1;
-            return true;
+        if !held {
+            // A withdrawn alert does not count against the trigger's period.
+            a.last_fired = NO_TIME;
         }
-        // A withdrawn alert does not count against the trigger's period.
-        a.last_fired = NO_TIME;
-        emit(
-            ctx,
-            key,
-            id,
-            AlertState::Retracted,
-            now,
-            vec![ev.clone()],
-            Some("late_event"),
-            counters,
-            out,
-        );
+        retract(ctx, key, id, held, now, ev, counters, out);
         true
     }
 
@@ -1267,25 +1255,11 @@ impl LinearState {
         }
         let (id, held) = (ep.id, ep.held_until.is_some());
         self.episode = None;
-        if held {
-            counters.suppressed += 1;
-            return true;
-        }
-        // A withdrawn alert does not count against the trigger's period.
-        if let Some(rare) = &mut self.rare {
+        if !held && let Some(rare) = &mut self.rare {
+            // A withdrawn alert does not count against the trigger's period.
             rare.last_emit = None;
         }
-        emit(
-            ctx,
-            key,
-            id,
-            AlertState::Retracted,
-            now,
-            vec![ev.clone()],
-            Some("late_event"),
-            counters,
-            out,
-        );
+        retract(ctx, key, id, held, now, ev, counters, out);
         true
     }
 
@@ -1637,6 +1611,37 @@ fn complete(ctx: &RuleCtx<'_>, alt: &Alt, r: &Run, t: Timestamp) -> bool {
 }
 
 /// Appends one alert change per rule the state serves (its message is rendered by the reader).
+/// A fired absence that a late event `ev` showed never happened: its alert is withdrawn
+/// (`retracted`, `reason: "late_event"`), or only counted if it was held back and never
+/// shown.
+#[allow(clippy::too_many_arguments)]
+fn retract(
+    ctx: &RuleCtx<'_>,
+    key: &GroupKey,
+    id: IdSeed,
+    held: bool,
+    now: Timestamp,
+    ev: &Arc<Event>,
+    counters: &mut RuleCounters,
+    out: &mut Vec<Alert>,
+) {
+    if held {
+        counters.suppressed += 1;
+        return;
+    }
+    emit(
+        ctx,
+        key,
+        id,
+        AlertState::Retracted,
+        now,
+        vec![ev.clone()],
+        Some("late_event"),
+        counters,
+        out,
+    );
+}
+
 fn emit(
     ctx: &RuleCtx<'_>,
     key: &GroupKey,
