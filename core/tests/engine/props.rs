@@ -1318,3 +1318,69 @@ fn absences_beyond_the_wheels_reach_do_not_stall_time() {
     assert_eq!(out[1].rule(), "long");
     assert_eq!(out[1].time, Timestamp::from_secs(1_000 + 1000 * 86_400));
 }
+
+/// A rule's fate at a reload, for [`shared_and_unshared_agree_across_reloads`].
+fn after_reload(i: usize, p: u8, w: u8, g: bool, fate: u8) -> Option<R> {
+    match fate % 6 {
+        0 => None,
+        1 => Some(pool_rule_on(i + 100, p, w, g, &APPS)),
+        2 => Some(pool_rule(i, p, w + 1, g)),
+        3 if g => Some(pool_rule(i, p, w, g).expect(&["h1", "never"])),
+        _ => Some(pool_rule(i, p, w, g)),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+    /// Reloads that keep, drop, rename, change or re-`expect` random rules (some of the same
+    /// meaning, so sharing a state), with new rules of an existing meaning added: shared and
+    /// unshared give the same alerts, and every alert that resolves or is retracted fired
+    /// before under its id.
+    #[test]
+    fn shared_and_unshared_agree_across_reloads(
+        picks in proptest::collection::vec((0u8..8, 0u8..2, any::<bool>(), 0u8..6), 2..8),
+        added in proptest::collection::vec(0usize..8, 0..3),
+        spec in events(),
+        cut in 0usize..120,
+    ) {
+        let before = set(picks.iter().enumerate().map(|(i, (p, w, g, _))| pool_rule(i, *p, *w, *g)).collect());
+        let mut after: Vec<R> = picks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (p, w, g, f))| after_reload(i, *p, *w, *g, *f))
+            .collect();
+        for (k, a) in added.iter().enumerate() {
+            if let Some((p, w, g, _)) = picks.get(a % picks.len()) {
+                after.push(pool_rule(200 + k, *p, *w, *g));
+            }
+        }
+        let after = set(after);
+        let evs = build(&spec);
+        let cut = cut.min(evs.len());
+        let run = |share: bool| {
+            let cfg = EngineConfig { share, ..EngineConfig::default() };
+            let mut e = Engine::new(&before, cfg).unwrap();
+            let mut out = Vec::new();
+            for ev in &evs[..cut] {
+                e.push(ev.clone(), &mut out);
+            }
+            e.reload(&after, &mut out).unwrap();
+            for ev in &evs[cut..] {
+                e.push(ev.clone(), &mut out);
+            }
+            e.finish(Some(Timestamp::from_secs(5_000)), &mut out);
+            out
+        };
+        let shared = run(true);
+        prop_assert_eq!(json(&shared), json(&run(false)));
+        let mut fired = std::collections::HashSet::new();
+        for a in &shared {
+            if a.state == cepheus_core::alert::AlertState::Firing {
+                fired.insert(a.id());
+            } else {
+                prop_assert!(fired.contains(&a.id()), "{} {:?} without firing", a.rule(), a.state);
+            }
+        }
+    }
+}
