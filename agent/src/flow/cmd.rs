@@ -115,11 +115,7 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         if let Some(e) = read_error {
             summary["read_error"] = json!(e);
         }
-        {
-            use std::io::Write as _;
-            // A closed stderr (`2>&1 | head`) is no reason to panic.
-            let _ = writeln!(std::io::stderr(), "{summary}");
-        }
+        print_summary(&summary);
     }
     out.exit_code(code)
 }
@@ -178,12 +174,15 @@ fn run_live(
     summary["received"] = json!(received);
     summary["filtered"] = json!(filtered);
     summary["dropped"] = json!(dropped);
-    {
-        use std::io::Write as _;
-        // A closed stderr (`2>&1 | head`) is no reason to panic.
-        let _ = writeln!(std::io::stderr(), "{summary}");
-    }
+    print_summary(&summary);
     out.exit_code(ExitCode::SUCCESS)
+}
+
+/// Writes a run's summary object to stderr; a closed stderr (`2>&1 | head`) is no reason to
+/// panic.
+fn print_summary(summary: &serde_json::Value) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{summary}");
 }
 
 /// Collects ended flows (record mode) or prints events as they come (event mode).

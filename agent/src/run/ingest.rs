@@ -312,8 +312,8 @@ pub struct Conns {
 
 /// One open connection's entry in [`Conns`].
 #[derive(Debug, Default)]
-pub struct Conn {
-    /// Milliseconds since [`Conns::epoch`] at its last read.
+struct Conn {
+    /// When it last read or delivered, on [`Conns::now_ms`]'s clock.
     last: AtomicU64,
     /// Told to close, to make room.
     close: tokio::sync::Notify,
@@ -371,16 +371,6 @@ impl Conns {
             }
             None => false,
         }
-    }
-
-    /// Connections registered.
-    pub fn len(&self) -> usize {
-        self.open.lock().map_or(0, |o| o.len())
-    }
-
-    /// Whether none is registered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

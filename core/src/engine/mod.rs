@@ -532,20 +532,6 @@ fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
     }
 }
 
-/// Whether two rule states' canonical forms ([`Rule::canonical`]) differ at most in their
-/// `expect` part. It is the last part that holds user text: the one found from the end.
-fn differ_only_in_expect(a: &str, b: &str) -> bool {
-    let split = |c: &str| -> Option<(usize, usize)> {
-        let from = c.rfind(";expect=")?;
-        let to = from + c[from..].find(";time=")?;
-        Some((from, to))
-    };
-    match (split(a), split(b)) {
-        (Some((fa, ta)), Some((fb, tb))) => a[..fa] == b[..fb] && a[ta..] == b[tb..],
-        _ => false,
-    }
-}
-
 /// The most groups of `rule` this engine keeps: its `max_groups` (or the engine's default),
 /// split across the engines of a partition when groups are spread over them by key (the
 /// first `max % count` engines one more), so that all of them together keep at most
@@ -2102,9 +2088,9 @@ impl Engine {
             };
             if let Some(i) = of_member(&|rc| rc.canonical == rt.canonical) {
                 source[ri] = Some(i);
-            } else if let Some(i) =
-                of_member(&|rc| differ_only_in_expect(&rc.canonical, &rt.canonical))
-            {
+            } else if let Some(i) = of_member(&|rc| {
+                Rule::canonicals_differ_only_in_expect(&rc.canonical, &rt.canonical)
+            }) {
                 source[ri] = Some(i);
                 regrouped.push(ri);
             } else if let Some(&i) = saved_by_canon
@@ -2494,33 +2480,6 @@ pattern = "absent(a) for 10s"
     }
 
     /// A delivery reads one cache line of its group: the slot is 64 bytes, occupied or not.
-    #[test]
-    fn only_the_expect_part_may_differ() {
-        let c = |pre: &str, expect: &str, post: &str| {
-            format!(
-                "group_by=[\"host\"];event hb: (app == \"{pre}\");pattern=P;within=None;expect={expect};time=Processing;{post}"
-            )
-        };
-        let a = c("hb", "[[\"web-1\"]]", "forget=7d");
-        assert!(differ_only_in_expect(
-            &a,
-            &c("hb", "[[\"web-1\"], [\"web-2\"]]", "forget=7d")
-        ));
-        assert!(differ_only_in_expect(&a, &a));
-        assert!(!differ_only_in_expect(
-            &a,
-            &c("hb2", "[[\"web-1\"]]", "forget=7d")
-        ));
-        assert!(!differ_only_in_expect(
-            &a,
-            &c("hb", "[[\"web-1\"]]", "forget=1d")
-        ));
-        // User text that looks like the part is left alone: the real one is the last.
-        let tricky = c("x;expect=[];time=Y", "[]", "forget=7d");
-        assert!(!differ_only_in_expect(&tricky, &c("x", "[]", "forget=7d")));
-        assert!(!differ_only_in_expect("no parts", &a));
-    }
-
     #[test]
     fn a_group_slot_is_one_cache_line() {
         assert_eq!(std::mem::size_of::<Option<Slot>>(), 64);

@@ -804,7 +804,25 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) {
-        self.retire(ctx, key, at, "forgotten", counters, out);
+        let firing = match &mut self.state {
+            GroupState::Absence(a) => a.firing.take(),
+            GroupState::Linear(l) => l.episode.take(),
+        };
+        if firing.as_ref().is_some_and(|ep| ep.held_until.is_some()) {
+            counters.suppressed += 1;
+        } else if let Some(ep) = firing {
+            emit(
+                ctx,
+                key,
+                ep.id,
+                AlertState::Resolved,
+                at,
+                Vec::new(),
+                Some("forgotten"),
+                counters,
+                out,
+            );
+        }
         counters.forgotten += 1;
     }
 
@@ -840,38 +858,6 @@ impl Group {
             Vec::new()
         };
         emit(ctx, key, ep.id, state, at, events, reason, counters, out);
-    }
-
-    /// The group goes (forgotten, or its rule changed or went at a reload): its open alert,
-    /// if any, is resolved with `reason`, not left open.
-    pub fn retire(
-        &mut self,
-        ctx: &RuleCtx<'_>,
-        key: &GroupKey,
-        at: Timestamp,
-        reason: &'static str,
-        counters: &mut RuleCounters,
-        out: &mut Vec<Alert>,
-    ) {
-        let firing = match &mut self.state {
-            GroupState::Absence(a) => a.firing.take(),
-            GroupState::Linear(l) => l.episode.take(),
-        };
-        if firing.as_ref().is_some_and(|ep| ep.held_until.is_some()) {
-            counters.suppressed += 1;
-        } else if let Some(ep) = firing {
-            emit(
-                ctx,
-                key,
-                ep.id,
-                AlertState::Resolved,
-                at,
-                Vec::new(),
-                Some(reason),
-                counters,
-                out,
-            );
-        }
     }
 
     /// When this group next needs a timer (`None`: never).
@@ -1610,7 +1596,6 @@ fn complete(ctx: &RuleCtx<'_>, alt: &Alt, r: &Run, t: Timestamp) -> bool {
     done && t.since(r.start) >= ctx.wmin()
 }
 
-/// Appends one alert change per rule the state serves (its message is rendered by the reader).
 /// A fired absence that a late event `ev` showed never happened: its alert is withdrawn
 /// (`retracted`, `reason: "late_event"`), or only counted if it was held back and never
 /// shown.
@@ -1642,6 +1627,7 @@ fn retract(
     );
 }
 
+/// Appends one alert change per rule the state serves (its message is rendered by the reader).
 fn emit(
     ctx: &RuleCtx<'_>,
     key: &GroupKey,

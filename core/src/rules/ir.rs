@@ -746,6 +746,21 @@ impl Rule {
         );
         s
     }
+
+    /// Whether two canonical forms ([`Rule::canonical`], possibly of rules no longer loaded)
+    /// differ at most in their `expect` part: the same rule with another `expect` list. The
+    /// part is found from the end, since only the parts before it hold user text.
+    pub fn canonicals_differ_only_in_expect(a: &str, b: &str) -> bool {
+        let split = |c: &str| -> Option<(usize, usize)> {
+            let from = c.rfind(";expect=")?;
+            let to = from + c[from..].find(";time=")?;
+            Some((from, to))
+        };
+        match (split(a), split(b)) {
+            (Some((fa, ta)), Some((fb, tb))) => a[..fa] == b[..fb] && a[ta..] == b[tb..],
+            _ => false,
+        }
+    }
 }
 
 /// A compiled, checked set of rules: what the engine runs.
@@ -765,6 +780,36 @@ pub const NO_TIME: Timestamp = Timestamp::MIN;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_the_expect_part_may_differ() {
+        let c = |pre: &str, expect: &str, post: &str| {
+            format!(
+                "group_by=[\"host\"];event hb: (app == \"{pre}\");pattern=P;within=None;expect={expect};time=Processing;{post}"
+            )
+        };
+        let a = c("hb", "[[\"web-1\"]]", "forget=7d");
+        assert!(Rule::canonicals_differ_only_in_expect(
+            &a,
+            &c("hb", "[[\"web-1\"], [\"web-2\"]]", "forget=7d")
+        ));
+        assert!(Rule::canonicals_differ_only_in_expect(&a, &a));
+        assert!(!Rule::canonicals_differ_only_in_expect(
+            &a,
+            &c("hb2", "[[\"web-1\"]]", "forget=7d")
+        ));
+        assert!(!Rule::canonicals_differ_only_in_expect(
+            &a,
+            &c("hb", "[[\"web-1\"]]", "forget=1d")
+        ));
+        // User text that looks like the part is left alone: the real one is the last.
+        let tricky = c("x;expect=[];time=Y", "[]", "forget=7d");
+        assert!(!Rule::canonicals_differ_only_in_expect(
+            &tricky,
+            &c("x", "[]", "forget=7d")
+        ));
+        assert!(!Rule::canonicals_differ_only_in_expect("no parts", &a));
+    }
+
     use super::*;
 
     fn ev() -> Event {

@@ -531,6 +531,19 @@ fn pool_rule_on(i: usize, pick: u8, window: u8, grouped: bool, names: &[&str]) -
     r
 }
 
+/// Engine `index` of `count` for each index: the shards of one partition.
+fn shards(rules: &RuleSet, count: u32) -> Vec<Engine> {
+    (0..count)
+        .map(|index| {
+            let cfg = EngineConfig {
+                partition: Some(cepheus_core::engine::Partition { index, count }),
+                ..EngineConfig::default()
+            };
+            Engine::new(rules, cfg).unwrap()
+        })
+        .collect()
+}
+
 fn run_mode(rules: &RuleSet, evs: &[Event], share: bool) -> Vec<String> {
     let cfg = EngineConfig {
         share,
@@ -845,15 +858,7 @@ proptest! {
         let evs = build(&spec);
         let mut whole = replay(&rules, &evs).iter().map(|a| a.to_json().to_string()).collect::<Vec<_>>();
         let mut router = Engine::new(&rules, EngineConfig::default()).unwrap();
-        let mut shards: Vec<Engine> = (0..count)
-            .map(|index| {
-                let cfg = EngineConfig {
-                    partition: Some(cepheus_core::engine::Partition { index, count }),
-                    ..EngineConfig::default()
-                };
-                Engine::new(&rules, cfg).unwrap()
-            })
-            .collect();
+        let mut shards = shards(&rules, count);
         let mut out = Vec::new();
         // Every shard's clock follows the stream (as the agent's ticks do), events go only to
         // the shards that own a group they concern.
@@ -889,22 +894,18 @@ fn partitioned_engines_share_a_rules_group_budget() {
     let rules = set(vec![r]);
     let count = 3u32;
     let mut router = Engine::new(&rules, EngineConfig::default()).unwrap();
-    let mut shards: Vec<Engine> = (0..count)
-        .map(|index| {
-            let cfg = EngineConfig {
-                partition: Some(cepheus_core::engine::Partition { index, count }),
-                ..EngineConfig::default()
-            };
-            Engine::new(&rules, cfg).unwrap()
-        })
-        .collect();
+    let mut shards = shards(&rules, count);
+    // Each event from a host of its own.
+    let flood = |i: i64| {
+        let ts = Timestamp::from_secs(1_000 + i);
+        Event::new(Source::Syslog, ts, ts)
+            .with(Field::App, Value::str("a"))
+            .with(Field::Host, Value::str(&format!("u{i}")))
+    };
     let mut out = Vec::new();
     let mut owners = Vec::new();
     for i in 0..300 {
-        let ts = Timestamp::from_secs(1_000 + i);
-        let ev = Event::new(Source::Syslog, ts, ts)
-            .with(Field::App, Value::str("a"))
-            .with(Field::Host, Value::str(&format!("u{i}")));
+        let ev = flood(i);
         owners.clear();
         router.owners(&std::sync::Arc::new(ev.clone()), count, &mut owners);
         for &o in &owners {
@@ -921,13 +922,7 @@ fn partitioned_engines_share_a_rules_group_budget() {
     // One engine alone keeps exactly the budget.
     let mut one = Engine::new(&rules, EngineConfig::default()).unwrap();
     for i in 0..300 {
-        let ts = Timestamp::from_secs(1_000 + i);
-        one.push(
-            Event::new(Source::Syslog, ts, ts)
-                .with(Field::App, Value::str("a"))
-                .with(Field::Host, Value::str(&format!("u{i}"))),
-            &mut out,
-        );
+        one.push(flood(i), &mut out);
     }
     assert_eq!(one.stats()[0].groups, 10);
 }
