@@ -744,3 +744,49 @@ pattern = "seq(x, y, z) within 1m"
         "distinct strings, distinct canonical forms"
     );
 }
+
+/// DESIGN.md: "the checker rejects a rule where some event cannot provide every `group_by`
+/// name" — also when only one alternative of an `or` lacks it (before, such events matched and
+/// were dropped without a key).
+#[test]
+fn every_alternative_of_an_event_must_provide_the_group_fields() {
+    let bad = [
+        (
+            "group_by = [\"host\"]\nevents.a = '(syslog and app == \"x\") or (flow and dport == 22)'",
+            "event `a` cannot always provide group field `host`: it can match flow events, which have no `host`",
+        ),
+        // A field only flows have pins the alternative to flows.
+        (
+            "group_by = [\"host\"]\nevents.a = 'app == \"x\" or dport == 22'",
+            "event `a` cannot always provide group field `host`: it can match flow events, which have no `host`",
+        ),
+        (
+            "group_by = [\"user\"]\nevents.a = 'syslog and (msg =~ \"u=(?P<user>\\w+)\" or app == \"x\")'",
+            "event `a` cannot always provide group field `user`: an alternative of its condition matches without the capture `(?P<user>...)`",
+        ),
+        (
+            "group_by = [\"ip\"]\nevents.a = { if = 'dport == 22 or app == \"x\"', ip = \"src\" }",
+            "event `a` cannot always provide group field `ip`: it can match syslog events, which have no `src`",
+        ),
+    ];
+    for (body, want) in bad {
+        let c = compile_str("t.toml", &rule_text(&format!("{body}\npattern = \"a\"")));
+        assert_eq!(
+            messages(&c),
+            vec![(Level::Error, want.to_string())],
+            "{body}"
+        );
+    }
+    let good = [
+        "group_by = [\"user\"]\nevents.a = 'syslog and (msg =~ \"u=(?P<user>\\w+)\" or msg =~ \"v=(?P<user>\\w+)\")'",
+        "group_by = [\"ip\"]\nevents.a = { if = '(flow and dport == 22) or (flow and dport == 23)', ip = \"src\" }",
+        "group_by = [\"host\"]\nevents.a = 'app == \"x\" or msg contains \"y\" or not (dport == 1)'",
+        // An alternative that can never match (two sources at once) needs nothing.
+        "group_by = [\"host\"]\nevents.a = 'syslog or (dport == 22 and app == \"x\")'",
+        "group_by = [\"host\"]\nevents.a = 'syslog and (app == \"x\" or false)'",
+    ];
+    for body in good {
+        let c = compile_str("t.toml", &rule_text(&format!("{body}\npattern = \"a\"")));
+        assert_eq!(messages(&c), vec![], "{body}");
+    }
+}

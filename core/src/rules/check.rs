@@ -50,6 +50,30 @@ pub(crate) struct EventInfo {
     pub source: Option<Source>,
     /// Regex captures: name and type, in order.
     pub captures: Vec<(String, ValueType)>,
+    /// The ways the condition can hold (see [`Branch`]); `None` when there are too many to
+    /// list, and then only `source` and `captures` are known.
+    pub branches: Option<Vec<Branch>>,
+}
+
+/// One way a condition can hold: the source its events must come from (named by a
+/// `syslog`/`flow` conjunct, or implied by a field only one source has) and the captures it
+/// makes. `(syslog and app == "x") or (flow and dport == 22)` has two.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Branch {
+    source: Option<Source>,
+    captures: Vec<String>,
+}
+
+/// At most this many branches are listed (a condition of many `or`s under `and`s would
+/// multiply them); past it the checker knows only the top-level source and all captures.
+const MAX_BRANCHES: usize = 64;
+
+/// Why a field may be missing from a condition's events.
+pub(crate) enum Missing {
+    /// Events of this source can match, and they have no such field.
+    Source(Source),
+    /// An alternative of an `or` can match without the capture that makes it.
+    Capture,
 }
 
 impl EventInfo {
@@ -67,6 +91,30 @@ impl EventInfo {
             Some(s) if !f.available_in(s) => None,
             _ => Some((FieldKey::Known(f), f.ty())),
         }
+    }
+
+    /// Whether every event the condition can match carries `name` (which [`EventInfo::provides`]
+    /// accepted): `Err` names the way an event could match without it.
+    pub fn always_provides(&self, name: &str) -> Result<(), Missing> {
+        let Some(branches) = &self.branches else {
+            return Ok(());
+        };
+        for b in branches {
+            if b.captures.iter().any(|c| c == name) {
+                continue;
+            }
+            let known = if name.starts_with("sd.") {
+                Some(b.source != Some(Source::Flow))
+            } else {
+                Field::from_name(name).map(|f| b.source.is_none_or(|s| f.available_in(s)))
+            };
+            match (known, b.source) {
+                (Some(true), _) => {}
+                (Some(false), Some(s)) => return Err(Missing::Source(s)),
+                _ => return Err(Missing::Capture),
+            }
+        }
+        Ok(())
     }
 
     /// Names of the fields these events carry (for suggestions and templates).
@@ -112,11 +160,133 @@ pub(crate) fn compile_cond(c: &CondAst, r: &mut Reporter<'_>) -> (Option<Cond>, 
         info: EventInfo {
             source,
             captures: Vec::new(),
+            branches: None,
         },
         r,
     };
     let out = ck.cond(c);
-    (out, ck.info)
+    let mut info = ck.info;
+    if out.is_some() {
+        let captured: BTreeSet<&str> = info.captures.iter().map(|(n, _)| n.as_str()).collect();
+        info.branches = branches(c, &captured);
+    }
+    (out, info)
+}
+
+/// The single source a field name implies, when only one source has it (and no capture of
+/// the condition can stand in for it).
+fn implied_source(name: &str, captured: &BTreeSet<&str>) -> Option<Source> {
+    if captured.contains(name) {
+        return None;
+    }
+    if name.starts_with("sd.") {
+        return Some(Source::Syslog);
+    }
+    match Field::from_name(name)?.sources() {
+        [s] => Some(*s),
+        _ => None,
+    }
+}
+
+/// The fields an expression reads.
+fn expr_fields<'e>(e: &'e ExprAst, out: &mut Vec<&'e str>) {
+    match e {
+        ExprAst::Field(n, _) => out.push(n),
+        ExprAst::Lit(..) => {}
+        ExprAst::Arith(_, a, b, _) => {
+            expr_fields(a, out);
+            expr_fields(b, out);
+        }
+        ExprAst::Neg(a, _) => expr_fields(a, out),
+    }
+}
+
+/// The branches of a checked condition (see [`Branch`]), or `None` past [`MAX_BRANCHES`]. A
+/// test on a field that is missing is false, so a field only one source has pins that source
+/// in its branch; branches that need two sources at once are dropped (they never match).
+fn branches(c: &CondAst, captured: &BTreeSet<&str>) -> Option<Vec<Branch>> {
+    let atom = |fields: &[&str], caps: Vec<String>| -> Vec<Branch> {
+        let mut source = None;
+        for f in fields {
+            match (source, implied_source(f, captured)) {
+                (Some(a), Some(b)) if a != b => return Vec::new(),
+                (None, s) => source = s,
+                _ => {}
+            }
+        }
+        vec![Branch {
+            source,
+            captures: caps,
+        }]
+    };
+    Some(match c {
+        CondAst::Or(v) => {
+            let mut out = Vec::new();
+            for p in v {
+                out.extend(branches(p, captured)?);
+                if out.len() > MAX_BRANCHES {
+                    return None;
+                }
+            }
+            out
+        }
+        CondAst::And(v) => {
+            let mut acc = vec![Branch::default()];
+            for p in v {
+                let next = branches(p, captured)?;
+                let mut prod = Vec::new();
+                for a in &acc {
+                    for b in &next {
+                        let source = match (a.source, b.source) {
+                            (Some(x), Some(y)) if x != y => continue,
+                            (x, y) => x.or(y),
+                        };
+                        let mut captures = a.captures.clone();
+                        captures.extend(b.captures.iter().cloned());
+                        prod.push(Branch { source, captures });
+                    }
+                }
+                if prod.len() > MAX_BRANCHES {
+                    return None;
+                }
+                acc = prod;
+            }
+            acc
+        }
+        // Nothing is known of what a negation matches, and its captures are dropped.
+        CondAst::Not(..) | CondAst::Bool(true, _) | CondAst::Bare(_) => vec![Branch::default()],
+        CondAst::Bool(false, _) => Vec::new(),
+        CondAst::Source(s, _) => vec![Branch {
+            source: Some(*s),
+            captures: Vec::new(),
+        }],
+        CondAst::Exists(n, _) => atom(&[n.as_str()], Vec::new()),
+        CondAst::Cmp(_, a, b, _) | CondAst::Str(_, a, b, _) => {
+            let mut fs = Vec::new();
+            expr_fields(a, &mut fs);
+            expr_fields(b, &mut fs);
+            atom(&fs, Vec::new())
+        }
+        CondAst::In(a, items, _) => {
+            let mut fs = Vec::new();
+            expr_fields(a, &mut fs);
+            for i in items {
+                expr_fields(i, &mut fs);
+            }
+            atom(&fs, Vec::new())
+        }
+        CondAst::Regex {
+            lhs, negate, re, ..
+        } => {
+            let mut fs = Vec::new();
+            expr_fields(lhs, &mut fs);
+            let caps = match (negate, Regex::new(re)) {
+                (false, Ok(r)) => r.capture_names().flatten().map(String::from).collect(),
+                _ => Vec::new(),
+            };
+            atom(&fs, caps)
+        }
+    })
 }
 
 struct CondChecker<'r, 'a> {

@@ -8,7 +8,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::event::{FieldKey, Value, ValueType};
-use crate::rules::check::{EventInfo, PatEnv, Reporter, compile_cond, compile_pattern};
+use crate::rules::check::{EventInfo, Missing, PatEnv, Reporter, compile_cond, compile_pattern};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
 use crate::rules::ir::{
     DEFAULT_FORGET_AFTER, DEFAULT_MAX_DELAY, EventDef, Rule, Severity, TemplatePart, TimeMode,
@@ -481,6 +481,37 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 };
                 match info.provides(fname) {
                     Some((key, ty)) => {
+                        if let Err(why) = info.always_provides(fname) {
+                            let (what, help) = match why {
+                                Missing::Source(s) => (
+                                    format!(
+                                        "it can match {} events, which have no `{fname}`",
+                                        s.name()
+                                    ),
+                                    format!(
+                                        "make every alternative of its condition provide `{fname}` (the same source, or the same named capture), or split `{}` into one event per source",
+                                        ev.name
+                                    ),
+                                ),
+                                Missing::Capture => (
+                                    format!(
+                                        "an alternative of its condition matches without the capture `(?P<{fname}>...)`"
+                                    ),
+                                    format!(
+                                        "put the named capture `(?P<{fname}>...)` in every alternative of the `or`, or split `{}` into one event per alternative",
+                                        ev.name
+                                    ),
+                                ),
+                            };
+                            cx.error(
+                                fspan.clone(),
+                                format!(
+                                    "event `{}` cannot always provide group field `{g}`: {what}",
+                                    ev.name
+                                ),
+                                Some(help),
+                            );
+                        }
                         match &group_types[gi] {
                             Some((t0, first)) if *t0 != ty => {
                                 cx.error(
