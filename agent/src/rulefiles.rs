@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use cepheus_core::rules::{Compiled, SourceFile, compile};
+use cepheus_core::rules::{Compiled, SourceFile, compile, source_from_bytes};
 
 /// Rule files read from disk and what the checker made of them.
 #[derive(Debug)]
@@ -35,15 +35,23 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-/// Counts `[[rule]]` headers (rules are counted even when they have errors).
+/// Counts the rules of each file as TOML reads them (`[[rule]]`, `[[ rule ]]`, `rule = [..]`;
+/// rules with errors count too); a file that is not valid TOML counts its `[[rule]]` lines.
 fn count_rules(sources: &[SourceFile]) -> usize {
     sources
         .iter()
         .map(|s| {
-            s.text
-                .lines()
-                .filter(|l| l.trim_start().starts_with("[[rule]]"))
-                .count()
+            let text = s.text.strip_prefix('\u{feff}').unwrap_or(&s.text);
+            match toml::from_str::<toml::Table>(text) {
+                Ok(t) => t
+                    .get("rule")
+                    .and_then(toml::Value::as_array)
+                    .map_or(0, Vec::len),
+                Err(_) => text
+                    .lines()
+                    .filter(|l| l.trim_start().starts_with("[[rule]]"))
+                    .count(),
+            }
         })
         .sum()
 }
@@ -127,11 +135,64 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
         );
     }
     let mut sources = Vec::new();
+    let mut not_utf8 = Vec::new();
     for f in files {
-        let text =
-            std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
-        sources.push(SourceFile { path: f, text });
+        let bytes = read_bounded(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        let (src, bad) = source_from_bytes(f, bytes);
+        sources.push(src);
+        not_utf8.extend(bad);
     }
-    let compiled = compile(&sources, &mut |p| std::fs::read_to_string(p));
+    let mut compiled = compile(&sources, &mut |p| read_text(p));
+    // A file that is not UTF-8 was checked with its bad bytes replaced; its error goes first
+    // among the file's findings, and no rules come out.
+    for d in not_utf8 {
+        let at = compiled
+            .diagnostics
+            .iter()
+            .position(|x| x.path >= d.path)
+            .unwrap_or(compiled.diagnostics.len());
+        compiled.diagnostics.insert(at, d);
+        compiled.rules = None;
+    }
     Ok(Loaded { sources, compiled })
+}
+
+/// The most a rule, `expect` or test file may hold: far above any real rule set (50,000
+/// rules are about 6 MB), and a bound on what a mistaken path (`/dev/zero`) can cost.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Reads a regular file of at most [`MAX_FILE_BYTES`]. A FIFO, device or socket is refused
+/// before it is opened (opening a FIFO waits for a writer; a device may never end).
+pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(
+            "not a regular file (a FIFO, device or socket cannot hold rules)",
+        ));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_FILE_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
+}
+
+/// [`read_bounded`], as UTF-8 text.
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_bounded(path)?).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "not UTF-8 text (byte {} is invalid)",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
 }

@@ -136,8 +136,8 @@ pub fn is_test_file(p: &Path) -> bool {
 }
 
 fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::rulefiles::read_text(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let file: TestFile = toml::from_str(&text)
         .with_context(|| format!("{} is not a valid test file", path.display()))?;
     let dir = path.parent().unwrap_or(Path::new("."));

@@ -243,7 +243,7 @@ impl ApiConfig {
         let Some(p) = &self.token_file else {
             return Ok(None);
         };
-        let t = std::fs::read_to_string(p)
+        let t = crate::rulefiles::read_text(p)
             .map_err(|e| anyhow::anyhow!("api.token_file: cannot read {}: {e}", p.display()))?;
         let t = t.trim().to_string();
         if t.len() < 16 {
@@ -323,7 +323,7 @@ impl Config {
 
     /// Reads, parses and validates a configuration file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        let text = crate::rulefiles::read_text(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
             source,
         })?;

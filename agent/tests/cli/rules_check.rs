@@ -110,3 +110,69 @@ fn broken_rule_files() {
         insta::assert_snapshot!(name, snap);
     }
 }
+
+/// Hostile rule files: a FIFO (opening it would wait for a writer forever) and a link to
+/// /dev/zero (never ends) are refused at once; a file that is not UTF-8 is an error at its
+/// first bad byte, and the other files are still checked.
+#[test]
+fn fifos_devices_and_non_utf8_files_are_refused_with_a_reason() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rules_check_hostile");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("fifo")).unwrap();
+    std::fs::create_dir_all(dir.join("mix")).unwrap();
+    let fifo = dir.join("fifo/f.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let (code, _, stderr) = cepheus(&["rules", "check", &dir.join("fifo").to_string_lossy()]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains("not a regular file"), "{stderr}");
+    }
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.toml")).unwrap();
+    let (code, _, stderr) = cepheus(&["rules", "check", &dir.join("zero.toml").to_string_lossy()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+
+    std::fs::write(
+        dir.join("mix/a.toml"),
+        b"[[rule]]\nname = \"a\xffb\"\nseverity = \"high\"\nevents.a = \"syslog\"\npattern = \"a\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("mix/b.toml"),
+        "[[rule]]\nname = \"b\"\nseverity = \"hig\"\nevents.a = \"syslog\"\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let mix = dir.join("mix").to_string_lossy().into_owned();
+    let (code, _, stderr) = cepheus(&["rules", "check", &mix]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("a.toml:2:10"), "{stderr}");
+    assert!(stderr.contains("byte 0xff"), "{stderr}");
+    assert!(stderr.contains("unknown severity `hig`"), "{stderr}");
+    assert!(
+        stderr.find("a.toml:2:10") < stderr.find("b.toml:3:12"),
+        "{stderr}"
+    );
+}
+
+/// The summary counts rules as TOML reads them, not by matching `[[rule]]` lines (a BOM,
+/// `[[ rule ]]`, a comment after the header or an inline array made it say 0 or 1).
+#[test]
+fn the_summary_counts_rules_as_toml_reads_them() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rules_check_count");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let body = "severity = \"high\"\nevents.a = \"syslog\"\npattern = \"a\"\n";
+    std::fs::write(
+        dir.join("a.toml"),
+        format!("\u{feff}[[rule]]\nname = \"a\"\n{body}[[ rule ]]\nname = \"b\"\n{body}[[rule]] # c\nname = \"c\"\n{body}"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("b.toml"),
+        "rule = [{name = \"d\", severity = \"high\", events.a = \"syslog\", pattern = \"a\"}]\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = cepheus(&["rules", "check", &dir.to_string_lossy()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("2 files, 4 rules: 0 errors"), "{stderr}");
+}

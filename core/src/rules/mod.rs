@@ -75,6 +75,28 @@ pub fn compile(
     }
 }
 
+/// A rule file read as bytes. When it is not UTF-8 the bad bytes are replaced (so the rest of
+/// the file is still checked) and an error points at the first of them.
+pub fn source_from_bytes(path: PathBuf, bytes: Vec<u8>) -> (SourceFile, Option<Diagnostic>) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (SourceFile { path, text }, None),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let byte = e.as_bytes().get(at).copied().unwrap_or(0);
+            let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let ctx = diag::FileCtx::new(path.clone(), &text);
+            let mut d = ctx.diag(
+                diag::Level::Error,
+                at..at + char::REPLACEMENT_CHARACTER.len_utf8(),
+                format!("this file is not UTF-8 text: byte 0x{byte:02x} is not valid here"),
+            );
+            d.help =
+                Some("rule files are UTF-8: re-encode it (e.g. `iconv -f latin1 -t utf-8`)".into());
+            (SourceFile { path, text }, Some(d))
+        }
+    }
+}
+
 /// Compiles rule texts that read no `expect` files (tests, the API's "check this text").
 pub fn compile_str(path: &str, text: &str) -> Compiled {
     let src = [SourceFile {
