@@ -160,10 +160,11 @@ fn run_live(
         }
     }
     use std::sync::atomic::Ordering::Relaxed;
-    let (received, filtered, dropped) = (
+    let (received, filtered, dropped, duplicates) = (
         cap.stats().received.load(Relaxed),
         cap.stats().filtered.load(Relaxed),
         cap.stats().dropped.load(Relaxed),
+        cap.stats().duplicates.load(Relaxed),
     );
     cap.stop();
     engine.finish(&mut notices);
@@ -174,6 +175,7 @@ fn run_live(
     summary["received"] = json!(received);
     summary["filtered"] = json!(filtered);
     summary["dropped"] = json!(dropped);
+    summary["loopback_duplicates"] = json!(duplicates);
     print_summary(&summary);
     out.exit_code(ExitCode::SUCCESS)
 }

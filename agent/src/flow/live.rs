@@ -5,8 +5,11 @@
 //! behind, frames are dropped and counted rather than queued without limit. Opening the socket
 //! needs root or `CAP_NET_RAW` ([`LiveError::Permission`] says so).
 //!
-//! Known gotcha (STACK.md §4): on `lo` pnet sees every frame twice (outgoing and incoming) and
-//! does not expose the packet type to tell them apart; capture on a real or veth interface.
+//! On a loopback interface pnet sees every frame twice (outgoing and incoming, STACK.md §4) and
+//! does not expose the packet type to tell them apart: there the second copy of a frame, the
+//! same bytes within [`LOOPBACK_TWIN_WINDOW`] of the first, is dropped and counted
+//! (`duplicates`), as DESIGN.md asks of "a packet seen twice on loopback". Each frame pairs with
+//! one copy at most, so a frame really sent twice is still seen twice.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -79,6 +82,46 @@ pub struct LiveStats {
     pub filtered: AtomicU64,
     /// Frames dropped because the channel was full.
     pub dropped: AtomicU64,
+    /// Second copies of loopback frames, dropped (see the module doc).
+    pub duplicates: AtomicU64,
+}
+
+/// How far apart the two copies of one loopback frame may be (they are microseconds apart).
+pub const LOOPBACK_TWIN_WINDOW: StdDuration = StdDuration::from_millis(20);
+
+/// Loopback frames waiting for their second copy: (hash of the bytes, length, when seen).
+#[derive(Default)]
+struct Twins {
+    waiting: std::collections::VecDeque<(u64, usize, std::time::Instant)>,
+}
+
+impl Twins {
+    /// Frames waiting at most (older ones go first).
+    const CAP: usize = 256;
+
+    /// Whether `frame` is the second copy of a frame seen within the window (then the pair is
+    /// done); otherwise it waits for its own copy.
+    fn is_second_copy(&mut self, frame: &[u8], now: std::time::Instant) -> bool {
+        use std::hash::{BuildHasher as _, BuildHasherDefault};
+        let h = BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(frame);
+        while let Some(&(_, _, t)) = self.waiting.front() {
+            if now.duration_since(t) > LOOPBACK_TWIN_WINDOW || self.waiting.len() >= Self::CAP {
+                self.waiting.pop_front();
+            } else {
+                break;
+            }
+        }
+        if let Some(i) = self
+            .waiting
+            .iter()
+            .position(|&(wh, len, _)| wh == h && len == frame.len())
+        {
+            self.waiting.remove(i);
+            return true;
+        }
+        self.waiting.push_back((h, frame.len(), now));
+        false
+    }
 }
 
 /// A running capture: receive frames from [`LiveCapture::recv_timeout`]; dropping it stops it.
@@ -124,6 +167,7 @@ impl LiveCapture {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(LiveStats::default());
         let (stop2, stats2, name) = (stop.clone(), stats.clone(), iface.to_string());
+        let mut twins = ni.is_loopback().then(Twins::default);
         let thread = std::thread::Builder::new()
             .name(format!("capture-{iface}"))
             .spawn(move || {
@@ -131,6 +175,12 @@ impl LiveCapture {
                     match rx.next() {
                         Ok(frame) => {
                             stats2.received.fetch_add(1, Ordering::Relaxed);
+                            if let Some(t) = &mut twins
+                                && t.is_second_copy(frame, std::time::Instant::now())
+                            {
+                                stats2.duplicates.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
                             if !filter.is_empty() {
                                 let pass = match decode(linktype::ETHERNET, frame) {
                                     Decoded::Ip(p) => filter.matches(&p),
@@ -220,4 +270,28 @@ pub fn wall_clock() -> Timestamp {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     Timestamp(i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_loopback_frame_pairs_with_one_copy() {
+        let mut t = Twins::default();
+        let t0 = std::time::Instant::now();
+        let (a, b) = (b"frame a".as_slice(), b"frame b".as_slice());
+        assert!(!t.is_second_copy(a, t0));
+        assert!(!t.is_second_copy(b, t0));
+        assert!(t.is_second_copy(a, t0));
+        // A frame really sent twice: its second sending waits for its own copy.
+        assert!(!t.is_second_copy(a, t0));
+        assert!(t.is_second_copy(a, t0));
+        assert!(t.is_second_copy(b, t0));
+        // Past the window, the same bytes are a new frame.
+        assert!(!t.is_second_copy(a, t0));
+        let late = t0 + LOOPBACK_TWIN_WINDOW + StdDuration::from_millis(1);
+        assert!(!t.is_second_copy(a, late));
+        assert!(t.is_second_copy(a, late));
+    }
 }
