@@ -79,6 +79,12 @@ impl fmt::Display for Timestamp {
     }
 }
 
+/// The units [`Duration::parse`] reads: every unit of fixed length (no months or years).
+pub const DURATION_UNITS: &[&str] = &[
+    "ns", "us", "µs", "ms", "s", "sec", "secs", "m", "min", "mins", "h", "hr", "hrs", "d", "day",
+    "days", "w", "week", "weeks",
+];
+
 impl Duration {
     /// Zero length.
     pub const ZERO: Duration = Duration(0);
@@ -110,6 +116,28 @@ impl Duration {
             return Err(format!(
                 "`{t}` has no unit: write `{t}s`, `{t}m`, `{t}h` or `{t}ms`"
             ));
+        }
+        // humantime also reads months and years (`5M` is five months, not minutes): only the
+        // units of fixed length are taken.
+        let mut rest = t;
+        while let Some(i) = rest.find(|c: char| c.is_alphabetic()) {
+            let unit_len = rest[i..]
+                .find(|c: char| !c.is_alphabetic())
+                .unwrap_or(rest.len() - i);
+            let unit = &rest[i..i + unit_len];
+            if !DURATION_UNITS.contains(&unit) {
+                let hint = match unit {
+                    "M" | "mo" | "month" | "months" => {
+                        " (`M` would be months: write `m` for minutes, or days such as `30d`)"
+                    }
+                    "y" | "year" | "years" => " (write days, such as `365d`)",
+                    _ => "",
+                };
+                return Err(format!(
+                    "`{t}`: `{unit}` is not a unit of duration{hint}; use ms, s, m, h, d or w, e.g. `30s`, `5m`, `1h30m`, `7d`"
+                ));
+            }
+            rest = &rest[i + unit_len..];
         }
         match humantime::parse_duration(t) {
             Ok(d) => i64::try_from(d.as_nanos())
@@ -162,6 +190,19 @@ mod tests {
         assert!(Duration::parse("60").is_err());
         assert!(Duration::parse("5 parsecs").is_err());
         assert!(Duration::parse("").is_err());
+        assert_eq!(Duration::parse("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        assert_eq!(Duration::parse("1h 30min"), Ok(Duration::from_secs(5400)));
+    }
+
+    /// `5M` is five months to humantime; in a rule it is a typo for `5m` far more often.
+    #[test]
+    fn months_and_years_are_refused() {
+        let e = Duration::parse("5M").unwrap_err();
+        assert!(e.contains("`M` is not a unit of duration"), "{e}");
+        assert!(e.contains("write `m` for minutes"), "{e}");
+        for bad in ["1y", "2months", "1M30s", "3years"] {
+            assert!(Duration::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
