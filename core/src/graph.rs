@@ -411,14 +411,29 @@ fn settings(rule: &Rule) -> (Settings, Settings) {
         scope.push(("allowed_lateness", rule.allowed_lateness.to_string()));
     }
     let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
-    let expect = if rule.expect.is_empty() {
-        "-".to_string()
-    } else {
-        format!(
-            "{} keys #{:016x}",
-            rule.expect.len(),
+    // The keys as `expect` writes them (sorted: the list is a set); a long list shows its
+    // first keys and a fingerprint of all.
+    let key = |k: &Vec<crate::event::Value>| {
+        k.iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let expect = match rule.expect.len() {
+        0 => "-".to_string(),
+        n if n <= 4 => format!(
+            "[{}]",
+            rule.expect.iter().map(key).collect::<Vec<_>>().join(" ")
+        ),
+        n => format!(
+            "{n} keys [{} ...] #{:016x}",
+            rule.expect[..3]
+                .iter()
+                .map(key)
+                .collect::<Vec<_>>()
+                .join(" "),
             fingerprint(&format!("{:?}", rule.expect))
-        )
+        ),
     };
     let root: Settings = vec![
         (

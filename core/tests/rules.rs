@@ -72,7 +72,8 @@ fn design_examples_compile_as_written() {
     assert_eq!(hb.severity, Severity::Critical);
     assert_eq!(
         hb.expect,
-        vec![vec![Value::str("web-1")], vec![Value::str("db-1")]]
+        // a set: sorted
+        vec![vec![Value::str("db-1")], vec![Value::str("web-1")]]
     );
     assert_eq!(
         hb.pattern,
@@ -789,4 +790,34 @@ fn every_alternative_of_an_event_must_provide_the_group_fields() {
         let c = compile_str("t.toml", &rule_text(&format!("{body}\npattern = \"a\"")));
         assert_eq!(messages(&c), vec![], "{body}");
     }
+}
+
+/// An `expect` list is a set: its order and repeats (warned) do not change the rule's
+/// identity, so two rules listing the same hosts in another order share one state; a comment
+/// may follow a key in an expect file.
+#[test]
+fn expect_lists_are_sets() {
+    let text = |expect: &str| {
+        format!(
+            "[[rule]]\nname = \"r\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nexpect = {expect}\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 60s\"\n"
+        )
+    };
+    let a = compile_str("a.toml", &text("[\"a\", \"b\"]"));
+    let b = compile_str("b.toml", &text("[\"b\", \"a\", \"a\"]"));
+    assert_eq!(messages(&a), vec![]);
+    assert_eq!(
+        messages(&b),
+        vec![(Level::Warning, "`a` is listed twice".to_string())]
+    );
+    let (a, b) = (a.rules.unwrap(), b.rules.unwrap());
+    assert_eq!(a.rules[0].canonical(), b.rules[0].canonical());
+    let c = with_hosts(
+        &text("{ file = \"hosts.txt\" }"),
+        "b  # rack 4\na\t# rack 1\n#c\n",
+    );
+    assert_eq!(messages(&c), vec![]);
+    assert_eq!(
+        c.rules.unwrap().rules[0].expect,
+        vec![vec![Value::str("a")], vec![Value::str("b")]]
+    );
 }

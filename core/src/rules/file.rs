@@ -1,6 +1,6 @@
 //! The TOML front end: rule files, their keys, and rule-level checks.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -837,12 +837,22 @@ fn expect_values(
     types: &[ValueType],
 ) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
+    // Keys already listed: an expect list is a set (its order and repeats change nothing, and
+    // so do not change the rule's identity either: the result is sorted).
+    let mut seen: BTreeSet<Vec<Value>> = BTreeSet::new();
     // (text, file, span within that file)
     match v.get_ref() {
         DeValue::Array(a) => {
             for it in a.iter() {
                 if let Some(s) = cx.string(it, "expect") {
                     match parse_key(s, groups, types) {
+                        Ok(k) if !seen.insert(k.clone()) => {
+                            cx.warning(
+                                it.span(),
+                                format!("`{s}` is listed twice"),
+                                h("remove the repeated key"),
+                            );
+                        }
                         Ok(k) => out.push(k),
                         Err((msg, help, sub)) => {
                             let map = StrMap::new(&cx.file.text, it.span(), s);
@@ -895,6 +905,12 @@ fn expect_values(
                 let start = offset;
                 offset += line.len();
                 let body = line.trim_end_matches(['\n', '\r']);
+                // A comment may follow a key after a blank: `web-1  # rack 4`.
+                let comment = body
+                    .match_indices('#')
+                    .map(|(i, _)| i)
+                    .find(|&i| body[..i].ends_with([' ', '\t']));
+                let body = comment.map_or(body, |c| &body[..c]);
                 let trimmed = body.trim();
                 if trimmed.is_empty() || trimmed.starts_with('#') {
                     continue;
@@ -903,7 +919,7 @@ fn expect_values(
                 let sp = start + lead..start + lead + trimmed.len();
                 match parse_key(trimmed, groups, types) {
                     Ok(k) => {
-                        if out.contains(&k) {
+                        if !seen.insert(k.clone()) {
                             let mut d =
                                 ef.diag(Level::Warning, sp, format!("`{trimmed}` is listed twice"));
                             d.help = h("remove the repeated line");
@@ -930,6 +946,7 @@ fn expect_values(
             None,
         ),
     }
+    out.sort();
     out
 }
 
