@@ -268,6 +268,17 @@ fn expand(p: &Pattern, rule: &str) -> Result<Vec<Vec<Item>>, PlanError> {
             acc
         }
         Pattern::And(ps) => {
+            // `and` is associative: `and(and(a, b), c)` is `and(a, b, c)`, every order of the
+            // three (as a sequence of its parts it would miss `a c b`).
+            let mut flat = Vec::new();
+            let mut todo: Vec<&Pattern> = ps.iter().rev().collect();
+            while let Some(p) = todo.pop() {
+                match p {
+                    Pattern::And(inner) => todo.extend(inner.iter().rev()),
+                    other => flat.push(other.clone()),
+                }
+            }
+            let ps = &flat;
             if ps.len() > 5 {
                 return Err(unsupported("and() of more than 5 parts; split the rule"));
             }

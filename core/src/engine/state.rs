@@ -1084,19 +1084,28 @@ impl LinearState {
                 _ => true,
             }
         });
-        // E. The oldest run that can take the event takes it.
+        // E. The oldest partial match that can take the event takes it. The runs one event
+        // started in several alternatives (the orders of an `and`, the branches of an `or`)
+        // are one partial match read in different ways: each of them that can take the event
+        // does, so `and(a, b, c)` over `a c b` is not lost to the order `a b c` taking `b`.
+        // The first to complete wins and consumes the others with its events.
         let mut completed: Option<usize> = None;
-        let mut taken = false;
+        let mut origin: Option<Option<u64>> = None;
         for (ri, r) in self.runs.iter_mut().enumerate() {
+            let first = r.items.front().map(|i| i.id);
+            match origin {
+                Some(o) if o != first || o.is_none() => break,
+                _ => {}
+            }
             let alt = &alts[r.alt as usize];
             if let Took::Yes = take(ctx, alt, r, t, mask, ev, id) {
-                taken = true;
-                if complete(ctx, alt, r, t) {
+                origin = Some(first);
+                if completed.is_none() && complete(ctx, alt, r, t) {
                     completed = Some(ri);
                 }
-                break;
             }
         }
+        let taken = origin.is_some();
         // F. Otherwise it starts a run in every alternative it can start.
         // Rarely more than one: no allocation for an immediate completion.
         let mut fresh_completed: SmallVec<[usize; 2]> = SmallVec::new();

@@ -109,6 +109,50 @@ fn and_any_order() {
     );
 }
 
+/// `and` of three or four parts matches in every order (DESIGN.md: "in any order"), also
+/// nested: the runs one event starts in the orders of an `and` are one partial match, and
+/// the order `a b c` taking `b` no longer loses the order `a c b` (before, `and(a, b, c)`
+/// matched 3 of the 6 orders and `and(a, b, c, d)` 4 of the 24).
+#[test]
+fn and_of_several_parts_matches_every_order() {
+    fn orders(v: Vec<usize>) -> Vec<Vec<usize>> {
+        if v.len() <= 1 {
+            return vec![v];
+        }
+        let mut out = Vec::new();
+        for i in 0..v.len() {
+            let mut rest = v.clone();
+            let x = rest.remove(i);
+            for mut o in orders(rest) {
+                o.insert(0, x);
+                out.push(o);
+            }
+        }
+        out
+    }
+    let names = ["a", "b", "c", "d"];
+    let patterns = [
+        (3, and(vec![ev(0), ev(1), ev(2)])),
+        (3, and(vec![and(vec![ev(0), ev(1)]), ev(2)])),
+        (4, and(vec![ev(0), ev(1), ev(2), ev(3)])),
+    ];
+    for (n, p) in patterns {
+        for o in orders((0..n).collect()) {
+            let input: Vec<String> = o
+                .iter()
+                .enumerate()
+                .map(|(t, &e)| format!("{}:h@{t}", names[e]))
+                .collect();
+            let last = format!("firing h @{}", n - 1);
+            check(
+                vec![rule("r", &names[..n], p.clone())],
+                &input.join(" "),
+                &[last.as_str()],
+            );
+        }
+    }
+}
+
 // ---- closures ----
 
 #[test]
