@@ -117,29 +117,8 @@ impl Duration {
                 "`{t}` has no unit: write `{t}s`, `{t}m`, `{t}h` or `{t}ms`"
             ));
         }
-        // humantime also reads months and years (`5M` is five months, not minutes): only the
-        // units of fixed length are taken.
-        let mut rest = t;
-        while let Some(i) = rest.find(|c: char| c.is_alphabetic()) {
-            let unit_len = rest[i..]
-                .find(|c: char| !c.is_alphabetic())
-                .unwrap_or(rest.len() - i);
-            let unit = &rest[i..i + unit_len];
-            if !DURATION_UNITS.contains(&unit) {
-                let hint = match unit {
-                    "M" | "mo" | "month" | "months" => {
-                        " (`M` would be months: write `m` for minutes, or days such as `30d`)"
-                    }
-                    "y" | "year" | "years" => " (write days, such as `365d`)",
-                    _ => "",
-                };
-                return Err(format!(
-                    "`{t}`: `{unit}` is not a unit of duration{hint}; use ms, s, m, h, d or w, e.g. `30s`, `5m`, `1h30m`, `7d`"
-                ));
-            }
-            rest = &rest[i + unit_len..];
-        }
         match humantime::parse_duration(t) {
+            Ok(_) if unit_refused(t).is_some() => Err(unit_refused(t).unwrap_or_default()),
             Ok(d) => i64::try_from(d.as_nanos())
                 .map(Duration)
                 .map_err(|_| format!("`{t}` is too long")),
@@ -148,6 +127,32 @@ impl Duration {
             )),
         }
     }
+}
+
+/// Why `t`, which humantime reads, is still refused: humantime also reads months and years
+/// (`5M` is five months, not minutes), and only units of fixed length are taken.
+fn unit_refused(t: &str) -> Option<String> {
+    let mut rest = t;
+    while let Some(i) = rest.find(|c: char| c.is_alphabetic()) {
+        let unit_len = rest[i..]
+            .find(|c: char| !c.is_alphabetic())
+            .unwrap_or(rest.len() - i);
+        let unit = &rest[i..i + unit_len];
+        if !DURATION_UNITS.contains(&unit) {
+            let hint = match unit {
+                "M" | "mo" | "month" | "months" => {
+                    " (`M` would be months: write `m` for minutes, or days such as `30d`)"
+                }
+                "y" | "year" | "years" => " (write days, such as `365d`)",
+                _ => "",
+            };
+            return Some(format!(
+                "`{t}`: `{unit}` is not a unit of duration{hint}; use ms, s, m, h, d or w, e.g. `30s`, `5m`, `1h30m`, `7d`"
+            ));
+        }
+        rest = &rest[i + unit_len..];
+    }
+    None
 }
 
 impl fmt::Display for Duration {
