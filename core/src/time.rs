@@ -118,10 +118,12 @@ impl Duration {
             ));
         }
         match humantime::parse_duration(t) {
-            Ok(_) if unit_refused(t).is_some() => Err(unit_refused(t).unwrap_or_default()),
-            Ok(d) => i64::try_from(d.as_nanos())
-                .map(Duration)
-                .map_err(|_| format!("`{t}` is too long")),
+            Ok(d) => match unit_refused(t) {
+                Some(why) => Err(why),
+                None => i64::try_from(d.as_nanos())
+                    .map(Duration)
+                    .map_err(|_| format!("`{t}` is too long")),
+            },
             Err(e) => Err(format!(
                 "`{t}` is not a duration ({e}); write e.g. `30s`, `5m`, `1h30m`, `7d`"
             )),
