@@ -370,6 +370,9 @@ struct Lane {
     pending: BinaryHeap<Reverse<Pending>>,
     max_event: Option<Timestamp>,
     last_arrival: Option<Timestamp>,
+    /// Event time: the watermark at the last arrival, from which an idle lane's watermark
+    /// moves on with the clock.
+    mark: Option<Timestamp>,
     generation_bump: u32,
     /// Event time: the earliest event time seen before the lane's rules began monitoring
     /// (they begin at the first event in event-time order, not the first to arrive).
@@ -1260,12 +1263,22 @@ impl Engine {
         // Event-time lanes: reorder below the watermark.
         for li in 1..self.lanes.len() {
             let lane = &mut self.lanes[li];
+            // Where the lane's time had got to when this event arrived (an idle lane's
+            // watermark moved with the clock meanwhile), then what the event itself adds.
+            let before = lane.max_event.map(|_| lane.watermark(arrival));
             lane.max_event = Some(lane.max_event.map_or(ev_time, |m| m.max(ev_time)));
             if !lane.started {
                 lane.min_event = Some(lane.min_event.map_or(ev_time, |m| m.min(ev_time)));
             }
-            let w = lane.watermark(arrival);
             lane.last_arrival = Some(arrival);
+            let w = lane
+                .watermark(arrival)
+                .max(before.unwrap_or(Timestamp::MIN));
+            lane.mark = Some(w);
+            // Time passes before the event is looked at: deadlines the watermark passed fire
+            // first, as they would have with the clock ticking while the event was on its
+            // way, so a late event finds the alert it may retract.
+            self.release(li, w, out);
             for h in &hits {
                 if self.rts[h.rule as usize].lane != li {
                     continue;
@@ -1954,6 +1967,7 @@ impl Engine {
                     now: l.now,
                     max_event: l.max_event,
                     last_arrival: l.last_arrival,
+                    mark: l.mark,
                     min_event: l.min_event,
                     started: l.started,
                     pending: l
@@ -2043,6 +2057,7 @@ impl Engine {
             if let Some(s) = saved {
                 lane.max_event = s.max_event;
                 lane.last_arrival = s.last_arrival;
+                lane.mark = s.mark;
                 lane.min_event = s.min_event;
                 lane.started = s.started;
             } else {
@@ -2325,6 +2340,7 @@ impl Lane {
             pending: BinaryHeap::new(),
             max_event: None,
             last_arrival: None,
+            mark: None,
             generation_bump: 0,
             min_event: None,
             started: mode == TimeMode::Processing,
@@ -2336,14 +2352,16 @@ impl Lane {
     /// idle for longer than the delay.
     fn watermark(&self, clock: Timestamp) -> Timestamp {
         let capped = clock.sub(self.delay);
-        let from_events = self.max_event.map(|m| m.sub(self.delay).min(capped));
-        let idle = self
-            .last_arrival
-            .is_none_or(|a| clock.since(a) > self.delay);
-        let mut w = from_events.unwrap_or(capped);
-        if idle {
-            w = w.max(capped);
-        }
+        let w = match (self.max_event, self.last_arrival) {
+            (Some(m), Some(a)) if clock.since(a) > self.delay => {
+                // Idle: the watermark moves on at the clock's rate from where the last
+                // arrival left it, so a source whose stamps lag its arrivals keeps its lag.
+                let from = self.mark.unwrap_or(Timestamp::MIN).max(m.sub(self.delay));
+                from.add(clock.since(a)).min(capped)
+            }
+            (Some(m), _) => m.sub(self.delay).min(capped),
+            (None, _) => capped,
+        };
         w.max(self.now)
     }
 }
@@ -2381,6 +2399,9 @@ pub struct LaneCheckpoint {
     pub max_event: Option<Timestamp>,
     /// The last arrival.
     pub last_arrival: Option<Timestamp>,
+    /// The watermark at the last arrival (absent in checkpoints before it was kept).
+    #[serde(default)]
+    pub mark: Option<Timestamp>,
     /// The earliest event time seen before the lane began monitoring.
     pub min_event: Option<Timestamp>,
     /// Whether the lane's rules began monitoring.

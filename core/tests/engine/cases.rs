@@ -403,11 +403,18 @@ fn a_source_lagging_more_than_max_delay_is_not_late_from_its_first_event() {
         "a:h@0/10 b:h@1/11 a:h@2/12 b:h@3/13 end",
         &["firing h @1", "firing h @3"],
     );
-    // After 19 s with nothing arriving the watermark follows the clock (25 at arrival 30),
-    // so the next pair, stamped before it, is late.
+    // After 19 s with nothing arriving the watermark has moved with the clock from where
+    // the last arrival left it (-4 at 11, so 15 at 30): the source keeps its 10 s lag and
+    // the next pair is on time.
     check(
         vec![r()],
         "a:h@0/10 b:h@1/11 a:h@20/30 b:h@21/31 end",
+        &["firing h @1", "firing h @21"],
+    );
+    // A pair stamped 25 s behind its arrival is below that watermark: late.
+    check(
+        vec![r()],
+        "a:h@0/10 b:h@1/11 a:h@5/30 b:h@6/31 end",
         &["firing h @1"],
     );
 }
@@ -880,4 +887,72 @@ group_by = ["host"]
         out[0].to_json()["message"],
         serde_json::json!("first h1 saw b")
     );
+}
+
+#[test]
+fn a_late_event_whose_arrival_passes_the_deadline_retracts_the_absence() {
+    // Nothing ticks the clock between the heartbeats (a replay): hb stamped 50 arrives at 80.
+    // Its arrival moves the watermark to 75, past the deadline 60, which fires as it would
+    // have with the clock ticking; the hb, late but within 30 s, then retracts it and the
+    // absence re-arms from 50 (deadline 110).
+    let r = || rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 30);
+    check(
+        vec![r()],
+        "hb:h@0/0 hb:h@50/80 end@200",
+        &[
+            "firing h @60",
+            "retracted h @75 (late_event)",
+            "firing h @110",
+        ],
+    );
+    // The same with the clock ticking in between.
+    check(
+        vec![r()],
+        "hb:h@0/0 tick@70 hb:h@50/80 end@200",
+        &[
+            "firing h @60",
+            "retracted h @75 (late_event)",
+            "firing h @110",
+        ],
+    );
+    // At the end of a sequence: the hb stamped between the talk and the deadline retracts.
+    let s = rule(
+        "r",
+        &["talk", "hb"],
+        seq(vec![ev(0), absent(ev(1), Some(120))]),
+    )
+    .event_time(5, 60);
+    check(
+        vec![s],
+        "talk:h@0/0 hb:h@100/140 end@300",
+        &["firing h @120", "retracted h @135 (late_event)"],
+    );
+}
+
+#[test]
+fn a_sparse_source_lagging_more_than_max_delay_keeps_every_event() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    // Heartbeats every 30 s, stamped 100 s behind their arrival. Between two of them the
+    // lane is idle and its watermark moves with the clock from the last event's time, so
+    // each heartbeat is on time: no absence fires while they come, and none is late.
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 0);
+    let rules = set(vec![r]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script("hb:h@0/100 hb:h@30/130 hb:h@60/160 hb:h@90/190 tick@210"),
+        &mut out,
+    );
+    assert_eq!(e.counters().late, 0);
+    assert!(
+        out.is_empty(),
+        "{:?}",
+        out.iter().map(|a| fmt_alert(a, false)).collect::<Vec<_>>()
+    );
+    // Then silence: the deadline 150 fires once the watermark, 100 s behind the clock
+    // plus the delay, passes it.
+    run_on(&mut e, parse_script("tick@254 tick@256"), &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(got, ["firing h @150"]);
 }
