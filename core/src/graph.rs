@@ -275,8 +275,11 @@ pub struct GraphRule {
     /// Its root node (`None` only if the pattern names an undefined event, which a checked
     /// rule set never does).
     pub root: Option<NodeId>,
-    /// The event node of each of its definitions, by definition index.
-    pub events: Vec<NodeId>,
+    /// The event node of each of its definitions, by definition index (`None` for one the
+    /// pattern does not name).
+    pub events: Vec<Option<NodeId>>,
+    /// The definitions its pattern does not name: not in the graph, never evaluated.
+    pub unused: Vec<String>,
 }
 
 /// Counts for benchmarks and docs: this graph against the same rules without sharing.
@@ -492,7 +495,13 @@ impl Builder {
         let (scope_set, root_set) = settings(rule);
         let scope = settings_text(&scope_set);
         let mut evs = Vec::with_capacity(rule.events.len());
+        let mut unused = Vec::new();
         for (di, def) in rule.events.iter().enumerate() {
+            if !rule.pattern.uses(di) {
+                unused.push(def.name.clone());
+                evs.push(None);
+                continue;
+            }
             let pc = def.cond.canonical();
             let p = self.push(Inst {
                 kind: NodeKind::Predicate {
@@ -528,7 +537,7 @@ impl Builder {
                 children: vec![p],
                 rule: ri,
             });
-            evs.push(e);
+            evs.push(Some(e));
         }
         let top = self.walk(&rule.pattern, &evs, ri, &scope);
         let root = top.map(|top| {
@@ -559,13 +568,20 @@ impl Builder {
             name: rule.name.clone(),
             root: None,
             events: evs,
+            unused,
         });
     }
 
     /// Adds the instances of a pattern (post-order); returns its top instance.
-    fn walk(&mut self, p: &Pattern, evs: &[usize], ri: usize, scope: &str) -> Option<usize> {
+    fn walk(
+        &mut self,
+        p: &Pattern,
+        evs: &[Option<usize>],
+        ri: usize,
+        scope: &str,
+    ) -> Option<usize> {
         let (kind, mut children) = match p {
-            Pattern::Event(i) => return evs.get(*i).copied(),
+            Pattern::Event(i) => return evs.get(*i).copied().flatten(),
             Pattern::Seq(ps) | Pattern::Or(ps) | Pattern::And(ps) => {
                 let mut cs = Vec::with_capacity(ps.len());
                 for c in ps {
@@ -794,6 +810,15 @@ impl Builder {
         not_shared_twins(
             share, &insts, &class_of, &classes, &id_of, &settings, &mut nodes,
         );
+        if !share {
+            similar_unshared(&insts, &settings, |i| id_of[class_of[i]], &mut nodes);
+        }
+        for n in &mut nodes {
+            if n.sharing.is_empty() && n.not_shared.is_empty() {
+                n.not_shared
+                    .push(format!("not shared: {}", alone_reason(&n.kind)));
+            }
+        }
 
         // 5. The hash table and the counts.
         let mut index = BTreeMap::new();
@@ -810,7 +835,7 @@ impl Builder {
         let stats = stats(&insts, &nodes, &index);
         for (r, root) in rules.iter_mut().zip(&roots) {
             r.root = root.map(|i| id_of[class_of[i]]);
-            for e in &mut r.events {
+            for e in r.events.iter_mut().flatten() {
                 *e = id_of[class_of[*e]];
             }
         }
@@ -1173,6 +1198,64 @@ fn not_shared_twins(
     }
 }
 
+/// `--no-share`: notes on the nodes that sharing would have combined as similar (OA, SS,
+/// OS), found by running the shared analysis over the same instances.
+fn similar_unshared(
+    insts: &[Inst],
+    settings: &[(Settings, Settings)],
+    node_of_inst: impl Fn(usize) -> NodeId,
+    nodes: &mut [Node],
+) {
+    let (classes, class_of) = merge(insts, true);
+    let sim = similar(&classes, settings);
+    let mut members: Vec<Vec<NodeId>> = vec![Vec::new(); classes.len()];
+    for (i, c) in class_of.iter().enumerate() {
+        let id = node_of_inst(i);
+        if !members[*c].contains(&id) {
+            members[*c].push(id);
+        }
+    }
+    for (kind, a, b) in &sim.relations {
+        for (x, y) in [(*a, *b), (*b, *a)] {
+            let mut others: Vec<String> = members[y]
+                .iter()
+                .take(MAX_NOTES)
+                .map(|o| format!("#{o}"))
+                .collect();
+            if members[y].len() > MAX_NOTES {
+                others.push(format!("{} more", members[y].len() - MAX_NOTES));
+            }
+            let note = format!(
+                "not combined ({}) with {} (--no-share)",
+                kind.name(),
+                others.join(", ")
+            );
+            for id in &members[x] {
+                let n = &mut nodes[*id];
+                if !n.not_shared.contains(&note) {
+                    n.not_shared.push(note.clone());
+                }
+            }
+        }
+    }
+}
+
+/// Why a node that has no counterpart in the rule set stands alone.
+fn alone_reason(kind: &NodeKind) -> &'static str {
+    match kind {
+        NodeKind::Predicate { .. } => "no other event definition has this condition",
+        NodeKind::Event { .. } => "no other use of this predicate with this group mapping",
+        NodeKind::Seq | NodeKind::Or | NodeKind::And => {
+            "no other node has this operator over the same events in the same scope, and no similar operator (OA, SS, OS) is there to combine with"
+        }
+        NodeKind::Repeat { .. } | NodeKind::Absent { .. } => {
+            "no other node has this operator over the same events in the same scope"
+        }
+        NodeKind::Root { .. } => "no other rule has the same meaning",
+        NodeKind::Virtual { .. } => "a virtual node is shared by construction",
+    }
+}
+
 /// Similar operations found among the classes.
 #[derive(Default)]
 struct Similar {
@@ -1481,8 +1564,16 @@ impl Graph {
         let _ = writeln!(s, "# {}", self.summary());
         for r in &self.rules {
             match r.root {
-                Some(id) => {
+                Some(id) if r.unused.is_empty() => {
                     let _ = writeln!(s, "# rule {} -> #{id}", r.name);
+                }
+                Some(id) => {
+                    let _ = writeln!(
+                        s,
+                        "# rule {} -> #{id} (not in the graph, never evaluated: {}, which the pattern does not use)",
+                        r.name,
+                        r.unused.join(", ")
+                    );
                 }
                 None => {
                     let _ = writeln!(s, "# rule {} -> (no root)", r.name);

@@ -126,7 +126,8 @@ fn paper_tables_2_and_3() {
     // Rule/definition → event node → predicate, both ways.
     for (ri, r) in g.rules.iter().enumerate() {
         for (di, e) in r.events.iter().enumerate() {
-            let pred = &g.nodes[g.nodes[*e].children[0]];
+            let e = e.expect("the paper's rules use every definition");
+            let pred = &g.nodes[g.nodes[e].children[0]];
             let NodeKind::Predicate { uses } = &pred.kind else {
                 panic!("{pred:?}")
             };
@@ -580,4 +581,106 @@ pattern = "f"
         g.to_text()
             .contains("which a regex capture keeps as written")
     );
+}
+
+#[test]
+fn unused_definitions_are_not_in_the_graph_nor_counted_as_shared() {
+    // Both rules define `spare` without using it: it is never evaluated, so it is no node and
+    // no SO sharing (the checker warns about it).
+    let text = r#"
+[[rule]]
+name = "r1"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.spare = 'syslog and app == "cron"'
+pattern = "a"
+
+[[rule]]
+name = "r2"
+severity = "low"
+events.b = 'syslog and app == "b"'
+events.spare = 'syslog and app == "cron"'
+pattern = "b"
+"#;
+    for share in [true, false] {
+        let g = build(&rules(text), share);
+        assert!(
+            !g.nodes.iter().any(|n| n.canonical.contains("cron")),
+            "{}",
+            g.to_text()
+        );
+        assert_eq!(g.stats.predicates, 2);
+        assert_eq!(g.stats.predicates_unshared, 2);
+        assert!(g.nodes.iter().all(|n| !n.is_shared()), "{}", g.to_text());
+        assert_eq!(
+            g.rules[0].events,
+            [Some(g.rules[0].events[0].unwrap()), None]
+        );
+        assert_eq!(g.rules[0].unused, ["spare"]);
+        assert!(
+            g.to_text().contains("never evaluated: spare"),
+            "{}",
+            g.to_text()
+        );
+    }
+}
+
+#[test]
+fn every_node_says_why_it_is_or_is_not_shared() {
+    let extra = r#"
+[[rule]]
+name = "alone"
+severity = "low"
+events.x = 'syslog and app == "x"'
+events.y = 'syslog and app == "y"'
+pattern = "seq(x, y) within 1m"
+"#;
+    let rs = rules(&format!("{PAPER}{extra}"));
+    for share in [true, false] {
+        let g = build(&rs, share);
+        for n in &g.nodes {
+            assert!(
+                !n.sharing.is_empty() || !n.not_shared.is_empty(),
+                "#{} has no reason (share={share}):\n{}",
+                n.id,
+                g.to_text()
+            );
+        }
+        assert!(
+            g.to_text()
+                .contains("not shared: no other event definition has this condition")
+        );
+    }
+}
+
+#[test]
+fn no_share_names_the_similar_operators_it_did_not_combine() {
+    let g = build(&rules(PAPER), false);
+    let text = g.to_text();
+    // One note per kind of the paper's tables, each on the node that sharing would combine.
+    for kind in ["OA", "OS", "SS"] {
+        let note = format!("not combined ({kind}) with #");
+        let holders: Vec<&Node> = g
+            .nodes
+            .iter()
+            .filter(|n| {
+                n.not_shared
+                    .iter()
+                    .any(|s| s.starts_with(&note) && s.ends_with("(--no-share)"))
+            })
+            .collect();
+        assert!(holders.len() >= 2, "{kind}:\n{text}");
+    }
+    let oa: Vec<NodeId> = g
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.not_shared
+                .iter()
+                .any(|s| s.starts_with("not combined (OA)"))
+        })
+        .map(|n| n.id)
+        .collect();
+    let kinds: Vec<&str> = oa.iter().map(|id| g.nodes[*id].kind.name()).collect();
+    assert_eq!(kinds, ["or", "and"], "{text}");
 }

@@ -148,12 +148,16 @@ impl Filter {
     pub fn new(rules: &RuleSet, share: bool) -> Filter {
         if !share {
             let preds = rules.rules.iter().enumerate().flat_map(|(ri, rule)| {
-                rule.events.iter().enumerate().map(move |(di, def)| Pred {
-                    consumers: vec![(ri as u32, di as u32)],
-                    residual: def.cond.clone(),
-                    key_field: None,
-                    key_values: 0,
-                })
+                rule.events
+                    .iter()
+                    .enumerate()
+                    .filter(|(di, _)| rule.pattern.uses(*di))
+                    .map(move |(di, def)| Pred {
+                        consumers: vec![(ri as u32, di as u32)],
+                        residual: def.cond.clone(),
+                        key_field: None,
+                        key_values: 0,
+                    })
             });
             return Filter {
                 preds: preds.collect(),
@@ -165,6 +169,10 @@ impl Filter {
         let mut by_text: HashMap<String, usize> = HashMap::new();
         for (ri, rule) in rules.rules.iter().enumerate() {
             for (di, def) in rule.events.iter().enumerate() {
+                // A definition the pattern does not name is never evaluated.
+                if !rule.pattern.uses(di) {
+                    continue;
+                }
                 let owner = (ri as u32, di as u32);
                 match by_text.entry(def.cond.canonical()) {
                     std::collections::hash_map::Entry::Occupied(e) => {

@@ -585,6 +585,18 @@ pub enum Pattern {
     },
 }
 
+impl Pattern {
+    /// Whether the pattern names definition `def` anywhere: a definition it does not name is
+    /// never evaluated (the checker warns about it).
+    pub fn uses(&self, def: EventId) -> bool {
+        match self {
+            Pattern::Event(i) => *i == def,
+            Pattern::Seq(ps) | Pattern::Or(ps) | Pattern::And(ps) => ps.iter().any(|p| p.uses(def)),
+            Pattern::Repeat { inner, .. } | Pattern::Absent { inner, .. } => inner.uses(def),
+        }
+    }
+}
+
 /// `within D` or `within D1..D2`: bounds on the distance from the first to the last step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Window {
