@@ -246,10 +246,16 @@ impl SyslogParser {
         if let Some(s) = msg.severity {
             event.set(Field::Severity, Value::Int(s as i64));
         }
-        if let Some(h) = msg.hostname {
+        let (host, app) = match (&msg.protocol, msg.hostname, msg.appname) {
+            // RFC 3164 without a hostname (`<13>Apr  5 12:56:51 su: pam ok`, as local
+            // senders write it): the first header word ends with a colon, so it is the tag.
+            (Protocol::RFC3164, Some(h), None) if ends_with_colon(text, h) => (None, Some(h)),
+            (_, h, a) => (h, a),
+        };
+        if let Some(h) = host {
             event.set(Field::Host, Value::str(h));
         }
-        if let Some(a) = msg.appname {
+        if let Some(a) = app {
             event.set(Field::App, Value::str(a));
         }
         match msg.procid {
@@ -294,6 +300,17 @@ fn pid_as_written(text: &str, msg: &Message<&str>, pid: i32) -> String {
         Some(t) if t.trim().parse::<i32>() == Ok(pid) => t.to_string(),
         _ => pid.to_string(),
     }
+}
+
+/// Whether the header word `word` is written `word:` followed by a blank or the end (a tag).
+fn ends_with_colon(text: &str, word: &str) -> bool {
+    let pat = format!(" {word}:");
+    text.match_indices(&pat).any(|(i, _)| {
+        text[i + pat.len()..]
+            .chars()
+            .next()
+            .is_none_or(char::is_whitespace)
+    })
 }
 
 /// Trims trailing CR, LF and NUL (framing leftovers) from raw bytes.
@@ -418,6 +435,44 @@ mod tests {
         );
         assert_eq!(e.get(Field::Facility), None);
         assert_eq!(e.get(Field::Severity), None);
+    }
+
+    #[test]
+    fn rfc3164_without_hostname_reads_the_tag_as_the_app() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        for (line, host, app, msg) in [
+            (
+                "<13>Apr  5 12:56:51 robin: Hello",
+                None,
+                Some("robin"),
+                "Hello",
+            ),
+            ("<13>Apr  5 12:56:51 su: pam ok", None, Some("su"), "pam ok"),
+            (
+                "<13>Apr  5 12:56:51 sshd[7]: x y",
+                None,
+                Some("sshd"),
+                "x y",
+            ),
+            (
+                "<13>Apr  5 12:56:51 web-1 robin: Hello",
+                Some("web-1"),
+                Some("robin"),
+                "Hello",
+            ),
+            (
+                "<13>Apr  5 12:56:51 10.0.0.1 sshd: x",
+                Some("10.0.0.1"),
+                Some("sshd"),
+                "x",
+            ),
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::Host), host, "{line}");
+            assert_eq!(get(&e, Field::App), app, "{line}");
+            assert_eq!(get(&e, Field::Msg), Some(msg), "{line}");
+        }
     }
 
     #[test]
