@@ -690,11 +690,62 @@ fn groups_forget_without_an_agent_says_so() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the agent's API"));
 }
 
+/// `cepheus config check` names every problem that `cepheus run` would refuse at start-up,
+/// values and missing files alike, in one pass.
+#[test]
+fn config_check_names_every_problem_run_would_refuse() {
+    let dir = scratch("config-all");
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        "[syslog]\nfiles = [\"missing.log\"]\nmax_connections = 0\nudp = [\"127.0.0.1:5599\", \"127.0.0.1:5599\"]\n[rules]\npaths = [\"no-such-rules\"]\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["config", "check", "cepheus.toml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for key in [
+        "syslog.max_connections",
+        "syslog.udp",
+        "syslog.files",
+        "rules.paths",
+    ] {
+        assert!(
+            err.contains(&format!("cepheus.toml: `{key}`")),
+            "{key}:\n{err}"
+        );
+    }
+    assert!(err.contains("127.0.0.1:5599 is listed twice"), "{err}");
+    // A rules folder with a broken rule: check refuses as run does.
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        "[syslog]\nudp = []\ntcp = []\n[rules]\npaths = [\"rules\"]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("rules/bad.toml"), "[[rule]]\nname = \"x\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["config", "check", "cepheus.toml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("`rules.paths`: the rules have errors"),
+        "{err}"
+    );
+}
+
 /// `cepheus config check` refuses what `cepheus run` would refuse at start-up: a token file
 /// that holds no token of at least 16 characters (and accepts one that does).
 #[test]
 fn config_check_reads_the_token_file_as_run_does() {
     let dir = scratch("config-token");
+    // No rules folder: the built-in rules (an empty folder is refused, by run and check).
+    std::fs::remove_dir(dir.join("rules")).unwrap();
     std::fs::write(
         dir.join("cepheus.toml"),
         "[api]\nlisten = \"127.0.0.2:9516\"\ntoken_file = \"tok\"\n",

@@ -104,16 +104,32 @@ pub enum ConfigError {
         /// toml's message (with line and column).
         message: String,
     },
-    /// A value of the right type but not allowed.
-    #[error("{path}: `{key}`: {message}")]
-    Value {
+    /// Values of the right type but not allowed: every one found, one line each.
+    #[error("{}", problems.iter().map(|p| format!("{}: `{}`: {}", path.display(), p.key, p.message)).collect::<Vec<_>>().join("\n"))]
+    Invalid {
         /// The file.
         path: PathBuf,
-        /// The key, dotted.
-        key: &'static str,
-        /// What is wrong.
-        message: String,
+        /// What is wrong, in the order of the documented keys.
+        problems: Vec<Problem>,
     },
+}
+
+/// One thing wrong in a configuration: the key and why, for the operator who fixes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The key, dotted.
+    pub key: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Problem {
+    fn new(key: &'static str, message: impl Into<String>) -> Problem {
+        Problem {
+            key,
+            message: message.into(),
+        }
+    }
 }
 
 /// The whole configuration.
@@ -313,72 +329,174 @@ impl DurationText {
 impl Config {
     /// Parses a configuration text (`path` only names it in errors) and validates it.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Toml {
-            path: path.to_path_buf(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
+        let cfg = Config::parse_unchecked(path, text)?;
         cfg.validate(path)?;
         Ok(cfg)
     }
 
+    /// Parses without validating the values (see [`Config::problems`]).
+    fn parse_unchecked(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Toml {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })
+    }
+
     /// Reads, parses and validates a configuration file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let cfg = Config::read(path)?;
+        cfg.validate(path)?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses a configuration file, leaving the values to [`Config::problems`].
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
         let text = crate::rulefiles::read_text(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        Config::parse(path, &text)
+        Config::parse_unchecked(path, &text)
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let bad = |key: &'static str, message: String| ConfigError::Value {
-            path: path.to_path_buf(),
-            key,
-            message,
-        };
-        self.zone()
-            .map_err(|e| bad("syslog.timezone", e.to_string()))?;
+        let problems = self.problems();
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                problems,
+            })
+        }
+    }
+
+    /// Every value wrong in itself or against another (no file or socket is touched).
+    pub fn problems(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        let mut bad = |key: &'static str, message: String| out.push(Problem::new(key, message));
+        if let Err(e) = self.zone() {
+            bad("syslog.timezone", e.to_string());
+        }
         if self.syslog.max_message_size < 16 || self.syslog.max_message_size > 16 << 20 {
-            return Err(bad(
+            bad(
                 "syslog.max_message_size",
                 "must be between 16 and 16777216 bytes".into(),
-            ));
+            );
         }
         if self.syslog.max_connections == 0 {
-            return Err(bad("syslog.max_connections", "must be at least 1".into()));
+            bad("syslog.max_connections", "must be at least 1".into());
         }
         if self.syslog.tcp_idle_timeout.0.0 <= 0 {
-            return Err(bad("syslog.tcp_idle_timeout", "must be positive".into()));
+            bad("syslog.tcp_idle_timeout", "must be positive".into());
         }
         if self.syslog.dedup_capacity == 0 && self.syslog.dedup_window.0.0 > 0 {
-            return Err(bad(
+            bad(
                 "syslog.dedup_capacity",
                 "must be at least 1 (set dedup_window = \"0s\" to turn the filter off)".into(),
-            ));
+            );
         }
         if self.engine.shards > 256 {
-            return Err(bad("engine.shards", "at most 256".into()));
+            bad("engine.shards", "at most 256".into());
         }
         if self.engine.queue_size == 0 {
-            return Err(bad("engine.queue_size", "must be at least 1".into()));
+            bad("engine.queue_size", "must be at least 1".into());
         }
         if self.engine.tick.0 < Duration::from_millis(1) {
-            return Err(bad("engine.tick", "must be at least 1ms".into()));
+            bad("engine.tick", "must be at least 1ms".into());
         }
-        if let Some(c) = &self.capture {
-            crate::flow::filter::Filter::parse(&c.filter)
-                .map_err(|e| bad("capture.filter", e.to_string()))?;
+        if let Some(c) = &self.capture
+            && let Err(e) = crate::flow::filter::Filter::parse(&c.filter)
+        {
+            bad("capture.filter", e.to_string());
         }
         if !self.api.listen.ip().is_loopback() && self.api.token_file.is_none() {
-            return Err(bad(
+            bad(
                 "api.token_file",
                 format!(
                     "api.listen = {} is not a loopback address: set api.token_file (requests then need \"Authorization: Bearer <token>\"), or listen on 127.0.0.1",
                     self.api.listen
                 ),
+            );
+        }
+        // Two listeners of one protocol on one address: the second bind would fail.
+        for (key, addrs) in [
+            ("syslog.udp", &self.syslog.udp),
+            ("syslog.tcp", &self.syslog.tcp),
+        ] {
+            for (i, a) in addrs.iter().enumerate() {
+                if let Some(b) = addrs[..i].iter().find(|b| overlap(a, b)) {
+                    let why = if a == b {
+                        format!("{a} is listed twice")
+                    } else {
+                        format!(
+                            "{a} and {b} claim the same port (a wildcard address takes it on every address)"
+                        )
+                    };
+                    bad(key, why);
+                }
+            }
+        }
+        if let Some(t) = self
+            .syslog
+            .tcp
+            .iter()
+            .find(|t| overlap(t, &self.api.listen))
+        {
+            bad(
+                "api.listen",
+                format!(
+                    "{} is also a syslog.tcp listener ({t}): give the API its own port",
+                    self.api.listen
+                ),
+            );
+        }
+        out
+    }
+
+    /// What `run` finds at start-up beyond the values: missing files and folders, an
+    /// unreadable token (the rules themselves are checked by their own command).
+    pub fn environment_problems(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        for f in &self.syslog.files {
+            if f.as_os_str() == "-" {
+                continue;
+            }
+            match std::fs::metadata(f) {
+                Ok(m) if m.is_dir() => out.push(Problem::new(
+                    "syslog.files",
+                    format!("{} is a folder; list the files to follow", f.display()),
+                )),
+                Ok(_) => {
+                    if let Err(e) = std::fs::File::open(f) {
+                        out.push(Problem::new(
+                            "syslog.files",
+                            format!("cannot read {}: {e}", f.display()),
+                        ));
+                    }
+                }
+                Err(e) => out.push(Problem::new(
+                    "syslog.files",
+                    format!("cannot read {}: {e}", f.display()),
+                )),
+            }
+        }
+        for p in &self.rules.paths {
+            if let Err(e) = std::fs::metadata(p) {
+                out.push(Problem::new("rules.paths", format!("{}: {e}", p.display())));
+            }
+        }
+        if let Ok(m) = std::fs::metadata(&self.store.path)
+            && !m.is_dir()
+        {
+            out.push(Problem::new(
+                "store.path",
+                format!("{} exists and is not a folder", self.store.path.display()),
             ));
         }
-        Ok(())
+        if let Err(e) = self.api.token() {
+            out.push(Problem::new("api.token_file", format!("{e:#}")));
+        }
+        out
     }
 
     /// The zone of RFC 3164 stamps.
@@ -395,8 +513,19 @@ impl Config {
     }
 }
 
+/// Whether two listeners would claim the same port: the same address, or one of them the
+/// wildcard of the same family (port 0, "any free port", never clashes).
+fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
+    a.port() == b.port()
+        && a.port() != 0
+        && (a.ip() == b.ip()
+            || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified())))
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
 
     #[test]
@@ -412,10 +541,7 @@ mod tests {
         let e = Config::parse(Path::new("x"), "[syslog]\ntimezone = \"Mars/Base\"\n");
         assert!(matches!(
             e,
-            Err(ConfigError::Value {
-                key: "syslog.timezone",
-                ..
-            })
+            Err(ConfigError::Invalid { problems, .. }) if problems[0].key == "syslog.timezone"
         ));
         let e = Config::parse(Path::new("x"), "[engine]\ntick = \"soon\"\n");
         assert!(matches!(e, Err(ConfigError::Toml { .. })), "{e:?}");
@@ -431,11 +557,8 @@ mod tests {
         let e = Config::parse(Path::new("x"), "[api]\nlisten = \"0.0.0.0:9514\"\n");
         assert!(
             matches!(
-                e,
-                Err(ConfigError::Value {
-                    key: "api.token_file",
-                    ..
-                })
+                &e,
+                Err(ConfigError::Invalid { problems, .. }) if problems[0].key == "api.token_file"
             ),
             "{e:?}"
         );
@@ -445,5 +568,46 @@ mod tests {
         );
         assert!(ok.is_ok(), "{ok:?}");
         assert!(Config::parse(Path::new("x"), "[api]\nlisten = \"[::1]:9514\"\n").is_ok());
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let e = Config::parse(
+            Path::new("c.toml"),
+            "[syslog]\nmax_connections = 0\nudp = [\"127.0.0.1:5514\", \"0.0.0.0:5514\"]\ntcp = [\"127.0.0.1:9514\"]\n[engine]\nqueue_size = 0\n",
+        );
+        let Err(ConfigError::Invalid { problems, .. }) = &e else {
+            panic!("{e:?}")
+        };
+        let keys: Vec<&str> = problems.iter().map(|p| p.key).collect();
+        assert_eq!(
+            keys,
+            [
+                "syslog.max_connections",
+                "engine.queue_size",
+                "syslog.udp",
+                "api.listen"
+            ]
+        );
+        let text = e.unwrap_err().to_string();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(text.lines().all(|l| l.starts_with("c.toml: `")), "{text}");
+        // UDP and TCP on one port, and v4 and v6 wildcards, do not clash.
+        let ok = Config::parse(
+            Path::new("x"),
+            "[syslog]\nudp = [\"0.0.0.0:5514\", \"[::]:5514\"]\ntcp = [\"0.0.0.0:5514\"]\n",
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn environment_problems_name_missing_files_and_folders() {
+        let cfg = Config::parse(
+            Path::new("x"),
+            "[syslog]\nfiles = [\"/nonexistent/a.log\", \"-\", \"/\"]\n[rules]\npaths = [\"/nonexistent/rules\"]\n",
+        )
+        .unwrap();
+        let keys: Vec<&str> = cfg.environment_problems().iter().map(|p| p.key).collect();
+        assert_eq!(keys, ["syslog.files", "syslog.files", "rules.paths"]);
     }
 }

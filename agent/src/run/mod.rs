@@ -67,20 +67,50 @@ pub fn config_cmd(cmd: ConfigCommand) -> ExitCode {
             print!("{}", config::DEFAULT_CONFIG);
             ExitCode::SUCCESS
         }
-        // What `run` would refuse, `check` refuses too: the token file is read as at start-up.
-        ConfigCommand::Check { file } => match Config::load(&file)
-            .map_err(anyhow::Error::from)
-            .and_then(|c| c.api.token().map(|_| c))
-        {
-            Ok(_) => {
-                eprintln!("{}: ok", file.display());
-                ExitCode::SUCCESS
+        ConfigCommand::Check { file } => config_check(&file),
+    }
+}
+
+/// `cepheus config check`: what `run` would refuse at start-up, `check` refuses too, and it
+/// names every problem at once: the values, then the files and folders they name (syslog
+/// files, rule paths, the token file, the store), then the rules those paths hold.
+fn config_check(file: &std::path::Path) -> ExitCode {
+    let cfg = match Config::read(file) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut problems = cfg.problems();
+    problems.extend(cfg.environment_problems());
+    for p in &problems {
+        eprintln!("error: {}: `{}`: {}", file.display(), p.key, p.message);
+    }
+    // The rules, as `run` loads them (their diagnostics go to stderr), unless their paths
+    // are already known to be missing.
+    let mut rules_ok = true;
+    if !problems.iter().any(|p| p.key == "rules.paths") {
+        match RuleSource::from_paths(&cfg.rules.paths).load() {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                eprintln!(
+                    "error: {}: `rules.paths`: the rules have errors (above)",
+                    file.display()
+                );
+                rules_ok = false;
             }
             Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::from(1)
+                eprintln!("error: {}: `rules.paths`: {e:#}", file.display());
+                rules_ok = false;
             }
-        },
+        }
+    }
+    if problems.is_empty() && rules_ok {
+        eprintln!("{}: ok", file.display());
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 
