@@ -202,10 +202,38 @@ fn run_case(rules: &RuleSet, parser: SyslogParser, t: &TestCase) -> anyhow::Resu
             Ok(())
         },
     )?;
+    let mut problems = Vec::new();
+    // A name that is no rule would make the test pass or fail for the wrong reason: a typo
+    // in `rules_under_test` filtered every alert away and the test passed with no expect.
+    let known = |name: &str| rules.rules.iter().any(|r| r.name == name);
+    let names = || {
+        rules
+            .rules
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (key, name) in t
+        .rules_under_test
+        .iter()
+        .flatten()
+        .map(|n| ("rules_under_test", n))
+        .chain(t.expect.iter().map(|e| ("expect.rule", &e.rule)))
+    {
+        if !known(name) {
+            let p = format!(
+                "{key}: no rule named `{name}` in the rules under test ({})",
+                names()
+            );
+            if !problems.contains(&p) {
+                problems.push(p);
+            }
+        }
+    }
     if let Some(only) = &t.rules_under_test {
         got.retain(|a| only.iter().any(|r| r == a.rule()));
     }
-    let mut problems = Vec::new();
     if summary.malformed > 0 {
         problems.push(format!(
             "{} input line(s) are not syslog or JSON events",

@@ -281,6 +281,26 @@ group = { host = "b" }
         stdout.contains("unexpected: hb firing {host=a} at 2024-01-01T00:01:00Z"),
         "{stdout}"
     );
+    // A typo in `rules_under_test` fails the test instead of filtering every alert away.
+    std::fs::write(
+        dir.join("hb.test.toml"),
+        r#"
+[[test]]
+name = "a typo"
+until = "+5m"
+rules_under_test = ["hb-typo"]
+input = """
+{"source":"syslog","time":"2024-01-01T00:00:00Z","host":"a","app":"heartbeat"}
+"""
+"#,
+    )
+    .unwrap();
+    let (code, stdout) = rules_test(&dir);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("rules_under_test: no rule named `hb-typo` in the rules under test (hb)"),
+        "{stdout}"
+    );
     // `rules check` on the folder ignores the test file.
     let out = cepheus()
         .args(["rules", "check"])
