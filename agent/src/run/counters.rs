@@ -76,10 +76,13 @@ counters!(
 counters!(
     /// Counters of the alert sink and the control plane.
     SinkCounters, SinkSnapshot {
-        /// Alert changes written.
+        /// Alert changes received from the shards (written, unless counted in `alerts_unwritten`).
         alerts,
         /// Alert batches dropped because the sink's mailbox was full.
         alerts_dropped,
+        /// Alert changes that could not be written to stdout (a closed pipe, a full disk):
+        /// lost, since stdout is the only output until the store exists.
+        alerts_unwritten,
         /// Rule reloads that took effect.
         reloads,
         /// Rule reloads rejected (the old rules kept running).

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use actix::prelude::*;
 use cepheus_core::alert::Alert;
 
-use super::counters::SinkCounters;
+use super::counters::{LogLimit, SinkCounters, bump};
 
 /// Alert changes from one shard, in the order they were made.
 #[derive(Message)]
@@ -33,14 +33,82 @@ pub fn dropped() -> u64 {
 
 /// The alert sink.
 pub struct AlertSink {
-    stdout: bool,
+    /// Where the JSON lines go (stdout), if anywhere.
+    out: Option<Box<dyn Write>>,
     counters: Arc<SinkCounters>,
+    /// The reader went away (EPIPE): nothing more can be written, only counted.
+    closed: bool,
+    /// One error line per minute, with the count held back.
+    limit: LogLimit,
 }
 
 impl AlertSink {
     /// A sink writing JSON lines to stdout when `stdout`.
     pub fn new(stdout: bool, counters: Arc<SinkCounters>) -> AlertSink {
-        AlertSink { stdout, counters }
+        let out = stdout.then(|| Box::new(std::io::stdout()) as Box<dyn Write>);
+        AlertSink::with_writer(out, counters)
+    }
+
+    /// A sink writing JSON lines to `out` (tests give a writer that fails).
+    pub fn with_writer(out: Option<Box<dyn Write>>, counters: Arc<SinkCounters>) -> AlertSink {
+        AlertSink {
+            out,
+            counters,
+            closed: false,
+            limit: LogLimit::new(60_000),
+        }
+    }
+
+    /// Writes one batch; what cannot be written is counted as `alerts_unwritten` and logged
+    /// at most once a minute.
+    fn write(&mut self, alerts: &[Alert]) {
+        self.counters
+            .alerts
+            .fetch_add(alerts.len() as u64, Ordering::Relaxed);
+        let Some(out) = self.out.as_mut() else {
+            return;
+        };
+        let mut written = 0;
+        let mut failure = None;
+        if !self.closed {
+            for a in alerts {
+                if let Err(e) = writeln!(out, "{}", a.to_json()) {
+                    failure = Some(e);
+                    break;
+                }
+                written += 1;
+            }
+            if failure.is_none()
+                && let Err(e) = out.flush()
+            {
+                failure = Some(e);
+            }
+        }
+        let lost = alerts.len() - written;
+        if lost == 0 && failure.is_none() {
+            return;
+        }
+        bump(&self.counters.alerts_unwritten, lost as u64);
+        if let Some(e) = &failure
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            self.closed = true;
+        }
+        if let Some(held) = self.limit.allow() {
+            let total = self.counters.alerts_unwritten.load(Ordering::Relaxed);
+            match &failure {
+                Some(e) => tracing::error!(
+                    error = %e,
+                    lost_so_far = total,
+                    "cannot write alerts to stdout; they are lost (counted as alerts_unwritten)"
+                ),
+                None => tracing::error!(
+                    lost_so_far = total,
+                    held_back = held,
+                    "stdout is closed; alerts are lost (counted as alerts_unwritten)"
+                ),
+            }
+        }
     }
 }
 
@@ -59,23 +127,7 @@ impl Handler<Alerts> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, msg: Alerts, _: &mut Self::Context) {
-        self.counters
-            .alerts
-            .fetch_add(msg.0.len() as u64, Ordering::Relaxed);
-        if !self.stdout {
-            return;
-        }
-        let mut out = std::io::stdout().lock();
-        for a in &msg.0 {
-            let line = a.to_json().to_string();
-            if let Err(e) = writeln!(out, "{line}") {
-                tracing::error!(error = %e, "cannot write alerts to stdout");
-                return;
-            }
-        }
-        if let Err(e) = out.flush() {
-            tracing::error!(error = %e, "cannot write alerts to stdout");
-        }
+        self.write(&msg.0);
     }
 }
 
@@ -83,6 +135,96 @@ impl Handler<Flush> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
-        let _ = std::io::stdout().lock().flush();
+        if let Some(out) = self.out.as_mut() {
+            let _ = out.flush();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::Mutex;
+
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::{Event, Field, Source, Value};
+    use cepheus_core::rules::compile_str;
+    use cepheus_core::time::Timestamp;
+
+    use super::*;
+
+    /// Accepts `room` lines, then fails every write with `kind`.
+    struct Failing {
+        room: usize,
+        kind: std::io::ErrorKind,
+        lines: Arc<Mutex<usize>>,
+    }
+
+    impl Write for Failing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let mut lines = self.lines.lock().unwrap();
+            if *lines >= self.room {
+                return Err(std::io::Error::from(self.kind));
+            }
+            *lines += buf.iter().filter(|b| **b == b'\n').count();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn alerts(n: usize) -> Vec<Alert> {
+        let rules = compile_str(
+            "t.toml",
+            "[[rule]]\nname = \"r\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"a\"\n",
+        )
+        .rules
+        .unwrap();
+        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        for i in 0..n {
+            let t = Timestamp::from_secs(i as i64);
+            e.push(
+                Event::new(Source::Syslog, t, t).with(Field::Msg, Value::str("x")),
+                &mut out,
+            );
+        }
+        assert_eq!(out.len(), n);
+        out
+    }
+
+    #[test]
+    fn alerts_that_cannot_be_written_are_counted() {
+        let counters = Arc::new(SinkCounters::default());
+        let lines = Arc::new(Mutex::new(0));
+        let out = Failing {
+            room: 3,
+            kind: std::io::ErrorKind::BrokenPipe,
+            lines: lines.clone(),
+        };
+        let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
+        let batch = alerts(5);
+        sink.write(&batch);
+        assert_eq!(*lines.lock().unwrap(), 3);
+        let snap = counters.snapshot();
+        assert_eq!((snap.alerts, snap.alerts_unwritten), (5, 2));
+        // The pipe is closed for good: later batches are counted, not attempted.
+        sink.write(&batch);
+        let snap = counters.snapshot();
+        assert_eq!((snap.alerts, snap.alerts_unwritten), (10, 7));
+        // Another error (a full disk) is retried with the next batch.
+        let counters = Arc::new(SinkCounters::default());
+        let out = Failing {
+            room: 0,
+            kind: std::io::ErrorKind::StorageFull,
+            lines: Arc::new(Mutex::new(0)),
+        };
+        let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
+        sink.write(&batch);
+        sink.write(&batch);
+        assert_eq!(counters.snapshot().alerts_unwritten, 10);
+        assert!(!sink.closed);
     }
 }
