@@ -191,16 +191,24 @@ impl FlowRecord {
             } else {
                 "OTH"
             }
-        } else if r.synack {
+        } else {
+            // No SYN from the originator: picked up mid-stream (Zeek's partial endpoints, which
+            // count as inactive), or its SYN was missed and the responder's SYN-ACK seen (then
+            // the responder is active). Zeek's conn_state on those endpoint states.
+            let resp_active = r.synack;
             if r.rst {
                 "RSTRH"
+            } else if o.rst {
+                if resp_active { "RSTO" } else { "OTH" }
+            } else if o.fin && r.fin {
+                "SF"
+            } else if o.fin {
+                if resp_active { "S2" } else { "SH" }
             } else if r.fin {
                 "SHR"
             } else {
                 "OTH"
             }
-        } else {
-            "OTH"
         }
     }
 
@@ -396,6 +404,12 @@ impl FlowTable {
                 && s.closed_at.is_some();
             if fresh_syn {
                 self.end_slot(id, EndReason::Closed, out);
+                slot_id = None;
+            } else if ts.0 > self.deadline(s).0 {
+                // Past its deadline, though its wheel bucket (whole seconds) is not due yet:
+                // the timeout is exact, wherever the packets fall within the seconds.
+                let reason = self.expiry_reason(s);
+                self.end_slot(id, reason, out);
                 slot_id = None;
             } else if ts.since(s.rec.first) > self.cfg.active {
                 self.end_slot(id, EndReason::Active, out);
@@ -805,6 +819,66 @@ mod tests {
         assert_eq!(states(&[(0.0, false, "SA")]), ["OTH"]);
         assert_eq!(states(&[(0.0, false, "SA"), (0.1, false, "R")]), ["RSTRH"]);
         assert_eq!(states(&[(0.0, true, "A")]), ["OTH"]);
+    }
+
+    #[test]
+    fn conn_states_of_connections_picked_up_mid_stream() {
+        // No SYN seen (the capture began after it): Zeek's partial endpoints.
+        let both_close = [
+            (0.0, true, "A"),
+            (0.1, false, "A"),
+            (0.2, true, "FA"),
+            (0.3, false, "FA"),
+        ];
+        assert_eq!(states(&both_close), ["SF"]);
+        assert_eq!(states(&[(0.0, true, "A"), (0.1, true, "FA")]), ["SH"]);
+        assert_eq!(states(&[(0.0, true, "A"), (0.1, false, "FA")]), ["SHR"]);
+        assert_eq!(states(&[(0.0, true, "A"), (0.1, false, "RA")]), ["RSTRH"]);
+        assert_eq!(states(&[(0.0, true, "A"), (0.1, true, "RA")]), ["OTH"]);
+        // The SYN missed, the SYN-ACK seen: the responder is active.
+        let synack_close = [
+            (0.0, false, "SA"),
+            (0.1, true, "A"),
+            (0.2, true, "FA"),
+            (0.3, false, "FA"),
+        ];
+        assert_eq!(states(&synack_close), ["SF"]);
+        assert_eq!(states(&[(0.0, false, "SA"), (0.1, true, "FA")]), ["S2"]);
+        assert_eq!(states(&[(0.0, false, "SA"), (0.1, true, "RA")]), ["RSTO"]);
+    }
+
+    #[test]
+    fn idle_timeouts_are_exact_within_the_second() {
+        let udp = |t: &mut FlowTable, at: f64, out: &mut Vec<FlowNotice>| {
+            let mut v = Vec::new();
+            PacketBuilder::ipv4(C, S, 64)
+                .udp(1000, 2000)
+                .write(&mut v, &[1, 2, 3])
+                .unwrap();
+            feed(t, at, &v, out);
+        };
+        // A 60.5 s gap (over the 60 s UDP timeout) splits the flow wherever it falls in the
+        // seconds, and a 59.9 s one never does.
+        for (first, second, flows) in [
+            (0.0, 60.5, 2),
+            (0.7, 61.2, 2),
+            (0.0, 59.9, 1),
+            (0.9, 60.8, 1),
+        ] {
+            let mut t = FlowTable::new(FlowConfig::default());
+            let mut out = Vec::new();
+            udp(&mut t, first, &mut out);
+            udp(&mut t, second, &mut out);
+            t.finish(&mut out);
+            let ends: Vec<&FlowNotice> = out
+                .iter()
+                .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+                .collect();
+            assert_eq!(ends.len(), flows, "{first} then {second}");
+            if flows == 2 {
+                assert!(matches!(ends[0].kind, NoticeKind::End(EndReason::Idle)));
+            }
+        }
     }
 
     #[test]
