@@ -554,6 +554,18 @@ fn flow_rules_alert_on_live_capture_in_run() {
         agent.alerts(|a| a["rule"] == "mini-scan" && a["state"] == "firing"),
         1
     );
+    // The capture's counters are in /stats and /metrics (published every 250 ms).
+    std::thread::sleep(Duration::from_millis(400));
+    let s = agent.stats();
+    let cap = &s["capture"];
+    assert!(cap["received"].as_u64().unwrap() >= 12, "{s}");
+    assert!(cap["flows"].as_u64().unwrap() >= 6, "{s}");
+    assert_eq!(cap["dropped"], 0, "{s}");
+    let metrics = http_get(agent.api, "/metrics").expect("/metrics");
+    assert!(
+        metrics.contains("cepheus_capture_received_total "),
+        "{metrics}"
+    );
 }
 
 #[test]

@@ -17,7 +17,9 @@ use actix::Addr;
 use actix_web::{HttpRequest, HttpResponse, web};
 use serde::Serialize;
 
-use super::counters::{IngestCounters, IngestSnapshot, SinkCounters, SinkSnapshot};
+use super::counters::{
+    CaptureCounters, CaptureSnapshot, IngestCounters, IngestSnapshot, SinkCounters, SinkSnapshot,
+};
 use super::shard::{ForgetGroup, GetStats, Shard, ShardStats};
 
 /// What the API handlers read.
@@ -28,6 +30,8 @@ pub struct ApiState {
     pub ingest: Arc<IngestCounters>,
     /// Sink and control counters.
     pub sink: Arc<SinkCounters>,
+    /// Live capture counters, when `[capture]` is configured.
+    pub capture: Option<Arc<CaptureCounters>>,
     /// UDP listen addresses (kernel drop counters are read for them).
     pub udp: Vec<SocketAddr>,
     /// Start of the process.
@@ -90,6 +94,9 @@ pub struct Stats {
     pub udp_kernel_drops: Option<u64>,
     /// Alert sink and control counters.
     pub sink: SinkSnapshot,
+    /// Live capture counters (absent without `[capture]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureSnapshot>,
     /// Alerts dropped because the sink's mailbox was full.
     pub alerts_dropped: u64,
     /// Per shard.
@@ -149,6 +156,7 @@ pub async fn collect(st: &ApiState) -> Stats {
         ingest: st.ingest.snapshot(),
         udp_kernel_drops: kernel_udp_drops(&st.udp),
         sink: st.sink.snapshot(),
+        capture: st.capture.as_ref().map(|c| c.snapshot()),
         alerts_dropped: super::sink::dropped(),
         shards,
         rules,
@@ -218,6 +226,16 @@ pub fn render_metrics(s: &Stats) -> String {
     for (k, v) in s.sink.pairs() {
         let name = format!("cepheus_{k}_total");
         family(&mut o, &name, "counter", "Alert sink / control counter.");
+        let _ = writeln!(o, "{name} {v}");
+    }
+    for (k, v) in s.capture.iter().flat_map(|c| c.pairs()) {
+        let name = format!("cepheus_capture_{k}_total");
+        family(
+            &mut o,
+            &name,
+            "counter",
+            "Live capture counter (see /stats).",
+        );
         let _ = writeln!(o, "{name} {v}");
     }
     family(

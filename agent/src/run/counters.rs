@@ -90,6 +90,36 @@ counters!(
     }
 );
 
+counters!(
+    /// Live capture counters (`[capture]`), copied from the capture thread as it runs.
+    CaptureCounters, CaptureSnapshot {
+        /// Frames read from the interface.
+        received,
+        /// Frames rejected by `capture.filter`.
+        filtered,
+        /// Frames dropped because the capture channel was full (the flow table fell behind).
+        dropped,
+        /// Second copies of loopback frames, dropped.
+        loopback_duplicates,
+        /// Frames decoded to an IP packet and given to the flow table.
+        decoded,
+        /// Frames cut before their headers ended.
+        truncated,
+        /// Frames with contradictory headers.
+        malformed,
+        /// Frames without IP (ARP, ...).
+        non_ip,
+        /// Flows created.
+        flows,
+        /// Flows evicted because the flow table was full.
+        evicted,
+        /// Packets stamped before the flow table's clock.
+        out_of_order,
+        /// IP fragments whose first fragment was not seen.
+        orphan_fragments,
+    }
+);
+
 /// Allows one log line per `period` per kind of problem; counts what it held back.
 #[derive(Debug)]
 pub struct LogLimit {

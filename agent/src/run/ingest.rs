@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{Semaphore, mpsc, watch};
 
-use super::counters::{IngestCounters, Limits, bump};
+use super::counters::{CaptureCounters, IngestCounters, Limits, bump};
 use super::framing::{Frame, Framer};
 use super::route::RoutePlan;
 use super::shard::Batch;
@@ -572,12 +572,18 @@ pub fn capture_loop(
     cap: crate::flow::live::LiveCapture,
     mut router: Router,
     shutdown: watch::Receiver<bool>,
+    counters: Arc<CaptureCounters>,
 ) {
     use crate::flow::{FlowEngine, FlowItem, table::FlowConfig};
     let mut flows = FlowEngine::new(FlowConfig::default());
     let mut items = Vec::new();
     let mut last_flush = std::time::Instant::now();
+    let mut last_count = std::time::Instant::now();
     while !*shutdown.borrow() {
+        if last_count.elapsed() >= StdDuration::from_millis(250) {
+            publish_capture(&cap, &flows, &counters);
+            last_count = std::time::Instant::now();
+        }
         match cap.recv_timeout(StdDuration::from_millis(100)) {
             Ok(Some(pkt)) => flows.push_items(&pkt.as_raw(), &mut items),
             Ok(None) => flows.advance_items(wall_clock(), &mut items),
@@ -597,5 +603,32 @@ pub fn capture_loop(
         }
     }
     router.flush_blocking();
+    publish_capture(&cap, &flows, &counters);
     cap.stop();
+}
+
+/// Copies the capture thread's and the flow table's counters where /stats reads them.
+fn publish_capture(
+    cap: &crate::flow::live::LiveCapture,
+    flows: &crate::flow::FlowEngine,
+    out: &CaptureCounters,
+) {
+    let live = cap.stats();
+    let f = flows.counters();
+    let set = |c: &AtomicU64, v: u64| c.store(v, Ordering::Relaxed);
+    set(&out.received, live.received.load(Ordering::Relaxed));
+    set(&out.filtered, live.filtered.load(Ordering::Relaxed));
+    set(&out.dropped, live.dropped.load(Ordering::Relaxed));
+    set(
+        &out.loopback_duplicates,
+        live.duplicates.load(Ordering::Relaxed),
+    );
+    set(&out.decoded, f.decoded);
+    set(&out.truncated, f.truncated);
+    set(&out.malformed, f.malformed);
+    set(&out.non_ip, f.non_ip);
+    set(&out.flows, f.flows);
+    set(&out.evicted, f.evicted);
+    set(&out.out_of_order, f.out_of_order);
+    set(&out.orphan_fragments, f.orphan_fragments);
 }

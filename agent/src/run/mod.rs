@@ -246,6 +246,7 @@ fn start(
     let tick = cfg.engine.tick.std();
     let started = Instant::now();
 
+    let capture_counters = Arc::new(counters::CaptureCounters::default());
     let capture = match &cfg.capture {
         Some(c) => {
             let filter = crate::flow::filter::Filter::parse(&c.filter)
@@ -325,9 +326,10 @@ fn start(
         if let Some(cap) = capture {
             let router = ingest::Router::new(shared.clone(), plan_rx.clone(), txs.clone());
             let shutdown = shutdown_rx.clone();
+            let counters = capture_counters.clone();
             std::thread::Builder::new()
                 .name("capture".into())
-                .spawn(move || ingest::capture_loop(cap, router, shutdown))
+                .spawn(move || ingest::capture_loop(cap, router, shutdown, counters))
                 .context("starting the capture thread")?;
         }
         drop(txs);
@@ -335,6 +337,7 @@ fn start(
             shards: shards.clone(),
             ingest: ingest_counters.clone(),
             sink: sink_counters.clone(),
+            capture: cfg.capture.is_some().then(|| capture_counters.clone()),
             udp: udp_addrs.clone(),
             started,
             token: api_token.clone(),
