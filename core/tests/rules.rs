@@ -463,7 +463,7 @@ fn group_fields_must_agree_in_type() {
         messages(&c),
         vec![(
             Level::Error,
-            "group field `k` is a IP address in event `a` but a string in event `b`".to_string()
+            "group field `k` is an IP address in event `a` but a string in event `b`".to_string()
         )]
     );
 }

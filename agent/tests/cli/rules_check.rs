@@ -106,6 +106,30 @@ fn broken_rule_files() {
                 .any(|l| l.trim_start().starts_with('·') && l.contains('^')),
             "{name}: no caret\n{human}"
         );
+        // The rendering's `[file:line:column]` headers say what the JSON says (columns in
+        // characters, also after `é` or `日本`).
+        let mut from_json: Vec<String> = json
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                format!(
+                    "{}:{}:{}",
+                    v["file"].as_str().unwrap(),
+                    v["line"],
+                    v["column"]
+                )
+            })
+            .collect();
+        let mut from_human: Vec<String> = human
+            .lines()
+            .filter_map(|l| l.split_once("─[").and_then(|(_, r)| r.strip_suffix(']')))
+            .map(str::to_string)
+            .collect();
+        from_json.sort();
+        from_human.sort();
+        for at in &from_json {
+            assert!(from_human.contains(at), "{name}: {at} not in\n{human}");
+        }
         let snap = format!("exit: {code}\n--- json\n{json}--- human\n{human}");
         insta::assert_snapshot!(name, snap);
     }

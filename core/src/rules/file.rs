@@ -517,7 +517,9 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                                 cx.error(
                                     fspan,
                                     format!(
-                                        "group field `{g}` is a {t0} in event `{first}` but a {ty} in event `{}`",
+                                        "group field `{g}` is {} in event `{first}` but {} in event `{}`",
+                                        with_article(&t0.to_string()),
+                                        with_article(&ty.to_string()),
                                         ev.name
                                     ),
                                     h("group keys must have one type: map the group name to fields of the same type"),
@@ -1094,4 +1096,13 @@ fn longest_wait(p: &crate::rules::ir::Pattern) -> Duration {
         Pattern::Repeat { inner, .. } => longest_wait(inner),
         Pattern::Absent { inner, for_ } => for_.unwrap_or(Duration::ZERO).max(longest_wait(inner)),
     }
+}
+
+/// `a string`, `an integer`, `an IP address`: a type name with its indefinite article.
+fn with_article(noun: &str) -> String {
+    let vowel = noun
+        .chars()
+        .next()
+        .is_some_and(|c| "aeiouAEIOU".contains(c) || noun.starts_with("IP"));
+    format!("{} {noun}", if vowel { "an" } else { "a" })
 }

@@ -482,7 +482,23 @@ impl Parser {
                 let save = self.pos;
                 self.bump();
                 let inner = self.or()?;
-                if self.is_punct(")") {
+                if !self.is_punct(")") {
+                    // Not closed here: an arithmetic `(` would be read below; if that fails
+                    // too, the unclosed `(` is the error, where its `)` was expected (not at
+                    // the first operator the arithmetic reading trips on).
+                    let here = self.peek().clone();
+                    self.pos = save;
+                    return self.comparison().or_else(|_| {
+                        err(
+                            here.span.clone(),
+                            format!(
+                                "expected `)` to close an earlier `(`, found {}",
+                                here.tok.describe()
+                            ),
+                        )
+                    });
+                }
+                {
                     self.bump();
                     let after_is_op = matches!(&self.peek().tok, Tok::Punct(p) if ["==","!=","<","<=",">",">=","+","-","*","/","%","=~","!~"].contains(p))
                         || self.is_word("contains")
