@@ -189,10 +189,7 @@ pub fn read_text(path: &Path) -> std::io::Result<String> {
     String::from_utf8(read_bounded(path)?).map_err(|e| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!(
-                "not UTF-8 text (byte {} is invalid)",
-                e.utf8_error().valid_up_to()
-            ),
+            cepheus_core::rules::not_utf8(&e),
         )
     })
 }

@@ -75,6 +75,14 @@ pub fn compile(
     }
 }
 
+/// What is wrong with text that is not UTF-8, in one wording for every file the agent reads:
+/// the first bad byte and its offset.
+pub fn not_utf8(e: &std::string::FromUtf8Error) -> String {
+    let at = e.utf8_error().valid_up_to();
+    let byte = e.as_bytes().get(at).copied().unwrap_or(0);
+    format!("not UTF-8 text: byte 0x{byte:02x} at offset {at} is not valid here")
+}
+
 /// A rule file read as bytes. When it is not UTF-8 the bad bytes are replaced (so the rest of
 /// the file is still checked) and an error points at the first of them.
 pub fn source_from_bytes(path: PathBuf, bytes: Vec<u8>) -> (SourceFile, Option<Diagnostic>) {
@@ -82,13 +90,13 @@ pub fn source_from_bytes(path: PathBuf, bytes: Vec<u8>) -> (SourceFile, Option<D
         Ok(text) => (SourceFile { path, text }, None),
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
-            let byte = e.as_bytes().get(at).copied().unwrap_or(0);
+            let message = format!("this file is {}", not_utf8(&e));
             let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
             let ctx = diag::FileCtx::new(path.clone(), &text);
             let mut d = ctx.diag(
                 diag::Level::Error,
                 at..at + char::REPLACEMENT_CHARACTER.len_utf8(),
-                format!("this file is not UTF-8 text: byte 0x{byte:02x} is not valid here"),
+                message,
             );
             d.help =
                 Some("rule files are UTF-8: re-encode it (e.g. `iconv -f latin1 -t utf-8`)".into());
