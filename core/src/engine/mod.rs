@@ -1277,8 +1277,10 @@ impl Engine {
             lane.mark = Some(w);
             // Time passes before the event is looked at: deadlines the watermark passed fire
             // first, as they would have with the clock ticking while the event was on its
-            // way, so a late event finds the alert it may retract.
-            self.release(li, w, out);
+            // way, so a late event finds the alert it may retract. Strictly before `w`: what
+            // happens at `w` itself comes after this event's own delivery (events at an
+            // instant go before the timers of that instant).
+            self.release(li, w.sub(Duration(1)), out);
             for h in &hits {
                 if self.rts[h.rule as usize].lane != li {
                     continue;

@@ -956,3 +956,12 @@ fn a_sparse_source_lagging_more_than_max_delay_keeps_every_event() {
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
     assert_eq!(got, ["firing h @150"]);
 }
+
+#[test]
+fn a_heartbeat_stamped_at_the_watermark_is_on_time_for_a_deadline_there() {
+    // hb stamped 0 at 0, then (nothing ticking) hb stamped 60 arriving at 65: the watermark
+    // becomes 60, the deadline. The hb at 60 is on time, and events at an instant go before
+    // the timers of that instant: no alert.
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 30);
+    check(vec![r], "hb:h@0/0 hb:h@60/65 tick@100", &[]);
+}
