@@ -373,6 +373,8 @@ struct Lane {
     /// Event time: the watermark at the last arrival, from which an idle lane's watermark
     /// moves on with the clock.
     mark: Option<Timestamp>,
+    /// Event time: the arrival clock when the lane began (see [`Engine::start_lane`]).
+    first_arrival: Option<Timestamp>,
     generation_bump: u32,
     /// Event time: the earliest event time seen before the lane's rules began monitoring
     /// (they begin at the first event in event-time order, not the first to arrive).
@@ -958,6 +960,7 @@ impl Engine {
             // that lags by more than that are not late on arrival.
             if lane.mode == TimeMode::Event {
                 lane.last_arrival = Some(at);
+                lane.first_arrival = Some(at);
             }
         }
         for ri in 0..self.rts.len() {
@@ -1413,23 +1416,40 @@ impl Engine {
         self.clock = Some(end);
         self.advance_lane(0, end, out);
         for li in 1..self.lanes.len() {
-            let last = self.lanes[li].max_event.unwrap_or(clock);
-            let stop = until.map_or(last, |u| u.max(last));
+            let lane = &self.lanes[li];
+            let last = lane.max_event.unwrap_or(clock);
+            // `until` is on the arrival clock; the lane's time reaches as far past its last
+            // event as `until` is past that event's arrival (a lagging source keeps its lag).
+            let stop = match (until, lane.last_arrival) {
+                (Some(u), Some(a)) => last.max(last.add(u.since(a))),
+                (Some(u), None) => u.max(last),
+                (None, _) => last,
+            };
             self.release(li, Timestamp::MAX, out);
             self.advance_lane(li, stop, out);
         }
     }
 
     /// Event time: the lane's rules begin monitoring at the earliest event seen, once the
-    /// watermark reaches it (nothing earlier can arrive in time after that).
+    /// watermark reaches it (nothing earlier can arrive in time after that), but never before
+    /// the time the lane's most advanced source had when the first event arrived (less
+    /// `max_delay`): a stale line (a relay's backlog, a host whose clock lags) must not
+    /// back-date the start, or every expected group would be blamed for a silence from
+    /// before the agent could hear it. A lane whose only source lags keeps its first event.
     fn start_lane(&mut self, li: usize, w: Timestamp) {
         let lane = &self.lanes[li];
         if lane.started {
             return;
         }
-        let Some(first) = lane.min_event else {
+        let Some(earliest) = lane.min_event else {
             return;
         };
+        let floor = match (lane.first_arrival, lane.last_arrival, lane.max_event) {
+            // The leader's lag: how far its newest stamp trails the clock.
+            (Some(f), Some(a), Some(m)) => f.sub(a.since(m).max(Duration(0))).sub(lane.delay),
+            _ => Timestamp::MIN,
+        };
+        let first = earliest.max(floor);
         if w < first {
             return;
         }
@@ -1970,6 +1990,7 @@ impl Engine {
                     max_event: l.max_event,
                     last_arrival: l.last_arrival,
                     mark: l.mark,
+                    first_arrival: l.first_arrival,
                     min_event: l.min_event,
                     started: l.started,
                     pending: l
@@ -2060,6 +2081,7 @@ impl Engine {
                 lane.max_event = s.max_event;
                 lane.last_arrival = s.last_arrival;
                 lane.mark = s.mark;
+                lane.first_arrival = s.first_arrival;
                 lane.min_event = s.min_event;
                 lane.started = s.started;
             } else {
@@ -2343,6 +2365,7 @@ impl Lane {
             max_event: None,
             last_arrival: None,
             mark: None,
+            first_arrival: None,
             generation_bump: 0,
             min_event: None,
             started: mode == TimeMode::Processing,
@@ -2404,6 +2427,9 @@ pub struct LaneCheckpoint {
     /// The watermark at the last arrival (absent in checkpoints before it was kept).
     #[serde(default)]
     pub mark: Option<Timestamp>,
+    /// The arrival clock when the lane began (absent in checkpoints before it was kept).
+    #[serde(default)]
+    pub first_arrival: Option<Timestamp>,
     /// The earliest event time seen before the lane began monitoring.
     pub min_event: Option<Timestamp>,
     /// Whether the lane's rules began monitoring.

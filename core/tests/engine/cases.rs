@@ -965,3 +965,45 @@ fn a_heartbeat_stamped_at_the_watermark_is_on_time_for_a_deadline_there() {
     let r = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 30);
     check(vec![r], "hb:h@0/0 hb:h@60/65 tick@100", &[]);
 }
+
+#[test]
+fn a_stale_line_does_not_back_date_monitoring() {
+    // web-1 beats at 0 and 30; a line stamped 300 s earlier (another host's backlog) arrives
+    // first or among them. Monitoring begins no earlier than `max_delay` before the first
+    // arrival, so web-1 is not blamed for a silence from before the agent could hear it.
+    let r = || {
+        rule("hb", &["hb"], absent(ev(0), Some(60)))
+            .event_time(5, 0)
+            .expect(&["web-1"])
+    };
+    check(
+        vec![r()],
+        "hb:web-1@0/0 cron:old@-300/1 hb:web-1@30/30 end",
+        &[],
+    );
+    check(
+        vec![r()],
+        "cron:old@-300/0 hb:web-1@0/0 hb:web-1@30/30 end",
+        &[],
+    );
+    // An expected host that never speaks is still missing, 60 s after the start.
+    check(
+        vec![r()],
+        "cron:old@-300/0 cron:old@100/100 end",
+        &["firing web-1 @55"],
+    );
+}
+
+#[test]
+fn until_keeps_a_lagging_source_s_lag() {
+    // Stamps 100 s behind arrival; `--until` one second after the last arrival is one
+    // second after the last event in event time, not 100 s later: no deadline passes.
+    let r = || rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 0);
+    check(vec![r()], "hb:h@0/100 hb:h@30/130 end@131", &[]);
+    // Far enough past: the deadline 90 fires.
+    check(
+        vec![r()],
+        "hb:h@0/100 hb:h@30/130 end@200",
+        &["firing h @90"],
+    );
+}
