@@ -573,13 +573,18 @@ fn followed_file_lines_are_ingested_across_rotation() {
     let dir = scratch("files");
     std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
     let log = dir.join("auth.log");
-    // An old line already in the file is read too; a partial line waits for its newline.
+    // An old line already in the file is read too (`files_from = "beginning"`); a partial
+    // line waits for its newline.
     std::fs::write(
         &log,
         "Nov 30 10:00:00 gw sshd[1]: Failed password for root from 198.51.100.9 port 1 ssh2\n",
     )
     .unwrap();
-    let agent = Agent::start_with(&dir, "files = [\"auth.log\"]", "");
+    let agent = Agent::start_with(
+        &dir,
+        "files = [\"auth.log\"]\nfiles_from = \"beginning\"",
+        "",
+    );
     let append = |text: &str| {
         let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
         f.write_all(text.as_bytes()).unwrap();
@@ -603,6 +608,37 @@ fn followed_file_lines_are_ingested_across_rotation() {
     assert_eq!(a["group"]["src"], "198.51.100.9");
     let s = agent.stats();
     assert_eq!(s["ingest"]["malformed"], 0, "{s}");
+}
+
+/// By default a followed file is read from its end, like `tail -F`: the lines already there
+/// are not new events (a restart must not replay a month of auth.log as fresh failures).
+#[test]
+fn followed_files_start_at_their_end_by_default() {
+    let dir = scratch("files-end");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let log = dir.join("auth.log");
+    let fail = |i: u32| {
+        format!(
+            "Nov 30 10:00:0{i} gw sshd[1]: Failed password for root from 198.51.100.7 port {i} ssh2\n"
+        )
+    };
+    // Five old failures and a half-written line.
+    let old: String = (1..=5).map(fail).collect();
+    std::fs::write(&log, old + "Nov 30 10:00:09 gw sshd[1]: Accepted pass").unwrap();
+    let agent = Agent::start_with(&dir, "files = [\"auth.log\"]", "");
+    std::thread::sleep(Duration::from_millis(500));
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(b"word for root from 198.51.100.7 port 9 ssh2\n")
+        .unwrap();
+    f.write_all(fail(6).as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = agent.stats();
+    // The completed line and the new one; none of the old ones.
+    assert_eq!(s["ingest"]["parsed"], 2, "{s}");
+    assert_eq!(
+        agent.alerts(|a| a["rule"] == "ssh-bruteforce-then-success"),
+        0
+    );
 }
 
 #[test]

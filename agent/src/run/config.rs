@@ -42,8 +42,12 @@ dedup_window = "2s"
 dedup_capacity = 65536
 # Files of syslog lines to read (one message per line), followed like `tail -F`: new lines
 # as they are appended, from the start again after rotation or truncation. "-" reads
-# standard input until it ends. Missing files are an error at start-up.
+# standard input until it ends. Missing files (or folders, FIFOs) are an error at start-up.
 files = []
+# Where reading a file begins when the agent starts: "end" (the lines already there were
+# written before the agent ran; a restart does not replay them as new events) or
+# "beginning" (read them too, stamped with the time they are read).
+files_from = "end"
 # Kernel receive queue of each UDP socket, in bytes: bursts beyond it are lost (and counted
 # from /proc/net/udp). The kernel caps it at net.core.rmem_max; 0 keeps the system default.
 udp_receive_buffer = 8388608
@@ -176,6 +180,19 @@ pub struct SyslogConfig {
     pub udp_receive_buffer: usize,
     /// Files (or `-`, stdin) read line by line and followed.
     pub files: Vec<PathBuf>,
+    /// Where reading a file begins at start-up.
+    pub files_from: FilesFrom,
+}
+
+/// Where reading a followed file begins at start-up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FilesFrom {
+    /// After the lines already there (`tail -F`).
+    #[default]
+    End,
+    /// From the first line.
+    Beginning,
 }
 
 impl Default for SyslogConfig {
@@ -192,6 +209,7 @@ impl Default for SyslogConfig {
             dedup_capacity: 65536,
             udp_receive_buffer: 8 * 1024 * 1024,
             files: Vec::new(),
+            files_from: FilesFrom::End,
         }
     }
 }
@@ -465,6 +483,13 @@ impl Config {
                 Ok(m) if m.is_dir() => out.push(Problem::new(
                     "syslog.files",
                     format!("{} is a folder; list the files to follow", f.display()),
+                )),
+                Ok(m) if !m.is_file() => out.push(Problem::new(
+                    "syslog.files",
+                    format!(
+                        "{} is not a regular file (a FIFO or device cannot be followed)",
+                        f.display()
+                    ),
                 )),
                 Ok(_) => {
                     if let Err(e) = std::fs::File::open(f) {

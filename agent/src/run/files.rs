@@ -32,9 +32,18 @@ pub fn start(
     router: Router,
     shutdown: watch::Receiver<bool>,
     max: usize,
+    from_end: bool,
 ) -> std::io::Result<()> {
     if path != Path::new("-") {
-        File::open(&path)?; // a missing or unreadable file is a start-up error
+        // A missing or unreadable file is a start-up error, and so is what cannot be
+        // followed by offset: a folder, a FIFO, a device.
+        if !std::fs::metadata(&path)?.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a folder, FIFO or device cannot be followed; list log files)",
+            ));
+        }
+        File::open(&path)?;
     }
     let (tx, rx) = sync_channel::<Line>(QUEUE);
     let name = path.display().to_string();
@@ -45,7 +54,7 @@ pub fn start(
             let r = if path == Path::new("-") {
                 read_stream(BufReader::new(std::io::stdin().lock()), &tx, max, false).map(|_| ())
             } else {
-                follow(&path, &tx, max, &stop)
+                follow(&path, &tx, max, &stop, from_end)
             };
             if let Err(e) = r {
                 tracing::error!(input = %path.display(), error = %e, "input file read error");
@@ -98,16 +107,22 @@ fn read_stream(
     }
 }
 
-/// Reads a file and keeps following it: new lines as they are appended; from the start again
-/// when it is truncated or replaced (log rotation).
+/// Reads a file and keeps following it: new lines as they are appended (with `from_end`,
+/// only those: the lines already there were written before the agent started); from the
+/// start again when it is truncated or replaced (log rotation).
 fn follow(
     path: &Path,
     tx: &SyncSender<Line>,
     max: usize,
     stop: &watch::Receiver<bool>,
+    from_end: bool,
 ) -> std::io::Result<()> {
     let mut file = File::open(path)?;
-    let mut pos = 0u64;
+    let mut pos = if from_end {
+        end_of_last_line(&mut file)?
+    } else {
+        0
+    };
     let mut id = identity(&file);
     while !*stop.borrow() {
         file.seek(SeekFrom::Start(pos))?;
@@ -131,6 +146,22 @@ fn follow(
         }
     }
     Ok(())
+}
+
+/// Where following from the end starts: after the last complete line (a line being written
+/// when the agent starts is read whole once its newline comes).
+fn end_of_last_line(file: &mut File) -> std::io::Result<u64> {
+    let len = file.metadata()?.len();
+    let back = len.min(64 * 1024);
+    file.seek(SeekFrom::Start(len - back))?;
+    let mut tail = Vec::with_capacity(back as usize);
+    file.take(back).read_to_end(&mut tail)?;
+    Ok(match tail.iter().rposition(|b| *b == b'\n') {
+        Some(i) => len - back + i as u64 + 1,
+        // No newline in the last 64 KiB: a huge partial line, or none: start at the end.
+        None if back == len => 0,
+        None => len,
+    })
 }
 
 /// Device and inode: a replaced file has another.

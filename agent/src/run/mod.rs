@@ -319,6 +319,7 @@ fn start(
                 router,
                 shutdown_rx.clone(),
                 cfg.syslog.max_message_size,
+                cfg.syslog.files_from == config::FilesFrom::End,
             )
             .with_context(|| format!("syslog.files: cannot start reading {}", path.display()))?;
             tracing::info!(input = %path.display(), "reading syslog lines");
