@@ -15,7 +15,10 @@ use crate::ingest::syslog::Zone;
 /// The complete default configuration, with a comment on every key.
 pub const DEFAULT_CONFIG: &str = r#"# cepheus configuration (`cepheus run --config FILE`).
 # Every key is optional; the values below are the built-in defaults. Durations are written
-# like in rule files: "250ms", "2s", "5m", "1h".
+# like in rule files: "250ms", "2s", "5m", "1h". A relative path written in this file
+# (syslog.files, rules.paths, store.path, api.token_file) is relative to this file's folder,
+# as under systemd the working directory is "/"; the defaults are relative to the working
+# directory.
 
 [syslog]
 # UDP listeners: one datagram is one message; the sender's address is the `peer` field.
@@ -373,7 +376,32 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        Config::parse_unchecked(path, &text)
+        let mut cfg = Config::parse_unchecked(path, &text)?;
+        if let Some(dir) = path.parent() {
+            cfg.resolve_paths(dir);
+        }
+        Ok(cfg)
+    }
+
+    /// Makes the relative paths written in the file relative to its folder `dir` (the
+    /// defaults stay relative to the working directory: they were not written there).
+    fn resolve_paths(&mut self, dir: &Path) {
+        if dir.as_os_str().is_empty() {
+            return;
+        }
+        let at = |p: &mut PathBuf| {
+            if p.is_relative() && p.as_os_str() != "-" {
+                *p = dir.join(&*p);
+            }
+        };
+        self.syslog.files.iter_mut().for_each(at);
+        self.rules.paths.iter_mut().for_each(at);
+        if let Some(t) = self.api.token_file.as_mut() {
+            at(t);
+        }
+        if self.store != StoreConfig::default() {
+            at(&mut self.store.path);
+        }
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
@@ -634,5 +662,33 @@ mod tests {
         .unwrap();
         let keys: Vec<&str> = cfg.environment_problems().iter().map(|p| p.key).collect();
         assert_eq!(keys, ["syslog.files", "syslog.files", "rules.paths"]);
+    }
+
+    #[test]
+    fn relative_paths_written_in_the_file_are_relative_to_its_folder() {
+        let dir = std::env::temp_dir().join(format!("cepheus-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("cepheus.toml");
+        std::fs::write(
+            &file,
+            "[syslog]\nfiles = [\"auth.log\", \"-\", \"/var/log/x.log\"]\n[rules]\npaths = [\"rules\"]\n[api]\ntoken_file = \"tok\"\n",
+        )
+        .unwrap();
+        let cfg = Config::read(&file).unwrap();
+        assert_eq!(
+            cfg.syslog.files,
+            [
+                dir.join("auth.log"),
+                PathBuf::from("-"),
+                PathBuf::from("/var/log/x.log")
+            ]
+        );
+        assert_eq!(cfg.rules.paths, [dir.join("rules")]);
+        assert_eq!(cfg.api.token_file, Some(dir.join("tok")));
+        // The default store stays in the working directory; a written one follows the file.
+        assert_eq!(cfg.store, StoreConfig::default());
+        std::fs::write(&file, "[store]\npath = \"data\"\n").unwrap();
+        assert_eq!(Config::read(&file).unwrap().store.path, dir.join("data"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
