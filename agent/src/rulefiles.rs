@@ -57,7 +57,8 @@ fn count_rules(sources: &[SourceFile]) -> usize {
 }
 
 /// The rule files named by `paths`: files as given, folders searched recursively for `*.toml`
-/// (except `*.test.toml`, the rule tests beside them). A missing path is an error.
+/// (except `*.test.toml`, the rule tests beside them, hidden entries and links to nothing).
+/// A missing path is an error.
 pub fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     collect_matching(paths, &|p| {
         p.extension().is_some_and(|e| e == "toml") && !crate::rules_test::is_test_file(p)
@@ -112,6 +113,15 @@ fn walk(
         .with_context(|| format!("cannot read folder {}", dir.display()))?;
     entries.sort();
     for p in entries {
+        // Hidden entries are editors' and tools' (an Emacs lock `.#x.toml` is a dangling
+        // link, a `.git` folder holds no rules), and so is a link to nothing: not rule files.
+        let hidden = p
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+        if hidden || !p.exists() {
+            tracing::debug!(path = %p.display(), "skipped in a rule folder (hidden, or a link to nothing)");
+            continue;
+        }
         if p.is_dir() {
             walk(&p, wanted, folders, out)?;
         } else if wanted(&p) {

@@ -65,6 +65,27 @@ fn linked_folders_and_files_are_read_once() {
     assert!(stderr.contains("1 file, 1 rule:"), "{stderr}");
 }
 
+/// An editor's lock file (Emacs writes `.#name.toml`, a link to nothing) and other hidden
+/// entries in a rule folder are not rule files: the folder still checks (and so reloads).
+#[cfg(unix)]
+#[test]
+fn hidden_entries_and_dangling_links_in_a_rule_folder_are_skipped() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rules_check_hidden");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join(".git")).unwrap();
+    std::fs::write(
+        dir.join("a.toml"),
+        "[[rule]]\nname = \"a\"\nseverity = \"low\"\nevents.a = \"syslog\"\npattern = \"a\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join(".git/broken.toml"), "not toml [").unwrap();
+    std::os::unix::fs::symlink("root@vm.1234:1700000000", dir.join(".#a.toml")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/b.toml", dir.join("b.toml")).unwrap();
+    let (code, _, stderr) = cepheus(&["rules", "check", &dir.to_string_lossy()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("1 file, 1 rule:"), "{stderr}");
+}
+
 fn cases() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/broken");
     let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
