@@ -165,10 +165,23 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
 }
 
+/// Why a syslog listener could not bind, with what to do about it: a port another daemon
+/// holds, or a port below 1024 without the capability to bind it.
+fn bind_error(key: &str, addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::PermissionDenied => {
+            "ports below 1024 need CAP_NET_BIND_SERVICE (or root): grant it, use a port above 1023, or keep the system's syslog daemon and forward from it: README.md, \"Forwarding from rsyslog or syslog-ng\""
+        }
+        std::io::ErrorKind::AddrInUse => {
+            "another syslog daemon? forward from it instead: README.md, \"Forwarding from rsyslog or syslog-ng\""
+        }
+        _ => "check the address",
+    };
+    anyhow::anyhow!("{key}: cannot bind {addr} ({hint}): {e}")
+}
+
 fn bind_udp(addr: SocketAddr, receive_buffer: usize) -> anyhow::Result<std::net::UdpSocket> {
-    let s = std::net::UdpSocket::bind(addr).with_context(|| {
-        format!("syslog.udp: cannot bind {addr} (another syslog daemon? forward from it instead: README.md, \"Forwarding from rsyslog or syslog-ng\")")
-    })?;
+    let s = std::net::UdpSocket::bind(addr).map_err(|e| bind_error("syslog.udp", addr, e))?;
     s.set_nonblocking(true)?;
     // A burst larger than the kernel's receive queue is lost before we can read it: ask for a
     // big queue. The kernel caps it at net.core.rmem_max; say so when it did.
@@ -192,9 +205,7 @@ fn bind_udp(addr: SocketAddr, receive_buffer: usize) -> anyhow::Result<std::net:
 }
 
 fn bind_tcp(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
-    let s = std::net::TcpListener::bind(addr).with_context(|| {
-        format!("syslog.tcp: cannot bind {addr} (another syslog daemon? forward from it instead: README.md, \"Forwarding from rsyslog or syslog-ng\")")
-    })?;
+    let s = std::net::TcpListener::bind(addr).map_err(|e| bind_error("syslog.tcp", addr, e))?;
     s.set_nonblocking(true)?;
     Ok(s)
 }
@@ -411,4 +422,33 @@ fn start(
     state?;
     let code = system.run_with_code().context("actix system")?;
     Ok(u8::try_from(code).unwrap_or(2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_errors_say_what_to_do() {
+        let addr: SocketAddr = ([127, 0, 0, 1], 514).into();
+        let denied = bind_error(
+            "syslog.udp",
+            addr,
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        )
+        .to_string();
+        assert!(
+            denied.starts_with("syslog.udp: cannot bind 127.0.0.1:514"),
+            "{denied}"
+        );
+        assert!(denied.contains("CAP_NET_BIND_SERVICE"), "{denied}");
+        assert!(!denied.contains("another syslog daemon"), "{denied}");
+        let taken = bind_error(
+            "syslog.tcp",
+            addr,
+            std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        )
+        .to_string();
+        assert!(taken.contains("another syslog daemon"), "{taken}");
+    }
 }
