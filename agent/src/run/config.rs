@@ -538,13 +538,17 @@ impl Config {
                 out.push(Problem::new("rules.paths", format!("{}: {e}", p.display())));
             }
         }
-        if let Ok(m) = std::fs::metadata(&self.store.path)
-            && !m.is_dir()
+        if let Err(why) = store_usable(&self.store.path) {
+            out.push(Problem::new("store.path", why));
+        }
+        if let Some(c) = &self.capture
+            && let Ok(filter) = crate::flow::filter::Filter::parse(&c.filter)
         {
-            out.push(Problem::new(
-                "store.path",
-                format!("{} exists and is not a folder", self.store.path.display()),
-            ));
+            // Opened and closed at once: a missing interface or a missing CAP_NET_RAW shows.
+            match crate::flow::live::LiveCapture::start(&c.interface, filter, 16) {
+                Ok(cap) => cap.stop(),
+                Err(e) => out.push(Problem::new("capture.interface", e.to_string())),
+            }
         }
         if let Err(e) = self.api.token() {
             out.push(Problem::new("api.token_file", format!("{e:#}")));
@@ -564,6 +568,34 @@ impl Config {
         }
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
+}
+
+/// Whether `run` can create (or use) the store folder and write in it. Checked by doing it:
+/// the folders this creates are removed again, and so is the probe file.
+fn store_usable(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_dir() => return Err(format!("{shown} exists and is not a folder")),
+        Ok(_) => {}
+        Err(_) => {
+            // The folders to create, deepest first, so they can be removed again.
+            let mut missing = Vec::new();
+            let mut p = Some(path);
+            while let Some(q) = p.filter(|q| !q.as_os_str().is_empty() && !q.exists()) {
+                missing.push(q.to_path_buf());
+                p = q.parent();
+            }
+            let made = std::fs::create_dir_all(path);
+            for m in &missing {
+                let _ = std::fs::remove_dir(m);
+            }
+            return made.map_err(|e| format!("cannot create {shown}: {e}"));
+        }
+    }
+    let probe = path.join(format!(".cepheus-check-{}", std::process::id()));
+    let wrote = std::fs::write(&probe, b"");
+    let _ = std::fs::remove_file(&probe);
+    wrote.map_err(|e| format!("cannot write in {shown}: {e}"))
 }
 
 /// Whether two listeners would claim the same port: the same address, or one of them the
@@ -690,5 +722,41 @@ mod tests {
         std::fs::write(&file, "[store]\npath = \"data\"\n").unwrap();
         assert_eq!(Config::read(&file).unwrap().store.path, dir.join("data"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_store_folder_must_be_creatable_and_the_check_leaves_no_trace() {
+        let base = std::env::temp_dir().join(format!("cepheus-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        // Creatable: fine, and nothing is left behind.
+        assert_eq!(store_usable(&base.join("a/b")), Ok(()));
+        assert!(!base.join("a").exists());
+        // Under a file: not creatable.
+        std::fs::write(base.join("f"), "x").unwrap();
+        let e = store_usable(&base.join("f/data")).unwrap_err();
+        assert!(e.starts_with("cannot create"), "{e}");
+        let e = store_usable(&base.join("f")).unwrap_err();
+        assert!(e.contains("is not a folder"), "{e}");
+        // An existing folder is written in, and the probe removed.
+        assert_eq!(store_usable(&base), Ok(()));
+        assert_eq!(std::fs::read_dir(&base).unwrap().count(), 1);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_capture_interface_that_does_not_exist_is_a_problem() {
+        let cfg = Config::parse(
+            Path::new("x"),
+            "[store]\npath = \"/tmp\"\n[capture]\ninterface = \"nosuch0\"\n",
+        )
+        .unwrap();
+        let p: Vec<Problem> = cfg
+            .environment_problems()
+            .into_iter()
+            .filter(|p| p.key == "capture.interface")
+            .collect();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].message.contains("nosuch0"), "{p:?}");
     }
 }
