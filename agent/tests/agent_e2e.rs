@@ -641,6 +641,31 @@ fn followed_files_start_at_their_end_by_default() {
     );
 }
 
+/// SIGTERM while a sender keeps its TCP connection open (as rsyslog and syslog-ng do): what
+/// it already sent is read and handled before the agent exits.
+#[test]
+fn sigterm_handles_what_open_tcp_connections_already_sent() {
+    let dir = scratch("tcp-drain");
+    std::fs::write(
+        dir.join("rules/echo.toml"),
+        "[[rule]]\nname = \"echo\"\nseverity = \"info\"\nevents.e = 'syslog and app == \"load\"'\npattern = \"e\"\n",
+    )
+    .unwrap();
+    let mut agent = Agent::start(&dir, "");
+    let mut c = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    let n = 5_000;
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&format!("<13>Dec  2 05:40:00 h{} load: message {i}\n", i % 7));
+    }
+    c.write_all(text.as_bytes()).unwrap();
+    let st = agent.terminate();
+    assert!(st.success(), "{st:?}: {}", agent.stderr());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(agent.alerts(|a| a["rule"] == "echo"), n, "{}", agent.stderr());
+    drop(c);
+}
+
 #[test]
 fn api_token_guards_stats_and_metrics() {
     let dir = scratch("token");

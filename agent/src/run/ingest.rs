@@ -477,7 +477,12 @@ pub async fn tcp_accept_loop(
     }
 }
 
-/// Reads one TCP connection: frames, parses, routes; closes on EOF, idleness, or shutdown.
+/// At shutdown, the longest a TCP connection is still read, and the quiet that ends it sooner.
+const SHUTDOWN_DRAIN: StdDuration = StdDuration::from_millis(1500);
+const SHUTDOWN_QUIET: StdDuration = StdDuration::from_millis(100);
+
+/// Reads one TCP connection: frames, parses, routes; closes on EOF, idleness, or shutdown
+/// (after reading what was already sent).
 async fn tcp_conn(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -489,12 +494,28 @@ async fn tcp_conn(
     let mut framer = Framer::new(shared.max_message);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let ip = Some(peer.ip());
+    // Shutdown: what the sender already sent is read and delivered before the connection is
+    // dropped (the kernel acknowledged it; rsyslog and syslog-ng keep their connections
+    // open), until the stream is quiet for a moment, within a bound.
+    let mut draining: Option<std::time::Instant> = None;
     loop {
         if buf.capacity() - buf.len() < 16 * 1024 {
             buf.reserve(64 * 1024);
         }
-        let read = tokio::select! {
-            _ = shutdown.changed() => break,
+        let read = if let Some(since) = draining {
+            if since.elapsed() >= SHUTDOWN_DRAIN {
+                break;
+            }
+            match tokio::time::timeout(SHUTDOWN_QUIET, stream.read_buf(&mut buf)).await {
+                Err(_) => break, // quiet: all that was sent is in
+                r => r,
+            }
+        } else {
+            tokio::select! {
+            _ = shutdown.changed() => {
+                draining = Some(std::time::Instant::now());
+                continue;
+            }
             _ = guard.conn.close.notified() => {
                 // Told while it was delivering (a full shard queue): it is not idle, it stays.
                 if guard.silent_for() < EVICT_AFTER_IDLE {
@@ -505,6 +526,7 @@ async fn tcp_conn(
                 break;
             }
             r = tokio::time::timeout(shared.idle, stream.read_buf(&mut buf)) => r,
+            }
         };
         guard.touch();
         let now = wall_clock();
