@@ -656,13 +656,21 @@ fn sigterm_handles_what_open_tcp_connections_already_sent() {
     let n = 5_000;
     let mut text = String::new();
     for i in 0..n {
-        text.push_str(&format!("<13>Dec  2 05:40:00 h{} load: message {i}\n", i % 7));
+        text.push_str(&format!(
+            "<13>Dec  2 05:40:00 h{} load: message {i}\n",
+            i % 7
+        ));
     }
     c.write_all(text.as_bytes()).unwrap();
     let st = agent.terminate();
     assert!(st.success(), "{st:?}: {}", agent.stderr());
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(agent.alerts(|a| a["rule"] == "echo"), n, "{}", agent.stderr());
+    assert_eq!(
+        agent.alerts(|a| a["rule"] == "echo"),
+        n,
+        "{}",
+        agent.stderr()
+    );
     drop(c);
 }
 

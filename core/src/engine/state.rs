@@ -811,13 +811,14 @@ impl Group {
         if firing.as_ref().is_some_and(|ep| ep.held_until.is_some()) {
             counters.suppressed += 1;
         } else if let Some(ep) = firing {
+            // With the episode's events, so the message is filled as the firing one was.
             emit(
                 ctx,
                 key,
                 ep.id,
                 AlertState::Resolved,
                 at,
-                Vec::new(),
+                ep.events,
                 Some("forgotten"),
                 counters,
                 out,
@@ -852,12 +853,19 @@ impl Group {
         let Some(ep) = self.open_episode() else {
             return;
         };
-        let events = if state == AlertState::Firing {
-            ep.events.clone()
-        } else {
-            Vec::new()
-        };
-        emit(ctx, key, ep.id, state, at, events, reason, counters, out);
+        // The episode's events, also when it is resolved for the rules that leave: the message
+        // is filled from them (`{user}` would stay a placeholder with none).
+        emit(
+            ctx,
+            key,
+            ep.id,
+            state,
+            at,
+            ep.events.clone(),
+            reason,
+            counters,
+            out,
+        );
     }
 
     /// When this group next needs a timer (`None`: never).

@@ -1007,3 +1007,47 @@ fn until_keeps_a_lagging_source_s_lag() {
         &["firing h @90"],
     );
 }
+
+#[test]
+fn a_forgotten_or_changed_alert_keeps_its_message_filled() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::{Event, Field, Source, Value};
+    use cepheus_core::rules::compile_str;
+    use cepheus_core::time::Timestamp;
+    let rules = |within: &str| {
+        compile_str(
+            "t.toml",
+            &format!(
+                "[[rule]]\nname = \"brute\"\nseverity = \"low\"\ngroup_by = [\"src\"]\nmessage = \"brute force from {{src}} (last user: {{user}})\"\nevents.f = 'syslog and msg =~ \"fail (?P<user>\\S+) from (?P<src>\\S+)\"'\npattern = \"f{{2,}} within {within}\"\n"
+            ),
+        )
+        .rules
+        .unwrap()
+    };
+    let ev = |t: i64| {
+        let at = Timestamp::from_secs(t);
+        Event::new(Source::Syslog, at, at).with(Field::Msg, Value::str("fail root from 10.0.0.1"))
+    };
+    for how in ["forget", "reload"] {
+        let mut e = Engine::new(&rules("5m"), EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        e.push(ev(0), &mut out);
+        e.push(ev(1), &mut out);
+        assert_eq!(out.len(), 1);
+        if how == "forget" {
+            let key = e.find_group("brute", "10.0.0.1").unwrap();
+            assert!(e.forget_group("brute", &key, &mut out));
+        } else {
+            e.reload(&rules("10m"), &mut out).unwrap();
+        }
+        let resolved = out
+            .iter()
+            .find(|a| a.state.name() == "resolved")
+            .unwrap_or_else(|| panic!("{how}: no resolved alert"));
+        assert_eq!(
+            resolved.message(),
+            "brute force from 10.0.0.1 (last user: root)",
+            "{how}"
+        );
+    }
+}
