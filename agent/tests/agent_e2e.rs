@@ -674,6 +674,35 @@ fn sigterm_handles_what_open_tcp_connections_already_sent() {
     drop(c);
 }
 
+/// An event a rule's condition matches but that lacks a `group_by` field is counted as
+/// `keyless`, not as `unmatched` (the operator's "why is my heartbeat ignored").
+#[test]
+fn events_without_a_group_field_are_counted_keyless() {
+    let dir = scratch("keyless");
+    std::fs::write(
+        dir.join("rules/hb.toml"),
+        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 1m\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // No hostname: the tag is the app, and there is no host to group by.
+    udp.send_to(
+        b"<13>Dec  2 05:40:00 heartbeat: no host here",
+        ("127.0.0.1", agent.port),
+    )
+    .unwrap();
+    udp.send_to(
+        b"<13>Dec  2 05:40:00 web-1 cron: unrelated",
+        ("127.0.0.1", agent.port),
+    )
+    .unwrap();
+    let s = agent.wait_stats(10, |s| s["ingest"]["parsed"] == 2);
+    assert_eq!(s["ingest"]["keyless"], 1, "{s}");
+    assert_eq!(s["ingest"]["unmatched"], 1, "{s}");
+    assert!(s["shards"][0].get("future").is_some(), "{s}");
+}
+
 #[test]
 fn api_token_guards_stats_and_metrics() {
     let dir = scratch("token");

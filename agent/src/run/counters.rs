@@ -64,6 +64,9 @@ counters!(
         parsed,
         /// Events that no rule wants (not sent to any shard).
         unmatched,
+        /// Events a rule's condition matched but that lack one of its `group_by` fields (no
+        /// group to put them in; not sent to any shard for that rule).
+        keyless,
         /// Deliveries to shards (an event counts once per shard it goes to).
         routed,
         /// Deliveries dropped because a shard's queue was full (UDP; TCP waits instead).

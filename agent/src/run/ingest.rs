@@ -193,11 +193,19 @@ impl Router {
         let sh = &*self.shared;
         self.owners.clear();
         let ev = Arc::new(ev);
+        let mut keyless = false;
         if let Some(engine) = &mut self.engine {
+            let before = engine.counters().keyless;
             engine.owners(&ev, self.plan.shards() as u32, &mut self.owners);
+            keyless = engine.counters().keyless > before;
+        }
+        if keyless {
+            bump(&sh.counters.keyless, 1);
         }
         if self.owners.is_empty() {
-            bump(&sh.counters.unmatched, 1);
+            if !keyless {
+                bump(&sh.counters.unmatched, 1);
+            }
             return;
         }
         bump(&sh.counters.routed, self.owners.len() as u64);

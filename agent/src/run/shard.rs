@@ -80,6 +80,9 @@ pub struct ShardStats {
     pub late: u64,
     /// Events whose group key could not be formed, summed over its engines.
     pub keyless: u64,
+    /// Events stamped after their arrival (a sender whose clock runs ahead), taken as
+    /// arriving now by event-time rules.
+    pub future: u64,
     /// Timer entries its engine holds (stale ones included): what its timers cost in memory,
     /// about 24 bytes each.
     pub timer_entries: usize,
@@ -252,11 +255,13 @@ impl Handler<GetStats> for Shard {
             .map_or(0, |tx| tx.max_capacity() - tx.capacity());
         s.late = 0;
         s.keyless = 0;
+        s.future = 0;
         s.timer_entries = 0;
         if let Some(e) = &self.engine {
             s.rule_stats = e.stats();
             s.late = e.counters().late;
             s.keyless = e.counters().keyless;
+            s.future = e.counters().future;
             s.timer_entries = e.timer_entries();
         }
         MessageResult(s)
