@@ -62,7 +62,8 @@ udp_receive_buffer = 8388608
 paths = []
 
 [store]
-# Where the agent keeps its data (alerts, checkpoints); created when missing.
+# Where the agent will keep its data (alerts, checkpoints); created when missing. Nothing is
+# persisted there yet: a restart begins with no state (open alerts are not carried over).
 path = "./cepheus-data"
 
 [engine]
