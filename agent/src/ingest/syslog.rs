@@ -206,6 +206,13 @@ impl SyslogParser {
         let year = self.year;
         // syslog_loose's year callback must be `Copy`: it captures only plain values.
         let resolve = move |d: IncompleteDate| resolve_year(year, zone, arrival_utc, d);
+        // A BSD stamp with fractional seconds (syslog-ng's `frac-digits`) is parsed without
+        // them (syslog_loose would lose the whole header), then they are added back.
+        let (unfrac, frac) = match strip_bsd_fraction(text) {
+            Some((t, ns)) => (Some(t), ns),
+            None => (None, 0),
+        };
+        let text = unfrac.as_deref().unwrap_or(text);
         let parsed = syslog_loose::parse_message_with_year_exact_tz(
             text,
             resolve,
@@ -213,7 +220,7 @@ impl SyslogParser {
             Variant::Either,
         );
         let mut event = match parsed {
-            Ok(msg) => self.event_from(text, msg, arrival)?,
+            Ok(msg) => self.event_from(text, msg, arrival, frac)?,
             Err(_) => pri_only(text, arrival).ok_or(Malformed::NotSyslog)?,
         };
         if let Some(ip) = peer {
@@ -228,6 +235,7 @@ impl SyslogParser {
         text: &str,
         msg: Message<&str>,
         arrival: Timestamp,
+        frac_ns: i64,
     ) -> Result<Event, Malformed> {
         let time = match msg.timestamp {
             None => arrival,
@@ -236,6 +244,7 @@ impl SyslogParser {
                 let wall = ts.naive_utc();
                 let utc = self.zone.to_utc(wall);
                 to_timestamp(utc.ok_or_else(|| Malformed::TimeOutOfRange(wall.to_string()))?)?
+                    .add(cepheus_core::time::Duration(frac_ns))
             }
             Some(ts) => to_timestamp(ts.naive_utc())?,
         };
@@ -338,6 +347,44 @@ fn is_bsd_stamp(text: &str) -> bool {
         .is_some_and(|c| c.is_ascii_alphabetic())
 }
 
+/// A BSD header stamp with fractional seconds (`Dec  2 05:40:00.123 host ...`): the text
+/// without the fraction, and the fraction in nanoseconds. `None` for anything else.
+fn strip_bsd_fraction(text: &str) -> Option<(String, i64)> {
+    let body = match text.strip_prefix('<') {
+        Some(r) => &r[r.find('>')? + 1..],
+        None => text,
+    };
+    let start = text.len() - body.trim_start().len();
+    let b = text.as_bytes().get(start..)?;
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    let stamp = b.len() > 16
+        && b[..3].iter().all(u8::is_ascii_alphabetic)
+        && b[3] == b' '
+        && (b[4] == b' ' || digit(4))
+        && digit(5)
+        && b[6] == b' '
+        && digit(7)
+        && digit(8)
+        && b[9] == b':'
+        && digit(10)
+        && digit(11)
+        && b[12] == b':'
+        && digit(13)
+        && digit(14)
+        && b[15] == b'.';
+    if !stamp {
+        return None;
+    }
+    let digits = b[16..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if !(1..=9).contains(&digits) || b.get(16 + digits) != Some(&b' ') {
+        return None;
+    }
+    let frac = std::str::from_utf8(&b[16..16 + digits]).ok()?;
+    let ns = format!("{frac:0<9}").parse::<i64>().ok()?;
+    let cut = start + 15;
+    Some((format!("{}{}", &text[..cut], &text[cut + 1 + digits..]), ns))
+}
+
 /// A line that starts with a valid PRI but has no parsable header: kept with the PRI's
 /// facility and severity, the rest as `msg`, and the arrival as its time.
 fn pri_only(text: &str, arrival: Timestamp) -> Option<Event> {
@@ -435,6 +482,34 @@ mod tests {
         );
         assert_eq!(e.get(Field::Facility), None);
         assert_eq!(e.get(Field::Severity), None);
+    }
+
+    #[test]
+    fn bsd_stamps_with_fractional_seconds_keep_their_header() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        for (line, time) in [
+            (
+                "<13>Dec  2 05:40:00.123 host4 app4: with ms",
+                "2026-12-02T05:40:00.123Z",
+            ),
+            (
+                "Dec 12 05:40:00.000001 host4 app4: with ms",
+                "2026-12-12T05:40:00.000001Z",
+            ),
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::Host), Some("host4"), "{line}");
+            assert_eq!(get(&e, Field::App), Some("app4"), "{line}");
+            assert_eq!(get(&e, Field::Msg), Some("with ms"), "{line}");
+            assert_eq!(e.time, at(time), "{line}");
+        }
+        // Not a stamp's fraction: left alone.
+        assert_eq!(strip_bsd_fraction("<13>Dec  2 05:40:00 h a: 1.5 s"), None);
+        assert_eq!(
+            strip_bsd_fraction("<13>1 2026-12-02T05:40:00.1Z h a - - - x"),
+            None
+        );
     }
 
     #[test]
