@@ -22,7 +22,9 @@ pub enum GroupsCommand {
 pub struct ForgetArgs {
     /// The rule's name.
     pub rule: String,
-    /// The group: its `group_by` values in order, comma-separated (as in `expect`).
+    /// The group: its `group_by` values in order, comma-separated (as in `expect`), or the
+    /// alert's `group` object as JSON (`'{"host":"web,1","app":"nginx"}'`) when a value
+    /// holds a comma.
     pub key: String,
     /// The agent's configuration file (for `api.listen` and `api.token_file`). Default:
     /// built-in defaults (API on 127.0.0.1:9514).

@@ -1051,3 +1051,38 @@ fn a_forgotten_or_changed_alert_keeps_its_message_filled() {
         );
     }
 }
+
+#[test]
+fn a_group_whose_value_holds_a_comma_is_found_by_its_json_object() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::{Event, Field, Source, Value};
+    use cepheus_core::rules::compile_str;
+    use cepheus_core::time::Timestamp;
+    let rules = compile_str(
+        "t.toml",
+        "[[rule]]\nname = \"m\"\nseverity = \"low\"\ngroup_by = [\"host\", \"app\"]\nevents.e = 'syslog'\npattern = \"absent(e) for 1m\"\n",
+    )
+    .rules
+    .unwrap();
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let t = Timestamp::from_secs(0);
+    e.push(
+        Event::new(Source::Syslog, t, t)
+            .with(Field::Host, Value::str("web,1"))
+            .with(Field::App, Value::str("nginx")),
+        &mut out,
+    );
+    let want = Some(vec![Value::str("web,1"), Value::str("nginx")]);
+    assert_eq!(e.find_group("m", "web,1,nginx"), None);
+    assert_eq!(e.find_group("m", r#"{"host":"web,1","app":"nginx"}"#), want);
+    assert_eq!(
+        e.find_group("m", r#" {"app":"nginx","host":"web,1"} "#),
+        want
+    );
+    assert_eq!(e.find_group("m", r#"{"host":"web,1"}"#), None);
+    assert_eq!(
+        e.find_group("m", r#"{"host":"web,1","app":"nginx","x":"y"}"#),
+        None
+    );
+}
