@@ -311,15 +311,20 @@ fn pid_as_written(text: &str, msg: &Message<&str>, pid: i32) -> String {
     }
 }
 
-/// Whether the header word `word` is written `word:` followed by a blank or the end (a tag).
+/// Whether the header word `word` (a slice of `text`, as the parser hands it back) is
+/// written `word:` followed by a blank or the end: a tag, not a hostname. Only the colon right
+/// after that word counts (`fw1  link down on fw1: eth0` keeps `fw1` as the host).
 fn ends_with_colon(text: &str, word: &str) -> bool {
-    let pat = format!(" {word}:");
-    text.match_indices(&pat).any(|(i, _)| {
-        text[i + pat.len()..]
-            .chars()
-            .next()
-            .is_none_or(char::is_whitespace)
-    })
+    let Some(start) = (word.as_ptr() as usize).checked_sub(text.as_ptr() as usize) else {
+        return false;
+    };
+    let Some(after) = text.get(start + word.len()..) else {
+        return false;
+    };
+    text.get(start..start + word.len()) == Some(word)
+        && after
+            .strip_prefix(':')
+            .is_some_and(|r| r.chars().next().is_none_or(char::is_whitespace))
 }
 
 /// Trims trailing CR, LF and NUL (framing leftovers) from raw bytes.
@@ -541,6 +546,13 @@ mod tests {
                 Some("10.0.0.1"),
                 Some("sshd"),
                 "x",
+            ),
+            // A hostname with no tag, its name later followed by a colon: still the host.
+            (
+                "<134>Oct 30 16:05:54 fw1  link down on fw1: eth0",
+                Some("fw1"),
+                None,
+                "link down on fw1: eth0",
             ),
         ] {
             let e = p.parse(line.as_bytes(), now, None).unwrap();

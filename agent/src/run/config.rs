@@ -378,15 +378,21 @@ impl Config {
             source,
         })?;
         let mut cfg = Config::parse_unchecked(path, &text)?;
+        // Whether `store.path` was written in the file (the default stays where it is).
+        let store_written = toml::from_str::<toml::Table>(&text).is_ok_and(|t| {
+            t.get("store")
+                .and_then(|s| s.as_table())
+                .is_some_and(|s| s.contains_key("path"))
+        });
         if let Some(dir) = path.parent() {
-            cfg.resolve_paths(dir);
+            cfg.resolve_paths(dir, store_written);
         }
         Ok(cfg)
     }
 
     /// Makes the relative paths written in the file relative to its folder `dir` (the
     /// defaults stay relative to the working directory: they were not written there).
-    fn resolve_paths(&mut self, dir: &Path) {
+    fn resolve_paths(&mut self, dir: &Path, store_written: bool) {
         if dir.as_os_str().is_empty() {
             return;
         }
@@ -400,7 +406,7 @@ impl Config {
         if let Some(t) = self.api.token_file.as_mut() {
             at(t);
         }
-        if self.store != StoreConfig::default() {
+        if store_written {
             at(&mut self.store.path);
         }
     }
@@ -571,8 +577,8 @@ impl Config {
     }
 }
 
-/// Whether `run` can create (or use) the store folder and write in it. Checked by doing it:
-/// the folders this creates are removed again, and so is the probe file.
+/// Whether `run` can create the store folder (it does at start-up; nothing is written in it
+/// yet). Checked by doing it: the folders this creates are removed again.
 fn store_usable(path: &Path) -> Result<(), String> {
     let shown = path.display();
     match std::fs::metadata(path) {
@@ -593,18 +599,19 @@ fn store_usable(path: &Path) -> Result<(), String> {
             return made.map_err(|e| format!("cannot create {shown}: {e}"));
         }
     }
-    let probe = path.join(format!(".cepheus-check-{}", std::process::id()));
-    let wrote = std::fs::write(&probe, b"");
-    let _ = std::fs::remove_file(&probe);
-    wrote.map_err(|e| format!("cannot write in {shown}: {e}"))
+    Ok(())
 }
 
-/// Whether two listeners would claim the same port: the same address, or one of them the
-/// wildcard of the same family (port 0, "any free port", never clashes).
+/// Whether two listeners would claim the same port: the same address, one of them the
+/// wildcard of the same family, or one of them the IPv6 wildcard, which on Linux takes the
+/// IPv4 port too (`bindv6only` is off by default). Port 0, "any free port", never clashes.
 fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
+    let v6_any = |x: &SocketAddr| x.is_ipv6() && x.ip().is_unspecified();
     a.port() == b.port()
         && a.port() != 0
         && (a.ip() == b.ip()
+            || v6_any(a)
+            || v6_any(b)
             || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified())))
 }
 
@@ -678,12 +685,18 @@ mod tests {
         let text = e.unwrap_err().to_string();
         assert_eq!(text.lines().count(), 4, "{text}");
         assert!(text.lines().all(|l| l.starts_with("c.toml: `")), "{text}");
-        // UDP and TCP on one port, and v4 and v6 wildcards, do not clash.
+        // UDP and TCP on one port do not clash, nor two addresses of one family.
         let ok = Config::parse(
             Path::new("x"),
-            "[syslog]\nudp = [\"0.0.0.0:5514\", \"[::]:5514\"]\ntcp = [\"0.0.0.0:5514\"]\n",
+            "[syslog]\nudp = [\"127.0.0.1:5514\", \"127.0.0.2:5514\", \"[::1]:5514\"]\ntcp = [\"0.0.0.0:5514\"]\n",
         );
         assert!(ok.is_ok(), "{ok:?}");
+        // The IPv6 wildcard takes the IPv4 port too (Linux's default).
+        let e = Config::parse(
+            Path::new("x"),
+            "[syslog]\nudp = [\"0.0.0.0:5514\", \"[::]:5514\"]\n",
+        );
+        assert!(matches!(e, Err(ConfigError::Invalid { .. })), "{e:?}");
     }
 
     #[test]
@@ -718,10 +731,16 @@ mod tests {
         );
         assert_eq!(cfg.rules.paths, [dir.join("rules")]);
         assert_eq!(cfg.api.token_file, Some(dir.join("tok")));
-        // The default store stays in the working directory; a written one follows the file.
+        // The default store stays in the working directory; a written one follows the file,
+        // also when it is written as the default is.
         assert_eq!(cfg.store, StoreConfig::default());
         std::fs::write(&file, "[store]\npath = \"data\"\n").unwrap();
         assert_eq!(Config::read(&file).unwrap().store.path, dir.join("data"));
+        std::fs::write(&file, "[store]\npath = \"./cepheus-data\"\n").unwrap();
+        assert_eq!(
+            Config::read(&file).unwrap().store.path,
+            dir.join("./cepheus-data")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -739,7 +758,7 @@ mod tests {
         assert!(e.starts_with("cannot create"), "{e}");
         let e = store_usable(&base.join("f")).unwrap_err();
         assert!(e.contains("is not a folder"), "{e}");
-        // An existing folder is written in, and the probe removed.
+        // An existing folder is fine, and left as it is.
         assert_eq!(store_usable(&base), Ok(()));
         assert_eq!(std::fs::read_dir(&base).unwrap().count(), 1);
         let _ = std::fs::remove_dir_all(&base);

@@ -65,7 +65,9 @@ counters!(
         /// Events that no rule wants (not sent to any shard).
         unmatched,
         /// Events a rule's condition matched but that lack one of its `group_by` fields (no
-        /// group to put them in; not sent to any shard for that rule).
+        /// group to put them in; not sent to any shard for that rule), once per event. The
+        /// shards' own `keyless` counts again, per definition, such events that reached them
+        /// for another rule.
         keyless,
         /// Deliveries to shards (an event counts once per shard it goes to).
         routed,

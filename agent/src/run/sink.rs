@@ -38,6 +38,9 @@ pub struct AlertSink {
     counters: Arc<SinkCounters>,
     /// The reader went away (EPIPE): nothing more can be written, only counted.
     closed: bool,
+    /// A write failed mid-batch: a line may have been cut; the next write ends it first, so
+    /// every later alert starts a line of its own.
+    cut: bool,
     /// One error line per minute, with the count held back.
     limit: LogLimit,
 }
@@ -55,6 +58,7 @@ impl AlertSink {
             out,
             counters,
             closed: false,
+            cut: false,
             limit: LogLimit::new(60_000),
         }
     }
@@ -71,7 +75,16 @@ impl AlertSink {
         let mut written = 0;
         let mut failure = None;
         if !self.closed {
-            for a in alerts {
+            if self.cut {
+                match out.write_all(b"\n") {
+                    Ok(()) => self.cut = false,
+                    Err(e) => failure = Some(e),
+                }
+            }
+            for a in alerts
+                .iter()
+                .take(if failure.is_some() { 0 } else { alerts.len() })
+            {
                 if let Err(e) = writeln!(out, "{}", a.to_json()) {
                     failure = Some(e);
                     break;
@@ -89,6 +102,9 @@ impl AlertSink {
             return;
         }
         bump(&self.counters.alerts_unwritten, lost as u64);
+        if failure.is_some() {
+            self.cut = true;
+        }
         if let Some(e) = &failure
             && e.kind() == std::io::ErrorKind::BrokenPipe
         {
@@ -226,5 +242,56 @@ mod tests {
         sink.write(&batch);
         assert_eq!(counters.snapshot().alerts_unwritten, 10);
         assert!(!sink.closed);
+    }
+
+    /// Takes half of one write, then fails the next call once (a disk filling up), then
+    /// works again.
+    struct Flaky {
+        calls: usize,
+        cut_at: usize,
+        data: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Flaky {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.calls += 1;
+            let n = if self.calls == self.cut_at {
+                buf.len() / 2
+            } else if self.calls == self.cut_at + 1 {
+                return Err(std::io::Error::from(std::io::ErrorKind::StorageFull));
+            } else {
+                buf.len()
+            };
+            self.data.lock().unwrap().extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn after_a_failed_write_every_alert_starts_a_line_of_its_own() {
+        let counters = Arc::new(SinkCounters::default());
+        let data = Arc::new(Mutex::new(Vec::new()));
+        let out = Flaky {
+            calls: 0,
+            cut_at: 2,
+            data: data.clone(),
+        };
+        let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
+        let batch = alerts(3);
+        sink.write(&batch);
+        sink.write(&batch);
+        let text = String::from_utf8(data.lock().unwrap().clone()).unwrap();
+        let whole = text
+            .lines()
+            .filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+            .count();
+        let unwritten = counters.snapshot().alerts_unwritten as usize;
+        // Every alert not counted as lost is one whole JSON line; the cut one is alone.
+        assert_eq!(whole, 6 - unwritten, "{text}");
+        assert!(unwritten >= 1);
+        assert_eq!(text.lines().count(), whole + 1, "{text}");
     }
 }

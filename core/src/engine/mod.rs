@@ -1418,12 +1418,13 @@ impl Engine {
         for li in 1..self.lanes.len() {
             let lane = &self.lanes[li];
             let last = lane.max_event.unwrap_or(clock);
-            // `until` is on the arrival clock; the lane's time reaches as far past its last
-            // event as `until` is past that event's arrival (a lagging source keeps its lag).
-            let stop = match (until, lane.last_arrival) {
-                (Some(u), Some(a)) => last.max(last.add(u.since(a))),
-                (Some(u), None) => u.max(last),
-                (None, _) => last,
+            // `until` is on the arrival clock; the lane's time reaches as far past where the
+            // last arrival left it (its watermark then, plus the delay) as `until` is past that
+            // arrival (a lagging source keeps its lag). A lane that saw no event: `until`.
+            let stop = match (until, lane.mark, lane.last_arrival) {
+                (Some(u), Some(m), Some(a)) => last.max(m.add(lane.delay).add(u.since(a))),
+                (Some(u), _, _) => u.max(last),
+                (None, _, _) => last,
             };
             self.release(li, Timestamp::MAX, out);
             self.advance_lane(li, stop, out);

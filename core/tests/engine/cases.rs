@@ -1006,6 +1006,12 @@ fn until_keeps_a_lagging_source_s_lag() {
         "hb:h@0/100 hb:h@30/130 end@200",
         &["firing h @90"],
     );
+    // A lane that saw no event stops at `until`, not past it: the expected group's deadline
+    // (250) is after it.
+    let x = rule("hb", &["hb"], absent(ev(0), Some(250)))
+        .event_time(5, 0)
+        .expect(&["web-1"]);
+    check(vec![x], "tick@0 tick@100 end@200", &[]);
 }
 
 #[test]
