@@ -452,6 +452,16 @@ fn duplicates_are_dropped_and_ungrouped_rules_spread() {
         .collect();
     assert!(counts.iter().all(|&c| c > 0), "rules per shard: {counts:?}");
     assert_eq!(counts.iter().sum::<usize>(), 20);
+    // Each ungrouped rule is on one shard, in `rules[].shards` as in `shards[].rules`.
+    for r in s["rules"].as_array().unwrap() {
+        let on = r["shards"].as_array().unwrap();
+        assert_eq!(on.len(), 1, "{r}");
+        let sh = on[0].as_u64().unwrap() as usize;
+        assert!(
+            shards[sh]["rules"].as_array().unwrap().contains(&r["rule"]),
+            "{r}"
+        );
+    }
     assert!(
         shards.iter().all(|sh| sh["events"].as_u64() > Some(0)),
         "{s}"

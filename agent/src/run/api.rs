@@ -132,7 +132,9 @@ pub async fn collect(st: &ApiState) -> Stats {
     }
     let mut rules: Vec<RuleSummary> = Vec::new();
     for s in &shards {
-        for r in &s.rule_stats {
+        // A shard's engine holds every rule, but runs (owns groups of) only those in its
+        // `rules`: an ungrouped rule lives on one shard.
+        for r in s.rule_stats.iter().filter(|r| s.rules.contains(&r.rule)) {
             let idx = match rules.iter().position(|x| x.rule == r.rule) {
                 Some(i) => i,
                 None => {
