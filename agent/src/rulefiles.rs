@@ -118,7 +118,12 @@ fn walk(
         let hidden = p
             .file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-        if hidden || !p.exists() {
+        // (A file that cannot be read for another reason, permissions, is still an error.)
+        let dangling = p
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+            && std::fs::metadata(&p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        if hidden || dangling {
             tracing::debug!(path = %p.display(), "skipped in a rule folder (hidden, or a link to nothing)");
             continue;
         }
