@@ -247,18 +247,27 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
     let seg = payload.payload;
     match info.proto {
         proto::TCP => {
-            let Ok(tcp) = TcpSlice::from_slice(seg) else {
-                return if seg.len() < 20 || seg.len() < tcp_header_len(seg) {
-                    Decoded::Truncated
-                } else {
-                    Decoded::Malformed
-                };
-            };
-            info.sport = tcp.source_port();
-            info.dport = tcp.destination_port();
-            info.tcp_flags = seg.get(13).copied().unwrap_or(0);
-            info.payload_len = l4_len.saturating_sub(u32::from(tcp.data_offset()) * 4);
-            info.payload = tcp.payload();
+            match TcpSlice::from_slice(seg) {
+                Ok(tcp) => {
+                    info.sport = tcp.source_port();
+                    info.dport = tcp.destination_port();
+                    info.tcp_flags = seg.get(13).copied().unwrap_or(0);
+                    info.payload_len = l4_len.saturating_sub(u32::from(tcp.data_offset()) * 4);
+                    info.payload = tcp.payload();
+                }
+                // The fixed header is whole but the options were cut by the capture length
+                // (a SYN's options at tcpdump's old 68-byte snaplen): ports and flags are
+                // there, which is all a flow needs; the packet counts.
+                Err(_) if seg.len() >= 20 && seg.len() < tcp_header_len(seg) => {
+                    info.sport = u16::from_be_bytes([seg[0], seg[1]]);
+                    info.dport = u16::from_be_bytes([seg[2], seg[3]]);
+                    info.tcp_flags = seg[13];
+                    info.payload_len = l4_len.saturating_sub(tcp_header_len(seg) as u32);
+                    info.payload = &[];
+                }
+                Err(_) if seg.len() < 20 => return Decoded::Truncated,
+                Err(_) => return Decoded::Malformed,
+            }
         }
         proto::UDP => {
             let Ok(udp) = UdpSlice::from_slice_lax(seg) else {
@@ -352,6 +361,30 @@ mod tests {
         }
         assert_eq!(decode(linktype::ETHERNET, &[0; 5]), Decoded::Truncated);
         assert_eq!(decode(9999, &[0; 5]), Decoded::UnsupportedLinktype);
+    }
+
+    #[test]
+    fn a_syn_whose_options_the_snaplen_cut_still_counts() {
+        let mut pkt = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .tcp(40000, 8080, 1, 1000)
+            .syn()
+            .options_raw(&[1; 20])
+            .unwrap()
+            .write(&mut pkt, b"")
+            .unwrap();
+        assert_eq!(pkt.len(), 20 + 20 + 20);
+        // Cut inside the options (tcpdump's old 68-byte snaplen on Ethernet is 54 of IP).
+        for cut in [40, 48, 54, 59] {
+            let Decoded::Ip(p) = decode(linktype::RAW, &pkt[..cut]) else {
+                panic!("{cut}: not ip");
+            };
+            assert_eq!((p.sport, p.dport), (40000, 8080), "{cut}");
+            assert_eq!(p.tcp_flags & tcp_flags::SYN, tcp_flags::SYN, "{cut}");
+            assert_eq!(p.payload_len, 0, "{cut}");
+        }
+        // Inside the fixed header: truncated.
+        assert_eq!(decode(linktype::RAW, &pkt[..39]), Decoded::Truncated);
     }
 
     fn udp_ip() -> Vec<u8> {
