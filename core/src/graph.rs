@@ -798,8 +798,8 @@ impl Builder {
             }
             nodes[id].sharing = cap_reasons(sharing);
         }
-        for (kind, a, b, why) in &sim.near_misses {
-            for (x, y) in [(*a, *b), (*b, *a)] {
+        for (kind, a, b, why_a, why_b) in &sim.near_misses {
+            for (x, y, why) in [(*a, *b, why_a), (*b, *a, why_b)] {
                 let note = format!("not combined ({}) with #{}: {why}", kind.name(), id_of[y]);
                 let n = &mut nodes[id_of[x]];
                 if !n.not_shared.contains(&note) {
@@ -1263,8 +1263,9 @@ struct Similar {
     components: Vec<Vec<usize>>,
     /// (kind, a, b): the pairs that justified the combination.
     relations: Vec<(ShareKind, usize, usize)>,
-    /// (kind, a, b, why): pairs that were similar but not combined.
-    near_misses: Vec<(ShareKind, usize, usize, String)>,
+    /// (kind, a, b, why from a, why from b): pairs that were similar but not combined; each
+    /// reason names its own node's value first (`different window (5m vs 10m)`).
+    near_misses: Vec<(ShareKind, usize, usize, String, String)>,
 }
 
 fn find(uf: &mut [usize], mut x: usize) -> usize {
@@ -1362,12 +1363,8 @@ fn similar(classes: &[Class], settings: &[(Settings, Settings)]) -> Similar {
             if let Some(p) = first_rel(&group, group_other, *m)
                 && seen_near.insert((kind, *m.min(&p), *m.max(&p)))
             {
-                out.near_misses.push((
-                    kind,
-                    *m,
-                    p,
-                    "a child is an operator, not an event: no predicate delivery to save (its shared children are SO already)".into(),
-                ));
+                let why: String = "a child is an operator, not an event: no predicate delivery to save (its shared children are SO already)".into();
+                out.near_misses.push((kind, *m, p, why.clone(), why));
             }
         }
         // Cost model 2: only within one scope (group_by, window, time).
@@ -1408,11 +1405,15 @@ fn similar(classes: &[Class], settings: &[(Settings, Settings)]) -> Similar {
                     .collect();
                 for p in &others {
                     if seen_near.insert((kind, *m.min(p), *m.max(p))) {
-                        let why = settings_diff(
-                            &settings[classes[*m].rule].0,
-                            &settings[classes[*p].rule].0,
-                        );
-                        out.near_misses.push((kind, *m, *p, why));
+                        let (sm, sp) =
+                            (&settings[classes[*m].rule].0, &settings[classes[*p].rule].0);
+                        out.near_misses.push((
+                            kind,
+                            *m,
+                            *p,
+                            settings_diff(sm, sp),
+                            settings_diff(sp, sm),
+                        ));
                     }
                 }
             }

@@ -684,3 +684,43 @@ fn no_share_names_the_similar_operators_it_did_not_combine() {
     let kinds: Vec<&str> = oa.iter().map(|id| g.nodes[*id].kind.name()).collect();
     assert_eq!(kinds, ["or", "and"], "{text}");
 }
+
+#[test]
+fn not_combined_reasons_name_each_node_s_own_value_first() {
+    let text = r#"
+[[rule]]
+name = "s"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b) within 5m"
+
+[[rule]]
+name = "o"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "or(a, b) within 7m"
+"#;
+    let g = build(&rules(text), true);
+    let seq = top(&g, "s");
+    let or = top(&g, "o");
+    let note = |id: NodeId| {
+        g.nodes[id]
+            .not_shared
+            .iter()
+            .find(|n| n.starts_with("not combined (OS)"))
+            .cloned()
+            .unwrap_or_else(|| panic!("#{id}: {}", g.to_text()))
+    };
+    assert!(
+        note(seq).ends_with("different window (5m vs 7m)"),
+        "{}",
+        note(seq)
+    );
+    assert!(
+        note(or).ends_with("different window (7m vs 5m)"),
+        "{}",
+        note(or)
+    );
+}
