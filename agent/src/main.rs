@@ -30,7 +30,8 @@ enum Command {
         #[command(subcommand)]
         command: RulesCommand,
     },
-    /// Print the flows of pcap/pcapng captures as JSON lines (like Zeek's conn.log).
+    /// Print the flows of pcap/pcapng captures as JSON lines (like Zeek's conn.log; bytes are
+    /// IP bytes, with payload and frame bytes beside them).
     Flows(flow::cmd::FlowsArgs),
     /// Run the appliance: syslog listeners, CEP shards, alerts, HTTP API.
     Run(run::RunArgs),

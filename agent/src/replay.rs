@@ -46,9 +46,10 @@ pub struct ReplayArgs {
     /// same.
     #[arg(long)]
     pub no_share: bool,
-    /// Drop a message that repeats, byte for byte, one read this long before it (a message
-    /// relayed twice, a packet captured twice), as the live agent's `[syslog] dedup_window`
-    /// does; `0s` keeps every line.
+    /// Drop a syslog message that repeats, byte for byte, one read this long before it in the
+    /// same input (a message relayed twice; in a capture, a syslog datagram seen twice), as
+    /// the live agent's `[syslog] dedup_window` does; `0s` keeps every line. Flow packets are
+    /// not deduplicated.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub dedup_window: String,
     /// Input files: syslog or JSON-lines text (`-` is stdin), pcap or pcapng captures.

@@ -32,10 +32,11 @@ use capture::{CaptureError, CaptureReader, RawPacket};
 use decode::{Decoded, proto};
 use table::{FlowConfig, FlowNotice, FlowTable, NoticeKind};
 
-/// The UDP port whose datagrams are also surfaced as syslog.
-pub const SYSLOG_PORT: u16 = 514;
+/// The UDP ports whose datagrams are also surfaced as syslog: the standard one and cepheus's
+/// own default listener. (Syslog over TCP in a capture is not reassembled.)
+pub const SYSLOG_PORTS: [u16; 2] = [514, 5514];
 
-/// A UDP datagram to port 514 seen on the wire, for the syslog ingest (peer = `src`).
+/// A UDP datagram to a syslog port seen on the wire, for the syslog ingest (peer = `src`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyslogDatagram {
     /// Capture stamp of the datagram.
@@ -113,7 +114,9 @@ impl FlowEngine {
             Decoded::Ip(info) => {
                 self.counters.decoded += 1;
                 self.table.process(pkt.ts, pkt.orig_len, &info, out);
-                if info.proto == proto::UDP && info.dport == SYSLOG_PORT && !info.payload.is_empty()
+                if info.proto == proto::UDP
+                    && SYSLOG_PORTS.contains(&info.dport)
+                    && !info.payload.is_empty()
                 {
                     self.counters.syslog += 1;
                     return Some(SyslogDatagram {
@@ -294,6 +297,35 @@ impl<R: Read> Iterator for FlowReader<R> {
                     self.finished = true;
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use etherparse::PacketBuilder;
+
+    use super::*;
+
+    #[test]
+    fn udp_datagrams_to_514_and_5514_are_syslog() {
+        let mut flows = FlowEngine::new(FlowConfig::default());
+        let mut out = Vec::new();
+        for (port, syslog) in [(514, true), (5514, true), (53, false)] {
+            let mut frame = Vec::new();
+            PacketBuilder::ipv4([10, 0, 0, 7], [10, 0, 0, 1], 64)
+                .udp(40000, port)
+                .write(&mut frame, b"<13>Dec  2 05:40:00 h hb: alive")
+                .unwrap();
+            let pkt = RawPacket {
+                ts: Timestamp(0),
+                linktype: decode::linktype::RAW,
+                orig_len: frame.len() as u32,
+                data: &frame,
+            };
+            assert_eq!(flows.push(&pkt, &mut out).is_some(), syslog, "port {port}");
         }
     }
 }
