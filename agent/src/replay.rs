@@ -291,12 +291,51 @@ fn is_capture(path: &Path) -> io::Result<bool> {
         ))
 }
 
+/// A capture's flow items; at its end, what was not read whole is said on stderr (a capture
+/// cut short, frames cut or malformed), so partial results do not pass for complete ones.
+struct Reported {
+    reader: FlowReader<File>,
+    path: PathBuf,
+    told: bool,
+}
+
+impl Iterator for Reported {
+    type Item = FlowItem;
+
+    fn next(&mut self) -> Option<FlowItem> {
+        let item = self.reader.next();
+        if item.is_none() && !self.told {
+            self.told = true;
+            let c = self.reader.counters();
+            let name = self.path.display();
+            if let Some(e) = self.reader.error() {
+                eprintln!(
+                    "warning: {name}: the capture is cut short after {} frames ({e}); the rest is not read",
+                    c.packets
+                );
+            }
+            if c.truncated + c.malformed > 0 {
+                eprintln!(
+                    "warning: {name}: {} frames cut before their headers ended and {} malformed: counted, not in any flow",
+                    c.truncated, c.malformed
+                );
+            }
+        }
+        item
+    }
+}
+
 /// Opens one replay input: a capture (by its magic number) or a text file of lines; exact
 /// duplicates within `dedup` (syslog lines or datagrams from the same sender) are dropped.
 pub fn open_source(path: &Path, parser: SyslogParser, dedup: Duration) -> anyhow::Result<Source> {
     if is_capture(path).with_context(|| format!("cannot read {}", path.display()))? {
         let reader = FlowReader::open(path, FlowConfig::default())
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let reader = Reported {
+            reader,
+            path: path.to_path_buf(),
+            told: false,
+        };
         let mut seen = Dedup::new(dedup, DEDUP_CAPACITY);
         return Ok(Box::new(reader.map(move |item| match item {
             FlowItem::Flow(ev) => Ok(ev),

@@ -406,6 +406,36 @@ fn truncated_and_empty_captures_replay_to_the_end() {
     }
 }
 
+/// A capture cut off mid-write (a capture killed, a copy interrupted) replays what it holds
+/// and says that the rest is missing, so partial results do not pass for complete ones.
+#[test]
+fn a_capture_cut_short_is_said_to_be() {
+    let whole = manifest().join("tests/data/pcap/esnet_masscan_tcp_0_1000_20190821.pcap");
+    let bytes = std::fs::read(&whole).unwrap();
+    let cut = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cut.pcap");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2 + 7]).unwrap();
+    let out = cepheus()
+        .arg("replay")
+        .arg("--rules")
+        .arg(manifest().join("../rules/scan.toml"))
+        .arg(&cut)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("the capture is cut short after"), "{err}");
+    // The whole file: no such warning.
+    let out = cepheus()
+        .arg("replay")
+        .arg("--rules")
+        .arg(manifest().join("../rules/scan.toml"))
+        .arg(&whole)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("warning"), "{err}");
+}
+
 #[test]
 fn no_share_gives_the_same_alerts_with_more_predicate_work() {
     let log = manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log");
