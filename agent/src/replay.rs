@@ -18,7 +18,7 @@ use cepheus_core::event::Event;
 use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::{Duration, Timestamp};
 
-use crate::flow::{FlowItem, FlowReader, table::FlowConfig};
+use crate::flow::{FlowItem, MultiFlowReader, table::FlowConfig};
 use crate::ingest::dedup::Dedup;
 use crate::ingest::input::{Inputs, open_inputs};
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
@@ -128,9 +128,21 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         ..EngineConfig::default()
     };
     let mut engine = Engine::new(&rules, cfg).context("building the engine")?;
+    // Captures go through one flow table together (rotated files make one stream of flows);
+    // each text input is a source of its own.
     let mut sources = Vec::new();
+    let mut captures = Vec::new();
     for p in &args.inputs {
-        sources.push(open_source(p, parser, dedup)?);
+        if p.as_os_str() != "-"
+            && is_capture(p).with_context(|| format!("cannot read {}", p.display()))?
+        {
+            captures.push(p.clone());
+        } else {
+            sources.push(open_source(p, parser, dedup)?);
+        }
+    }
+    if !captures.is_empty() {
+        sources.push(captures_source(&captures, parser, dedup)?);
     }
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -291,11 +303,11 @@ fn is_capture(path: &Path) -> io::Result<bool> {
         ))
 }
 
-/// A capture's flow items; at its end, what was not read whole is said on stderr (a capture
-/// cut short, frames cut or malformed), so partial results do not pass for complete ones.
+/// The captures' flow items; at their end, what was not read whole is said on stderr (a
+/// capture cut short, frames cut or malformed), so partial results do not pass for complete
+/// ones.
 struct Reported {
-    reader: FlowReader<File>,
-    path: PathBuf,
+    reader: MultiFlowReader,
     told: bool,
 }
 
@@ -307,16 +319,15 @@ impl Iterator for Reported {
         if item.is_none() && !self.told {
             self.told = true;
             let c = self.reader.counters();
-            let name = self.path.display();
-            if let Some(e) = self.reader.error() {
+            for (path, e) in self.reader.errors() {
                 eprintln!(
-                    "warning: {name}: the capture is cut short after {} frames ({e}); the rest is not read",
-                    c.packets
+                    "warning: {}: the capture is cut short ({e}); the rest of it is not read",
+                    path.display()
                 );
             }
             if c.truncated + c.malformed > 0 {
                 eprintln!(
-                    "warning: {name}: {} frames cut before their headers ended and {} malformed: counted, not in any flow",
+                    "warning: captures: {} frames cut before their headers ended and {} malformed: counted, not in any flow",
                     c.truncated, c.malformed
                 );
             }
@@ -329,26 +340,7 @@ impl Iterator for Reported {
 /// duplicates within `dedup` (syslog lines or datagrams from the same sender) are dropped.
 pub fn open_source(path: &Path, parser: SyslogParser, dedup: Duration) -> anyhow::Result<Source> {
     if is_capture(path).with_context(|| format!("cannot read {}", path.display()))? {
-        let reader = FlowReader::open(path, FlowConfig::default())
-            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let reader = Reported {
-            reader,
-            path: path.to_path_buf(),
-            told: false,
-        };
-        let mut seen = Dedup::new(dedup, DEDUP_CAPACITY);
-        return Ok(Box::new(reader.map(move |item| match item {
-            FlowItem::Flow(ev) => Ok(ev),
-            FlowItem::Syslog(d) => match parser.parse(&d.payload, d.time, Some(d.src)) {
-                Ok(_) if seen.seen(&d.payload, Some(d.src), d.time) => Err(Dropped::Duplicate),
-                Ok(mut ev) => {
-                    // The capture's clock is the arrival; the message keeps its own stamp.
-                    ev.arrival = d.time;
-                    Ok(ev)
-                }
-                Err(_) => Err(Dropped::Malformed),
-            },
-        })));
+        return captures_source(&[path.to_path_buf()], parser, dedup);
     }
     // Year-less RFC 3164 stamps are resolved as a syslog daemon reading them now would
     // (`--year` fixes the year instead, for replays that must not depend on the day).
@@ -357,6 +349,35 @@ pub fn open_source(path: &Path, parser: SyslogParser, dedup: Duration) -> anyhow
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .with_dedup(dedup, DEDUP_CAPACITY);
     Ok(lines_source(inputs))
+}
+
+/// Capture files as one replay source: one flow table for all of them, in time order (see
+/// [`MultiFlowReader`]); the syslog datagrams in them are parsed, exact duplicates within
+/// `dedup` dropped.
+pub fn captures_source(
+    paths: &[PathBuf],
+    parser: SyslogParser,
+    dedup: Duration,
+) -> anyhow::Result<Source> {
+    let reader = MultiFlowReader::open(paths, FlowConfig::default())
+        .map_err(|(p, e)| anyhow::anyhow!("{}: {e}", p.display()))?;
+    let reader = Reported {
+        reader,
+        told: false,
+    };
+    let mut seen = Dedup::new(dedup, DEDUP_CAPACITY);
+    Ok(Box::new(reader.map(move |item| match item {
+        FlowItem::Flow(ev) => Ok(ev),
+        FlowItem::Syslog(d) => match parser.parse(&d.payload, d.time, Some(d.src)) {
+            Ok(_) if seen.seen(&d.payload, Some(d.src), d.time) => Err(Dropped::Duplicate),
+            Ok(mut ev) => {
+                // The capture's clock is the arrival; the message keeps its own stamp.
+                ev.arrival = d.time;
+                Ok(ev)
+            }
+            Err(_) => Err(Dropped::Malformed),
+        },
+    })))
 }
 
 /// Text given in memory (a rule test's input) as a replay source.

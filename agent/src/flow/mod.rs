@@ -301,6 +301,135 @@ impl<R: Read> Iterator for FlowReader<R> {
     }
 }
 
+/// One frame copied out of its capture (a reader's next frame, waiting its turn).
+struct Held {
+    ts: Timestamp,
+    linktype: u32,
+    orig_len: u32,
+    data: Vec<u8>,
+}
+
+/// Several capture files as one stream of flow items: their frames in time order through one
+/// flow table, so a flow that goes on from one file to the next (captures rotated by
+/// `tcpdump -G` or `-C`) stays one flow, and only the end of the last file ends open flows.
+pub struct MultiFlowReader {
+    /// Each file, its reader (`None` once done) and its next frame.
+    files: Vec<(
+        std::path::PathBuf,
+        Option<CaptureReader<std::fs::File>>,
+        Option<Held>,
+    )>,
+    engine: FlowEngine,
+    pending: VecDeque<FlowItem>,
+    items: Vec<FlowItem>,
+    finished: bool,
+    /// Files cut short: the file and the error that ended it.
+    errors: Vec<(std::path::PathBuf, CaptureError)>,
+}
+
+impl MultiFlowReader {
+    /// Opens the capture files (an unreadable one is an error).
+    pub fn open(
+        paths: &[std::path::PathBuf],
+        cfg: FlowConfig,
+    ) -> Result<Self, (std::path::PathBuf, CaptureError)> {
+        let mut files = Vec::with_capacity(paths.len());
+        for p in paths {
+            let r = CaptureReader::open(p).map_err(|e| (p.clone(), e))?;
+            files.push((p.clone(), Some(r), None));
+        }
+        let mut m = MultiFlowReader {
+            files,
+            engine: FlowEngine::new(cfg),
+            pending: VecDeque::new(),
+            items: Vec::new(),
+            finished: false,
+            errors: Vec::new(),
+        };
+        for i in 0..m.files.len() {
+            m.refill(i);
+        }
+        Ok(m)
+    }
+
+    /// Reads file `i`'s next frame into its slot (or closes it: at its end, or on an error).
+    fn refill(&mut self, i: usize) {
+        let (path, reader, head) = &mut self.files[i];
+        *head = None;
+        let Some(r) = reader.as_mut() else {
+            return;
+        };
+        match r.next_packet() {
+            Some(Ok(p)) => {
+                *head = Some(Held {
+                    ts: p.ts,
+                    linktype: p.linktype,
+                    orig_len: p.orig_len,
+                    data: p.data.to_vec(),
+                });
+            }
+            Some(Err(e)) => {
+                self.engine.note_read_error();
+                self.errors.push((path.clone(), e));
+                *reader = None;
+            }
+            None => *reader = None,
+        }
+    }
+
+    /// The counters so far (final once the iterator returned `None`).
+    pub fn counters(&self) -> Counters {
+        self.engine.counters()
+    }
+
+    /// The files cut short, with the error that ended each.
+    pub fn errors(&self) -> &[(std::path::PathBuf, CaptureError)] {
+        &self.errors
+    }
+}
+
+impl Iterator for MultiFlowReader {
+    type Item = FlowItem;
+
+    fn next(&mut self) -> Option<FlowItem> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                return Some(item);
+            }
+            if self.finished {
+                return None;
+            }
+            // The earliest waiting frame (the first file's on a tie: files in the order given).
+            let next = self
+                .files
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, _, h))| h.as_ref().map(|h| (h.ts, i)))
+                .min();
+            match next {
+                Some((_, i)) => {
+                    if let Some(h) = self.files[i].2.take() {
+                        let raw = RawPacket {
+                            ts: h.ts,
+                            linktype: h.linktype,
+                            orig_len: h.orig_len,
+                            data: &h.data,
+                        };
+                        self.engine.push_items(&raw, &mut self.items);
+                        self.pending.extend(self.items.drain(..));
+                    }
+                    self.refill(i);
+                }
+                None => {
+                    self.engine.finish_items(&mut self.items);
+                    self.pending.extend(self.items.drain(..));
+                    self.finished = true;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
