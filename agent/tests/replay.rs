@@ -348,6 +348,26 @@ fn heartbeat_capture_gives_exactly_the_one_absence_of_its_truth_file() {
     }
 }
 
+/// `cepheus flows --events` writes JSON lines that replay to the same alerts as the capture
+/// itself (the syslog datagrams as parsed events with their `peer` and `arrival`).
+#[test]
+fn flows_events_output_replays_like_the_capture() {
+    let pcap = manifest().join("tests/data/synthetic/heartbeat_syslog_udp.pcap");
+    let rules = manifest().join("tests/fixtures/heartbeat-pcap.toml");
+    let out = cepheus()
+        .args(["flows", "--events"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let jsonl = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("heartbeat-events.jsonl");
+    std::fs::write(&jsonl, &out.stdout).unwrap();
+    let from_pcap = replay(&["--rules", rules.to_str().unwrap(), pcap.to_str().unwrap()]);
+    let from_events = replay(&["--rules", rules.to_str().unwrap(), jsonl.to_str().unwrap()]);
+    assert!(!alerts_of(&from_pcap).is_empty());
+    assert_eq!(alerts_of(&from_events), alerts_of(&from_pcap));
+}
+
 #[test]
 fn scan_rule_fires_on_masscan_and_not_on_ordinary_sessions() {
     let rules = manifest().join("../rules/scan.toml");

@@ -41,8 +41,9 @@ pub struct FlowsArgs {
     /// Most flows kept at once (more evicts the flow closest to its timeout).
     #[arg(long, default_value_t = FlowConfig::default().max_flows)]
     pub max_flows: usize,
-    /// Print the flow events (flow_start, flow_end, attempt_failed) and syslog datagrams as
-    /// they happen instead of one record per flow.
+    /// Print the flow events (flow_start, flow_end, attempt_failed) and the syslog datagrams'
+    /// events as they happen, as JSON lines `cepheus replay` reads, instead of one record per
+    /// flow.
     #[arg(long)]
     pub events: bool,
 }
@@ -244,13 +245,25 @@ impl Output {
     }
 
     fn syslog(&mut self, d: &super::SyslogDatagram) {
-        if self.events {
-            self.line(json!({
+        if !self.events {
+            return;
+        }
+        // As `cepheus replay` reads JSON lines (and reads this datagram in the capture): the
+        // parsed syslog event with its sender as `peer` and the capture stamp as `arrival`,
+        // so `flows --events` output replays to the same alerts as the capture.
+        match crate::ingest::syslog::SyslogParser::default().parse(&d.payload, d.time, Some(d.src))
+        {
+            Ok(ev) => {
+                let mut j = ev.to_json();
+                j["arrival"] = json!(d.time.to_rfc3339());
+                self.line(j);
+            }
+            Err(_) => self.line(json!({
                 "time": d.time.to_rfc3339(),
                 "source": "syslog_datagram",
                 "src": d.src.to_string(),
                 "payload": String::from_utf8_lossy(&d.payload),
-            }));
+            })),
         }
     }
 
