@@ -34,8 +34,10 @@ pub struct ReplayArgs {
     /// last event, so trailing absences fire.
     #[arg(long, value_name = "TIME|+DURATION")]
     pub until: Option<String>,
-    /// The year of RFC 3164 stamps (they carry none); default: resolved against today.
-    #[arg(long, value_name = "YYYY")]
+    /// The year of RFC 3164 stamps (they carry none); default: resolved against today. Every
+    /// such stamp gets this year: replay a log that crosses New Year in two parts (one
+    /// `--year` each), or from RFC 5424 lines.
+    #[arg(long, value_name = "YYYY", value_parser = clap::value_parser!(i32).range(1678..=2261))]
     pub year: Option<i32>,
     /// The zone of RFC 3164 stamps: `UTC` (default), an offset such as `+02:00`, or a name.
     #[arg(long, value_name = "ZONE", default_value = "UTC")]

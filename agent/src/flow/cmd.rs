@@ -39,7 +39,8 @@ pub struct FlowsArgs {
     #[arg(long, short = 'f')]
     pub filter: Option<String>,
     /// Most flows kept at once (more evicts the flow closest to its timeout).
-    #[arg(long, default_value_t = FlowConfig::default().max_flows)]
+    #[arg(long, default_value_t = FlowConfig::default().max_flows,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_flows: usize,
     /// Print the flow events (flow_start, flow_end, attempt_failed) and the syslog datagrams'
     /// events as they happen, as JSON lines `cepheus replay` reads, instead of one record per
