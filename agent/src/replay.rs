@@ -226,7 +226,16 @@ pub fn drive(
     summary.malformed += merger.malformed;
     summary.duplicates += merger.duplicates;
     let until = match until {
-        Some(Until::At(t)) => Some(t),
+        Some(Until::At(t)) => {
+            if let Some(last) = last_time.filter(|last| t < *last) {
+                eprintln!(
+                    "warning: --until {} is before the last event ({}): the clock stops at the last event",
+                    t.to_rfc3339(),
+                    last.to_rfc3339()
+                );
+            }
+            Some(t)
+        }
         Some(Until::After(d)) => last_time.map(|t| t.add(d)),
         None => None,
     };

@@ -512,6 +512,26 @@ fn rotated_captures_make_one_stream_of_flows() {
     assert_eq!(run(&[&dir.join("2.pcap"), &dir.join("1.pcap")]), one);
 }
 
+/// `--until` before the last event cannot stop the clock there (it never goes back): said.
+#[test]
+fn an_until_before_the_last_event_is_said_to_be() {
+    let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("until.log");
+    std::fs::write(&log, "Dec 10 10:00:00 web-1 heartbeat[1]: alive\n").unwrap();
+    let rules = manifest().join("../rules");
+    let run = |until: &str| {
+        let out = cepheus()
+            .args(["replay", "--year", "2024", "--until", until, "--rules"])
+            .arg(&rules)
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(run("2024-12-10T09:00:00Z").contains("is before the last event"));
+    assert!(!run("2024-12-10T11:00:00Z").contains("warning"));
+}
+
 #[test]
 fn no_share_gives_the_same_alerts_with_more_predicate_work() {
     let log = manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log");
