@@ -43,6 +43,15 @@ pub fn start(
                 "not a regular file (a folder, FIFO or device cannot be followed; list log files)",
             ));
         }
+    }
+    // Where following begins is decided here, before `run` reports itself started: a line
+    // appended after that is read, whatever the reader thread's start-up takes.
+    let start = if path == Path::new("-") || !from_end {
+        0
+    } else {
+        end_of_last_line(&mut File::open(&path)?)?
+    };
+    if path != Path::new("-") {
         File::open(&path)?;
     }
     let (tx, rx) = sync_channel::<Line>(QUEUE);
@@ -54,7 +63,7 @@ pub fn start(
             let r = if path == Path::new("-") {
                 read_stream(BufReader::new(std::io::stdin().lock()), &tx, max, false).map(|_| ())
             } else {
-                follow(&path, &tx, max, &stop, from_end)
+                follow(&path, &tx, max, &stop, start)
             };
             if let Err(e) = r {
                 tracing::error!(input = %path.display(), error = %e, "input file read error");
@@ -107,22 +116,17 @@ fn read_stream(
     }
 }
 
-/// Reads a file and keeps following it: new lines as they are appended (with `from_end`,
-/// only those: the lines already there were written before the agent started); from the
-/// start again when it is truncated or replaced (log rotation).
+/// Reads a file from byte `start` and keeps following it: new lines as they are appended;
+/// from the start again when it is truncated or replaced (log rotation).
 fn follow(
     path: &Path,
     tx: &SyncSender<Line>,
     max: usize,
     stop: &watch::Receiver<bool>,
-    from_end: bool,
+    start: u64,
 ) -> std::io::Result<()> {
     let mut file = File::open(path)?;
-    let mut pos = if from_end {
-        end_of_last_line(&mut file)?
-    } else {
-        0
-    };
+    let mut pos = start;
     let mut id = identity(&file);
     while !*stop.borrow() {
         file.seek(SeekFrom::Start(pos))?;
