@@ -529,10 +529,16 @@ impl FlowTable {
         if self.index.len() >= self.cfg.max_flows {
             self.evict_one(out);
         }
-        // SYN+ACK first: the receiver is the originator.
-        let flip = pkt.proto == proto::TCP
-            && pkt.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK)
-                == (tcp_flags::SYN | tcp_flags::ACK);
+        // SYN+ACK first: the receiver is the originator. A TCP flow picked up mid-stream (no
+        // SYN) from a service-looking port to an ephemeral-looking one: the sender is the
+        // server, the receiver the originator (Zeek's likely-server-port flip), so a server
+        // answering many clients is not an originator reaching many ports.
+        let tcp = pkt.proto == proto::TCP;
+        let synack =
+            pkt.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK) == (tcp_flags::SYN | tcp_flags::ACK);
+        let midstream_from_server = pkt.tcp_flags & tcp_flags::SYN == 0
+            && ((sport < 1024 && dport >= 1024) || (sport < 32_768 && dport >= 32_768));
+        let flip = tcp && (synack || midstream_from_server);
         let (src, dst, sp, dp) = if flip {
             (pkt.dst, pkt.src, dport, sport)
         } else {
@@ -845,6 +851,25 @@ mod tests {
         assert_eq!(states(&synack_close), ["SF"]);
         assert_eq!(states(&[(0.0, false, "SA"), (0.1, true, "FA")]), ["S2"]);
         assert_eq!(states(&[(0.0, false, "SA"), (0.1, true, "RA")]), ["RSTO"]);
+    }
+
+    #[test]
+    fn a_flow_picked_up_mid_stream_from_a_server_port_is_oriented_to_the_client() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        // The server (5432) speaks first to a client's ephemeral port: the client originates.
+        feed(&mut t, 0.0, &tcp(S, C, 5432, 40000, "A"), &mut out);
+        // A probe without SYN from a high port to a service port: its sender originates.
+        feed(&mut t, 0.1, &tcp(C, S, 51000, 22, "A"), &mut out);
+        // Port 80 to 1500: 80 is a service port.
+        feed(&mut t, 0.2, &tcp(S, C, 80, 1500, "PA"), &mut out);
+        let starts: Vec<(std::net::IpAddr, u16, u16)> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::Start))
+            .map(|n| (n.flow.src, n.flow.sport, n.flow.dport))
+            .collect();
+        let c = IpAddr::from(C);
+        assert_eq!(starts, [(c, 40000, 5432), (c, 51000, 22), (c, 1500, 80)]);
     }
 
     #[test]
