@@ -91,6 +91,29 @@ pub fn collect_matching(
     Ok(out)
 }
 
+/// The `expect` files the last [`load`] read (canonical paths): with the rule files, what a
+/// change to reloads the rules.
+static EXPECT_FILES: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Whether a change to `p` concerns the rules: a rule file (`*.toml`, not hidden) or an
+/// `expect` file the rules read. Anything else in a watched folder (a log written there, an
+/// editor's swap file) must not trigger a reload.
+pub fn is_rule_material(p: &Path) -> bool {
+    let Some(name) = p.file_name().map(|n| n.to_string_lossy()) else {
+        return false;
+    };
+    if name.starts_with('.') {
+        return false;
+    }
+    if p.extension().is_some_and(|e| e == "toml") {
+        return true;
+    }
+    EXPECT_FILES
+        .lock()
+        .is_ok_and(|f| f.contains(&identity(p)) || f.contains(p))
+}
+
 /// What names one file or folder, whatever path reached it.
 fn identity(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
@@ -157,7 +180,14 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
         sources.push(src);
         not_utf8.extend(bad);
     }
-    let mut compiled = compile(&sources, &mut |p| read_text(p));
+    let mut read = Vec::new();
+    let mut compiled = compile(&sources, &mut |p| {
+        read.push(identity(p));
+        read_text(p)
+    });
+    if let Ok(mut files) = EXPECT_FILES.lock() {
+        *files = read.into_iter().collect();
+    }
     // A file that is not UTF-8 was checked with its bad bytes replaced; its error goes first
     // among the file's findings, and no rules come out.
     for d in not_utf8 {

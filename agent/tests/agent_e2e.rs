@@ -713,6 +713,35 @@ fn events_without_a_group_field_are_counted_keyless() {
     assert!(s["shards"][0].get("future").is_some(), "{s}");
 }
 
+/// Only rule files and the `expect` files they read trigger a reload: a log written into the
+/// rule folder (the agent's own stderr, say) made it reload every 200 ms.
+#[test]
+fn only_rule_and_expect_files_trigger_a_reload() {
+    let dir = scratch("reload-filter");
+    std::fs::write(dir.join("rules/hosts.txt"), "web-1\n").unwrap();
+    std::fs::write(
+        dir.join("rules/hb.toml"),
+        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nexpect = { file = \"hosts.txt\" }\nevents.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 1h\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "");
+    std::thread::sleep(Duration::from_millis(500));
+    for i in 0..5 {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("rules/agent.log"))
+            .unwrap();
+        writeln!(f, "line {i}").unwrap();
+        std::fs::write(dir.join("rules/.hb.toml.swp"), format!("{i}")).unwrap();
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(agent.stats()["sink"]["reloads"], 0, "{}", agent.stderr());
+    std::fs::write(dir.join("rules/hosts.txt"), "web-1\nweb-2\n").unwrap();
+    agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
+}
+
 #[test]
 fn api_token_guards_stats_and_metrics() {
     let dir = scratch("token");

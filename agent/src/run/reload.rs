@@ -86,7 +86,8 @@ pub enum Trigger {
     Files,
 }
 
-/// Starts a watcher that sends [`Trigger::Files`] on any change under the rule folders.
+/// Starts a watcher that sends [`Trigger::Files`] on a change to a rule file or an `expect`
+/// file under the watched folders (not to anything else there).
 pub fn watch(
     source: &RuleSource,
     tx: mpsc::Sender<Trigger>,
@@ -98,7 +99,13 @@ pub fn watch(
     }
     let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         match res {
-            Ok(ev) if !matches!(ev.kind, notify::EventKind::Access(_)) => {
+            Ok(ev)
+                if !matches!(ev.kind, notify::EventKind::Access(_))
+                    && ev
+                        .paths
+                        .iter()
+                        .any(|p| crate::rulefiles::is_rule_material(p)) =>
+            {
                 // Full: a reload is already pending, which will read this change too.
                 let _ = tx.try_send(Trigger::Files);
             }
