@@ -19,6 +19,7 @@ use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::{Duration, Timestamp};
 
 use crate::flow::{FlowItem, MultiFlowReader, table::FlowConfig};
+use crate::ingest::Malformed;
 use crate::ingest::dedup::Dedup;
 use crate::ingest::input::{Inputs, open_inputs};
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
@@ -403,14 +404,34 @@ pub fn text_source(name: &str, text: String, parser: SyslogParser) -> Source {
 
 /// Syslog or JSON-lines text as events: the recorded stamp is the arrival.
 fn lines_source(inputs: Inputs) -> Source {
-    Box::new(inputs.map(|item| match item {
+    // A JSON event is refused for a reason worth reading (which field, what it should be):
+    // the first few are said on stderr; a malformed syslog line is only counted (garbage).
+    let mut told = 0u32;
+    Box::new(inputs.map(move |item| match item {
         Ok(item) => match item.event {
             // Recorded logs: a syslog line's own stamp is its arrival (set by the reader); a
             // JSON event keeps the arrival it states, even one before its stamp (a sender
             // whose clock runs ahead, which must not drag time forward).
             Ok(_) if item.duplicate => Err(Dropped::Duplicate),
             Ok(ev) => Ok(ev),
-            Err(_) => Err(Dropped::Malformed),
+            Err(e) => {
+                let json = matches!(
+                    e,
+                    Malformed::Json(_)
+                        | Malformed::Missing(_)
+                        | Malformed::UnknownField(_)
+                        | Malformed::WrongSource { .. }
+                        | Malformed::BadValue { .. }
+                );
+                if json && told < MALFORMED_TOLD {
+                    told += 1;
+                    eprintln!("warning: {}:{}: {e}", item.source_name, item.line_no);
+                    if told == MALFORMED_TOLD {
+                        eprintln!("warning: further refused JSON events are only counted");
+                    }
+                }
+                Err(Dropped::Malformed)
+            }
         },
         Err(e) => {
             tracing::warn!(error = %e, "input read error");
@@ -418,6 +439,9 @@ fn lines_source(inputs: Inputs) -> Source {
         }
     }))
 }
+
+/// How many refused JSON events a replay names before it only counts them.
+const MALFORMED_TOLD: u32 = 5;
 
 /// Merges sources by arrival stamp (each source is read in its own order).
 pub struct Merger {

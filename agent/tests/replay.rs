@@ -532,6 +532,30 @@ fn an_until_before_the_last_event_is_said_to_be() {
     assert!(!run("2024-12-10T11:00:00Z").contains("warning"));
 }
 
+/// A refused JSON event is named with its line and the reason (the first few of them).
+#[test]
+fn refused_json_events_say_why() {
+    let jsonl = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bad.jsonl");
+    std::fs::write(
+        &jsonl,
+        "{\"source\":\"flow\",\"time\":\"2024-01-01T00:00:00Z\",\"sport\":70000}\n",
+    )
+    .unwrap();
+    let out = cepheus()
+        .arg("replay")
+        .arg("--rules")
+        .arg(manifest().join("../rules"))
+        .arg(&jsonl)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.jsonl:1: field `sport`: expected a port"),
+        "{err}"
+    );
+    assert!(err.contains("1 malformed"), "{err}");
+}
+
 #[test]
 fn no_share_gives_the_same_alerts_with_more_predicate_work() {
     let log = manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log");
