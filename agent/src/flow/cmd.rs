@@ -26,7 +26,8 @@ use super::{FlowEngine, notice_to_event};
 /// Arguments of `cepheus flows`.
 #[derive(clap::Args, Debug)]
 pub struct FlowsArgs {
-    /// pcap or pcapng files.
+    /// pcap or pcapng files, each read on its own (its open flows end with it, and it gets its
+    /// own summary); `cepheus replay` reads several captures as one stream of flows.
     #[arg(required_unless_present = "interface")]
     pub files: Vec<PathBuf>,
     /// Capture live on this interface instead (needs root or CAP_NET_RAW).
