@@ -545,6 +545,29 @@ impl Config {
                 out.push(Problem::new("rules.paths", format!("{}: {e}", p.display())));
             }
         }
+        // Ports below the system's unprivileged start (1024) need CAP_NET_BIND_SERVICE.
+        if !may_bind_low_ports() {
+            let low = low_port_start();
+            let listeners = self
+                .syslog
+                .udp
+                .iter()
+                .map(|a| ("syslog.udp", a))
+                .chain(self.syslog.tcp.iter().map(|a| ("syslog.tcp", a)))
+                .chain(std::iter::once(("api.listen", &self.api.listen)));
+            for (key, a) in listeners {
+                if a.port() != 0 && a.port() < low {
+                    out.push(Problem::new(
+                        key,
+                        format!(
+                            "port {} is below {low}: binding it needs CAP_NET_BIND_SERVICE (or root), which this process lacks; grant it, use a port above {}, or forward from the system's syslog daemon",
+                            a.port(),
+                            low - 1
+                        ),
+                    ));
+                }
+            }
+        }
         if let Err(why) = store_usable(&self.store.path) {
             out.push(Problem::new("store.path", why));
         }
@@ -575,6 +598,31 @@ impl Config {
         }
         std::thread::available_parallelism().map_or(1, |n| n.get())
     }
+}
+
+/// The first port an unprivileged process may bind (Linux's
+/// `net.ipv4.ip_unprivileged_port_start`, 1024 unless changed).
+fn low_port_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(1024)
+}
+
+/// Whether this process may bind ports below [`low_port_start`]: root, or holding
+/// CAP_NET_BIND_SERVICE (bit 10 of `CapEff` in /proc/self/status). Unknown counts as yes
+/// (no false alarm where /proc is not Linux's).
+fn may_bind_low_ports() -> bool {
+    std::fs::read_to_string("/proc/self/status").map_or(true, |s| status_allows_low_ports(&s))
+}
+
+/// [`may_bind_low_ports`] on the text of a /proc/<pid>/status.
+fn status_allows_low_ports(status: &str) -> bool {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_none_or(|caps| caps & (1 << 10) != 0)
 }
 
 /// Whether `run` can create the store folder (it does at start-up; nothing is written in it
@@ -778,5 +826,16 @@ mod tests {
             .collect();
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(p[0].message.contains("nosuch0"), "{p:?}");
+    }
+
+    #[test]
+    fn low_ports_need_cap_net_bind_service() {
+        // root's full set, CAP_NET_BIND_SERVICE alone, an unprivileged user, no line.
+        assert!(status_allows_low_ports(
+            "Name:\tx\nCapEff:\t000001ffffffffff\n"
+        ));
+        assert!(status_allows_low_ports("CapEff:\t0000000000000400\n"));
+        assert!(!status_allows_low_ports("CapEff:\t0000000000000000\n"));
+        assert!(status_allows_low_ports("Name:\tx\n"));
     }
 }
