@@ -34,6 +34,9 @@ pub fn start(
     max: usize,
     from_end: bool,
 ) -> std::io::Result<()> {
+    // Where following begins is decided here, before `run` reports itself started: a line
+    // appended after that is read, whatever the reader thread's start-up takes.
+    let mut start = 0;
     if path != Path::new("-") {
         // A missing or unreadable file is a start-up error, and so is what cannot be
         // followed by offset: a folder, a FIFO, a device.
@@ -43,16 +46,10 @@ pub fn start(
                 "not a regular file (a folder, FIFO or device cannot be followed; list log files)",
             ));
         }
-    }
-    // Where following begins is decided here, before `run` reports itself started: a line
-    // appended after that is read, whatever the reader thread's start-up takes.
-    let start = if path == Path::new("-") || !from_end {
-        0
-    } else {
-        end_of_last_line(&mut File::open(&path)?)?
-    };
-    if path != Path::new("-") {
-        File::open(&path)?;
+        let mut file = File::open(&path)?;
+        if from_end {
+            start = end_of_last_line(&mut file)?;
+        }
     }
     let (tx, rx) = sync_channel::<Line>(QUEUE);
     let name = path.display().to_string();
