@@ -380,9 +380,9 @@ fn masscan_gives_failed_attempts_over_many_ports() {
 
 #[test]
 fn reader_api_yields_events_and_syslog() {
-    use flow::{FlowItem, FlowReader, table::FlowConfig};
+    use flow::{FlowItem, MultiFlowReader, table::FlowConfig};
     let p = data_dir().join("tcpdump_syslog_udp.pcap");
-    let items: Vec<FlowItem> = FlowReader::open(&p, FlowConfig::default())
+    let items: Vec<FlowItem> = MultiFlowReader::open(&[p], FlowConfig::default())
         .unwrap()
         .collect();
     let syslog: Vec<_> = items

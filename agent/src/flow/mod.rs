@@ -6,7 +6,8 @@
 //! - [`decode::decode`]: a frame to a [`decode::PacketInfo`] (never panics, outcomes counted);
 //! - [`table::FlowTable`]: sans-I/O bidirectional flow table driven by packet stamps;
 //! - [`FlowEngine`]: decode + table + syslog datagram extraction + counters;
-//! - [`FlowReader`]: a capture file as an iterator of [`FlowItem`]s for `cepheus replay`.
+//! - [`MultiFlowReader`]: capture files, in time order through one flow table, as an
+//!   iterator of [`FlowItem`]s for `cepheus replay`.
 //!
 //! Flow events ([`notice_to_event`]) carry every flow field of the registry. `time` is the
 //! first packet's stamp for `flow_start` and the last packet's stamp for `flow_end` and
@@ -22,7 +23,6 @@ pub mod live;
 pub mod table;
 
 use std::collections::VecDeque;
-use std::io::Read;
 use std::net::IpAddr;
 
 use cepheus_core::event::{Event, Field, Source, Value};
@@ -227,78 +227,6 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
     e.set(Field::RespPkts, int(f.resp.pkts));
     e.set(Field::Duration, Value::Duration(f.duration()));
     e
-}
-
-/// A capture file as flow items, in the order the engine makes them; open flows end at EOF.
-pub struct FlowReader<R: Read> {
-    capture: CaptureReader<R>,
-    engine: FlowEngine,
-    pending: VecDeque<FlowItem>,
-    items: Vec<FlowItem>,
-    finished: bool,
-    error: Option<CaptureError>,
-}
-
-impl FlowReader<std::fs::File> {
-    /// Opens a pcap/pcapng file.
-    pub fn open(path: &std::path::Path, cfg: FlowConfig) -> Result<Self, CaptureError> {
-        Ok(Self::new(CaptureReader::open(path)?, cfg))
-    }
-}
-
-impl<R: Read> FlowReader<R> {
-    /// Flow items of an opened capture.
-    pub fn new(capture: CaptureReader<R>, cfg: FlowConfig) -> Self {
-        FlowReader {
-            capture,
-            engine: FlowEngine::new(cfg),
-            pending: VecDeque::new(),
-            items: Vec::new(),
-            finished: false,
-            error: None,
-        }
-    }
-
-    /// The counters so far (final once the iterator returned `None`).
-    pub fn counters(&self) -> Counters {
-        self.engine.counters()
-    }
-
-    /// The read error that ended the capture early, if any.
-    pub fn error(&self) -> Option<&CaptureError> {
-        self.error.as_ref()
-    }
-}
-
-impl<R: Read> Iterator for FlowReader<R> {
-    type Item = FlowItem;
-
-    fn next(&mut self) -> Option<FlowItem> {
-        loop {
-            if let Some(item) = self.pending.pop_front() {
-                return Some(item);
-            }
-            if self.finished {
-                return None;
-            }
-            match self.capture.next_packet() {
-                Some(Ok(pkt)) => {
-                    self.engine.push_items(&pkt, &mut self.items);
-                    self.pending.extend(self.items.drain(..));
-                }
-                other => {
-                    if let Some(Err(e)) = other {
-                        tracing::warn!(error = %e, "capture ended early");
-                        self.engine.note_read_error();
-                        self.error = Some(e);
-                    }
-                    self.engine.finish_items(&mut self.items);
-                    self.pending.extend(self.items.drain(..));
-                    self.finished = true;
-                }
-            }
-        }
-    }
 }
 
 /// One frame copied out of its capture (a reader's next frame, waiting its turn).
