@@ -1937,30 +1937,24 @@ impl Engine {
             .iter()
             .find(|r| r.members.iter().any(|m| m.rule.name == rule))?;
         // The group object of an alert (`{"host":"web,1","app":"nginx"}`, copied from it)
-        // names each field, so values may hold commas.
-        if let Ok(serde_json::Value::Object(obj)) = serde_json::from_str(text.trim()) {
-            let want: Option<Vec<String>> = rt
-                .rule
-                .group_by
-                .iter()
-                .map(|g| match obj.get(g)? {
-                    serde_json::Value::String(s) => Some(s.clone()),
-                    other => Some(other.to_string()),
-                })
-                .collect();
-            let want = want.filter(|_| obj.len() == rt.rule.group_by.len())?;
-            return rt
-                .groups
-                .keys()
-                .find(|k| {
-                    k.len() == want.len() && k.iter().zip(&want).all(|(v, w)| v.to_string() == *w)
-                })
-                .map(|k| k.to_vec());
-        }
-        let want: Vec<&str> = if rt.rule.group_by.len() == 1 {
-            vec![text.trim()]
-        } else {
-            text.split(',').map(str::trim).collect()
+        // names each field, so values may hold commas; else the values in order, as in
+        // `expect`.
+        let want: Vec<String> = match serde_json::from_str(text.trim()) {
+            Ok(serde_json::Value::Object(obj)) => {
+                if obj.len() != rt.rule.group_by.len() {
+                    return None;
+                }
+                rt.rule
+                    .group_by
+                    .iter()
+                    .map(|g| match obj.get(g)? {
+                        serde_json::Value::String(s) => Some(s.clone()),
+                        other => Some(other.to_string()),
+                    })
+                    .collect::<Option<_>>()?
+            }
+            _ if rt.rule.group_by.len() == 1 => vec![text.trim().to_string()],
+            _ => text.split(',').map(|v| v.trim().to_string()).collect(),
         };
         rt.groups
             .keys()
