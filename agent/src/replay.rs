@@ -136,12 +136,10 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut sources = Vec::new();
     let mut captures = Vec::new();
     for p in &args.inputs {
-        if p.as_os_str() != "-"
-            && is_capture(p).with_context(|| format!("cannot read {}", p.display()))?
-        {
+        if is_capture(p).with_context(|| format!("cannot read {}", p.display()))? {
             captures.push(p.clone());
         } else {
-            sources.push(open_source(p, parser, dedup)?);
+            sources.push(text_file_source(p, parser, dedup)?);
         }
     }
     if !captures.is_empty() {
@@ -348,12 +346,9 @@ impl Iterator for Reported {
     }
 }
 
-/// Opens one replay input: a capture (by its magic number) or a text file of lines; exact
-/// duplicates within `dedup` (syslog lines or datagrams from the same sender) are dropped.
-pub fn open_source(path: &Path, parser: SyslogParser, dedup: Duration) -> anyhow::Result<Source> {
-    if is_capture(path).with_context(|| format!("cannot read {}", path.display()))? {
-        return captures_source(&[path.to_path_buf()], parser, dedup);
-    }
+/// A text input of a replay (a file of syslog or JSON lines, `-` for stdin); exact
+/// duplicate lines within `dedup` are dropped.
+fn text_file_source(path: &Path, parser: SyslogParser, dedup: Duration) -> anyhow::Result<Source> {
     // Year-less RFC 3164 stamps are resolved as a syslog daemon reading them now would
     // (`--year` fixes the year instead, for replays that must not depend on the day).
     let reference = crate::flow::live::wall_clock();
