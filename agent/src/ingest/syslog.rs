@@ -339,26 +339,26 @@ fn trim_bytes(line: &[u8]) -> &[u8] {
 /// Whether the message's stamp is a zone-less BSD one (`MMM DD ...`) rather than RFC 3339:
 /// after an optional PRI and spaces, the header starts with a letter (a month name).
 fn is_bsd_stamp(text: &str) -> bool {
-    let rest = match text.strip_prefix('<') {
-        Some(r) => match r.find('>') {
-            Some(i) => &r[i + 1..],
-            None => r,
-        },
-        None => text,
-    };
+    // An unclosed `<` is skipped alone.
+    let rest = after_pri(text).unwrap_or_else(|| &text[1..]);
     rest.trim_start()
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic())
 }
 
+/// The text after a leading `<PRI>` (all of it without one); `None` for a `<` never closed.
+fn after_pri(text: &str) -> Option<&str> {
+    match text.strip_prefix('<') {
+        Some(r) => r.find('>').map(|i| &r[i + 1..]),
+        None => Some(text),
+    }
+}
+
 /// A BSD header stamp with fractional seconds (`Dec  2 05:40:00.123 host ...`): the text
 /// without the fraction, and the fraction in nanoseconds. `None` for anything else.
 fn strip_bsd_fraction(text: &str) -> Option<(String, i64)> {
-    let body = match text.strip_prefix('<') {
-        Some(r) => &r[r.find('>')? + 1..],
-        None => text,
-    };
+    let body = after_pri(text)?;
     let start = text.len() - body.trim_start().len();
     let b = text.as_bytes().get(start..)?;
     let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
