@@ -218,7 +218,7 @@ enum Drained {
 
 #[derive(Clone)]
 struct Row {
-    section: &'static str,
+    section: String,
     rules: usize,
     similar: usize,
     redundant: usize,
@@ -279,7 +279,7 @@ fn rules_wanted(n: usize) -> bool {
 /// One cell: `events` through the shared engine, the first `events_unshared` of them through
 /// the unshared one.
 fn cell(
-    section: &'static str,
+    section: &str,
     w: &Workload,
     (events, events_unshared): (usize, usize),
     sim: &str,
@@ -326,7 +326,7 @@ fn cell(
         );
     }
     let row = Row {
-        section,
+        section: section.to_string(),
         rules,
         similar: w.similar,
         redundant: w.redundant,
@@ -416,8 +416,25 @@ fn main() {
             rows.push(cell("rules", &w, (million, million), "50", "50"));
         }
     }
-    for (section, pool) in [("fifty", None), ("fifty-pool", Some(100))] {
-        if !want(section) {
+    // `CEPHEUS_BENCH_POOL=10,25,100`: the pool sizes of the `fifty-pool` rows (default 100;
+    // a size other than 100 is its own section, `fifty-pool-25`).
+    let pools: Vec<usize> = std::env::var("CEPHEUS_BENCH_POOL")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .filter(|v: &Vec<usize>| !v.is_empty())
+        .unwrap_or_else(|| vec![100]);
+    let mut sections: Vec<(String, Option<usize>)> = vec![("fifty".to_string(), None)];
+    for &p in &pools {
+        let name = if p == 100 {
+            "fifty-pool".to_string()
+        } else {
+            format!("fifty-pool-{p}")
+        };
+        sections.push((name, Some(p.max(1))));
+    }
+    for (section, pool) in &sections {
+        let (section, pool) = (section.as_str(), *pool);
+        if !(want(section) || (section.starts_with("fifty-pool") && want("fifty-pool"))) {
             continue;
         }
         let sizes: &[usize] = if quick {
