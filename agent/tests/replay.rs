@@ -512,6 +512,45 @@ fn rotated_captures_make_one_stream_of_flows() {
     assert_eq!(run(&[&dir.join("2.pcap"), &dir.join("1.pcap")]), one);
 }
 
+/// `cepheus flows` reads rotated captures as one stream too: the same records and events as
+/// the whole capture, and one summary.
+#[test]
+fn flows_over_rotated_captures_is_one_stream() {
+    let whole = manifest().join("tests/data/pcap/zeek_http_get.pcap");
+    let bytes = std::fs::read(&whole).unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rotated-flows");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = split_pcap(&bytes, 5);
+    std::fs::write(dir.join("1.pcap"), a).unwrap();
+    std::fs::write(dir.join("2.pcap"), b).unwrap();
+    let flows = |args: &[&str], inputs: &[&Path]| -> (String, Vec<String>) {
+        let mut c = cepheus();
+        c.arg("flows").args(args);
+        for i in inputs {
+            c.arg(i);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success());
+        let summaries = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.starts_with('{'))
+            .map(str::to_string)
+            .collect();
+        (String::from_utf8_lossy(&out.stdout).into_owned(), summaries)
+    };
+    let parts = [dir.join("2.pcap"), dir.join("1.pcap")];
+    let parts: Vec<&Path> = parts.iter().map(PathBuf::as_path).collect();
+    for mode in [&[][..], &["--events"][..]] {
+        let (one, _) = flows(mode, &[&whole]);
+        let (split, summaries) = flows(mode, &parts);
+        assert!(!one.is_empty());
+        assert_eq!(split, one, "{mode:?}");
+        assert_eq!(summaries.len(), 1, "{summaries:?}");
+        let s: serde_json::Value = serde_json::from_str(&summaries[0]).unwrap();
+        assert_eq!(s["files"].as_array().map(Vec::len), Some(2), "{s}");
+    }
+}
+
 /// `--until` before the last event cannot stop the clock there (it never goes back): said.
 #[test]
 fn an_until_before_the_last_event_is_said_to_be() {

@@ -1,7 +1,8 @@
 //! `cepheus flows FILE...` / `cepheus flows --interface IF --duration 3s`.
 //!
 //! Prints one JSON object per flow, like `zeek -r` writes conn.log, sorted by first packet
-//! time then id; a summary of counters per input goes to stderr as one JSON object.
+//! time then id; a summary of counters goes to stderr as one JSON object. Several files are
+//! read as one stream of frames in time order, through one flow table.
 //!
 //! Byte counts, per direction (`orig_*` from the originator, `resp_*` back):
 //! - `orig_bytes` / `resp_bytes`: IP-level bytes (IP headers included), the registry's
@@ -17,17 +18,16 @@ use std::time::{Duration as StdDuration, Instant};
 
 use serde_json::json;
 
-use super::capture::CaptureReader;
 use super::filter::Filter;
 use super::live::{DEFAULT_CHANNEL_CAPACITY, LiveCapture, wall_clock};
 use super::table::{FlowConfig, FlowNotice, FlowRecord, NoticeKind};
-use super::{FlowEngine, notice_to_event};
+use super::{FlowEngine, MergedCaptures, notice_to_event};
 
 /// Arguments of `cepheus flows`.
 #[derive(clap::Args, Debug)]
 pub struct FlowsArgs {
-    /// pcap or pcapng files, each read on its own (its open flows end with it, and it gets its
-    /// own summary); `cepheus replay` reads several captures as one stream of flows.
+    /// pcap or pcapng files, read as one stream of frames in time order (captures rotated by
+    /// `tcpdump -G` or `-C` make one stream of flows, as in `cepheus replay`).
     #[arg(required_unless_present = "interface")]
     pub files: Vec<PathBuf>,
     /// Capture live on this interface instead (needs root or CAP_NET_RAW).
@@ -67,60 +67,55 @@ pub fn run(args: FlowsArgs) -> ExitCode {
     if let Some(iface) = &args.interface {
         return run_live(iface, filter, args.duration, cfg, &mut out);
     }
-    let mut code = ExitCode::SUCCESS;
-    for path in &args.files {
-        if out.closed() {
+    let mut frames = match MergedCaptures::open(&args.files) {
+        Ok(f) => f,
+        Err((path, e)) => {
+            eprintln!("error: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let mut engine = FlowEngine::new(cfg);
+    let mut notices = Vec::new();
+    while !out.closed() {
+        let Some(frame) = frames.next() else {
             break;
-        }
-        let mut reader = match CaptureReader::open(path) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: {}: {e}", path.display());
-                code = ExitCode::from(2);
-                continue;
-            }
         };
-        let mut engine = FlowEngine::new(cfg);
-        let mut notices = Vec::new();
-        let mut read_error = None;
-        loop {
-            if out.closed() {
-                break;
-            }
-            match reader.next_packet() {
-                Some(Ok(pkt)) => {
-                    if !filter.is_empty()
-                        && let super::decode::Decoded::Ip(p) =
-                            super::decode::decode(pkt.linktype, pkt.data)
-                        && !filter.matches(&p)
-                    {
-                        continue;
-                    }
-                    let syslog = engine.push(&pkt, &mut notices);
-                    out.notices(&mut notices);
-                    if let Some(d) = syslog {
-                        out.syslog(&d);
-                    }
-                }
-                Some(Err(e)) => {
-                    engine.note_read_error();
-                    read_error = Some(e.to_string());
-                    break;
-                }
-                None => break,
-            }
+        let pkt = frame.raw();
+        if !filter.is_empty()
+            && let super::decode::Decoded::Ip(p) = super::decode::decode(pkt.linktype, pkt.data)
+            && !filter.matches(&p)
+        {
+            continue;
         }
-        engine.finish(&mut notices);
+        let syslog = engine.push(&pkt, &mut notices);
         out.notices(&mut notices);
-        out.flush();
-        let mut summary = serde_json::to_value(engine.counters()).unwrap_or_default();
-        summary["file"] = json!(path.display().to_string());
-        if let Some(e) = read_error {
-            summary["read_error"] = json!(e);
+        if let Some(d) = syslog {
+            out.syslog(&d);
         }
-        print_summary(&summary);
     }
-    out.exit_code(code)
+    engine.finish(&mut notices);
+    out.notices(&mut notices);
+    out.flush();
+    let mut summary = serde_json::to_value(engine.counters()).unwrap_or_default();
+    summary["read_errors"] = json!(frames.errors().len());
+    match args.files.as_slice() {
+        [one] => summary["file"] = json!(one.display().to_string()),
+        many => {
+            summary["files"] = json!(
+                many.iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+            )
+        }
+    }
+    for (path, e) in frames.errors() {
+        eprintln!("warning: {}: capture cut short: {e}", path.display());
+    }
+    if let [(_, e)] = frames.errors() {
+        summary["read_error"] = json!(e.to_string());
+    }
+    print_summary(&summary);
+    out.exit_code(ExitCode::SUCCESS)
 }
 
 fn run_live(

@@ -6,8 +6,9 @@
 //! - [`decode::decode`]: a frame to a [`decode::PacketInfo`] (never panics, outcomes counted);
 //! - [`table::FlowTable`]: sans-I/O bidirectional flow table driven by packet stamps;
 //! - [`FlowEngine`]: decode + table + syslog datagram extraction + counters;
-//! - [`MultiFlowReader`]: capture files, in time order through one flow table, as an
-//!   iterator of [`FlowItem`]s for `cepheus replay`.
+//! - [`MergedCaptures`]: capture files as one stream of frames in time order;
+//! - [`MultiFlowReader`]: those frames through one flow table, as an iterator of
+//!   [`FlowItem`]s for `cepheus replay`.
 //!
 //! Flow events ([`notice_to_event`]) carry every flow field of the registry. `time` is the
 //! first packet's stamp for `flow_start` and the last packet's stamp for `flow_end` and
@@ -73,7 +74,7 @@ pub struct Counters {
     pub unsupported_linktype: u64,
     /// Syslog datagrams surfaced.
     pub syslog: u64,
-    /// Capture read errors (each ends its file).
+    /// Capture read errors (each ends its file; counted by the reader of the files).
     pub read_errors: u64,
     /// Flows created.
     pub flows: u64,
@@ -184,11 +185,6 @@ impl FlowEngine {
         self.scratch = notices;
     }
 
-    /// Counts a read error of the capture.
-    pub fn note_read_error(&mut self) {
-        self.counters.read_errors += 1;
-    }
-
     /// All counters so far.
     pub fn counters(&self) -> Counters {
         let t = self.table.stats();
@@ -230,48 +226,53 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
 }
 
 /// One frame copied out of its capture (a reader's next frame, waiting its turn).
-struct Held {
-    ts: Timestamp,
-    linktype: u32,
-    orig_len: u32,
-    data: Vec<u8>,
+pub struct OwnedFrame {
+    /// Capture stamp.
+    pub ts: Timestamp,
+    /// The capture's link type.
+    pub linktype: u32,
+    /// Length on the wire.
+    pub orig_len: u32,
+    /// The captured bytes.
+    pub data: Vec<u8>,
 }
 
-/// Several capture files as one stream of flow items: their frames in time order through one
-/// flow table, so a flow that goes on from one file to the next (captures rotated by
-/// `tcpdump -G` or `-C`) stays one flow, and only the end of the last file ends open flows.
-pub struct MultiFlowReader {
+impl OwnedFrame {
+    /// The frame as the decoder reads it.
+    pub fn raw(&self) -> RawPacket<'_> {
+        RawPacket {
+            ts: self.ts,
+            linktype: self.linktype,
+            orig_len: self.orig_len,
+            data: &self.data,
+        }
+    }
+}
+
+/// Several capture files as one stream of frames in time order (the first file's frame on a
+/// tie: files in the order given), so captures rotated by `tcpdump -G` or `-C` read as one.
+/// A file cut short ends there; the error is kept.
+pub struct MergedCaptures {
     /// Each file, its reader (`None` once done) and its next frame.
     files: Vec<(
         std::path::PathBuf,
         Option<CaptureReader<std::fs::File>>,
-        Option<Held>,
+        Option<OwnedFrame>,
     )>,
-    engine: FlowEngine,
-    pending: VecDeque<FlowItem>,
-    items: Vec<FlowItem>,
-    finished: bool,
     /// Files cut short: the file and the error that ended it.
     errors: Vec<(std::path::PathBuf, CaptureError)>,
 }
 
-impl MultiFlowReader {
+impl MergedCaptures {
     /// Opens the capture files (an unreadable one is an error).
-    pub fn open(
-        paths: &[std::path::PathBuf],
-        cfg: FlowConfig,
-    ) -> Result<Self, (std::path::PathBuf, CaptureError)> {
+    pub fn open(paths: &[std::path::PathBuf]) -> Result<Self, (std::path::PathBuf, CaptureError)> {
         let mut files = Vec::with_capacity(paths.len());
         for p in paths {
             let r = CaptureReader::open(p).map_err(|e| (p.clone(), e))?;
             files.push((p.clone(), Some(r), None));
         }
-        let mut m = MultiFlowReader {
+        let mut m = MergedCaptures {
             files,
-            engine: FlowEngine::new(cfg),
-            pending: VecDeque::new(),
-            items: Vec::new(),
-            finished: false,
             errors: Vec::new(),
         };
         for i in 0..m.files.len() {
@@ -289,7 +290,7 @@ impl MultiFlowReader {
         };
         match r.next_packet() {
             Some(Ok(p)) => {
-                *head = Some(Held {
+                *head = Some(OwnedFrame {
                     ts: p.ts,
                     linktype: p.linktype,
                     orig_len: p.orig_len,
@@ -297,7 +298,6 @@ impl MultiFlowReader {
                 });
             }
             Some(Err(e)) => {
-                self.engine.note_read_error();
                 self.errors.push((path.clone(), e));
                 *reader = None;
             }
@@ -305,14 +305,65 @@ impl MultiFlowReader {
         }
     }
 
+    /// The files cut short, with the error that ended each.
+    pub fn errors(&self) -> &[(std::path::PathBuf, CaptureError)] {
+        &self.errors
+    }
+}
+
+impl Iterator for MergedCaptures {
+    type Item = OwnedFrame;
+
+    fn next(&mut self) -> Option<OwnedFrame> {
+        let (_, i) = self
+            .files
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, _, h))| h.as_ref().map(|h| (h.ts, i)))
+            .min()?;
+        let frame = self.files[i].2.take();
+        self.refill(i);
+        frame
+    }
+}
+
+/// Several capture files as one stream of flow items: their frames in time order
+/// ([`MergedCaptures`]) through one flow table, so a flow that goes on from one file to the
+/// next stays one flow, and only the end of the last file ends open flows.
+pub struct MultiFlowReader {
+    frames: MergedCaptures,
+    engine: FlowEngine,
+    pending: VecDeque<FlowItem>,
+    items: Vec<FlowItem>,
+    finished: bool,
+}
+
+impl MultiFlowReader {
+    /// Opens the capture files (an unreadable one is an error).
+    pub fn open(
+        paths: &[std::path::PathBuf],
+        cfg: FlowConfig,
+    ) -> Result<Self, (std::path::PathBuf, CaptureError)> {
+        Ok(MultiFlowReader {
+            frames: MergedCaptures::open(paths)?,
+            engine: FlowEngine::new(cfg),
+            pending: VecDeque::new(),
+            items: Vec::new(),
+            finished: false,
+        })
+    }
+
     /// The counters so far (final once the iterator returned `None`).
     pub fn counters(&self) -> Counters {
-        self.engine.counters()
+        Counters {
+            read_errors: self.frames.errors().len() as u64,
+            ..self.engine.counters()
+        }
     }
 
     /// The files cut short, with the error that ended each.
     pub fn errors(&self) -> &[(std::path::PathBuf, CaptureError)] {
-        &self.errors
+        self.frames.errors()
     }
 }
 
@@ -327,33 +378,14 @@ impl Iterator for MultiFlowReader {
             if self.finished {
                 return None;
             }
-            // The earliest waiting frame (the first file's on a tie: files in the order given).
-            let next = self
-                .files
-                .iter()
-                .enumerate()
-                .filter_map(|(i, (_, _, h))| h.as_ref().map(|h| (h.ts, i)))
-                .min();
-            match next {
-                Some((_, i)) => {
-                    if let Some(h) = self.files[i].2.take() {
-                        let raw = RawPacket {
-                            ts: h.ts,
-                            linktype: h.linktype,
-                            orig_len: h.orig_len,
-                            data: &h.data,
-                        };
-                        self.engine.push_items(&raw, &mut self.items);
-                        self.pending.extend(self.items.drain(..));
-                    }
-                    self.refill(i);
-                }
+            match self.frames.next() {
+                Some(h) => self.engine.push_items(&h.raw(), &mut self.items),
                 None => {
                     self.engine.finish_items(&mut self.items);
-                    self.pending.extend(self.items.drain(..));
                     self.finished = true;
                 }
             }
+            self.pending.extend(self.items.drain(..));
         }
     }
 }
