@@ -67,13 +67,15 @@ fn run(pcap: &[u8]) -> (u64, usize) {
     let mut reader = flow::capture::CaptureReader::new(Cursor::new(pcap)).unwrap();
     let mut engine = flow::FlowEngine::new(flow::table::FlowConfig::default());
     let mut notices = Vec::with_capacity(1024);
+    let mut syslog = Vec::new();
     let mut ended = 0usize;
     while let Some(Ok(pkt)) = reader.next_packet() {
-        engine.push(&pkt, &mut notices);
+        engine.push(&pkt, &mut notices, &mut syslog);
         ended += notices.len();
         notices.clear();
+        syslog.clear();
     }
-    engine.finish(&mut notices);
+    engine.finish(&mut notices, &mut syslog);
     ended += notices.len();
     (engine.counters().decoded, ended)
 }

@@ -55,7 +55,8 @@ pub struct ReplayArgs {
     /// not deduplicated.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub dedup_window: String,
-    /// Input files: syslog or JSON-lines text (`-` is stdin), pcap or pcapng captures.
+    /// Input files: syslog or JSON-lines text (`-` is stdin), pcap or pcapng captures (their
+    /// flows, and the syslog sent over UDP or TCP to port 514 or 5514).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 }

@@ -378,6 +378,78 @@ fn masscan_gives_failed_attempts_over_many_ports() {
     assert_eq!(starts, failed.len());
 }
 
+/// Syslog over TCP in a capture (RFC 6587: octet counting, then LF framing) is reassembled
+/// into the messages the TCP listener would have read, with the sender as `peer`; and
+/// `replay` alerts on them.
+#[test]
+fn syslog_over_tcp_in_captures_becomes_events() {
+    let expect: [(&str, &[(&str, u64)]); 2] = [
+        (
+            "zeek_tcp-syslog.pcap",
+            &[
+                ("'su root' failed", 5),
+                ("'su root' failed", 6),
+                ("'su bob' failed", 7),
+                ("'su bob' failed", 0),
+            ],
+        ),
+        (
+            "zeek_tcp-syslog-nontransparent.pcap",
+            &[("'su root' failed", 6), ("'su bob' failed", 0)],
+        ),
+    ];
+    for (name, want) in expect {
+        let p = data_dir().join(name);
+        let (events, summary) = cepheus_flows(&["--events", p.to_str().unwrap()]);
+        let syslog: Vec<&Json> = events.iter().filter(|e| e["source"] == "syslog").collect();
+        let got: Vec<(&str, u64)> = syslog
+            .iter()
+            .map(|e| (e["msg"].as_str().unwrap(), e["severity"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, want, "{name}");
+        for e in &syslog {
+            assert_eq!(e["host"], "mymachine", "{name}: {e}");
+            assert_eq!(e["app"], "su", "{name}: {e}");
+            assert_eq!(e["peer"], "192.168.1.1", "{name}: {e}");
+        }
+        assert_eq!(summary[0]["syslog"], want.len() as u64, "{name}");
+        assert_eq!(summary[0]["tcp_syslog"]["gaps"], 0, "{name}");
+        // The flow itself is still there.
+        assert!(
+            events
+                .iter()
+                .any(|e| e["kind"] == "flow_end" && e["state"] == "SF")
+        );
+    }
+    // replay reads them as syslog events.
+    let dir = std::env::temp_dir().join(format!("cepheus-tcp-syslog-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rule = dir.join("su.toml");
+    std::fs::write(
+        &rule,
+        "[[rule]]\nname = \"su-failed\"\nseverity = \"low\"\nmessage = \"{msg} from {peer}\"\ngroup_by = [\"host\"]\nevents.f = 'syslog and app == \"su\" and msg ends_with \"failed\"'\npattern = \"f{4,} within 1m\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["replay", "--rules"])
+        .arg(&rule)
+        .arg(data_dir().join("zeek_tcp-syslog.pcap"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let alerts: Vec<Json> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(alerts[0]["message"], "'su bob' failed from 192.168.1.1");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn reader_api_yields_events_and_syslog() {
     use flow::{FlowItem, MultiFlowReader, table::FlowConfig};
@@ -422,14 +494,14 @@ fn pcap_header(linktype: u32) -> Vec<u8> {
 fn drain(bytes: Vec<u8>) {
     if let Ok(mut r) = flow::capture::CaptureReader::new(std::io::Cursor::new(bytes)) {
         let mut engine = flow::FlowEngine::new(flow::table::FlowConfig::default());
-        let mut out = Vec::new();
+        let (mut out, mut syslog) = (Vec::new(), Vec::new());
         let mut n = 0;
         while let Some(Ok(p)) = r.next_packet() {
-            engine.push(&p, &mut out);
+            engine.push(&p, &mut out, &mut syslog);
             n += 1;
             assert!(n < 100_000);
         }
-        engine.finish(&mut out);
+        engine.finish(&mut out, &mut syslog);
     }
 }
 
@@ -455,9 +527,9 @@ proptest! {
         if idx < frame.len() { frame[idx] = val; }
         frame.truncate(cut);
         let mut engine = flow::FlowEngine::new(flow::table::FlowConfig::default());
-        let mut out = Vec::new();
+        let (mut out, mut syslog) = (Vec::new(), Vec::new());
         let pkt = flow::capture::RawPacket { ts: cepheus_core::time::Timestamp(0), linktype: 1, orig_len: 200, data: &frame };
-        engine.push(&pkt, &mut out);
+        engine.push(&pkt, &mut out, &mut syslog);
     }
 
     #[test]

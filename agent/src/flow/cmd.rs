@@ -75,7 +75,7 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         }
     };
     let mut engine = FlowEngine::new(cfg);
-    let mut notices = Vec::new();
+    let (mut notices, mut syslog) = (Vec::new(), Vec::new());
     while !out.closed() {
         let Some(frame) = frames.next() else {
             break;
@@ -87,14 +87,13 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         {
             continue;
         }
-        let syslog = engine.push(&pkt, &mut notices);
+        engine.push(&pkt, &mut notices, &mut syslog);
         out.notices(&mut notices);
-        if let Some(d) = syslog {
-            out.syslog(&d);
-        }
+        out.syslog(&mut syslog);
     }
-    engine.finish(&mut notices);
+    engine.finish(&mut notices, &mut syslog);
     out.notices(&mut notices);
+    out.syslog(&mut syslog);
     out.flush();
     let mut summary = serde_json::to_value(engine.counters()).unwrap_or_default();
     summary["read_errors"] = json!(frames.errors().len());
@@ -134,18 +133,16 @@ fn run_live(
     };
     let started = Instant::now();
     let mut engine = FlowEngine::new(cfg);
-    let mut notices = Vec::new();
+    let (mut notices, mut syslog) = (Vec::new(), Vec::new());
     loop {
         if out.closed() || duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
         match cap.recv_timeout(StdDuration::from_millis(200)) {
             Ok(Some(pkt)) => {
-                let syslog = engine.push(&pkt.as_raw(), &mut notices);
+                engine.push(&pkt.as_raw(), &mut notices, &mut syslog);
                 out.notices(&mut notices);
-                if let Some(d) = syslog {
-                    out.syslog(&d);
-                }
+                out.syslog(&mut syslog);
             }
             Ok(None) => {
                 engine.advance(wall_clock(), &mut notices);
@@ -165,8 +162,9 @@ fn run_live(
         cap.stats().duplicates.load(Relaxed),
     );
     cap.stop();
-    engine.finish(&mut notices);
+    engine.finish(&mut notices, &mut syslog);
     out.notices(&mut notices);
+    out.syslog(&mut syslog);
     out.flush();
     let mut summary = serde_json::to_value(engine.counters()).unwrap_or_default();
     summary["interface"] = json!(iface);
@@ -241,26 +239,31 @@ impl Output {
         }
     }
 
-    fn syslog(&mut self, d: &super::SyslogDatagram) {
-        if !self.events {
-            return;
-        }
-        // As `cepheus replay` reads JSON lines (and reads this datagram in the capture): the
-        // parsed syslog event with its sender as `peer` and the capture stamp as `arrival`,
-        // so `flows --events` output replays to the same alerts as the capture.
-        match crate::ingest::syslog::SyslogParser::default().parse(&d.payload, d.time, Some(d.src))
-        {
-            Ok(ev) => {
-                let mut j = ev.to_json();
-                j["arrival"] = json!(d.time.to_rfc3339());
-                self.line(j);
+    fn syslog(&mut self, messages: &mut Vec<super::SyslogDatagram>) {
+        for d in messages.drain(..) {
+            if !self.events {
+                continue;
             }
-            Err(_) => self.line(json!({
-                "time": d.time.to_rfc3339(),
-                "source": "syslog_datagram",
-                "src": d.src.to_string(),
-                "payload": String::from_utf8_lossy(&d.payload),
-            })),
+            // As `cepheus replay` reads JSON lines (and reads this message in the capture): the
+            // parsed syslog event with its sender as `peer` and the capture stamp as
+            // `arrival`, so `flows --events` output replays to the same alerts as the capture.
+            match crate::ingest::syslog::SyslogParser::default().parse(
+                &d.payload,
+                d.time,
+                Some(d.src),
+            ) {
+                Ok(ev) => {
+                    let mut j = ev.to_json();
+                    j["arrival"] = json!(d.time.to_rfc3339());
+                    self.line(j);
+                }
+                Err(_) => self.line(json!({
+                    "time": d.time.to_rfc3339(),
+                    "source": "syslog_datagram",
+                    "src": d.src.to_string(),
+                    "payload": String::from_utf8_lossy(&d.payload),
+                })),
+            }
         }
     }
 

@@ -84,6 +84,8 @@ pub struct PacketInfo<'a> {
     pub icmp_echo_id: Option<u16>,
     /// TCP flag byte (0 for other protocols).
     pub tcp_flags: u8,
+    /// TCP sequence number (0 for other protocols): syslog over TCP is reassembled by it.
+    pub tcp_seq: u32,
     /// IP-level length: IPv4 total length / 40 + IPv6 payload length, as the header says.
     pub ip_len: u32,
     /// Transport payload length as the headers say (TCP: IP length minus headers).
@@ -230,6 +232,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
         icmp: None,
         icmp_echo_id: None,
         tcp_flags: 0,
+        tcp_seq: 0,
         ip_len,
         payload_len: ip_len.saturating_sub(headers_len),
         payload: payload.payload,
@@ -252,6 +255,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
                     info.sport = tcp.source_port();
                     info.dport = tcp.destination_port();
                     info.tcp_flags = seg.get(13).copied().unwrap_or(0);
+                    info.tcp_seq = tcp.sequence_number();
                     info.payload_len = l4_len.saturating_sub(u32::from(tcp.data_offset()) * 4);
                     info.payload = tcp.payload();
                 }
@@ -262,6 +266,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
                     info.sport = u16::from_be_bytes([seg[0], seg[1]]);
                     info.dport = u16::from_be_bytes([seg[2], seg[3]]);
                     info.tcp_flags = seg[13];
+                    info.tcp_seq = u32::from_be_bytes([seg[4], seg[5], seg[6], seg[7]]);
                     info.payload_len = l4_len.saturating_sub(tcp_header_len(seg) as u32);
                     info.payload = &[];
                 }

@@ -22,6 +22,7 @@ pub mod decode;
 pub mod filter;
 pub mod live;
 pub mod table;
+pub mod tcp_syslog;
 
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -33,18 +34,19 @@ use capture::{CaptureError, CaptureReader, RawPacket};
 use decode::{Decoded, proto};
 use table::{FlowConfig, FlowNotice, FlowTable, NoticeKind};
 
-/// The UDP ports whose datagrams are also surfaced as syslog: the standard one and cepheus's
-/// own default listener. (Syslog over TCP in a capture is not reassembled.)
+/// The ports whose UDP datagrams and TCP streams (reassembled, RFC 6587 framing) are also
+/// surfaced as syslog: the standard one and cepheus's own default listener.
 pub const SYSLOG_PORTS: [u16; 2] = [514, 5514];
 
-/// A UDP datagram to a syslog port seen on the wire, for the syslog ingest (peer = `src`).
+/// A syslog message seen on the wire (a UDP datagram to a syslog port, or one message of a
+/// TCP stream to one), for the syslog ingest (peer = `src`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyslogDatagram {
     /// Capture stamp of the datagram.
     pub time: Timestamp,
     /// The sender's address (the syslog `peer`).
     pub src: IpAddr,
-    /// The UDP payload as captured.
+    /// The message as captured (a UDP payload, or a TCP message without its framing).
     pub payload: Vec<u8>,
 }
 
@@ -72,7 +74,7 @@ pub struct Counters {
     pub non_ip: u64,
     /// Frames of a link type the decoder does not know.
     pub unsupported_linktype: u64,
-    /// Syslog datagrams surfaced.
+    /// Syslog messages surfaced (UDP datagrams and messages of TCP streams).
     pub syslog: u64,
     /// Capture read errors (each ends its file; counted by the reader of the files).
     pub read_errors: u64,
@@ -84,48 +86,76 @@ pub struct Counters {
     pub out_of_order: u64,
     /// IP fragments whose first fragment was not seen.
     pub orphan_fragments: u64,
+    /// Syslog over TCP: messages, holes, oversized, unframeable and evicted streams.
+    pub tcp_syslog: tcp_syslog::TcpSyslogCounters,
 }
 
-/// Decoder + flow table + syslog extraction: raw frames in, notices and datagrams out.
+/// Decoder + flow table + syslog extraction: raw frames in, notices and syslog messages out.
 #[derive(Debug)]
 pub struct FlowEngine {
     table: FlowTable,
     counters: Counters,
     scratch: Vec<FlowNotice>,
+    /// Syslog extraction (`None`: flows only, as the running agent, whose sockets get the
+    /// syslog).
+    tcp_syslog: Option<tcp_syslog::TcpSyslog>,
+    /// The latest frame's stamp: when the streams still open end.
+    last: Timestamp,
 }
 
 impl FlowEngine {
-    /// An engine with an empty table.
+    /// An engine with an empty table, that also surfaces the syslog messages it sees.
     pub fn new(cfg: FlowConfig) -> Self {
         FlowEngine {
             table: FlowTable::new(cfg),
             counters: Counters::default(),
             scratch: Vec::new(),
+            tcp_syslog: Some(tcp_syslog::TcpSyslog::default()),
+            last: Timestamp::MIN,
         }
     }
 
-    /// Decodes one frame and feeds the table; returns the syslog datagram it carried, if any.
+    /// An engine that makes flows only (syslog on the wire is left alone).
+    pub fn flows_only(cfg: FlowConfig) -> Self {
+        FlowEngine {
+            tcp_syslog: None,
+            ..FlowEngine::new(cfg)
+        }
+    }
+
+    /// Decodes one frame and feeds the table; the syslog messages it carried (a UDP datagram,
+    /// or the messages a TCP segment completed) go to `syslog`.
     pub fn push(
         &mut self,
         pkt: &RawPacket<'_>,
         out: &mut Vec<FlowNotice>,
-    ) -> Option<SyslogDatagram> {
+        syslog: &mut Vec<SyslogDatagram>,
+    ) {
         self.counters.packets += 1;
+        self.last = self.last.max(pkt.ts);
         match decode::decode(pkt.linktype, pkt.data) {
             Decoded::Ip(info) => {
                 self.counters.decoded += 1;
                 self.table.process(pkt.ts, pkt.orig_len, &info, out);
-                if info.proto == proto::UDP
-                    && SYSLOG_PORTS.contains(&info.dport)
-                    && !info.payload.is_empty()
-                {
+                let Some(tcp) = self.tcp_syslog.as_mut() else {
+                    return;
+                };
+                if !SYSLOG_PORTS.contains(&info.dport) || info.fragment.is_some() {
+                    return;
+                }
+                if info.proto == proto::UDP && !info.payload.is_empty() {
                     self.counters.syslog += 1;
-                    return Some(SyslogDatagram {
+                    syslog.push(SyslogDatagram {
                         time: pkt.ts,
                         src: info.src,
                         payload: info.payload.to_vec(),
                     });
+                } else if info.proto == proto::TCP {
+                    let before = syslog.len();
+                    tcp.segment(pkt.ts, &info, syslog);
+                    self.counters.syslog += (syslog.len() - before) as u64;
                 }
+                return;
             }
             Decoded::NonIp => self.counters.non_ip += 1,
             Decoded::Truncated => self.counters.truncated += 1,
@@ -134,7 +164,6 @@ impl FlowEngine {
         }
         // Frames that are not flows still move the clock.
         self.table.advance(pkt.ts, out);
-        None
     }
 
     /// Moves the clock without a packet (a live capture's idle tick) and expires flows.
@@ -142,22 +171,29 @@ impl FlowEngine {
         self.table.advance(now, out);
     }
 
-    /// Ends every open flow (end of capture).
-    pub fn finish(&mut self, out: &mut Vec<FlowNotice>) {
+    /// Ends every open flow and TCP syslog stream (end of capture): a stream's last message
+    /// without its delimiter counts, as when a sender closes its connection.
+    pub fn finish(&mut self, out: &mut Vec<FlowNotice>, syslog: &mut Vec<SyslogDatagram>) {
         self.table.finish(out);
+        if let Some(tcp) = self.tcp_syslog.as_mut() {
+            let before = syslog.len();
+            tcp.finish(self.last, syslog);
+            self.counters.syslog += (syslog.len() - before) as u64;
+        }
     }
 
     /// [`FlowEngine::push`] with its output as [`FlowItem`]s in order (flow events, then the
-    /// datagram): the form `cepheus run` wants for a live capture.
+    /// syslog messages): the form `cepheus run` wants for a live capture.
     pub fn push_items(&mut self, pkt: &RawPacket<'_>, out: &mut Vec<FlowItem>) {
         let mut notices = std::mem::take(&mut self.scratch);
-        let syslog = self.push(pkt, &mut notices);
+        let mut syslog = Vec::new();
+        self.push(pkt, &mut notices, &mut syslog);
         out.extend(
             notices
                 .drain(..)
                 .map(|n| FlowItem::Flow(notice_to_event(&n))),
         );
-        out.extend(syslog.map(FlowItem::Syslog));
+        out.extend(syslog.into_iter().map(FlowItem::Syslog));
         self.scratch = notices;
     }
 
@@ -176,12 +212,14 @@ impl FlowEngine {
     /// [`FlowEngine::finish`] with its output as [`FlowItem`]s (end of capture).
     pub fn finish_items(&mut self, out: &mut Vec<FlowItem>) {
         let mut notices = std::mem::take(&mut self.scratch);
-        self.finish(&mut notices);
+        let mut syslog = Vec::new();
+        self.finish(&mut notices, &mut syslog);
         out.extend(
             notices
                 .drain(..)
                 .map(|n| FlowItem::Flow(notice_to_event(&n))),
         );
+        out.extend(syslog.into_iter().map(FlowItem::Syslog));
         self.scratch = notices;
     }
 
@@ -193,6 +231,11 @@ impl FlowEngine {
             evicted: t.evicted,
             out_of_order: t.out_of_order,
             orphan_fragments: t.orphan_fragments,
+            tcp_syslog: self
+                .tcp_syslog
+                .as_ref()
+                .map(|t| t.counters())
+                .unwrap_or_default(),
             ..self.counters
         }
     }
@@ -414,7 +457,9 @@ mod tests {
                 orig_len: frame.len() as u32,
                 data: &frame,
             };
-            assert_eq!(flows.push(&pkt, &mut out).is_some(), syslog, "port {port}");
+            let mut got = Vec::new();
+            flows.push(&pkt, &mut out, &mut got);
+            assert_eq!(got.len() == 1, syslog, "port {port}");
         }
     }
 }

@@ -596,8 +596,8 @@ async fn tcp_conn(
 }
 
 /// Runs a live capture on the current (plain) thread until shutdown: packets become flow
-/// events through the flow table and are routed like syslog events. Syslog datagrams seen on
-/// the wire are ignored here (they arrive through the syslog sockets).
+/// events through the flow table and are routed like syslog events. Syslog seen on the wire
+/// is left alone here (it arrives through the syslog sockets).
 pub fn capture_loop(
     cap: crate::flow::live::LiveCapture,
     mut router: Router,
@@ -605,7 +605,7 @@ pub fn capture_loop(
     counters: Arc<CaptureCounters>,
 ) {
     use crate::flow::{FlowEngine, FlowItem, table::FlowConfig};
-    let mut flows = FlowEngine::new(FlowConfig::default());
+    let mut flows = FlowEngine::flows_only(FlowConfig::default());
     let mut items = Vec::new();
     let mut last_flush = std::time::Instant::now();
     let mut last_count = std::time::Instant::now();
