@@ -18,6 +18,8 @@
 //!   of the line, time the arrival;
 //! - a stamp outside the range of [`Timestamp`] (years 1677..2262): [`Malformed::TimeOutOfRange`].
 //!
+//! A line whose header parses but whose PRI is above 191 has no `facility` and no `severity`.
+//!
 //! Invalid UTF-8 is converted lossily (U+FFFD), never rejected.
 //!
 //! # Time
@@ -249,10 +251,10 @@ impl SyslogParser {
             Some(ts) => to_timestamp(ts.naive_utc())?,
         };
         let mut event = Event::new(Source::Syslog, time, arrival);
-        if let Some(f) = msg.facility {
+        // A PRI above 191 (no facility has it) is not a PRI: neither field, not a severity
+        // read from its low bits (`<192>` would pass `severity <= 3` as an emergency).
+        if let (Some(f), Some(s)) = (msg.facility, msg.severity) {
             event.set(Field::Facility, Value::Int(f as i64));
-        }
-        if let Some(s) = msg.severity {
             event.set(Field::Severity, Value::Int(s as i64));
         }
         let (host, app) = match (&msg.protocol, msg.hostname, msg.appname) {
@@ -487,6 +489,25 @@ mod tests {
         );
         assert_eq!(e.get(Field::Facility), None);
         assert_eq!(e.get(Field::Severity), None);
+    }
+
+    #[test]
+    fn a_pri_above_191_gives_no_severity() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        for line in [
+            "<192>Feb 13 20:07:26 h a: x",
+            "<199>Feb 13 20:07:26 h a: x",
+            "<255>1 2026-02-13T20:07:26Z h a - - - x",
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(e.get(Field::Severity), None, "{line}");
+            assert_eq!(e.get(Field::Facility), None, "{line}");
+            assert_eq!(get(&e, Field::Host), Some("h"), "{line}");
+        }
+        let e = p.parse(b"<191>Feb 13 20:07:26 h a: x", now, None).unwrap();
+        assert_eq!(e.get(Field::Severity), Some(&Value::Int(7)));
+        assert_eq!(e.get(Field::Facility), Some(&Value::Int(23)));
     }
 
     #[test]
