@@ -102,6 +102,13 @@ pub enum Value {
 }
 
 impl Value {
+    /// An IP address value; an IPv4-mapped IPv6 address (`::ffff:10.0.0.2`, what a dual-stack
+    /// socket reports for an IPv4 sender) is the IPv4 address, so both spellings are one group
+    /// and compare equal.
+    pub fn ip(addr: IpAddr) -> Value {
+        Value::Ip(addr.to_canonical())
+    }
+
     /// The type of this value.
     pub const fn ty(&self) -> ValueType {
         match self {
@@ -136,7 +143,7 @@ impl Value {
             ValueType::Int => Value::Int(t.parse().ok()?),
             ValueType::Float => Value::Float(t.parse().ok()?),
             ValueType::Bool => Value::Bool(t.parse().ok()?),
-            ValueType::Ip => Value::Ip(t.parse().ok()?),
+            ValueType::Ip => Value::ip(t.parse().ok()?),
             ValueType::Time => Value::Time(Timestamp::parse_rfc3339(t)?),
             ValueType::Duration => Value::Duration(Duration::parse(t).ok()?),
         })
@@ -518,5 +525,14 @@ mod tests {
             ))
         );
         assert_eq!(Value::parse_as(ValueType::Int, "x"), None);
+    }
+
+    #[test]
+    fn ipv4_mapped_addresses_are_ipv4() {
+        let mapped = Value::parse_as(ValueType::Ip, "::ffff:10.0.0.2");
+        assert_eq!(mapped, Value::parse_as(ValueType::Ip, "10.0.0.2"));
+        assert_eq!(mapped.map(|v| v.to_string()).as_deref(), Some("10.0.0.2"));
+        let v6 = Value::parse_as(ValueType::Ip, "2001:db8::1");
+        assert_eq!(v6.map(|v| v.to_string()).as_deref(), Some("2001:db8::1"));
     }
 }

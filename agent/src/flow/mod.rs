@@ -253,8 +253,8 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
     let mut e = Event::new(Source::Flow, time, n.at);
     e.fields.reserve(13);
     e.set(Field::Kind, Value::str(kind));
-    e.set(Field::Src, Value::Ip(f.src));
-    e.set(Field::Dst, Value::Ip(f.dst));
+    e.set(Field::Src, Value::ip(f.src));
+    e.set(Field::Dst, Value::ip(f.dst));
     e.set(Field::Sport, Value::Int(i64::from(f.sport)));
     e.set(Field::Dport, Value::Int(i64::from(f.dport)));
     e.set(Field::Proto, Value::str(&f.proto_name()));

@@ -103,7 +103,7 @@ fn typed(key: &str, ty: ValueType, v: &Json) -> Result<Value, Malformed> {
         ValueType::Ip => v
             .as_str()
             .and_then(|s| s.trim().parse().ok())
-            .map(Value::Ip),
+            .map(Value::ip),
         ValueType::Time => v
             .as_str()
             .and_then(Timestamp::parse_rfc3339)

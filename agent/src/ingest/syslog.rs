@@ -226,7 +226,7 @@ impl SyslogParser {
             Err(_) => pri_only(text, arrival).ok_or(Malformed::NotSyslog)?,
         };
         if let Some(ip) = peer {
-            event.set(Field::Peer, Value::Ip(ip));
+            event.set(Field::Peer, Value::ip(ip));
         }
         Ok(event)
     }
@@ -489,6 +489,23 @@ mod tests {
         );
         assert_eq!(e.get(Field::Facility), None);
         assert_eq!(e.get(Field::Severity), None);
+    }
+
+    #[test]
+    fn a_dual_stack_peer_is_its_ipv4_address() {
+        let p = SyslogParser::default();
+        let peer: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        let e = p
+            .parse(
+                b"<13>Feb 13 20:07:26 h a: x",
+                at("2026-12-20T00:00:00Z"),
+                Some(peer),
+            )
+            .unwrap();
+        assert_eq!(
+            e.get(Field::Peer),
+            Some(&Value::Ip(IpAddr::from([10, 0, 0, 7])))
+        );
     }
 
     #[test]

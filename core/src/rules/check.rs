@@ -300,7 +300,7 @@ fn lit_value(l: &Lit) -> Option<Value> {
         Lit::Int(i) => Value::Int(*i),
         Lit::Float(x) => Value::Float(*x),
         Lit::Bool(b) => Value::Bool(*b),
-        Lit::Ip(ip) => Value::Ip(*ip),
+        Lit::Ip(ip) => Value::ip(*ip),
         Lit::Dur(d) => Value::Duration(*d),
         Lit::Cidr(_) => return None,
     })

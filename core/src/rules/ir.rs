@@ -490,13 +490,7 @@ impl Cond {
 
 /// IPv4-mapped IPv6 addresses compare as IPv4, so `::ffff:10.0.0.1 in 10.0.0.0/8` holds.
 fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => ip,
-        },
-        v4 => v4,
-    }
+    ip.to_canonical()
 }
 
 /// A captured string converted to the type of the field it names (`src` becomes an IP).
