@@ -4,8 +4,9 @@
 //! - Non-transparent framing: the message ends at LF (a CR before it is trimmed by the parser)
 //!   or NUL.
 //!
-//! A frame that starts with a digit and continues with digits and a space is octet-counted;
-//! anything else is delimiter-framed. A frame longer than the maximum message size is
+//! A frame that starts with a digit and continues with digits and a space is octet-counted
+//! (except `1 `: no syslog message is one byte long, and `1 ` starts an RFC 5424 line sent
+//! without PRI); anything else is delimiter-framed. A frame longer than the maximum message size is
 //! skipped: a delimited frame up to its next delimiter, an octet-counted frame by its
 //! declared length — unless that length is absurd (more than 16 times the maximum), which
 //! means the stream is not syslog: [`Frame::Fatal`] tells the caller to close the connection.
@@ -82,7 +83,9 @@ impl Framer {
                     if digits <= 10 {
                         return None;
                     }
-                } else if digits <= 10 && buf[digits] == b' ' {
+                } else if digits <= 10 && buf[digits] == b' ' && &buf[..digits] != b"1" {
+                    // (`1 ` is not a one-byte message: it is the version of an RFC 5424 line
+                    // sent without PRI, `1 2020-05-22T14:59:09Z host app ...`, delimited.)
                     let len: usize = std::str::from_utf8(&buf[..digits])
                         .ok()
                         .and_then(|s| s.parse().ok())
@@ -223,6 +226,14 @@ mod tests {
         assert_eq!(
             frames(100, &[b"2026-11-30 x\n"]),
             vec![Ok("2026-11-30 x".into())]
+        );
+        // An RFC 5424 line without PRI starts with its version `1 `: not a one-byte frame.
+        assert_eq!(
+            frames(100, &[b"1 2020-05-22T14:59:09Z h app 12 - - text\n", b"2 ab"]),
+            vec![
+                Ok("1 2020-05-22T14:59:09Z h app 12 - - text".into()),
+                Ok("ab".into())
+            ]
         );
         // Garbage without delimiter longer than max, then a good line.
         let got = frames(10, &[&[0xffu8; 40][..], b"\x01\ngood\n"]);
