@@ -8,11 +8,15 @@
 //! flows) and read one after the other.
 //!
 //! Replay has no recorded arrival for a syslog line, so a syslog event's arrival is its own
-//! time, and a line without a stamp takes the time of the event before it (the `reference`
-//! instant for the first), so a replay gives the same events every time. The `reference` is
-//! also the instant against which [`Year::Resolve`](super::syslog::Year) resolves years; pass
-//! `Year::Fixed` (`replay --year`) for runs that must not depend on the day they run.
+//! time, and a line without a stamp takes the time of the event before it, so a replay gives
+//! the same events every time. Lines without a stamp before the input's first stamped event
+//! wait for it (at most [`MAX_HELD`]) and take its time; only an input with no stamp at all
+//! (or more than [`MAX_HELD`] such lines first) falls back to the `reference` instant. The
+//! `reference` is also the instant against which [`Year::Resolve`](super::syslog::Year)
+//! resolves years; pass `Year::Fixed` (`replay --year`) for runs that must not depend on the
+//! day they run.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -27,6 +31,9 @@ use super::syslog::SyslogParser;
 
 /// The default cap on one line, in bytes (a syslog message larger than this is abuse).
 pub const MAX_LINE: usize = 64 * 1024;
+
+/// Most lines held while they wait for the input's first stamp.
+pub const MAX_HELD: usize = 10_000;
 
 /// One input line's outcome, with where it came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +82,13 @@ pub struct Inputs {
     counters: Counters,
     dedup: Option<Dedup>,
     buf: Vec<u8>,
+    /// A stamped event was read (or holding was given up): lines without a stamp take the
+    /// previous event's time from now on.
+    stamped: bool,
+    /// Lines read before the first stamp, with their bytes (for the dedup), waiting for it.
+    held: VecDeque<(InputItem, Vec<u8>)>,
+    /// Items ready to be returned, in input order.
+    ready: VecDeque<InputItem>,
 }
 
 /// Opens `paths` (`-` is stdin) for a replay with `parser`, `reference` as the instant before
@@ -116,6 +130,9 @@ impl Inputs {
             counters: Counters::default(),
             buf: Vec::new(),
             dedup: None,
+            stamped: false,
+            held: VecDeque::new(),
+            ready: VecDeque::new(),
         }
     }
 
@@ -138,17 +155,47 @@ impl Inputs {
         self.counters
     }
 
-    /// Parses one non-blank line into an event.
-    fn parse_line(&mut self, line: &[u8]) -> Result<Event, Malformed> {
+    /// Parses one non-blank line into an event, and whether it carried its own time.
+    fn parse_line(&mut self, line: &[u8]) -> Result<(Event, bool), Malformed> {
         let start = line.iter().position(|b| !b.is_ascii_whitespace());
         if start.is_some_and(|i| line[i] == b'{') {
             let text = String::from_utf8_lossy(line);
-            return parse_json_event(&text);
+            return parse_json_event(&text).map(|e| (e, true));
         }
-        let mut event = self.parser.parse(line, self.last_time, None)?;
+        let (mut event, stamped) = self.parser.parse_stamped(line, self.last_time, None)?;
         // Replay: no recorded arrival, so the event's own time is its arrival.
         event.arrival = event.time;
-        Ok(event)
+        Ok((event, stamped))
+    }
+
+    /// Dedup and counters of one item about to be returned; an event's time becomes the
+    /// time of the lines after it that have none.
+    fn settle(&mut self, mut item: InputItem, bytes: &[u8]) -> InputItem {
+        item.duplicate = match (&item.event, &mut self.dedup) {
+            (Ok(e), Some(d)) => d.seen(bytes, None, e.arrival),
+            _ => false,
+        };
+        match &item.event {
+            Ok(e) => self.last_time = e.time,
+            Err(_) => self.counters.malformed += 1,
+        }
+        if item.duplicate {
+            self.counters.duplicates += 1;
+        }
+        item
+    }
+
+    /// Releases the lines held for a stamp, with time `t` for their events.
+    fn release(&mut self, t: Timestamp) {
+        self.stamped = true;
+        while let Some((mut item, bytes)) = self.held.pop_front() {
+            if let Ok(e) = &mut item.event {
+                e.time = t;
+                e.arrival = t;
+            }
+            let item = self.settle(item, &bytes);
+            self.ready.push_back(item);
+        }
     }
 }
 
@@ -191,8 +238,19 @@ impl Iterator for Inputs {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
+            if let Some(item) = self.ready.pop_front() {
+                return Some(Ok(item));
+            }
             if self.current.is_none() {
-                let (name, reader) = self.sources.next()?;
+                let Some((name, reader)) = self.sources.next() else {
+                    // No stamp in the whole input: the held lines take the reference.
+                    if self.held.is_empty() {
+                        return None;
+                    }
+                    let t = self.last_time;
+                    self.release(t);
+                    continue;
+                };
                 self.current = Some((name, reader, 0));
             }
             let (name, reader, line_no) = self.current.as_mut()?;
@@ -222,7 +280,7 @@ impl Iterator for Inputs {
                 continue;
             }
             self.counters.read += 1;
-            let event = if oversized {
+            let parsed = if oversized {
                 self.counters.oversized += 1;
                 Err(Malformed::Oversized {
                     limit: self.max_line,
@@ -230,24 +288,38 @@ impl Iterator for Inputs {
             } else {
                 self.parse_line(&buf)
             };
-            let duplicate = match (&event, &mut self.dedup) {
-                (Ok(e), Some(d)) => d.seen(&buf, None, e.arrival),
-                _ => false,
+            let (event, stamp) = match parsed {
+                Ok((e, true)) => {
+                    let t = e.time;
+                    (Ok(e), Some(t))
+                }
+                Ok((e, false)) => (Ok(e), None),
+                Err(m) => (Err(m), None),
             };
-            self.buf = buf;
-            match &event {
-                Ok(e) => self.last_time = e.time,
-                Err(_) => self.counters.malformed += 1,
-            }
-            if duplicate {
-                self.counters.duplicates += 1;
-            }
-            return Some(Ok(InputItem {
+            let item = InputItem {
                 event,
                 source_name,
                 line_no,
-                duplicate,
-            }));
+                duplicate: false,
+            };
+            if !self.stamped {
+                match stamp {
+                    Some(t) => self.release(t),
+                    None if self.held.len() < MAX_HELD => {
+                        self.held.push_back((item, buf.clone()));
+                        self.buf = buf;
+                        continue;
+                    }
+                    None => {
+                        let t = self.last_time;
+                        self.release(t);
+                    }
+                }
+            }
+            let item = self.settle(item, &buf);
+            self.buf = buf;
+            self.ready.push_back(item);
+            return self.ready.pop_front().map(Ok);
         }
     }
 }
@@ -289,6 +361,54 @@ mod tests {
         let flow_time = items[1].event.as_ref().unwrap().time;
         assert_eq!(items[3].event.as_ref().unwrap().time, flow_time);
         assert_eq!((items[4].source_name.as_str(), items[4].line_no), ("b", 1));
+    }
+
+    #[test]
+    fn lines_without_a_stamp_before_the_first_take_its_time() {
+        // A PRI-only line and an RFC 5424 `-` stamp first, then a malformed line, then the
+        // first stamp: a replay must not depend on when it runs.
+        let a = b"<189>35: *Mar  1 00:00:02: %LINK-3-UPDOWN: down\n<14>1 - h app - - - started\ngobbledegook\nDec 10 06:55:46 LabSZ sshd[1]: hello\n<13>1 - h app - - - later\n";
+        let year = super::super::syslog::Year::Fixed(2024);
+        let run = |reference: &str| -> Vec<InputItem> {
+            Inputs::from_readers(
+                vec![("a".into(), reader(a))],
+                SyslogParser::new(Default::default(), year),
+                Timestamp::parse_rfc3339(reference).unwrap(),
+            )
+            .map(Result::unwrap)
+            .collect()
+        };
+        let items = run("2026-12-20T00:00:00Z");
+        assert_eq!(items, run("2030-01-01T00:00:00Z"));
+        let first = Timestamp::parse_rfc3339("2024-12-10T06:55:46Z").unwrap();
+        let times: Vec<Option<Timestamp>> = items
+            .iter()
+            .map(|i| i.event.as_ref().ok().map(|e| e.time))
+            .collect();
+        assert_eq!(
+            times,
+            [Some(first), Some(first), None, Some(first), Some(first)]
+        );
+        assert_eq!(
+            items.iter().map(|i| i.line_no).collect::<Vec<_>>(),
+            [1, 2, 3, 4, 5]
+        );
+        // With no stamp at all, the reference.
+        let only = b"<14>1 - h app - - - a\n<14>1 - h app - - - b\n";
+        let reference = Timestamp::parse_rfc3339("2026-12-20T00:00:00Z").unwrap();
+        let items: Vec<_> = Inputs::from_readers(
+            vec![("b".into(), reader(only))],
+            SyslogParser::default(),
+            reference,
+        )
+        .map(Result::unwrap)
+        .collect();
+        assert_eq!(items.len(), 2);
+        assert!(
+            items
+                .iter()
+                .all(|i| i.event.as_ref().unwrap().time == reference)
+        );
     }
 
     #[test]

@@ -198,6 +198,17 @@ impl SyslogParser {
         arrival: Timestamp,
         peer: Option<IpAddr>,
     ) -> Result<Event, Malformed> {
+        self.parse_stamped(line, arrival, peer).map(|(e, _)| e)
+    }
+
+    /// [`SyslogParser::parse`], and whether the line carried its own stamp (`false`: the
+    /// event's time is `arrival`).
+    pub fn parse_stamped(
+        &self,
+        line: &[u8],
+        arrival: Timestamp,
+        peer: Option<IpAddr>,
+    ) -> Result<(Event, bool), Malformed> {
         let text: Cow<'_, str> = String::from_utf8_lossy(trim_bytes(line));
         let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\0');
         if text.is_empty() {
@@ -221,14 +232,17 @@ impl SyslogParser {
             Some(Utc),
             Variant::Either,
         );
-        let mut event = match parsed {
-            Ok(msg) => self.event_from(text, msg, arrival, frac)?,
-            Err(_) => pri_only(text, arrival).ok_or(Malformed::NotSyslog)?,
+        let (mut event, stamped) = match parsed {
+            Ok(msg) => {
+                let stamped = msg.timestamp.is_some();
+                (self.event_from(text, msg, arrival, frac)?, stamped)
+            }
+            Err(_) => (pri_only(text, arrival).ok_or(Malformed::NotSyslog)?, false),
         };
         if let Some(ip) = peer {
             event.set(Field::Peer, Value::ip(ip));
         }
-        Ok(event)
+        Ok((event, stamped))
     }
 
     /// Builds the event from a parsed message, applying the zone to zone-less stamps.

@@ -229,7 +229,10 @@ mod tests {
         );
         // An RFC 5424 line without PRI starts with its version `1 `: not a one-byte frame.
         assert_eq!(
-            frames(100, &[b"1 2020-05-22T14:59:09Z h app 12 - - text\n", b"2 ab"]),
+            frames(
+                100,
+                &[b"1 2020-05-22T14:59:09Z h app 12 - - text\n", b"2 ab"]
+            ),
             vec![
                 Ok("1 2020-05-22T14:59:09Z h app 12 - - text".into()),
                 Ok("ab".into())
