@@ -742,6 +742,32 @@ fn only_rule_and_expect_files_trigger_a_reload() {
     agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
 }
 
+/// A rule folder deleted and made anew (`git checkout`, `rm -rf rules; cp -r new rules`) is
+/// watched again: a later edit still reloads the rules.
+#[test]
+fn a_rule_folder_made_anew_is_watched_again() {
+    let dir = scratch("reload-recreate");
+    let rule = |window: &str| {
+        format!(
+            "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for {window}\"\n"
+        )
+    };
+    std::fs::write(dir.join("rules/hb.toml"), rule("1h")).unwrap();
+    let agent = Agent::start(&dir, "");
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::remove_dir_all(dir.join("rules")).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    std::fs::create_dir(dir.join("rules")).unwrap();
+    std::fs::write(dir.join("rules/hb.toml"), rule("2h")).unwrap();
+    let after = |s: &serde_json::Value| s["sink"]["reloads"].as_u64().unwrap_or(0);
+    agent.wait_stats(10, |s| after(s) >= 1);
+    std::thread::sleep(Duration::from_millis(600));
+    let before = after(&agent.stats());
+    // An edit made after the folder came back reloads.
+    std::fs::write(dir.join("rules/hb.toml"), rule("3h")).unwrap();
+    agent.wait_stats(10, |s| after(s) > before);
+}
+
 #[test]
 fn api_token_guards_stats_and_metrics() {
     let dir = scratch("token");

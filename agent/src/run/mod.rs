@@ -241,7 +241,7 @@ fn start(
     let (plan_tx, plan_rx) = watch::channel(plan.clone());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (reload_tx, reload_rx) = mpsc::channel::<Trigger>(16);
-    let _watcher = reload::watch(&source, reload_tx.clone())?;
+    let watcher = reload::RuleWatcher::start(&source, reload_tx.clone())?;
 
     let ingest_counters = Arc::new(IngestCounters::default());
     let sink_counters = Arc::new(SinkCounters::default());
@@ -376,6 +376,7 @@ fn start(
                 shards: shards.clone(),
                 counters: sink_counters.clone(),
                 debounce: StdDuration::from_millis(200),
+                watcher,
             }
             .run(reload_rx),
         );

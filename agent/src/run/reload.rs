@@ -86,39 +86,100 @@ pub enum Trigger {
     Files,
 }
 
-/// Starts a watcher that sends [`Trigger::Files`] on a change to a rule file or an `expect`
-/// file under the watched folders (not to anything else there).
-pub fn watch(
-    source: &RuleSource,
-    tx: mpsc::Sender<Trigger>,
-) -> anyhow::Result<Option<notify::RecommendedWatcher>> {
-    use notify::Watcher;
-    let targets = source.watch_targets();
-    if targets.is_empty() {
-        return Ok(None);
-    }
-    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        match res {
-            Ok(ev)
-                if !matches!(ev.kind, notify::EventKind::Access(_))
-                    && ev
-                        .paths
-                        .iter()
-                        .any(|p| crate::rulefiles::is_rule_material(p)) =>
-            {
-                // Full: a reload is already pending, which will read this change too.
-                let _ = tx.try_send(Trigger::Files);
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "rule watcher error"),
+/// The watch on the rule folders: a change to a rule file or an `expect` file under them (not
+/// to anything else there) sends [`Trigger::Files`]. Each folder's parent is watched too, so
+/// a folder deleted and made anew (`git checkout`, `rm -rf rules; cp -r new rules`) triggers a
+/// reload, and [`RuleWatcher::rearm`] watches the new folder.
+pub struct RuleWatcher {
+    watcher: notify::RecommendedWatcher,
+    targets: Vec<(PathBuf, notify::RecursiveMode)>,
+    /// A folder that could not be watched the last time (said once until it can be again).
+    missing: Vec<PathBuf>,
+}
+
+impl RuleWatcher {
+    /// Starts watching `source`'s folders (`None` for the built-in rules).
+    pub fn start(
+        source: &RuleSource,
+        tx: mpsc::Sender<Trigger>,
+    ) -> anyhow::Result<Option<RuleWatcher>> {
+        use notify::Watcher;
+        let targets: Vec<(PathBuf, notify::RecursiveMode)> = source
+            .watch_targets()
+            .into_iter()
+            .map(|(p, m)| (std::path::absolute(&p).unwrap_or(p), m))
+            .collect();
+        if targets.is_empty() {
+            return Ok(None);
         }
-    })?;
-    for (p, mode) in targets {
-        w.watch(&p, mode)
-            .map_err(|e| anyhow::anyhow!("cannot watch {}: {e}", p.display()))?;
-        tracing::info!(path = %p.display(), "watching rules");
+        let folders: Vec<PathBuf> = targets.iter().map(|(p, _)| p.clone()).collect();
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            match res {
+                Ok(ev)
+                    if !matches!(ev.kind, notify::EventKind::Access(_))
+                        && ev.paths.iter().any(|p| {
+                            crate::rulefiles::is_rule_material(p) || folders.contains(p)
+                        }) =>
+                {
+                    // Full: a reload is already pending, which will read this change too.
+                    let _ = tx.try_send(Trigger::Files);
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "rule watcher error"),
+            }
+        })?;
+        let mut w = RuleWatcher {
+            watcher,
+            targets,
+            missing: Vec::new(),
+        };
+        for (p, _) in &w.targets {
+            if !p.is_dir() {
+                anyhow::bail!("cannot watch {}: not a folder", p.display());
+            }
+        }
+        w.rearm();
+        for (p, _) in &w.targets {
+            tracing::info!(path = %p.display(), "watching rules");
+        }
+        let parents: Vec<PathBuf> = w
+            .targets
+            .iter()
+            .filter_map(|(p, _)| p.parent().map(Path::to_path_buf))
+            .collect();
+        for parent in parents {
+            if let Err(e) = w
+                .watcher
+                .watch(&parent, notify::RecursiveMode::NonRecursive)
+            {
+                tracing::warn!(path = %parent.display(), error = %e, "cannot watch the folder holding the rules; a rule folder deleted and made anew will need a SIGHUP");
+            }
+        }
+        Ok(Some(w))
     }
-    Ok(Some(w))
+
+    /// Watches every rule folder again: one deleted and made anew lost its watch with the old
+    /// folder. Called before each reload reads the files, so a change made during the reload
+    /// triggers another.
+    pub fn rearm(&mut self) {
+        use notify::Watcher;
+        for (p, mode) in &self.targets {
+            let _ = self.watcher.unwatch(p);
+            match self.watcher.watch(p, *mode) {
+                Ok(()) => {
+                    if let Some(i) = self.missing.iter().position(|m| m == p) {
+                        self.missing.remove(i);
+                        tracing::info!(path = %p.display(), "watching rules again");
+                    }
+                }
+                Err(e) if !self.missing.contains(p) => {
+                    tracing::warn!(path = %p.display(), error = %e, "cannot watch the rules; watching for the folder to come back");
+                    self.missing.push(p.clone());
+                }
+                Err(_) => {}
+            }
+        }
+    }
 }
 
 /// What the reloader drives.
@@ -133,11 +194,13 @@ pub struct Reloader {
     pub counters: Arc<SinkCounters>,
     /// Quiet time after a change before reading the files (editors write in several steps).
     pub debounce: StdDuration,
+    /// The watch on the rule folders, armed again before each reload.
+    pub watcher: Option<RuleWatcher>,
 }
 
 impl Reloader {
     /// Runs until every trigger sender is gone.
-    pub async fn run(self, mut rx: mpsc::Receiver<Trigger>) {
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Trigger>) {
         while let Some(why) = rx.recv().await {
             tokio::time::sleep(self.debounce).await;
             while rx.try_recv().is_ok() {}
@@ -145,8 +208,11 @@ impl Reloader {
         }
     }
 
-    async fn reload(&self, why: Trigger) {
+    async fn reload(&mut self, why: Trigger) {
         tracing::info!(trigger = ?why, "reloading rules");
+        if let Some(w) = self.watcher.as_mut() {
+            w.rearm();
+        }
         let rules = match self.source.load() {
             Ok(Some(r)) => r,
             Ok(None) => {
