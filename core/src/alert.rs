@@ -85,6 +85,10 @@ pub(crate) struct Body {
     pub(crate) members: Arc<[Member]>,
     pub(crate) group: Box<[(String, Value)]>,
     pub(crate) events: Box<[Arc<Event>]>,
+    /// For an alert that ends an episode because of one event (resolved by it, retracted by
+    /// it late): the episode's events, where the message finds the fields that event lacks
+    /// (`{src}` of a silent agent's traffic, resolved by a heartbeat). Not output.
+    pub(crate) context: Box<[Arc<Event>]>,
     pub(crate) reason: Option<&'static str>,
     /// What the id hashes after the rule's name ([`Alert::id_tail`]).
     pub(crate) id_tail: Box<[u8]>,
@@ -159,7 +163,12 @@ impl Alert {
 
     /// The message, rendered from the rule's template (at each call: read it once).
     pub fn message(&self) -> String {
-        render_message(&self.member().rule, self.group(), self.events())
+        render_message(
+            &self.member().rule,
+            self.group(),
+            self.events(),
+            &self.body.context,
+        )
     }
 
     /// The stable id of an episode: FNV-1a over rule, group and start.

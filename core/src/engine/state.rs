@@ -666,13 +666,14 @@ impl Group {
                         counters.suppressed += 1;
                         return;
                     }
-                    emit(
+                    emit_ending(
                         ctx,
                         key,
                         ep.id,
                         AlertState::Resolved,
                         t,
                         vec![ev.clone()],
+                        &ep.events,
                         None,
                         counters,
                         out,
@@ -723,14 +724,15 @@ impl Group {
         if t <= base || t >= ep.last {
             return false;
         }
-        let (id, held) = (ep.id, ep.held_until.is_some());
-        a.firing = None;
+        let Some(ep) = a.firing.take() else {
+            return false;
+        };
         a.last_seen = t;
-        if !held {
+        if ep.held_until.is_none() {
             // A withdrawn alert does not count against the trigger's period.
             a.last_fired = NO_TIME;
         }
-        retract(ctx, key, id, held, now, ev, counters, out);
+        retract(ctx, key, &ep, now, ev, counters, out);
         true
     }
 
@@ -1033,19 +1035,20 @@ impl LinearState {
                     counters.suppressed += 1;
                 }
                 EpisodeKind::Absence(set) if mask & set != 0 => {
-                    let ep_id = ep.id;
-                    self.episode = None;
-                    emit(
-                        ctx,
-                        key,
-                        ep_id,
-                        AlertState::Resolved,
-                        t,
-                        vec![ev.clone()],
-                        None,
-                        counters,
-                        out,
-                    );
+                    if let Some(ep) = self.episode.take() {
+                        emit_ending(
+                            ctx,
+                            key,
+                            ep.id,
+                            AlertState::Resolved,
+                            t,
+                            vec![ev.clone()],
+                            &ep.events,
+                            None,
+                            counters,
+                            out,
+                        );
+                    }
                 }
                 EpisodeKind::Closure(set) if mask & set != 0 => {
                     ep.last = ep.last.max(t);
@@ -1256,13 +1259,16 @@ impl LinearState {
         if mask & set == 0 || t < from || t >= ep.last {
             return changed;
         }
-        let (id, held) = (ep.id, ep.held_until.is_some());
-        self.episode = None;
-        if !held && let Some(rare) = &mut self.rare {
+        let Some(ep) = self.episode.take() else {
+            return changed;
+        };
+        if ep.held_until.is_none()
+            && let Some(rare) = &mut self.rare
+        {
             // A withdrawn alert does not count against the trigger's period.
             rare.last_emit = None;
         }
-        retract(ctx, key, id, held, now, ev, counters, out);
+        retract(ctx, key, &ep, now, ev, counters, out);
         true
     }
 
@@ -1620,24 +1626,24 @@ fn complete(ctx: &RuleCtx<'_>, alt: &Alt, r: &Run, t: Timestamp) -> bool {
 fn retract(
     ctx: &RuleCtx<'_>,
     key: &GroupKey,
-    id: IdSeed,
-    held: bool,
+    ep: &Episode,
     now: Timestamp,
     ev: &Arc<Event>,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
 ) {
-    if held {
+    if ep.held_until.is_some() {
         counters.suppressed += 1;
         return;
     }
-    emit(
+    emit_ending(
         ctx,
         key,
-        id,
+        ep.id,
         AlertState::Retracted,
         now,
         vec![ev.clone()],
+        &ep.events,
         Some("late_event"),
         counters,
         out,
@@ -1651,7 +1657,36 @@ fn emit(
     id: IdSeed,
     state: AlertState,
     time: Timestamp,
+    events: Vec<Arc<Event>>,
+    reason: Option<&'static str>,
+    counters: &mut RuleCounters,
+    out: &mut Vec<Alert>,
+) {
+    emit_ending(
+        ctx,
+        key,
+        id,
+        state,
+        time,
+        events,
+        &[],
+        reason,
+        counters,
+        out,
+    );
+}
+
+/// [`emit`] for a change that ends an episode because of one event: `episode` holds the
+/// episode's events, from which the message fills what that event lacks.
+#[allow(clippy::too_many_arguments)]
+fn emit_ending(
+    ctx: &RuleCtx<'_>,
+    key: &GroupKey,
+    id: IdSeed,
+    state: AlertState,
+    time: Timestamp,
     mut events: Vec<Arc<Event>>,
+    episode: &[Arc<Event>],
     reason: Option<&'static str>,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
@@ -1671,6 +1706,7 @@ fn emit(
             .zip(key.iter().cloned())
             .collect(),
         events: events.into(),
+        context: episode.into(),
         reason,
         id_tail: tail.into(),
     });
@@ -1688,8 +1724,14 @@ fn emit(
     }
 }
 
-/// Fills a message template from the group, then the most recent matching event.
-pub fn render_message(rule: &Rule, group: &[(String, Value)], events: &[Arc<Event>]) -> String {
+/// Fills a message template from the group, then the most recent matching event, then the
+/// most recent event of `context` (an ended episode's, for the fields its ending event lacks).
+pub fn render_message(
+    rule: &Rule,
+    group: &[(String, Value)],
+    events: &[Arc<Event>],
+    context: &[Arc<Event>],
+) -> String {
     // Values are written straight into the message (no String per value): alert storms make
     // one message per alert.
     let Some(parts) = &rule.message else {
@@ -1711,7 +1753,12 @@ pub fn render_message(rule: &Rule, group: &[(String, Value)], events: &[Arc<Even
             TemplatePart::Field(k) => {
                 if let Some((_, v)) = group.iter().find(|(n, _)| n == k.name()) {
                     let _ = v.write_to(&mut s);
-                } else if let Some(v) = events.iter().rev().find_map(|e| lookup(e, &caps, k)) {
+                } else if let Some(v) = events
+                    .iter()
+                    .rev()
+                    .chain(context.iter().rev())
+                    .find_map(|e| lookup(e, &caps, k))
+                {
                     let _ = v.get().write_to(&mut s);
                 } else {
                     s.push('{');

@@ -1058,6 +1058,65 @@ fn a_forgotten_or_changed_alert_keeps_its_message_filled() {
     }
 }
 
+/// An alert resolved (or retracted) by an event that lacks the message's fields takes them
+/// from the episode: a silent agent's `{dport}` is its traffic's, not the heartbeat's.
+#[test]
+fn an_alert_ended_by_another_event_keeps_its_message_filled() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::{Event, Field, Source, Value};
+    use cepheus_core::rules::compile_str;
+    use cepheus_core::time::Timestamp;
+    let rules = compile_str(
+        "t.toml",
+        "[[rule]]\nname = \"silent\"\nseverity = \"high\"\ngroup_by = [\"ip\"]\nmessage = \"{ip} talks on port {dport} without logs\"\nevents.talk = { if = 'flow and kind == \"flow_start\"', ip = \"src\" }\nevents.hb = { if = 'syslog and app == \"heartbeat\"', ip = \"peer\" }\npattern = \"seq(talk, absent(hb) for 2m)\"\n",
+    )
+    .rules
+    .unwrap();
+    let ip = Value::Ip(std::net::IpAddr::from([10, 0, 0, 1]));
+    let talk = Event::new(
+        Source::Flow,
+        Timestamp::from_secs(0),
+        Timestamp::from_secs(0),
+    )
+    .with(Field::Kind, Value::str("flow_start"))
+    .with(Field::Src, ip.clone())
+    .with(Field::Dport, Value::Int(22));
+    let hb = Event::new(
+        Source::Syslog,
+        Timestamp::from_secs(200),
+        Timestamp::from_secs(200),
+    )
+    .with(Field::App, Value::str("heartbeat"))
+    .with(Field::Peer, ip);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    e.push(talk, &mut out);
+    e.push(hb, &mut out);
+    let got: Vec<(String, String)> = out
+        .iter()
+        .map(|a| (a.state.name().to_string(), a.message()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "firing".to_string(),
+                "10.0.0.1 talks on port 22 without logs".to_string()
+            ),
+            (
+                "resolved".to_string(),
+                "10.0.0.1 talks on port 22 without logs".to_string()
+            ),
+        ]
+    );
+    // The resolved alert's events are still the one that resolved it.
+    assert_eq!(out[1].events().len(), 1);
+    assert_eq!(
+        out[1].events()[0].get(Field::App),
+        Some(&Value::str("heartbeat"))
+    );
+}
+
 #[test]
 fn a_group_whose_value_holds_a_comma_is_found_by_its_json_object() {
     use cepheus_core::engine::{Engine, EngineConfig};
