@@ -213,7 +213,7 @@ pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
         return Err(std::io::Error::other(
-            "not a regular file (a FIFO, device or socket cannot hold rules)",
+            "not a regular file (a FIFO, device or socket is refused: it may never end)",
         ));
     }
     let mut bytes = Vec::new();

@@ -165,8 +165,10 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 pub struct SyslogConfig {
     /// UDP listen addresses.
+    #[serde(deserialize_with = "addrs")]
     pub udp: Vec<SocketAddr>,
     /// TCP listen addresses.
+    #[serde(deserialize_with = "addrs")]
     pub tcp: Vec<SocketAddr>,
     /// Idle TCP connections are closed after this.
     pub tcp_idle_timeout: DurationText,
@@ -269,6 +271,7 @@ impl Default for EngineSection {
 #[serde(default, deny_unknown_fields)]
 pub struct ApiConfig {
     /// Listen address of the HTTP API.
+    #[serde(deserialize_with = "addr")]
     pub listen: SocketAddr,
     /// File holding the API token; required off loopback.
     pub token_file: Option<PathBuf>,
@@ -339,6 +342,27 @@ impl<'de> Deserialize<'de> for DurationText {
             .map(DurationText)
             .map_err(serde::de::Error::custom)
     }
+}
+
+/// A listen address as `IP:PORT`, with a hint for what it is not (a name, a missing port).
+fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+    s.trim().parse().map_err(|_| {
+        format!(
+            "`{s}` is not an IP address and port: write e.g. \"127.0.0.1:5514\", \"0.0.0.0:514\" or \"[::1]:5514\" (names such as localhost are not resolved)"
+        )
+    })
+}
+
+fn addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_addr(&s).map_err(serde::de::Error::custom)
+}
+
+fn addrs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|s| parse_addr(s).map_err(serde::de::Error::custom))
+        .collect()
 }
 
 impl DurationText {
@@ -581,7 +605,9 @@ impl Config {
             }
         }
         if let Err(e) = self.api.token() {
-            out.push(Problem::new("api.token_file", format!("{e:#}")));
+            let e = format!("{e:#}");
+            let e = e.strip_prefix("api.token_file: ").unwrap_or(&e).to_string();
+            out.push(Problem::new("api.token_file", e));
         }
         out
     }
@@ -690,6 +716,20 @@ mod tests {
             Path::new("x"),
             "capture = { interface = \"eth0\", filter = \"\" }\n[syslog]\nudp = []\n",
         );
+        assert!(ok.is_ok(), "{ok:?}");
+        // A name or a missing port is said to be one, with what to write.
+        for text in [
+            "[syslog]\nudp = [\"localhost:5514\"]\n",
+            "[syslog]\ntcp = [\"0.0.0.0\"]\n",
+            "[api]\nlisten = \"127.0.0.1\"\n",
+        ] {
+            let e = Config::parse(Path::new("x"), text).map(|_| ()).unwrap_err();
+            assert!(
+                e.to_string().contains("is not an IP address and port"),
+                "{e}"
+            );
+        }
+        let ok = Config::parse(Path::new("x"), "[syslog]\nudp = [\"[::1]:5514\"]\n");
         assert!(ok.is_ok(), "{ok:?}");
     }
 

@@ -168,7 +168,7 @@ impl Router {
         let sh = &*self.shared;
         bump(&sh.counters.malformed, 1);
         if let Some(held) = sh.limits.malformed.allow() {
-            tracing::warn!(peer = ?peer, error = %e, suppressed = held, "malformed message dropped");
+            tracing::warn!(peer = %show_peer(peer), error = %e, suppressed = held, "malformed message dropped");
         }
     }
 
@@ -177,7 +177,7 @@ impl Router {
         let sh = &*self.shared;
         bump(&sh.counters.oversized, 1);
         if let Some(held) = sh.limits.oversized.allow() {
-            tracing::warn!(peer = ?peer, limit = sh.max_message, suppressed = held, "oversized message dropped");
+            tracing::warn!(peer = %show_peer(peer), limit = sh.max_message, suppressed = held, "oversized message dropped");
         }
     }
 
@@ -597,6 +597,11 @@ async fn tcp_conn(
 
 /// Runs a live capture on the current (plain) thread until shutdown: packets become flow
 /// events through the flow table and are routed like syslog events. Syslog seen on the wire
+/// A sender for a log line: its address, or `-` for a line read from a file.
+fn show_peer(peer: Option<IpAddr>) -> String {
+    peer.map_or_else(|| "-".to_string(), |p| p.to_string())
+}
+
 /// is left alone here (it arrives through the syslog sockets).
 pub fn capture_loop(
     cap: crate::flow::live::LiveCapture,
