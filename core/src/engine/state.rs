@@ -1100,17 +1100,39 @@ impl LinearState {
         // are one partial match read in different ways: each of them that can take the event
         // does, so `and(a, b, c)` over `a c b` is not lost to the order `a b c` taking `b`.
         // The first to complete wins and consumes the others with its events.
+        // An event that moves a partial match past a plain step before its last also moves
+        // the younger partial matches waiting on that same step (skip-till-next-match: each
+        // takes the next event it can use), so a stale older one that later expires does not
+        // hide their match (`seq(a, b, c) within 10s` over a@0 a@5 b@6 c@12 matches a@5 b@6
+        // c@12). Such a move completes nothing; a match still consumes its events, dropping
+        // the others that hold them.
         let mut completed: Option<usize> = None;
         let mut origin: Option<Option<u64>> = None;
+        let mut moved: SmallVec<[(u16, u16); 2]> = SmallVec::new();
+        let plain_before_last = |alt: &Alt, pos: u16| {
+            (pos as usize) + 1 < alt.steps.len() && alt.steps[pos as usize].repeat.is_none()
+        };
         for (ri, r) in self.runs.iter_mut().enumerate() {
             let first = r.items.front().map(|i| i.id);
+            let alt = &alts[r.alt as usize];
             match origin {
-                Some(o) if o != first || o.is_none() => break,
+                Some(o) if o != first || o.is_none() => {
+                    if completed.is_some() || moved.is_empty() {
+                        break;
+                    }
+                    if moved.contains(&(r.alt, r.pos)) && plain_before_last(alt, r.pos) {
+                        let _ = take(ctx, alt, r, t, mask, ev, id);
+                    }
+                    continue;
+                }
                 _ => {}
             }
-            let alt = &alts[r.alt as usize];
+            let pos = r.pos;
             if let Took::Yes = take(ctx, alt, r, t, mask, ev, id) {
                 origin = Some(first);
+                if plain_before_last(alt, pos) && !moved.contains(&(r.alt, pos)) {
+                    moved.push((r.alt, pos));
+                }
                 if completed.is_none() && complete(ctx, alt, r, t) {
                     completed = Some(ri);
                 }

@@ -79,6 +79,22 @@ fn seq_within_window_may_start_at_a_later_event() {
 }
 
 #[test]
+fn a_middle_step_moves_every_partial_match_waiting_on_it() {
+    // A stale `a` does not hide the match of a later one: b@6 moves both partial matches, the
+    // one from a@0 expires, the one from a@5 matches at c@12.
+    let r = || rule("r", &["a", "b", "c"], seq(vec![ev(0), ev(1), ev(2)])).within(10);
+    check(vec![r()], "a:h@0 a:h@5 b:h@6 c:h@12", &["firing h @12"]);
+    // Both could match at c@7: the oldest does and consumes b@6, which drops the other.
+    check(vec![r()], "a:h@0 a:h@5 b:h@6 c:h@7 c:h@8", &["firing h @7"]);
+    // A match of the younger one that does not share the older one's events is kept.
+    check(
+        vec![r()],
+        "a:h@0 b:h@1 a:h@2 b:h@3 c:h@4 c:h@5",
+        &["firing h @4", "firing h @5"],
+    );
+}
+
+#[test]
 fn tseq_min_distance() {
     let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).within_range(2, 5);
     // b@1 is too early and is skipped; b@3 is 3 s after a.
