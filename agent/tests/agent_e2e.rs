@@ -318,6 +318,9 @@ pattern = "absent(hb) for 2s"
         );
         logger(port, "--tcp", "--rfc3164", "sshd", &msg);
     }
+    // Each `logger` is a connection of its own, and connections are read side by side: give
+    // the failures time to be routed before the success, as minutes of sshd would.
+    std::thread::sleep(Duration::from_millis(300));
     logger(
         port,
         "--tcp",

@@ -696,6 +696,52 @@ fn forget_after_shorter_than_the_pattern_warns() {
 }
 
 #[test]
+fn rules_that_never_match_or_triggers_that_limit_nothing_warn() {
+    let warnings = |pattern: &str, trigger: &str| -> Vec<String> {
+        let text = format!(
+            "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\nevents.c = 'syslog and app == \"c\"'\npattern = \"{pattern}\"\n{trigger}"
+        );
+        let c = cepheus_core::rules::compile_str("f.toml", &text);
+        assert!(
+            c.rules.is_some(),
+            "warnings, not errors: {:?}",
+            c.diagnostics
+        );
+        c.diagnostics.iter().map(|d| d.message.clone()).collect()
+    };
+    let never = warnings("seq(a, absent(c) for 10s, b) within 5s", "");
+    assert!(
+        never.iter().any(|m| m.contains("never matches")),
+        "{never:?}"
+    );
+    let none_of = |w: Vec<String>| {
+        w.iter()
+            .all(|m| !m.contains("never matches") && !m.contains("limits nothing"))
+    };
+    assert!(none_of(warnings(
+        "seq(a, absent(c) for 5s, b) within 10s",
+        ""
+    )));
+    for trigger in ["trigger = {}", "trigger = { every = \"0s\" }"] {
+        let w = warnings("seq(a, b)", trigger);
+        assert!(
+            w.iter().any(|m| m.contains("limits nothing")),
+            "{trigger}: {w:?}"
+        );
+    }
+    assert!(none_of(warnings("seq(a, b) within 5s", "trigger = {}")));
+    assert!(none_of(warnings(
+        "seq(a, b)",
+        "trigger = { every = \"1m\" }"
+    )));
+    assert!(
+        warnings("absent(a) for 1m", "trigger = {}")
+            .iter()
+            .all(|m| !m.contains("limits nothing"))
+    );
+}
+
+#[test]
 fn closure_counts_are_bounded() {
     let rule = |n: &str| {
         format!(

@@ -704,6 +704,20 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             }
         },
     };
+    if let Some(c) = &checked {
+        never_matching(cx, c, &pattern_span);
+        if let (Trigger::Every(period), Some(v)) = (&trigger, val("trigger"))
+            && c.within.is_none()
+            && longest_wait(&c.pattern) == Duration::ZERO
+            && period.is_none_or(|p| p == Duration::ZERO)
+        {
+            cx.warning(
+                v.span(),
+                "this trigger limits nothing: with no period (or 0s) it means once per window, and this rule has no `within`",
+                h("set a period, e.g. `trigger = { every = \"10m\" }`, or add `within` to the pattern"),
+            );
+        }
+    }
     let forget_after = val("forget_after").and_then(|v| cx.duration(v, "forget_after"));
     if let (Some(f), Some(v), Some(c)) = (forget_after, val("forget_after"), &checked) {
         let longest = longest_wait(&c.pattern).max(c.within.map_or(Duration::ZERO, |w| w.max));
@@ -1086,6 +1100,37 @@ pub fn rule_keys() -> &'static [&'static str] {
 }
 
 /// The longest time the pattern waits for something (`absent(..) for D`).
+/// Warns about a sequence that can never match: an absence `for D` in its middle lets the
+/// next step in only `D` after the step before it, past a `within` shorter than `D`.
+fn never_matching(
+    cx: &mut Cx<'_, '_>,
+    c: &crate::rules::check::CheckedPattern,
+    span: &Range<usize>,
+) {
+    use crate::rules::ir::Pattern;
+    let (Some(w), Pattern::Seq(ps)) = (c.within, &c.pattern) else {
+        return;
+    };
+    if ps.len() < 3 {
+        return;
+    }
+    for p in &ps[1..ps.len() - 1] {
+        if let Pattern::Absent { for_: Some(d), .. } = p
+            && *d > w.max
+        {
+            cx.warning(
+                span.clone(),
+                format!(
+                    "this rule never matches: after `absent(..) for {d}` the next step may only come {d} after the step before it, but `within {}` ends the match sooner",
+                    w.max
+                ),
+                h(format!("make `within` at least {d}, or shorten the absence")),
+            );
+            return;
+        }
+    }
+}
+
 fn longest_wait(p: &crate::rules::ir::Pattern) -> Duration {
     use crate::rules::ir::Pattern;
     match p {
