@@ -226,6 +226,10 @@ impl SyslogParser {
             None => (None, 0),
         };
         let text = unfrac.as_deref().unwrap_or(text);
+        // Runs of blanks between a BSD stamp and the tag (`20:07:26  h  a: x`, tabs) lose
+        // syslog_loose the host and the tag: one space each.
+        let squeezed = squeeze_bsd_header(text);
+        let text = squeezed.as_deref().unwrap_or(text);
         let parsed = syslog_loose::parse_message_with_year_exact_tz(
             text,
             resolve,
@@ -371,6 +375,51 @@ fn after_pri(text: &str) -> Option<&str> {
     }
 }
 
+/// A BSD header (`Mmm dd hh:mm:ss host tag:`) whose host and tag are set apart by more than
+/// one space or by tabs: the same header with single spaces (the message after the tag's
+/// colon is left as it is). `None` when there is nothing to squeeze, or no such header.
+fn squeeze_bsd_header(text: &str) -> Option<String> {
+    let body = after_pri(text)?;
+    let start = text.len() - body.trim_start().len();
+    let b = text.as_bytes().get(start..)?;
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    let blank = |i: usize| matches!(b.get(i), Some(b' ' | b'\t'));
+    let stamp = b.len() > 16
+        && b[..3].iter().all(u8::is_ascii_alphabetic)
+        && b[3] == b' '
+        && (b[4] == b' ' || digit(4))
+        && digit(5)
+        && b[6] == b' '
+        && digit(7)
+        && digit(8)
+        && b[9] == b':'
+        && digit(10)
+        && digit(11)
+        && b[12] == b':'
+        && digit(13)
+        && digit(14)
+        && blank(15);
+    if !stamp {
+        return None;
+    }
+    let head_start = start + 15;
+    let region = &text[head_start..];
+    // The tag ends at the first colon; a header is short.
+    let colon = region.find(':').filter(|&i| i <= 128)?;
+    let head = &region[..colon];
+    let words: Vec<&str> = head.split_whitespace().collect();
+    let tidy = head.strip_prefix(' ') == Some(words.join(" ").as_str());
+    if tidy || !(1..=2).contains(&words.len()) || head.ends_with([' ', '\t']) {
+        return None;
+    }
+    Some(format!(
+        "{} {}{}",
+        &text[..head_start],
+        words.join(" "),
+        &region[colon..]
+    ))
+}
+
 /// A BSD header stamp with fractional seconds (`Dec  2 05:40:00.123 host ...`): the text
 /// without the fraction, and the fraction in nanoseconds. `None` for anything else.
 fn strip_bsd_fraction(text: &str) -> Option<(String, i64)> {
@@ -503,6 +552,36 @@ mod tests {
         );
         assert_eq!(e.get(Field::Facility), None);
         assert_eq!(e.get(Field::Severity), None);
+    }
+
+    #[test]
+    fn blanks_in_a_bsd_header_keep_host_and_tag() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        for line in [
+            "<13>Feb 13 20:07:26  h  a:  x  y",
+            "<13>Feb 13 20:07:26 h  a: x  y",
+            "<13>Feb 13 20:07:26\th\ta: x  y",
+            "Feb  3 20:07:26 h   a[12]: x  y",
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::Host), Some("h"), "{line}");
+            assert_eq!(get(&e, Field::App), Some("a"), "{line}");
+            assert!(
+                get(&e, Field::Msg).is_some_and(|m| m.ends_with("x  y")),
+                "{line}"
+            );
+        }
+        // Already tidy, or not a host and a tag: left alone.
+        assert_eq!(squeeze_bsd_header("<13>Feb 13 20:07:26 h a: x"), None);
+        assert_eq!(
+            squeeze_bsd_header("<13>Feb 13 20:07:26 one  two three: x"),
+            None
+        );
+        assert_eq!(
+            squeeze_bsd_header("<13>1 2026-02-13T20:07:26Z h a - - - x"),
+            None
+        );
     }
 
     #[test]
