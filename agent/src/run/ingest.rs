@@ -595,13 +595,13 @@ async fn tcp_conn(
     router.flush(true).await;
 }
 
-/// Runs a live capture on the current (plain) thread until shutdown: packets become flow
-/// events through the flow table and are routed like syslog events. Syslog seen on the wire
 /// A sender for a log line: its address, or `-` for a line read from a file.
 fn show_peer(peer: Option<IpAddr>) -> String {
     peer.map_or_else(|| "-".to_string(), |p| p.to_string())
 }
 
+/// Runs a live capture on the current (plain) thread until shutdown: packets become flow
+/// events through the flow table and are routed like syslog events. Syslog seen on the wire
 /// is left alone here (it arrives through the syslog sockets).
 pub fn capture_loop(
     cap: crate::flow::live::LiveCapture,
