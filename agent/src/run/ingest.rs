@@ -515,7 +515,8 @@ async fn tcp_conn(
                 break;
             }
             match tokio::time::timeout(SHUTDOWN_QUIET, stream.read_buf(&mut buf)).await {
-                Err(_) => break, // quiet: all that was sent is in
+                // Quiet: all that was sent is in; it ends as at the sender's close.
+                Err(_) => Ok(Ok(0)),
                 r => r,
             }
         } else {
@@ -540,9 +541,11 @@ async fn tcp_conn(
         let now = wall_clock();
         let eof = match read {
             Err(_) => {
+                // Closed for idleness: what it sent last without a delimiter is its last
+                // message, as at the sender's own close.
                 bump(&shared.counters.tcp_idle_closed, 1);
                 tracing::debug!(%peer, "idle tcp connection closed");
-                break;
+                true
             }
             Ok(Ok(0)) => true,
             Ok(Ok(_)) => false,
