@@ -69,7 +69,8 @@ counters!(
         /// shards' own `keyless` counts again, per definition, such events that reached them
         /// for another rule.
         keyless,
-        /// Deliveries to shards (an event counts once per shard it goes to).
+        /// Deliveries to shards (an event counts once per shard it goes to); those dropped
+        /// because the queue was full count in `queue_full` only.
         routed,
         /// Deliveries dropped because a shard's queue was full (UDP; TCP waits instead).
         queue_full,

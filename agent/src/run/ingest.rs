@@ -208,7 +208,6 @@ impl Router {
             }
             return;
         }
-        bump(&sh.counters.routed, self.owners.len() as u64);
         for &s in &self.owners {
             if let Some(batch) = self.pending.get_mut(s as usize) {
                 batch.push(ev.clone());
@@ -230,8 +229,10 @@ impl Router {
             } else {
                 self.txs[s].try_send(batch).is_err()
             };
-            if lost {
-                let sh = &*self.shared;
+            let sh = &*self.shared;
+            if !lost {
+                bump(&sh.counters.routed, n);
+            } else {
                 bump(&sh.counters.queue_full, n);
                 if let Some(held) = sh.limits.queue_full.allow() {
                     tracing::warn!(
