@@ -1109,6 +1109,7 @@ impl LinearState {
         let mut completed: Option<usize> = None;
         let mut origin: Option<Option<u64>> = None;
         let mut moved: SmallVec<[(u16, u16); 2]> = SmallVec::new();
+        let mut taken_at_start = false;
         let plain_before_last = |alt: &Alt, pos: u16| {
             (pos as usize) + 1 < alt.steps.len() && alt.steps[pos as usize].repeat.is_none()
         };
@@ -1130,6 +1131,7 @@ impl LinearState {
             let pos = r.pos;
             if let Took::Yes = take(ctx, alt, r, t, mask, ev, id) {
                 origin = Some(first);
+                taken_at_start |= pos == 0;
                 if plain_before_last(alt, pos) && !moved.contains(&(r.alt, pos)) {
                     moved.push((r.alt, pos));
                 }
@@ -1138,9 +1140,12 @@ impl LinearState {
                 }
             }
         }
-        let taken = origin.is_some();
-        // F. Otherwise it starts a run in every alternative it can start.
+        // F. An event no partial match took starts a run in every alternative it can start;
+        // so does one that only moved partial matches along (not at their first step, not
+        // completing one): it may be the start of a match of its own (`and(a, b, c) within
+        // 5s` over a@0 b@4 c@6 a@7: the run from a@0 expires, the one from b@4 matches).
         // Rarely more than one: no allocation for an immediate completion.
+        let taken = origin.is_some() && (completed.is_some() || taken_at_start);
         let mut fresh_completed: SmallVec<[usize; 2]> = SmallVec::new();
         if !taken {
             for (ai, alt) in alts.iter().enumerate() {
