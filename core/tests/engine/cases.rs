@@ -86,18 +86,15 @@ fn a_middle_step_moves_every_partial_match_waiting_on_it() {
     check(vec![r()], "a:h@0 a:h@5 b:h@6 c:h@12", &["firing h @12"]);
     // Both could match at c@7: the oldest does and consumes b@6, which drops the other.
     check(vec![r()], "a:h@0 a:h@5 b:h@6 c:h@7 c:h@8", &["firing h @7"]);
-    // The same for a closure in the middle.
+    // Not for a closure in the middle: its events stay with the oldest partial match, so a
+    // flood holds one closure's worth of events per group, not one per partial match.
     let mid = rule(
         "r",
         &["a", "b", "c"],
         seq(vec![ev(0), rep(ev(1), 2, None), ev(2)]),
     )
     .within(10);
-    check(
-        vec![mid],
-        "a:h@0 b:h@1 a:h@5 b:h@6 b:h@7 c:h@12",
-        &["firing h @12"],
-    );
+    check(vec![mid], "a:h@0 b:h@1 a:h@5 b:h@6 b:h@7 c:h@12", &[]);
     // An event that only moved an older partial match along may also start one of its own.
     let and3 = rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within(5);
     check(vec![and3], "a:h@0 b:h@4 c:h@6 a:h@7", &["firing h @7"]);
