@@ -1100,52 +1100,25 @@ impl LinearState {
         // are one partial match read in different ways: each of them that can take the event
         // does, so `and(a, b, c)` over `a c b` is not lost to the order `a b c` taking `b`.
         // The first to complete wins and consumes the others with its events.
-        // An event that moves a partial match past a plain step before its last also moves
-        // the younger partial matches waiting on that same step (skip-till-next-match: each
-        // takes the next event it can use), so a stale older one that later expires does not
-        // hide their match (`seq(a, b, c) within 10s` over a@0 a@5 b@6 c@12 matches a@5 b@6
-        // c@12). Such a move completes nothing; a match still consumes its events, dropping
-        // the others that hold them.
         let mut completed: Option<usize> = None;
         let mut origin: Option<Option<u64>> = None;
-        let mut moved: SmallVec<[(u16, u16); 2]> = SmallVec::new();
-        let mut taken_at_start = false;
-        let plain_before_last = |alt: &Alt, pos: u16| {
-            (pos as usize) + 1 < alt.steps.len() && alt.steps[pos as usize].repeat.is_none()
-        };
         for (ri, r) in self.runs.iter_mut().enumerate() {
             let first = r.items.front().map(|i| i.id);
-            let alt = &alts[r.alt as usize];
             match origin {
-                Some(o) if o != first || o.is_none() => {
-                    if completed.is_some() || moved.is_empty() {
-                        break;
-                    }
-                    if moved.contains(&(r.alt, r.pos)) && plain_before_last(alt, r.pos) {
-                        let _ = take(ctx, alt, r, t, mask, ev, id);
-                    }
-                    continue;
-                }
+                Some(o) if o != first || o.is_none() => break,
                 _ => {}
             }
-            let pos = r.pos;
+            let alt = &alts[r.alt as usize];
             if let Took::Yes = take(ctx, alt, r, t, mask, ev, id) {
                 origin = Some(first);
-                taken_at_start |= pos == 0;
-                if plain_before_last(alt, pos) && !moved.contains(&(r.alt, pos)) {
-                    moved.push((r.alt, pos));
-                }
                 if completed.is_none() && complete(ctx, alt, r, t) {
                     completed = Some(ri);
                 }
             }
         }
-        // F. An event no partial match took starts a run in every alternative it can start;
-        // so does one that only moved partial matches along (not at their first step, not
-        // completing one): it may be the start of a match of its own (`and(a, b, c) within
-        // 5s` over a@0 b@4 c@6 a@7: the run from a@0 expires, the one from b@4 matches).
+        let taken = origin.is_some();
+        // F. Otherwise it starts a run in every alternative it can start.
         // Rarely more than one: no allocation for an immediate completion.
-        let taken = origin.is_some() && (completed.is_some() || taken_at_start);
         let mut fresh_completed: SmallVec<[usize; 2]> = SmallVec::new();
         if !taken {
             for (ai, alt) in alts.iter().enumerate() {
