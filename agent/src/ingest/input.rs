@@ -10,8 +10,8 @@
 //! Replay has no recorded arrival for a syslog line, so a syslog event's arrival is its own
 //! time, and a line without a stamp takes the time of the event before it, so a replay gives
 //! the same events every time. Lines without a stamp before the input's first stamped event
-//! wait for it (at most [`MAX_HELD`]) and take its time; only an input with no stamp at all
-//! (or more than [`MAX_HELD`] such lines first) falls back to the `reference` instant. The
+//! wait for it (at most [`MAX_HELD`] lines and [`MAX_HELD_BYTES`]) and take its time; only an
+//! input with no stamp at all (or more such lines first) falls back to the `reference` instant. The
 //! `reference` is also the instant against which [`Year::Resolve`](super::syslog::Year)
 //! resolves years; pass `Year::Fixed` (`replay --year`) for runs that must not depend on the
 //! day they run.
@@ -34,6 +34,9 @@ pub const MAX_LINE: usize = 64 * 1024;
 
 /// Most lines held while they wait for the input's first stamp.
 pub const MAX_HELD: usize = 10_000;
+
+/// Most bytes of lines held while they wait for the input's first stamp.
+pub const MAX_HELD_BYTES: usize = 4 << 20;
 
 /// One input line's outcome, with where it came from.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,6 +90,8 @@ pub struct Inputs {
     stamped: bool,
     /// Lines read before the first stamp, with their bytes (for the dedup), waiting for it.
     held: VecDeque<(InputItem, Vec<u8>)>,
+    /// The bytes of the held lines.
+    held_bytes: usize,
     /// Items ready to be returned, in input order.
     ready: VecDeque<InputItem>,
 }
@@ -132,6 +137,7 @@ impl Inputs {
             dedup: None,
             stamped: false,
             held: VecDeque::new(),
+            held_bytes: 0,
             ready: VecDeque::new(),
         }
     }
@@ -188,6 +194,7 @@ impl Inputs {
     /// Releases the lines held for a stamp, with time `t` for their events.
     fn release(&mut self, t: Timestamp) {
         self.stamped = true;
+        self.held_bytes = 0;
         while let Some((mut item, bytes)) = self.held.pop_front() {
             if let Ok(e) = &mut item.event {
                 e.time = t;
@@ -305,7 +312,10 @@ impl Iterator for Inputs {
             if !self.stamped {
                 match stamp {
                     Some(t) => self.release(t),
-                    None if self.held.len() < MAX_HELD => {
+                    None if self.held.len() < MAX_HELD
+                        && self.held_bytes + buf.len() <= MAX_HELD_BYTES =>
+                    {
+                        self.held_bytes += buf.len();
                         self.held.push_back((item, buf.clone()));
                         self.buf = buf;
                         continue;
@@ -408,6 +418,25 @@ mod tests {
             items
                 .iter()
                 .all(|i| i.event.as_ref().unwrap().time == reference)
+        );
+        // Held lines are bounded in bytes too: past the bound they take the reference.
+        let mut big = Vec::new();
+        let line = format!("<14>1 - h app - - - {}\n", "x".repeat(1000));
+        for _ in 0..(MAX_HELD_BYTES / 1000 + 10) {
+            big.extend_from_slice(line.as_bytes());
+        }
+        big.extend_from_slice(b"Dec 10 06:55:46 LabSZ sshd[1]: hello\n");
+        let items: Vec<_> = Inputs::from_readers(
+            vec![("c".into(), reader(&big))],
+            SyslogParser::default(),
+            reference,
+        )
+        .map(Result::unwrap)
+        .collect();
+        assert_eq!(items[0].event.as_ref().unwrap().time, reference);
+        assert_ne!(
+            items.last().unwrap().event.as_ref().unwrap().time,
+            reference
         );
     }
 

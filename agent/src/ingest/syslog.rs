@@ -404,8 +404,12 @@ fn squeeze_bsd_header(text: &str) -> Option<String> {
     }
     let head_start = start + 15;
     let region = &text[head_start..];
-    // The tag ends at the first colon; a header is short.
+    // The tag ends at the first colon, followed by a space or the end (`12:34`, `http://`
+    // and an IPv6 host are no tag's end); a header is short.
     let colon = region.find(':').filter(|&i| i <= 128)?;
+    if !matches!(region.as_bytes().get(colon + 1), None | Some(b' ' | b'\t')) {
+        return None;
+    }
     let head = &region[..colon];
     let words: Vec<&str> = head.split_whitespace().collect();
     let tidy = head.strip_prefix(' ') == Some(words.join(" ").as_str());
@@ -582,6 +586,14 @@ mod tests {
             squeeze_bsd_header("<13>1 2026-02-13T20:07:26Z h a - - - x"),
             None
         );
+        // No tag: the text is left to the parser as it was.
+        for line in [
+            "<13>Feb 13 20:07:26  12:34 something",
+            "<13>Feb 13 20:07:26  h  http://x",
+            "<13>Feb 13 20:07:26  fe80::1  a: x",
+        ] {
+            assert_eq!(squeeze_bsd_header(line), None, "{line}");
+        }
     }
 
     #[test]
