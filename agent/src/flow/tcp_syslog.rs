@@ -3,15 +3,18 @@
 //! framing ([`Framer`]: octet counting or LF/NUL), so a capture of rsyslog forwarding over TCP
 //! gives the syslog events the agent would have read from the connection.
 //!
-//! Bounded: at most [`MAX_STREAMS`] streams (a new one evicts the one idle longest), and per
-//! stream the framer's message size and at most [`MAX_AHEAD`] bytes of segments waiting for
-//! a hole to fill. A hole that does not fill (a segment the capture missed) loses the message
-//! it cut: the stream goes on from the segment after it, and the loss is counted.
+//! A hole (a segment the capture missed) is waited for while the segments after it fit in
+//! [`MAX_AHEAD`]; then, or when the stream ends, it is given up: the message it cut is lost
+//! (counted in `gaps`), and framing starts again at the next frame boundary after it (the
+//! byte after a LF or NUL, or an octet count followed by a PRI, `57 <13>...`). A FIN that comes
+//! before the segments it ends waits for them; a RST drops the unfinished last message, as the
+//! listener does. Bounded: at most [`MAX_STREAMS`] streams; a new one evicts first a stream
+//! that never carried data (a SYN scan), else the one idle longest.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 
-use bytes::BytesMut;
+use bytes::{Buf, BytesMut};
 use cepheus_core::time::Timestamp;
 
 use super::SyslogDatagram;
@@ -65,13 +68,21 @@ struct Stream {
     /// Segments beyond a hole, by offset.
     ahead: BTreeMap<u32, Vec<u8>>,
     ahead_bytes: usize,
+    /// After a hole: bytes are skipped up to the next frame boundary.
+    resync: bool,
+    /// The offset just past a FIN seen before all the data it ends.
+    fin: Option<u32>,
     /// The stream cannot be framed: ignored until it ends.
     dead: bool,
+    /// Carried data (streams that never did are evicted first).
+    has_data: bool,
+    /// Which stream of this key (a new SYN on the same ports makes another).
+    serial: u64,
     last: Timestamp,
 }
 
 impl Stream {
-    fn new(base: u32, now: Timestamp) -> Stream {
+    fn new(base: u32, now: Timestamp, serial: u64) -> Stream {
         Stream {
             base,
             next: 0,
@@ -79,7 +90,11 @@ impl Stream {
             framer: Framer::new(MAX_MESSAGE),
             ahead: BTreeMap::new(),
             ahead_bytes: 0,
+            resync: false,
+            fin: None,
             dead: false,
+            has_data: false,
+            serial,
             last: now,
         }
     }
@@ -96,7 +111,7 @@ impl Stream {
         to: &mut Out<'_>,
     ) {
         let at = seq.wrapping_sub(self.base);
-        if (at.wrapping_sub(self.next) as i32) > 0 {
+        if after(at, self.next) {
             if self.ahead_bytes + data.len() <= MAX_AHEAD && data.len() == whole {
                 if !self.ahead.contains_key(&at) {
                     self.ahead_bytes += data.len();
@@ -104,18 +119,37 @@ impl Stream {
                 }
                 return;
             }
-            // The hole will not fill in time: what it cut is lost; go on from here.
-            self.skip_hole(c, at);
+            // The hole will not fill in time: give it up, and the ones after it up to here.
+            while after(at, self.next) {
+                let to_at = match self.ahead.first_key_value() {
+                    Some((&k, _)) if after(at, k) => k,
+                    _ => at,
+                };
+                self.skip_hole(c, to_at);
+                self.drain(c, to);
+            }
         }
         self.append(c, at, data, whole, to);
-        // Segments that waited and now fit.
+        self.drain(c, to);
+    }
+
+    /// Appends the held segments that now fit.
+    fn drain(&mut self, c: &mut TcpSyslogCounters, to: &mut Out<'_>) {
         while let Some(entry) = self.ahead.first_entry() {
-            if (entry.key().wrapping_sub(self.next) as i32) > 0 {
+            if after(*entry.key(), self.next) {
                 break;
             }
             let (at, seg) = entry.remove_entry();
             self.ahead_bytes -= seg.len();
             self.append(c, at, &seg, seg.len(), to);
+        }
+    }
+
+    /// Gives up every hole: what is held goes on after them (the stream is ending).
+    fn give_up_holes(&mut self, c: &mut TcpSyslogCounters, to: &mut Out<'_>) {
+        while let Some((&k, _)) = self.ahead.first_key_value() {
+            self.skip_hole(c, k);
+            self.drain(c, to);
         }
     }
 
@@ -149,6 +183,22 @@ impl Stream {
         if self.dead {
             return;
         }
+        if self.resync {
+            match frame_boundary(&self.buf) {
+                Some(p) => {
+                    self.buf.advance(p);
+                    self.resync = false;
+                }
+                None => {
+                    // Keep the end, where a boundary may begin.
+                    if self.buf.len() > 16 {
+                        let cut = self.buf.len() - 16;
+                        self.buf.advance(cut);
+                    }
+                    return;
+                }
+            }
+        }
         while let Some(f) = self.framer.decode(&mut self.buf) {
             match f {
                 Frame::Msg(m) => to.message(c, m),
@@ -165,15 +215,40 @@ impl Stream {
         }
     }
 
-    /// Gives up on a hole: the message it cut is lost, the stream goes on at `to`.
+    /// Gives up the hole before offset `to`: the message it cut is lost, framing starts
+    /// again at the next frame boundary after it.
     fn skip_hole(&mut self, c: &mut TcpSyslogCounters, to: u32) {
         c.gaps += 1;
         self.buf.clear();
         self.framer = Framer::new(MAX_MESSAGE);
-        self.ahead.clear();
-        self.ahead_bytes = 0;
+        self.resync = true;
         self.next = to;
     }
+}
+
+/// Whether offset `a` lies after `b` (offsets wrap with the sequence numbers).
+fn after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
+
+/// Where a frame may begin in bytes that follow a hole: at once if they begin with a PRI,
+/// else after a LF or NUL, or at an octet count followed by a PRI (`57 <13>...`), whichever
+/// comes first.
+fn frame_boundary(b: &[u8]) -> Option<usize> {
+    (0..b.len()).find(|&p| {
+        (p == 0 && b[0] == b'<') || (p > 0 && matches!(b[p - 1], b'\n' | 0)) || {
+            let digits = b[p..]
+                .iter()
+                .take(11)
+                .take_while(|x| x.is_ascii_digit())
+                .count();
+            (1..=10).contains(&digits)
+                && b[p] != b'0'
+                && (p == 0 || !b[p - 1].is_ascii_digit())
+                && b.get(p + digits) == Some(&b' ')
+                && b.get(p + digits + 1) == Some(&b'<')
+        }
+    })
 }
 
 /// Where a stream's messages go: stamped and sent as coming from its client.
@@ -198,6 +273,10 @@ impl Out<'_> {
 #[derive(Debug, Default)]
 pub struct TcpSyslog {
     streams: HashMap<Key, Stream>,
+    /// Streams made by a SYN, oldest first, with their serial: evicted first while they
+    /// carry no data (stale entries are skipped).
+    fresh: VecDeque<(Key, u64)>,
+    serial: u64,
     counters: TcpSyslogCounters,
 }
 
@@ -218,31 +297,35 @@ impl TcpSyslog {
             vlan: p.vlan,
         };
         let syn = p.tcp_flags & tcp_flags::SYN != 0;
-        let end = p.tcp_flags & (tcp_flags::FIN | tcp_flags::RST) != 0;
         if syn {
+            let isn_next = p.tcp_seq.wrapping_add(1);
+            if self.streams.get(&key).is_some_and(|s| s.base == isn_next) {
+                return; // the SYN again (retransmitted): the same connection
+            }
             // A new connection on the same ports: the old one ended unseen.
             if let Some(old) = self.streams.remove(&key) {
-                self.close(&key, old, ts, out);
+                self.close(&key, old, ts, out, true);
             }
-            self.make_room(&key);
-            self.streams
-                .insert(key, Stream::new(p.tcp_seq.wrapping_add(1), ts));
+            self.open(key, isn_next, ts, true);
             return;
         }
         if !self.streams.contains_key(&key) {
             if p.payload.is_empty() {
                 return;
             }
-            // Picked up mid-stream: from this segment on.
-            self.make_room(&key);
-            self.streams.insert(key, Stream::new(p.tcp_seq, ts));
+            // Picked up mid-stream: from this segment on, at a frame boundary.
+            self.open(key, p.tcp_seq, ts, false);
+            if let Some(s) = self.streams.get_mut(&key) {
+                s.resync = true;
+            }
         }
         let Some(s) = self.streams.get_mut(&key) else {
             return;
         };
         s.last = ts;
+        let whole = (p.payload_len as usize).max(p.payload.len());
         if !s.dead && !p.payload.is_empty() {
-            let whole = (p.payload_len as usize).max(p.payload.len());
+            s.has_data = true;
             let mut to = Out {
                 ts,
                 src: key.src,
@@ -250,39 +333,80 @@ impl TcpSyslog {
             };
             s.take(&mut self.counters, p.tcp_seq, p.payload, whole, &mut to);
         }
-        if end && let Some(s) = self.streams.remove(&key) {
-            self.close(&key, s, ts, out);
+        if p.tcp_flags & tcp_flags::RST != 0 {
+            if let Some(s) = self.streams.remove(&key) {
+                self.close(&key, s, ts, out, false);
+            }
+            return;
+        }
+        if p.tcp_flags & tcp_flags::FIN != 0 {
+            let end = p.tcp_seq.wrapping_sub(s.base).wrapping_add(whole as u32);
+            s.fin = Some(end);
+        }
+        // The stream ends once its data up to the FIN is in.
+        if s.fin.is_some_and(|f| !after(f, s.next))
+            && let Some(s) = self.streams.remove(&key)
+        {
+            self.close(&key, s, ts, out, true);
         }
     }
 
     /// End of the capture: every stream ends, its last unterminated message included.
     pub fn finish(&mut self, ts: Timestamp, out: &mut Vec<SyslogDatagram>) {
         let mut all: Vec<(Key, Stream)> = self.streams.drain().collect();
+        self.fresh.clear();
         // In a stable order (the map's is not): by when each last moved, then by key.
         all.sort_by(|a, b| {
             (a.1.last, a.0.src, a.0.sport, a.0.dst, a.0.dport)
                 .cmp(&(b.1.last, b.0.src, b.0.sport, b.0.dst, b.0.dport))
         });
         for (k, s) in all {
-            self.close(&k, s, ts, out);
+            self.close(&k, s, ts, out, true);
         }
     }
 
-    /// A stream ends: what is left in its buffer is its last message.
-    fn close(&mut self, key: &Key, mut s: Stream, ts: Timestamp, out: &mut Vec<SyslogDatagram>) {
+    /// A new stream of `key`, its first byte at sequence number `base`.
+    fn open(&mut self, key: Key, base: u32, ts: Timestamp, by_syn: bool) {
+        self.make_room();
+        self.serial += 1;
+        self.streams.insert(key, Stream::new(base, ts, self.serial));
+        if by_syn {
+            self.fresh.push_back((key, self.serial));
+            if self.fresh.len() > 2 * MAX_STREAMS {
+                let streams = &self.streams;
+                self.fresh.retain(|(k, n)| {
+                    streams
+                        .get(k)
+                        .is_some_and(|s| s.serial == *n && !s.has_data)
+                });
+            }
+        }
+    }
+
+    /// A stream ends: held segments go on after their holes, and what is left in its buffer
+    /// is its last message (not after a RST: the listener drops it too).
+    fn close(
+        &mut self,
+        key: &Key,
+        mut s: Stream,
+        ts: Timestamp,
+        out: &mut Vec<SyslogDatagram>,
+        last_message: bool,
+    ) {
         if s.dead {
             return;
         }
         let c = &mut self.counters;
-        if !s.ahead.is_empty() {
-            c.gaps += 1;
-        }
         let mut to = Out {
             ts,
             src: key.src,
             out,
         };
+        s.give_up_holes(c, &mut to);
         s.frame(c, &mut to);
+        if !last_message || s.resync || s.dead {
+            return;
+        }
         match s.framer.finish(&mut s.buf) {
             Some(Frame::Msg(m)) => to.message(c, m),
             Some(Frame::Oversized) => c.oversized += 1,
@@ -291,10 +415,22 @@ impl TcpSyslog {
         }
     }
 
-    /// Keeps the table under [`MAX_STREAMS`]: a new stream evicts the one idle longest.
-    fn make_room(&mut self, new: &Key) {
-        if self.streams.len() < MAX_STREAMS || self.streams.contains_key(new) {
+    /// Keeps the table under [`MAX_STREAMS`]: a stream that never carried data goes first,
+    /// else the one idle longest.
+    fn make_room(&mut self) {
+        if self.streams.len() < MAX_STREAMS {
             return;
+        }
+        while let Some((k, n)) = self.fresh.pop_front() {
+            if self
+                .streams
+                .get(&k)
+                .is_some_and(|s| s.serial == n && !s.has_data)
+            {
+                self.streams.remove(&k);
+                self.counters.evicted += 1;
+                return;
+            }
         }
         let oldest = self
             .streams
@@ -419,13 +555,135 @@ mod tests {
         let mut t = TcpSyslog::default();
         let mut out = Vec::new();
         t.segment(Timestamp(0), &seg(ISN, tcp_flags::SYN, b""), &mut out);
-        let mut cut = seg(at(0), 0, b"one\ntwo is lo");
-        cut.payload_len = 20; // "one\ntwo is longer\n" on the wire, 13 bytes captured
+        let full = b"<1>one\n<1>two is longer\n";
+        let mut cut = seg(at(0), 0, &full[..13]);
+        cut.payload_len = full.len() as u32; // 13 bytes captured
         t.segment(Timestamp(1), &cut, &mut out);
-        t.segment(Timestamp(2), &seg(at(20), 0, b"three\n"), &mut out);
+        let after_cut = at(full.len() as u32);
+        t.segment(Timestamp(2), &seg(after_cut, 0, b"<1>three\n"), &mut out);
         let got: Vec<_> = out.iter().map(|d| d.payload.clone()).collect();
-        assert_eq!(got, [b"one".to_vec(), b"three".to_vec()]);
+        assert_eq!(got, [b"<1>one".to_vec(), b"<1>three".to_vec()]);
         assert_eq!(t.counters().gaps, 1);
+    }
+
+    /// `n` messages of about 500 bytes, framed LF or octet-counted, cut in 1400-byte segments.
+    fn stream(n: usize, octets: bool) -> Vec<u8> {
+        let mut s = Vec::new();
+        for i in 0..n {
+            let m = format!("<13>Jan  1 00:00:00 h app: msg{i:03} {}", "x".repeat(470));
+            if octets {
+                s.extend_from_slice(format!("{} {m}", m.len()).as_bytes());
+            } else {
+                s.extend_from_slice(m.as_bytes());
+                s.push(b'\n');
+            }
+        }
+        s
+    }
+
+    /// Feeds `bytes` in 1400-byte segments, leaving out segment `drop`, with a FIN on the
+    /// last one; returns the numbers of the messages that came out.
+    fn feed(bytes: &[u8], drop: usize, fin_first: bool) -> (Vec<usize>, TcpSyslogCounters) {
+        let mut t = TcpSyslog::default();
+        let mut out = Vec::new();
+        t.segment(Timestamp(0), &seg(ISN, tcp_flags::SYN, b""), &mut out);
+        let chunks: Vec<(usize, &[u8])> = bytes
+            .chunks(1400)
+            .enumerate()
+            .map(|(i, c)| (i * 1400, c))
+            .collect();
+        let last = chunks.len() - 1;
+        let mut order: Vec<usize> = (0..chunks.len()).filter(|&i| i != drop).collect();
+        if fin_first {
+            // The FIN segment is captured before the two before it.
+            order.retain(|&i| i != last);
+            order.insert(order.len() - 2, last);
+        }
+        for (n, i) in order.into_iter().enumerate() {
+            let (off, c) = chunks[i];
+            let flags = if i == last { tcp_flags::FIN } else { 0 };
+            t.segment(
+                Timestamp(n as i64 + 1),
+                &seg(at(off as u32), flags, c),
+                &mut out,
+            );
+        }
+        t.finish(Timestamp(1_000_000), &mut out);
+        let nums = out
+            .iter()
+            .map(|d| {
+                let text = String::from_utf8_lossy(&d.payload).into_owned();
+                let i = text.find("msg").unwrap_or_else(|| panic!("{text}"));
+                text[i + 3..i + 6].parse().unwrap()
+            })
+            .collect();
+        (nums, t.counters())
+    }
+
+    #[test]
+    fn a_hole_that_never_fills_loses_only_the_messages_it_cut() {
+        for octets in [false, true] {
+            let bytes = stream(200, octets);
+            let (got, c) = feed(&bytes, 3, false);
+            // Segment 3 holds bytes 4200..5600: messages 8 to 11 touch it (about 500 bytes each).
+            assert!(
+                got.len() >= 195,
+                "octets {octets}: {} of 200: {got:?}",
+                got.len()
+            );
+            assert!(got.windows(2).all(|w| w[0] < w[1]), "{got:?}");
+            assert!(
+                got.contains(&7) && got.contains(&12) && got.contains(&199),
+                "{got:?}"
+            );
+            assert_eq!(c.gaps, 1, "octets {octets}");
+            assert_eq!(c.messages as usize, got.len());
+        }
+    }
+
+    #[test]
+    fn a_fin_before_the_data_it_ends_waits_for_it() {
+        let bytes = stream(20, false);
+        let (got, c) = feed(&bytes, usize::MAX, true);
+        assert_eq!(got, (0..20).collect::<Vec<_>>());
+        assert_eq!(c.gaps, 0);
+        // And with a hole still open at the FIN: given up when the capture ends.
+        let (got, _) = feed(&bytes, 2, true);
+        assert!(got.contains(&0) && got.contains(&19), "{got:?}");
+    }
+
+    #[test]
+    fn a_reset_drops_the_unfinished_message_and_a_repeated_syn_is_the_same_connection() {
+        let mut t = TcpSyslog::default();
+        let got = run(
+            &mut t,
+            &[
+                (ISN, tcp_flags::SYN, b""),
+                (at(0), 0, b"<1>one\n"),
+                (ISN, tcp_flags::SYN, b""),
+                (at(7), 0, b"<1>two\n<1>th"),
+                (at(19), tcp_flags::RST, b"re"),
+            ],
+        );
+        assert_eq!(got, ["<1>one", "<1>two"]);
+    }
+
+    #[test]
+    fn a_syn_scan_does_not_evict_streams_that_carry_data() {
+        let mut t = TcpSyslog::default();
+        let mut out = Vec::new();
+        t.segment(Timestamp(0), &seg(ISN, tcp_flags::SYN, b""), &mut out);
+        t.segment(Timestamp(1), &seg(at(0), 0, b"<1>one\n"), &mut out);
+        for i in 0..(3 * MAX_STREAMS as u32) {
+            let mut s = seg(7, tcp_flags::SYN, b"");
+            s.sport = (i % 60000) as u16 + 1;
+            s.src = IpAddr::from((i / 60000 + 100).to_be_bytes());
+            t.segment(Timestamp(i64::from(i) + 2), &s, &mut out);
+        }
+        t.segment(Timestamp(1 << 40), &seg(at(7), 0, b"<1>two\n"), &mut out);
+        let got: Vec<_> = out.iter().map(|d| d.payload.clone()).collect();
+        assert_eq!(got, [b"<1>one".to_vec(), b"<1>two".to_vec()]);
+        assert_eq!(t.streams.len(), MAX_STREAMS);
     }
 
     #[test]
