@@ -913,6 +913,12 @@ fn held_until(
     (t < until).then_some(until)
 }
 
+/// A step an event can move a partial match past without completing it: a plain step before
+/// the last.
+fn plain_before_last(alt: &Alt, pos: u16) -> bool {
+    (pos as usize) + 1 < alt.steps.len() && alt.steps[pos as usize].repeat.is_none()
+}
+
 fn effective_count(r: &Run, step: &Step) -> u32 {
     match step.repeat.as_ref().and_then(|rep| rep.distinct.as_ref()) {
         Some(_) => r.distinct.as_ref().map_or(0, |d| d.len()) as u32,
@@ -1100,21 +1106,42 @@ impl LinearState {
         // are one partial match read in different ways: each of them that can take the event
         // does, so `and(a, b, c)` over `a c b` is not lost to the order `a b c` taking `b`.
         // The first to complete wins and consumes the others with its events.
+        //
+        // A younger partial match waiting on the step an event moved the oldest one past (a
+        // plain step before the last: no completion) keeps its place, and a copy of it takes
+        // the event too, so that if the older one falls out of the window before it matches,
+        // the copy goes on (`seq(a, b, c) within 10s` over a@0 a@5 b@6 c@12 matches
+        // a@5 b@6 c@12); if the older one matches, it consumes the event and the copy with
+        // it, and the younger one still waits for its own (`a@0 a@1 b@2 b@3 c@4 c@5` matches
+        // twice). A copy goes on itself with later such events. One copy per partial match at
+        // most (the runs at most double), and per event.
         let mut completed: Option<usize> = None;
         let mut origin: Option<Option<u64>> = None;
+        let mut moved: Option<(u16, u16)> = None;
+        let mut stop = self.runs.len();
         for (ri, r) in self.runs.iter_mut().enumerate() {
             let first = r.items.front().map(|i| i.id);
             match origin {
-                Some(o) if o != first || o.is_none() => break,
+                Some(o) if o != first || o.is_none() => {
+                    stop = ri;
+                    break;
+                }
                 _ => {}
             }
             let alt = &alts[r.alt as usize];
+            let pos = r.pos;
             if let Took::Yes = take(ctx, alt, r, t, mask, ev, id) {
                 origin = Some(first);
+                if moved.is_none() && plain_before_last(alt, pos) {
+                    moved = Some((r.alt, pos));
+                }
                 if completed.is_none() && complete(ctx, alt, r, t) {
                     completed = Some(ri);
                 }
             }
+        }
+        if let (None, Some(step)) = (completed, moved) {
+            self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id);
         }
         let taken = origin.is_some();
         // F. Otherwise it starts a run in every alternative it can start.
@@ -1220,6 +1247,55 @@ impl LinearState {
             }
         }
         self.note_seen(mask, t);
+    }
+
+    /// After an event moved the oldest partial match past `step` (a plain step before its
+    /// last), the next younger partial match waiting on that step, among the few from `from`
+    /// on, gets a copy of itself that takes the event too (or, if it is already such a copy,
+    /// goes on itself): see step E of [`LinearState::on_event`].
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn copy_for_younger(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        from: usize,
+        step: (u16, u16),
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+    ) {
+        // Among the next few only: an event costs at most one copy, whatever the flood.
+        const LOOK_AHEAD: usize = 8;
+        let first_id = |r: &Run| r.items.front().map(|i| i.id);
+        let end = self.runs.len().min(from + LOOK_AHEAD);
+        for ri in from..end {
+            let r = &self.runs[ri];
+            let first = first_id(r);
+            if first.is_none() || (r.alt, r.pos) != step {
+                continue;
+            }
+            let alt = &alts[r.alt as usize];
+            let prev = ri.checked_sub(1).map(|p| &self.runs[p]);
+            let next = self.runs.get(ri + 1);
+            if prev.is_some_and(|p| first_id(p) == first && p.alt == r.alt) {
+                // A copy already (right after its partial match, same alternative): it goes
+                // on itself, the partial match it copies still waits.
+                let _ = take(ctx, alt, &mut self.runs[ri], t, mask, ev, id);
+                return;
+            }
+            if prev.is_none_or(|p| first_id(p) != first)
+                && next.is_none_or(|n| first_id(n) != first)
+            {
+                // Alone in its origin (no copy yet, not one of several alternatives).
+                let mut copy = r.clone();
+                if let Took::Yes = take(ctx, alt, &mut copy, t, mask, ev, id) {
+                    self.runs.insert(ri + 1, copy);
+                    return;
+                }
+            }
+        }
     }
 
     /// A late awaited event (within `allowed_lateness`) of an absence at the end of a
@@ -1501,6 +1577,9 @@ impl LinearState {
 }
 
 /// Tries to let run `r` take the event; on success the run has advanced.
+// Inlined into the delivery's loop over the partial matches (the hot path of a flood), though
+// the copies of step E call it too.
+#[inline(always)]
 fn take(
     ctx: &RuleCtx<'_>,
     alt: &Alt,

@@ -97,9 +97,43 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
         "a:h@0 b:h@1 a:h@2 b:h@3 c:h@4 c:h@5",
         &["firing h @4", "firing h @5"],
     );
-    // The known limit (docs/rules.md, "Matching"): b@6 goes to the partial match from a@0,
-    // which then falls out of the window; the one from a@5 never had a b.
-    check(vec![r()], "a:h@0 a:h@5 b:h@6 c:h@12", &[]);
+    // A stale start does not hide a later one: b@6 goes to the partial match from a@0, which
+    // falls out of the window, and to a copy of the one from a@5, which matches.
+    check(vec![r()], "a:h@0 a:h@5 b:h@6 c:h@12", &["firing h @12"]);
+    check(vec![r()], "a:h@0 a:h@5 b:h@6 c:h@7 c:h@8", &["firing h @7"]);
+    check(
+        vec![r()],
+        "a:h@0 a:h@5 b:h@6 c:h@12 b:h@13 c:h@14",
+        &["firing h @12"],
+    );
+    let four = || {
+        rule(
+            "r",
+            &["a", "b", "c", "d"],
+            seq(vec![ev(0), ev(1), ev(2), ev(3)]),
+        )
+    };
+    check(
+        vec![four()],
+        "a:h@0 a:h@1 b:h@2 c:h@3 b:h@4 c:h@5 d:h@6 d:h@7",
+        &["firing h @6", "firing h @7"],
+    );
+    let four = four().within(10);
+    check(
+        vec![four],
+        "a:h@0 a:h@5 b:h@6 c:h@7 d:h@12",
+        &["firing h @12"],
+    );
+    // Not for the alternatives of an `and`: b@4 went to the partial match from a@0.
+    let and3 = rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within(5);
+    check(vec![and3], "a:h@0 b:h@4 c:h@6 a:h@7", &[]);
+    // Within D1..D2: a5 b8 c12 is 7 s.
+    let tseq = rule("r", &["a", "b", "c"], seq(vec![ev(0), ev(1), ev(2)])).within_range(3, 10);
+    check(
+        vec![tseq],
+        "a:h@0 a:h@5 b:h@6 c:h@7 b:h@8 c:h@12",
+        &["firing h @7", "firing h @12"],
+    );
 }
 
 #[test]
