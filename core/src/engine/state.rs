@@ -1119,6 +1119,7 @@ impl LinearState {
         let mut origin: Option<Option<u64>> = None;
         let mut moved: Option<(u16, u16)> = None;
         let mut stop = self.runs.len();
+        let mut also_complete: SmallVec<[usize; 1]> = SmallVec::new();
         for (ri, r) in self.runs.iter_mut().enumerate() {
             let first = r.items.front().map(|i| i.id);
             match origin {
@@ -1135,10 +1136,21 @@ impl LinearState {
                 if moved.is_none() && plain_before_last(alt, pos) {
                     moved = Some((r.alt, pos));
                 }
-                if completed.is_none() && complete(ctx, alt, r, t) {
-                    completed = Some(ri);
+                if complete(ctx, alt, r, t) {
+                    if completed.is_none() {
+                        completed = Some(ri);
+                    } else {
+                        // Another reading of the same partial match completed too (two
+                        // branches of an `or` ending alike): the first one is the match; this
+                        // one must not stay past its last step.
+                        also_complete.push(ri);
+                    }
                 }
             }
+        }
+        stop -= also_complete.len();
+        for ri in also_complete.into_iter().rev() {
+            self.runs.remove(ri);
         }
         if let (None, Some(step)) = (completed, moved) {
             self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id);
@@ -1266,8 +1278,17 @@ impl LinearState {
         ev: &Arc<Event>,
         id: u64,
     ) {
-        // Among the next few only: an event costs at most one copy, whatever the flood.
+        // Among the next few only: an event costs at most one copy, whatever the flood. No
+        // copy without a window (an older partial match never falls out of it), for an
+        // alternative that ends in an absence (its match is a wait that consumes nothing, so
+        // a copy would outlive it with a shared event), nor past the partial-match budget.
         const LOOK_AHEAD: usize = 8;
+        let ends_in_absence = alts
+            .get(step.0 as usize)
+            .is_some_and(|a| a.end_absent.is_some());
+        if ctx.wmax().is_none() || ends_in_absence || self.runs.len() >= ctx.max_partial {
+            return;
+        }
         let first_id = |r: &Run| r.items.front().map(|i| i.id);
         let end = self.runs.len().min(from + LOOK_AHEAD);
         for ri in from..end {

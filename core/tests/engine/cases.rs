@@ -127,6 +127,47 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
     // Not for the alternatives of an `and`: b@4 went to the partial match from a@0.
     let and3 = rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within(5);
     check(vec![and3], "a:h@0 b:h@4 c:h@6 a:h@7", &[]);
+    // A match that ends in an absence is a wait that consumes nothing: no copies there, and
+    // two readings completing on one event leave none behind (this panicked).
+    let wait = rule(
+        "r",
+        &["a", "b", "c", "d"],
+        seq(vec![ev(0), ev(1), ev(2), absent(ev(3), Some(5))]),
+    );
+    check(
+        vec![wait],
+        "a:h@0 a:h@1 b:h@2 c:h@3 b:h@4 c:h@5 a:h@6 end@30",
+        &["firing h @8"],
+    );
+    let branches = rule(
+        "r",
+        &["a", "b", "c", "d", "e"],
+        seq(vec![
+            or(vec![
+                seq(vec![ev(0), ev(1), ev(2)]),
+                seq(vec![ev(0), ev(3), ev(2)]),
+            ]),
+            absent(ev(4), Some(5)),
+        ]),
+    );
+    check(
+        vec![branches],
+        "a:h@0 b:h@1 d:h@2 c:h@3 a:h@4 end@30",
+        &["firing h @8"],
+    );
+    // Copies never take the budget of real partial matches.
+    let budget = rule(
+        "r",
+        &["a", "b", "c", "d"],
+        seq(vec![ev(0), ev(1), ev(2), ev(3)]),
+    )
+    .within(100)
+    .max_partial(3);
+    check(
+        vec![budget],
+        "a:h@0 a:h@1 a:h@2 b:h@3 d:h@4 c:h@5 d:h@6 b:h@7 c:h@8 d:h@9 b:h@10 c:h@11 d:h@12",
+        &["firing h @6", "firing h @9", "firing h @12"],
+    );
     // Within D1..D2: a5 b8 c12 is 7 s.
     let tseq = rule("r", &["a", "b", "c"], seq(vec![ev(0), ev(1), ev(2)])).within_range(3, 10);
     check(
