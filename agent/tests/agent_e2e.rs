@@ -107,6 +107,8 @@ impl Agent {
             .args(["run", "--config", "cepheus.toml"])
             .current_dir(dir)
             .env("RUST_LOG", "info")
+            // Debug builds: an event with this app makes a shard's engine panic (fault test).
+            .env("CEPHEUS_FAULT_PANIC_APP", "cepheus-test-fault")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -746,6 +748,52 @@ fn only_rule_and_expect_files_trigger_a_reload() {
     assert_eq!(agent.stats()["sink"]["reloads"], 0, "{}", agent.stderr());
     std::fs::write(dir.join("rules/hosts.txt"), "web-1\nweb-2\n").unwrap();
     agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
+}
+
+/// A panic in a shard's engine (a bug; injected here) is caught: the shard rebuilds its
+/// engine, counts it, and the agent goes on alerting.
+#[test]
+fn a_shard_survives_a_panic_in_its_engine() {
+    let dir = scratch("engine-panic");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    std::fs::write(
+        dir.join("rules/fault.toml"),
+        "[[rule]]\nname = \"fault\"\nseverity = \"info\"\nevents.f = 'syslog and app == \"cepheus-test-fault\"'\npattern = \"f\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(
+        b"<13>1 2026-11-30T10:00:00Z h1 cepheus-test-fault - - - boom",
+        ("127.0.0.1", agent.port),
+    )
+    .unwrap();
+    let s = agent.wait_stats(10, |s| {
+        s["shards"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|sh| sh["engine_restarts"].as_u64() >= Some(1)))
+    });
+    assert!(s["shards"].is_array(), "{s}");
+    assert!(
+        agent.stderr().contains("the engine panicked"),
+        "{}",
+        agent.stderr()
+    );
+    for i in 0..5 {
+        let msg = format!(
+            "<38>1 2026-11-30T10:00:0{i}Z srv sshd 1 - - Failed password for root from 198.51.100.9 port 4000{i} ssh2"
+        );
+        udp.send_to(msg.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    udp.send_to(
+        b"<38>1 2026-11-30T10:00:09Z srv sshd 1 - - Accepted password for root from 198.51.100.9 port 40009 ssh2",
+        ("127.0.0.1", agent.port),
+    )
+    .unwrap();
+    let a = agent.wait_alert(10, |v| v["rule"] == "ssh-bruteforce-then-success");
+    assert_eq!(a["group"]["src"], "198.51.100.9");
 }
 
 /// A rule folder deleted and made anew (`git checkout`, `rm -rf rules; cp -r new rules`) is

@@ -255,6 +255,19 @@ pub fn render_metrics(s: &Stats) -> String {
     }
     family(
         &mut o,
+        "cepheus_shard_engine_restarts_total",
+        "counter",
+        "Times a shard's engine panicked and was rebuilt (its groups' state lost).",
+    );
+    for sh in &s.shards {
+        let _ = writeln!(
+            o,
+            "cepheus_shard_engine_restarts_total{{shard=\"{}\"}} {}",
+            sh.shard, sh.engine_restarts
+        );
+    }
+    family(
+        &mut o,
         "cepheus_shard_rules",
         "gauge",
         "Rules run per shard.",

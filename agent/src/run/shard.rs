@@ -86,6 +86,9 @@ pub struct ShardStats {
     /// Timer entries its engine holds (stale ones included): what its timers cost in memory,
     /// about 24 bytes each.
     pub timer_entries: usize,
+    /// Times its engine panicked (a bug) and was rebuilt from the rules: the shard goes on,
+    /// its groups' state (partial matches, firing alerts, deadlines) is lost.
+    pub engine_restarts: u64,
 }
 
 /// The CEP shard actor.
@@ -101,6 +104,8 @@ pub struct Shard {
     /// Senders still able to reach the queue (for `queued_batches`).
     probe: Option<mpsc::WeakSender<Batch>>,
     drained: Arc<AtomicUsize>,
+    /// The rules it runs, to rebuild its engine after a panic.
+    rules: RuleSet,
 }
 
 impl Shard {
@@ -130,12 +135,36 @@ impl Shard {
             rx: Some(rx),
             probe: Some(probe),
             drained,
+            rules: rules.clone(),
         };
         s.install(rules);
         s
     }
 
+    /// Runs `f` on the engine; a panic in it (a bug: no input should cause one) is caught,
+    /// logged and counted, and the engine rebuilt from the rules, so one bad delivery does not
+    /// take the shard, and every group it owns, down for good.
+    fn guarded(&mut self, what: &str, f: impl FnOnce(&mut Engine, &mut Vec<Alert>)) {
+        let Some(e) = self.engine.as_mut() else {
+            return;
+        };
+        let out = &mut self.out;
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(e, out))).is_err();
+        if caught {
+            self.stats.engine_restarts += 1;
+            tracing::error!(
+                shard = self.id,
+                during = what,
+                "the engine panicked (a bug, please report it with the message above); rebuilt from the rules, the state of this shard's groups is lost"
+            );
+            self.engine = None;
+            let rules = self.rules.clone();
+            self.install(&rules);
+        }
+    }
+
     fn install(&mut self, rules: &RuleSet) {
+        self.rules = rules.clone();
         let plan = super::route::RoutePlan::new(rules, self.count);
         if let Some(engine) = &mut self.engine {
             match engine.reload(rules, &mut self.out) {
@@ -163,9 +192,7 @@ impl Shard {
     }
 
     fn tick_now(&mut self) {
-        if let Some(e) = &mut self.engine {
-            e.advance_to(wall_clock(), &mut self.out);
-        }
+        self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
         self.flush();
     }
 
@@ -199,12 +226,18 @@ impl StreamHandler<Batch> for Shard {
     fn handle(&mut self, batch: Batch, _: &mut Self::Context) {
         self.stats.batches += 1;
         self.stats.events += batch.len() as u64;
-        if let Some(e) = &mut self.engine {
+        #[cfg(debug_assertions)]
+        let inject = fault_injected(&batch);
+        self.guarded("events", |e, out| {
+            #[cfg(debug_assertions)]
+            if inject {
+                panic!("fault injected by CEPHEUS_FAULT_PANIC_APP");
+            }
             let events = batch
                 .into_iter()
                 .map(|ev| Arc::try_unwrap(ev).unwrap_or_else(|a| (*a).clone()));
-            e.push_batch(events, &mut self.out);
-        }
+            e.push_batch(events, out);
+        });
         self.flush();
     }
 
@@ -214,6 +247,20 @@ impl StreamHandler<Batch> for Shard {
         self.probe = None;
         self.drained.fetch_add(1, Ordering::SeqCst);
     }
+}
+
+/// Debug builds only (tests): a batch holding an event whose `app` is the value of
+/// `CEPHEUS_FAULT_PANIC_APP` makes the engine panic, to test that a shard survives one.
+#[cfg(debug_assertions)]
+fn fault_injected(batch: &Batch) -> bool {
+    let Ok(app) = std::env::var("CEPHEUS_FAULT_PANIC_APP") else {
+        return false;
+    };
+    batch.iter().any(|ev| {
+        ev.get(cepheus_core::event::Field::App)
+            .and_then(|v| v.as_str())
+            == Some(app.as_str())
+    })
 }
 
 impl Handler<ForgetGroup> for Shard {
