@@ -1025,6 +1025,27 @@ fn adversarial(event_time: bool) -> RuleSet {
             .within_range(0, 6)
             .every(None),
         rule("forget", names, seq(vec![ev(0), absent(ev(3), Some(8))])).forget_after(5),
+        // Three steps: stale starts, copies of younger partial matches, budgets.
+        rule("seq3", names, seq(vec![ev(0), ev(1), ev(2)])).within(8),
+        rule("seq4", names, seq(vec![ev(0), ev(1), ev(2), ev(3)]))
+            .within(10)
+            .max_partial(3),
+        rule(
+            "seq3-end",
+            names,
+            seq(vec![ev(0), ev(1), ev(2), absent(ev(3), Some(5))]),
+        ),
+        rule(
+            "or-seq-end",
+            names,
+            seq(vec![
+                or(vec![
+                    seq(vec![ev(0), ev(1), ev(2)]),
+                    seq(vec![ev(0), ev(3), ev(2)]),
+                ]),
+                absent(ev(1), Some(4)),
+            ]),
+        ),
     ];
     if event_time {
         rules = rules.into_iter().map(|r| r.event_time(3, 4)).collect();
