@@ -247,7 +247,28 @@ fn run_case(rules: &RuleSet, parser: SyslogParser, t: &TestCase) -> anyhow::Resu
             .find(|slot| slot.is_some_and(|a| matches(e, a)));
         match found {
             Some(slot) => *slot = None,
-            None => problems.push(format!("missing:    {}", describe_expected(e))),
+            None => {
+                problems.push(format!("missing:    {}", describe_expected(e)));
+                // A group value that cannot be one of this field's values (`10.0.0.002` for
+                // an IP address) is said to be, or the test reads as a mere mismatch.
+                for (k, want) in &e.group {
+                    let Some(want) = want.as_str() else {
+                        continue;
+                    };
+                    let ty = got
+                        .iter()
+                        .filter(|a| a.rule() == e.rule)
+                        .find_map(|a| a.group().iter().find(|(n, _)| n == k).map(|(_, v)| v.ty()));
+                    if let Some(ty) = ty
+                        && cepheus_core::event::Value::parse_as(ty, want).is_none()
+                    {
+                        problems.push(format!(
+                            "            group `{k}`: `{want}` is not a valid {} (as `{k}` is in this rule's alerts)",
+                            ty.name()
+                        ));
+                    }
+                }
+            }
         }
     }
     for a in unmatched.into_iter().flatten() {
@@ -269,7 +290,9 @@ fn matches(e: &Expected, a: &Alert) -> bool {
             Some(other) => other.to_string(),
             None => return false,
         };
-        if want != v.to_string() {
+        // As the value's type reads it (`::ffff:10.0.0.1` is `10.0.0.1`), else as text.
+        let typed = cepheus_core::event::Value::parse_as(v.ty(), &want);
+        if typed.as_ref() != Some(v) && want != v.to_string() {
             return false;
         }
     }

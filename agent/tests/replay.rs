@@ -281,6 +281,43 @@ group = { host = "b" }
         stdout.contains("unexpected: hb firing {host=a} at 2024-01-01T00:01:00Z"),
         "{stdout}"
     );
+    // Group values are compared as the field's type reads them, and one that cannot be such
+    // a value is said to be.
+    std::fs::write(
+        dir.join("peer.toml"),
+        "[[rule]]\nname = \"p\"\nseverity = \"low\"\ngroup_by = [\"peer\"]\nevents.x = 'syslog and app == \"x\"'\npattern = \"x\"\n",
+    )
+    .unwrap();
+    let peer_test = |group: &str| {
+        std::fs::write(
+            dir.join("peer.test.toml"),
+            format!(
+                r#"
+[[test]]
+name = "ip"
+rules_under_test = ["p"]
+input = """
+{{"source":"syslog","time":"2024-01-01T00:00:00Z","host":"a","app":"x","peer":"10.0.0.2"}}
+"""
+[[test.expect]]
+rule = "p"
+group = {{ peer = "{group}" }}
+"#
+            ),
+        )
+        .unwrap();
+        rules_test(&dir.join("peer.test.toml"))
+    };
+    let (code, stdout) = peer_test("::ffff:10.0.0.2");
+    assert_eq!(code, Some(0), "{stdout}");
+    let (code, stdout) = peer_test("10.0.0.002");
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("group `peer`: `10.0.0.002` is not a valid IP address"),
+        "{stdout}"
+    );
+    std::fs::remove_file(dir.join("peer.toml")).unwrap();
+    std::fs::remove_file(dir.join("peer.test.toml")).unwrap();
     // A typo in `rules_under_test` fails the test instead of filtering every alert away.
     std::fs::write(
         dir.join("hb.test.toml"),
