@@ -1141,16 +1141,11 @@ impl LinearState {
                         completed = Some(ri);
                     } else {
                         // Another reading of the same partial match completed too (two
-                        // branches of an `or` ending alike): the first one is the match; this
-                        // one must not stay past its last step.
+                        // branches of an `or`): handled with the first in G.
                         also_complete.push(ri);
                     }
                 }
             }
-        }
-        stop -= also_complete.len();
-        for ri in also_complete.into_iter().rev() {
-            self.runs.remove(ri);
         }
         if let (None, Some(step)) = (completed, moved) {
             self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id);
@@ -1233,10 +1228,23 @@ impl LinearState {
                 });
             }
         }
-        // G. Completions.
+        // G. Completions. Readings of one partial match that completed on this event are
+        // handled as the runs an event starts below: in order, the first match wins, a wait
+        // (an absence at the end) lets the next reading have its match too.
         if let Some(ri) = completed {
-            let r = self.runs.remove(ri);
-            self.finish(ctx, alts, key, r, t, counters, out);
+            let mut idx: SmallVec<[usize; 2]> = SmallVec::new();
+            idx.push(ri);
+            idx.extend(also_complete);
+            let mut done: SmallVec<[Run; 1]> =
+                idx.iter().rev().map(|&i| self.runs.remove(i)).collect();
+            done.reverse();
+            for r in done {
+                let pending = alts[r.alt as usize].end_absent.is_some();
+                self.finish(ctx, alts, key, r, t, counters, out);
+                if !pending {
+                    break;
+                }
+            }
         } else if !fresh_completed.is_empty() {
             // Among runs started by this event, the first alternative's match wins; the others
             // held the same event and are consumed with it. An alternative that ends in an

@@ -155,6 +155,33 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
         "a:h@0 b:h@1 d:h@2 c:h@3 a:h@4 end@30",
         &["firing h @8"],
     );
+    // Readings that complete together: a wait lets the next one have its match.
+    let wait_then_match = rule(
+        "r",
+        &["x", "a", "c"],
+        or(vec![
+            seq(vec![ev(0), ev(1), absent(ev(2), Some(5))]),
+            seq(vec![ev(0), ev(1)]),
+        ]),
+    );
+    check(
+        vec![wait_then_match],
+        "x:h@0 a:h@1 c:h@2 end@30",
+        &["firing h @1"],
+    );
+    let two_waits = rule(
+        "r",
+        &["x", "a", "b", "c"],
+        or(vec![
+            seq(vec![ev(0), ev(1), absent(ev(2), Some(10))]),
+            seq(vec![ev(0), ev(1), absent(ev(3), Some(10))]),
+        ]),
+    );
+    check(
+        vec![two_waits],
+        "x:h@0 a:h@1 b:h@2 end@30",
+        &["firing h @11"],
+    );
     // Copies never take the budget of real partial matches.
     let budget = rule(
         "r",
