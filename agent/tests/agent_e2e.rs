@@ -751,7 +751,9 @@ fn only_rule_and_expect_files_trigger_a_reload() {
 }
 
 /// A panic in a shard's engine (a bug; injected here) is caught: the shard rebuilds its
-/// engine, counts it, and the agent goes on alerting.
+/// engine, counts it, and the agent goes on alerting. (The injection exists in debug builds
+/// only.)
+#[cfg(debug_assertions)]
 #[test]
 fn a_shard_survives_a_panic_in_its_engine() {
     let dir = scratch("engine-panic");

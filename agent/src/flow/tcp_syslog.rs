@@ -25,8 +25,12 @@ use crate::run::framing::{Frame, Framer};
 /// [`MAX_AHEAD`] and [`MAX_MESSAGE`], at most 128 MiB held whatever the capture).
 pub const MAX_STREAMS: usize = 1024;
 
-/// Most bytes of one stream's segments held while they wait for an earlier one.
+/// Most bytes of one stream's segments held while they wait for an earlier one, each held
+/// segment counted with [`HELD_OVERHEAD`] (tiny segments cannot hold more than this).
 pub const MAX_AHEAD: usize = 64 * 1024;
+
+/// What one held segment costs beyond its bytes (its vector and map entry), as counted.
+const HELD_OVERHEAD: usize = 96;
 
 /// The longest message (the framer's limit: the TCP listener's default `max_message_size`).
 pub const MAX_MESSAGE: usize = 65536;
@@ -112,9 +116,15 @@ impl Stream {
     ) {
         let at = seq.wrapping_sub(self.base);
         if after(at, self.next) {
-            if self.ahead_bytes + data.len() <= MAX_AHEAD && data.len() == whole {
-                if !self.ahead.contains_key(&at) {
-                    self.ahead_bytes += data.len();
+            let cost = data.len() + HELD_OVERHEAD;
+            if self.ahead_bytes + cost <= MAX_AHEAD && data.len() == whole {
+                // A retransmission that carries more than the segment held there wins.
+                let shorter = self.ahead.get(&at).map(|h| h.len());
+                if shorter.is_none_or(|n| n < data.len()) {
+                    if let Some(n) = shorter {
+                        self.ahead_bytes -= n + HELD_OVERHEAD;
+                    }
+                    self.ahead_bytes += cost;
                     self.ahead.insert(at, data.to_vec());
                 }
                 return;
@@ -140,7 +150,7 @@ impl Stream {
                 break;
             }
             let (at, seg) = entry.remove_entry();
-            self.ahead_bytes -= seg.len();
+            self.ahead_bytes -= seg.len() + HELD_OVERHEAD;
             self.append(c, at, &seg, seg.len(), to);
         }
     }
@@ -404,6 +414,12 @@ impl TcpSyslog {
         };
         s.give_up_holes(c, &mut to);
         s.frame(c, &mut to);
+        // Data up to a FIN seen but never captured: a hole at the end.
+        if let Some(f) = s.fin
+            && after(f, s.next)
+        {
+            s.skip_hole(c, f);
+        }
         if !last_message || s.resync || s.dead {
             return;
         }
@@ -666,6 +682,48 @@ mod tests {
             ],
         );
         assert_eq!(got, ["<1>one", "<1>two"]);
+    }
+
+    #[test]
+    fn a_missing_tail_before_a_fin_drops_its_message_and_a_longer_retransmission_wins() {
+        let mut t = TcpSyslog::default();
+        let mut out = Vec::new();
+        t.segment(Timestamp(0), &seg(ISN, tcp_flags::SYN, b""), &mut out);
+        t.segment(Timestamp(1), &seg(at(0), 0, b"<1>one\n<1>tw"), &mut out);
+        t.segment(Timestamp(2), &seg(at(20), tcp_flags::FIN, b""), &mut out);
+        t.finish(Timestamp(3), &mut out);
+        let got: Vec<_> = out.iter().map(|d| d.payload.clone()).collect();
+        assert_eq!(got, [b"<1>one".to_vec()]);
+        assert_eq!(t.counters().gaps, 1);
+        let mut t = TcpSyslog::default();
+        let got = run(
+            &mut t,
+            &[
+                (ISN, tcp_flags::SYN, b""),
+                (at(0), 0, b"<1>a\n"),
+                (at(10), 0, b"<1>c"),
+                (at(10), 0, b"<1>c\n<1>d\n"),
+                (at(5), 0, b"<1>b\n"),
+                (at(20), tcp_flags::FIN, b"<1>e\n"),
+            ],
+        );
+        assert_eq!(got, ["<1>a", "<1>b", "<1>c", "<1>d", "<1>e"]);
+    }
+
+    #[test]
+    fn tiny_segments_beyond_a_hole_are_bounded_by_count_too() {
+        let mut t = TcpSyslog::default();
+        let mut out = Vec::new();
+        t.segment(Timestamp(0), &seg(ISN, tcp_flags::SYN, b""), &mut out);
+        for i in 0..10_000u32 {
+            t.segment(Timestamp(1), &seg(at(1 + 2 * i), 0, b"x"), &mut out);
+        }
+        let s = t.streams.values().next().unwrap();
+        assert!(
+            s.ahead.len() <= MAX_AHEAD / HELD_OVERHEAD,
+            "{}",
+            s.ahead.len()
+        );
     }
 
     #[test]

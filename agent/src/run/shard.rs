@@ -267,15 +267,15 @@ impl Handler<ForgetGroup> for Shard {
     type Result = bool;
 
     fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> bool {
-        let Some(e) = &mut self.engine else {
-            return false;
-        };
-        // Time has moved since the last tick: what was due fires first.
-        e.advance_to(wall_clock(), &mut self.out);
-        let forgotten = match e.find_group(&msg.rule, &msg.key) {
-            Some(key) => e.forget_group(&msg.rule, &key, &mut self.out),
-            None => false,
-        };
+        let mut forgotten = false;
+        self.guarded("forget", |e, out| {
+            // Time has moved since the last tick: what was due fires first.
+            e.advance_to(wall_clock(), out);
+            forgotten = match e.find_group(&msg.rule, &msg.key) {
+                Some(key) => e.forget_group(&msg.rule, &key, out),
+                None => false,
+            };
+        });
         self.flush();
         forgotten
     }
@@ -285,7 +285,19 @@ impl Handler<Reload> for Shard {
     type Result = ();
 
     fn handle(&mut self, msg: Reload, _: &mut Self::Context) {
-        self.install(&msg.0);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.install(&msg.0);
+        }))
+        .is_err();
+        if caught {
+            self.stats.engine_restarts += 1;
+            tracing::error!(
+                shard = self.id,
+                "the engine panicked while reloading (a bug, please report it with the message above); rebuilt from the new rules, the state of this shard's groups is lost"
+            );
+            self.engine = None;
+            self.install(&msg.0);
+        }
         self.flush();
     }
 }
