@@ -287,6 +287,11 @@ pub struct TcpSyslog {
     /// carry no data (stale entries are skipped).
     fresh: VecDeque<(Key, u64)>,
     serial: u64,
+    /// Streams that ended, with the sequence number just past what they carried (the last
+    /// [`MAX_STREAMS`]): a retransmission after the end is not a new stream picked up
+    /// mid-way, whose messages would come out twice.
+    ended: HashMap<Key, u32>,
+    ended_order: VecDeque<Key>,
     counters: TcpSyslogCounters,
 }
 
@@ -321,6 +326,16 @@ impl TcpSyslog {
         }
         if !self.streams.contains_key(&key) {
             if p.payload.is_empty() {
+                return;
+            }
+            let end = p.tcp_seq.wrapping_add(p.payload.len() as u32);
+            // A retransmission of a stream that ended (close before its end; a new connection
+            // on the same ports, its SYN missed, starts anywhere else).
+            if self
+                .ended
+                .get(&key)
+                .is_some_and(|&e| !after(end, e) && e.wrapping_sub(end) < 1 << 20)
+            {
                 return;
             }
             // Picked up mid-stream: from this segment on, at a frame boundary.
@@ -403,6 +418,18 @@ impl TcpSyslog {
         out: &mut Vec<SyslogDatagram>,
         last_message: bool,
     ) {
+        if self
+            .ended
+            .insert(*key, s.base.wrapping_add(s.next))
+            .is_none()
+        {
+            self.ended_order.push_back(*key);
+            if self.ended_order.len() > MAX_STREAMS
+                && let Some(old) = self.ended_order.pop_front()
+            {
+                self.ended.remove(&old);
+            }
+        }
         if s.dead {
             return;
         }
@@ -708,6 +735,20 @@ mod tests {
             ],
         );
         assert_eq!(got, ["<1>a", "<1>b", "<1>c", "<1>d", "<1>e"]);
+    }
+
+    #[test]
+    fn a_retransmission_after_the_end_is_not_read_twice() {
+        let mut t = TcpSyslog::default();
+        let got = run(
+            &mut t,
+            &[
+                (100, tcp_flags::FIN, b"<1>a\n"),
+                (100, tcp_flags::FIN, b"<1>a\n"),
+                (105, 0, b"<1>b\n"),
+            ],
+        );
+        assert_eq!(got, ["<1>a", "<1>b"]);
     }
 
     #[test]
