@@ -245,20 +245,58 @@ fn after(a: u32, b: u32) -> bool {
 /// else after a LF or NUL, or at an octet count followed by a PRI (`57 <13>...`), whichever
 /// comes first.
 fn frame_boundary(b: &[u8]) -> Option<usize> {
-    (0..b.len()).find(|&p| {
-        (p == 0 && b[0] == b'<') || (p > 0 && matches!(b[p - 1], b'\n' | 0)) || {
-            let digits = b[p..]
-                .iter()
-                .take(11)
-                .take_while(|x| x.is_ascii_digit())
-                .count();
-            (1..=10).contains(&digits)
-                && b[p] != b'0'
-                && (p == 0 || !b[p - 1].is_ascii_digit())
-                && b.get(p + digits) == Some(&b' ')
-                && b.get(p + digits + 1) == Some(&b'<')
+    (0..b.len()).find_map(|p| {
+        if (p == 0 && b[0] == b'<') || (p > 0 && matches!(b[p - 1], b'\n' | 0)) {
+            return Some(p);
         }
+        if p > 0 && b[p - 1].is_ascii_digit() {
+            return None;
+        }
+        octet_start(b, p)
     })
+}
+
+/// An octet count starting in the digit run at `p` and followed by a PRI. The run may begin
+/// with the digits that ended the message the hole cut (`...port 22` + `512 <38>...` is
+/// `22512 <38>`): the count is the longest tail of the run whose frame ends where another
+/// frame begins (or at the end of what is there), else the whole run.
+fn octet_start(b: &[u8], p: usize) -> Option<usize> {
+    let run = b[p..]
+        .iter()
+        .take(20)
+        .take_while(|x| x.is_ascii_digit())
+        .count();
+    if run == 0 || b.get(p + run) != Some(&b' ') || b.get(p + run + 1) != Some(&b'<') {
+        return None;
+    }
+    let body = p + run + 1;
+    let starts_frame = |e: usize| {
+        let d = b[e..]
+            .iter()
+            .take(11)
+            .take_while(|x| x.is_ascii_digit())
+            .count();
+        (1..=10).contains(&d)
+            && b[e] != b'0'
+            && b.get(e + d) == Some(&b' ')
+            && b.get(e + d + 1) == Some(&b'<')
+    };
+    for q in p..p + run {
+        if p + run - q > 10 || b[q] == b'0' {
+            continue;
+        }
+        let Some(count) = std::str::from_utf8(&b[q..p + run])
+            .ok()
+            .and_then(|t| t.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let end = body.saturating_add(count);
+        if end == b.len() || (end < b.len() && starts_frame(end)) {
+            return Some(q);
+        }
+    }
+    (run <= 10 && b[p] != b'0').then_some(p)
 }
 
 /// Where a stream's messages go: stamped and sent as coming from its client.
@@ -682,6 +720,32 @@ mod tests {
             assert_eq!(c.gaps, 1, "octets {octets}");
             assert_eq!(c.messages as usize, got.len());
         }
+    }
+
+    #[test]
+    fn after_a_hole_an_octet_count_is_told_from_the_digits_that_end_a_message() {
+        let mut bytes = Vec::new();
+        for i in 0..200 {
+            let m = format!(
+                "<13>Jan  1 00:00:00 h sshd: msg{i:03} {} port 22",
+                "x".repeat(450)
+            );
+            bytes.extend_from_slice(format!("{} {m}", m.len()).as_bytes());
+        }
+        let mut t = TcpSyslog::default();
+        let mut out = Vec::new();
+        t.segment(Timestamp(0), &seg(ISN, tcp_flags::SYN, b""), &mut out);
+        for (i, c) in bytes.chunks(1400).enumerate() {
+            if i != 3 {
+                t.segment(Timestamp(1), &seg(at((i * 1400) as u32), 0, c), &mut out);
+            }
+        }
+        t.finish(Timestamp(2), &mut out);
+        assert!(out.len() >= 195, "{} of 200", out.len());
+        assert!(
+            out.iter()
+                .all(|d| d.payload.starts_with(b"<13>") && d.payload.ends_with(b"port 22"))
+        );
     }
 
     #[test]
