@@ -291,7 +291,11 @@ fn matches(e: &Expected, a: &Alert) -> bool {
             None => return false,
         };
         // As the value's type reads it (`::ffff:10.0.0.1` is `10.0.0.1`), else as text.
-        let typed = cepheus_core::event::Value::parse_as(v.ty(), &want);
+        // (Text exactly: parsing trims, and `" root"` is not `root`.)
+        let typed = match v {
+            cepheus_core::event::Value::Str(_) => None,
+            _ => cepheus_core::event::Value::parse_as(v.ty(), &want),
+        };
         if typed.as_ref() != Some(v) && want != v.to_string() {
             return false;
         }
