@@ -662,22 +662,7 @@ impl Group {
                 }
                 a.last_seen = a.last_seen.max(t);
                 if let Some(ep) = a.firing.take() {
-                    if ep.held_until.is_some() {
-                        counters.suppressed += 1;
-                        return;
-                    }
-                    emit_ending(
-                        ctx,
-                        key,
-                        ep.id,
-                        AlertState::Resolved,
-                        t,
-                        vec![ev.clone()],
-                        &ep.events,
-                        None,
-                        counters,
-                        out,
-                    );
+                    end_by_event(ctx, key, &ep, AlertState::Resolved, t, ev, counters, out);
                 }
             }
             (GroupState::Linear(l), Plan::Linear { alts }) => {
@@ -732,7 +717,7 @@ impl Group {
             // A withdrawn alert does not count against the trigger's period.
             a.last_fired = NO_TIME;
         }
-        retract(ctx, key, &ep, now, ev, counters, out);
+        end_by_event(ctx, key, &ep, AlertState::Retracted, now, ev, counters, out);
         true
     }
 
@@ -1036,24 +1021,9 @@ impl LinearState {
         // A. An open episode: an absence resolves, a closure extends.
         if let Some(ep) = &mut self.episode {
             match ep.kind {
-                EpisodeKind::Absence(set) if mask & set != 0 && ep.held_until.is_some() => {
-                    self.episode = None;
-                    counters.suppressed += 1;
-                }
                 EpisodeKind::Absence(set) if mask & set != 0 => {
                     if let Some(ep) = self.episode.take() {
-                        emit_ending(
-                            ctx,
-                            key,
-                            ep.id,
-                            AlertState::Resolved,
-                            t,
-                            vec![ev.clone()],
-                            &ep.events,
-                            None,
-                            counters,
-                            out,
-                        );
+                        end_by_event(ctx, key, &ep, AlertState::Resolved, t, ev, counters, out);
                     }
                 }
                 EpisodeKind::Closure(set) if mask & set != 0 => {
@@ -1373,7 +1343,7 @@ impl LinearState {
             // A withdrawn alert does not count against the trigger's period.
             rare.last_emit = None;
         }
-        retract(ctx, key, &ep, now, ev, counters, out);
+        end_by_event(ctx, key, &ep, AlertState::Retracted, now, ev, counters, out);
         true
     }
 
@@ -1727,15 +1697,16 @@ fn complete(ctx: &RuleCtx<'_>, alt: &Alt, r: &Run, t: Timestamp) -> bool {
     done && t.since(r.start) >= ctx.wmin()
 }
 
-/// A fired absence that a late event `ev` showed never happened: its alert is withdrawn
-/// (`retracted`, `reason: "late_event"`), or only counted if it was held back and never
-/// shown.
+/// An open episode ended by one event: `resolved` by the awaited event, or `retracted` by a
+/// late one; an episode held back by the trigger's period ends unseen (counted as
+/// suppressed).
 #[allow(clippy::too_many_arguments)]
-fn retract(
+fn end_by_event(
     ctx: &RuleCtx<'_>,
     key: &GroupKey,
     ep: &Episode,
-    now: Timestamp,
+    state: AlertState,
+    at: Timestamp,
     ev: &Arc<Event>,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
@@ -1744,15 +1715,16 @@ fn retract(
         counters.suppressed += 1;
         return;
     }
+    let reason = (state == AlertState::Retracted).then_some("late_event");
     emit_ending(
         ctx,
         key,
         ep.id,
-        AlertState::Retracted,
-        now,
+        state,
+        at,
         vec![ev.clone()],
         &ep.events,
-        Some("late_event"),
+        reason,
         counters,
         out,
     );
