@@ -375,15 +375,14 @@ fn after_pri(text: &str) -> Option<&str> {
     }
 }
 
-/// A BSD header (`Mmm dd hh:mm:ss host tag:`) whose host and tag are set apart by more than
-/// one space or by tabs: the same header with single spaces (the message after the tag's
-/// colon is left as it is). `None` when there is nothing to squeeze, or no such header.
-fn squeeze_bsd_header(text: &str) -> Option<String> {
+/// Where a BSD stamp (`Mmm dd hh:mm:ss`, after the PRI and blanks) starts, when one does and
+/// more than one byte follows it: the byte right after it (`text[start + 15]`) tells what
+/// comes next (a blank, or `.` and a fraction).
+fn bsd_stamp(text: &str) -> Option<usize> {
     let body = after_pri(text)?;
     let start = text.len() - body.trim_start().len();
     let b = text.as_bytes().get(start..)?;
     let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
-    let blank = |i: usize| matches!(b.get(i), Some(b' ' | b'\t'));
     let stamp = b.len() > 16
         && b[..3].iter().all(u8::is_ascii_alphabetic)
         && b[3] == b' '
@@ -397,11 +396,15 @@ fn squeeze_bsd_header(text: &str) -> Option<String> {
         && digit(11)
         && b[12] == b':'
         && digit(13)
-        && digit(14)
-        && blank(15);
-    if !stamp {
-        return None;
-    }
+        && digit(14);
+    stamp.then_some(start)
+}
+
+/// A BSD header (`Mmm dd hh:mm:ss host tag:`) whose host and tag are set apart by more than
+/// one space or by tabs: the same header with single spaces (the message after the tag's
+/// colon is left as it is). `None` when there is nothing to squeeze, or no such header.
+fn squeeze_bsd_header(text: &str) -> Option<String> {
+    let start = bsd_stamp(text).filter(|&s| matches!(text.as_bytes()[s + 15], b' ' | b'\t'))?;
     let head_start = start + 15;
     let region = &text[head_start..];
     // The tag ends at the first colon, followed by a space or the end (`12:34`, `http://`
@@ -412,14 +415,14 @@ fn squeeze_bsd_header(text: &str) -> Option<String> {
     }
     let head = &region[..colon];
     let words: Vec<&str> = head.split_whitespace().collect();
-    let tidy = head.strip_prefix(' ') == Some(words.join(" ").as_str());
+    let joined = words.join(" ");
+    let tidy = head.strip_prefix(' ') == Some(joined.as_str());
     if tidy || !(1..=2).contains(&words.len()) || head.ends_with([' ', '\t']) {
         return None;
     }
     Some(format!(
-        "{} {}{}",
+        "{} {joined}{}",
         &text[..head_start],
-        words.join(" "),
         &region[colon..]
     ))
 }
@@ -427,28 +430,8 @@ fn squeeze_bsd_header(text: &str) -> Option<String> {
 /// A BSD header stamp with fractional seconds (`Dec  2 05:40:00.123 host ...`): the text
 /// without the fraction, and the fraction in nanoseconds. `None` for anything else.
 fn strip_bsd_fraction(text: &str) -> Option<(String, i64)> {
-    let body = after_pri(text)?;
-    let start = text.len() - body.trim_start().len();
-    let b = text.as_bytes().get(start..)?;
-    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
-    let stamp = b.len() > 16
-        && b[..3].iter().all(u8::is_ascii_alphabetic)
-        && b[3] == b' '
-        && (b[4] == b' ' || digit(4))
-        && digit(5)
-        && b[6] == b' '
-        && digit(7)
-        && digit(8)
-        && b[9] == b':'
-        && digit(10)
-        && digit(11)
-        && b[12] == b':'
-        && digit(13)
-        && digit(14)
-        && b[15] == b'.';
-    if !stamp {
-        return None;
-    }
+    let start = bsd_stamp(text).filter(|&s| text.as_bytes()[s + 15] == b'.')?;
+    let b = &text.as_bytes()[start..];
     let digits = b[16..].iter().take_while(|c| c.is_ascii_digit()).count();
     if !(1..=9).contains(&digits) || b.get(16 + digits) != Some(&b' ') {
         return None;
