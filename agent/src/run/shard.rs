@@ -135,7 +135,7 @@ impl Shard {
             rx: Some(rx),
             probe: Some(probe),
             drained,
-            rules: rules.clone(),
+            rules: RuleSet::default(), // `install` keeps them
         };
         s.install(rules);
         s
@@ -158,7 +158,7 @@ impl Shard {
                 "the engine panicked (a bug, please report it with the message above); rebuilt from the rules, the state of this shard's groups is lost"
             );
             self.engine = None;
-            let rules = self.rules.clone();
+            let rules = std::mem::take(&mut self.rules);
             self.install(&rules);
         }
     }
