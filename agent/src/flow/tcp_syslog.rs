@@ -271,15 +271,8 @@ fn octet_start(b: &[u8], p: usize) -> Option<usize> {
     }
     let body = p + run + 1;
     let starts_frame = |e: usize| {
-        let d = b[e..]
-            .iter()
-            .take(11)
-            .take_while(|x| x.is_ascii_digit())
-            .count();
-        (1..=10).contains(&d)
-            && b[e] != b'0'
-            && b.get(e + d) == Some(&b' ')
-            && b.get(e + d + 1) == Some(&b'<')
+        crate::run::framing::octet_count(&b[e..])
+            .is_some_and(|(d, _)| b.get(e + d + 1) == Some(&b'<'))
     };
     for q in p..p + run {
         if p + run - q > 10 || b[q] == b'0' {

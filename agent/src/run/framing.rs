@@ -83,13 +83,7 @@ impl Framer {
                     if digits <= 10 {
                         return None;
                     }
-                } else if digits <= 10 && buf[digits] == b' ' && &buf[..digits] != b"1" {
-                    // (`1 ` is not a one-byte message: it is the version of an RFC 5424 line
-                    // sent without PRI, `1 2020-05-22T14:59:09Z host app ...`, delimited.)
-                    let len: usize = std::str::from_utf8(&buf[..digits])
-                        .ok()
-                        .and_then(|s| s.parse().ok())
-                        .unwrap_or(usize::MAX);
+                } else if let Some((digits, len)) = octet_count(buf) {
                     if len > self.max {
                         if len / 16 > self.max {
                             return Some(Frame::Fatal);
@@ -144,6 +138,22 @@ impl Framer {
         }
         Some(Frame::Msg(buf.split()))
     }
+}
+
+/// The octet count `b` starts with, if it starts with one: `LEN SP` with LEN 1–10 ASCII digits
+/// without a leading zero; the number of digits and LEN. `1 ` is not one: no syslog message is
+/// one byte long, and `1 ` is the version of an RFC 5424 line sent without PRI
+/// (`1 2020-05-22T14:59:09Z host app ...`), delimited.
+pub fn octet_count(b: &[u8]) -> Option<(usize, usize)> {
+    let digits = b.iter().take(11).take_while(|x| x.is_ascii_digit()).count();
+    if !(1..=10).contains(&digits) || b[0] == b'0' || b.get(digits) != Some(&b' ') {
+        return None;
+    }
+    if &b[..digits] == b"1" {
+        return None;
+    }
+    let len = std::str::from_utf8(&b[..digits]).ok()?.parse().ok()?;
+    Some((digits, len))
 }
 
 /// Drops blank separators between frames (a trailing LF after an octet-counted frame, CRLF,
