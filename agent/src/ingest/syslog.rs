@@ -221,14 +221,16 @@ impl SyslogParser {
         let resolve = move |d: IncompleteDate| resolve_year(year, zone, arrival_utc, d);
         // A BSD stamp with fractional seconds (syslog-ng's `frac-digits`) is parsed without
         // them (syslog_loose would lose the whole header), then they are added back.
-        let (unfrac, frac) = match strip_bsd_fraction(text) {
+        // Where a BSD stamp starts, looked for once: neither change below moves it.
+        let stamp = bsd_stamp(text);
+        let (unfrac, frac) = match stamp.and_then(|s| strip_bsd_fraction(text, s)) {
             Some((t, ns)) => (Some(t), ns),
             None => (None, 0),
         };
         let text = unfrac.as_deref().unwrap_or(text);
         // Runs of blanks between a BSD stamp and the tag (`20:07:26  h  a: x`, tabs) lose
         // syslog_loose the host and the tag: one space each.
-        let squeezed = squeeze_bsd_header(text);
+        let squeezed = stamp.and_then(|s| squeeze_bsd_header(text, s));
         let text = squeezed.as_deref().unwrap_or(text);
         let parsed = syslog_loose::parse_message_with_year_exact_tz(
             text,
@@ -403,8 +405,11 @@ fn bsd_stamp(text: &str) -> Option<usize> {
 /// A BSD header (`Mmm dd hh:mm:ss host tag:`) whose host and tag are set apart by more than
 /// one space or by tabs: the same header with single spaces (the message after the tag's
 /// colon is left as it is). `None` when there is nothing to squeeze, or no such header.
-fn squeeze_bsd_header(text: &str) -> Option<String> {
-    let start = bsd_stamp(text).filter(|&s| matches!(text.as_bytes()[s + 15], b' ' | b'\t'))?;
+/// `start` is where [`bsd_stamp`] found the stamp.
+fn squeeze_bsd_header(text: &str, start: usize) -> Option<String> {
+    if !matches!(text.as_bytes().get(start + 15), Some(b' ' | b'\t')) {
+        return None;
+    }
     let head_start = start + 15;
     let region = &text[head_start..];
     // The tag ends at the first colon, followed by a space or the end (`12:34`, `http://`
@@ -428,9 +433,12 @@ fn squeeze_bsd_header(text: &str) -> Option<String> {
 }
 
 /// A BSD header stamp with fractional seconds (`Dec  2 05:40:00.123 host ...`): the text
-/// without the fraction, and the fraction in nanoseconds. `None` for anything else.
-fn strip_bsd_fraction(text: &str) -> Option<(String, i64)> {
-    let start = bsd_stamp(text).filter(|&s| text.as_bytes()[s + 15] == b'.')?;
+/// without the fraction, and the fraction in nanoseconds. `None` for anything else. `start` is
+/// where [`bsd_stamp`] found the stamp.
+fn strip_bsd_fraction(text: &str, start: usize) -> Option<(String, i64)> {
+    if text.as_bytes().get(start + 15) != Some(&b'.') {
+        return None;
+    }
     let b = &text.as_bytes()[start..];
     let digits = b[16..].iter().take_while(|c| c.is_ascii_digit()).count();
     if !(1..=9).contains(&digits) || b.get(16 + digits) != Some(&b' ') {
@@ -511,6 +519,14 @@ mod tests {
 
     use super::*;
 
+    fn squeeze(text: &str) -> Option<String> {
+        bsd_stamp(text).and_then(|s| squeeze_bsd_header(text, s))
+    }
+
+    fn strip_fraction(text: &str) -> Option<(String, i64)> {
+        bsd_stamp(text).and_then(|s| strip_bsd_fraction(text, s))
+    }
+
     fn at(s: &str) -> Timestamp {
         Timestamp::parse_rfc3339(s).unwrap()
     }
@@ -560,22 +576,16 @@ mod tests {
             );
         }
         // Already tidy, or not a host and a tag: left alone.
-        assert_eq!(squeeze_bsd_header("<13>Feb 13 20:07:26 h a: x"), None);
-        assert_eq!(
-            squeeze_bsd_header("<13>Feb 13 20:07:26 one  two three: x"),
-            None
-        );
-        assert_eq!(
-            squeeze_bsd_header("<13>1 2026-02-13T20:07:26Z h a - - - x"),
-            None
-        );
+        assert_eq!(squeeze("<13>Feb 13 20:07:26 h a: x"), None);
+        assert_eq!(squeeze("<13>Feb 13 20:07:26 one  two three: x"), None);
+        assert_eq!(squeeze("<13>1 2026-02-13T20:07:26Z h a - - - x"), None);
         // No tag: the text is left to the parser as it was.
         for line in [
             "<13>Feb 13 20:07:26  12:34 something",
             "<13>Feb 13 20:07:26  h  http://x",
             "<13>Feb 13 20:07:26  fe80::1  a: x",
         ] {
-            assert_eq!(squeeze_bsd_header(line), None, "{line}");
+            assert_eq!(squeeze(line), None, "{line}");
         }
     }
 
@@ -636,9 +646,9 @@ mod tests {
             assert_eq!(e.time, at(time), "{line}");
         }
         // Not a stamp's fraction: left alone.
-        assert_eq!(strip_bsd_fraction("<13>Dec  2 05:40:00 h a: 1.5 s"), None);
+        assert_eq!(strip_fraction("<13>Dec  2 05:40:00 h a: 1.5 s"), None);
         assert_eq!(
-            strip_bsd_fraction("<13>1 2026-12-02T05:40:00.1Z h a - - - x"),
+            strip_fraction("<13>1 2026-12-02T05:40:00.1Z h a - - - x"),
             None
         );
     }
