@@ -9,7 +9,7 @@ use regex::Regex;
 
 use crate::event::{Field, FieldKey, Source, Value, ValueType};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
-use crate::rules::ir::{ArithOp, Cond, Expr, Pattern, RegexCond, ValueList, Window};
+use crate::rules::ir::{ArithOp, Cond, Expr, Pattern, RegexCond, ValueList, Window, canonical_net};
 use crate::rules::syntax::{CondAst, ExprAst, Lit, PatAst, Span};
 use crate::time::Duration;
 
@@ -431,9 +431,11 @@ impl CondChecker<'_, '_> {
                 let mut ok = true;
                 for it in items {
                     match (t, it) {
-                        (ValueType::Ip, ExprAst::Lit(Lit::Cidr(n), _)) => nets.push(*n),
+                        (ValueType::Ip, ExprAst::Lit(Lit::Cidr(n), _)) => {
+                            nets.push(canonical_net(*n))
+                        }
                         (ValueType::Ip, ExprAst::Lit(Lit::Ip(ip), _)) => {
-                            nets.push(IpNet::from(*ip))
+                            nets.push(canonical_net(IpNet::from(*ip)))
                         }
                         (ValueType::Ip, ExprAst::Lit(Lit::Str(s), sp)) => {
                             ok = false;

@@ -90,7 +90,8 @@ pub struct RegexCond {
     pub lhs: Expr,
     /// Compiled (linear-time) regex.
     pub re: Regex,
-    /// `!~`: true when the regex does not match (then nothing is captured).
+    /// `!~`: true when the field is there and the regex does not match it (then nothing is
+    /// captured).
     pub negate: bool,
     /// Named groups: (group index, field it becomes).
     pub captures: Vec<(usize, FieldKey)>,
@@ -347,8 +348,10 @@ impl Cond {
             }
             Cond::Regex(r) => {
                 let found = {
+                    // A field the event lacks: false either way, as for every other test
+                    // (`not (app =~ "x")` is the way to say "no such app").
                     let Some(v) = r.lhs.eval(ev, caps) else {
-                        return r.negate;
+                        return false;
                     };
                     let text = match v.get() {
                         Value::Str(s) => s.clone(),
@@ -491,6 +494,21 @@ impl Cond {
 /// IPv4-mapped IPv6 addresses compare as IPv4, so `::ffff:10.0.0.1 in 10.0.0.0/8` holds.
 fn canonical_ip(ip: IpAddr) -> IpAddr {
     ip.to_canonical()
+}
+
+/// A network written in IPv4-mapped form (`::ffff:10.0.0.0/104`, `::ffff:10.0.0.1`) as the
+/// IPv4 network it is (`10.0.0.0/8`): addresses are IPv4 once mapped, so the mapped form
+/// would contain none of them.
+pub fn canonical_net(net: IpNet) -> IpNet {
+    match net {
+        IpNet::V6(n) if n.prefix_len() >= 96 => match n.addr().to_ipv4_mapped() {
+            Some(v4) => ipnet::Ipv4Net::new(v4, n.prefix_len() - 96)
+                .map(|n| IpNet::V4(n.trunc()))
+                .unwrap_or(net),
+            None => net,
+        },
+        _ => net,
+    }
 }
 
 /// A captured string converted to the type of the field it names (`src` becomes an IP).
@@ -910,6 +928,13 @@ mod tests {
         let mut caps = Captures::new();
         let nets = vec!["10.0.0.0/8".parse().unwrap_or_else(|_| unreachable!())];
         assert!(Cond::InCidr(field(Field::Peer), nets).eval(&e, &mut caps));
+        let net = |t: &str| canonical_net(t.parse().unwrap_or_else(|_| unreachable!()));
+        assert_eq!(net("::ffff:10.0.0.0/104"), net("10.0.0.0/8"));
+        assert_eq!(net("::ffff:10.9.9.9/128"), net("10.9.9.9/32"));
+        assert_eq!(net("2001:db8::/32").to_string(), "2001:db8::/32");
+        assert!(
+            Cond::InCidr(field(Field::Peer), vec![net("::ffff:10.9.9.9/128")]).eval(&e, &mut caps)
+        );
         let c = Cond::In(
             field(Field::App),
             ValueList::new(vec![Value::str("dropbear"), Value::str("sshd")]),
@@ -917,6 +942,28 @@ mod tests {
         assert!(c.eval(&e, &mut caps));
         assert!(Cond::Exists(FieldKey::Known(Field::Time)).eval(&e, &mut caps));
         assert!(!Cond::Exists(FieldKey::from_name("sd.origin.ip")).eval(&e, &mut caps));
+    }
+
+    #[test]
+    fn a_regex_test_on_a_missing_field_is_false_either_way() {
+        let e = ev();
+        let mut caps = Captures::new();
+        let re = |negate| {
+            Cond::Regex(Box::new(RegexCond {
+                lhs: field(Field::Host),
+                re: Regex::new("^web").unwrap_or_else(|_| unreachable!()),
+                negate,
+                captures: Vec::new(),
+            }))
+        };
+        assert!(!re(false).eval(&e, &mut caps));
+        assert!(
+            !re(true).eval(&e, &mut caps),
+            "`host !~ ..` on an event without host"
+        );
+        assert!(Cond::Not(Box::new(re(false))).eval(&e, &mut caps));
+        let e = e.with(Field::Host, Value::str("db-1"));
+        assert!(re(true).eval(&e, &mut caps));
     }
 
     #[test]
