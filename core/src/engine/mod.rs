@@ -380,6 +380,9 @@ struct Lane {
     /// (they begin at the first event in event-time order, not the first to arrive).
     min_event: Option<Timestamp>,
     started: bool,
+    /// Event time: the canonical conditions whose events make the lane's watermark (its rules'
+    /// used definitions), sorted; empty for the processing-time lane.
+    sources: Vec<String>,
 }
 
 /// The engine. See the module docs.
@@ -596,6 +599,21 @@ fn arm_slot(
 }
 
 /// State `rule`'s group in `slot`, if the slot is occupied.
+/// The canonical conditions of a rule's definitions in `used`, sorted and without repeats:
+/// the events that make an event-time rule's watermark.
+fn lane_sources(rule: &Rule, used: plan::EvSet) -> Vec<String> {
+    let mut out: Vec<String> = rule
+        .events
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < 64 && used & (1u64 << i) != 0)
+        .map(|(_, d)| d.cond.canonical())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 fn slot_at(rts: &[RuleRt], rule: u32, slot: u32) -> Option<&Slot> {
     rts.get(rule as usize)?.slots.get(slot as usize)?.as_ref()
 }
@@ -697,16 +715,24 @@ impl Engine {
             let used = plan.used();
             let lane = match rule.time {
                 TimeMode::Processing => 0,
-                TimeMode::Event => match lanes
-                    .iter()
-                    .position(|l| l.mode == TimeMode::Event && l.delay == rule.max_delay)
-                {
-                    Some(i) => i,
-                    None => {
-                        lanes.push(Lane::new(TimeMode::Event, rule.max_delay));
-                        lanes.len() - 1
+                // A rule's watermark is made of its own sources' events: it shares a lane
+                // only with rules of the same delay over the same conditions.
+                TimeMode::Event => {
+                    let sources = lane_sources(rule, used);
+                    match lanes.iter().position(|l| {
+                        l.mode == TimeMode::Event
+                            && l.delay == rule.max_delay
+                            && l.sources == sources
+                    }) {
+                        Some(i) => i,
+                        None => {
+                            let mut lane = Lane::new(TimeMode::Event, rule.max_delay);
+                            lane.sources = sources;
+                            lanes.push(lane);
+                            lanes.len() - 1
+                        }
                     }
-                },
+                }
             };
             members.push(vec![Member::new(rule.clone(), rank)]);
             rts.push(RuleRt {
@@ -1265,7 +1291,33 @@ impl Engine {
         }
         // Event-time lanes: reorder below the watermark.
         for li in 1..self.lanes.len() {
+            let ours = hits.iter().any(|h| self.rts[h.rule as usize].lane == li);
             let lane = &mut self.lanes[li];
+            if !ours {
+                // Not one of the lane's sources: it moves no watermark, only the start of
+                // monitoring (the first event's time, in replay) and, through the clock, an
+                // idle lane's time. A lane that has not begun waits for its first source.
+                if !lane.started {
+                    lane.min_event = Some(lane.min_event.map_or(ev_time, |m| m.min(ev_time)));
+                }
+                if lane.max_event.is_none() && !lane.started {
+                    continue;
+                }
+                let w = lane.watermark(arrival);
+                self.release(li, w, out);
+                continue;
+            }
+            if lane.max_event.is_none() && !lane.started {
+                // The lane's first source (replay): its time begins here, as it would have at
+                // the first event, so a source whose stamps lag loses nothing from its first
+                // event on whatever other lines came before it. (Nothing ran in the lane yet:
+                // no rule began, no timer, nothing buffered.)
+                let t = ev_time.sub(lane.delay);
+                if t < lane.now {
+                    lane.now = t;
+                    lane.wheel = Wheel::new(t);
+                }
+            }
             // Where the lane's time had got to when this event arrived (an idle lane's
             // watermark moved with the clock meanwhile), then what the event itself adds.
             let before = lane.max_event.map(|_| lane.watermark(arrival));
@@ -1448,6 +1500,8 @@ impl Engine {
         let floor = match (lane.first_arrival, lane.last_arrival, lane.max_event) {
             // The leader's lag: how far its newest stamp trails the clock.
             (Some(f), Some(a), Some(m)) => f.sub(a.since(m).max(Duration(0))).sub(lane.delay),
+            // None of its sources spoke (yet): the clock is all there is.
+            (Some(f), _, None) => f.sub(lane.delay),
             _ => Timestamp::MIN,
         };
         let first = earliest.max(floor);
@@ -2009,6 +2063,7 @@ impl Engine {
                     first_arrival: l.first_arrival,
                     min_event: l.min_event,
                     started: l.started,
+                    sources: l.sources.clone(),
                     pending: l
                         .pending
                         .iter()
@@ -2086,13 +2141,31 @@ impl Engine {
         };
         e.clock = Some(clock);
         for (li, lane) in e.lanes.iter_mut().enumerate() {
-            let saved = cp.lanes.iter().find(|l| {
+            let like = |l: &&LaneCheckpoint| {
                 (l.event_time == (lane.mode == TimeMode::Event))
                     && (li == 0 || l.delay == lane.delay)
-            });
-            let now = saved.map_or(clock, |s| s.now);
+            };
+            let saved = cp
+                .lanes
+                .iter()
+                .filter(like)
+                .find(|l| l.sources == lane.sources)
+                .or_else(|| cp.lanes.iter().filter(like).find(|l| l.sources.is_empty()));
+            // A lane new to the rules (a reload that adds an event-time rule over other
+            // sources) begins from the clock, as a running agent's lanes do.
+            let now = saved.map_or(
+                match lane.mode {
+                    TimeMode::Processing => clock,
+                    TimeMode::Event => clock.sub(lane.delay),
+                },
+                |s| s.now,
+            );
             lane.now = now;
             lane.wheel = Wheel::new(now);
+            if saved.is_none() && lane.mode == TimeMode::Event {
+                lane.last_arrival = Some(clock);
+                lane.first_arrival = Some(clock);
+            }
             if let Some(s) = saved {
                 lane.max_event = s.max_event;
                 lane.last_arrival = s.last_arrival;
@@ -2385,6 +2458,7 @@ impl Lane {
             generation_bump: 0,
             min_event: None,
             started: mode == TimeMode::Processing,
+            sources: Vec::new(),
         }
     }
 
@@ -2450,6 +2524,10 @@ pub struct LaneCheckpoint {
     pub min_event: Option<Timestamp>,
     /// Whether the lane's rules began monitoring.
     pub started: bool,
+    /// The conditions whose events make its watermark (absent in checkpoints before lanes
+    /// were kept per source: such a lane is matched by its delay alone).
+    #[serde(default)]
+    pub sources: Vec<String>,
     /// Buffered events.
     pub pending: Vec<PendingCheckpoint>,
 }

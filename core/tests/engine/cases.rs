@@ -1121,6 +1121,33 @@ fn a_stale_line_does_not_back_date_monitoring() {
 }
 
 #[test]
+fn an_event_time_rule_s_watermark_is_made_of_its_own_sources() {
+    // Host a's heartbeats are stamped 100 s behind their arrival; a current line no rule
+    // reads (cron) comes among them, or first. It is no source of the rule: it moved the
+    // watermark past the heartbeats, which were then late (a false alert at 60, none at 120).
+    let r = || {
+        rule("hb", &["hb"], absent(ev(0), Some(60)))
+            .event_time(5, 0)
+            .expect(&["a"])
+    };
+    for script in [
+        "hb:a@0/100 cron:z@120/120 hb:a@30/130 hb:a@60/160 end@280",
+        "cron:z@100/100 hb:a@0/100 hb:a@30/130 hb:a@60/160 end@280",
+        "hb:a@0/100 cron:z@105/105 cron:z@115/115 hb:a@30/130 cron:z@140/140 hb:a@60/160 end@280",
+    ] {
+        check(vec![r()], script, &["firing a @120"]);
+    }
+    // Two event-time rules over other sources keep a watermark each: the current `cron`
+    // rule's source does not make the lagging heartbeats late.
+    let c = rule("cr", &["cron"], absent(ev(0), Some(60))).event_time(5, 0);
+    check(
+        vec![r(), c],
+        "hb:a@0/100 cron:z@120/120 hb:a@30/130 hb:a@60/160 end@280",
+        &["hb firing a @120", "cr firing z @180"],
+    );
+}
+
+#[test]
 fn until_keeps_a_lagging_source_s_lag() {
     // Stamps 100 s behind arrival; `--until` one second after the last arrival is one
     // second after the last event in event time, not 100 s later: no deadline passes.
