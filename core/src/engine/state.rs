@@ -706,7 +706,8 @@ impl Group {
             a.last_seen = t;
             return true;
         };
-        if t <= base || t >= ep.last {
+        // An `a` at the deadline itself was in time (in order it keeps the alert from firing).
+        if t <= base || t > ep.last {
             return false;
         }
         let Some(ep) = a.firing.take() else {
@@ -1331,7 +1332,7 @@ impl LinearState {
         let (EpisodeKind::Absence(set), Some(from)) = (&ep.kind, ep.from) else {
             return changed;
         };
-        if mask & set == 0 || t < from || t >= ep.last {
+        if mask & set == 0 || t < from || t > ep.last {
             return changed;
         }
         let Some(ep) = self.episode.take() else {

@@ -566,6 +566,19 @@ fn late_heartbeat_retracts_absence() {
             "firing h @110",
         ],
     );
+    // A heartbeat exactly at the deadline is in time (in order, nothing fires), so one that
+    // comes late with that stamp retracts the alert too.
+    let r = || rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 30);
+    check(vec![r()], "hb:h@0/0 hb:h@60/60 tick@100 end", &[]);
+    check(
+        vec![r()],
+        "hb:h@0/0 tick@70 hb:h@60/80 tick@130 end",
+        &[
+            "firing h @60",
+            "retracted h @75 (late_event)",
+            "firing h @120",
+        ],
+    );
 }
 
 #[test]
@@ -583,6 +596,13 @@ fn late_event_retracts_or_cancels_an_absence_at_the_end_of_a_sequence() {
     check(
         vec![r()],
         "talk:h@0/0 tick@126 hb:h@100/127 end@300",
+        &["firing h @120", "retracted h @122 (late_event)"],
+    );
+    // Exactly at the deadline: in time in order, so late it retracts as well.
+    check(vec![r()], "talk:h@0/0 hb:h@120/120 end@300", &[]);
+    check(
+        vec![r()],
+        "talk:h@0/0 tick@126 hb:h@120/127 end@300",
         &["firing h @120", "retracted h @122 (late_event)"],
     );
     // Before the deadline, the late hb ends the wait: no alert at all.
