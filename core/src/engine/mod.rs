@@ -1155,6 +1155,19 @@ impl Engine {
         let mut keys = std::mem::take(&mut self.alert_keys);
         keys.clear();
         keys.extend(out.iter().enumerate().map(|(i, a)| (order(a), i as u32)));
+        // A retraction re-arms its absence, whose deadline may already have passed: the new
+        // alert, stamped with that deadline, must still come after the retraction it follows
+        // (else a reader sees two alerts of one group firing at once).
+        for (i, r) in out.iter().enumerate() {
+            if r.state != AlertState::Retracted {
+                continue;
+            }
+            for (j, a) in out.iter().enumerate().skip(i + 1) {
+                if a.rank == r.rank && a.time < r.time && a.group() == r.group() {
+                    keys[j].0.0 = r.time;
+                }
+            }
+        }
         permute_sorted(out, &mut keys);
         self.alert_keys = keys;
     }

@@ -566,6 +566,18 @@ fn late_heartbeat_retracts_absence() {
             "firing h @110",
         ],
     );
+    // Re-armed from the late heartbeat (5), the absence is overdue at once (65, before the
+    // watermark 70): its alert comes after the retraction it follows, not before.
+    let r2 = rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 120);
+    check(
+        vec![r2],
+        "hb:h@0/0 tick@75 hb:h@5/75 end",
+        &[
+            "firing h @60",
+            "retracted h @70 (late_event)",
+            "firing h @65",
+        ],
+    );
     // A heartbeat exactly at the deadline is in time (in order, nothing fires), so one that
     // comes late with that stamp retracts the alert too.
     let r = || rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 30);
