@@ -69,6 +69,19 @@ impl ValueType {
         }
     }
 
+    /// The name with its article, for messages: "an integer", "a string".
+    pub const fn with_article(self) -> &'static str {
+        match self {
+            ValueType::Str => "a string",
+            ValueType::Int => "an integer",
+            ValueType::Float => "a float",
+            ValueType::Bool => "a bool",
+            ValueType::Ip => "an IP address",
+            ValueType::Time => "a timestamp",
+            ValueType::Duration => "a duration",
+        }
+    }
+
     /// Integers and floats mix in arithmetic and comparisons.
     pub const fn is_numeric(self) -> bool {
         matches!(self, ValueType::Int | ValueType::Float)

@@ -436,7 +436,7 @@ fn captures_are_typed_and_usable() {
     );
     assert_eq!(
         messages(&c)[0].1,
-        "string test on `src` which is a IP address"
+        "string test on `src` which is an IP address"
     );
     // a capture under `not` is not a field
     let c = compile_str(

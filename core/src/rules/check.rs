@@ -343,7 +343,7 @@ impl CondChecker<'_, '_> {
                     )),
                     _ => Some("write a comparison such as `app == \"sshd\"`".into()),
                 };
-                let what = ty.map_or(String::new(), |t| format!(" (a {t})"));
+                let what = ty.map_or(String::new(), |t| format!(" ({})", t.with_article()));
                 self.r.error(
                     e.span(),
                     format!("expected a condition, found a value{what}"),
@@ -378,7 +378,11 @@ impl CondChecker<'_, '_> {
                     if t != ValueType::Str {
                         self.r.error(
                             e.span(),
-                            format!("string test on {} which is a {t}", describe(e)),
+                            format!(
+                                "string test on {} which is {}",
+                                describe(e),
+                                t.with_article()
+                            ),
                             Some(format!(
                                 "`{}` works on strings only",
                                 self.r.text(opspan.clone())
@@ -460,8 +464,9 @@ impl CondChecker<'_, '_> {
                             self.r.error(
                                 sp.clone(),
                                 format!(
-                                    "a network (CIDR) only contains IP addresses; {} is a {t}",
-                                    describe(lhs)
+                                    "a network (CIDR) only contains IP addresses; {} is {}",
+                                    describe(lhs),
+                                    t.with_article()
                                 ),
                                 Some("`in 10.0.0.0/8` works on IP fields such as `src`, `dst` or `peer`".into()),
                             );
@@ -473,9 +478,10 @@ impl CondChecker<'_, '_> {
                                 self.r.error(
                                     sp.clone(),
                                     format!(
-                                        "list item is a {}, but {} is a {t}",
-                                        v.ty(),
-                                        describe(lhs)
+                                        "list item is {}, but {} is {}",
+                                        v.ty().with_article(),
+                                        describe(lhs),
+                                        t.with_article()
                                     ),
                                     mismatch_help(t, it),
                                 );
@@ -607,8 +613,11 @@ impl CondChecker<'_, '_> {
             ExprAst::Neg(inner, s) => {
                 let (x, t) = self.expr(inner)?;
                 if !t.is_numeric() {
-                    self.r
-                        .error(s.clone(), format!("cannot negate a {t}"), None);
+                    self.r.error(
+                        s.clone(),
+                        format!("cannot negate {}", t.with_article()),
+                        None,
+                    );
                     return None;
                 }
                 Some((Expr::Neg(Box::new(x)), t))

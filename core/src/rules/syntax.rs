@@ -928,6 +928,25 @@ impl Parser {
                 s,
                 format!("expected an event name or a pattern, found the keyword `{w}`"),
             ),
+            // A name called like an operator: a misspelt one (`Seq(`, `sequence(`, `not(`).
+            Tok::Ident(w) if self.is_punct("(") => Err(SyntaxError {
+                span: s,
+                message: format!("`{w}` is not a pattern operator"),
+                help: Some(
+                    match w.to_ascii_lowercase().as_str() {
+                        "seq" | "sequence" | "then" | "followed_by" => {
+                            "operators are lower case: `seq(a, b)`, one after the other"
+                        }
+                        "and" | "all" | "both" => "both in any order is `and(a, b)`",
+                        "or" | "any" | "either" => "either is `or(a, b)`",
+                        "not" | "absence" | "absent" | "missing" => {
+                            "an event that did not occur is `absent(a) for 5m`"
+                        }
+                        _ => "the operators are `seq(..)`, `and(..)`, `or(..)` and `absent(..) for D`",
+                    }
+                    .into(),
+                ),
+            }),
             Tok::Ident(w) => Ok(PatAst::Event(w, s)),
             Tok::Punct("(") => {
                 let p = self.pattern()?;
@@ -1032,8 +1051,35 @@ pub fn parse_pattern(src: &str) -> Result<PatAst, SyntaxError> {
         depth: 0,
     };
     let c = p.pattern()?;
-    p.end()?;
+    let prev = p
+        .pos
+        .checked_sub(1)
+        .and_then(|i| p.toks.get(i))
+        .map(|t| t.tok.clone());
+    let next = p.peek().tok.clone();
+    p.end().map_err(|mut e| {
+        e.help = pattern_end_help(prev.as_ref(), &next).or(e.help);
+        e
+    })?;
     Ok(c)
+}
+
+/// What to write instead, when a pattern goes on after it is complete: condition words
+/// (`a and b`, `not a`) are operators in a pattern.
+fn pattern_end_help(prev: Option<&Tok>, next: &Tok) -> Option<String> {
+    let Tok::Ident(w) = next else {
+        return None;
+    };
+    Some(
+        match (prev, w.as_str()) {
+            (_, "and") => "in a pattern, both in any order is `and(a, b)` and one after the other `seq(a, b)`; `and` between conditions goes in `events.<name>`",
+            (_, "or") => "in a pattern, either is `or(a, b)`; `or` between conditions goes in `events.<name>`",
+            (_, "for") => "`for D` belongs to an absence, `absent(a) for D`; a limit on the whole match is `within D`",
+            (Some(Tok::Ident(p)), _) if p == "not" => "an event that did not occur is `absent(a) for D`",
+            _ => "combine events with `seq(..)`, `and(..)` or `or(..)`; limit the match with `within D`",
+        }
+        .into(),
+    )
 }
 
 #[cfg(test)]
@@ -1125,6 +1171,25 @@ mod tests {
         assert_eq!(e.span, 7..18);
         let e = parse_pattern("seq(a, b").unwrap_err();
         assert!(e.message.contains("expected `,` or `)`"), "{e:?}");
+    }
+
+    #[test]
+    fn condition_words_and_misspelt_operators_in_a_pattern_say_what_to_write() {
+        let help = |src: &str| parse_pattern(src).unwrap_err().help.unwrap_or_default();
+        assert!(
+            help("a and b").contains("`and(a, b)`"),
+            "{}",
+            help("a and b")
+        );
+        assert!(help("a or b").contains("`or(a, b)`"));
+        assert!(help("not a").contains("`absent(a) for D`"));
+        assert!(help("seq(a, b) for 5m").contains("`within D`"));
+        let e = parse_pattern("Seq(a, b)").unwrap_err();
+        assert_eq!(e.message, "`Seq` is not a pattern operator");
+        assert!(e.help.unwrap_or_default().contains("`seq(a, b)`"));
+        assert!(help("sequence(a, b)").contains("`seq(a, b)`"));
+        assert!(help("not(a)").contains("absent"));
+        assert!(help("foo(a)").contains("`seq(..)`"));
     }
 
     #[test]
