@@ -178,8 +178,15 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         1 => ", 1 duplicate dropped".to_string(),
         n => format!(", {n} duplicates dropped"),
     };
+    // Matches dropped for want of a group field (`group_by = ["user"]`, a line without the
+    // capture): said only when there are some, so a rule that silently sees nothing shows.
+    let keyless = match engine.counters().keyless {
+        0 => String::new(),
+        1 => ", 1 match without its group_by field".to_string(),
+        n => format!(", {n} matches without their group_by field"),
+    };
     eprintln!(
-        "replay: {} events, {} malformed{duplicates}, {} late, {} alerts in {:.3}s ({:.0} events/s, {} predicate evaluations)",
+        "replay: {} events, {} malformed{duplicates}, {} late{keyless}, {} alerts in {:.3}s ({:.0} events/s, {} predicate evaluations)",
         summary.events,
         summary.malformed,
         summary.late,

@@ -856,3 +856,43 @@ fn a_closed_pipe_ends_replay_quietly() {
     assert!(!stderr.contains("error"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Matches whose group field is missing (an optional capture that did not take part) are
+/// said in the summary: a rule that sees nothing for that reason does not look idle.
+#[test]
+fn matches_without_a_group_field_are_counted_in_the_summary() {
+    let dir = std::env::temp_dir().join(format!("cepheus-keyless-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("r.toml");
+    std::fs::write(
+        &rules,
+        r#"[[rule]]
+name = "u"
+severity = "low"
+group_by = ["user"]
+events.a = 'syslog and msg =~ "^login(?: (?P<user>\w+))?"'
+pattern = "a"
+"#,
+    )
+    .unwrap();
+    let log = dir.join("in.log");
+    std::fs::write(
+        &log,
+        "<13>Jan  1 00:00:00 h app: login bob\n<13>Jan  1 00:00:01 h app: login\n<13>Jan  1 00:00:02 h app: login\n",
+    )
+    .unwrap();
+    let out = cepheus()
+        .args(["replay", "--year", "2024", "--rules"])
+        .arg(&rules)
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(alerts_of(&String::from_utf8_lossy(&out.stdout)).len(), 1);
+    assert!(
+        stderr.contains("0 late, 2 matches without their group_by field, 1 alerts"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
