@@ -124,8 +124,16 @@ impl Duration {
                     .map(Duration)
                     .map_err(|_| format!("`{t}` is too long")),
             },
-            Err(e) => Err(format!(
-                "`{t}` is not a duration ({e}); write e.g. `30s`, `5m`, `1h30m`, `7d`"
+            // humantime's own words list units a rule refuses (months, years): ours instead.
+            Err(humantime::DurationError::UnknownUnit { unit, .. }) => Err(format!(
+                "`{t}`: `{unit}` is not a unit of duration; use ms, s, m, h, d or w, e.g. `30s`, `5m`, `1h30m`, `7d`"
+            )),
+            Err(_) if t.starts_with('-') => Err(format!(
+                "`{t}`: a duration cannot be negative; write `0s` for none"
+            )),
+            Err(humantime::DurationError::NumberOverflow) => Err(format!("`{t}` is too long")),
+            Err(_) => Err(format!(
+                "`{t}` is not a duration; write a number and a unit (ms, s, m, h, d or w), e.g. `30s`, `5m`, `1h30m`, `7d`"
             )),
         }
     }
@@ -199,6 +207,19 @@ mod tests {
         assert!(Duration::parse("").is_err());
         assert_eq!(Duration::parse("2w"), Ok(Duration::from_secs(14 * 86_400)));
         assert_eq!(Duration::parse("1h 30min"), Ok(Duration::from_secs(5400)));
+    }
+
+    /// The messages name our units, not the parser's (which lists months and years).
+    #[test]
+    fn bad_durations_say_what_a_rule_takes() {
+        let msg = |t: &str| Duration::parse(t).err().unwrap_or_default();
+        assert_eq!(
+            msg("5x"),
+            "`5x`: `x` is not a unit of duration; use ms, s, m, h, d or w, e.g. `30s`, `5m`, `1h30m`, `7d`"
+        );
+        assert!(msg("-1s").contains("cannot be negative"), "{}", msg("-1s"));
+        assert!(!msg("5 parsecs").contains("months"), "{}", msg("5 parsecs"));
+        assert!(msg("s5").contains("a number and a unit"), "{}", msg("s5"));
     }
 
     /// `5M` is five months to humantime; in a rule it is a typo for `5m` far more often.
