@@ -452,6 +452,24 @@ fn captures_are_typed_and_usable() {
 }
 
 #[test]
+fn a_misspelt_group_by_name_is_said_once_where_it_is_written() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"hots\"]\nevents.a = 'syslog'\nevents.b = 'syslog and app == \"x\"'\npattern = \"seq(a, b)\"",
+        ),
+    );
+    let d = &c.diagnostics;
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        d[0].message,
+        "`hots` in `group_by` is not a field of event `a`"
+    );
+    assert_eq!(d[0].help.as_deref(), Some("did you mean `host`?"));
+    assert_eq!(d[0].line, 4);
+}
+
+#[test]
 fn group_fields_must_agree_in_type() {
     let c = compile_str(
         "t.toml",

@@ -469,6 +469,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
 
     // group fields of every event
     let mut group_types: Vec<Option<(ValueType, String)>> = vec![None; group_by.len()];
+    let mut misspelt = vec![false; group_by.len()];
     let mut event_defs = Vec::new();
     for ev in &events {
         let mut fields = Vec::new();
@@ -541,6 +542,21 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                                 format!("event `{}` has no field `{fname}`", ev.name),
                                 help,
                             );
+                        } else if let Some(close) =
+                            did_you_mean(g, names.iter().map(String::as_str))
+                        {
+                            // Most likely a typo in `group_by` itself: said there, once.
+                            if !misspelt[gi] {
+                                misspelt[gi] = true;
+                                cx.error(
+                                    group_by[gi].1.clone(),
+                                    format!(
+                                        "`{g}` in `group_by` is not a field of event `{}`",
+                                        ev.name
+                                    ),
+                                    Some(format!("did you mean `{close}`?")),
+                                );
+                            }
                         } else {
                             cx.error(
                                 fspan,
