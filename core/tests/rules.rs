@@ -757,6 +757,18 @@ fn rules_that_never_match_or_triggers_that_limit_nothing_warn() {
             .iter()
             .all(|m| !m.contains("limits nothing"))
     );
+    // A trigger with an error (a misspelt key, a bad period) gets the error alone.
+    for trigger in [
+        "trigger = { evry = \"1m\" }",
+        "trigger = { every = \"1x\" }",
+    ] {
+        let text = format!(
+            "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\nevents.b = 'syslog'\npattern = \"seq(a, b)\"\n{trigger}"
+        );
+        let d = cepheus_core::rules::compile_str("f.toml", &text).diagnostics;
+        assert_eq!(d.len(), 1, "{trigger}: {d:?}");
+        assert!(!d[0].message.contains("limits nothing"), "{trigger}: {d:?}");
+    }
 }
 
 #[test]

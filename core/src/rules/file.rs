@@ -691,6 +691,8 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             }
         }
     }
+    // A trigger table with an error in it: no further warning about what it would limit.
+    let mut trigger_bad = false;
     let trigger = match val("trigger") {
         None => Trigger::Event,
         Some(v) => match v.get_ref() {
@@ -700,7 +702,9 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 for (k, tv) in entries(tt) {
                     if k.get_ref() == "every" {
                         every = cx.duration(tv, "every");
+                        trigger_bad |= every.is_none();
                     } else {
+                        trigger_bad = true;
                         cx.error(
                             k.span(),
                             format!("unknown key `{}` in `trigger`", k.get_ref()),
@@ -723,6 +727,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     if let Some(c) = &checked {
         never_matching(cx, c, &pattern_span);
         if let (Trigger::Every(period), Some(v)) = (&trigger, val("trigger"))
+            && !trigger_bad
             && c.within.is_none()
             && longest_wait(&c.pattern) == Duration::ZERO
             && period.is_none_or(|p| p == Duration::ZERO)
