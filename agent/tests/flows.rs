@@ -354,6 +354,26 @@ fn truncated_and_malformed_captures_are_counted() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Found by fuzzing: an IPv6 packet whose extension chain the lax slicer cut short made
+/// etherparse 0.21's extension iterator read out of bounds (an abort in debug builds, undefined
+/// behaviour in release). The fragment header is now looked for by hand.
+#[test]
+fn a_cut_ipv6_extension_chain_is_read_safely() {
+    let hex = "d4c3b2a10200040011000a0000000000ffff0000e4000000551f016a0078116a34000000000000006368696e652000c0a83039000007d00045000028000100004006f700000000007569640200000000000000c0a8303900d000d000";
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    let dir = std::env::temp_dir().join(format!("cepheus-flows-v6ext-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("v6ext.pcap");
+    std::fs::write(&file, &bytes).unwrap();
+    let (flows, summary) = cepheus_flows(&[file.to_str().unwrap()]);
+    assert_eq!(summary[0]["packets"], 1, "{summary:?}");
+    assert_eq!(flows.len(), 1, "{flows:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn masscan_gives_failed_attempts_over_many_ports() {
     let p = data_dir().join("esnet_masscan_tcp_0_1000_20190821.pcap");

@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use etherparse::{Ipv6ExtensionSlice, LaxIpSlice, TcpSlice, UdpSlice};
+use etherparse::{LaxIpSlice, TcpSlice, UdpSlice};
 
 /// Link types (pcap LINKTYPE_* values) the decoder understands.
 pub mod linktype {
@@ -208,14 +208,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
             } else {
                 40 + plen
             };
-            let mut frag = None;
-            for ext in v6.extensions().clone() {
-                if let Ipv6ExtensionSlice::Fragment(f) = ext
-                    && f.is_fragmenting_payload()
-                {
-                    frag = Some((f.identification(), f.fragment_offset().value() == 0));
-                }
-            }
+            let frag = ipv6_fragment(v6.header().next_header().0, v6.extensions().slice());
             (ip_len, frag)
         }
     };
@@ -302,6 +295,42 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
         _ => {}
     }
     Decoded::Ip(info)
+}
+
+/// The fragment header among IPv6 extension headers (`exts`, the first of kind `first`), if
+/// the packet is a fragment: its identification, and whether it is the first fragment.
+/// Walked by hand with every length checked: etherparse 0.21's extension iterator reads past
+/// the end of a chain the lax slicer cut short (out of bounds, found by fuzzing).
+fn ipv6_fragment(first: u8, exts: &[u8]) -> Option<(u32, bool)> {
+    let mut next = first;
+    let mut rest = exts;
+    let mut found = None;
+    loop {
+        let n = rest.get(1).map(|&n| usize::from(n));
+        let len = match (next, n) {
+            // hop-by-hop, routing, destination options, mobility, HIP, shim6: (n + 1) * 8
+            (0 | 43 | 60 | 135 | 139 | 140, Some(n)) => (n + 1) * 8,
+            (44, _) => 8,
+            // authentication header: (n + 2) * 4
+            (51, Some(n)) => (n + 2) * 4,
+            _ => return found,
+        };
+        // The chain ends where the slicer stopped.
+        let Some(header) = rest.get(..len) else {
+            return found;
+        };
+        if next == 44 {
+            let off_flags = u16::from_be_bytes([header[2], header[3]]);
+            let offset = off_flags >> 3;
+            let more = off_flags & 1 != 0;
+            if offset != 0 || more {
+                let id = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+                found = Some((id, offset == 0));
+            }
+        }
+        next = header[0];
+        rest = &rest[len..];
+    }
 }
 
 /// Bytes of IPv6 extension headers in front of the payload.
