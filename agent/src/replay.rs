@@ -19,7 +19,6 @@ use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::{Duration, Timestamp};
 
 use crate::flow::{FlowItem, MultiFlowReader, table::FlowConfig};
-use crate::ingest::Malformed;
 use crate::ingest::dedup::Dedup;
 use crate::ingest::input::{Inputs, open_inputs};
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
@@ -407,8 +406,8 @@ pub fn text_source(name: &str, text: String, parser: SyslogParser) -> Source {
 
 /// Syslog or JSON-lines text as events: the recorded stamp is the arrival.
 fn lines_source(inputs: Inputs) -> Source {
-    // A JSON event is refused for a reason worth reading (which field, what it should be):
-    // the first few are said on stderr; a malformed syslog line is only counted (garbage).
+    // A refused line is said with its reason (which JSON field, what it should be; why it is
+    // not syslog) and place: the first few on stderr, the rest only counted.
     let mut told = 0u32;
     Box::new(inputs.map(move |item| match item {
         Ok(item) => match item.event {
@@ -418,19 +417,11 @@ fn lines_source(inputs: Inputs) -> Source {
             Ok(_) if item.duplicate => Err(Dropped::Duplicate),
             Ok(ev) => Ok(ev),
             Err(e) => {
-                let json = matches!(
-                    e,
-                    Malformed::Json(_)
-                        | Malformed::Missing(_)
-                        | Malformed::UnknownField(_)
-                        | Malformed::WrongSource { .. }
-                        | Malformed::BadValue { .. }
-                );
-                if json && told < MALFORMED_TOLD {
+                if told < MALFORMED_TOLD {
                     told += 1;
                     eprintln!("warning: {}:{}: {e}", item.source_name, item.line_no);
                     if told == MALFORMED_TOLD {
-                        eprintln!("warning: further refused JSON events are only counted");
+                        eprintln!("warning: further refused lines are only counted");
                     }
                 }
                 Err(Dropped::Malformed)

@@ -162,7 +162,7 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize)> {
     println!("{}", path.display());
     let (mut passed, mut failed) = (0, 0);
     for t in &file.tests {
-        let problems = run_case(&rules, parser, t)?;
+        let problems = run_case(&rules, parser, t, path)?;
         if problems.is_empty() {
             passed += 1;
             println!("  {} {}", paint("ok", "32", color), t.name);
@@ -185,10 +185,20 @@ fn paint(s: &str, code: &str, color: bool) -> String {
     }
 }
 
-fn run_case(rules: &RuleSet, parser: SyslogParser, t: &TestCase) -> anyhow::Result<Vec<String>> {
+fn run_case(
+    rules: &RuleSet,
+    parser: SyslogParser,
+    t: &TestCase,
+    file: &Path,
+) -> anyhow::Result<Vec<String>> {
     let until = t.until.as_deref().map(replay::parse_until).transpose()?;
     let mut engine = Engine::new(rules, EngineConfig::default()).context("building the engine")?;
-    let source = replay::text_source(&t.name, t.input.clone(), parser);
+    let source = replay::text_source(
+        // Refused lines are said as `FILE: test NAME, input:LINE: why`.
+        &format!("{}: test `{}`, input", file.display(), t.name),
+        t.input.clone(),
+        parser,
+    );
     let mut summary = Summary::default();
     let mut got: Vec<Alert> = Vec::new();
     replay::drive(
@@ -236,7 +246,7 @@ fn run_case(rules: &RuleSet, parser: SyslogParser, t: &TestCase) -> anyhow::Resu
     }
     if summary.malformed > 0 {
         problems.push(format!(
-            "{} input line(s) are not syslog or JSON events",
+            "{} input line(s) are not syslog or JSON events (the first are named on stderr)",
             summary.malformed
         ));
     }

@@ -896,3 +896,43 @@ pattern = "a"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A line of a test's input that is not an event is named, with its test and line, so the
+/// test's author can find it; in a replay, a line that is not syslog is named too.
+#[test]
+fn refused_input_lines_are_named() {
+    let dir = std::env::temp_dir().join(format!("cepheus-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("x.toml"),
+        "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let test = dir.join("x.test.toml");
+    std::fs::write(
+        &test,
+        "[[test]]\nname = \"garbage\"\ninput = \"\"\"\n<13>Jan  1 00:00:00 h a: x\nthis is not syslog\n\"\"\"\n[[test.expect]]\nrule = \"x\"\nstate = \"firing\"\n",
+    )
+    .unwrap();
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("1 input line(s) are not syslog or JSON events"),
+        "{out}"
+    );
+    assert!(
+        out.contains("x.test.toml: test `garbage`, input:2: not a syslog message"),
+        "{out}"
+    );
+    let log = dir.join("g.log");
+    std::fs::write(&log, "<13>Jan  1 00:00:00 h a: x\nhello\n").unwrap();
+    let out = cepheus()
+        .args(["replay", "--year", "2024", "--rules"])
+        .arg(dir.join("x.toml"))
+        .arg(&log)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("g.log:2: not a syslog message"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
