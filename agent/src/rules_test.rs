@@ -241,6 +241,49 @@ fn run_case(
             }
         }
     }
+    // An expectation no alert can meet (a misspelt state, time, reason or group field)
+    // fails with what is wrong with it, not only with `missing:`.
+    for e in &t.expect {
+        use cepheus_core::alert::{AlertState, REASONS};
+        let states = AlertState::ALL.map(AlertState::name);
+        if !states.contains(&e.state.as_str()) {
+            problems.push(format!(
+                "expect.state: `{}` is not an alert state ({})",
+                e.state,
+                states.join(", ")
+            ));
+        }
+        if let Some(time) = &e.time
+            && cepheus_core::time::Timestamp::parse_rfc3339(time).is_none()
+        {
+            problems.push(format!(
+                "expect.time: `{time}` is not an RFC 3339 time (e.g. 2024-12-10T10:01:00Z)"
+            ));
+        }
+        if let Some(reason) = &e.reason
+            && !REASONS.contains(&reason.as_str())
+        {
+            problems.push(format!(
+                "expect.reason: `{reason}` is not a reason an alert gives ({})",
+                REASONS.join(", ")
+            ));
+        }
+        if let Some(rule) = rules.rules.iter().find(|r| r.name == e.rule) {
+            for k in e.group.keys() {
+                if !rule.group_by.iter().any(|g| g == k) {
+                    problems.push(format!(
+                        "expect.group: `{k}` is not a group_by field of rule `{}` ({})",
+                        e.rule,
+                        if rule.group_by.is_empty() {
+                            "it has none: write `group = {}` or leave it out".to_string()
+                        } else {
+                            rule.group_by.join(", ")
+                        }
+                    ));
+                }
+            }
+        }
+    }
     if let Some(only) = &t.rules_under_test {
         got.retain(|a| only.iter().any(|r| r == a.rule()));
     }

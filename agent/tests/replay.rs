@@ -936,3 +936,41 @@ fn refused_input_lines_are_named() {
     assert!(stderr.contains("g.log:2: not a syslog message"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An expectation no alert could meet says what is wrong with it.
+#[test]
+fn impossible_expectations_say_why() {
+    let dir = std::env::temp_dir().join(format!("cepheus-badexpect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("x.toml"),
+        "[[rule]]\nname = \"x\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.a = 'syslog'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let test = dir.join("x.test.toml");
+    std::fs::write(
+        &test,
+        r#"[[test]]
+name = "typos"
+input = "<13>Jan  1 00:00:00 h a: x"
+[[test.expect]]
+rule = "x"
+state = "fired"
+group = { hots = "h" }
+time = "yesterday"
+reason = "because"
+"#,
+    )
+    .unwrap();
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(1), "{out}");
+    for want in [
+        "expect.state: `fired` is not an alert state (firing, resolved, retracted)",
+        "expect.time: `yesterday` is not an RFC 3339 time",
+        "expect.reason: `because` is not a reason an alert gives",
+        "expect.group: `hots` is not a group_by field of rule `x` (host)",
+    ] {
+        assert!(out.contains(want), "{want}\n{out}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

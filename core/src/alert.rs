@@ -33,6 +33,26 @@ impl AlertState {
     }
 }
 
+impl AlertState {
+    /// Every state, in lifecycle order (for messages that list them).
+    pub const ALL: [AlertState; 3] = [
+        AlertState::Firing,
+        AlertState::Resolved,
+        AlertState::Retracted,
+    ];
+}
+
+/// Every `reason` an alert may carry (docs/rules.md, "Alerts"): what a test or a filter may
+/// ask for.
+pub const REASONS: [&str; 6] = [
+    "forgotten",
+    "episode_end",
+    "late_event",
+    "outage",
+    "rule_changed",
+    "rule_removed",
+];
+
 /// An alert's stable identity: 64 bits of FNV-1a over rule, group and episode start, written
 /// as 16 lowercase hex digits (kept as the number: no allocation per alert, a compact key).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
