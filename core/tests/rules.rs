@@ -897,3 +897,36 @@ fn expect_lists_are_sets() {
         vec![vec![Value::str("a")], vec![Value::str("b")]]
     );
 }
+
+#[test]
+fn a_network_with_host_bits_set_is_warned_of() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'flow and src in 10.0.0.1/8'\npattern = \"a\""),
+    );
+    assert!(c.rules.is_some());
+    let d = &c.diagnostics;
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        d[0].message,
+        "`10.0.0.1/8` has host bits set: it is the network `10.0.0.0/8`"
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'flow and src in [10.0.0.0/8, ::1]'\npattern = \"a\""),
+    );
+    assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+}
+
+#[test]
+fn a_rule_name_is_one_line() {
+    let c = compile_str(
+        "t.toml",
+        "[[rule]]\nname = \"a\\nb\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"a\"\n",
+    );
+    assert!(c.rules.is_none());
+    assert_eq!(
+        messages(&c)[0].1,
+        "the rule name holds a control character (a newline, a tab)"
+    );
+}

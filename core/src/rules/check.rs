@@ -435,7 +435,21 @@ impl CondChecker<'_, '_> {
                 let mut ok = true;
                 for it in items {
                     match (t, it) {
-                        (ValueType::Ip, ExprAst::Lit(Lit::Cidr(n), _)) => {
+                        (ValueType::Ip, ExprAst::Lit(Lit::Cidr(n), sp)) => {
+                            if n.trunc() != *n {
+                                self.r.warning(
+                                    sp.clone(),
+                                    format!(
+                                        "`{n}` has host bits set: it is the network `{}`",
+                                        n.trunc()
+                                    ),
+                                    Some(format!(
+                                        "write `{}` for the network, or `{}` for the one address",
+                                        n.trunc(),
+                                        n.addr()
+                                    )),
+                                );
+                            }
                             nets.push(canonical_net(*n))
                         }
                         (ValueType::Ip, ExprAst::Lit(Lit::Ip(ip), _)) => {

@@ -315,6 +315,13 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     if let Some((n, sp)) = &name {
         if n.is_empty() {
             cx.error(sp.clone(), "the rule name is empty", None);
+        } else if n.chars().any(char::is_control) {
+            // A name is written in logs, alerts and `cepheus groups forget RULE`: one line.
+            cx.error(
+                sp.clone(),
+                "the rule name holds a control character (a newline, a tab)",
+                h("rule names are one line of printable text, e.g. `ssh-bruteforce`"),
+            );
         } else if let Some(first) = cx.s.names.get(n) {
             let note = format!(
                 "first defined at {}:{}:{}",
