@@ -357,8 +357,14 @@ impl CondChecker<'_, '_> {
                 let ((xa, ta), (xb, tb)) = (ea?, eb?);
                 if !compatible(ta, tb) {
                     let help = mismatch_help(ta, b).or_else(|| mismatch_help(tb, a));
+                    // The caret goes under the literal to change, else the whole comparison.
+                    let at = match (a, b) {
+                        (_, ExprAst::Lit(..)) => b.span(),
+                        (ExprAst::Lit(..), _) => a.span(),
+                        _ => a.span().start.min(opspan.start)..b.span().end.max(opspan.end),
+                    };
                     self.r.error(
-                        opspan.clone(),
+                        at,
                         format!(
                             "cannot compare {} ({ta}) with {} ({tb})",
                             describe(a),
