@@ -60,6 +60,16 @@ fn count_rules(sources: &[SourceFile]) -> usize {
 /// (except `*.test.toml`, the rule tests beside them, hidden entries and links to nothing).
 /// A missing path is an error.
 pub fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    if let Some(t) = paths
+        .iter()
+        .find(|p| crate::rules_test::is_test_file(p) && !p.is_dir())
+    {
+        anyhow::bail!(
+            "{} is a rule test file, not rules: run `cepheus rules test {}`",
+            t.display(),
+            t.display()
+        );
+    }
     collect_matching(paths, &|p| {
         p.extension().is_some_and(|e| e == "toml") && !crate::rules_test::is_test_file(p)
     })

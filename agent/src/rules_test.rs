@@ -125,6 +125,15 @@ pub fn run(args: TestArgs) -> ExitCode {
 
 /// Test files under `paths` (files as given, folders searched for `*.test.toml`), sorted.
 fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    if let Some(f) = paths.iter().find(|p| !is_test_file(p) && p.is_file()) {
+        let stem = f
+            .file_stem()
+            .map_or_else(|| "NAME".into(), |s| s.to_string_lossy());
+        anyhow::bail!(
+            "{} is not a rule test file: the tests of {stem}.toml go in {stem}.test.toml beside it (see docs/rules.md, \"Testing rules\")",
+            f.display()
+        );
+    }
     crate::rulefiles::collect_matching(paths, &|p| is_test_file(p))
 }
 

@@ -974,3 +974,37 @@ reason = "because"
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A test file given to `rules check` and a rule file given to `rules test` are named for
+/// what they are (they read as unknown keys before).
+#[test]
+fn test_files_and_rule_files_are_not_mistaken_for_each_other() {
+    let dir = std::env::temp_dir().join(format!("cepheus-mixup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("x.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let test = dir.join("x.test.toml");
+    std::fs::write(&test, "[[test]]\nname = \"t\"\ninput = \"\"\n").unwrap();
+    let out = cepheus()
+        .args(["rules", "check"])
+        .arg(&test)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is a rule test file, not rules: run `cepheus rules test"),
+        "{err}"
+    );
+    let (code, out) = rules_test(&rules);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("the tests of x.toml go in x.test.toml beside it"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
