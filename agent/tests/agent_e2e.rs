@@ -763,7 +763,14 @@ fn a_shard_survives_a_panic_in_its_engine() {
         "[[rule]]\nname = \"fault\"\nseverity = \"info\"\nevents.f = 'syslog and app == \"cepheus-test-fault\"'\npattern = \"f\"\n",
     )
     .unwrap();
-    let agent = Agent::start(&dir, "");
+    std::fs::write(
+        dir.join("rules/hb.toml"),
+        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nexpect = [\"web-9\"]\nevents.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 1s\"\n",
+    )
+    .unwrap();
+    // One shard, so the expected group's alert is in the engine that panics.
+    let agent = Agent::start(&dir, "[engine]\nshards = 1\n");
+    let firing = agent.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "firing");
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.send_to(
         b"<13>1 2026-11-30T10:00:00Z h1 cepheus-test-fault - - - boom",
@@ -781,6 +788,10 @@ fn a_shard_survives_a_panic_in_its_engine() {
         "{}",
         agent.stderr()
     );
+    // The alert the lost engine held open is resolved, not left firing for good.
+    let resolved = agent.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
+    assert_eq!(resolved["id"], firing["id"]);
+    assert_eq!(resolved["reason"], "engine_restarted");
     for i in 0..5 {
         let msg = format!(
             "<38>1 2026-11-30T10:00:0{i}Z srv sshd 1 - - Failed password for root from 198.51.100.9 port 4000{i} ssh2"

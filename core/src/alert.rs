@@ -44,13 +44,14 @@ impl AlertState {
 
 /// Every `reason` an alert may carry (docs/rules.md, "Alerts"): what a test or a filter may
 /// ask for.
-pub const REASONS: [&str; 6] = [
+pub const REASONS: [&str; 7] = [
     "forgotten",
     "episode_end",
     "late_event",
     "outage",
     "rule_changed",
     "rule_removed",
+    "engine_restarted",
 ];
 
 /// An alert's stable identity: 64 bits of FNV-1a over rule, group and episode start, written

@@ -87,7 +87,8 @@ pub struct ShardStats {
     /// about 24 bytes each.
     pub timer_entries: usize,
     /// Times its engine panicked (a bug) and was rebuilt from the rules: the shard goes on,
-    /// its groups' state (partial matches, firing alerts, deadlines) is lost.
+    /// its groups' state (partial matches, deadlines) is lost, its open alerts are resolved
+    /// with reason `engine_restarted`.
     pub engine_restarts: u64,
 }
 
@@ -157,9 +158,31 @@ impl Shard {
                 during = what,
                 "the engine panicked (a bug, please report it with the message above); rebuilt from the rules, the state of this shard's groups is lost"
             );
-            self.engine = None;
+            self.retire_engine();
             let rules = std::mem::take(&mut self.rules);
             self.install(&rules);
+        }
+    }
+
+    /// Drops an engine that panicked, first resolving its open alerts with reason
+    /// `engine_restarted` (nothing else would ever resolve them; a silence that goes on fires
+    /// again from the new engine). If that panics too, they are left as they are.
+    fn retire_engine(&mut self) {
+        let Some(mut e) = self.engine.take() else {
+            return;
+        };
+        let mut resolved = Vec::new();
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            e.resolve_all("engine_restarted", &mut resolved)
+        }))
+        .is_ok();
+        if ok {
+            self.out.append(&mut resolved);
+        } else {
+            tracing::error!(
+                shard = self.id,
+                "its open alerts could not be resolved: they stay firing until resolved by hand"
+            );
         }
     }
 
@@ -295,7 +318,7 @@ impl Handler<Reload> for Shard {
                 shard = self.id,
                 "the engine panicked while reloading (a bug, please report it with the message above); rebuilt from the new rules, the state of this shard's groups is lost"
             );
-            self.engine = None;
+            self.retire_engine();
             self.install(&msg.0);
         }
         self.flush();

@@ -2031,6 +2031,28 @@ impl Engine {
             .map(|k| k.to_vec())
     }
 
+    /// Resolves every open alert with `reason` (appended to `out`), as a reload resolves those
+    /// of a removed rule: for an engine about to be dropped and started afresh (the agent
+    /// does this after a panic, with reason `engine_restarted`), so no alert is left firing
+    /// that nothing will ever resolve. The engine's state is otherwise left as it is.
+    pub fn resolve_all(&mut self, reason: &'static str, out: &mut Vec<Alert>) {
+        let start = out.len();
+        let outage_until = self.outage_until;
+        for ri in 0..self.rts.len() {
+            let now = self.lanes[self.rts[ri].lane].now;
+            let who = self.rts[ri].members.to_vec();
+            self.rts[ri].members_change(
+                who,
+                now,
+                AlertState::Resolved,
+                Some(reason),
+                outage_until,
+                out,
+            );
+        }
+        self.order_alerts(&mut out[start..]);
+    }
+
     /// Retires a group by hand (`cepheus groups forget RULE KEY`): its open alert, if any, is
     /// resolved with reason `forgotten` (appended to `out`); returns whether it existed. An
     /// expected group comes back at the next reload that still lists it.

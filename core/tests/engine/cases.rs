@@ -1219,7 +1219,7 @@ fn a_forgotten_or_changed_alert_keeps_its_message_filled() {
         let at = Timestamp::from_secs(t);
         Event::new(Source::Syslog, at, at).with(Field::Msg, Value::str("fail root from 10.0.0.1"))
     };
-    for how in ["forget", "reload"] {
+    for how in ["forget", "reload", "resolve_all"] {
         let mut e = Engine::new(&rules("5m"), EngineConfig::default()).unwrap();
         let mut out = Vec::new();
         e.push(ev(0), &mut out);
@@ -1228,6 +1228,11 @@ fn a_forgotten_or_changed_alert_keeps_its_message_filled() {
         if how == "forget" {
             let key = e.find_group("brute", "10.0.0.1").unwrap();
             assert!(e.forget_group("brute", &key, &mut out));
+        } else if how == "resolve_all" {
+            e.resolve_all("engine_restarted", &mut out);
+            assert_eq!(out.len(), 2);
+            assert_eq!(out[1].reason(), Some("engine_restarted"));
+            assert_eq!(out[1].id(), out[0].id());
         } else {
             e.reload(&rules("10m"), &mut out).unwrap();
         }
@@ -1335,4 +1340,21 @@ fn a_group_whose_value_holds_a_comma_is_found_by_its_json_object() {
         e.find_group("m", r#"{"host":"web,1","app":"nginx","x":"y"}"#),
         None
     );
+}
+
+#[test]
+fn resolve_all_resolves_open_alerts_only() {
+    // An expected host's absence fires; a one-shot sequence alert is no open episode.
+    let hb = rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["web-1"]);
+    let sq = rule("sq", &["a", "b"], seq(vec![ev(0), ev(1)]));
+    let rules = set(vec![hb, sq]);
+    let mut e = cepheus_core::engine::Engine::new(&rules, Default::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("a:x@0 b:x@1 tick@70"), &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
+    assert_eq!(got, ["sq firing x @1", "hb firing web-1 @60"]);
+    out.clear();
+    e.resolve_all("engine_restarted", &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
+    assert_eq!(got, ["hb resolved web-1 @70 (engine_restarted)"]);
 }
