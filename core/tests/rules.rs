@@ -930,3 +930,59 @@ fn a_rule_name_is_one_line() {
         "the rule name holds a control character (a newline, a tab)"
     );
 }
+
+/// What the engine cannot run is a diagnostic of `rules check`, not a rule set that
+/// fails when the engine is built (found by fuzzing: each of these passed the checker).
+#[test]
+fn patterns_the_engine_cannot_run_are_errors() {
+    let events: String = (0..6)
+        .map(|i| format!("events.e{i} = 'syslog and app == \"x{i}\"'\n"))
+        .collect();
+    let or = "or(e0, seq(e1, e2))";
+    let nine = vec![or; 9].join(", ");
+    for (pattern, want) in [
+        (
+            format!("seq({nine})"),
+            "expands to more than 256 alternatives",
+        ),
+        (
+            "and(e0, e1, e2, e3, e4, e5) within 1m".to_string(),
+            "and() of more than 5 parts",
+        ),
+        (
+            "seq(e0, absent(e1) for 2s, absent(e2) for 1s, e3)".to_string(),
+            "two adjacent absent()",
+        ),
+        (
+            "seq(absent(e0) for 2s, absent(e1) for 1s, e2)".to_string(),
+            "two absent() at the start",
+        ),
+    ] {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!("{events}pattern = \"{pattern}\"")),
+        );
+        assert!(c.rules.is_none(), "{pattern}");
+        let errors: Vec<String> = messages(&c)
+            .into_iter()
+            .filter(|(l, _)| *l == Level::Error)
+            .map(|(_, m)| m)
+            .collect();
+        assert_eq!(errors.len(), 1, "{pattern}: {errors:?}");
+        assert!(errors[0].contains(want), "{pattern}: {errors:?}");
+    }
+    let many: String = (0..65)
+        .map(|i| format!("events.e{i} = 'syslog and app == \"x{i}\"'\n"))
+        .collect();
+    let all: Vec<String> = (0..65).map(|i| format!("e{i}")).collect();
+    let c = compile_str(
+        "t.toml",
+        &rule_text(&format!("{many}pattern = \"or({})\"", all.join(", "))),
+    );
+    assert!(c.rules.is_none());
+    assert!(
+        messages(&c)
+            .iter()
+            .any(|(_, m)| m.contains("more than 64 event definitions"))
+    );
+}

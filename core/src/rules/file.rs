@@ -765,7 +765,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         return None;
     }
     let checked = checked?;
-    Some(Rule {
+    let rule = Rule {
         name: name?.0,
         severity: severity?,
         description,
@@ -783,7 +783,35 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         max_groups,
         max_partial_matches,
         file: cx.file.path.display().to_string(),
-    })
+    };
+    // What the checker lets through but the engine cannot run (a pattern that expands too
+    // far, `and` of more than 5 parts, ...) is an error here, not a shard without an engine.
+    if let Err(e) = crate::engine::plan::plan(&rule) {
+        use crate::engine::plan::PlanError;
+        let (message, help) = match e {
+            PlanError::TooManyEvents(_) => (
+                "this rule has more than 64 event definitions".to_string(),
+                "split it into several rules",
+            ),
+            PlanError::TooManyAlternatives(_) => (
+                format!(
+                    "this pattern expands to more than {} alternatives",
+                    crate::engine::plan::MAX_ALTERNATIVES
+                ),
+                "split it into several rules, or factor out the `or`s",
+            ),
+            PlanError::Unsupported { what, .. } => {
+                (format!("the engine cannot run this pattern: {what}"), "")
+            }
+        };
+        cx.error(
+            pattern_span,
+            message,
+            (!help.is_empty()).then(|| help.to_string()),
+        );
+        return None;
+    }
+    Some(rule)
 }
 
 fn event<'t, 'i>(
