@@ -939,7 +939,7 @@ fn patterns_the_engine_cannot_run_are_errors() {
         .map(|i| format!("events.e{i} = 'syslog and app == \"x{i}\"'\n"))
         .collect();
     let or = "or(e0, seq(e1, e2))";
-    let nine = vec![or; 9].join(", ");
+    let nine = [or; 9].join(", ");
     for (pattern, want) in [
         (
             format!("seq({nine})"),
