@@ -268,6 +268,19 @@ pub fn render_metrics(s: &Stats) -> String {
     }
     family(
         &mut o,
+        "cepheus_shard_stuck_timers_total",
+        "counter",
+        "Timers an engine dropped because a group re-armed them for the instant they fired (a bug; the engine goes on).",
+    );
+    for sh in &s.shards {
+        let _ = writeln!(
+            o,
+            "cepheus_shard_stuck_timers_total{{shard=\"{}\"}} {}",
+            sh.shard, sh.stuck_timers
+        );
+    }
+    family(
+        &mut o,
         "cepheus_shard_rules",
         "gauge",
         "Rules run per shard.",

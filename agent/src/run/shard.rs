@@ -90,6 +90,8 @@ pub struct ShardStats {
     /// its groups' state (partial matches, deadlines) is lost, its open alerts are resolved
     /// with reason `engine_restarted`.
     pub engine_restarts: u64,
+    /// Timers its engine dropped as stuck (re-armed for the instant they fired: a bug).
+    pub stuck_timers: u64,
 }
 
 /// The CEP shard actor.
@@ -338,12 +340,14 @@ impl Handler<GetStats> for Shard {
         s.late = 0;
         s.keyless = 0;
         s.future = 0;
+        s.stuck_timers = 0;
         s.timer_entries = 0;
         if let Some(e) = &self.engine {
             s.rule_stats = e.stats();
             s.late = e.counters().late;
             s.keyless = e.counters().keyless;
             s.future = e.counters().future;
+            s.stuck_timers = e.counters().stuck_timers;
             s.timer_entries = e.timer_entries();
         }
         MessageResult(s)

@@ -165,6 +165,11 @@ pub struct EngineCounters {
     /// input.
     #[serde(default)]
     pub family_lookups_saved: u64,
+    /// Timers a group re-armed for the very instant they fired (a bug: nothing could have
+    /// changed); each was dropped rather than fired again for ever, which would stall the
+    /// engine. The group keeps its state and gets a timer again at its next event.
+    #[serde(default)]
+    pub stuck_timers: u64,
 }
 
 /// A rule state at run time. In C order from a cache line's start, so that what a delivery
@@ -1662,6 +1667,20 @@ impl Engine {
             let now = e.deadline.max(self.lanes[li].now);
             self.lanes[li].now = now;
             self.on_timer(ri, e.slot, now, out);
+            // Everything due at `now` was done: a timer re-armed for `now` again would fire
+            // again with nothing changed, for ever (a stale deadline is a bug; fuzzing found
+            // one). Dropped, so the engine goes on; debug builds stop on it.
+            if let Some(s) = self
+                .rts
+                .get_mut(ri)
+                .and_then(|rt| rt.slots.get_mut(e.slot as usize))
+                .and_then(Option::as_mut)
+                && s.armed_at <= now
+            {
+                debug_assert!(false, "a timer re-armed for the instant it fired ({now:?})");
+                s.armed_at = Timestamp::MAX;
+                self.counters.stuck_timers += 1;
+            }
             let rearmed = slot_at(&self.rts, e.rule, e.slot).is_some_and(|s| s.armed_at <= to);
             check_wheel |= rearmed;
         }

@@ -931,6 +931,12 @@ impl Run {
                 .or_insert(0) += 1;
         }
         self.last_end = self.last_end.max(item.time);
+        // A closure of one (`a{1}`) at the start slides by emptying itself first: its start is
+        // the event that now fills it (a stale start kept it from ever expiring: the timer
+        // that should drop it found it alive and re-armed for the same instant, for good).
+        if self.items.is_empty() {
+            self.start = item.time;
+        }
         self.items.push_back(item);
     }
 

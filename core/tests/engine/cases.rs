@@ -1358,3 +1358,39 @@ fn resolve_all_resolves_open_alerts_only() {
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
     assert_eq!(got, ["hb resolved web-1 @70 (engine_restarted)"]);
 }
+
+#[test]
+fn an_expiring_one_event_closure_does_not_spin_its_timer() {
+    // Found by fuzzing: partial matches holding more than a few events get a timer to drop
+    // them; a sliding `e1{1}` (an event that is both e1 and e3) kept a stale start, so that
+    // timer found it alive and re-armed for the same instant, forever. Run on a thread: a
+    // regression fails, it does not hang.
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::{Event, Field, Source, Value};
+    use cepheus_core::time::Timestamp;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rules = cepheus_core::rules::compile_str(
+            "t.toml",
+            "[[rule]]\nname = \"r0\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.e0 = 'syslog and app == \"b\"'\nevents.e1 = 'syslog and app == \"a\"'\nevents.e3 = 'syslog and app == \"a\"'\npattern = \"and(e0, e3{3,}, e1{1}) within 1s\"\n",
+        )
+        .rules
+        .unwrap();
+        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        for (time, arrival) in [(1007, 1001), (1008, 1002), (994, 1002)] {
+            let ev = Event::new(
+                Source::Syslog,
+                Timestamp::from_secs(time),
+                Timestamp::from_secs(arrival),
+            )
+            .with(Field::App, Value::str("a"))
+            .with(Field::Host, Value::str("h1"));
+            e.push(ev, &mut out);
+        }
+        e.finish(Some(Timestamp::from_secs(1102)), &mut out);
+        let _ = tx.send(out.len());
+    });
+    let got = rx.recv_timeout(std::time::Duration::from_secs(20));
+    assert_eq!(got, Ok(0), "the engine did not come back");
+}
