@@ -75,9 +75,23 @@ struct Expected {
     state: String,
     #[serde(default)]
     group: toml::Table,
+    #[serde(default, deserialize_with = "text_or_datetime")]
     time: Option<String>,
     message: Option<String>,
     reason: Option<String>,
+}
+
+/// A time written as a string or as a TOML datetime (`time = 2024-12-10T10:01:00Z`, which
+/// TOML reads as a date, not text).
+fn text_or_datetime<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match toml::Value::deserialize(d)? {
+        toml::Value::String(s) => Ok(Some(s)),
+        toml::Value::Datetime(t) => Ok(Some(t.to_string())),
+        other => Err(serde::de::Error::custom(format!(
+            "a time such as \"2024-12-10T10:01:00Z\", found {}",
+            other.type_str()
+        ))),
+    }
 }
 
 fn firing() -> String {

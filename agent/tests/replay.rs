@@ -972,6 +972,14 @@ reason = "because"
     ] {
         assert!(out.contains(want), "{want}\n{out}");
     }
+    // A time written as a TOML datetime, unquoted, is a time too.
+    std::fs::write(
+        &test,
+        "[[test]]\nname = \"dt\"\ninput = \"<13>Jan  1 00:00:00 h a: x\"\n[[test.expect]]\nrule = \"x\"\ngroup = { host = \"h\" }\ntime = 2024-01-01T00:00:00Z\n",
+    )
+    .unwrap();
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(0), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
