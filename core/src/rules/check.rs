@@ -338,9 +338,20 @@ impl CondChecker<'_, '_> {
             CondAst::Bare(e) => {
                 let ty = self.expr(e).map(|(_, t)| t);
                 let help = match e {
-                    ExprAst::Field(n, _) => Some(format!(
-                        "compare it, e.g. `{n} == \"...\"`, or test presence with `exists({n})`"
-                    )),
+                    ExprAst::Field(n, _) => {
+                        // An example literal of the field's own type.
+                        let example = match ty {
+                            Some(ValueType::Int) => "3",
+                            Some(ValueType::Float) => "1.5",
+                            Some(ValueType::Ip) => "10.0.0.1",
+                            Some(ValueType::Duration) => "5s",
+                            Some(ValueType::Bool) => "true",
+                            _ => "\"...\"",
+                        };
+                        Some(format!(
+                            "compare it, e.g. `{n} == {example}`, or test presence with `exists({n})`"
+                        ))
+                    }
                     _ => Some("write a comparison such as `app == \"sshd\"`".into()),
                 };
                 let what = ty.map_or(String::new(), |t| format!(" ({})", t.with_article()));
