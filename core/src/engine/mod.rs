@@ -1339,15 +1339,24 @@ impl Engine {
             // Where the lane's time had got to when this event arrived (an idle lane's
             // watermark moved with the clock meanwhile), then what the event itself adds.
             let before = lane.max_event.map(|_| lane.watermark(arrival));
-            lane.max_event = Some(lane.max_event.map_or(ev_time, |m| m.max(ev_time)));
-            if !lane.started {
-                lane.min_event = Some(lane.min_event.map_or(ev_time, |m| m.min(ev_time)));
-            }
-            lane.last_arrival = Some(arrival);
-            let w = lane
-                .watermark(arrival)
-                .max(before.unwrap_or(Timestamp::MIN));
-            lane.mark = Some(w);
+            // A late event (below the lane's time already) is no arrival for the watermark:
+            // it must not hold an idle lane's time back (a host logging an hour behind, sending
+            // every second, kept every other host's silence from firing while it sent).
+            let late = ev_time < before.unwrap_or(lane.now);
+            let w = if late {
+                before.unwrap_or(lane.now)
+            } else {
+                lane.max_event = Some(lane.max_event.map_or(ev_time, |m| m.max(ev_time)));
+                if !lane.started {
+                    lane.min_event = Some(lane.min_event.map_or(ev_time, |m| m.min(ev_time)));
+                }
+                lane.last_arrival = Some(arrival);
+                let w = lane
+                    .watermark(arrival)
+                    .max(before.unwrap_or(Timestamp::MIN));
+                lane.mark = Some(w);
+                w
+            };
             // Time passes before the event is looked at: deadlines the watermark passed fire
             // first, as they would have with the clock ticking while the event was on its
             // way, so a late event finds the alert it may retract. Strictly before `w`: what

@@ -1180,6 +1180,20 @@ fn an_event_time_rule_s_watermark_is_made_of_its_own_sources() {
 }
 
 #[test]
+fn late_events_do_not_hold_the_watermark_back() {
+    // skew logs an hour behind and sends every second: each of its heartbeats is late. They
+    // are no arrivals for the watermark, which goes on with the clock once q falls silent, so
+    // q's absence fires at 5 while skew keeps sending (it fired only when skew stopped).
+    let r = rule("hb", &["hb"], absent(ev(0), Some(5))).event_time(2, 0);
+    let skew: Vec<String> = (1..=12).map(|a| format!("hb:skew@-3600/{a}")).collect();
+    check(
+        vec![r],
+        &format!("hb:q@0/0 {} tick@12", skew.join(" ")),
+        &["firing q @5"],
+    );
+}
+
+#[test]
 fn until_keeps_a_lagging_source_s_lag() {
     // Stamps 100 s behind arrival; `--until` one second after the last arrival is one
     // second after the last event in event time, not 100 s later: no deadline passes.
