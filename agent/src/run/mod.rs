@@ -206,6 +206,12 @@ fn bind_udp(addr: SocketAddr, receive_buffer: usize) -> anyhow::Result<std::net:
 
 fn bind_tcp(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     let s = std::net::TcpListener::bind(addr).map_err(|e| bind_error("syslog.tcp", addr, e))?;
+    // std listens with a backlog of 128: hundreds of senders reconnecting at once (after a
+    // restart) would wait on SYN retries. Listening again raises it (the kernel caps it at
+    // net.core.somaxconn).
+    if let Err(e) = socket2::SockRef::from(&s).listen(1024) {
+        tracing::warn!(%addr, error = %e, "syslog.tcp: cannot raise the listen backlog");
+    }
     s.set_nonblocking(true)?;
     Ok(s)
 }

@@ -44,6 +44,9 @@ impl RuleSource {
         match self {
             RuleSource::Paths(p) => crate::replay::load_rules(p),
             RuleSource::Builtin => {
+                tracing::info!(
+                    "no rules/ folder and no rules.paths: running the built-in rules (heartbeat, ssh, scan, silent agent)"
+                );
                 let c = builtin::compile_builtin();
                 let color = std::io::stderr().is_terminal();
                 for d in &c.diagnostics {
