@@ -807,6 +807,16 @@ fn a_shard_survives_a_panic_in_its_engine() {
     .unwrap();
     let a = agent.wait_alert(10, |v| v["rule"] == "ssh-bruteforce-then-success");
     assert_eq!(a["group"]["src"], "198.51.100.9");
+    // The shard's counters are in /metrics, one line per shard.
+    let metrics = http_get(agent.api, "/metrics").expect("/metrics");
+    for line in [
+        "cepheus_shard_engine_restarts_total{shard=\"0\"} 1",
+        "cepheus_shard_future_total{shard=\"0\"} ",
+        "cepheus_shard_keyless_total{shard=\"0\"} ",
+        "cepheus_shard_stuck_timers_total{shard=\"0\"} 0",
+    ] {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
 }
 
 /// A rule folder deleted and made anew (`git checkout`, `rm -rf rules; cp -r new rules`) is

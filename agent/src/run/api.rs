@@ -266,6 +266,23 @@ pub fn render_metrics(s: &Stats) -> String {
             sh.shard, sh.engine_restarts
         );
     }
+    for (name, help, get) in [
+        (
+            "cepheus_shard_future_total",
+            "Events stamped after their arrival (a sender whose clock runs ahead), taken as arriving now by event-time rules.",
+            (|sh: &ShardStats| sh.future) as fn(&ShardStats) -> u64,
+        ),
+        (
+            "cepheus_shard_keyless_total",
+            "Matches dropped because the event lacked a group_by field.",
+            |sh: &ShardStats| sh.keyless,
+        ),
+    ] {
+        family(&mut o, name, "counter", help);
+        for sh in &s.shards {
+            let _ = writeln!(o, "{name}{{shard=\"{}\"}} {}", sh.shard, get(sh));
+        }
+    }
     family(
         &mut o,
         "cepheus_shard_stuck_timers_total",
