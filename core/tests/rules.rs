@@ -986,3 +986,33 @@ fn patterns_the_engine_cannot_run_are_errors() {
             .any(|(_, m)| m.contains("more than 64 event definitions"))
     );
 }
+
+#[test]
+fn an_absence_message_naming_an_event_field_is_warned_of() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"host\"]\nexpect = [\"a\"]\nmessage = \"no hb from {host}: last {msg}\"\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 1m\"",
+        ),
+    );
+    assert!(c.rules.is_some());
+    let d = &c.diagnostics;
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(
+        d[0].message
+            .starts_with("`{msg}` stays as written when this absence fires"),
+        "{d:?}"
+    );
+    assert_eq!(
+        d[0].help.as_deref(),
+        Some("an absence's message can name its group: `{host}`")
+    );
+    // A sequence has its events: no warning.
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"host\"]\nmessage = \"{host}: {msg}\"\nevents.a = 'syslog and app == \"a\"'\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"seq(a, absent(hb) for 1m)\"",
+        ),
+    );
+    assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+}

@@ -665,7 +665,8 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         && let Some(text) = cx.string(v, "message")
     {
         let map = StrMap::new(&cx.file.text, v.span(), text);
-        message = template(cx, &map, text, &group_names, &infos);
+        let absence_only = checked.as_ref().is_some_and(|c| c.absence_only);
+        message = template(cx, &map, text, &group_names, &infos, absence_only);
     }
 
     // time model
@@ -1076,6 +1077,7 @@ fn template(
     text: &str,
     groups: &[&str],
     infos: &[Option<EventInfo>],
+    absence_only: bool,
 ) -> Option<Vec<TemplatePart>> {
     let mut parts = Vec::new();
     let mut lit = String::new();
@@ -1119,6 +1121,23 @@ fn template(
                         h("write a field name: `{host}`"),
                     );
                     ok = false;
+                } else if known
+                    && absence_only
+                    && !groups.contains(&name)
+                    && !["rule", "severity"].contains(&name)
+                {
+                    // An absence fires for want of an event: there is none to fill it from.
+                    cx.warning(
+                        map.span(i..end + 1),
+                        format!(
+                            "`{{{name}}}` stays as written when this absence fires (no event is there to fill it); only its resolved alert, ended by an event, has one"
+                        ),
+                        h(if groups.is_empty() {
+                            "an absence's message can name `{rule}` and `{severity}`".to_string()
+                        } else {
+                            format!("an absence's message can name its group: {}", groups.iter().map(|g| format!("`{{{g}}}`")).collect::<Vec<_>>().join(", "))
+                        }),
+                    );
                 } else if !known {
                     let mut cands: Vec<String> = groups.iter().map(|s| s.to_string()).collect();
                     for inf in infos.iter().flatten() {
