@@ -36,15 +36,39 @@ pub struct ForgetArgs {
 pub fn run(cmd: GroupsCommand) -> ExitCode {
     match cmd {
         GroupsCommand::Forget(args) => match forget(&args) {
-            Ok(true) => {
+            Ok(None) => {
                 println!("forgot group `{}` of rule `{}`", args.key, args.rule);
                 ExitCode::SUCCESS
             }
-            Ok(false) => {
-                eprintln!(
-                    "error: the agent holds no group `{}` of rule `{}` (check the rule name, and the key's values in group_by order, comma-separated)",
-                    args.key, args.rule
-                );
+            Ok(Some(answer)) => {
+                // The agent says whether it knows the rule, and its group_by (an older agent
+                // says neither).
+                let group_by: Option<Vec<String>> = answer
+                    .get("group_by")
+                    .and_then(|g| serde_json::from_value(g.clone()).ok());
+                let known = answer
+                    .get("rule_known")
+                    .and_then(serde_json::Value::as_bool);
+                match (known, group_by) {
+                    (Some(false), _) => eprintln!(
+                        "error: the agent runs no rule named `{}` (its API's /stats lists the rules it runs)",
+                        args.rule
+                    ),
+                    (_, Some(g)) if !g.is_empty() => eprintln!(
+                        "error: rule `{}` holds no group `{}` now: its key is {} (values in this order, comma-separated, as in `expect`), e.g. copy the `group` object of one of its alerts",
+                        args.rule,
+                        args.key,
+                        g.join(", ")
+                    ),
+                    (_, Some(_)) => eprintln!(
+                        "error: rule `{}` has no group_by: its one group's key is empty (`cepheus groups forget {} \"\"`), and it holds none now",
+                        args.rule, args.rule
+                    ),
+                    _ => eprintln!(
+                        "error: the agent holds no group `{}` of rule `{}` (check the rule name, and the key's values in group_by order, comma-separated)",
+                        args.key, args.rule
+                    ),
+                }
                 ExitCode::from(1)
             }
             Err(e) => {
@@ -55,8 +79,8 @@ pub fn run(cmd: GroupsCommand) -> ExitCode {
     }
 }
 
-/// Sends the request; whether the agent retired the group.
-fn forget(args: &ForgetArgs) -> anyhow::Result<bool> {
+/// Sends the request: `None` when the agent retired the group, else its answer (404).
+fn forget(args: &ForgetArgs) -> anyhow::Result<Option<serde_json::Value>> {
     let cfg = match &args.config {
         Some(p) => Config::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
         None => Config::default(),
@@ -68,8 +92,10 @@ fn forget(args: &ForgetArgs) -> anyhow::Result<bool> {
     }
     let body = serde_json::json!({ "rule": args.rule, "key": args.key });
     match req.send_json(body) {
-        Ok(_) => Ok(true),
-        Err(ureq::Error::Status(404, _)) => Ok(false),
+        Ok(_) => Ok(None),
+        Err(ureq::Error::Status(404, resp)) => {
+            Ok(Some(resp.into_json().unwrap_or(serde_json::Value::Null)))
+        }
         Err(ureq::Error::Status(code, resp)) => {
             let text = resp.into_string().unwrap_or_default();
             anyhow::bail!(

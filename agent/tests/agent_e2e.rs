@@ -911,7 +911,27 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     assert_eq!(resolved["id"], fired["id"]);
     let again = forget("web-1");
     assert_eq!(again.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&again.stderr).contains("no group `web-1`"));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        err.contains("rule `hb` holds no group `web-1` now: its key is host"),
+        "{err}"
+    );
+    // A rule the agent does not run is named as such, not as a missing group.
+    let unknown = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args([
+            "groups",
+            "forget",
+            "hbb",
+            "web-1",
+            "--config",
+            "cepheus.toml",
+        ])
+        .current_dir(&agent.dir)
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(err.contains("the agent runs no rule named `hbb`"), "{err}");
     // Forgotten, it does not fire again (it would have, 1 s after being re-armed).
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(agent.alerts(|v| v["rule"] == "hb"), 2);

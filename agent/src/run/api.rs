@@ -363,18 +363,29 @@ async fn forget_group(
         return unauthorized();
     }
     let mut forgotten = false;
+    let mut group_by: Option<Vec<String>> = None;
     for s in &st.shards {
         let msg = ForgetGroup {
             rule: body.rule.clone(),
             key: body.key.clone(),
         };
         match s.send(msg).await {
-            Ok(f) => forgotten |= f,
+            Ok(f) => {
+                forgotten |= f.forgotten;
+                group_by = group_by.or(f.group_by);
+            }
             Err(e) => tracing::warn!(error = %e, "shard did not answer"),
         }
     }
     tracing::info!(rule = %body.rule, key = %body.key, forgotten, "groups forget");
-    let doc = serde_json::json!({ "rule": body.rule, "key": body.key, "forgotten": forgotten });
+    // `rule_known` and the rule's `group_by` let a client say which part was wrong.
+    let doc = serde_json::json!({
+        "rule": body.rule,
+        "key": body.key,
+        "forgotten": forgotten,
+        "rule_known": group_by.is_some(),
+        "group_by": group_by,
+    });
     if forgotten {
         HttpResponse::Ok().json(doc)
     } else {

@@ -49,10 +49,10 @@ pub struct Reload(pub RuleSet);
 pub struct GetStats;
 
 /// Retire a group by hand (`cepheus groups forget RULE KEY`): the key as text, its values in
-/// `group_by` order, comma-separated. Answers whether this shard held the group; its open
-/// alert, if any, is resolved with reason `forgotten`.
+/// `group_by` order, comma-separated. Answers whether this shard held the group (its open
+/// alert, if any, is resolved with reason `forgotten`) and what it knows of the rule.
 #[derive(Message)]
-#[rtype(result = "bool")]
+#[rtype(result = "ForgetOutcome")]
 pub struct ForgetGroup {
     /// The rule's name.
     pub rule: String,
@@ -288,10 +288,25 @@ fn fault_injected(batch: &Batch) -> bool {
     })
 }
 
-impl Handler<ForgetGroup> for Shard {
-    type Result = bool;
+/// A shard's answer to [`ForgetGroup`].
+#[derive(Debug, Default)]
+pub struct ForgetOutcome {
+    /// It held the group and retired it.
+    pub forgotten: bool,
+    /// The rule's `group_by` names; `None`: no rule has that name.
+    pub group_by: Option<Vec<String>>,
+}
 
-    fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> bool {
+impl Handler<ForgetGroup> for Shard {
+    type Result = MessageResult<ForgetGroup>;
+
+    fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> Self::Result {
+        let group_by = self
+            .rules
+            .rules
+            .iter()
+            .find(|r| r.name == msg.rule)
+            .map(|r| r.group_by.clone());
         let mut forgotten = false;
         self.guarded("forget", |e, out| {
             // Time has moved since the last tick: what was due fires first.
@@ -302,7 +317,10 @@ impl Handler<ForgetGroup> for Shard {
             };
         });
         self.flush();
-        forgotten
+        MessageResult(ForgetOutcome {
+            forgotten,
+            group_by,
+        })
     }
 }
 
