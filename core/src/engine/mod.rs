@@ -414,6 +414,8 @@ pub struct Engine {
     /// so the index entry can carry the group's slot.
     hintable: Vec<Option<Field>>,
     hits: Vec<Hit>,
+    /// Per lane, whether the event being pushed is one of its sources (reused).
+    lane_hit: Vec<bool>,
     /// Per state (sized once: states are fixed for an engine's life), (stamp, index in
     /// `hits`) of its first hit from the event being evaluated.
     hit_of: Vec<(u64, u32)>,
@@ -881,6 +883,7 @@ impl Engine {
             counters: EngineCounters::default(),
             cands: Vec::new(),
             hits: Vec::new(),
+            lane_hit: Vec::new(),
             hit_of,
             hit_perm: Vec::new(),
             hit_stamp: 0,
@@ -1307,9 +1310,16 @@ impl Engine {
                 );
             }
         }
-        // Event-time lanes: reorder below the watermark.
+        // Event-time lanes: reorder below the watermark. Which lanes this event is a source of,
+        // marked once (not a scan of the hits per lane).
+        let mut lane_hit = std::mem::take(&mut self.lane_hit);
+        lane_hit.clear();
+        lane_hit.resize(self.lanes.len(), false);
+        for h in &hits {
+            lane_hit[self.rts[h.rule as usize].lane] = true;
+        }
         for li in 1..self.lanes.len() {
-            let ours = hits.iter().any(|h| self.rts[h.rule as usize].lane == li);
+            let ours = lane_hit[li];
             let lane = &mut self.lanes[li];
             if !ours {
                 // Not one of the lane's sources: it moves no watermark, only the start of
@@ -1384,6 +1394,7 @@ impl Engine {
         }
         hits.clear();
         self.hits = hits;
+        self.lane_hit = lane_hit;
         self.spare = Some(ev);
     }
 
