@@ -1319,7 +1319,7 @@ impl Engine {
             lane_hit[self.rts[h.rule as usize].lane] = true;
         }
         for li in 1..self.lanes.len() {
-            let ours = lane_hit[li];
+            let ours = lane_hit.get(li) == Some(&true);
             let lane = &mut self.lanes[li];
             if !ours {
                 // Not one of the lane's sources: it moves no watermark, only the start of
