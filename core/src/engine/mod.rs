@@ -1313,10 +1313,12 @@ impl Engine {
         // Event-time lanes: reorder below the watermark. Which lanes this event is a source of,
         // marked once (not a scan of the hits per lane).
         let mut lane_hit = std::mem::take(&mut self.lane_hit);
-        lane_hit.clear();
-        lane_hit.resize(self.lanes.len(), false);
-        for h in &hits {
-            lane_hit[self.rts[h.rule as usize].lane] = true;
+        if self.lanes.len() > 1 {
+            lane_hit.clear();
+            lane_hit.resize(self.lanes.len(), false);
+            for h in &hits {
+                lane_hit[self.rts[h.rule as usize].lane] = true;
+            }
         }
         for li in 1..self.lanes.len() {
             let ours = lane_hit.get(li) == Some(&true);
