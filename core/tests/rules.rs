@@ -467,6 +467,20 @@ fn a_misspelt_group_by_name_is_said_once_where_it_is_written() {
     );
     assert_eq!(d[0].help.as_deref(), Some("did you mean `host`?"));
     assert_eq!(d[0].line, 4);
+    // When another event has the field, the typo is the event's (its capture), not group_by's.
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"user\"]\nevents.login = 'syslog and msg =~ \"for (?P<user>\\w+)\"'\nevents.sudo = 'syslog and msg =~ \"sudo: (?P<usr>\\w+) :\"'\npattern = \"seq(login, sudo)\"",
+        ),
+    );
+    let d = &c.diagnostics;
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        d[0].message,
+        "event `sudo` cannot provide group field `user`"
+    );
+    assert_eq!(d[0].line, 6);
 }
 
 #[test]

@@ -552,8 +552,21 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                         } else if let Some(close) =
                             did_you_mean(g, names.iter().map(String::as_str))
                         {
-                            // Most likely a typo in `group_by` itself: said there, once.
-                            if !misspelt[gi] {
+                            // A typo in `group_by` itself when no event of the rule has the
+                            // field (said there, once); else in this event (its capture).
+                            let some_event_has_it = events.iter().any(|e| {
+                                e.info.as_ref().is_some_and(|i| i.provides(g).is_some())
+                                    || e.mapping.iter().any(|(gn, _, _)| gn == g)
+                            });
+                            if some_event_has_it {
+                                cx.error(
+                                    fspan,
+                                    format!("event `{}` cannot provide group field `{g}`", ev.name),
+                                    Some(format!(
+                                        "did you mean to capture `{g}` where it has `{close}`?"
+                                    )),
+                                );
+                            } else if !misspelt[gi] {
                                 misspelt[gi] = true;
                                 cx.error(
                                     group_by[gi].1.clone(),
