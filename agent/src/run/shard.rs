@@ -152,6 +152,8 @@ impl Shard {
             return;
         };
         let out = &mut self.out;
+        // (Alerts the failed call made before the panic are whole, and kept: those left open
+        // are resolved with the rest below.)
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(e, out))).is_err();
         if caught {
             self.stats.engine_restarts += 1;
@@ -328,11 +330,15 @@ impl Handler<Reload> for Shard {
     type Result = ();
 
     fn handle(&mut self, msg: Reload, _: &mut Self::Context) {
+        let before = self.out.len();
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.install(&msg.0);
         }))
         .is_err();
         if caught {
+            // A reload that panicked may have resolved some alerts (`rule_changed`) already:
+            // dropped, or they would be resolved twice.
+            self.out.truncate(before);
             self.stats.engine_restarts += 1;
             tracing::error!(
                 shard = self.id,
