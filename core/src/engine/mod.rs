@@ -388,6 +388,10 @@ struct Lane {
     /// Event time: the canonical conditions whose events make the lane's watermark (its rules'
     /// used definitions), sorted; empty for the processing-time lane.
     sources: Vec<String>,
+    /// Event time: a sweep may pass the lane by while the arrival clock is before this: nothing
+    /// of it can be due sooner (its watermark trails the clock by `max_delay` at least).
+    /// `MIN` whenever a timer is armed outside a release of the lane.
+    skip_until: Timestamp,
 }
 
 /// The engine. See the module docs.
@@ -402,6 +406,13 @@ pub struct Engine {
     outage_until: Timestamp,
     /// Restored after downtime: the next advance marks deadlines it passes as outages.
     outage_pending: bool,
+    /// Event time: the earliest and the latest event time of any event seen (what a lane
+    /// none of whose sources spoke yet begins and stops by, in replay).
+    min_event_any: Option<Timestamp>,
+    max_event_any: Option<Timestamp>,
+    /// Event time: the arrival clock from which the lanes an event is no source of are
+    /// brought up to date again (every [`SWEEP_EVERY`] of arrivals, not at every event).
+    sweep_at: Timestamp,
     counters: EngineCounters,
     /// Rule-set index -> index of the state that runs it.
     rt_of: Vec<u32>,
@@ -414,8 +425,9 @@ pub struct Engine {
     /// so the index entry can carry the group's slot.
     hintable: Vec<Option<Field>>,
     hits: Vec<Hit>,
-    /// Per lane, whether the event being pushed is one of its sources (reused).
-    lane_hit: Vec<bool>,
+    /// The event-time lanes the event being pushed is a source of, sorted (reused).
+    lane_hit: Vec<u32>,
+
     /// Per state (sized once: states are fixed for an engine's life), (stamp, index in
     /// `hits`) of its first hit from the event being evaluated.
     hit_of: Vec<(u64, u32)>,
@@ -880,10 +892,14 @@ impl Engine {
             next_seq: 0,
             outage_until: Timestamp::MIN,
             outage_pending: false,
+            min_event_any: None,
+            max_event_any: None,
+            sweep_at: Timestamp::MIN,
             counters: EngineCounters::default(),
             cands: Vec::new(),
             hits: Vec::new(),
             lane_hit: Vec::new(),
+
             hit_of,
             hit_perm: Vec::new(),
             hit_stamp: 0,
@@ -1143,7 +1159,13 @@ impl Engine {
         });
         if let Some(Some(e)) = entry {
             self.lanes[lane].wheel.insert(e);
+            self.lane_armed(lane);
         }
+    }
+
+    /// A timer was armed in `lane`: a sweep must look at it again.
+    fn lane_armed(&mut self, lane: usize) {
+        self.lanes[lane].skip_until = Timestamp::MIN;
     }
 
     /// Alerts made by one call, in (time, rule order) order: stable, so a rule's own alerts
@@ -1313,24 +1335,42 @@ impl Engine {
         // Event-time lanes: reorder below the watermark. Which lanes this event is a source of,
         // marked once (not a scan of the hits per lane).
         let mut lane_hit = std::mem::take(&mut self.lane_hit);
+        let sweep = arrival >= self.sweep_at;
         if self.lanes.len() > 1 {
-            lane_hit.clear();
-            lane_hit.resize(self.lanes.len(), false);
-            for h in &hits {
-                lane_hit[self.rts[h.rule as usize].lane] = true;
+            self.min_event_any = Some(self.min_event_any.map_or(ev_time, |m| m.min(ev_time)));
+            self.max_event_any = Some(self.max_event_any.map_or(ev_time, |m| m.max(ev_time)));
+            if sweep {
+                self.sweep_at = arrival.add(SWEEP_EVERY);
             }
+            lane_hit.clear();
+            lane_hit.extend(
+                hits.iter()
+                    .map(|h| self.rts[h.rule as usize].lane as u32)
+                    .filter(|&l| l != 0),
+            );
+            lane_hit.sort_unstable();
+            lane_hit.dedup();
         }
-        for li in 1..self.lanes.len() {
-            let ours = lane_hit.get(li) == Some(&true);
+        // The lanes the event is a source of, and, on a sweep, those whose time may have
+        // something due (by `skip_until`); no other lane is touched.
+        let count = if sweep {
+            self.lanes.len().saturating_sub(1)
+        } else {
+            lane_hit.len()
+        };
+        for n in 0..count {
+            let (li, ours) = if sweep {
+                (n + 1, lane_hit.binary_search(&((n + 1) as u32)).is_ok())
+            } else {
+                (lane_hit[n] as usize, true)
+            };
             let lane = &mut self.lanes[li];
             if !ours {
-                // Not one of the lane's sources: it moves no watermark, only the start of
-                // monitoring (the first event's time, in replay) and, through the clock, an
-                // idle lane's time. A lane that has not begun waits for its first source.
-                if !lane.started {
-                    lane.min_event = Some(lane.min_event.map_or(ev_time, |m| m.min(ev_time)));
-                }
-                if lane.max_event.is_none() && !lane.started {
+                // Not one of the lane's sources: it moves no watermark; through the clock an
+                // idle lane's time goes on, brought up to date every SWEEP_EVERY of arrivals
+                // (as the agent's tick does), so an event costs nothing in the lanes it is no
+                // source of. A lane that has not begun waits for its first source.
+                if (lane.max_event.is_none() && !lane.started) || arrival < lane.skip_until {
                     continue;
                 }
                 let w = lane.watermark(arrival);
@@ -1509,12 +1549,16 @@ impl Engine {
         self.advance_lane(0, end, out);
         for li in 1..self.lanes.len() {
             let lane = &self.lanes[li];
-            let last = lane.max_event.unwrap_or(clock);
+            // A lane whose sources never spoke stops with the input: its last event's time.
+            let last = lane.max_event.or(self.max_event_any).unwrap_or(clock);
             // `until` is on the arrival clock; the lane's time reaches as far past where the
             // last arrival left it (its watermark then, plus the delay) as `until` is past that
             // arrival (a lagging source keeps its lag). A lane that saw no event: `until`.
             let stop = match (until, lane.mark, lane.last_arrival) {
                 (Some(u), Some(m), Some(a)) => last.max(m.add(lane.delay).add(u.since(a))),
+                (Some(u), None, _) if lane.max_event.is_none() => {
+                    last.max(last.add(u.since(clock).max(Duration(0))))
+                }
                 (Some(u), _, _) => u.max(last),
                 (None, _, _) => last,
             };
@@ -1534,14 +1578,26 @@ impl Engine {
         if lane.started {
             return;
         }
-        let Some(earliest) = lane.min_event else {
+        // The earliest event seen (any: monitoring begins at the first event's time).
+        let Some(earliest) = [lane.min_event, self.min_event_any]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
             return;
         };
         let floor = match (lane.first_arrival, lane.last_arrival, lane.max_event) {
             // The leader's lag: how far its newest stamp trails the clock.
             (Some(f), Some(a), Some(m)) => f.sub(a.since(m).max(Duration(0))).sub(lane.delay),
-            // None of its sources spoke (yet): the clock is all there is.
-            (Some(f), _, None) => f.sub(lane.delay),
+            // None of its sources spoke (yet): the input's own lag (its newest stamp against
+            // the clock) stands for theirs.
+            (Some(f), _, None) => {
+                let lag = match (self.clock, self.max_event_any) {
+                    (Some(c), Some(m)) => c.since(m).max(Duration(0)),
+                    _ => Duration(0),
+                };
+                f.sub(lag).sub(lane.delay)
+            }
             _ => Timestamp::MIN,
         };
         let first = earliest.max(floor);
@@ -1582,6 +1638,22 @@ impl Engine {
         if w != Timestamp::MAX {
             self.advance_lane(li, w, out);
         }
+        // Until when a sweep may pass this lane by: its next timer or buffered event, which
+        // its watermark (at most the clock less the delay) reaches `max_delay` later at the
+        // earliest; a lane still to begin monitoring is always looked at.
+        let lane = &mut self.lanes[li];
+        lane.skip_until = if lane.mode == TimeMode::Processing || !lane.started {
+            Timestamp::MIN
+        } else {
+            let next = [
+                lane.wheel.due_bound(),
+                lane.pending.peek().map(|Reverse(p)| p.time),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            next.map_or(Timestamp::MAX, |t| t.add(lane.delay))
+        };
     }
 
     /// Fires the lane's timers up to `to` and sets its time.
@@ -1781,6 +1853,7 @@ impl Engine {
         });
         if let Some(Some(e)) = entry {
             self.lanes[lane].wheel.insert(e);
+            self.lane_armed(lane);
         }
     }
 
@@ -2124,6 +2197,9 @@ impl Engine {
         Checkpoint {
             version: CHECKPOINT_VERSION,
             clock: self.clock,
+            min_event_any: self.min_event_any,
+            max_event_any: self.max_event_any,
+            sweep_at: Some(self.sweep_at),
             next_seq: self.next_seq,
             counters: self.counters.clone(),
             lanes: self
@@ -2210,6 +2286,9 @@ impl Engine {
         }
         let mut e = Engine::new(rules, cfg)?;
         e.next_seq = cp.next_seq;
+        e.min_event_any = cp.min_event_any;
+        e.max_event_any = cp.max_event_any;
+        e.sweep_at = cp.sweep_at.unwrap_or(Timestamp::MIN);
         e.counters = cp.counters;
         let Some(clock) = cp.clock else {
             let none = vec![None; e.rts.len()];
@@ -2535,6 +2614,7 @@ impl Lane {
             min_event: None,
             started: mode == TimeMode::Processing,
             sources: Vec::new(),
+            skip_until: Timestamp::MIN,
         }
     }
 
@@ -2557,6 +2637,11 @@ impl Lane {
     }
 }
 
+/// How often, in arrival time, event-time lanes an event is no source of are brought up to
+/// date: deadlines passed meanwhile fire at most this late in the output (with their own
+/// times), as with the agent's tick.
+const SWEEP_EVERY: Duration = Duration(100_000_000);
+
 /// The checkpoint format version.
 pub const CHECKPOINT_VERSION: u32 = 1;
 
@@ -2575,6 +2660,15 @@ pub struct Checkpoint {
     pub lanes: Vec<LaneCheckpoint>,
     /// Per rule: identity, monitoring start, counters and groups.
     pub rules: Vec<RuleCheckpoint>,
+    /// Event time: the earliest event time seen (absent in older checkpoints).
+    #[serde(default)]
+    pub min_event_any: Option<Timestamp>,
+    /// Event time: the latest event time seen.
+    #[serde(default)]
+    pub max_event_any: Option<Timestamp>,
+    /// Event time: the arrival clock of the lanes' next sweep.
+    #[serde(default)]
+    pub sweep_at: Option<Timestamp>,
 }
 
 /// A lane in a checkpoint.

@@ -128,6 +128,23 @@ impl Wheel {
         self.earliest = self.earliest.min(when & !((1u64 << shift) - 1));
     }
 
+    /// An instant no armed entry is due before (`None`: nothing armed): the earliest held
+    /// deadline or the start of the earliest occupied slot's range. A lower bound, cheap.
+    pub fn due_bound(&self) -> Option<Timestamp> {
+        if self.len == 0 {
+            return None;
+        }
+        let held = self.held.iter().map(|e| e.deadline).min();
+        let slot = (self.earliest != u64::MAX).then(|| {
+            let ns = (self.earliest as i128 - (1i128 << 62)) * TICK_NS as i128;
+            Timestamp(ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+        });
+        match (held, slot) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b).or(Some(Timestamp::MIN)),
+        }
+    }
+
     /// Whether an advance to `now` would fire anything (a cheap check for the hot path).
     pub fn has_due(&self, now: Timestamp) -> bool {
         let tick = tick_of(now);

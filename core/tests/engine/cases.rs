@@ -1194,6 +1194,28 @@ fn late_events_do_not_hold_the_watermark_back() {
 }
 
 #[test]
+fn a_lane_whose_sources_never_speak_follows_the_input_s_stamps() {
+    // No heartbeat at all in the input, only cron lines (no source of the rule): the expected
+    // host is missing 60 s after the first event's time, however late the lines arrived
+    // (monitoring began at the first arrival less the delay: 95 s, an alert at 155).
+    let r = || {
+        rule("hb", &["hb"], absent(ev(0), Some(60)))
+            .event_time(5, 0)
+            .expect(&["a"])
+    };
+    for lag in [0, 100] {
+        let lines: Vec<String> = (0..=30)
+            .map(|i| format!("cron:z@{}/{}", i * 10, i * 10 + lag))
+            .collect();
+        check(
+            vec![r()],
+            &format!("{} end", lines.join(" ")),
+            &["firing a @60"],
+        );
+    }
+}
+
+#[test]
 fn until_keeps_a_lagging_source_s_lag() {
     // Stamps 100 s behind arrival; `--until` one second after the last arrival is one
     // second after the last event in event time, not 100 s later: no deadline passes.
