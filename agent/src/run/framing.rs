@@ -47,6 +47,8 @@ impl Framer {
     /// Takes the next frame out of `buf`; `None` when more bytes are needed.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Option<Frame> {
         loop {
+            // (An oversized frame was counted when it was seen: its rest is only dropped, so a
+            // sender that never ends it is counted all the same.)
             if self.skip > 0 {
                 let n = self.skip.min(buf.len());
                 buf.advance(n);
@@ -54,14 +56,14 @@ impl Framer {
                 if self.skip > 0 {
                     return None;
                 }
-                return Some(Frame::Oversized);
+                continue;
             }
             if self.skip_to_delim {
                 match buf.iter().position(|&b| b == b'\n' || b == 0) {
                     Some(i) => {
                         buf.advance(i + 1);
                         self.skip_to_delim = false;
-                        return Some(Frame::Oversized);
+                        continue;
                     }
                     None => {
                         buf.clear();
@@ -90,7 +92,7 @@ impl Framer {
                         }
                         buf.advance(digits + 1);
                         self.skip = len;
-                        continue;
+                        return Some(Frame::Oversized);
                     }
                     if buf.len() < digits + 1 + len {
                         buf.reserve(digits + 1 + len - buf.len());
@@ -113,7 +115,7 @@ impl Framer {
                 None if buf.len() > self.max => {
                     buf.clear();
                     self.skip_to_delim = true;
-                    continue;
+                    return Some(Frame::Oversized);
                 }
                 None => return None,
             }
@@ -124,10 +126,11 @@ impl Framer {
     /// `logger` and `nc` send it), if any.
     pub fn finish(&mut self, buf: &mut BytesMut) -> Option<Frame> {
         if self.skip > 0 || self.skip_to_delim {
+            // Counted when it began.
             buf.clear();
             self.skip = 0;
             self.skip_to_delim = false;
-            return Some(Frame::Oversized);
+            return None;
         }
         if skip_separators(buf) {
             return None;
@@ -232,6 +235,17 @@ mod tests {
             ]
         );
         assert_eq!(frames(20, &[b"999999999 x"]), vec![Err("fatal")]);
+        // Counted when seen, not when (if ever) it ends: a sender that never sends the newline.
+        let mut f = Framer::new(20);
+        let mut buf = BytesMut::from(&[b'c'; 30][..]);
+        assert_eq!(f.decode(&mut buf), Some(Frame::Oversized));
+        buf.extend_from_slice(&[b'c'; 30]);
+        assert_eq!(f.decode(&mut buf), None);
+        assert_eq!(f.finish(&mut buf), None);
+        let mut f = Framer::new(20);
+        let mut buf = BytesMut::from(&b"60 abc"[..]);
+        assert_eq!(f.decode(&mut buf), Some(Frame::Oversized));
+        assert_eq!(f.decode(&mut buf), None);
         // Digits then a space are a length (as rsyslog reads them); digits without one are not.
         assert_eq!(
             frames(100, &[b"2026-11-30 x\n"]),
