@@ -304,15 +304,16 @@ pub struct TcpIngest {
     pub conns: Arc<Conns>,
 }
 
-/// How long a connection must have been silent before a new one may take its place when
-/// `max_connections` are open: senders that talk are never pushed out by newcomers.
+/// How long a connection must have gone without delivering a message (since it opened)
+/// before a new one may take its place when `max_connections` are open: senders that deliver
+/// are never pushed out by newcomers.
 const EVICT_AFTER_IDLE: StdDuration = StdDuration::from_secs(1);
 
-/// The open TCP connections and when each last sent something, so that when
-/// `max_connections` are open a new connection takes the place of the one silent longest
-/// among those that never delivered a message (and sent nothing for at least
-/// [`EVICT_AFTER_IDLE`]) instead of being refused: a flood of idle connections cannot lock
-/// real senders out until the idle timeout, and a sender that delivered is never pushed out.
+/// The open TCP connections and when each opened, so that when `max_connections` are open a
+/// new connection takes the place of the oldest among those that never delivered a message
+/// (open for at least [`EVICT_AFTER_IDLE`]) instead of being refused: a flood of idle
+/// connections, or of connections trickling bytes that never make a message (slowloris),
+/// cannot lock real senders out, and a sender that delivered is never pushed out.
 #[derive(Debug, Default)]
 pub struct Conns {
     open: Mutex<HashMap<u64, Arc<Conn>>>,
@@ -322,7 +323,7 @@ pub struct Conns {
 /// One open connection's entry in [`Conns`].
 #[derive(Debug, Default)]
 struct Conn {
-    /// When it last read or delivered, on [`Conns::now_ms`]'s clock.
+    /// When it opened, then when it last delivered, on [`Conns::now_ms`]'s clock.
     last: AtomicU64,
     /// Told to close, to make room.
     close: tokio::sync::Notify,
@@ -391,7 +392,7 @@ struct ConnGuard {
 }
 
 impl ConnGuard {
-    /// It sent something now.
+    /// It made progress now (delivered).
     fn touch(&self) {
         self.conn.last.store(Conns::now_ms(), Ordering::Relaxed);
     }
@@ -401,7 +402,7 @@ impl ConnGuard {
         self.conn.delivered.store(true, Ordering::Relaxed);
     }
 
-    /// How long since it last sent something.
+    /// How long since it opened or last delivered.
     fn silent_for(&self) -> StdDuration {
         StdDuration::from_millis(
             Conns::now_ms().saturating_sub(self.conn.last.load(Ordering::Relaxed)),
@@ -538,7 +539,8 @@ async fn tcp_conn(
             r = tokio::time::timeout(shared.idle, stream.read_buf(&mut buf)) => r,
             }
         };
-        guard.touch();
+        // (Bytes are no progress: a connection that trickles bytes but never completes a
+        // message stays as evictable as a silent one.)
         let now = wall_clock();
         let eof = match read {
             Err(_) => {
@@ -591,7 +593,9 @@ async fn tcp_conn(
         }
         router.flush(true).await;
         // Delivered (perhaps after waiting on a full shard queue): not idle.
-        guard.touch();
+        if guard.conn.delivered.load(Ordering::Relaxed) {
+            guard.touch();
+        }
         if eof || fatal {
             break;
         }
