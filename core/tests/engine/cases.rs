@@ -1430,3 +1430,12 @@ fn an_expiring_one_event_closure_does_not_spin_its_timer() {
     let got = rx.recv_timeout(std::time::Duration::from_secs(20));
     assert_eq!(got, Ok(0), "the engine did not come back");
 }
+
+#[test]
+fn a_one_event_closure_that_slides_measures_its_window_from_the_event_it_holds() {
+    // Found by fuzzing (same cause as the stuck timer): `a{1}` slid to a@5 but kept a@1's
+    // start, so b@6, 1 s after the a it matched with, passed the 2 s minimum.
+    let r = || rule("r", &["a", "b"], seq(vec![rep(ev(0), 1, Some(1)), ev(1)])).within_range(2, 10);
+    check(vec![r()], "a@1 a@5 b@6 end", &[]);
+    check(vec![r()], "a@1 a@3 b@6 end", &["firing h @6"]);
+}
