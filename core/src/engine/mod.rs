@@ -1390,7 +1390,11 @@ impl Engine {
             }
             // Where the lane's time had got to when this event arrived (an idle lane's
             // watermark moved with the clock meanwhile), then what the event itself adds.
-            let before = lane.max_event.map(|_| lane.watermark(arrival));
+            // (A started lane with no source yet follows the clock: computed, not read from
+            // `now`, which a sweep may not have moved yet. A lane still to begin, in replay,
+            // starts from where its first source put it.)
+            let before =
+                (lane.max_event.is_some() || lane.started).then(|| lane.watermark(arrival));
             // A late event (below the lane's time already) is no arrival for the watermark:
             // it must not hold an idle lane's time back (a host logging an hour behind, sending
             // every second, kept every other host's silence from firing while it sent).
