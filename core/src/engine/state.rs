@@ -1205,42 +1205,25 @@ impl LinearState {
                 });
             }
         }
-        // G. Completions. Readings of one partial match that completed on this event are
-        // handled as the runs an event starts below: in order, the first match wins, a wait
-        // (an absence at the end) lets the next reading have its match too.
-        if let Some(ri) = completed {
-            let mut idx: SmallVec<[usize; 2]> = SmallVec::new();
-            idx.push(ri);
-            idx.extend(also_complete);
-            let mut done: SmallVec<[Run; 1]> =
-                idx.iter().rev().map(|&i| self.runs.remove(i)).collect();
-            done.reverse();
-            for r in done {
-                let pending = alts[r.alt as usize].end_absent.is_some();
-                self.finish(ctx, alts, key, r, t, counters, out);
-                if !pending {
-                    break;
-                }
-            }
-        } else if !fresh_completed.is_empty() {
-            // Among runs started by this event, the first alternative's match wins; the others
-            // held the same event and are consumed with it. An alternative that ends in an
-            // absence is not a match yet, only a wait: the alternatives after it still get
-            // theirs (at most one of them fires: one alert per episode), until one matches.
-            // Every completed run leaves `runs` here: one left behind would sit past its last
-            // step.
-            let mut done: SmallVec<[Run; 1]> = fresh_completed
-                .iter()
-                .rev()
-                .map(|&i| self.runs.remove(i))
-                .collect();
-            done.reverse();
-            for r in done {
-                let pending = alts[r.alt as usize].end_absent.is_some();
-                self.finish(ctx, alts, key, r, t, counters, out);
-                if !pending {
-                    break;
-                }
+        // G. Completions, finished in order: the first match wins and consumes the event; a
+        // wait (an alternative that ends in an absence) is not a match yet, so the next one
+        // still gets its match (at most one fires: one alert per episode).
+        // - Readings of one partial match that completed on this event.
+        // - Else, among runs this event started, the first alternative's; the others held the
+        //   same event and are consumed with it.
+        // Every completed run leaves `runs` here: one left behind would sit past its last step.
+        let done_at: SmallVec<[usize; 2]> = match completed {
+            Some(ri) => std::iter::once(ri).chain(also_complete).collect(),
+            None => fresh_completed,
+        };
+        let mut done: SmallVec<[Run; 1]> =
+            done_at.iter().rev().map(|&i| self.runs.remove(i)).collect();
+        done.reverse();
+        for r in done {
+            let pending = alts[r.alt as usize].end_absent.is_some();
+            self.finish(ctx, alts, key, r, t, counters, out);
+            if !pending {
+                break;
             }
         }
         self.note_seen(mask, t);
