@@ -240,61 +240,40 @@ pub fn render_metrics(s: &Stats) -> String {
         );
         let _ = writeln!(o, "{name} {v}");
     }
-    family(
-        &mut o,
-        "cepheus_shard_events_total",
-        "counter",
-        "Deliveries handled per shard.",
-    );
-    for sh in &s.shards {
-        let _ = writeln!(
-            o,
-            "cepheus_shard_events_total{{shard=\"{}\"}} {}",
-            sh.shard, sh.events
-        );
-    }
-    family(
-        &mut o,
-        "cepheus_shard_engine_restarts_total",
-        "counter",
-        "Times a shard's engine panicked and was rebuilt (its groups' state lost).",
-    );
-    for sh in &s.shards {
-        let _ = writeln!(
-            o,
-            "cepheus_shard_engine_restarts_total{{shard=\"{}\"}} {}",
-            sh.shard, sh.engine_restarts
-        );
-    }
-    for (name, help, get) in [
+    // Per-shard counters: one family each, one line per shard.
+    type Get = fn(&ShardStats) -> u64;
+    let per_shard: [(&str, &str, Get); 5] = [
+        (
+            "cepheus_shard_events_total",
+            "Deliveries handled per shard.",
+            |sh| sh.events,
+        ),
+        (
+            "cepheus_shard_engine_restarts_total",
+            "Times a shard's engine panicked and was rebuilt (its groups' state lost).",
+            |sh| sh.engine_restarts,
+        ),
         (
             "cepheus_shard_future_total",
             "Events stamped after their arrival (a sender whose clock runs ahead), taken as arriving now by event-time rules.",
-            (|sh: &ShardStats| sh.future) as fn(&ShardStats) -> u64,
+            |sh| sh.future,
         ),
         (
             "cepheus_shard_keyless_total",
             "Matches dropped because the event lacked a group_by field.",
-            |sh: &ShardStats| sh.keyless,
+            |sh| sh.keyless,
         ),
-    ] {
+        (
+            "cepheus_shard_stuck_timers_total",
+            "Timers an engine dropped because a group re-armed them for the instant they fired (a bug; the engine goes on).",
+            |sh| sh.stuck_timers,
+        ),
+    ];
+    for (name, help, get) in per_shard {
         family(&mut o, name, "counter", help);
         for sh in &s.shards {
             let _ = writeln!(o, "{name}{{shard=\"{}\"}} {}", sh.shard, get(sh));
         }
-    }
-    family(
-        &mut o,
-        "cepheus_shard_stuck_timers_total",
-        "counter",
-        "Timers an engine dropped because a group re-armed them for the instant they fired (a bug; the engine goes on).",
-    );
-    for sh in &s.shards {
-        let _ = writeln!(
-            o,
-            "cepheus_shard_stuck_timers_total{{shard=\"{}\"}} {}",
-            sh.shard, sh.stuck_timers
-        );
     }
     family(
         &mut o,
