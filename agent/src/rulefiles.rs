@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use cepheus_core::rules::{Compiled, SourceFile, compile, source_from_bytes};
+use cepheus_core::rules::{Compiled, Diagnostic, SourceFile, compile, source_from_bytes};
 
 /// Rule files read from disk and what the checker made of them.
 #[derive(Debug)]
@@ -198,8 +198,13 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
     if let Ok(mut files) = EXPECT_FILES.lock() {
         *files = read.into_iter().collect();
     }
-    // A file that is not UTF-8 was checked with its bad bytes replaced; its error goes first
-    // among the file's findings, and no rules come out.
+    put_not_utf8_first(&mut compiled, not_utf8);
+    Ok(Loaded { sources, compiled })
+}
+
+/// A file that is not UTF-8 was checked with its bad bytes replaced: its error (from
+/// `source_from_bytes`) goes first among the file's findings, and no rules come out.
+pub fn put_not_utf8_first(compiled: &mut Compiled, not_utf8: Vec<Diagnostic>) {
     for d in not_utf8 {
         let at = compiled
             .diagnostics
@@ -209,7 +214,6 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
         compiled.diagnostics.insert(at, d);
         compiled.rules = None;
     }
-    Ok(Loaded { sources, compiled })
 }
 
 /// The most a rule, `expect` or test file may hold: far above any real rule set (50,000

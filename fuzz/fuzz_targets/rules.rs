@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cepheus_agent::rulefiles::Loaded;
+use cepheus_agent::rulefiles::{Loaded, put_not_utf8_first};
 use cepheus_agent::rules_cmd::render;
 use cepheus_core::engine::{Engine, EngineConfig};
 use cepheus_core::graph;
@@ -55,15 +55,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut compiled = compile(&sources, &mut read_file);
     // As `rulefiles::load`: a file that is not UTF-8 has its error first, and no rules.
-    for d in not_utf8 {
-        let at = compiled
-            .diagnostics
-            .iter()
-            .position(|x| x.path >= d.path)
-            .unwrap_or(compiled.diagnostics.len());
-        compiled.diagnostics.insert(at, d);
-        compiled.rules = None;
-    }
+    put_not_utf8_first(&mut compiled, not_utf8);
     // What `rules check` prints: each diagnostic rendered (human) or as JSON, and the summary.
     for d in &compiled.diagnostics {
         let _ = render(d, false);
