@@ -6,11 +6,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")"
-TRIPLE=x86_64-unknown-linux-gnu
-export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
--Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
--Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing"
-export CARGO_TARGET_DIR="$PWD/target"
+# shellcheck source=env.sh
+source env.sh
 
 start=$(date +%s)
 cargo build --release --target "$TRIPLE" --bins

@@ -14,14 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 SECS="${1:-20}"
 TARGETS="${TARGETS:-rules engine syslog pcap}"
-TRIPLE=x86_64-unknown-linux-gnu
-
-# cargo-fuzz's instrumentation, without ASan (stable has no -Zsanitizer); see README.md. Debug
-# assertions and overflow checks come from fuzz/Cargo.toml's release profile.
-export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
--Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \
--Cllvm-args=-sanitizer-coverage-trace-compares --cfg fuzzing"
-export CARGO_TARGET_DIR="$PWD/target"
+# shellcheck source=env.sh
+source env.sh
 
 start=$(date +%s)
 nice -n 10 cargo build --release --target "$TRIPLE" --bins
