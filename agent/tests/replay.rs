@@ -857,15 +857,45 @@ fn a_closed_pipe_ends_replay_quietly() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A rule that fires on every syslog event, named `x`.
+const ANY_SYSLOG: &str =
+    "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"a\"\n";
+
+/// A fresh folder for one test (`name`, this process) holding `x.toml` with `rules`; the
+/// folder and the rule file.
+fn scratch_rules(name: &str, rules: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("cepheus-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("x.toml");
+    std::fs::write(&file, rules).unwrap();
+    (dir, file)
+}
+
+/// `cepheus replay --year 2024 --rules RULES INPUT`, which must succeed: stdout and stderr.
+fn replay_with(rules: &Path, input: &Path) -> (String, String) {
+    let out = cepheus()
+        .args(["replay", "--year", "2024", "--rules"])
+        .arg(rules)
+        .arg(input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Matches whose group field is missing (an optional capture that did not take part) are
 /// said in the summary: a rule that sees nothing for that reason does not look idle.
 #[test]
 fn matches_without_a_group_field_are_counted_in_the_summary() {
-    let dir = std::env::temp_dir().join(format!("cepheus-keyless-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let rules = dir.join("r.toml");
-    std::fs::write(
-        &rules,
+    let (dir, rules) = scratch_rules(
+        "keyless",
         r#"[[rule]]
 name = "u"
 severity = "low"
@@ -873,23 +903,15 @@ group_by = ["user"]
 events.a = 'syslog and msg =~ "^login(?: (?P<user>\w+))?"'
 pattern = "a"
 "#,
-    )
-    .unwrap();
+    );
     let log = dir.join("in.log");
     std::fs::write(
         &log,
         "<13>Jan  1 00:00:00 h app: login bob\n<13>Jan  1 00:00:01 h app: login\n<13>Jan  1 00:00:02 h app: login\n",
     )
     .unwrap();
-    let out = cepheus()
-        .args(["replay", "--year", "2024", "--rules"])
-        .arg(&rules)
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(alerts_of(&String::from_utf8_lossy(&out.stdout)).len(), 1);
+    let (stdout, stderr) = replay_with(&rules, &log);
+    assert_eq!(alerts_of(&stdout).len(), 1);
     assert!(
         stderr.contains("0 late, 2 matches without their group_by field, 1 alerts"),
         "{stderr}"
@@ -901,13 +923,7 @@ pattern = "a"
 /// test's author can find it; in a replay, a line that is not syslog is named too.
 #[test]
 fn refused_input_lines_are_named() {
-    let dir = std::env::temp_dir().join(format!("cepheus-refused-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("x.toml"),
-        "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"a\"\n",
-    )
-    .unwrap();
+    let (dir, rules) = scratch_rules("refused", ANY_SYSLOG);
     let test = dir.join("x.test.toml");
     std::fs::write(
         &test,
@@ -926,13 +942,7 @@ fn refused_input_lines_are_named() {
     );
     let log = dir.join("g.log");
     std::fs::write(&log, "<13>Jan  1 00:00:00 h a: x\nhello\n").unwrap();
-    let out = cepheus()
-        .args(["replay", "--year", "2024", "--rules"])
-        .arg(dir.join("x.toml"))
-        .arg(&log)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (_, stderr) = replay_with(&rules, &log);
     assert!(stderr.contains("g.log:2: not a syslog message"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -940,13 +950,10 @@ fn refused_input_lines_are_named() {
 /// An expectation no alert could meet says what is wrong with it.
 #[test]
 fn impossible_expectations_say_why() {
-    let dir = std::env::temp_dir().join(format!("cepheus-badexpect-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("x.toml"),
+    let (dir, _) = scratch_rules(
+        "badexpect",
         "[[rule]]\nname = \"x\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.a = 'syslog'\npattern = \"a\"\n",
-    )
-    .unwrap();
+    );
     let test = dir.join("x.test.toml");
     std::fs::write(
         &test,
@@ -987,14 +994,7 @@ reason = "because"
 /// what they are (they read as unknown keys before).
 #[test]
 fn test_files_and_rule_files_are_not_mistaken_for_each_other() {
-    let dir = std::env::temp_dir().join(format!("cepheus-mixup-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let rules = dir.join("x.toml");
-    std::fs::write(
-        &rules,
-        "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"a\"\n",
-    )
-    .unwrap();
+    let (dir, rules) = scratch_rules("mixup", ANY_SYSLOG);
     let test = dir.join("x.test.toml");
     std::fs::write(&test, "[[test]]\nname = \"t\"\ninput = \"\"\n").unwrap();
     let out = cepheus()
