@@ -267,7 +267,7 @@ fn run_case(
     // An expectation no alert can meet (a misspelt state, time, reason or group field)
     // fails with what is wrong with it, not only with `missing:`.
     for e in &t.expect {
-        use cepheus_core::alert::{AlertState, REASONS};
+        use cepheus_core::alert::{AlertState, Reason};
         let states = AlertState::ALL.map(AlertState::name);
         if !states.contains(&e.state.as_str()) {
             problems.push(format!(
@@ -284,11 +284,11 @@ fn run_case(
             ));
         }
         if let Some(reason) = &e.reason
-            && !REASONS.contains(&reason.as_str())
+            && !Reason::ALL.iter().any(|r| r.name() == reason)
         {
             problems.push(format!(
                 "expect.reason: `{reason}` is not a reason an alert gives ({})",
-                REASONS.join(", ")
+                Reason::ALL.map(Reason::name).join(", ")
             ));
         }
         if let Some(rule) = rules.rules.iter().find(|r| r.name == e.rule) {

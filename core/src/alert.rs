@@ -42,17 +42,51 @@ impl AlertState {
     ];
 }
 
-/// Every `reason` an alert may carry (docs/rules.md, "Alerts"): what a test or a filter may
-/// ask for.
-pub const REASONS: [&str; 7] = [
-    "forgotten",
-    "episode_end",
-    "late_event",
-    "outage",
-    "rule_changed",
-    "rule_removed",
-    "engine_restarted",
-];
+/// Why an alert changed state other than by its pattern (docs/rules.md, "Alerts"): the one
+/// list of the `reason` values, so the engine, the shard and `rules test` cannot drift apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// The group was silent for `forget_after` (or retired by hand) while its alert was open.
+    Forgotten,
+    /// A closure's episode ended: the group was quiet for the rule's window.
+    EpisodeEnd,
+    /// A late event showed a fired absence never happened.
+    LateEvent,
+    /// An absence fired for a deadline that passed while the agent was down.
+    Outage,
+    /// A reload changed the rule: its open alerts are resolved.
+    RuleChanged,
+    /// A reload removed the rule: its open alerts are resolved.
+    RuleRemoved,
+    /// The engine failed and was rebuilt: its open alerts are resolved.
+    EngineRestarted,
+}
+
+impl Reason {
+    /// Every reason, as docs/rules.md lists them.
+    pub const ALL: [Reason; 7] = [
+        Reason::Forgotten,
+        Reason::EpisodeEnd,
+        Reason::LateEvent,
+        Reason::Outage,
+        Reason::RuleChanged,
+        Reason::RuleRemoved,
+        Reason::EngineRestarted,
+    ];
+
+    /// The spelling in JSON.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Reason::Forgotten => "forgotten",
+            Reason::EpisodeEnd => "episode_end",
+            Reason::LateEvent => "late_event",
+            Reason::Outage => "outage",
+            Reason::RuleChanged => "rule_changed",
+            Reason::RuleRemoved => "rule_removed",
+            Reason::EngineRestarted => "engine_restarted",
+        }
+    }
+}
 
 /// An alert's stable identity: 64 bits of FNV-1a over rule, group and episode start, written
 /// as 16 lowercase hex digits (kept as the number: no allocation per alert, a compact key).
@@ -110,7 +144,7 @@ pub(crate) struct Body {
     /// it late): the episode's events, where the message finds the fields that event lacks
     /// (`{src}` of a silent agent's traffic, resolved by a heartbeat). Not output.
     pub(crate) context: Box<[Arc<Event>]>,
-    pub(crate) reason: Option<&'static str>,
+    pub(crate) reason: Option<Reason>,
     /// What the id hashes after the rule's name ([`Alert::id_tail`]).
     pub(crate) id_tail: Box<[u8]>,
 }
@@ -178,8 +212,8 @@ impl Alert {
     }
 
     /// Why, when not obvious: `outage`, `forgotten`, `episode_end`, `late_event` ...
-    pub fn reason(&self) -> Option<&str> {
-        self.body.reason
+    pub fn reason(&self) -> Option<&'static str> {
+        self.body.reason.map(Reason::name)
     }
 
     /// The message, rendered from the rule's template (at each call: read it once).
@@ -273,6 +307,18 @@ impl Alert {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// docs/rules.md lists every reason an alert can carry, in the enum's order, and no other.
+    #[test]
+    fn the_rule_reference_lists_every_reason() {
+        let doc = include_str!("../../docs/rules.md");
+        let Some(at) = doc.find("`reason` when there is one (") else {
+            panic!("docs/rules.md lost its Alerts paragraph")
+        };
+        let list = &doc[at..doc[at..].find(':').map_or(doc.len(), |e| at + e)];
+        let named: Vec<&str> = list.split('`').skip(3).step_by(2).collect();
+        assert_eq!(named, Reason::ALL.map(Reason::name));
+    }
 
     /// The id as first written (a String per value, `format!` for the hex): the reference the
     /// allocation-free one must match, since ids are stable across versions.

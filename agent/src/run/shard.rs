@@ -177,7 +177,7 @@ impl Shard {
         };
         let mut resolved = Vec::new();
         let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            e.resolve_all("engine_restarted", &mut resolved)
+            e.resolve_all(cepheus_core::alert::Reason::EngineRestarted, &mut resolved)
         }))
         .is_ok();
         if ok {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
-use crate::alert::{Alert, AlertState};
+use crate::alert::{Alert, AlertState, Reason};
 use crate::event::{Event, Field, FieldKey, Value};
 use crate::fnv::Fnv;
 use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, Window, lookup};
@@ -291,7 +291,7 @@ impl RuleRt {
         who: Vec<Member>,
         now: Timestamp,
         state: AlertState,
-        reason: Option<&'static str>,
+        reason: Option<Reason>,
         outage_until: Timestamp,
         out: &mut Vec<Alert>,
     ) {
@@ -2153,7 +2153,7 @@ impl Engine {
     /// of a removed rule: for an engine about to be dropped and started afresh (the agent
     /// does this after a panic, with reason `engine_restarted`), so no alert is left firing
     /// that nothing will ever resolve. The engine's state is otherwise left as it is.
-    pub fn resolve_all(&mut self, reason: &'static str, out: &mut Vec<Alert>) {
+    pub fn resolve_all(&mut self, reason: Reason, out: &mut Vec<Alert>) {
         let start = out.len();
         let outage_until = self.outage_until;
         for ri in 0..self.rts.len() {
@@ -2528,7 +2528,7 @@ impl Engine {
         // An old state's rules that no longer run it: their open alerts are resolved.
         for (i, carried) in carried.iter().enumerate() {
             let now = self.lanes[self.rts[i].lane].now;
-            for (reason, changed) in [("rule_changed", true), ("rule_removed", false)] {
+            for (reason, changed) in [(Reason::RuleChanged, true), (Reason::RuleRemoved, false)] {
                 let gone: Vec<Member> = self.rts[i]
                     .members
                     .iter()

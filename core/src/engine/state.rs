@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 
 use super::plan::{Alt, EvSet, Plan, Step};
-use crate::alert::{Alert, AlertState, Body, MAX_ALERT_EVENTS};
+use crate::alert::{Alert, AlertState, Body, MAX_ALERT_EVENTS, Reason};
 use crate::event::{Event, Value};
 use crate::rules::ir::{NO_TIME, Rule, Severity, TemplatePart, Trigger, Window, lookup};
 use crate::time::{Duration, Timestamp};
@@ -400,7 +400,7 @@ impl Episode {
         };
         self.held_until = None;
         *last = Some(at);
-        let reason = (at < ctx.outage_until).then_some("outage");
+        let reason = (at < ctx.outage_until).then_some(Reason::Outage);
         emit(
             ctx,
             key,
@@ -740,7 +740,7 @@ impl Group {
                     let id = (deadline, 0);
                     let held_until = held_until(ctx, opt(a.last_fired), deadline, Some(*for_));
                     if held_until.is_none() {
-                        let reason = (deadline < ctx.outage_until).then_some("outage");
+                        let reason = (deadline < ctx.outage_until).then_some(Reason::Outage);
                         emit(
                             ctx,
                             key,
@@ -807,7 +807,7 @@ impl Group {
                 AlertState::Resolved,
                 at,
                 ep.events,
-                Some("forgotten"),
+                Some(Reason::Forgotten),
                 counters,
                 out,
             );
@@ -834,7 +834,7 @@ impl Group {
         key: &GroupKey,
         at: Timestamp,
         state: AlertState,
-        reason: Option<&'static str>,
+        reason: Option<Reason>,
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) {
@@ -1481,7 +1481,7 @@ impl LinearState {
                 .and_then(|e| e.for_);
             let held_until = held_until(ctx, self.last_emit(), w.deadline, for_);
             if held_until.is_none() {
-                let reason = (w.deadline < ctx.outage_until).then_some("outage");
+                let reason = (w.deadline < ctx.outage_until).then_some(Reason::Outage);
                 emit(
                     ctx,
                     key,
@@ -1527,7 +1527,7 @@ impl LinearState {
                 AlertState::Resolved,
                 at,
                 events,
-                Some("episode_end"),
+                Some(Reason::EpisodeEnd),
                 counters,
                 out,
             );
@@ -1705,7 +1705,7 @@ fn end_by_event(
         counters.suppressed += 1;
         return;
     }
-    let reason = (state == AlertState::Retracted).then_some("late_event");
+    let reason = (state == AlertState::Retracted).then_some(Reason::LateEvent);
     emit_ending(
         ctx,
         key,
@@ -1728,7 +1728,7 @@ fn emit(
     state: AlertState,
     time: Timestamp,
     events: Vec<Arc<Event>>,
-    reason: Option<&'static str>,
+    reason: Option<Reason>,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
 ) {
@@ -1757,7 +1757,7 @@ fn emit_ending(
     time: Timestamp,
     mut events: Vec<Arc<Event>>,
     episode: &[Arc<Event>],
-    reason: Option<&'static str>,
+    reason: Option<Reason>,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
 ) {

@@ -1265,7 +1265,7 @@ fn a_forgotten_or_changed_alert_keeps_its_message_filled() {
             let key = e.find_group("brute", "10.0.0.1").unwrap();
             assert!(e.forget_group("brute", &key, &mut out));
         } else if how == "resolve_all" {
-            e.resolve_all("engine_restarted", &mut out);
+            e.resolve_all(cepheus_core::alert::Reason::EngineRestarted, &mut out);
             assert_eq!(out.len(), 2);
             assert_eq!(out[1].reason(), Some("engine_restarted"));
             assert_eq!(out[1].id(), out[0].id());
@@ -1390,7 +1390,7 @@ fn resolve_all_resolves_open_alerts_only() {
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
     assert_eq!(got, ["sq firing x @1", "hb firing web-1 @60"]);
     out.clear();
-    e.resolve_all("engine_restarted", &mut out);
+    e.resolve_all(cepheus_core::alert::Reason::EngineRestarted, &mut out);
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
     assert_eq!(got, ["hb resolved web-1 @70 (engine_restarted)"]);
 }
