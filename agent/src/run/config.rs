@@ -229,18 +229,23 @@ pub struct RulesConfig {
 }
 
 /// `[store]`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
-    /// Data directory.
-    pub path: PathBuf,
+    /// Data directory as written in the file; unset means [`StoreConfig::DEFAULT_PATH`]
+    /// (relative to the working directory, not to the file: it was not written there).
+    pub path: Option<PathBuf>,
 }
 
-impl Default for StoreConfig {
-    fn default() -> Self {
-        StoreConfig {
-            path: PathBuf::from("./cepheus-data"),
-        }
+impl StoreConfig {
+    /// Where the data goes when the file does not say.
+    pub const DEFAULT_PATH: &str = "./cepheus-data";
+
+    /// The data directory.
+    pub fn path(&self) -> &Path {
+        self.path
+            .as_deref()
+            .unwrap_or(Path::new(StoreConfig::DEFAULT_PATH))
     }
 }
 
@@ -402,21 +407,15 @@ impl Config {
             source,
         })?;
         let mut cfg = Config::parse_unchecked(path, &text)?;
-        // Whether `store.path` was written in the file (the default stays where it is).
-        let store_written = toml::from_str::<toml::Table>(&text).is_ok_and(|t| {
-            t.get("store")
-                .and_then(|s| s.as_table())
-                .is_some_and(|s| s.contains_key("path"))
-        });
         if let Some(dir) = path.parent() {
-            cfg.resolve_paths(dir, store_written);
+            cfg.resolve_paths(dir);
         }
         Ok(cfg)
     }
 
     /// Makes the relative paths written in the file relative to its folder `dir` (the
     /// defaults stay relative to the working directory: they were not written there).
-    fn resolve_paths(&mut self, dir: &Path, store_written: bool) {
+    fn resolve_paths(&mut self, dir: &Path) {
         if dir.as_os_str().is_empty() {
             return;
         }
@@ -430,8 +429,8 @@ impl Config {
         if let Some(t) = self.api.token_file.as_mut() {
             at(t);
         }
-        if store_written {
-            at(&mut self.store.path);
+        if let Some(p) = self.store.path.as_mut() {
+            at(p);
         }
     }
 
@@ -592,7 +591,7 @@ impl Config {
                 }
             }
         }
-        if let Err(why) = store_usable(&self.store.path) {
+        if let Err(why) = store_usable(self.store.path()) {
             out.push(Problem::new("store.path", why));
         }
         if let Some(c) = &self.capture
@@ -697,8 +696,11 @@ mod tests {
 
     #[test]
     fn default_text_is_the_default() {
-        let parsed = Config::parse(Path::new("default"), DEFAULT_CONFIG);
-        assert_eq!(parsed.ok(), Some(Config::default()));
+        let mut parsed = Config::parse(Path::new("default"), DEFAULT_CONFIG).unwrap();
+        // The text writes the default store path out (so it follows the file once copied).
+        assert_eq!(parsed.store.path(), Config::default().store.path());
+        parsed.store = StoreConfig::default();
+        assert_eq!(parsed, Config::default());
     }
 
     #[test]
@@ -823,10 +825,10 @@ mod tests {
         // also when it is written as the default is.
         assert_eq!(cfg.store, StoreConfig::default());
         std::fs::write(&file, "[store]\npath = \"data\"\n").unwrap();
-        assert_eq!(Config::read(&file).unwrap().store.path, dir.join("data"));
+        assert_eq!(Config::read(&file).unwrap().store.path(), dir.join("data"));
         std::fs::write(&file, "[store]\npath = \"./cepheus-data\"\n").unwrap();
         assert_eq!(
-            Config::read(&file).unwrap().store.path,
+            Config::read(&file).unwrap().store.path(),
             dir.join("./cepheus-data")
         );
         let _ = std::fs::remove_dir_all(&dir);

@@ -221,8 +221,8 @@ fn start(
     source: RuleSource,
     rules: cepheus_core::rules::ir::RuleSet,
 ) -> anyhow::Result<u8> {
-    std::fs::create_dir_all(&cfg.store.path)
-        .with_context(|| format!("store.path: cannot create {}", cfg.store.path.display()))?;
+    std::fs::create_dir_all(cfg.store.path())
+        .with_context(|| format!("store.path: cannot create {}", cfg.store.path().display()))?;
     let udp: Vec<_> = cfg
         .syslog
         .udp
