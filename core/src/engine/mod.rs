@@ -1188,13 +1188,24 @@ impl Engine {
         // A retraction re-arms its absence, whose deadline may already have passed: the new
         // alert, stamped with that deadline, must still come after the retraction it follows
         // (else a reader sees two alerts of one group firing at once).
-        for (i, r) in out.iter().enumerate() {
-            if r.state != AlertState::Retracted {
-                continue;
-            }
-            for (j, a) in out.iter().enumerate().skip(i + 1) {
-                if a.rank == r.rank && a.time < r.time && a.group() == r.group() {
-                    keys[j].0.0 = r.time;
+        // The retractions by rule, so each alert looks only at its own rule's (a reload or a
+        // late event can retract for thousands of rules in one call).
+        let mut retracted: Vec<(u32, u32)> = (out.iter().enumerate())
+            .filter(|(_, r)| r.state == AlertState::Retracted)
+            .map(|(i, r)| (r.rank, i as u32))
+            .collect();
+        if !retracted.is_empty() {
+            retracted.sort_unstable();
+            for (j, a) in out.iter().enumerate() {
+                let from = retracted.partition_point(|&(rank, _)| rank < a.rank);
+                for &(_, i) in retracted[from..]
+                    .iter()
+                    .take_while(|&&(rank, _)| rank == a.rank)
+                {
+                    let r = &out[i as usize];
+                    if (i as usize) < j && a.time < r.time && a.group() == r.group() {
+                        keys[j].0.0 = keys[j].0.0.max(r.time);
+                    }
                 }
             }
         }
