@@ -40,7 +40,12 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "YYYY", value_parser = clap::value_parser!(i32).range(1678..=2261))]
     pub year: Option<i32>,
     /// The zone of RFC 3164 stamps: `UTC` (default), an offset such as `+02:00`, or a name.
-    #[arg(long, value_name = "ZONE", default_value = "UTC")]
+    #[arg(
+        long,
+        value_name = "ZONE",
+        default_value = "UTC",
+        allow_hyphen_values = true
+    )]
     pub tz: String,
     /// Compile every rule on its own (no work shared between rules): the paper's RCEDA
     /// baseline, with no predicate index (every event is offered to every rule, which tests

@@ -1016,3 +1016,48 @@ fn test_files_and_rule_files_are_not_mistaken_for_each_other() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A zone with a negative offset is a value of `--tz`, not a flag; RFC 3164 stamps are read
+/// in it. An input without any stamp replays the same on every run (a fixed instant).
+#[test]
+fn negative_tz_offsets_and_stamp_less_input() {
+    let (dir, rules) = scratch_rules(
+        "tz",
+        r#"[[rule]]
+name = "any"
+severity = "info"
+events.a = 'syslog'
+pattern = "a"
+"#,
+    );
+    let input = dir.join("in.log");
+    std::fs::write(&input, "<13>Jun  9 10:00:00 h app: hello\n").unwrap();
+    let args = |tz: &str| {
+        vec![
+            "--year".to_string(),
+            "2024".into(),
+            "--tz".into(),
+            tz.into(),
+            "--rules".into(),
+            rules.display().to_string(),
+            input.display().to_string(),
+        ]
+    };
+    let a = args("-05:30");
+    let alerts = alerts_of(&replay(&a.iter().map(String::as_str).collect::<Vec<_>>()));
+    assert_eq!(alerts[0]["time"], "2024-06-09T15:30:00Z");
+    // No stamp anywhere: 1 January of --year, or the epoch; never the wall clock.
+    std::fs::write(&input, "<14>1 - h app - - - one\n<14>1 - h app - - - two\n").unwrap();
+    let out = replay(&["--rules", rules.to_str().unwrap(), input.to_str().unwrap()]);
+    let alerts = alerts_of(&out);
+    assert_eq!(alerts.len(), 2);
+    assert!(
+        alerts.iter().all(|a| a["time"] == "1970-01-01T00:00:00Z"),
+        "{out}"
+    );
+    assert_eq!(
+        out,
+        replay(&["--rules", rules.to_str().unwrap(), input.to_str().unwrap()])
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

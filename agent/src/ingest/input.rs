@@ -11,10 +11,11 @@
 //! time, and a line without a stamp takes the time of the event before it, so a replay gives
 //! the same events every time. Lines without a stamp before the input's first stamped event
 //! wait for it (at most [`MAX_HELD`] lines and [`MAX_HELD_BYTES`]) and take its time; only an
-//! input with no stamp at all (or more such lines first) falls back to the `reference` instant. The
-//! `reference` is also the instant against which [`Year::Resolve`](super::syslog::Year)
-//! resolves years; pass `Year::Fixed` (`replay --year`) for runs that must not depend on the
-//! day they run.
+//! input with no stamp at all (or more such lines first) falls back to a fixed instant,
+//! [`no_stamp_time`]. Year-less RFC 3164 stamps resolve their year
+//! ([`Year::Resolve`](super::syslog::Year)) against the `reference` instant (today), then
+//! against the previous such stamp; pass `Year::Fixed` (`replay --year`) for runs that must
+//! not depend on the day they run.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -27,7 +28,7 @@ use cepheus_core::time::{Duration, Timestamp};
 use super::Malformed;
 use super::dedup::Dedup;
 use super::jsonl::parse_json_event;
-use super::syslog::SyslogParser;
+use super::syslog::{Stamp, SyslogParser, Year};
 
 /// The default cap on one line, in bytes (a syslog message larger than this is abuse).
 pub const MAX_LINE: usize = 64 * 1024;
@@ -75,12 +76,30 @@ pub struct InputError {
     pub error: io::Error,
 }
 
+/// The time of events when no line of the input carries a stamp: fixed, so such a replay
+/// gives the same alerts every time: 1 January of `--year` (UTC), else the Unix epoch.
+pub fn no_stamp_time(parser: SyslogParser) -> Timestamp {
+    let y = match parser.year() {
+        Year::Fixed(y) => y,
+        Year::Resolve => 1970,
+    };
+    chrono::NaiveDate::from_ymd_opt(y, 1, 1)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .and_then(|t| t.and_utc().timestamp_nanos_opt())
+        .map_or(Timestamp(0), Timestamp)
+}
+
 /// A streaming reader over several inputs; an [`Iterator`] of [`InputItem`]s.
 pub struct Inputs {
     sources: std::vec::IntoIter<(String, Box<dyn BufRead + Send>)>,
     current: Option<(String, Box<dyn BufRead + Send>, u64)>,
     parser: SyslogParser,
+    /// The time of the last event: lines without a stamp take it.
     last_time: Timestamp,
+    /// What year-less RFC 3164 stamps resolve their year against: the reference, then the
+    /// last such stamp (so a file crossing New Year follows on, and a line with a year of
+    /// its own, a device's wrong clock, moves nothing).
+    year_ref: Timestamp,
     max_line: usize,
     counters: Counters,
     dedup: Option<Dedup>,
@@ -130,7 +149,8 @@ impl Inputs {
             sources: sources.into_iter(),
             current: None,
             parser,
-            last_time: reference,
+            last_time: no_stamp_time(parser),
+            year_ref: reference,
             max_line: MAX_LINE,
             counters: Counters::default(),
             buf: Vec::new(),
@@ -168,10 +188,15 @@ impl Inputs {
             let text = String::from_utf8_lossy(line);
             return parse_json_event(&text).map(|e| (e, true));
         }
-        let (mut event, stamped) = self.parser.parse_stamped(line, self.last_time, None)?;
+        let (mut event, stamp) = self.parser.parse_stamped(line, self.year_ref, None)?;
+        match stamp {
+            Stamp::None => event.time = self.last_time,
+            Stamp::YearLess => self.year_ref = event.time,
+            Stamp::Full => {}
+        }
         // Replay: no recorded arrival, so the event's own time is its arrival.
         event.arrival = event.time;
-        Ok((event, stamped))
+        Ok((event, stamp != Stamp::None))
     }
 
     /// Dedup and counters of one item about to be returned; an event's time becomes the
@@ -403,23 +428,24 @@ mod tests {
             items.iter().map(|i| i.line_no).collect::<Vec<_>>(),
             [1, 2, 3, 4, 5]
         );
-        // With no stamp at all, the reference.
+        // With no stamp at all, a fixed instant, whatever the day: the Unix epoch, or
+        // 1 January of `--year`.
         let only = b"<14>1 - h app - - - a\n<14>1 - h app - - - b\n";
         let reference = Timestamp::parse_rfc3339("2026-12-20T00:00:00Z").unwrap();
-        let items: Vec<_> = Inputs::from_readers(
-            vec![("b".into(), reader(only))],
-            SyslogParser::default(),
-            reference,
-        )
-        .map(Result::unwrap)
-        .collect();
-        assert_eq!(items.len(), 2);
-        assert!(
-            items
-                .iter()
-                .all(|i| i.event.as_ref().unwrap().time == reference)
+        let times = |parser: SyslogParser, reference: Timestamp| -> Vec<Timestamp> {
+            Inputs::from_readers(vec![("b".into(), reader(only))], parser, reference)
+                .map(|i| i.unwrap().event.unwrap().time)
+                .collect()
+        };
+        assert_eq!(times(SyslogParser::default(), reference), [Timestamp(0); 2]);
+        let later = Timestamp::parse_rfc3339("2031-05-01T00:00:00Z").unwrap();
+        assert_eq!(times(SyslogParser::default(), later), [Timestamp(0); 2]);
+        let y2024 = Timestamp::parse_rfc3339("2024-01-01T00:00:00Z").unwrap();
+        assert_eq!(
+            times(SyslogParser::new(Default::default(), year), reference),
+            [y2024; 2]
         );
-        // Held lines are bounded in bytes too: past the bound they take the reference.
+        // Held lines are bounded in bytes too: past the bound they take that instant.
         let mut big = Vec::new();
         let line = format!("<14>1 - h app - - - {}\n", "x".repeat(1000));
         for _ in 0..(MAX_HELD_BYTES / 1000 + 10) {
@@ -433,10 +459,41 @@ mod tests {
         )
         .map(Result::unwrap)
         .collect();
-        assert_eq!(items[0].event.as_ref().unwrap().time, reference);
+        assert_eq!(items[0].event.as_ref().unwrap().time, Timestamp(0));
         assert_ne!(
             items.last().unwrap().event.as_ref().unwrap().time,
-            reference
+            Timestamp(0)
+        );
+    }
+
+    #[test]
+    fn years_follow_today_and_the_previous_year_less_stamp_not_a_wrong_clock() {
+        // A device whose clock is stuck in 2003 writes an RFC 5424 line: the RFC 3164 lines
+        // after it still resolve against today (2026-12-20), then against each other, so a
+        // file crossing New Year follows on into the next year.
+        let text = b"<13>1 2003-10-11T22:14:15Z h a - - - old clock\n\
+                     <13>Nov 30 10:00:00 h a: y\n\
+                     <13>Dec 20 23:59:59 h a: z\n\
+                     <13>Jan  1 00:00:01 h a: new year\n\
+                     <13>Feb 29 10:00:00 h a: leap day\n";
+        let reference = Timestamp::parse_rfc3339("2026-12-20T00:00:00Z").unwrap();
+        let times: Vec<String> = Inputs::from_readers(
+            vec![("a".into(), reader(text))],
+            SyslogParser::default(),
+            reference,
+        )
+        .map(|i| i.unwrap().event.unwrap().time.to_string())
+        .collect();
+        assert_eq!(
+            times,
+            [
+                "2003-10-11T22:14:15Z",
+                "2026-11-30T10:00:00Z",
+                "2026-12-20T23:59:59Z",
+                "2027-01-01T00:00:01Z",
+                // 2027 and 2028's 29 February would be in the future: the last one before.
+                "2024-02-29T10:00:00Z",
+            ]
         );
     }
 

@@ -167,6 +167,17 @@ pub enum Year {
     Resolve,
 }
 
+/// What kind of time stamp a line carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stamp {
+    /// None (RFC 5424 `-`, a PRI-only line): the event's time is its arrival.
+    None,
+    /// A classic RFC 3164 stamp, whose year was resolved (or fixed by `replay --year`).
+    YearLess,
+    /// A stamp with its own year (RFC 5424, RFC 3339 inside RFC 3164, a year in the stamp).
+    Full,
+}
+
 /// Parses syslog lines into events; cheap to copy, holds only its configuration.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SyslogParser {
@@ -201,14 +212,14 @@ impl SyslogParser {
         self.parse_stamped(line, arrival, peer).map(|(e, _)| e)
     }
 
-    /// [`SyslogParser::parse`], and whether the line carried its own stamp (`false`: the
-    /// event's time is `arrival`).
+    /// [`SyslogParser::parse`], and what kind of stamp the line carried
+    /// ([`Stamp::None`]: the event's time is `arrival`).
     pub fn parse_stamped(
         &self,
         line: &[u8],
         arrival: Timestamp,
         peer: Option<IpAddr>,
-    ) -> Result<(Event, bool), Malformed> {
+    ) -> Result<(Event, Stamp), Malformed> {
         let text: Cow<'_, str> = String::from_utf8_lossy(trim_bytes(line));
         let text = text.trim_matches(|c: char| c.is_whitespace() || c == '\0');
         if text.is_empty() {
@@ -217,8 +228,14 @@ impl SyslogParser {
         let arrival_utc = naive_utc(arrival);
         let zone = self.zone;
         let year = self.year;
-        // syslog_loose's year callback must be `Copy`: it captures only plain values.
-        let resolve = move |d: IncompleteDate| resolve_year(year, zone, arrival_utc, d);
+        // syslog_loose's year callback must be `Copy`: it captures plain values and a shared
+        // reference (to learn whether the stamp lacked a year).
+        let year_less = std::cell::Cell::new(false);
+        let seen = &year_less;
+        let resolve = move |d: IncompleteDate| {
+            seen.set(true);
+            resolve_year(year, zone, arrival_utc, d)
+        };
         // A BSD stamp with fractional seconds (syslog-ng's `frac-digits`) is parsed without
         // them (syslog_loose would lose the whole header), then they are added back.
         // Where a BSD stamp starts, looked for once: neither change below moves it.
@@ -240,10 +257,17 @@ impl SyslogParser {
         );
         let (mut event, stamped) = match parsed {
             Ok(msg) => {
-                let stamped = msg.timestamp.is_some();
+                let stamped = match msg.timestamp {
+                    None => Stamp::None,
+                    Some(_) if year_less.get() => Stamp::YearLess,
+                    Some(_) => Stamp::Full,
+                };
                 (self.event_from(text, msg, arrival, frac)?, stamped)
             }
-            Err(_) => (pri_only(text, arrival).ok_or(Malformed::NotSyslog)?, false),
+            Err(_) => (
+                pri_only(text, arrival).ok_or(Malformed::NotSyslog)?,
+                Stamp::None,
+            ),
         };
         if let Some(ip) = peer {
             event.set(Field::Peer, Value::ip(ip));
@@ -501,8 +525,9 @@ fn resolve_year(
             let now = zone.wall_clock(arrival_utc);
             let limit = now + chrono::Duration::days(FUTURE_SLACK_DAYS);
             let y = now.year();
-            [y + 1, y, y - 1]
-                .into_iter()
+            // Down to y − 4: only a 29 February needs more than y − 1 (the last leap year).
+            (y - 4..=y + 1)
+                .rev()
                 .find(|&cand| {
                     NaiveDate::from_ymd_opt(cand, month, day)
                         .and_then(|d| d.and_hms_opt(hour, minute, second))
