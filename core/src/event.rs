@@ -342,7 +342,9 @@ fields! {
     Msg = "msg": Str, [Syslog];
     /// flow: `flow_start`, `flow_end` or `attempt_failed`.
     Kind = "kind": Str, [Flow];
-    /// flow: the originator's address (the side that sent the first packet).
+    /// flow: the originator's address: the side that sent the first packet, except that a flow
+    /// first seen from its server (a SYN-ACK first, TCP picked up mid-stream or UDP from a
+    /// service port to an ephemeral one) is turned round to its client.
     Src = "src": Ip, [Flow];
     /// flow: the responder's address.
     Dst = "dst": Ip, [Flow];

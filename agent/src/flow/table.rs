@@ -476,7 +476,18 @@ impl FlowTable {
             .collect();
         live.sort_unstable();
         for (_, _, slot) in live {
-            self.end_slot(slot, EndReason::CaptureEnd, out);
+            // A flow already closed (FIN both ways, or RST), waiting out its linger for the
+            // last ACKs, ended as closed: only open flows end with the capture.
+            let closed = self
+                .slots
+                .get(slot as usize)
+                .is_some_and(|s| s.as_ref().is_some_and(|s| s.closed_at.is_some()));
+            let reason = if closed {
+                EndReason::Closed
+            } else {
+                EndReason::CaptureEnd
+            };
+            self.end_slot(slot, reason, out);
         }
         self.wheel.clear();
         self.wheel_len = 0;
@@ -530,15 +541,17 @@ impl FlowTable {
             self.evict_one(out);
         }
         // SYN+ACK first: the receiver is the originator. A TCP flow picked up mid-stream (no
-        // SYN) from a service-looking port to an ephemeral-looking one: the sender is the
-        // server, the receiver the originator (Zeek's likely-server-port flip), so a server
-        // answering many clients is not an originator reaching many ports.
+        // SYN), or a UDP flow whose request was not seen (one-way tap, asymmetric routing),
+        // from a service-looking port to an ephemeral-looking one: the sender is the server,
+        // the receiver the originator (Zeek's likely-server-port flip), so a server
+        // answering many clients (DNS, NTP) is not an originator reaching many ports.
         let tcp = pkt.proto == proto::TCP;
+        let udp = pkt.proto == proto::UDP;
         let synack =
             pkt.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK) == (tcp_flags::SYN | tcp_flags::ACK);
-        let midstream_from_server = pkt.tcp_flags & tcp_flags::SYN == 0
-            && ((sport < 1024 && dport >= 1024) || (sport < 32_768 && dport >= 32_768));
-        let flip = tcp && (synack || midstream_from_server);
+        let server_ports = (sport < 1024 && dport >= 1024) || (sport < 32_768 && dport >= 32_768);
+        let midstream_from_server = pkt.tcp_flags & tcp_flags::SYN == 0 && server_ports;
+        let flip = (tcp && (synack || midstream_from_server)) || (udp && server_ports);
         let (src, dst, sp, dp) = if flip {
             (pkt.dst, pkt.src, dport, sport)
         } else {
@@ -870,6 +883,59 @@ mod tests {
             .collect();
         let c = IpAddr::from(C);
         assert_eq!(starts, [(c, 40000, 5432), (c, 51000, 22), (c, 1500, 80)]);
+        // UDP seen only from the server's side (a DNS server's replies, requests not
+        // captured): the clients originate, so the server does not reach many ports.
+        let mut out = Vec::new();
+        for (i, (sp, dp)) in [(53, 40000), (53, 40001), (123, 123), (40002, 53)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut v = Vec::new();
+            PacketBuilder::ipv4(S, C, 64)
+                .udp(sp, dp)
+                .write(&mut v, &[1, 2, 3])
+                .unwrap();
+            feed(&mut t, 1.0 + i as f64, &v, &mut out);
+        }
+        let starts: Vec<(std::net::IpAddr, u16, u16)> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::Start))
+            .map(|n| (n.flow.src, n.flow.sport, n.flow.dport))
+            .collect();
+        let s = IpAddr::from(S);
+        assert_eq!(
+            starts,
+            [
+                (c, 40000, 53),
+                (c, 40001, 53),
+                (s, 123, 123),
+                (s, 40002, 53)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_closed_flow_still_lingering_when_the_capture_ends_ended_closed() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &tcp(C, S, 40000, 80, "S"), &mut out);
+        feed(&mut t, 0.1, &tcp(S, C, 80, 40000, "SA"), &mut out);
+        feed(&mut t, 0.2, &tcp(C, S, 40000, 80, "FA"), &mut out);
+        feed(&mut t, 0.3, &tcp(S, C, 80, 40000, "FA"), &mut out);
+        // Another flow still open at the end.
+        feed(&mut t, 0.4, &tcp(C, S, 40001, 80, "S"), &mut out);
+        t.finish(&mut out);
+        let ends: Vec<(u16, EndReason)> = out
+            .iter()
+            .filter_map(|n| match n.kind {
+                NoticeKind::End(r) => Some((n.flow.sport, r)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ends,
+            [(40000, EndReason::Closed), (40001, EndReason::CaptureEnd)]
+        );
     }
 
     #[test]
@@ -936,7 +1002,7 @@ mod tests {
         use etherparse::{IpHeaders, Ipv4Header, PacketBuilder};
         let mut whole = Vec::new();
         PacketBuilder::ipv4(C, S, 64)
-            .udp(1000, 2000)
+            .udp(41000, 2000)
             .write(&mut whole, &[7u8; 64])
             .unwrap();
         let (hdr, _) = IpHeaders::from_slice(&whole).unwrap();
@@ -963,7 +1029,7 @@ mod tests {
             .filter(|n| matches!(n.kind, NoticeKind::End(_)))
             .collect();
         assert_eq!(ends.len(), 1);
-        assert_eq!((ends[0].flow.sport, ends[0].flow.orig.pkts), (1000, 2));
+        assert_eq!((ends[0].flow.sport, ends[0].flow.orig.pkts), (41000, 2));
         assert_eq!(ends[0].flow.orig.ip_bytes, 20 + 40 + 20 + 32);
         assert_eq!(t.stats().orphan_fragments, 0);
     }
