@@ -347,6 +347,12 @@ impl Iterator for Reported {
                     path.display()
                 );
             }
+            if c.syslog_fragmented > 0 {
+                eprintln!(
+                    "warning: captures: {} syslog datagrams came in IP fragments, which are not reassembled: those messages are lost",
+                    c.syslog_fragmented
+                );
+            }
             if c.truncated + c.malformed > 0 {
                 eprintln!(
                     "warning: captures: {} frames cut before their headers ended and {} malformed: counted, not in any flow",

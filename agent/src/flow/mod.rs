@@ -76,6 +76,9 @@ pub struct Counters {
     pub unsupported_linktype: u64,
     /// Syslog messages surfaced (UDP datagrams and messages of TCP streams).
     pub syslog: u64,
+    /// Syslog datagrams to a syslog port that came in IP fragments: not reassembled, so not
+    /// surfaced (a message longer than the path's MTU).
+    pub syslog_fragmented: u64,
     /// Capture read errors (each ends its file; counted by the reader of the files).
     pub read_errors: u64,
     /// Flows created.
@@ -140,7 +143,15 @@ impl FlowEngine {
                 let Some(tcp) = self.tcp_syslog.as_mut() else {
                     return;
                 };
-                if !SYSLOG_PORTS.contains(&info.dport) || info.fragment.is_some() {
+                if !SYSLOG_PORTS.contains(&info.dport) {
+                    return;
+                }
+                if info.fragment.is_some() {
+                    // Only a first fragment has ports: fragments are not reassembled, so the
+                    // message is lost, and said (`syslog_fragmented`).
+                    if info.proto == proto::UDP {
+                        self.counters.syslog_fragmented += 1;
+                    }
                     return;
                 }
                 if info.proto == proto::UDP && !info.payload.is_empty() {
@@ -461,5 +472,36 @@ mod tests {
             flows.push(&pkt, &mut out, &mut got);
             assert_eq!(got.len() == 1, syslog, "port {port}");
         }
+    }
+
+    #[test]
+    fn a_fragmented_syslog_datagram_is_counted_not_silently_lost() {
+        let mut flows = FlowEngine::new(FlowConfig::default());
+        let mut whole = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 7], [10, 0, 0, 1], 64)
+            .udp(40000, 514)
+            .write(&mut whole, &[b'x'; 64])
+            .unwrap();
+        let mut v4 = etherparse::Ipv4Header::from_slice(&whole).unwrap().0;
+        let body = whole[20..].to_vec();
+        let (mut notices, mut got) = (Vec::new(), Vec::new());
+        for (off, chunk, more) in [(0usize, &body[..40], true), (40, &body[40..], false)] {
+            v4.identification = 9;
+            v4.more_fragments = more;
+            v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
+            v4.set_payload_len(chunk.len()).unwrap();
+            v4.header_checksum = v4.calc_header_checksum();
+            let mut frame = v4.to_bytes().to_vec();
+            frame.extend_from_slice(chunk);
+            let pkt = RawPacket {
+                ts: Timestamp(0),
+                linktype: decode::linktype::RAW,
+                orig_len: frame.len() as u32,
+                data: &frame,
+            };
+            flows.push(&pkt, &mut notices, &mut got);
+        }
+        assert!(got.is_empty());
+        assert_eq!(flows.counters().syslog_fragmented, 1);
     }
 }
