@@ -1030,3 +1030,53 @@ fn an_absence_message_naming_an_event_field_is_warned_of() {
     );
     assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
 }
+
+/// Every error says what would fix it (issue 2): conditions, addresses, lists, patterns,
+/// counts, durations and settings that are wrong each come with a hint.
+#[test]
+fn every_error_comes_with_a_hint() {
+    let bodies = [
+        "events.a = 'syslog and app == '\npattern = \"a\"",
+        "events.a = 'syslog and (app == \"x\"'\npattern = \"a\"",
+        "events.a = 'flow and src in 10.0.0.0/99'\npattern = \"a\"",
+        "events.a = 'flow and src == 10.0.0.300'\npattern = \"a\"",
+        "events.a = 'flow and dport == 99999999999999999999'\npattern = \"a\"",
+        "events.a = 'syslog and severity in [\"x\", 1]'\npattern = \"a\"",
+        "events.a = 'syslog and severity in [1 2]'\npattern = \"a\"",
+        "events.a = 'syslog and exists(\"host\")'\npattern = \"a\"",
+        "events.a = 'syslog and app == and'\npattern = \"a\"",
+        "events.a = 'syslog and app == \"x\" )'\npattern = \"a\"",
+        "events.a = 'flow and -src == 1'\npattern = \"a\"",
+        "events.a = ''\npattern = \"a\"",
+        "events.a = 'syslog'\npattern = \"\"",
+        "events.a = 'syslog'\npattern = \"seq(a,\"",
+        "events.a = 'syslog'\npattern = \"seq()\"",
+        "events.a = 'syslog'\npattern = \"a{x}\"",
+        "events.a = 'syslog'\npattern = \"a{3,} distinct(dport)\"",
+        "events.a = 'syslog'\npattern = \"a{3,} distinct(\\\"x\\\")\"",
+        "events.a = 'syslog'\nevents.b = 'syslog'\nevents.c = 'syslog'\npattern = \"seq(a, not b, c)\"",
+        "events.a = 'syslog'\nevents.b = 'syslog'\npattern = \"seq(a b)\"",
+        "events.a = 'syslog'\npattern = \"absent(a) for\"",
+        "events.a = 'syslog'\npattern = \"a within\"",
+        "events.a = 'syslog'\npattern = \"within 5m\"",
+        "events.a = 'syslog and host == web-1'\npattern = \"a\"",
+        "events.a = 'syslog and severity == \"high\"'\npattern = \"a\"",
+        "events.a = 'syslog'\npattern = \"a\"\nmax_groups = -1",
+        "events.a = 'syslog'\npattern = \"a\"\ngroup_by = \"host\"",
+        "events.a = 'syslog'\npattern = \"a\"\nmessage = 3",
+    ];
+    for body in bodies {
+        let c = compile_str("t.toml", &rule_text(body));
+        let errs: Vec<_> = (c.diagnostics.iter())
+            .filter(|d| d.severity == Level::Error)
+            .collect();
+        assert!(!errs.is_empty(), "{body}: no error");
+        for e in errs {
+            assert!(
+                e.help.as_deref().is_some_and(|h| !h.is_empty()),
+                "{body}: `{}` has no hint",
+                e.message
+            );
+        }
+    }
+}

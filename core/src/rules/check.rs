@@ -340,14 +340,7 @@ impl CondChecker<'_, '_> {
                 let help = match e {
                     ExprAst::Field(n, _) => {
                         // An example literal of the field's own type.
-                        let example = match ty {
-                            Some(ValueType::Int) => "3",
-                            Some(ValueType::Float) => "1.5",
-                            Some(ValueType::Ip) => "10.0.0.1",
-                            Some(ValueType::Duration) => "5s",
-                            Some(ValueType::Bool) => "true",
-                            _ => "\"...\"",
-                        };
+                        let example = ty.map_or("\"...\"", example_literal);
                         Some(format!(
                             "compare it, e.g. `{n} == {example}`, or test presence with `exists({n})`"
                         ))
@@ -367,7 +360,16 @@ impl CondChecker<'_, '_> {
                 let eb = self.expr(b);
                 let ((xa, ta), (xb, tb)) = (ea?, eb?);
                 if !compatible(ta, tb) {
-                    let help = mismatch_help(ta, b).or_else(|| mismatch_help(tb, a));
+                    let help =
+                        mismatch_fix(ta, b)
+                            .or_else(|| mismatch_fix(tb, a))
+                            .or_else(|| match (a, b) {
+                                (_, ExprAst::Lit(..)) => mismatch_help(ta, b),
+                                (ExprAst::Lit(..), _) => mismatch_help(tb, a),
+                                _ => Some(format!(
+                                    "both sides must have one type: here {ta} and {tb}"
+                                )),
+                            });
                     // The caret goes under the literal to change, else the whole comparison.
                     let at = match (a, b) {
                         (_, ExprAst::Lit(..)) => b.span(),
@@ -614,7 +616,8 @@ impl CondChecker<'_, '_> {
         let help = match did_you_mean(name, names.iter().map(String::as_str)) {
             Some(s) => Some(format!("did you mean `{s}`?")),
             None => Some(format!(
-                "fields are: {}; sd.<id>.<param>; and named regex captures",
+                "fields are: {}; sd.<id>.<param>; and named regex captures (a text value is \
+                 quoted: `host == \"web-1\"`)",
                 names.join(", ")
             )),
         };
@@ -647,7 +650,7 @@ impl CondChecker<'_, '_> {
                     self.r.error(
                         s.clone(),
                         format!("cannot negate {}", t.with_article()),
-                        None,
+                        Some("`-` negates numbers and durations only".into()),
                     );
                     return None;
                 }
@@ -703,7 +706,32 @@ fn describe(e: &ExprAst) -> String {
 }
 
 /// A hint when a value of type `want` is compared with the literal `other`.
+/// A literal of type `t`, for hints (`severity == 3`).
+fn example_literal(t: ValueType) -> &'static str {
+    match t {
+        ValueType::Int => "3",
+        ValueType::Float => "1.5",
+        ValueType::Ip => "10.0.0.1",
+        ValueType::Duration => "5s",
+        ValueType::Bool => "true",
+        ValueType::Time => "time - 5m",
+        ValueType::Str => "\"...\"",
+    }
+}
+
+/// How to write a value of the type `want` in place of `other`: a fix for the common slips
+/// (quotes, units), else an example of the type.
 fn mismatch_help(want: ValueType, other: &ExprAst) -> Option<String> {
+    mismatch_fix(want, other).or_else(|| {
+        Some(format!(
+            "give {}, e.g. `{}`",
+            want.with_article(),
+            example_literal(want)
+        ))
+    })
+}
+
+fn mismatch_fix(want: ValueType, other: &ExprAst) -> Option<String> {
     match (want, other) {
         (ValueType::Ip, ExprAst::Lit(Lit::Str(s), _)) if s.parse::<std::net::IpAddr>().is_ok() => {
             Some(format!("write the address without quotes: {s}"))
@@ -1006,8 +1034,13 @@ impl PatChecker<'_, '_, '_, '_> {
                                 None => {
                                     ok = false;
                                     let names = info.names();
-                                    let help = did_you_mean(name, names.iter().map(String::as_str))
-                                        .map(|s| format!("did you mean `{s}`?"));
+                                    let help = Some(
+                                        did_you_mean(name, names.iter().map(String::as_str))
+                                            .map_or_else(
+                                                || format!("its fields are: {}", names.join(", ")),
+                                                |s| format!("did you mean `{s}`?"),
+                                            ),
+                                    );
                                     self.r.error(
                                         fspan.clone(),
                                         format!(

@@ -120,7 +120,7 @@ impl Cx<'_, '_> {
                 self.error(
                     v.span(),
                     format!("`{what}` must be a string, found {t}"),
-                    None,
+                    Some(format!("quote it: `{what} = \"...\"`")),
                 );
                 None
             }
@@ -160,7 +160,9 @@ impl Cx<'_, '_> {
                 self.error(
                     v.span(),
                     format!("`{what}` must be a positive integer"),
-                    None,
+                    Some(format!(
+                        "write a whole number above 0, unquoted: `{what} = 1000`"
+                    )),
                 );
                 None
             }
@@ -423,7 +425,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                         "`group_by` must be a list of field names, found {}",
                         other.type_str()
                     ),
-                    None,
+                    Some("write `group_by = [\"host\"]`".into()),
                 );
             }
         }
@@ -980,7 +982,10 @@ fn expect_values(
                     cx.error(
                         span,
                         format!("cannot read expect file `{}`: {e}", path.display()),
-                        None,
+                        Some(
+                            "the path is relative to the rule file's folder; one key per line"
+                                .into(),
+                        ),
                     );
                     return out;
                 }
@@ -1029,7 +1034,10 @@ fn expect_values(
                 "`expect` must be a list of keys or `{{ file = \"...\" }}`, found {}",
                 other.type_str()
             ),
-            None,
+            Some(
+                "write `expect = [\"web-1\", \"db-1\"]` or `expect = { file = \"hosts.txt\" }`"
+                    .into(),
+            ),
         ),
     }
     out.sort();

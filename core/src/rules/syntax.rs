@@ -34,13 +34,21 @@ pub const MAX_COUNT: u32 = 100_000;
 /// hostile rule file from exhausting the stack of the parser and of every pass after it.
 pub const MAX_NESTING: u32 = 100;
 
-fn err<T>(span: Span, message: impl Into<String>) -> Result<T, SyntaxError> {
+/// A syntax error with the hint that says how to fix it (every error has one).
+fn err<T>(
+    span: Span,
+    message: impl Into<String>,
+    help: impl Into<String>,
+) -> Result<T, SyntaxError> {
     Err(SyntaxError {
         span,
         message: message.into(),
-        help: None,
+        help: Some(help.into()),
     })
 }
+
+const IP_HELP: &str = "an IPv4 address is four numbers from 0 to 255 (`10.0.0.3`), an IPv6 one \
+     is written as in `2001:db8::1`; quote anything else to compare it as text";
 
 /// A token kind.
 #[derive(Clone, Debug, PartialEq)]
@@ -186,13 +194,24 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                     match text.parse::<IpNet>() {
                         Ok(n) => Tok::Cidr(n),
                         Err(_) => {
-                            return err(i..k, format!("`{text}` is not a valid network (CIDR)"));
+                            return err(
+                                i..k,
+                                format!("`{text}` is not a valid network (CIDR)"),
+                                "a network is an address and a prefix length: `10.0.0.0/8` \
+                                 (0 to 32 for IPv4), `2001:db8::/32` (0 to 128 for IPv6)",
+                            );
                         }
                     }
                 } else {
                     match text.parse::<IpAddr>() {
                         Ok(a) => Tok::Ip(a),
-                        Err(_) => return err(i..k, format!("`{text}` is not a valid IP address")),
+                        Err(_) => {
+                            return err(
+                                i..k,
+                                format!("`{text}` is not a valid IP address"),
+                                IP_HELP,
+                            );
+                        }
                     }
                 };
                 out.push(Token {
@@ -208,7 +227,11 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                     match word.parse::<i64>() {
                         Ok(n) => Tok::Int(n),
                         Err(_) => {
-                            return err(i..j, format!("`{word}` is too large for an integer"));
+                            return err(
+                                i..j,
+                                format!("`{word}` is too large for an integer"),
+                                "integers are 64-bit: at most 9223372036854775807",
+                            );
                         }
                     }
                 } else if word.contains('.')
@@ -216,7 +239,13 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                 {
                     match word.parse::<f64>() {
                         Ok(x) => Tok::Float(x),
-                        Err(_) => return err(i..j, format!("`{word}` is not a number")),
+                        Err(_) => {
+                            return err(
+                                i..j,
+                                format!("`{word}` is not a number"),
+                                "write a number with one decimal point, e.g. `1.5`",
+                            );
+                        }
                     }
                 } else {
                     match Duration::parse(word) {
@@ -232,7 +261,7 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                 }
             } else {
                 if word.contains(':') {
-                    return err(i..j, format!("`{word}` is not a valid IP address"));
+                    return err(i..j, format!("`{word}` is not a valid IP address"), IP_HELP);
                 }
                 Tok::Ident(word.to_string())
             };
@@ -411,6 +440,12 @@ impl Parser {
             err(
                 t.span.clone(),
                 format!("expected `{p}`, found {}", t.tok.describe()),
+                match p {
+                    ")" => "close the parenthesis opened before it".to_string(),
+                    "(" => "an operator's operands go in parentheses: `seq(a, b)`, `exists(host)`"
+                        .to_string(),
+                    _ => format!("write `{p}` here"),
+                },
             )
         }
     }
@@ -420,15 +455,16 @@ impl Parser {
         if t.tok == Tok::Eof {
             Ok(())
         } else {
-            let mut e = SyntaxError {
-                span: t.span.clone(),
-                message: format!("unexpected {} here", t.tok.describe()),
-                help: None,
+            let help = if matches!(t.tok, Tok::Ident(_) | Tok::Str(_)) {
+                "combine conditions with `and` or `or`"
+            } else {
+                "nothing may follow a whole expression here: remove it, or join two with `and` or `or`"
             };
-            if matches!(t.tok, Tok::Ident(_) | Tok::Str(_)) {
-                e.help = Some("combine conditions with `and` or `or`".into());
-            }
-            Err(e)
+            err(
+                t.span.clone(),
+                format!("unexpected {} here", t.tok.describe()),
+                help,
+            )
         }
     }
 
@@ -495,6 +531,7 @@ impl Parser {
                                 "expected `)` to close an earlier `(`, found {}",
                                 here.tok.describe()
                             ),
+                            "add `)` after the last condition of the group",
                         )
                     });
                 }
@@ -531,6 +568,7 @@ impl Parser {
                     return err(
                         f.span,
                         format!("expected a field name, found {}", f.tok.describe()),
+                        "write a field's name, unquoted: `exists(sd.origin.ip)`",
                     );
                 };
                 self.expect_punct(")")?;
@@ -619,6 +657,8 @@ impl Parser {
                             return err(
                                 t.span.clone(),
                                 format!("expected `,` or `]`, found {}", t.tok.describe()),
+                                "separate the items with `,` and close the list with `]`: \
+                                 `dport in [22, 80]`",
                             );
                         }
                     }
@@ -709,7 +749,11 @@ impl Parser {
                 ]
                 .contains(&w.as_str()) =>
             {
-                return err(s, format!("expected a value, found the keyword `{w}`"));
+                return err(
+                    s,
+                    format!("expected a value, found the keyword `{w}`"),
+                    "give the comparison a value before it: `app == \"sshd\"`",
+                );
             }
             Tok::Ident(w) => ExprAst::Field(w, s),
             Tok::Punct("(") => {
@@ -720,7 +764,16 @@ impl Parser {
                 e
             }
             other => {
-                return err(s, format!("expected a value, found {}", other.describe()));
+                let help = if other == Tok::Eof {
+                    "the condition ends after an operator: give it a value, e.g. `app == \"sshd\"`"
+                } else {
+                    "a value is a quoted string, a number, a duration, an address or a field name"
+                };
+                return err(
+                    s,
+                    format!("expected a value, found {}", other.describe()),
+                    help,
+                );
             }
         })
     }
@@ -783,6 +836,7 @@ impl Parser {
                         return err(
                             f.span,
                             format!("expected a field name, found {}", f.tok.describe()),
+                            "write a field's name, unquoted: `attempt{20,} distinct(dport)`",
                         );
                     };
                     let close = self.expect_punct(")")?;
@@ -837,10 +891,17 @@ impl Parser {
                         .into(),
                 ),
             }),
-            Tok::Int(n) => u32::try_from(n).or_else(|_| err(t.span, "count too large")),
+            Tok::Int(n) => u32::try_from(n).or_else(|_| {
+                err(
+                    t.span,
+                    "count too large",
+                    format!("a closure counts at most {MAX_COUNT} events"),
+                )
+            }),
             other => err(
                 t.span,
                 format!("expected a count, found {}", other.describe()),
+                "counts are whole numbers: `a{3}`, `a{3,}`, `a{2,5}`, or `a+` for one or more",
             ),
         }
     }
@@ -860,6 +921,7 @@ impl Parser {
                     "expected a duration such as `5m`, found {}",
                     other.describe()
                 ),
+                "a duration is a number and a unit: `500ms`, `30s`, `5m`, `2h`, `1d`",
             ),
         }
     }
@@ -876,9 +938,24 @@ impl Parser {
                 self.bump();
             } else if !self.is_punct(")") {
                 let t = self.peek();
+                let after_not = matches!(items.last(), Some(PatAst::Event(w, _)) if w == "not");
+                let help = if after_not {
+                    let what = match &t.tok {
+                        Tok::Ident(b) => b.as_str(),
+                        _ => "b",
+                    };
+                    format!(
+                        "in a pattern, an event that must not occur is `absent({what})` \
+                         (`not` belongs to conditions)"
+                    )
+                } else {
+                    "separate the operands with `,` and close the list with `)`: `seq(a, b)`"
+                        .to_string()
+                };
                 return err(
                     t.span.clone(),
                     format!("expected `,` or `)`, found {}", t.tok.describe()),
+                    help,
                 );
             }
         }
@@ -896,6 +973,7 @@ impl Parser {
                     return err(
                         s.start..close.end,
                         format!("`{w}()` needs at least one pattern"),
+                        format!("give it the events it combines: `{w}(a, b)`"),
                     );
                 }
                 let span = s.start..close.end;
@@ -927,6 +1005,8 @@ impl Parser {
             Tok::Ident(w) if ["within", "for", "distinct"].contains(&w.as_str()) => err(
                 s,
                 format!("expected an event name or a pattern, found the keyword `{w}`"),
+                "`within D`, `for D` and `distinct(f)` follow a pattern: \
+                 `seq(a, b) within 5m`, `absent(a) for 5m`, `a{20,} distinct(dport)`",
             ),
             // A name called like an operator: a misspelt one (`Seq(`, `sequence(`, `not(`).
             Tok::Ident(w) if self.is_punct("(") => Err(SyntaxError {
@@ -953,13 +1033,23 @@ impl Parser {
                 self.expect_punct(")")?;
                 Ok(p)
             }
-            other => err(
-                s,
-                format!(
-                    "expected an event name or a pattern, found {}",
-                    other.describe()
-                ),
-            ),
+            other => {
+                let help = if other == Tok::Eof {
+                    "the pattern ends early: close every `(` and give each operator its \
+                     operands, e.g. `seq(a, b) within 5m`"
+                } else {
+                    "a pattern combines the names of `events.<name>` with `seq(..)`, \
+                     `and(..)`, `or(..)` and `absent(..)`"
+                };
+                err(
+                    s,
+                    format!(
+                        "expected an event name or a pattern, found {}",
+                        other.describe()
+                    ),
+                    help,
+                )
+            }
         }
     }
 }
@@ -1027,7 +1117,11 @@ impl PatAst {
 pub fn parse_cond(src: &str) -> Result<CondAst, SyntaxError> {
     let toks = lex(src)?;
     if toks.len() == 1 {
-        return err(0..src.len(), "empty condition");
+        return err(
+            0..src.len(),
+            "empty condition",
+            "say which events: `syslog and app == \"sshd\"`, `flow and dport == 22`",
+        );
     }
     let mut p = Parser {
         toks,
@@ -1043,7 +1137,11 @@ pub fn parse_cond(src: &str) -> Result<CondAst, SyntaxError> {
 pub fn parse_pattern(src: &str) -> Result<PatAst, SyntaxError> {
     let toks = lex(src)?;
     if toks.len() == 1 {
-        return err(0..src.len(), "empty pattern");
+        return err(
+            0..src.len(),
+            "empty pattern",
+            "name the events of `events.<name>`: `a`, `seq(a, b) within 5m`, `absent(a) for 5m`",
+        );
     }
     let mut p = Parser {
         toks,
