@@ -1061,3 +1061,19 @@ pattern = "a"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The test-file example of docs/rules.md passes as written, against the shipped ssh rules.
+#[test]
+fn the_documented_rules_test_example_passes() {
+    let doc = std::fs::read_to_string(manifest().join("../docs/rules.md")).unwrap();
+    let start = doc.find("rules = [\"ssh.toml\"]").unwrap();
+    let end = start + doc[start..].find("```").unwrap();
+    let dir = std::env::temp_dir().join(format!("cepheus-doc-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(manifest().join("../rules/ssh.toml"), dir.join("ssh.toml")).unwrap();
+    std::fs::write(dir.join("ssh.test.toml"), &doc[start..end]).unwrap();
+    let (code, out) = rules_test(&dir.join("ssh.test.toml"));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("1 passed"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
