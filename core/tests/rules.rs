@@ -1080,3 +1080,36 @@ fn every_error_comes_with_a_hint() {
         }
     }
 }
+
+/// A trigger period longer than the window is capped to it (DESIGN): `rules check` says so.
+#[test]
+fn a_trigger_period_longer_than_the_window_is_warned_of() {
+    let body = "events.a = 'syslog'\nevents.b = 'syslog'\npattern = \"seq(a, b) within 5m\"\n";
+    let c = compile_str(
+        "t.toml",
+        &rule_text(&format!("{body}trigger = {{ every = \"1h\" }}")),
+    );
+    let m = messages(&c);
+    assert!(
+        m.iter()
+            .any(|(l, s)| *l == Level::Warning && s.contains("longer than the rule's window (5m)")),
+        "{m:?}"
+    );
+    assert!(c.rules.is_some());
+    for ok in ["every = \"5m\"", "every = \"1m\""] {
+        let c = compile_str("t.toml", &rule_text(&format!("{body}trigger = {{ {ok} }}")));
+        assert!(messages(&c).is_empty(), "{ok}: {:?}", messages(&c));
+    }
+}
+
+/// A definition with an error adds no spurious message warning (`{host}` is a syslog field).
+#[test]
+fn a_condition_error_does_not_make_message_fields_unknown() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text("message = \"{host}\"\nevents.a = 'syslog and dprt == 22'\npattern = \"a\""),
+    );
+    let m = messages(&c);
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert!(m[0].1.contains("unknown field `dprt`"), "{m:?}");
+}

@@ -761,6 +761,23 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 h("set a period, e.g. `trigger = { every = \"10m\" }`, or add `within` to the pattern"),
             );
         }
+        if let (Trigger::Every(Some(period)), Some(v), Some(w)) =
+            (&trigger, val("trigger"), c.within)
+            && !trigger_bad
+            && *period > w.max
+        {
+            cx.warning(
+                v.span(),
+                format!(
+                    "the period ({period}) is longer than the rule's window ({}): the window applies, so this rule alerts up to once per {}",
+                    w.max, w.max
+                ),
+                h(format!(
+                    "write `every = \"{}\"` (or `{{}}`) to say so; a longer quiet time needs a longer `within`",
+                    w.max
+                )),
+            );
+        }
     }
     let forget_after = val("forget_after").and_then(|v| cx.duration(v, "forget_after"));
     if let (Some(f), Some(v), Some(c)) = (forget_after, val("forget_after"), &checked) {
@@ -1159,7 +1176,9 @@ fn template(
                             format!("an absence's message can name its group: {}", groups.iter().map(|g| format!("`{{{g}}}`")).collect::<Vec<_>>().join(", "))
                         }),
                     );
-                } else if !known {
+                } else if !known && infos.iter().all(Option::is_some) {
+                    // (A definition with an error of its own provides no fields to look in:
+                    // then nothing is said here, the error is enough.)
                     let mut cands: Vec<String> = groups.iter().map(|s| s.to_string()).collect();
                     for inf in infos.iter().flatten() {
                         cands.extend(inf.names());
