@@ -27,7 +27,8 @@ use crate::rulefiles;
 /// Arguments of `cepheus replay`.
 #[derive(clap::Args, Debug)]
 pub struct ReplayArgs {
-    /// Rule files or folders (repeatable); default `rules/`.
+    /// Rule files or folders (repeatable); default `rules/`, or the built-in rules when there
+    /// is no such folder (as `cepheus run`).
     #[arg(long = "rules", value_name = "PATH")]
     pub rules: Vec<PathBuf>,
     /// Advance the clock after the input to this RFC 3339 time, or by `+DURATION` past the
@@ -106,17 +107,25 @@ pub fn run(args: ReplayArgs) -> ExitCode {
 /// Loads rules, printing diagnostics; `None` (after printing) when they have errors.
 pub fn load_rules(paths: &[PathBuf]) -> anyhow::Result<Option<RuleSet>> {
     let default = [PathBuf::from("rules")];
-    let paths = if paths.is_empty() {
-        &default[..]
+    let compiled = if paths.is_empty() && !default[0].exists() {
+        // As `cepheus run`: with no `rules/` here, the rules built into the binary.
+        eprintln!(
+            "note: no rules/ folder here: using the built-in rules (--rules PATH chooses others)"
+        );
+        crate::run::builtin::compile_builtin()
     } else {
-        paths
+        let paths = if paths.is_empty() {
+            &default[..]
+        } else {
+            paths
+        };
+        rulefiles::load(paths)?.compiled
     };
-    let loaded = rulefiles::load(paths)?;
     let color = io::stderr().is_terminal();
-    for d in &loaded.compiled.diagnostics {
+    for d in &compiled.diagnostics {
         eprint!("{}", crate::rules_cmd::render(d, color));
     }
-    Ok(loaded.compiled.rules)
+    Ok(compiled.rules)
 }
 
 fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {

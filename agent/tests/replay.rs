@@ -1077,3 +1077,37 @@ fn the_documented_rules_test_example_passes() {
     assert!(out.contains("1 passed"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Without `--rules` and without a `rules/` folder, replay runs the built-in rules, as `run`
+/// does (and says so); an explicit missing path is still an error.
+#[test]
+fn replay_falls_back_to_the_built_in_rules_as_run_does() {
+    let dir = std::env::temp_dir().join(format!("cepheus-builtin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log");
+    let out = cepheus()
+        .current_dir(&dir)
+        .args(["replay", "--year", "2024"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("built-in rules"));
+    let alerts = alerts_of(&String::from_utf8_lossy(&out.stdout));
+    assert!(
+        alerts.iter().any(|a| a["rule"] == "ssh-bruteforce"),
+        "{alerts:?}"
+    );
+    let out = cepheus()
+        .current_dir(&dir)
+        .args(["replay", "--rules", "nowhere"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
