@@ -286,8 +286,9 @@ fn syslog_loose_test_inputs_are_events_or_malformed() {
             }
             "parse_5424_no_timestamp" => assert_eq!(e.time, arrival),
             "non_leapyear" => {
-                // Feb 29 in no year near the arrival's: kept through its PRI, stamped on arrival.
-                assert_eq!(e.time, arrival);
+                // Feb 29 in no year near the arrival's (2026-02-01): the last leap year's.
+                assert_eq!(e.time, at("2024-02-29T14:07:19Z"));
+                assert_eq!(text(&e, Field::Host), Some("myhostname"));
                 assert_eq!(e.get(Field::Facility), Some(&Value::Int(16)));
                 assert_eq!(e.get(Field::Severity), Some(&Value::Int(6)));
             }

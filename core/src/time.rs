@@ -173,10 +173,15 @@ impl fmt::Display for Duration {
             return f.write_str("0s");
         }
         if n % 1_000_000_000 != 0 {
-            if n % 1_000_000 == 0 {
-                return write!(f, "{}ms", n / 1_000_000);
+            // Below the millisecond: milliseconds, microseconds, nanoseconds, each unit
+            // once (`211ms628us`, not `211628000ns`).
+            for (name, size) in [("ms", 1_000_000), ("us", 1_000), ("ns", 1)] {
+                if n >= size {
+                    write!(f, "{}{name}", n / size)?;
+                    n %= size;
+                }
             }
-            return write!(f, "{n}ns");
+            return Ok(());
         }
         n /= 1_000_000_000;
         let units = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)];
@@ -240,6 +245,15 @@ mod tests {
         assert_eq!(Duration::from_secs(5400).to_string(), "1h30m");
         assert_eq!(Duration::from_millis(1500).to_string(), "1500ms");
         assert_eq!(Duration::ZERO.to_string(), "0s");
+        // Below the millisecond (a flow's duration): each unit once, and it reads back.
+        for (d, text) in [
+            (Duration(211_628_000), "211ms628us"),
+            (Duration(3_000), "3us"),
+            (Duration(1_500_000_007), "1500ms7ns"),
+        ] {
+            assert_eq!(d.to_string(), text);
+            assert_eq!(Duration::parse(text), Ok(d));
+        }
     }
 
     #[test]

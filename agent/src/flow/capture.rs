@@ -119,13 +119,21 @@ impl<R: Read> CaptureReader<R> {
         }
         let m = match magic.as_slice() {
             [a, b, c, d] => u32::from_le_bytes([*a, *b, *c, *d]),
-            _ => return Err(CaptureError::Format("file shorter than a header".into())),
+            _ => {
+                return Err(CaptureError::Format(format!(
+                    "{} bytes: shorter than any capture file header",
+                    magic.len()
+                )));
+            }
         };
         let src = Cursor::new(magic).chain(r);
         let inner = match m {
             0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 => {
-                let reader =
-                    PcapReader::new(src).map_err(|e| CaptureError::Format(e.to_string()))?;
+                let reader = PcapReader::new(src).map_err(|e| {
+                    CaptureError::Format(format!(
+                        "the pcap file header is cut short or invalid ({e})"
+                    ))
+                })?;
                 let h = reader.header();
                 Inner::Pcap {
                     linktype: u32::from(h.datalink),
@@ -134,8 +142,11 @@ impl<R: Read> CaptureReader<R> {
                 }
             }
             0x0a0d_0d0a => {
-                let reader =
-                    PcapNgReader::new(src).map_err(|e| CaptureError::Format(e.to_string()))?;
+                let reader = PcapNgReader::new(src).map_err(|e| {
+                    CaptureError::Format(format!(
+                        "the pcapng section header is cut short or invalid ({e})"
+                    ))
+                })?;
                 Inner::PcapNg {
                     reader,
                     ifaces: Vec::new(),

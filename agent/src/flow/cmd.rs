@@ -110,6 +110,14 @@ pub fn run(args: FlowsArgs) -> ExitCode {
     for (path, e) in frames.errors() {
         eprintln!("warning: {}: capture cut short: {e}", path.display());
     }
+    for path in &args.files {
+        if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            eprintln!(
+                "warning: {}: the file is empty (0 bytes): no capture in it",
+                path.display()
+            );
+        }
+    }
     if let [(_, e)] = frames.errors() {
         summary["read_error"] = json!(e.to_string());
     }
