@@ -25,7 +25,9 @@ use super::decode::{PacketInfo, proto, tcp_flags};
 pub struct FlowConfig {
     /// TCP flow idle this long (strictly more) ends; Zeek's `tcp_inactivity_timeout` (5 min).
     pub tcp_idle: Duration,
-    /// A TCP attempt (only SYNs from the originator, nothing back) ends after this much silence.
+    /// A TCP attempt (only SYNs from the originator, nothing back) ends after this much
+    /// silence: 35 s, over the longest gap of Linux's default SYN retries (1, 2, 4, 8, 16 and
+    /// 32 s), so one connect() that is never answered is one attempt, not two.
     pub tcp_attempt: Duration,
     /// After FIN from both sides or a RST, the flow lingers this long to collect the last ACKs.
     pub tcp_close_linger: Duration,
@@ -44,7 +46,7 @@ impl Default for FlowConfig {
         const S: i64 = 1_000_000_000;
         FlowConfig {
             tcp_idle: Duration(300 * S),
-            tcp_attempt: Duration(30 * S),
+            tcp_attempt: Duration(35 * S),
             tcp_close_linger: Duration(5 * S),
             udp_idle: Duration(60 * S),
             other_idle: Duration(60 * S),
@@ -1073,7 +1075,7 @@ mod tests {
         feed(&mut t, 0.1, &tcp(S, C, 80, 4000, "RA"), &mut out);
         // A new SYN on the same 5-tuple right after the RST: a new flow.
         feed(&mut t, 0.2, &tcp(C, S, 4000, 80, "S"), &mut out);
-        // After the linger (5 s) the second attempt is still open: attempt timeout is 30 s.
+        // After the linger (5 s) the second attempt is still open: attempt timeout is 35 s.
         feed(&mut t, 40.0, &tcp(C, S, 1, 1, "S"), &mut out);
         let ends: Vec<_> = out
             .iter()
@@ -1083,5 +1085,23 @@ mod tests {
             })
             .collect();
         assert_eq!(ends, [("REJ", EndReason::Closed), ("S0", EndReason::Idle)]);
+    }
+
+    #[test]
+    fn one_unanswered_connect_with_linux_syn_retries_is_one_attempt() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        for at in [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 63.0] {
+            feed(&mut t, at, &tcp(C, S, 40000, 443, "S"), &mut out);
+        }
+        t.advance(Timestamp(200_000_000_000), &mut out);
+        let failed: Vec<u64> = out
+            .iter()
+            .filter_map(|n| match n.kind {
+                NoticeKind::AttemptFailed(_) => Some(n.flow.orig.pkts),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(failed, [7]);
     }
 }
