@@ -1111,3 +1111,43 @@ fn replay_falls_back_to_the_built_in_rules_as_run_does() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `distinct` closure's alert shows the values it counted (the most recent event of each),
+/// not its latest repeats: a scan's ports, not sixteen tries of one port.
+#[test]
+fn a_distinct_closure_alert_shows_its_distinct_values() {
+    let (dir, rules) = scratch_rules(
+        "distinct-events",
+        r#"[[rule]]
+name = "scan"
+severity = "medium"
+group_by = ["src"]
+events.a = 'flow'
+pattern = "a{3,} distinct(dport) within 1m"
+"#,
+    );
+    let mut lines = String::new();
+    let mut ev = |s: u32, port: u32| {
+        lines.push_str(&format!(
+            "{{\"source\":\"flow\",\"time\":\"2024-01-01T00:00:{s:02}Z\",\"kind\":\"flow_start\",\"src\":\"10.0.0.9\",\"dport\":{port}}}\n"
+        ));
+    };
+    ev(0, 22);
+    for s in 1..30 {
+        ev(s, 80);
+    }
+    ev(30, 443);
+    let input = dir.join("in.jsonl");
+    std::fs::write(&input, lines).unwrap();
+    let (out, _) = replay_with(&rules, &input);
+    let alerts = alerts_of(&out);
+    assert_eq!(alerts.len(), 1, "{out}");
+    let ports: Vec<i64> = alerts[0]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["dport"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ports, [22, 80, 443]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

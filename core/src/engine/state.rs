@@ -974,9 +974,31 @@ impl Run {
         }
     }
 
+    /// The alert's events: the most recent [`MAX_ALERT_EVENTS`]; a `distinct` closure's
+    /// repeats give way, so its alert shows the values it counted (a port scan's ports, not
+    /// sixteen tries of one port): the most recent event of each value.
     fn events(&self) -> Vec<Arc<Event>> {
-        let skip = self.items.len().saturating_sub(MAX_ALERT_EVENTS);
-        self.items.iter().skip(skip).map(|i| i.ev.clone()).collect()
+        if self.distinct.is_none() {
+            let skip = self.items.len().saturating_sub(MAX_ALERT_EVENTS);
+            return self.items.iter().skip(skip).map(|i| i.ev.clone()).collect();
+        }
+        let items: Vec<&Item> = self.items.iter().collect();
+        let mut seen: Vec<&Value> = Vec::new();
+        let mut out: Vec<Arc<Event>> = Vec::with_capacity(MAX_ALERT_EVENTS);
+        for i in items.iter().rev() {
+            if out.len() == MAX_ALERT_EVENTS {
+                break;
+            }
+            if let Some(v) = i.dv.as_deref() {
+                if seen.contains(&v) {
+                    continue;
+                }
+                seen.push(v);
+            }
+            out.push(i.ev.clone());
+        }
+        out.reverse();
+        out
     }
 }
 
