@@ -1113,3 +1113,61 @@ fn a_condition_error_does_not_make_message_fields_unknown() {
     assert_eq!(m.len(), 1, "{m:?}");
     assert!(m[0].1.contains("unknown field `dprt`"), "{m:?}");
 }
+
+/// Time-of-day functions read a time's wall clock in UTC or in a named zone (daylight saving
+/// included); a wrong argument, zone or name is an error with a hint.
+#[test]
+fn time_of_day_functions() {
+    use cepheus_core::event::Event;
+    use cepheus_core::rules::ir::Captures;
+    use cepheus_core::time::Timestamp;
+    let eval = |cond: &str, at: &str| -> bool {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!("events.a = '{cond}'\npattern = \"a\"")),
+        );
+        let errs = errors(&c);
+        let rs = c.rules.unwrap_or_else(|| panic!("{cond}: {errs:#?}"));
+        let t = Timestamp::parse_rfc3339(at).unwrap();
+        let ev = Event::new(Source::Syslog, t, t);
+        rs.rules[0].events[0].cond.eval(&ev, &mut Captures::new())
+    };
+    // 2024-06-08 is a Saturday; Paris is UTC+2 in June, UTC+1 in January.
+    let at = "2024-06-08T16:30:00Z";
+    assert!(eval("hour(time) == 16 and minute(time) == 30", at));
+    assert!(eval("hour(time, \"Europe/Paris\") == 18", at));
+    assert!(eval("hour(time - 1h, \"Europe/Paris\") == 17", at));
+    assert!(eval(
+        "weekday(time) == 6 and day(time) == 8 and month(time) == 6",
+        at
+    ));
+    assert!(eval(
+        "hour(time, \"Europe/Paris\") == 17",
+        "2024-01-08T16:30:00Z"
+    ));
+    assert!(eval(
+        "weekday(time, \"Asia/Tokyo\") == 7",
+        "2024-06-08T16:30:00Z"
+    ));
+    assert!(!eval("hour(time) in [8, 9, 10]", at));
+    for (cond, msg) in [
+        ("hours(time) == 1", "unknown function `hours`"),
+        ("hour(host) == 1", "`hour` reads a time, not a string"),
+        (
+            "hour(time, \"Mars/Base\") == 1",
+            "unknown time zone `Mars/Base`",
+        ),
+        (
+            "hour(time, host) == 1",
+            "the zone must be a quoted IANA name",
+        ),
+        ("hour() == 1", "`hour` takes a time and, optionally, a zone"),
+        ("hour(time) == \"x\"", "cannot compare"),
+    ] {
+        let (m, _, _, help) = one_error(&rule_text(&format!(
+            "events.a = 'syslog and {cond}'\npattern = \"a\""
+        )));
+        assert!(m.contains(msg), "{cond}: {m}");
+        assert!(help.is_some(), "{cond}: {m}");
+    }
+}

@@ -9,7 +9,9 @@ use regex::Regex;
 
 use crate::event::{Field, FieldKey, Source, Value, ValueType};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
-use crate::rules::ir::{ArithOp, Cond, Expr, Pattern, RegexCond, ValueList, Window, canonical_net};
+use crate::rules::ir::{
+    ArithOp, Cond, Expr, Pattern, RegexCond, TimePart, ValueList, Window, canonical_net,
+};
 use crate::rules::syntax::{CondAst, ExprAst, Lit, PatAst, Span};
 use crate::time::Duration;
 
@@ -198,6 +200,7 @@ fn expr_fields<'e>(e: &'e ExprAst, out: &mut Vec<&'e str>) {
             expr_fields(b, out);
         }
         ExprAst::Neg(a, _) => expr_fields(a, out),
+        ExprAst::Call(_, args, _) => args.iter().for_each(|a| expr_fields(a, out)),
     }
 }
 
@@ -625,6 +628,71 @@ impl CondChecker<'_, '_> {
         None
     }
 
+    /// A time-of-day function: `hour(time)`, `weekday(time, "Europe/Paris")`.
+    fn call(&mut self, name: &str, args: &[ExprAst], span: &Span) -> Option<(Expr, ValueType)> {
+        let Some(part) = TimePart::ALL.into_iter().find(|p| p.name() == name) else {
+            let names: Vec<&str> = TimePart::ALL.iter().map(|p| p.name()).collect();
+            let help = match did_you_mean(name, names.iter().copied()) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!(
+                    "the functions are {}, of a time: `hour(time) >= 18`; presence is `exists(field)`",
+                    names.join(", ")
+                ),
+            };
+            self.r.error(
+                span.clone(),
+                format!("unknown function `{name}`"),
+                Some(help),
+            );
+            return None;
+        };
+        let usage = format!("write `{name}(time)`, or `{name}(time, \"Europe/Paris\")` for a zone");
+        let (time, zone) = match args {
+            [t] => (t, None),
+            [t, z] => (t, Some(z)),
+            _ => {
+                self.r.error(
+                    span.clone(),
+                    format!("`{name}` takes a time and, optionally, a zone"),
+                    Some(usage),
+                );
+                return None;
+            }
+        };
+        let zone = match zone {
+            None => None,
+            Some(ExprAst::Lit(Lit::Str(z), zs)) => match z.parse::<chrono_tz::Tz>() {
+                Ok(tz) => Some(tz),
+                Err(_) => {
+                    self.r.error(
+                        zs.clone(),
+                        format!("unknown time zone `{z}`"),
+                        Some("name an IANA zone such as \"Europe/Paris\" or \"UTC\"".into()),
+                    );
+                    return None;
+                }
+            },
+            Some(other) => {
+                self.r.error(
+                    other.span(),
+                    "the zone must be a quoted IANA name",
+                    Some(usage),
+                );
+                return None;
+            }
+        };
+        let (x, t) = self.expr(time)?;
+        if t != ValueType::Time {
+            self.r.error(
+                time.span(),
+                format!("`{name}` reads a time, not {}", t.with_article()),
+                Some(usage),
+            );
+            return None;
+        }
+        Some((Expr::TimePart(part, Box::new(x), zone), ValueType::Int))
+    }
+
     fn expr(&mut self, e: &ExprAst) -> Option<(Expr, ValueType)> {
         match e {
             ExprAst::Lit(Lit::Cidr(n), s) => {
@@ -687,6 +755,7 @@ impl CondChecker<'_, '_> {
                 };
                 Some((Expr::Arith(*op, Box::new(xa), Box::new(xb)), t))
             }
+            ExprAst::Call(name, args, s) => self.call(name, args, s),
         }
     }
 }

@@ -151,6 +151,65 @@ pub enum Expr {
     Arith(ArithOp, Box<Expr>, Box<Expr>),
     /// Unary minus.
     Neg(Box<Expr>),
+    /// A part of a time's wall clock in a zone (`hour(time, "Europe/Paris")`), as an integer.
+    TimePart(TimePart, Box<Expr>, Option<chrono_tz::Tz>),
+}
+
+/// What a time-of-day function reads from a time (`hour(time)`): "outside business hours",
+/// "at the weekend".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimePart {
+    /// `hour`: 0 to 23.
+    Hour,
+    /// `minute`: 0 to 59.
+    Minute,
+    /// `weekday`: 1 (Monday) to 7 (Sunday), as ISO 8601.
+    Weekday,
+    /// `day`: the day of the month, 1 to 31.
+    Day,
+    /// `month`: 1 to 12.
+    Month,
+}
+
+impl TimePart {
+    /// Every function, in the order docs list them.
+    pub const ALL: [TimePart; 5] = [
+        TimePart::Hour,
+        TimePart::Minute,
+        TimePart::Weekday,
+        TimePart::Day,
+        TimePart::Month,
+    ];
+
+    /// The function's name in rules.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TimePart::Hour => "hour",
+            TimePart::Minute => "minute",
+            TimePart::Weekday => "weekday",
+            TimePart::Day => "day",
+            TimePart::Month => "month",
+        }
+    }
+
+    /// The part of `t` read in `zone` (UTC without one).
+    pub fn of(self, t: crate::time::Timestamp, zone: Option<chrono_tz::Tz>) -> i64 {
+        let utc = chrono::DateTime::from_timestamp_nanos(t.as_nanos());
+        match zone {
+            Some(z) => self.read(&utc.with_timezone(&z)),
+            None => self.read(&utc),
+        }
+    }
+
+    fn read(self, d: &(impl chrono::Datelike + chrono::Timelike)) -> i64 {
+        i64::from(match self {
+            TimePart::Hour => d.hour(),
+            TimePart::Minute => d.minute(),
+            TimePart::Weekday => d.weekday().number_from_monday(),
+            TimePart::Day => d.day(),
+            TimePart::Month => d.month(),
+        })
+    }
 }
 
 /// Looks a field up: captures first, then the event; `time` is the event time.
@@ -202,6 +261,10 @@ impl Expr {
                 let b = b.eval(ev, caps)?;
                 arith(*op, a.get(), b.get()).map(LookedUp::Owned)
             }
+            Expr::TimePart(part, e, zone) => match e.eval(ev, caps)?.get() {
+                Value::Time(t) => Some(LookedUp::Owned(Value::Int(part.of(*t, *zone)))),
+                _ => None,
+            },
         }
     }
 }
@@ -549,6 +612,10 @@ impl fmt::Display for Expr {
             Expr::Lit(v) => f.write_str(&lit(v)),
             Expr::Field(k) => f.write_str(k.name()),
             Expr::Neg(e) => write!(f, "-({e})"),
+            Expr::TimePart(part, e, None) => write!(f, "{}({e})", part.name()),
+            Expr::TimePart(part, e, Some(z)) => {
+                write!(f, "{}({e}, {})", part.name(), quoted(z.name()))
+            }
             Expr::Arith(op, a, b) => {
                 let o = match op {
                     ArithOp::Add => "+",

@@ -335,6 +335,8 @@ pub enum ExprAst {
     Arith(ArithOp, Box<ExprAst>, Box<ExprAst>, Span),
     /// `-a`
     Neg(Box<ExprAst>, Span),
+    /// `name(args)`: a function (`hour(time)`); the span is the whole call.
+    Call(String, Vec<ExprAst>, Span),
 }
 
 impl ExprAst {
@@ -344,6 +346,7 @@ impl ExprAst {
             ExprAst::Lit(_, s) | ExprAst::Field(_, s) => s.clone(),
             ExprAst::Arith(_, a, b, _) => a.span().start..b.span().end,
             ExprAst::Neg(e, s) => s.start..e.span().end,
+            ExprAst::Call(_, _, s) => s.clone(),
         }
     }
 }
@@ -754,6 +757,28 @@ impl Parser {
                     format!("expected a value, found the keyword `{w}`"),
                     "give the comparison a value before it: `app == \"sshd\"`",
                 );
+            }
+            Tok::Ident(w) if self.is_punct("(") => {
+                // A function call: `hour(time)`, `weekday(time, "Europe/Paris")`.
+                self.bump();
+                self.enter(&s)?;
+                let mut args = Vec::new();
+                while !self.is_punct(")") {
+                    args.push(self.additive()?);
+                    if self.is_punct(",") {
+                        self.bump();
+                    } else if !self.is_punct(")") {
+                        let t = self.peek();
+                        return err(
+                            t.span.clone(),
+                            format!("expected `,` or `)`, found {}", t.tok.describe()),
+                            format!("separate the arguments with `,`: `{w}(time, \"UTC\")`"),
+                        );
+                    }
+                }
+                let close = self.bump().span;
+                self.leave(1);
+                ExprAst::Call(w, args, s.start..close.end)
             }
             Tok::Ident(w) => ExprAst::Field(w, s),
             Tok::Punct("(") => {
