@@ -356,10 +356,10 @@ impl Iterator for Reported {
                     path.display()
                 );
             }
-            if c.syslog_fragmented > 0 {
+            if c.syslog_fragments_lost > 0 {
                 eprintln!(
-                    "warning: captures: {} syslog datagrams came in IP fragments, which are not reassembled: those messages are lost",
-                    c.syslog_fragmented
+                    "warning: captures: {} syslog datagrams in IP fragments could not be put back together (a fragment missing): those messages are lost",
+                    c.syslog_fragments_lost
                 );
             }
             if c.truncated + c.malformed > 0 {

@@ -92,8 +92,26 @@ pub struct PacketInfo<'a> {
     pub payload_len: u32,
     /// The captured transport payload (may be shorter than `payload_len` when truncated).
     pub payload: &'a [u8],
-    /// IP fragment data: `Some((id, offset_is_zero))` when the packet is a fragment.
-    pub fragment: Option<(u32, bool)>,
+    /// IP fragment data, when the packet is a fragment.
+    pub fragment: Option<Fragment>,
+}
+
+/// Where an IP fragment belongs: its datagram and its place in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fragment {
+    /// The IP identification (IPv4's 16 bits, IPv6's 32).
+    pub id: u32,
+    /// Offset of its data in the datagram's IP payload, in bytes.
+    pub offset: u32,
+    /// More fragments follow (false: the last one).
+    pub more: bool,
+}
+
+impl Fragment {
+    /// The first fragment: the only one that carries the transport header.
+    pub const fn first(&self) -> bool {
+        self.offset == 0
+    }
 }
 
 /// What a frame turned out to be.
@@ -193,12 +211,12 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
             } else {
                 data.len() as u32
             };
-            let frag = (h.more_fragments() || h.fragments_offset().value() != 0).then(|| {
-                (
-                    u32::from(h.identification()),
-                    h.fragments_offset().value() == 0,
-                )
-            });
+            let frag =
+                (h.more_fragments() || h.fragments_offset().value() != 0).then(|| Fragment {
+                    id: u32::from(h.identification()),
+                    offset: u32::from(h.fragments_offset().value()) * 8,
+                    more: h.more_fragments(),
+                });
             (ip_len, frag)
         }
         LaxIpSlice::Ipv6(v6) => {
@@ -232,7 +250,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
         fragment,
     };
     // Only a fragment at offset 0 carries the transport header.
-    if matches!(fragment, Some((_, false))) {
+    if fragment.is_some_and(|f| !f.first()) {
         return Decoded::Ip(info);
     }
     // Length of the transport segment as the IP header says (not what was captured).
@@ -298,10 +316,10 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
 }
 
 /// The fragment header among IPv6 extension headers (`exts`, the first of kind `first`), if
-/// the packet is a fragment: its identification, and whether it is the first fragment.
+/// the packet is a fragment.
 /// Walked by hand with every length checked: etherparse 0.21's extension iterator reads past
 /// the end of a chain the lax slicer cut short (out of bounds, found by fuzzing).
-fn ipv6_fragment(first: u8, exts: &[u8]) -> Option<(u32, bool)> {
+fn ipv6_fragment(first: u8, exts: &[u8]) -> Option<Fragment> {
     let mut next = first;
     let mut rest = exts;
     let mut found = None;
@@ -325,7 +343,11 @@ fn ipv6_fragment(first: u8, exts: &[u8]) -> Option<(u32, bool)> {
             let more = off_flags & 1 != 0;
             if offset != 0 || more {
                 let id = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
-                found = Some((id, offset == 0));
+                found = Some(Fragment {
+                    id,
+                    offset: u32::from(offset) * 8,
+                    more,
+                });
             }
         }
         next = header[0];
@@ -489,7 +511,14 @@ mod tests {
             panic!("not ip");
         };
         assert_eq!((d.proto, d.sport, d.dport), (proto::UDP, 53, 1234));
-        assert_eq!(d.fragment, Some((0x1234, true)));
+        assert_eq!(
+            d.fragment,
+            Some(Fragment {
+                id: 0x1234,
+                offset: 0,
+                more: true
+            })
+        );
         assert_eq!(d.ip_len, 40 + u32::from(plen));
         // A later fragment: no ports here, the table maps them.
         let n = p.len();
@@ -500,7 +529,15 @@ mod tests {
         };
         assert_eq!(
             (d.sport, d.dport, d.fragment),
-            (0, 0, Some((0x1234, false)))
+            (
+                0,
+                0,
+                Some(Fragment {
+                    id: 0x1234,
+                    offset: 16,
+                    more: false
+                })
+            )
         );
     }
 }

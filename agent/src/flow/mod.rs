@@ -21,6 +21,7 @@ pub mod cmd;
 pub mod decode;
 pub mod filter;
 pub mod live;
+pub mod reasm;
 pub mod table;
 pub mod tcp_syslog;
 
@@ -76,9 +77,12 @@ pub struct Counters {
     pub unsupported_linktype: u64,
     /// Syslog messages surfaced (UDP datagrams and messages of TCP streams).
     pub syslog: u64,
-    /// Syslog datagrams to a syslog port that came in IP fragments: not reassembled, so not
-    /// surfaced (a message longer than the path's MTU).
-    pub syslog_fragmented: u64,
+    /// Syslog datagrams that came in IP fragments (a message longer than the path's MTU) and
+    /// were put back together (they count in `syslog` too).
+    pub syslog_reassembled: u64,
+    /// Syslog datagrams in IP fragments given up: a fragment never came (within 30 s of
+    /// capture time), the datagram was too large, or too many were in progress at once.
+    pub syslog_fragments_lost: u64,
     /// Capture read errors (each ends its file; counted by the reader of the files).
     pub read_errors: u64,
     /// Flows created.
@@ -104,6 +108,8 @@ pub struct FlowEngine {
     tcp_syslog: Option<tcp_syslog::TcpSyslog>,
     /// The latest frame's stamp: when the streams still open end.
     last: Timestamp,
+    /// Syslog datagrams in IP fragments, being put back together.
+    frags: reasm::SyslogFragments,
 }
 
 impl FlowEngine {
@@ -115,6 +121,7 @@ impl FlowEngine {
             scratch: Vec::new(),
             tcp_syslog: Some(tcp_syslog::TcpSyslog::default()),
             last: Timestamp::MIN,
+            frags: reasm::SyslogFragments::default(),
         }
     }
 
@@ -143,15 +150,24 @@ impl FlowEngine {
                 let Some(tcp) = self.tcp_syslog.as_mut() else {
                     return;
                 };
-                if !SYSLOG_PORTS.contains(&info.dport) {
+                if let (Some(frag), proto::UDP) = (info.fragment, info.proto) {
+                    // Only the first fragment has ports: a syslog datagram in fragments is
+                    // put back together first.
+                    let to_syslog = frag.first().then(|| SYSLOG_PORTS.contains(&info.dport));
+                    let got =
+                        self.frags
+                            .push(pkt.ts, info.src, info.dst, frag, to_syslog, info.payload);
+                    if let reasm::Outcome::Whole(payload) = got {
+                        self.counters.syslog += 1;
+                        syslog.push(SyslogDatagram {
+                            time: pkt.ts,
+                            src: info.src,
+                            payload,
+                        });
+                    }
                     return;
                 }
-                if info.fragment.is_some() {
-                    // Only a first fragment has ports: fragments are not reassembled, so the
-                    // message is lost, and said (`syslog_fragmented`).
-                    if info.proto == proto::UDP {
-                        self.counters.syslog_fragmented += 1;
-                    }
+                if !SYSLOG_PORTS.contains(&info.dport) || info.fragment.is_some() {
                     return;
                 }
                 if info.proto == proto::UDP && !info.payload.is_empty() {
@@ -186,6 +202,7 @@ impl FlowEngine {
     /// without its delimiter counts, as when a sender closes its connection.
     pub fn finish(&mut self, out: &mut Vec<FlowNotice>, syslog: &mut Vec<SyslogDatagram>) {
         self.table.finish(out);
+        self.frags.finish();
         if let Some(tcp) = self.tcp_syslog.as_mut() {
             let before = syslog.len();
             tcp.finish(self.last, syslog);
@@ -242,6 +259,8 @@ impl FlowEngine {
             evicted: t.evicted,
             out_of_order: t.out_of_order,
             orphan_fragments: t.orphan_fragments,
+            syslog_reassembled: self.frags.reassembled,
+            syslog_fragments_lost: self.frags.lost,
             tcp_syslog: self
                 .tcp_syslog
                 .as_ref()
@@ -475,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fragmented_syslog_datagram_is_counted_not_silently_lost() {
+    fn a_fragmented_syslog_datagram_is_put_back_together() {
         let mut flows = FlowEngine::new(FlowConfig::default());
         let mut whole = Vec::new();
         PacketBuilder::ipv4([10, 0, 0, 7], [10, 0, 0, 1], 64)
@@ -501,7 +520,12 @@ mod tests {
             };
             flows.push(&pkt, &mut notices, &mut got);
         }
-        assert!(got.is_empty());
-        assert_eq!(flows.counters().syslog_fragmented, 1);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].payload, [b'x'; 64]);
+        let c = flows.counters();
+        assert_eq!(
+            (c.syslog, c.syslog_reassembled, c.syslog_fragments_lost),
+            (1, 1, 0)
+        );
     }
 }

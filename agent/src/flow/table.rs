@@ -504,7 +504,7 @@ impl FlowTable {
             }
             None => (pkt.sport, pkt.dport),
         };
-        match pkt.fragment {
+        match pkt.fragment.map(|f| (f.id, f.first())) {
             Some((id, true)) => {
                 let k = (pkt.src, pkt.dst, pkt.proto, id);
                 if self.frags.len() >= MAX_FRAGS
