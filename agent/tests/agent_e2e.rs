@@ -586,6 +586,46 @@ fn flow_rules_alert_on_live_capture_in_run() {
     );
 }
 
+/// With `capture.syslog`, syslog seen on the wire (a mirror port) becomes syslog events with
+/// `peer` = the sender, though nothing on this host listens on the port it was sent to.
+#[test]
+fn capture_syslog_reads_the_syslog_on_the_wire() {
+    let Some(ns) = Netns::create("capture_syslog_reads_the_syslog_on_the_wire", "crs", 218) else {
+        return;
+    };
+    let (here, there) = (ns.here.clone(), ns.there.clone());
+    let dir = scratch("capture-syslog");
+    std::fs::write(
+        dir.join("rules/probe.toml"),
+        r#"
+[[rule]]
+name = "wire-syslog"
+severity = "info"
+message = "{app} from {peer}"
+group_by = ["peer"]
+events.a = 'syslog and app == "probe"'
+pattern = "a"
+"#,
+    )
+    .unwrap();
+    let agent = Agent::start(
+        &dir,
+        &format!(
+            "[capture]\ninterface = \"{}\"\nfilter = \"udp\"\nsyslog = true\n",
+            ns.veth
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    ns.exec(&[
+        "bash",
+        "-c",
+        &format!("echo -n '<13>Dec  2 05:40:00 box probe: hello' > /dev/udp/{here}/514; true"),
+    ]);
+    let alert = agent.wait_alert(15, |a| a["rule"] == "wire-syslog");
+    assert_eq!(alert["group"]["peer"], there.as_str());
+    assert_eq!(alert["message"], format!("probe from {there}"));
+}
+
 #[test]
 fn followed_file_lines_are_ingested_across_rotation() {
     let dir = scratch("files");

@@ -90,6 +90,10 @@ stdout = true
 # [capture]
 # interface = "eth0"
 # filter = "not port 22"
+# Also read the syslog seen on the wire (UDP and TCP to ports 514 and 5514) as syslog events,
+# with `peer` = the sender: for a mirror port. Leave it off when this host receives that
+# syslog on its own sockets (each message would count twice).
+# syslog = false
 "#;
 
 /// Why a configuration was rejected.
@@ -334,6 +338,9 @@ pub struct CaptureConfig {
     /// Capture filter (see `cepheus flows --help`).
     #[serde(default)]
     pub filter: String,
+    /// Also read the syslog on the wire (UDP/TCP to 514 and 5514) into the rules.
+    #[serde(default)]
+    pub syslog: bool,
 }
 
 /// A duration written as text (`"2s"`), parsed like rule-file durations.

@@ -610,15 +610,21 @@ fn show_peer(peer: Option<IpAddr>) -> String {
 
 /// Runs a live capture on the current (plain) thread until shutdown: packets become flow
 /// events through the flow table and are routed like syslog events. Syslog seen on the wire
-/// is left alone here (it arrives through the syslog sockets).
+/// is read too with `syslog` (`capture.syslog`: a mirror port), else left alone (it arrives
+/// through the syslog sockets).
 pub fn capture_loop(
     cap: crate::flow::live::LiveCapture,
     mut router: Router,
     shutdown: watch::Receiver<bool>,
     counters: Arc<CaptureCounters>,
+    syslog: bool,
 ) {
     use crate::flow::{FlowEngine, FlowItem, table::FlowConfig};
-    let mut flows = FlowEngine::flows_only(FlowConfig::default());
+    let mut flows = if syslog {
+        FlowEngine::new(FlowConfig::default())
+    } else {
+        FlowEngine::flows_only(FlowConfig::default())
+    };
     let mut items = Vec::new();
     let mut last_flush = std::time::Instant::now();
     let mut last_count = std::time::Instant::now();
@@ -636,8 +642,12 @@ pub fn capture_loop(
             }
         }
         for it in items.drain(..) {
-            if let FlowItem::Flow(ev) = it {
-                router.accept_event(ev);
+            match it {
+                FlowItem::Flow(ev) => router.accept_event(ev),
+                // Parsed, deduplicated and counted as a datagram from its sender would be.
+                FlowItem::Syslog(d) => {
+                    router.accept(&d.payload, Some(d.src), d.time);
+                }
             }
         }
         if router.full() || last_flush.elapsed() >= StdDuration::from_millis(50) {

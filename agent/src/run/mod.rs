@@ -345,9 +345,10 @@ fn start(
             let router = ingest::Router::new(shared.clone(), plan_rx.clone(), txs.clone());
             let shutdown = shutdown_rx.clone();
             let counters = capture_counters.clone();
+            let syslog = cfg.capture.as_ref().is_some_and(|c| c.syslog);
             std::thread::Builder::new()
                 .name("capture".into())
-                .spawn(move || ingest::capture_loop(cap, router, shutdown, counters))
+                .spawn(move || ingest::capture_loop(cap, router, shutdown, counters, syslog))
                 .context("starting the capture thread")?;
         }
         drop(txs);
