@@ -62,6 +62,18 @@ pub fn check(args: CheckArgs) -> ExitCode {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e:#}");
+            if args.format == Format::Json {
+                // A reader of the JSON lines learns of it too, in the diagnostics' shape.
+                let line = serde_json::json!({
+                    "file": serde_json::Value::Null,
+                    "line": serde_json::Value::Null,
+                    "column": serde_json::Value::Null,
+                    "severity": "error",
+                    "message": format!("{e:#}"),
+                    "help": "give rule files (*.toml) or folders of them that exist and can be read",
+                });
+                let _ = writeln!(std::io::stdout().lock(), "{line}");
+            }
             return ExitCode::from(2);
         }
     };

@@ -138,17 +138,28 @@ pub fn run(args: TestArgs) -> ExitCode {
 }
 
 /// Test files under `paths` (files as given, folders searched for `*.test.toml`), sorted.
+/// A rule file `NAME.toml` stands for its tests, `NAME.test.toml` beside it.
 fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    if let Some(f) = paths.iter().find(|p| !is_test_file(p) && p.is_file()) {
-        let stem = f
+    let mut given = Vec::with_capacity(paths.len());
+    for p in paths {
+        if is_test_file(p) || !p.is_file() {
+            given.push(p.clone());
+            continue;
+        }
+        let stem = p
             .file_stem()
-            .map_or_else(|| "NAME".into(), |s| s.to_string_lossy());
-        anyhow::bail!(
-            "{} is not a rule test file: the tests of {stem}.toml go in {stem}.test.toml beside it (see docs/rules.md, \"Testing rules\")",
-            f.display()
-        );
+            .map_or_else(|| "NAME".into(), |s| s.to_string_lossy().into_owned());
+        let tests = p.with_file_name(format!("{stem}.test.toml"));
+        if !tests.is_file() {
+            anyhow::bail!(
+                "{} is not a rule test file, and {} does not exist: the tests of {stem}.toml go in {stem}.test.toml beside it (see docs/rules.md, \"Testing rules\")",
+                p.display(),
+                tests.display()
+            );
+        }
+        given.push(tests);
     }
-    crate::rulefiles::collect_matching(paths, &|p| is_test_file(p))
+    crate::rulefiles::collect_matching(&given, &|p| is_test_file(p))
 }
 
 /// Whether a path names a rule test file (`*.test.toml`).

@@ -1008,6 +1008,12 @@ fn test_files_and_rule_files_are_not_mistaken_for_each_other() {
         err.contains("is a rule test file, not rules: run `cepheus rules test"),
         "{err}"
     );
+    // A rule file given to `rules test` stands for the tests beside it ...
+    let (code, out) = rules_test(&rules);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("x.test.toml"), "{out}");
+    // ... and without them, says where they go.
+    std::fs::remove_file(&test).unwrap();
     let (code, out) = rules_test(&rules);
     assert_eq!(code, Some(2), "{out}");
     assert!(
@@ -1150,4 +1156,30 @@ pattern = "a{3,} distinct(dport) within 1m"
         .collect();
     assert_eq!(ports, [22, 80, 443]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `rules check --format json` says an unreadable path on stdout too, in the diagnostics'
+/// shape, and exits 2.
+#[test]
+fn json_rules_check_reports_an_unreadable_path_as_json() {
+    let out = cepheus()
+        .args([
+            "rules",
+            "check",
+            "--format",
+            "json",
+            "/nonexistent/cepheus-rules",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["severity"], "error");
+    assert!(
+        line["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/cepheus-rules")
+    );
+    assert!(line["help"].is_string());
 }
