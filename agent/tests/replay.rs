@@ -1183,3 +1183,41 @@ fn json_rules_check_reports_an_unreadable_path_as_json() {
     );
     assert!(line["help"].is_string());
 }
+
+/// `{rule}` and `{severity}` in a message are the alert's own, in every state of an episode
+/// (an absence fires with no event to read them from; its resolving heartbeat has a syslog
+/// `severity` number of its own).
+#[test]
+fn rule_and_severity_in_messages_are_the_alerts_own() {
+    let (dir, rules) = scratch_rules(
+        "msg-rule",
+        r#"[[rule]]
+name = "hb"
+severity = "critical"
+message = "{rule} ({severity}): no heartbeat from {host}"
+group_by = ["host"]
+expect = ["web-1"]
+events.hb = 'syslog and app == "heartbeat"'
+pattern = "absent(hb) for 60s"
+"#,
+    );
+    let input = dir.join("in.log");
+    std::fs::write(
+        &input,
+        "<14>1 2024-01-01T00:00:00Z other x - - - x\n<14>1 2024-01-01T00:02:00Z web-1 heartbeat - - - alive\n",
+    )
+    .unwrap();
+    let (out, _) = replay_with(&rules, &input);
+    let messages: Vec<String> = alerts_of(&out)
+        .iter()
+        .map(|a| format!("{} {}", a["state"], a["message"]))
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "\"firing\" \"hb (critical): no heartbeat from web-1\"",
+            "\"resolved\" \"hb (critical): no heartbeat from web-1\""
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1867,6 +1867,12 @@ pub fn render_message(
             TemplatePart::Field(k) => {
                 if let Some((_, v)) = group.iter().find(|(n, _)| n == k.name()) {
                     let _ = v.write_to(&mut s);
+                } else if k.name() == "rule" {
+                    s.push_str(&rule.name);
+                } else if k.name() == "severity" {
+                    // The alert's own severity (as in its JSON), in every state of the
+                    // episode: not a syslog event's severity number.
+                    s.push_str(rule.severity.name());
                 } else if let Some(v) = events
                     .iter()
                     .rev()
