@@ -183,6 +183,8 @@ impl Inputs {
 
     /// Parses one non-blank line into an event, and whether it carried its own time.
     fn parse_line(&mut self, line: &[u8]) -> Result<(Event, bool), Malformed> {
+        // A byte-order mark (a file saved by a Windows editor) is no part of the line.
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         let start = line.iter().position(|b| !b.is_ascii_whitespace());
         if start.is_some_and(|i| line[i] == b'{') {
             let text = String::from_utf8_lossy(line);
@@ -203,7 +205,9 @@ impl Inputs {
     /// time of the lines after it that have none.
     fn settle(&mut self, mut item: InputItem, bytes: &[u8]) -> InputItem {
         item.duplicate = match (&item.event, &mut self.dedup) {
-            (Ok(e), Some(d)) => d.seen(bytes, None, e.arrival),
+            // The line ending is no part of the message: a line relayed once with CRLF and
+            // once with LF is one message.
+            (Ok(e), Some(d)) => d.seen(trim_line_end(bytes), None, e.arrival),
             _ => false,
         };
         match &item.event {
@@ -229,6 +233,15 @@ impl Inputs {
             self.ready.push_back(item);
         }
     }
+}
+
+/// A line without its trailing CR (and NULs).
+fn trim_line_end(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|b| !matches!(b, b'\r' | 0))
+        .map_or(0, |i| i + 1);
+    &line[..end]
 }
 
 /// Reads one line of at most `max` bytes into `buf` (without the newline). Returns
@@ -525,6 +538,26 @@ mod tests {
                 oversized: 1,
                 duplicates: 0,
             }
+        );
+    }
+
+    #[test]
+    fn a_byte_order_mark_and_line_endings_are_no_part_of_a_line() {
+        let text = b"\xEF\xBB\xBF{\"source\":\"syslog\",\"time\":\"2024-01-01T00:00:00Z\",\"host\":\"h\"}\n\
+                     <13>1 2024-01-01T00:00:01Z h a - - - same\r\n\
+                     <13>1 2024-01-01T00:00:01Z h a - - - same\n";
+        let items: Vec<InputItem> = Inputs::from_readers(
+            vec![("a".into(), reader(text))],
+            SyslogParser::default(),
+            Timestamp(0),
+        )
+        .with_dedup(Duration::from_secs(2), 100)
+        .map(Result::unwrap)
+        .collect();
+        assert!(items[0].event.is_ok(), "{:?}", items[0].event);
+        assert_eq!(
+            items.iter().map(|i| i.duplicate).collect::<Vec<_>>(),
+            [false, false, true]
         );
     }
 

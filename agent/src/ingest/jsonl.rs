@@ -2,7 +2,8 @@
 //!
 //! One object per line: `source` (`"syslog"` or `"flow"`) and `time` (RFC 3339) are required,
 //! `arrival` (RFC 3339) is optional and defaults to `time`. Every other key is a registry field
-//! of that source, typed by [`Field::ty`]: strings; integers; floats; booleans; IP addresses
+//! of that source, typed by [`Field::ty`]: strings (or whole numbers, kept as their digits);
+//! integers; floats; booleans; IP addresses
 //! from strings; times as RFC 3339 strings; durations as `"5s"`-style strings or numbers of
 //! seconds. Syslog events may also carry `sd.<id>.<param>` keys (values kept as text). A `null`
 //! value means "absent". Anything else is an error naming the key, so a typo in a test fails
@@ -75,27 +76,36 @@ fn is_sd_key(key: &str) -> bool {
         .is_some_and(|(id, param)| !id.is_empty() && !param.is_empty())
 }
 
-/// Strings as they are; numbers and booleans as their JSON text.
+/// Strings as they are; whole numbers (a process id written as a number) as their digits.
+/// Not fractions, which JSON cannot keep as written (`1.50` reads `1.5`), nor numbers too large
+/// for 64 bits, nor booleans: those are errors, so a value never changes its text silently.
 fn scalar_text(v: &Json) -> Option<String> {
     match v {
         Json::String(s) => Some(s.clone()),
-        Json::Number(n) => Some(n.to_string()),
-        Json::Bool(b) => Some(b.to_string()),
+        Json::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
         _ => None,
     }
 }
 
 /// An RFC 3339 time value.
 fn time_value(key: &str, v: &Json) -> Result<Timestamp, Malformed> {
-    v.as_str()
-        .and_then(Timestamp::parse_rfc3339)
-        .ok_or_else(|| bad(key, "an RFC 3339 time string", v))
+    match v.as_str() {
+        Some(s) => Timestamp::parse_rfc3339(s).ok_or_else(|| {
+            let expected = if chrono::DateTime::parse_from_rfc3339(s.trim()).is_ok() {
+                "a time between the years 1678 and 2261 (64-bit nanoseconds)"
+            } else {
+                "an RFC 3339 time string"
+            };
+            bad(key, expected, v)
+        }),
+        None => Err(bad(key, "an RFC 3339 time string", v)),
+    }
 }
 
 /// A JSON value converted to the field's type.
 fn typed(key: &str, ty: ValueType, v: &Json) -> Result<Value, Malformed> {
     let out = match ty {
-        // Process ids and the like are sometimes written as numbers: keep their text.
+        // Process ids and the like are sometimes written as numbers: keep their digits.
         ValueType::Str => scalar_text(v).map(|s| Value::str(&s)),
         ValueType::Int => v.as_i64().map(Value::Int),
         ValueType::Float => v.as_f64().map(Value::Float),
@@ -309,6 +319,24 @@ mod tests {
             (
                 r#"{"source":"flow","time":"2026-01-01T00:00:00Z","duration":-1}"#,
                 "duration",
+            ),
+            // A string field takes whole numbers as their digits, nothing that would read
+            // differently from what was written.
+            (
+                r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","host":true}"#,
+                "host",
+            ),
+            (
+                r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","msg":1.50}"#,
+                "msg",
+            ),
+            (
+                r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","procid":123456789012345678901234567890}"#,
+                "procid",
+            ),
+            (
+                r#"{"source":"flow","time":"9999-01-01T00:00:00Z"}"#,
+                "1678 and 2261",
             ),
         ];
         for (line, key) in cases {
