@@ -106,6 +106,11 @@ pub fn run(args: ReplayArgs) -> ExitCode {
 
 /// Loads rules, printing diagnostics; `None` (after printing) when they have errors.
 pub fn load_rules(paths: &[PathBuf]) -> anyhow::Result<Option<RuleSet>> {
+    Ok(compile_rules(paths)?.rules)
+}
+
+/// Compiles rules, printing diagnostics (their `rules` is `None` when they have errors).
+pub fn compile_rules(paths: &[PathBuf]) -> anyhow::Result<cepheus_core::rules::Compiled> {
     let default = [PathBuf::from("rules")];
     let compiled = if paths.is_empty() && !default[0].exists() {
         // As `cepheus run`: with no `rules/` here, the rules built into the binary.
@@ -125,7 +130,7 @@ pub fn load_rules(paths: &[PathBuf]) -> anyhow::Result<Option<RuleSet>> {
     for d in &compiled.diagnostics {
         eprint!("{}", crate::rules_cmd::render(d, color));
     }
-    Ok(compiled.rules)
+    Ok(compiled)
 }
 
 fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {

@@ -398,8 +398,11 @@ pattern = "absent(hb) for 5s"
         "[[rule]]\nname = \"marker\"\npattern = \"m(\"\n",
     )
     .unwrap();
-    agent.wait_stats(10, |s| s["sink"]["reloads_failed"].as_u64() >= Some(1));
+    let s = agent.wait_stats(10, |s| s["sink"]["reloads_failed"].as_u64() >= Some(1));
     assert!(agent.stderr().contains("marker.toml"), "{}", agent.stderr());
+    // /stats says why, with file:line:column, until a reload succeeds.
+    let why = s["reload_error"]["errors"][0].as_str().unwrap_or_default();
+    assert!(why.contains("marker.toml:"), "{s}");
     assert!(
         agent.stderr().contains("old rules keep running"),
         "{}",

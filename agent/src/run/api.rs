@@ -38,6 +38,8 @@ pub struct ApiState {
     pub started: Instant,
     /// The API token, when one is configured (`api.token_file`).
     pub token: Option<String>,
+    /// Why the last reload was refused, until one succeeds.
+    pub reload_error: super::reload::LastReloadError,
 }
 
 impl ApiState {
@@ -103,6 +105,8 @@ pub struct Stats {
     pub shards: Vec<ShardStats>,
     /// Per rule.
     pub rules: Vec<RuleSummary>,
+    /// Why the last reload was refused (the old rules kept running), until one succeeds.
+    pub reload_error: Option<super::reload::ReloadError>,
 }
 
 fn add_counters(into: &mut BTreeMap<String, u64>, c: &impl Serialize) {
@@ -162,6 +166,7 @@ pub async fn collect(st: &ApiState) -> Stats {
         alerts_dropped: super::sink::dropped(),
         shards,
         rules,
+        reload_error: st.reload_error.lock().ok().and_then(|e| e.clone()),
     }
 }
 

@@ -352,6 +352,7 @@ fn start(
                 .context("starting the capture thread")?;
         }
         drop(txs);
+        let reload_error = reload::LastReloadError::default();
         let api_state = actix_web::web::Data::new(api::ApiState {
             shards: shards.clone(),
             ingest: ingest_counters.clone(),
@@ -360,6 +361,7 @@ fn start(
             udp: udp_addrs.clone(),
             started,
             token: api_token.clone(),
+            reload_error: reload_error.clone(),
         });
         let server = actix_web::HttpServer::new(move || {
             actix_web::App::new()
@@ -384,6 +386,7 @@ fn start(
                 counters: sink_counters.clone(),
                 debounce: StdDuration::from_millis(200),
                 watcher,
+                last_error: reload_error.clone(),
             }
             .run(reload_rx),
         );

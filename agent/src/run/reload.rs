@@ -11,6 +11,7 @@ use std::time::Duration as StdDuration;
 
 use actix::Addr;
 use cepheus_core::rules::ir::RuleSet;
+use cepheus_core::rules::{Compiled, Level};
 use tokio::sync::{mpsc, watch};
 
 use super::builtin;
@@ -41,8 +42,13 @@ impl RuleSource {
 
     /// Compiles the rules, printing diagnostics to stderr; `None` when they have errors.
     pub fn load(&self) -> anyhow::Result<Option<RuleSet>> {
+        self.compile().map(|c| c.rules)
+    }
+
+    /// Compiles the rules, printing diagnostics to stderr.
+    fn compile(&self) -> anyhow::Result<Compiled> {
         match self {
-            RuleSource::Paths(p) => crate::replay::load_rules(p),
+            RuleSource::Paths(p) => crate::replay::compile_rules(p),
             RuleSource::Builtin => {
                 tracing::info!(
                     "no rules/ folder and no rules.paths: running the built-in rules (heartbeat, ssh, scan, silent agent)"
@@ -52,7 +58,7 @@ impl RuleSource {
                 for d in &c.diagnostics {
                     eprint!("{}", crate::rules_cmd::render(d, color));
                 }
-                Ok(c.rules)
+                Ok(c)
             }
         }
     }
@@ -199,7 +205,26 @@ pub struct Reloader {
     pub debounce: StdDuration,
     /// The watch on the rule folders, armed again before each reload.
     pub watcher: Option<RuleWatcher>,
+    /// Why the last reload failed, until one succeeds (for /stats).
+    pub last_error: LastReloadError,
 }
+
+/// Why the last reload was refused (`None` once one succeeds): `/stats` shows it, so an
+/// operator sees why the rules they edited are not running without reading the log.
+pub type LastReloadError = Arc<std::sync::Mutex<Option<ReloadError>>>;
+
+/// A refused reload.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ReloadError {
+    /// When (RFC 3339, wall clock).
+    pub time: String,
+    /// The errors, `file:line:column: message` (the first few), or why the rules could not
+    /// be read.
+    pub errors: Vec<String>,
+}
+
+/// The most errors a refused reload lists in /stats (the log has them all).
+const MAX_RELOAD_ERRORS: usize = 5;
 
 impl Reloader {
     /// Runs until every trigger sender is gone.
@@ -216,19 +241,45 @@ impl Reloader {
         if let Some(w) = self.watcher.as_mut() {
             w.rearm();
         }
-        let rules = match self.source.load() {
-            Ok(Some(r)) => r,
-            Ok(None) => {
+        let refused = |errors: Vec<String>| {
+            let time = crate::flow::live::wall_clock().to_rfc3339();
+            if let Ok(mut last) = self.last_error.lock() {
+                *last = Some(ReloadError { time, errors });
+            }
+        };
+        let rules = match self.source.compile() {
+            Ok(Compiled { rules: Some(r), .. }) => r,
+            Ok(c) => {
                 bump(&self.counters.reloads_failed, 1);
                 tracing::error!("the rules have errors (above); the old rules keep running");
+                refused(
+                    c.diagnostics
+                        .iter()
+                        .filter(|d| d.severity == Level::Error)
+                        .take(MAX_RELOAD_ERRORS)
+                        .map(|d| {
+                            format!(
+                                "{}:{}:{}: {}",
+                                d.path.display(),
+                                d.line,
+                                d.column,
+                                d.message
+                            )
+                        })
+                        .collect(),
+                );
                 return;
             }
             Err(e) => {
                 bump(&self.counters.reloads_failed, 1);
                 tracing::error!(error = %format!("{e:#}"), "cannot read the rules; the old rules keep running");
+                refused(vec![format!("{e:#}")]);
                 return;
             }
         };
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = None;
+        }
         let shards = self.shards.len();
         let plan = RoutePlan::new(&rules, shards);
         for (i, s) in self.shards.iter().enumerate() {
