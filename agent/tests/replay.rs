@@ -890,11 +890,22 @@ fn replay_with(rules: &Path, input: &Path) -> (String, String) {
     )
 }
 
+/// `cepheus replay --year 2024` of `input` (the text of one file, `in.log`) over `rules` in a
+/// scratch folder of its own: stdout and stderr.
+fn replay_case(name: &str, rules: &str, input: &str) -> (String, String) {
+    let (dir, rules) = scratch_rules(name, rules);
+    let log = dir.join("in.log");
+    std::fs::write(&log, input).unwrap();
+    let out = replay_with(&rules, &log);
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
 /// Matches whose group field is missing (an optional capture that did not take part) are
 /// said in the summary: a rule that sees nothing for that reason does not look idle.
 #[test]
 fn matches_without_a_group_field_are_counted_in_the_summary() {
-    let (dir, rules) = scratch_rules(
+    let (stdout, stderr) = replay_case(
         "keyless",
         r#"[[rule]]
 name = "u"
@@ -903,20 +914,13 @@ group_by = ["user"]
 events.a = 'syslog and msg =~ "^login(?: (?P<user>\w+))?"'
 pattern = "a"
 "#,
-    );
-    let log = dir.join("in.log");
-    std::fs::write(
-        &log,
         "<13>Jan  1 00:00:00 h app: login bob\n<13>Jan  1 00:00:01 h app: login\n<13>Jan  1 00:00:02 h app: login\n",
-    )
-    .unwrap();
-    let (stdout, stderr) = replay_with(&rules, &log);
+    );
     assert_eq!(alerts_of(&stdout).len(), 1);
     assert!(
         stderr.contains("0 late, 2 matches without their group_by field, 1 alerts"),
         "{stderr}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A line of a test's input that is not an event is named, with its test and line, so the
@@ -1122,16 +1126,13 @@ fn replay_falls_back_to_the_built_in_rules_as_run_does() {
 /// not its latest repeats: a scan's ports, not sixteen tries of one port.
 #[test]
 fn a_distinct_closure_alert_shows_its_distinct_values() {
-    let (dir, rules) = scratch_rules(
-        "distinct-events",
-        r#"[[rule]]
+    let rules = r#"[[rule]]
 name = "scan"
 severity = "medium"
 group_by = ["src"]
 events.a = 'flow'
 pattern = "a{3,} distinct(dport) within 1m"
-"#,
-    );
+"#;
     let mut lines = String::new();
     let mut ev = |s: u32, port: u32| {
         lines.push_str(&format!(
@@ -1143,9 +1144,7 @@ pattern = "a{3,} distinct(dport) within 1m"
         ev(s, 80);
     }
     ev(30, 443);
-    let input = dir.join("in.jsonl");
-    std::fs::write(&input, lines).unwrap();
-    let (out, _) = replay_with(&rules, &input);
+    let (out, _) = replay_case("distinct-events", rules, &lines);
     let alerts = alerts_of(&out);
     assert_eq!(alerts.len(), 1, "{out}");
     let ports: Vec<i64> = alerts[0]["events"]
@@ -1155,7 +1154,6 @@ pattern = "a{3,} distinct(dport) within 1m"
         .map(|e| e["dport"].as_i64().unwrap())
         .collect();
     assert_eq!(ports, [22, 80, 443]);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `rules check --format json` says an unreadable path on stdout too, in the diagnostics'
@@ -1189,7 +1187,7 @@ fn json_rules_check_reports_an_unreadable_path_as_json() {
 /// `severity` number of its own).
 #[test]
 fn rule_and_severity_in_messages_are_the_alerts_own() {
-    let (dir, rules) = scratch_rules(
+    let (out, _) = replay_case(
         "msg-rule",
         r#"[[rule]]
 name = "hb"
@@ -1200,14 +1198,8 @@ expect = ["web-1"]
 events.hb = 'syslog and app == "heartbeat"'
 pattern = "absent(hb) for 60s"
 "#,
-    );
-    let input = dir.join("in.log");
-    std::fs::write(
-        &input,
         "<14>1 2024-01-01T00:00:00Z other x - - - x\n<14>1 2024-01-01T00:02:00Z web-1 heartbeat - - - alive\n",
-    )
-    .unwrap();
-    let (out, _) = replay_with(&rules, &input);
+    );
     let messages: Vec<String> = alerts_of(&out)
         .iter()
         .map(|a| format!("{} {}", a["state"], a["message"]))
@@ -1219,5 +1211,4 @@ pattern = "absent(hb) for 60s"
             "\"resolved\" \"hb (critical): no heartbeat from web-1\""
         ]
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
