@@ -19,7 +19,7 @@ use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::{Duration, Timestamp};
 
 use crate::flow::{FlowItem, MultiFlowReader, table::FlowConfig};
-use crate::ingest::dedup::Dedup;
+use crate::ingest::dedup::{Dedup, SharedDedup};
 use crate::ingest::input::{Inputs, open_inputs};
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
 use crate::rulefiles;
@@ -54,10 +54,10 @@ pub struct ReplayArgs {
     /// same.
     #[arg(long)]
     pub no_share: bool,
-    /// Drop a syslog message that repeats, byte for byte, one read this long before it in the
-    /// same input (a message relayed twice; in a capture, a syslog datagram seen twice), as
-    /// the live agent's `[syslog] dedup_window` does; `0s` keeps every line. Flow packets are
-    /// not deduplicated.
+    /// Drop a syslog message that repeats, byte for byte, one read this long before it in any
+    /// of the inputs (a message relayed twice, perhaps into two files; in a capture, a syslog
+    /// datagram seen twice), as the live agent's `[syslog] dedup_window` does; `0s` keeps
+    /// every line. Flow packets are not deduplicated.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub dedup_window: String,
     /// Input files: syslog or JSON-lines text (`-` is stdin), pcap or pcapng captures (their
@@ -142,8 +142,11 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let year = args.year.map_or(Year::Resolve, Year::Fixed);
     let parser = SyslogParser::new(zone, year);
     let until = args.until.as_deref().map(parse_until).transpose()?;
-    let dedup = Duration::parse(&args.dedup_window)
+    let window = Duration::parse(&args.dedup_window)
         .map_err(|e| anyhow::anyhow!("--dedup-window {}: {e}", args.dedup_window))?;
+    // One duplicate filter for every input, as the live agent has one for all its sockets:
+    // a message relayed twice may sit in two files.
+    let dedup = SharedDedup::new(Dedup::new(window, DEDUP_CAPACITY).into());
 
     let cfg = EngineConfig {
         share: !args.no_share,
@@ -158,11 +161,11 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         if is_capture(p).with_context(|| format!("cannot read {}", p.display()))? {
             captures.push(p.clone());
         } else {
-            sources.push(text_file_source(p, parser, dedup)?);
+            sources.push(text_file_source(p, parser, dedup.clone())?);
         }
     }
     if !captures.is_empty() {
-        sources.push(captures_source(&captures, parser, dedup)?);
+        sources.push(captures_source(&captures, parser, dedup.clone())?);
     }
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -380,13 +383,17 @@ impl Iterator for Reported {
 
 /// A text input of a replay (a file of syslog or JSON lines, `-` for stdin); exact
 /// duplicate lines within `dedup` are dropped.
-fn text_file_source(path: &Path, parser: SyslogParser, dedup: Duration) -> anyhow::Result<Source> {
+fn text_file_source(
+    path: &Path,
+    parser: SyslogParser,
+    dedup: SharedDedup,
+) -> anyhow::Result<Source> {
     // Year-less RFC 3164 stamps are resolved as a syslog daemon reading them now would
     // (`--year` fixes the year instead, for replays that must not depend on the day).
     let reference = crate::flow::live::wall_clock();
     let inputs: Inputs = open_inputs(&[path.to_path_buf()], parser, reference)
         .map_err(|e| anyhow::anyhow!("{e}"))?
-        .with_dedup(dedup, DEDUP_CAPACITY);
+        .with_shared_dedup(dedup);
     Ok(lines_source(inputs))
 }
 
@@ -396,7 +403,7 @@ fn text_file_source(path: &Path, parser: SyslogParser, dedup: Duration) -> anyho
 pub fn captures_source(
     paths: &[PathBuf],
     parser: SyslogParser,
-    dedup: Duration,
+    seen: SharedDedup,
 ) -> anyhow::Result<Source> {
     let reader = MultiFlowReader::open(paths, FlowConfig::default())
         .map_err(|(p, e)| anyhow::anyhow!("{}: {e}", p.display()))?;
@@ -404,11 +411,12 @@ pub fn captures_source(
         reader,
         told: false,
     };
-    let mut seen = Dedup::new(dedup, DEDUP_CAPACITY);
     Ok(Box::new(reader.map(move |item| match item {
         FlowItem::Flow(ev) => Ok(ev),
         FlowItem::Syslog(d) => match parser.parse(&d.payload, d.time, Some(d.src)) {
-            Ok(_) if seen.seen(&d.payload, Some(d.src), d.time) => Err(Dropped::Duplicate),
+            Ok(_) if seen.borrow_mut().seen(&d.payload, Some(d.src), d.time) => {
+                Err(Dropped::Duplicate)
+            }
             Ok(mut ev) => {
                 // The capture's clock is the arrival; the message keeps its own stamp.
                 ev.arrival = d.time;

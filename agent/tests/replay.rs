@@ -1212,3 +1212,28 @@ pattern = "absent(hb) for 60s"
         ]
     );
 }
+
+/// A message relayed twice may sit in two files: the duplicate filter spans the inputs, so
+/// splitting the input in two gives the same alerts.
+#[test]
+fn duplicates_are_found_across_input_files() {
+    let (dir, rules) = scratch_rules("dedup-files", ANY_SYSLOG);
+    let line = "<13>1 2024-01-01T00:00:00Z relay app - - - relayed twice\n";
+    let (a, b, both) = (dir.join("a.log"), dir.join("b.log"), dir.join("both.log"));
+    std::fs::write(&a, line).unwrap();
+    std::fs::write(&b, line.replace('\n', "\r\n")).unwrap();
+    std::fs::write(&both, format!("{line}{line}")).unwrap();
+    let run = |inputs: &[&Path]| -> usize {
+        let out = cepheus()
+            .args(["replay", "--rules"])
+            .arg(&rules)
+            .args(inputs)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        alerts_of(&String::from_utf8_lossy(&out.stdout)).len()
+    };
+    assert_eq!(run(&[&both]), 1);
+    assert_eq!(run(&[&a, &b]), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -8,6 +8,9 @@ use std::net::IpAddr;
 
 use cepheus_core::time::{Duration, Timestamp};
 
+/// One filter read by several inputs of a replay (a message relayed twice is in two files).
+pub type SharedDedup = std::rc::Rc<std::cell::RefCell<Dedup>>;
+
 /// Drops exact duplicates (same bytes from the same peer) seen within a window.
 ///
 /// Bounded: at most `capacity` messages are remembered (a ring of their hashes in arrival

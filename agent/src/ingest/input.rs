@@ -26,7 +26,7 @@ use cepheus_core::event::Event;
 use cepheus_core::time::{Duration, Timestamp};
 
 use super::Malformed;
-use super::dedup::Dedup;
+use super::dedup::{Dedup, SharedDedup};
 use super::jsonl::parse_json_event;
 use super::syslog::{Stamp, SyslogParser, Year};
 
@@ -102,7 +102,7 @@ pub struct Inputs {
     year_ref: Timestamp,
     max_line: usize,
     counters: Counters,
-    dedup: Option<Dedup>,
+    dedup: Option<SharedDedup>,
     buf: Vec<u8>,
     /// A stamped event was read (or holding was given up): lines without a stamp take the
     /// previous event's time from now on.
@@ -166,7 +166,14 @@ impl Inputs {
     /// the events' arrival), as the live agent drops duplicates (DESIGN.md, "Event
     /// filtering"). At most `capacity` lines are remembered.
     pub fn with_dedup(mut self, window: Duration, capacity: usize) -> Self {
-        self.dedup = Some(Dedup::new(window, capacity));
+        self.dedup = Some(SharedDedup::new(Dedup::new(window, capacity).into()));
+        self
+    }
+
+    /// [`Inputs::with_dedup`] with a filter other inputs read too, so a line repeated in
+    /// another file (the same message relayed twice) is a duplicate as well.
+    pub fn with_shared_dedup(mut self, dedup: SharedDedup) -> Self {
+        self.dedup = Some(dedup);
         self
     }
 
@@ -207,7 +214,7 @@ impl Inputs {
         item.duplicate = match (&item.event, &mut self.dedup) {
             // The line ending is no part of the message: a line relayed once with CRLF and
             // once with LF is one message.
-            (Ok(e), Some(d)) => d.seen(trim_line_end(bytes), None, e.arrival),
+            (Ok(e), Some(d)) => d.borrow_mut().seen(trim_line_end(bytes), None, e.arrival),
             _ => false,
         };
         match &item.event {
