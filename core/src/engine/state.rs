@@ -1152,33 +1152,11 @@ impl LinearState {
         let taken = origin.is_some();
         // F. Otherwise it starts a run in every alternative it can start.
         // Rarely more than one: no allocation for an immediate completion.
-        //
-        // An event the oldest partial match took past a plain step before its last also
-        // starts a partial match of its own where it can (its first step, plain, of an
-        // alternative of two steps or more), so that a stale start does not hide it: if the
-        // older one falls out of the window, the new one goes on (`and(a, b, c) within 5s`
-        // over a@0 b@4 c@6 a@7 matches b@4 c@6 a@7); if the older one matches, it consumes
-        // the event and the new one with it. As for the copies: only with a window, not for
-        // an alternative that ends in an absence, never past the partial-match budget.
-        let also_start = taken
-            && completed.is_none()
-            && moved.is_some()
-            && ctx.wmax().is_some()
-            && self.runs.len() < ctx.max_partial;
         let mut fresh_completed: SmallVec<[usize; 2]> = SmallVec::new();
-        if !taken || also_start {
+        if !taken {
             for (ai, alt) in alts.iter().enumerate() {
                 let first = &alt.steps[0];
                 if first.set & mask == 0 {
-                    continue;
-                }
-                if taken
-                    && (first.repeat.is_some()
-                        || alt.steps.len() < 2
-                        || alt.start_absent.is_some()
-                        || alt.end_absent.is_some()
-                        || self.runs.len() >= ctx.max_partial)
-                {
                     continue;
                 }
                 if let Some((s, d)) = alt.start_absent {
