@@ -1439,3 +1439,95 @@ fn a_one_event_closure_that_slides_measures_its_window_from_the_event_it_holds()
     check(vec![r()], "a@1 a@5 b@6 end", &[]);
     check(vec![r()], "a@1 a@3 b@6 end", &["firing h @6"]);
 }
+
+/// A match consumes its events (DESIGN, "Matches and episodes"): no event is in two firing
+/// alerts of one rule, over random scripts through rules of every shape that shares events
+/// between alternatives (`and` orders, `or` branches, a branch that ends in an absence, a
+/// closure in an `and`, a window with a minimum, a trigger period, a small budget). Written
+/// by the review of an engine change that broke it (an event in two alerts).
+#[test]
+fn no_event_is_in_two_firing_alerts_of_a_rule() {
+    let n = &["a", "b", "c", "d", "x"];
+    let menu = |i: u64| -> R {
+        match i {
+            0 => rule("r", n, and(vec![ev(0), ev(1), ev(2)])).within(5),
+            1 => rule("r", n, and(vec![ev(0), ev(1), ev(2), ev(3)])).within(6),
+            2 => rule(
+                "r",
+                n,
+                or(vec![
+                    seq(vec![ev(0), ev(1), ev(2)]),
+                    seq(vec![ev(1), ev(3)]),
+                ]),
+            )
+            .within(5),
+            3 => rule(
+                "r",
+                n,
+                or(vec![
+                    seq(vec![ev(0), ev(1), ev(2), absent(ev(4), Some(3))]),
+                    seq(vec![ev(1), ev(2)]),
+                ]),
+            )
+            .within(5),
+            4 => rule("r", n, seq(vec![and(vec![ev(0), ev(1)]), ev(2)])).within(5),
+            5 => rule("r", n, and(vec![ev(0), ev(1), ev(2)])).within_range(2, 6),
+            6 => rule("r", n, and(vec![ev(0), ev(1), ev(2)]))
+                .within(5)
+                .every(Some(3)),
+            7 => rule("r", n, and(vec![ev(0), ev(1), rep(ev(2), 1, None)])).within(5),
+            8 => rule(
+                "r",
+                n,
+                or(vec![
+                    seq(vec![ev(0), ev(1), ev(2)]),
+                    seq(vec![ev(1), ev(3), ev(2)]),
+                    ev(3),
+                ]),
+            )
+            .within(5),
+            9 => rule("r", n, and(vec![ev(0), ev(1), ev(2)]))
+                .within(5)
+                .max_partial(3),
+            10 => rule("r", n, seq(vec![ev(0), ev(1), ev(2)])).within(5),
+            _ => rule(
+                "r",
+                n,
+                or(vec![
+                    and(vec![ev(0), ev(1), ev(2)]),
+                    seq(vec![ev(1), ev(0), ev(3)]),
+                ]),
+            )
+            .within(5),
+        }
+    };
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move |m: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % m
+    };
+    for _ in 0..4000 {
+        let mi = rnd(12);
+        let (mut t, mut script) = (0, String::new());
+        for _ in 0..4 + rnd(20) {
+            t += rnd(3);
+            let e = ["a", "b", "c", "d", "x"][rnd(if mi == 3 { 5 } else { 4 }) as usize];
+            script.push_str(&format!("{e}:h@{t} "));
+        }
+        script.push_str(&format!("end@{}", t + 30));
+        let alerts = run(&set(vec![menu(mi)]), parse_script(&script));
+        let mut seen = Vec::new();
+        for a in alerts.iter().filter(|a| a.state.name() == "firing") {
+            for e in a.events() {
+                let p = std::sync::Arc::as_ptr(e);
+                assert!(
+                    !seen.contains(&p),
+                    "rule {mi}, script {script}: an event in two alerts"
+                );
+                seen.push(p);
+            }
+        }
+    }
+}
