@@ -1124,6 +1124,51 @@ fn a_taken_syslog_port_names_its_key_and_the_forwarding_docs() {
     drop(taken);
 }
 
+/// A sender that delivered and then trickles bytes that never make a message is closed after
+/// the idle timeout like a silent one: bytes are no progress (it held its slot for good).
+#[test]
+fn a_delivered_connection_that_only_trickles_bytes_is_closed_when_idle() {
+    let dir = scratch("trickle");
+    std::fs::write(
+        dir.join("rules/r.toml"),
+        "[[rule]]\nname = \"hello\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"hello\"'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let mut agent = Agent::start_with(&dir, "tcp_idle_timeout = \"1s\"", "");
+    let mut c = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    c.write_all(b"<13>Dec  2 01:47:00 trickler hello: hi\n")
+        .unwrap();
+    agent.wait_alert(10, |v| v["group"]["host"] == "trickler");
+    // A byte every 200 ms, never a newline: each read is within the timeout, no message is.
+    let started = Instant::now();
+    let mut closed = false;
+    while started.elapsed() < Duration::from_secs(8) {
+        if c.write_all(b"x").is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if !closed {
+        c.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut b = [0u8; 16];
+        closed = match std::io::Read::read(&mut c, &mut b) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        };
+    }
+    assert!(
+        closed,
+        "still open after trickling for 8 s with a 1 s idle timeout"
+    );
+    let s = agent.wait_stats(10, |s| s["ingest"]["tcp_idle_closed"].as_u64() >= Some(1));
+    assert!(s["ingest"]["tcp_idle_closed"].as_u64() >= Some(1), "{s}");
+    let st = agent.terminate();
+    assert!(st.success(), "{st:?}");
+}
+
 /// With `max_connections` TCP connections open, a new sender is not locked out until the idle
 /// timeout: a connection that never delivered a message and has been silent makes room
 /// (counted as `tcp_evicted`), the oldest first; one that delivered is never pushed out, and

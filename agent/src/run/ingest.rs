@@ -508,6 +508,10 @@ async fn tcp_conn(
     // dropped (the kernel acknowledged it; rsyslog and syslog-ng keep their connections
     // open), until the stream is quiet for a moment, within a bound.
     let mut draining: Option<std::time::Instant> = None;
+    // When it last completed a message (or opened): bytes that never make one are no
+    // progress, so a sender that trickles them is closed after the idle timeout like a
+    // silent one (else a delivered-then-trickling connection held its slot for good).
+    let mut last_message = std::time::Instant::now();
     loop {
         if buf.capacity() - buf.len() < 16 * 1024 {
             buf.reserve(64 * 1024);
@@ -551,6 +555,11 @@ async fn tcp_conn(
                 true
             }
             Ok(Ok(0)) => true,
+            Ok(Ok(_)) if draining.is_none() && last_message.elapsed() >= shared.idle => {
+                bump(&shared.counters.tcp_idle_closed, 1);
+                tracing::debug!(%peer, "tcp connection closed: bytes but no message for the idle timeout");
+                true
+            }
             Ok(Ok(_)) => false,
             Ok(Err(e)) => {
                 bump(&shared.counters.read_errors, 1);
@@ -562,12 +571,16 @@ async fn tcp_conn(
         while let Some(f) = framer.decode(&mut buf) {
             match f {
                 Frame::Msg(m) => {
+                    last_message = std::time::Instant::now();
                     bump(&shared.counters.tcp_frames, 1);
                     if router.accept(&m, ip, now) {
                         guard.delivered();
                     }
                 }
-                Frame::Oversized => router.oversized(ip),
+                Frame::Oversized => {
+                    last_message = std::time::Instant::now();
+                    router.oversized(ip);
+                }
                 Frame::Fatal => {
                     bump(&shared.counters.tcp_unframeable, 1);
                     if let Some(held) = shared.limits.connection.allow() {
