@@ -26,7 +26,8 @@ udp = ["127.0.0.1:5514"]
 # TCP listeners: RFC 6587 framing, octet counting ("LEN MSG") or newline/NUL-terminated,
 # detected per frame.
 tcp = ["127.0.0.1:5514"]
-# A TCP connection that sends nothing for this long is closed.
+# A TCP connection that completes no message for this long is closed (bytes that never make
+# a message do not count).
 tcp_idle_timeout = "5m"
 # Most concurrent TCP connections. When all are open, a new one takes the place of the one
 # silent longest among those that never delivered a syslog message (if silent for 1 s;
@@ -174,7 +175,7 @@ pub struct SyslogConfig {
     /// TCP listen addresses.
     #[serde(deserialize_with = "addrs")]
     pub tcp: Vec<SocketAddr>,
-    /// Idle TCP connections are closed after this.
+    /// A TCP connection that completes no message for this long is closed.
     pub tcp_idle_timeout: DurationText,
     /// Most concurrent TCP connections.
     pub max_connections: usize,
