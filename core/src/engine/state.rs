@@ -313,9 +313,20 @@ impl<'de> Deserialize<'de> for Items {
     }
 }
 
+/// The most shadow runs a group holds (a shadow partial match is one run per alternative it
+/// reads, up to 24 for an `and` of five): a flood costs a few shadows, not as many as partial
+/// matches (each event looks at each shadow).
+const MAX_SHADOW_RUNS: usize = 24;
+
+/// The bit of [`Run::alt`] that marks a shadow (see step F of `LinearState::on_event`): the
+/// partial match an event would have started had an older one not taken it. Plans have at
+/// most 256 alternatives, so the bit is free; a checkpoint keeps it.
+const SHADOW: u16 = 0x8000;
+
 /// A partial match of one alternative.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Run {
+    /// The alternative's index, and [`SHADOW`] for a shadow.
     alt: u16,
     /// The step the run waits on (or collects, for a closure with `count > 0`).
     pos: u16,
@@ -594,7 +605,7 @@ impl Group {
                         let horizon = now.sub(w);
                         l.runs
                             .iter()
-                            .filter(|r| r.live(&alts[r.alt as usize], horizon))
+                            .filter(|r| r.live(&alts[r.alt_id() as usize], horizon))
                             .count()
                     }
                     _ => l.runs.len(),
@@ -959,6 +970,21 @@ impl Run {
         }
     }
 
+    /// The alternative it reads.
+    fn alt_id(&self) -> u16 {
+        self.alt & !SHADOW
+    }
+
+    /// A shadow: it takes only what its origin takes while the origin lives, then what it can.
+    fn is_shadow(&self) -> bool {
+        self.alt & SHADOW != 0
+    }
+
+    /// Whether it holds the event `id`.
+    fn holds(&self, id: u64) -> bool {
+        self.items.iter().any(|i| i.id == id)
+    }
+
     /// A step-0 closure still collecting: its window slides instead of expiring.
     fn is_collector(&self, alt: &Alt) -> bool {
         self.pos == 0 && self.count > 0 && alt.steps[0].repeat.is_some()
@@ -1080,7 +1106,7 @@ impl LinearState {
         }
         // D. Absences in the middle kill the runs they guard.
         self.runs.retain(|r| {
-            let alt = &alts[r.alt as usize];
+            let alt = &alts[r.alt_id() as usize];
             let step = &alt.steps[r.pos as usize];
             let guard = if step.repeat.is_some() && r.count > 0 {
                 let satisfied =
@@ -1119,7 +1145,13 @@ impl LinearState {
         let mut moved: Option<(u16, u16)> = None;
         let mut stop = self.runs.len();
         let mut also_complete: SmallVec<[usize; 1]> = SmallVec::new();
+        let mut takers: SmallVec<[usize; 2]> = SmallVec::new();
+        let mut shadows = 0usize;
         for (ri, r) in self.runs.iter_mut().enumerate() {
+            if r.is_shadow() {
+                shadows += 1;
+                continue;
+            }
             let first = r.items.front().map(|i| i.id);
             match origin {
                 Some(o) if o != first || o.is_none() => {
@@ -1128,12 +1160,13 @@ impl LinearState {
                 }
                 _ => {}
             }
-            let alt = &alts[r.alt as usize];
+            let alt = &alts[r.alt_id() as usize];
             let pos = r.pos;
             if let Took::Yes = take(ctx, alt, r, t, mask, ev, id) {
                 origin = Some(first);
+                takers.push(ri);
                 if moved.is_none() && plain_before_last(alt, pos) {
-                    moved = Some((r.alt, pos));
+                    moved = Some((r.alt_id(), pos));
                 }
                 if complete(ctx, alt, r, t) {
                     if completed.is_none() {
@@ -1149,11 +1182,72 @@ impl LinearState {
         if let (None, Some(step)) = (completed, moved) {
             self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id);
         }
+        // Shadows (see F): one whose origin took the event takes it too (never completing on
+        // it: the origin goes first); one whose origin is gone takes what it can, and may
+        // complete (it began before the partial matches started since).
+        let mut shadow_done: Option<usize> = None;
+        if shadows > 0 && completed.is_none() {
+            shadow_done = self.feed_shadows(ctx, alts, &takers, t, mask, ev, id);
+        }
         let taken = origin.is_some();
         // F. Otherwise it starts a run in every alternative it can start.
         // Rarely more than one: no allocation for an immediate completion.
         let mut fresh_completed: SmallVec<[usize; 2]> = SmallVec::new();
-        if !taken {
+        // An event the oldest partial match took past a plain step before its last (no
+        // completion) starts a shadow where it could have started a partial match of its own
+        // (the first, plain step of an alternative of two steps or more: the orders of an
+        // `and`, the branches of an `or`), so that a stale start does not hide it:
+        // `and(a, b, c) within 5s` over a@0 b@4 c@6 a@7 matches b@4 c@6 a@7 once the partial
+        // match from a@0 has fallen out of the window. While its origin lives, a shadow takes
+        // only what the origin takes or what no partial match takes, and never completes; if
+        // the origin matches, it consumes the event and the shadow with it. One shadow per origin, none for an origin whose
+        // alternative ends in an absence (its match consumes nothing), only with a window, a few
+        // per group, and shadows never count against `max_partial_matches` nor push out a
+        // partial match.
+        if let (true, None, None, Some((malt, _))) = (taken, completed, shadow_done, moved)
+            && ctx.wmax().is_some()
+            && alts[malt as usize].end_absent.is_none()
+            && shadows < MAX_SHADOW_RUNS
+            && !self.runs.iter().any(|r| {
+                r.is_shadow()
+                    && r.items
+                        .front()
+                        .is_some_and(|f| takers.iter().any(|&i| self.runs[i].holds(f.id)))
+            })
+        {
+            for (ai, alt) in alts.iter().enumerate() {
+                let first = &alt.steps[0];
+                if first.set & mask == 0
+                    || first.repeat.is_some()
+                    || alt.steps.len() < 2
+                    || alt.start_absent.is_some()
+                    || alt.end_absent.is_some()
+                {
+                    continue;
+                }
+                let mut r = Run {
+                    alt: ai as u16 | SHADOW,
+                    pos: 1,
+                    count: 0,
+                    start: t,
+                    last_end: t,
+                    items: Items::default(),
+                    distinct: None,
+                };
+                r.push(
+                    first,
+                    Item {
+                        time: t,
+                        id,
+                        ev: ev.clone(),
+                        dv: None,
+                    },
+                );
+                self.runs.push(r);
+            }
+        }
+        // (A shadow that completed on the event consumes it: nothing it would start survives.)
+        if !taken && shadow_done.is_none() {
             for (ai, alt) in alts.iter().enumerate() {
                 let first = &alt.steps[0];
                 if first.set & mask == 0 {
@@ -1213,17 +1307,32 @@ impl LinearState {
                     }
                 }
             }
-            if self.runs.len() > ctx.max_partial {
-                let extra = self.runs.len() - ctx.max_partial;
-                self.runs.drain(..extra);
+            let real = if self.runs.len() > ctx.max_partial {
+                self.runs.iter().filter(|r| !r.is_shadow()).count()
+            } else {
+                self.runs.len()
+            };
+            if real > ctx.max_partial {
+                // The oldest partial matches go (shadows are not partial matches of their own
+                // yet: they neither count nor go here).
+                let mut extra = real - ctx.max_partial;
                 counters.partial_evicted += extra as u64;
-                fresh_completed.retain_mut(|i| {
-                    if *i < extra {
-                        false
-                    } else {
-                        *i -= extra;
-                        true
+                let mut removed_before = Vec::with_capacity(self.runs.len());
+                let mut removed = 0usize;
+                self.runs.retain(|r| {
+                    removed_before.push(removed);
+                    let go = extra > 0 && !r.is_shadow();
+                    if go {
+                        extra -= 1;
+                        removed += 1;
                     }
+                    !go
+                });
+                fresh_completed.retain_mut(|i| {
+                    let before = removed_before.get(*i).copied().unwrap_or(0);
+                    let gone = removed_before.get(*i + 1).copied().unwrap_or(removed) > before;
+                    *i -= before;
+                    !gone
                 });
             }
         }
@@ -1234,21 +1343,71 @@ impl LinearState {
         // - Else, among runs this event started, the first alternative's; the others held the
         //   same event and are consumed with it.
         // Every completed run leaves `runs` here: one left behind would sit past its last step.
-        let done_at: SmallVec<[usize; 2]> = match completed {
-            Some(ri) => std::iter::once(ri).chain(also_complete).collect(),
-            None => fresh_completed,
+        let done_at: SmallVec<[usize; 2]> = match (completed, shadow_done) {
+            (Some(ri), _) => std::iter::once(ri).chain(also_complete).collect(),
+            // A shadow that completed began before any run this event started: it goes first
+            // (and consumes them: they hold this event).
+            (None, Some(si)) => std::iter::once(si).collect(),
+            (None, None) => fresh_completed,
         };
         let mut done: SmallVec<[Run; 1]> =
             done_at.iter().rev().map(|&i| self.runs.remove(i)).collect();
         done.reverse();
         for r in done {
-            let pending = alts[r.alt as usize].end_absent.is_some();
+            let pending = alts[r.alt_id() as usize].end_absent.is_some();
             self.finish(ctx, alts, key, r, t, counters, out);
             if !pending {
                 break;
             }
         }
         self.note_seen(mask, t);
+    }
+
+    /// Step E for the shadows. A shadow takes the event when its origin (the partial match
+    /// holding its first event) took it too, when no partial match took it, or when its
+    /// origin is gone; it never completes while its origin lives (the origin goes first).
+    /// Returns the first shadow that completed.
+    #[allow(clippy::too_many_arguments)]
+    fn feed_shadows(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        takers: &[usize],
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+    ) -> Option<usize> {
+        let mut done = None;
+        for si in 0..self.runs.len() {
+            let Some(s0) = (self.runs.get(si))
+                .filter(|r| r.is_shadow())
+                .and_then(|r| r.items.front().map(|f| f.id))
+            else {
+                continue;
+            };
+            let alt = &alts[self.runs[si].alt_id() as usize];
+            let mut next = self.runs[si].clone();
+            if let Took::No = take(ctx, alt, &mut next, t, mask, ev, id) {
+                continue;
+            }
+            // Only when needed (it walks the runs): whether the origin is gone.
+            let orphan = || !self.runs.iter().any(|r| !r.is_shadow() && r.holds(s0));
+            let origin_took = takers.iter().any(|&i| self.runs[i].holds(s0));
+            if !origin_took && !takers.is_empty() && !orphan() {
+                // A later partial match took it, and the origin lives: not the shadow's.
+                continue;
+            }
+            let completes = complete(ctx, alt, &next, t);
+            if completes && (origin_took || !orphan()) {
+                continue;
+            }
+            self.runs[si] = next;
+            if completes && done.is_none() {
+                done = Some(si);
+            }
+        }
+        done
     }
 
     /// After an event moved the oldest partial match past `step` (a plain step before its
@@ -1276,7 +1435,9 @@ impl LinearState {
         let ends_in_absence = alts
             .get(step.0 as usize)
             .is_some_and(|a| a.end_absent.is_some());
-        if ctx.wmax().is_none() || ends_in_absence || self.runs.len() >= ctx.max_partial {
+        let full = self.runs.len() >= ctx.max_partial
+            && self.runs.iter().filter(|r| !r.is_shadow()).count() >= ctx.max_partial;
+        if ctx.wmax().is_none() || ends_in_absence || full {
             return;
         }
         let first_id = |r: &Run| r.items.front().map(|i| i.id);
@@ -1284,13 +1445,13 @@ impl LinearState {
         for ri in from..end {
             let r = &self.runs[ri];
             let first = first_id(r);
-            if first.is_none() || (r.alt, r.pos) != step {
+            if first.is_none() || r.is_shadow() || (r.alt_id(), r.pos) != step {
                 continue;
             }
-            let alt = &alts[r.alt as usize];
+            let alt = &alts[r.alt_id() as usize];
             let prev = ri.checked_sub(1).map(|p| &self.runs[p]);
             let next = self.runs.get(ri + 1);
-            if prev.is_some_and(|p| first_id(p) == first && p.alt == r.alt) {
+            if prev.is_some_and(|p| first_id(p) == first && p.alt_id() == r.alt_id()) {
                 // A copy already (right after its partial match, same alternative): it goes
                 // on itself, the partial match it copies still waits.
                 let _ = take(ctx, alt, &mut self.runs[ri], t, mask, ev, id);
@@ -1373,7 +1534,7 @@ impl LinearState {
     fn expire(&mut self, alts: &[Alt], t: Timestamp, w: Duration) {
         let horizon = t.sub(w);
         self.runs.retain_mut(|r| {
-            let alt = &alts[r.alt as usize];
+            let alt = &alts[r.alt_id() as usize];
             if r.is_collector(alt) {
                 while r.items.front().is_some_and(|i| i.time < horizon) {
                     r.pop_front(&alt.steps[0]);
@@ -1395,17 +1556,17 @@ impl LinearState {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) {
-        let alt = &alts[r.alt as usize];
+        let alt = &alts[r.alt_id() as usize];
         if let Some(end) = &alt.end_absent {
             // The absence at the end starts now; one wait per alternative, none while firing.
-            let waiting = self.waits().iter().any(|w| w.alt == r.alt);
+            let waiting = self.waits().iter().any(|w| w.alt == r.alt_id());
             if self.episode.is_none() && !waiting {
                 let deadline = match end.for_ {
                     Some(d) => t.add(d),
                     None => r.start.add(ctx.wmax().unwrap_or(Duration::ZERO)),
                 };
                 self.rare().waits.push(Wait {
-                    alt: r.alt,
+                    alt: r.alt_id(),
                     deadline,
                     events: r.events(),
                     from: Some(t),

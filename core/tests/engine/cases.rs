@@ -124,9 +124,76 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
         "a:h@0 a:h@5 b:h@6 c:h@7 d:h@12",
         &["firing h @12"],
     );
-    // Not for the alternatives of an `and`: b@4 went to the partial match from a@0.
-    let and3 = rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within(5);
-    check(vec![and3], "a:h@0 b:h@4 c:h@6 a:h@7", &[]);
+    // The alternatives of an `and`: b@4 goes to the partial match from a@0 and starts a
+    // shadow, which goes on once the older one has fallen out of the window...
+    let and3 = || rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within(5);
+    check(vec![and3()], "a:h@0 b:h@4 c:h@6 a:h@7", &["firing h @7"]);
+    // ... is consumed with b@1 when the older one matches ...
+    check(vec![and3()], "a:h@0 b:h@1 c:h@2 a:h@3", &["firing h @2"]);
+    // ... and never takes what a later partial match needs while its origin lives (the
+    // shadow from c@2 does not take a@5 from the partial match of c@4).
+    check(
+        vec![and3()],
+        "a:h@0 c:h@2 c:h@4 a:h@5 b:h@9",
+        &["firing h @9"],
+    );
+    let ranged = rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within_range(2, 6);
+    check(
+        vec![ranged],
+        "a:h@2 c:h@4 c:h@5 a:h@6 b:h@8 b:h@9",
+        &["firing h @8", "firing h @9"],
+    );
+    let every = rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)]))
+        .within(5)
+        .every(Some(3));
+    check(
+        vec![every],
+        "a:h@0 c:h@1 c:h@3 a:h@5 b:h@7",
+        &["firing h @7"],
+    );
+    let closure = rule(
+        "r",
+        &["a", "b", "c"],
+        and(vec![ev(0), ev(1), rep(ev(2), 1, None)]),
+    )
+    .within(5);
+    check(
+        vec![closure],
+        "b:h@1 a:h@3 a:h@5 a:h@7 c:h@7 b:h@9 end@40",
+        &["firing h @9"],
+    );
+    // Shadows take no budget: the partial match of a@0 survives to match at b@3.
+    let small = rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)]))
+        .within(5)
+        .max_partial(3);
+    check(vec![small], "a:h@0 c:h@1 a:h@3 b:h@3", &["firing h @3"]);
+    // A one-step branch is still started by an event no partial match takes, and a shadow
+    // does not complete before its living origin.
+    let n = &["a", "b", "c", "d"];
+    let branches = rule(
+        "r",
+        n,
+        or(vec![
+            seq(vec![ev(0), ev(1), ev(2)]),
+            seq(vec![ev(1), ev(3), ev(2)]),
+            ev(3),
+        ]),
+    )
+    .within(5);
+    check(vec![branches], "a:h@0 b:h@0 d:h@2 end@30", &["firing h @2"]);
+    let two = rule(
+        "r",
+        n,
+        or(vec![
+            seq(vec![ev(0), ev(1), ev(2)]),
+            seq(vec![ev(1), ev(3)]),
+        ]),
+    )
+    .within(10);
+    check(vec![two], "a:h@0 b:h@1 d:h@2 c:h@3", &["firing h @3"]);
+    // Without a window nothing falls out of it: no shadow.
+    let open = rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)]));
+    check(vec![open], "a:h@0 b:h@4 c:h@6 a:h@7", &["firing h @6"]);
     // A match that ends in an absence is a wait that consumes nothing: no copies there, and
     // two readings completing on one event leave none behind (this panicked).
     let wait = rule(
