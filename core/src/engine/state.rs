@@ -1208,43 +1208,8 @@ impl LinearState {
             && ctx.wmax().is_some()
             && alts[malt as usize].end_absent.is_none()
             && shadows < MAX_SHADOW_RUNS
-            && !self.runs.iter().any(|r| {
-                r.is_shadow()
-                    && r.items
-                        .front()
-                        .is_some_and(|f| takers.iter().any(|&i| self.runs[i].holds(f.id)))
-            })
         {
-            for (ai, alt) in alts.iter().enumerate() {
-                let first = &alt.steps[0];
-                if first.set & mask == 0
-                    || first.repeat.is_some()
-                    || alt.steps.len() < 2
-                    || alt.start_absent.is_some()
-                    || alt.end_absent.is_some()
-                {
-                    continue;
-                }
-                let mut r = Run {
-                    alt: ai as u16 | SHADOW,
-                    pos: 1,
-                    count: 0,
-                    start: t,
-                    last_end: t,
-                    items: Items::default(),
-                    distinct: None,
-                };
-                r.push(
-                    first,
-                    Item {
-                        time: t,
-                        id,
-                        ev: ev.clone(),
-                        dv: None,
-                    },
-                );
-                self.runs.push(r);
-            }
+            self.start_shadows(alts, &takers, t, mask, ev, id);
         }
         // (A shadow that completed on the event consumes it: nothing it would start survives.)
         if !taken && shadow_done.is_none() {
@@ -1363,10 +1328,64 @@ impl LinearState {
         self.note_seen(mask, t);
     }
 
+    /// Step F's shadows (see there): the partial match the event would have begun, unless
+    /// the partial match that took it has one already.
+    #[inline(never)]
+    fn start_shadows(
+        &mut self,
+        alts: &[Alt],
+        takers: &[usize],
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+    ) {
+        let has_one = self.runs.iter().any(|r| {
+            r.is_shadow()
+                && r.items
+                    .front()
+                    .is_some_and(|f| takers.iter().any(|&i| self.runs[i].holds(f.id)))
+        });
+        if has_one {
+            return;
+        }
+        for (ai, alt) in alts.iter().enumerate() {
+            let first = &alt.steps[0];
+            if first.set & mask == 0
+                || first.repeat.is_some()
+                || alt.steps.len() < 2
+                || alt.start_absent.is_some()
+                || alt.end_absent.is_some()
+            {
+                continue;
+            }
+            let mut r = Run {
+                alt: ai as u16 | SHADOW,
+                pos: 1,
+                count: 0,
+                start: t,
+                last_end: t,
+                items: Items::default(),
+                distinct: None,
+            };
+            r.push(
+                first,
+                Item {
+                    time: t,
+                    id,
+                    ev: ev.clone(),
+                    dv: None,
+                },
+            );
+            self.runs.push(r);
+        }
+    }
+
     /// Step E for the shadows. A shadow takes the event when its origin (the partial match
     /// holding its first event) took it too, when no partial match took it, or when its
     /// origin is gone; it never completes while its origin lives (the origin goes first).
     /// Returns the first shadow that completed.
+    #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn feed_shadows(
         &mut self,
