@@ -314,9 +314,12 @@ impl<'de> Deserialize<'de> for Items {
 }
 
 /// The most shadow runs a group holds (a shadow partial match is one run per alternative it
-/// reads, up to 24 for an `and` of five): a flood costs a few shadows, not as many as partial
-/// matches (each event looks at each shadow).
+/// reads, up to 24 for an `and` of five).
 const MAX_SHADOW_RUNS: usize = 24;
+
+/// Shadows are for a group's few partial matches: past this many runs (a flood) a group has
+/// none (each event would look for each shadow's origin among them).
+const SHADOW_GROUP_RUNS: usize = 64;
 
 /// The bit of [`Run::alt`] that marks a shadow (see step F of `LinearState::on_event`): the
 /// partial match an event would have started had an older one not taken it. Plans have at
@@ -975,7 +978,8 @@ impl Run {
         self.alt & !SHADOW
     }
 
-    /// A shadow: it takes only what its origin takes while the origin lives, then what it can.
+    /// A shadow: the partial match an event would have begun had an older one not taken it
+    /// (step F of `LinearState::on_event`).
     fn is_shadow(&self) -> bool {
         self.alt & SHADOW != 0
     }
@@ -1146,10 +1150,12 @@ impl LinearState {
         let mut stop = self.runs.len();
         let mut also_complete: SmallVec<[usize; 1]> = SmallVec::new();
         let mut takers: SmallVec<[usize; 2]> = SmallVec::new();
-        let mut shadows = 0usize;
+        let shadows = self.runs.iter().any(Run::is_shadow);
+        if shadows {
+            self.settle_shadows();
+        }
         for (ri, r) in self.runs.iter_mut().enumerate() {
             if r.is_shadow() {
-                shadows += 1;
                 continue;
             }
             let first = r.items.front().map(|i| i.id);
@@ -1182,11 +1188,9 @@ impl LinearState {
         if let (None, Some(step)) = (completed, moved) {
             self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id);
         }
-        // Shadows (see F): one whose origin took the event takes it too (never completing on
-        // it: the origin goes first); one whose origin is gone takes what it can, and may
-        // complete (it began before the partial matches started since).
+        // Shadows (see F and `feed_shadows`).
         let mut shadow_done: Option<usize> = None;
-        if shadows > 0 && completed.is_none() {
+        if shadows && completed.is_none() {
             shadow_done = self.feed_shadows(ctx, alts, &takers, t, mask, ev, id);
         }
         let taken = origin.is_some();
@@ -1200,14 +1204,16 @@ impl LinearState {
         // `and(a, b, c) within 5s` over a@0 b@4 c@6 a@7 matches b@4 c@6 a@7 once the partial
         // match from a@0 has fallen out of the window. While its origin lives, a shadow takes
         // only what the origin takes or what no partial match takes, and never completes; if
-        // the origin matches, it consumes the event and the shadow with it. One shadow per origin, none for an origin whose
+        // the origin matches, it consumes the event and the shadow with it. Once the origin is
+        // gone, the shadow takes what it can beside whoever takes it, as a copy does. One shadow per origin, none for an origin whose
         // alternative ends in an absence (its match consumes nothing), only with a window, a few
         // per group, and shadows never count against `max_partial_matches` nor push out a
         // partial match.
         if let (true, None, None, Some((malt, _))) = (taken, completed, shadow_done, moved)
             && ctx.wmax().is_some()
             && alts[malt as usize].end_absent.is_none()
-            && shadows < MAX_SHADOW_RUNS
+            && alts[malt as usize].steps.iter().all(|s| s.repeat.is_none())
+            && self.runs.len() < SHADOW_GROUP_RUNS
         {
             self.start_shadows(alts, &takers, t, mask, ev, id);
         }
@@ -1310,8 +1316,6 @@ impl LinearState {
         // Every completed run leaves `runs` here: one left behind would sit past its last step.
         let done_at: SmallVec<[usize; 2]> = match (completed, shadow_done) {
             (Some(ri), _) => std::iter::once(ri).chain(also_complete).collect(),
-            // A shadow that completed began before any run this event started: it goes first
-            // (and consumes them: they hold this event).
             (None, Some(si)) => std::iter::once(si).collect(),
             (None, None) => fresh_completed,
         };
@@ -1340,19 +1344,22 @@ impl LinearState {
         ev: &Arc<Event>,
         id: u64,
     ) {
-        let has_one = self.runs.iter().any(|r| {
-            r.is_shadow()
-                && r.items
-                    .front()
-                    .is_some_and(|f| takers.iter().any(|&i| self.runs[i].holds(f.id)))
-        });
-        if has_one {
-            return;
+        let mut count = 0;
+        for r in self.runs.iter().filter(|r| r.is_shadow()) {
+            count += 1;
+            let of_origin =
+                (r.items.front()).is_some_and(|f| takers.iter().any(|&i| self.runs[i].holds(f.id)));
+            if of_origin || count >= MAX_SHADOW_RUNS {
+                return;
+            }
         }
         for (ai, alt) in alts.iter().enumerate() {
             let first = &alt.steps[0];
+            // Plain steps only: a shadow that, once alone, collected for a closure would be
+            // the oldest there and keep what younger partial matches need (closures have no
+            // copies).
             if first.set & mask == 0
-                || first.repeat.is_some()
+                || alt.steps.iter().any(|s| s.repeat.is_some())
                 || alt.steps.len() < 2
                 || alt.start_absent.is_some()
                 || alt.end_absent.is_some()
@@ -1381,9 +1388,18 @@ impl LinearState {
         }
     }
 
-    /// Step E for the shadows. A shadow takes the event when its origin (the partial match
-    /// holding its first event) took it too, when no partial match took it, or when its
-    /// origin is gone; it never completes while its origin lives (the origin goes first).
+    /// Before step E: in a flood (more than [`SHADOW_GROUP_RUNS`] runs) the shadows go.
+    #[inline(never)]
+    fn settle_shadows(&mut self) {
+        if self.runs.len() > SHADOW_GROUP_RUNS {
+            self.runs.retain(|r| !r.is_shadow());
+        }
+    }
+
+    /// Step E for the shadows. While its origin (the partial match holding its first event
+    /// as a later one of its own) lives, a shadow takes the event when the origin took it or
+    /// nobody did, never completing on it (the origin goes first); once the origin is gone,
+    /// it takes what it can beside whoever takes it, as a copy does, and may complete.
     /// Returns the first shadow that completed.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
@@ -1410,15 +1426,19 @@ impl LinearState {
             if let Took::No = take(ctx, alt, &mut next, t, mask, ev, id) {
                 continue;
             }
-            // Only when needed (it walks the runs): whether the origin is gone.
-            let orphan = || !self.runs.iter().any(|r| !r.is_shadow() && r.holds(s0));
             let origin_took = takers.iter().any(|&i| self.runs[i].holds(s0));
-            if !origin_took && !takers.is_empty() && !orphan() {
-                // A later partial match took it, and the origin lives: not the shadow's.
+            // Only when needed (it walks the runs): whether the origin lives.
+            let alive = || {
+                self.runs.iter().any(|r| {
+                    !r.is_shadow() && r.items.front().is_some_and(|f| f.id != s0) && r.holds(s0)
+                })
+            };
+            if !origin_took && !takers.is_empty() && alive() {
+                // Another partial match took it while the origin lives: not the shadow's.
                 continue;
             }
             let completes = complete(ctx, alt, &next, t);
-            if completes && (origin_took || !orphan()) {
+            if completes && (origin_took || alive()) {
                 continue;
             }
             self.runs[si] = next;

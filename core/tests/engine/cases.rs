@@ -137,6 +137,13 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
         "a:h@0 c:h@2 c:h@4 a:h@5 b:h@9",
         &["firing h @9"],
     );
+    // Once its origin is gone, a shadow takes what it can beside whoever takes it, as a copy
+    // does: the shadow of a@3 takes c@7 with the partial match from b@3 and matches first.
+    check(
+        vec![and3()],
+        "b:h@0 b:h@3 a:h@3 c:h@7 b:h@7 a:h@8",
+        &["firing h @7"],
+    );
     let ranged = rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within_range(2, 6);
     check(
         vec![ranged],
