@@ -913,6 +913,12 @@ fn held_until(
     (t < until).then_some(until)
 }
 
+/// Whether two references are one event: the same allocation, or equal (a checkpoint
+/// restores a wait's events and a partial match's apart).
+fn same_event(a: &Arc<Event>, b: &Arc<Event>) -> bool {
+    Arc::ptr_eq(a, b) || **a == **b
+}
+
 /// A step an event can move a partial match past without completing it: a plain step before
 /// the last.
 fn plain_before_last(alt: &Alt, pos: u16) -> bool {
@@ -1613,12 +1619,22 @@ impl LinearState {
             }
             return;
         }
-        // The match consumes its events: other partial matches holding them are dropped.
+        // The match consumes its events: other partial matches holding them are dropped, and
+        // so are the waits (matches waiting for an absence at their end) holding any.
         if !self.runs.is_empty() {
             let mut ids: SmallVec<[u64; 4]> = r.items.iter().map(|i| i.id).collect();
             ids.sort_unstable();
             self.runs
                 .retain(|o| !o.items.iter().any(|i| ids.binary_search(&i.id).is_ok()));
+        }
+        if let Some(rare) = self.rare.as_mut()
+            && !rare.waits.is_empty()
+        {
+            rare.waits.retain(|w| {
+                !w.events
+                    .iter()
+                    .any(|e| r.items.iter().any(|i| same_event(e, &i.ev)))
+            });
         }
         let last = &alt.steps[alt.steps.len() - 1];
         let id = next_seed(&mut self.rare().last_seed, r.start);
@@ -1717,6 +1733,13 @@ impl LinearState {
                 );
                 self.rare().last_emit = Some(w.deadline);
             }
+            // The wait is a match now: it consumes its events (a partial match of another
+            // alternative holding them is dropped, as when any match completes).
+            self.runs.retain(|r| {
+                !r.items
+                    .iter()
+                    .any(|i| w.events.iter().any(|e| same_event(e, &i.ev)))
+            });
             let from = Some(w.from());
             self.episode = Some(Box::new(Episode {
                 id,

@@ -1514,6 +1514,35 @@ fn a_one_event_closure_that_slides_measures_its_window_from_the_event_it_holds()
     check(vec![r()], "a@1 a@3 b@6 end", &["firing h @6"]);
 }
 
+/// A match consumes its events also against a match waiting for the absence at its end: the
+/// one that completes first drops the other (they shared a@0 and b@1 in two alerts).
+#[test]
+fn a_match_and_a_wait_for_an_absence_do_not_share_events() {
+    let r = || {
+        rule(
+            "r",
+            &["a", "b", "c", "d", "x"],
+            or(vec![
+                seq(vec![ev(0), ev(1), ev(3), absent(ev(4), Some(3))]),
+                seq(vec![ev(0), ev(1), ev(2)]),
+            ]),
+        )
+        .within(10)
+    };
+    // c@3 completes the plain branch first: the wait from d@2 holds a@0 and b@1, and goes.
+    check(
+        vec![r()],
+        "a:h@0 b:h@1 d:h@2 c:h@3 end@30",
+        &["firing h @3"],
+    );
+    // The wait fires first (no x by 5): the partial match a@0 b@1 holding them goes.
+    check(
+        vec![r()],
+        "a:h@0 b:h@1 d:h@2 c:h@7 end@30",
+        &["firing h @5"],
+    );
+}
+
 /// A match consumes its events (DESIGN, "Matches and episodes"): no event is in two firing
 /// alerts of one rule, over random scripts through rules of every shape that shares events
 /// between alternatives (`and` orders, `or` branches, a branch that ends in an absence, a
@@ -1564,6 +1593,15 @@ fn no_event_is_in_two_firing_alerts_of_a_rule() {
                 .within(5)
                 .max_partial(3),
             10 => rule("r", n, seq(vec![ev(0), ev(1), ev(2)])).within(5),
+            11 => rule(
+                "r",
+                n,
+                or(vec![
+                    seq(vec![ev(0), ev(1), ev(3), absent(ev(4), Some(3))]),
+                    seq(vec![ev(0), ev(1), ev(2)]),
+                ]),
+            )
+            .within(10),
             _ => rule(
                 "r",
                 n,
@@ -1583,11 +1621,12 @@ fn no_event_is_in_two_firing_alerts_of_a_rule() {
         seed % m
     };
     for _ in 0..4000 {
-        let mi = rnd(12);
+        let mi = rnd(13);
         let (mut t, mut script) = (0, String::new());
         for _ in 0..4 + rnd(20) {
             t += rnd(3);
-            let e = ["a", "b", "c", "d", "x"][rnd(if mi == 3 { 5 } else { 4 }) as usize];
+            let e =
+                ["a", "b", "c", "d", "x"][rnd(if mi == 3 || mi == 11 { 5 } else { 4 }) as usize];
             script.push_str(&format!("{e}:h@{t} "));
         }
         script.push_str(&format!("end@{}", t + 30));
