@@ -481,6 +481,10 @@ struct Rare {
     last_seen: Vec<Option<Timestamp>>,
     last_emit: Option<Timestamp>,
     last_seed: Option<IdSeed>,
+    /// Shadows may stand among the runs (set when one is made, cleared when none is left):
+    /// a group that never had one pays nothing for them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    shadows: bool,
 }
 
 /// Per-group state.
@@ -1156,10 +1160,7 @@ impl LinearState {
         let mut stop = self.runs.len();
         let mut also_complete: SmallVec<[usize; 1]> = SmallVec::new();
         let mut takers: SmallVec<[usize; 2]> = SmallVec::new();
-        let shadows = self.runs.iter().any(Run::is_shadow);
-        if shadows {
-            self.settle_shadows();
-        }
+        let shadows = self.rare.as_ref().is_some_and(|r| r.shadows) && self.settle_shadows();
         for (ri, r) in self.runs.iter_mut().enumerate() {
             if r.is_shadow() {
                 continue;
@@ -1391,15 +1392,22 @@ impl LinearState {
                 },
             );
             self.runs.push(r);
+            self.rare().shadows = true;
         }
     }
 
     /// Before step E: in a flood (more than [`SHADOW_GROUP_RUNS`] runs) the shadows go.
+    /// Whether any is left.
     #[inline(never)]
-    fn settle_shadows(&mut self) {
+    fn settle_shadows(&mut self) -> bool {
         if self.runs.len() > SHADOW_GROUP_RUNS {
             self.runs.retain(|r| !r.is_shadow());
         }
+        let any = self.runs.iter().any(Run::is_shadow);
+        if !any {
+            self.rare().shadows = false;
+        }
+        any
     }
 
     /// Step E for the shadows. While its origin (the partial match holding its first event
