@@ -357,6 +357,10 @@ pub struct Wait {
     /// kept: the last event's time then.
     #[serde(default)]
     from: Option<Timestamp>,
+    /// The ids of the events it holds (all of them, where `events` keeps the last few): what
+    /// a match consumes is told by id, as for partial matches. Empty in older checkpoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    ids: Vec<u64>,
 }
 
 impl Wait {
@@ -917,10 +921,15 @@ fn held_until(
     (t < until).then_some(until)
 }
 
-/// Whether two references are one event: the same allocation, or equal (a checkpoint
-/// restores a wait's events and a partial match's apart).
-fn same_event(a: &Arc<Event>, b: &Arc<Event>) -> bool {
-    Arc::ptr_eq(a, b) || **a == **b
+/// Whether an event of `mask` begins a shadow in `alt`: its first step, of two or more, all
+/// plain (a shadow that, once alone, collected for a closure would be the oldest there and
+/// keep what younger partial matches need: closures have no copies), no absence at either end.
+fn shadow_alt(alt: &Alt, mask: EvSet) -> bool {
+    alt.steps[0].set & mask != 0
+        && alt.steps.len() >= 2
+        && alt.steps.iter().all(|s| s.repeat.is_none())
+        && alt.start_absent.is_none()
+        && alt.end_absent.is_none()
 }
 
 /// A step an event can move a partial match past without completing it: a plain step before
@@ -1222,7 +1231,7 @@ impl LinearState {
             && alts[malt as usize].steps.iter().all(|s| s.repeat.is_none())
             && self.runs.len() < SHADOW_GROUP_RUNS
         {
-            self.start_shadows(alts, &takers, t, mask, ev, id);
+            self.start_shadows(ctx.max_partial, alts, &takers, t, mask, ev, id);
         }
         // (A shadow that completed on the event consumes it: nothing it would start survives.)
         if !taken && shadow_done.is_none() {
@@ -1342,8 +1351,10 @@ impl LinearState {
     /// Step F's shadows (see there): the partial match the event would have begun, unless
     /// the partial match that took it has one already.
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn start_shadows(
         &mut self,
+        max_partial: usize,
         alts: &[Alt],
         takers: &[usize],
         t: Timestamp,
@@ -1356,21 +1367,21 @@ impl LinearState {
             count += 1;
             let of_origin =
                 (r.items.front()).is_some_and(|f| takers.iter().any(|&i| self.runs[i].holds(f.id)));
-            if of_origin || count >= MAX_SHADOW_RUNS {
+            if of_origin {
                 return;
             }
         }
+        // The bounds hold after the new runs too: at most MAX_SHADOW_RUNS shadow runs (and no
+        // more than the rule's own budget of partial matches), SHADOW_GROUP_RUNS runs in all.
+        let new = alts.iter().filter(|a| shadow_alt(a, mask)).count();
+        if count + new > MAX_SHADOW_RUNS.min(max_partial)
+            || self.runs.len() + new > SHADOW_GROUP_RUNS
+        {
+            return;
+        }
         for (ai, alt) in alts.iter().enumerate() {
             let first = &alt.steps[0];
-            // Plain steps only: a shadow that, once alone, collected for a closure would be
-            // the oldest there and keep what younger partial matches need (closures have no
-            // copies).
-            if first.set & mask == 0
-                || alt.steps.iter().any(|s| s.repeat.is_some())
-                || alt.steps.len() < 2
-                || alt.start_absent.is_some()
-                || alt.end_absent.is_some()
-            {
+            if !shadow_alt(alt, mask) {
                 continue;
             }
             let mut r = Run {
@@ -1623,6 +1634,7 @@ impl LinearState {
                     deadline,
                     events: r.events(),
                     from: Some(t),
+                    ids: r.items.iter().map(|i| i.id).collect(),
                 });
             }
             return;
@@ -1638,11 +1650,8 @@ impl LinearState {
         if let Some(rare) = self.rare.as_mut()
             && !rare.waits.is_empty()
         {
-            rare.waits.retain(|w| {
-                !w.events
-                    .iter()
-                    .any(|e| r.items.iter().any(|i| same_event(e, &i.ev)))
-            });
+            rare.waits
+                .retain(|w| !w.ids.iter().any(|id| r.items.iter().any(|i| i.id == *id)));
         }
         let last = &alt.steps[alt.steps.len() - 1];
         let id = next_seed(&mut self.rare().last_seed, r.start);
@@ -1743,11 +1752,8 @@ impl LinearState {
             }
             // The wait is a match now: it consumes its events (a partial match of another
             // alternative holding them is dropped, as when any match completes).
-            self.runs.retain(|r| {
-                !r.items
-                    .iter()
-                    .any(|i| w.events.iter().any(|e| same_event(e, &i.ev)))
-            });
+            self.runs
+                .retain(|r| !r.items.iter().any(|i| w.ids.contains(&i.id)));
             let from = Some(w.from());
             self.episode = Some(Box::new(Episode {
                 id,

@@ -1541,6 +1541,28 @@ fn a_match_and_a_wait_for_an_absence_do_not_share_events() {
         "a:h@0 b:h@1 d:h@2 c:h@7 end@30",
         &["firing h @5"],
     );
+    // Two events alike in every field are two events: consuming one leaves the other.
+    let alike = || {
+        rule(
+            "r",
+            &["a", "b", "c", "d", "x"],
+            or(vec![
+                seq(vec![ev(0), ev(1), absent(ev(4), Some(2))]),
+                seq(vec![ev(3), ev(0), ev(2)]),
+            ]),
+        )
+        .within(6)
+    };
+    check(
+        vec![alike()],
+        "d:h@0 a:h@1 a:h@1 b:h@2 c:h@3 end@40",
+        &["firing h @3", "firing h @4"],
+    );
+    check(
+        vec![alike()],
+        "d:h@0 a:h@1 a:h@1 b:h@2 c:h@5 end@40",
+        &["firing h @4", "firing h @5"],
+    );
 }
 
 /// A match consumes its events (DESIGN, "Matches and episodes"): no event is in two firing
