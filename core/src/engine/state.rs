@@ -992,6 +992,42 @@ impl Run {
         }
     }
 
+    /// A run that event `id` (at `t`, distinct value `dv`) begins at the first step of the
+    /// alternative `alt` (with the [`SHADOW`] bit for a shadow).
+    fn begin(
+        alt: u16,
+        first: &Step,
+        t: Timestamp,
+        id: u64,
+        ev: &Arc<Event>,
+        dv: Option<Box<Value>>,
+    ) -> Run {
+        let mut r = Run {
+            alt,
+            pos: 0,
+            count: 0,
+            start: t,
+            last_end: t,
+            items: Items::default(),
+            distinct: None,
+        };
+        r.push(
+            first,
+            Item {
+                time: t,
+                id,
+                ev: ev.clone(),
+                dv,
+            },
+        );
+        if first.repeat.is_some() {
+            r.count = 1;
+        } else {
+            r.pos = 1;
+        }
+        r
+    }
+
     /// The alternative it reads.
     fn alt_id(&self) -> u16 {
         self.alt & !SHADOW
@@ -1258,29 +1294,7 @@ impl LinearState {
                 let Some(dv) = distinct_value(first, ev) else {
                     continue;
                 };
-                let mut r = Run {
-                    alt: ai as u16,
-                    pos: 0,
-                    count: 0,
-                    start: t,
-                    last_end: t,
-                    items: Items::default(),
-                    distinct: None,
-                };
-                r.push(
-                    first,
-                    Item {
-                        time: t,
-                        id,
-                        ev: ev.clone(),
-                        dv,
-                    },
-                );
-                if first.repeat.is_some() {
-                    r.count = 1;
-                } else {
-                    r.pos = 1;
-                }
+                let r = Run::begin(ai as u16, first, t, id, ev, dv);
                 let done = complete(ctx, alt, &r, t);
                 if done || alt.steps.len() > 1 || first.repeat.is_some() {
                     // Most groups hold one partial match at a time: room for one, not the
@@ -1302,24 +1316,22 @@ impl LinearState {
             if real > ctx.max_partial {
                 // The oldest partial matches go (shadows are not partial matches of their own
                 // yet: they neither count nor go here).
-                let mut extra = real - ctx.max_partial;
+                let extra = real - ctx.max_partial;
                 counters.partial_evicted += extra as u64;
-                let mut removed_before = Vec::with_capacity(self.runs.len());
-                let mut removed = 0usize;
+                // The runs this event started, at the end, move down by the runs that go
+                // before them (the oldest `extra` partial matches), or go themselves.
+                fresh_completed.retain_mut(|i| {
+                    let before = self.runs[..*i].iter().filter(|r| !r.is_shadow()).count();
+                    *i -= before.min(extra);
+                    before >= extra
+                });
+                let mut left = extra;
                 self.runs.retain(|r| {
-                    removed_before.push(removed);
-                    let go = extra > 0 && !r.is_shadow();
+                    let go = left > 0 && !r.is_shadow();
                     if go {
-                        extra -= 1;
-                        removed += 1;
+                        left -= 1;
                     }
                     !go
-                });
-                fresh_completed.retain_mut(|i| {
-                    let before = removed_before.get(*i).copied().unwrap_or(0);
-                    let gone = removed_before.get(*i + 1).copied().unwrap_or(removed) > before;
-                    *i -= before;
-                    !gone
                 });
             }
         }
@@ -1380,29 +1392,12 @@ impl LinearState {
             return;
         }
         for (ai, alt) in alts.iter().enumerate() {
-            let first = &alt.steps[0];
-            if !shadow_alt(alt, mask) {
-                continue;
+            if shadow_alt(alt, mask) {
+                let r = Run::begin(ai as u16 | SHADOW, &alt.steps[0], t, id, ev, None);
+                self.runs.push(r);
             }
-            let mut r = Run {
-                alt: ai as u16 | SHADOW,
-                pos: 1,
-                count: 0,
-                start: t,
-                last_end: t,
-                items: Items::default(),
-                distinct: None,
-            };
-            r.push(
-                first,
-                Item {
-                    time: t,
-                    id,
-                    ev: ev.clone(),
-                    dv: None,
-                },
-            );
-            self.runs.push(r);
+        }
+        if new > 0 {
             self.rare().shadows = true;
         }
     }
