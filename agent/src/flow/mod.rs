@@ -150,34 +150,40 @@ impl FlowEngine {
                 let Some(tcp) = self.tcp_syslog.as_mut() else {
                     return;
                 };
-                if let (Some(frag), proto::UDP) = (info.fragment, info.proto) {
-                    // Only the first fragment has ports: a syslog datagram in fragments is
-                    // put back together first.
-                    let to_syslog = frag.first().then(|| SYSLOG_PORTS.contains(&info.dport));
-                    let got =
-                        self.frags
-                            .push(pkt.ts, info.src, info.dst, frag, to_syslog, info.payload);
-                    if let reasm::Outcome::Whole(payload) = got {
-                        self.counters.syslog += 1;
-                        syslog.push(SyslogDatagram {
-                            time: pkt.ts,
-                            src: info.src,
-                            payload,
-                        });
-                    }
-                    return;
-                }
-                if !SYSLOG_PORTS.contains(&info.dport) || info.fragment.is_some() {
-                    return;
-                }
-                if info.proto == proto::UDP && !info.payload.is_empty() {
+                if info.proto == proto::UDP {
+                    let payload = match info.fragment {
+                        // Only the first fragment has ports: a syslog datagram in fragments is
+                        // put back together first.
+                        Some(frag) => {
+                            let to_syslog =
+                                frag.first().then(|| SYSLOG_PORTS.contains(&info.dport));
+                            match self.frags.push(
+                                pkt.ts,
+                                info.src,
+                                info.dst,
+                                frag,
+                                to_syslog,
+                                info.payload,
+                            ) {
+                                reasm::Outcome::Whole(p) => p,
+                                reasm::Outcome::Held => return,
+                            }
+                        }
+                        None if SYSLOG_PORTS.contains(&info.dport) && !info.payload.is_empty() => {
+                            info.payload.to_vec()
+                        }
+                        None => return,
+                    };
                     self.counters.syslog += 1;
                     syslog.push(SyslogDatagram {
                         time: pkt.ts,
                         src: info.src,
-                        payload: info.payload.to_vec(),
+                        payload,
                     });
-                } else if info.proto == proto::TCP {
+                } else if info.proto == proto::TCP
+                    && info.fragment.is_none()
+                    && SYSLOG_PORTS.contains(&info.dport)
+                {
                     let before = syslog.len();
                     tcp.segment(pkt.ts, &info, syslog);
                     self.counters.syslog += (syslog.len() - before) as u64;
