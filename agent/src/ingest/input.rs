@@ -28,7 +28,7 @@ use cepheus_core::time::{Duration, Timestamp};
 use super::Malformed;
 use super::dedup::{Dedup, SharedDedup};
 use super::jsonl::parse_json_event;
-use super::syslog::{Stamp, SyslogParser, Year};
+use super::syslog::{Stamp, SyslogParser, Year, trim_bytes};
 
 /// The default cap on one line, in bytes (a syslog message larger than this is abuse).
 pub const MAX_LINE: usize = 64 * 1024;
@@ -214,7 +214,7 @@ impl Inputs {
         item.duplicate = match (&item.event, &mut self.dedup) {
             // The line ending is no part of the message: a line relayed once with CRLF and
             // once with LF is one message.
-            (Ok(e), Some(d)) => d.borrow_mut().seen(trim_line_end(bytes), None, e.arrival),
+            (Ok(e), Some(d)) => d.borrow_mut().seen(trim_bytes(bytes), None, e.arrival),
             _ => false,
         };
         match &item.event {
@@ -240,15 +240,6 @@ impl Inputs {
             self.ready.push_back(item);
         }
     }
-}
-
-/// A line without its trailing CR (and NULs).
-fn trim_line_end(line: &[u8]) -> &[u8] {
-    let end = line
-        .iter()
-        .rposition(|b| !matches!(b, b'\r' | 0))
-        .map_or(0, |i| i + 1);
-    &line[..end]
 }
 
 /// Reads one line of at most `max` bytes into `buf` (without the newline). Returns

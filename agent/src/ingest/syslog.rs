@@ -374,7 +374,7 @@ fn ends_with_colon(text: &str, word: &str) -> bool {
 }
 
 /// Trims trailing CR, LF and NUL (framing leftovers) from raw bytes.
-fn trim_bytes(line: &[u8]) -> &[u8] {
+pub(crate) fn trim_bytes(line: &[u8]) -> &[u8] {
     let end = line
         .iter()
         .rposition(|b| !matches!(b, b'\r' | b'\n' | 0))
