@@ -1224,14 +1224,9 @@ fn duplicates_are_found_across_input_files() {
     std::fs::write(&b, line.replace('\n', "\r\n")).unwrap();
     std::fs::write(&both, format!("{line}{line}")).unwrap();
     let run = |inputs: &[&Path]| -> usize {
-        let out = cepheus()
-            .args(["replay", "--rules"])
-            .arg(&rules)
-            .args(inputs)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        alerts_of(&String::from_utf8_lossy(&out.stdout)).len()
+        let mut args = vec!["--rules", rules.to_str().unwrap()];
+        args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+        alerts_of(&replay(&args)).len()
     };
     assert_eq!(run(&[&both]), 1);
     assert_eq!(run(&[&a, &b]), 1);
