@@ -932,10 +932,11 @@ fn shadow_alt(alt: &Alt, mask: EvSet) -> bool {
         && alt.end_absent.is_none()
 }
 
-/// A step an event can move a partial match past without completing it: a plain step before
-/// the last.
-fn plain_before_last(alt: &Alt, pos: u16) -> bool {
-    (pos as usize) + 1 < alt.steps.len() && alt.steps[pos as usize].repeat.is_none()
+/// A step before the last on which an event can move a partial match along without
+/// completing it, so that a younger one waiting there gets a copy: a plain step, or a closure
+/// in the middle (one at the start slides instead: its window may begin at any event).
+fn copy_step(alt: &Alt, pos: u16) -> bool {
+    (pos as usize) + 1 < alt.steps.len() && (pos > 0 || alt.steps[pos as usize].repeat.is_none())
 }
 
 fn effective_count(r: &Run, step: &Step) -> u32 {
@@ -1191,14 +1192,15 @@ impl LinearState {
         // does, so `and(a, b, c)` over `a c b` is not lost to the order `a b c` taking `b`.
         // The first to complete wins and consumes the others with its events.
         //
-        // A younger partial match waiting on the step an event moved the oldest one past (a
-        // plain step before the last: no completion) keeps its place, and a copy of it takes
-        // the event too, so that if the older one falls out of the window before it matches,
-        // the copy goes on (`seq(a, b, c) within 10s` over a@0 a@5 b@6 c@12 matches
-        // a@5 b@6 c@12); if the older one matches, it consumes the event and the copy with
-        // it, and the younger one still waits for its own (`a@0 a@1 b@2 b@3 c@4 c@5` matches
-        // twice). A copy goes on itself with later such events. One copy per partial match at
-        // most (the runs at most double), and per event.
+        // A younger partial match waiting on the step an event moved the oldest one along (a
+        // plain step or a closure in the middle, before the last: no completion) keeps its
+        // place, and a copy of it takes the event too, so that if the older one falls out of
+        // the window before it matches, the copy goes on (`seq(a, b, c) within 10s` over
+        // a@0 a@5 b@6 c@12 matches a@5 b@6 c@12; `seq(a, b{2,}, c) within 10s` over
+        // a@0 b@1 a@5 b@6 b@7 c@12 matches a@5 b@6 b@7 c@12); if the older one matches, it
+        // consumes the event and the copy with it, and the younger one still waits for its own
+        // (`a@0 a@1 b@2 b@3 c@4 c@5` matches twice). A copy goes on itself with later such
+        // events. One copy per partial match at most (the runs at most double), and per event.
         let mut completed: Option<usize> = None;
         let mut origin: Option<Option<u64>> = None;
         let mut moved: Option<(u16, u16)> = None;
@@ -1223,7 +1225,7 @@ impl LinearState {
             if let Took::Yes = take(ctx, alt, r, t, mask, ev, id) {
                 origin = Some(first);
                 takers.push(ri);
-                if moved.is_none() && plain_before_last(alt, pos) {
+                if moved.is_none() && copy_step(alt, pos) {
                     moved = Some((r.alt_id(), pos));
                 }
                 if complete(ctx, alt, r, t) {
@@ -1469,8 +1471,8 @@ impl LinearState {
         done
     }
 
-    /// After an event moved the oldest partial match past `step` (a plain step before its
-    /// last), the next younger partial match waiting on that step, among the few from `from`
+    /// After an event moved the oldest partial match along `step` (see [`copy_step`]), the
+    /// next younger partial match waiting on that step, among the few from `from`
     /// on, gets a copy of itself that takes the event too (or, if it is already such a copy,
     /// goes on itself): see step E of [`LinearState::on_event`].
     #[inline(never)]

@@ -124,6 +124,34 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
         "a:h@0 a:h@5 b:h@6 c:h@7 d:h@12",
         &["firing h @12"],
     );
+    // The same for a closure in the middle: b@6 and b@7 go to the partial match from a@0,
+    // which falls out of the window, and to a copy of the one from a@5, which matches.
+    let mid = || {
+        rule(
+            "r",
+            &["a", "b", "c"],
+            seq(vec![ev(0), rep(ev(1), 2, None), ev(2)]),
+        )
+        .within(10)
+    };
+    check(
+        vec![mid()],
+        "a:h@0 b:h@1 a:h@5 b:h@6 b:h@7 c:h@12",
+        &["firing h @12"],
+    );
+    // If the older one matches, it consumes b@6 and b@7 and the copy with them: the one
+    // from a@5 needs two b of its own.
+    check(
+        vec![mid()],
+        "a:h@0 b:h@1 a:h@5 b:h@6 b:h@7 c:h@8 c:h@9 b:h@10 b:h@11 c:h@12",
+        &["firing h @8", "firing h @12"],
+    );
+    // A copy's closure goes on with later such events.
+    check(
+        vec![mid()],
+        "a:h@0 b:h@1 a:h@5 b:h@6 b:h@7 b:h@8 c:h@13",
+        &["firing h @13"],
+    );
     // The alternatives of an `and`: b@4 goes to the partial match from a@0 and starts a
     // shadow, which goes on once the older one has fallen out of the window...
     let and3 = || rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within(5);
@@ -1624,6 +1652,13 @@ fn no_event_is_in_two_firing_alerts_of_a_rule() {
                 ]),
             )
             .within(10),
+            12 => rule("r", n, seq(vec![ev(0), rep(ev(1), 2, None), ev(2)])).within(5),
+            13 => rule(
+                "r",
+                n,
+                seq(vec![ev(0), rep(ev(1), 1, Some(3)), ev(2), ev(3)]),
+            )
+            .within(6),
             _ => rule(
                 "r",
                 n,
@@ -1643,7 +1678,7 @@ fn no_event_is_in_two_firing_alerts_of_a_rule() {
         seed % m
     };
     for _ in 0..4000 {
-        let mi = rnd(13);
+        let mi = rnd(15);
         let (mut t, mut script) = (0, String::new());
         for _ in 0..4 + rnd(20) {
             t += rnd(3);
