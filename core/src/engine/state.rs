@@ -605,23 +605,36 @@ impl Group {
         }
     }
 
-    /// Partial matches that can still complete at `now` (runs inside the window, and waits);
+    /// Partial matches that can still complete at `now` (runs inside the window, and waits),
+    /// as `max_partial_matches` counts them: a shadow counts only once its origin is gone;
     /// runs past their window may still be held (see [`LAZY_EXPIRY_ITEMS`]).
     pub fn partial_matches(&self, ctx: &RuleCtx<'_>, now: Timestamp) -> usize {
         match &self.state {
             GroupState::Absence(_) => 0,
             GroupState::Linear(l) => {
-                let live = match (ctx.wmax(), ctx.plan) {
+                let live = |r: &Run| match (ctx.wmax(), ctx.plan) {
                     (Some(w), Plan::Linear { alts }) => {
-                        let horizon = now.sub(w);
-                        l.runs
-                            .iter()
-                            .filter(|r| r.live(&alts[r.alt_id() as usize], horizon))
-                            .count()
+                        r.live(&alts[r.alt_id() as usize], now.sub(w))
                     }
-                    _ => l.runs.len(),
+                    _ => true,
                 };
-                live + l.waits().len()
+                // A shadow's origin: a live partial match holding its first event as a later one.
+                let orphaned = |s: &Run| {
+                    let first = s.items.front().map(|f| f.id);
+                    !l.runs.iter().any(|o| {
+                        !o.is_shadow()
+                            && live(o)
+                            && first.is_some_and(|f| {
+                                o.items.front().is_some_and(|x| x.id != f) && o.holds(f)
+                            })
+                    })
+                };
+                let runs = l
+                    .runs
+                    .iter()
+                    .filter(|r| live(r) && (!r.is_shadow() || orphaned(r)))
+                    .count();
+                runs + l.waits().len()
             }
         }
     }

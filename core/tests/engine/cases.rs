@@ -887,6 +887,28 @@ fn a_run_that_can_no_longer_complete_is_not_counted() {
     assert!(out.is_empty());
 }
 
+#[test]
+fn a_shadow_is_not_counted_as_a_partial_match() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    let rules = set(vec![
+        rule("and", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within(5),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    // a@0 begins a partial match read in the two orders that start with `a` (two, as
+    // `max_partial_matches` counts them); b@4 goes to it and begins shadows in the two orders
+    // that start with `b`, which do not count while a@0's partial match lives.
+    run_on(&mut e, parse_script("a:h@0 tick@1"), &mut out);
+    assert_eq!(e.stats()[0].partial_matches, 2);
+    run_on(&mut e, parse_script("b:h@4 tick@4"), &mut out);
+    assert_eq!(e.stats()[0].partial_matches, 2);
+    // Once a@0 has fallen out of the window, the shadows are all there is, and count.
+    run_on(&mut e, parse_script("tick@6"), &mut out);
+    assert_eq!(e.stats()[0].partial_matches, 2);
+    run_on(&mut e, parse_script("c:h@6 a:h@7"), &mut out);
+    assert_eq!(out.len(), 1);
+}
+
 // ---- budgets ----
 
 #[test]
