@@ -324,9 +324,13 @@ impl SyslogParser {
         if let Some(m) = msg.msgid {
             event.set(Field::Msgid, Value::str(m));
         }
+        let body = match msg.protocol {
+            Protocol::RFC5424(_) => msg_5424(text, msg.msg),
+            Protocol::RFC3164 => msg.msg,
+        };
         event.set(
             Field::Msg,
-            Value::str(msg.msg.strip_prefix('\u{feff}').unwrap_or(msg.msg)),
+            Value::str(body.strip_prefix('\u{feff}').unwrap_or(body)),
         );
         for element in &msg.structured_data {
             for (name, value) in element.params() {
@@ -335,6 +339,21 @@ impl SyslogParser {
             }
         }
         Ok(event)
+    }
+}
+
+/// An RFC 5424 MSG as sent: one space separates it from the structured data and any further
+/// ones are its own (an indented continuation line keeps its indent), which `syslog_loose`
+/// drops. `parsed` is `syslog_loose`'s MSG, a slice of `text`.
+fn msg_5424<'a>(text: &'a str, parsed: &'a str) -> &'a str {
+    let start = (parsed.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    let Some(before) = text.get(..start).filter(|_| start <= text.len()) else {
+        return parsed;
+    };
+    let blanks = before.len() - before.trim_end_matches(' ').len();
+    match text.get(start - blanks.saturating_sub(1)..) {
+        Some(m) if blanks > 1 => m,
+        _ => parsed,
     }
 }
 
@@ -612,6 +631,34 @@ mod tests {
         ] {
             assert_eq!(squeeze(line), None, "{line}");
         }
+    }
+
+    #[test]
+    fn an_rfc5424_msg_keeps_its_leading_spaces() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        for (line, want) in [
+            (
+                "<13>1 2026-02-13T20:07:26Z h a - - -   at Foo.bar()",
+                "  at Foo.bar()",
+            ),
+            (
+                "<13>1 2026-02-13T20:07:26Z h a - - [x@1 k=\"v\"]  two",
+                " two",
+            ),
+            ("<13>1 2026-02-13T20:07:26Z h a - - - one", "one"),
+            ("<13>1 2026-02-13T20:07:26Z h a - - - \u{feff}bom", "bom"),
+            // RFC 3164 content keeps the usual reading: the blanks after the tag go.
+            ("<13>Feb 13 20:07:26 h a:   x", "x"),
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::Msg), Some(want), "{line}");
+        }
+        // Nothing but blanks after the structured data: no MSG to speak of.
+        let e = p
+            .parse(b"<13>1 2026-02-13T20:07:26Z h a - - -    ", now, None)
+            .unwrap();
+        assert_eq!(get(&e, Field::Msg), Some(""));
     }
 
     #[test]
