@@ -7,7 +7,7 @@
 //! from strings; times as RFC 3339 strings; durations as `"5s"`-style strings or numbers of
 //! seconds. Syslog events may also carry `sd.<id>.<param>` keys (values kept as text). A `null`
 //! value means "absent". Anything else is an error naming the key, so a typo in a test fails
-//! loudly instead of silently not matching.
+//! loudly instead of silently not matching; so is a key given twice.
 //!
 //! ```text
 //! {"source":"flow","time":"2026-01-01T00:00:00Z","kind":"flow_start","src":"10.0.0.1","dport":22}
@@ -24,7 +24,7 @@ use super::Malformed;
 
 /// Parses one JSON event line into an [`Event`], or says which key is wrong.
 pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
-    let obj: serde_json::Map<String, Json> =
+    let Object(obj) =
         serde_json::from_str(line.trim()).map_err(|e| Malformed::Json(e.to_string()))?;
     let source = match obj.get("source") {
         None | Some(Json::Null) => return Err(Malformed::Missing("source")),
@@ -67,6 +67,38 @@ pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
         }
     }
     Ok(event)
+}
+
+/// A JSON object whose keys are all different: a key given twice is an error, not "the last
+/// one wins" (two readers of one line must not see two different events).
+struct Object(serde_json::Map<String, Json>);
+
+impl<'de> serde::Deserialize<'de> for Object {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Object, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = Object;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Object, A::Error> {
+                let mut obj = serde_json::Map::new();
+                while let Some((k, v)) = map.next_entry::<String, Json>()? {
+                    if obj.contains_key(&k) {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "duplicate key `{k}`"
+                        )));
+                    }
+                    obj.insert(k, v);
+                }
+                Ok(Object(obj))
+            }
+        }
+        d.deserialize_map(Keys)
+    }
 }
 
 /// `sd.<id>.<param>` with non-empty id and param.
@@ -212,6 +244,17 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn a_key_given_twice_is_an_error() {
+        let e = parse_json_event(
+            r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","app":"sshd","app":"cron"}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("duplicate key `app`"), "{e}");
+        let e = parse_json_event(r#"["source"]"#).unwrap_err();
+        assert!(e.to_string().contains("expected a JSON object"), "{e}");
+    }
 
     #[test]
     fn flow_event_typed() {
