@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use cepheus_agent::{flow, groups_cmd, replay, rules_cmd, rules_graph, rules_test, run};
+use cepheus_agent::{
+    events_cmd, flow, groups_cmd, replay, rules_cmd, rules_graph, rules_test, run,
+};
 
 /// The process allocator: the CEP shards free events and partial matches long after they
 /// were made, in no order, which mimalloc does with fewer cache misses than glibc's malloc
@@ -42,6 +44,9 @@ enum Command {
     },
     /// Run the rules over syslog files and captures as fast as possible; alerts as JSON lines.
     Replay(replay::ReplayArgs),
+    /// Print the events that syslog files, JSON-lines events and captures turn into, as JSON
+    /// lines in the shape replay reads (the fields a rule can match, by name and type).
+    Events(events_cmd::EventsArgs),
     /// Act on the groups of a running agent (`forget RULE KEY` retires one by hand).
     Groups {
         #[command(subcommand)]
@@ -69,6 +74,7 @@ fn main() -> ExitCode {
         },
         Command::Flows(args) => flow::cmd::run(args),
         Command::Replay(args) => replay::run(args),
+        Command::Events(args) => events_cmd::run(args),
         Command::Run(args) => run::run(args),
         Command::Config { command } => run::config_cmd(command),
         Command::Groups { command } => groups_cmd::run(command),

@@ -35,6 +35,20 @@ pub struct ReplayArgs {
     /// last event, so trailing absences fire.
     #[arg(long, value_name = "TIME|+DURATION")]
     pub until: Option<String>,
+    /// Compile every rule on its own (no work shared between rules): the paper's RCEDA
+    /// baseline, with no predicate index (every event is offered to every rule, which tests
+    /// each of its event definitions), for measuring what sharing saves. The alerts are the
+    /// same.
+    #[arg(long)]
+    pub no_share: bool,
+    /// The inputs and how to read them.
+    #[command(flatten)]
+    pub input: InputArgs,
+}
+
+/// The inputs of `cepheus replay` and `cepheus events`, and how to read them.
+#[derive(clap::Args, Debug)]
+pub struct InputArgs {
     /// The year of RFC 3164 stamps (they carry none); default: resolved against today. Every
     /// such stamp gets this year: replay a log that crosses New Year in two parts (one
     /// `--year` each), or from RFC 5424 lines.
@@ -48,12 +62,6 @@ pub struct ReplayArgs {
         allow_hyphen_values = true
     )]
     pub tz: String,
-    /// Compile every rule on its own (no work shared between rules): the paper's RCEDA
-    /// baseline, with no predicate index (every event is offered to every rule, which tests
-    /// each of its event definitions), for measuring what sharing saves. The alerts are the
-    /// same.
-    #[arg(long)]
-    pub no_share: bool,
     /// Drop a syslog message that repeats, byte for byte, one read this long before it in any
     /// of the inputs (a message relayed twice, perhaps into two files; in a capture, a syslog
     /// datagram seen twice), as the live agent's `[syslog] dedup_window` does; `0s` keeps
@@ -64,6 +72,34 @@ pub struct ReplayArgs {
     /// flows, and the syslog sent over UDP or TCP to port 514 or 5514).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
+}
+
+impl InputArgs {
+    /// Opens every input as one stream of events merged by recorded time: each text input a
+    /// source of its own, the captures one source (one flow table for all: rotated files make
+    /// one stream of flows), one duplicate filter for all (the live agent has one for all its
+    /// sockets: a message relayed twice may sit in two files).
+    pub fn open(&self) -> anyhow::Result<Merger> {
+        let zone: Zone = self.tz.parse().map_err(|e| anyhow::anyhow!("--tz: {e}"))?;
+        let year = self.year.map_or(Year::Resolve, Year::Fixed);
+        let parser = SyslogParser::new(zone, year);
+        let window = Duration::parse(&self.dedup_window)
+            .map_err(|e| anyhow::anyhow!("--dedup-window {}: {e}", self.dedup_window))?;
+        let dedup = SharedDedup::new(Dedup::new(window, DEDUP_CAPACITY).into());
+        let mut sources = Vec::new();
+        let mut captures = Vec::new();
+        for p in &self.inputs {
+            if is_capture(p).with_context(|| format!("cannot read {}", p.display()))? {
+                captures.push(p.clone());
+            } else {
+                sources.push(text_file_source(p, parser, dedup.clone())?);
+            }
+        }
+        if !captures.is_empty() {
+            sources.push(captures_source(&captures, parser, dedup.clone())?);
+        }
+        Ok(Merger::new(sources))
+    }
 }
 
 /// What a replay counted.
@@ -85,23 +121,23 @@ pub struct Summary {
 pub fn run(args: ReplayArgs) -> ExitCode {
     match replay(&args) {
         Ok(code) => code,
-        // The reader went away (`| head`): not an error of ours.
-        Err(e)
-            if e.chain().any(|c| {
-                let kind = c
-                    .downcast_ref::<io::Error>()
-                    .map(io::Error::kind)
-                    .or_else(|| c.downcast_ref::<serde_json::Error>()?.io_error_kind());
-                kind == Some(io::ErrorKind::BrokenPipe)
-            }) =>
-        {
-            ExitCode::SUCCESS
-        }
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether writing failed because the reader went away (`| head`): not an error of ours.
+pub fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        let kind = c
+            .downcast_ref::<io::Error>()
+            .map(io::Error::kind)
+            .or_else(|| c.downcast_ref::<serde_json::Error>()?.io_error_kind());
+        kind == Some(io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Loads rules, printing diagnostics; `None` (after printing) when they have errors.
@@ -138,41 +174,18 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: the rules have errors; nothing was replayed");
         return Ok(ExitCode::from(1));
     };
-    let zone: Zone = args.tz.parse().map_err(|e| anyhow::anyhow!("--tz: {e}"))?;
-    let year = args.year.map_or(Year::Resolve, Year::Fixed);
-    let parser = SyslogParser::new(zone, year);
     let until = args.until.as_deref().map(parse_until).transpose()?;
-    let window = Duration::parse(&args.dedup_window)
-        .map_err(|e| anyhow::anyhow!("--dedup-window {}: {e}", args.dedup_window))?;
-    // One duplicate filter for every input, as the live agent has one for all its sockets:
-    // a message relayed twice may sit in two files.
-    let dedup = SharedDedup::new(Dedup::new(window, DEDUP_CAPACITY).into());
-
     let cfg = EngineConfig {
         share: !args.no_share,
         ..EngineConfig::default()
     };
     let mut engine = Engine::new(&rules, cfg).context("building the engine")?;
-    // Captures go through one flow table together (rotated files make one stream of flows);
-    // each text input is a source of its own.
-    let mut sources = Vec::new();
-    let mut captures = Vec::new();
-    for p in &args.inputs {
-        if is_capture(p).with_context(|| format!("cannot read {}", p.display()))? {
-            captures.push(p.clone());
-        } else {
-            sources.push(text_file_source(p, parser, dedup.clone())?);
-        }
-    }
-    if !captures.is_empty() {
-        sources.push(captures_source(&captures, parser, dedup.clone())?);
-    }
+    let merger = args.input.open()?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut summary = Summary::default();
     let started = Instant::now();
     let progress = progress_bar();
-    let merger = Merger::new(sources);
     drive(
         &mut engine,
         merger,
@@ -489,6 +502,11 @@ impl Merger {
             malformed: 0,
             duplicates: 0,
         }
+    }
+
+    /// What the sources dropped while read ahead for merging: (malformed, duplicates).
+    pub fn dropped(&self) -> (u64, u64) {
+        (self.malformed, self.duplicates)
     }
 
     fn fill(&mut self, i: usize) {

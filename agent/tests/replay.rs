@@ -405,6 +405,65 @@ fn flows_events_output_replays_like_the_capture() {
     assert_eq!(alerts_of(&from_events), alerts_of(&from_pcap));
 }
 
+/// `cepheus events` writes the events of syslog files and captures as JSON lines that replay
+/// to the same alerts as the inputs themselves, and counts what it refused.
+#[test]
+fn events_output_replays_like_its_inputs() {
+    let rules = manifest().join("../rules");
+    let inputs = [
+        manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log"),
+        manifest().join("tests/data/syslog/loghub_Linux_2k.log"),
+        manifest().join("tests/data/pcap/esnet_masscan_tcp_0_1000_20190821.pcap"),
+    ];
+    let mut events = cepheus();
+    events.args(["events", "--year", "2024"]).args(&inputs);
+    let out = events.output().unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("events: 7003 events, 0 malformed"),
+        "{stderr}"
+    );
+    let jsonl = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("events-output.jsonl");
+    std::fs::write(&jsonl, &out.stdout).unwrap();
+    let mut args = vec!["--rules", rules.to_str().unwrap(), "--year", "2024"];
+    args.extend(inputs.iter().map(|p| p.to_str().unwrap()));
+    let from_inputs = replay(&args);
+    let from_events = replay(&["--rules", rules.to_str().unwrap(), jsonl.to_str().unwrap()]);
+    let alerts = alerts_of(&from_inputs);
+    // ssh brute force (both files), the port scan (the capture).
+    let rules_seen: std::collections::BTreeSet<_> = alerts
+        .iter()
+        .map(|a| a["rule"].as_str().unwrap().to_string())
+        .collect();
+    assert!(rules_seen.len() >= 3, "{rules_seen:?}");
+    assert_eq!(alerts_of(&from_events), alerts);
+    // A line that is no event is named and counted, and the rest flows.
+    let bad = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("events-bad.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"source\":\"syslog\",\"time\":\"2026-01-01T00:00:00Z\",\"app\":\"a\",\"app\":\"b\"}\n<13>Feb 13 20:07:26 h a: x\n",
+    )
+    .unwrap();
+    let out = cepheus()
+        .args(["events", "--year", "2026"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(":1: invalid JSON event: duplicate key `app`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("events: 1 events, 1 malformed"), "{stderr}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout,
+        "{\"app\":\"a\",\"facility\":1,\"host\":\"h\",\"msg\":\"x\",\"severity\":5,\"source\":\"syslog\",\"time\":\"2026-02-13T20:07:26Z\"}\n"
+    );
+}
+
 #[test]
 fn scan_rule_fires_on_masscan_and_not_on_ordinary_sessions() {
     let rules = manifest().join("../rules/scan.toml");

@@ -240,7 +240,7 @@ impl Output {
     fn notices(&mut self, notices: &mut Vec<FlowNotice>) {
         for n in notices.drain(..) {
             if self.events {
-                self.line(notice_to_event(&n).to_json());
+                self.line(crate::events_cmd::event_json(&notice_to_event(&n)));
             } else if let NoticeKind::End(r) = n.kind {
                 self.ended.push((n.flow, r.name()));
             }
@@ -260,10 +260,9 @@ impl Output {
                 d.time,
                 Some(d.src),
             ) {
-                Ok(ev) => {
-                    let mut j = ev.to_json();
-                    j["arrival"] = json!(d.time.to_rfc3339());
-                    self.line(j);
+                Ok(mut ev) => {
+                    ev.arrival = d.time;
+                    self.line(crate::events_cmd::event_json(&ev));
                 }
                 Err(_) => self.line(json!({
                     "time": d.time.to_rfc3339(),
