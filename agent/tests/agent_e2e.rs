@@ -764,6 +764,38 @@ fn events_without_a_group_field_are_counted_keyless() {
     assert!(s["shards"][0].get("future").is_some(), "{s}");
 }
 
+/// A rule whose `max_groups` is full says so in the log (a flood of keys makes it blind to a
+/// new one): counted in /stats, and said within seconds.
+#[test]
+fn a_full_group_budget_is_said_in_the_log() {
+    let dir = scratch("budget");
+    std::fs::write(
+        dir.join("rules/few.toml"),
+        "[[rule]]\nname = \"few\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nmax_groups = 2\nevents.a = 'syslog and app == \"login\"'\npattern = \"a{3,} within 1m\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "[engine]\nshards = 1\n");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for h in ["h1", "h2", "h3", "h4", "h5"] {
+        let line = format!("<13>Dec  2 05:40:00 {h} login: x");
+        udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    }
+    agent.wait_stats(10, |s| s["ingest"]["parsed"] == 5);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !agent.stderr().contains("rule few: refused 3 new group(s)") {
+        assert!(Instant::now() < deadline, "{}", agent.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        agent
+            .stderr()
+            .contains("max_groups budget is full (2 groups on this shard)"),
+        "{}",
+        agent.stderr()
+    );
+}
+
 /// Only rule files and the `expect` files they read trigger a reload: a log written into the
 /// rule folder (the agent's own stderr, say) made it reload every 200 ms.
 #[test]

@@ -8,6 +8,7 @@
 //!   the HTTP API ([`api`], actix-web, on its own worker thread).
 
 pub mod api;
+pub mod budget;
 pub mod builtin;
 pub mod config;
 pub mod counters;

@@ -109,6 +109,8 @@ pub struct Shard {
     drained: Arc<AtomicUsize>,
     /// The rules it runs, to rebuild its engine after a panic.
     rules: RuleSet,
+    /// What it said of its rules' budgets and late events.
+    budgets: super::budget::BudgetWatch,
 }
 
 impl Shard {
@@ -139,6 +141,7 @@ impl Shard {
             probe: Some(probe),
             drained,
             rules: RuleSet::default(), // `install` keeps them
+            budgets: super::budget::BudgetWatch::default(),
         };
         s.install(rules);
         s
@@ -221,6 +224,12 @@ impl Shard {
     fn tick_now(&mut self) {
         self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
         self.flush();
+        let now = std::time::Instant::now();
+        if let Some(e) = self.engine.as_ref().filter(|_| self.budgets.due(now)) {
+            for w in self.budgets.check(e.budget_counters(), now) {
+                tracing::warn!(shard = self.id, rule = %w.rules, "rule {}: {}", w.rules, w.text);
+            }
+        }
     }
 
     fn flush(&mut self) {

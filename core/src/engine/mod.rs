@@ -126,6 +126,19 @@ pub enum EngineError {
     Checkpoint(String),
 }
 
+/// One rule state's counters and budgets ([`Engine::budget_counters`]).
+#[derive(Debug)]
+pub struct BudgetView<'a> {
+    /// The rules sharing the state (one, unless several rules mean the same).
+    pub rules: Vec<&'a str>,
+    /// The groups this engine may hold for it (its share of `max_groups`).
+    pub max_groups: u64,
+    /// Its `max_partial_matches` per group.
+    pub max_partial_matches: u64,
+    /// Its counters.
+    pub counters: &'a RuleCounters,
+}
+
 /// Counters and sizes of one rule (for `/metrics`, budgets and the dashboard).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RuleStats {
@@ -948,6 +961,18 @@ impl Engine {
                     .collect()
             })
             .collect()
+    }
+
+    /// Each rule state's counters with its budgets, without reading any group (cheap enough for
+    /// every tick): what a running agent watches to say when a rule refuses groups, drops
+    /// partial matches or sees late events.
+    pub fn budget_counters(&self) -> impl Iterator<Item = BudgetView<'_>> {
+        self.rts.iter().map(|rt| BudgetView {
+            rules: rt.members.iter().map(|m| m.rule.name.as_str()).collect(),
+            max_groups: rt.max_groups,
+            max_partial_matches: rt.max_partial as u64,
+            counters: &rt.counters,
+        })
     }
 
     /// Per-rule counters and sizes.
