@@ -456,7 +456,7 @@ fn a_misspelt_group_by_name_is_said_once_where_it_is_written() {
     let c = compile_str(
         "t.toml",
         &rule_text(
-            "group_by = [\"hots\"]\nevents.a = 'syslog'\nevents.b = 'syslog and app == \"x\"'\npattern = \"seq(a, b)\"",
+            "group_by = [\"hots\"]\nevents.a = 'syslog'\nevents.b = 'syslog and app == \"x\"'\npattern = \"seq(a, b) within 1m\"",
         ),
     );
     let d = &c.diagnostics;
@@ -471,7 +471,7 @@ fn a_misspelt_group_by_name_is_said_once_where_it_is_written() {
     let c = compile_str(
         "t.toml",
         &rule_text(
-            "group_by = [\"user\"]\nevents.login = 'syslog and msg =~ \"for (?P<user>\\w+)\"'\nevents.sudo = 'syslog and msg =~ \"sudo: (?P<usr>\\w+) :\"'\npattern = \"seq(login, sudo)\"",
+            "group_by = [\"user\"]\nevents.login = 'syslog and msg =~ \"for (?P<user>\\w+)\"'\nevents.sudo = 'syslog and msg =~ \"sudo: (?P<usr>\\w+) :\"'\npattern = \"seq(login, sudo) within 1m\"",
         ),
     );
     let d = &c.diagnostics;
@@ -488,7 +488,7 @@ fn group_fields_must_agree_in_type() {
     let c = compile_str(
         "t.toml",
         &rule_text(
-            "group_by = [\"k\"]\nevents.a = { if = 'flow', k = \"src\" }\nevents.b = { if = 'syslog', k = \"host\" }\npattern = \"seq(a, b)\"",
+            "group_by = [\"k\"]\nevents.a = { if = 'flow', k = \"src\" }\nevents.b = { if = 'syslog', k = \"host\" }\npattern = \"seq(a, b) within 1m\"",
         ),
     );
     assert_eq!(
@@ -777,11 +777,57 @@ fn rules_that_never_match_or_triggers_that_limit_nothing_warn() {
         "trigger = { every = \"1x\" }",
     ] {
         let text = format!(
-            "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\nevents.b = 'syslog'\npattern = \"seq(a, b)\"\n{trigger}"
+            "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\nevents.b = 'syslog'\npattern = \"seq(a, b) within 1m\"\n{trigger}"
         );
         let d = cepheus_core::rules::compile_str("f.toml", &text).diagnostics;
         assert_eq!(d.len(), 1, "{trigger}: {d:?}");
         assert!(!d[0].message.contains("limits nothing"), "{trigger}: {d:?}");
+    }
+}
+
+#[test]
+fn a_pattern_that_pairs_or_counts_events_without_within_is_warned_of() {
+    let warnings = |pattern: &str| -> Vec<String> {
+        let text = format!(
+            "[[rule]]\nname = \"x\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\npattern = \"{pattern}\"\n"
+        );
+        let c = cepheus_core::rules::compile_str("f.toml", &text);
+        assert!(c.rules.is_some(), "{pattern}: {:?}", c.diagnostics);
+        (c.diagnostics.iter())
+            .map(|d| d.message.clone())
+            .filter(|m| !m.contains("does not use it"))
+            .collect()
+    };
+    for p in ["a{5,}", "a+", "seq(b, a{2,})", "or(a, b){3,}"] {
+        let w = warnings(p);
+        assert!(
+            w.len() == 1 && w[0].contains("this count has no window"),
+            "{p}: {w:?}"
+        );
+    }
+    for p in [
+        "seq(a, b)",
+        "and(a, b)",
+        "seq(a, absent(b) for 5m, a)",
+        "or(seq(a, b), a)",
+        "seq(a{2,}, b)",
+    ] {
+        let w = warnings(p);
+        assert!(
+            w.len() == 1 && w[0].contains("may be any time apart"),
+            "{p}: {w:?}"
+        );
+    }
+    // One event, an absence, or a window: nothing to say.
+    for p in [
+        "a",
+        "or(a, b)",
+        "seq(a, absent(b) for 2m)",
+        "seq(absent(a) for 1m, b)",
+        "seq(a, b) within 10m",
+        "a{5,} within 1m",
+    ] {
+        assert_eq!(warnings(p), Vec::<String>::new(), "{p}");
     }
 }
 

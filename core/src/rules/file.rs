@@ -749,6 +749,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     };
     if let Some(c) = &checked {
         never_matching(cx, c, &pattern_span);
+        unbounded(cx, c, &pattern_span);
         if let (Trigger::Every(period), Some(v)) = (&trigger, val("trigger"))
             && !trigger_bad
             && c.within.is_none()
@@ -1243,6 +1244,58 @@ fn never_matching(
             );
             return;
         }
+    }
+}
+
+/// Warns of a pattern that pairs or counts events with no `within`: a temporal mistake more
+/// often than a wish (the events of a match may be days apart; a count never starts over).
+fn unbounded(cx: &mut Cx<'_, '_>, c: &crate::rules::check::CheckedPattern, span: &Range<usize>) {
+    use crate::rules::ir::Pattern;
+    if c.within.is_some() {
+        return;
+    }
+    let ends_in_count = match &c.pattern {
+        Pattern::Repeat { .. } => true,
+        Pattern::Seq(ps) => matches!(ps.last(), Some(Pattern::Repeat { .. })),
+        _ => false,
+    };
+    if ends_in_count {
+        cx.warning(
+            span.clone(),
+            "with no `within` this count has no window: it alerts once enough events have come since the group was first seen, however far apart, and its episode never ends",
+            h("add `within`, e.g. `x{5,} within 5m`, to count the events of a time window"),
+        );
+    } else if needs_two(&c.pattern) {
+        cx.warning(
+            span.clone(),
+            "with no `within` the events of a match may be any time apart: a partial match waits until its group is forgotten (`forget_after`), so an event of last week completes with one of today",
+            h("add `within` to say how close they must be, e.g. `seq(a, b) within 10m`"),
+        );
+    }
+}
+
+/// The fewest events a match of `p` takes.
+fn min_events(p: &crate::rules::ir::Pattern) -> u64 {
+    use crate::rules::ir::Pattern;
+    match p {
+        Pattern::Event(_) => 1,
+        Pattern::Seq(ps) | Pattern::And(ps) => ps.iter().map(min_events).sum(),
+        Pattern::Or(ps) => ps.iter().map(min_events).min().unwrap_or(0),
+        Pattern::Repeat { inner, min, .. } => u64::from(*min) * min_events(inner),
+        Pattern::Absent { .. } => 0,
+    }
+}
+
+/// Whether some way of matching `p` takes two events or more.
+fn needs_two(p: &crate::rules::ir::Pattern) -> bool {
+    use crate::rules::ir::Pattern;
+    match p {
+        Pattern::Event(_) | Pattern::Absent { .. } => false,
+        Pattern::Seq(ps) | Pattern::And(ps) => {
+            ps.iter().map(min_events).sum::<u64>() >= 2 || ps.iter().any(needs_two)
+        }
+        Pattern::Or(ps) => ps.iter().any(needs_two),
+        Pattern::Repeat { .. } => min_events(p) >= 2,
     }
 }
 
