@@ -326,10 +326,15 @@ const SHADOW_GROUP_RUNS: usize = 64;
 /// most 256 alternatives, so the bit is free; a checkpoint keeps it.
 const SHADOW: u16 = 0x8000;
 
+/// The bit of [`Run::alt`] that marks a copy (see step E of `LinearState::on_event`): a
+/// younger partial match's second reading, which took an event an older one took. It is part
+/// of its partial match: it neither counts against `max_partial_matches` nor outlives it.
+const COPY: u16 = 0x4000;
+
 /// A partial match of one alternative.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Run {
-    /// The alternative's index, and [`SHADOW`] for a shadow.
+    /// The alternative's index, and [`SHADOW`] for a shadow, [`COPY`] for a copy.
     alt: u16,
     /// The step the run waits on (or collects, for a closure with `count > 0`).
     pos: u16,
@@ -606,7 +611,8 @@ impl Group {
     }
 
     /// Partial matches that can still complete at `now` (runs inside the window, and waits),
-    /// as `max_partial_matches` counts them: a shadow counts only once its origin is gone;
+    /// counted as `max_partial_matches` counts them, a copy being part of its partial match,
+    /// except that a shadow counts once its origin is gone;
     /// runs past their window may still be held (see [`LAZY_EXPIRY_ITEMS`]).
     pub fn partial_matches(&self, ctx: &RuleCtx<'_>, now: Timestamp) -> usize {
         match &self.state {
@@ -632,7 +638,7 @@ impl Group {
                 let runs = l
                     .runs
                     .iter()
-                    .filter(|r| live(r) && (!r.is_shadow() || orphaned(r)))
+                    .filter(|r| live(r) && !r.is_copy() && (!r.is_shadow() || orphaned(r)))
                     .count();
                 runs + l.waits().len()
             }
@@ -1044,7 +1050,17 @@ impl Run {
 
     /// The alternative it reads.
     fn alt_id(&self) -> u16 {
-        self.alt & !SHADOW
+        self.alt & !(SHADOW | COPY)
+    }
+
+    /// A copy of a younger partial match (step E of `LinearState::on_event`).
+    fn is_copy(&self) -> bool {
+        self.alt & COPY != 0
+    }
+
+    /// Whether it counts against `max_partial_matches`: not a shadow, not a copy.
+    fn counted(&self) -> bool {
+        self.alt & (SHADOW | COPY) == 0
     }
 
     /// A shadow: the partial match an event would have begun had an older one not taken it
@@ -1324,30 +1340,12 @@ impl LinearState {
                 }
             }
             let real = if self.runs.len() > ctx.max_partial {
-                self.runs.iter().filter(|r| !r.is_shadow()).count()
+                self.runs.iter().filter(|r| r.counted()).count()
             } else {
                 self.runs.len()
             };
             if real > ctx.max_partial {
-                // The oldest partial matches go (shadows are not partial matches of their own
-                // yet: they neither count nor go here).
-                let extra = real - ctx.max_partial;
-                counters.partial_evicted += extra as u64;
-                // The runs this event started, at the end, move down by the runs that go
-                // before them (the oldest `extra` partial matches), or go themselves.
-                fresh_completed.retain_mut(|i| {
-                    let before = self.runs[..*i].iter().filter(|r| !r.is_shadow()).count();
-                    *i -= before.min(extra);
-                    before >= extra
-                });
-                let mut left = extra;
-                self.runs.retain(|r| {
-                    let go = left > 0 && !r.is_shadow();
-                    if go {
-                        left -= 1;
-                    }
-                    !go
-                });
+                self.evict(real - ctx.max_partial, &mut fresh_completed, counters);
             }
         }
         // G. Completions, finished in order: the first match wins and consumes the event; a
@@ -1373,6 +1371,43 @@ impl LinearState {
             }
         }
         self.note_seen(mask, t);
+    }
+
+    /// The oldest `extra` partial matches go, each with its copy (shadows are not partial
+    /// matches of their own yet, copies are part of theirs: neither counts nor goes for
+    /// itself here); `fresh` (indices of runs this event started, at the end) follows.
+    #[inline(never)]
+    fn evict(
+        &mut self,
+        extra: usize,
+        fresh: &mut SmallVec<[usize; 2]>,
+        counters: &mut RuleCounters,
+    ) {
+        counters.partial_evicted += extra as u64;
+        let mut left = extra;
+        let mut gone: SmallVec<[Option<u64>; 4]> = SmallVec::new();
+        let going: Vec<bool> = (self.runs.iter())
+            .map(|r| {
+                let first = r.items.front().map(|i| i.id);
+                if left > 0 && r.counted() {
+                    left -= 1;
+                    gone.push(first);
+                    true
+                } else {
+                    // A copy sits right after its partial match.
+                    r.is_copy() && gone.last() == Some(&first)
+                }
+            })
+            .collect();
+        // The runs this event started move down by the runs that go before them, or go.
+        fresh.retain_mut(|i| {
+            let before = going[..*i].iter().filter(|&&g| g).count();
+            let keep = !going[*i];
+            *i -= before;
+            keep
+        });
+        let mut it = going.iter();
+        self.runs.retain(|_| !it.next().copied().unwrap_or(false));
     }
 
     /// Step F's shadows (see there): the partial match the event would have begun, unless
@@ -1504,14 +1539,14 @@ impl LinearState {
         // Among the next few only: an event costs at most one copy, whatever the flood. No
         // copy without a window (an older partial match never falls out of it), for an
         // alternative that ends in an absence (its match is a wait that consumes nothing, so
-        // a copy would outlive it with a shared event), nor past the partial-match budget.
+        // a copy would outlive it with a shared event). A copy is part of its partial match:
+        // it does not count against `max_partial_matches` (one per partial match at most, so
+        // the runs at most double), and goes when its partial match is pushed out.
         const LOOK_AHEAD: usize = 8;
         let ends_in_absence = alts
             .get(step.0 as usize)
             .is_some_and(|a| a.end_absent.is_some());
-        let full = self.runs.len() >= ctx.max_partial
-            && self.runs.iter().filter(|r| !r.is_shadow()).count() >= ctx.max_partial;
-        if ctx.wmax().is_none() || ends_in_absence || full {
+        if ctx.wmax().is_none() || ends_in_absence {
             return;
         }
         let first_id = |r: &Run| r.items.front().map(|i| i.id);
@@ -1536,6 +1571,7 @@ impl LinearState {
             {
                 // Alone in its origin (no copy yet, not one of several alternatives).
                 let mut copy = r.clone();
+                copy.alt |= COPY;
                 if let Took::Yes = take(ctx, alt, &mut copy, t, mask, ev, id) {
                     self.runs.insert(ri + 1, copy);
                     return;

@@ -152,6 +152,45 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
         "a:h@0 b:h@1 a:h@5 b:h@6 b:h@7 b:h@8 c:h@13",
         &["firing h @13"],
     );
+    // A copy is part of its partial match: it does not count against `max_partial_matches`,
+    // goes on when the budget is full, and never pushes out an older partial match.
+    check(
+        vec![mid().max_partial(3)],
+        "a:h@0 b:h@1 a:h@5 b:h@6 b:h@7 c:h@12",
+        &["firing h @12"],
+    );
+    check(
+        vec![mid().max_partial(3)],
+        "a:h@0 a:h@1 b:h@2 b:h@3 a:h@4 c:h@5",
+        &["firing h @5"],
+    );
+    let four3 = rule(
+        "r",
+        &["a", "b", "c", "d"],
+        seq(vec![ev(0), ev(1), ev(2), ev(3)]),
+    )
+    .within(6)
+    .max_partial(3);
+    check(
+        vec![four3],
+        "a:h@0 a:h@1 b:h@2 c:h@3 a:h@4 d:h@5",
+        &["firing h @5"],
+    );
+    // A copy goes when its partial match is pushed out: with a budget of 2, a@8 pushes out
+    // the partial match from a@5 and its copy (a@5 b@6), so the match at 11 is a@7's.
+    let alerts = run(
+        &set(vec![mid().max_partial(2)]),
+        parse_script("a:h@0 b:h@1 a:h@5 b:h@6 a:h@7 a:h@8 b:h@9 b:h@10 c:h@11"),
+    );
+    let times: Vec<Vec<i64>> = (alerts.iter())
+        .map(|a| {
+            a.events()
+                .iter()
+                .map(|e| e.time.0 / 1_000_000_000)
+                .collect()
+        })
+        .collect();
+    assert_eq!(times, vec![vec![7, 9, 10, 11]]);
     // The alternatives of an `and`: b@4 goes to the partial match from a@0 and starts a
     // shadow, which goes on once the older one has fallen out of the window...
     let and3 = || rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within(5);
