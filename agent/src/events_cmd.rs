@@ -11,12 +11,19 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use cepheus_core::event::Event;
+use cepheus_core::rules::ir::{RuleSet, lookup};
 
 use crate::replay::{Dropped, InputArgs, broken_pipe};
 
 /// Arguments of `cepheus events`.
 #[derive(clap::Args, Debug)]
 pub struct EventsArgs {
+    /// Rule files or folders (repeatable): each event then also lists, under `matches`, every
+    /// event definition of these rules it satisfies, with the group it falls in (`null`: a
+    /// `group_by` field is missing, so the rule drops it) and the regex captures it gives.
+    /// Such lines are for reading, not replay input.
+    #[arg(long = "rules", value_name = "PATH")]
+    pub rules: Vec<std::path::PathBuf>,
     /// The inputs and how to read them (as `cepheus replay`).
     #[command(flatten)]
     pub input: InputArgs,
@@ -36,6 +43,14 @@ pub fn run(args: EventsArgs) -> ExitCode {
 }
 
 fn events(args: &EventsArgs) -> anyhow::Result<()> {
+    let rules = if args.rules.is_empty() {
+        None
+    } else {
+        match crate::replay::load_rules(&args.rules)? {
+            Some(r) => Some(r),
+            None => anyhow::bail!("the rules have errors (above); no event was read"),
+        }
+    };
     let mut merger = args.input.open()?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -44,7 +59,11 @@ fn events(args: &EventsArgs) -> anyhow::Result<()> {
         match item {
             Ok(ev) => {
                 events += 1;
-                serde_json::to_writer(&mut out, &event_json(&ev)).context("writing events")?;
+                let mut json = event_json(&ev);
+                if let (Some(rules), serde_json::Value::Object(m)) = (&rules, &mut json) {
+                    m.insert("matches".into(), matches(rules, &ev));
+                }
+                serde_json::to_writer(&mut out, &json).context("writing events")?;
                 out.write_all(b"\n").context("writing events")?;
             }
             Err(Dropped::Malformed) => malformed += 1,
@@ -59,6 +78,41 @@ fn events(args: &EventsArgs) -> anyhow::Result<()> {
         duplicates + d
     );
     Ok(())
+}
+
+/// Every event definition of `rules` that `ev` satisfies: rule, definition, group (`null`
+/// when a `group_by` field is missing: the rule drops the event) and regex captures.
+fn matches(rules: &RuleSet, ev: &Event) -> serde_json::Value {
+    let mut found = Vec::new();
+    for rule in &rules.rules {
+        for def in &rule.events {
+            let mut caps = Vec::new();
+            if !def.cond.eval(ev, &mut caps) {
+                continue;
+            }
+            let group: Option<serde_json::Map<String, serde_json::Value>> = (rule.group_by.iter())
+                .zip(&def.group_fields)
+                .map(|(name, field)| {
+                    lookup(ev, &caps, field).map(|v| (name.clone(), v.get().to_json()))
+                })
+                .collect();
+            let captures: serde_json::Map<String, serde_json::Value> = (caps.iter())
+                .map(|(k, v)| (k.name().to_string(), v.to_json()))
+                .collect();
+            let mut m = serde_json::Map::new();
+            m.insert("rule".into(), rule.name.clone().into());
+            m.insert("event".into(), def.name.clone().into());
+            m.insert(
+                "group".into(),
+                group.map_or(serde_json::Value::Null, Into::into),
+            );
+            if !captures.is_empty() {
+                m.insert("captures".into(), captures.into());
+            }
+            found.push(serde_json::Value::Object(m));
+        }
+    }
+    serde_json::Value::Array(found)
 }
 
 /// One event in the shape replay reads: `source`, `time`, `arrival` when it differs from
@@ -81,6 +135,46 @@ mod tests {
 
     use super::*;
     use crate::ingest::jsonl::parse_json_event;
+
+    /// `--rules`: each definition an event satisfies, with its group (null when a group
+    /// field is missing) and its captures; definitions it does not satisfy are not listed.
+    #[test]
+    fn matches_name_rule_definition_group_and_captures() {
+        let rules = cepheus_core::rules::compile_str(
+            "r.toml",
+            "[[rule]]\nname = \"brute\"\nseverity = \"high\"\ngroup_by = [\"src\"]\nevents.fail = 'syslog and msg =~ \"Failed password for (?P<user>\\S+) from (?P<src>\\S+)\"'\nevents.ok = 'syslog and msg =~ \"Accepted \\S+ for \\S+ from (?P<src>\\S+)\"'\npattern = \"seq(fail{3,}, ok) within 5m\"\n\n[[rule]]\nname = \"by-host\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.any = 'syslog'\npattern = \"any\"\n",
+        )
+        .rules
+        .unwrap();
+        let p = crate::ingest::syslog::SyslogParser::default();
+        let ev = p
+            .parse(
+                b"<38>Dec 10 06:55:46 h sshd[1]: Failed password for root from 10.0.0.9 port 22",
+                cepheus_core::time::Timestamp(0),
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            matches(&rules, &ev),
+            serde_json::json!([
+                {"rule": "brute", "event": "fail", "group": {"src": "10.0.0.9"},
+                 "captures": {"user": "root", "src": "10.0.0.9"}},
+                {"rule": "by-host", "event": "any", "group": {"host": "h"}},
+            ])
+        );
+        // No hostname in the header: no `host` to group by, so `by-host` drops it.
+        let ev = p
+            .parse(
+                b"<13>Dec  2 05:40:00 su: x",
+                cepheus_core::time::Timestamp(0),
+                None,
+            )
+            .unwrap();
+        assert_eq!(
+            matches(&rules, &ev),
+            serde_json::json!([{"rule": "by-host", "event": "any", "group": null}])
+        );
+    }
 
     /// Every event of the real syslog files and captures, written by `cepheus events` and read
     /// back as replay reads JSON lines, is the same event, field for field.
