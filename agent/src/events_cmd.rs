@@ -30,10 +30,10 @@ pub struct EventsArgs {
 }
 
 /// Runs `cepheus events`: 0 when everything was read (refused lines are counted and named on
-/// stderr, as replay does), 2 when an input cannot be read.
+/// stderr, as replay does), 1 when `--rules` have errors, 2 when an input cannot be read.
 pub fn run(args: EventsArgs) -> ExitCode {
     match events(&args) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -42,13 +42,16 @@ pub fn run(args: EventsArgs) -> ExitCode {
     }
 }
 
-fn events(args: &EventsArgs) -> anyhow::Result<()> {
+fn events(args: &EventsArgs) -> anyhow::Result<ExitCode> {
     let rules = if args.rules.is_empty() {
         None
     } else {
         match crate::replay::load_rules(&args.rules)? {
             Some(r) => Some(r),
-            None => anyhow::bail!("the rules have errors (above); no event was read"),
+            None => {
+                eprintln!("error: the rules have errors; no event was read");
+                return Ok(ExitCode::from(1));
+            }
         }
     };
     let mut merger = args.input.open()?;
@@ -77,7 +80,7 @@ fn events(args: &EventsArgs) -> anyhow::Result<()> {
         malformed + m,
         duplicates + d
     );
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Every event definition of `rules` that `ev` satisfies: rule, definition, group (`null`

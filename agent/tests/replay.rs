@@ -438,6 +438,21 @@ fn events_output_replays_like_its_inputs() {
         .collect();
     assert!(rules_seen.len() >= 3, "{rules_seen:?}");
     assert_eq!(alerts_of(&from_events), alerts);
+    // Rules with errors: exit 1, nothing read; an input that cannot be read: exit 2.
+    let broken = manifest().join("tests/broken/unknown_event.toml");
+    let out = cepheus()
+        .args(["events", "--rules"])
+        .arg(&broken)
+        .arg(&inputs[0])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let out = cepheus()
+        .args(["events", "no/such/file.log"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
     // A line that is no event is named and counted, and the rest flows.
     let bad = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("events-bad.jsonl");
     std::fs::write(
