@@ -305,6 +305,9 @@ impl SyslogParser {
             // RFC 3164 without a hostname (`<13>Apr  5 12:56:51 su: pam ok`, as local
             // senders write it): the first header word ends with a colon, so it is the tag.
             (Protocol::RFC3164, Some(h), None) if ends_with_colon(text, h) => (None, Some(h)),
+            // A host, then `-` for no tag (`Jul  7 08:06:15 combo - x`): syslog_loose drops
+            // the host with the tag.
+            (Protocol::RFC3164, None, None) => (nil_tag_host(text), None),
             (_, h, a) => (h, a),
         };
         if let Some(h) = host {
@@ -390,6 +393,17 @@ fn ends_with_colon(text: &str, word: &str) -> bool {
         && after
             .strip_prefix(':')
             .is_some_and(|r| r.chars().next().is_none_or(char::is_whitespace))
+}
+
+/// The host of a BSD header whose tag is `-` (none): `Mmm dd hh:mm:ss host - ...`.
+fn nil_tag_host(text: &str) -> Option<&str> {
+    let start = bsd_stamp(text)?;
+    let rest = text.get(start + 15..)?.strip_prefix(' ')?;
+    let (host, after) = rest.split_once(' ')?;
+    let nil = after
+        .strip_prefix('-')
+        .is_some_and(|r| r.chars().next().is_none_or(char::is_whitespace));
+    (nil && !host.is_empty() && !host.contains(':') && host != "-").then_some(host)
 }
 
 /// Trims trailing CR, LF and NUL (framing leftovers) from raw bytes.
@@ -659,6 +673,25 @@ mod tests {
             .parse(b"<13>1 2026-02-13T20:07:26Z h a - - -    ", now, None)
             .unwrap();
         assert_eq!(get(&e, Field::Msg), Some(""));
+    }
+
+    #[test]
+    fn a_host_before_a_nil_tag_is_kept() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        for line in [
+            "Jul  7 08:06:15 combo - x y",
+            "<13>Jul  7 08:06:15 combo - x y",
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::Host), Some("combo"), "{line}");
+            assert_eq!(get(&e, Field::App), None, "{line}");
+            assert_eq!(get(&e, Field::Msg), Some("x y"), "{line}");
+        }
+        // A tag that merely starts with `-` is a tag.
+        let e = p.parse(b"Jul  7 08:06:15 combo -x y", now, None).unwrap();
+        assert_eq!(get(&e, Field::Host), Some("combo"));
+        assert_eq!(get(&e, Field::App), Some("-x"));
     }
 
     #[test]
