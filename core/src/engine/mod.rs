@@ -212,6 +212,8 @@ struct RuleRt {
     free: Vec<u32>,
     max_groups: u64,
     canonical: String,
+    /// The definitions whose events may open a group ([`Plan::opens`]).
+    opens: EvSet,
 }
 
 /// A rule state split for writing: its context (read-only) beside its mutable parts.
@@ -745,6 +747,7 @@ impl Engine {
             rt_of.push(rts.len() as u32);
             let plan = plan::plan(rule)?;
             let used = plan.used();
+            let opens = plan.opens();
             let lane = match rule.time {
                 TimeMode::Processing => 0,
                 // A rule's watermark is made of its own sources' events: it shares a lane
@@ -781,6 +784,7 @@ impl Engine {
                 counters: RuleCounters::default(),
                 max_groups: shard_budget(rule, &cfg),
                 used,
+                opens,
                 within: rule.within,
                 forget_after: rule.forget_after,
                 max_partial: rule
@@ -1870,8 +1874,20 @@ impl Engine {
         {
             Some(slot) => slot,
             None => {
-                let Some(slot) = self.slot_for(ri, key, false, t) else {
-                    return;
+                // An event that could not act on a new group makes none (it would hold a
+                // slot, and a share of `max_groups`, until `forget_after` for nothing).
+                let rt = &mut self.rts[ri];
+                let existing = (mask & rt.opens == 0).then(|| rt.groups.get(key).copied());
+                let slot = match existing {
+                    Some(Some(slot)) => slot,
+                    Some(None) => {
+                        rt.counters.matched += 1;
+                        return;
+                    }
+                    None => match self.slot_for(ri, key, false, t) {
+                        Some(slot) => slot,
+                        None => return,
+                    },
                 };
                 if let Some((pred, _)) = hint
                     && let Some(field) = self.hintable[pred as usize]

@@ -35,6 +35,19 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// The event definitions whose events may open a group the rule does not hold yet: an
+    /// event of another definition (the `b` of `seq(a, b)`) finds nothing to act on in a new
+    /// group, so it makes none. Every definition, for an absence (a group is discovered by its
+    /// events) or a leading absence (its events' times are kept per group).
+    pub fn opens(&self) -> EvSet {
+        match self {
+            Plan::Linear { alts } if alts.iter().all(|a| a.start_absent.is_none()) => {
+                alts.iter().fold(0, |m, a| m | a.steps[0].set)
+            }
+            _ => EvSet::MAX,
+        }
+    }
+
     /// Every event definition the plan reacts to.
     pub fn used(&self) -> EvSet {
         match self {

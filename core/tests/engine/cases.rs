@@ -1007,6 +1007,40 @@ fn a_flood_inside_the_window_is_bounded() {
 }
 
 #[test]
+fn an_event_that_cannot_start_anything_makes_no_group() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    // `b` from 1,000 hosts never seen with an `a`: nothing to do, and no group held (each
+    // would hold a slot and a share of `max_groups` until `forget_after`).
+    let rules = set(vec![
+        rule("ab", &["a", "b"], seq(vec![ev(0), ev(1)])).within(2),
+        rule(
+            "lead",
+            &["a", "b"],
+            seq(vec![absent(ev(0), Some(5)), ev(1)]),
+        ),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let mut script = String::new();
+    for i in 0..1000 {
+        script.push_str(&format!("b:h{i}@{i} "));
+    }
+    run_on(&mut e, parse_script(&script), &mut out);
+    let st = e.stats();
+    assert_eq!((st[0].groups, st[0].counters.matched), (0, 1000));
+    // A leading absence keeps its events' times per group: there every event may open one.
+    assert_eq!(st[1].groups, 1000);
+    // An `a` opens its group, and the `b` after it matches there.
+    run_on(&mut e, parse_script("a:x@1001 b:x@1002"), &mut out);
+    assert_eq!(e.stats()[0].groups, 1);
+    assert_eq!(
+        out.iter().filter(|a| a.rule() == "ab").count(),
+        1,
+        "{out:?}"
+    );
+}
+
+#[test]
 fn timers_stay_bounded_while_partial_matches_come_and_go() {
     use cepheus_core::engine::{Engine, EngineConfig};
     // A day of `a` every 10 s on 4 hosts, never followed by `b`: every partial match asks for
