@@ -65,7 +65,7 @@ pub struct InputArgs {
     /// Drop a syslog message that repeats, byte for byte, one read this long before it in any
     /// of the inputs (a message relayed twice, perhaps into two files; in a capture, a syslog
     /// datagram seen twice), as the live agent's `[syslog] dedup_window` does; `0s` keeps
-    /// every line. Flow packets are not deduplicated.
+    /// every line. Flow packets and JSON events are not deduplicated.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub dedup_window: String,
     /// Input files: syslog or JSON-lines text (`-` is stdin), pcap or pcapng captures (their

@@ -211,10 +211,13 @@ impl Inputs {
     /// Dedup and counters of one item about to be returned; an event's time becomes the
     /// time of the lines after it that have none.
     fn settle(&mut self, mut item: InputItem, bytes: &[u8]) -> InputItem {
+        // Syslog relayed twice is one message; two JSON events alike are two events (a test
+        // input that repeats a failed login five times means five).
+        let json = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         item.duplicate = match (&item.event, &mut self.dedup) {
             // The line ending is no part of the message: a line relayed once with CRLF and
             // once with LF is one message.
-            (Ok(e), Some(d)) => d.borrow_mut().seen(trim_bytes(bytes), None, e.arrival),
+            (Ok(e), Some(d)) if !json => d.borrow_mut().seen(trim_bytes(bytes), None, e.arrival),
             _ => false,
         };
         match &item.event {
@@ -557,6 +560,22 @@ mod tests {
             items.iter().map(|i| i.duplicate).collect::<Vec<_>>(),
             [false, false, true]
         );
+    }
+
+    #[test]
+    fn json_events_alike_are_not_duplicates() {
+        let line = "{\"source\":\"syslog\",\"time\":\"2026-01-01T00:00:00Z\",\"app\":\"a\"}\n";
+        let text = format!("{line}{line}{line}");
+        let reader: Box<dyn std::io::BufRead + Send> =
+            Box::new(std::io::Cursor::new(text.into_bytes()));
+        let inputs = Inputs::from_readers(
+            vec![("t".to_string(), reader)],
+            SyslogParser::default(),
+            Timestamp(0),
+        )
+        .with_dedup(Duration::from_secs(2), 16);
+        let dups: Vec<bool> = inputs.map(|i| i.unwrap().duplicate).collect();
+        assert_eq!(dups, vec![false, false, false]);
     }
 
     #[test]
