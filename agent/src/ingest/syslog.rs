@@ -329,6 +329,7 @@ impl SyslogParser {
         }
         let body = match msg.protocol {
             Protocol::RFC5424(_) => msg_5424(text, msg.msg),
+            Protocol::RFC3164 if msg.structured_data.is_empty() => msg_3164(text, msg.msg),
             Protocol::RFC3164 => msg.msg,
         };
         event.set(
@@ -342,6 +343,23 @@ impl SyslogParser {
             }
         }
         Ok(event)
+    }
+}
+
+/// An RFC 3164 message as sent after its tag: `syslog_loose` reads a `-` right after the tag's
+/// colon as empty structured data and drops it (`kernel: -EIO` gave `EIO`, and the kernel's
+/// `------------[ cut here ]` lost a dash). `parsed` is its MSG, a slice of `text`.
+fn msg_3164<'a>(text: &'a str, parsed: &'a str) -> &'a str {
+    let start = (parsed.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    let Some(before) = text.get(..start).filter(|_| start <= text.len()) else {
+        return parsed;
+    };
+    let before = before.trim_end_matches([' ', '\t']);
+    match before.strip_suffix('-') {
+        Some(head) if head.trim_end_matches([' ', '\t']).ends_with(':') => {
+            text.get(head.len()..).unwrap_or(parsed)
+        }
+        _ => parsed,
     }
 }
 
@@ -395,14 +413,31 @@ fn ends_with_colon(text: &str, word: &str) -> bool {
             .is_some_and(|r| r.chars().next().is_none_or(char::is_whitespace))
 }
 
-/// The host of a BSD header whose tag is `-` (none): `Mmm dd hh:mm:ss host - ...`.
+/// The host of an RFC 3164 header whose tag is `-` (none): `Mmm dd hh:mm:ss host - ...`,
+/// `host -: ...`, or the same after an RFC 3339 stamp.
 fn nil_tag_host(text: &str) -> Option<&str> {
-    let start = bsd_stamp(text)?;
-    let rest = text.get(start + 15..)?.strip_prefix(' ')?;
-    let (host, after) = rest.split_once(' ')?;
-    let nil = after
-        .strip_prefix('-')
-        .is_some_and(|r| r.chars().next().is_none_or(char::is_whitespace));
+    let rest = match bsd_stamp(text) {
+        Some(start) => text.get(start + 15..)?,
+        None => {
+            // `2024-12-10T10:00:00Z host - ...`, as rsyslog may send it.
+            let body = after_pri(text)?.trim_start();
+            let b = body.as_bytes();
+            let rfc3339 = b.len() > 19
+                && b[..4].iter().all(u8::is_ascii_digit)
+                && b[4] == b'-'
+                && b[10] == b'T';
+            if !rfc3339 {
+                return None;
+            }
+            &body[body.find(' ')?..]
+        }
+    };
+    let (host, after) = rest.strip_prefix(' ')?.split_once(' ')?;
+    let nil = after.strip_prefix('-').is_some_and(|r| {
+        r.chars()
+            .next()
+            .is_none_or(|c| c.is_whitespace() || c == ':')
+    });
     (nil && !host.is_empty() && !host.contains(':') && host != "-").then_some(host)
 }
 
@@ -676,12 +711,32 @@ mod tests {
     }
 
     #[test]
+    fn a_message_starting_with_a_dash_keeps_it() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        for (line, want) in [
+            (
+                "Dec 10 10:00:00 h kernel: ------------[ cut here ]------------",
+                "------------[ cut here ]------------",
+            ),
+            ("Dec 10 10:00:00 h kernel: -EIO", "-EIO"),
+            ("<13>Dec 10 10:00:00 h app[12]: - x", "- x"),
+            ("Dec 10 10:00:00 h app: x - y", "x - y"),
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::Msg), Some(want), "{line}");
+        }
+    }
+
+    #[test]
     fn a_host_before_a_nil_tag_is_kept() {
         let p = SyslogParser::default();
         let now = at("2026-12-20T00:00:00Z");
         for line in [
             "Jul  7 08:06:15 combo - x y",
             "<13>Jul  7 08:06:15 combo - x y",
+            "Jul  7 08:06:15 combo -: x y",
+            "<13>2024-07-07T08:06:15Z combo - x y",
         ] {
             let e = p.parse(line.as_bytes(), now, None).unwrap();
             assert_eq!(get(&e, Field::Host), Some("combo"), "{line}");
