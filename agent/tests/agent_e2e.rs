@@ -790,7 +790,7 @@ fn a_full_group_budget_is_said_in_the_log() {
     assert!(
         agent
             .stderr()
-            .contains("max_groups budget is full (2 groups on this shard)"),
+            .contains("max_groups budget is full (2 groups)"),
         "{}",
         agent.stderr()
     );

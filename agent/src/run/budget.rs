@@ -13,21 +13,22 @@ use cepheus_core::engine::BudgetView;
 /// How often one rule's warning of one kind may be repeated.
 pub const REPEAT_AFTER: Duration = Duration::from_secs(60);
 
-/// How often the counters are read (each read walks every rule state).
+/// How often each shard reads its counters (each read walks every rule state).
 pub const CHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// What was last said of each rule state (by the name of its first rule).
+/// What was last read and said of each rule state (by the name of its first rule), over all
+/// the shards: one watch is shared by them, so a rule is said once, with its totals.
 #[derive(Debug, Default)]
 pub struct BudgetWatch {
-    said: HashMap<String, [Said; 3]>,
-    next: Option<Instant>,
+    rules: HashMap<String, Entry>,
 }
 
-/// One kind's counter when last said, and when.
-#[derive(Clone, Copy, Debug, Default)]
-struct Said {
-    count: u64,
-    at: Option<Instant>,
+/// One rule state: each shard's last counts, and per kind the total when last said, and when.
+#[derive(Debug, Default)]
+struct Entry {
+    shards: Vec<[u64; 3]>,
+    said: [u64; 3],
+    at: [Option<Instant>; 3],
 }
 
 /// One warning: which rules, what happened, how often since the last one.
@@ -39,8 +40,14 @@ pub struct Warning {
     pub text: String,
 }
 
-impl BudgetWatch {
-    /// Whether the counters are to be read at `now` (every [`CHECK_EVERY`]).
+/// Each shard's clock for reading its counters (every [`CHECK_EVERY`]).
+#[derive(Debug, Default)]
+pub struct Due {
+    next: Option<Instant>,
+}
+
+impl Due {
+    /// Whether the counters are to be read at `now`.
     pub fn due(&mut self, now: Instant) -> bool {
         if self.next.is_some_and(|n| now < n) {
             return false;
@@ -48,10 +55,14 @@ impl BudgetWatch {
         self.next = Some(now + CHECK_EVERY);
         true
     }
+}
 
-    /// The warnings due at `now` for these counters (one engine's), remembering what it said.
+impl BudgetWatch {
+    /// Takes shard `shard`'s counters (of `shards`), and gives the warnings due at `now`.
     pub fn check<'a>(
         &mut self,
+        shard: usize,
+        shards: usize,
         states: impl Iterator<Item = BudgetView<'a>>,
         now: Instant,
     ) -> Vec<Warning> {
@@ -62,37 +73,45 @@ impl BudgetWatch {
             };
             let c = s.counters;
             let counts = [c.groups_rejected, c.partial_evicted, c.late];
-            if !self.said.contains_key(*first) {
+            if !self.rules.contains_key(*first) {
                 // Nothing to say of a rule that never refused, dropped or saw late anything.
                 if counts == [0; 3] {
                     continue;
                 }
-                self.said.insert((*first).to_string(), Default::default());
+                self.rules.insert((*first).to_string(), Entry::default());
             }
-            let Some(said) = self.said.get_mut(*first) else {
+            let Some(e) = self.rules.get_mut(*first) else {
                 continue;
             };
-            for (kind, (&count, said)) in counts.iter().zip(said.iter_mut()).enumerate() {
-                if count < said.count {
-                    // The rule state was rebuilt (a reload that changed it): counting anew.
-                    *said = Said { count, at: None };
+            if e.shards.len() < shards.max(shard + 1) {
+                e.shards.resize(shards.max(shard + 1), [0; 3]);
+            }
+            e.shards[shard] = counts;
+            for kind in 0..3 {
+                let total: u64 = e.shards.iter().map(|c| c[kind]).sum();
+                if total < e.said[kind] {
+                    // A rule state rebuilt (a reload that changed it) counts anew.
+                    e.said[kind] = total;
                     continue;
                 }
-                let quiet = said
-                    .at
-                    .is_none_or(|at| now.duration_since(at) >= REPEAT_AFTER);
-                if count == said.count || !quiet {
+                let quiet = e.at[kind].is_none_or(|at| now.duration_since(at) >= REPEAT_AFTER);
+                if total == e.said[kind] || !quiet {
                     continue;
                 }
-                let n = count - said.count;
-                let since = match said.at {
+                let n = total - e.said[kind];
+                let since = match e.at[kind] {
                     Some(at) => format!(" in the last {}s", now.duration_since(at).as_secs()),
                     None => String::new(),
                 };
+                let spread = if shards > 1 {
+                    format!(", spread over {shards} shards by key")
+                } else {
+                    String::new()
+                };
                 let text = match kind {
                     0 => format!(
-                        "refused {n} new group(s){since}: its max_groups budget is full ({} groups on this shard), so a new key (a new attacker, say) is not watched; raise `max_groups` or group by fewer values (groups_rejected in /stats)",
-                        s.max_groups
+                        "refused {n} new group(s){since}: its max_groups budget is full ({} groups{spread}), so a new key (a new attacker, say) is not watched; raise `max_groups` or group by fewer values (groups_rejected in /stats)",
+                        s.rule_max_groups
                     ),
                     1 => format!(
                         "dropped {n} partial match(es){since}: a group held max_partial_matches ({}), and the oldest go; raise it or shorten `within` (partial_evicted in /stats)",
@@ -106,10 +125,8 @@ impl BudgetWatch {
                     rules: s.rules.join(", "),
                     text,
                 });
-                *said = Said {
-                    count,
-                    at: Some(now),
-                };
+                e.said[kind] = total;
+                e.at[kind] = Some(now);
             }
         }
         out
@@ -147,31 +164,32 @@ mod tests {
     fn a_full_group_budget_is_said_once_a_minute_with_the_count() {
         let mut e = engine(2);
         let mut w = BudgetWatch::default();
+        let mut due = Due::default();
         let t0 = Instant::now();
-        assert!(w.due(t0));
-        assert!(!w.due(t0 + Duration::from_secs(1)));
-        assert!(w.due(t0 + CHECK_EVERY));
-        assert!(w.check(e.budget_counters(), t0).is_empty());
+        assert!(due.due(t0));
+        assert!(!due.due(t0 + Duration::from_secs(1)));
+        assert!(due.due(t0 + CHECK_EVERY));
+        assert!(w.check(0, 1, e.budget_counters(), t0).is_empty());
         for (i, h) in ["h1", "h2", "h3", "h4"].iter().enumerate() {
             push(&mut e, h, i as i64);
         }
-        let said = w.check(e.budget_counters(), t0);
+        let said = w.check(0, 1, e.budget_counters(), t0);
         assert_eq!(said.len(), 1, "{said:?}");
         assert_eq!(said[0].rules, "r");
         assert!(
-            said[0].text.starts_with(
-                "refused 2 new group(s): its max_groups budget is full (2 groups on this shard)"
-            ),
+            said[0]
+                .text
+                .starts_with("refused 2 new group(s): its max_groups budget is full (2 groups),"),
             "{said:?}"
         );
         // More refused within the minute: not said again yet; nothing new: nothing said.
         push(&mut e, "h5", 5);
         assert!(
-            w.check(e.budget_counters(), t0 + Duration::from_secs(30))
+            w.check(0, 1, e.budget_counters(), t0 + Duration::from_secs(30))
                 .is_empty()
         );
         let later = t0 + REPEAT_AFTER;
-        let said = w.check(e.budget_counters(), later);
+        let said = w.check(0, 1, e.budget_counters(), later);
         assert_eq!(said.len(), 1, "{said:?}");
         assert!(
             said[0]
@@ -180,8 +198,47 @@ mod tests {
             "{said:?}"
         );
         assert!(
-            w.check(e.budget_counters(), later + REPEAT_AFTER)
+            w.check(0, 1, e.budget_counters(), later + REPEAT_AFTER)
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn shards_are_said_together_once_per_rule() {
+        // Two shards' engines, each refusing groups of the same rule: one warning, with the
+        // total, and the rule's own budget.
+        let (mut a, mut b) = (engine(4), engine(4));
+        for (i, h) in ["h1", "h2", "h3", "h4", "h5", "h6"].iter().enumerate() {
+            push(&mut a, h, i as i64);
+            push(&mut b, h, i as i64);
+        }
+        let mut w = BudgetWatch::default();
+        let t0 = Instant::now();
+        let said = w.check(0, 2, a.budget_counters(), t0);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].text.starts_with("refused 2 new group(s)"),
+            "{said:?}"
+        );
+        assert!(
+            said[0]
+                .text
+                .contains("(4 groups, spread over 2 shards by key)"),
+            "{said:?}"
+        );
+        // The other shard's share within the minute: counted, said with the next warning.
+        assert!(
+            w.check(1, 2, b.budget_counters(), t0 + CHECK_EVERY)
+                .is_empty()
+        );
+        push(&mut a, "h7", 7);
+        let said = w.check(0, 2, a.budget_counters(), t0 + REPEAT_AFTER);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0]
+                .text
+                .starts_with("refused 3 new group(s) in the last 60s"),
+            "{said:?}"
         );
     }
 }

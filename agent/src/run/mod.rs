@@ -281,6 +281,7 @@ fn start(
     let state = system.block_on(async move {
         let sink = AlertSink::new(cfg.output.stdout, sink_counters.clone()).start();
         let drained = Arc::new(AtomicUsize::new(0));
+        let budgets = Arc::new(std::sync::Mutex::new(budget::BudgetWatch::default()));
         let mut arbiters = Vec::new();
         let mut shards = Vec::new();
         let mut txs: Vec<mpsc::Sender<Batch>> = Vec::new();
@@ -291,8 +292,9 @@ fn start(
             let share = plan.rules().clone();
             let sink = sink.clone();
             let drained = drained.clone();
+            let budgets = budgets.clone();
             let addr = Shard::start_in_arbiter(&arb.handle(), move |_| {
-                Shard::new(s, n, &share, rx, probe, sink, tick, drained)
+                Shard::new(s, n, &share, rx, probe, sink, tick, drained, budgets)
             });
             arbiters.push(arb);
             shards.push(addr);

@@ -109,8 +109,10 @@ pub struct Shard {
     drained: Arc<AtomicUsize>,
     /// The rules it runs, to rebuild its engine after a panic.
     rules: RuleSet,
-    /// What it said of its rules' budgets and late events.
-    budgets: super::budget::BudgetWatch,
+    /// What the shards said of their rules' budgets and late events (one for all shards).
+    budgets: Arc<std::sync::Mutex<super::budget::BudgetWatch>>,
+    /// When it reads its counters for them next.
+    budget_due: super::budget::Due,
 }
 
 impl Shard {
@@ -125,6 +127,7 @@ impl Shard {
         sink: Addr<AlertSink>,
         tick: std::time::Duration,
         drained: Arc<AtomicUsize>,
+        budgets: Arc<std::sync::Mutex<super::budget::BudgetWatch>>,
     ) -> Shard {
         let mut s = Shard {
             id,
@@ -141,7 +144,8 @@ impl Shard {
             probe: Some(probe),
             drained,
             rules: RuleSet::default(), // `install` keeps them
-            budgets: super::budget::BudgetWatch::default(),
+            budgets,
+            budget_due: super::budget::Due::default(),
         };
         s.install(rules);
         s
@@ -225,8 +229,15 @@ impl Shard {
         self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
         self.flush();
         let now = std::time::Instant::now();
-        if let Some(e) = self.engine.as_ref().filter(|_| self.budgets.due(now)) {
-            for w in self.budgets.check(e.budget_counters(), now) {
+        if let Some(e) = self.engine.as_ref().filter(|_| self.budget_due.due(now)) {
+            // (A shard that panicked while holding the lock leaves the watch as it was.)
+            let said = match self.budgets.lock() {
+                Ok(mut w) => w.check(self.id, self.count, e.budget_counters(), now),
+                Err(p) => p
+                    .into_inner()
+                    .check(self.id, self.count, e.budget_counters(), now),
+            };
+            for w in said {
                 tracing::warn!(shard = self.id, rule = %w.rules, "rule {}: {}", w.rules, w.text);
             }
         }

@@ -133,6 +133,8 @@ pub struct BudgetView<'a> {
     pub rules: Vec<&'a str>,
     /// The groups this engine may hold for it (its share of `max_groups`).
     pub max_groups: u64,
+    /// The rule's `max_groups` (or the engine's default), over all engines.
+    pub rule_max_groups: u64,
     /// Its `max_partial_matches` per group.
     pub max_partial_matches: u64,
     /// Its counters.
@@ -974,6 +976,7 @@ impl Engine {
         self.rts.iter().map(|rt| BudgetView {
             rules: rt.members.iter().map(|m| m.rule.name.as_str()).collect(),
             max_groups: rt.max_groups,
+            rule_max_groups: rt.rule.max_groups.unwrap_or(self.cfg.max_groups),
             max_partial_matches: rt.max_partial as u64,
             counters: &rt.counters,
         })
