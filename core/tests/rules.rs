@@ -798,13 +798,26 @@ fn a_pattern_that_pairs_or_counts_events_without_within_is_warned_of() {
             .filter(|m| !m.contains("does not use it"))
             .collect()
     };
-    for p in ["a{5,}", "a+", "seq(b, a{2,})", "or(a, b){3,}"] {
+    for p in [
+        "a{5,}",
+        "a+",
+        "seq(b, a{2,})",
+        "or(a, b){3,}",
+        "or(a{5,}, b)",
+    ] {
         let w = warnings(p);
         assert!(
             w.len() == 1 && w[0].contains("this count has no window"),
             "{p}: {w:?}"
         );
     }
+    // The hint writes the rule's own pattern with a window.
+    let text = "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\nevents.b = 'syslog'\npattern = \"seq(b, a)\"\n";
+    let d = cepheus_core::rules::compile_str("f.toml", text).diagnostics;
+    assert_eq!(
+        d[0].help.as_deref(),
+        Some("add `within` to say how close they must be, e.g. `seq(b, a) within 10m`")
+    );
     for p in [
         "seq(a, b)",
         "and(a, b)",

@@ -607,6 +607,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     let infos: Vec<Option<EventInfo>> = events.iter().map(|e| e.info.clone()).collect();
     let mut checked = None;
     let mut pattern_span = head.clone();
+    let mut pattern_text = String::new();
     match val("pattern") {
         None => cx.error(
             head.clone(),
@@ -616,6 +617,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         Some(v) => {
             pattern_span = v.span();
             if let Some(text) = cx.string(v, "pattern") {
+                pattern_text = text.trim().to_string();
                 let map = StrMap::new(&cx.file.text, v.span(), text);
                 match parse_pattern(text) {
                     Err(e) => cx.syntax(&map, e),
@@ -749,7 +751,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     };
     if let Some(c) = &checked {
         never_matching(cx, c, &pattern_span);
-        unbounded(cx, c, &pattern_span);
+        unbounded(cx, c, &pattern_span, &pattern_text);
         if let (Trigger::Every(period), Some(v)) = (&trigger, val("trigger"))
             && !trigger_bad
             && c.within.is_none()
@@ -1249,28 +1251,42 @@ fn never_matching(
 
 /// Warns of a pattern that pairs or counts events with no `within`: a temporal mistake more
 /// often than a wish (the events of a match may be days apart; a count never starts over).
-fn unbounded(cx: &mut Cx<'_, '_>, c: &crate::rules::check::CheckedPattern, span: &Range<usize>) {
-    use crate::rules::ir::Pattern;
+fn unbounded(
+    cx: &mut Cx<'_, '_>,
+    c: &crate::rules::check::CheckedPattern,
+    span: &Range<usize>,
+    text: &str,
+) {
     if c.within.is_some() {
         return;
     }
-    let ends_in_count = match &c.pattern {
-        Pattern::Repeat { .. } => true,
-        Pattern::Seq(ps) => matches!(ps.last(), Some(Pattern::Repeat { .. })),
-        _ => false,
-    };
-    if ends_in_count {
+    if ends_in_count(&c.pattern) {
         cx.warning(
             span.clone(),
             "with no `within` this count has no window: it alerts once enough events have come since the group was first seen, however far apart, and its episode never ends",
-            h("add `within`, e.g. `x{5,} within 5m`, to count the events of a time window"),
+            h(format!(
+                "add `within` to count the events of a time window, e.g. `{text} within 5m`"
+            )),
         );
     } else if needs_two(&c.pattern) {
         cx.warning(
             span.clone(),
             "with no `within` the events of a match may be any time apart: a partial match waits until its group is forgotten (`forget_after`), so an event of last week completes with one of today",
-            h("add `within` to say how close they must be, e.g. `seq(a, b) within 10m`"),
+            h(format!(
+                "add `within` to say how close they must be, e.g. `{text} within 10m`"
+            )),
         );
+    }
+}
+
+/// Whether a match of `p` may end in a count (`a{5,}`, `seq(b, a{2,})`, `or(a{5,}, b)`).
+fn ends_in_count(p: &crate::rules::ir::Pattern) -> bool {
+    use crate::rules::ir::Pattern;
+    match p {
+        Pattern::Repeat { .. } => true,
+        Pattern::Seq(ps) => ps.last().is_some_and(ends_in_count),
+        Pattern::Or(ps) | Pattern::And(ps) => ps.iter().any(ends_in_count),
+        _ => false,
     }
 }
 
