@@ -25,7 +25,7 @@ use super::Malformed;
 /// Parses one JSON event line into an [`Event`], or says which key is wrong.
 pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
     let Object(obj) =
-        serde_json::from_str(line.trim()).map_err(|e| Malformed::Json(e.to_string()))?;
+        serde_json::from_str(line.trim()).map_err(|e| Malformed::Json(json_error(&e)))?;
     let source = match obj.get("source") {
         None | Some(Json::Null) => return Err(Malformed::Missing("source")),
         Some(Json::String(s)) if s == "syslog" => Source::Syslog,
@@ -67,6 +67,17 @@ pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
         }
     }
     Ok(event)
+}
+
+/// serde_json's message with the position within the line only (the file's line number is
+/// said beside it; "line 1" of the JSON text read as the file's first line).
+fn json_error(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&at) {
+        Some(head) if e.line() == 1 => format!("{head} at column {}", e.column()),
+        _ => text,
+    }
 }
 
 /// A JSON object whose keys are all different: a key given twice is an error, not "the last
@@ -251,7 +262,11 @@ mod tests {
             r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","app":"sshd","app":"cron"}"#,
         )
         .unwrap_err();
-        assert!(e.to_string().contains("duplicate key `app`"), "{e}");
+        assert!(
+            e.to_string().contains("duplicate key `app` at column "),
+            "{e}"
+        );
+        assert!(!e.to_string().contains("line"), "{e}");
         let e = parse_json_event(r#"["source"]"#).unwrap_err();
         assert!(e.to_string().contains("expected a JSON object"), "{e}");
     }
