@@ -219,8 +219,23 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         1 => ", 1 match without its group_by field".to_string(),
         n => format!(", {n} matches without their group_by field"),
     };
+    // Budgets that bit: a rule blind to a key, or a partial match lost, is said.
+    let (refused, dropped) = engine.budget_counters().fold((0, 0), |(r, d), v| {
+        (
+            r + v.counters.groups_rejected,
+            d + v.counters.partial_evicted,
+        )
+    });
+    let budgets = match (refused, dropped) {
+        (0, 0) => String::new(),
+        (r, 0) => format!(", {r} new groups refused (max_groups)"),
+        (0, d) => format!(", {d} partial matches dropped (max_partial_matches)"),
+        (r, d) => format!(
+            ", {r} new groups refused (max_groups), {d} partial matches dropped (max_partial_matches)"
+        ),
+    };
     eprintln!(
-        "replay: {} events, {} malformed{duplicates}, {} late{keyless}, {} alerts in {:.3}s ({:.0} events/s, {} predicate evaluations)",
+        "replay: {} events, {} malformed{duplicates}, {} late{keyless}{budgets}, {} alerts in {:.3}s ({:.0} events/s, {} predicate evaluations)",
         summary.events,
         summary.malformed,
         summary.late,

@@ -479,6 +479,37 @@ fn events_output_replays_like_its_inputs() {
     );
 }
 
+/// A budget that bit is said in replay's summary: a rule blind to a key must not pass for a
+/// rule that saw nothing.
+#[test]
+fn refused_groups_are_said_in_the_summary() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let rules = dir.join("few-groups.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"few\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nmax_groups = 2\nevents.a = 'syslog and app == \"a\"'\npattern = \"a{2,} within 1m\"\n",
+    )
+    .unwrap();
+    let log = dir.join("few-groups.log");
+    std::fs::write(
+        &log,
+        "Dec 10 10:00:00 h1 a: x\nDec 10 10:00:01 h2 a: x\nDec 10 10:00:02 h3 a: x\nDec 10 10:00:03 h4 a: x\n",
+    )
+    .unwrap();
+    let out = cepheus()
+        .args(["replay", "--year", "2024", "--rules"])
+        .arg(&rules)
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(", 2 new groups refused (max_groups),"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn scan_rule_fires_on_masscan_and_not_on_ordinary_sessions() {
     let rules = manifest().join("../rules/scan.toml");
