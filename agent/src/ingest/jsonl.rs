@@ -63,6 +63,11 @@ pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
                 let text = scalar_text(value).ok_or_else(|| bad(key, "a string", value))?;
                 event.set_key(FieldKey::Named(Arc::from(key.as_str())), Value::str(&text));
             }
+            None if key == "matches" => {
+                return Err(Malformed::Json(
+                    "`matches` is what `cepheus events --rules` adds for reading: print the events without `--rules` to replay them".into(),
+                ));
+            }
             None => return Err(Malformed::UnknownField(key.clone())),
         }
     }
@@ -267,6 +272,11 @@ mod tests {
             "{e}"
         );
         assert!(!e.to_string().contains("line"), "{e}");
+        let e = parse_json_event(
+            r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","app":"sshd","matches":[]}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("without `--rules`"), "{e}");
         let e = parse_json_event(r#"["source"]"#).unwrap_err();
         assert!(e.to_string().contains("expected a JSON object"), "{e}");
     }
