@@ -329,7 +329,13 @@ impl SyslogParser {
         }
         let body = match msg.protocol {
             Protocol::RFC5424(_) => msg_5424(text, msg.msg),
-            Protocol::RFC3164 if msg.structured_data.is_empty() => msg_3164(text, msg.msg),
+            // (Not when syslog_loose dropped host and tag: that `-` was the nil tag.)
+            Protocol::RFC3164
+                if msg.structured_data.is_empty()
+                    && (msg.hostname.is_some() || msg.appname.is_some()) =>
+            {
+                msg_3164(text, msg.msg)
+            }
             Protocol::RFC3164 => msg.msg,
         };
         event.set(
@@ -346,9 +352,10 @@ impl SyslogParser {
     }
 }
 
-/// An RFC 3164 message as sent after its tag: `syslog_loose` reads a `-` right after the tag's
-/// colon as empty structured data and drops it (`kernel: -EIO` gave `EIO`, and the kernel's
-/// `------------[ cut here ]` lost a dash). `parsed` is its MSG, a slice of `text`.
+/// An RFC 3164 message as sent: `syslog_loose` reads a `-` that starts it as empty
+/// structured data and drops it (`kernel: -EIO` gave `EIO`, the kernel's
+/// `------------[ cut here ]` lost a dash, `combo  -- root[2421]: ...` gave `- root...`).
+/// `parsed` is its MSG, a slice of `text`.
 fn msg_3164<'a>(text: &'a str, parsed: &'a str) -> &'a str {
     let start = (parsed.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
     let Some(before) = text.get(..start).filter(|_| start <= text.len()) else {
@@ -356,9 +363,7 @@ fn msg_3164<'a>(text: &'a str, parsed: &'a str) -> &'a str {
     };
     let before = before.trim_end_matches([' ', '\t']);
     match before.strip_suffix('-') {
-        Some(head) if head.trim_end_matches([' ', '\t']).ends_with(':') => {
-            text.get(head.len()..).unwrap_or(parsed)
-        }
+        Some(head) if head.ends_with([' ', '\t', ':']) => text.get(head.len()..).unwrap_or(parsed),
         _ => parsed,
     }
 }
@@ -722,6 +727,10 @@ mod tests {
             ("Dec 10 10:00:00 h kernel: -EIO", "-EIO"),
             ("<13>Dec 10 10:00:00 h app[12]: - x", "- x"),
             ("Dec 10 10:00:00 h app: x - y", "x - y"),
+            (
+                "Jul  7 08:06:15 combo  -- root[2421]: ROOT LOGIN ON tty2",
+                "-- root[2421]: ROOT LOGIN ON tty2",
+            ),
         ] {
             let e = p.parse(line.as_bytes(), now, None).unwrap();
             assert_eq!(get(&e, Field::Msg), Some(want), "{line}");
