@@ -19,6 +19,9 @@ pub enum Malformed {
     /// Neither an RFC 5424 header, nor an RFC 3164 timestamp, nor a PRI: not syslog.
     #[error("not a syslog message (no PRI and no RFC 3164/5424 header)")]
     NotSyslog,
+    /// A PRI with nothing after it.
+    #[error("a PRI and no message after it")]
+    PriOnly,
     /// The stamp is a valid date but outside the representable range (1677..2262).
     #[error("timestamp out of range: {0}")]
     TimeOutOfRange(String),

@@ -264,10 +264,16 @@ impl SyslogParser {
                 };
                 (self.event_from(text, msg, arrival, frac)?, stamped)
             }
-            Err(_) => (
-                pri_only(text, arrival).ok_or(Malformed::NotSyslog)?,
-                Stamp::None,
-            ),
+            Err(_) => {
+                let bare =
+                    text.starts_with('<') && after_pri(text).is_some_and(|r| r.trim().is_empty());
+                let why = if bare {
+                    Malformed::PriOnly
+                } else {
+                    Malformed::NotSyslog
+                };
+                (pri_only(text, arrival).ok_or(why)?, Stamp::None)
+            }
         };
         if let Some(ip) = peer {
             event.set(Field::Peer, Value::ip(ip));
@@ -918,6 +924,8 @@ mod tests {
             Err(Malformed::NotSyslog)
         );
         assert_eq!(p.parse(b"\r\n\0", t, None), Err(Malformed::Empty));
+        assert_eq!(p.parse(b"<13>", t, None), Err(Malformed::PriOnly));
+        assert_eq!(p.parse(b"<13>  ", t, None), Err(Malformed::PriOnly));
         assert_eq!(p.parse(b"<999>hello", t, None), Err(Malformed::NotSyslog));
     }
 
