@@ -494,9 +494,6 @@ struct Rare {
     /// a group that never had one pays nothing for them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     shadows: bool,
-    /// Copies may stand among the runs (set when one is made, cleared when none is left).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    copies: bool,
 }
 
 /// Per-group state.
@@ -1218,10 +1215,6 @@ impl LinearState {
                 _ => true,
             }
         });
-        // Copies whose older rival is gone become their partial match (see `settle_copies`).
-        if self.rare.as_ref().is_some_and(|r| r.copies) {
-            self.settle_copies();
-        }
         // E. The oldest partial match that can take the event takes it. The runs one event
         // started in several alternatives (the orders of an `and`, the branches of an `or`)
         // are one partial match read in different ways: each of them that can take the event
@@ -1378,57 +1371,6 @@ impl LinearState {
             }
         }
         self.note_seen(mask, t);
-    }
-
-    /// Before step E: a copy whose rival (the older partial match that took the same event)
-    /// is gone without matching (out of the window, pushed out, killed by an absence, its
-    /// events consumed by another match) becomes its partial match: its own reading, which
-    /// still waits on the step the copy has passed, goes, so that it does not take an event a
-    /// younger partial match needs (`seq(a, b, c) within 10s` over a@0 a@5 b@6 a@7 b@11 c@12
-    /// c@13 matches a@5 b@6 c@12 and a@7 b@11 c@13). The rival is among the runs before the
-    /// copy's partial match and holds the copy's second event.
-    #[inline(never)]
-    fn settle_copies(&mut self) {
-        let mut i = 0;
-        let mut any = false;
-        while i < self.runs.len() {
-            if !self.runs[i].is_copy() {
-                i += 1;
-                continue;
-            }
-            let first = self.runs[i].items.front().map(|f| f.id);
-            let shared = self.runs[i].items.iter().nth(1).map(|f| f.id);
-            let own = i
-                .checked_sub(1)
-                .filter(|&o| {
-                    let r = &self.runs[o];
-                    r.counted()
-                        && r.alt_id() == self.runs[i].alt_id()
-                        && r.items.front().map(|f| f.id) == first
-                })
-                .is_some();
-            let rival = own
-                && shared.is_some_and(|e| {
-                    self.runs[..i - 1].iter().any(|r| {
-                        r.counted() && r.items.front().map(|f| f.id) != first && r.holds(e)
-                    })
-                });
-            if rival {
-                any = true;
-                i += 1;
-                continue;
-            }
-            // Its rival is gone (or its own reading is): the copy is the partial match now.
-            self.runs[i].alt &= !COPY;
-            if own {
-                self.runs.remove(i - 1);
-            } else {
-                i += 1;
-            }
-        }
-        if !any {
-            self.rare().copies = false;
-        }
     }
 
     /// The oldest `extra` partial matches go, each with its copy (shadows are not partial
@@ -1632,7 +1574,6 @@ impl LinearState {
                 copy.alt |= COPY;
                 if let Took::Yes = take(ctx, alt, &mut copy, t, mask, ev, id) {
                     self.runs.insert(ri + 1, copy);
-                    self.rare().copies = true;
                     return;
                 }
             }
