@@ -176,6 +176,47 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
         "a:h@0 a:h@1 b:h@2 c:h@3 a:h@4 d:h@5",
         &["firing h @5"],
     );
+    // A copy made past the first step: the younger one still waits for its own when the
+    // older one matches (c@4 is consumed with a@0 b@1, and a@2 b@3 takes c@6).
+    let abcd = rule(
+        "r",
+        &["a", "b", "c", "d"],
+        seq(vec![ev(0), ev(1), ev(2), ev(3)]),
+    )
+    .within(10);
+    check(
+        vec![abcd],
+        "a:h@0 b:h@1 a:h@2 b:h@3 c:h@4 d:h@5 c:h@6 d:h@7",
+        &["firing h @5", "firing h @7"],
+    );
+    // Copies and a middle absence, copies and `and` (found by review of a change that lost
+    // these matches).
+    let guarded = rule(
+        "r",
+        &["a", "b", "c", "x"],
+        seq(vec![ev(0), rep(ev(1), 2, None), absent(ev(3), None), ev(2)]),
+    )
+    .within(8);
+    check(
+        vec![guarded],
+        "a:h@0 a:h@5 b:h@7 b:h@9 x:h@9 b:h@9 c:h@9",
+        &["firing h @9"],
+    );
+    let and_closure = rule(
+        "r",
+        &["a", "b", "c"],
+        and(vec![seq(vec![ev(0), rep(ev(1), 2, None)]), ev(2)]),
+    )
+    .within(6);
+    let alerts = run(
+        &set(vec![and_closure]),
+        parse_script("c:h@0 c:h@2 a:h@6 a:h@7 c:h@7 a:h@7 b:h@9 b:h@9 end@60"),
+    );
+    assert_eq!(
+        alerts.iter().filter(|a| a.state.name() == "firing").count(),
+        1,
+        "{alerts:?}"
+    );
     // A copy goes when its partial match is pushed out: with a budget of 2, a@8 pushes out
     // the partial match from a@5 and its copy (a@5 b@6), so the match at 11 is a@7's.
     let alerts = run(
