@@ -363,11 +363,10 @@ impl SyslogParser {
 /// `------------[ cut here ]` lost a dash, `combo  -- root[2421]: ...` gave `- root...`).
 /// `parsed` is its MSG, a slice of `text`.
 fn msg_3164<'a>(text: &'a str, parsed: &'a str) -> &'a str {
-    let start = (parsed.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
-    let Some(before) = text.get(..start).filter(|_| start <= text.len()) else {
+    let Some(start) = offset_in(text, parsed) else {
         return parsed;
     };
-    let before = before.trim_end_matches([' ', '\t']);
+    let before = text[..start].trim_end_matches([' ', '\t']);
     match before.strip_suffix('-') {
         Some(head) if head.ends_with([' ', '\t', ':']) => text.get(head.len()..).unwrap_or(parsed),
         _ => parsed,
@@ -378,10 +377,10 @@ fn msg_3164<'a>(text: &'a str, parsed: &'a str) -> &'a str {
 /// ones are its own (an indented continuation line keeps its indent), which `syslog_loose`
 /// drops. `parsed` is `syslog_loose`'s MSG, a slice of `text`.
 fn msg_5424<'a>(text: &'a str, parsed: &'a str) -> &'a str {
-    let start = (parsed.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
-    let Some(before) = text.get(..start).filter(|_| start <= text.len()) else {
+    let Some(start) = offset_in(text, parsed) else {
         return parsed;
     };
+    let before = &text[..start];
     let blanks = before.len() - before.trim_end_matches(' ').len();
     match text.get(start - blanks.saturating_sub(1)..) {
         Some(m) if blanks > 1 => m,
@@ -412,16 +411,21 @@ fn pid_as_written(text: &str, msg: &Message<&str>, pid: i32) -> String {
 /// written `word:` followed by a blank or the end: a tag, not a hostname. Only the colon right
 /// after that word counts (`fw1  link down on fw1: eth0` keeps `fw1` as the host).
 fn ends_with_colon(text: &str, word: &str) -> bool {
-    let Some(start) = (word.as_ptr() as usize).checked_sub(text.as_ptr() as usize) else {
-        return false;
-    };
-    let Some(after) = text.get(start + word.len()..) else {
-        return false;
-    };
-    text.get(start..start + word.len()) == Some(word)
-        && after
+    offset_in(text, word).is_some_and(|start| {
+        text[start + word.len()..]
             .strip_prefix(':')
             .is_some_and(|r| r.chars().next().is_none_or(char::is_whitespace))
+    })
+}
+
+/// Where `part`, a slice the parser took from `text`, starts in it (`None` when it is not
+/// one): the parser hands back slices, and what surrounds them is read from `text`.
+fn offset_in(text: &str, part: &str) -> Option<usize> {
+    let start = (part.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    text.get(start..end)
+        .is_some_and(|s| s.as_ptr() == part.as_ptr())
+        .then_some(start)
 }
 
 /// The host of an RFC 3164 header whose tag is `-` (none): `Mmm dd hh:mm:ss host - ...`,
