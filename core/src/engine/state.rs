@@ -973,6 +973,17 @@ fn guard_ok(step: &Step, r: &Run, t: Timestamp) -> bool {
 }
 
 impl Run {
+    /// Takes `item` as the first event of `step`, the step it waits on: a closure counts it,
+    /// a plain step is passed.
+    fn enter(&mut self, step: &Step, item: Item) {
+        self.push(step, item);
+        if step.repeat.is_some() {
+            self.count = 1;
+        } else {
+            self.pos += 1;
+        }
+    }
+
     fn push(&mut self, step: &Step, item: Item) {
         if step.repeat.as_ref().is_some_and(|r| r.distinct.is_some())
             && let Some(v) = &item.dv
@@ -1031,7 +1042,7 @@ impl Run {
             items: Items::default(),
             distinct: None,
         };
-        r.push(
+        r.enter(
             first,
             Item {
                 time: t,
@@ -1040,11 +1051,6 @@ impl Run {
                 dv,
             },
         );
-        if first.repeat.is_some() {
-            r.count = 1;
-        } else {
-            r.pos = 1;
-        }
         r
     }
 
@@ -1902,7 +1908,9 @@ fn take(
         {
             let completes = pos + 1 == last && next.repeat.as_ref().is_none_or(|x| x.min <= 1);
             if !completes || t.since(r.start) >= ctx.wmin() {
-                r.push(
+                r.pos += 1;
+                r.count = 0;
+                r.enter(
                     next,
                     Item {
                         time: t,
@@ -1911,13 +1919,6 @@ fn take(
                         dv,
                     },
                 );
-                if next.repeat.is_some() {
-                    r.pos += 1;
-                    r.count = 1;
-                } else {
-                    r.pos += 2;
-                    r.count = 0;
-                }
                 return Took::Yes;
             }
         }
@@ -1957,7 +1958,7 @@ fn take(
         if completes && t.since(r.start) < ctx.wmin() {
             return Took::No;
         }
-        r.push(
+        r.enter(
             step,
             Item {
                 time: t,
@@ -1966,11 +1967,6 @@ fn take(
                 dv,
             },
         );
-        if step.repeat.is_some() {
-            r.count = 1;
-        } else {
-            r.pos += 1;
-        }
         return Took::Yes;
     }
     Took::No
