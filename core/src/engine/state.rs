@@ -625,16 +625,8 @@ impl Group {
                     _ => true,
                 };
                 // A shadow's origin: a live partial match holding its first event as a later one.
-                let orphaned = |s: &Run| {
-                    let first = s.items.front().map(|f| f.id);
-                    !l.runs.iter().any(|o| {
-                        !o.is_shadow()
-                            && live(o)
-                            && first.is_some_and(|f| {
-                                o.items.front().is_some_and(|x| x.id != f) && o.holds(f)
-                            })
-                    })
-                };
+                let orphaned =
+                    |s: &Run| s.items.front().is_none_or(|f| !l.origin_lives(f.id, live));
                 let runs = l
                     .runs
                     .iter()
@@ -1472,6 +1464,14 @@ impl LinearState {
         any
     }
 
+    /// Whether the origin of a shadow that begins with event `s0` lives: a partial match
+    /// (among those `live` keeps) that holds `s0` as a later event of its own.
+    fn origin_lives(&self, s0: u64, live: impl Fn(&Run) -> bool) -> bool {
+        self.runs.iter().any(|r| {
+            !r.is_shadow() && r.items.front().is_some_and(|f| f.id != s0) && live(r) && r.holds(s0)
+        })
+    }
+
     /// Step E for the shadows. While its origin (the partial match holding its first event
     /// as a later one of its own) lives, a shadow takes the event when the origin took it or
     /// nobody did, never completing on it (the origin goes first); once the origin is gone,
@@ -1504,11 +1504,7 @@ impl LinearState {
             }
             let origin_took = takers.iter().any(|&i| self.runs[i].holds(s0));
             // Only when needed (it walks the runs): whether the origin lives.
-            let alive = || {
-                self.runs.iter().any(|r| {
-                    !r.is_shadow() && r.items.front().is_some_and(|f| f.id != s0) && r.holds(s0)
-                })
-            };
+            let alive = || self.origin_lives(s0, |_| true);
             if !origin_took && !takers.is_empty() && alive() {
                 // Another partial match took it while the origin lives: not the shadow's.
                 continue;
