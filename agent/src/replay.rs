@@ -279,8 +279,9 @@ pub fn drive(
             pb.set_position(summary.events);
         }
     }
-    summary.malformed += merger.malformed;
-    summary.duplicates += merger.duplicates;
+    let (malformed, duplicates) = merger.dropped();
+    summary.malformed += malformed;
+    summary.duplicates += duplicates;
     let until = match until {
         Some(Until::At(t)) => {
             if let Some(last) = last_time.filter(|last| t < *last) {
