@@ -111,7 +111,7 @@ impl BudgetWatch {
                 let text = match kind {
                     0 => format!(
                         "refused {n} new group(s){since}: its max_groups budget is full ({} groups{spread}), so a new key (a new attacker, say) is not watched; raise `max_groups` or group by fewer values (groups_rejected in /stats)",
-                        s.rule_max_groups
+                        s.max_groups
                     ),
                     1 => format!(
                         "dropped {n} partial match(es){since}: a group held max_partial_matches ({}), and the oldest go; raise it or shorten `within` (partial_evicted in /stats)",

@@ -131,10 +131,8 @@ pub enum EngineError {
 pub struct BudgetView<'a> {
     /// The rules sharing the state (one, unless several rules mean the same).
     pub rules: Vec<&'a str>,
-    /// The groups this engine may hold for it (its share of `max_groups`).
-    pub max_groups: u64,
     /// The rule's `max_groups` (or the engine's default), over all engines.
-    pub rule_max_groups: u64,
+    pub max_groups: u64,
     /// Its `max_partial_matches` per group.
     pub max_partial_matches: u64,
     /// Its counters.
@@ -975,8 +973,7 @@ impl Engine {
     pub fn budget_counters(&self) -> impl Iterator<Item = BudgetView<'_>> {
         self.rts.iter().map(|rt| BudgetView {
             rules: rt.members.iter().map(|m| m.rule.name.as_str()).collect(),
-            max_groups: rt.max_groups,
-            rule_max_groups: rt.rule.max_groups.unwrap_or(self.cfg.max_groups),
+            max_groups: rt.rule.max_groups.unwrap_or(self.cfg.max_groups),
             max_partial_matches: rt.max_partial as u64,
             counters: &rt.counters,
         })
