@@ -192,8 +192,7 @@ impl Inputs {
     fn parse_line(&mut self, line: &[u8]) -> Result<(Event, bool), Malformed> {
         // A byte-order mark (a file saved by a Windows editor) is no part of the line.
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-        let start = line.iter().position(|b| !b.is_ascii_whitespace());
-        if start.is_some_and(|i| line[i] == b'{') {
+        if is_json_line(line) {
             let text = String::from_utf8_lossy(line);
             return parse_json_event(&text).map(|e| (e, true));
         }
@@ -213,7 +212,7 @@ impl Inputs {
     fn settle(&mut self, mut item: InputItem, bytes: &[u8]) -> InputItem {
         // Syslog relayed twice is one message; two JSON events alike are two events (a test
         // input that repeats a failed login five times means five).
-        let json = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        let json = is_json_line(bytes);
         item.duplicate = match (&item.event, &mut self.dedup) {
             // The line ending is no part of the message: a line relayed once with CRLF and
             // once with LF is one message.
@@ -371,6 +370,13 @@ impl Iterator for Inputs {
             return self.ready.pop_front().map(Ok);
         }
     }
+}
+
+/// A JSON event line (its first non-blank byte after any byte-order mark opens an object);
+/// any other line is syslog.
+fn is_json_line(line: &[u8]) -> bool {
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
 #[cfg(test)]
