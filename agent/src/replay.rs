@@ -226,14 +226,13 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
             d + v.counters.partial_evicted,
         )
     });
-    let budgets = match (refused, dropped) {
-        (0, 0) => String::new(),
-        (r, 0) => format!(", {r} new groups refused (max_groups)"),
-        (0, d) => format!(", {d} partial matches dropped (max_partial_matches)"),
-        (r, d) => format!(
-            ", {r} new groups refused (max_groups), {d} partial matches dropped (max_partial_matches)"
-        ),
-    };
+    let mut budgets = String::new();
+    if refused > 0 {
+        budgets += &format!(", {refused} new groups refused (max_groups)");
+    }
+    if dropped > 0 {
+        budgets += &format!(", {dropped} partial matches dropped (max_partial_matches)");
+    }
     eprintln!(
         "replay: {} events, {} malformed{duplicates}, {} late{keyless}{budgets}, {} alerts in {:.3}s ({:.0} events/s, {} predicate evaluations)",
         summary.events,
