@@ -231,12 +231,9 @@ impl Shard {
         let now = std::time::Instant::now();
         if let Some(e) = self.engine.as_ref().filter(|_| self.budget_due.due(now)) {
             // (A shard that panicked while holding the lock leaves the watch as it was.)
-            let said = match self.budgets.lock() {
-                Ok(mut w) => w.check(self.id, self.count, e.budget_counters(), now),
-                Err(p) => p
-                    .into_inner()
-                    .check(self.id, self.count, e.budget_counters(), now),
-            };
+            let said = (self.budgets.lock())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .check(self.id, self.count, e.budget_counters(), now);
             for w in said {
                 tracing::warn!(shard = self.id, rule = %w.rules, "rule {}: {}", w.rules, w.text);
             }
