@@ -6,7 +6,7 @@
 //! deterministically. Alerts go to stdout as JSON lines; a summary goes to stderr.
 
 use std::fs::File;
-use std::io::{self, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufRead, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -68,8 +68,8 @@ pub struct InputArgs {
     /// every line. Flow packets and JSON events are not deduplicated.
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub dedup_window: String,
-    /// Input files: syslog or JSON-lines text (`-` is stdin), pcap or pcapng captures (their
-    /// flows, and the syslog sent over UDP or TCP to port 514 or 5514).
+    /// Input files: syslog or JSON-lines text, pcap or pcapng captures (their flows, and the
+    /// syslog sent over UDP or TCP to port 514 or 5514); `-` is stdin, text or a capture.
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 }
@@ -356,13 +356,20 @@ pub type Source = Box<dyn Iterator<Item = Result<Event, Dropped>>>;
 /// Messages a duplicate filter remembers (as the live agent's default `dedup_capacity`).
 const DEDUP_CAPACITY: usize = 65_536;
 
+/// Whether an input is a pcap or pcapng capture, by its magic number. Standard input is
+/// peeked at in its own buffer, so what is read is still there for whichever reader follows
+/// (a capture written at once by `tcpdump -w -` is told; a first chunk under 4 bytes is text).
 fn is_capture(path: &Path) -> io::Result<bool> {
-    if path == Path::new("-") {
-        return Ok(false);
-    }
     let mut magic = [0u8; 4];
-    let mut f = File::open(path)?;
-    let n = f.read(&mut magic)?;
+    let n = if path == Path::new("-") {
+        let mut stdin = io::stdin().lock();
+        let head = stdin.fill_buf()?;
+        let n = head.len().min(4);
+        magic[..n].copy_from_slice(&head[..n]);
+        n
+    } else {
+        File::open(path)?.read(&mut magic)?
+    };
     Ok(n == 4
         && matches!(
             u32::from_le_bytes(magic),

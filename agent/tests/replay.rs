@@ -537,6 +537,57 @@ fn scan_rule_fires_on_masscan_and_not_on_ordinary_sessions() {
     }
 }
 
+/// Runs the binary with `stdin` piped in; returns stdout after asserting success.
+fn with_stdin(args: &[&str], stdin: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = cepheus()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.to_vec();
+    let writer = std::thread::spawn(move || input.write_all(&bytes));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A capture piped in (`tcpdump -w - | cepheus replay -`) is read as a capture, as the same
+/// file named on the command line, and syslog text piped in is still text.
+#[test]
+fn a_capture_on_stdin_reads_as_the_file() {
+    let rules = manifest().join("../rules/scan.toml");
+    let pcaps = manifest().join("tests/data/pcap");
+    let masscan = pcaps.join("esnet_masscan_tcp_0_1000_20190821.pcap");
+    let rules = rules.to_str().unwrap();
+    let piped = with_stdin(
+        &["replay", "--rules", rules, "-"],
+        &std::fs::read(&masscan).unwrap(),
+    );
+    assert_eq!(alerts_of(&piped).len(), 1, "{piped}");
+    assert_eq!(
+        piped,
+        replay(&["--rules", rules, masscan.to_str().unwrap()])
+    );
+    let ng = pcaps.join("zeek_pcapng-multi-interface.pcapng");
+    let events = |input: &str, stdin: &[u8]| with_stdin(&["events", input], stdin);
+    let from_file = events(ng.to_str().unwrap(), b"");
+    assert!(from_file.lines().count() > 0);
+    assert_eq!(events("-", &std::fs::read(&ng).unwrap()), from_file);
+    let line = b"<34>Oct 11 22:14:15 mymachine su: 'su root' failed for lonvick on /dev/pts/8\n";
+    let text = events("-", line);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(text.contains("\"app\":\"su\""), "{text}");
+}
+
 #[test]
 fn truncated_and_empty_captures_replay_to_the_end() {
     let rules = manifest().join("../rules");

@@ -375,6 +375,42 @@ impl Field {
     pub fn available_in(self, source: Source) -> bool {
         self.sources().contains(&source)
     }
+
+    /// What a value that no sender or capture could produce should have been (`None`: fine):
+    /// ports, VLANs, counts, syslog codes, flow kinds and connection states. A test rule fed
+    /// such an event would match what the live agent never sees.
+    pub fn out_of_range(self, v: &Value) -> Option<&'static str> {
+        const STATES: [&str; 13] = [
+            "S0", "S1", "SF", "REJ", "S2", "S3", "RSTO", "RSTR", "RSTOS0", "RSTRH", "SH", "SHR",
+            "OTH",
+        ];
+        let int = |lo: i64, hi: i64| matches!(v, Value::Int(i) if (lo..=hi).contains(i));
+        let ok = match self {
+            Field::Sport | Field::Dport => int(0, 65_535),
+            Field::Vlan => int(0, 4_095),
+            Field::Facility => int(0, 23),
+            Field::Severity => int(0, 7),
+            Field::OrigBytes | Field::RespBytes | Field::OrigPkts | Field::RespPkts => {
+                int(0, i64::MAX)
+            }
+            Field::Kind => {
+                matches!(v, Value::Str(k) if ["flow_start", "flow_end", "attempt_failed"].contains(&&**k))
+            }
+            Field::State => matches!(v, Value::Str(k) if STATES.contains(&&**k)),
+            _ => true,
+        };
+        (!ok).then_some(match self {
+            Field::Sport | Field::Dport => "a port, 0 to 65535",
+            Field::Vlan => "a VLAN id, 0 to 4095",
+            Field::Facility => "a syslog facility, 0 to 23",
+            Field::Severity => "a syslog severity, 0 to 7",
+            Field::Kind => "\"flow_start\", \"flow_end\" or \"attempt_failed\"",
+            Field::State => {
+                "a Zeek conn_state (S0, S1, SF, REJ, S2, S3, RSTO, RSTR, RSTOS0, RSTRH, SH, SHR, OTH)"
+            }
+            _ => "a count, 0 or more",
+        })
+    }
 }
 
 /// The key of a field in an event: a defined [`Field`] or an open-ended name

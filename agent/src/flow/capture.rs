@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{Chain, Cursor, Read};
+use std::io::{self, Chain, Cursor, Read};
 use std::path::Path;
 
 use cepheus_core::time::Timestamp;
@@ -88,14 +88,20 @@ pub struct CaptureReader<R: Read> {
     scratch: Vec<u8>,
 }
 
-impl CaptureReader<File> {
-    /// Opens a capture file.
+/// A capture read from a file or standard input ([`CaptureReader::open`]).
+pub type OpenedCapture = CaptureReader<Box<dyn Read>>;
+
+impl OpenedCapture {
+    /// Opens a capture file (`-`: standard input, `tcpdump -w - | cepheus replay -`).
     pub fn open(path: &Path) -> Result<Self, CaptureError> {
+        if path == Path::new("-") {
+            return Self::new(Box::new(io::stdin()));
+        }
         let file = File::open(path).map_err(|source| CaptureError::Io {
             path: path.display().to_string(),
             source,
         })?;
-        Self::new(file)
+        Self::new(Box::new(file))
     }
 }
 

@@ -335,7 +335,7 @@ pub struct MergedCaptures {
     /// Each file, its reader (`None` once done) and its next frame.
     files: Vec<(
         std::path::PathBuf,
-        Option<CaptureReader<std::fs::File>>,
+        Option<capture::OpenedCapture>,
         Option<OwnedFrame>,
     )>,
     /// Files cut short: the file and the error that ended it.

@@ -48,7 +48,7 @@ pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
         match Field::from_name(key) {
             Some(field) if field.available_in(source) => {
                 let v = typed(key, field.ty(), value)?;
-                if let Some(expected) = out_of_range(field, &v) {
+                if let Some(expected) = field.out_of_range(&v) {
                     return Err(bad(key, expected, value));
                 }
                 event.set(field, v);
@@ -202,39 +202,6 @@ fn expected(ty: ValueType) -> &'static str {
         ValueType::Time => "an RFC 3339 time string",
         ValueType::Duration => "a duration (\"5s\") or a number of seconds",
     }
-}
-
-/// What a value that no sender or capture could produce should have been (`None`: fine):
-/// ports, VLANs, counts, syslog codes, flow kinds and connection states. A test rule fed
-/// such an event would match what the live agent never sees.
-fn out_of_range(field: Field, v: &Value) -> Option<&'static str> {
-    const STATES: [&str; 13] = [
-        "S0", "S1", "SF", "REJ", "S2", "S3", "RSTO", "RSTR", "RSTOS0", "RSTRH", "SH", "SHR", "OTH",
-    ];
-    let int = |lo: i64, hi: i64| matches!(v, Value::Int(i) if (lo..=hi).contains(i));
-    let ok = match field {
-        Field::Sport | Field::Dport => int(0, 65_535),
-        Field::Vlan => int(0, 4_095),
-        Field::Facility => int(0, 23),
-        Field::Severity => int(0, 7),
-        Field::OrigBytes | Field::RespBytes | Field::OrigPkts | Field::RespPkts => int(0, i64::MAX),
-        Field::Kind => {
-            matches!(v, Value::Str(k) if ["flow_start", "flow_end", "attempt_failed"].contains(&&**k))
-        }
-        Field::State => matches!(v, Value::Str(k) if STATES.contains(&&**k)),
-        _ => true,
-    };
-    (!ok).then_some(match field {
-        Field::Sport | Field::Dport => "a port, 0 to 65535",
-        Field::Vlan => "a VLAN id, 0 to 4095",
-        Field::Facility => "a syslog facility, 0 to 23",
-        Field::Severity => "a syslog severity, 0 to 7",
-        Field::Kind => "\"flow_start\", \"flow_end\" or \"attempt_failed\"",
-        Field::State => {
-            "a Zeek conn_state (S0, S1, SF, REJ, S2, S3, RSTO, RSTR, RSTOS0, RSTRH, SH, SHR, OTH)"
-        }
-        _ => "a count, 0 or more",
-    })
 }
 
 /// A [`Malformed::BadValue`] with the value's JSON text, shortened.

@@ -577,7 +577,10 @@ pub fn canonical_net(net: IpNet) -> IpNet {
 /// A captured string converted to the type of the field it names (`src` becomes an IP).
 pub fn capture_value(key: &FieldKey, text: &str) -> Option<Value> {
     match key {
-        FieldKey::Known(f) => Value::parse_as(f.ty(), text),
+        // A number out of the field's range (`dport` 99999) is refused as JSON input is;
+        // text fields keep any text a log line may say (`state` in a syslog line).
+        FieldKey::Known(f) => Value::parse_as(f.ty(), text)
+            .filter(|v| !matches!(v, Value::Int(_)) || f.out_of_range(v).is_none()),
         FieldKey::Named(_) => Some(Value::str(text)),
     }
 }
@@ -987,6 +990,19 @@ mod tests {
             vec!["10.0.0.0/8".parse().unwrap_or_else(|_| unreachable!())],
         );
         assert!(then.eval(&e, &mut caps));
+    }
+
+    #[test]
+    fn a_capture_named_like_a_port_holds_a_port() {
+        let port = FieldKey::from_name("dport");
+        assert_eq!(capture_value(&port, "65535"), Some(Value::Int(65_535)));
+        assert_eq!(capture_value(&port, "99999"), None);
+        assert_eq!(capture_value(&port, "-1"), None);
+        let severity = FieldKey::from_name("severity");
+        assert_eq!(capture_value(&severity, "8"), None);
+        // A text field keeps any text: a syslog line's own `state` word is not a Zeek state.
+        let state = FieldKey::from_name("state");
+        assert_eq!(capture_value(&state, "up"), Some(Value::str("up")));
     }
 
     #[test]
