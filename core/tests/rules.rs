@@ -707,6 +707,38 @@ fn diagnostics_render_with_miette() {
     assert_eq!(d.to_json()["column"], 24);
 }
 
+/// A copy of a rule under other names (its own, its event definitions') is said, pointing
+/// at the first; a rule that differs in what it matches is not.
+#[test]
+fn a_rule_meaning_the_same_as_another_warns() {
+    let rule = |name: &str, a: &str, b: &str, pattern: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.{a} = 'syslog and app == \"sshd\"'\nevents.{b} = 'syslog and app == \"cron\"'\npattern = \"{pattern}\"\n"
+        )
+    };
+    let text = [
+        rule("first", "x", "y", "seq(x, y) within 5m"),
+        rule("copy", "p", "q", "seq(p, q) within 5m"),
+        rule("longer", "x", "y", "seq(x, y) within 6m"),
+        rule("other-order", "y", "x", "seq(x, y) within 5m"),
+    ]
+    .concat();
+    let c = cepheus_core::rules::compile_str("f.toml", &text);
+    assert!(c.rules.is_some(), "a warning, not an error");
+    let w: Vec<(&str, usize)> = c
+        .diagnostics
+        .iter()
+        .map(|d| (d.message.as_str(), d.line))
+        .collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].0.contains("`copy` means the same as rule `first`"),
+        "{w:?}"
+    );
+    assert_eq!(w[0].1, 9, "at the copy's name");
+    assert_eq!(c.diagnostics[0].related[0].line, 2, "pointing at the first");
+}
+
 #[test]
 fn forget_after_shorter_than_the_pattern_warns() {
     let text = "[[rule]]\nname = \"x\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nexpect = [\"a\"]\nforget_after = \"1m\"\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 5m\"\n";

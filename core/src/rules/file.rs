@@ -55,6 +55,8 @@ pub(crate) struct FirstDef {
 pub(crate) struct Session<'f> {
     pub diags: Vec<Diagnostic>,
     pub names: HashMap<String, FirstDef>,
+    /// Each rule meaning ([`Rule::canonical`]) met so far, and the first rule that has it.
+    pub meanings: HashMap<String, String>,
     pub read_file: &'f mut dyn FnMut(&Path) -> std::io::Result<String>,
 }
 
@@ -257,6 +259,34 @@ fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Ru
         );
     }
     rules
+}
+
+/// A rule that differs from an earlier one only in its names (its own, its event
+/// definitions'), severity, description or message (often a copy left behind): each alert
+/// comes once per rule. Said as a warning with where
+/// the first is, since the engine runs both on one shared state without complaint.
+fn same_meaning(cx: &mut Cx<'_, '_>, rule: &Rule, span: Range<usize>) {
+    let meaning = rule.canonical();
+    let Some(first) = cx.s.meanings.get(&meaning) else {
+        cx.s.meanings.insert(meaning, rule.name.clone());
+        return;
+    };
+    let mut d = cx.file.diag(
+        Level::Warning,
+        span,
+        format!(
+            "rule `{}` means the same as rule `{first}`: each of their alerts comes twice, once per rule",
+            rule.name
+        ),
+    );
+    d.help = Some(
+        "they differ only in names, severity, description or message; remove the copy, or change what one of them matches"
+            .into(),
+    );
+    if let Some(def) = cx.s.names.get(first) {
+        d.related.push(def.note.clone());
+    }
+    cx.push(d);
 }
 
 struct EventSrc<'t, 'i> {
@@ -801,8 +831,9 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         return None;
     }
     let checked = checked?;
+    let (name, name_span) = name?;
     let rule = Rule {
-        name: name?.0,
+        name,
         severity: severity?,
         description,
         message,
@@ -847,6 +878,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         );
         return None;
     }
+    same_meaning(cx, &rule, name_span);
     Some(rule)
 }
 

@@ -809,20 +809,15 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// A text that changes exactly when the rule's meaning changes (not its file or position):
-    /// engine state survives a reload when this is unchanged.
+    /// A text that changes exactly when the rule's meaning changes (not its name, file,
+    /// position or the names of its event definitions, which no alert shows): engine state
+    /// survives a reload when this is unchanged, and rules with one meaning share one state.
     pub fn canonical(&self) -> String {
         let mut s = String::new();
         let _ = write!(s, "group_by={:?};", self.group_by);
-        for e in &self.events {
+        for (i, e) in self.events.iter().enumerate() {
             let keys: Vec<&str> = e.group_fields.iter().map(FieldKey::name).collect();
-            let _ = write!(
-                s,
-                "event {}: {} keys {:?};",
-                e.name,
-                e.cond.canonical(),
-                keys
-            );
+            let _ = write!(s, "event {i}: {} keys {:?};", e.cond.canonical(), keys);
         }
         let _ = write!(
             s,

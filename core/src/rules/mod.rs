@@ -59,6 +59,7 @@ pub fn compile(
     let mut session = file::Session {
         diags: Vec::new(),
         names: HashMap::new(),
+        meanings: HashMap::new(),
         read_file,
     };
     let mut rules = Vec::new();

@@ -1286,6 +1286,52 @@ group_by = ["host"]
 }
 
 #[test]
+fn event_definition_names_are_not_part_of_a_meaning() {
+    // No alert shows a definition's name: two rules that differ only in those names run on
+    // one state, and renaming a definition at a reload keeps the partial match.
+    let text = |first: &str, second: &str| {
+        format!(
+            r#"
+[[rule]]
+name = "one"
+severity = "high"
+events.{first} = 'syslog and app == "a"'
+events.{second} = 'syslog and app == "b"'
+pattern = "seq({first}, {second}) within 1m"
+group_by = ["host"]
+
+[[rule]]
+name = "two"
+severity = "low"
+events.x = 'syslog and app == "a"'
+events.y = 'syslog and app == "b"'
+pattern = "seq(x, y) within 1m"
+group_by = ["host"]
+"#
+        )
+    };
+    let compile = |t: &str| cepheus_core::rules::compile_str("m.toml", t).rules.unwrap();
+    let mut e = cepheus_core::engine::Engine::new(
+        &compile(&text("a", "b")),
+        cepheus_core::engine::EngineConfig::default(),
+    )
+    .unwrap();
+    let stats = e.stats();
+    assert_eq!(stats[0].shared_with, ["two"]);
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("a:h1@0"), &mut out);
+    e.reload(&compile(&text("fail", "ok")), &mut out).unwrap();
+    assert!(out.is_empty(), "nothing changed meaning: {out:?}");
+    run_on(&mut e, parse_script("b:h1@1"), &mut out);
+    let got: Vec<&str> = out.iter().map(|a| a.rule()).collect();
+    assert_eq!(
+        got,
+        ["one", "two"],
+        "the partial match survived the renaming"
+    );
+}
+
+#[test]
 fn a_late_event_whose_arrival_passes_the_deadline_retracts_the_absence() {
     // Nothing ticks the clock between the heartbeats (a replay): hb stamped 50 arrives at 80.
     // Its arrival moves the watermark to 75, past the deadline 60, which fires as it would
