@@ -453,6 +453,11 @@ pub struct AbsenceState {
     /// When the group last alerted, for `trigger = { every = .. }` (`NO_TIME`: never).
     #[serde(with = "opt_time", default = "no_time")]
     last_fired: Timestamp,
+    /// While firing: the latest awaited event that came late, stamped after the deadline
+    /// (`NO_TIME`: none). Not matched, but if an earlier late one retracts the alert, the
+    /// absence is re-armed from it: the engine knows the silence ended no earlier.
+    #[serde(with = "opt_time", default = "no_time")]
+    late_after: Timestamp,
 }
 
 fn no_time() -> Timestamp {
@@ -580,6 +585,7 @@ impl Group {
                 last_seen: NO_TIME,
                 firing: None,
                 last_fired: NO_TIME,
+                late_after: NO_TIME,
             }),
             Plan::Linear { alts } => {
                 let tracks = alts.iter().any(|a| a.start_absent.is_some());
@@ -694,6 +700,7 @@ impl Group {
                     return;
                 }
                 a.last_seen = a.last_seen.max(t);
+                a.late_after = NO_TIME;
                 if let Some(ep) = a.firing.take() {
                     end_by_event(ctx, key, &ep, AlertState::Resolved, t, ev, counters, out);
                 }
@@ -740,13 +747,19 @@ impl Group {
             return true;
         };
         // An `a` at the deadline itself was in time (in order it keeps the alert from firing).
-        if t <= base || t > ep.last {
+        if t <= base {
+            return false;
+        }
+        if t > ep.last {
+            a.late_after = a.late_after.max(t);
             return false;
         }
         let Some(ep) = a.firing.take() else {
             return false;
         };
-        a.last_seen = t;
+        // Re-armed from the latest `a` known, this one or one that came late before it.
+        a.last_seen = t.max(a.late_after);
+        a.late_after = NO_TIME;
         if ep.held_until.is_none() {
             // A withdrawn alert does not count against the trigger's period.
             a.last_fired = NO_TIME;
@@ -826,7 +839,10 @@ impl Group {
         out: &mut Vec<Alert>,
     ) {
         let firing = match &mut self.state {
-            GroupState::Absence(a) => a.firing.take(),
+            GroupState::Absence(a) => {
+                a.late_after = NO_TIME;
+                a.firing.take()
+            }
             GroupState::Linear(l) => l.episode.take(),
         };
         if firing.as_ref().is_some_and(|ep| ep.held_until.is_some()) {
@@ -2264,7 +2280,7 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&a).ok(),
             Some(format!(
-                "{{\"last_seen\":{tj},\"firing\":null,\"last_fired\":null}}"
+                "{{\"last_seen\":{tj},\"firing\":null,\"last_fired\":null,\"late_after\":null}}"
             ))
         );
         let none: Option<AbsenceState> =

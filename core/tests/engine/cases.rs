@@ -1357,6 +1357,20 @@ fn a_late_event_whose_arrival_passes_the_deadline_retracts_the_absence() {
             "firing h @110",
         ],
     );
+    // A late hb stamped after the deadline (90) retracts nothing, but when an earlier one
+    // (55) then retracts the alert, the absence re-arms from 90, the latest hb known: the
+    // silence from 55 to 115 did not happen.
+    check(
+        vec![rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 300)],
+        "hb:h@0/0 hb:g@50/50 hb:g@100/100 hb:h@90/101 hb:h@55/102 hb:g@300/300 end@300",
+        &[
+            "firing h @60",
+            "retracted h @95 (late_event)",
+            "firing h @150",
+            "firing g @160",
+            "resolved g @300",
+        ],
+    );
     // At the end of a sequence: the hb stamped between the talk and the deadline retracts.
     let s = rule(
         "r",
