@@ -219,19 +219,30 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         1 => ", 1 match without its group_by field".to_string(),
         n => format!(", {n} matches without their group_by field"),
     };
-    // Budgets that bit: a rule blind to a key, or a partial match lost, is said.
-    let (refused, dropped) = engine.budget_counters().fold((0, 0), |(r, d), v| {
-        (
-            r + v.counters.groups_rejected,
-            d + v.counters.partial_evicted,
-        )
-    });
+    // Budgets that bit (a rule blind to a key, a partial match lost), matches a trigger held
+    // back and events stamped ahead of their arrival are said when there are some.
+    let (refused, dropped, suppressed) =
+        engine.budget_counters().fold((0, 0, 0), |(r, d, s), v| {
+            (
+                r + v.counters.groups_rejected,
+                d + v.counters.partial_evicted,
+                s + v.counters.suppressed,
+            )
+        });
     let mut budgets = String::new();
     if refused > 0 {
         budgets += &format!(", {refused} new groups refused (max_groups)");
     }
     if dropped > 0 {
         budgets += &format!(", {dropped} partial matches dropped (max_partial_matches)");
+    }
+    if suppressed > 0 {
+        budgets += &format!(", {suppressed} suppressed by a trigger period");
+    }
+    match engine.counters().future {
+        0 => {}
+        1 => budgets += ", 1 event stamped ahead of its arrival",
+        n => budgets += &format!(", {n} events stamped ahead of their arrival"),
     }
     eprintln!(
         "replay: {} events, {} malformed{duplicates}, {} late{keyless}{budgets}, {} alerts in {:.3}s ({:.0} events/s, {} predicate evaluations)",

@@ -510,6 +510,44 @@ fn refused_groups_are_said_in_the_summary() {
     );
 }
 
+/// Matches a trigger held back and events stamped ahead of their arrival are counted in the
+/// summary, as the refusals are.
+#[test]
+fn suppressed_and_future_events_are_said_in_the_summary() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let rules = dir.join("suppressed.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"each\"\nseverity = \"low\"\ngroup_by = [\"host\"]\ntrigger = { every = \"1h\" }\nevents.a = 'syslog and app == \"a\"'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let events = dir.join("suppressed.jsonl");
+    let line = |t: &str, arrival: &str| {
+        format!(
+            "{{\"source\":\"syslog\",\"time\":\"2024-12-10T10:00:{t}Z\",\"arrival\":\"2024-12-10T10:00:{arrival}Z\",\"host\":\"h\",\"app\":\"a\",\"msg\":\"x\"}}\n"
+        )
+    };
+    let text = [line("00", "00"), line("05", "01"), line("06", "06")].concat();
+    std::fs::write(&events, text).unwrap();
+    let out = cepheus()
+        .args(["replay", "--rules"])
+        .arg(&rules)
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(alerts_of(&String::from_utf8_lossy(&out.stdout)).len(), 1);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(", 2 suppressed by a trigger period"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(", 1 event stamped ahead of its arrival"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn scan_rule_fires_on_masscan_and_not_on_ordinary_sessions() {
     let rules = manifest().join("../rules/scan.toml");
