@@ -10,6 +10,14 @@
 //! skipped: a delimited frame up to its next delimiter, an octet-counted frame by its
 //! declared length — unless that length is absurd (more than 16 times the maximum), which
 //! means the stream is not syslog: [`Frame::Fatal`] tells the caller to close the connection.
+//!
+//! Octet-counted senders never send a delimiter, so one broken frame among theirs (a length
+//! of 11 digits, a stray partial line) would make the rest of the connection one endless
+//! delimited frame. The framer finds its way back (*resyncs*) to the first octet-counted
+//! frame whose message begins with `<` and is followed by another frame or the end of what
+//! was received: when the broken frame outgrows the maximum, when it starts with a length
+//! too long to be one, while an oversized frame is skipped, and at the end of the stream.
+//! What came before is one frame (malformed, or oversized).
 
 use bytes::{Buf, BytesMut};
 
@@ -32,6 +40,9 @@ pub struct Framer {
     skip: usize,
     /// Discarding an oversized delimited frame up to its delimiter.
     skip_to_delim: bool,
+    /// While discarding: where in the buffer to look on for a frame to resync to (before it,
+    /// every place was ruled out).
+    resync_from: usize,
 }
 
 impl Framer {
@@ -41,6 +52,7 @@ impl Framer {
             max,
             skip: 0,
             skip_to_delim: false,
+            resync_from: 0,
         }
     }
 
@@ -59,17 +71,26 @@ impl Framer {
                 continue;
             }
             if self.skip_to_delim {
-                match buf.iter().position(|&b| b == b'\n' || b == 0) {
-                    Some(i) => {
+                let delim = delimiter(buf);
+                let scope = &buf[..delim.unwrap_or(buf.len())];
+                match (delim, self.resync(scope, self.resync_from, false)) {
+                    (_, Ok(p)) => {
+                        buf.advance(p);
+                        self.skip_to_delim = false;
+                    }
+                    (Some(i), Err(_)) => {
                         buf.advance(i + 1);
                         self.skip_to_delim = false;
-                        continue;
                     }
-                    None => {
-                        buf.clear();
+                    (None, Err(from)) => {
+                        // Kept: where a frame may begin whose end has not come yet.
+                        let cut = buf.len().saturating_sub(self.max + 12);
+                        buf.advance(cut);
+                        self.resync_from = from.saturating_sub(cut);
                         return None;
                     }
                 }
+                continue;
             }
             if skip_separators(buf) {
                 return None;
@@ -102,7 +123,14 @@ impl Framer {
                     return Some(Frame::Msg(buf.split_to(len)));
                 }
             }
-            match buf.iter().position(|&b| b == b'\n' || b == 0) {
+            let delim = delimiter(buf);
+            let long_length = buf.iter().take_while(|b| b.is_ascii_digit()).count() > 10;
+            if (long_length || (delim.is_none() && buf.len() > self.max))
+                && let Ok(p) = self.resync(&buf[..delim.unwrap_or(buf.len())], 0, false)
+            {
+                return Some(self.broken_frame(buf, p));
+            }
+            match delim {
                 Some(i) if i > self.max => {
                     buf.advance(i + 1);
                     return Some(Frame::Oversized);
@@ -113,8 +141,10 @@ impl Framer {
                     return Some(Frame::Msg(msg));
                 }
                 None if buf.len() > self.max => {
-                    buf.clear();
+                    // Kept, for a frame that may begin in it (see `resync`).
+                    buf.advance(buf.len().saturating_sub(self.max + 12));
                     self.skip_to_delim = true;
+                    self.resync_from = 0;
                     return Some(Frame::Oversized);
                 }
                 None => return None,
@@ -122,18 +152,34 @@ impl Framer {
         }
     }
 
-    /// At end of stream: what is left in `buf` (a last message without its delimiter, as
-    /// `logger` and `nc` send it), if any.
+    /// At end of stream: the frames left in `buf`, one per call until `None` (the last
+    /// message without its delimiter, as `logger` and `nc` send it).
     pub fn finish(&mut self, buf: &mut BytesMut) -> Option<Frame> {
-        if self.skip > 0 || self.skip_to_delim {
+        if let Some(f) = self.decode(buf) {
+            return Some(f);
+        }
+        if self.skip > 0 {
             // Counted when it began.
             buf.clear();
             self.skip = 0;
-            self.skip_to_delim = false;
             return None;
+        }
+        if self.skip_to_delim {
+            // Counted when it began; frames after it (the last one, which nothing follows)
+            // are still taken.
+            self.skip_to_delim = false;
+            match self.resync(buf, 0, true) {
+                Ok(p) => buf.advance(p),
+                Err(_) => buf.clear(),
+            }
+            return self.finish(buf);
         }
         if skip_separators(buf) {
             return None;
+        }
+        if let Ok(p) = self.resync(buf, 0, true) {
+            // The rest is octet-counted frames, taken at the next call.
+            return Some(self.broken_frame(buf, p));
         }
         if buf.len() > self.max {
             buf.clear();
@@ -141,6 +187,84 @@ impl Framer {
         }
         Some(Frame::Msg(buf.split()))
     }
+
+    /// Where in `b` an octet-counted frame begins whose message starts with `<` (a PRI), at
+    /// or after `from`, and is followed by the start of another (or, `at_end`, by the end of
+    /// the stream): a frame not received whole, or whose successor has not come, is not enough
+    /// to go by. Else where to look on once more bytes came: the first such frame, or the end.
+    fn resync(&self, b: &[u8], from: usize, at_end: bool) -> Result<usize, usize> {
+        let mut at = from;
+        let mut pending = None;
+        while let Some(i) = b.get(at..).and_then(|r| r.iter().position(|&x| x == b'<')) {
+            let lt = at + i;
+            at = lt + 1;
+            if lt < 2 || b[lt - 1] != b' ' {
+                continue;
+            }
+            // The length is a tail of the digits before the space: the message before it may
+            // end in digits too (`port 22`).
+            let run = b[..lt - 1]
+                .iter()
+                .rev()
+                .take_while(|x| x.is_ascii_digit())
+                .count();
+            for k in 1..=run.min(10) {
+                let p = lt - 1 - k;
+                match self.whole_frame_at(b, p, at_end) {
+                    Some(true) => return Ok(p),
+                    Some(false) => {}
+                    None => pending = pending.or(Some(lt)),
+                }
+            }
+        }
+        Err(pending.unwrap_or(b.len().max(from)))
+    }
+
+    /// Whether an octet-counted frame begins at `p` in `b`, whole, at most the maximum, and
+    /// followed by the start of another (`LEN <`), or, at the end of the stream (`at_end`),
+    /// by nothing; `None`: it may, once more bytes came.
+    fn whole_frame_at(&self, b: &[u8], p: usize, at_end: bool) -> Option<bool> {
+        let Some((d, len)) = octet_count(&b[p..]) else {
+            return Some(false);
+        };
+        let end = p + d + 1 + len;
+        if len > self.max {
+            return Some(false);
+        }
+        let rest = b.get(end..)?;
+        // (A sender may end each counted frame with a newline.)
+        let sep = rest
+            .iter()
+            .take_while(|&&c| c == b'\n' || c == b'\r' || c == 0)
+            .count();
+        let rest = &rest[sep..];
+        let digits = rest.iter().take_while(|x| x.is_ascii_digit()).count();
+        let next = match octet_count(rest) {
+            Some((d, _)) => rest.get(d + 1).map(|&c| c == b'<'),
+            None if digits == rest.len() && digits <= 10 => None,
+            None => Some(false),
+        };
+        match next {
+            None if at_end => Some(true),
+            next => next,
+        }
+    }
+
+    /// The bytes before a resync point `p`, as one frame (a message the parser will refuse or
+    /// read, or an oversized one).
+    fn broken_frame(&self, buf: &mut BytesMut, p: usize) -> Frame {
+        if p > self.max {
+            buf.advance(p);
+            Frame::Oversized
+        } else {
+            Frame::Msg(buf.split_to(p))
+        }
+    }
+}
+
+/// Where the next delimiter (LF or NUL) is.
+fn delimiter(b: &[u8]) -> Option<usize> {
+    b.iter().position(|&x| x == b'\n' || x == 0)
 }
 
 /// The octet count `b` starts with, if it starts with one: `LEN SP` with LEN 1–10 ASCII digits
@@ -193,7 +317,7 @@ mod tests {
                 }
             }
         }
-        if let Some(fr) = f.finish(&mut buf) {
+        while let Some(fr) = f.finish(&mut buf) {
             push(fr, &mut out);
         }
         out
@@ -214,6 +338,51 @@ mod tests {
         // Split inside the length and inside the body.
         let got = frames(100, &[b"1", b"1 hello", b" worl", b"d\n"]);
         assert_eq!(got, vec![Ok("hello world".into())]);
+    }
+
+    /// Octet-counted frames, each with its length.
+    fn counted(msgs: &[String]) -> Vec<u8> {
+        msgs.iter()
+            .flat_map(|m| format!("{} {m}", m.len()).into_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn a_broken_frame_among_counted_ones_loses_only_itself() {
+        let msgs: Vec<String> = (0..50)
+            .map(|i| format!("<13>Dec 10 06:55:46 h app: port {i}2"))
+            .collect();
+        let ok: Vec<Result<String, &str>> = msgs.iter().map(|m| Ok(m.clone())).collect();
+        for broken in [
+            &b"99999999999 x"[..],
+            b"stray text",
+            b"12345678901234567890 <13>y",
+        ] {
+            let mut input = broken.to_vec();
+            input.extend(counted(&msgs));
+            let mut want = vec![Ok(String::from_utf8_lossy(broken).into_owned())];
+            want.extend(ok.iter().cloned());
+            // All at once, at the end of the stream, and in small pieces below the maximum
+            // (framed as soon as the broken frame outgrows it, or by its length's digits).
+            assert_eq!(frames(4096, &[&input]), want, "{broken:?}");
+            let pieces: Vec<&[u8]> = input.chunks(7).collect();
+            assert_eq!(frames(4096, &pieces), want, "{broken:?} in pieces");
+            let got = frames(100, &pieces);
+            assert_eq!(got[1..], want[1..], "{broken:?}, max 100");
+        }
+        // While an oversized delimited frame is skipped, counted frames end it.
+        let mut input = vec![b'a'; 300];
+        input.extend(counted(&msgs));
+        let mut want = vec![Err("oversized")];
+        want.extend(ok.iter().cloned());
+        for size in [1, 5, 64, 1000] {
+            let pieces: Vec<&[u8]> = input.chunks(size).collect();
+            assert_eq!(frames(100, &pieces), want, "pieces of {size}");
+        }
+        // One frame after it, then the end of the stream.
+        let mut input = vec![b'a'; 300];
+        input.extend(counted(&msgs[..1]));
+        assert_eq!(frames(100, &[&input]), want[..2]);
     }
 
     #[test]

@@ -595,13 +595,18 @@ async fn tcp_conn(
             }
         }
         if eof && !fatal {
-            match framer.finish(&mut buf) {
-                Some(Frame::Msg(m)) => {
-                    bump(&shared.counters.tcp_frames, 1);
-                    router.accept(&m, ip, now);
+            while let Some(f) = framer.finish(&mut buf) {
+                match f {
+                    Frame::Msg(m) => {
+                        bump(&shared.counters.tcp_frames, 1);
+                        router.accept(&m, ip, now);
+                    }
+                    Frame::Oversized => router.oversized(ip),
+                    Frame::Fatal => break,
                 }
-                Some(Frame::Oversized) => router.oversized(ip),
-                Some(Frame::Fatal) | None => {}
+                if router.full() {
+                    router.flush(true).await;
+                }
             }
         }
         router.flush(true).await;
