@@ -106,27 +106,50 @@ pub fn collect_matching(
 static EXPECT_FILES: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
-/// Whether a change to `p` concerns the rules: a rule file (`*.toml`, not hidden) or an
-/// `expect` file the rules read. Anything else in a watched folder (a log written there, an
-/// editor's swap file) must not trigger a reload.
-pub fn is_rule_material(p: &Path) -> bool {
-    let Some(name) = p.file_name().map(|n| n.to_string_lossy()) else {
-        return false;
-    };
-    if name.starts_with('.') {
-        return false;
-    }
-    if p.extension().is_some_and(|e| e == "toml") {
-        return true;
-    }
+/// Whether `p` is named as a rule file found in a folder is: `*.toml`, not hidden (an
+/// editor's swap file, a log written beside the rules are not).
+pub fn is_rule_file_name(p: &Path) -> bool {
+    p.file_name()
+        .is_some_and(|n| !n.to_string_lossy().starts_with('.'))
+        && p.extension().is_some_and(|e| e == "toml")
+}
+
+/// Whether `p` is an `expect` file the last [`load`] read, or tried to read (one missing
+/// then is watched for its return).
+pub fn is_expect_file(p: &Path) -> bool {
     EXPECT_FILES
         .lock()
         .is_ok_and(|f| f.contains(&identity(p)) || f.contains(p))
 }
 
-/// What names one file or folder, whatever path reached it.
+/// The `expect` files the last [`load`] read or tried to read.
+pub fn expect_files() -> Vec<PathBuf> {
+    EXPECT_FILES
+        .lock()
+        .map(|f| f.iter().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// What names one file or folder, whatever path reached it; for one that does not exist,
+/// its folder's name and its own (so it is known again once it is made).
 fn identity(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return c;
+    }
+    let folder = p
+        .parent()
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+        .and_then(|d| std::fs::canonicalize(d).ok());
+    match (folder, p.file_name()) {
+        (Some(d), Some(name)) => d.join(name),
+        _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),
+    }
 }
 
 fn walk(

@@ -73,16 +73,54 @@ impl RuleSource {
             if p.is_dir() {
                 out.push((p.clone(), notify::RecursiveMode::Recursive));
             } else {
-                let parent = match p.parent() {
-                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-                    _ => PathBuf::from("."),
-                };
-                out.push((parent, notify::RecursiveMode::NonRecursive));
+                out.push((folder_of(p), notify::RecursiveMode::NonRecursive));
             }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out.dedup_by(|a, b| a.0 == b.0);
         out
+    }
+
+    /// The rule files named one by one (not through a folder), made absolute.
+    fn named_files(&self) -> Vec<PathBuf> {
+        let RuleSource::Paths(paths) = self else {
+            return Vec::new();
+        };
+        paths
+            .iter()
+            .filter(|p| !p.is_dir())
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+            .collect()
+    }
+}
+
+/// The folder a file is in (`.` for a bare name).
+fn folder_of(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Which changes a reload follows: a rule file in a rule folder, a rule file named one by
+/// one, an `expect` file, a rule folder itself (deleted and made anew). Not a `*.toml`
+/// beside a rule folder (the agent's own config, say), which the folder's parent's watch sees.
+struct Relevant {
+    /// Rule folders, searched recursively.
+    folders: Vec<PathBuf>,
+    /// Every watched target folder (the rule folders, the folders of files named one by one).
+    targets: Vec<PathBuf>,
+    /// Rule files named one by one.
+    files: Vec<PathBuf>,
+}
+
+impl Relevant {
+    fn concerns(&self, p: &Path) -> bool {
+        self.targets.iter().any(|t| t == p)
+            || self.files.iter().any(|f| f == p)
+            || (crate::rulefiles::is_rule_file_name(p)
+                && self.folders.iter().any(|d| p.starts_with(d)))
+            || crate::rulefiles::is_expect_file(p)
     }
 }
 
@@ -104,6 +142,8 @@ pub struct RuleWatcher {
     targets: Vec<(PathBuf, notify::RecursiveMode)>,
     /// A folder that could not be watched the last time (said once until it can be again).
     missing: Vec<PathBuf>,
+    /// Folders of `expect` files outside the rule folders, watched on their own.
+    expect_folders: Vec<PathBuf>,
 }
 
 impl RuleWatcher {
@@ -121,14 +161,20 @@ impl RuleWatcher {
         if targets.is_empty() {
             return Ok(None);
         }
-        let folders: Vec<PathBuf> = targets.iter().map(|(p, _)| p.clone()).collect();
+        let relevant = Relevant {
+            folders: targets
+                .iter()
+                .filter(|(_, m)| *m == notify::RecursiveMode::Recursive)
+                .map(|(p, _)| p.clone())
+                .collect(),
+            targets: targets.iter().map(|(p, _)| p.clone()).collect(),
+            files: source.named_files(),
+        };
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             match res {
                 Ok(ev)
                     if !matches!(ev.kind, notify::EventKind::Access(_))
-                        && ev.paths.iter().any(|p| {
-                            crate::rulefiles::is_rule_material(p) || folders.contains(p)
-                        }) =>
+                        && ev.paths.iter().any(|p| relevant.concerns(p)) =>
                 {
                     // Full: a reload is already pending, which will read this change too.
                     let _ = tx.try_send(Trigger::Files);
@@ -141,6 +187,7 @@ impl RuleWatcher {
             watcher,
             targets,
             missing: Vec::new(),
+            expect_folders: Vec::new(),
         };
         for (p, _) in &w.targets {
             if !p.is_dir() {
@@ -188,6 +235,31 @@ impl RuleWatcher {
                 Err(_) => {}
             }
         }
+        // `expect` files outside the rule folders (`file = "../hosts.txt"`): their folders,
+        // as the rules last read them.
+        let mut wanted: Vec<PathBuf> = crate::rulefiles::expect_files()
+            .iter()
+            .map(|f| folder_of(f))
+            .filter(|d| {
+                !self.targets.iter().any(|(t, m)| {
+                    d == t || (*m == notify::RecursiveMode::Recursive && d.starts_with(t))
+                })
+            })
+            .collect();
+        wanted.sort();
+        wanted.dedup();
+        for d in &self.expect_folders {
+            if !wanted.contains(d) {
+                let _ = self.watcher.unwatch(d);
+            }
+        }
+        for d in &wanted {
+            let _ = self.watcher.unwatch(d);
+            if let Err(e) = self.watcher.watch(d, notify::RecursiveMode::NonRecursive) {
+                tracing::warn!(path = %d.display(), error = %e, "cannot watch the folder of an expect file; a change to it will need a SIGHUP");
+            }
+        }
+        self.expect_folders = wanted;
     }
 }
 
@@ -251,23 +323,28 @@ impl Reloader {
             Ok(Compiled { rules: Some(r), .. }) => r,
             Ok(c) => {
                 bump(&self.counters.reloads_failed, 1);
-                tracing::error!("the rules have errors (above); the old rules keep running");
-                refused(
-                    c.diagnostics
-                        .iter()
-                        .filter(|d| d.severity == Level::Error)
-                        .take(MAX_RELOAD_ERRORS)
-                        .map(|d| {
-                            format!(
-                                "{}:{}:{}: {}",
-                                d.path.display(),
-                                d.line,
-                                d.column,
-                                d.message
-                            )
-                        })
-                        .collect(),
+                let errors: Vec<String> = c
+                    .diagnostics
+                    .iter()
+                    .filter(|d| d.severity == Level::Error)
+                    .map(|d| {
+                        format!(
+                            "{}:{}:{}: {}",
+                            d.path.display(),
+                            d.line,
+                            d.column,
+                            d.message
+                        )
+                    })
+                    .collect();
+                // The first one in the line itself: a log reader (journalctl -p err) sees
+                // where to look without the rendered block above it.
+                tracing::error!(
+                    errors = errors.len(),
+                    first = errors.first().map_or("", String::as_str),
+                    "the rules have errors (all above); the old rules keep running"
                 );
+                refused(errors.into_iter().take(MAX_RELOAD_ERRORS).collect());
                 return;
             }
             Err(e) => {
