@@ -19,6 +19,7 @@ pub mod reload;
 pub mod route;
 pub mod shard;
 pub mod sink;
+pub mod watchdog;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -407,6 +408,7 @@ fn start(
                 _ = term.recv() => tracing::info!("SIGTERM: draining and stopping"),
                 _ = int.recv() => tracing::info!("SIGINT: draining and stopping"),
             }
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
             let _ = shutdown_tx.send(true);
             let deadline = Instant::now() + StdDuration::from_secs(4);
             while drained.load(Ordering::SeqCst) < n && Instant::now() < deadline {
@@ -426,6 +428,13 @@ fn start(
             tracing::info!("stopped");
             System::current().stop_with_code(0);
         });
+        if let Some(period) = sd_notify::watchdog_enabled() {
+            let stages = watchdog::Stages {
+                ingest: handles.clone(),
+                shards: shards.clone(),
+            };
+            actix::spawn(watchdog::run(period, stages, shutdown_rx.clone()));
+        }
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
         tracing::info!(
             udp = ?cfg.syslog.udp, tcp = ?cfg.syslog.tcp, api = %cfg.api.listen, shards = n,

@@ -310,6 +310,16 @@ impl Reloader {
 
     async fn reload(&mut self, why: Trigger) {
         tracing::info!(trigger = ?why, "reloading rules");
+        // systemd (`Type=notify-reload` wants the clock with it): reloading, then ready again
+        // whatever the outcome (a refused reload keeps the old rules running).
+        let mut reloading = vec![sd_notify::NotifyState::Reloading];
+        reloading.extend(sd_notify::NotifyState::monotonic_usec_now().ok());
+        let _ = sd_notify::notify(&reloading);
+        self.reload_rules().await;
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    }
+
+    async fn reload_rules(&mut self) {
         if let Some(w) = self.watcher.as_mut() {
             w.rearm();
         }

@@ -272,6 +272,12 @@ impl StreamHandler<Batch> for Shard {
         self.stats.events += batch.len() as u64;
         #[cfg(debug_assertions)]
         let inject = fault_injected(&batch);
+        // Debug builds only (tests): an event with this app stalls the shard for 2 s, as a
+        // stuck engine would (the watchdog must stop pinging).
+        #[cfg(debug_assertions)]
+        if batch_has_app(&batch, "CEPHEUS_FAULT_STALL_APP") {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
         self.guarded("events", |e, out| {
             #[cfg(debug_assertions)]
             if inject {
@@ -297,7 +303,14 @@ impl StreamHandler<Batch> for Shard {
 /// `CEPHEUS_FAULT_PANIC_APP` makes the engine panic, to test that a shard survives one.
 #[cfg(debug_assertions)]
 fn fault_injected(batch: &Batch) -> bool {
-    let Ok(app) = std::env::var("CEPHEUS_FAULT_PANIC_APP") else {
+    batch_has_app(batch, "CEPHEUS_FAULT_PANIC_APP")
+}
+
+/// Debug builds only (tests): whether a batch holds an event whose `app` is the value of the
+/// environment variable `var`.
+#[cfg(debug_assertions)]
+fn batch_has_app(batch: &Batch, var: &str) -> bool {
+    let Ok(app) = std::env::var(var) else {
         return false;
     };
     batch.iter().any(|ev| {
@@ -340,6 +353,21 @@ impl Handler<ForgetGroup> for Shard {
             forgotten,
             group_by,
         })
+    }
+}
+
+/// The watchdog's probe: the shard answers once the alert sink it feeds answered too, so a
+/// shard stuck in its engine, or a sink stuck in a write, keeps the probe from coming back.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct Probe;
+
+impl Handler<Probe> for Shard {
+    type Result = ResponseFuture<bool>;
+
+    fn handle(&mut self, _: Probe, _: &mut Self::Context) -> Self::Result {
+        let sink = self.sink.clone();
+        Box::pin(async move { sink.send(super::sink::Probe).await.is_ok() })
     }
 }
 

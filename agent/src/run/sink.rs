@@ -147,6 +147,17 @@ impl Handler<Alerts> for AlertSink {
     }
 }
 
+/// The watchdog's probe (see `watchdog.rs`): answered when the sink's mailbox is served.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Probe;
+
+impl Handler<Probe> for AlertSink {
+    type Result = ();
+
+    fn handle(&mut self, _: Probe, _: &mut Self::Context) {}
+}
+
 impl Handler<Flush> for AlertSink {
     type Result = ();
 
