@@ -1062,6 +1062,51 @@ fn systemd_hears_ready_watchdog_reloading_and_stopping() {
     wait_for("STOPPING=1");
 }
 
+/// Datagrams the kernel dropped (a receive buffer overflowed) are said in the log, not only
+/// counted in /stats.
+#[test]
+fn udp_kernel_drops_are_said_in_the_log() {
+    let dir = scratch("udp-drops");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let agent = Agent::start_with(
+        &dir,
+        "udp_receive_buffer = 4096\n",
+        "[engine]\nshards = 1\n",
+    );
+    let line = b"<38>1 2026-11-30T10:00:00Z srv sshd 1 - - Failed password for root from 198.51.100.9 port 40000 ssh2 and some more text to fill the buffer faster";
+    let senders: Vec<_> = (0..2)
+        .map(|_| {
+            let port = agent.port;
+            std::thread::spawn(move || {
+                let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+                for _ in 0..20_000 {
+                    let _ = udp.send_to(line, ("127.0.0.1", port));
+                }
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let drops = agent.stats()["udp_kernel_drops"].as_u64().unwrap_or(0);
+    if drops == 0 {
+        eprintln!("no kernel drops induced on this machine: nothing to check");
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !agent
+        .stderr()
+        .contains("the kernel dropped syslog datagrams")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{drops} drops, not said: {}",
+            agent.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A rule folder deleted and made anew (`git checkout`, `rm -rf rules; cp -r new rules`) is
 /// watched again: a later edit still reloads the rules.
 #[test]

@@ -537,6 +537,18 @@ impl Config {
         out
     }
 
+    /// What is valid but likely not meant (said by `config check` and in `run`'s log).
+    pub fn warnings(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        if !self.output.stdout {
+            out.push(Problem::new(
+                "output.stdout",
+                "false: alert changes are written nowhere (stdout is the only alert output so far); they are still counted in /stats",
+            ));
+        }
+        out
+    }
+
     /// What `run` finds at start-up beyond the values: missing files and folders, an
     /// unreadable token (the rules themselves are checked by their own command).
     pub fn environment_problems(&self) -> Vec<Problem> {
@@ -660,11 +672,17 @@ fn status_allows_low_ports(status: &str) -> bool {
 
 /// Whether `run` can create the store folder (it does at start-up; nothing is written in it
 /// yet). Checked by doing it: the folders this creates are removed again.
-fn store_usable(path: &Path) -> Result<(), String> {
+pub(crate) fn store_usable(path: &Path) -> Result<(), String> {
     let shown = path.display();
     match std::fs::metadata(path) {
         Ok(m) if !m.is_dir() => return Err(format!("{shown} exists and is not a folder")),
-        Ok(_) => {}
+        Ok(_) => {
+            // Written in by doing it: a folder another user owns is found now, not when the
+            // store first writes.
+            let probe = path.join(format!(".cepheus-write-test-{}", std::process::id()));
+            std::fs::File::create(&probe).map_err(|e| format!("cannot write in {shown}: {e}"))?;
+            let _ = std::fs::remove_file(&probe);
+        }
         Err(_) => {
             // The folders to create, deepest first, so they can be removed again.
             let mut missing = Vec::new();
@@ -860,6 +878,15 @@ mod tests {
         assert_eq!(store_usable(&base), Ok(()));
         assert_eq!(std::fs::read_dir(&base).unwrap().count(), 1);
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn alerts_written_nowhere_are_a_warning() {
+        let cfg = Config::parse(Path::new("x"), "[output]\nstdout = false\n").unwrap();
+        let w = cfg.warnings();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].key, "output.stdout");
+        assert!(Config::default().warnings().is_empty());
     }
 
     #[test]

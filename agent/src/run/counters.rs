@@ -197,6 +197,39 @@ pub fn bump(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
+/// How often the kernel's drop counts of the UDP sockets are read.
+const UDP_DROPS_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Says in the log, at most once a minute, that the kernel dropped datagrams on the syslog UDP
+/// sockets (their receive buffers overflowed: the agent never saw those messages), with how
+/// many since the last line and what to do. Only `/stats` counted them before.
+pub async fn watch_udp_kernel_drops(
+    addrs: Vec<std::net::SocketAddr>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let Some(mut said) = super::api::kernel_udp_drops(&addrs) else {
+        return;
+    };
+    let limit = LogLimit::new(60_000);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(UDP_DROPS_EVERY) => {}
+            _ = shutdown.changed() => return,
+        }
+        let Some(total) = super::api::kernel_udp_drops(&addrs) else {
+            return;
+        };
+        if total > said && limit.allow().is_some() {
+            tracing::warn!(
+                dropped = total - said,
+                total,
+                "the kernel dropped syslog datagrams: the UDP receive buffers overflowed (raise syslog.udp_receive_buffer and net.core.rmem_max, add shards, or send over TCP, which pushes back)"
+            );
+            said = total;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,6 +89,9 @@ fn config_check(file: &std::path::Path) -> ExitCode {
     for p in &problems {
         eprintln!("error: {}: `{}`: {}", file.display(), p.key, p.message);
     }
+    for w in cfg.warnings() {
+        eprintln!("warning: {}: `{}`: {}", file.display(), w.key, w.message);
+    }
     // The rules, as `run` loads them (their diagnostics go to stderr), unless their paths
     // are already known to be missing.
     let mut rules_ok = true;
@@ -146,15 +149,29 @@ pub fn run(args: RunArgs) -> ExitCode {
         },
         None => Config::default(),
     };
+    for w in cfg.warnings() {
+        tracing::warn!(key = w.key, "{}", w.message);
+    }
+    if running_as_root() {
+        tracing::warn!(
+            "running as root: the service should run as an unprivileged user with only CAP_NET_BIND_SERVICE (syslog on port 514) and CAP_NET_RAW (live capture); see systemd/README.md"
+        );
+    }
     let source = RuleSource::from_paths(&cfg.rules.paths);
+    // (Named rule paths are the config's; the default `rules/` folder is nobody's key.)
+    let key = if cfg.rules.paths.is_empty() {
+        ""
+    } else {
+        "rules.paths: "
+    };
     let rules = match source.load() {
         Ok(Some(r)) => r,
         Ok(None) => {
-            eprintln!("error: the rules have errors; not starting");
+            eprintln!("error: {key}the rules have errors; not starting");
             return ExitCode::from(1);
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {key}{e:#}");
             return ExitCode::from(1);
         }
     };
@@ -165,6 +182,16 @@ pub fn run(args: RunArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether the process runs with root's user id (read from /proc: no libc call for it).
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    })
 }
 
 /// Why a syslog listener could not bind, with what to do about it: a port another daemon
@@ -223,6 +250,7 @@ fn start(
     source: RuleSource,
     rules: cepheus_core::rules::ir::RuleSet,
 ) -> anyhow::Result<u8> {
+    config::store_usable(cfg.store.path()).map_err(|why| anyhow::anyhow!("store.path: {why}"))?;
     std::fs::create_dir_all(cfg.store.path())
         .with_context(|| format!("store.path: cannot create {}", cfg.store.path().display()))?;
     let udp: Vec<_> = cfg
@@ -428,6 +456,10 @@ fn start(
             tracing::info!("stopped");
             System::current().stop_with_code(0);
         });
+        actix::spawn(counters::watch_udp_kernel_drops(
+            udp_addrs.clone(),
+            shutdown_rx.clone(),
+        ));
         if let Some(period) = sd_notify::watchdog_enabled() {
             let stages = watchdog::Stages {
                 ingest: handles.clone(),
