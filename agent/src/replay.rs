@@ -174,7 +174,7 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: the rules have errors; nothing was replayed");
         return Ok(ExitCode::from(1));
     };
-    let until = args.until.as_deref().map(parse_until).transpose()?;
+    let until = (args.until.as_deref().map(parse_until).transpose()).context("--until")?;
     let cfg = EngineConfig {
         share: !args.no_share,
         ..EngineConfig::default()
@@ -337,17 +337,18 @@ pub enum Until {
     After(Duration),
 }
 
-/// Parses `--until`.
+/// Parses `--until` (and a rule test's `until`); the error says what was given and what is
+/// expected, the caller names where it was written.
 pub fn parse_until(s: &str) -> anyhow::Result<Until> {
     if let Some(d) = s.strip_prefix('+') {
         return Duration::parse(d)
             .map(Until::After)
-            .map_err(|e| anyhow::anyhow!("--until {s}: {e}"));
+            .map_err(|e| anyhow::anyhow!("`{s}`: {e}"));
     }
     match Timestamp::parse_rfc3339(s) {
         Some(t) => Ok(Until::At(t)),
         None => bail!(
-            "--until {s}: expected an RFC 3339 time such as 2026-11-30T12:00:00Z, or +DURATION such as +10m"
+            "`{s}`: expected an RFC 3339 time such as 2026-11-30T12:00:00Z, or +DURATION such as +10m"
         ),
     }
 }

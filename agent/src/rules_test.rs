@@ -41,7 +41,8 @@ use crate::replay::{self, Merger, Summary};
 /// Arguments of `cepheus rules test`.
 #[derive(clap::Args, Debug)]
 pub struct TestArgs {
-    /// Test files (`*.test.toml`) or folders searched for them.
+    /// Test files (`*.test.toml`), folders searched for them, or rule files (their
+    /// `NAME.test.toml` beside them).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
 }
@@ -113,24 +114,35 @@ pub fn run(args: TestArgs) -> ExitCode {
         }
     };
     let color = std::io::stdout().is_terminal();
-    let (mut passed, mut failed) = (0usize, 0usize);
+    let (mut passed, mut failed, mut broken) = (0usize, 0usize, 0usize);
     for f in &files {
+        // A file or test that cannot be run (unreadable, not a test file, its rules with
+        // errors, a bad `until`) is said, and the others still run: one typo hides no other
+        // result.
         match run_file(f, color) {
-            Ok((p, fl)) => {
+            Ok((p, fl, b)) => {
                 passed += p;
                 failed += fl;
+                broken += b;
             }
             Err(e) => {
+                broken += 1;
+                println!("  {} {e:#}", paint("ERROR", "31", color));
                 eprintln!("error: {}: {e:#}", f.display());
-                return ExitCode::from(2);
             }
         }
     }
+    let not_run = match broken {
+        0 => String::new(),
+        n => format!(", {n} could not be run"),
+    };
     println!(
-        "{} test file(s): {passed} passed, {failed} failed",
+        "{} test file(s): {passed} passed, {failed} failed{not_run}",
         files.len()
     );
-    if failed > 0 {
+    if broken > 0 {
+        ExitCode::from(2)
+    } else if failed > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -169,7 +181,9 @@ pub fn is_test_file(p: &Path) -> bool {
         .is_some_and(|n| n.ends_with(".test.toml"))
 }
 
-fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize)> {
+/// Runs one test file: (passed, failed, tests that could not be run).
+fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
+    println!("{}", path.display());
     let text = crate::rulefiles::read_text(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let file: TestFile = toml::from_str(&text)
@@ -193,10 +207,17 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize)> {
         None => Zone::default(),
     };
     let parser = SyslogParser::new(zone, Year::Fixed(file.year.unwrap_or(2024)));
-    println!("{}", path.display());
-    let (mut passed, mut failed) = (0, 0);
+    let (mut passed, mut failed, mut broken) = (0, 0, 0);
     for t in &file.tests {
-        let problems = run_case(&rules, parser, t, path)?;
+        let problems = match run_case(&rules, parser, t, path) {
+            Ok(p) => p,
+            Err(e) => {
+                broken += 1;
+                println!("  {} {}: {e:#}", paint("ERROR", "31", color), t.name);
+                eprintln!("error: {}: test `{}`: {e:#}", path.display(), t.name);
+                continue;
+            }
+        };
         if problems.is_empty() {
             passed += 1;
             println!("  {} {}", paint("ok", "32", color), t.name);
@@ -208,7 +229,7 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize)> {
             }
         }
     }
-    Ok((passed, failed))
+    Ok((passed, failed, broken))
 }
 
 fn paint(s: &str, code: &str, color: bool) -> String {
@@ -225,7 +246,7 @@ fn run_case(
     t: &TestCase,
     file: &Path,
 ) -> anyhow::Result<Vec<String>> {
-    let until = t.until.as_deref().map(replay::parse_until).transpose()?;
+    let until = (t.until.as_deref().map(replay::parse_until).transpose()).context("`until`")?;
     let mut engine = Engine::new(rules, EngineConfig::default()).context("building the engine")?;
     let source = replay::text_source(
         // Refused lines are said as `FILE: test NAME, input:LINE: why`.

@@ -247,6 +247,36 @@ fn shipped_rules_pass_their_unit_tests() {
     assert!(stdout.contains(" 0 failed"), "{stdout}");
 }
 
+/// A test file that cannot be run (a bad `until`, TOML that is no test file) is said, and
+/// every other test still runs: the summary counts it and the exit code is 2.
+#[test]
+fn a_broken_test_file_does_not_stop_the_others() {
+    let dir = std::env::temp_dir().join(format!("cepheus-ruletest-broken-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["heartbeat.toml", "heartbeat.test.toml", "hosts.txt"] {
+        std::fs::copy(manifest().join("../rules").join(f), dir.join(f)).unwrap();
+    }
+    let bad_until = "[[test]]\nname = \"late\"\ninput = \"\"\nuntil = \"tomorrow\"\n";
+    std::fs::write(dir.join("a.test.toml"), bad_until).unwrap();
+    std::fs::copy(dir.join("heartbeat.toml"), dir.join("a.toml")).unwrap();
+    std::fs::write(dir.join("b.test.toml"), "[[tests]]\n").unwrap();
+    let (code, stdout) = rules_test(&dir);
+    assert_eq!(code, Some(2), "{stdout}");
+    assert!(
+        stdout.contains("ERROR late: `until`: `tomorrow`"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("b.test.toml is not a valid test file"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("3 test file(s): 2 passed, 0 failed, 2 could not be run"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn a_failing_rule_test_reports_the_difference_and_exits_1() {
     let dir = std::env::temp_dir().join(format!("cepheus-ruletest-{}", std::process::id()));
