@@ -89,10 +89,23 @@ impl InputArgs {
         let mut sources = Vec::new();
         let mut captures = Vec::new();
         for p in &self.inputs {
-            if is_capture(p).with_context(|| format!("cannot read {}", p.display()))? {
-                captures.push(p.clone());
-            } else {
-                sources.push(text_file_source(p, parser, dedup.clone())?);
+            match input_kind(p).with_context(|| format!("cannot read {}", p.display()))? {
+                InputKind::Capture => captures.push(p.clone()),
+                InputKind::Text => sources.push(text_file_source(p, parser, dedup.clone())?),
+                // Read as text it is all "not syslog" and no alert: refused, with the way round.
+                InputKind::Compressed(kind) => {
+                    let tool = match kind {
+                        "gzip" => "zcat",
+                        "bzip2" => "bzcat",
+                        "xz" => "xzcat",
+                        _ => "zstdcat",
+                    };
+                    bail!(
+                        "{} is {kind}-compressed: decompress it first, or pipe it in as `-` (`{tool} {} | cepheus ... -`)",
+                        p.display(),
+                        p.display()
+                    );
+                }
             }
         }
         if !captures.is_empty() {
@@ -368,25 +381,58 @@ pub type Source = Box<dyn Iterator<Item = Result<Event, Dropped>>>;
 /// Messages a duplicate filter remembers (as the live agent's default `dedup_capacity`).
 const DEDUP_CAPACITY: usize = 65_536;
 
-/// Whether an input is a pcap or pcapng capture, by its magic number. Standard input is
-/// peeked at in its own buffer, so what is read is still there for whichever reader follows
-/// (a capture written at once by `tcpdump -w -` is told; a first chunk under 4 bytes is text).
-fn is_capture(path: &Path) -> io::Result<bool> {
-    let mut magic = [0u8; 4];
+/// What an input holds, told by its first bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum InputKind {
+    /// Syslog or JSON-lines text.
+    Text,
+    /// A pcap or pcapng capture.
+    Capture,
+    /// A compressed file (a rotated log), by its format's name.
+    Compressed(&'static str),
+}
+
+/// What an input is, by its magic number. Standard input is peeked at in its own buffer, so
+/// what is read is still there for whichever reader follows (a capture written at once by
+/// `tcpdump -w -` is told; a first chunk too short to tell is text).
+fn input_kind(path: &Path) -> io::Result<InputKind> {
+    let mut magic = [0u8; 6];
     let n = if path == Path::new("-") {
         let mut stdin = io::stdin().lock();
         let head = stdin.fill_buf()?;
-        let n = head.len().min(4);
+        let n = head.len().min(magic.len());
         magic[..n].copy_from_slice(&head[..n]);
         n
     } else {
-        File::open(path)?.read(&mut magic)?
+        let mut f = File::open(path)?;
+        let mut n = 0;
+        while n < magic.len() {
+            match f.read(&mut magic[n..])? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        n
     };
-    Ok(n == 4
+    let m = &magic[..n];
+    let capture = m.len() >= 4
         && matches!(
-            u32::from_le_bytes(magic),
+            u32::from_le_bytes([m[0], m[1], m[2], m[3]]),
             0xa1b2_c3d4 | 0xd4c3_b2a1 | 0xa1b2_3c4d | 0x4d3c_b2a1 | 0x0a0d_0d0a
-        ))
+        );
+    Ok(if capture {
+        InputKind::Capture
+    } else if m.starts_with(&[0x1f, 0x8b]) {
+        InputKind::Compressed("gzip")
+    } else if m.starts_with(b"BZh") {
+        InputKind::Compressed("bzip2")
+    } else if m.starts_with(&[0xfd, b'7', b'z', b'X', b'Z', 0]) {
+        InputKind::Compressed("xz")
+    } else if m.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        InputKind::Compressed("zstd")
+    } else {
+        InputKind::Text
+    })
 }
 
 /// The captures' flow items; at their end, what was not read whole is said on stderr (a

@@ -628,6 +628,26 @@ fn with_stdin(args: &[&str], stdin: &[u8]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// A compressed log (a rotated `auth.log.2.gz`) is refused with the way round, not read as
+/// lines that are all "not syslog" and give no alert.
+#[test]
+fn a_compressed_log_is_refused_with_the_way_round() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let gz = dir.join("auth.log.2.gz");
+    // A gzip member header and a few bytes: enough to be told by its magic number.
+    std::fs::write(&gz, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3]).unwrap();
+    for cmd in ["replay", "events"] {
+        let out = cepheus().arg(cmd).arg(&gz).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("auth.log.2.gz is gzip-compressed"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("zcat"), "{stderr}");
+    }
+}
+
 /// A capture piped in (`tcpdump -w - | cepheus replay -`) is read as a capture, as the same
 /// file named on the command line, and syslog text piped in is still text.
 #[test]
