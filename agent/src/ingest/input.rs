@@ -97,9 +97,13 @@ pub struct Inputs {
     /// The time of the last event: lines without a stamp take it.
     last_time: Timestamp,
     /// What year-less RFC 3164 stamps resolve their year against: the reference, then the
-    /// last such stamp (so a file crossing New Year follows on, and a line with a year of
-    /// its own, a device's wrong clock, moves nothing).
+    /// latest such stamp (so a file crossing New Year follows on, and neither a line with a
+    /// year of its own nor one that resolved into an earlier year, a device's wrong clock or
+    /// a 29 February that had to go back to the last leap year, moves it back).
     year_ref: Timestamp,
+    /// Whether a year-less stamp has set `year_ref` yet (the first may move it back from
+    /// the reference: a November file replayed in January).
+    year_ref_set: bool,
     max_line: usize,
     counters: Counters,
     dedup: Option<SharedDedup>,
@@ -151,6 +155,7 @@ impl Inputs {
             parser,
             last_time: no_stamp_time(parser),
             year_ref: reference,
+            year_ref_set: false,
             max_line: MAX_LINE,
             counters: Counters::default(),
             buf: Vec::new(),
@@ -199,7 +204,13 @@ impl Inputs {
         let (mut event, stamp) = self.parser.parse_stamped(line, self.year_ref, None)?;
         match stamp {
             Stamp::None => event.time = self.last_time,
-            Stamp::YearLess => self.year_ref = event.time,
+            Stamp::YearLess if self.year_ref_set => {
+                self.year_ref = self.year_ref.max(event.time);
+            }
+            Stamp::YearLess => {
+                self.year_ref = event.time;
+                self.year_ref_set = true;
+            }
             Stamp::Full => {}
         }
         // Replay: no recorded arrival, so the event's own time is its arrival.
@@ -391,6 +402,38 @@ mod tests {
 
     fn reader(text: &[u8]) -> Box<dyn BufRead + Send> {
         Box::new(Cursor::new(text.to_vec()))
+    }
+
+    /// A 29 February in a year without one is kept (the leap year before, with or without
+    /// `--year`), and it does not drag the lines after it back into that year.
+    #[test]
+    fn a_29_february_keeps_its_line_and_moves_no_other() {
+        let text = b"Feb 28 10:00:00 h sshd[1]: a\nFeb 29 10:00:00 h sshd[1]: b\nMar  1 10:00:00 h sshd[1]: c\n";
+        let times = |year: Year| -> Vec<String> {
+            Inputs::from_readers(
+                vec![("f".into(), reader(text))],
+                SyslogParser::new(Default::default(), year),
+                Timestamp::parse_rfc3339("2026-06-01T00:00:00Z").unwrap(),
+            )
+            .map(|i| i.unwrap().event.unwrap().time.to_rfc3339())
+            .collect()
+        };
+        assert_eq!(
+            times(Year::Resolve),
+            [
+                "2026-02-28T10:00:00Z",
+                "2024-02-29T10:00:00Z",
+                "2026-03-01T10:00:00Z"
+            ]
+        );
+        assert_eq!(
+            times(Year::Fixed(2023)),
+            [
+                "2023-02-28T10:00:00Z",
+                "2020-02-29T10:00:00Z",
+                "2023-03-01T10:00:00Z"
+            ]
+        );
     }
 
     #[test]

@@ -603,7 +603,12 @@ fn resolve_year(
     (month, day, hour, minute, second): IncompleteDate,
 ) -> i32 {
     match year {
-        Year::Fixed(y) => y,
+        // A 29 February in a year without one (a log of 2024 replayed with `--year 2023`)
+        // goes to the leap year before, as a resolved one does: the line is kept.
+        Year::Fixed(y) => (y - 4..=y)
+            .rev()
+            .find(|&cand| NaiveDate::from_ymd_opt(cand, month, day).is_some())
+            .unwrap_or(y),
         Year::Resolve => {
             let now = zone.wall_clock(arrival_utc);
             let limit = now + chrono::Duration::days(FUTURE_SLACK_DAYS);
