@@ -213,7 +213,7 @@ impl Stream {
             match f {
                 Frame::Msg(m) => to.message(c, m),
                 Frame::Oversized => c.oversized += 1,
-                Frame::Fatal => {
+                Frame::Fatal(_) => {
                     c.unframeable += 1;
                     self.dead = true;
                     self.buf.clear();
@@ -484,7 +484,7 @@ impl TcpSyslog {
         match s.framer.finish(&mut s.buf) {
             Some(Frame::Msg(m)) => to.message(c, m),
             Some(Frame::Oversized) => c.oversized += 1,
-            Some(Frame::Fatal) => c.unframeable += 1,
+            Some(Frame::Fatal(_)) => c.unframeable += 1,
             None => {}
         }
     }

@@ -129,9 +129,11 @@ fn parse_offset(body: &str, negative: bool) -> Option<FixedOffset> {
 
 impl Zone {
     /// The UTC instant of a wall-clock time in this zone: the earliest of an ambiguous pair;
-    /// in a daylight-saving gap, the offset in force at that reading taken as UTC (normally
-    /// the one after the change). `None` outside the years [`Timestamp`] can hold (no chrono
-    /// arithmetic near its own limits, where it would panic).
+    /// in a daylight-saving gap (02:30 on the night clocks go from 02:00 to 03:00), the
+    /// offset in force before the change, so the reading moves forward by the gap (to 03:30),
+    /// as a clock that had not changed yet would mean it, and never before the lines logged
+    /// just ahead of it. `None` outside the years [`Timestamp`] can hold (no chrono arithmetic
+    /// near its own limits, where it would panic).
     fn to_utc(self, naive: NaiveDateTime) -> Option<NaiveDateTime> {
         if !(1678..=2261).contains(&naive.year()) {
             return None;
@@ -140,7 +142,16 @@ impl Zone {
             Zone::Fixed(o) => o,
             Zone::Iana(tz) => match tz.from_local_datetime(&naive).earliest() {
                 Some(t) => return Some(t.naive_utc()),
-                None => tz.offset_from_utc_datetime(&naive).fix(),
+                None => {
+                    // The last valid reading before the gap (gaps are at most a few hours).
+                    let before = (1..=16)
+                        .map(|k| naive - chrono::Duration::minutes(15 * k))
+                        .find_map(|t| tz.from_local_datetime(&t).latest());
+                    match before {
+                        Some(t) => t.offset().fix(),
+                        None => tz.offset_from_utc_datetime(&naive).fix(),
+                    }
+                }
             },
         };
         naive.checked_sub_signed(chrono::Duration::seconds(i64::from(
@@ -992,5 +1003,16 @@ mod tests {
         assert_eq!(summer.time, at("2026-07-01T10:00:00Z"));
         let winter = p.parse(b"Jan  1 12:00:00 h a: x", t, None).unwrap();
         assert_eq!(winter.time, at("2026-01-01T11:00:00Z"));
+        // In the spring gap (02:00 CET -> 03:00 CEST on 29 March 2026) a reading moves
+        // forward by the gap: 02:30 is 03:30 CEST, after 01:59:59 CET, not before it.
+        let before = p.parse(b"Mar 29 01:59:59 h a: x", t, None).unwrap();
+        assert_eq!(before.time, at("2026-03-29T00:59:59Z"));
+        let gap = p.parse(b"Mar 29 02:30:00 h a: x", t, None).unwrap();
+        assert_eq!(gap.time, at("2026-03-29T01:30:00Z"));
+        let after = p.parse(b"Mar 29 03:30:00 h a: x", t, None).unwrap();
+        assert_eq!(after.time, at("2026-03-29T01:30:00Z"));
+        // In the autumn overlap (03:00 CEST -> 02:00 CET on 25 October) the earlier of the two.
+        let twice = p.parse(b"Oct 25 02:30:00 h a: x", t, None).unwrap();
+        assert_eq!(twice.time, at("2026-10-25T00:30:00Z"));
     }
 }

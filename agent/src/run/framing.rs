@@ -8,16 +8,20 @@
 //! (except `1 `: no syslog message is one byte long, and `1 ` starts an RFC 5424 line sent
 //! without PRI); anything else is delimiter-framed. A frame longer than the maximum message size is
 //! skipped: a delimited frame up to its next delimiter, an octet-counted frame by its
-//! declared length — unless that length is absurd (more than 16 times the maximum), which
-//! means the stream is not syslog: [`Frame::Fatal`] tells the caller to close the connection.
+//! declared length.
 //!
-//! Octet-counted senders never send a delimiter, so one broken frame among theirs (a length
-//! of 11 digits, a stray partial line) would make the rest of the connection one endless
-//! delimited frame. The framer finds its way back (*resyncs*) to the first octet-counted
-//! frame whose message begins with `<` and is followed by another frame or the end of what
-//! was received: when the broken frame outgrows the maximum, when it starts with a length
-//! too long to be one, while an oversized frame is skipped, and at the end of the stream.
-//! What came before is one frame (malformed, or oversized).
+//! Some streams cannot be framed any more, and [`Frame::Fatal`] tells the caller to close the
+//! connection (a syslog sender reconnects and goes on), rather than read the rest of it as
+//! one endless line, which would lose everything it sends until the idle timeout:
+//! - a length that is absurd: more than 16 times the maximum, or more than 10 digits (then
+//!   known once the frame has gone past the maximum with no line end: a line may start
+//!   with such a number);
+//! - on a connection that has sent octet-counted frames (whose senders never send a
+//!   delimiter), a delimited frame longer than the maximum: the counting was lost;
+//! - more than 16 times the maximum skipped while looking for a delimiter.
+//!
+//! The framer never looks for frames inside a message: text a message carries (`... 5 <0>x`)
+//! is never taken for a frame of its own.
 
 use bytes::{Buf, BytesMut};
 
@@ -28,8 +32,8 @@ pub enum Frame {
     Msg(BytesMut),
     /// A message longer than the maximum was skipped.
     Oversized,
-    /// The stream cannot be framed any more; close the connection.
-    Fatal,
+    /// The stream cannot be framed any more (why); close the connection.
+    Fatal(&'static str),
 }
 
 /// The framing state of one connection.
@@ -40,9 +44,10 @@ pub struct Framer {
     skip: usize,
     /// Discarding an oversized delimited frame up to its delimiter.
     skip_to_delim: bool,
-    /// While discarding: where in the buffer to look on for a frame to resync to (before it,
-    /// every place was ruled out).
-    resync_from: usize,
+    /// Bytes discarded so far while looking for that delimiter.
+    skipped: usize,
+    /// The connection has sent an octet-counted frame.
+    counted: bool,
 }
 
 impl Framer {
@@ -52,8 +57,15 @@ impl Framer {
             max,
             skip: 0,
             skip_to_delim: false,
-            resync_from: 0,
+            skipped: 0,
+            counted: false,
         }
+    }
+
+    /// The most a frame may declare, or a delimiter search discard, before the stream is
+    /// taken for unframeable.
+    fn absurd(&self) -> usize {
+        self.max.saturating_mul(16)
     }
 
     /// Takes the next frame out of `buf`; `None` when more bytes are needed.
@@ -71,26 +83,21 @@ impl Framer {
                 continue;
             }
             if self.skip_to_delim {
-                let delim = delimiter(buf);
-                let scope = &buf[..delim.unwrap_or(buf.len())];
-                match (delim, self.resync(scope, self.resync_from, false)) {
-                    (_, Ok(p)) => {
-                        buf.advance(p);
-                        self.skip_to_delim = false;
-                    }
-                    (Some(i), Err(_)) => {
+                match buf.iter().position(|&b| b == b'\n' || b == 0) {
+                    Some(i) => {
                         buf.advance(i + 1);
                         self.skip_to_delim = false;
+                        continue;
                     }
-                    (None, Err(from)) => {
-                        // Kept: where a frame may begin whose end has not come yet.
-                        let cut = buf.len().saturating_sub(self.max + 12);
-                        buf.advance(cut);
-                        self.resync_from = from.saturating_sub(cut);
+                    None => {
+                        self.skipped = self.skipped.saturating_add(buf.len());
+                        buf.clear();
+                        if self.skipped > self.absurd() {
+                            return Some(Frame::Fatal("no line end in 16 times the maximum"));
+                        }
                         return None;
                     }
                 }
-                continue;
             }
             if skip_separators(buf) {
                 return None;
@@ -107,9 +114,10 @@ impl Framer {
                         return None;
                     }
                 } else if let Some((digits, len)) = octet_count(buf) {
+                    self.counted = true;
                     if len > self.max {
-                        if len / 16 > self.max {
-                            return Some(Frame::Fatal);
+                        if len > self.absurd() {
+                            return Some(Frame::Fatal("a frame length over 16 times the maximum"));
                         }
                         buf.advance(digits + 1);
                         self.skip = len;
@@ -123,12 +131,13 @@ impl Framer {
                     return Some(Frame::Msg(buf.split_to(len)));
                 }
             }
-            let delim = delimiter(buf);
-            let long_length = buf.iter().take_while(|b| b.is_ascii_digit()).count() > 10;
-            if (long_length || (delim.is_none() && buf.len() > self.max))
-                && let Ok(p) = self.resync(&buf[..delim.unwrap_or(buf.len())], 0, false)
-            {
-                return Some(self.broken_frame(buf, p));
+            let delim = buf.iter().position(|&b| b == b'\n' || b == 0);
+            if self.counted && delim.is_none() && buf.len() > self.max {
+                // An octet-counting sender never sends a line end: past a frame it could not
+                // count, the rest would be one endless line.
+                return Some(Frame::Fatal(
+                    "an uncounted frame over the maximum after octet-counted ones",
+                ));
             }
             match delim {
                 Some(i) if i > self.max => {
@@ -141,10 +150,16 @@ impl Framer {
                     return Some(Frame::Msg(msg));
                 }
                 None if buf.len() > self.max => {
-                    // Kept, for a frame that may begin in it (see `resync`).
-                    buf.advance(buf.len().saturating_sub(self.max + 12));
+                    // (A line that starts with a number of 11 digits or more, epoch
+                    // milliseconds say, is a line; one that goes on past the maximum with
+                    // no line end was a length no frame can have.)
+                    let digits = buf.iter().take_while(|b| b.is_ascii_digit()).count();
+                    if digits > 10 && buf.get(digits) == Some(&b' ') {
+                        return Some(Frame::Fatal("a frame length of more than 10 digits"));
+                    }
+                    self.skipped = buf.len();
+                    buf.clear();
                     self.skip_to_delim = true;
-                    self.resync_from = 0;
                     return Some(Frame::Oversized);
                 }
                 None => return None,
@@ -152,34 +167,18 @@ impl Framer {
         }
     }
 
-    /// At end of stream: the frames left in `buf`, one per call until `None` (the last
-    /// message without its delimiter, as `logger` and `nc` send it).
+    /// At end of stream: what is left in `buf` (a last message without its delimiter, as
+    /// `logger` and `nc` send it), if any.
     pub fn finish(&mut self, buf: &mut BytesMut) -> Option<Frame> {
-        if let Some(f) = self.decode(buf) {
-            return Some(f);
-        }
-        if self.skip > 0 {
+        if self.skip > 0 || self.skip_to_delim {
             // Counted when it began.
             buf.clear();
             self.skip = 0;
-            return None;
-        }
-        if self.skip_to_delim {
-            // Counted when it began; frames after it (the last one, which nothing follows)
-            // are still taken.
             self.skip_to_delim = false;
-            match self.resync(buf, 0, true) {
-                Ok(p) => buf.advance(p),
-                Err(_) => buf.clear(),
-            }
-            return self.finish(buf);
+            return None;
         }
         if skip_separators(buf) {
             return None;
-        }
-        if let Ok(p) = self.resync(buf, 0, true) {
-            // The rest is octet-counted frames, taken at the next call.
-            return Some(self.broken_frame(buf, p));
         }
         if buf.len() > self.max {
             buf.clear();
@@ -187,84 +186,6 @@ impl Framer {
         }
         Some(Frame::Msg(buf.split()))
     }
-
-    /// Where in `b` an octet-counted frame begins whose message starts with `<` (a PRI), at
-    /// or after `from`, and is followed by the start of another (or, `at_end`, by the end of
-    /// the stream): a frame not received whole, or whose successor has not come, is not enough
-    /// to go by. Else where to look on once more bytes came: the first such frame, or the end.
-    fn resync(&self, b: &[u8], from: usize, at_end: bool) -> Result<usize, usize> {
-        let mut at = from;
-        let mut pending = None;
-        while let Some(i) = b.get(at..).and_then(|r| r.iter().position(|&x| x == b'<')) {
-            let lt = at + i;
-            at = lt + 1;
-            if lt < 2 || b[lt - 1] != b' ' {
-                continue;
-            }
-            // The length is a tail of the digits before the space: the message before it may
-            // end in digits too (`port 22`).
-            let run = b[..lt - 1]
-                .iter()
-                .rev()
-                .take_while(|x| x.is_ascii_digit())
-                .count();
-            for k in 1..=run.min(10) {
-                let p = lt - 1 - k;
-                match self.whole_frame_at(b, p, at_end) {
-                    Some(true) => return Ok(p),
-                    Some(false) => {}
-                    None => pending = pending.or(Some(lt)),
-                }
-            }
-        }
-        Err(pending.unwrap_or(b.len().max(from)))
-    }
-
-    /// Whether an octet-counted frame begins at `p` in `b`, whole, at most the maximum, and
-    /// followed by the start of another (`LEN <`), or, at the end of the stream (`at_end`),
-    /// by nothing; `None`: it may, once more bytes came.
-    fn whole_frame_at(&self, b: &[u8], p: usize, at_end: bool) -> Option<bool> {
-        let Some((d, len)) = octet_count(&b[p..]) else {
-            return Some(false);
-        };
-        let end = p + d + 1 + len;
-        if len > self.max {
-            return Some(false);
-        }
-        let rest = b.get(end..)?;
-        // (A sender may end each counted frame with a newline.)
-        let sep = rest
-            .iter()
-            .take_while(|&&c| c == b'\n' || c == b'\r' || c == 0)
-            .count();
-        let rest = &rest[sep..];
-        let digits = rest.iter().take_while(|x| x.is_ascii_digit()).count();
-        let next = match octet_count(rest) {
-            Some((d, _)) => rest.get(d + 1).map(|&c| c == b'<'),
-            None if digits == rest.len() && digits <= 10 => None,
-            None => Some(false),
-        };
-        match next {
-            None if at_end => Some(true),
-            next => next,
-        }
-    }
-
-    /// The bytes before a resync point `p`, as one frame (a message the parser will refuse or
-    /// read, or an oversized one).
-    fn broken_frame(&self, buf: &mut BytesMut, p: usize) -> Frame {
-        if p > self.max {
-            buf.advance(p);
-            Frame::Oversized
-        } else {
-            Frame::Msg(buf.split_to(p))
-        }
-    }
-}
-
-/// Where the next delimiter (LF or NUL) is.
-fn delimiter(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&x| x == b'\n' || x == 0)
 }
 
 /// The octet count `b` starts with, if it starts with one: `LEN SP` with LEN 1–10 ASCII digits
@@ -305,19 +226,19 @@ mod tests {
         let push = |fr: Frame, out: &mut Vec<_>| match fr {
             Frame::Msg(m) => out.push(Ok(String::from_utf8_lossy(&m).into_owned())),
             Frame::Oversized => out.push(Err("oversized")),
-            Frame::Fatal => out.push(Err("fatal")),
+            Frame::Fatal(_) => out.push(Err("fatal")),
         };
         for c in chunks {
             buf.extend_from_slice(c);
             while let Some(fr) = f.decode(&mut buf) {
-                let fatal = fr == Frame::Fatal;
+                let fatal = matches!(fr, Frame::Fatal(_));
                 push(fr, &mut out);
                 if fatal {
                     return out;
                 }
             }
         }
-        while let Some(fr) = f.finish(&mut buf) {
+        if let Some(fr) = f.finish(&mut buf) {
             push(fr, &mut out);
         }
         out
@@ -348,41 +269,41 @@ mod tests {
     }
 
     #[test]
-    fn a_broken_frame_among_counted_ones_loses_only_itself() {
+    fn a_stream_that_lost_its_framing_is_closed_not_read_as_one_endless_line() {
         let msgs: Vec<String> = (0..50)
             .map(|i| format!("<13>Dec 10 06:55:46 h app: port {i}2"))
             .collect();
-        let ok: Vec<Result<String, &str>> = msgs.iter().map(|m| Ok(m.clone())).collect();
-        for broken in [
-            &b"99999999999 x"[..],
-            b"stray text",
-            b"12345678901234567890 <13>y",
-        ] {
-            let mut input = broken.to_vec();
-            input.extend(counted(&msgs));
-            let mut want = vec![Ok(String::from_utf8_lossy(broken).into_owned())];
-            want.extend(ok.iter().cloned());
-            // All at once, at the end of the stream, and in small pieces below the maximum
-            // (framed as soon as the broken frame outgrows it, or by its length's digits).
-            assert_eq!(frames(4096, &[&input]), want, "{broken:?}");
-            let pieces: Vec<&[u8]> = input.chunks(7).collect();
-            assert_eq!(frames(4096, &pieces), want, "{broken:?} in pieces");
-            let got = frames(100, &pieces);
-            assert_eq!(got[1..], want[1..], "{broken:?}, max 100");
-        }
-        // While an oversized delimited frame is skipped, counted frames end it.
-        let mut input = vec![b'a'; 300];
+        let frames_ok: Vec<Result<String, &str>> = msgs.iter().map(|m| Ok(m.clone())).collect();
+        // A length of 11 digits, then counted frames: closed once past the maximum.
+        let mut input = b"99999999999 x".to_vec();
         input.extend(counted(&msgs));
-        let mut want = vec![Err("oversized")];
-        want.extend(ok.iter().cloned());
-        for size in [1, 5, 64, 1000] {
+        for size in [1, 7, 4096] {
             let pieces: Vec<&[u8]> = input.chunks(size).collect();
-            assert_eq!(frames(100, &pieces), want, "pieces of {size}");
+            assert_eq!(frames(100, &pieces), vec![Err("fatal")], "pieces of {size}");
         }
-        // One frame after it, then the end of the stream.
-        let mut input = vec![b'a'; 300];
-        input.extend(counted(&msgs[..1]));
-        assert_eq!(frames(100, &[&input]), want[..2]);
+        // Counted frames, then one it cannot count (a stray partial line): those before it
+        // are delivered, then the connection is closed.
+        let mut input = counted(&msgs[..3]);
+        input.extend_from_slice(b"stray text");
+        input.extend(counted(&msgs));
+        let mut want = frames_ok[..3].to_vec();
+        want.push(Err("fatal"));
+        assert_eq!(frames(100, &[&input]), want);
+        // An oversized line that never ends: skipped, then closed after 16 times the maximum.
+        let endless = vec![b'a'; 100 * 17 + 50];
+        let pieces: Vec<&[u8]> = endless.chunks(64).collect();
+        assert_eq!(frames(100, &pieces), vec![Err("oversized"), Err("fatal")]);
+        // Never a frame inside a message: text that looks like one stays in its line, whole
+        // or unterminated, and a line may start with a long number.
+        for text in [
+            &b"<13>host app: user said 6 <0>pwn"[..],
+            b"<13>host app: user said 6 <0>pwn\n",
+            b"1764176889698 x 4 <1>a2 <b\n",
+        ] {
+            let got = frames(4096, &[text]);
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert!(got[0].is_ok(), "{got:?}");
+        }
     }
 
     #[test]

@@ -581,10 +581,10 @@ async fn tcp_conn(
                     last_message = std::time::Instant::now();
                     router.oversized(ip);
                 }
-                Frame::Fatal => {
+                Frame::Fatal(why) => {
                     bump(&shared.counters.tcp_unframeable, 1);
                     if let Some(held) = shared.limits.connection.allow() {
-                        tracing::warn!(%peer, suppressed = held, "tcp stream is not syslog (absurd frame length): connection closed");
+                        tracing::warn!(%peer, suppressed = held, "tcp stream lost its framing ({why}): connection closed (the sender reconnects and goes on)");
                     }
                     fatal = true;
                     break;
@@ -595,18 +595,13 @@ async fn tcp_conn(
             }
         }
         if eof && !fatal {
-            while let Some(f) = framer.finish(&mut buf) {
-                match f {
-                    Frame::Msg(m) => {
-                        bump(&shared.counters.tcp_frames, 1);
-                        router.accept(&m, ip, now);
-                    }
-                    Frame::Oversized => router.oversized(ip),
-                    Frame::Fatal => break,
+            match framer.finish(&mut buf) {
+                Some(Frame::Msg(m)) => {
+                    bump(&shared.counters.tcp_frames, 1);
+                    router.accept(&m, ip, now);
                 }
-                if router.full() {
-                    router.flush(true).await;
-                }
+                Some(Frame::Oversized) => router.oversized(ip),
+                Some(Frame::Fatal(_)) | None => {}
             }
         }
         router.flush(true).await;
