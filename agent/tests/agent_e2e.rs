@@ -843,6 +843,38 @@ fn only_rule_and_expect_files_trigger_a_reload() {
     agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
 }
 
+/// A rule folder reached through a link, with an `expect` file in it: an edit reloads (the
+/// expect file's folder is the rule folder's real path; watching it again must not hide the
+/// rule folder's events).
+#[test]
+fn a_linked_rule_folder_with_an_expect_file_reloads_on_edits() {
+    let dir = scratch("linked-rules");
+    std::fs::remove_dir(dir.join("rules")).unwrap();
+    std::fs::create_dir_all(dir.join("real/rules")).unwrap();
+    std::os::unix::fs::symlink(dir.join("real/rules"), dir.join("rules")).unwrap();
+    std::fs::write(dir.join("rules/more.txt"), "web-2\n").unwrap();
+    let rule = |window: &str| {
+        format!(
+            "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nexpect = {{ file = \"more.txt\" }}\nevents.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for {window}\"\n"
+        )
+    };
+    std::fs::write(dir.join("rules/hb.toml"), rule("1h")).unwrap();
+    let agent = Agent::start(&dir, "");
+    let reloads = |s: &Value| s["sink"]["reloads"].as_u64().unwrap_or(0);
+    for (i, window) in ["2h", "3h"].iter().enumerate() {
+        std::thread::sleep(Duration::from_millis(500));
+        std::fs::write(dir.join("rules/hb.toml"), rule(window)).unwrap();
+        agent.wait_stats(10, |s| reloads(s) > i as u64);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(
+        dir.join("real/rules/new.toml"),
+        rule("4h").replace("\"hb\"", "\"hb2\""),
+    )
+    .unwrap();
+    agent.wait_stats(10, |s| reloads(s) > 2);
+}
+
 /// An `expect` file that goes missing makes the reload fail (the old rules go on); once it
 /// is back, the rules reload by themselves. One outside the rule folder is watched too.
 #[test]

@@ -161,14 +161,30 @@ impl RuleWatcher {
         if targets.is_empty() {
             return Ok(None);
         }
+        // Each path also as its canonical form: the watcher may report events under either
+        // (a rule folder reached through a link and watched again through its real path).
+        let both = |paths: Vec<PathBuf>| -> Vec<PathBuf> {
+            let mut out = Vec::with_capacity(paths.len() * 2);
+            for p in paths {
+                if let Ok(c) = std::fs::canonicalize(&p) {
+                    out.push(c);
+                }
+                out.push(p);
+            }
+            out.sort();
+            out.dedup();
+            out
+        };
         let relevant = Relevant {
-            folders: targets
-                .iter()
-                .filter(|(_, m)| *m == notify::RecursiveMode::Recursive)
-                .map(|(p, _)| p.clone())
-                .collect(),
-            targets: targets.iter().map(|(p, _)| p.clone()).collect(),
-            files: source.named_files(),
+            folders: both(
+                targets
+                    .iter()
+                    .filter(|(_, m)| *m == notify::RecursiveMode::Recursive)
+                    .map(|(p, _)| p.clone())
+                    .collect(),
+            ),
+            targets: both(targets.iter().map(|(p, _)| p.clone()).collect()),
+            files: both(source.named_files()),
         };
         let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             match res {
@@ -237,12 +253,18 @@ impl RuleWatcher {
         }
         // `expect` files outside the rule folders (`file = "../hosts.txt"`): their folders,
         // as the rules last read them.
+        // (Compared by their real paths: an expect file's folder is canonical, a rule folder
+        // may be reached through a link, and one inode watched twice is one watch.)
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let covered: Vec<(PathBuf, notify::RecursiveMode)> =
+            self.targets.iter().map(|(t, m)| (real(t), *m)).collect();
         let mut wanted: Vec<PathBuf> = crate::rulefiles::expect_files()
             .iter()
             .map(|f| folder_of(f))
             .filter(|d| {
-                !self.targets.iter().any(|(t, m)| {
-                    d == t || (*m == notify::RecursiveMode::Recursive && d.starts_with(t))
+                let d = real(d);
+                !covered.iter().any(|(t, m)| {
+                    d == *t || (*m == notify::RecursiveMode::Recursive && d.starts_with(t))
                 })
             })
             .collect();
