@@ -34,10 +34,12 @@ tcp_idle_timeout = "5m"
 # counted as tcp_evicted), else it is accepted and closed at once (tcp_rejected).
 max_connections = 1024
 # Largest message in bytes. Larger UDP datagrams are dropped; larger TCP frames are skipped
-# (newline framing) or end the connection (octet counting with a huge length). Counted.
+# (newline framing) or end the connection (octet counting with a huge length, a stream that
+# lost its framing: the sender reconnects). Counted.
 max_message_size = 65536
 # Zone of RFC 3164 stamps, which carry none: "UTC", an offset such as "+02:00", or an IANA
-# name such as "Europe/Paris". Their year is resolved against the arrival time.
+# name such as "Europe/Paris" (a time in the spring-forward gap moves forward by the gap;
+# one in the autumn overlap is the earlier). Their year is resolved against the arrival time.
 timezone = "UTC"
 # Exact duplicates (same bytes from the same peer) within this window are dropped and
 # counted: a message relayed twice is seen once. "0s" turns the filter off.

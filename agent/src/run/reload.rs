@@ -351,7 +351,13 @@ impl Reloader {
                 *last = Some(ReloadError { time, errors });
             }
         };
-        let rules = match self.source.compile() {
+        // Compiled on a blocking thread: thousands of rules take seconds, during which the
+        // API, the TCP accept loop and the watchdog's probes (on this thread) must go on.
+        let source = self.source.clone();
+        let compiled = tokio::task::spawn_blocking(move || source.compile())
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the rule compiler stopped: {e}")));
+        let rules = match compiled {
             Ok(Compiled { rules: Some(r), .. }) => r,
             Ok(c) => {
                 bump(&self.counters.reloads_failed, 1);

@@ -2698,8 +2698,10 @@ impl Lane {
 /// times), as with the agent's tick.
 const SWEEP_EVERY: Duration = Duration(100_000_000);
 
-/// The checkpoint format version.
-pub const CHECKPOINT_VERSION: u32 = 1;
+/// The checkpoint format version. 2: a rule's meaning ([`Rule::canonical`], which keys its
+/// saved state) no longer holds its event definitions' names, so a version-1 checkpoint
+/// would match no rule and restore nothing; it is refused instead.
+pub const CHECKPOINT_VERSION: u32 = 2;
 
 /// A snapshot of an engine's state: serializable (serde), restorable with [`Engine::restore`].
 #[derive(Clone, Debug, Serialize, Deserialize)]
