@@ -395,12 +395,47 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Parses without validating the values (see [`Config::problems`]).
+    /// Parses without validating the values (see [`Config::problems`]). A key that is unknown
+    /// or of the wrong type is said with every other such key, not only the first: each
+    /// one's line is set aside and the file read again (TOML that does not parse at all is
+    /// one error, and so is an unknown table, whose keys would then be taken for the table
+    /// before it).
     fn parse_unchecked(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Toml {
-            path: path.to_path_buf(),
-            message: e.to_string().trim_end().to_string(),
-        })
+        // (In the file's order, whatever order the reader found them in.)
+        let fail = |mut messages: Vec<(usize, String)>| {
+            messages.sort();
+            ConfigError::Toml {
+                path: path.to_path_buf(),
+                message: (messages.into_iter().map(|(_, m)| m))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            }
+        };
+        let mut text = text.to_string();
+        let mut messages = Vec::new();
+        for _ in 0..32 {
+            let e = match toml::from_str::<Config>(&text) {
+                Ok(cfg) if messages.is_empty() => return Ok(cfg),
+                Ok(_) => break,
+                Err(e) => e,
+            };
+            let at = e.span().map_or(usize::MAX, |r| r.start);
+            messages.push((at, e.to_string().trim_end().to_string()));
+            let Some(span) = e.span() else { break };
+            let start = text[..span.start.min(text.len())]
+                .rfind('\n')
+                .map_or(0, |i| i + 1);
+            let line = text[start..].trim_start();
+            if line.starts_with('[') || line.starts_with('#') {
+                break;
+            }
+            text.insert(start, '#');
+            // A value over several lines, set aside by its first: the rest no longer parses.
+            if text.parse::<toml::Table>().is_err() {
+                break;
+            }
+        }
+        Err(fail(messages))
     }
 
     /// Reads, parses and validates a configuration file.
@@ -880,6 +915,19 @@ mod tests {
         assert_eq!(store_usable(&base), Ok(()));
         assert_eq!(std::fs::read_dir(&base).unwrap().count(), 1);
         let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn every_unknown_or_mistyped_key_is_said_at_once() {
+        let text = "[syslog]\nmax_conections = 3\nfiles_from = \"middle\"\nudp = [\"127.0.0.1:99999\"]\n[engine]\nshards = -1\n";
+        let e = Config::parse(Path::new("x"), text).unwrap_err().to_string();
+        for key in ["max_conections", "middle", "99999", "shards"] {
+            assert!(e.contains(key), "{key} not said: {e}");
+        }
+        assert!(e.contains("line 2") && e.contains("line 6"), "{e}");
+        // Syntax that does not parse: one error.
+        let e = Config::parse(Path::new("x"), "[syslog\nudp = 1\n").unwrap_err();
+        assert_eq!(e.to_string().matches("TOML parse error").count(), 1, "{e}");
     }
 
     #[test]
