@@ -222,6 +222,33 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                 i = k;
                 continue;
             }
+            // `5 m`, `2 hours`: a number, spaces and a unit are one duration, as in
+            // `forget_after = "5 m"` and every other duration the agent reads (the unit must
+            // end there, and be one `Duration::parse` takes: `5 and` stays a number).
+            if word.bytes().all(|d| d.is_ascii_digit()) {
+                let mut k = j;
+                while k < b.len() && (b[k] == b' ' || b[k] == b'\t') {
+                    k += 1;
+                }
+                let unit_end = (k..b.len())
+                    .find(|&x| !b[x].is_ascii_alphabetic())
+                    .unwrap_or(b.len());
+                let unit = &src[k..unit_end];
+                let ends = b
+                    .get(unit_end)
+                    .is_none_or(|&x| !(x.is_ascii_alphanumeric() || x == b'_' || x == b'.'));
+                if k > j && ends && !unit.is_empty() {
+                    if let Ok(d) = Duration::parse(&format!("{word}{unit}")) {
+                        out.push(Token {
+                            tok: Tok::Dur(d),
+                            span: i..unit_end,
+                            offsets: Vec::new(),
+                        });
+                        i = unit_end;
+                        continue;
+                    }
+                }
+            }
             let tok = if c.is_ascii_digit() {
                 if word.bytes().all(|d| d.is_ascii_digit()) {
                     match word.parse::<i64>() {
@@ -1227,6 +1254,23 @@ mod tests {
         assert_eq!(t[13], Tok::Dur(Duration::from_secs(300)));
         assert_eq!(t[14], Tok::Float(1.5));
         assert_eq!(t[15], Tok::Int(7));
+    }
+
+    /// A duration may be written with spaces, as everywhere else the agent reads one; a
+    /// number followed by a word that is no unit stays a number.
+    #[test]
+    fn durations_may_have_a_space_before_their_unit() {
+        let toks =
+            |src: &str| -> Vec<Tok> { lex(src).unwrap().into_iter().map(|t| t.tok).collect() };
+        assert_eq!(
+            toks("for 2 s within 5\tmin 1 days"),
+            toks("for 2s within 5min 1d")
+        );
+        let t = toks("severity <= 3 and x");
+        assert_eq!(t[2], Tok::Int(3));
+        assert_eq!(t[3], Tok::Ident("and".into()));
+        assert!(matches!(toks("5 m_x")[0], Tok::Int(5)));
+        assert!(parse_pattern("seq(a, absent(b) for 2 s) within 10 min").is_ok());
     }
 
     #[test]
