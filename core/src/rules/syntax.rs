@@ -237,16 +237,18 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                 let ends = b
                     .get(unit_end)
                     .is_none_or(|&x| !(x.is_ascii_alphanumeric() || x == b'_' || x == b'.'));
-                if k > j && ends && !unit.is_empty() {
-                    if let Ok(d) = Duration::parse(&format!("{word}{unit}")) {
-                        out.push(Token {
-                            tok: Tok::Dur(d),
-                            span: i..unit_end,
-                            offsets: Vec::new(),
-                        });
-                        i = unit_end;
-                        continue;
-                    }
+                if k > j
+                    && ends
+                    && !unit.is_empty()
+                    && let Ok(d) = Duration::parse(&format!("{word}{unit}"))
+                {
+                    out.push(Token {
+                        tok: Tok::Dur(d),
+                        span: i..unit_end,
+                        offsets: Vec::new(),
+                    });
+                    i = unit_end;
+                    continue;
                 }
             }
             let tok = if c.is_ascii_digit() {
