@@ -36,7 +36,10 @@ pub struct FlowsArgs {
     /// With --interface: stop after this long (e.g. `3s`, `1m`); default: until killed.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<StdDuration>,
-    /// Keep only packets matching this filter, e.g. `udp and port 514 and not host 10.0.0.9`.
+    /// Keep only packets matching this filter, e.g. `udp and port 514 and not host 10.0.0.9`:
+    /// a subset of tcpdump's words: tcp, udp, icmp, icmp6, ip, ip6, proto N, port N, host
+    /// ADDR, vlan N, joined by `and`, each may be negated with `not` (no `or`, parentheses,
+    /// `src`/`dst` or `net`).
     #[arg(long, short = 'f')]
     pub filter: Option<String>,
     /// Most flows kept at once (more evicts the flow closest to its timeout).

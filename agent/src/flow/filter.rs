@@ -13,7 +13,7 @@ use super::decode::{PacketInfo, proto};
 /// A filter expression that does not parse.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "bad filter at `{0}`: expected tcp, udp, icmp, icmp6, ip, ip6, proto N, port N, host ADDR or vlan N"
+    "bad filter at `{0}`: expected tcp, udp, icmp, icmp6, ip, ip6, proto N, port N, host ADDR or vlan N (terms joined by `and`, each may be negated with `not`; no `or`, parentheses, `src`/`dst` or `net`)"
 )]
 pub struct FilterError(pub String);
 
