@@ -669,6 +669,37 @@ fn expect_files_are_read_relative_to_the_rule_file() {
     );
 }
 
+/// A line of an expect file with a comma, for one group field that is not text, is said to
+/// have too many values (it was "not a valid IP"); for one text field it is one name.
+#[test]
+fn an_expect_line_with_more_values_than_group_fields_says_so() {
+    let src = |group: &str| {
+        [SourceFile {
+            path: "hb.toml".into(),
+            text: rule_text(&format!(
+                "group_by = [\"{group}\"]\nexpect = {{ file = \"hosts.txt\" }}\nevents.hb = {{ if = 'syslog', {group} = \"peer\" }}\npattern = \"absent(hb) for 1m\""
+            )),
+        }]
+    };
+    let c = compile(&src("ip"), &mut |_| Ok("10.0.0.1,22\n".into()));
+    let m = messages(&c);
+    assert!(
+        m[0].1.contains("has 2 value(s), but group_by has 1"),
+        "{m:?}"
+    );
+    let text = [SourceFile {
+        path: "hb.toml".into(),
+        text: rule_text(
+            "group_by = [\"host\"]\nexpect = { file = \"hosts.txt\" }\nevents.hb = 'syslog'\npattern = \"absent(hb) for 1m\"",
+        ),
+    }];
+    let c = compile(&text, &mut |_| Ok("web-1,22\n".into()));
+    assert_eq!(
+        c.rules.unwrap().rules[0].expect,
+        vec![vec![Value::str("web-1,22")]]
+    );
+}
+
 #[test]
 fn duplicate_names_across_files() {
     let a = SourceFile {

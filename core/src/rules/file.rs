@@ -1100,7 +1100,10 @@ fn expect_values(
 type KeyError = (String, Option<String>, Range<usize>);
 
 fn parse_key(s: &str, groups: &[&str], types: &[ValueType]) -> Result<Vec<Value>, KeyError> {
-    let parts: Vec<&str> = if groups.len() == 1 {
+    // One text field takes a comma as text (`web-1,22` may be a name); another type cannot,
+    // so there a comma means values for fields group_by does not have.
+    let one_text = groups.len() == 1 && types.first() == Some(&ValueType::Str);
+    let parts: Vec<&str> = if one_text {
         vec![s]
     } else {
         s.split(',').collect()
