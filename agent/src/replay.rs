@@ -520,14 +520,14 @@ pub fn captures_source(
     })))
 }
 
-/// Text given in memory (a rule test's input) as a replay source.
-pub fn text_source(name: &str, text: String, parser: SyslogParser) -> Source {
+/// Text given in memory (a rule test's input) as a replay source; its lines are numbered
+/// from `first_line` in what it says of them.
+pub fn text_source(name: &str, text: String, parser: SyslogParser, first_line: u64) -> Source {
     let reader: Box<dyn io::BufRead + Send> = Box::new(io::Cursor::new(text.into_bytes()));
-    lines_source(Inputs::from_readers(
-        vec![(name.to_string(), reader)],
-        parser,
-        Timestamp(0),
-    ))
+    lines_source(
+        Inputs::from_readers(vec![(name.to_string(), reader)], parser, Timestamp(0))
+            .first_line(first_line),
+    )
 }
 
 /// Syslog or JSON-lines text as events: the recorded stamp is the arrival.

@@ -61,7 +61,7 @@ struct TestFile {
 #[serde(deny_unknown_fields)]
 struct TestCase {
     name: String,
-    input: String,
+    input: toml::Spanned<String>,
     until: Option<String>,
     rules_under_test: Option<Vec<String>>,
     #[serde(default)]
@@ -209,7 +209,7 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
     let parser = SyslogParser::new(zone, Year::Fixed(file.year.unwrap_or(2024)));
     let (mut passed, mut failed, mut broken) = (0, 0, 0);
     for t in &file.tests {
-        let problems = match run_case(&rules, parser, t, path) {
+        let problems = match run_case(&rules, parser, t, path, &text) {
             Ok(p) => p,
             Err(e) => {
                 broken += 1;
@@ -240,19 +240,36 @@ fn paint(s: &str, code: &str, color: bool) -> String {
     }
 }
 
+/// The line of the test file where an `input` string's first line is (three quotes and a
+/// line end begin it on the next line: TOML drops that line end).
+fn input_first_line(text: &str, span: std::ops::Range<usize>) -> u64 {
+    let start = span.start.min(text.len());
+    let line = text[..start].matches('\n').count() as u64 + 1;
+    let lit = &text[start..];
+    let multi = lit.starts_with("\"\"\"") || lit.starts_with("'''");
+    let after = lit.get(3..).unwrap_or_default();
+    if multi && (after.starts_with('\n') || after.starts_with("\r\n")) {
+        line + 1
+    } else {
+        line
+    }
+}
+
 fn run_case(
     rules: &RuleSet,
     parser: SyslogParser,
     t: &TestCase,
     file: &Path,
+    file_text: &str,
 ) -> anyhow::Result<Vec<String>> {
     let until = (t.until.as_deref().map(replay::parse_until).transpose()).context("`until`")?;
     let mut engine = Engine::new(rules, EngineConfig::default()).context("building the engine")?;
     let source = replay::text_source(
-        // Refused lines are said as `FILE: test NAME, input:LINE: why`.
-        &format!("{}: test `{}`, input", file.display(), t.name),
-        t.input.clone(),
+        // Refused lines are said as `FILE:LINE: why`, the line of the test file.
+        &file.display().to_string(),
+        t.input.get_ref().clone(),
         parser,
+        input_first_line(file_text, t.input.span()),
     );
     let mut summary = Summary::default();
     let mut got: Vec<Alert> = Vec::new();

@@ -277,6 +277,25 @@ fn a_broken_test_file_does_not_stop_the_others() {
     );
 }
 
+/// A line of a test's input that is refused is said at its line in the test file.
+#[test]
+fn a_refused_test_input_line_is_said_at_its_line_in_the_test_file() {
+    let dir = std::env::temp_dir().join(format!("cepheus-ruletest-lines-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(manifest().join("../rules/ssh.toml"), dir.join("ssh.toml")).unwrap();
+    let text = "# line 1\n[[test]]\nname = \"lines\"\ninput = \"\"\"\nDec 10 06:55:46 gw sshd[1]: fine\n{\"source\": 1}\n\"\"\"\n[[test]]\nname = \"one line\"\ninput = '{\"time\": 2}'\n";
+    std::fs::write(dir.join("ssh.test.toml"), text).unwrap();
+    let (code, out) = rules_test(&dir);
+    // (A refused line fails its test: the test would not test what it says.)
+    assert_eq!(code, Some(1), "{out}");
+    let file = dir.join("ssh.test.toml");
+    for line in [6, 10] {
+        let at = format!("{}:{line}: ", file.display());
+        assert!(out.contains(&at), "{at} in {out}");
+    }
+}
+
 #[test]
 fn a_failing_rule_test_reports_the_difference_and_exits_1() {
     let dir = std::env::temp_dir().join(format!("cepheus-ruletest-{}", std::process::id()));

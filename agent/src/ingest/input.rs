@@ -93,6 +93,8 @@ pub fn no_stamp_time(parser: SyslogParser) -> Timestamp {
 pub struct Inputs {
     sources: std::vec::IntoIter<(String, Box<dyn BufRead + Send>)>,
     current: Option<(String, Box<dyn BufRead + Send>, u64)>,
+    /// The number of each input's first line (1, or where a rule test's input begins).
+    first_line: u64,
     parser: SyslogParser,
     /// The time of the last event: lines without a stamp take it.
     last_time: Timestamp,
@@ -164,7 +166,15 @@ impl Inputs {
             held: VecDeque::new(),
             held_bytes: 0,
             ready: VecDeque::new(),
+            first_line: 1,
         }
+    }
+
+    /// Numbers the lines of every input from `n` (a rule test's input, which starts at
+    /// that line of its test file), so what is refused is said at the line to edit.
+    pub fn first_line(mut self, n: u64) -> Self {
+        self.first_line = n.max(1);
+        self
     }
 
     /// Marks lines that repeat, byte for byte, a line read within `window` before them (by
@@ -307,7 +317,7 @@ impl Iterator for Inputs {
                     self.release(t);
                     continue;
                 };
-                self.current = Some((name, reader, 0));
+                self.current = Some((name, reader, self.first_line - 1));
             }
             let (name, reader, line_no) = self.current.as_mut()?;
             let mut buf = std::mem::take(&mut self.buf);
