@@ -43,8 +43,23 @@ pub struct ApiState {
 }
 
 impl ApiState {
-    /// Whether the request may read the agent's state: no token configured, or the right
-    /// bearer token (compared in constant time).
+    /// Whether the request may read or change the agent's state: the right bearer token, or,
+    /// with no token configured (the API then listens on loopback only), a `Host` that names
+    /// this machine, so a web page whose name was made to point at 127.0.0.1 (DNS rebinding)
+    /// cannot reach it through a browser. `Some` is the refusal to answer with.
+    fn refusal(&self, req: &HttpRequest) -> Option<HttpResponse> {
+        if self.token.is_none() && !host_is_local(req) {
+            return Some(
+                HttpResponse::Forbidden()
+                    .content_type("text/plain")
+                    .body("this API answers only requests addressed to localhost (Host header)\n"),
+            );
+        }
+        (!self.authorized(req)).then(unauthorized)
+    }
+
+    /// Whether the request carries the right bearer token (compared in constant time), or no
+    /// token is configured.
     fn authorized(&self, req: &HttpRequest) -> bool {
         let Some(token) = &self.token else {
             return true;
@@ -58,6 +73,33 @@ impl ApiState {
         let (a, b) = (given.as_bytes(), token.as_bytes());
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
+}
+
+/// Whether the `Host` header (absent: HTTP/1.0, a local client) names this machine:
+/// `localhost` or a loopback address, any port.
+fn host_is_local(req: &HttpRequest) -> bool {
+    let Some(h) = req.headers().get("host") else {
+        return true;
+    };
+    let Ok(h) = h.to_str() else {
+        return false;
+    };
+    let host = match h.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => h.rsplit_once(':').map_or(h, |(name, _)| name),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.to_canonical().is_loopback())
+}
+
+/// Text from a request as it goes into the agent's log: escaped (no line breaks or terminal
+/// codes of its own) and cut to 200 characters.
+fn for_log(s: &str) -> String {
+    let cut: String = s.chars().take(200).collect();
+    let more = if cut.len() < s.len() { "..." } else { "" };
+    format!("{cut:?}{more}")
 }
 
 fn unauthorized() -> HttpResponse {
@@ -338,14 +380,21 @@ struct ForgetRequest {
 
 /// Retires a group in whichever shard holds it: 200 `{"forgotten": true}`, or 404 when no
 /// shard holds such a group (unknown rule or key).
-async fn forget_group(
-    req: HttpRequest,
-    st: web::Data<ApiState>,
-    body: web::Json<ForgetRequest>,
-) -> HttpResponse {
-    if !st.authorized(&req) {
-        return unauthorized();
+async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) -> HttpResponse {
+    // (The token first: a request without it learns nothing, not even the body's shape.)
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
     }
+    let body: ForgetRequest = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return HttpResponse::BadRequest()
+                .content_type("text/plain")
+                .body(format!(
+                    "expected {{\"rule\": \"...\", \"key\": \"...\"}}: {e}\n"
+                ));
+        }
+    };
     let mut forgotten = false;
     let mut group_by: Option<Vec<String>> = None;
     for s in &st.shards {
@@ -361,7 +410,12 @@ async fn forget_group(
             Err(e) => tracing::warn!(error = %e, "shard did not answer"),
         }
     }
-    tracing::info!(rule = %body.rule, key = %body.key, forgotten, "groups forget");
+    tracing::info!(
+        rule = %for_log(&body.rule),
+        key = %for_log(&body.key),
+        forgotten,
+        "groups forget"
+    );
     // `rule_known` and the rule's `group_by` let a client say which part was wrong.
     let doc = serde_json::json!({
         "rule": body.rule,
@@ -382,15 +436,15 @@ async fn health() -> HttpResponse {
 }
 
 async fn stats(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
-    if !st.authorized(&req) {
-        return unauthorized();
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
     }
     HttpResponse::Ok().json(collect(&st).await)
 }
 
 async fn metrics(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
-    if !st.authorized(&req) {
-        return unauthorized();
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
     }
     let s = collect(&st).await;
     HttpResponse::Ok()
@@ -409,6 +463,50 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_requests_addressed_to_this_machine_pass_without_a_token() {
+        use actix_web::test::TestRequest;
+        let with = |host: Option<&str>| {
+            let mut r = TestRequest::get().uri("/stats");
+            if let Some(h) = host {
+                r = r.insert_header(("Host", h));
+            }
+            host_is_local(&r.to_http_request())
+        };
+        for ok in [
+            None,
+            Some("localhost"),
+            Some("LOCALHOST:9514"),
+            Some("127.0.0.1:9514"),
+            Some("127.0.0.7"),
+            Some("[::1]:9514"),
+            Some("[::ffff:127.0.0.1]"),
+        ] {
+            assert!(with(ok), "{ok:?}");
+        }
+        for bad in [
+            "attacker.example",
+            "attacker.example:9514",
+            "10.0.0.1:9514",
+            "[::2]",
+        ] {
+            assert!(!with(Some(bad)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn request_text_in_the_log_is_escaped_and_cut() {
+        let forged = "A\n2026-12-02T00:00:00Z  INFO forged\x1b[2J";
+        let logged = for_log(forged);
+        assert!(
+            !logged.contains('\n') && !logged.contains('\x1b'),
+            "{logged}"
+        );
+        let long = "k".repeat(10_000);
+        assert!(for_log(&long).len() < 220);
+        assert!(for_log(&long).ends_with("..."));
+    }
 
     #[test]
     fn proc_net_udp_drops() {
