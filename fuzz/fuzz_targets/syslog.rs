@@ -82,7 +82,7 @@ fn frames(
             match fr {
                 Frame::Msg(m) => out.push(Ok(m.to_vec())),
                 Frame::Oversized => out.push(Err("oversized")),
-                Frame::Fatal => {
+                Frame::Fatal(_) => {
                     out.push(Err("fatal"));
                     return out;
                 }
@@ -95,7 +95,7 @@ fn frames(
     match f.finish(&mut buf) {
         Some(Frame::Msg(m)) => out.push(Ok(m.to_vec())),
         Some(Frame::Oversized) => out.push(Err("oversized")),
-        Some(Frame::Fatal) => out.push(Err("fatal")),
+        Some(Frame::Fatal(_)) => out.push(Err("fatal")),
         None => {}
     }
     out

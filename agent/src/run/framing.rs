@@ -13,17 +13,21 @@
 //! Some streams cannot be framed any more, and [`Frame::Fatal`] tells the caller to close the
 //! connection (a syslog sender reconnects and goes on), rather than read the rest of it as
 //! one endless line, which would lose everything it sends until the idle timeout:
-//! - a length that is absurd: more than 16 times the maximum, or more than 10 digits (then
-//!   known once the frame has gone past the maximum with no line end: a line may start
-//!   with such a number);
+//! - a length that is absurd: more than 16 times the maximum;
 //! - on a connection that has sent octet-counted frames (whose senders never send a
 //!   delimiter), a delimited frame longer than the maximum: the counting was lost;
-//! - more than 16 times the maximum skipped while looking for a delimiter.
+//! - a line longer than 16 times the maximum (a length of 11 digits, say, followed by
+//!   octet-counted frames that never end it).
+//!
+//! Each verdict depends on the stream only, never on how it was cut into reads.
 //!
 //! The framer never looks for frames inside a message: text a message carries (`... 5 <0>x`)
 //! is never taken for a frame of its own.
 
 use bytes::{Buf, BytesMut};
+
+/// Why a stream whose lines never end is closed.
+const ENDLESS: &str = "no line end in 16 times the maximum";
 
 /// One decoding step's result.
 #[derive(Debug, PartialEq, Eq)]
@@ -83,18 +87,21 @@ impl Framer {
                 continue;
             }
             if self.skip_to_delim {
-                match buf.iter().position(|&b| b == b'\n' || b == 0) {
+                // (However the stream was cut into reads, the line is judged by its length up
+                // to its end: the same verdict as when it came in one read.)
+                let delim = buf.iter().position(|&b| b == b'\n' || b == 0);
+                self.skipped = self.skipped.saturating_add(delim.unwrap_or(buf.len()));
+                if self.skipped > self.absurd() {
+                    return Some(Frame::Fatal(ENDLESS));
+                }
+                match delim {
                     Some(i) => {
                         buf.advance(i + 1);
                         self.skip_to_delim = false;
                         continue;
                     }
                     None => {
-                        self.skipped = self.skipped.saturating_add(buf.len());
                         buf.clear();
-                        if self.skipped > self.absurd() {
-                            return Some(Frame::Fatal("no line end in 16 times the maximum"));
-                        }
                         return None;
                     }
                 }
@@ -132,35 +139,26 @@ impl Framer {
                 }
             }
             let delim = buf.iter().position(|&b| b == b'\n' || b == 0);
-            if self.counted && delim.is_none() && buf.len() > self.max {
+            let line = delim.unwrap_or(buf.len());
+            if line > self.max && self.counted {
                 // An octet-counting sender never sends a line end: past a frame it could not
                 // count, the rest would be one endless line.
                 return Some(Frame::Fatal(
                     "an uncounted frame over the maximum after octet-counted ones",
                 ));
             }
+            if line > self.max {
+                // Counted now, skipped (or found endless) by the skipping above, whether its
+                // end is in this read or not.
+                self.skip_to_delim = true;
+                self.skipped = 0;
+                return Some(Frame::Oversized);
+            }
             match delim {
-                Some(i) if i > self.max => {
-                    buf.advance(i + 1);
-                    return Some(Frame::Oversized);
-                }
                 Some(i) => {
                     let msg = buf.split_to(i);
                     buf.advance(1);
                     return Some(Frame::Msg(msg));
-                }
-                None if buf.len() > self.max => {
-                    // (A line that starts with a number of 11 digits or more, epoch
-                    // milliseconds say, is a line; one that goes on past the maximum with
-                    // no line end was a length no frame can have.)
-                    let digits = buf.iter().take_while(|b| b.is_ascii_digit()).count();
-                    if digits > 10 && buf.get(digits) == Some(&b' ') {
-                        return Some(Frame::Fatal("a frame length of more than 10 digits"));
-                    }
-                    self.skipped = buf.len();
-                    buf.clear();
-                    self.skip_to_delim = true;
-                    return Some(Frame::Oversized);
                 }
                 None => return None,
             }
@@ -274,12 +272,14 @@ mod tests {
             .map(|i| format!("<13>Dec 10 06:55:46 h app: port {i}2"))
             .collect();
         let frames_ok: Vec<Result<String, &str>> = msgs.iter().map(|m| Ok(m.clone())).collect();
-        // A length of 11 digits, then counted frames: closed once past the maximum.
+        // A length of 11 digits, then counted frames that never end its line: skipped,
+        // then closed once 16 times the maximum went by, however the reads cut it.
         let mut input = b"99999999999 x".to_vec();
         input.extend(counted(&msgs));
         for size in [1, 7, 4096] {
             let pieces: Vec<&[u8]> = input.chunks(size).collect();
-            assert_eq!(frames(100, &pieces), vec![Err("fatal")], "pieces of {size}");
+            let want = vec![Err("oversized"), Err("fatal")];
+            assert_eq!(frames(100, &pieces), want, "pieces of {size}");
         }
         // Counted frames, then one it cannot count (a stray partial line): those before it
         // are delivered, then the connection is closed.
