@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use cepheus_core::event::Event;
-use cepheus_core::rules::ir::{RuleSet, lookup};
+use cepheus_core::rules::ir::{RuleSet, key_value};
 
 use crate::replay::{Dropped, InputArgs, broken_pipe};
 
@@ -96,7 +96,7 @@ fn matches(rules: &RuleSet, ev: &Event) -> serde_json::Value {
             let group: Option<serde_json::Map<String, serde_json::Value>> = (rule.group_by.iter())
                 .zip(&def.group_fields)
                 .map(|(name, field)| {
-                    lookup(ev, &caps, field).map(|v| (name.clone(), v.get().to_json()))
+                    key_value(ev, &caps, field).map(|v| (name.clone(), v.to_json()))
                 })
                 .collect();
             let captures: serde_json::Map<String, serde_json::Value> = (caps.iter())

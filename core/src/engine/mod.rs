@@ -23,7 +23,7 @@ use smallvec::SmallVec;
 use crate::alert::{Alert, AlertState, Reason};
 use crate::event::{Event, Field, FieldKey, Value};
 use crate::fnv::Fnv;
-use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, Window, lookup};
+use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, Window, key_value};
 use crate::time::{Duration, Timestamp};
 use family::Family;
 use filter::Filter;
@@ -163,7 +163,8 @@ pub struct EngineCounters {
     pub events: u64,
     /// Events that matched no rule.
     pub unmatched: u64,
-    /// Events whose group key could not be formed (a group field missing).
+    /// Events whose group key could not be formed (a group field missing, or a text over
+    /// [`MAX_KEY_TEXT`](crate::rules::ir::MAX_KEY_TEXT) bytes).
     pub keyless: u64,
     /// Late events (any rule).
     pub late: u64,
@@ -2051,11 +2052,11 @@ impl Engine {
                     None => {
                         let def = &self.ruleset.rules[rule_idx as usize].events[def_idx as usize];
                         let key = if let [f] = def.group_fields.as_slice() {
-                            lookup(ev, &caps, f).map(|v| GroupKey::one(v.get().clone()))
+                            key_value(ev, &caps, f).map(GroupKey::one)
                         } else {
                             def.group_fields
                                 .iter()
-                                .map(|f| lookup(ev, &caps, f).map(|v| v.get().clone()))
+                                .map(|f| key_value(ev, &caps, f))
                                 .collect::<Option<Vec<Value>>>()
                                 .map(GroupKey::from_vec)
                         };

@@ -223,6 +223,22 @@ pub fn lookup<'a>(ev: &'a Event, caps: &'a Captures, key: &FieldKey) -> Option<L
     ev.get_key(key).map(LookedUp::Ref)
 }
 
+/// The longest text a group key's value may be, in bytes. Host names, addresses and user
+/// names are far shorter; a longer value (a forged 60 KB host name, a capture of a whole
+/// line) would make every group of a flood of them cost its size, so such an event forms no
+/// group (counted as `keyless`).
+pub const MAX_KEY_TEXT: usize = 1024;
+
+/// A group field's value for event `ev`: looked up as [`lookup`] does, `None` when missing
+/// or a text longer than [`MAX_KEY_TEXT`].
+pub fn key_value(ev: &Event, caps: &Captures, key: &FieldKey) -> Option<Value> {
+    let v = lookup(ev, caps, key)?.get().clone();
+    match &v {
+        Value::Str(s) if s.len() > MAX_KEY_TEXT => None,
+        _ => Some(v),
+    }
+}
+
 /// A looked-up value: borrowed from the event, or made (`time`).
 #[derive(Debug)]
 pub enum LookedUp<'a> {

@@ -1025,6 +1025,25 @@ fn a_flood_inside_the_window_is_bounded() {
 }
 
 #[test]
+fn a_group_value_longer_than_the_key_limit_makes_no_group() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::rules::ir::MAX_KEY_TEXT;
+    // A forged host name of 2 KB per line, each a new one: no group, counted as keyless,
+    // where a flood of them held every one's name for a week.
+    let rules = set(vec![rule("hb", &["hb"], absent(ev(0), Some(60)))]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let mut script = String::new();
+    for i in 0..100 {
+        script.push_str(&format!("hb:{}{i}@{i} ", "h".repeat(MAX_KEY_TEXT + 1)));
+    }
+    script.push_str(&format!("hb:{}@100", "h".repeat(MAX_KEY_TEXT)));
+    run_on(&mut e, parse_script(&script), &mut out);
+    assert_eq!(e.stats()[0].groups, 1, "only the one at the limit");
+    assert_eq!(e.counters().keyless, 100);
+}
+
+#[test]
 fn an_event_that_cannot_start_anything_makes_no_group() {
     use cepheus_core::engine::{Engine, EngineConfig};
     // `b` from 1,000 hosts never seen with an `a`: nothing to do, and no group held (each
