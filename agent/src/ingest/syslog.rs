@@ -616,7 +616,7 @@ fn resolve_year(
     match year {
         // A 29 February in a year without one (a log of 2024 replayed with `--year 2023`)
         // goes to the leap year before, as a resolved one does: the line is kept.
-        Year::Fixed(y) => (y - 4..=y)
+        Year::Fixed(y) => (y.saturating_sub(4)..=y)
             .rev()
             .find(|&cand| NaiveDate::from_ymd_opt(cand, month, day).is_some())
             .unwrap_or(y),
