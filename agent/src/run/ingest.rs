@@ -313,11 +313,19 @@ const EVICT_AFTER_IDLE: StdDuration = StdDuration::from_secs(1);
 /// new connection takes the place of the oldest among those that never delivered a message
 /// (open for at least [`EVICT_AFTER_IDLE`]) instead of being refused: a flood of idle
 /// connections, or of connections trickling bytes that never make a message (slowloris),
-/// cannot lock real senders out, and a sender that delivered is never pushed out.
-#[derive(Debug, Default)]
+/// cannot lock real senders out, and a sender that delivered is never pushed out. One
+/// remote peer holds at most a quarter of the places, so neither can one host that keeps
+/// many connections delivering now and then.
+#[derive(Debug)]
 pub struct Conns {
     open: Mutex<HashMap<u64, Arc<Conn>>>,
     next: AtomicU64,
+    /// Open connections per remote peer (loopback peers are not counted).
+    per_peer: Mutex<HashMap<std::net::IpAddr, usize>>,
+    /// The most one remote peer may hold: a quarter of `syslog.max_connections` (at least
+    /// one), so one host that opens connections and sends a message on each now and then
+    /// cannot take every place from the others.
+    peer_cap: usize,
 }
 
 /// One open connection's entry in [`Conns`].
@@ -334,6 +342,16 @@ struct Conn {
 }
 
 impl Conns {
+    /// The open connections of a listener side allowed `max_connections` in all.
+    pub fn new(max_connections: usize) -> Conns {
+        Conns {
+            open: Mutex::default(),
+            next: AtomicU64::new(0),
+            per_peer: Mutex::default(),
+            peer_cap: (max_connections / 4).max(1),
+        }
+    }
+
     /// The clock the entries' times are read on (monotonic, process-wide).
     fn now_ms() -> u64 {
         static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
@@ -343,8 +361,18 @@ impl Conns {
             .as_millis() as u64
     }
 
-    /// Registers a new connection; it leaves when the guard drops.
-    fn register(self: &Arc<Self>) -> ConnGuard {
+    /// Registers a new connection from `peer`; it leaves when the guard drops. `None` when
+    /// that peer holds its share already (a local peer, a relay on this host, has no cap).
+    fn register(self: &Arc<Self>, peer: std::net::IpAddr) -> Option<ConnGuard> {
+        let peer = (!peer.to_canonical().is_loopback()).then_some(peer);
+        if let Some(ip) = peer {
+            let mut per_peer = self.per_peer.lock().ok()?;
+            let n = per_peer.entry(ip).or_insert(0);
+            if *n >= self.peer_cap {
+                return None;
+            }
+            *n += 1;
+        }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
             last: AtomicU64::new(Conns::now_ms()),
@@ -353,11 +381,12 @@ impl Conns {
         if let Ok(mut open) = self.open.lock() {
             open.insert(id, conn.clone());
         }
-        ConnGuard {
+        Some(ConnGuard {
             conns: self.clone(),
             id,
             conn,
-        }
+            peer,
+        })
     }
 
     /// Tells the connection silent longest (at least `min_idle`) to close; whether one was.
@@ -389,6 +418,8 @@ struct ConnGuard {
     conns: Arc<Conns>,
     id: u64,
     conn: Arc<Conn>,
+    /// The remote peer it counts against (`None`: a local one).
+    peer: Option<std::net::IpAddr>,
 }
 
 impl ConnGuard {
@@ -415,6 +446,14 @@ impl Drop for ConnGuard {
         if let Ok(mut open) = self.conns.open.lock() {
             open.remove(&self.id);
         }
+        if let (Some(ip), Ok(mut per_peer)) = (self.peer, self.conns.per_peer.lock())
+            && let Some(n) = per_peer.get_mut(&ip)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                per_peer.remove(&ip);
+            }
+        }
     }
 }
 
@@ -440,6 +479,14 @@ pub async fn tcp_accept_loop(
                     continue;
                 }
             },
+        };
+        let Some(guard) = ing.conns.register(peer.ip()) else {
+            bump(&ing.shared.counters.tcp_rejected, 1);
+            if let Some(held) = ing.shared.limits.connection.allow() {
+                tracing::warn!(%peer, suppressed = held, "too many tcp connections from this peer (a quarter of syslog.max_connections): refused");
+            }
+            drop(stream);
+            continue;
         };
         let mut permit = ing.slots.clone().try_acquire_owned().ok();
         if permit.is_none() && ing.conns.evict_idlest(EVICT_AFTER_IDLE) {
@@ -473,7 +520,6 @@ pub async fn tcp_accept_loop(
         let shutdown = shutdown.clone();
         let arb = &ing.arbiters[next % ing.arbiters.len().max(1)];
         next = next.wrapping_add(1);
-        let guard = ing.conns.register();
         let spawned = arb.spawn(async move {
             match TcpStream::from_std(std_stream) {
                 Ok(s) => tcp_conn(s, peer, router, shutdown, &guard).await,
@@ -697,4 +743,39 @@ fn publish_capture(
     set(&out.evicted, f.evicted);
     set(&out.out_of_order, f.out_of_order);
     set(&out.orphan_fragments, f.orphan_fragments);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_remote_peer_holds_at_most_a_quarter_of_the_places() {
+        let conns = Arc::new(Conns::new(8));
+        let remote: std::net::IpAddr = [192, 0, 2, 7].into();
+        let other: std::net::IpAddr = [192, 0, 2, 8].into();
+        let a = conns.register(remote);
+        let b = conns.register(remote);
+        assert!(a.is_some() && b.is_some());
+        assert!(conns.register(remote).is_none(), "a third from one peer");
+        assert!(
+            conns.register(other).is_some(),
+            "another peer still gets in"
+        );
+        drop(a);
+        assert!(
+            conns.register(remote).is_some(),
+            "a place freed is its own again"
+        );
+        // A local peer (a relay on this host) is not capped.
+        let local: Vec<_> = (0..20)
+            .map(|_| conns.register([127, 0, 0, 1].into()))
+            .collect();
+        assert!(local.iter().all(Option::is_some));
+        let mapped: std::net::IpAddr = "::ffff:127.0.0.1"
+            .parse()
+            .unwrap_or_else(|_| unreachable!());
+        assert!(conns.register(mapped).is_some());
+        drop(b);
+    }
 }

@@ -342,7 +342,7 @@ fn start(
             });
         }
         let slots = Arc::new(Semaphore::new(cfg.syslog.max_connections));
-        let conns = Arc::new(ingest::Conns::default());
+        let conns = Arc::new(ingest::Conns::new(cfg.syslog.max_connections));
         for l in tcp {
             let listener = match tokio::net::TcpListener::from_std(l) {
                 Ok(l) => l,
