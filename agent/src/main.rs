@@ -58,7 +58,8 @@ enum Command {
 enum RulesCommand {
     /// Check rule files and folders; exit 0 when valid, 1 on errors, 2 on usage/IO errors.
     Check(rules_cmd::CheckArgs),
-    /// Run rule unit tests (`*.test.toml` beside the rule files); exit 1 on any failure.
+    /// Run rule unit tests (`*.test.toml` beside the rule files); exit 1 on any failure, 2
+    /// when a test cannot run.
     Test(rules_test::TestArgs),
     /// Print the shared operator graph the rules compile to (text or Graphviz dot).
     Graph(rules_graph::GraphArgs),

@@ -50,8 +50,9 @@ pub struct ReplayArgs {
 #[derive(clap::Args, Debug)]
 pub struct InputArgs {
     /// The year of RFC 3164 stamps (they carry none); default: resolved against today. Every
-    /// such stamp gets this year: replay a log that crosses New Year in two parts (one
-    /// `--year` each), or from RFC 5424 lines.
+    /// such stamp gets this year (a 29 February in a year without one, the leap year before):
+    /// replay a log that crosses New Year in two parts (one `--year` each), or from RFC 5424
+    /// lines.
     #[arg(long, value_name = "YYYY", value_parser = clap::value_parser!(i32).range(1678..=2261))]
     pub year: Option<i32>,
     /// The zone of RFC 3164 stamps: `UTC` (default), an offset such as `+02:00`, or a name.

@@ -21,7 +21,7 @@ pub enum Format {
 /// Arguments of `cepheus rules check`.
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
-    /// Rule files or folders (folders: every `*.toml` in them, recursively).
+    /// Rule files or folders (folders: every `*.toml` in them, recursively, but `*.test.toml`).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Output format.

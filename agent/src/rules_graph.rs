@@ -23,7 +23,7 @@ pub enum GraphFormat {
 /// Arguments of `cepheus rules graph`.
 #[derive(clap::Args, Debug)]
 pub struct GraphArgs {
-    /// Rule files or folders (folders: every `*.toml` in them, recursively).
+    /// Rule files or folders (folders: every `*.toml` in them, recursively, but `*.test.toml`).
     #[arg(required = true)]
     pub paths: Vec<PathBuf>,
     /// Output format.

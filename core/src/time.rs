@@ -81,8 +81,8 @@ impl fmt::Display for Timestamp {
 
 /// The units [`Duration::parse`] reads: every unit of fixed length (no months or years).
 pub const DURATION_UNITS: &[&str] = &[
-    "ns", "us", "µs", "ms", "s", "sec", "secs", "m", "min", "mins", "h", "hr", "hrs", "d", "day",
-    "days", "w", "week", "weeks",
+    "ns", "us", "µs", "ms", "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute",
+    "minutes", "h", "hr", "hrs", "hour", "hours", "d", "day", "days", "w", "week", "weeks",
 ];
 
 impl Duration {

@@ -79,11 +79,13 @@ queue_size = 65536
 tick = "100ms"
 
 [api]
-# HTTP API: GET /health, /stats (JSON), /metrics (Prometheus). Loopback by default.
+# HTTP API: GET /health, /stats (JSON), /metrics (Prometheus), POST /groups/forget (what
+# `cepheus groups forget` sends). Loopback by default; without a token, only requests
+# addressed to localhost are answered.
 listen = "127.0.0.1:9514"
-# A file holding a token (one line, at least 16 characters). When set, /stats and /metrics
-# need the header "Authorization: Bearer <token>" (/health stays open for liveness probes).
-# Required when `listen` is not a loopback address.
+# A file holding a token (one line, at least 16 characters). When set, /stats, /metrics and
+# /groups/forget need the header "Authorization: Bearer <token>" (/health stays open for
+# liveness probes). Required when `listen` is not a loopback address.
 # token_file = "/etc/cepheus/api.token"
 
 [output]
@@ -652,10 +654,10 @@ impl Config {
         if let Err(why) = store_usable(self.store.path()) {
             out.push(Problem::new("store.path", why));
         }
-        if let Some(c) = &self.capture
-            && let Ok(filter) = crate::flow::filter::Filter::parse(&c.filter)
-        {
-            // Opened and closed at once: a missing interface or a missing CAP_NET_RAW shows.
+        if let Some(c) = &self.capture {
+            // Opened and closed at once: a missing interface or a missing CAP_NET_RAW shows
+            // (with no filter when the filter is wrong: `problems` says that one).
+            let filter = crate::flow::filter::Filter::parse(&c.filter).unwrap_or_default();
             match crate::flow::live::LiveCapture::start(&c.interface, filter, 16) {
                 Ok(cap) => cap.stop(),
                 Err(e) => out.push(Problem::new("capture.interface", e.to_string())),
