@@ -586,6 +586,21 @@ impl Config {
                 "false: alert changes are written nowhere (stdout is the only alert output so far); they are still counted in /stats",
             ));
         }
+        if let Some(f) = &self.api.token_file {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(f).map_or(0, |m| m.permissions().mode());
+            if mode & 0o006 != 0 {
+                out.push(Problem::new(
+                    "api.token_file",
+                    format!(
+                        "{} is {} by every user (mode {:04o}): `chmod 0640` it (owner and the agent's group)",
+                        f.display(),
+                        if mode & 0o002 != 0 { "writable" } else { "readable" },
+                        mode & 0o7777
+                    ),
+                ));
+            }
+        }
         out
     }
 
@@ -931,6 +946,27 @@ mod tests {
         // Syntax that does not parse: one error.
         let e = Config::parse(Path::new("x"), "[syslog\nudp = 1\n").unwrap_err();
         assert_eq!(e.to_string().matches("TOML parse error").count(), 1, "{e}");
+    }
+
+    #[test]
+    fn a_token_file_every_user_can_read_is_a_warning() {
+        use std::os::unix::fs::PermissionsExt;
+        let f = std::env::temp_dir().join(format!("cepheus-token-{}", std::process::id()));
+        std::fs::write(&f, "0123456789abcdef0123\n").unwrap();
+        let cfg = |mode: u32| {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            let text = format!("[api]\ntoken_file = \"{}\"\n", f.display());
+            Config::parse(Path::new("x"), &text).unwrap().warnings()
+        };
+        assert!(cfg(0o640).is_empty());
+        let w = cfg(0o644);
+        assert_eq!(w[0].key, "api.token_file");
+        assert!(
+            w[0].message.contains("readable by every user (mode 0644)"),
+            "{w:?}"
+        );
+        assert!(cfg(0o662)[0].message.contains("writable"));
+        let _ = std::fs::remove_file(&f);
     }
 
     #[test]
