@@ -1957,7 +1957,7 @@ fn take(
                     dv,
                 },
             );
-            r.count += 1;
+            r.count = r.count.saturating_add(1);
             return Took::Yes;
         }
         return Took::No;
