@@ -1093,6 +1093,10 @@ fn patterns_the_engine_cannot_run_are_errors() {
             "seq(absent(e0) for 2s, absent(e1) for 1s, e2)".to_string(),
             "two absent() at the start",
         ),
+        (
+            format!("seq({}) within 1m", ["e0"; 1025].join(", ")),
+            "a sequence of more than 1024 steps",
+        ),
     ] {
         let c = compile_str(
             "t.toml",

@@ -17,6 +17,10 @@ pub type EvSet = u64;
 /// The most alternatives one pattern may expand to.
 pub const MAX_ALTERNATIVES: usize = 256;
 
+/// Most steps in one alternative of a pattern: far beyond any rule written by hand, and a
+/// bound on what one partial match can be asked to track.
+pub const MAX_STEPS: usize = 1024;
+
 /// How a rule is run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {
@@ -267,6 +271,21 @@ fn expand(p: &Pattern, rule: &str) -> Result<Vec<Vec<Item>>, PlanError> {
                 let alts = expand(c, rule)?;
                 if acc.len() * alts.len() > MAX_ALTERNATIVES {
                     return Err(too_many());
+                }
+                let longest = acc.iter().map(Vec::len).max().unwrap_or(0)
+                    + alts.iter().map(Vec::len).max().unwrap_or(0);
+                if longest > MAX_STEPS {
+                    return Err(unsupported(&format!(
+                        "a sequence of more than {MAX_STEPS} steps; split it into several rules"
+                    )));
+                }
+                if let [only] = alts.as_slice() {
+                    // One way on: each alternative grows in place (no copy per step, which
+                    // made a long sequence cost the square of its length to compile).
+                    for a in &mut acc {
+                        a.extend(only.iter().cloned());
+                    }
+                    continue;
                 }
                 let mut next = Vec::with_capacity(acc.len() * alts.len());
                 for a in &acc {
