@@ -1255,6 +1255,27 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     // Forgotten, it does not fire again (it would have, 1 s after being re-armed).
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(agent.alerts(|v| v["rule"] == "hb"), 2);
+    // What a web page may post across sites without asking first (text/plain) is refused,
+    // and so is a request addressed to another name (DNS rebinding).
+    let post = |content_type: &str, host: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
+        let body = r#"{"rule":"hb","key":"web-1"}"#;
+        write!(
+            s,
+            "POST /groups/forget HTTP/1.1\r\nHost: {host}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        resp.lines().next().unwrap_or_default().to_string()
+    };
+    assert!(post("text/plain;charset=UTF-8", "127.0.0.1").contains(" 415 "));
+    assert!(post("application/json", "attacker.example").contains(" 403 "));
+    assert!(
+        post("application/json", "localhost").contains(" 404 "),
+        "not held now: answered"
+    );
 }
 
 #[test]

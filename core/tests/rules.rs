@@ -698,6 +698,16 @@ fn an_expect_line_with_more_values_than_group_fields_says_so() {
         c.rules.unwrap().rules[0].expect,
         vec![vec![Value::str("web-1,22")]]
     );
+    // A value no event can form a group with (over 1 KiB) is an error, not a group that
+    // alerts for ever.
+    let long = format!("{}\n", "h".repeat(1025));
+    let c = compile(&text, &mut |_| Ok(long.clone()));
+    assert!(c.rules.is_none());
+    assert!(
+        messages(&c)[0].1.contains("is longer than 1024 bytes"),
+        "{:?}",
+        messages(&c)
+    );
 }
 
 #[test]

@@ -385,6 +385,19 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
     if let Some(refused) = st.refusal(&req) {
         return refused;
     }
+    // JSON only: a web page can post text/plain across sites without asking first, but
+    // not application/json (the browser asks, and no route answers its question).
+    let json = req
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return HttpResponse::UnsupportedMediaType()
+            .content_type("text/plain")
+            .body("send the body as Content-Type: application/json\n");
+    }
     let body: ForgetRequest = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => {

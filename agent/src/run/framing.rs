@@ -121,7 +121,9 @@ impl Framer {
                         return None;
                     }
                 } else if let Some((digits, len)) = octet_count(buf) {
-                    self.counted = true;
+                    // (A frame whose message starts with a PRI: `12 is the answer` in a
+                    // line-framed stream reads as a count too, but says nothing of the sender.)
+                    self.counted |= buf.get(digits + 1) == Some(&b'<');
                     if len > self.max {
                         if len > self.absurd() {
                             return Some(Frame::Fatal("a frame length over 16 times the maximum"));

@@ -364,7 +364,17 @@ impl Conns {
     /// Registers a new connection from `peer`; it leaves when the guard drops. `None` when
     /// that peer holds its share already (a local peer, a relay on this host, has no cap).
     fn register(self: &Arc<Self>, peer: std::net::IpAddr) -> Option<ConnGuard> {
-        let peer = (!peer.to_canonical().is_loopback()).then_some(peer);
+        // (An IPv6 host has a whole /64 to itself: counted as one.)
+        let peer = match peer.to_canonical() {
+            ip if ip.is_loopback() => None,
+            std::net::IpAddr::V6(v6) => {
+                let s = v6.segments();
+                Some(std::net::IpAddr::V6(std::net::Ipv6Addr::new(
+                    s[0], s[1], s[2], s[3], 0, 0, 0, 0,
+                )))
+            }
+            v4 => Some(v4),
+        };
         if let Some(ip) = peer {
             let mut per_peer = self.per_peer.lock().ok()?;
             let n = per_peer.entry(ip).or_insert(0);
@@ -772,10 +782,28 @@ mod tests {
             .map(|_| conns.register([127, 0, 0, 1].into()))
             .collect();
         assert!(local.iter().all(Option::is_some));
-        let mapped: std::net::IpAddr = "::ffff:127.0.0.1"
-            .parse()
-            .unwrap_or_else(|_| unreachable!());
-        assert!(conns.register(mapped).is_some());
+        let ip = |s: &str| -> std::net::IpAddr { s.parse().unwrap_or_else(|_| unreachable!()) };
+        assert!(conns.register(ip("::ffff:127.0.0.1")).is_some());
+        // One peer however it is written, and an IPv6 host is its /64.
+        let c = [
+            conns.register(ip("::ffff:192.0.2.8")),
+            conns.register(ip("192.0.2.8")),
+        ];
+        assert!(c.iter().all(Option::is_some));
+        assert!(
+            conns.register(ip("192.0.2.8")).is_none(),
+            "mapped and plain are one"
+        );
+        let v6: Vec<_> = ["2001:db8::1", "2001:db8::2"]
+            .iter()
+            .map(|a| conns.register(ip(a)))
+            .collect();
+        assert!(v6.iter().all(Option::is_some));
+        assert!(conns.register(ip("2001:db8::ffff")).is_none(), "same /64");
+        assert!(
+            conns.register(ip("2001:db8:0:1::1")).is_some(),
+            "another /64"
+        );
         drop(b);
     }
 }

@@ -1130,6 +1130,19 @@ fn parse_key(s: &str, groups: &[&str], types: &[ValueType]) -> Result<Vec<Value>
         let sub = at + lead..at + lead + p.trim().len();
         at += p.len() + 1;
         match Value::parse_as(*t, p) {
+            // No event can give a longer one (see `MAX_KEY_TEXT`): the group would never hear
+            // from its host and alert for ever.
+            Some(Value::Str(v)) if v.len() > crate::rules::ir::MAX_KEY_TEXT => {
+                return Err((
+                    format!(
+                        "`{}...` is longer than {} bytes: no event forms a group with such a value",
+                        p.trim().chars().take(20).collect::<String>(),
+                        crate::rules::ir::MAX_KEY_TEXT
+                    ),
+                    h("group values are at most 1 KiB of text"),
+                    sub,
+                ));
+            }
             Some(v) if !p.trim().is_empty() => out.push(v),
             _ => {
                 return Err((
