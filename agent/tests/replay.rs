@@ -1204,7 +1204,7 @@ fn refused_input_lines_are_named() {
         "{out}"
     );
     assert!(
-        out.contains("x.test.toml: test `garbage`, input:2: not a syslog message"),
+        out.contains("x.test.toml:5: not a syslog message"),
         "{out}"
     );
     let log = dir.join("g.log");
