@@ -1203,10 +1203,7 @@ fn refused_input_lines_are_named() {
         out.contains("1 input line(s) are not syslog or JSON events"),
         "{out}"
     );
-    assert!(
-        out.contains("x.test.toml:5: not a syslog message"),
-        "{out}"
-    );
+    assert!(out.contains("x.test.toml:5: not a syslog message"), "{out}");
     let log = dir.join("g.log");
     std::fs::write(&log, "<13>Jan  1 00:00:00 h a: x\nhello\n").unwrap();
     let (_, stderr) = replay_with(&rules, &log);
