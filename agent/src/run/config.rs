@@ -429,10 +429,25 @@ impl Config {
                 .rfind('\n')
                 .map_or(0, |i| i + 1);
             let line = text[start..].trim_start();
-            if line.starts_with('[') || line.starts_with('#') {
+            if line.starts_with('#') {
                 break;
             }
-            text.insert(start, '#');
+            if line.starts_with('[') {
+                // An unknown table: set aside with its keys (to the next table), which would
+                // otherwise be read as the previous table's.
+                let end = text[start..]
+                    .match_indices('\n')
+                    .map(|(i, _)| start + i + 1)
+                    .find(|&i| text[i..].trim_start().starts_with('['))
+                    .unwrap_or(text.len());
+                let block: String = text[start..end]
+                    .split_inclusive('\n')
+                    .map(|l| format!("#{l}"))
+                    .collect();
+                text.replace_range(start..end, &block);
+            } else {
+                text.insert(start, '#');
+            }
             // A value over several lines, set aside by its first: the rest no longer parses.
             if text.parse::<toml::Table>().is_err() {
                 break;
@@ -943,6 +958,17 @@ mod tests {
             assert!(e.contains(key), "{key} not said: {e}");
         }
         assert!(e.contains("line 2") && e.contains("line 6"), "{e}");
+        // An unknown table hides no other mistake, and its keys are not taken for another's.
+        let e = Config::parse(
+            Path::new("x"),
+            "[syslog]\nmax_conections = 3\n[sylog]\nudp = []\n[engine]\nshards = -1\n",
+        )
+        .unwrap_err()
+        .to_string();
+        for what in ["max_conections", "sylog", "shards"] {
+            assert!(e.contains(what), "{what} not said: {e}");
+        }
+        assert_eq!(e.matches("TOML parse error").count(), 3, "{e}");
         // Syntax that does not parse: one error.
         let e = Config::parse(Path::new("x"), "[syslog\nudp = 1\n").unwrap_err();
         assert_eq!(e.to_string().matches("TOML parse error").count(), 1, "{e}");
