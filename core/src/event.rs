@@ -455,6 +455,25 @@ pub struct Event {
 }
 
 impl Event {
+    /// About how many bytes the event takes in memory, its text included: what a group that
+    /// holds it keeps alive (shared with every other holder), for `/stats`.
+    pub fn heap_bytes(&self) -> usize {
+        let text = |v: &Value| match v {
+            Value::Str(s) if s.len() > 23 => s.len(),
+            _ => 0,
+        };
+        std::mem::size_of::<Event>()
+            + self.fields.capacity() * std::mem::size_of::<(FieldKey, Value)>()
+            + self
+                .fields
+                .iter()
+                .map(|(k, v)| {
+                    text(v)
+                        + matches!(k, FieldKey::Named(n) if !n.is_empty()) as usize * k.name().len()
+                })
+                .sum::<usize>()
+    }
+
     /// An event with no fields yet.
     pub fn new(source: Source, time: Timestamp, arrival: Timestamp) -> Self {
         Event {

@@ -150,7 +150,9 @@ pub struct RuleStats {
     pub groups: u64,
     /// Partial matches held.
     pub partial_matches: u64,
-    /// Approximate bytes of state held.
+    /// Approximate bytes of state held: group slots and keys (their text included), the
+    /// events partial matches hold (their text included; an event several groups hold is
+    /// counted in each), a share of the family records.
     pub bytes: u64,
     /// Event counters.
     pub counters: RuleCounters,
@@ -999,8 +1001,16 @@ impl Engine {
                 let ctx = rt.ctx(self.outage_until);
                 for s in rt.slots.iter().flatten() {
                     partial += s.group.partial_matches(&ctx, now) as u64;
-                    held += s.group.held_events() as u64;
+                    held += s.group.held_bytes() as u64;
                 }
+                // The keys' own text (a value over the inline size is on the heap).
+                let key_text: u64 = (rt.cold.iter().flatten())
+                    .flat_map(|c| c.key.as_slice())
+                    .map(|v| match v {
+                        Value::Str(s) if s.len() > 23 => s.len() as u64,
+                        _ => 0,
+                    })
+                    .sum();
                 let groups = rt.groups.len() as u64;
                 let per_group = (std::mem::size_of::<Option<Slot>>()
                     + std::mem::size_of::<Option<Cold>>()) as u64
@@ -1017,7 +1027,7 @@ impl Engine {
                         .collect(),
                     groups,
                     partial_matches: partial,
-                    bytes: groups * per_group + held * 96 + family,
+                    bytes: groups * per_group + key_text + held + family,
                     counters: rt.counters.clone(),
                 }
             })

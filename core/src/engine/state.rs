@@ -643,7 +643,20 @@ impl Group {
         }
     }
 
-    /// Events held in partial matches.
+    /// About how many bytes the events its partial matches and waits hold take: each item,
+    /// and its event with the event's text (shared with the event's other holders).
+    pub fn held_bytes(&self) -> usize {
+        match &self.state {
+            GroupState::Absence(_) => 0,
+            GroupState::Linear(l) => {
+                let runs = l.runs.iter().flat_map(|r| r.items.iter().map(|i| &i.ev));
+                let waits = l.waits().iter().flat_map(|w| w.events.iter());
+                runs.chain(waits).map(|e| 96 + e.heap_bytes()).sum()
+            }
+        }
+    }
+
+    /// Events held by its partial matches and waits.
     pub fn held_events(&self) -> usize {
         match &self.state {
             GroupState::Absence(_) => 0,
