@@ -1471,6 +1471,39 @@ fn a_delivered_connection_that_only_trickles_bytes_is_closed_when_idle() {
 /// timeout: a connection that never delivered a message and has been silent makes room
 /// (counted as `tcp_evicted`), the oldest first; one that delivered is never pushed out, and
 /// with nothing left to evict a newcomer is refused as before.
+/// Accepted syslog connections have TCP keepalive on, so a sender gone without closing is
+/// found (the kernel shows the keepalive timer of the agent's end in /proc/net/tcp).
+#[test]
+fn syslog_connections_keep_alive() {
+    let dir = scratch("keepalive");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let agent = Agent::start(&dir, "");
+    let mut c = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    c.write_all(b"<13>Dec  2 01:47:00 h hello: hi\n").unwrap();
+    agent.wait_stats(10, |s| s["ingest"]["tcp_frames"].as_u64() >= Some(1));
+    let port = format!(":{:04X}", agent.port);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+        // The agent's end: local port ours, established (01), timer 2 (keepalive).
+        let ours = table.lines().find(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            cols.len() > 5 && cols[1].ends_with(&port) && cols[3] == "01"
+        });
+        if let Some(line) = ours {
+            let timer = line.split_whitespace().nth(5).unwrap_or_default();
+            assert!(timer.starts_with("02:"), "{line}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no established agent end for {port}:\n{table}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(c);
+}
+
 #[test]
 fn idle_connections_make_room_for_a_new_sender() {
     let dir = scratch("evict");

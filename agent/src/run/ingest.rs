@@ -519,6 +519,15 @@ pub async fn tcp_accept_loop(
             continue;
         };
         bump(&ing.shared.counters.tcp_connections, 1);
+        // A sender that went away without closing (rebooted, cable cut) is found within
+        // about 2.5 minutes, not at the idle timeout: its place (and its share of its host's
+        // places) comes back sooner.
+        let keepalive = socket2::TcpKeepalive::new()
+            .with_time(StdDuration::from_secs(60))
+            .with_interval(StdDuration::from_secs(10));
+        if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
+            tracing::debug!(%peer, error = %e, "tcp keepalive not set");
+        }
         let std_stream = match stream.into_std() {
             Ok(s) => s,
             Err(e) => {
