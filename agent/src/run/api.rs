@@ -88,6 +88,8 @@ fn host_is_local(req: &HttpRequest) -> bool {
         Some(rest) => rest.split(']').next().unwrap_or_default(),
         None => h.rsplit_once(':').map_or(h, |(name, _)| name),
     };
+    // (`localhost.`, the name written fully qualified, is the same name.)
+    let host = host.strip_suffix('.').unwrap_or(host);
     host.eq_ignore_ascii_case("localhost")
         || host
             .parse::<std::net::IpAddr>()
@@ -491,6 +493,7 @@ mod tests {
             None,
             Some("localhost"),
             Some("LOCALHOST:9514"),
+            Some("localhost.:9514"),
             Some("127.0.0.1:9514"),
             Some("127.0.0.7"),
             Some("[::1]:9514"),
