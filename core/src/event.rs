@@ -115,6 +115,15 @@ pub enum Value {
 }
 
 impl Value {
+    /// The bytes the value keeps beside itself: the text of a string too long to be inline
+    /// (more than 23 bytes), else none. For `/stats`.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Value::Str(s) if s.len() > 23 => s.len(),
+            _ => 0,
+        }
+    }
+
     /// An IP address value; an IPv4-mapped IPv6 address (`::ffff:10.0.0.2`, what a dual-stack
     /// socket reports for an IPv4 sender) is the IPv4 address, so both spellings are one group
     /// and compare equal.
@@ -458,19 +467,14 @@ impl Event {
     /// About how many bytes the event takes in memory, its text included: what a group that
     /// holds it keeps alive (shared with every other holder), for `/stats`.
     pub fn heap_bytes(&self) -> usize {
-        let text = |v: &Value| match v {
-            Value::Str(s) if s.len() > 23 => s.len(),
-            _ => 0,
+        let name = |k: &FieldKey| match k {
+            FieldKey::Named(n) => n.len(),
+            FieldKey::Known(_) => 0,
         };
         std::mem::size_of::<Event>()
             + self.fields.capacity() * std::mem::size_of::<(FieldKey, Value)>()
-            + self
-                .fields
-                .iter()
-                .map(|(k, v)| {
-                    text(v)
-                        + matches!(k, FieldKey::Named(n) if !n.is_empty()) as usize * k.name().len()
-                })
+            + (self.fields.iter())
+                .map(|(k, v)| name(k) + v.heap_bytes())
                 .sum::<usize>()
     }
 

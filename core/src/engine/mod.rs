@@ -1006,10 +1006,7 @@ impl Engine {
                 // The keys' own text (a value over the inline size is on the heap).
                 let key_text: u64 = (rt.cold.iter().flatten())
                     .flat_map(|c| c.key.as_slice())
-                    .map(|v| match v {
-                        Value::Str(s) if s.len() > 23 => s.len() as u64,
-                        _ => 0,
-                    })
+                    .map(|v| v.heap_bytes() as u64)
                     .sum();
                 let groups = rt.groups.len() as u64;
                 let per_group = (std::mem::size_of::<Option<Slot>>()
