@@ -89,7 +89,7 @@ impl Framer {
             if self.skip_to_delim {
                 // (However the stream was cut into reads, the line is judged by its length up
                 // to its end: the same verdict as when it came in one read.)
-                let delim = buf.iter().position(|&b| b == b'\n' || b == 0);
+                let delim = line_end(buf);
                 self.skipped = self.skipped.saturating_add(delim.unwrap_or(buf.len()));
                 if self.skipped > self.absurd() {
                     return Some(Frame::Fatal(ENDLESS));
@@ -140,7 +140,7 @@ impl Framer {
                     return Some(Frame::Msg(buf.split_to(len)));
                 }
             }
-            let delim = buf.iter().position(|&b| b == b'\n' || b == 0);
+            let delim = line_end(buf);
             let line = delim.unwrap_or(buf.len());
             if line > self.max && self.counted {
                 // An octet-counting sender never sends a line end: past a frame it could not
@@ -202,6 +202,11 @@ pub fn octet_count(b: &[u8]) -> Option<(usize, usize)> {
     }
     let len = std::str::from_utf8(&b[..digits]).ok()?.parse().ok()?;
     Some((digits, len))
+}
+
+/// Where the line that `b` begins ends: its LF or NUL.
+fn line_end(b: &[u8]) -> Option<usize> {
+    b.iter().position(|&x| x == b'\n' || x == 0)
 }
 
 /// Drops blank separators between frames (a trailing LF after an octet-counted frame, CRLF,
