@@ -98,14 +98,13 @@ pub struct Inputs {
     parser: SyslogParser,
     /// The time of the last event: lines without a stamp take it.
     last_time: Timestamp,
-    /// What year-less RFC 3164 stamps resolve their year against: the reference, then the
-    /// latest such stamp (so a file crossing New Year follows on, and neither a line with a
-    /// year of its own nor one that resolved into an earlier year, a device's wrong clock or
-    /// a 29 February that had to go back to the last leap year, moves it back).
-    year_ref: Timestamp,
-    /// Whether a year-less stamp has set `year_ref` yet (the first may move it back from
-    /// the reference: a November file replayed in January).
-    year_ref_set: bool,
+    /// What year-less RFC 3164 stamps resolve their year against until the first of them: the
+    /// reference (the first may lie before it: a November file replayed in January).
+    reference: Timestamp,
+    /// Then the latest such stamp (so a file crossing New Year follows on, and neither a line
+    /// with a year of its own nor one that resolved into an earlier year, a device's wrong
+    /// clock or a 29 February that had to go back to the last leap year, moves it back).
+    latest_stamp: Option<Timestamp>,
     max_line: usize,
     counters: Counters,
     dedup: Option<SharedDedup>,
@@ -156,8 +155,8 @@ impl Inputs {
             current: None,
             parser,
             last_time: no_stamp_time(parser),
-            year_ref: reference,
-            year_ref_set: false,
+            reference,
+            latest_stamp: None,
             max_line: MAX_LINE,
             counters: Counters::default(),
             buf: Vec::new(),
@@ -211,15 +210,13 @@ impl Inputs {
             let text = String::from_utf8_lossy(line);
             return parse_json_event(&text).map(|e| (e, true));
         }
-        let (mut event, stamp) = self.parser.parse_stamped(line, self.year_ref, None)?;
+        let year_ref = self.latest_stamp.unwrap_or(self.reference);
+        let (mut event, stamp) = self.parser.parse_stamped(line, year_ref, None)?;
         match stamp {
             Stamp::None => event.time = self.last_time,
-            Stamp::YearLess if self.year_ref_set => {
-                self.year_ref = self.year_ref.max(event.time);
-            }
             Stamp::YearLess => {
-                self.year_ref = event.time;
-                self.year_ref_set = true;
+                self.latest_stamp =
+                    Some(self.latest_stamp.map_or(event.time, |t| t.max(event.time)));
             }
             Stamp::Full => {}
         }
