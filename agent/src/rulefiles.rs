@@ -130,22 +130,21 @@ pub fn expect_files() -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// The folder a file is in (`.` for a bare name).
+pub fn folder_of(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
 /// What names one file or folder, whatever path reached it; for one that does not exist,
 /// its folder's name and its own (so it is known again once it is made).
-fn identity(p: &Path) -> PathBuf {
+pub fn identity(p: &Path) -> PathBuf {
     if let Ok(c) = std::fs::canonicalize(p) {
         return c;
     }
-    let folder = p
-        .parent()
-        .map(|d| {
-            if d.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                d
-            }
-        })
-        .and_then(|d| std::fs::canonicalize(d).ok());
+    let folder = std::fs::canonicalize(folder_of(p)).ok();
     match (folder, p.file_name()) {
         (Some(d), Some(name)) => d.join(name),
         _ => std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()),

@@ -18,6 +18,7 @@ use super::builtin;
 use super::counters::{SinkCounters, bump};
 use super::route::RoutePlan;
 use super::shard::{Reload, Shard};
+use crate::rulefiles::{folder_of, identity};
 
 /// Where the rules come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,14 +95,6 @@ impl RuleSource {
     }
 }
 
-/// The folder a file is in (`.` for a bare name).
-fn folder_of(p: &Path) -> PathBuf {
-    match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
 /// Which changes a reload follows: a rule file in a rule folder, a rule file named one by
 /// one, an `expect` file, a rule folder itself (deleted and made anew). Not a `*.toml`
 /// beside a rule folder (the agent's own config, say), which the folder's parent's watch sees.
@@ -161,14 +154,12 @@ impl RuleWatcher {
         if targets.is_empty() {
             return Ok(None);
         }
-        // Each path also as its canonical form: the watcher may report events under either
-        // (a rule folder reached through a link and watched again through its real path).
+        // Each path also as its real one: the watcher may report events under either (a rule
+        // folder reached through a link and watched again through its real path).
         let both = |paths: Vec<PathBuf>| -> Vec<PathBuf> {
             let mut out = Vec::with_capacity(paths.len() * 2);
             for p in paths {
-                if let Ok(c) = std::fs::canonicalize(&p) {
-                    out.push(c);
-                }
+                out.push(identity(&p));
                 out.push(p);
             }
             out.sort();
@@ -255,14 +246,16 @@ impl RuleWatcher {
         // as the rules last read them.
         // (Compared by their real paths: an expect file's folder is canonical, a rule folder
         // may be reached through a link, and one inode watched twice is one watch.)
-        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-        let covered: Vec<(PathBuf, notify::RecursiveMode)> =
-            self.targets.iter().map(|(t, m)| (real(t), *m)).collect();
+        let covered: Vec<(PathBuf, notify::RecursiveMode)> = self
+            .targets
+            .iter()
+            .map(|(t, m)| (identity(t), *m))
+            .collect();
         let mut wanted: Vec<PathBuf> = crate::rulefiles::expect_files()
             .iter()
             .map(|f| folder_of(f))
             .filter(|d| {
-                let d = real(d);
+                let d = identity(d);
                 !covered.iter().any(|(t, m)| {
                     d == *t || (*m == notify::RecursiveMode::Recursive && d.starts_with(t))
                 })
