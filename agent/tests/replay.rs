@@ -275,6 +275,7 @@ fn a_broken_test_file_does_not_stop_the_others() {
         stdout.contains("3 test file(s): 2 passed, 0 failed, 2 could not be run"),
         "{stdout}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A line of a test's input that is refused is said at its line in the test file.
@@ -294,6 +295,7 @@ fn a_refused_test_input_line_is_said_at_its_line_in_the_test_file() {
         let at = format!("{}:{line}: ", file.display());
         assert!(out.contains(&at), "{at} in {out}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
