@@ -1387,6 +1387,27 @@ impl LinearState {
             (None, Some(si)) => std::iter::once(si).collect(),
             (None, None) => fresh_completed,
         };
+        if !done_at.is_empty() {
+            self.finish_all(ctx, alts, key, &done_at, t, counters, out);
+        }
+        self.note_seen(mask, t);
+    }
+
+    /// Step G of [`LinearState::on_event`]: the runs at `done_at` (ascending) leave `runs`
+    /// and are finished in order until one that is not a wait (out of line: most events
+    /// complete nothing).
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn finish_all(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        key: &GroupKey,
+        done_at: &[usize],
+        t: Timestamp,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
         let mut done: SmallVec<[Run; 1]> =
             done_at.iter().rev().map(|&i| self.runs.remove(i)).collect();
         done.reverse();
@@ -1397,7 +1418,6 @@ impl LinearState {
                 break;
             }
         }
-        self.note_seen(mask, t);
     }
 
     /// The oldest `extra` partial matches go, each with its copy (shadows are not partial
