@@ -691,3 +691,62 @@ fn a_closed_pipe_ends_flows_quietly() {
     let st = Command::new("bash").args(["-c", &sh]).status().unwrap();
     assert!(st.success(), "{st:?}");
 }
+
+/// A filter that keeps or drops whole flows (no `src`/`dst`) keeps exactly the flows of the
+/// unfiltered run whose record satisfies it, on every capture: the filter reads packets as the
+/// flow table does.
+#[test]
+fn filters_keep_exactly_the_flows_they_name() {
+    type Pred = fn(&Json) -> bool;
+    fn port(f: &Json, n: u64) -> bool {
+        f["proto"] != "icmp" && (f["sport"] == n || f["dport"] == n)
+    }
+    fn in_net(f: &Json, prefix: &str) -> bool {
+        [&f["src"], &f["dst"]]
+            .iter()
+            .any(|a| a.as_str().is_some_and(|a| a.starts_with(prefix)))
+    }
+    let filters: [(&str, Pred); 9] = [
+        ("tcp", |f| f["proto"] == "tcp"),
+        ("udp or icmp", |f| {
+            f["proto"] == "udp" || f["proto"] == "icmp"
+        }),
+        ("ip6", |f| {
+            f["src"].as_str().is_some_and(|a| a.contains(':'))
+        }),
+        ("port 53 or 80", |f| port(f, 53) || port(f, 80)),
+        ("tcp and not (port http or 22)", |f| {
+            f["proto"] == "tcp" && !port(f, 80) && !port(f, 22)
+        }),
+        ("portrange 1-1023", |f| {
+            f["proto"] != "icmp"
+                && [&f["sport"], &f["dport"]]
+                    .iter()
+                    .any(|p| p.as_u64().is_some_and(|p| (1..=1023).contains(&p)))
+        }),
+        ("net 192.168.0.0/16", |f| in_net(f, "192.168.")),
+        ("not net 10 and ip", |f| {
+            !in_net(f, "10.") && f["src"].as_str().is_some_and(|a| !a.contains(':'))
+        }),
+        ("vlan", |f| f["vlan"] != 0 || f["vlan_outer"] != 0),
+    ];
+    let key = |f: &Json| {
+        format!(
+            "{} {}:{} {}:{} {} {}",
+            f["proto"], f["src"], f["sport"], f["dst"], f["dport"], f["vlan"], f["orig_pkts"]
+        )
+    };
+    let mut kept = 0;
+    for pcap in captures() {
+        let path = pcap.to_str().unwrap();
+        let (all, _) = cepheus_flows(&[path]);
+        for (filter, pred) in filters {
+            let (got, _) = cepheus_flows(&["--filter", filter, path]);
+            let got: Vec<String> = got.iter().map(key).collect();
+            let want: Vec<String> = all.iter().filter(|f| pred(f)).map(key).collect();
+            assert_eq!(got, want, "{path} --filter {filter:?}");
+            kept += got.len();
+        }
+    }
+    assert!(kept > 100, "the filters kept only {kept} flows in all");
+}

@@ -36,10 +36,12 @@ pub struct FlowsArgs {
     /// With --interface: stop after this long (e.g. `3s`, `1m`); default: until killed.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<StdDuration>,
-    /// Keep only packets matching this filter, e.g. `udp and port 514 and not host 10.0.0.9`:
-    /// a subset of tcpdump's words: tcp, udp, icmp, icmp6, ip, ip6, proto N, port N, host
-    /// ADDR, vlan N, joined by `and`, each may be negated with `not` (no `or`, parentheses,
-    /// `src`/`dst` or `net`).
+    /// Keep only packets matching this filter, in tcpdump's words over IP packets, e.g.
+    /// `udp port 514 and not src net 10.0.0.0/8`, `tcp and (port 22 or 443)`: [src|dst]
+    /// host ADDR, [src|dst] net PREFIX, [tcp|udp] [src|dst] port N|NAME, portrange N-M, tcp,
+    /// udp, icmp, icmp6, ip, ip6, [ip|ip6] proto N, vlan [N], with and, or, not and
+    /// parentheses (and/or of equal precedence, left to right, as in tcpdump); no link-level
+    /// words, byte offsets, less/greater or host names.
     #[arg(long, short = 'f')]
     pub filter: Option<String>,
     /// Most flows kept at once (more evicts the flow closest to its timeout).

@@ -95,7 +95,7 @@ stdout = true
 # Live capture (optional, needs root or CAP_NET_RAW): flows of one interface become events.
 # [capture]
 # interface = "eth0"
-# filter = "not port 22"
+# filter = "not port 22"        # tcpdump's words over IP: see `cepheus flows --help`
 # Also read the syslog seen on the wire (UDP and TCP to ports 514 and 5514) as syslog events,
 # with `peer` = the sender: for a mirror port. Leave it off when this host receives that
 # syslog on its own sockets (each message would count twice).
