@@ -4,10 +4,11 @@
 //! normalisation, [`Cond::canonical`]) is one predicate, evaluated once per event for all the
 //! definitions of all the rules that use it. Every predicate is filed under its source (a
 //! top-level `syslog`/`flow` conjunct) and, when it has one, under an equality conjunct on a
-//! registry field (`app == "sshd"`, `host in ["a", "b"]`): the paper's hash table from event
-//! attributes to the nodes that consume them. An event probes each indexed field once and
-//! evaluates only the predicates filed under its values plus the unindexed ones, so events that
-//! concern no rule cost a few hash lookups however many rules there are.
+//! registry field (`app == "sshd"`, `host in ["a", "b"]`, an `or` of such tests on one field):
+//! the paper's hash table from event attributes to the nodes that consume them. An event
+//! probes each indexed field once and evaluates only the predicates filed under its values
+//! plus the unindexed ones, so events that concern no rule cost a few hash lookups however
+//! many rules there are.
 //!
 //! With sharing off (`--no-share`) there is no index: as in the paper's RCEDA baseline (which
 //! delivers every primitive event to every query; the hash table is part of the shared
@@ -122,6 +123,35 @@ fn index_keys(c: &Cond) -> Vec<IndexKey> {
                     list.values().iter().all(|v| v.ty() == f.ty()) && !list.values().is_empty()
                 })
                 .map(|f| (i, f, list.values().to_vec())),
+            // `app == "nginx" or app == "apache"` is `app in ["nginx", "apache"]`.
+            Cond::Or(cs) => {
+                let mut key: Option<(Field, Vec<Value>)> = None;
+                for c in cs {
+                    let (k, vs) = match c {
+                        Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v)) => {
+                            (k, std::slice::from_ref(v))
+                        }
+                        Cond::In(Expr::Field(k), list) => (k, list.values()),
+                        _ => return None,
+                    };
+                    let f = usable(k)?;
+                    if vs.is_empty() || vs.iter().any(|v| v.ty() != f.ty()) {
+                        return None;
+                    }
+                    match &mut key {
+                        Some((kf, all)) if *kf == f => {
+                            for v in vs {
+                                if !all.contains(v) {
+                                    all.push(v.clone());
+                                }
+                            }
+                        }
+                        Some(_) => return None,
+                        None => key = Some((f, vs.to_vec())),
+                    }
+                }
+                key.map(|(f, vs)| (i, f, vs))
+            }
             _ => None,
         })
         .collect()

@@ -309,6 +309,19 @@ fn lit_value(l: &Lit) -> Option<Value> {
     })
 }
 
+/// The operands of an associative operator with those of the same operator nested in it
+/// spliced in place (`open` gives a nested one's operands, or the item back), order kept.
+fn flatten<T>(items: Vec<T>, open: impl Fn(T) -> Result<Vec<T>, T> + Copy) -> Vec<T> {
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        match open(item) {
+            Ok(inner) => out.extend(flatten(inner, open)),
+            Err(item) => out.push(item),
+        }
+    }
+    out
+}
+
 fn compatible(a: ValueType, b: ValueType) -> bool {
     a == b || (a.is_numeric() && b.is_numeric())
 }
@@ -318,18 +331,30 @@ impl CondChecker<'_, '_> {
         match c {
             CondAst::Or(v) => {
                 let parts: Vec<Option<Cond>> = v.iter().map(|c| self.cond(c)).collect();
-                Some(Cond::Or(parts.into_iter().collect::<Option<Vec<_>>>()?))
+                let parts = parts.into_iter().collect::<Option<Vec<_>>>()?;
+                Some(Cond::Or(flatten(parts, |c| match c {
+                    Cond::Or(cs) => Ok(cs),
+                    other => Err(other),
+                })))
             }
             CondAst::And(v) => {
                 let parts: Vec<Option<Cond>> = v.iter().map(|c| self.cond(c)).collect();
-                Some(Cond::And(parts.into_iter().collect::<Option<Vec<_>>>()?))
+                let parts = parts.into_iter().collect::<Option<Vec<_>>>()?;
+                Some(Cond::And(flatten(parts, |c| match c {
+                    Cond::And(cs) => Ok(cs),
+                    other => Err(other),
+                })))
             }
             CondAst::Not(c, _) => {
                 // captures under `not` are not kept (the engine drops them too)
                 let mark = self.info.captures.len();
                 let inner = self.cond(c);
                 self.info.captures.truncate(mark);
-                Some(Cond::Not(Box::new(inner?)))
+                Some(match inner? {
+                    // `not not x` is `x`, unless x captures (under `not` nothing is kept).
+                    Cond::Not(x) if !x.captures_any() => *x,
+                    inner => Cond::Not(Box::new(inner)),
+                })
             }
             CondAst::Source(s, _) => Some(Cond::Source(*s)),
             CondAst::Bool(true, _) => Some(Cond::True),
@@ -390,7 +415,14 @@ impl CondChecker<'_, '_> {
                     );
                     return None;
                 }
-                Some(Cond::Cmp(*op, xa, xb))
+                // `"sshd" == app` is `app == "sshd"`: the field first, as the index and the
+                // canonical form expect (the operator turned round for an ordering).
+                Some(match (xa, xb) {
+                    (Expr::Lit(l), Expr::Field(f)) => {
+                        Cond::Cmp(op.flipped(), Expr::Field(f), Expr::Lit(l))
+                    }
+                    (xa, xb) => Cond::Cmp(*op, xa, xb),
+                })
             }
             CondAst::Str(op, a, b, opspan) => {
                 let ea = self.expr(a);
@@ -1056,10 +1088,18 @@ impl PatChecker<'_, '_, '_, '_> {
                     })
                     .collect();
                 let parts = parts.into_iter().collect::<Option<Vec<_>>>()?;
+                // `or(a, or(b, c))` is `or(a, b, c)`, `and(and(a, b), c)` is `and(a, b, c)`:
+                // one form, so the graph and the state keys see one pattern.
                 Some(if matches!(p, PatAst::Or(..)) {
-                    Pattern::Or(parts)
+                    Pattern::Or(flatten(parts, |p| match p {
+                        Pattern::Or(ps) => Ok(ps),
+                        other => Err(other),
+                    }))
                 } else {
-                    Pattern::And(parts)
+                    Pattern::And(flatten(parts, |p| match p {
+                        Pattern::And(ps) => Ok(ps),
+                        other => Err(other),
+                    }))
                 })
             }
             PatAst::Repeat {

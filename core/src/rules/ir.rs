@@ -114,6 +114,19 @@ pub enum CmpOp {
     Ge,
 }
 
+impl CmpOp {
+    /// The operator that says the same with its operands swapped (`a < b` is `b > a`).
+    pub fn flipped(self) -> CmpOp {
+        match self {
+            CmpOp::Lt => CmpOp::Gt,
+            CmpOp::Le => CmpOp::Ge,
+            CmpOp::Gt => CmpOp::Lt,
+            CmpOp::Ge => CmpOp::Le,
+            same => same,
+        }
+    }
+}
+
 /// A string test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StrOp {

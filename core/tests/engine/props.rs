@@ -1433,3 +1433,94 @@ proptest! {
         }
     }
 }
+
+/// An `or` of equality tests on one field is filed in the index like the `in` list it means:
+/// an event with another value costs no evaluation, one with a listed value one (whatever the
+/// order or nesting the rule writes them in).
+#[test]
+fn an_or_of_equalities_on_one_field_is_indexed() {
+    let text = "[[rule]]\nname = \"web\"\nseverity = \"low\"\n\
+        events.a = 'syslog and (app == \"nginx\" or (\"apache\" == app or app in [\"caddy\"]))'\n\
+        pattern = \"a\"\n\n\
+        [[rule]]\nname = \"mixed\"\nseverity = \"low\"\n\
+        events.a = 'syslog and (app == \"x\" or host == \"h\")'\npattern = \"a\"\n";
+    let rules = cepheus_core::rules::compile_str("o.toml", text)
+        .rules
+        .unwrap();
+    let t = Timestamp::from_secs(1_000);
+    let ev = |app: &str| {
+        Event::new(Source::Syslog, t, t)
+            .with(Field::App, Value::str(app))
+            .with(Field::Host, Value::str("other"))
+    };
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    for _ in 0..100 {
+        e.push(ev("kernel"), &mut out);
+    }
+    // Only `mixed` (two fields: not indexable) is tested for each of them.
+    assert_eq!(e.counters().predicate_evals, 100);
+    assert!(out.is_empty());
+    for app in ["nginx", "apache", "caddy"] {
+        e.push(ev(app), &mut out);
+    }
+    assert_eq!(e.counters().predicate_evals, 100 + 3 * 2);
+    let web: Vec<_> = out.iter().filter(|a| a.rule() == "web").collect();
+    assert_eq!(web.len(), 3, "{:?}", json(&out));
+}
+
+/// Conditions and patterns that say the same in other words are one predicate and one rule
+/// state: nested `and`/`or` flattened, `"x" == field` turned round, `not not x`.
+#[test]
+fn the_same_meaning_in_other_words_is_one_state() {
+    let rule = |name: &str, a: &str, pattern: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\nevents.a = '{a}'\n\
+             events.b = 'syslog and app == \"b\"'\nevents.c = 'syslog and app == \"c\"'\n\
+             pattern = \"{pattern}\"\n\n"
+        )
+    };
+    let text = [
+        rule(
+            "r1",
+            "syslog and app == \"a\" and host == \"h\"",
+            "and(a, b, c) within 1m",
+        ),
+        rule(
+            "r2",
+            "syslog and (\"a\" == app and host == \"h\")",
+            "and(and(a, b), c) within 1m",
+        ),
+        rule(
+            "r3",
+            "not not (syslog and host == \"h\" and app == \"a\")",
+            "and(a, and(b, c)) within 1m",
+        ),
+        rule(
+            "o1",
+            "syslog and app == \"a\" and host == \"h\"",
+            "or(a, b, c)",
+        ),
+        rule(
+            "o2",
+            "syslog and app == \"a\" and host == \"h\"",
+            "or(a, or(b, c))",
+        ),
+        rule("k1", "flow and dport < 5", "a"),
+        rule("k2", "flow and 5 > dport", "a"),
+    ]
+    .concat();
+    let rules = cepheus_core::rules::compile_str("s.toml", &text)
+        .rules
+        .unwrap();
+    let e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let stats = e.stats();
+    let shared = |i: usize| {
+        let mut v = stats[i].shared_with.clone();
+        v.sort();
+        v
+    };
+    assert_eq!(shared(0), ["r2", "r3"]);
+    assert_eq!(shared(3), ["o2"]);
+    assert_eq!(shared(5), ["k2"]);
+}
