@@ -195,8 +195,15 @@ fn walk(
 pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
     let files = collect(paths)?;
     if files.is_empty() {
+        let tests =
+            collect_matching(paths, &crate::rules_test::is_test_file).map_or(0, |t| t.len());
+        let only_tests = if tests > 0 {
+            format!(" (only {tests} rule test file(s), *.test.toml: tests, not rules)")
+        } else {
+            String::new()
+        };
         bail!(
-            "no rule files (*.toml) in {}",
+            "no rule files (*.toml) in {}{only_tests}",
             paths
                 .iter()
                 .map(|p| p.display().to_string())

@@ -1274,6 +1274,21 @@ fn test_files_and_rule_files_are_not_mistaken_for_each_other() {
         err.contains("is a rule test file, not rules: run `cepheus rules test"),
         "{err}"
     );
+    // A folder with tests and no rules says so.
+    let only = dir.join("only-tests");
+    std::fs::create_dir_all(&only).unwrap();
+    std::fs::copy(&test, only.join("x.test.toml")).unwrap();
+    let out = cepheus()
+        .args(["rules", "check"])
+        .arg(&only)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no rule files (*.toml) in") && err.contains("only 1 rule test file(s)"),
+        "{err}"
+    );
     // A rule file given to `rules test` stands for the tests beside it ...
     let (code, out) = rules_test(&rules);
     assert_eq!(code, Some(0), "{out}");

@@ -90,7 +90,7 @@ fn text_shows_the_papers_shared_nodes() {
     let (code, text, stderr) = cepheus(&["rules", "graph", p]);
     assert_eq!(code, 0, "{stderr}");
     for want in [
-        "shared nodes: SO 11, OA 1, SS 1, OS 1",
+        "shared nodes by kind: SO 11, OA 1, SS 1, OS 1",
         // OA(1,6): or(e1, e2) -> node 4 (q-left), and(e1, e2) -> node 9 (q-right)
         "#12 virtual [OA]  or(#6, #7) | and(#6, #7)",
         "    or(#6, #7) -> #15.0\n    and(#6, #7) -> #16.0\n",
@@ -263,7 +263,8 @@ fn no_share_shows_no_shared_node() {
         "{text}"
     );
     assert!(
-        text.contains("shared nodes: SO 0, OA 0, SS 0, OS 0"),
+        text.contains("0 of them shared")
+            && text.contains("shared nodes by kind: SO 0, OA 0, SS 0, OS 0"),
         "{text}"
     );
     assert!(!text.contains("virtual"), "{text}");

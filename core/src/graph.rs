@@ -1172,9 +1172,15 @@ fn not_shared_twins(
             }
             for b in group.iter().filter(|b| *b != a).take(MAX_NOTES) {
                 let (ca, cb) = (&classes[*a], &classes[*b]);
-                let why = match &ca.kind {
-                    NodeKind::Event { .. } => "different group mapping".to_string(),
-                    NodeKind::Root { .. } => {
+                let why = match (&ca.kind, &cb.kind) {
+                    (NodeKind::Event { group: ga }, NodeKind::Event { group: gb }) => {
+                        format!(
+                            "different group mapping ({} vs {})",
+                            mapping_text(ga),
+                            mapping_text(gb)
+                        )
+                    }
+                    (NodeKind::Root { .. }, _) => {
                         let (sa, ra) = &settings[ca.rule];
                         let (sb, rb) = &settings[cb.rule];
                         let all_a: Settings = sa.iter().chain(ra).cloned().collect();
@@ -1196,6 +1202,70 @@ fn not_shared_twins(
             }
         }
     }
+    // Alike but apart by a parameter: a closure or an absence over the same events in the
+    // same scope, with another count, field or duration.
+    let mut by_input: BTreeMap<(u8, &[usize], &str), Vec<usize>> = BTreeMap::new();
+    for (c, class) in classes.iter().enumerate() {
+        if matches!(
+            class.kind,
+            NodeKind::Repeat { .. } | NodeKind::Absent { .. }
+        ) {
+            by_input
+                .entry((class.kind.category(), &class.children, &class.scope))
+                .or_default()
+                .push(c);
+        }
+    }
+    for group in by_input.values().filter(|g| g.len() > 1) {
+        for a in group {
+            for b in group.iter().filter(|b| *b != a).take(MAX_NOTES) {
+                let why = match (&classes[*a].kind, &classes[*b].kind) {
+                    (
+                        NodeKind::Repeat {
+                            min: n1,
+                            max: m1,
+                            distinct: d1,
+                        },
+                        NodeKind::Repeat {
+                            min: n2,
+                            max: m2,
+                            distinct: d2,
+                        },
+                    ) => {
+                        if (n1, m1) != (n2, m2) {
+                            format!(
+                                "different count ({} vs {})",
+                                counts(*n1, *m1),
+                                counts(*n2, *m2)
+                            )
+                        } else {
+                            let d = |d: &Option<String>| {
+                                d.as_ref()
+                                    .map_or("events".to_string(), |d| format!("distinct {d}"))
+                            };
+                            format!("counts other things ({} vs {})", d(d1), d(d2))
+                        }
+                    }
+                    (NodeKind::Absent { for_: f1 }, NodeKind::Absent { for_: f2 }) => {
+                        let d = |d: &Option<Duration>| d.map_or("-".to_string(), |d| d.to_string());
+                        format!("different duration ({} vs {})", d(f1), d(f2))
+                    }
+                    _ => continue,
+                };
+                let note = format!("not shared with #{}: {why}", id_of[*b]);
+                let node = &mut nodes[id_of[*a]];
+                if !node.not_shared.contains(&note) {
+                    node.not_shared.push(note);
+                }
+            }
+        }
+    }
+}
+
+/// A group mapping as a rule writes it: `[host=host, ip=src]`, `[]` for none.
+fn mapping_text(group: &[(String, String)]) -> String {
+    let pairs: Vec<String> = group.iter().map(|(g, f)| format!("{g}={f}")).collect();
+    format!("[{}]", pairs.join(", "))
 }
 
 /// `--no-share`: notes on the nodes that sharing would have combined as similar (OA, SS,
@@ -1543,8 +1613,9 @@ impl Graph {
             .iter()
             .map(|k| format!("{} {}", k.name(), s.by_kind.get(k).copied().unwrap_or(0)))
             .collect();
+        let shared = self.nodes.iter().filter(|n| !n.sharing.is_empty()).count();
         format!(
-            "{} rule{}, {}: {} nodes ({} without sharing); predicates evaluated per event: {} ({} without sharing); predicate deliveries: {} ({} without sharing); shared nodes: {}",
+            "{} rule{}, {}: {} nodes ({} without sharing), {shared} of them shared; predicates evaluated per event: at most {} ({} without sharing); predicate deliveries: {} ({} without sharing); shared nodes by kind: {}",
             self.rules.len(),
             if self.rules.len() == 1 { "" } else { "s" },
             if self.share { "shared" } else { "not shared" },

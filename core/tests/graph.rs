@@ -724,3 +724,39 @@ pattern = "or(a, b) within 7m"
         note(or)
     );
 }
+
+/// Closures and absences over the same events in the same scope that differ only in a
+/// parameter say which one; event nodes apart by their group mapping show both mappings.
+#[test]
+fn a_node_apart_by_a_parameter_or_a_mapping_says_which() {
+    let rule = |name: &str, group: &str, ev: &str, pattern: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\ngroup_by = [\"{group}\"]\n\
+             events.f = {ev}\npattern = \"{pattern}\"\nexpect = [\"x\"]\n\n"
+        )
+    };
+    let plain = "'syslog and app == \"f\"'";
+    let mapped = "{ if = 'syslog and app == \"f\"', ip = \"host\" }";
+    let text = [
+        rule("a1", "host", plain, "absent(f) for 1m"),
+        rule("a2", "host", plain, "absent(f) for 61s"),
+        rule("c1", "host", plain, "seq(f{3,5}, f) within 1m"),
+        rule("c2", "host", plain, "seq(f{3,}, f) within 1m"),
+        rule("m1", "ip", mapped, "seq(f{3,}, f) within 1m"),
+    ]
+    .concat();
+    let g = build(&rules(&text), true);
+    let dump = g.to_text();
+    for note in [
+        "different duration (1m vs 1m1s)",
+        "different duration (1m1s vs 1m)",
+        "different count ({3,5} vs {3,})",
+        "different group mapping ([host=host] vs [ip=host])",
+    ] {
+        assert!(dump.contains(note), "{note} in {dump}");
+    }
+    assert!(
+        dump.lines().next().unwrap().contains("of them shared"),
+        "{dump}"
+    );
+}
