@@ -1740,9 +1740,17 @@ impl Graph {
             }
             label.push('\n');
             label.push_str(&self.label(n.id));
-            if matches!(n.kind, NodeKind::Root { .. }) {
-                let _ = write!(label, "\n{}", self.rule_names(&n.rules));
+            // Roots name their rules; a shared node names the rules it serves too.
+            if matches!(n.kind, NodeKind::Root { .. }) || n.is_shared() {
+                let _ = write!(label, "\nrules: {}", self.rule_names(&n.rules));
             }
+            // Why it is or is not shared: the tooltip (SVG, and most viewers).
+            let why: Vec<String> = n
+                .sharing
+                .iter()
+                .map(|x| format!("shared {}: {}", x.kind.name(), x.reason))
+                .chain(n.not_shared.iter().cloned())
+                .collect();
             let shape = match n.kind {
                 NodeKind::Predicate { .. } => "ellipse",
                 NodeKind::Event { .. } => "box",
@@ -1759,9 +1767,10 @@ impl Graph {
             };
             let _ = writeln!(
                 s,
-                "  n{} [label=\"{}\", shape={shape}{style}];",
+                "  n{} [label=\"{}\", tooltip=\"{}\", shape={shape}{style}];",
                 n.id,
-                dot_escape(&label)
+                dot_escape(&label),
+                dot_escape(&why.join("\n"))
             );
         }
         for n in &self.nodes {

@@ -362,6 +362,10 @@ fn text_and_dot() {
     assert!(dot.starts_with("digraph cepheus {"));
     assert!(dot.contains("peripheries=2"));
     assert!(dot.contains("[OA]"));
+    // Shared nodes name their rules; every node says why it is or is not shared.
+    assert!(dot.contains("\\nrules: q-left, q-right"), "{dot}");
+    assert!(dot.contains("tooltip=\"shared OA: "), "{dot}");
+    assert!(dot.contains("tooltip=\"not shared"), "{dot}");
     // Parses and renders, when Graphviz is installed.
     let Ok(mut child) = std::process::Command::new("dot")
         .arg("-Tsvg")
