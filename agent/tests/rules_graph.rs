@@ -126,6 +126,15 @@ events.b = 'syslog and app == "b"'
 pattern = "seq(a, absent(b) for 5s)"
 
 [[rule]]
+name = "r1-hourly"
+severity = "high"
+group_by = ["host"]
+trigger = { every = "1h" }
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, absent(b) for 5s)"
+
+[[rule]]
 name = "r2"
 severity = "high"
 group_by = ["host"]
@@ -170,9 +179,15 @@ pattern = "seq(a{3,}, c) within 10s"
             .unwrap_or_else(|| panic!("no {kind} line in\n{out}"))
             .to_string()
     };
-    // r2 and r2-copy mean the same: one state for both.
+    // The absence after `a` is one timer for r1 and r1-hourly (another trigger, another
+    // state); the absence alone (r2 and r2-copy mean the same: one state for both) times from
+    // its events only, so it is another node.
     assert!(
-        line("absent").ends_with(": run by 2 rule states (r1; r2, r2-copy)"),
+        line("absent").ends_with(": run by 2 rule states (r1; r1-hourly)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("timed from another place (alone vs after a step of a seq)"),
         "{out}"
     );
     assert!(

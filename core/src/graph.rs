@@ -27,7 +27,8 @@
 //! - *SO* (redundant: the same node in several places) always pays: one evaluation and one
 //!   state instead of several, with one output per parent address. This covers shared closure
 //!   counters (identical `a{n,m}` over the same events and grouping) and shared absence timers
-//!   (identical `absent(a) for D`).
+//!   (identical `absent(a) for D` in the same place: alone, at the start of a `seq`, or after
+//!   the same steps, since an absence times from its place).
 //! - *OA/SS/OS* (similar operations) are combined into a virtual node only when every child of
 //!   every combined operator is an event node: then the EOIT is one occurrence bit per event
 //!   and per group, each shared event is delivered once instead of once per operator, and no
@@ -587,6 +588,9 @@ impl Builder {
                 for c in ps {
                     cs.push(self.walk(c, evs, ri, scope)?);
                 }
+                if matches!(p, Pattern::Seq(_)) {
+                    self.place_absences(ps, &cs);
+                }
                 let kind = match p {
                     Pattern::Seq(_) => NodeKind::Seq,
                     Pattern::Or(_) => NodeKind::Or,
@@ -638,6 +642,37 @@ impl Builder {
             children,
             rule: ri,
         }))
+    }
+
+    /// An absence inside a `seq` times from its place: at the start, the silence before the
+    /// next step; later, the time since the step before it (and, in the middle, what the next
+    /// step may do). Its identity says so, so only absences in the same place, after the
+    /// same steps, are one node (an absence alone times from its events only).
+    fn place_absences(&mut self, ps: &[Pattern], cs: &[usize]) {
+        let last = cs.len().saturating_sub(1);
+        for (i, p) in ps.iter().enumerate() {
+            if !matches!(p, Pattern::Absent { .. }) {
+                continue;
+            }
+            let (mut canonical, mut shape) = (String::new(), String::new());
+            let mut note = |what: &str, at: usize| {
+                let inst = &self.insts[cs[at]];
+                let _ = write!(canonical, " {what} {}", inst.canonical);
+                let _ = write!(shape, " {what} {}", inst.shape);
+            };
+            if i == 0 {
+                canonical.push_str(" at the start");
+                shape.push_str(" at the start");
+            } else {
+                note("after", i - 1);
+                if i < last {
+                    note("before", i + 1);
+                }
+            }
+            let inst = &mut self.insts[cs[i]];
+            inst.canonical.push_str(&canonical);
+            inst.shape.push_str(&shape);
+        }
     }
 
     fn finish(self, share: bool) -> Graph {
@@ -1238,6 +1273,8 @@ fn not_shared_twins(
                                 counts(*n1, *m1),
                                 counts(*n2, *m2)
                             )
+                        } else if d1 == d2 {
+                            continue;
                         } else {
                             let d = |d: &Option<String>| {
                                 d.as_ref()
@@ -1246,9 +1283,30 @@ fn not_shared_twins(
                             format!("counts other things ({} vs {})", d(d1), d(d2))
                         }
                     }
-                    (NodeKind::Absent { for_: f1 }, NodeKind::Absent { for_: f2 }) => {
+                    (NodeKind::Absent { for_: f1 }, NodeKind::Absent { for_: f2 }) if f1 != f2 => {
                         let d = |d: &Option<Duration>| d.map_or("-".to_string(), |d| d.to_string());
                         format!("different duration ({} vs {})", d(f1), d(f2))
+                    }
+                    (NodeKind::Absent { .. }, NodeKind::Absent { .. }) => {
+                        // The same absence timed from another place ([`Builder::place_absences`]).
+                        let place = |c: &str| {
+                            if c.ends_with(" at the start") {
+                                "at the start of a seq"
+                            } else if c.contains(" before ") {
+                                "between two steps of a seq"
+                            } else if c.contains(" after ") {
+                                "after a step of a seq"
+                            } else {
+                                "alone"
+                            }
+                        };
+                        let (pa, pb) =
+                            (place(&classes[*a].canonical), place(&classes[*b].canonical));
+                        if pa == pb {
+                            format!("timed from other steps (both {pa})")
+                        } else {
+                            format!("timed from another place ({pa} vs {pb})")
+                        }
                     }
                     _ => continue,
                 };
