@@ -83,9 +83,16 @@ impl Filter {
         if tokens.is_empty() {
             return Ok(Filter::default());
         }
+        if tokens.len() > MAX_WORDS {
+            return Err(FilterError {
+                at: tokens[MAX_WORDS].clone(),
+                why: format!("a filter has at most {MAX_WORDS} words"),
+            });
+        }
         let mut p = Parser {
             tokens,
             pos: 0,
+            depth: 0,
             last: None,
         };
         let expr = p.expr()?;
@@ -194,9 +201,17 @@ struct Quals {
     kind: Kind,
 }
 
+/// The most words a filter may have (its tree is walked recursively, per packet).
+const MAX_WORDS: usize = 1024;
+
+/// How deep parentheses and `not`s may nest (a filter is a line, not a program; the parser
+/// recurses once per level).
+const MAX_DEPTH: usize = 64;
+
 struct Parser {
     tokens: Vec<String>,
     pos: usize,
+    depth: usize,
     /// The qualifiers of the last primitive that took a value.
     last: Option<Quals>,
 }
@@ -249,6 +264,17 @@ impl Parser {
 
     /// `not` X, a parenthesised expression, a primitive, or (`after_op`) a value alone.
     fn unary(&mut self, after_op: bool) -> Result<Expr, FilterError> {
+        if self.depth >= MAX_DEPTH {
+            let at = self.peek().unwrap_or("end").to_string();
+            return Err(self.error(&at, format!("nested more than {MAX_DEPTH} deep")));
+        }
+        self.depth += 1;
+        let e = self.unary_inner(after_op);
+        self.depth -= 1;
+        e
+    }
+
+    fn unary_inner(&mut self, after_op: bool) -> Result<Expr, FilterError> {
         match self.peek() {
             None => Err(self.end("the filter ends where a primitive was expected")),
             Some("not" | "!") => {
@@ -706,6 +732,9 @@ mod tests {
             ("tcp and src", "end", "must be followed"),
             ("vlan 5000", "5000", "VLAN id"),
             ("or 443", "or", "expected host"),
+            (&"(".repeat(100), "(", "nested more than 64 deep"),
+            (&"not ".repeat(100), "not", "nested more than 64 deep"),
+            (&"tcp and ".repeat(100_000), "tcp", "at most 1024 words"),
         ] {
             let e = Filter::parse(f).unwrap_err();
             assert_eq!(e.at, at, "{f}: {e}");
