@@ -318,6 +318,15 @@ fn absence_timers_are_shared() {
 name = "silent"
 severity = "low"
 group_by = ["host"]
+expect = ["a"]
+events.hb = 'syslog and app == "heartbeat"'
+pattern = "absent(hb) for 60s"
+
+[[rule]]
+name = "silent-b"
+severity = "low"
+group_by = ["host"]
+expect = ["b"]
 events.hb = 'syslog and app == "heartbeat"'
 pattern = "absent(hb) for 60s"
 
@@ -328,18 +337,42 @@ group_by = ["host"]
 events.hb = 'syslog and app == "heartbeat"'
 events.t = 'syslog and app == "talk"'
 pattern = "or(seq(t, absent(hb) for 60s), seq(absent(hb) for 60s, t))"
+
+[[rule]]
+name = "talk-then-silent-hourly"
+severity = "low"
+group_by = ["host"]
+trigger = { every = "1h" }
+events.hb = 'syslog and app == "heartbeat"'
+events.t = 'syslog and app == "talk"'
+pattern = "seq(t, absent(hb) for 60s)"
 "#,
         ),
         true,
     );
+    let text = g.to_text();
     let timers: Vec<_> = g
         .nodes
         .iter()
         .filter(|n| matches!(n.kind, NodeKind::Absent { .. }))
         .collect();
-    assert_eq!(timers.len(), 1, "{}", g.to_text());
-    assert!(timers[0].sharing[0].reason.contains("shared absence timer"));
-    assert_eq!(timers[0].parents.len(), 3, "{}", g.to_text());
+    // Alone (two roots: other `expect`), after `t` (in two rules), at the start: three
+    // timers, each timing from its own place.
+    assert_eq!(timers.len(), 3, "{text}");
+    let shared: Vec<_> = timers.iter().filter(|n| n.is_shared()).collect();
+    assert_eq!(shared.len(), 2, "{text}");
+    for t in &shared {
+        assert!(
+            t.sharing[0].reason.contains("shared absence timer"),
+            "{text}"
+        );
+        // (The one after `t` has one parent: the seq, itself shared by both rules.)
+        assert_eq!(t.rules.len(), 2, "{text}");
+    }
+    assert!(
+        text.contains("timed from another place (alone vs at the start of a seq)"),
+        "{text}"
+    );
 }
 
 #[test]
