@@ -235,12 +235,14 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     };
     // Budgets that bit (a rule blind to a key, a partial match lost), matches a trigger held
     // back and events stamped ahead of their arrival are said when there are some.
+    // Per rule, as `--no-share` counts them: a state several rules share counts for each.
     let (refused, dropped, suppressed) =
         engine.budget_counters().fold((0, 0, 0), |(r, d, s), v| {
+            let n = v.rules.len() as u64;
             (
-                r + v.counters.groups_rejected,
-                d + v.counters.partial_evicted,
-                s + v.counters.suppressed,
+                r + n * v.counters.groups_rejected,
+                d + n * v.counters.partial_evicted,
+                s + n * v.counters.suppressed,
             )
         });
     let mut budgets = String::new();

@@ -1509,3 +1509,54 @@ fn duplicates_are_found_across_input_files() {
     assert_eq!(run(&[&a, &b]), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The summary counts per rule, shared or not: two rules that mean the same (one state when
+/// shared) each count the late event, the refused group and the suppressed match.
+#[test]
+fn the_summary_counts_per_rule_shared_or_not() {
+    let rule = |name: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+             time = \"event\"\nmax_delay = \"0s\"\nmax_groups = 1\ntrigger = {{ every = \"1h\" }}\n\
+             events.hb = 'syslog and app == \"hb\"'\npattern = \"hb\"\n\n"
+        )
+    };
+    let (dir, rules) = scratch_rules("summary-per-rule", &(rule("x") + &rule("y")));
+    let input = dir.join("in.log");
+    std::fs::write(
+        &input,
+        "<14>1 2024-03-01T10:00:10Z h1 hb 1 - - a\n\
+         <14>1 2024-03-01T10:00:05Z h1 hb 1 - - late\n\
+         <14>1 2024-03-01T10:00:20Z h1 hb 1 - - suppressed\n\
+         <14>1 2024-03-01T10:00:30Z h2 hb 1 - - refused\n",
+    )
+    .unwrap();
+    let summary = |share: bool| {
+        let mut c = cepheus();
+        c.args(["replay", "--year", "2024"]);
+        if !share {
+            c.arg("--no-share");
+        }
+        let out = c.arg("--rules").arg(&rules).arg(&input).output().unwrap();
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("replay: "))
+            .unwrap()
+            .to_string();
+        // Without the timing and the predicate evaluations (the work differs, not the counts).
+        line.split(" alerts in ").next().unwrap().to_string()
+    };
+    let shared = summary(true);
+    assert_eq!(shared, summary(false));
+    for want in [
+        "2 late",
+        "2 new groups refused (max_groups)",
+        "2 suppressed by a trigger period",
+    ] {
+        assert!(shared.contains(want), "{want} in {shared}");
+    }
+    assert!(shared.ends_with(", 2"), "2 alerts: {shared}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1307,3 +1307,18 @@ fn time_of_day_functions() {
         assert!(help.is_some(), "{cond}: {m}");
     }
 }
+
+/// Two sources in one condition can never match, however the `and`s are parenthesised.
+#[test]
+fn two_sources_in_nested_conjuncts_are_an_error() {
+    for cond in [
+        "syslog and flow",
+        "(syslog and flow) and true",
+        "syslog and (true and flow)",
+        "(app == \"x\" and syslog) and (flow)",
+    ] {
+        let text = rule_text(&format!("events.a = '{cond}'\npattern = \"a\""));
+        let (msg, _, _, _) = one_error(&text);
+        assert!(msg.contains("never both"), "{cond}: {msg}");
+    }
+}

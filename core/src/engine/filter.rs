@@ -245,7 +245,9 @@ impl Filter {
                 .enumerate()
                 .filter(|(i, c)| {
                     let indexed = key.as_ref().is_some_and(|k| k.0 == *i);
-                    let source = pinned.is_some() && matches!(c, Cond::Source(_));
+                    // Only the pinned source is guaranteed by the table the predicate is filed
+                    // in (a second, other source conjunct stays: it never holds).
+                    let source = matches!(c, Cond::Source(s) if Some(*s) == pinned);
                     !indexed && !source
                 })
                 .map(|(_, c)| c.clone())

@@ -165,10 +165,10 @@ pub struct EngineCounters {
     pub events: u64,
     /// Events that matched no rule.
     pub unmatched: u64,
-    /// Events whose group key could not be formed (a group field missing, or a text over
-    /// [`MAX_KEY_TEXT`](crate::rules::ir::MAX_KEY_TEXT) bytes).
+    /// Matches whose group key could not be formed (a group field missing, or a text over
+    /// [`MAX_KEY_TEXT`](crate::rules::ir::MAX_KEY_TEXT) bytes), once per rule.
     pub keyless: u64,
-    /// Late events (any rule).
+    /// Late events, once per rule they were late for (shared or not, the same count).
     pub late: u64,
     /// Predicate evaluations (the Filter's work: shared predicates count once per event).
     pub predicate_evals: u64,
@@ -703,6 +703,8 @@ struct Hit {
     /// The event enriched with its predicate's captures; `None`: the event itself (no
     /// reference count touched per hit).
     ev: Option<Arc<Event>>,
+    /// The (rule, definition) whose captures `ev` holds.
+    ev_order: (u32, u32),
     /// The group as [`Engine::touch_groups`] found it before the event's deliveries, checked
     /// again when delivered.
     found: Option<Found>,
@@ -1997,7 +1999,8 @@ impl Engine {
 
     fn late(&mut self, h: &Hit, ev: &Arc<Event>, w: Timestamp, out: &mut Vec<Alert>) {
         let ri = h.rule as usize;
-        self.counters.late += 1;
+        // Once per rule (each rule of a shared state was late for it), as unshared.
+        self.counters.late += self.rts[ri].members.len() as u64;
         self.rts[ri].counters.late += 1;
         let lateness = self.rts[ri].rule.allowed_lateness;
         if ev.time < w.sub(lateness) {
@@ -2068,7 +2071,8 @@ impl Engine {
                                 .map(GroupKey::from_vec)
                         };
                         let Some(key) = key else {
-                            self.counters.keyless += 1;
+                            // Once per rule, as unshared.
+                            self.counters.keyless += self.rts[rt as usize].members.len() as u64;
                             continue;
                         };
                         let kid = keys
@@ -2125,16 +2129,12 @@ impl Engine {
                         let h = &mut hits[i];
                         h.mask |= bit;
                         h.order = h.order.min(order);
-                        // The richest enrichment wins (the event itself is the poorest).
-                        let richer = match (&h.ev, &ev_arc) {
-                            (_, None) => false,
-                            (None, Some(b)) => b.fields.len() > ev.fields.len(),
-                            (Some(a), Some(b)) => {
-                                !Arc::ptr_eq(a, b) && b.fields.len() > a.fields.len()
-                            }
-                        };
-                        if richer {
+                        // The event carries the captures of the first definition (in rule
+                        // order) that made any: the same in shared and unshared engines,
+                        // whatever order the predicates are evaluated in.
+                        if ev_arc.is_some() && (h.ev.is_none() || order < h.ev_order) {
                             h.ev = ev_arc;
+                            h.ev_order = order;
                         }
                     }
                     None => {
@@ -2150,6 +2150,7 @@ impl Engine {
                             kid,
                             mask: bit,
                             ev: ev_arc,
+                            ev_order: order,
                             order,
                             hint,
                             found: None,
@@ -2997,6 +2998,7 @@ pattern = "seq(q, r) within 2s"
             kid: order.0,
             mask: 1,
             ev,
+            ev_order: order,
             found: None,
         }
     }

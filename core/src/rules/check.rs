@@ -131,12 +131,18 @@ impl EventInfo {
     }
 }
 
+/// The top-level conjuncts of a condition, through parenthesised `and`s.
+fn conjuncts<'a>(c: &'a CondAst, out: &mut Vec<&'a CondAst>) {
+    match c {
+        CondAst::And(v) => v.iter().for_each(|x| conjuncts(x, out)),
+        other => out.push(other),
+    }
+}
+
 /// The source pinned by a top-level `syslog`/`flow` conjunct.
 fn pinned(c: &CondAst, r: &mut Reporter<'_>) -> Option<Source> {
-    let parts: Vec<&CondAst> = match c {
-        CondAst::And(v) => v.iter().collect(),
-        other => vec![other],
-    };
+    let mut parts: Vec<&CondAst> = Vec::new();
+    conjuncts(c, &mut parts);
     let mut found: Option<(Source, Span)> = None;
     for p in parts {
         if let CondAst::Source(s, span) = p {

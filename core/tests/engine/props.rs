@@ -1524,3 +1524,80 @@ fn the_same_meaning_in_other_words_is_one_state() {
     assert_eq!(shared(3), ["o2"]);
     assert_eq!(shared(5), ["k2"]);
 }
+
+/// An event two definitions of one rule match, with captures, carries the captures of the
+/// first definition (in rule order) that made any, in shared and unshared engines alike,
+/// whichever other rule shares one of the conditions (the predicate order differs).
+#[test]
+fn an_event_carries_the_captures_of_its_rules_first_capturing_definition() {
+    let text = r#"
+[[rule]]
+name = "other"
+severity = "low"
+events.x = 'syslog and msg =~ "b=(?P<v>\d)"'
+pattern = "x"
+
+[[rule]]
+name = "r"
+severity = "low"
+events.e = 'syslog and msg =~ "a=(?P<v>\d)"'
+events.f = 'syslog and msg =~ "b=(?P<v>\d)"'
+pattern = "or(e, f){2,} distinct(v) within 1m"
+
+[[rule]]
+name = "other2"
+severity = "low"
+events.x = 'syslog and msg =~ "host=(?P<host>\w+)"'
+pattern = "x"
+
+[[rule]]
+name = "s"
+severity = "low"
+message = "host={host}"
+events.e = 'syslog and app == "a"'
+events.f = 'syslog and msg =~ "host=(?P<host>\w+)"'
+pattern = "seq(e, f) within 1m"
+"#;
+    let rules = cepheus_core::rules::compile_str("c.toml", text)
+        .rules
+        .unwrap();
+    let ev = |s: i64, msg: &str| {
+        let t = Timestamp::from_secs(1_000 + s);
+        Event::new(Source::Syslog, t, t)
+            .with(Field::App, Value::str("a"))
+            .with(Field::Host, Value::str("h1"))
+            .with(Field::Msg, Value::str(msg))
+    };
+    let evs = [
+        ev(0, "a=1 b=5"),
+        ev(1, "a=2 b=5"),
+        ev(2, "first"),
+        ev(3, "host=zz"),
+    ];
+    let run = |share: bool| {
+        let mut e = Engine::new(
+            &rules,
+            EngineConfig {
+                share,
+                ..EngineConfig::default()
+            },
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        for x in &evs {
+            e.push(x.clone(), &mut out);
+        }
+        out
+    };
+    let (shared, unshared) = (run(true), run(false));
+    assert_eq!(json(&shared), json(&unshared));
+    // `r` counts v = 1 and v = 2 (its first definition's captures), not 5 twice.
+    assert_eq!(
+        shared.iter().filter(|a| a.rule() == "r").count(),
+        1,
+        "{:?}",
+        json(&shared)
+    );
+    let s = shared.iter().find(|a| a.rule() == "s").unwrap();
+    assert_eq!(s.message(), "host=zz", "{:?}", json(&shared));
+}
