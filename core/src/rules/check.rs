@@ -315,6 +315,15 @@ fn lit_value(l: &Lit) -> Option<Value> {
     })
 }
 
+/// Whether a pattern is an event or an `or` of events (through nested ones): one step.
+fn only_events(p: &Pattern) -> bool {
+    match p {
+        Pattern::Event(_) => true,
+        Pattern::Or(ps) => ps.iter().all(only_events),
+        _ => false,
+    }
+}
+
 /// The operands of an associative operator with those of the same operator nested in it
 /// spliced in place (`open` gives a nested one's operands, or the item back), order kept.
 fn flatten<T>(items: Vec<T>, open: impl Fn(T) -> Result<Vec<T>, T> + Copy) -> Vec<T> {
@@ -1097,10 +1106,28 @@ impl PatChecker<'_, '_, '_, '_> {
                 // `or(a, or(b, c))` is `or(a, b, c)`, `and(and(a, b), c)` is `and(a, b, c)`:
                 // one form, so the graph and the state keys see one pattern.
                 Some(if matches!(p, PatAst::Or(..)) {
-                    Pattern::Or(flatten(parts, |p| match p {
-                        Pattern::Or(ps) => Ok(ps),
+                    // An `or` of events (through nested ones) is one step any of them takes;
+                    // an `or` holding more is a choice of alternatives, where a nested `or` of
+                    // events is one alternative (one step), so it stays as written. Any other
+                    // nested `or` gives its alternatives in place, as if written flat.
+                    let all_events = parts.iter().all(only_events);
+                    let mut ps = flatten(parts, |p| match p {
+                        Pattern::Or(ps) if all_events || !ps.iter().all(only_events) => Ok(ps),
                         other => Err(other),
-                    }))
+                    });
+                    // An `or` of events is a set (one step any of them takes): in one order,
+                    // so `or(a, b)` and `or(b, a)` are one meaning.
+                    if ps.iter().all(|p| matches!(p, Pattern::Event(_))) {
+                        ps.sort_by_key(|p| match p {
+                            Pattern::Event(i) => *i,
+                            _ => usize::MAX,
+                        });
+                        ps.dedup_by_key(|p| match p {
+                            Pattern::Event(i) => *i,
+                            _ => usize::MAX,
+                        });
+                    }
+                    Pattern::Or(ps)
                 } else {
                     Pattern::And(flatten(parts, |p| match p {
                         Pattern::And(ps) => Ok(ps),
