@@ -39,8 +39,9 @@ pub struct FlowsArgs {
     /// Keep only packets matching this filter, in tcpdump's words over IP packets, e.g.
     /// `udp port 514 and not src net 10.0.0.0/8`, `tcp and (port 22 or 443)`: [src|dst]
     /// host ADDR, [src|dst] net PREFIX, [tcp|udp] [src|dst] port N|NAME, portrange N-M, tcp,
-    /// udp, icmp, icmp6, ip, ip6, [ip|ip6] proto N, vlan [N] (either tag of a Q-in-Q frame,
-    /// where tcpdump reads the outer one), with and, or, not and
+    /// udp, icmp, icmp6, ip, ip6, [ip|ip6] proto N, vlan [N] (a tag other than 0, either tag of a
+    /// Q-in-Q frame, where tcpdump reads the outer one; unlike tcpdump, the other words match
+    /// tagged frames too, without `vlan and`), with and, or, not and
     /// parentheses (and/or of equal precedence, left to right, as in tcpdump); no link-level
     /// words, byte offsets, less/greater or host names.
     #[arg(long, short = 'f')]

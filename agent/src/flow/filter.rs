@@ -8,8 +8,11 @@
 //! `2001:db8::/32`, `ADDR mask MASK`), `[tcp|udp] [src|dst] port N|NAME`, `portrange N-M`,
 //! `tcp`, `udp`, `icmp`, `icmp6`, `ip`, `ip6`, `[ip|ip6] proto N|NAME`, `vlan [N]`. An address
 //! or port alone after `and`/`or` repeats the words before the previous one, as in tcpdump
-//! (`port 80 or 443`, `host 10.0.0.1 or 10.0.0.2`). Link-level words (`ether`, `arp`),
-//! `less`/`greater`, byte offsets and host names are refused with a message naming them.
+//! (`port 80 or 443`, `host 10.0.0.1 or 10.0.0.2`). Unlike tcpdump's, the words test the IP
+//! packet whether or not the frame carries VLAN tags (tcpdump needs `vlan and` first), and
+//! `vlan N` matches either tag of a Q-in-Q frame; a tag with id 0 counts as none. Link-level
+//! words (`ether`, `arp`), `less`/`greater`, byte offsets and host names are refused with a
+//! message naming them.
 
 use std::net::IpAddr;
 
@@ -388,7 +391,7 @@ impl Parser {
                 // (`port 80 or 443`); an address alone is a host.
                 match self.last {
                     Some(last) if after_op && looks_like_value(&word) => q = last,
-                    _ if word.parse::<IpAddr>().is_ok() || word.contains('/') => {}
+                    _ if address(&word).is_some() || word.contains('/') => {}
                     _ => return Err(self.unknown(&word)),
                 }
                 Some(word.clone())
@@ -436,10 +439,17 @@ impl Parser {
                     ));
                 }
                 let (net, len) = if matches!(q.kind, Kind::Host) {
-                    let a: IpAddr = v.parse().map_err(|_| {
+                    let a = address(v).ok_or_else(|| {
+                        let numeric = v
+                            .bytes()
+                            .all(|b| b.is_ascii_hexdigit() || b == b'.' || b == b':');
                         self.error(
                             v,
-                            "host names are not resolved: give an IPv4 or IPv6 address",
+                            if numeric {
+                                "not an IPv4 or IPv6 address"
+                            } else {
+                                "host names are not resolved: give an IPv4 or IPv6 address"
+                            },
                         )
                     })?;
                     (a, if a.is_ipv4() { 32 } else { 128 })
@@ -460,16 +470,22 @@ impl Parser {
                 }
                 let (lo, hi) = if matches!(q.kind, Kind::Port) {
                     let p = port(v).ok_or_else(|| {
-                        self.error(v, "a port is a number from 0 to 65535 or a service name such as ssh, domain, http, https, syslog")
+                        self.error(v, "a port is a number from 0 to 65535 (or 0x..) or a service name such as ssh, domain, http, https, syslog")
                     })?;
                     (p, p)
                 } else {
-                    let range = v
-                        .split_once('-')
-                        .and_then(|(a, b)| Some((port(a)?, port(b)?)));
+                    // `N-M` in either order, or one port (as tcpdump takes them).
+                    let range = match v.split_once('-') {
+                        Some((a, b)) => port(a).zip(port(b)),
+                        None => port(v).map(|p| (p, p)),
+                    };
                     match range {
-                        Some((a, b)) if a <= b => (a, b),
-                        _ => return Err(self.error(v, "a port range is N-M, N no more than M")),
+                        Some((a, b)) => (a.min(b), a.max(b)),
+                        None => {
+                            return Err(
+                                self.error(v, "a port range is N-M (ports from 0 to 65535)")
+                            );
+                        }
                     }
                 };
                 Ok(Prim::Port(q.dir, q.transport, lo, hi))
@@ -554,9 +570,29 @@ impl Parser {
     }
 }
 
+/// An IP address; a dotted IPv4 address may have leading zeros (`10.0.0.010` is 10.0.0.10,
+/// as tcpdump reads it).
+fn address(w: &str) -> Option<IpAddr> {
+    if let Ok(a) = w.parse() {
+        return Some(a);
+    }
+    let parts: Vec<&str> = w.split('.').collect();
+    if parts.len() != 4 {
+        return None;
+    }
+    let mut octets = [0u8; 4];
+    for (o, p) in octets.iter_mut().zip(parts) {
+        if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        *o = p.parse().ok()?;
+    }
+    Some(IpAddr::from(octets))
+}
+
 /// Whether a word can be the value of a primitive (an address, a prefix, a port or range).
 fn looks_like_value(w: &str) -> bool {
-    w.parse::<IpAddr>().is_ok()
+    address(w).is_some()
         || w.contains('/')
         || w.split(['.', '-'])
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
@@ -568,6 +604,9 @@ fn looks_like_value(w: &str) -> bool {
 fn port(w: &str) -> Option<u16> {
     if let Ok(n) = w.parse() {
         return Some(n);
+    }
+    if let Some(hex) = w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
+        return u16::from_str_radix(hex, 16).ok();
     }
     Some(match w {
         "ftp-data" => 20,
@@ -681,6 +720,10 @@ mod tests {
         assert!(pass("tcp src port https", &p));
         assert!(!pass("udp port 443", &p));
         assert!(pass("dst portrange 50000-52000", &p));
+        assert!(pass("dst portrange 52000-50000", &p));
+        assert!(pass("portrange 443", &p));
+        assert!(pass("tcp src port 0x1bb", &p));
+        assert!(pass("host 192.168.001.007", &p));
         assert!(!pass("src portrange 1-442", &p));
         assert!(pass("port 80 or 443", &p));
         assert!(pass("host 10.9.9.9 or 10.1.2.3", &p));
@@ -724,7 +767,12 @@ mod tests {
             ("ether host 00:11:22:33:44:55", "ether", "link-level"),
             ("greater 100", "greater", "packet-length"),
             ("tcp[13] & 2 != 0", "tcp[13]", "byte-offset"),
-            ("portrange 9-1", "9-1", "N-M"),
+            ("portrange 9-x", "9-x", "N-M"),
+            (
+                "host 10.0.0.256",
+                "10.0.0.256",
+                "not an IPv4 or IPv6 address",
+            ),
             ("net 10.0.0.0/33", "10.0.0.0/33", "ADDR/LEN"),
             ("net 10.0.0.0 mask 255.0.255.0", "mask", "contiguous"),
             ("tcp host 10.0.0.1", "tcp", "port and portrange only"),
