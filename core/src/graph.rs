@@ -804,9 +804,10 @@ impl Builder {
             for m in members {
                 let class = &classes[*m];
                 if class.uses > 1 {
+                    // Parent addresses (node and child position): its places in the graph.
                     let parents: Vec<String> = map_parents(*m)
                         .iter()
-                        .map(|a| format!("#{}", a.node))
+                        .map(|a| format!("#{}.{}", a.node, a.slot))
                         .collect::<BTreeSet<_>>()
                         .into_iter()
                         .collect();
@@ -1056,9 +1057,13 @@ fn so_reason(class: &Class, parents: &[String], rule_names: &[String]) -> String
                 NodeKind::Absent { .. } => "shared absence timer: ",
                 _ => "",
             };
-            let places = class.uses;
+            // Its places in the graph (rules that share a root share what is below it too).
+            let places = match parents.len() {
+                1 => "in one place".to_string(),
+                n => format!("in {n} places"),
+            };
             format!(
-                "{what}same {} over the same children, window and grouping in {places} places ({in_rules}): one operation, outputs to {}",
+                "{what}same {} over the same children, window and grouping {places} ({in_rules}): one operation, outputs to {}",
                 class.kind.name(),
                 parents.join(", ")
             )

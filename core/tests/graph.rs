@@ -797,3 +797,46 @@ fn a_node_apart_by_a_parameter_or_a_mapping_says_which() {
         "{dump}"
     );
 }
+
+/// An SO node says its places as parent addresses: under one root that several rules share
+/// it is in one place; twice in one sequence, at two child positions.
+#[test]
+fn so_places_are_parent_addresses() {
+    let rule = |name: &str, pattern: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+             events.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\n\
+             events.c = 'syslog and app == \"c\"'\npattern = \"{pattern}\"\n\n"
+        )
+    };
+    let text = [
+        rule("v1", "seq(a{3,}, b) within 1m"),
+        rule("v2", "seq(a{3,}, b) within 1m"),
+        rule("v3", "seq(a{3,}, b) within 1m"),
+        rule("w", "seq(seq(a, b), c, seq(a, b)) within 1m"),
+    ]
+    .concat();
+    let g = build(&rules(&text), true);
+    let dump = g.to_text();
+    let reason = |kind: fn(&NodeKind) -> bool| {
+        g.nodes
+            .iter()
+            .find(|n| kind(&n.kind) && n.is_shared())
+            .map(|n| n.sharing[0].reason.clone())
+            .unwrap_or_else(|| panic!("{dump}"))
+    };
+    let counter = reason(|k| matches!(k, NodeKind::Repeat { .. }));
+    assert!(
+        counter.contains("in one place (rules v1, v2, v3)"),
+        "{counter}"
+    );
+    let inner = g
+        .nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Seq && n.is_shared())
+        .map(|n| n.sharing[0].reason.clone())
+        .find(|r| r.contains("(rule w)"))
+        .unwrap_or_else(|| panic!("{dump}"));
+    assert!(inner.contains("in 2 places"), "{inner}");
+    assert!(inner.contains(".0, #") && inner.ends_with(".2"), "{inner}");
+}
