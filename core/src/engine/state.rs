@@ -1307,6 +1307,7 @@ impl LinearState {
         // F. Otherwise it starts a run in every alternative it can start.
         // Rarely more than one: no allocation for an immediate completion.
         let mut fresh_completed: SmallVec<[usize; 2]> = SmallVec::new();
+        let mut immediate: Option<Run> = None;
         // An event the oldest partial match took past a plain step before its last (no
         // completion) starts a shadow where it could have started a partial match of its own
         // (the first, plain step of an alternative of two steps or more: the orders of an
@@ -1354,7 +1355,12 @@ impl LinearState {
                 };
                 let r = Run::begin(ai as u16, first, t, id, ev, dv);
                 let done = complete(ctx, alt, &r, t);
-                if done || alt.steps.len() > 1 || first.repeat.is_some() {
+                if done && alts.len() == 1 && alt.steps.len() == 1 && first.repeat.is_none() {
+                    // The one alternative, one plain step, matched at once (`a`, `or(a, b)`,
+                    // `seq(a, absent(b) for D)`): such a rule never holds a partial match, so
+                    // it is finished as it stands, without a pass through `runs`.
+                    immediate = Some(r);
+                } else if done || alt.steps.len() > 1 || first.repeat.is_some() {
                     // Most groups hold one partial match at a time: room for one, not the
                     // four a first push makes (a run is a cache line; 192 bytes a group).
                     if self.runs.capacity() == 0 {
@@ -1387,7 +1393,13 @@ impl LinearState {
             (None, Some(si)) => std::iter::once(si).collect(),
             (None, None) => fresh_completed,
         };
-        if !done_at.is_empty() {
+        if let Some(r) = immediate {
+            debug_assert!(
+                done_at.is_empty(),
+                "a single-step rule held a partial match"
+            );
+            self.finish(ctx, alts, key, r, t, counters, out);
+        } else if !done_at.is_empty() {
             self.finish_all(ctx, alts, key, &done_at, t, counters, out);
         }
         self.note_seen(mask, t);
