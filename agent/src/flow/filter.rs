@@ -162,6 +162,8 @@ fn in_net(a: IpAddr, net: IpAddr, len: u8) -> bool {
 
 /// Words, with parentheses and a leading `!` split off (`!(tcp)` is `!`, `(`, `tcp`, `)`).
 fn tokenize(text: &str) -> Vec<String> {
+    // `tcp&&udp` is `tcp && udp`, as tcpdump reads it.
+    let text = text.replace("&&", " && ").replace("||", " || ");
     let mut out = Vec::new();
     let mut word = String::new();
     for c in text.chars() {
@@ -326,10 +328,25 @@ impl Parser {
             if !qualifies {
                 return Ok(Expr::Prim(prim));
             }
+            // As in tcpdump: `tcp`/`udp` qualify ports, `ip`/`ip6` addresses, networks and
+            // protocols; nothing else (a qualifier never silently drops).
+            let next = self.peek().unwrap_or_default();
             match prim {
-                Prim::Proto(n, _) if n == proto::TCP || n == proto::UDP => q.transport = Some(n),
-                Prim::Family(v6) => q.family = Some(v6),
-                _ => {}
+                Prim::Proto(n, _)
+                    if (n == proto::TCP || n == proto::UDP)
+                        && matches!(next, "src" | "dst" | "port" | "portrange") =>
+                {
+                    q.transport = Some(n)
+                }
+                Prim::Family(v6) if next != "port" && next != "portrange" => q.family = Some(v6),
+                _ => {
+                    return Err(self.error(
+                        &first,
+                        format!(
+                            "`{first}` cannot qualify `{next}` (write `{first} and {next} ...`)"
+                        ),
+                    ));
+                }
             }
             word = self.next().unwrap_or_default();
         }
@@ -383,7 +400,10 @@ impl Parser {
                 }
             }
             None if has_dir || q.transport.is_some() || q.family.is_some() => {
-                // `src 10.0.0.1`: host is assumed, as in tcpdump.
+                // `src 10.0.0.1`: host is assumed, as in tcpdump (a prefix: net).
+                if word.contains('/') {
+                    q.kind = Kind::Net;
+                }
                 Some(word.clone())
             }
             None => {
@@ -391,7 +411,8 @@ impl Parser {
                 // (`port 80 or 443`); an address alone is a host.
                 match self.last {
                     Some(last) if after_op && looks_like_value(&word) => q = last,
-                    _ if address(&word).is_some() || word.contains('/') => {}
+                    _ if address(&word).is_some() => {}
+                    _ if word.contains('/') => q.kind = Kind::Net,
                     _ => return Err(self.unknown(&word)),
                 }
                 Some(word.clone())
@@ -511,8 +532,12 @@ impl Parser {
                 match value {
                     None => Ok(Prim::Vlan(None)),
                     Some(v) => match v.parse::<u16>() {
+                        Ok(0) => Err(self.error(
+                            v,
+                            "VLAN 0 (a priority tag) is not told apart from no tag here: write `not vlan` for untagged frames",
+                        )),
                         Ok(id) if id < 4096 => Ok(Prim::Vlan(Some(id))),
-                        _ => Err(self.error(v, "a VLAN id is a number from 0 to 4095")),
+                        _ => Err(self.error(v, "a VLAN id is a number from 1 to 4095")),
                     },
                 }
             }
@@ -526,47 +551,39 @@ impl Parser {
             self.error(v, "a network is ADDR/LEN (10.0.0.0/8, 2001:db8::/32), a dotted prefix (10, 192.168) or ADDR mask MASK")
         };
         if let Some((a, len)) = v.split_once('/') {
-            let a: IpAddr = a.parse().map_err(|_| bad())?;
+            // `10.0.0.0/8`, also `10/8` (a dotted prefix, as tcpdump reads it).
+            let a = address(a)
+                .or_else(|| dotted_prefix(a).map(|(a, _)| a))
+                .ok_or_else(bad)?;
             let len: u8 = len.parse().map_err(|_| bad())?;
             if len > if a.is_ipv4() { 32 } else { 128 } {
                 return Err(bad());
             }
             return Ok((a, len));
         }
-        if let Ok(a) = v.parse::<IpAddr>() {
-            // `net ADDR mask MASK`.
-            if self.peek() == Some("mask") {
-                let mask = self
-                    .tokens
-                    .get(self.pos + 1)
-                    .and_then(|m| m.parse::<std::net::Ipv4Addr>().ok())
-                    .map(u32::from)
-                    .filter(|m| m.leading_ones() + m.trailing_zeros() == 32)
-                    .ok_or_else(|| {
-                        self.error(
-                            "mask",
-                            "a mask is a dotted IPv4 mask of contiguous ones (255.255.0.0)",
-                        )
-                    })?;
-                if a.is_ipv6() {
-                    return Err(bad());
-                }
-                self.pos += 2;
-                return Ok((a, mask.leading_ones() as u8));
-            }
-            return Ok((a, if a.is_ipv4() { 32 } else { 128 }));
+        let whole = address(v).map(|a| (a, if a.is_ipv4() { 32 } else { 128 }));
+        let (a, len) = whole.or_else(|| dotted_prefix(v)).ok_or_else(bad)?;
+        // `net ADDR mask MASK`.
+        if self.peek() != Some("mask") {
+            return Ok((a, len));
         }
-        let bytes: Vec<u8> = v
-            .split('.')
-            .map(str::parse)
-            .collect::<Result<_, _>>()
-            .map_err(|_| bad())?;
-        if bytes.is_empty() || bytes.len() > 3 {
+        let mask = self
+            .tokens
+            .get(self.pos + 1)
+            .and_then(|m| m.parse::<std::net::Ipv4Addr>().ok())
+            .map(u32::from)
+            .filter(|m| m.leading_ones() + m.trailing_zeros() == 32)
+            .ok_or_else(|| {
+                self.error(
+                    "mask",
+                    "a mask is a dotted IPv4 mask of contiguous ones (255.255.0.0)",
+                )
+            })?;
+        if a.is_ipv6() {
             return Err(bad());
         }
-        let mut octets = [0u8; 4];
-        octets[..bytes.len()].copy_from_slice(&bytes);
-        Ok((IpAddr::from(octets), 8 * bytes.len() as u8))
+        self.pos += 2;
+        Ok((a, mask.leading_ones() as u8))
     }
 }
 
@@ -588,6 +605,22 @@ fn address(w: &str) -> Option<IpAddr> {
         *o = p.parse().ok()?;
     }
     Some(IpAddr::from(octets))
+}
+
+/// A dotted IPv4 prefix of one to three bytes (`10` is 10.0.0.0/8, `192.168` 192.168.0.0/16).
+fn dotted_prefix(w: &str) -> Option<(IpAddr, u8)> {
+    let parts: Vec<&str> = w.split('.').collect();
+    if parts.is_empty() || parts.len() > 3 {
+        return None;
+    }
+    let mut octets = [0u8; 4];
+    for (o, p) in octets.iter_mut().zip(&parts) {
+        if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        *o = p.parse().ok()?;
+    }
+    Some((IpAddr::from(octets), 8 * parts.len() as u8))
 }
 
 /// Whether a word can be the value of a primitive (an address, a prefix, a port or range).
@@ -716,6 +749,12 @@ mod tests {
         assert!(pass("dst net 10.0.0.0/8", &p));
         assert!(pass("net 192.168", &p));
         assert!(pass("net 192.168.0.0 mask 255.255.0.0 and tcp", &p));
+        assert!(pass("net 192.168 mask 255.255.0.0", &p));
+        assert!(pass("net 192.168.001.0/24", &p));
+        assert!(pass("dst net 10/8", &p));
+        assert!(pass("dst 10.0.0.0/8", &p));
+        assert!(pass("192.168.1.0/24", &p));
+        assert!(pass("tcp&&dst port 51000||udp", &p));
         assert!(!pass("src net 10", &p));
         assert!(pass("tcp src port https", &p));
         assert!(!pass("udp port 443", &p));
@@ -775,10 +814,16 @@ mod tests {
             ),
             ("net 10.0.0.0/33", "10.0.0.0/33", "ADDR/LEN"),
             ("net 10.0.0.0 mask 255.0.255.0", "mask", "contiguous"),
-            ("tcp host 10.0.0.1", "tcp", "port and portrange only"),
+            ("tcp host 10.0.0.1", "tcp", "cannot qualify `host`"),
             ("src vlan 3", "src", "do not apply to vlan"),
             ("tcp and src", "end", "must be followed"),
             ("vlan 5000", "5000", "VLAN id"),
+            ("vlan 0", "0", "priority tag"),
+            ("icmp port 80", "icmp", "cannot qualify `port`"),
+            ("icmp host 10.0.0.1", "icmp", "cannot qualify `host`"),
+            ("tcp proto 17", "tcp", "cannot qualify `proto`"),
+            ("udp net 10", "udp", "cannot qualify `net`"),
+            ("ip6 port 80", "ip6", "cannot qualify `port`"),
             ("or 443", "or", "expected host"),
             (&"(".repeat(100), "(", "nested more than 64 deep"),
             (&"not ".repeat(100), "not", "nested more than 64 deep"),
