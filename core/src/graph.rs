@@ -339,6 +339,8 @@ struct Inst {
     scope: String,
     children: Vec<usize>,
     rule: usize,
+    /// Where an absence stands ([`Builder::place_absences`]); empty for other nodes.
+    place: &'static str,
 }
 
 /// Instances merged by key (all identical when sharing).
@@ -352,6 +354,7 @@ struct Class {
     rule: usize,
     rules: BTreeSet<usize>,
     uses: usize,
+    place: &'static str,
 }
 
 #[derive(Default)]
@@ -518,6 +521,7 @@ impl Builder {
                 scope: String::new(),
                 children: Vec::new(),
                 rule: ri,
+                place: "",
             });
             let group: Vec<(String, String)> = rule
                 .group_by
@@ -537,6 +541,7 @@ impl Builder {
                 scope: String::new(),
                 children: vec![p],
                 rule: ri,
+                place: "",
             });
             evs.push(Some(e));
         }
@@ -561,6 +566,7 @@ impl Builder {
                 scope: scope.clone(),
                 children: vec![top],
                 rule: ri,
+                place: "",
             })
         });
         self.roots.push(root);
@@ -635,10 +641,15 @@ impl Builder {
         let canonical = op_form(&kind, &forms);
         let shape = op_form(&kind, &shapes);
         Some(self.push(Inst {
+            scope: scope.to_string(),
+            place: if matches!(kind, NodeKind::Absent { .. }) {
+                "alone"
+            } else {
+                ""
+            },
             kind,
             canonical,
             shape,
-            scope: scope.to_string(),
             children,
             rule: ri,
         }))
@@ -650,28 +661,35 @@ impl Builder {
     /// same steps, are one node (an absence alone times from its events only).
     fn place_absences(&mut self, ps: &[Pattern], cs: &[usize]) {
         let last = cs.len().saturating_sub(1);
+        // A neighbour is named by a digest of its canonical form: its text would nest a
+        // copy of every step below it, doubling with each level of nested sequences.
+        let digest = |c: &str| {
+            let mut h = crate::fnv::Fnv::new();
+            h.feed(c.as_bytes());
+            format!("step {:016x}", h.finish())
+        };
         for (i, p) in ps.iter().enumerate() {
             if !matches!(p, Pattern::Absent { .. }) {
                 continue;
             }
-            let (mut canonical, mut shape) = (String::new(), String::new());
-            let mut note = |what: &str, at: usize| {
-                let inst = &self.insts[cs[at]];
-                let _ = write!(canonical, " {what} {}", inst.canonical);
-                let _ = write!(shape, " {what} {}", inst.shape);
-            };
-            if i == 0 {
-                canonical.push_str(" at the start");
-                shape.push_str(" at the start");
+            let (place, suffix) = if i == 0 {
+                ("at the start of a seq", " at the start".to_string())
             } else {
-                note("after", i - 1);
+                let after = digest(&self.insts[cs[i - 1]].canonical);
                 if i < last {
-                    note("before", i + 1);
+                    let before = digest(&self.insts[cs[i + 1]].canonical);
+                    (
+                        "between two steps of a seq",
+                        format!(" after {after} before {before}"),
+                    )
+                } else {
+                    ("after a step of a seq", format!(" after {after}"))
                 }
-            }
+            };
             let inst = &mut self.insts[cs[i]];
-            inst.canonical.push_str(&canonical);
-            inst.shape.push_str(&shape);
+            inst.canonical.push_str(&suffix);
+            inst.shape.push_str(&suffix);
+            inst.place = place;
         }
     }
 
@@ -921,6 +939,7 @@ fn merge(insts: &[Inst], share: bool) -> (Vec<Class>, Vec<usize>) {
                     rule: inst.rule,
                     rules: BTreeSet::from([inst.rule]),
                     uses: 1,
+                    place: inst.place,
                 });
                 by_key.insert(key, c);
                 class_of.push(c);
@@ -1294,19 +1313,7 @@ fn not_shared_twins(
                     }
                     (NodeKind::Absent { .. }, NodeKind::Absent { .. }) => {
                         // The same absence timed from another place ([`Builder::place_absences`]).
-                        let place = |c: &str| {
-                            if c.ends_with(" at the start") {
-                                "at the start of a seq"
-                            } else if c.contains(" before ") {
-                                "between two steps of a seq"
-                            } else if c.contains(" after ") {
-                                "after a step of a seq"
-                            } else {
-                                "alone"
-                            }
-                        };
-                        let (pa, pb) =
-                            (place(&classes[*a].canonical), place(&classes[*b].canonical));
+                        let (pa, pb) = (classes[*a].place, classes[*b].place);
                         if pa == pb {
                             format!("timed from other steps (both {pa})")
                         } else {

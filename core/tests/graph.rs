@@ -840,3 +840,29 @@ fn so_places_are_parent_addresses() {
     assert!(inner.contains("in 2 places"), "{inner}");
     assert!(inner.contains(".0, #") && inner.ends_with(".2"), "{inner}");
 }
+
+/// An absence names the steps it times from by a digest, so nested sequences keep the dump's
+/// size linear (their text nested a copy of every step below: 42 MB at depth 18), and its
+/// place is told from where it stands, not read back from text.
+#[test]
+fn absences_in_nested_sequences_stay_small_and_placed() {
+    let mut p = "a".to_string();
+    for _ in 0..30 {
+        p = format!("seq({p}, absent(c) for 1s, b)");
+    }
+    let evs = "events.a = 'app == \"a\"'\nevents.b = 'app == \"b\"'\n\
+               events.c = 'app == \"c\"'\nevents.d = 'app == \"d\"'\n";
+    let text = format!(
+        "[[rule]]\nname = \"deep\"\nseverity = \"low\"\n{evs}pattern = \"{p} within 1h\"\n\n\
+         [[rule]]\nname = \"x\"\nseverity = \"low\"\n{evs}\
+         pattern = \"seq(seq(a, absent(c) for 1m, b), absent(d) for 1m)\"\n\n\
+         [[rule]]\nname = \"y\"\nseverity = \"low\"\n{evs}pattern = \"seq(b, absent(d) for 1m)\"\n"
+    );
+    let g = build(&rules(&text), true);
+    let dump = g.to_text();
+    assert!(dump.len() < 200_000, "{} bytes", dump.len());
+    assert!(
+        dump.contains("timed from other steps (both after a step of a seq)"),
+        "{dump}"
+    );
+}

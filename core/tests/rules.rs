@@ -1316,6 +1316,8 @@ fn two_sources_in_nested_conjuncts_are_an_error() {
         "(syslog and flow) and true",
         "syslog and (true and flow)",
         "(app == \"x\" and syslog) and (flow)",
+        "syslog and not not flow",
+        "not not (syslog and app == \"x\") and flow",
     ] {
         let text = rule_text(&format!("events.a = '{cond}'\npattern = \"a\""));
         let (msg, _, _, _) = one_error(&text);

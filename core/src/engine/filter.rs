@@ -114,8 +114,8 @@ fn index_keys(c: &Cond) -> Vec<IndexKey> {
         .into_iter()
         .enumerate()
         .filter_map(|(i, conj)| match conj {
-            Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v))
-            | Cond::Cmp(CmpOp::Eq, Expr::Lit(v), Expr::Field(k)) => usable(k)
+            // (The checker writes the field first: `"sshd" == app` is `app == "sshd"`.)
+            Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v)) => usable(k)
                 .filter(|f| f.ty() == v.ty())
                 .map(|f| (i, f, vec![v.clone()])),
             Cond::In(Expr::Field(k), list) => usable(k)
@@ -126,6 +126,7 @@ fn index_keys(c: &Cond) -> Vec<IndexKey> {
             // `app == "nginx" or app == "apache"` is `app in ["nginx", "apache"]`.
             Cond::Or(cs) => {
                 let mut key: Option<(Field, Vec<Value>)> = None;
+                let mut seen: std::collections::HashSet<&Value> = Default::default();
                 for c in cs {
                     let (k, vs) = match c {
                         Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v)) => {
@@ -140,14 +141,12 @@ fn index_keys(c: &Cond) -> Vec<IndexKey> {
                     }
                     match &mut key {
                         Some((kf, all)) if *kf == f => {
-                            for v in vs {
-                                if !all.contains(v) {
-                                    all.push(v.clone());
-                                }
-                            }
+                            all.extend(vs.iter().filter(|v| seen.insert(v)).cloned());
                         }
                         Some(_) => return None,
-                        None => key = Some((f, vs.to_vec())),
+                        None => {
+                            key = Some((f, vs.iter().filter(|v| seen.insert(v)).cloned().collect()))
+                        }
                     }
                 }
                 key.map(|(f, vs)| (i, f, vs))

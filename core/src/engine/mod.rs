@@ -166,7 +166,8 @@ pub struct EngineCounters {
     /// Events that matched no rule.
     pub unmatched: u64,
     /// Matches whose group key could not be formed (a group field missing, or a text over
-    /// [`MAX_KEY_TEXT`](crate::rules::ir::MAX_KEY_TEXT) bytes), once per rule.
+    /// [`MAX_KEY_TEXT`](crate::rules::ir::MAX_KEY_TEXT) bytes): once per (rule, event
+    /// definition) the event matched, shared or not.
     pub keyless: u64,
     /// Late events, once per rule they were late for (shared or not, the same count).
     pub late: u64,

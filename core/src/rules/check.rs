@@ -131,10 +131,14 @@ impl EventInfo {
     }
 }
 
-/// The top-level conjuncts of a condition, through parenthesised `and`s.
+/// The top-level conjuncts of a condition, through parenthesised `and`s and `not not`.
 fn conjuncts<'a>(c: &'a CondAst, out: &mut Vec<&'a CondAst>) {
     match c {
         CondAst::And(v) => v.iter().for_each(|x| conjuncts(x, out)),
+        CondAst::Not(inner, _) => match &**inner {
+            CondAst::Not(x, _) => conjuncts(x, out),
+            _ => out.push(c),
+        },
         other => out.push(other),
     }
 }
@@ -313,6 +317,17 @@ fn lit_value(l: &Lit) -> Option<Value> {
         Lit::Dur(d) => Value::Duration(*d),
         Lit::Cidr(_) => return None,
     })
+}
+
+/// An `or` of events is a set (one step any of them takes): its events in one order, once
+/// each, so `or(b, a)` and `or(a, b, a)` mean `or(a, b)`.
+fn as_event_set(ps: &mut Vec<Pattern>) {
+    let key = |p: &Pattern| match p {
+        Pattern::Event(i) => *i,
+        _ => usize::MAX,
+    };
+    ps.sort_by_key(key);
+    ps.dedup_by_key(|p| key(p));
 }
 
 /// Whether a pattern is an event or an `or` of events (through nested ones): one step.
@@ -1033,6 +1048,7 @@ impl PatChecker<'_, '_, '_, '_> {
                         }
                     }
                 }
+                as_event_set(&mut out);
                 ok.then_some((Pattern::Or(out), ids))
             }
             other => {
@@ -1118,14 +1134,7 @@ impl PatChecker<'_, '_, '_, '_> {
                     // An `or` of events is a set (one step any of them takes): in one order,
                     // so `or(a, b)` and `or(b, a)` are one meaning.
                     if ps.iter().all(|p| matches!(p, Pattern::Event(_))) {
-                        ps.sort_by_key(|p| match p {
-                            Pattern::Event(i) => *i,
-                            _ => usize::MAX,
-                        });
-                        ps.dedup_by_key(|p| match p {
-                            Pattern::Event(i) => *i,
-                            _ => usize::MAX,
-                        });
+                        as_event_set(&mut ps);
                     }
                     Pattern::Or(ps)
                 } else {

@@ -1513,6 +1513,10 @@ fn the_same_meaning_in_other_words_is_one_state() {
         ),
         rule("k1", "flow and dport < 5", "a"),
         rule("k2", "flow and 5 > dport", "a"),
+        rule("n1", "syslog and app == \"a\"", "or(a, b){3,} within 1m"),
+        rule("n2", "syslog and app == \"a\"", "or(b, a, b){3,} within 1m"),
+        rule("z1", "syslog and app == \"a\"", "absent(or(a, b)) for 1m"),
+        rule("z2", "syslog and app == \"a\"", "absent(or(b, a)) for 1m"),
     ]
     .concat();
     let rules = cepheus_core::rules::compile_str("s.toml", &text)
@@ -1528,6 +1532,8 @@ fn the_same_meaning_in_other_words_is_one_state() {
     assert_eq!(shared(0), ["r2", "r3"]);
     assert_eq!(shared(3), ["o2", "o3"]);
     assert_eq!(shared(6), ["k2"]);
+    assert_eq!(shared(8), ["n2"]);
+    assert_eq!(shared(10), ["z2"]);
 }
 
 /// An event two definitions of one rule match, with captures, carries the captures of the
