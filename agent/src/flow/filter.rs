@@ -340,12 +340,15 @@ impl Parser {
                 }
                 Prim::Family(v6) if next != "port" && next != "portrange" => q.family = Some(v6),
                 _ => {
-                    return Err(self.error(
-                        &first,
-                        format!(
-                            "`{first}` cannot qualify `{next}` (write `{first} and {next} ...`)"
-                        ),
-                    ));
+                    let how = if next == "port" || next == "portrange" {
+                        "ports are in TCP and UDP headers: write `tcp port N`, `udp port N` or `port N`"
+                            .to_string()
+                    } else {
+                        format!("to combine them, write `{first} and {next} ...`")
+                    };
+                    return Err(
+                        self.error(&first, format!("`{first}` cannot qualify `{next}`: {how}"))
+                    );
                 }
             }
             word = self.next().unwrap_or_default();
