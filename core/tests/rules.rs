@@ -1324,3 +1324,22 @@ fn two_sources_in_nested_conjuncts_are_an_error() {
         assert!(msg.contains("never both"), "{cond}: {msg}");
     }
 }
+
+/// An `expect` list as long as `max_groups` leaves no room to discover a group: said.
+#[test]
+fn an_expect_list_filling_max_groups_is_warned() {
+    let text = |max: u32| {
+        rule_text(&format!(
+            "group_by = [\"host\"]\nexpect = [\"a\", \"b\"]\nmax_groups = {max}\n\
+             events.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 1m\""
+        ))
+    };
+    let warned = |max: u32| {
+        messages(&compile_str("t.toml", &text(max)))
+            .iter()
+            .any(|(l, m)| *l == Level::Warning && m.contains("`expect` lists 2 groups"))
+    };
+    assert!(warned(2));
+    assert!(warned(1));
+    assert!(!warned(3));
+}

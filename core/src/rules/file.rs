@@ -824,6 +824,22 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         }
     }
     let max_groups = val("max_groups").and_then(|v| cx.count(v, "max_groups"));
+    if let (Some(m), Some(v)) = (max_groups, val("max_groups"))
+        && expect.len() as u64 >= m
+    {
+        // Expected groups always exist and count toward the budget: none is left to discover.
+        cx.warning(
+            v.span(),
+            format!(
+                "`expect` lists {} groups, `max_groups` is {m}: every group the rule could discover beyond them is refused",
+                expect.len()
+            ),
+            h(format!(
+                "raise `max_groups` above {} to leave room for groups not listed",
+                expect.len()
+            )),
+        );
+    }
     let max_partial_matches =
         val("max_partial_matches").and_then(|v| cx.count(v, "max_partial_matches"));
 
