@@ -98,7 +98,7 @@ impl Filter {
             depth: 0,
             last: None,
         };
-        let expr = p.expr()?;
+        let expr = p.expr(false)?;
         if let Some(t) = p.peek() {
             return Err(p.error(t, "unbalanced `)`"));
         }
@@ -247,8 +247,10 @@ impl Parser {
 
     /// Primitives joined by `and`/`or` (equal precedence, left to right) or side by side
     /// (`and`, as earlier versions read them).
-    fn expr(&mut self) -> Result<Expr, FilterError> {
-        let mut left = self.unary(false)?;
+    fn expr(&mut self, after_op: bool) -> Result<Expr, FilterError> {
+        // (`after_op`: the expression opens a parenthesis right after `and`/`or`, so its first
+        // primitive may be a value alone, as in `port 80 or (443 or 8443)`.)
+        let mut left = self.unary(after_op)?;
         loop {
             let op = match self.peek() {
                 None | Some(")") => return Ok(left),
@@ -288,7 +290,7 @@ impl Parser {
             }
             Some("(") => {
                 self.pos += 1;
-                let e = self.expr()?;
+                let e = self.expr(after_op)?;
                 match self.next().as_deref() {
                     Some(")") => Ok(e),
                     _ => Err(self.end("missing `)`")),
@@ -768,6 +770,8 @@ mod tests {
         assert!(pass("host 192.168.001.007", &p));
         assert!(!pass("src portrange 1-442", &p));
         assert!(pass("port 80 or 443", &p));
+        assert!(pass("port 80 or (8443 or 443)", &p));
+        assert!(!pass("port 80 or (8443 or 8080)", &p));
         assert!(pass("host 10.9.9.9 or 10.1.2.3", &p));
         assert!(!pass("host 10.9.9.9 or 10.8.8.8", &p));
         assert!(pass("ip proto tcp", &p));
