@@ -105,53 +105,44 @@ type IndexKey = (usize, Field, Vec<Value>);
 /// The equality conjuncts usable as index keys: a registry field (not captured by the
 /// condition) equal to one of some literals of the field's type.
 fn index_keys(c: &Cond) -> Vec<IndexKey> {
+    // One equality test (the checker writes the field first: `"sshd" == app` is
+    // `app == "sshd"`), on a registry field the condition does not capture, against literals
+    // of the field's type.
+    fn equality<'a>(c: &'a Cond, captured: &[FieldKey]) -> Option<(Field, &'a [Value])> {
+        let (k, vs) = match c {
+            Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v)) => (k, std::slice::from_ref(v)),
+            Cond::In(Expr::Field(k), list) => (k, list.values()),
+            _ => return None,
+        };
+        let f = match k {
+            FieldKey::Known(f) if *f != Field::Time && !captured.contains(k) => *f,
+            _ => return None,
+        };
+        (!vs.is_empty() && vs.iter().all(|v| v.ty() == f.ty())).then_some((f, vs))
+    }
     let captured = captured_names(c);
-    let usable = |k: &FieldKey| match k {
-        FieldKey::Known(f) if *f != Field::Time && !captured.contains(k) => Some(*f),
-        _ => None,
-    };
     conjuncts(c)
         .into_iter()
         .enumerate()
-        .filter_map(|(i, conj)| match conj {
-            // (The checker writes the field first: `"sshd" == app` is `app == "sshd"`.)
-            Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v)) => usable(k)
-                .filter(|f| f.ty() == v.ty())
-                .map(|f| (i, f, vec![v.clone()])),
-            Cond::In(Expr::Field(k), list) => usable(k)
-                .filter(|f| {
-                    list.values().iter().all(|v| v.ty() == f.ty()) && !list.values().is_empty()
-                })
-                .map(|f| (i, f, list.values().to_vec())),
+        .filter_map(|(i, conj)| {
+            // An `or` of equalities on one field is the `in` list it means:
             // `app == "nginx" or app == "apache"` is `app in ["nginx", "apache"]`.
-            Cond::Or(cs) => {
-                let mut key: Option<(Field, Vec<Value>)> = None;
-                let mut seen: std::collections::HashSet<&Value> = Default::default();
-                for c in cs {
-                    let (k, vs) = match c {
-                        Cond::Cmp(CmpOp::Eq, Expr::Field(k), Expr::Lit(v)) => {
-                            (k, std::slice::from_ref(v))
-                        }
-                        Cond::In(Expr::Field(k), list) => (k, list.values()),
-                        _ => return None,
-                    };
-                    let f = usable(k)?;
-                    if vs.is_empty() || vs.iter().any(|v| v.ty() != f.ty()) {
-                        return None;
-                    }
-                    match &mut key {
-                        Some((kf, all)) if *kf == f => {
-                            all.extend(vs.iter().filter(|v| seen.insert(v)).cloned());
-                        }
-                        Some(_) => return None,
-                        None => {
-                            key = Some((f, vs.iter().filter(|v| seen.insert(v)).cloned().collect()))
-                        }
-                    }
+            let branches = match conj {
+                Cond::Or(cs) => cs.as_slice(),
+                other => std::slice::from_ref(other),
+            };
+            let mut field: Option<Field> = None;
+            let mut seen: std::collections::HashSet<&Value> = Default::default();
+            let mut values = Vec::new();
+            for b in branches {
+                let (f, vs) = equality(b, &captured)?;
+                if field.is_some_and(|g| g != f) {
+                    return None;
                 }
-                key.map(|(f, vs)| (i, f, vs))
+                field = Some(f);
+                values.extend(vs.iter().filter(|v| seen.insert(*v)).cloned());
             }
-            _ => None,
+            Some((i, field?, values))
         })
         .collect()
 }
