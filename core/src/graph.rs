@@ -253,6 +253,13 @@ pub struct Node {
 }
 
 impl Node {
+    /// Adds a "not shared" note, once.
+    fn note_not_shared(&mut self, note: String) {
+        if !self.not_shared.contains(&note) {
+            self.not_shared.push(note);
+        }
+    }
+
     /// The identity of its state: the canonical form plus the scope (unique in a shared graph).
     pub fn key(&self) -> String {
         if self.scope.is_empty() {
@@ -393,7 +400,8 @@ fn window_text(w: Option<Window>) -> String {
     }
 }
 
-/// FNV-1a, for a short stable fingerprint of long settings (`expect` lists).
+/// FNV-1a, for a short stable fingerprint of long text (`expect` lists, an absence's
+/// neighbouring steps).
 fn fingerprint(s: &str) -> u64 {
     let mut h = crate::fnv::Fnv::new();
     h.feed(s.as_bytes());
@@ -661,13 +669,9 @@ impl Builder {
     /// same steps, are one node (an absence alone times from its events only).
     fn place_absences(&mut self, ps: &[Pattern], cs: &[usize]) {
         let last = cs.len().saturating_sub(1);
-        // A neighbour is named by a digest of its canonical form: its text would nest a
+        // A neighbour is named by a fingerprint of its canonical form: its text would nest a
         // copy of every step below it, doubling with each level of nested sequences.
-        let digest = |c: &str| {
-            let mut h = crate::fnv::Fnv::new();
-            h.feed(c.as_bytes());
-            format!("step {:016x}", h.finish())
-        };
+        let digest = |c: &str| format!("step {:016x}", fingerprint(c));
         for (i, p) in ps.iter().enumerate() {
             if !matches!(p, Pattern::Absent { .. }) {
                 continue;
@@ -855,10 +859,7 @@ impl Builder {
         for (kind, a, b, why_a, why_b) in &sim.near_misses {
             for (x, y, why) in [(*a, *b, why_a), (*b, *a, why_b)] {
                 let note = format!("not combined ({}) with #{}: {why}", kind.name(), id_of[y]);
-                let n = &mut nodes[id_of[x]];
-                if !n.not_shared.contains(&note) {
-                    n.not_shared.push(note);
-                }
+                nodes[id_of[x]].note_not_shared(note);
             }
         }
         not_shared_twins(
@@ -1234,9 +1235,9 @@ fn not_shared_twins(
                 let why = match (&ca.kind, &cb.kind) {
                     (NodeKind::Event { group: ga }, NodeKind::Event { group: gb }) => {
                         format!(
-                            "different group mapping ({} vs {})",
-                            mapping_text(ga),
-                            mapping_text(gb)
+                            "different group mapping ([{}] vs [{}])",
+                            mapping(ga),
+                            mapping(gb)
                         )
                     }
                     (NodeKind::Root { .. }, _) => {
@@ -1253,11 +1254,7 @@ fn not_shared_twins(
                 } else {
                     why
                 };
-                let note = format!("not shared with #{}: {why}", id_of[*b]);
-                let node = &mut nodes[id_of[*a]];
-                if !node.not_shared.contains(&note) {
-                    node.not_shared.push(note);
-                }
+                nodes[id_of[*a]].note_not_shared(format!("not shared with #{}: {why}", id_of[*b]));
             }
         }
     }
@@ -1322,20 +1319,10 @@ fn not_shared_twins(
                     }
                     _ => continue,
                 };
-                let note = format!("not shared with #{}: {why}", id_of[*b]);
-                let node = &mut nodes[id_of[*a]];
-                if !node.not_shared.contains(&note) {
-                    node.not_shared.push(note);
-                }
+                nodes[id_of[*a]].note_not_shared(format!("not shared with #{}: {why}", id_of[*b]));
             }
         }
     }
-}
-
-/// A group mapping as a rule writes it: `[host=host, ip=src]`, `[]` for none.
-fn mapping_text(group: &[(String, String)]) -> String {
-    let pairs: Vec<String> = group.iter().map(|(g, f)| format!("{g}={f}")).collect();
-    format!("[{}]", pairs.join(", "))
 }
 
 /// `--no-share`: notes on the nodes that sharing would have combined as similar (OA, SS,
@@ -1371,10 +1358,7 @@ fn similar_unshared(
                 others.join(", ")
             );
             for id in &members[x] {
-                let n = &mut nodes[*id];
-                if !n.not_shared.contains(&note) {
-                    n.not_shared.push(note.clone());
-                }
+                nodes[*id].note_not_shared(note.clone());
             }
         }
     }
