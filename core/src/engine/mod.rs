@@ -2072,7 +2072,7 @@ impl Engine {
                                 .map(GroupKey::from_vec)
                         };
                         let Some(key) = key else {
-                            // Once per rule, as unshared.
+                            // For each rule of the state, as unshared counts them.
                             self.counters.keyless += self.rts[rt as usize].members.len() as u64;
                             continue;
                         };

@@ -656,17 +656,6 @@ impl Group {
         }
     }
 
-    /// Events held by its partial matches and waits.
-    pub fn held_events(&self) -> usize {
-        match &self.state {
-            GroupState::Absence(_) => 0,
-            GroupState::Linear(l) => {
-                l.runs.iter().map(|r| r.items.len()).sum::<usize>()
-                    + l.waits().iter().map(|w| w.events.len()).sum::<usize>()
-            }
-        }
-    }
-
     /// A sum of words from each part of memory a transition of this group reads first (the
     /// runs and the oldest event they hold), so an engine can load several groups' memory at
     /// once before their transitions run one after another. Reads only.

@@ -330,7 +330,8 @@ fn as_event_set(ps: &mut Vec<Pattern>) {
     ps.dedup_by_key(|p| key(p));
 }
 
-/// Whether a pattern is an event or an `or` of events (through nested ones): one step.
+/// Whether a pattern is an event or an `or` of events (through nested ones): one step, as
+/// the plan's `simple_set` reads it (which, unlike this, needs fewer than 64 definitions).
 fn only_events(p: &Pattern) -> bool {
     match p {
         Pattern::Event(_) => true,
@@ -1133,7 +1134,7 @@ impl PatChecker<'_, '_, '_, '_> {
                     });
                     // An `or` of events is a set (one step any of them takes): in one order,
                     // so `or(a, b)` and `or(b, a)` are one meaning.
-                    if ps.iter().all(|p| matches!(p, Pattern::Event(_))) {
+                    if all_events {
                         as_event_set(&mut ps);
                     }
                     Pattern::Or(ps)
