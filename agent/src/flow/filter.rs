@@ -598,34 +598,28 @@ fn address(w: &str) -> Option<IpAddr> {
     if let Ok(a) = w.parse() {
         return Some(a);
     }
-    let parts: Vec<&str> = w.split('.').collect();
-    if parts.len() != 4 {
-        return None;
-    }
-    let mut octets = [0u8; 4];
-    for (o, p) in octets.iter_mut().zip(parts) {
-        if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        *o = p.parse().ok()?;
-    }
-    Some(IpAddr::from(octets))
+    dotted(w).filter(|&(_, n)| n == 4).map(|(a, _)| a)
 }
 
 /// A dotted IPv4 prefix of one to three bytes (`10` is 10.0.0.0/8, `192.168` 192.168.0.0/16).
 fn dotted_prefix(w: &str) -> Option<(IpAddr, u8)> {
-    let parts: Vec<&str> = w.split('.').collect();
-    if parts.is_empty() || parts.len() > 3 {
-        return None;
-    }
+    dotted(w)
+        .filter(|&(_, n)| n < 4)
+        .map(|(a, n)| (a, 8 * n as u8))
+}
+
+/// One to four dotted decimal bytes (leading zeros allowed), the rest zero, and how many.
+fn dotted(w: &str) -> Option<(IpAddr, usize)> {
     let mut octets = [0u8; 4];
-    for (o, p) in octets.iter_mut().zip(&parts) {
-        if p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
+    let mut n = 0;
+    for p in w.split('.') {
+        if n == 4 || p.is_empty() || p.len() > 3 || !p.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }
-        *o = p.parse().ok()?;
+        octets[n] = p.parse().ok()?;
+        n += 1;
     }
-    Some((IpAddr::from(octets), 8 * parts.len() as u8))
+    Some((IpAddr::from(octets), n))
 }
 
 /// Whether a word can be the value of a primitive (an address, a prefix, a port or range).
