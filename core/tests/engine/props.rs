@@ -553,7 +553,8 @@ fn shards(rules: &RuleSet, count: u32) -> Vec<Engine> {
         .collect()
 }
 
-fn run_mode(rules: &RuleSet, evs: &[Event], share: bool) -> Vec<String> {
+/// An engine over `rules`, shared or not, after `evs` were pushed, and the alerts they made.
+fn push_all(rules: &RuleSet, evs: &[Event], share: bool) -> (Engine, Vec<Alert>) {
     let cfg = EngineConfig {
         share,
         ..EngineConfig::default()
@@ -563,6 +564,11 @@ fn run_mode(rules: &RuleSet, evs: &[Event], share: bool) -> Vec<String> {
     for ev in evs {
         e.push(ev.clone(), &mut out);
     }
+    (e, out)
+}
+
+fn run_mode(rules: &RuleSet, evs: &[Event], share: bool) -> Vec<String> {
+    let (mut e, mut out) = push_all(rules, evs, share);
     e.finish(Some(Timestamp::from_secs(5_000)), &mut out);
     json(&out)
 }
@@ -715,15 +721,7 @@ fn family_records_count_in_rule_bytes() {
         let spec: Vec<(u8, u8, u16)> = (0..hosts).map(|h| (0, h, 1)).collect();
         let evs = build(&spec);
         let bytes = |share: bool| {
-            let cfg = EngineConfig {
-                share,
-                ..EngineConfig::default()
-            };
-            let mut e = Engine::new(&rules, cfg).unwrap();
-            let mut out = Vec::new();
-            for ev in &evs {
-                e.push(ev.clone(), &mut out);
-            }
+            let (e, _) = push_all(&rules, &evs, share);
             e.stats().iter().map(|s| s.bytes).collect::<Vec<_>>()
         };
         let (shared, alone) = (bytes(true), bytes(false));
@@ -830,15 +828,7 @@ fn unshared_baseline_offers_every_event_to_every_definition() {
     let syslog = |app: &str| Event::new(Source::Syslog, t, t).with(Field::App, Value::str(app));
     let flow = |dport: i64| Event::new(Source::Flow, t, t).with(Field::Dport, Value::Int(dport));
     let evals = |share: bool, evs: &[Event]| {
-        let cfg = EngineConfig {
-            share,
-            ..EngineConfig::default()
-        };
-        let mut e = Engine::new(&rules, cfg).unwrap();
-        let mut out = Vec::new();
-        for ev in evs {
-            e.push(ev.clone(), &mut out);
-        }
+        let (e, out) = push_all(&rules, evs, share);
         (e.counters().predicate_evals, json(&out))
     };
     let nobody = [syslog("nobody"), flow(65_000)];
@@ -1585,22 +1575,8 @@ pattern = "seq(e, f) within 1m"
         ev(2, "first"),
         ev(3, "host=zz"),
     ];
-    let run = |share: bool| {
-        let mut e = Engine::new(
-            &rules,
-            EngineConfig {
-                share,
-                ..EngineConfig::default()
-            },
-        )
-        .unwrap();
-        let mut out = Vec::new();
-        for x in &evs {
-            e.push(x.clone(), &mut out);
-        }
-        out
-    };
-    let (shared, unshared) = (run(true), run(false));
+    let (_, shared) = push_all(&rules, &evs, true);
+    let (_, unshared) = push_all(&rules, &evs, false);
     assert_eq!(json(&shared), json(&unshared));
     // `r` counts v = 1 and v = 2 (its first definition's captures), not 5 twice.
     assert_eq!(
