@@ -137,17 +137,18 @@ impl Router {
                 return false;
             }
         };
-        bump(&sh.counters.parsed, 1);
+        // Counted once routed, so a reader who sees `parsed` also sees where it went
+        // (`keyless`, `unmatched`).
         self.route(ev);
+        bump(&self.shared.counters.parsed, 1);
         true
     }
 
     /// An event made elsewhere (a flow from the live capture): routed as is.
     pub fn accept_event(&mut self, ev: cepheus_core::event::Event) {
         self.refresh_plan();
-        let sh = &*self.shared;
-        bump(&sh.counters.parsed, 1);
         self.route(ev);
+        bump(&self.shared.counters.parsed, 1);
     }
 
     /// [`Router::flush`] from a plain thread (the capture thread): waits for room.
