@@ -10,7 +10,7 @@ use regex::Regex;
 use crate::event::{Field, FieldKey, Source, Value, ValueType};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
 use crate::rules::ir::{
-    ArithOp, Cond, Expr, Pattern, RegexCond, TimePart, ValueList, Window, canonical_net,
+    ArithOp, CmpOp, Cond, Expr, Pattern, RegexCond, TimePart, ValueList, Window, canonical_net,
 };
 use crate::rules::syntax::{CondAst, ExprAst, Lit, PatAst, Span};
 use crate::time::Duration;
@@ -609,10 +609,17 @@ impl CondChecker<'_, '_> {
                     );
                 }
                 if t == ValueType::Ip {
-                    Some(Cond::InCidr(x, nets))
-                } else {
-                    Some(Cond::In(x, ValueList::new(vals)))
+                    return Some(Cond::InCidr(x, nets));
                 }
+                // `app in ["sshd"]` is `app == "sshd"` (both compare as `compare` does): one
+                // predicate and one canonical text for the two.
+                let mut distinct = vals.clone();
+                distinct.sort();
+                distinct.dedup();
+                if let [v] = distinct.as_slice() {
+                    return Some(Cond::Cmp(CmpOp::Eq, x, Expr::Lit(v.clone())));
+                }
+                Some(Cond::In(x, ValueList::new(vals)))
             }
         }
     }

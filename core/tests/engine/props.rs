@@ -1460,7 +1460,8 @@ fn an_or_of_equalities_on_one_field_is_indexed() {
 }
 
 /// Conditions and patterns that say the same in other words are one predicate and one rule
-/// state: nested `and`/`or` flattened, `"x" == field` turned round, `not not x`.
+/// state: nested `and`/`or` flattened, `"x" == field` turned round, `not not x`, a list of
+/// one value.
 #[test]
 fn the_same_meaning_in_other_words_is_one_state() {
     let rule = |name: &str, a: &str, pattern: &str| {
@@ -1501,6 +1502,8 @@ fn the_same_meaning_in_other_words_is_one_state() {
             "syslog and app == \"a\" and host == \"h\"",
             "or(c, or(b, a, b))",
         ),
+        rule("i1", "syslog and app == \"i\"", "a"),
+        rule("i2", "syslog and app in [\"i\", \"i\"]", "a"),
         rule("k1", "flow and dport < 5", "a"),
         rule("k2", "flow and 5 > dport", "a"),
         rule("n1", "syslog and app == \"a\"", "or(a, b){3,} within 1m"),
@@ -1521,9 +1524,10 @@ fn the_same_meaning_in_other_words_is_one_state() {
     };
     assert_eq!(shared(0), ["r2", "r3"]);
     assert_eq!(shared(3), ["o2", "o3"]);
-    assert_eq!(shared(6), ["k2"]);
-    assert_eq!(shared(8), ["n2"]);
-    assert_eq!(shared(10), ["z2"]);
+    assert_eq!(shared(6), ["i2"]);
+    assert_eq!(shared(8), ["k2"]);
+    assert_eq!(shared(10), ["n2"]);
+    assert_eq!(shared(12), ["z2"]);
 }
 
 /// An event two definitions of one rule match, with captures, carries the captures of the
