@@ -596,11 +596,10 @@ fn flow_rules_alert_on_live_capture_in_run() {
         1
     );
     // The capture's counters are in /stats and /metrics (published every 250 ms).
-    std::thread::sleep(Duration::from_millis(400));
-    let s = agent.stats();
+    let s = agent.wait_stats(10, |s| {
+        s["capture"]["received"].as_u64() >= Some(12) && s["capture"]["flows"].as_u64() >= Some(6)
+    });
     let cap = &s["capture"];
-    assert!(cap["received"].as_u64().unwrap() >= 12, "{s}");
-    assert!(cap["flows"].as_u64().unwrap() >= 6, "{s}");
     assert_eq!(cap["dropped"], 0, "{s}");
     let metrics = http_get(agent.api, "/metrics").expect("/metrics");
     assert!(
@@ -712,7 +711,9 @@ fn followed_files_start_at_their_end_by_default() {
     f.write_all(b"word for root from 198.51.100.7 port 9 ssh2\n")
         .unwrap();
     f.write_all(fail(6).as_bytes()).unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    agent.wait_stats(10, |s| s["ingest"]["parsed"].as_u64() >= Some(2));
+    // Time for anything more (an old line read again) to be counted too.
+    std::thread::sleep(Duration::from_millis(500));
     let s = agent.stats();
     // The completed line and the new one; none of the old ones.
     assert_eq!(s["ingest"]["parsed"], 2, "{s}");
