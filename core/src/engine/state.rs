@@ -1755,8 +1755,9 @@ impl LinearState {
         let id = next_seed(&mut self.rare().last_seed, r.start);
         if last.repeat.is_some() {
             // A closure episode is one alert already, ended by a window of quiet: not
-            // rate-limited.
-            let set = alt.steps.iter().fold(0, |acc, s| acc | s.set);
+            // rate-limited. Only the closure's events extend it (and keep it from being
+            // quiet): `seq(login, get{10,})` must not be held open by routine logins.
+            let set = last.set;
             let events = r.events();
             emit(
                 ctx,

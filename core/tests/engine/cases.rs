@@ -530,6 +530,23 @@ fn closure_at_end_is_one_alert_per_episode() {
     );
 }
 
+/// A sequence that ends in a closure: only the closure's events extend its episode, so lone
+/// first steps neither keep it open nor land in its events, and a later match is a new one.
+#[test]
+fn only_the_closures_events_extend_a_sequences_episode() {
+    let r = rule("r", &["a", "b"], seq(vec![ev(0), rep(ev(1), 2, None)])).within(10);
+    check(
+        vec![r],
+        "a:h@0 b:h@1 b:h@2 b:h@5 a:h@8 a:h@16 a:h@24 a:h@96 b:h@101 b:h@102 end@200",
+        &[
+            "firing h @2",
+            "resolved h @15 (episode_end)",
+            "firing h @102",
+            "resolved h @112 (episode_end)",
+        ],
+    );
+}
+
 #[test]
 fn closure_distinct_counts_values() {
     let r = rule("scan", &["try"], rep(ev(0), 3, None))
