@@ -1325,6 +1325,33 @@ fn two_sources_in_nested_conjuncts_are_an_error() {
     }
 }
 
+/// Fields of both sources that every way to match needs at once can never match either: an
+/// error at the second source's field. A negated test or an `or` requires nothing of it.
+#[test]
+fn fields_of_both_sources_in_one_match_are_an_error() {
+    for (cond, col) in [
+        ("app == \"a\" and dport == 22", 28),
+        ("(app == \"a\" or msg =~ \"x\") and dport == 22", 44),
+        ("exists(dport) and host == \"h\"", 20),
+    ] {
+        let text = rule_text(&format!("events.a = '{cond}'\npattern = \"a\""));
+        let (msg, line, column, help) = one_error(&text);
+        assert!(msg.contains("never both"), "{cond}: {msg}");
+        assert_eq!((line, column), (4, col), "{cond}: {msg}");
+        assert!(help.is_some(), "{cond}");
+    }
+    for cond in [
+        "app == \"a\" or dport == 22",
+        "app == \"a\" and not (dport == 22)",
+        "false and app == \"a\"",
+        "msg =~ \"port (?P<dport>\\\\d+)\" and dport == 22",
+    ] {
+        let text = rule_text(&format!("events.a = '{cond}'\npattern = \"a\""));
+        let c = compile_str("t.toml", &text);
+        assert!(c.rules.is_some(), "{cond}: {:#?}", errors(&c));
+    }
+}
+
 /// An `expect` list as long as `max_groups` leaves no room to discover a group: said.
 #[test]
 fn an_expect_list_filling_max_groups_is_warned() {

@@ -181,8 +181,49 @@ pub(crate) fn compile_cond(c: &CondAst, r: &mut Reporter<'_>) -> (Option<Cond>, 
     if out.is_some() {
         let captured: BTreeSet<&str> = info.captures.iter().map(|(n, _)| n.as_str()).collect();
         info.branches = branches(c, &captured);
+        // Fields of both sources where every way to match needs both (`app == "a" and
+        // dport == 22`): as impossible as `syslog and flow`, which is an error. (A pinned
+        // source already refuses the other's fields; a `false` is the author's own.)
+        if info.source.is_none() && info.branches.as_ref().is_some_and(Vec::is_empty) {
+            let mut fields = Vec::new();
+            tested_fields(c, &mut fields);
+            let of = |want: Source| {
+                fields
+                    .iter()
+                    .find(|(f, _)| implied_source(f, &captured) == Some(want))
+            };
+            if let (Some((a, _)), Some((b, span))) = (of(Source::Syslog), of(Source::Flow)) {
+                r.error(
+                    (*span).clone(),
+                    format!(
+                        "`{a}` is a field of syslog events and `{b}` of flow events: an event is \
+                         either syslog or flow, never both, so this condition can never match"
+                    ),
+                    Some("test fields of one source, or use `or` to accept either source".into()),
+                );
+            }
+        }
     }
     (out, info)
+}
+
+/// The fields a condition's tests read, except under `not` (a missing field makes a negated
+/// test true: it requires nothing).
+fn tested_fields<'c>(c: &'c CondAst, out: &mut Vec<(&'c str, &'c Span)>) {
+    match c {
+        CondAst::Or(v) | CondAst::And(v) => v.iter().for_each(|x| tested_fields(x, out)),
+        CondAst::Not(..) | CondAst::Bool(..) | CondAst::Bare(_) | CondAst::Source(..) => {}
+        CondAst::Exists(n, span) => out.push((n, span)),
+        CondAst::Cmp(_, a, b, _) | CondAst::Str(_, a, b, _) => {
+            expr_fields(a, out);
+            expr_fields(b, out);
+        }
+        CondAst::In(a, items, _) => {
+            expr_fields(a, out);
+            items.iter().for_each(|i| expr_fields(i, out));
+        }
+        CondAst::Regex { lhs, .. } => expr_fields(lhs, out),
+    }
 }
 
 /// The single source a field name implies, when only one source has it (and no capture of
@@ -201,9 +242,9 @@ fn implied_source(name: &str, captured: &BTreeSet<&str>) -> Option<Source> {
 }
 
 /// The fields an expression reads.
-fn expr_fields<'e>(e: &'e ExprAst, out: &mut Vec<&'e str>) {
+fn expr_fields<'e>(e: &'e ExprAst, out: &mut Vec<(&'e str, &'e Span)>) {
     match e {
-        ExprAst::Field(n, _) => out.push(n),
+        ExprAst::Field(n, span) => out.push((n, span)),
         ExprAst::Lit(..) => {}
         ExprAst::Arith(_, a, b, _) => {
             expr_fields(a, out);
@@ -218,9 +259,9 @@ fn expr_fields<'e>(e: &'e ExprAst, out: &mut Vec<&'e str>) {
 /// test on a field that is missing is false, so a field only one source has pins that source
 /// in its branch; branches that need two sources at once are dropped (they never match).
 fn branches(c: &CondAst, captured: &BTreeSet<&str>) -> Option<Vec<Branch>> {
-    let atom = |fields: &[&str], caps: Vec<String>| -> Vec<Branch> {
+    let atom = |fields: &[(&str, &Span)], caps: Vec<String>| -> Vec<Branch> {
         let mut source = None;
-        for f in fields {
+        for (f, _) in fields {
             match (source, implied_source(f, captured)) {
                 (Some(a), Some(b)) if a != b => return Vec::new(),
                 (None, s) => source = s,
@@ -273,7 +314,7 @@ fn branches(c: &CondAst, captured: &BTreeSet<&str>) -> Option<Vec<Branch>> {
             source: Some(*s),
             captures: Vec::new(),
         }],
-        CondAst::Exists(n, _) => atom(&[n.as_str()], Vec::new()),
+        CondAst::Exists(n, span) => atom(&[(n.as_str(), span)], Vec::new()),
         CondAst::Cmp(_, a, b, _) | CondAst::Str(_, a, b, _) => {
             let mut fs = Vec::new();
             expr_fields(a, &mut fs);
