@@ -79,9 +79,21 @@ impl Agent {
         extra: &str,
         envs: &[(&str, &str)],
     ) -> Agent {
+        Agent::start_wrapped(dir, syslog_extra, api_extra, extra, envs, &[])
+    }
+
+    /// As [`Agent::start_env`], the agent started by the command `wrap` (e.g. `prlimit`).
+    fn start_wrapped(
+        dir: &Path,
+        syslog_extra: &str,
+        api_extra: &str,
+        extra: &str,
+        envs: &[(&str, &str)],
+        wrap: &[&str],
+    ) -> Agent {
         let mut last = String::new();
         for _ in 0..5 {
-            match Agent::try_start(dir, syslog_extra, api_extra, extra, envs) {
+            match Agent::try_start(dir, syslog_extra, api_extra, extra, envs, wrap) {
                 Ok(agent) => return agent,
                 Err(e) if e.contains("Address already in use") => last = e,
                 Err(e) => panic!("agent did not start: {e}"),
@@ -96,6 +108,7 @@ impl Agent {
         api_extra: &str,
         extra: &str,
         envs: &[(&str, &str)],
+        wrap: &[&str],
     ) -> Result<Agent, String> {
         let port = free_port();
         let mut api = free_port();
@@ -115,7 +128,16 @@ impl Agent {
              [store]\npath = \"data\"\n{extra}"
         );
         std::fs::write(dir.join("cepheus.toml"), cfg).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        let bin = env!("CARGO_BIN_EXE_cepheus");
+        let mut cmd = match wrap.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let mut child = cmd
             .args(["run", "--config", "cepheus.toml"])
             .current_dir(dir)
             .env("RUST_LOG", "info")
@@ -789,6 +811,46 @@ fn events_without_a_group_field_are_counted_keyless() {
     assert_eq!(s["ingest"]["keyless"], 1, "{s}");
     assert_eq!(s["ingest"]["unmatched"], 1, "{s}");
     assert!(s["shards"][0].get("future").is_some(), "{s}");
+}
+
+/// Under an open-files limit below `max_connections` (systemd's default soft limit is 1,024,
+/// the default `max_connections` too), the connection limit is cut to what fits: idle
+/// connections are then evicted for a new sender instead of `accept` failing for it until
+/// the idle timeout.
+#[test]
+fn idle_connections_cannot_lock_senders_out_under_a_low_open_files_limit() {
+    let dir = scratch("nofile");
+    std::fs::write(
+        dir.join("rules/fresh.toml"),
+        "[[rule]]\nname = \"fresh\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"fresh\"'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start_wrapped(
+        &dir,
+        "tcp_idle_timeout = \"5m\"\n",
+        "",
+        "",
+        &[],
+        &["prlimit", "--nofile=300:300", "--"],
+    );
+    assert!(
+        agent.stderr().contains("does not fit the open-files limit"),
+        "{}",
+        agent.stderr()
+    );
+    let idle: Vec<TcpStream> = (0..400)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", agent.port)).ok())
+        .collect();
+    assert!(idle.len() > 300, "only {} connections opened", idle.len());
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut fresh = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    fresh
+        .write_all(b"<13>Dec  2 05:40:00 edge fresh: while idle ones are held\n")
+        .unwrap();
+    agent.wait_alert(10, |a| a["rule"] == "fresh");
+    let s = agent.stats();
+    assert!(s["ingest"]["tcp_evicted"].as_u64() >= Some(1), "{s}");
+    drop(idle);
 }
 
 /// A rule whose `max_groups` is full says so in the log (a flood of keys makes it blind to a

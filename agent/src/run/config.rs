@@ -32,7 +32,8 @@ tcp_idle_timeout = "5m"
 # Most concurrent TCP connections. When all are open, a new one takes the place of the one
 # silent longest among those that never delivered a syslog message (if silent for 1 s;
 # counted as tcp_evicted), else it is accepted and closed at once (tcp_rejected). One remote
-# host holds at most a quarter of them (a sender on this host, any number).
+# host holds at most a quarter of them (a sender on this host, any number). Cut (and said in
+# the log) to what the open-files limit leaves after 128 for the agent's own files.
 max_connections = 1024
 # Largest message in bytes. Larger UDP datagrams are dropped; larger TCP frames are skipped
 # (newline framing) or end the connection (octet counting with a huge length, a stream that

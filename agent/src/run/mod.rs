@@ -157,6 +157,8 @@ pub fn run(args: RunArgs) -> ExitCode {
             "running as root: the service should run as an unprivileged user with only CAP_NET_BIND_SERVICE (syslog on port 514) and CAP_NET_RAW (live capture); see systemd/README.md"
         );
     }
+    let mut cfg = cfg;
+    cfg.syslog.max_connections = fit_connections(cfg.syslog.max_connections);
     let source = RuleSource::from_paths(&cfg.rules.paths);
     // (Named rule paths are the config's; the default `rules/` folder is nobody's key.)
     let key = if cfg.rules.paths.is_empty() {
@@ -185,6 +187,47 @@ pub fn run(args: RunArgs) -> ExitCode {
 }
 
 /// Whether the process runs with root's user id (read from /proc: no libc call for it).
+/// Descriptors kept for everything but TCP senders: listeners, followed files, the rule
+/// folder's watches, the API's connections, the store.
+const FD_RESERVE: u64 = 128;
+
+/// `max_connections` as the open-files limit allows: the soft limit is raised to the hard one
+/// first (systemd's default soft limit, 1,024, is below the default `max_connections` plus
+/// what the agent itself opens). Past the limit, `accept` would fail for every new sender
+/// while idle ones hold their descriptors, so the silent-longest eviction could not work.
+fn fit_connections(wanted: usize) -> usize {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let lim = getrlimit(Resource::Nofile);
+    // (`None`: unlimited.)
+    let Some(mut soft) = lim.current else {
+        return wanted;
+    };
+    if let Some(hard) = lim.maximum
+        && soft < hard
+    {
+        let raised = Rlimit {
+            current: Some(hard),
+            maximum: Some(hard),
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => soft = hard,
+            Err(e) => tracing::debug!(error = %e, "could not raise the open-files limit"),
+        }
+    }
+    let room = usize::try_from(soft.saturating_sub(FD_RESERVE))
+        .unwrap_or(usize::MAX)
+        .max(1);
+    if wanted > room {
+        tracing::warn!(
+            max_connections = wanted,
+            open_files_limit = soft,
+            "syslog.max_connections does not fit the open-files limit: at most {room} TCP connections (raise LimitNOFILE= in the unit, or ulimit -n)"
+        );
+        return room;
+    }
+    wanted
+}
+
 fn running_as_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
