@@ -107,11 +107,13 @@ static EXPECT_FILES: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
 /// Whether `p` is named as a rule file found in a folder is: `*.toml`, not hidden (an
-/// editor's swap file, a log written beside the rules are not).
+/// editor's swap file, a log written beside the rules are not), not a rule test
+/// (`*.test.toml`).
 pub fn is_rule_file_name(p: &Path) -> bool {
     p.file_name()
         .is_some_and(|n| !n.to_string_lossy().starts_with('.'))
         && p.extension().is_some_and(|e| e == "toml")
+        && !crate::rules_test::is_test_file(p)
 }
 
 /// Whether `p` is an `expect` file the last [`load`] read, or tried to read (one missing

@@ -121,10 +121,16 @@ impl Agent {
         } else {
             "tcp_idle_timeout = \"2s\"\n"
         };
+        // `rules/` unless the test says otherwise.
+        let rules = if extra.contains("[rules]") {
+            ""
+        } else {
+            "[rules]\npaths = [\"rules\"]\n"
+        };
         let cfg = format!(
             "[syslog]\nudp = [\"127.0.0.1:{port}\"]\ntcp = [\"127.0.0.1:{port}\"]\n\
              max_message_size = 1024\n{idle}{syslog_extra}\n\
-             [api]\nlisten = \"127.0.0.1:{api}\"\n{api_extra}\n[rules]\npaths = [\"rules\"]\n\
+             [api]\nlisten = \"127.0.0.1:{api}\"\n{api_extra}\n{rules}\
              [store]\npath = \"data\"\n{extra}"
         );
         std::fs::write(dir.join("cepheus.toml"), cfg).unwrap();
@@ -237,6 +243,24 @@ impl Agent {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// SIGHUP: reload the rules.
+    fn hangup(&self) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+    }
+
+    /// The names of the rules /stats lists.
+    fn rule_names(s: &Value) -> Vec<String> {
+        s["rules"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|r| r["rule"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// SIGTERM, and the exit status within 5 s.
@@ -851,6 +875,39 @@ fn idle_connections_cannot_lock_senders_out_under_a_low_open_files_limit() {
     let s = agent.stats();
     assert!(s["ingest"]["tcp_evicted"].as_u64() >= Some(1), "{s}");
     drop(idle);
+}
+
+/// Started on the built-in rules (no `rules/` folder, no `rules.paths`): a `rules/` folder
+/// made later is read at the next SIGHUP and watched from then on; its rule tests
+/// (`*.test.toml`) are not rules, and a change to one reloads nothing.
+#[test]
+fn a_rules_folder_made_after_start_is_read_at_sighup() {
+    let dir = scratch("builtin-then-rules");
+    std::fs::remove_dir_all(dir.join("rules")).unwrap();
+    let agent = Agent::start(&dir, "[rules]\npaths = []\n");
+    let s = agent.stats();
+    assert!(
+        Agent::rule_names(&s).contains(&"heartbeat-missing".to_string()),
+        "{s}"
+    );
+    std::fs::create_dir(dir.join("rules")).unwrap();
+    let mine = |name: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"x\"'\npattern = \"a\"\n"
+        )
+    };
+    std::fs::write(dir.join("rules/mine.toml"), mine("mine")).unwrap();
+    agent.hangup();
+    let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
+    assert_eq!(Agent::rule_names(&s), ["mine"], "{s}");
+    // A rule test written beside it: no reload.
+    std::fs::write(dir.join("rules/mine.test.toml"), "# a test to come\n").unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(agent.stats()["sink"]["reloads"], 1);
+    // The folder is watched now: an edit reloads without a signal.
+    std::fs::write(dir.join("rules/mine.toml"), mine("mine2")).unwrap();
+    let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(2));
+    assert_eq!(Agent::rule_names(&s), ["mine2"], "{s}");
 }
 
 /// A rule whose `max_groups` is full says so in the log (a flood of keys makes it blind to a

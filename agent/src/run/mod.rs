@@ -461,6 +461,7 @@ fn start(
                 counters: sink_counters.clone(),
                 debounce: StdDuration::from_millis(200),
                 watcher,
+                trigger: reload_tx.downgrade(),
                 last_error: reload_error.clone(),
             }
             .run(reload_rx),

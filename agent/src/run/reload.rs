@@ -52,7 +52,7 @@ impl RuleSource {
             RuleSource::Paths(p) => crate::replay::compile_rules(p),
             RuleSource::Builtin => {
                 tracing::info!(
-                    "no rules/ folder and no rules.paths: running the built-in rules (heartbeat, ssh, scan, silent agent)"
+                    "no rules/ folder and no rules.paths: running the built-in rules (heartbeat, ssh, scan, silent agent); make a rules/ folder here and send SIGHUP to run yours"
                 );
                 let c = builtin::compile_builtin();
                 let color = std::io::stderr().is_terminal();
@@ -292,6 +292,9 @@ pub struct Reloader {
     pub debounce: StdDuration,
     /// The watch on the rule folders, armed again before each reload.
     pub watcher: Option<RuleWatcher>,
+    /// Where the watch sends its triggers, for a watch started later (weak: the reloader
+    /// runs until every sender is gone).
+    pub trigger: mpsc::WeakSender<Trigger>,
     /// Why the last reload failed, until one succeeds (for /stats).
     pub last_error: LastReloadError,
 }
@@ -335,6 +338,24 @@ impl Reloader {
     }
 
     async fn reload_rules(&mut self) {
+        // Running the built-in rules because there was no `rules/` folder: one made since is
+        // what this reload reads (and watches from now on).
+        if self.source == RuleSource::Builtin {
+            let now = RuleSource::from_paths(&[]);
+            if let (false, Some(tx)) = (now == RuleSource::Builtin, self.trigger.upgrade()) {
+                tracing::info!(
+                    "a rules/ folder exists now: reading it instead of the built-in rules"
+                );
+                self.watcher = match RuleWatcher::start(&now, tx) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot watch rules/; a change to it will need a SIGHUP");
+                        None
+                    }
+                };
+                self.source = now;
+            }
+        }
         if let Some(w) = self.watcher.as_mut() {
             w.rearm();
         }
