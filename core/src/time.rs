@@ -124,6 +124,12 @@ impl Duration {
                     .map(Duration)
                     .map_err(|_| format!("`{t}` is too long")),
             },
+            // `1h30`: a number without a unit after one with.
+            Err(humantime::DurationError::UnknownUnit { unit, value, .. }) if unit.is_empty() => {
+                Err(format!(
+                    "`{t}`: `{value}` has no unit; write `{t}m` or `{t}s` (units: ms, s, m, h, d, w)"
+                ))
+            }
             // humantime's own words list units a rule refuses (months, years): ours instead.
             Err(humantime::DurationError::UnknownUnit { unit, .. }) => Err(format!(
                 "`{t}`: `{unit}` is not a unit of duration; use ms, s, m, h, d or w, e.g. `30s`, `5m`, `1h30m`, `7d`"
@@ -235,6 +241,8 @@ mod tests {
         };
         assert!(e.contains("`M` is not a unit of duration"), "{e}");
         assert!(e.contains("write `m` for minutes"), "{e}");
+        let e = Duration::parse("1h30").unwrap_err();
+        assert!(e.contains("`30` has no unit; write `1h30m`"), "{e}");
         for bad in ["1y", "2months", "1M30s", "3years"] {
             assert!(Duration::parse(bad).is_err(), "{bad}");
         }

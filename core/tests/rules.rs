@@ -1352,6 +1352,33 @@ fn fields_of_both_sources_in_one_match_are_an_error() {
     }
 }
 
+/// Findings a 3 a.m. reader needs told plainly: an unquoted `expect` key (quote the key, not
+/// the whole `expect`), an `expect` of the wrong shape beside a broken `events` (not hidden
+/// behind it), `[rule]` after `[[rule]]`.
+#[test]
+fn misplaced_values_say_how_to_write_them() {
+    let (m, _, _, help) = one_error(&rule_text(
+        "group_by = [\"host\"]\nexpect = [\"a\", 5]\nevents.a = 'syslog'\npattern = \"absent(a) for 1m\"",
+    ));
+    assert!(m.contains("an `expect` key is a string"), "{m}");
+    assert_eq!(help.as_deref(), Some("quote it: `\"5\"`"));
+    let c = compile_str(
+        "t.toml",
+        &rule_text("group_by = [\"host\"]\nexpect = \"web-1\"\nevents = 'syslog'\npattern = \"a\""),
+    );
+    let msgs = errors(&c).join("\n");
+    assert!(msgs.contains("`events` must be a table"), "{msgs}");
+    assert!(msgs.contains("`expect` must be a list of keys"), "{msgs}");
+    let text = format!(
+        "{}[rule]\nname = \"x\"\n",
+        rule_text("events.a = 'syslog'\npattern = \"a\"")
+    );
+    let (m, line, _, help) = one_error(&text);
+    assert!(m.contains("duplicate key"), "{m}");
+    assert_eq!(line, 6);
+    assert!(help.is_some_and(|h| h.contains("`[[rule]]` line")), "{m}");
+}
+
 /// An `expect` list as long as `max_groups` leaves no room to discover a group: said.
 #[test]
 fn an_expect_list_filling_max_groups_is_warned() {

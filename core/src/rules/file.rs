@@ -198,7 +198,12 @@ fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Ru
         for e in errors {
             let span = e.span().unwrap_or(0..0);
             let msg = e.message().trim().to_string();
-            let help = if msg.contains("duplicate key") {
+            let help = if msg.contains("duplicate key") && text.get(span.clone()) == Some("rule") {
+                h(
+                    "start each rule with a `[[rule]]` line (double brackets): `[rule]` after one \
+                   is a second, different `rule`",
+                )
+            } else if msg.contains("duplicate key") {
                 h("each key may appear once per rule; event names must be unique within a rule")
             } else if msg.contains("string") {
                 h(
@@ -692,6 +697,8 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         } else if group_types.iter().all(Option::is_some) {
             let types: Vec<ValueType> = group_types.iter().flatten().map(|(t, _)| *t).collect();
             expect = expect_values(cx, v, &group_names, &types);
+        } else {
+            expect_shape(cx, v);
         }
     }
     if let Some(c) = &checked
@@ -1000,7 +1007,19 @@ fn expect_values(
     match v.get_ref() {
         DeValue::Array(a) => {
             for it in a.iter() {
-                if let Some(s) = cx.string(it, "expect") {
+                let text = match it.get_ref() {
+                    DeValue::String(s) => Some(s),
+                    other => {
+                        let raw = cx.file.text.get(it.span()).unwrap_or("...");
+                        cx.error(
+                            it.span(),
+                            format!("an `expect` key is a string, found {}", other.type_str()),
+                            Some(format!("quote it: `\"{raw}\"`")),
+                        );
+                        None
+                    }
+                };
+                if let Some(s) = text {
                     match parse_key(s, groups, types) {
                         Ok(k) if !seen.insert(k.clone()) => {
                             cx.warning(
@@ -1096,20 +1115,28 @@ fn expect_values(
                 }
             }
         }
-        other => cx.error(
-            v.span(),
-            format!(
-                "`expect` must be a list of keys or `{{ file = \"...\" }}`, found {}",
-                other.type_str()
-            ),
-            Some(
-                "write `expect = [\"web-1\", \"db-1\"]` or `expect = { file = \"hosts.txt\" }`"
-                    .into(),
-            ),
-        ),
+        _ => expect_shape(cx, v),
     }
     out.sort();
     out
+}
+
+/// Refuses an `expect` that is neither a list nor a `{ file = ... }` table (checked even when
+/// the group's types are unknown, so this finding is not lost behind another).
+fn expect_shape(cx: &mut Cx<'_, '_>, v: &Val<'_>) {
+    if matches!(v.get_ref(), DeValue::Array(_) | DeValue::Table(_)) {
+        return;
+    }
+    cx.error(
+        v.span(),
+        format!(
+            "`expect` must be a list of keys or `{{ file = \"...\" }}`, found {}",
+            v.get_ref().type_str()
+        ),
+        Some(
+            "write `expect = [\"web-1\", \"db-1\"]` or `expect = { file = \"hosts.txt\" }`".into(),
+        ),
+    );
 }
 
 /// A bad expect key: message, hint, and the byte range of the culprit inside the key text.
