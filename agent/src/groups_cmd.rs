@@ -98,8 +98,17 @@ fn forget(args: &ForgetArgs) -> anyhow::Result<Option<serde_json::Value>> {
         }
         Err(ureq::Error::Status(code, resp)) => {
             let text = resp.into_string().unwrap_or_default();
+            let hint = match (code, &args.config) {
+                (401, None) => {
+                    " (pass --config with the agent's configuration: its api.token_file is read)"
+                }
+                (401, Some(_)) => {
+                    " (the token in this configuration's api.token_file is not the agent's)"
+                }
+                _ => "",
+            };
             anyhow::bail!(
-                "the agent at {} answered {code}: {}",
+                "the agent at {} answered {code}: {}{hint}",
                 cfg.api.listen,
                 text.trim()
             )

@@ -204,13 +204,14 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
         } else {
             String::new()
         };
+        // Relative paths also as absolute ones: a service's working folder is not the shell's.
+        let shown = |p: &PathBuf| match std::path::absolute(p) {
+            Ok(a) if a != *p => format!("{} ({})", p.display(), a.display()),
+            _ => p.display().to_string(),
+        };
         bail!(
-            "no rule files (*.toml) in {}{only_tests}",
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            "no rule files (*.toml) in {}{only_tests}: add rule files there, or name other paths (`rules.paths` for `run`, `--rules` for `replay`)",
+            paths.iter().map(shown).collect::<Vec<_>>().join(", ")
         );
     }
     let mut sources = Vec::new();
@@ -256,6 +257,9 @@ pub const MAX_FILE_BYTES: u64 = 64 << 20;
 pub fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let meta = std::fs::metadata(path)?;
+    if meta.is_dir() {
+        return Err(std::io::Error::other("is a folder: name a file"));
+    }
     if !meta.is_file() {
         return Err(std::io::Error::other(
             "not a regular file (a FIFO, device or socket is refused: it may never end)",

@@ -1463,6 +1463,14 @@ fn config_check_names_every_problem_run_would_refuse() {
         );
     }
     assert!(err.contains("127.0.0.1:5599 is listed twice"), "{err}");
+    // A folder where the file was meant.
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["config", "check", "rules"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is a folder: name a file"), "{err}");
     // A rules folder with a broken rule: check refuses as run does.
     std::fs::write(
         dir.join("cepheus.toml"),

@@ -599,7 +599,7 @@ impl Config {
         if !self.output.stdout {
             out.push(Problem::new(
                 "output.stdout",
-                "false: alert changes are written nowhere (stdout is the only alert output so far); they are still counted in /stats",
+                "alert changes are written nowhere: `output.stdout = false`, and stdout is the only alert output so far (they are still counted in /stats)",
             ));
         }
         if let Some(f) = &self.api.token_file {

@@ -43,6 +43,9 @@ use sink::{AlertSink, Flush};
 
 /// Arguments of `cepheus run`.
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 after a clean stop (SIGTERM or SIGINT); 1 when the configuration or the rules have errors (`cepheus config check FILE` and `cepheus rules check PATH` list them all); 2 when starting failed (a port in use, a followed file or the store's folder missing or unreadable)."
+)]
 pub struct RunArgs {
     /// Configuration file (TOML; `cepheus config default` prints one). Default: built-in
     /// defaults (syslog on 127.0.0.1:5514, API on 127.0.0.1:9514).
@@ -244,8 +247,11 @@ fn bind_error(key: &str, addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
         std::io::ErrorKind::PermissionDenied => {
             "ports below 1024 need CAP_NET_BIND_SERVICE (or root): grant it, use a port above 1023, or keep the system's syslog daemon and forward from it: README.md, \"Forwarding from rsyslog or syslog-ng\""
         }
+        std::io::ErrorKind::AddrInUse if key == "api.listen" => {
+            "another cepheus running? `ss -ltnp` shows who holds it; set `[api] listen` to a free port"
+        }
         std::io::ErrorKind::AddrInUse => {
-            "another syslog daemon? forward from it instead: README.md, \"Forwarding from rsyslog or syslog-ng\""
+            "another cepheus, or another syslog daemon (`ss -ltunp` shows who holds it)? forward from a syslog daemon instead: README.md, \"Forwarding from rsyslog or syslog-ng\""
         }
         _ => "check the address",
     };
@@ -309,7 +315,7 @@ fn start(
         .map(|a| bind_tcp(*a))
         .collect::<Result<_, _>>()?;
     let api_listener = std::net::TcpListener::bind(cfg.api.listen)
-        .with_context(|| format!("api.listen: cannot bind {}", cfg.api.listen))?;
+        .map_err(|e| bind_error("api.listen", cfg.api.listen, e))?;
     let api_token = cfg.api.token()?;
     let udp_addrs: Vec<SocketAddr> = udp.iter().filter_map(|s| s.local_addr().ok()).collect();
     let zone = cfg
@@ -549,5 +555,13 @@ mod tests {
         )
         .to_string();
         assert!(taken.contains("another syslog daemon"), "{taken}");
+        let api = bind_error(
+            "api.listen",
+            addr,
+            std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        )
+        .to_string();
+        assert!(api.contains("set `[api] listen` to a free port"), "{api}");
+        assert!(!api.contains("syslog daemon"), "{api}");
     }
 }
