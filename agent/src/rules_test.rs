@@ -181,13 +181,35 @@ pub fn is_test_file(p: &Path) -> bool {
         .is_some_and(|n| n.ends_with(".test.toml"))
 }
 
+/// "did you mean `message`?" for serde's "unknown field `mesage`, expected one of `rule`,
+/// ..." (as rule files suggest a key), else nothing.
+fn unknown_key_hint(msg: &str) -> String {
+    let ticked =
+        |s: &str| -> Vec<String> { s.split('`').skip(1).step_by(2).map(String::from).collect() };
+    let Some((head, tail)) = msg.split_once("expected one of") else {
+        return String::new();
+    };
+    let (Some(name), known) = (ticked(head).pop(), ticked(tail)) else {
+        return String::new();
+    };
+    match cepheus_core::rules::diag::did_you_mean(&name, known.iter().map(String::as_str)) {
+        Some(k) => format!("did you mean `{k}`?"),
+        None => String::new(),
+    }
+}
+
 /// Runs one test file: (passed, failed, tests that could not be run).
 fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
     println!("{}", path.display());
     let text = crate::rulefiles::read_text(path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let file: TestFile = toml::from_str(&text)
-        .with_context(|| format!("{} is not a valid test file", path.display()))?;
+    let file: TestFile = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not a valid test file: {e}{}",
+            path.display(),
+            unknown_key_hint(e.message())
+        )
+    })?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let rule_paths: Vec<PathBuf> = match &file.rules {
         Some(list) => list.iter().map(|p| dir.join(p)).collect(),
@@ -480,4 +502,21 @@ fn describe(a: &Alert) -> String {
     }
     s.push_str(&format!(" message={:?}", a.message()));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mistyped key of a test file gets the suggestion a rule file's would.
+    #[test]
+    fn a_mistyped_test_key_is_suggested() {
+        let text =
+            "[[test]]\nname = \"t\"\ninput = \"\"\n[[test.expect]]\nrule = \"r\"\nmesage = \"x\"\n";
+        let Err(e) = toml::from_str::<TestFile>(text) else {
+            panic!("parsed");
+        };
+        assert_eq!(unknown_key_hint(e.message()), "did you mean `message`?");
+        assert_eq!(unknown_key_hint("unknown field `zzz`, expected `a`"), "");
+    }
 }

@@ -400,7 +400,7 @@ fn hex(s: &str) -> Option<char> {
 }
 
 /// The closest name to `name` among `candidates`, if close enough to suggest.
-pub(crate) fn did_you_mean<'a>(
+pub fn did_you_mean<'a>(
     name: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
