@@ -490,7 +490,10 @@ fn text_file_source(
     let inputs: Inputs = open_inputs(&[path.to_path_buf()], parser, reference)
         .map_err(|e| anyhow::anyhow!("{e}"))?
         .with_shared_dedup(dedup);
-    Ok(lines_source(inputs))
+    Ok(lines_source(
+        inputs,
+        Box::new(|why| eprintln!("warning: {why}")),
+    ))
 }
 
 /// Capture files as one replay source: one flow table for all of them, in time order (see
@@ -524,19 +527,27 @@ pub fn captures_source(
 }
 
 /// Text given in memory (a rule test's input) as a replay source; its lines are numbered
-/// from `first_line` in what it says of them.
-pub fn text_source(name: &str, text: String, parser: SyslogParser, first_line: u64) -> Source {
+/// from `first_line` in what it says of them, and `tell` hears why the first refused ones
+/// were.
+pub fn text_source(
+    name: &str,
+    text: String,
+    parser: SyslogParser,
+    first_line: u64,
+    tell: Box<dyn FnMut(String) + Send>,
+) -> Source {
     let reader: Box<dyn io::BufRead + Send> = Box::new(io::Cursor::new(text.into_bytes()));
     lines_source(
         Inputs::from_readers(vec![(name.to_string(), reader)], parser, Timestamp(0))
             .first_line(first_line),
+        tell,
     )
 }
 
 /// Syslog or JSON-lines text as events: the recorded stamp is the arrival.
-fn lines_source(inputs: Inputs) -> Source {
+fn lines_source(inputs: Inputs, mut tell: Box<dyn FnMut(String) + Send>) -> Source {
     // A refused line is said with its reason (which JSON field, what it should be; why it is
-    // not syslog) and place: the first few on stderr, the rest only counted.
+    // not syslog) and place: the first few told (on stderr in replay), the rest only counted.
     let mut told = 0u32;
     Box::new(inputs.map(move |item| match item {
         Ok(item) => match item.event {
@@ -548,9 +559,9 @@ fn lines_source(inputs: Inputs) -> Source {
             Err(e) => {
                 if told < MALFORMED_TOLD {
                     told += 1;
-                    eprintln!("warning: {}:{}: {e}", item.source_name, item.line_no);
+                    tell(format!("{}:{}: {e}", item.source_name, item.line_no));
                     if told == MALFORMED_TOLD {
-                        eprintln!("warning: further refused lines are only counted");
+                        tell("further refused lines are only counted".into());
                     }
                 }
                 Err(Dropped::Malformed)

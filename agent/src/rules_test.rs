@@ -286,12 +286,19 @@ fn run_case(
 ) -> anyhow::Result<Vec<String>> {
     let until = (t.until.as_deref().map(replay::parse_until).transpose()).context("`until`")?;
     let mut engine = Engine::new(rules, EngineConfig::default()).context("building the engine")?;
+    // Refused lines are said as `FILE:LINE: why`, the line of the test file, in the report.
+    let refused = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let told = refused.clone();
     let source = replay::text_source(
-        // Refused lines are said as `FILE:LINE: why`, the line of the test file.
         &file.display().to_string(),
         t.input.get_ref().clone(),
         parser,
         input_first_line(file_text, t.input.span()),
+        Box::new(move |why| {
+            if let Ok(mut v) = told.lock() {
+                v.push(why);
+            }
+        }),
     );
     let mut summary = Summary::default();
     let mut got: Vec<Alert> = Vec::new();
@@ -363,6 +370,20 @@ fn run_case(
             ));
         }
         if let Some(rule) = rules.rules.iter().find(|r| r.name == e.rule) {
+            let unnamed: Vec<&str> = rule
+                .group_by
+                .iter()
+                .filter(|g| !e.group.contains_key(g.as_str()))
+                .map(String::as_str)
+                .collect();
+            if !unnamed.is_empty() {
+                problems.push(format!(
+                    "expect.group: rule `{}` groups by {}: name every field, e.g. `group = {{ {} = \"...\" }}`",
+                    e.rule,
+                    rule.group_by.join(", "),
+                    unnamed.join(" = \"...\", ")
+                ));
+            }
             for k in e.group.keys() {
                 if !rule.group_by.iter().any(|g| g == k) {
                     problems.push(format!(
@@ -383,9 +404,12 @@ fn run_case(
     }
     if summary.malformed > 0 {
         problems.push(format!(
-            "{} input line(s) are not syslog or JSON events (the first are named on stderr)",
+            "{} input line(s) are not syslog or JSON events:",
             summary.malformed
         ));
+        if let Ok(why) = refused.lock() {
+            problems.extend(why.iter().map(|w| format!("  {w}")));
+        }
     }
     let mut unmatched: Vec<Option<&Alert>> = got.iter().map(Some).collect();
     for e in &t.expect {

@@ -1205,7 +1205,10 @@ fn refused_input_lines_are_named() {
         out.contains("1 input line(s) are not syslog or JSON events"),
         "{out}"
     );
-    assert!(out.contains("x.test.toml:5: not a syslog message"), "{out}");
+    // In the report, under the failed test (not only on stderr).
+    let why = out.find("x.test.toml:5: not a syslog message");
+    let summary = out.find("1 test file(s)");
+    assert!(why.is_some() && why < summary, "{out}");
     let log = dir.join("g.log");
     std::fs::write(&log, "<13>Jan  1 00:00:00 h a: x\nhello\n").unwrap();
     let (_, stderr) = replay_with(&rules, &log);
@@ -1242,6 +1245,7 @@ reason = "because"
         "expect.time: `yesterday` is not an RFC 3339 time",
         "expect.reason: `because` is not a reason an alert gives",
         "expect.group: `hots` is not a group_by field of rule `x` (host)",
+        "expect.group: rule `x` groups by host: name every field",
     ] {
         assert!(out.contains(want), "{want}\n{out}");
     }
