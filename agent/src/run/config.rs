@@ -596,6 +596,16 @@ impl Config {
     /// What is valid but likely not meant (said by `config check` and in `run`'s log).
     pub fn warnings(&self) -> Vec<Problem> {
         let mut out = Vec::new();
+        if self.syslog.udp.is_empty()
+            && self.syslog.tcp.is_empty()
+            && self.syslog.files.is_empty()
+            && self.capture.is_none()
+        {
+            out.push(Problem::new(
+                "syslog",
+                "no input: `udp`, `tcp` and `files` are empty and there is no `[capture]`, so no event will arrive (only expected groups' absences can fire)",
+            ));
+        }
         if !self.output.stdout {
             out.push(Problem::new(
                 "output.stdout",
@@ -1003,6 +1013,16 @@ mod tests {
         assert_eq!(w.len(), 1);
         assert_eq!(w[0].key, "output.stdout");
         assert!(Config::default().warnings().is_empty());
+    }
+
+    #[test]
+    fn no_input_at_all_is_a_warning() {
+        let none = Config::parse(Path::new("x"), "[syslog]\nudp = []\ntcp = []\n").unwrap();
+        let w = none.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].message.contains("no event will arrive"), "{w:?}");
+        let tcp = Config::parse(Path::new("x"), "[syslog]\nudp = []\n").unwrap();
+        assert!(tcp.warnings().is_empty());
     }
 
     #[test]
