@@ -450,7 +450,7 @@ fn settings(rule: &Rule) -> (Settings, Settings) {
             fingerprint(&format!("{:?}", rule.expect))
         ),
     };
-    let root: Settings = vec![
+    let mut root: Settings = vec![
         (
             "trigger",
             match rule.trigger {
@@ -464,6 +464,19 @@ fn settings(rule: &Rule) -> (Settings, Settings) {
         ("max_partial_matches", opt(rule.max_partial_matches)),
         ("expect", expect),
     ];
+    // Where the order of the definitions means something, it is the rule's own (the engine
+    // keeps such rules apart).
+    if crate::rules::ir::definition_order_matters(&rule.events) {
+        let order: Vec<String> = rule
+            .events
+            .iter()
+            .map(|d| {
+                let fields: Vec<&str> = d.group_fields.iter().map(|f| f.name()).collect();
+                format!("{} by [{}]", d.cond.canonical(), fields.join(", "))
+            })
+            .collect();
+        root.push(("definition order", order.join("; ")));
+    }
     (scope, root)
 }
 

@@ -10,7 +10,8 @@ use regex::Regex;
 use crate::event::{Field, FieldKey, Source, Value, ValueType};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
 use crate::rules::ir::{
-    ArithOp, CmpOp, Cond, Expr, Pattern, RegexCond, TimePart, ValueList, Window, canonical_net,
+    ArithOp, CmpOp, Cond, EventDef, Expr, Pattern, RegexCond, TimePart, ValueList, Window,
+    canonical_net,
 };
 use crate::rules::syntax::{CondAst, ExprAst, Lit, PatAst, Span};
 use crate::time::Duration;
@@ -369,6 +370,67 @@ fn as_event_set(ps: &mut Vec<Pattern>) {
     };
     ps.sort_by_key(key);
     ps.dedup_by_key(|p| key(p));
+}
+
+/// The definitions sorted by what they match (condition, group fields) and the pattern's
+/// references renumbered to follow: the order a file lists `events.*` in is no part of a
+/// rule's meaning (state is kept across a reload that only reorders them, and such rules
+/// share). Kept as written where the order means something
+/// ([`crate::rules::ir::definition_order_matters`]).
+pub(crate) fn order_definitions(defs: Vec<EventDef>, pattern: Pattern) -> (Vec<EventDef>, Pattern) {
+    if crate::rules::ir::definition_order_matters(&defs) {
+        return (defs, pattern);
+    }
+    let keys: Vec<(String, Vec<&str>)> = defs
+        .iter()
+        .map(|d| {
+            let fields = d.group_fields.iter().map(FieldKey::name).collect();
+            (d.cond.canonical(), fields)
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..defs.len()).collect();
+    order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
+    if order.iter().enumerate().all(|(new, &old)| new == old) {
+        return (defs, pattern);
+    }
+    let mut renumber = vec![0; defs.len()];
+    for (new, &old) in order.iter().enumerate() {
+        renumber[old] = new;
+    }
+    fn remap(p: Pattern, to: &[usize]) -> Pattern {
+        match p {
+            Pattern::Event(i) => Pattern::Event(to.get(i).copied().unwrap_or(i)),
+            Pattern::Seq(ps) => Pattern::Seq(ps.into_iter().map(|p| remap(p, to)).collect()),
+            Pattern::And(ps) => Pattern::And(ps.into_iter().map(|p| remap(p, to)).collect()),
+            Pattern::Or(ps) => {
+                let mut ps: Vec<Pattern> = ps.into_iter().map(|p| remap(p, to)).collect();
+                // An `or` of events is a set in index order (see `as_event_set`).
+                if ps.iter().all(|p| matches!(p, Pattern::Event(_))) {
+                    as_event_set(&mut ps);
+                }
+                Pattern::Or(ps)
+            }
+            Pattern::Repeat {
+                inner,
+                min,
+                max,
+                distinct,
+            } => Pattern::Repeat {
+                inner: Box::new(remap(*inner, to)),
+                min,
+                max,
+                distinct,
+            },
+            Pattern::Absent { inner, for_ } => Pattern::Absent {
+                inner: Box::new(remap(*inner, to)),
+                for_,
+            },
+        }
+    }
+    let pattern = remap(pattern, &renumber);
+    let mut slots: Vec<Option<EventDef>> = defs.into_iter().map(Some).collect();
+    let defs = order.iter().filter_map(|&old| slots[old].take()).collect();
+    (defs, pattern)
 }
 
 /// Whether a pattern is an event or an `or` of events (through nested ones): one step, as

@@ -855,6 +855,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     }
     let checked = checked?;
     let (name, name_span) = name?;
+    let (event_defs, pattern) = crate::rules::check::order_definitions(event_defs, checked.pattern);
     let rule = Rule {
         name,
         severity: severity?,
@@ -862,7 +863,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         message,
         group_by: group_by.into_iter().map(|(n, _)| n).collect(),
         events: event_defs,
-        pattern: checked.pattern,
+        pattern,
         within: checked.within,
         expect,
         time,

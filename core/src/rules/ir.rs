@@ -798,6 +798,17 @@ pub struct EventDef {
     pub group_fields: Vec<FieldKey>,
 }
 
+/// Whether the order of a rule's event definitions is part of its meaning: when one captures
+/// fields (an event two definitions match carries the captures of the first) or they take
+/// their group from different fields (an event two of them match is taken under each key,
+/// in definition order). Elsewhere the checker puts them in one order.
+pub fn definition_order_matters(defs: &[EventDef]) -> bool {
+    defs.iter().any(|d| d.cond.captures_any())
+        || defs
+            .windows(2)
+            .any(|w| w[0].group_fields != w[1].group_fields)
+}
+
 /// A compiled rule.
 #[derive(Clone, Debug)]
 pub struct Rule {

@@ -332,8 +332,8 @@ fn reload_resolves_the_open_alerts_of_changed_and_removed_rules() {
     run_on(&mut e, parse_script("end@300"), &mut out);
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
     // Both fired (gone at 30, hb at 60); at the reload (70) hb changed and gone went; the new
-    // hb began monitoring at 70 and its discovered group h is gone with the old state, so
-    // nothing fires after.
+    // hb began monitoring at 70 with the group h it had discovered, still silent: a new
+    // episode 100 s after the reload.
     assert_eq!(
         got,
         [
@@ -341,6 +341,7 @@ fn reload_resolves_the_open_alerts_of_changed_and_removed_rules() {
             "hb firing h @60",
             "hb resolved h @70 (rule_changed)",
             "gone resolved h @70 (rule_removed)",
+            "hb firing h @170",
         ]
     );
     assert_eq!(
@@ -1528,6 +1529,62 @@ fn the_same_meaning_in_other_words_is_one_state() {
     assert_eq!(shared(8), ["k2"]);
     assert_eq!(shared(10), ["n2"]);
     assert_eq!(shared(12), ["z2"]);
+}
+
+/// The order a rule lists its `events.*` in is no part of its meaning: two rules that differ
+/// only in it are one state (and a reload that only reorders them keeps the state). Not so
+/// where the order decides something: definitions taking their group from different fields.
+#[test]
+fn the_order_of_event_definitions_is_no_part_of_a_meaning() {
+    let text = r#"
+[[rule]]
+name = "d1"
+severity = "low"
+group_by = ["host"]
+events.login = 'syslog and app == "login"'
+events.sudo = 'syslog and app == "sudo"'
+pattern = "seq(login, sudo) within 1m"
+
+[[rule]]
+name = "d2"
+severity = "high"
+group_by = ["host"]
+events.sudo = 'syslog and app == "sudo"'
+events.login = 'syslog and app == "login"'
+pattern = "seq(login, sudo) within 1m"
+
+[[rule]]
+name = "k1"
+severity = "low"
+group_by = ["x"]
+events.a = { if = 'syslog and app == "a"', x = "host" }
+events.b = { if = 'syslog and app == "b"', x = "app" }
+pattern = "or(a, b)"
+
+[[rule]]
+name = "k2"
+severity = "low"
+group_by = ["x"]
+events.b = { if = 'syslog and app == "b"', x = "app" }
+events.a = { if = 'syslog and app == "a"', x = "host" }
+pattern = "or(a, b)"
+"#;
+    let rules = cepheus_core::rules::compile_str("o.toml", text)
+        .rules
+        .unwrap();
+    let e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let stats = e.stats();
+    assert_eq!(stats[0].shared_with, ["d2"]);
+    assert!(
+        stats[2].shared_with.is_empty(),
+        "{:?}",
+        stats[2].shared_with
+    );
+    // The graph says the same of them.
+    let graph = cepheus_core::graph::build(&rules, true).to_text();
+    assert!(graph.contains("d1, d2"), "{graph}");
+    assert!(graph.contains("not shared with #"), "{graph}");
+    assert!(graph.contains(": different definition order ("), "{graph}");
 }
 
 /// An event two definitions of one rule match, with captures, carries the captures of the
