@@ -2640,6 +2640,48 @@ impl Engine {
                 );
             }
         }
+        // A changed rule keeps the groups it had discovered (when it still groups by the same
+        // fields), watched from its new start as expected groups are: an edit of a threshold
+        // must not drop from watch a host that is already silent. They stay discovered
+        // (forgotten after `forget_after` of silence) and count against `max_groups`.
+        for (ri, s) in source.iter().enumerate() {
+            let (None, Some(start)) = (s, next.rts[ri].monitor_start) else {
+                continue;
+            };
+            let names: std::collections::HashSet<&str> = next.rts[ri]
+                .members
+                .iter()
+                .map(|m| m.rule.name.as_str())
+                .collect();
+            let mut keys: Vec<GroupKey> = Vec::new();
+            for old in &self.rts {
+                if old.rule.group_by != next.rts[ri].rule.group_by
+                    || !old
+                        .members
+                        .iter()
+                        .any(|m| names.contains(m.rule.name.as_str()))
+                {
+                    continue;
+                }
+                for (s, c) in old.slots.iter().zip(&old.cold) {
+                    if let (Some(s), Some(c)) = (s, c)
+                        && !s.group.expected
+                    {
+                        keys.push(c.key.clone());
+                    }
+                }
+            }
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                if next.rts[ri].groups.contains_key(&key) || !next.owns(ri, &key) {
+                    continue;
+                }
+                if let Some(slot) = next.slot_for(ri, &key, false, start) {
+                    next.arm(ri, slot);
+                }
+            }
+        }
         // Every kept state has every group its `expect` lists (one forgotten by hand comes
         // back now, watched from now).
         if let Some(clock) = next.clock {
