@@ -910,6 +910,29 @@ fn a_rules_folder_made_after_start_is_read_at_sighup() {
     assert_eq!(Agent::rule_names(&s), ["mine2"], "{s}");
 }
 
+/// A rule file written in several steps (an editor, a deployment) is read once, when the
+/// writes have stopped: one reload, of the last text.
+#[test]
+fn a_file_written_in_several_steps_reloads_once() {
+    let dir = scratch("debounce");
+    let text = |name: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"x\"'\npattern = \"a\"\n"
+        )
+    };
+    std::fs::write(dir.join("rules/r.toml"), text("r0")).unwrap();
+    let agent = Agent::start(&dir, "");
+    for i in 1..=15 {
+        std::fs::write(dir.join("rules/r.toml"), text(&format!("r{i}"))).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
+    std::thread::sleep(Duration::from_millis(1000));
+    let s2 = agent.stats();
+    assert_eq!(s2["sink"]["reloads"], 1, "{s}\n{s2}");
+    assert_eq!(Agent::rule_names(&s2), ["r15"], "{s2}");
+}
+
 /// A rule whose `max_groups` is full says so in the log (a flood of keys makes it blind to a
 /// new one): counted in /stats, and said within seconds.
 #[test]

@@ -313,6 +313,9 @@ pub struct ReloadError {
     pub errors: Vec<String>,
 }
 
+/// The longest a reload waits for the rule files to be quiet after their first change.
+const MAX_QUIET_WAIT: StdDuration = StdDuration::from_secs(5);
+
 /// The most errors a refused reload lists in /stats (the log has them all).
 const MAX_RELOAD_ERRORS: usize = 5;
 
@@ -320,8 +323,20 @@ impl Reloader {
     /// Runs until every trigger sender is gone.
     pub async fn run(mut self, mut rx: mpsc::Receiver<Trigger>) {
         while let Some(why) = rx.recv().await {
-            tokio::time::sleep(self.debounce).await;
-            while rx.try_recv().is_ok() {}
+            // Read the files once they have been quiet for `debounce` (an editor or a
+            // deployment writes in several steps), but no later than `MAX_QUIET_WAIT` after
+            // the first change, so a file rewritten without pause still reloads.
+            let first = tokio::time::Instant::now();
+            loop {
+                tokio::time::sleep(self.debounce).await;
+                let mut more = false;
+                while rx.try_recv().is_ok() {
+                    more = true;
+                }
+                if !more || first.elapsed() >= MAX_QUIET_WAIT {
+                    break;
+                }
+            }
             self.reload(why).await;
         }
     }
