@@ -200,7 +200,8 @@ pub struct RuleCounters {
     pub groups_rejected: u64,
     /// Partial matches dropped because a group had `max_partial_matches`.
     pub partial_evicted: u64,
-    /// Alerts emitted (every state change counts).
+    /// Alert changes emitted, per rule (every state change counts; rules sharing a state each
+    /// emit the same ones).
     pub alerts: u64,
     /// Matches not alerted because of the trigger's rate limit.
     pub suppressed: u64,
@@ -2129,8 +2130,10 @@ fn emit_ending(
         id_tail: tail.into(),
     });
     out.reserve(ctx.members.len());
+    // Counted once: each rule sharing the state emits this change (its `/stats` line counts
+    // its own alerts, as without sharing).
+    counters.alerts += 1;
     for (i, m) in ctx.members.iter().enumerate() {
-        counters.alerts += 1;
         out.push(Alert {
             time,
             severity: m.severity,

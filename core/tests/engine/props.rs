@@ -1587,6 +1587,36 @@ pattern = "or(a, b)"
     assert!(graph.contains(": different definition order ("), "{graph}");
 }
 
+/// A rule's `alerts` counter counts its own alerts, shared state or not: twins that each
+/// raised one say 1 each.
+#[test]
+fn each_rule_counts_its_own_alerts_when_it_shares() {
+    let text = "[[rule]]\nname = \"t1\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"a\"'\npattern = \"a\"\n\n\
+                [[rule]]\nname = \"t2\"\nseverity = \"high\"\nevents.a = 'syslog and app == \"a\"'\npattern = \"a\"\n";
+    let rules = cepheus_core::rules::compile_str("t.toml", text)
+        .rules
+        .unwrap();
+    let t = Timestamp::from_secs(1_000);
+    for share in [true, false] {
+        let mut e = Engine::new(
+            &rules,
+            EngineConfig {
+                share,
+                ..EngineConfig::default()
+            },
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        e.push(
+            Event::new(Source::Syslog, t, t).with(Field::App, Value::str("a")),
+            &mut out,
+        );
+        assert_eq!(out.len(), 2);
+        let counts: Vec<u64> = e.stats().iter().map(|s| s.counters.alerts).collect();
+        assert_eq!(counts, [1, 1], "share: {share}");
+    }
+}
+
 /// An event two definitions of one rule match, with captures, carries the captures of the
 /// first definition (in rule order) that made any, in shared and unshared engines alike,
 /// whichever other rule shares one of the conditions (the predicate order differs).
