@@ -12,8 +12,9 @@ use crate::run::config::Config;
 #[derive(clap::Subcommand, Debug)]
 pub enum GroupsCommand {
     /// Retire a group of a running agent: its open alert is resolved with reason `forgotten`,
-    /// and its state dropped. Exit 0 when it was retired, 1 when the agent holds no such
-    /// group, 2 when the agent cannot be reached.
+    /// and its state dropped (for every rule of the same meaning, which share it). Exit 0 when
+    /// it was retired, 1 when the agent holds no such group, 2 when the agent cannot be
+    /// reached.
     Forget(ForgetArgs),
 }
 
