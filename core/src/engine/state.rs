@@ -1753,6 +1753,19 @@ impl LinearState {
                 .retain(|w| !w.ids.iter().any(|id| r.items.iter().any(|i| i.id == *id)));
         }
         let last = &alt.steps[alt.steps.len() - 1];
+        // Another alternative's closure completing while a closure episode is open (`or(seq(x,
+        // y{2,}), seq(x, z{2,}))`): the same episode goes on, its events and what extends it
+        // joined (a second alert would leave the first open for good).
+        if last.repeat.is_some()
+            && let Some(ep) = self.episode.as_mut()
+            && let EpisodeKind::Closure(set) = ep.kind
+        {
+            ep.kind = EpisodeKind::Closure(set | last.set);
+            ep.last = ep.last.max(t);
+            ep.events.extend(r.events());
+            cap_events(&mut ep.events);
+            return;
+        }
         let id = next_seed(&mut self.rare().last_seed, r.start);
         if last.repeat.is_some() {
             // A closure episode is one alert already, ended by a window of quiet: not

@@ -547,6 +547,29 @@ fn only_the_closures_events_extend_a_sequences_episode() {
     );
 }
 
+/// Two alternatives that end in closures: a match of the second while the first's episode is
+/// open goes on in that episode (one alert, resolved once), instead of leaving it open.
+#[test]
+fn a_closure_completing_in_an_open_episode_extends_it() {
+    for second_start in [0, 3] {
+        let r = rule(
+            "r",
+            &["x", "y", "z", "w"],
+            or(vec![
+                seq(vec![ev(0), rep(ev(1), 2, None)]),
+                seq(vec![ev(second_start), rep(ev(2), 2, None)]),
+            ]),
+        )
+        .within(60);
+        let second = if second_start == 0 { "x" } else { "w" };
+        check(
+            vec![r],
+            &format!("x:h@0 y:h@1 y:h@2 {second}:h@3 z:h@4 z:h@5 end@200"),
+            &["firing h @2", "resolved h @65 (episode_end)"],
+        );
+    }
+}
+
 #[test]
 fn closure_distinct_counts_values() {
     let r = rule("scan", &["try"], rep(ev(0), 3, None))
