@@ -73,6 +73,21 @@ impl Partition {
     }
 }
 
+/// The types of a rule's group key values, by `group_by` position (every definition gives a
+/// group field one type: the checker sees to it).
+fn key_types(rule: &Rule) -> Vec<crate::event::ValueType> {
+    let Some(def) = rule.events.first() else {
+        return Vec::new();
+    };
+    def.group_fields
+        .iter()
+        .map(|f| match f {
+            FieldKey::Known(k) => k.ty(),
+            FieldKey::Named(_) => crate::event::ValueType::Str,
+        })
+        .collect()
+}
+
 /// A hash of group key values that is the same on every run, build and machine (FNV-1a over a
 /// tagged encoding): shard ownership and checkpoints may rely on it.
 /// Routers and partitioned engines call it for every hit, so it allocates nothing: the type,
@@ -2640,41 +2655,70 @@ impl Engine {
                 );
             }
         }
-        // A changed rule keeps the groups it had discovered (when it still groups by the same
-        // fields), watched from its new start as expected groups are: an edit of a threshold
-        // must not drop from watch a host that is already silent. They stay discovered
-        // (forgotten after `forget_after` of silence) and count against `max_groups`.
+        // A changed absence rule keeps the groups it had discovered, watched from its new
+        // start as expected groups are: an edit of a threshold must not drop from watch a host
+        // that is already silent. The groups of a new meaning are those the rules now having
+        // it had discovered (in shared and unshared engines alike), when they grouped by the
+        // same names with values of the same types; they stay discovered (forgotten after `forget_after` of
+        // silence), most recently active first while `max_groups` has room.
+        let mut by_meaning: HashMap<&str, Vec<&str>> = HashMap::new();
+        for rt in &next.rts {
+            by_meaning
+                .entry(rt.canonical.as_str())
+                .or_default()
+                .extend(rt.members.iter().map(|m| m.rule.name.as_str()));
+        }
+        let mut old_of: HashMap<&str, Vec<usize>> = HashMap::new();
+        for (i, rt) in self.rts.iter().enumerate() {
+            for m in rt.members.iter() {
+                old_of.entry(m.rule.name.as_str()).or_default().push(i);
+            }
+        }
+        let mut carry: Vec<(usize, Timestamp, Vec<(Timestamp, GroupKey)>)> = Vec::new();
         for (ri, s) in source.iter().enumerate() {
-            let (None, Some(start)) = (s, next.rts[ri].monitor_start) else {
+            let rt = &next.rts[ri];
+            let (None, Some(start), Plan::Absence { .. }) = (s, rt.monitor_start, &*rt.plan) else {
                 continue;
             };
-            let names: std::collections::HashSet<&str> = next.rts[ri]
-                .members
-                .iter()
-                .map(|m| m.rule.name.as_str())
+            let types = key_types(&rt.rule);
+            let mut olds: Vec<usize> = by_meaning
+                .get(rt.canonical.as_str())
+                .into_iter()
+                .flatten()
+                .filter_map(|n| old_of.get(n))
+                .flatten()
+                .copied()
+                .filter(|&i| {
+                    let old = &self.rts[i].rule;
+                    old.group_by == rt.rule.group_by && key_types(old) == types
+                })
                 .collect();
-            let mut keys: Vec<GroupKey> = Vec::new();
-            for old in &self.rts {
-                if old.rule.group_by != next.rts[ri].rule.group_by
-                    || !old
-                        .members
-                        .iter()
-                        .any(|m| names.contains(m.rule.name.as_str()))
-                {
-                    continue;
-                }
+            olds.sort_unstable();
+            olds.dedup();
+            let mut keys: Vec<(Timestamp, GroupKey)> = Vec::new();
+            for i in olds {
+                let old = &self.rts[i];
                 for (s, c) in old.slots.iter().zip(&old.cold) {
                     if let (Some(s), Some(c)) = (s, c)
                         && !s.group.expected
                     {
-                        keys.push(c.key.clone());
+                        keys.push((s.group.last_activity, c.key.clone()));
                     }
                 }
             }
-            keys.sort();
-            keys.dedup();
-            for key in keys {
-                if next.rts[ri].groups.contains_key(&key) || !next.owns(ri, &key) {
+            keys.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            carry.push((ri, start, keys));
+        }
+        for (ri, start, keys) in carry {
+            let mut seen: std::collections::HashSet<GroupKey> = Default::default();
+            for (_, key) in keys {
+                if next.rts[ri].groups.len() as u64 >= next.rts[ri].max_groups {
+                    break;
+                }
+                if !seen.insert(key.clone())
+                    || next.rts[ri].groups.contains_key(&key)
+                    || !next.owns(ri, &key)
+                {
                     continue;
                 }
                 if let Some(slot) = next.slot_for(ri, &key, false, start) {

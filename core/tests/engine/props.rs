@@ -351,6 +351,41 @@ fn reload_resolves_the_open_alerts_of_changed_and_removed_rules() {
     );
 }
 
+/// A changed rule keeps discovered groups only where their existence can fire (an absence
+/// alone) and their keys still fit (the same group fields, of the same types).
+#[test]
+fn a_changed_rule_keeps_only_groups_that_fit_and_can_fire() {
+    let text = |pattern: &str, host: &str| {
+        format!(
+            "[[rule]]\nname = \"r\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+             events.a = {{ if = 'syslog and app == \"a\"', host = \"{host}\" }}\n\
+             events.b = {{ if = 'syslog and app == \"b\"', host = \"{host}\" }}\n\
+             pattern = \"{pattern}\"\n"
+        )
+    };
+    let compile = |t: &str| cepheus_core::rules::compile_str("r.toml", t).rules.unwrap();
+    let t = |s: i64| Timestamp::from_secs(1_000 + s);
+    let ev = |app: &str, at: i64| {
+        Event::new(Source::Syslog, t(at), t(at))
+            .with(Field::App, Value::str(app))
+            .with(Field::Host, Value::str("web-1"))
+            .with(Field::Peer, Value::ip("10.0.0.1".parse().unwrap()))
+    };
+    // (old pattern, new pattern, new key field, groups after the reload)
+    for (old, new, field, kept) in [
+        ("absent(a) for 30s", "absent(a) for 40s", "host", 1),
+        ("absent(a) for 30s", "absent(a) for 40s", "peer", 0),
+        ("seq(a, b) within 10s", "seq(a, b) within 20s", "host", 0),
+    ] {
+        let mut e = Engine::new(&compile(&text(old, "host")), EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        e.push(ev("a", 0), &mut out);
+        e.advance_to(t(100), &mut out);
+        e.reload(&compile(&text(new, field)), &mut out).unwrap();
+        assert_eq!(e.stats()[0].groups, kept, "{old} -> {new} by {field}");
+    }
+}
+
 /// Editing a rule's `expect` list (a host added to hosts.txt) keeps its groups: an open
 /// alert stays open under its id and resolves as before, a newly listed host is watched from
 /// the reload, and a host no longer listed is a discovered group, forgotten after
@@ -521,12 +556,16 @@ fn pool_rule(i: usize, pick: u8, window: u8, grouped: bool) -> R {
 /// [`pool_rule`] with its four event definitions on `names` (repeats allowed: definitions
 /// that one event satisfies together).
 fn pool_rule_on(i: usize, pick: u8, window: u8, grouped: bool, names: &[&str]) -> R {
+    // (Absences take their length from `window` too, so a reload can change one.)
     let pattern = match pick % 8 {
-        0 => absent(ev(3), Some(30)),
+        0 => absent(ev(3), Some(30 + i64::from(window % 3) * 10)),
         1 => seq(vec![ev(0), ev(1)]),
         2 => seq(vec![rep(ev(0), 3, None), ev(1)]),
         3 => rep(ev(2), 3, None),
-        4 => seq(vec![ev(0), absent(ev(3), Some(25))]),
+        4 => seq(vec![
+            ev(0),
+            absent(ev(3), Some(25 + i64::from(window % 3) * 10)),
+        ]),
         5 => or(vec![ev(1), ev(2)]),
         6 => and(vec![ev(1), ev(2)]),
         _ => seq(vec![ev(0), absent(ev(2), None), ev(1)]),
@@ -1390,9 +1429,10 @@ proptest! {
             .enumerate()
             .filter_map(|(i, (p, w, g, f))| after_reload(i, *p, *w, *g, *f))
             .collect();
+        // Added rules of an existing meaning, or of the meaning a changed rule took.
         for (k, a) in added.iter().enumerate() {
             if let Some((p, w, g, _)) = picks.get(a % picks.len()) {
-                after.push(pool_rule(200 + k, *p, *w, *g));
+                after.push(pool_rule(200 + k, *p, *w + (k % 2) as u8, *g));
             }
         }
         let after = set(after);
