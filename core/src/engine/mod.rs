@@ -2674,7 +2674,9 @@ impl Engine {
                 old_of.entry(m.rule.name.as_str()).or_default().push(i);
             }
         }
-        let mut carry: Vec<(usize, Timestamp, Vec<(Timestamp, GroupKey)>)> = Vec::new();
+        // (new state, its start, (last activity, key) of the groups to carry)
+        type Carry = (usize, Timestamp, Vec<(Timestamp, GroupKey)>);
+        let mut carry: Vec<Carry> = Vec::new();
         for (ri, s) in source.iter().enumerate() {
             let rt = &next.rts[ri];
             let (None, Some(start), Plan::Absence { .. }) = (s, rt.monitor_start, &*rt.plan) else {
