@@ -88,7 +88,10 @@ fn events(args: &EventsArgs) -> anyhow::Result<ExitCode> {
 fn matches(rules: &RuleSet, ev: &Event) -> serde_json::Value {
     let mut found = Vec::new();
     for rule in &rules.rules {
-        for def in &rule.events {
+        // In the order the file wrote them (the compiled order is the meaning's).
+        let mut defs: Vec<&cepheus_core::rules::ir::EventDef> = rule.events.iter().collect();
+        defs.sort_by_key(|d| d.position);
+        for def in defs {
             let mut caps = Vec::new();
             if !def.cond.eval(ev, &mut caps) {
                 continue;

@@ -523,6 +523,24 @@ fn events_output_replays_like_its_inputs() {
         "{stderr}"
     );
     assert!(stderr.contains("events: 1 events, 1 malformed"), "{stderr}");
+    // With --rules, the definitions an event satisfies in the order the file wrote them
+    // (the compiled order is the meaning's: sorted).
+    let rules = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("events-order.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"o\"\nseverity = \"low\"\nevents.zz = 'syslog and msg == \"x\"'\n\
+         events.aa = 'syslog and app == \"a\"'\npattern = \"seq(zz, aa)\"\n",
+    )
+    .unwrap();
+    let listed = cepheus()
+        .args(["events", "--year", "2026", "--rules"])
+        .arg(&rules)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    let zz = listed.find("\"zz\"");
+    assert!(zz.is_some() && zz < listed.find("\"aa\""), "{listed}");
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(
         stdout,

@@ -191,7 +191,6 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
 }
 
-/// Whether the process runs with root's user id (read from /proc: no libc call for it).
 /// Descriptors kept for everything but TCP senders: listeners, followed files, the rule
 /// folder's watches, the API's connections, the store.
 const FD_RESERVE: u64 = 128;
@@ -207,15 +206,17 @@ fn fit_connections(wanted: usize) -> usize {
     let Some(mut soft) = lim.current else {
         return wanted;
     };
-    if let Some(hard) = lim.maximum
-        && soft < hard
-    {
+    // Up to the hard limit; with none, to what the connections and the agent need.
+    let target = lim
+        .maximum
+        .unwrap_or((wanted as u64).saturating_add(FD_RESERVE));
+    if soft < target {
         let raised = Rlimit {
-            current: Some(hard),
-            maximum: Some(hard),
+            current: Some(target),
+            maximum: lim.maximum,
         };
         match setrlimit(Resource::Nofile, raised) {
-            Ok(()) => soft = hard,
+            Ok(()) => soft = target,
             Err(e) => tracing::debug!(error = %e, "could not raise the open-files limit"),
         }
     }
@@ -233,6 +234,7 @@ fn fit_connections(wanted: usize) -> usize {
     wanted
 }
 
+/// Whether the process runs with root's user id (read from /proc: no libc call for it).
 fn running_as_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()

@@ -280,12 +280,12 @@ fn same_meaning(cx: &mut Cx<'_, '_>, rule: &Rule, span: Range<usize>) {
         Level::Warning,
         span,
         format!(
-            "rule `{}` means the same as rule `{first}`: each of their alerts comes twice, once per rule",
+            "rule `{}` means the same as rule `{first}`: every alert they make comes once per rule",
             rule.name
         ),
     );
     d.help = Some(
-        "they differ only in names, severity, description or message; remove the copy, or change what one of them matches"
+        "they differ only in names, severity, description, message or the order of their event definitions; remove the copy, or change what one of them matches"
             .into(),
     );
     if let Some(def) = cx.s.names.get(first) {
@@ -633,6 +633,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 name: ev.name.clone(),
                 cond: cond.clone(),
                 group_fields: fields,
+                position: event_defs.len(),
             });
         }
     }

@@ -796,6 +796,9 @@ pub struct EventDef {
     pub cond: Cond,
     /// For each `group_by` name (same order), the field that supplies it.
     pub group_fields: Vec<FieldKey>,
+    /// Where the file wrote it among the rule's definitions (shown in that order; no part of
+    /// the meaning, see `order_definitions` in the checker).
+    pub position: usize,
 }
 
 /// Whether the order of a rule's event definitions is part of its meaning: when one captures

@@ -24,7 +24,8 @@ pub fn rule(name: &str, events: &[&str], pattern: Pattern) -> R {
         group_by: vec!["host".into()],
         events: events
             .iter()
-            .map(|n| EventDef {
+            .enumerate()
+            .map(|(position, n)| EventDef {
                 name: n.to_string(),
                 cond: Cond::And(vec![
                     Cond::Source(Source::Syslog),
@@ -35,6 +36,7 @@ pub fn rule(name: &str, events: &[&str], pattern: Pattern) -> R {
                     ),
                 ]),
                 group_fields: vec![FieldKey::Known(Field::Host)],
+                position,
             })
             .collect(),
         pattern,
