@@ -1379,6 +1379,18 @@ fn misplaced_values_say_how_to_write_them() {
     assert!(help.is_some_and(|h| h.contains("`[[rule]]` line")), "{m}");
 }
 
+/// A negative number is a literal in an `in` list too.
+#[test]
+fn negative_numbers_are_list_items() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and severity in [0, -1, -2.5]'\npattern = \"a\""),
+    );
+    let rules = c.rules.expect("compiles");
+    let canon = rules.rules[0].events[0].cond.canonical();
+    assert!(canon.contains("-1") && canon.contains("-2.5"), "{canon}");
+}
+
 /// An `expect` list as long as `max_groups` leaves no room to discover a group: said.
 #[test]
 fn an_expect_list_filling_max_groups_is_warned() {

@@ -622,6 +622,20 @@ impl CondChecker<'_, '_> {
                 let mut vals: Vec<Value> = Vec::new();
                 let mut ok = true;
                 for it in items {
+                    // `-1` is a negative number, as a literal is (the parser reads a minus).
+                    let negative = match it {
+                        ExprAst::Neg(inner, sp) => match &**inner {
+                            ExprAst::Lit(Lit::Int(i), isp) => i
+                                .checked_neg()
+                                .map(|n| ExprAst::Lit(Lit::Int(n), sp.start..isp.end)),
+                            ExprAst::Lit(Lit::Float(x), isp) => {
+                                Some(ExprAst::Lit(Lit::Float(-x), sp.start..isp.end))
+                            }
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    let it = negative.as_ref().unwrap_or(it);
                     match (t, it) {
                         (ValueType::Ip, ExprAst::Lit(Lit::Cidr(n), sp)) => {
                             if n.trunc() != *n {
