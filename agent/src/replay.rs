@@ -363,6 +363,10 @@ pub fn parse_until(s: &str) -> anyhow::Result<Until> {
     }
     match Timestamp::parse_rfc3339(s) {
         Some(t) => Ok(Until::At(t)),
+        // A valid stamp out of the engine's range (64-bit nanoseconds) is said as such.
+        None if chrono::DateTime::parse_from_rfc3339(s).is_ok() => bail!(
+            "`{s}`: times run from the year 1678 to 2261 (64-bit nanoseconds); use one in that range"
+        ),
         None => bail!(
             "`{s}`: expected an RFC 3339 time such as 2026-11-30T12:00:00Z, or +DURATION such as +10m"
         ),
@@ -650,5 +654,9 @@ mod tests {
             Timestamp::parse_rfc3339("2026-11-30T12:00:00Z").map(Until::At)
         );
         assert!(parse_until("tomorrow").is_err());
+        let Err(e) = parse_until("2300-01-01T00:00:00Z") else {
+            panic!("2300 parsed");
+        };
+        assert!(e.to_string().contains("from the year 1678 to 2261"), "{e}");
     }
 }
