@@ -877,6 +877,13 @@ fn idle_connections_cannot_lock_senders_out_under_a_low_open_files_limit() {
     drop(idle);
 }
 
+/// A rule file of one rule `name` that alerts on each syslog event of app `x`.
+fn one_step_rule(name: &str) -> String {
+    format!(
+        "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"x\"'\npattern = \"a\"\n"
+    )
+}
+
 /// Started on the built-in rules (no `rules/` folder, no `rules.paths`): a `rules/` folder
 /// made later is read at the next SIGHUP and watched from then on; its rule tests
 /// (`*.test.toml`) are not rules, and a change to one reloads nothing.
@@ -891,11 +898,7 @@ fn a_rules_folder_made_after_start_is_read_at_sighup() {
         "{s}"
     );
     std::fs::create_dir(dir.join("rules")).unwrap();
-    let mine = |name: &str| {
-        format!(
-            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"x\"'\npattern = \"a\"\n"
-        )
-    };
+    let mine = one_step_rule;
     std::fs::write(dir.join("rules/mine.toml"), mine("mine")).unwrap();
     agent.hangup();
     let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
@@ -915,11 +918,7 @@ fn a_rules_folder_made_after_start_is_read_at_sighup() {
 #[test]
 fn a_file_written_in_several_steps_reloads_once() {
     let dir = scratch("debounce");
-    let text = |name: &str| {
-        format!(
-            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"x\"'\npattern = \"a\"\n"
-        )
-    };
+    let text = one_step_rule;
     std::fs::write(dir.join("rules/r.toml"), text("r0")).unwrap();
     let agent = Agent::start(&dir, "");
     for i in 1..=15 {
