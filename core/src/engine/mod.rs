@@ -223,6 +223,11 @@ struct RuleRt {
     /// the root, when sharing). Shared with the state's alerts, which name their rule in it.
     members: Arc<[Member]>,
     max_partial: usize,
+    /// When its rules began monitoring, as a number: 0 at the engine's start, then one more
+    /// for each reload that added or changed rules. Rules share a state only within one
+    /// cohort, so a rule added (or renamed, or changed into a running rule's meaning) begins
+    /// at its reload and takes nothing from before it.
+    cohort: u64,
     monitor_start: Option<Timestamp>,
     counters: RuleCounters,
     /// Definitions the plan uses; matches of others are ignored.
@@ -746,17 +751,28 @@ impl Hit {
 impl Engine {
     /// Builds an engine for a rule set. Monitoring begins at the first event or advance.
     pub fn new(rules: &RuleSet, cfg: EngineConfig) -> Result<Engine, EngineError> {
+        Engine::with_cohorts(rules, cfg, &|_| 0)
+    }
+
+    /// [`Engine::new`] with each rule's cohort (see `RuleRt::cohort`): rules share a state
+    /// when they have the same meaning and the same cohort.
+    fn with_cohorts(
+        rules: &RuleSet,
+        cfg: EngineConfig,
+        cohort_of: &dyn Fn(&Rule) -> u64,
+    ) -> Result<Engine, EngineError> {
         let mut lanes: Vec<Lane> = vec![Lane::new(TimeMode::Processing, Duration::ZERO)];
         let mut rts: Vec<RuleRt> = Vec::with_capacity(rules.rules.len());
         let mut rt_of = Vec::with_capacity(rules.rules.len());
-        let mut by_meaning: HashMap<String, usize> = HashMap::new();
+        let mut by_meaning: HashMap<(String, u64), usize> = HashMap::new();
         // Each state's members, gathered before they are frozen into the state.
         let mut members: Vec<Vec<Member>> = Vec::with_capacity(rules.rules.len());
         for (rank, rule) in rules.rules.iter().enumerate() {
             let rank = rank as u32;
             let canonical = rule.canonical();
+            let cohort = cohort_of(rule);
             if cfg.share
-                && let Some(&shared) = by_meaning.get(&canonical)
+                && let Some(&shared) = by_meaning.get(&(canonical.clone(), cohort))
             {
                 // The same meaning under another name (SO at the root): one state, one more
                 // alert per change.
@@ -764,7 +780,7 @@ impl Engine {
                 rt_of.push(shared as u32);
                 continue;
             }
-            by_meaning.insert(canonical.clone(), rts.len());
+            by_meaning.insert((canonical.clone(), cohort), rts.len());
             rt_of.push(rts.len() as u32);
             let plan = plan::plan(rule)?;
             let used = plan.used();
@@ -812,6 +828,7 @@ impl Engine {
                     .max_partial_matches
                     .unwrap_or(cfg.max_partial_matches)
                     .max(1) as usize,
+                cohort,
             });
         }
         for (rt, m) in rts.iter_mut().zip(members) {
@@ -2319,6 +2336,7 @@ impl Engine {
                     name: rt.rule.name.clone(),
                     members: rt.members.iter().map(|m| m.rule.name.clone()).collect(),
                     canonical: rt.canonical.clone(),
+                    cohort: rt.cohort,
                     monitor_start: rt.monitor_start,
                     counters: rt.counters.clone(),
                     groups: {
@@ -2365,7 +2383,43 @@ impl Engine {
                 cp.version
             )));
         }
-        let mut e = Engine::new(rules, cfg)?;
+        // A rule goes on in its cohort when the checkpoint has it under its name with its
+        // meaning (its `expect` list aside); any other (added, renamed, changed) begins now, in
+        // a cohort of its own, so it shares no state with rules that began before it.
+        let mut known: HashMap<&str, Vec<(&str, u64)>> = HashMap::new();
+        for rc in &cp.rules {
+            let names: Vec<&str> = if rc.members.is_empty() {
+                vec![rc.name.as_str()]
+            } else {
+                rc.members.iter().map(String::as_str).collect()
+            };
+            for n in names {
+                known
+                    .entry(n)
+                    .or_default()
+                    .push((rc.canonical.as_str(), rc.cohort));
+            }
+        }
+        let fresh = cp
+            .rules
+            .iter()
+            .map(|rc| rc.cohort)
+            .max()
+            .map_or(0, |m| m + 1);
+        let cohort_of = |rule: &Rule| -> u64 {
+            let canonical = rule.canonical();
+            known
+                .get(rule.name.as_str())
+                .and_then(|v| {
+                    v.iter()
+                        .find(|(c, _)| {
+                            *c == canonical || Rule::canonicals_differ_only_in_expect(c, &canonical)
+                        })
+                        .map(|(_, k)| *k)
+                })
+                .unwrap_or(fresh)
+        };
+        let mut e = Engine::with_cohorts(rules, cfg, &cohort_of)?;
         e.next_seq = cp.next_seq;
         e.min_event_any = cp.min_event_any;
         e.max_event_any = cp.max_event_any;
@@ -2416,9 +2470,9 @@ impl Engine {
         if outage {
             e.outage_pending = true;
         }
-        // Each new rule state takes the state of a saved one, first found of: the same
-        // meaning that served one of its rules; the same rule with another `expect` list
-        // alone (regrouped below); the same meaning under other rules (renamed). Several new
+        // Each new rule state takes the state of a saved one of its cohort, first found of:
+        // the same meaning that served one of its rules; the same rule with another `expect`
+        // list alone (regrouped below). A state of a fresh cohort takes none. Several new
         // states may take copies of one saved state: rules that shared it and now go apart
         // each keep it, as they would unshared.
         let saved = cp.rules;
@@ -2429,10 +2483,8 @@ impl Engine {
                 rc.members.clone()
             }
         };
-        let mut saved_by_canon: HashMap<&str, Vec<usize>> = HashMap::new();
         let mut saved_by_member: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, rc) in saved.iter().enumerate() {
-            saved_by_canon.entry(&rc.canonical).or_default().push(i);
             for m in served(rc) {
                 saved_by_member.entry(m).or_default().push(i);
             }
@@ -2450,18 +2502,15 @@ impl Engine {
                         .find(|&i| ok(&saved[i]))
                 })
             };
-            if let Some(i) = of_member(&|rc| rc.canonical == rt.canonical) {
+            if let Some(i) = of_member(&|rc| rc.cohort == rt.cohort && rc.canonical == rt.canonical)
+            {
                 source[ri] = Some(i);
             } else if let Some(i) = of_member(&|rc| {
-                Rule::canonicals_differ_only_in_expect(&rc.canonical, &rt.canonical)
+                rc.cohort == rt.cohort
+                    && Rule::canonicals_differ_only_in_expect(&rc.canonical, &rt.canonical)
             }) {
                 source[ri] = Some(i);
                 regrouped.push(ri);
-            } else if let Some(&i) = saved_by_canon
-                .get(rt.canonical.as_str())
-                .and_then(|v| v.first())
-            {
-                source[ri] = Some(i);
             }
         }
         let mut targets: Vec<Vec<usize>> = vec![Vec::new(); saved.len()];
@@ -2661,10 +2710,10 @@ impl Engine {
         // it had discovered (in shared and unshared engines alike), when they grouped by the
         // same names with values of the same types; they stay discovered (forgotten after `forget_after` of
         // silence), most recently active first while `max_groups` has room.
-        let mut by_meaning: HashMap<&str, Vec<&str>> = HashMap::new();
+        let mut by_meaning: HashMap<(&str, u64), Vec<&str>> = HashMap::new();
         for rt in &next.rts {
             by_meaning
-                .entry(rt.canonical.as_str())
+                .entry((rt.canonical.as_str(), rt.cohort))
                 .or_default()
                 .extend(rt.members.iter().map(|m| m.rule.name.as_str()));
         }
@@ -2684,7 +2733,7 @@ impl Engine {
             };
             let types = key_types(&rt.rule);
             let mut olds: Vec<usize> = by_meaning
-                .get(rt.canonical.as_str())
+                .get(&(rt.canonical.as_str(), rt.cohort))
                 .into_iter()
                 .flatten()
                 .filter_map(|n| old_of.get(n))
@@ -2888,6 +2937,9 @@ pub struct RuleCheckpoint {
     pub members: Vec<String>,
     /// Canonical form (the identity that must match to restore).
     pub canonical: String,
+    /// The state's cohort (when its rules began monitoring; 0 in older checkpoints).
+    #[serde(default)]
+    pub cohort: u64,
     /// When monitoring began.
     pub monitor_start: Option<Timestamp>,
     /// Counters.
