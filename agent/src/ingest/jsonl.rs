@@ -60,7 +60,7 @@ pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
                 });
             }
             None if source == Source::Syslog && is_sd_key(key) => {
-                let text = scalar_text(value).ok_or_else(|| bad(key, "a string", value))?;
+                let text = scalar_text(value).ok_or_else(|| bad(key, expected(ValueType::Str), value))?;
                 event.set_key(FieldKey::Named(Arc::from(key.as_str())), Value::str(&text));
             }
             None if key == "matches" => {
@@ -194,7 +194,7 @@ fn duration(v: &Json) -> Option<Duration> {
 /// What a type accepts, for error messages.
 fn expected(ty: ValueType) -> &'static str {
     match ty {
-        ValueType::Str => "a string",
+        ValueType::Str => "a string (or a whole number of at most 64 bits)",
         ValueType::Int => "an integer",
         ValueType::Float => "a number",
         ValueType::Bool => "true or false",
