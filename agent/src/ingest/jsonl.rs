@@ -60,7 +60,8 @@ pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
                 });
             }
             None if source == Source::Syslog && is_sd_key(key) => {
-                let text = scalar_text(value).ok_or_else(|| bad(key, expected(ValueType::Str), value))?;
+                let text =
+                    scalar_text(value).ok_or_else(|| bad(key, expected(ValueType::Str), value))?;
                 event.set_key(FieldKey::Named(Arc::from(key.as_str())), Value::str(&text));
             }
             None if key == "matches" => {
