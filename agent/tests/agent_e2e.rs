@@ -462,6 +462,13 @@ pattern = "absent(hb) for 5s"
     // /stats says why, with file:line:column, until a reload succeeds.
     let why = s["reload_error"]["errors"][0].as_str().unwrap_or_default();
     assert!(why.contains("marker.toml:"), "{s}");
+    // /metrics says it too, for an alerting rule on the monitor's side.
+    let metrics = http_get(agent.api, "/metrics").expect("/metrics");
+    assert!(
+        metrics.contains("\ncepheus_rules_reload_refused 1\n"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("\ncepheus_uptime_seconds "), "{metrics}");
     // The log line itself names the first error (a log reader sees only that line).
     let log = agent.stderr();
     let line = log

@@ -279,6 +279,26 @@ pub fn render_metrics(s: &Stats) -> String {
         family(&mut o, &name, "counter", "Alert sink / control counter.");
         let _ = writeln!(o, "{name} {v}");
     }
+    // Gauges: whether the rules on disk were refused at the last reload (the old ones run;
+    // `reload_error` in /stats says why), and how long the agent has run.
+    family(
+        &mut o,
+        "cepheus_rules_reload_refused",
+        "gauge",
+        "1 while the last rule reload was refused (old rules running), else 0.",
+    );
+    let _ = writeln!(
+        o,
+        "cepheus_rules_reload_refused {}",
+        u8::from(s.reload_error.is_some())
+    );
+    family(
+        &mut o,
+        "cepheus_uptime_seconds",
+        "gauge",
+        "Seconds since the agent started.",
+    );
+    let _ = writeln!(o, "cepheus_uptime_seconds {}", s.uptime_secs);
     for (k, v) in s.capture.iter().flat_map(|c| c.pairs()) {
         let name = format!("cepheus_capture_{k}_total");
         family(

@@ -80,9 +80,11 @@ queue_size = 65536
 tick = "100ms"
 
 [api]
-# HTTP API: GET /health, /stats (JSON), /metrics (Prometheus), POST /groups/forget (what
-# `cepheus groups forget` sends). Loopback by default; without a token, only requests
-# addressed to localhost are answered.
+# HTTP API: GET /health (answers while the process lives: liveness only; the watchdog
+# checks the pipeline), /stats (JSON), /metrics (Prometheus; cepheus_rules_reload_refused
+# is 1 while edited rules are refused), POST /groups/forget (what `cepheus groups forget`
+# sends). Loopback by default; without a token, only requests addressed to localhost are
+# answered.
 listen = "127.0.0.1:9514"
 # A file holding a token (one line, at least 16 characters). When set, /stats, /metrics and
 # /groups/forget need the header "Authorization: Bearer <token>" (/health stays open for
