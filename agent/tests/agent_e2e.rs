@@ -1372,6 +1372,20 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     )
     .unwrap();
     let fired = agent.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "firing");
+    // /stats says which shard holds the group: one of the two, once.
+    let held = |s: &Value| -> Vec<u64> {
+        s["shards"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|sh| sh["groups"].as_u64().unwrap_or(99))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut per_shard = held(&agent.stats());
+    per_shard.sort();
+    assert_eq!(per_shard, [0, 1]);
     let forget = |key: &str| {
         Command::new(env!("CARGO_BIN_EXE_cepheus"))
             .args(["groups", "forget", "hb", key, "--config", "cepheus.toml"])

@@ -86,6 +86,8 @@ pub struct ShardStats {
     /// Timer entries its engine holds (stale ones included): what its timers cost in memory,
     /// about 24 bytes each.
     pub timer_entries: usize,
+    /// Groups its engine holds (how the keys spread over the shards).
+    pub groups: usize,
     /// Times its engine panicked (a bug) and was rebuilt from the rules: the shard goes on,
     /// its groups' state (partial matches, deadlines) is lost, its open alerts are resolved
     /// with reason `engine_restarted`.
@@ -411,7 +413,9 @@ impl Handler<GetStats> for Shard {
         s.future = 0;
         s.stuck_timers = 0;
         s.timer_entries = 0;
+        s.groups = 0;
         if let Some(e) = &self.engine {
+            s.groups = e.groups();
             s.rule_stats = e.stats();
             s.late = e.counters().late;
             s.keyless = e.counters().keyless;

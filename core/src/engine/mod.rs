@@ -1017,6 +1017,11 @@ impl Engine {
         })
     }
 
+    /// Groups held, over all rule states (a group rules share counts once).
+    pub fn groups(&self) -> usize {
+        self.rts.iter().map(|rt| rt.groups.len()).sum()
+    }
+
     /// Per-rule counters and sizes.
     pub fn stats(&self) -> Vec<RuleStats> {
         self.ruleset
