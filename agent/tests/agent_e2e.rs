@@ -851,11 +851,7 @@ fn events_without_a_group_field_are_counted_keyless() {
 #[test]
 fn idle_connections_cannot_lock_senders_out_under_a_low_open_files_limit() {
     let dir = scratch("nofile");
-    std::fs::write(
-        dir.join("rules/fresh.toml"),
-        "[[rule]]\nname = \"fresh\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"fresh\"'\npattern = \"a\"\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("rules/fresh.toml"), one_step_rule("fresh")).unwrap();
     let agent = Agent::start_wrapped(
         &dir,
         "tcp_idle_timeout = \"5m\"\n",
@@ -876,7 +872,7 @@ fn idle_connections_cannot_lock_senders_out_under_a_low_open_files_limit() {
     std::thread::sleep(Duration::from_millis(1500));
     let mut fresh = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
     fresh
-        .write_all(b"<13>Dec  2 05:40:00 edge fresh: while idle ones are held\n")
+        .write_all(b"<13>Dec  2 05:40:00 edge x: while idle ones are held\n")
         .unwrap();
     agent.wait_alert(10, |a| a["rule"] == "fresh");
     let s = agent.stats();
@@ -905,8 +901,7 @@ fn a_rules_folder_made_after_start_is_read_at_sighup() {
         "{s}"
     );
     std::fs::create_dir(dir.join("rules")).unwrap();
-    let mine = one_step_rule;
-    std::fs::write(dir.join("rules/mine.toml"), mine("mine")).unwrap();
+    std::fs::write(dir.join("rules/mine.toml"), one_step_rule("mine")).unwrap();
     agent.hangup();
     let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
     assert_eq!(Agent::rule_names(&s), ["mine"], "{s}");
@@ -915,7 +910,7 @@ fn a_rules_folder_made_after_start_is_read_at_sighup() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(agent.stats()["sink"]["reloads"], 1);
     // The folder is watched now: an edit reloads without a signal.
-    std::fs::write(dir.join("rules/mine.toml"), mine("mine2")).unwrap();
+    std::fs::write(dir.join("rules/mine.toml"), one_step_rule("mine2")).unwrap();
     let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(2));
     assert_eq!(Agent::rule_names(&s), ["mine2"], "{s}");
 }
@@ -925,11 +920,10 @@ fn a_rules_folder_made_after_start_is_read_at_sighup() {
 #[test]
 fn a_file_written_in_several_steps_reloads_once() {
     let dir = scratch("debounce");
-    let text = one_step_rule;
-    std::fs::write(dir.join("rules/r.toml"), text("r0")).unwrap();
+    std::fs::write(dir.join("rules/r.toml"), one_step_rule("r0")).unwrap();
     let agent = Agent::start(&dir, "");
     for i in 1..=15 {
-        std::fs::write(dir.join("rules/r.toml"), text(&format!("r{i}"))).unwrap();
+        std::fs::write(dir.join("rules/r.toml"), one_step_rule(&format!("r{i}"))).unwrap();
         std::thread::sleep(Duration::from_millis(20));
     }
     let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));

@@ -1675,20 +1675,9 @@ fn each_rule_counts_its_own_alerts_when_it_shares() {
         .rules
         .unwrap();
     let t = Timestamp::from_secs(1_000);
+    let ev = Event::new(Source::Syslog, t, t).with(Field::App, Value::str("a"));
     for share in [true, false] {
-        let mut e = Engine::new(
-            &rules,
-            EngineConfig {
-                share,
-                ..EngineConfig::default()
-            },
-        )
-        .unwrap();
-        let mut out = Vec::new();
-        e.push(
-            Event::new(Source::Syslog, t, t).with(Field::App, Value::str("a")),
-            &mut out,
-        );
+        let (e, out) = push_all(&rules, std::slice::from_ref(&ev), share);
         assert_eq!(out.len(), 2);
         let counts: Vec<u64> = e.stats().iter().map(|s| s.counters.alerts).collect();
         assert_eq!(counts, [1, 1], "share: {share}");
