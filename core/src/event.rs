@@ -441,6 +441,15 @@ impl FieldKey {
         }
     }
 
+    /// The type of its values: the registry field's, text for any other name (`sd.*`,
+    /// regex captures).
+    pub fn ty(&self) -> ValueType {
+        match self {
+            FieldKey::Known(f) => f.ty(),
+            FieldKey::Named(_) => ValueType::Str,
+        }
+    }
+
     /// Resolves a name: a registry field if there is one, else an open-ended name.
     pub fn from_name(name: &str) -> FieldKey {
         match Field::from_name(name) {

@@ -79,13 +79,7 @@ fn key_types(rule: &Rule) -> Vec<crate::event::ValueType> {
     let Some(def) = rule.events.first() else {
         return Vec::new();
     };
-    def.group_fields
-        .iter()
-        .map(|f| match f {
-            FieldKey::Known(k) => k.ty(),
-            FieldKey::Named(_) => crate::event::ValueType::Str,
-        })
-        .collect()
+    def.group_fields.iter().map(FieldKey::ty).collect()
 }
 
 /// A hash of group key values that is the same on every run, build and machine (FNV-1a over a
@@ -2391,18 +2385,11 @@ impl Engine {
         // A rule goes on in its cohort when the checkpoint has it under its name with its
         // meaning (its `expect` list aside); any other (added, renamed, changed) begins now, in
         // a cohort of its own, so it shares no state with rules that began before it.
-        let mut known: HashMap<&str, Vec<(&str, u64)>> = HashMap::new();
-        for rc in &cp.rules {
-            let names: Vec<&str> = if rc.members.is_empty() {
-                vec![rc.name.as_str()]
-            } else {
-                rc.members.iter().map(String::as_str).collect()
-            };
-            for n in names {
-                known
-                    .entry(n)
-                    .or_default()
-                    .push((rc.canonical.as_str(), rc.cohort));
+        // The saved states that served each rule name.
+        let mut saved_by_member: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, rc) in cp.rules.iter().enumerate() {
+            for m in rc.served() {
+                saved_by_member.entry(m.to_string()).or_default().push(i);
             }
         }
         let fresh = cp
@@ -2413,16 +2400,16 @@ impl Engine {
             .map_or(0, |m| m + 1);
         let cohort_of = |rule: &Rule| -> u64 {
             let canonical = rule.canonical();
-            known
+            saved_by_member
                 .get(rule.name.as_str())
-                .and_then(|v| {
-                    v.iter()
-                        .find(|(c, _)| {
-                            *c == canonical || Rule::canonicals_differ_only_in_expect(c, &canonical)
-                        })
-                        .map(|(_, k)| *k)
+                .into_iter()
+                .flatten()
+                .map(|&i| &cp.rules[i])
+                .find(|rc| {
+                    rc.canonical == canonical
+                        || Rule::canonicals_differ_only_in_expect(&rc.canonical, &canonical)
                 })
-                .unwrap_or(fresh)
+                .map_or(fresh, |rc| rc.cohort)
         };
         let mut e = Engine::with_cohorts(rules, cfg, &cohort_of)?;
         e.next_seq = cp.next_seq;
@@ -2481,19 +2468,6 @@ impl Engine {
         // states may take copies of one saved state: rules that shared it and now go apart
         // each keep it, as they would unshared.
         let saved = cp.rules;
-        let served = |rc: &RuleCheckpoint| -> Vec<String> {
-            if rc.members.is_empty() {
-                vec![rc.name.clone()]
-            } else {
-                rc.members.clone()
-            }
-        };
-        let mut saved_by_member: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, rc) in saved.iter().enumerate() {
-            for m in served(rc) {
-                saved_by_member.entry(m).or_default().push(i);
-            }
-        }
         let mut source: Vec<Option<usize>> = vec![None; e.rts.len()];
         let mut regrouped: Vec<usize> = Vec::new();
         for (ri, rt) in e.rts.iter().enumerate() {
@@ -2951,6 +2925,16 @@ pub struct RuleCheckpoint {
     pub counters: RuleCounters,
     /// Groups, sorted by key.
     pub groups: Vec<SavedGroup>,
+}
+
+impl RuleCheckpoint {
+    /// The rules the state served (`name` alone in checkpoints made before `members`).
+    fn served(&self) -> impl Iterator<Item = &str> {
+        let alone = self.members.is_empty().then_some(self.name.as_str());
+        alone
+            .into_iter()
+            .chain(self.members.iter().map(String::as_str))
+    }
 }
 
 #[cfg(test)]

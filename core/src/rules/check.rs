@@ -600,10 +600,7 @@ impl CondChecker<'_, '_> {
                 for (idx, name) in compiled.capture_names().enumerate() {
                     let Some(name) = name else { continue };
                     let key = FieldKey::from_name(name);
-                    let ty = match &key {
-                        FieldKey::Known(f) => f.ty(),
-                        FieldKey::Named(_) => ValueType::Str,
-                    };
+                    let ty = key.ty();
                     if !*negate {
                         self.info.captures.push((name.to_string(), ty));
                     }
