@@ -372,7 +372,7 @@ fn as_event_set(ps: &mut Vec<Pattern>) {
     ps.dedup_by_key(|p| key(p));
 }
 
-/// The definitions sorted by what they match (condition, group fields) and the pattern's
+/// The definitions sorted by what they match (their conditions) and the pattern's
 /// references renumbered to follow: the order a file lists `events.*` in is no part of a
 /// rule's meaning (state is kept across a reload that only reorders them, and such rules
 /// share). Kept as written where the order means something
@@ -381,13 +381,8 @@ pub(crate) fn order_definitions(defs: Vec<EventDef>, pattern: Pattern) -> (Vec<E
     if crate::rules::ir::definition_order_matters(&defs) {
         return (defs, pattern);
     }
-    let keys: Vec<(String, Vec<&str>)> = defs
-        .iter()
-        .map(|d| {
-            let fields = d.group_fields.iter().map(FieldKey::name).collect();
-            (d.cond.canonical(), fields)
-        })
-        .collect();
+    // (Every definition takes its group from the same fields here: the condition decides.)
+    let keys: Vec<String> = defs.iter().map(|d| d.cond.canonical()).collect();
     let mut order: Vec<usize> = (0..defs.len()).collect();
     order.sort_by(|&a, &b| keys[a].cmp(&keys[b]));
     if order.iter().enumerate().all(|(new, &old)| new == old) {
