@@ -1727,3 +1727,101 @@ fn idle_connections_make_room_for_a_new_sender() {
     let st = agent.terminate();
     assert!(st.success(), "{st:?}");
 }
+
+/// A heartbeat rule without `expect`: its groups are discovered, so a restart that kept no
+/// state would not know the host at all.
+const HB_3S: &str = r#"
+[[rule]]
+name = "hb"
+severity = "critical"
+group_by = ["host"]
+events.hb = 'syslog and app == "hb"'
+pattern = "absent(hb) for 3s"
+"#;
+
+/// A heartbeat from `host` over UDP (RFC 5424; processing time, so the stamp is not read).
+fn heartbeat(port: u16, host: &str, n: u32) {
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let line = format!("<14>1 2026-12-03T05:00:00Z {host} hb - - - alive {n}");
+    udp.send_to(line.as_bytes(), ("127.0.0.1", port)).unwrap();
+}
+
+impl Agent {
+    /// SIGKILL: no shutdown, no last save.
+    fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Waits until the shards have taken `n` events.
+    fn wait_events(&self, n: u64) {
+        self.wait_stats(10, |s| {
+            s["shards"]
+                .as_array()
+                .is_some_and(|a| a.iter().filter_map(|x| x["events"].as_u64()).sum::<u64>() >= n)
+        });
+    }
+}
+
+#[test]
+fn a_deadline_survives_kill_9_and_fires_for_the_outage() {
+    let dir = scratch("kill9-deadline");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let extra = "checkpoint_every = \"100ms\"\n";
+    let mut first = Agent::start(&dir, extra);
+    heartbeat(first.port, "web1", 1);
+    let sent = Instant::now();
+    first.wait_events(1);
+    // A few saves after the heartbeat, then killed well before its deadline.
+    std::thread::sleep(Duration::from_millis(500));
+    first.kill9();
+    assert!(
+        sent.elapsed() < Duration::from_millis(2500),
+        "too slow to test"
+    );
+    assert_eq!(first.alerts(|_| true), 0);
+    // The deadline passes while the agent is down.
+    std::thread::sleep(Duration::from_millis(3500).saturating_sub(sent.elapsed()));
+    let second = Agent::start(&dir, extra);
+    let restarted = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let fired = second.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "firing");
+    assert_eq!(fired["group"]["host"], "web1");
+    assert_eq!(fired["reason"], "outage", "{fired}");
+    // Its time is the deadline, which passed before the restart.
+    assert!(ts(&fired) < restarted, "{fired} at {restarted}");
+    assert!(second.stderr().contains("continuing from the saved state"));
+    // The next heartbeat resolves that same alert.
+    heartbeat(second.port, "web1", 2);
+    let resolved = second.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
+    assert_eq!(resolved["id"], fired["id"]);
+}
+
+#[test]
+fn an_alert_shown_before_kill_9_is_not_shown_again() {
+    let dir = scratch("kill9-dedup");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    // A first run sees the heartbeat and saves its state as it stops.
+    let mut first = Agent::start(&dir, "checkpoint_every = \"100ms\"\n");
+    heartbeat(first.port, "web1", 1);
+    let sent = Instant::now();
+    first.wait_events(1);
+    assert!(first.terminate().success(), "{}", first.stderr());
+    // A second run, which saves no state of its own, shows the absence, then is killed.
+    let rare = "checkpoint_every = \"1h\"\n";
+    let mut second = Agent::start(&dir, rare);
+    let fired = second.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "firing");
+    assert!(sent.elapsed() < Duration::from_secs(10));
+    second.kill9();
+    // The third run continues from the first run's state: the deadline passed, so its engine
+    // fires that absence again, and the store knows it was shown already.
+    let third = Agent::start(&dir, rare);
+    third.wait_stats(10, |s| s["sink"]["alerts_repeated"] == 1);
+    assert_eq!(third.alerts(|v| v["rule"] == "hb"), 0, "shown twice");
+    // Its resolve is new, and shown, with the same id.
+    heartbeat(third.port, "web1", 2);
+    let resolved = third.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
+    assert_eq!(resolved["id"], fired["id"]);
+}

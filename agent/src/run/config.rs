@@ -67,9 +67,15 @@ udp_receive_buffer = 8388608
 paths = []
 
 [store]
-# Where the agent will keep its data (alerts, checkpoints); created when missing. Nothing is
-# persisted there yet: a restart begins with no state (open alerts are not carried over).
+# Where the agent keeps its data (a sled database: alert changes, the engine's checkpoints);
+# created when missing. One agent per folder.
 path = "./cepheus-data"
+# How often each shard's engine state (groups, deadlines, partial matches) is saved: a
+# restart, even after a crash, continues from the last save. Deadlines that passed while the
+# agent was down fire at start-up with reason "outage".
+checkpoint_every = "5s"
+# Alert changes kept (each firing, resolved, retracted); the oldest go beyond this.
+max_alerts = 1000000
 
 [engine]
 # CEP shards (each an actor on its own thread); 0 means one per CPU core.
@@ -242,12 +248,26 @@ pub struct RulesConfig {
 }
 
 /// `[store]`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
     /// Data directory as written in the file; unset means [`StoreConfig::DEFAULT_PATH`]
     /// (relative to the working directory, not to the file: it was not written there).
     pub path: Option<PathBuf>,
+    /// How often the shards save their engines' state.
+    pub checkpoint_every: DurationText,
+    /// Alert changes kept.
+    pub max_alerts: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            path: None,
+            checkpoint_every: DurationText(Duration::from_secs(5)),
+            max_alerts: 1_000_000,
+        }
+    }
 }
 
 impl StoreConfig {
@@ -542,6 +562,12 @@ impl Config {
         }
         if self.engine.queue_size == 0 {
             bad("engine.queue_size", "must be at least 1".into());
+        }
+        if self.store.checkpoint_every.0 < Duration::from_millis(10) {
+            bad("store.checkpoint_every", "must be at least 10ms".into());
+        }
+        if self.store.max_alerts == 0 {
+            bad("store.max_alerts", "must be at least 1".into());
         }
         if self.engine.tick.0 < Duration::from_millis(1) {
             bad("engine.tick", "must be at least 1ms".into());

@@ -86,9 +86,15 @@ counters!(
         alerts,
         /// Alert batches dropped because the sink's mailbox was full.
         alerts_dropped,
-        /// Alert changes that could not be written to stdout (a closed pipe, a full disk):
-        /// lost, since stdout is the only output until the store exists.
+        /// Alert changes that could not be written to stdout (a closed pipe, a full disk);
+        /// the store still has them.
         alerts_unwritten,
+        /// Alert changes the store already had (an engine restored from a checkpoint made
+        /// them again after a restart): neither kept nor written twice.
+        alerts_repeated,
+        /// Writes to the store that failed (alerts then go to stdout unkept; a checkpoint
+        /// is tried again at the next save).
+        store_errors,
         /// Rule reloads that took effect.
         reloads,
         /// Rule reloads rejected (the old rules kept running).

@@ -298,6 +298,42 @@ fn bind_tcp(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     Ok(s)
 }
 
+/// The engine states an earlier run saved, one per shard, when it ran as many shards (groups
+/// are spread over the shards by their count); none otherwise, with a warning.
+fn saved_states(
+    store: &cepheus_store::Store,
+    n: usize,
+) -> anyhow::Result<Vec<Option<cepheus_core::engine::Checkpoint>>> {
+    let mut out: Vec<Option<cepheus_core::engine::Checkpoint>> = (0..n).map(|_| None).collect();
+    let saved = store
+        .checkpoints()
+        .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
+    if saved.is_empty() {
+        return Ok(out);
+    }
+    if saved.iter().any(|s| s.shards as usize != n) || saved.len() != n {
+        tracing::warn!(
+            saved = saved.len(),
+            shards = n,
+            "the saved state is of a run with another number of shards (`engine.shards`): starting afresh, open alerts stay as they are in the store"
+        );
+        return Ok(out);
+    }
+    for s in saved {
+        match serde_json::from_slice(&s.data) {
+            Ok(cp) => {
+                if let Some(slot) = out.get_mut(s.shard as usize) {
+                    *slot = Some(cp);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(shard = s.shard, error = %e, "the saved state of this shard cannot be read; it starts afresh");
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn start(
     cfg: Config,
     source: RuleSource,
@@ -306,6 +342,8 @@ fn start(
     config::store_usable(cfg.store.path()).map_err(|why| anyhow::anyhow!("store.path: {why}"))?;
     std::fs::create_dir_all(cfg.store.path())
         .with_context(|| format!("store.path: cannot create {}", cfg.store.path().display()))?;
+    let store = cepheus_store::Store::open(cfg.store.path(), cfg.store.max_alerts)
+        .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
     let udp: Vec<_> = cfg
         .syslog
         .udp
@@ -326,6 +364,7 @@ fn start(
         .zone()
         .map_err(|e| anyhow::anyhow!("syslog.timezone: {e}"))?;
     let n = cfg.shard_count();
+    let resume = saved_states(&store, n)?;
     let plan = Arc::new(RoutePlan::new(&rules, n));
     let (plan_tx, plan_rx) = watch::channel(plan.clone());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -361,13 +400,19 @@ fn start(
 
     let system = actix::System::new();
     let state = system.block_on(async move {
-        let sink = AlertSink::new(cfg.output.stdout, sink_counters.clone()).start();
+        // The sink on a thread of its own: a store write waits for the disk.
+        let sink_arbiter = Arbiter::new();
+        let (stdout, counters) = (cfg.output.stdout, sink_counters.clone());
+        let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |_| {
+            AlertSink::new(stdout, counters, Some(store))
+        });
+        let checkpoint_every = Some(cfg.store.checkpoint_every.std());
         let drained = Arc::new(AtomicUsize::new(0));
         let budgets = Arc::new(std::sync::Mutex::new(budget::BudgetWatch::default()));
         let mut arbiters = Vec::new();
         let mut shards = Vec::new();
         let mut txs: Vec<mpsc::Sender<Batch>> = Vec::new();
-        for s in 0..n {
+        for (s, resume) in resume.into_iter().enumerate() {
             let arb = Arbiter::new();
             let (tx, rx) = mpsc::channel::<Batch>(queue);
             let probe = tx.downgrade();
@@ -375,8 +420,23 @@ fn start(
             let sink = sink.clone();
             let drained = drained.clone();
             let budgets = budgets.clone();
+            let persistence = shard::Persistence {
+                every: checkpoint_every,
+                resume,
+            };
             let addr = Shard::start_in_arbiter(&arb.handle(), move |_| {
-                Shard::new(s, n, &share, rx, probe, sink, tick, drained, budgets)
+                Shard::new(
+                    s,
+                    n,
+                    &share,
+                    rx,
+                    probe,
+                    sink,
+                    tick,
+                    drained,
+                    budgets,
+                    persistence,
+                )
             });
             arbiters.push(arb);
             shards.push(addr);
@@ -500,6 +560,7 @@ fn start(
                 tracing::warn!("shards did not drain in time; stopping anyway");
             }
             let _ = sink.send(Flush).await;
+            sink_arbiter.stop();
             let _ = tokio::time::timeout(StdDuration::from_secs(1), server_handle.stop(true)).await;
             for a in &arbiters {
                 a.stop();

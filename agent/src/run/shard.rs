@@ -16,7 +16,7 @@ use std::task::{Context as TaskContext, Poll};
 
 use actix::prelude::*;
 use cepheus_core::alert::Alert;
-use cepheus_core::engine::{Engine, RuleStats};
+use cepheus_core::engine::{Checkpoint, Engine, RuleStats};
 use cepheus_core::event::Event;
 use cepheus_core::rules::ir::RuleSet;
 use serde::Serialize;
@@ -115,6 +115,21 @@ pub struct Shard {
     budgets: Arc<std::sync::Mutex<super::budget::BudgetWatch>>,
     /// When it reads its counters for them next.
     budget_due: super::budget::Due,
+    /// How often its engine's state is saved (through the sink, into the store); `None`:
+    /// never (no store).
+    checkpoint_every: Option<std::time::Duration>,
+    /// When it saves next.
+    checkpoint_due: std::time::Instant,
+    /// The state saved by an earlier run, taken by the first engine it builds.
+    resume: Option<Checkpoint>,
+}
+
+/// Where a shard's state is saved and what it resumes from.
+pub struct Persistence {
+    /// How often the state is saved; `None`: never.
+    pub every: Option<std::time::Duration>,
+    /// The state an earlier run saved for this shard.
+    pub resume: Option<Checkpoint>,
 }
 
 impl Shard {
@@ -130,6 +145,7 @@ impl Shard {
         tick: std::time::Duration,
         drained: Arc<AtomicUsize>,
         budgets: Arc<std::sync::Mutex<super::budget::BudgetWatch>>,
+        persistence: Persistence,
     ) -> Shard {
         let mut s = Shard {
             id,
@@ -148,6 +164,9 @@ impl Shard {
             rules: RuleSet::default(), // `install` keeps them
             budgets,
             budget_due: super::budget::Due::default(),
+            checkpoint_every: persistence.every,
+            checkpoint_due: std::time::Instant::now() + persistence.every.unwrap_or_default(),
+            resume: persistence.resume,
         };
         s.install(rules);
         s
@@ -213,7 +232,18 @@ impl Shard {
                 }
             }
         }
-        match Engine::new(rules, plan.shard_config(self.id)) {
+        let built = match self.resume.take() {
+            // The state an earlier run saved: its groups, deadlines and partial matches go
+            // on (deadlines passed meanwhile fire now, with reason `outage`).
+            Some(cp) => Engine::restore(rules, plan.shard_config(self.id), cp, true)
+                .inspect(|_| tracing::info!(shard = self.id, "continuing from the saved state"))
+                .or_else(|err| {
+                    tracing::warn!(shard = self.id, error = %err, "cannot continue from the saved state; starting afresh");
+                    Engine::new(rules, plan.shard_config(self.id))
+                }),
+            None => Engine::new(rules, plan.shard_config(self.id)),
+        };
+        match built {
             Ok(mut e) => {
                 e.advance_to(wall_clock(), &mut self.out);
                 self.engine = Some(e);
@@ -239,6 +269,39 @@ impl Shard {
             for w in said {
                 tracing::warn!(shard = self.id, rule = %w.rules, "rule {}: {}", w.rules, w.text);
             }
+        }
+        self.save_state(false);
+    }
+
+    /// Sends the engine's state to the sink to keep, after the alerts it made so far (so the
+    /// store never holds a state whose alerts it lacks), when `force` or when it is due.
+    fn save_state(&mut self, force: bool) {
+        let Some(every) = self.checkpoint_every else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        if !force && now < self.checkpoint_due {
+            return;
+        }
+        self.checkpoint_due = now + every;
+        self.flush();
+        let Some(e) = &self.engine else {
+            return;
+        };
+        let data = match serde_json::to_vec(&e.checkpoint()) {
+            Ok(d) => d,
+            Err(err) => {
+                tracing::error!(shard = self.id, error = %err, "cannot serialise the engine's state");
+                return;
+            }
+        };
+        let saved = cepheus_store::SavedShard {
+            shard: self.id as u32,
+            shards: self.count as u32,
+            data,
+        };
+        if let Err(err) = self.sink.try_send(super::sink::SaveCheckpoint(saved)) {
+            tracing::warn!(shard = self.id, error = %err, "alert sink full: state not saved this time");
         }
     }
 
@@ -296,6 +359,7 @@ impl StreamHandler<Batch> for Shard {
     fn finished(&mut self, _: &mut Self::Context) {
         // The ingest side is gone (shutdown): everything queued has been handled.
         self.tick_now();
+        self.save_state(true);
         self.probe = None;
         self.drained.fetch_add(1, Ordering::SeqCst);
     }

@@ -1,4 +1,11 @@
-//! The alert sink actor: alert changes as JSON lines on stdout (the store issue adds sled).
+//! The alert sink actor: alert changes into the store, then as JSON lines on stdout; the
+//! shards' checkpoints into the store.
+//!
+//! Alerts and checkpoints come through the one mailbox, in the order each shard sent them, so
+//! a checkpoint is stored only after every alert its engine made before it: a restart from it
+//! never misses one of them, and the ones it makes again are recognised by the store
+//! (`alerts_repeated`) and neither kept nor written twice. The sink runs on its own thread: a
+//! store write waits for the disk.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -6,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix::prelude::*;
 use cepheus_core::alert::Alert;
+use cepheus_store::{SavedShard, Store};
 
 use super::counters::{LogLimit, SinkCounters, bump};
 
@@ -13,6 +21,11 @@ use super::counters::{LogLimit, SinkCounters, bump};
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Alerts(pub Vec<Alert>);
+
+/// A shard's engine checkpoint, to store once the alerts sent before it are stored.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SaveCheckpoint(pub SavedShard);
 
 /// Write out everything received so far (shutdown).
 #[derive(Message)]
@@ -43,13 +56,20 @@ pub struct AlertSink {
     cut: bool,
     /// One error line per minute, with the count held back.
     limit: LogLimit,
+    /// Where alert changes and checkpoints are kept (none in some tests).
+    store: Option<Store>,
+    /// One store error line per minute.
+    store_limit: LogLimit,
 }
 
 impl AlertSink {
-    /// A sink writing JSON lines to stdout when `stdout`.
-    pub fn new(stdout: bool, counters: Arc<SinkCounters>) -> AlertSink {
+    /// A sink keeping alerts in `store` and writing them as JSON lines to stdout when
+    /// `stdout`.
+    pub fn new(stdout: bool, counters: Arc<SinkCounters>, store: Option<Store>) -> AlertSink {
         let out = stdout.then(|| Box::new(std::io::stdout()) as Box<dyn Write>);
-        AlertSink::with_writer(out, counters)
+        let mut sink = AlertSink::with_writer(out, counters);
+        sink.store = store;
+        sink
     }
 
     /// A sink writing JSON lines to `out` (tests give a writer that fails).
@@ -60,15 +80,50 @@ impl AlertSink {
             closed: false,
             cut: false,
             limit: LogLimit::new(60_000),
+            store: None,
+            store_limit: LogLimit::new(60_000),
+        }
+    }
+
+    /// One batch from a shard: counted, kept, and what is new written out.
+    fn take(&mut self, alerts: Vec<Alert>) {
+        self.counters
+            .alerts
+            .fetch_add(alerts.len() as u64, Ordering::Relaxed);
+        let fresh = self.keep(alerts);
+        self.write(&fresh);
+    }
+
+    /// Keeps a batch in the store; returns the changes it did not have before (all of them
+    /// when it cannot be written: shown unkept rather than lost).
+    fn keep(&mut self, alerts: Vec<Alert>) -> Vec<Alert> {
+        let Some(store) = &self.store else {
+            return alerts;
+        };
+        match store.record(&alerts) {
+            Ok(fresh) => {
+                let before = alerts.len();
+                let kept: Vec<Alert> = alerts
+                    .into_iter()
+                    .zip(fresh)
+                    .filter_map(|(a, new)| new.then_some(a))
+                    .collect();
+                bump(&self.counters.alerts_repeated, (before - kept.len()) as u64);
+                kept
+            }
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                if let Some(held) = self.store_limit.allow() {
+                    tracing::error!(error = %e, held_back = held, alerts = alerts.len(), "cannot keep alerts in the store; written to stdout only");
+                }
+                alerts
+            }
         }
     }
 
     /// Writes one batch; what cannot be written is counted as `alerts_unwritten` and logged
     /// at most once a minute.
     fn write(&mut self, alerts: &[Alert]) {
-        self.counters
-            .alerts
-            .fetch_add(alerts.len() as u64, Ordering::Relaxed);
         let Some(out) = self.out.as_mut() else {
             return;
         };
@@ -143,7 +198,23 @@ impl Handler<Alerts> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, msg: Alerts, _: &mut Self::Context) {
-        self.write(&msg.0);
+        self.take(msg.0);
+    }
+}
+
+impl Handler<SaveCheckpoint> for AlertSink {
+    type Result = ();
+
+    fn handle(&mut self, msg: SaveCheckpoint, _: &mut Self::Context) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        if let Err(e) = store.save_checkpoint(&msg.0) {
+            bump(&self.counters.store_errors, 1);
+            if let Some(held) = self.store_limit.allow() {
+                tracing::error!(error = %e, shard = msg.0.shard, held_back = held, "cannot save the shard's checkpoint; a restart would continue from an older one");
+            }
+        }
     }
 }
 
@@ -233,12 +304,12 @@ mod tests {
         };
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
         let batch = alerts(5);
-        sink.write(&batch);
+        sink.take(batch.clone());
         assert_eq!(*lines.lock().unwrap(), 3);
         let snap = counters.snapshot();
         assert_eq!((snap.alerts, snap.alerts_unwritten), (5, 2));
         // The pipe is closed for good: later batches are counted, not attempted.
-        sink.write(&batch);
+        sink.take(batch.clone());
         let snap = counters.snapshot();
         assert_eq!((snap.alerts, snap.alerts_unwritten), (10, 7));
         // Another error (a full disk) is retried with the next batch.
@@ -249,10 +320,37 @@ mod tests {
             lines: Arc::new(Mutex::new(0)),
         };
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
-        sink.write(&batch);
-        sink.write(&batch);
+        sink.take(batch.clone());
+        sink.take(batch.clone());
         assert_eq!(counters.snapshot().alerts_unwritten, 10);
         assert!(!sink.closed);
+    }
+
+    #[test]
+    fn changes_the_store_already_has_are_neither_kept_nor_written_again() {
+        let dir = std::env::temp_dir().join(format!("cepheus-sink-{}", std::process::id()));
+        let counters = Arc::new(SinkCounters::default());
+        let lines = Arc::new(Mutex::new(0));
+        let out = Failing {
+            room: usize::MAX,
+            kind: std::io::ErrorKind::Other,
+            lines: lines.clone(),
+        };
+        let store = Store::open(&dir, 100).unwrap();
+        let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
+        sink.store = Some(store.clone());
+        let batch = alerts(3);
+        sink.take(batch[..2].to_vec());
+        sink.take(batch.clone());
+        assert_eq!(*lines.lock().unwrap(), 3);
+        let snap = counters.snapshot();
+        assert_eq!(
+            (snap.alerts, snap.alerts_repeated, snap.store_errors),
+            (5, 2, 0)
+        );
+        assert_eq!(store.recent(10).unwrap().len(), 3);
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Takes half of one write, then fails the next call once (a disk filling up), then
@@ -292,8 +390,8 @@ mod tests {
         };
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
         let batch = alerts(3);
-        sink.write(&batch);
-        sink.write(&batch);
+        sink.take(batch.clone());
+        sink.take(batch.clone());
         let text = String::from_utf8(data.lock().unwrap().clone()).unwrap();
         let whole = text
             .lines()
