@@ -11,7 +11,9 @@
 //! Durability: [`Store::record`] and [`Store::save_checkpoints`] return once sled has flushed
 //! what they wrote to the file system, so what they return survives the process being killed.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use cepheus_core::alert::{Alert, AlertState};
 use sled::Transactional;
@@ -74,10 +76,34 @@ pub struct Store {
     alerts: sled::Tree,
     /// id (8 bytes BE) + state (1 byte) -> seq: which changes were recorded.
     seen: sled::Tree,
+    /// id (8 bytes BE) -> seq (u64 BE) + JSON of its firing: the alerts firing now (not yet
+    /// resolved or retracted), whatever the pruning of changes.
+    open: sled::Tree,
     /// shard (u32 BE) -> shards (u32 BE) + checkpoint.
     checkpoints: sled::Tree,
-    /// Alert changes beyond this many are pruned, oldest first.
+    /// Alert changes beyond this many are pruned, oldest first; firing alerts too.
     max_alerts: u64,
+    /// What is held, counted as it changes (sled 0.34's `len` walks a tree).
+    held: Arc<Mutex<Held>>,
+}
+
+/// The counts [`Store`] keeps of its trees.
+#[derive(Default)]
+struct Held {
+    /// Entries of `alerts`.
+    changes: u64,
+    /// The firing alerts by the seq of their firing: which is oldest, to prune.
+    firing: BTreeMap<u64, [u8; 8]>,
+}
+
+/// What recording one change did.
+#[derive(Clone, Copy)]
+struct Outcome {
+    fresh: bool,
+    /// A firing alert began (the seq of its change).
+    opened: Option<u64>,
+    /// A firing alert ended (the seq of its firing change).
+    closed: Option<u64>,
 }
 
 /// The dedup key of an alert change: its id and state.
@@ -130,14 +156,31 @@ impl Store {
                 });
             }
         }
-        Ok(Store {
+        let alerts = db.open_tree("alerts").map_err(io)?;
+        let open = db.open_tree("open").map_err(io)?;
+        let mut held = Held {
+            changes: alerts.len() as u64,
+            firing: BTreeMap::new(),
+        };
+        for row in open.iter() {
+            let (k, v) = row.map_err(io)?;
+            if let (Ok(id), Some(seq)) = (<[u8; 8]>::try_from(k.as_ref()), v.get(..8)) {
+                held.firing.insert(seq_of(seq), id);
+            }
+        }
+        let store = Store {
             path: dir.to_path_buf(),
-            alerts: db.open_tree("alerts").map_err(io)?,
+            alerts,
             seen: db.open_tree("seen").map_err(io)?,
+            open,
             checkpoints: db.open_tree("checkpoints").map_err(io)?,
             db,
             max_alerts: max_alerts.max(1),
-        })
+            held: Arc::new(Mutex::new(held)),
+        };
+        // A smaller cap than the last run's applies at once.
+        store.prune()?;
+        Ok(store)
     }
 
     fn io(&self, source: sled::Error) -> StoreError {
@@ -167,19 +210,32 @@ impl Store {
         for _ in &rows {
             seqs.push(self.db.generate_id().map_err(|e| self.io(e))?);
         }
-        let fresh = (&self.alerts, &self.seen)
-            .transaction(|(alerts, seen)| {
-                let mut fresh = Vec::with_capacity(rows.len());
+        let outcomes = (&self.alerts, &self.seen, &self.open)
+            .transaction(|(alerts, seen, open)| {
+                let mut out = Vec::with_capacity(rows.len());
                 for ((key, value), seq) in rows.iter().zip(&seqs) {
-                    if seen.get(key)?.is_some() {
-                        fresh.push(false);
-                        continue;
+                    let mut o = Outcome {
+                        fresh: false,
+                        opened: None,
+                        closed: None,
+                    };
+                    if seen.get(key)?.is_none() {
+                        o.fresh = true;
+                        seen.insert(&key[..], &seq.to_be_bytes())?;
+                        alerts.insert(&seq.to_be_bytes(), value.as_slice())?;
+                        let id = &key[..8];
+                        if key[8] == 0 {
+                            let mut v = seq.to_be_bytes().to_vec();
+                            v.extend_from_slice(&value[9..]);
+                            open.insert(id, v)?;
+                            o.opened = Some(*seq);
+                        } else if let Some(v) = open.remove(id)? {
+                            o.closed = v.get(..8).map(seq_of);
+                        }
                     }
-                    seen.insert(&key[..], &seq.to_be_bytes())?;
-                    alerts.insert(&seq.to_be_bytes(), value.as_slice())?;
-                    fresh.push(true);
+                    out.push(o);
                 }
-                Ok(fresh)
+                Ok(out)
             })
             .map_err(|e: sled::transaction::TransactionError<()>| match e {
                 sled::transaction::TransactionError::Storage(e) => self.io(e),
@@ -188,36 +244,66 @@ impl Store {
                     what: "an aborted transaction".into(),
                 },
             })?;
+        {
+            let mut held = self.lock();
+            for (o, key) in outcomes.iter().zip(&rows) {
+                held.changes += u64::from(o.fresh);
+                if let Some(seq) = o.opened
+                    && let Ok(id) = <[u8; 8]>::try_from(&key.0[..8])
+                {
+                    held.firing.insert(seq, id);
+                }
+                if let Some(seq) = o.closed {
+                    held.firing.remove(&seq);
+                }
+            }
+        }
         self.prune()?;
         self.db.flush().map_err(|e| self.io(e))?;
-        Ok(fresh)
+        Ok(outcomes.iter().map(|o| o.fresh).collect())
     }
 
-    /// Drops the oldest alert changes beyond `max_alerts` (their dedup keys with them).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+        // (Counts only: a panic elsewhere while holding it leaves them usable.)
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Drops the oldest alert changes beyond `max_alerts` (their dedup keys with them, except
+    /// a firing alert's, which its resolve needs), and the oldest firing alerts beyond as many
+    /// (alerts that never resolve, such as a sequence's matches, would pile up).
     fn prune(&self) -> Result<(), StoreError> {
-        // sled 0.34's `len` walks the tree: compare the span of sequence numbers first, which
-        // bounds the count from above.
-        let (Some((first, _)), Some((last, _))) = (
-            self.alerts.first().map_err(|e| self.io(e))?,
-            self.alerts.last().map_err(|e| self.io(e))?,
-        ) else {
-            return Ok(());
-        };
-        let span = seq_of(&last).saturating_sub(seq_of(&first)) + 1;
-        if span <= self.max_alerts {
-            return Ok(());
-        }
-        let held = self.alerts.len() as u64;
-        let mut excess = held.saturating_sub(self.max_alerts);
-        while excess > 0 {
+        let mut held = self.lock();
+        while held.changes > self.max_alerts {
             let Some((k, v)) = self.alerts.pop_min().map_err(|e| self.io(e))? else {
+                held.changes = 0;
                 break;
             };
-            if let Some(key) = v.get(..9) {
+            held.changes -= 1;
+            let firing = held.firing.contains_key(&seq_of(&k));
+            if let Some(key) = v.get(..9)
+                && !firing
+            {
                 self.seen.remove(key).map_err(|e| self.io(e))?;
             }
-            drop(k);
-            excess -= 1;
+        }
+        while held.firing.len() as u64 > self.max_alerts {
+            let Some((seq, id)) = held.firing.pop_first() else {
+                break;
+            };
+            self.open.remove(id).map_err(|e| self.io(e))?;
+            // Its change is gone already unless it is among the newest.
+            if self
+                .alerts
+                .get(seq.to_be_bytes())
+                .map_err(|e| self.io(e))?
+                .is_none()
+            {
+                let mut key = [0u8; 9];
+                key[..8].copy_from_slice(&id);
+                self.seen.remove(key).map_err(|e| self.io(e))?;
+            }
         }
         Ok(())
     }
@@ -243,9 +329,35 @@ impl Store {
         Ok(out)
     }
 
-    /// How many alert changes the store holds.
-    pub fn alert_count(&self) -> usize {
-        self.alerts.len()
+    /// The alerts firing now (their firing change), oldest first: recorded firing, and not
+    /// resolved or retracted since.
+    pub fn firing(&self) -> Result<Vec<StoredAlert>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.open.iter() {
+            let (k, v) = row.map_err(|e| self.io(e))?;
+            let parsed = v
+                .get(..8)
+                .map(seq_of)
+                .zip(v.get(8..).and_then(|b| std::str::from_utf8(b).ok()));
+            let Some((seq, json)) = parsed else {
+                return Err(StoreError::Damaged {
+                    path: self.path.clone(),
+                    what: format!("open alert {:?}", k.as_ref()),
+                });
+            };
+            out.push(StoredAlert {
+                seq,
+                json: json.to_string(),
+            });
+        }
+        out.sort_by_key(|a| a.seq);
+        Ok(out)
+    }
+
+    /// How many alert changes the store holds, and how many alerts are firing.
+    pub fn counts(&self) -> (u64, u64) {
+        let held = self.lock();
+        (held.changes, held.firing.len() as u64)
     }
 
     /// Replaces every shard's checkpoint with `saved` (one per shard of one run): what a
@@ -325,18 +437,7 @@ mod tests {
 
     /// The alerts of a heartbeat rule over one host that goes silent and comes back.
     fn heartbeat_alerts() -> Vec<Alert> {
-        let compiled = compile_str(
-            "hb.toml",
-            r#"
-[[rule]]
-name = "hb"
-severity = "high"
-group_by = ["host"]
-events.hb = 'syslog and app == "hb"'
-pattern = "absent(hb) for 10s"
-"#,
-        );
-        let rules = compiled.rules.expect("the rule compiles");
+        let rules = heartbeat_rules();
         let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
         let mut out = Vec::new();
         let t0 = Timestamp::from_secs(1_000_000);
@@ -348,6 +449,22 @@ pattern = "absent(hb) for 10s"
             e.push(ev, &mut out);
         }
         out
+    }
+
+    /// `absent(hb) for 10s` by host.
+    fn heartbeat_rules() -> cepheus_core::rules::ir::RuleSet {
+        let compiled = compile_str(
+            "hb.toml",
+            r#"
+[[rule]]
+name = "hb"
+severity = "high"
+group_by = ["host"]
+events.hb = 'syslog and app == "hb"'
+pattern = "absent(hb) for 10s"
+"#,
+        );
+        compiled.rules.expect("the rule compiles")
     }
 
     #[test]
@@ -373,6 +490,97 @@ pattern = "absent(hb) for 10s"
         assert_eq!(kept[0].json, alerts[0].to_json().to_string());
         assert_eq!(kept[1].json, alerts[1].to_json().to_string());
         assert_eq!(s.recent(1).unwrap(), kept[1..]);
+    }
+
+    #[test]
+    fn an_alert_fires_until_its_resolve_is_recorded_whatever_the_pruning() {
+        let dir = tempfile::tempdir().unwrap();
+        // a and b fire, b resolves, then a: with room for two changes, a's firing leaves the
+        // changes while a still fires.
+        let alerts = two_hosts_alerts();
+        let states: Vec<_> = alerts
+            .iter()
+            .map(|a| (a.group()[0].1.as_str().unwrap().to_string(), a.state))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("a".to_string(), AlertState::Firing),
+                ("b".to_string(), AlertState::Firing),
+                ("b".to_string(), AlertState::Resolved),
+                ("a".to_string(), AlertState::Resolved),
+            ]
+        );
+        let s = Store::open(dir.path(), 2).unwrap();
+        assert!(s.firing().unwrap().is_empty());
+        s.record(&alerts[..3]).unwrap();
+        assert_eq!(s.counts(), (2, 1));
+        let firing = s.firing().unwrap();
+        assert_eq!(firing.len(), 1);
+        assert_eq!(firing[0].json, alerts[0].to_json().to_string());
+        assert!(
+            s.recent(10)
+                .unwrap()
+                .iter()
+                .all(|c| c.json != firing[0].json)
+        );
+        // Across a restart, and then its resolve ends it (and is new).
+        drop(s);
+        let s = Store::open(dir.path(), 2).unwrap();
+        assert_eq!(s.counts(), (2, 1));
+        assert_eq!(s.record(&alerts[..1]).unwrap(), [false]);
+        assert_eq!(s.record(&alerts[3..]).unwrap(), [true]);
+        assert!(s.firing().unwrap().is_empty());
+        assert_eq!(s.counts(), (2, 0));
+    }
+
+    #[test]
+    fn firing_alerts_beyond_the_cap_go_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = two_hosts_alerts();
+        let s = Store::open(dir.path(), 1).unwrap();
+        s.record(&alerts[..2]).unwrap();
+        let firing = s.firing().unwrap();
+        assert_eq!(firing.len(), 1);
+        assert_eq!(firing[0].json, alerts[1].to_json().to_string());
+        // A pruned firing is forgotten whole: it would be kept again.
+        assert_eq!(s.record(&alerts[..1]).unwrap(), [true]);
+    }
+
+    /// Hosts a and b heartbeat at 0 s, both fire at 10 s, b comes back at 20 s, a at 30 s.
+    fn two_hosts_alerts() -> Vec<Alert> {
+        let mut e = Engine::new(&heartbeat_rules(), EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        let t0 = Timestamp::from_secs(1_000_000);
+        for (t, host) in [(0, "a"), (0, "b"), (20, "b"), (30, "a")] {
+            let at = t0.add(Duration::from_secs(t));
+            let mut ev = Event::new(Source::Syslog, at, at);
+            ev.set(cepheus_core::event::Field::Host, Value::str(host));
+            ev.set(cepheus_core::event::Field::App, Value::str("hb"));
+            e.push(ev, &mut out);
+        }
+        out
+    }
+
+    /// One firing of another rule.
+    fn compile_other_firing() -> Vec<Alert> {
+        let compiled = compile_str(
+            "x.toml",
+            r#"
+[[rule]]
+name = "x"
+severity = "low"
+events.x = 'syslog'
+pattern = "x"
+"#,
+        );
+        let rules = compiled.rules.expect("the rule compiles");
+        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        let t = Timestamp::from_secs(5);
+        e.push(Event::new(Source::Syslog, t, t), &mut out);
+        assert_eq!(out.len(), 1);
+        out
     }
 
     #[test]

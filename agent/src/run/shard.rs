@@ -120,6 +120,9 @@ pub struct Shard {
     checkpoint_every: Option<std::time::Duration>,
     /// When it saves next.
     checkpoint_due: std::time::Instant,
+    /// Something happened since the last save (events, alerts, a reload): an idle shard does
+    /// not write its unchanged state again.
+    changed: bool,
     /// The state saved by an earlier run, taken by the first engine it builds.
     resume: Option<Checkpoint>,
 }
@@ -166,6 +169,7 @@ impl Shard {
             budget_due: super::budget::Due::default(),
             checkpoint_every: persistence.every,
             checkpoint_due: std::time::Instant::now() + persistence.every.unwrap_or_default(),
+            changed: true,
             resume: persistence.resume,
         };
         s.install(rules);
@@ -219,6 +223,7 @@ impl Shard {
     }
 
     fn install(&mut self, rules: &RuleSet) {
+        self.changed = true;
         self.rules = rules.clone();
         let plan = super::route::RoutePlan::new(rules, self.count);
         if let Some(engine) = &mut self.engine {
@@ -285,6 +290,9 @@ impl Shard {
         }
         self.checkpoint_due = now + every;
         self.flush();
+        if !self.changed && !force {
+            return;
+        }
         let Some(e) = &self.engine else {
             return;
         };
@@ -300,8 +308,11 @@ impl Shard {
             shards: self.count as u32,
             data,
         };
-        if let Err(err) = self.sink.try_send(super::sink::SaveCheckpoint(saved)) {
-            tracing::warn!(shard = self.id, error = %err, "alert sink full: state not saved this time");
+        match self.sink.try_send(super::sink::SaveCheckpoint(saved)) {
+            Ok(()) => self.changed = false,
+            Err(err) => {
+                tracing::warn!(shard = self.id, error = %err, "alert sink full: state not saved this time")
+            }
         }
     }
 
@@ -309,6 +320,7 @@ impl Shard {
         if self.out.is_empty() {
             return;
         }
+        self.changed = true;
         let batch = std::mem::take(&mut self.out);
         let n = batch.len();
         if let Err(e) = self.sink.try_send(Alerts(batch)) {
@@ -335,6 +347,7 @@ impl StreamHandler<Batch> for Shard {
     fn handle(&mut self, batch: Batch, _: &mut Self::Context) {
         self.stats.batches += 1;
         self.stats.events += batch.len() as u64;
+        self.changed = true;
         #[cfg(debug_assertions)]
         let inject = fault_injected(&batch);
         // Debug builds only (tests): an event with this app stalls the shard for 2 s, as a
@@ -406,6 +419,7 @@ impl Handler<ForgetGroup> for Shard {
             .find(|r| r.name == msg.rule)
             .map(|r| r.group_by.clone());
         let mut forgotten = false;
+        self.changed = true;
         self.guarded("forget", |e, out| {
             // Time has moved since the last tick: what was due fires first.
             e.advance_to(wall_clock(), out);
