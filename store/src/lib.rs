@@ -562,27 +562,6 @@ pattern = "absent(hb) for 10s"
         out
     }
 
-    /// One firing of another rule.
-    fn compile_other_firing() -> Vec<Alert> {
-        let compiled = compile_str(
-            "x.toml",
-            r#"
-[[rule]]
-name = "x"
-severity = "low"
-events.x = 'syslog'
-pattern = "x"
-"#,
-        );
-        let rules = compiled.rules.expect("the rule compiles");
-        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
-        let mut out = Vec::new();
-        let t = Timestamp::from_secs(5);
-        e.push(Event::new(Source::Syslog, t, t), &mut out);
-        assert_eq!(out.len(), 1);
-        out
-    }
-
     #[test]
     fn a_second_process_cannot_open_a_held_store() {
         let dir = tempfile::tempdir().unwrap();
