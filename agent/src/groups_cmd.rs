@@ -4,9 +4,8 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use crate::run::config::Config;
+use crate::api_client::{Answer, Client};
 
 /// `cepheus groups ...`.
 #[derive(clap::Subcommand, Debug)]
@@ -82,41 +81,10 @@ pub fn run(cmd: GroupsCommand) -> ExitCode {
 
 /// Sends the request: `None` when the agent retired the group, else its answer (404).
 fn forget(args: &ForgetArgs) -> anyhow::Result<Option<serde_json::Value>> {
-    let cfg = match &args.config {
-        Some(p) => Config::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
-        None => Config::default(),
-    };
-    let url = format!("http://{}/groups/forget", cfg.api.listen);
-    let mut req = ureq::post(&url).timeout(Duration::from_secs(10));
-    if let Some(token) = cfg.api.token()? {
-        req = req.set("Authorization", &format!("Bearer {token}"));
-    }
+    let client = Client::new(args.config.as_ref())?;
     let body = serde_json::json!({ "rule": args.rule, "key": args.key });
-    match req.send_json(body) {
-        Ok(_) => Ok(None),
-        Err(ureq::Error::Status(404, resp)) => {
-            Ok(Some(resp.into_json().unwrap_or(serde_json::Value::Null)))
-        }
-        Err(ureq::Error::Status(code, resp)) => {
-            let text = resp.into_string().unwrap_or_default();
-            let hint = match (code, &args.config) {
-                (401, None) => {
-                    " (pass --config with the agent's configuration: its api.token_file is read)"
-                }
-                (401, Some(_)) => {
-                    " (the token in this configuration's api.token_file is not the agent's)"
-                }
-                _ => "",
-            };
-            anyhow::bail!(
-                "the agent at {} answered {code}: {}{hint}",
-                cfg.api.listen,
-                text.trim()
-            )
-        }
-        Err(e) => Err(anyhow::anyhow!(
-            "cannot reach the agent's API at {} (is `cepheus run` running with this configuration?): {e}",
-            cfg.api.listen
-        )),
+    match client.post_json("/groups/forget", body)? {
+        Answer::Ok(_) => Ok(None),
+        Answer::Status(_, resp) => Ok(Some(resp.into_json().unwrap_or(serde_json::Value::Null))),
     }
 }

@@ -6,6 +6,8 @@
 //! I/O; the semantics live in `cepheus-core`. A library target so that tests and benchmarks
 //! link the same code the binary runs.
 
+pub mod alerts_cmd;
+pub mod api_client;
 pub mod events_cmd;
 pub mod flow;
 pub mod groups_cmd;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use cepheus_agent::{
-    events_cmd, flow, groups_cmd, replay, rules_cmd, rules_graph, rules_test, run,
+    alerts_cmd, events_cmd, flow, groups_cmd, replay, rules_cmd, rules_graph, rules_test, run,
 };
 
 /// The process allocator: the CEP shards free events and partial matches long after they
@@ -52,6 +52,9 @@ enum Command {
         #[command(subcommand)]
         command: groups_cmd::GroupsCommand,
     },
+    /// The alerts of a running agent, from its store: those firing now, or the latest
+    /// changes (`--recent N`).
+    Alerts(alerts_cmd::AlertsArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -79,5 +82,6 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Config { command } => run::config_cmd(command),
         Command::Groups { command } => groups_cmd::run(command),
+        Command::Alerts(args) => alerts_cmd::run(args),
     }
 }

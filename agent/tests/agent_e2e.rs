@@ -1825,3 +1825,80 @@ fn an_alert_shown_before_kill_9_is_not_shown_again() {
     let resolved = third.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
     assert_eq!(resolved["id"], fired["id"]);
 }
+
+/// `cepheus alerts` against the agent in `dir`: (exit code, stdout, stderr).
+fn alerts_cmd(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .arg("alerts")
+        .args(args)
+        .args(["--config", "cepheus.toml"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn alerts_lists_what_fires_now_and_the_latest_changes() {
+    let dir = scratch("alerts-cmd");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    let agent = Agent::start_full(&dir, "", "token_file = \"token\"\n", "");
+    let (code, out, err) = alerts_cmd(&dir, &[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "");
+    assert!(err.contains("no alert is firing"), "{err}");
+    heartbeat(agent.port, "web1", 1);
+    heartbeat(agent.port, "web2", 1);
+    let fired = agent.wait_alert(10, |v| {
+        v["state"] == "firing" && v["group"]["host"] == "web2"
+    });
+    agent.wait_alert(10, |v| {
+        v["state"] == "firing" && v["group"]["host"] == "web1"
+    });
+    heartbeat(agent.port, "web1", 2);
+    agent.wait_alert(10, |v| v["state"] == "resolved");
+    // The alert the store has is the one written out, as JSON lines.
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let firing: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(firing, [fired], "{out}");
+    // As a table: a header, then one line.
+    let (_, out, _) = alerts_cmd(&dir, &[]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("TIME") && lines[0].contains("RULE"));
+    assert!(
+        lines[1].contains("critical") && lines[1].contains("host=web2"),
+        "{out}"
+    );
+    // The latest changes: both firings and the resolve, in order.
+    let (_, out, _) = alerts_cmd(&dir, &["--recent", "10", "--json"]);
+    let states: Vec<String> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["state"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(states, ["firing", "firing", "resolved"], "{out}");
+    let (_, out, _) = alerts_cmd(&dir, &["--recent", "1", "--json"]);
+    assert_eq!(out.lines().count(), 1);
+    // Without the configuration, the token is missing: said, exit 2.
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["alerts"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    drop(agent);
+}

@@ -40,6 +40,8 @@ pub struct ApiState {
     pub token: Option<String>,
     /// Why the last reload was refused, until one succeeds.
     pub reload_error: super::reload::LastReloadError,
+    /// The store, read for `/alerts` (none in some tests).
+    pub store: Option<cepheus_store::Store>,
 }
 
 impl ApiState {
@@ -151,6 +153,18 @@ pub struct Stats {
     pub rules: Vec<RuleSummary>,
     /// Why the last reload was refused (the old rules kept running), until one succeeds.
     pub reload_error: Option<super::reload::ReloadError>,
+    /// What the store holds (absent without a store).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreStats>,
+}
+
+/// What the store holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct StoreStats {
+    /// Alert changes kept (at most `store.max_alerts`).
+    pub alert_changes: u64,
+    /// Alerts firing now (their resolve or retract not recorded yet).
+    pub firing: u64,
 }
 
 fn add_counters(into: &mut BTreeMap<String, u64>, c: &impl Serialize) {
@@ -211,6 +225,13 @@ pub async fn collect(st: &ApiState) -> Stats {
         shards,
         rules,
         reload_error: st.reload_error.lock().ok().and_then(|e| e.clone()),
+        store: st.store.as_ref().map(|s| {
+            let (alert_changes, firing) = s.counts();
+            StoreStats {
+                alert_changes,
+                firing,
+            }
+        }),
     }
 }
 
@@ -299,6 +320,15 @@ pub fn render_metrics(s: &Stats) -> String {
         "Seconds since the agent started.",
     );
     let _ = writeln!(o, "cepheus_uptime_seconds {}", s.uptime_secs);
+    if let Some(st) = &s.store {
+        family(
+            &mut o,
+            "cepheus_alerts_firing",
+            "gauge",
+            "Alerts firing now, as the store has them.",
+        );
+        let _ = writeln!(o, "cepheus_alerts_firing {}", st.firing);
+    }
     for (k, v) in s.capture.iter().flat_map(|c| c.pairs()) {
         let name = format!("cepheus_capture_{k}_total");
         family(
@@ -477,6 +507,62 @@ async fn stats(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
     HttpResponse::Ok().json(collect(&st).await)
 }
 
+/// `GET /alerts`: the alerts firing now, oldest first; `?recent=N`: the last N alert changes
+/// instead (firing, resolved, retracted), oldest first. A JSON array of alert objects.
+async fn alerts(
+    req: HttpRequest,
+    st: web::Data<ApiState>,
+    query: web::Query<AlertsQuery>,
+) -> HttpResponse {
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
+    }
+    let Some(store) = st.store.clone() else {
+        return HttpResponse::NotFound()
+            .content_type("text/plain")
+            .body("this agent keeps no store\n");
+    };
+    let recent = query.recent.map(|n| n.min(MAX_RECENT));
+    // A store read walks sled's pages: off the server's thread.
+    let read = web::block(move || match recent {
+        Some(n) => store.recent(n),
+        None => store.firing(),
+    })
+    .await;
+    match read {
+        Ok(Ok(list)) => {
+            let mut body = String::from("[");
+            for (i, a) in list.iter().enumerate() {
+                if i > 0 {
+                    body.push(',');
+                }
+                body.push_str(&a.json);
+            }
+            body.push_str("]\n");
+            HttpResponse::Ok()
+                .content_type("application/json")
+                .body(body)
+        }
+        Ok(Err(e)) => HttpResponse::InternalServerError()
+            .content_type("text/plain")
+            .body(format!("{e}\n")),
+        Err(e) => HttpResponse::InternalServerError()
+            .content_type("text/plain")
+            .body(format!("{e}\n")),
+    }
+}
+
+/// The most changes `/alerts?recent=N` returns.
+pub const MAX_RECENT: usize = 100_000;
+
+/// `/alerts` query parameters.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsQuery {
+    /// The last N alert changes instead of the firing alerts.
+    pub recent: Option<usize>,
+}
+
 async fn metrics(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
     if let Some(refused) = st.refusal(&req) {
         return refused;
@@ -492,6 +578,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/health", web::get().to(health))
         .route("/stats", web::get().to(stats))
         .route("/metrics", web::get().to(metrics))
+        .route("/alerts", web::get().to(alerts))
         .route("/groups/forget", web::post().to(forget_group));
 }
 

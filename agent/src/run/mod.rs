@@ -403,6 +403,7 @@ fn start(
         // The sink on a thread of its own: a store write waits for the disk.
         let sink_arbiter = Arbiter::new();
         let (stdout, counters) = (cfg.output.stdout, sink_counters.clone());
+        let api_store = store.clone();
         let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |_| {
             AlertSink::new(stdout, counters, Some(store))
         });
@@ -507,6 +508,7 @@ fn start(
             started,
             token: api_token.clone(),
             reload_error: reload_error.clone(),
+            store: Some(api_store),
         });
         let server = actix_web::HttpServer::new(move || {
             actix_web::App::new()

@@ -1,0 +1,172 @@
+//! `cepheus alerts`: the alerts of a running agent, as its store has them, through its API
+//! (`GET /alerts`): the ones firing now, or the latest changes.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::api_client::{Answer, Client};
+
+/// Arguments of `cepheus alerts`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 when the agent answered (even with no alert), 2 when it cannot be reached or keeps no store."
+)]
+pub struct AlertsArgs {
+    /// The last N alert changes (firing, resolved, retracted), oldest first, instead of the
+    /// alerts firing now.
+    #[arg(long, value_name = "N")]
+    pub recent: Option<usize>,
+    /// Print the alert objects as JSON lines (the shape of `replay` and the store) instead of
+    /// a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The agent's configuration file (for `api.listen` and `api.token_file`). Default:
+    /// built-in defaults (API on 127.0.0.1:9514).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Runs `cepheus alerts`.
+pub fn run(args: AlertsArgs) -> ExitCode {
+    match fetch(&args) {
+        Ok(list) => {
+            let mut out = std::io::stdout().lock();
+            let written = if args.json {
+                list.iter().try_for_each(|a| writeln!(out, "{a}"))
+            } else {
+                write_table(&mut out, &list, args.recent.is_some())
+            };
+            // A closed pipe (`| head`) is no error of ours.
+            if let Err(e) = written.and_then(|()| out.flush())
+                && e.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+            if list.is_empty() && !args.json {
+                match args.recent {
+                    None => eprintln!(
+                        "no alert is firing (`cepheus alerts --recent 20` lists the latest changes)"
+                    ),
+                    Some(_) => eprintln!("the store holds no alert change"),
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn fetch(args: &AlertsArgs) -> anyhow::Result<Vec<serde_json::Value>> {
+    let client = Client::new(args.config.as_ref())?;
+    let path = match args.recent {
+        Some(n) => format!("/alerts?recent={n}"),
+        None => "/alerts".to_string(),
+    };
+    match client.get(&path)? {
+        Answer::Ok(resp) => Ok(resp.into_json()?),
+        Answer::Status(_, resp) => anyhow::bail!(
+            "the agent has no alerts to give: {} (an agent older than its store?)",
+            resp.into_string().unwrap_or_default().trim()
+        ),
+    }
+}
+
+/// One line per alert: time, (state,) severity, rule, group, message; columns aligned.
+fn write_table(
+    out: &mut impl Write,
+    list: &[serde_json::Value],
+    with_state: bool,
+) -> std::io::Result<()> {
+    let text = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or("").to_string();
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|a| {
+            let group = a["group"]
+                .as_object()
+                .map(|g| {
+                    g.iter()
+                        .map(|(k, v)| match v.as_str() {
+                            Some(s) => format!("{k}={s}"),
+                            None => format!("{k}={v}"),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            let mut row = vec![text(a, "time")];
+            if with_state {
+                row.push(text(a, "state"));
+            }
+            row.extend([text(a, "severity"), text(a, "rule"), group]);
+            let mut message = text(a, "message");
+            if let Some(r) = a["reason"].as_str() {
+                message.push_str(&format!(" ({r})"));
+            }
+            row.push(message);
+            row
+        })
+        .collect();
+    let mut header = vec!["TIME"];
+    if with_state {
+        header.push("STATE");
+    }
+    header.extend(["SEVERITY", "RULE", "GROUP", "MESSAGE"]);
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let last = header.len() - 1;
+    let line = |out: &mut dyn Write, cells: &[&str]| -> std::io::Result<()> {
+        for (i, c) in cells.iter().enumerate() {
+            if i == last {
+                writeln!(out, "{c}")?;
+            } else {
+                write!(out, "{c:<w$}  ", w = widths[i])?;
+            }
+        }
+        Ok(())
+    };
+    line(out, &header)?;
+    for r in &rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        line(out, &cells)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_table_aligns_columns_and_names_the_reason() {
+        let list: Vec<serde_json::Value> = vec![
+            serde_json::json!({"time": "2026-12-03T05:00:00Z", "state": "firing", "severity": "critical", "rule": "hb", "group": {"host": "web1"}, "message": "no heartbeat from web1", "reason": "outage"}),
+            serde_json::json!({"time": "2026-12-03T05:00:01Z", "state": "resolved", "severity": "high", "rule": "ssh-bruteforce", "group": {"src": "10.0.0.1", "port": 22}, "message": "m"}),
+        ];
+        let mut out = Vec::new();
+        write_table(&mut out, &list, true).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "TIME                  STATE     SEVERITY  RULE            GROUP                 MESSAGE\n\
+             2026-12-03T05:00:00Z  firing    critical  hb              host=web1             no heartbeat from web1 (outage)\n\
+             2026-12-03T05:00:01Z  resolved  high      ssh-bruteforce  port=22,src=10.0.0.1  m\n"
+        );
+        let mut out = Vec::new();
+        write_table(&mut out, &[], false).unwrap();
+        assert!(out.is_empty());
+    }
+}
