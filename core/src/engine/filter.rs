@@ -5,10 +5,12 @@
 //! definitions of all the rules that use it. Every predicate is filed under its source (a
 //! top-level `syslog`/`flow` conjunct) and, when it has one, under an equality conjunct on a
 //! registry field (`app == "sshd"`, `host in ["a", "b"]`, an `or` of such tests on one field):
-//! the paper's hash table from event attributes to the nodes that consume them. An event
-//! probes each indexed field once and evaluates only the predicates filed under its values
-//! plus the unindexed ones, so events that concern no rule cost a few hash lookups however
-//! many rules there are.
+//! the paper's hash table from event attributes to the nodes that consume them; or, when that
+//! is shared by fewer definitions, under a `starts_with`/`ends_with` conjunct on a string
+//! field, in a table of the field's prefixes (suffixes) of that length (`host ends_with "-007"`
+//! in one rule per host group). An event probes each indexed field (and each affix length)
+//! once and evaluates only the predicates filed under its values plus the unindexed ones, so
+//! events that concern no rule cost a few hash lookups however many rules there are.
 //!
 //! With sharing off (`--no-share`) there is no index: as in the paper's RCEDA baseline (which
 //! delivers every primitive event to every query; the hash table is part of the shared
@@ -58,12 +60,45 @@ type Entries = SmallVec<[Entry; 1]>;
 /// cannot degrade them; SipHash stays where input inserts keys (group maps).
 type IndexMap = HashMap<Value, Entries, foldhash::fast::FixedState>;
 
+/// Prefix or suffix tables, keyed by text (foldhash, as [`IndexMap`]).
+type AffixMap = HashMap<Box<str>, Entries, foldhash::fast::FixedState>;
+
+/// The predicates filed under a `starts_with` (or `ends_with`) test on one string field, by
+/// the tested text, for texts of one length (in bytes).
+#[derive(Debug)]
+struct AffixTable {
+    field: Field,
+    suffix: bool,
+    len: usize,
+    map: AffixMap,
+}
+
+impl AffixTable {
+    /// The part of `v` this table is keyed by, if `v` is long enough (and cut at a character
+    /// boundary: a text cut inside a character is no prefix or suffix of a text that starts
+    /// and ends on boundaries).
+    fn key<'a>(&self, v: &'a str) -> Option<&'a str> {
+        let at = if self.suffix {
+            v.len().checked_sub(self.len)?
+        } else {
+            self.len
+        };
+        if at > v.len() {
+            return None;
+        }
+        let (head, tail) = (v.get(..at)?, v.get(at..)?);
+        Some(if self.suffix { tail } else { head })
+    }
+}
+
 #[derive(Debug, Default)]
 struct SourceIndex {
     /// Definitions evaluated for every event of this source.
     always: Vec<u32>,
     /// (field, value -> predicates) tables.
     by_field: Vec<(Field, IndexMap)>,
+    /// Prefix and suffix tables.
+    affixes: Vec<AffixTable>,
 }
 
 /// The predicate index over a rule set.
@@ -98,9 +133,44 @@ pub fn pinned_source(c: &Cond) -> Option<Source> {
     })
 }
 
-/// A field and the literal values a condition requires it to equal (one of), with the
-/// position of that conjunct among the condition's conjuncts.
-type IndexKey = (usize, Field, Vec<Value>);
+/// What a conjunct usable as an index key requires of a field.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Wants {
+    /// To equal one of these literals.
+    OneOf(Vec<Value>),
+    /// To start (`suffix == false`) or end with this text.
+    Affix { suffix: bool, text: String },
+}
+
+/// A conjunct usable as an index key: its position among the condition's conjuncts, its
+/// field, and what it requires.
+type IndexKey = (usize, Field, Wants);
+
+/// A `starts_with`/`ends_with` test of a registry string field the condition does not
+/// capture, against a non-empty literal.
+fn affix(c: &Cond, captured: &[FieldKey]) -> Option<(Field, Wants)> {
+    let Cond::Str(op, Expr::Field(k), Expr::Lit(Value::Str(text))) = c else {
+        return None;
+    };
+    let suffix = match op {
+        crate::rules::ir::StrOp::StartsWith => false,
+        crate::rules::ir::StrOp::EndsWith => true,
+        crate::rules::ir::StrOp::Contains => return None,
+    };
+    let f = match k {
+        FieldKey::Known(f) if f.ty() == crate::event::ValueType::Str && !captured.contains(k) => *f,
+        _ => return None,
+    };
+    (!text.is_empty()).then(|| {
+        (
+            f,
+            Wants::Affix {
+                suffix,
+                text: text.to_string(),
+            },
+        )
+    })
+}
 
 /// The equality conjuncts usable as index keys: a registry field (not captured by the
 /// condition) equal to one of some literals of the field's type.
@@ -125,6 +195,9 @@ fn index_keys(c: &Cond) -> Vec<IndexKey> {
         .into_iter()
         .enumerate()
         .filter_map(|(i, conj)| {
+            if let Some((f, wants)) = affix(conj, &captured) {
+                return Some((i, f, wants));
+            }
             // An `or` of equalities on one field is the `in` list it means:
             // `app == "nginx" or app == "apache"` is `app in ["nginx", "apache"]`.
             let branches = match conj {
@@ -142,9 +215,21 @@ fn index_keys(c: &Cond) -> Vec<IndexKey> {
                 field = Some(f);
                 values.extend(vs.iter().filter(|v| seen.insert(*v)).cloned());
             }
-            Some((i, field?, values))
+            Some((i, field?, Wants::OneOf(values)))
         })
         .collect()
+}
+
+/// The (field, value or affix) entries a key files its predicate under, for counting how many
+/// predicates share each.
+fn sharing_keys(f: Field, wants: &Wants) -> Vec<(Field, Wants)> {
+    match wants {
+        Wants::OneOf(vs) => vs
+            .iter()
+            .map(|v| (f, Wants::OneOf(vec![v.clone()])))
+            .collect(),
+        affix => vec![(f, affix.clone())],
+    }
 }
 
 fn captured_names(c: &Cond) -> Vec<FieldKey> {
@@ -208,12 +293,12 @@ impl Filter {
         }
         let mut preds = Vec::with_capacity(groups.len());
         let mut keyed: Vec<(Option<Source>, Vec<IndexKey>, &Cond)> = Vec::new();
-        let mut sharing: HashMap<(Field, Value), u32> = HashMap::new();
+        let mut sharing: HashMap<(Field, Wants), u32> = HashMap::new();
         for (cond, _) in &groups {
             let keys = index_keys(cond);
-            for (_, f, vs) in &keys {
-                for v in vs {
-                    *sharing.entry((*f, v.clone())).or_default() += 1;
+            for (_, f, wants) in &keys {
+                for k in sharing_keys(*f, wants) {
+                    *sharing.entry(k).or_default() += 1;
                 }
             }
             keyed.push((pinned_source(cond), keys, cond));
@@ -222,12 +307,16 @@ impl Filter {
         let owners = groups.into_iter().map(|(_, consumers)| consumers);
         for (idx, ((pinned, keys, cond), consumers)) in keyed.into_iter().zip(owners).enumerate() {
             let idx = idx as u32;
-            let cost = |(_, f, vs): &IndexKey| {
-                let worst = vs
+            // The fewest predicates sharing an entry, then the fewest entries, then an
+            // equality (its table can hold the engine's slot hints).
+            let cost = |(_, f, wants): &IndexKey| {
+                let entries = sharing_keys(*f, wants);
+                let worst = entries
                     .iter()
-                    .map(|v| sharing.get(&(*f, v.clone())).copied().unwrap_or(0))
+                    .map(|k| sharing.get(k).copied().unwrap_or(0))
                     .max();
-                (worst.unwrap_or(u32::MAX), vs.len())
+                let affix = matches!(wants, Wants::Affix { .. });
+                (worst.unwrap_or(u32::MAX), entries.len(), affix)
             };
             let key = keys.into_iter().min_by_key(cost);
             let keep: Vec<Cond> = conjuncts(cond)
@@ -247,20 +336,51 @@ impl Filter {
                 1 => keep.into_iter().next().unwrap_or(Cond::True),
                 _ => Cond::And(keep),
             };
-            let key = key.map(|(_, f, vs)| (f, vs));
+            let key = key.map(|(_, f, wants)| (f, wants));
+            let values = match &key {
+                Some((f, Wants::OneOf(vs))) => Some((*f, vs.len())),
+                _ => None,
+            };
             preds.push(Pred {
                 consumers,
                 residual,
-                key_field: key.as_ref().map(|(f, _)| *f),
-                key_values: key.as_ref().map_or(0, |(_, vs)| vs.len()),
+                key_field: values.map(|(f, _)| f),
+                key_values: values.map_or(0, |(_, n)| n),
             });
             for src in [Source::Syslog, Source::Flow] {
                 if pinned.is_some_and(|p| p != src) {
                     continue;
                 }
                 let si = &mut sources[source_slot(src)];
+                let entry = Entry {
+                    pred: idx,
+                    hint: NO_HINT,
+                };
                 match &key {
-                    Some((field, values)) if field.available_in(src) => {
+                    Some((field, Wants::Affix { suffix, text })) if field.available_in(src) => {
+                        let (suffix, len) = (*suffix, text.len());
+                        let table =
+                            match si.affixes.iter().position(|t| {
+                                t.field == *field && t.suffix == suffix && t.len == len
+                            }) {
+                                Some(p) => &mut si.affixes[p].map,
+                                None => {
+                                    si.affixes.push(AffixTable {
+                                        field: *field,
+                                        suffix,
+                                        len,
+                                        map: AffixMap::default(),
+                                    });
+                                    let last = si.affixes.len() - 1;
+                                    &mut si.affixes[last].map
+                                }
+                            };
+                        let list = table.entry(text.as_str().into()).or_default();
+                        if list.last().is_none_or(|e| e.pred != idx) {
+                            list.push(entry);
+                        }
+                    }
+                    Some((field, Wants::OneOf(values))) if field.available_in(src) => {
                         let table = match si.by_field.iter_mut().position(|(f, _)| f == field) {
                             Some(p) => &mut si.by_field[p].1,
                             None => {
@@ -268,10 +388,6 @@ impl Filter {
                                 let last = si.by_field.len() - 1;
                                 &mut si.by_field[last].1
                             }
-                        };
-                        let entry = Entry {
-                            pred: idx,
-                            hint: NO_HINT,
                         };
                         for v in values {
                             match table.entry(v.clone()) {
@@ -316,6 +432,15 @@ impl Filter {
                 && let Some(list) = table.get(v)
             {
                 out.extend(list.iter().map(|e| (e.pred, e.hint)));
+                lists += 1;
+            }
+        }
+        for t in &si.affixes {
+            if let Some(v) = ev.get(t.field).and_then(Value::as_str)
+                && let Some(k) = t.key(v)
+                && let Some(list) = t.map.get(k)
+            {
+                out.extend(list.iter().map(|e| (e.pred, NO_HINT)));
                 lists += 1;
             }
         }

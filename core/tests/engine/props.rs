@@ -585,6 +585,78 @@ pattern = "or(f, g, s)"
     }
 }
 
+/// Predicates that share an equality (`app == "hb"`) but not their `ends_with`/`starts_with`
+/// test are filed by prefix or suffix: an event is a candidate of the one it can satisfy, and
+/// the index agrees with the full conditions, cut characters and short values included.
+#[test]
+fn filter_files_predicates_by_prefix_and_suffix() {
+    use cepheus_core::engine::filter::Filter;
+    let mut text = String::new();
+    for i in 0..50 {
+        text.push_str(&format!(
+            "[[rule]]\nname = \"hb-{i:02}\"\nseverity = \"low\"\nevents.hb = 'syslog and app == \"hb\" and host ends_with \"-{i:02}\"'\npattern = \"hb\"\n"
+        ));
+    }
+    for (i, cond) in [
+        r#"syslog and app == "hb" and host starts_with "dbé""#,
+        r#"syslog and app == "hb" and host starts_with "db" and msg ends_with "é""#,
+        r#"syslog and host ends_with "é""#,
+        r#"syslog and app == "hb" and not (host ends_with "-07")"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        text.push_str(&format!(
+            "[[rule]]\nname = \"x{i}\"\nseverity = \"low\"\nevents.a = '{cond}'\npattern = \"a\"\n"
+        ));
+    }
+    let rules = cepheus_core::rules::compile_str("f.toml", &text)
+        .rules
+        .unwrap();
+    let filter = Filter::new(&rules, true);
+    let mut events = Vec::new();
+    for host in [
+        "web-07", "db-07", "-07", "07", "dbé-1", "db", "é", "xé", "d", "web-99",
+    ] {
+        for (app, msg) in [("hb", "alive"), ("hb", "café"), ("cron", "é")] {
+            let t = Timestamp::from_secs(0);
+            events.push(
+                Event::new(Source::Syslog, t, t)
+                    .with(Field::App, Value::str(app))
+                    .with(Field::Host, Value::str(host))
+                    .with(Field::Msg, Value::str(msg)),
+            );
+        }
+    }
+    for ev in &events {
+        let mut cands = Vec::new();
+        filter.candidates_hinted(ev, &mut cands);
+        let cands: Vec<u32> = cands.iter().map(|(p, _)| *p).collect();
+        assert!(cands.is_sorted(), "candidates in ascending order");
+        for (idx, p) in filter.preds.iter().enumerate() {
+            let via_index =
+                cands.contains(&(idx as u32)) && filter.eval(idx as u32, ev, &mut Vec::new());
+            for &(r, d) in &p.consumers {
+                let cond = &rules.rules[r as usize].events[d as usize].cond;
+                assert_eq!(cond.eval(ev, &mut Vec::new()), via_index, "{idx} on {ev:?}");
+            }
+        }
+    }
+    // `web-07`, app hb: of the 50 host rules only `-07` is a candidate (and the `not`, which
+    // has no index key beyond the shared app).
+    let ev = &events[0];
+    let mut cands = Vec::new();
+    filter.candidates_hinted(ev, &mut cands);
+    let names: Vec<&str> = cands
+        .iter()
+        .map(|(p, _)| {
+            let (r, _) = filter.preds[*p as usize].consumers[0];
+            rules.rules[r as usize].name.as_str()
+        })
+        .collect();
+    assert_eq!(names, ["hb-07", "x3"], "{names:?}");
+}
+
 /// A rule drawn from a small pool, so that rule sets overlap on purpose: identical rules under
 /// other names (shared state), and the same events in different patterns (shared predicates).
 fn pool_rule(i: usize, pick: u8, window: u8, grouped: bool) -> R {
