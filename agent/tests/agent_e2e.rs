@@ -1902,3 +1902,35 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
     assert_eq!(out.status.code(), Some(2));
     drop(agent);
 }
+
+#[test]
+fn alerts_of_rules_changed_or_removed_while_down_are_resolved_at_restart() {
+    let dir = scratch("restart-changed");
+    let two = format!(
+        "{HB_3S}{}",
+        HB_3S.replace("\"hb\"\nseverity", "\"hb-b\"\nseverity")
+    );
+    std::fs::write(dir.join("rules/hb.toml"), &two).unwrap();
+    let mut first = Agent::start(&dir, "checkpoint_every = \"100ms\"\n");
+    heartbeat(first.port, "web1", 1);
+    let a = first.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "firing");
+    let b = first.wait_alert(10, |v| v["rule"] == "hb-b" && v["state"] == "firing");
+    assert!(first.terminate().success(), "{}", first.stderr());
+    // While it is down, `hb` is changed (6 s) and `hb-b` removed.
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S.replace("for 3s", "for 6s")).unwrap();
+    let second = Agent::start(&dir, "checkpoint_every = \"100ms\"\n");
+    let ra = second.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
+    let rb = second.wait_alert(10, |v| v["rule"] == "hb-b" && v["state"] == "resolved");
+    assert_eq!(
+        (&ra["id"], &ra["reason"]),
+        (&a["id"], &"rule_changed".into())
+    );
+    assert_eq!(
+        (&rb["id"], &rb["reason"]),
+        (&b["id"], &"rule_removed".into())
+    );
+    assert_eq!(ra["group"], a["group"]);
+    // Nothing of theirs is left firing in the store.
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+}

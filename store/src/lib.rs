@@ -47,6 +47,28 @@ pub enum StoreError {
 /// The store's format, kept in the store: a later format refuses an earlier one explicitly.
 const FORMAT: u32 = 1;
 
+/// An alert change to record: its identity (id and state) and its JSON text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The alert's id.
+    pub id: u64,
+    /// The state it enters.
+    pub state: AlertState,
+    /// The alert change, as the one JSON object of DESIGN.md ("Alerts").
+    pub json: String,
+}
+
+impl Change {
+    /// An engine's alert change, rendered.
+    pub fn of(a: &Alert) -> Change {
+        Change {
+            id: a.id().0,
+            state: a.state,
+            json: a.to_json().to_string(),
+        }
+    }
+}
+
 /// One alert change as stored: its position in the order of recording and its JSON text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredAlert {
@@ -194,15 +216,22 @@ impl Store {
     /// whose id and state were recorded before (by this run or an earlier one) is not kept
     /// again. Durable on return.
     pub fn record(&self, alerts: &[Alert]) -> Result<Vec<bool>, StoreError> {
-        if alerts.is_empty() {
+        let changes: Vec<Change> = alerts.iter().map(Change::of).collect();
+        self.record_changes(&changes)
+    }
+
+    /// [`Store::record`] for changes already rendered (the agent renders each alert once,
+    /// for the store and its outputs, and makes some changes itself from kept ones).
+    pub fn record_changes(&self, changes: &[Change]) -> Result<Vec<bool>, StoreError> {
+        if changes.is_empty() {
             return Ok(Vec::new());
         }
-        let rows: Vec<([u8; 9], Vec<u8>)> = alerts
+        let rows: Vec<([u8; 9], Vec<u8>)> = changes
             .iter()
-            .map(|a| {
-                let key = seen_key(a.id().0, a.state);
+            .map(|c| {
+                let key = seen_key(c.id, c.state);
                 let mut v = key.to_vec();
-                v.extend_from_slice(a.to_json().to_string().as_bytes());
+                v.extend_from_slice(c.json.as_bytes());
                 (key, v)
             })
             .collect();

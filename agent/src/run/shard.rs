@@ -240,8 +240,22 @@ impl Shard {
         let built = match self.resume.take() {
             // The state an earlier run saved: its groups, deadlines and partial matches go
             // on (deadlines passed meanwhile fire now, with reason `outage`).
-            Some(cp) => Engine::restore(rules, plan.shard_config(self.id), cp, true)
-                .inspect(|_| tracing::info!(shard = self.id, "continuing from the saved state"))
+            Some(cp) => Engine::restore_retiring(rules, plan.shard_config(self.id), cp, true)
+                .map(|(e, retired)| {
+                    tracing::info!(shard = self.id, "continuing from the saved state");
+                    // Rules removed or changed while the agent was down: their kept alerts
+                    // are resolved before anything this engine says.
+                    if !retired.is_empty() {
+                        let msg = super::sink::Retire {
+                            rules: retired,
+                            time: wall_clock(),
+                        };
+                        if let Err(err) = self.sink.try_send(msg) {
+                            tracing::warn!(shard = self.id, error = %err, "alert sink full: the alerts of changed rules stay firing");
+                        }
+                    }
+                    e
+                })
                 .or_else(|err| {
                     tracing::warn!(shard = self.id, error = %err, "cannot continue from the saved state; starting afresh");
                     Engine::new(rules, plan.shard_config(self.id))

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use actix::prelude::*;
 use cepheus_core::alert::Alert;
-use cepheus_store::{SavedShard, Store};
+use cepheus_core::alert::{AlertState, Reason};
+use cepheus_core::time::Timestamp;
+use cepheus_store::{Change, SavedShard, Store};
 
 use super::counters::{LogLimit, SinkCounters, bump};
 
@@ -26,6 +28,18 @@ pub struct Alerts(pub Vec<Alert>);
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SaveCheckpoint(pub SavedShard);
+
+/// A restarted shard's engine no longer runs these rules as they were when its state was
+/// saved (removed, or changed while the agent was down): their alerts still firing in the
+/// store are resolved at `time`, with the reason, as a reload resolves them.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Retire {
+    /// The rules, and why.
+    pub rules: Vec<(String, Reason)>,
+    /// When (the restart).
+    pub time: Timestamp,
+}
 
 /// Write out everything received so far (shutdown).
 #[derive(Message)]
@@ -85,25 +99,26 @@ impl AlertSink {
         }
     }
 
-    /// One batch from a shard: counted, kept, and what is new written out.
+    /// One batch from a shard: counted, rendered (once), kept, and what is new written out.
     fn take(&mut self, alerts: Vec<Alert>) {
         self.counters
             .alerts
             .fetch_add(alerts.len() as u64, Ordering::Relaxed);
-        let fresh = self.keep(alerts);
+        let changes: Vec<Change> = alerts.iter().map(Change::of).collect();
+        let fresh = self.keep(changes);
         self.write(&fresh);
     }
 
     /// Keeps a batch in the store; returns the changes it did not have before (all of them
     /// when it cannot be written: shown unkept rather than lost).
-    fn keep(&mut self, alerts: Vec<Alert>) -> Vec<Alert> {
+    fn keep(&mut self, alerts: Vec<Change>) -> Vec<Change> {
         let Some(store) = &self.store else {
             return alerts;
         };
-        match store.record(&alerts) {
+        match store.record_changes(&alerts) {
             Ok(fresh) => {
                 let before = alerts.len();
-                let kept: Vec<Alert> = alerts
+                let kept: Vec<Change> = alerts
                     .into_iter()
                     .zip(fresh)
                     .filter_map(|(a, new)| new.then_some(a))
@@ -123,7 +138,7 @@ impl AlertSink {
 
     /// Writes one batch; what cannot be written is counted as `alerts_unwritten` and logged
     /// at most once a minute.
-    fn write(&mut self, alerts: &[Alert]) {
+    fn write(&mut self, alerts: &[Change]) {
         let Some(out) = self.out.as_mut() else {
             return;
         };
@@ -140,7 +155,11 @@ impl AlertSink {
                 .iter()
                 .take(if failure.is_some() { 0 } else { alerts.len() })
             {
-                if let Err(e) = writeln!(out, "{}", a.to_json()) {
+                // One write per line: a failure cuts at most this line.
+                let mut line = Vec::with_capacity(a.json.len() + 1);
+                line.extend_from_slice(a.json.as_bytes());
+                line.push(b'\n');
+                if let Err(e) = out.write_all(&line) {
                     failure = Some(e);
                     break;
                 }
@@ -200,6 +219,55 @@ impl Handler<Alerts> for AlertSink {
     fn handle(&mut self, msg: Alerts, _: &mut Self::Context) {
         self.take(msg.0);
     }
+}
+
+impl Handler<Retire> for AlertSink {
+    type Result = ();
+
+    fn handle(&mut self, msg: Retire, _: &mut Self::Context) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let firing = match store.firing() {
+            Ok(f) => f,
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                tracing::error!(error = %e, "cannot read the firing alerts of changed or removed rules: they stay firing");
+                return;
+            }
+        };
+        let changes: Vec<Change> = firing
+            .iter()
+            .filter_map(|f| retired_change(&f.json, &msg.rules, msg.time))
+            .collect();
+        if changes.is_empty() {
+            return;
+        }
+        tracing::info!(
+            alerts = changes.len(),
+            "resolving the alerts of rules changed or removed while the agent was down"
+        );
+        let fresh = self.keep(changes);
+        self.write(&fresh);
+    }
+}
+
+/// The `resolved` change of a kept firing alert whose rule is among `rules`: the firing's
+/// object, in state `resolved` at `time`, with the rule's reason.
+fn retired_change(firing: &str, rules: &[(String, Reason)], time: Timestamp) -> Option<Change> {
+    let mut v: serde_json::Value = serde_json::from_str(firing).ok()?;
+    let rule = v.get("rule")?.as_str()?;
+    let reason = rules.iter().find(|(r, _)| r == rule)?.1;
+    let id: cepheus_core::alert::AlertId = v.get("id")?.as_str()?.parse().ok()?;
+    let o = v.as_object_mut()?;
+    o.insert("state".into(), AlertState::Resolved.name().into());
+    o.insert("time".into(), time.to_rfc3339().into());
+    o.insert("reason".into(), reason.name().into());
+    Some(Change {
+        id: id.0,
+        state: AlertState::Resolved,
+        json: v.to_string(),
+    })
 }
 
 impl Handler<SaveCheckpoint> for AlertSink {

@@ -2368,6 +2368,44 @@ impl Engine {
         Engine::restore_marking(rules, cfg, cp, outage).map(|(e, _)| e)
     }
 
+    /// [`Engine::restore`], also naming the rules of the checkpoint whose state does not go
+    /// on (removed, renamed, or changed: `rule_changed` when a rule of that name runs now,
+    /// else `rule_removed`). A reload resolves their open alerts; after a restart that is the
+    /// caller's to do, from the alerts it kept, since the checkpoint holds no rule to render
+    /// them with.
+    pub fn restore_retiring(
+        rules: &RuleSet,
+        cfg: EngineConfig,
+        cp: Checkpoint,
+        outage: bool,
+    ) -> Result<(Engine, Vec<(String, Reason)>), EngineError> {
+        let saved: Vec<Vec<String>> = cp
+            .rules
+            .iter()
+            .map(|rc| rc.served().map(String::from).collect())
+            .collect();
+        let (e, source) = Engine::restore_marking(rules, cfg, cp, outage)?;
+        let running: std::collections::HashSet<&str> =
+            rules.rules.iter().map(|r| r.name.as_str()).collect();
+        let mut retired = Vec::new();
+        for (i, names) in saved.iter().enumerate() {
+            for name in names {
+                let goes_on = source.iter().enumerate().any(|(ri, s)| {
+                    *s == Some(i) && e.rts[ri].members.iter().any(|m| &m.rule.name == name)
+                });
+                if !goes_on {
+                    let reason = if running.contains(name.as_str()) {
+                        Reason::RuleChanged
+                    } else {
+                        Reason::RuleRemoved
+                    };
+                    retired.push((name.clone(), reason));
+                }
+            }
+        }
+        Ok((e, retired))
+    }
+
     /// [`Engine::restore`], with the saved rule state each new one took (its index in the
     /// checkpoint's `rules`), if any.
     fn restore_marking(

@@ -1,7 +1,7 @@
 //! Properties: event-time reordering invariance, determinism, checkpoint/restore equivalence,
 //! and state kept across a reload.
 
-use cepheus_core::alert::Alert;
+use cepheus_core::alert::{Alert, Reason};
 use cepheus_core::engine::{Checkpoint, Engine, EngineConfig};
 use cepheus_core::event::{Event, Field, Source, Value};
 use cepheus_core::rules::ir::RuleSet;
@@ -468,6 +468,42 @@ fn reload_with_another_expect_list_keeps_the_groups() {
         .map(|a| a.id().to_string())
         .collect();
     assert_eq!(ids[0], ids[1], "the alert resolved is the one that fired");
+}
+
+/// A restart with other rules: the rules whose state does not go on are named, changed
+/// (still running under that name) or removed, as a reload would resolve their alerts.
+#[test]
+fn restore_names_the_rules_whose_state_does_not_go_on() {
+    let before = set(vec![
+        rule("kept", &["hb"], absent(ev(0), Some(60))),
+        rule("twin", &["hb"], absent(ev(0), Some(60))),
+        rule("edited", &["a", "b"], seq(vec![ev(0), ev(1)])),
+        rule("dropped", &["c"], absent(ev(0), Some(30))),
+        rule("renamed", &["d"], absent(ev(0), Some(30))),
+    ]);
+    let mut e = Engine::new(&before, EngineConfig::default()).unwrap();
+    run_on(&mut e, parse_script("hb:h@0 a:h@1"), &mut Vec::new());
+    let cp = e.checkpoint();
+    let after = set(vec![
+        rule("kept", &["hb"], absent(ev(0), Some(60))),
+        // The twin changed meaning: it leaves the state it shared with `kept`.
+        rule("twin", &["hb"], absent(ev(0), Some(90))),
+        rule("edited", &["a", "b"], seq(vec![ev(1), ev(0)])),
+        rule("renamed-now", &["d"], absent(ev(0), Some(30))),
+        rule("added", &["e"], absent(ev(0), Some(30))),
+    ]);
+    let (_, mut retired) =
+        Engine::restore_retiring(&after, EngineConfig::default(), cp, true).unwrap();
+    retired.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        retired,
+        [
+            ("dropped".to_string(), Reason::RuleRemoved),
+            ("edited".to_string(), Reason::RuleChanged),
+            ("renamed".to_string(), Reason::RuleRemoved),
+            ("twin".to_string(), Reason::RuleChanged),
+        ]
+    );
 }
 
 #[test]
