@@ -10,9 +10,13 @@ use crate::api_client::{Answer, Client};
 /// Arguments of `cepheus alerts`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Exit status: 0 when the agent answered (even with no alert), 2 when it cannot be reached or keeps no store."
+    args_conflicts_with_subcommands = true,
+    after_help = "Exit status: 0 when the agent answered (even with no alert), 1 when `ack` names no firing alert, 2 when the agent cannot be reached or keeps no store."
 )]
 pub struct AlertsArgs {
+    /// `ack ID`: acknowledge an alert.
+    #[command(subcommand)]
+    pub command: Option<AlertsCommand>,
     /// The last N alert changes (firing, resolved, retracted), oldest first, instead of the
     /// alerts firing now.
     #[arg(long, value_name = "N")]
@@ -27,8 +31,28 @@ pub struct AlertsArgs {
     pub config: Option<PathBuf>,
 }
 
+/// `cepheus alerts ...`.
+#[derive(clap::Subcommand, Debug)]
+pub enum AlertsCommand {
+    /// Acknowledge a firing alert: it stays firing and still resolves; listings show who
+    /// acknowledged it and when (`ack`), and so does its resolve.
+    Ack {
+        /// The alert's id (16 hex digits, as `cepheus alerts` shows with `--json`).
+        id: String,
+        /// Who acknowledges it. Default: the user running the command.
+        #[arg(long, value_name = "NAME")]
+        by: Option<String>,
+        /// The agent's configuration file (for `api.listen` and `api.token_file`).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
+}
+
 /// Runs `cepheus alerts`.
 pub fn run(args: AlertsArgs) -> ExitCode {
+    if let Some(AlertsCommand::Ack { id, by, config }) = &args.command {
+        return ack(id, by.as_deref(), config.as_ref());
+    }
     match fetch(&args) {
         Ok(list) => {
             let mut out = std::io::stdout().lock();
@@ -61,6 +85,36 @@ pub fn run(args: AlertsArgs) -> ExitCode {
     }
 }
 
+/// `cepheus alerts ack`.
+fn ack(id: &str, by: Option<&str>, config: Option<&PathBuf>) -> ExitCode {
+    let by = by
+        .map(String::from)
+        .or_else(|| std::env::var("USER").ok())
+        .unwrap_or_default();
+    let sent = Client::new(config)
+        .and_then(|c| c.post_json("/alerts/ack", serde_json::json!({ "id": id, "by": by })));
+    match sent {
+        Ok(Answer::Ok(_)) => {
+            println!("acknowledged alert {id}");
+            ExitCode::SUCCESS
+        }
+        Ok(Answer::Status(_, resp)) => {
+            let said: serde_json::Value = resp.into_json().unwrap_or_default();
+            match said["error"].as_str() {
+                Some(e) => eprintln!("error: {e}"),
+                None => eprintln!(
+                    "error: the agent has no alerts to acknowledge (an agent older than its store?)"
+                ),
+            }
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn fetch(args: &AlertsArgs) -> anyhow::Result<Vec<serde_json::Value>> {
     let client = Client::new(args.config.as_ref())?;
     let path = match args.recent {
@@ -76,7 +130,8 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<Vec<serde_json::Value>> {
     }
 }
 
-/// One line per alert: time, (state,) severity, rule, group, message; columns aligned.
+/// One line per alert: id, time, (state,) severity, rule, group, message (with its reason
+/// and who acknowledged it); columns aligned.
 fn write_table(
     out: &mut impl Write,
     list: &[serde_json::Value],
@@ -98,7 +153,7 @@ fn write_table(
                         .join(",")
                 })
                 .unwrap_or_default();
-            let mut row = vec![text(a, "time")];
+            let mut row = vec![text(a, "id"), text(a, "time")];
             if with_state {
                 row.push(text(a, "state"));
             }
@@ -107,11 +162,14 @@ fn write_table(
             if let Some(r) = a["reason"].as_str() {
                 message.push_str(&format!(" ({r})"));
             }
+            if let Some(by) = a["ack"]["by"].as_str() {
+                message.push_str(&format!(" [acked by {by}]"));
+            }
             row.push(message);
             row
         })
         .collect();
-    let mut header = vec!["TIME"];
+    let mut header = vec!["ID", "TIME"];
     if with_state {
         header.push("STATE");
     }
@@ -153,17 +211,17 @@ mod tests {
     #[test]
     fn the_table_aligns_columns_and_names_the_reason() {
         let list: Vec<serde_json::Value> = vec![
-            serde_json::json!({"time": "2026-12-03T05:00:00Z", "state": "firing", "severity": "critical", "rule": "hb", "group": {"host": "web1"}, "message": "no heartbeat from web1", "reason": "outage"}),
-            serde_json::json!({"time": "2026-12-03T05:00:01Z", "state": "resolved", "severity": "high", "rule": "ssh-bruteforce", "group": {"src": "10.0.0.1", "port": 22}, "message": "m"}),
+            serde_json::json!({"id": "00000000000000a1", "time": "2026-12-03T05:00:00Z", "state": "firing", "severity": "critical", "rule": "hb", "group": {"host": "web1"}, "message": "no heartbeat from web1", "reason": "outage", "ack": {"by": "bob", "time": "2026-12-03T05:00:02Z"}}),
+            serde_json::json!({"id": "00000000000000b2", "time": "2026-12-03T05:00:01Z", "state": "resolved", "severity": "high", "rule": "ssh-bruteforce", "group": {"src": "10.0.0.1", "port": 22}, "message": "m"}),
         ];
         let mut out = Vec::new();
         write_table(&mut out, &list, true).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
-            "TIME                  STATE     SEVERITY  RULE            GROUP                 MESSAGE\n\
-             2026-12-03T05:00:00Z  firing    critical  hb              host=web1             no heartbeat from web1 (outage)\n\
-             2026-12-03T05:00:01Z  resolved  high      ssh-bruteforce  port=22,src=10.0.0.1  m\n"
+            "ID                TIME                  STATE     SEVERITY  RULE            GROUP                 MESSAGE\n\
+             00000000000000a1  2026-12-03T05:00:00Z  firing    critical  hb              host=web1             no heartbeat from web1 (outage) [acked by bob]\n\
+             00000000000000b2  2026-12-03T05:00:01Z  resolved  high      ssh-bruteforce  port=22,src=10.0.0.1  m\n"
         );
         let mut out = Vec::new();
         write_table(&mut out, &[], false).unwrap();

@@ -1869,12 +1869,12 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(firing, [fired], "{out}");
+    assert_eq!(firing, [fired.clone()], "{out}");
     // As a table: a header, then one line.
     let (_, out, _) = alerts_cmd(&dir, &[]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
-    assert!(lines[0].starts_with("TIME") && lines[0].contains("RULE"));
+    assert!(lines[0].starts_with("ID") && lines[0].contains("RULE"));
     assert!(
         lines[1].contains("critical") && lines[1].contains("host=web2"),
         "{out}"
@@ -1893,6 +1893,29 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
     assert_eq!(states, ["firing", "firing", "resolved"], "{out}");
     let (_, out, _) = alerts_cmd(&dir, &["--recent", "1", "--json"]);
     assert_eq!(out.lines().count(), 1);
+    // Acknowledged by alice: still firing, listed with its ack; the resolved one cannot be.
+    let id = fired["id"].as_str().unwrap();
+    let (code, out, err) = alerts_cmd(&dir, &["ack", id, "--by", "alice"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let (_, out, _) = alerts_cmd(&dir, &["--json"]);
+    let listed: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(listed["ack"]["by"], "alice", "{out}");
+    assert_eq!(listed["state"], "firing");
+    let (_, out, _) = alerts_cmd(&dir, &[]);
+    assert!(
+        out.contains(id) && out.contains("[acked by alice]"),
+        "{out}"
+    );
+    let web1 = agent.wait_alert(1, |v| v["state"] == "resolved");
+    let (code, _, err) = alerts_cmd(&dir, &["ack", web1["id"].as_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("is firing"), "{err}");
+    // Its resolve carries the ack, on stdout as in the store.
+    heartbeat(agent.port, "web2", 2);
+    let resolved = agent.wait_alert(10, |v| {
+        v["state"] == "resolved" && v["group"]["host"] == "web2"
+    });
+    assert_eq!(resolved["ack"]["by"], "alice", "{resolved}");
     // Without the configuration, the token is missing: said, exit 2.
     let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
         .args(["alerts"])

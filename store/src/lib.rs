@@ -101,6 +101,9 @@ pub struct Store {
     /// id (8 bytes BE) -> seq (u64 BE) + JSON of its firing: the alerts firing now (not yet
     /// resolved or retracted), whatever the pruning of changes.
     open: sled::Tree,
+    /// id (8 bytes BE) -> JSON `{"by": ..., "time": ...}`: who acknowledged a firing alert,
+    /// and when (dropped when it ends: its resolve carries it).
+    acks: sled::Tree,
     /// shard (u32 BE) -> shards (u32 BE) + checkpoint.
     checkpoints: sled::Tree,
     /// Alert changes beyond this many are pruned, oldest first; firing alerts too.
@@ -195,6 +198,7 @@ impl Store {
             alerts,
             seen: db.open_tree("seen").map_err(io)?,
             open,
+            acks: db.open_tree("acks").map_err(io)?,
             checkpoints: db.open_tree("checkpoints").map_err(io)?,
             db,
             max_alerts: max_alerts.max(1),
@@ -216,15 +220,23 @@ impl Store {
     /// whose id and state were recorded before (by this run or an earlier one) is not kept
     /// again. Durable on return.
     pub fn record(&self, alerts: &[Alert]) -> Result<Vec<bool>, StoreError> {
-        let changes: Vec<Change> = alerts.iter().map(Change::of).collect();
-        self.record_changes(&changes)
+        let mut changes: Vec<Change> = alerts.iter().map(Change::of).collect();
+        self.record_changes(&mut changes)
     }
 
     /// [`Store::record`] for changes already rendered (the agent renders each alert once,
-    /// for the store and its outputs, and makes some changes itself from kept ones).
-    pub fn record_changes(&self, changes: &[Change]) -> Result<Vec<bool>, StoreError> {
+    /// for the store and its outputs, and makes some changes itself from kept ones). The
+    /// resolve (or retract) of an acknowledged alert gains its `ack`, here and as kept.
+    pub fn record_changes(&self, changes: &mut [Change]) -> Result<Vec<bool>, StoreError> {
         if changes.is_empty() {
             return Ok(Vec::new());
+        }
+        for c in changes.iter_mut() {
+            if c.state != AlertState::Firing
+                && let Some(ack) = self.acks.get(c.id.to_be_bytes()).map_err(|e| self.io(e))?
+            {
+                c.json = with_ack(&c.json, &ack);
+            }
         }
         let rows: Vec<([u8; 9], Vec<u8>)> = changes
             .iter()
@@ -284,6 +296,7 @@ impl Store {
                 }
                 if let Some(seq) = o.closed {
                     held.firing.remove(&seq);
+                    self.acks.remove(&key.0[..8]).map_err(|e| self.io(e))?;
                 }
             }
         }
@@ -322,6 +335,7 @@ impl Store {
                 break;
             };
             self.open.remove(id).map_err(|e| self.io(e))?;
+            self.acks.remove(id).map_err(|e| self.io(e))?;
             // Its change is gone already unless it is among the newest.
             if self
                 .alerts
@@ -374,13 +388,34 @@ impl Store {
                     what: format!("open alert {:?}", k.as_ref()),
                 });
             };
-            out.push(StoredAlert {
-                seq,
-                json: json.to_string(),
-            });
+            let json = match self.acks.get(&k).map_err(|e| self.io(e))? {
+                Some(ack) => with_ack(json, &ack),
+                None => json.to_string(),
+            };
+            out.push(StoredAlert { seq, json });
         }
         out.sort_by_key(|a| a.seq);
         Ok(out)
+    }
+
+    /// Acknowledges the firing alert `id`: `by` (who) at `time` (RFC 3339). It stays firing
+    /// and still resolves; listings show `ack`, and its resolve carries it. `false` when no
+    /// such alert is firing. Durable on return.
+    pub fn ack(&self, id: u64, by: &str, time: &str) -> Result<bool, StoreError> {
+        if self
+            .open
+            .get(id.to_be_bytes())
+            .map_err(|e| self.io(e))?
+            .is_none()
+        {
+            return Ok(false);
+        }
+        let ack = serde_json::json!({ "by": by, "time": time }).to_string();
+        self.acks
+            .insert(id.to_be_bytes(), ack.as_bytes())
+            .map_err(|e| self.io(e))?;
+        self.db.flush().map_err(|e| self.io(e))?;
+        Ok(true)
     }
 
     /// How many alert changes the store holds, and how many alerts are firing.
@@ -445,6 +480,24 @@ impl Store {
     /// The store's folder.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// `json` (an alert object) with `ack` set to the stored `ack` object (unchanged when either
+/// is not what it should be).
+fn with_ack(json: &str, ack: &[u8]) -> String {
+    let parsed = serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .zip(serde_json::from_slice::<serde_json::Value>(ack).ok());
+    match parsed {
+        Some((mut v, ack)) => match v.as_object_mut() {
+            Some(o) => {
+                o.insert("ack".into(), ack);
+                v.to_string()
+            }
+            None => json.to_string(),
+        },
+        None => json.to_string(),
     }
 }
 
@@ -561,6 +614,34 @@ pattern = "absent(hb) for 10s"
         assert_eq!(s.record(&alerts[3..]).unwrap(), [true]);
         assert!(s.firing().unwrap().is_empty());
         assert_eq!(s.counts(), (2, 0));
+    }
+
+    #[test]
+    fn an_acknowledged_alert_still_resolves_and_its_resolve_says_who_acked() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = heartbeat_alerts();
+        let s = Store::open(dir.path(), 10).unwrap();
+        let id = alerts[0].id().0;
+        assert!(
+            !s.ack(id, "alice", "2026-12-03T05:00:00Z").unwrap(),
+            "not firing yet"
+        );
+        s.record(&alerts[..1]).unwrap();
+        assert!(s.ack(id, "alice", "2026-12-03T05:00:00Z").unwrap());
+        let firing: serde_json::Value = serde_json::from_str(&s.firing().unwrap()[0].json).unwrap();
+        assert_eq!(firing["ack"]["by"], "alice");
+        assert_eq!(firing["state"], "firing");
+        let mut resolve = vec![Change::of(&alerts[1])];
+        assert_eq!(s.record_changes(&mut resolve).unwrap(), [true]);
+        let kept: serde_json::Value = serde_json::from_str(&s.recent(1).unwrap()[0].json).unwrap();
+        assert_eq!(kept["state"], "resolved");
+        assert_eq!(kept["ack"]["time"], "2026-12-03T05:00:00Z");
+        assert_eq!(resolve[0].json, kept.to_string());
+        assert!(s.firing().unwrap().is_empty());
+        assert!(
+            !s.ack(id, "bob", "2026-12-03T05:01:00Z").unwrap(),
+            "resolved"
+        );
     }
 
     #[test]

@@ -432,23 +432,29 @@ struct ForgetRequest {
 
 /// Retires a group in whichever shard holds it: 200 `{"forgotten": true}`, or 404 when no
 /// shard holds such a group (unknown rule or key).
-async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) -> HttpResponse {
-    // (The token first: a request without it learns nothing, not even the body's shape.)
-    if let Some(refused) = st.refusal(&req) {
-        return refused;
-    }
-    // JSON only: a web page can post text/plain across sites without asking first, but
-    // not application/json (the browser asks, and no route answers its question).
+/// JSON bodies only: a web page can post text/plain across sites without asking first, but
+/// not application/json (the browser asks, and no route answers its question).
+fn json_only(req: &HttpRequest) -> Option<HttpResponse> {
     let json = req
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if !json {
-        return HttpResponse::UnsupportedMediaType()
+    (!json).then(|| {
+        HttpResponse::UnsupportedMediaType()
             .content_type("text/plain")
-            .body("send the body as Content-Type: application/json\n");
+            .body("send the body as Content-Type: application/json\n")
+    })
+}
+
+async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) -> HttpResponse {
+    // (The token first: a request without it learns nothing, not even the body's shape.)
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
+    }
+    if let Some(refused) = json_only(&req) {
+        return refused;
     }
     let body: ForgetRequest = match serde_json::from_slice(&body) {
         Ok(b) => b,
@@ -552,6 +558,66 @@ async fn alerts(
     }
 }
 
+/// `POST /alerts/ack` `{"id": "...", "by": "..."}`: acknowledges a firing alert (it stays
+/// firing and still resolves; listings and its resolve carry `ack`). 404 when no such alert
+/// is firing.
+async fn ack_alert(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) -> HttpResponse {
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
+    }
+    if let Some(refused) = json_only(&req) {
+        return refused;
+    }
+    let body: AckRequest = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return HttpResponse::BadRequest()
+                .content_type("text/plain")
+                .body(format!(
+                    "expected {{\"id\": \"<16 hex digits>\", \"by\": \"...\"}}: {e}\n"
+                ));
+        }
+    };
+    let Ok(id) = body.id.parse::<cepheus_core::alert::AlertId>() else {
+        return HttpResponse::BadRequest()
+            .content_type("text/plain")
+            .body(format!("`{}` is no alert id (16 hex digits)\n", body.id));
+    };
+    let Some(store) = st.store.clone() else {
+        return HttpResponse::NotFound()
+            .content_type("text/plain")
+            .body("this agent keeps no store\n");
+    };
+    let by = if body.by.trim().is_empty() {
+        "api".to_string()
+    } else {
+        body.by.chars().take(200).collect()
+    };
+    let now = crate::flow::live::wall_clock().to_rfc3339();
+    match web::block(move || store.ack(id.0, &by, &now)).await {
+        Ok(Ok(true)) => HttpResponse::Ok().json(serde_json::json!({ "acked": true })),
+        Ok(Ok(false)) => HttpResponse::NotFound().json(serde_json::json!({
+            "acked": false,
+            "error": format!("no alert {} is firing (`cepheus alerts` lists them)", body.id),
+        })),
+        Ok(Err(e)) => HttpResponse::InternalServerError()
+            .content_type("text/plain")
+            .body(format!("{e}\n")),
+        Err(e) => HttpResponse::InternalServerError()
+            .content_type("text/plain")
+            .body(format!("{e}\n")),
+    }
+}
+
+/// `/alerts/ack` body.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AckRequest {
+    id: String,
+    #[serde(default)]
+    by: String,
+}
+
 /// The most changes `/alerts?recent=N` returns.
 pub const MAX_RECENT: usize = 100_000;
 
@@ -579,6 +645,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/stats", web::get().to(stats))
         .route("/metrics", web::get().to(metrics))
         .route("/alerts", web::get().to(alerts))
+        .route("/alerts/ack", web::post().to(ack_alert))
         .route("/groups/forget", web::post().to(forget_group));
 }
 

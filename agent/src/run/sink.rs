@@ -111,11 +111,11 @@ impl AlertSink {
 
     /// Keeps a batch in the store; returns the changes it did not have before (all of them
     /// when it cannot be written: shown unkept rather than lost).
-    fn keep(&mut self, alerts: Vec<Change>) -> Vec<Change> {
+    fn keep(&mut self, mut alerts: Vec<Change>) -> Vec<Change> {
         let Some(store) = &self.store else {
             return alerts;
         };
-        match store.record_changes(&alerts) {
+        match store.record_changes(&mut alerts) {
             Ok(fresh) => {
                 let before = alerts.len();
                 let kept: Vec<Change> = alerts
