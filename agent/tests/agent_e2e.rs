@@ -1869,7 +1869,7 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(firing, [fired.clone()], "{out}");
+    assert_eq!(firing, std::slice::from_ref(&fired), "{out}");
     // As a table: a header, then one line.
     let (_, out, _) = alerts_cmd(&dir, &[]);
     let lines: Vec<&str> = out.lines().collect();
