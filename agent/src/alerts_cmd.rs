@@ -98,8 +98,8 @@ fn ack(id: &str, by: Option<&str>, config: Option<&PathBuf>) -> ExitCode {
             println!("acknowledged alert {id}");
             ExitCode::SUCCESS
         }
-        Ok(Answer::Status(_, resp)) => {
-            let said: serde_json::Value = resp.into_json().unwrap_or_default();
+        Ok(Answer::NotFound(text)) => {
+            let said: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
             match said["error"].as_str() {
                 Some(e) => eprintln!("error: {e}"),
                 None => eprintln!(
@@ -122,10 +122,10 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<Vec<serde_json::Value>> {
         None => "/alerts".to_string(),
     };
     match client.get(&path)? {
-        Answer::Ok(resp) => Ok(resp.into_json()?),
-        Answer::Status(_, resp) => anyhow::bail!(
+        Answer::Ok(text) => Ok(serde_json::from_str(&text)?),
+        Answer::NotFound(text) => anyhow::bail!(
             "the agent has no alerts to give: {} (an agent older than its store?)",
-            resp.into_string().unwrap_or_default().trim()
+            text.trim()
         ),
     }
 }

@@ -1,91 +1,228 @@
 //! The client side of the agent's API, for the commands that act on a running agent
-//! (`cepheus groups forget`, `cepheus alerts`): its address and token come from the same
-//! configuration file `cepheus run` reads.
+//! (`cepheus groups forget`, `cepheus alerts`). Where the agent is comes from the same
+//! configuration file `cepheus run` reads: `--config FILE`, else the packaged
+//! `/etc/cepheus/cepheus.toml` when it can be read, else the built-in defaults. The client
+//! speaks to the agent's Unix socket (`api.socket`) when it can open it (no token needed:
+//! the socket's mode let it in), else to `api.listen` with the token of `api.token_file`.
 
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::run::config::Config;
+
+/// Where the packaged configuration lives.
+pub const PACKAGED_CONFIG: &str = "/etc/cepheus/cepheus.toml";
 
 /// A running agent's API, as a configuration names it.
 pub struct Client {
     base: String,
     listen: String,
     token: Option<String>,
-    /// Whether a configuration file was given (for the hint on a refused token).
-    configured: bool,
+    /// The Unix socket to use instead of `listen`.
+    socket: Option<PathBuf>,
+    /// Which configuration was read (for the hint on a refused token).
+    config: Option<PathBuf>,
 }
 
-/// What a request can come to.
+/// What the agent answered, when it answered something the command handles.
 pub enum Answer {
-    /// 2xx.
-    Ok(ureq::Response),
-    /// The agent answered with this status (after the token check), and this response.
-    Status(u16, ureq::Response),
+    /// 2xx, with the body.
+    Ok(String),
+    /// 404, with the body.
+    NotFound(String),
 }
+
+/// How long a request may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Client {
-    /// The API of the agent configured by `config` (built-in defaults without one).
+    /// The API of the agent configured by `config` (see the module docs without one).
     pub fn new(config: Option<&PathBuf>) -> anyhow::Result<Client> {
-        let cfg = match config {
-            Some(p) => Config::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
-            None => Config::default(),
+        let (cfg, path, strict) = match config {
+            Some(p) => (
+                Config::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
+                Some(p.clone()),
+                true,
+            ),
+            None if std::fs::File::open(PACKAGED_CONFIG).is_ok() => (
+                Config::load(Path::new(PACKAGED_CONFIG)).map_err(|e| anyhow::anyhow!("{e}"))?,
+                Some(PathBuf::from(PACKAGED_CONFIG)),
+                false,
+            ),
+            None => (Config::default(), None, false),
+        };
+        let socket = cfg
+            .api
+            .socket
+            .clone()
+            .filter(|s| std::os::unix::net::UnixStream::connect(s).is_ok());
+        // The token matters only over TCP; a file found by itself that cannot be read is
+        // left out (the agent then says 401, with a hint).
+        let token = match (&socket, strict) {
+            (Some(_), _) => None,
+            (None, true) => cfg.api.token()?,
+            (None, false) => cfg.api.token().ok().flatten(),
         };
         Ok(Client {
             base: format!("http://{}", cfg.api.listen),
             listen: cfg.api.listen.to_string(),
-            token: cfg.api.token()?,
-            configured: config.is_some(),
+            token,
+            socket,
+            config: path,
         })
     }
 
-    fn prepare(&self, req: ureq::Request) -> ureq::Request {
-        let req = req.timeout(Duration::from_secs(10));
-        match &self.token {
-            Some(t) => req.set("Authorization", &format!("Bearer {t}")),
-            None => req,
+    /// Where requests go, for messages.
+    fn target(&self) -> String {
+        match &self.socket {
+            Some(s) => s.display().to_string(),
+            None => self.listen.clone(),
         }
     }
 
     /// `GET path` (with its query).
     pub fn get(&self, path: &str) -> anyhow::Result<Answer> {
-        let req = self.prepare(ureq::get(&format!("{}{path}", self.base)));
-        self.answer(req.call())
+        self.request("GET", path, None)
     }
 
     /// `POST path` with a JSON body.
     pub fn post_json(&self, path: &str, body: serde_json::Value) -> anyhow::Result<Answer> {
-        let req = self.prepare(ureq::post(&format!("{}{path}", self.base)));
-        self.answer(req.send_json(body))
+        self.request("POST", path, Some(body.to_string()))
     }
 
-    /// Statuses the command handles come back as [`Answer::Status`] (404); a refused token,
-    /// other statuses and an unreachable agent are errors that say what to do.
-    fn answer(&self, r: Result<ureq::Response, ureq::Error>) -> anyhow::Result<Answer> {
-        match r {
-            Ok(resp) => Ok(Answer::Ok(resp)),
-            Err(ureq::Error::Status(404, resp)) => Ok(Answer::Status(404, resp)),
-            Err(ureq::Error::Status(code, resp)) => {
-                let text = resp.into_string().unwrap_or_default();
-                let hint = match (code, self.configured) {
-                    (401, false) => {
+    fn request(&self, method: &str, path: &str, body: Option<String>) -> anyhow::Result<Answer> {
+        let sent = match &self.socket {
+            Some(s) => over_socket(s, method, path, body.as_deref()),
+            None => self.over_tcp(method, path, body.as_deref()),
+        };
+        let (status, text) = sent.map_err(|e| {
+            anyhow::anyhow!(
+                "cannot reach the agent's API at {} (is `cepheus run` running with this configuration?): {e}",
+                self.target()
+            )
+        })?;
+        match status {
+            200..=299 => Ok(Answer::Ok(text)),
+            404 => Ok(Answer::NotFound(text)),
+            code => {
+                let hint = match (code, &self.config) {
+                    (401, None) => {
                         " (pass --config with the agent's configuration: its api.token_file is read)"
                     }
-                    (401, true) => {
-                        " (the token in this configuration's api.token_file is not the agent's)"
+                    (401, Some(_)) => {
+                        " (the token in this configuration's api.token_file is not the agent's, or cannot be read by this user)"
                     }
                     _ => "",
                 };
                 anyhow::bail!(
                     "the agent at {} answered {code}: {}{hint}",
-                    self.listen,
+                    self.target(),
                     text.trim()
                 )
             }
-            Err(e) => Err(anyhow::anyhow!(
-                "cannot reach the agent's API at {} (is `cepheus run` running with this configuration?): {e}",
-                self.listen
-            )),
         }
+    }
+
+    fn over_tcp(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> Result<(u16, String), String> {
+        let url = format!("{}{path}", self.base);
+        let mut req = ureq::request(method, &url).timeout(TIMEOUT);
+        if let Some(t) = &self.token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        let r = match body {
+            Some(b) => req.set("Content-Type", "application/json").send_string(b),
+            None => req.call(),
+        };
+        match r {
+            Ok(resp) => {
+                let status = resp.status();
+                Ok((status, resp.into_string().map_err(|e| e.to_string())?))
+            }
+            Err(ureq::Error::Status(code, resp)) => {
+                Ok((code, resp.into_string().unwrap_or_default()))
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// One HTTP/1.1 request over a Unix socket (ureq speaks TCP only; the agent's answers to
+/// these requests are small, whole bodies with a `Content-Length`, and the connection is
+/// closed after each).
+fn over_socket(
+    path: &Path,
+    method: &str,
+    target: &str,
+    body: Option<&str>,
+) -> Result<(u16, String), String> {
+    let mut s = std::os::unix::net::UnixStream::connect(path).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut req = format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
+    if let Some(b) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+            b.len()
+        ));
+    } else {
+        req.push_str("\r\n");
+    }
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+    parse_response(&raw)
+}
+
+/// Status and body of a whole HTTP/1.1 response (`Content-Length` or read to the end).
+fn parse_response(raw: &[u8]) -> Result<(u16, String), String> {
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("a response without its end of headers")?;
+    let head = std::str::from_utf8(&raw[..end]).map_err(|e| e.to_string())?;
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse::<u16>().ok())
+        .ok_or("a response without a status")?;
+    let mut body = &raw[end + 4..];
+    for l in lines {
+        if let Some((k, v)) = l.split_once(':') {
+            let k = k.trim();
+            if k.eq_ignore_ascii_case("content-length")
+                && let Ok(n) = v.trim().parse::<usize>()
+            {
+                body = body.get(..n).ok_or("a response cut short")?;
+            } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                return Err("a chunked response (not expected from the agent)".into());
+            }
+        }
+    }
+    Ok((status, String::from_utf8_lossy(body).into_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn responses_are_read_by_their_length() {
+        let raw = b"HTTP/1.1 404 Not Found\r\ncontent-length: 5\r\ncontent-type: text/plain\r\n\r\nhello, and more";
+        assert_eq!(parse_response(raw).unwrap(), (404, "hello".to_string()));
+        let raw = b"HTTP/1.1 200 OK\r\n\r\n[]\n";
+        assert_eq!(parse_response(raw).unwrap(), (200, "[]\n".to_string()));
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\nshort").is_err());
+        assert!(parse_response(b"garbage").is_err());
     }
 }

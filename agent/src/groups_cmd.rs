@@ -85,6 +85,8 @@ fn forget(args: &ForgetArgs) -> anyhow::Result<Option<serde_json::Value>> {
     let body = serde_json::json!({ "rule": args.rule, "key": args.key });
     match client.post_json("/groups/forget", body)? {
         Answer::Ok(_) => Ok(None),
-        Answer::Status(_, resp) => Ok(Some(resp.into_json().unwrap_or(serde_json::Value::Null))),
+        Answer::NotFound(text) => Ok(Some(
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+        )),
     }
 }

@@ -1957,3 +1957,42 @@ fn alerts_of_rules_changed_or_removed_while_down_are_resolved_at_restart() {
     let (code, out, err) = alerts_cmd(&dir, &["--json"]);
     assert_eq!((code, out.as_str()), (0, ""), "{err}");
 }
+
+#[test]
+fn the_api_answers_on_its_unix_socket_without_the_token() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("api-socket");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    let api = "token_file = \"token\"\nsocket = \"api.sock\"\n";
+    let mut agent = Agent::start_full(&dir, "", api, "");
+    let sock = dir.join("api.sock");
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o660);
+    // Over TCP the token is needed; the client, given the configuration, takes the socket
+    // even when it cannot read the token.
+    assert!(http_get(agent.api, "/stats").is_none());
+    std::fs::write(dir.join("token"), "").unwrap();
+    heartbeat(agent.port, "web1", 1);
+    agent.wait_alert(10, |v| v["state"] == "firing");
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let id = serde_json::from_str::<Value>(out.trim()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, _, err) = alerts_cmd(&dir, &["ack", &id, "--by", "ops"]);
+    assert_eq!(code, 0, "{err}");
+    // A crash leaves the socket file: the next start replaces it.
+    agent.kill9();
+    assert!(sock.exists());
+    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    let mut again = Agent::start_full(&dir, "", api, "");
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"by\":\"ops\""), "{out}");
+    // A clean stop removes it.
+    assert!(again.terminate().success());
+    assert!(!sock.exists());
+}

@@ -22,6 +22,42 @@ use super::counters::{
 };
 use super::shard::{ForgetGroup, GetStats, Shard, ShardStats};
 
+/// Marks the app served on the Unix socket (`api.socket`), whose requests need no token.
+#[derive(Clone, Copy, Debug)]
+pub struct ViaSocket;
+
+/// Binds the API's Unix socket at `path`, mode 0660. A socket file left by an agent that
+/// died is replaced; one an agent answers on, or any other file, is an error.
+pub fn bind_socket(path: &std::path::Path) -> anyhow::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            anyhow::bail!(
+                "api.socket: {} exists and is not a socket (remove it, or name another path)",
+                path.display()
+            );
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            anyhow::bail!(
+                "api.socket: {} is in use (is another `cepheus run` using it?)",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path).map_err(|e| {
+            anyhow::anyhow!(
+                "api.socket: cannot replace the stale {}: {e}",
+                path.display()
+            )
+        })?;
+    }
+    let l = std::os::unix::net::UnixListener::bind(path)
+        .map_err(|e| anyhow::anyhow!("api.socket: cannot bind {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(|e| {
+        anyhow::anyhow!("api.socket: cannot set the mode of {}: {e}", path.display())
+    })?;
+    Ok(l)
+}
+
 /// What the API handlers read.
 pub struct ApiState {
     /// The shards.
@@ -50,6 +86,10 @@ impl ApiState {
     /// this machine, so a web page whose name was made to point at 127.0.0.1 (DNS rebinding)
     /// cannot reach it through a browser. `Some` is the refusal to answer with.
     fn refusal(&self, req: &HttpRequest) -> Option<HttpResponse> {
+        // Through the Unix socket: its file mode let the client in.
+        if req.app_data::<ViaSocket>().is_some() {
+            return None;
+        }
         if self.token.is_none() && !host_is_local(req) {
             return Some(
                 HttpResponse::Forbidden()

@@ -16,7 +16,7 @@ use crate::ingest::syslog::Zone;
 pub const DEFAULT_CONFIG: &str = r#"# cepheus configuration (`cepheus run --config FILE`).
 # Every key is optional; the values below are the built-in defaults. Durations are written
 # like in rule files: "250ms", "2s", "5m", "1h". A relative path written in this file
-# (syslog.files, rules.paths, store.path, api.token_file) is relative to this file's folder,
+# (syslog.files, rules.paths, store.path, api.token_file, api.socket) is relative to this file's folder,
 # as under systemd the working directory is "/"; the defaults are relative to the working
 # directory.
 
@@ -88,14 +88,19 @@ tick = "100ms"
 [api]
 # HTTP API: GET /health (answers while the process lives: liveness only; the watchdog
 # checks the pipeline), /stats (JSON), /metrics (Prometheus; cepheus_rules_reload_refused
-# is 1 while edited rules are refused), POST /groups/forget (what `cepheus groups forget`
-# sends). Loopback by default; without a token, only requests addressed to localhost are
+# is 1 while edited rules are refused), /alerts (what `cepheus alerts` shows), POST
+# /alerts/ack and /groups/forget (what `cepheus alerts ack` and `cepheus groups forget`
+# send). Loopback by default; without a token, only requests addressed to localhost are
 # answered.
 listen = "127.0.0.1:9514"
-# A file holding a token (one line, at least 16 characters). When set, /stats, /metrics and
-# /groups/forget need the header "Authorization: Bearer <token>" (/health stays open for
-# liveness probes). Required when `listen` is not a loopback address.
+# A file holding a token (one line, at least 16 characters). When set, every path but
+# /health needs the header "Authorization: Bearer <token>" (/health stays open for liveness
+# probes). Required when `listen` is not a loopback address.
 # token_file = "/etc/cepheus/api.token"
+# A Unix socket the API answers on too, created at start (mode 0660: the agent's user and
+# group), without the token: who may open the socket may ask. `cepheus alerts` and
+# `cepheus groups` use it when the configuration names one they can open.
+# socket = "/run/cepheus/api.sock"
 
 [output]
 # Alert changes as JSON lines on stdout (the same shape as `cepheus replay`).
@@ -313,6 +318,9 @@ pub struct ApiConfig {
     pub listen: SocketAddr,
     /// File holding the API token; required off loopback.
     pub token_file: Option<PathBuf>,
+    /// A Unix socket the API also answers on, without the token (its file mode, 0660, is the
+    /// access control).
+    pub socket: Option<PathBuf>,
 }
 
 impl ApiConfig {
@@ -340,6 +348,7 @@ impl Default for ApiConfig {
         ApiConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9514)),
             token_file: None,
+            socket: None,
         }
     }
 }
@@ -513,6 +522,9 @@ impl Config {
         self.syslog.files.iter_mut().for_each(at);
         self.rules.paths.iter_mut().for_each(at);
         if let Some(t) = self.api.token_file.as_mut() {
+            at(t);
+        }
+        if let Some(t) = self.api.socket.as_mut() {
             at(t);
         }
         if let Some(p) = self.store.path.as_mut() {

@@ -358,6 +358,12 @@ fn start(
         .collect::<Result<_, _>>()?;
     let api_listener = std::net::TcpListener::bind(cfg.api.listen)
         .map_err(|e| bind_error("api.listen", cfg.api.listen, e))?;
+    let api_socket = cfg
+        .api
+        .socket
+        .as_deref()
+        .map(api::bind_socket)
+        .transpose()?;
     let api_token = cfg.api.token()?;
     let udp_addrs: Vec<SocketAddr> = udp.iter().filter_map(|s| s.local_addr().ok()).collect();
     let zone = cfg
@@ -510,6 +516,7 @@ fn start(
             reload_error: reload_error.clone(),
             store: Some(api_store),
         });
+        let socket_state = api_state.clone();
         let server = actix_web::HttpServer::new(move || {
             actix_web::App::new()
                 .app_data(api_state.clone())
@@ -525,6 +532,30 @@ fn start(
                 tracing::error!(error = %e, "api server stopped");
             }
         });
+        // The same API on the Unix socket, for local clients its mode lets in.
+        let socket_handle = match api_socket {
+            Some(l) => {
+                let server = actix_web::HttpServer::new(move || {
+                    actix_web::App::new()
+                        .app_data(socket_state.clone())
+                        .app_data(api::ViaSocket)
+                        .configure(api::routes)
+                })
+                .workers(1)
+                .disable_signals()
+                .listen_uds(l)?
+                .run();
+                let handle = server.handle();
+                actix::spawn(async move {
+                    if let Err(e) = server.await {
+                        tracing::error!(error = %e, "api socket server stopped");
+                    }
+                });
+                Some(handle)
+            }
+            None => None,
+        };
+        let socket_path = cfg.api.socket.clone();
         actix::spawn(
             Reloader {
                 source,
@@ -564,6 +595,12 @@ fn start(
             let _ = sink.send(Flush).await;
             sink_arbiter.stop();
             let _ = tokio::time::timeout(StdDuration::from_secs(1), server_handle.stop(true)).await;
+            if let Some(h) = socket_handle {
+                let _ = tokio::time::timeout(StdDuration::from_secs(1), h.stop(true)).await;
+            }
+            if let Some(p) = &socket_path {
+                let _ = std::fs::remove_file(p);
+            }
             for a in &arbiters {
                 a.stop();
             }
