@@ -23,5 +23,8 @@ mod flows;
 /// `cepheus run` end to end: logger, reload, duplicates, shards, bad input.
 mod agent_e2e;
 
+/// The systemd unit, packaged configuration and install script.
+mod packaging;
+
 /// A network namespace with a veth pair, for the live-capture tests.
 mod netns;
