@@ -74,7 +74,7 @@ impl Client {
     }
 
     /// Where requests go, for messages.
-    fn target(&self) -> String {
+    pub fn target(&self) -> String {
         match &self.socket {
             Some(s) => s.display().to_string(),
             None => self.listen.clone(),

@@ -18,3 +18,4 @@ pub mod rules_cmd;
 pub mod rules_graph;
 pub mod rules_test;
 pub mod run;
+pub mod tui_cmd;

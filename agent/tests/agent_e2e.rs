@@ -1996,3 +1996,25 @@ fn the_api_answers_on_its_unix_socket_without_the_token() {
     assert!(again.terminate().success());
     assert!(!sock.exists());
 }
+
+#[test]
+fn tui_without_an_agent_says_so_before_taking_the_screen() {
+    let dir = scratch("tui-none");
+    let port = free_port();
+    std::fs::write(
+        dir.join("c.toml"),
+        format!("[api]\nlisten = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["tui", "--config", "c.toml"])
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot reach the agent's API"), "{err}");
+    // Nothing was drawn (no alternate screen, no escape sequences).
+    assert!(out.stdout.is_empty());
+}

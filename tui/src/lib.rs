@@ -1,4 +1,28 @@
-//! cepheus-tui: the terminal dashboard (`cepheus tui`), a client of the agent's API.
+//! cepheus-tui: the terminal dashboard (`cepheus tui`), a client of the running agent.
 //!
-//! Not built yet: the dashboard issue fills this crate in. It exists now so the workspace
-//! layout of DESIGN.md is real.
+//! It never runs rules: it shows what the agent's store and counters say, refreshed every
+//! second, and sends acknowledgements back. Where the data comes from is a [`Source`] (the
+//! agent's API, implemented in `cepheus-agent`), so this crate holds no HTTP and its screens
+//! are tested on ratatui's `TestBackend`. `app.rs` holds the state and its updates, `ui.rs`
+//! draws it (a pure function of the state), `run.rs` is the terminal loop.
+
+pub mod app;
+pub mod run;
+pub mod ui;
+
+pub use app::App;
+pub use run::run;
+
+/// Where the dashboard reads alerts and counters, and sends acknowledgements.
+pub trait Source {
+    /// The alerts firing now (alert objects, oldest first).
+    fn firing(&mut self) -> Result<Vec<serde_json::Value>, String>;
+    /// The last `n` alert changes (oldest first).
+    fn recent(&mut self, n: usize) -> Result<Vec<serde_json::Value>, String>;
+    /// The agent's `/stats` document.
+    fn stats(&mut self) -> Result<serde_json::Value, String>;
+    /// Acknowledges the firing alert `id` as `by`.
+    fn ack(&mut self, id: &str, by: &str) -> Result<(), String>;
+    /// Where the agent is, for the title.
+    fn name(&self) -> String;
+}

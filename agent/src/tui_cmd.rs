@@ -1,0 +1,95 @@
+//! `cepheus tui`: the terminal dashboard (`cepheus-tui`) over the running agent's API.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use crate::api_client::{Answer, Client};
+
+/// Arguments of `cepheus tui`.
+#[derive(clap::Args, Debug)]
+#[command(
+    after_help = "Keys: up/down (k/j) select, tab (f, r) the firing alerts or the latest changes, a acknowledge, ? help, q quit.\nExit status: 0 after q, 2 when the agent cannot be reached at start or the terminal fails."
+)]
+pub struct TuiArgs {
+    /// The agent's configuration file (for `api.socket`, `api.listen` and `api.token_file`).
+    /// Default: /etc/cepheus/cepheus.toml when readable, else the built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The agent's API as the dashboard's source.
+struct Api(Client);
+
+impl Api {
+    fn get_json(&self, path: &str) -> Result<serde_json::Value, String> {
+        match self.0.get(path).map_err(|e| format!("{e:#}"))? {
+            Answer::Ok(text) => serde_json::from_str(&text).map_err(|e| e.to_string()),
+            Answer::NotFound(text) => Err(text.trim().to_string()),
+        }
+    }
+
+    fn get_list(&self, path: &str) -> Result<Vec<serde_json::Value>, String> {
+        match self.get_json(path)? {
+            serde_json::Value::Array(a) => Ok(a),
+            other => Err(format!("expected a list, got {other}")),
+        }
+    }
+}
+
+impl cepheus_tui::Source for Api {
+    fn firing(&mut self) -> Result<Vec<serde_json::Value>, String> {
+        self.get_list("/alerts")
+    }
+
+    fn recent(&mut self, n: usize) -> Result<Vec<serde_json::Value>, String> {
+        self.get_list(&format!("/alerts?recent={n}"))
+    }
+
+    fn stats(&mut self) -> Result<serde_json::Value, String> {
+        self.get_json("/stats")
+    }
+
+    fn ack(&mut self, id: &str, by: &str) -> Result<(), String> {
+        let body = serde_json::json!({ "id": id, "by": by });
+        match self
+            .0
+            .post_json("/alerts/ack", body)
+            .map_err(|e| format!("{e:#}"))?
+        {
+            Answer::Ok(_) => Ok(()),
+            Answer::NotFound(text) => Err(serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(String::from))
+                .unwrap_or_else(|| text.trim().to_string())),
+        }
+    }
+
+    fn name(&self) -> String {
+        self.0.target()
+    }
+}
+
+/// Runs `cepheus tui`.
+pub fn run(args: TuiArgs) -> ExitCode {
+    let client = match Client::new(args.config.as_ref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut api = Api(client);
+    // Said before the screen is taken: an agent that is not there, or a token refused.
+    if let Err(e) = cepheus_tui::Source::stats(&mut api) {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
+    let user = std::env::var("USER").unwrap_or_else(|_| "tui".into());
+    match cepheus_tui::run(Box::new(api), user) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: the terminal: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! The dashboard's state and what changes it: refreshes from the [`Source`], keys.
+
+use std::time::Instant;
+
+use crate::Source;
+
+/// Which list the dashboard shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    /// The alerts firing now.
+    Firing,
+    /// The latest alert changes, newest first.
+    Recent,
+}
+
+/// How many changes the Recent view asks for.
+pub const RECENT: usize = 200;
+
+/// What the agent's counters said, reduced to what the header shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Seconds the agent has run.
+    pub uptime_secs: u64,
+    /// Syslog messages and flow events parsed so far.
+    pub events: u64,
+    /// Events per second since the previous refresh.
+    pub rate: Option<f64>,
+    /// Rules running.
+    pub rules: usize,
+    /// Groups held, over all shards.
+    pub groups: u64,
+    /// Alert changes made.
+    pub alerts: u64,
+    /// The rules on disk were refused at the last reload.
+    pub reload_refused: bool,
+}
+
+impl Summary {
+    /// Reads the `/stats` document (missing fields read as zero).
+    pub fn from_stats(v: &serde_json::Value) -> Summary {
+        let u = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+        Summary {
+            uptime_secs: u(&v["uptime_secs"]),
+            events: u(&v["ingest"]["parsed"]),
+            rate: None,
+            rules: v["rules"].as_array().map_or(0, Vec::len),
+            groups: v["shards"]
+                .as_array()
+                .map_or(0, |s| s.iter().map(|x| u(&x["groups"])).sum()),
+            alerts: u(&v["sink"]["alerts"]),
+            reload_refused: !v["reload_error"].is_null(),
+        }
+    }
+}
+
+/// The dashboard's state.
+#[derive(Debug)]
+pub struct App {
+    /// Where the agent is.
+    pub name: String,
+    /// The list shown.
+    pub view: View,
+    /// The alerts firing now.
+    pub firing: Vec<serde_json::Value>,
+    /// The latest changes, newest first.
+    pub recent: Vec<serde_json::Value>,
+    /// The selected row of the list shown.
+    pub selected: usize,
+    /// The agent's counters.
+    pub summary: Summary,
+    /// The last refresh's failure, or what the last action did.
+    pub status: Option<String>,
+    /// Whether the help is shown.
+    pub help: bool,
+    /// The loop should end.
+    pub quit: bool,
+    /// Who acknowledges (the user running the dashboard).
+    pub user: String,
+    /// When the counters were last read, and the events then (for the rate).
+    last: Option<(Instant, u64)>,
+}
+
+/// A key, as the dashboard understands keys (the terminal loop maps crossterm's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Key {
+    /// `q`, Esc.
+    Quit,
+    /// Up, `k`.
+    Up,
+    /// Down, `j`.
+    Down,
+    /// Home, `g`.
+    Top,
+    /// End, `G`.
+    Bottom,
+    /// Tab: the other list.
+    Switch,
+    /// `f`: the firing alerts.
+    Firing,
+    /// `r`: the latest changes.
+    Recent,
+    /// `a`: acknowledge the selected firing alert.
+    Ack,
+    /// `?`: help on or off.
+    Help,
+}
+
+impl App {
+    /// An empty dashboard of the agent `name`, acknowledging as `user`.
+    pub fn new(name: String, user: String) -> App {
+        App {
+            name,
+            view: View::Firing,
+            firing: Vec::new(),
+            recent: Vec::new(),
+            selected: 0,
+            summary: Summary::default(),
+            status: None,
+            help: false,
+            quit: false,
+            user,
+            last: None,
+        }
+    }
+
+    /// The list shown.
+    pub fn rows(&self) -> &[serde_json::Value] {
+        match self.view {
+            View::Firing => &self.firing,
+            View::Recent => &self.recent,
+        }
+    }
+
+    /// Reads everything again from `src` (at `now`, for the event rate); a failure is kept
+    /// in `status` and the last data stays shown.
+    pub fn refresh(&mut self, src: &mut dyn Source, now: Instant) {
+        let read = (|| -> Result<(), String> {
+            let stats = src.stats()?;
+            let mut summary = Summary::from_stats(&stats);
+            if let Some((t, events)) = self.last {
+                let secs = now.saturating_duration_since(t).as_secs_f64();
+                if secs > 0.0 {
+                    summary.rate = Some(summary.events.saturating_sub(events) as f64 / secs);
+                }
+            }
+            self.last = Some((now, summary.events));
+            self.summary = summary;
+            self.firing = src.firing()?;
+            let mut recent = src.recent(RECENT)?;
+            recent.reverse();
+            self.recent = recent;
+            Ok(())
+        })();
+        match read {
+            Ok(()) => {
+                if self
+                    .status
+                    .as_deref()
+                    .is_some_and(|s| s.starts_with("cannot"))
+                {
+                    self.status = None;
+                }
+            }
+            Err(e) => self.status = Some(format!("cannot read the agent: {e}")),
+        }
+        self.selected = self.selected.min(self.rows().len().saturating_sub(1));
+    }
+
+    /// Applies a key; `src` takes an acknowledgement.
+    pub fn key(&mut self, key: Key, src: &mut dyn Source) {
+        let last = self.rows().len().saturating_sub(1);
+        match key {
+            Key::Quit => self.quit = true,
+            Key::Up => self.selected = self.selected.saturating_sub(1),
+            Key::Down => self.selected = (self.selected + 1).min(last),
+            Key::Top => self.selected = 0,
+            Key::Bottom => self.selected = last,
+            Key::Switch => self.show(match self.view {
+                View::Firing => View::Recent,
+                View::Recent => View::Firing,
+            }),
+            Key::Firing => self.show(View::Firing),
+            Key::Recent => self.show(View::Recent),
+            Key::Help => self.help = !self.help,
+            Key::Ack => self.ack(src),
+        }
+    }
+
+    fn show(&mut self, view: View) {
+        if self.view != view {
+            self.view = view;
+            self.selected = 0;
+        }
+    }
+
+    fn ack(&mut self, src: &mut dyn Source) {
+        if self.view != View::Firing {
+            self.status =
+                Some("only a firing alert can be acknowledged (f: the firing alerts)".into());
+            return;
+        }
+        let Some(a) = self.firing.get(self.selected) else {
+            self.status = Some("no alert is selected".into());
+            return;
+        };
+        let id = a["id"].as_str().unwrap_or_default().to_string();
+        if a["ack"].is_object() {
+            self.status = Some(format!("{id} is acknowledged already"));
+            return;
+        }
+        self.status = Some(match src.ack(&id, &self.user) {
+            Ok(()) => {
+                // Shown at once; the next refresh brings the agent's own record.
+                if let Some(o) = self
+                    .firing
+                    .get_mut(self.selected)
+                    .and_then(|a| a.as_object_mut())
+                {
+                    o.insert(
+                        "ack".into(),
+                        serde_json::json!({ "by": self.user, "time": "now" }),
+                    );
+                }
+                format!("acknowledged {id}")
+            }
+            Err(e) => format!("cannot acknowledge {id}: {e}"),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A source with fixed answers, recording acknowledgements.
+    #[derive(Default)]
+    pub struct Fixed {
+        pub firing: Vec<serde_json::Value>,
+        pub recent: Vec<serde_json::Value>,
+        pub stats: serde_json::Value,
+        pub acked: Vec<(String, String)>,
+        pub fail: bool,
+    }
+
+    impl Source for Fixed {
+        fn firing(&mut self) -> Result<Vec<serde_json::Value>, String> {
+            Ok(self.firing.clone())
+        }
+        fn recent(&mut self, n: usize) -> Result<Vec<serde_json::Value>, String> {
+            Ok(self.recent.iter().rev().take(n).rev().cloned().collect())
+        }
+        fn stats(&mut self) -> Result<serde_json::Value, String> {
+            if self.fail {
+                return Err("connection refused".into());
+            }
+            Ok(self.stats.clone())
+        }
+        fn ack(&mut self, id: &str, by: &str) -> Result<(), String> {
+            self.acked.push((id.into(), by.into()));
+            Ok(())
+        }
+        fn name(&self) -> String {
+            "test".into()
+        }
+    }
+
+    fn alert(id: &str, state: &str) -> serde_json::Value {
+        serde_json::json!({"id": id, "state": state, "rule": "hb", "severity": "critical",
+            "group": {"host": id}, "time": "2026-12-03T05:00:00Z", "message": "m"})
+    }
+
+    #[test]
+    fn keys_move_the_selection_switch_lists_and_acknowledge() {
+        let mut src = Fixed {
+            firing: vec![alert("a", "firing"), alert("b", "firing")],
+            recent: vec![
+                alert("a", "firing"),
+                alert("c", "resolved"),
+                alert("b", "firing"),
+            ],
+            stats: serde_json::json!({"uptime_secs": 5, "ingest": {"parsed": 100}}),
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        let t0 = Instant::now();
+        app.refresh(&mut src, t0);
+        assert_eq!(app.summary.events, 100);
+        assert_eq!(app.summary.rate, None);
+        app.key(Key::Down, &mut src);
+        app.key(Key::Down, &mut src);
+        assert_eq!(app.selected, 1);
+        app.key(Key::Ack, &mut src);
+        assert_eq!(src.acked, [("b".to_string(), "alice".to_string())]);
+        assert_eq!(app.firing[1]["ack"]["by"], "alice");
+        app.key(Key::Ack, &mut src);
+        assert_eq!(src.acked.len(), 1, "acknowledged already");
+        // The latest changes, newest first; acknowledging there is refused.
+        app.key(Key::Switch, &mut src);
+        assert_eq!((app.view, app.selected), (View::Recent, 0));
+        assert_eq!(app.rows()[0]["id"], "b");
+        app.key(Key::Ack, &mut src);
+        assert_eq!(src.acked.len(), 1);
+        // The rate, from the next refresh.
+        src.stats = serde_json::json!({"ingest": {"parsed": 300}});
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(2));
+        assert_eq!(app.summary.rate, Some(100.0));
+        // A failed refresh keeps the data and says why.
+        src.fail = true;
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(3));
+        assert!(
+            app.status
+                .as_deref()
+                .unwrap()
+                .contains("connection refused")
+        );
+        assert_eq!(app.firing.len(), 2);
+        app.key(Key::Quit, &mut src);
+        assert!(app.quit);
+    }
+}

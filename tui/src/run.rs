@@ -1,0 +1,57 @@
+//! The terminal loop: keys and a refresh every second, until `q`.
+
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+
+use crate::Source;
+use crate::app::{App, Key};
+
+/// How often the data is read again.
+const REFRESH: Duration = Duration::from_secs(1);
+
+/// Runs the dashboard on the terminal until the user quits; the terminal is restored
+/// whatever happens (ratatui's `init`/`restore`, which also restore it on a panic).
+pub fn run(mut src: Box<dyn Source>, user: String) -> std::io::Result<()> {
+    let mut app = App::new(src.name(), user);
+    app.refresh(src.as_mut(), Instant::now());
+    let mut terminal = ratatui::init();
+    let result = (|| -> std::io::Result<()> {
+        let mut next = Instant::now() + REFRESH;
+        while !app.quit {
+            terminal.draw(|f| crate::ui::draw(f, &app))?;
+            let wait = next.saturating_duration_since(Instant::now());
+            if event::poll(wait)?
+                && let Event::Key(k) = event::read()?
+                && k.kind == KeyEventKind::Press
+            {
+                let key = match k.code {
+                    KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                        Some(Key::Quit)
+                    }
+                    KeyCode::Char('q') | KeyCode::Esc => Some(Key::Quit),
+                    KeyCode::Up | KeyCode::Char('k') => Some(Key::Up),
+                    KeyCode::Down | KeyCode::Char('j') => Some(Key::Down),
+                    KeyCode::Home | KeyCode::Char('g') => Some(Key::Top),
+                    KeyCode::End | KeyCode::Char('G') => Some(Key::Bottom),
+                    KeyCode::Tab => Some(Key::Switch),
+                    KeyCode::Char('f') => Some(Key::Firing),
+                    KeyCode::Char('r') => Some(Key::Recent),
+                    KeyCode::Char('a') => Some(Key::Ack),
+                    KeyCode::Char('?') => Some(Key::Help),
+                    _ => None,
+                };
+                if let Some(key) = key {
+                    app.key(key, src.as_mut());
+                }
+            }
+            if Instant::now() >= next {
+                app.refresh(src.as_mut(), Instant::now());
+                next = Instant::now() + REFRESH;
+            }
+        }
+        Ok(())
+    })();
+    ratatui::restore();
+    result
+}

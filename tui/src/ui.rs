@@ -1,0 +1,273 @@
+//! Drawing: a pure function of the [`App`].
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
+
+use crate::app::{App, View};
+
+/// The colour of a severity.
+fn severity_style(s: &str) -> Style {
+    match s {
+        "critical" => Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+        "high" => Style::new().fg(Color::LightRed),
+        "medium" => Style::new().fg(Color::Yellow),
+        "low" => Style::new().fg(Color::Cyan),
+        _ => Style::new(),
+    }
+}
+
+/// "1h02m" from seconds.
+fn duration(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h) {
+        (0, 0) => format!("{m}m{s:02}s"),
+        (0, _) => format!("{h}h{m:02}m"),
+        _ => format!("{d}d{h:02}h"),
+    }
+}
+
+/// The group object as `k=v,k=v`.
+fn group(a: &serde_json::Value) -> String {
+    a["group"]
+        .as_object()
+        .map(|g| {
+            g.iter()
+                .map(|(k, v)| match v.as_str() {
+                    Some(s) => format!("{k}={s}"),
+                    None => format!("{k}={v}"),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// Draws the dashboard.
+pub fn draw(f: &mut Frame, app: &App) {
+    let [head, body, foot] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    draw_head(f, app, head);
+    draw_list(f, app, body);
+    let status = app
+        .status
+        .clone()
+        .unwrap_or_else(|| "↑↓ select  tab/f/r lists  a acknowledge  ? help  q quit".to_string());
+    f.render_widget(
+        Paragraph::new(status).style(Style::new().fg(Color::DarkGray)),
+        foot,
+    );
+    if app.help {
+        draw_help(f, body);
+    }
+}
+
+fn draw_head(f: &mut Frame, app: &App, area: Rect) {
+    let s = &app.summary;
+    let rate = s.rate.map_or(String::new(), |r| format!(" ({r:.0}/s)"));
+    let mut first = vec![
+        Span::styled("cepheus ", Style::new().add_modifier(Modifier::BOLD)),
+        Span::raw(format!("{}  up {}", app.name, duration(s.uptime_secs))),
+    ];
+    if s.reload_refused {
+        first.push(Span::styled(
+            "  rules on disk refused (see /stats)",
+            Style::new().fg(Color::Red),
+        ));
+    }
+    let second = Line::from(format!(
+        "events {}{rate}  rules {}  groups {}  alert changes {}  firing {}",
+        s.events,
+        s.rules,
+        s.groups,
+        s.alerts,
+        app.firing.len()
+    ));
+    f.render_widget(Paragraph::new(vec![Line::from(first), second]), area);
+}
+
+fn draw_list(f: &mut Frame, app: &App, area: Rect) {
+    let recent = app.view == View::Recent;
+    let title = match app.view {
+        View::Firing => format!(" Firing ({}) ", app.firing.len()),
+        View::Recent => format!(" Latest changes ({}) ", app.recent.len()),
+    };
+    let mut header = vec!["TIME", "SEVERITY", "RULE", "GROUP"];
+    if recent {
+        header.push("STATE");
+    }
+    header.extend(["MESSAGE", "ACK"]);
+    let rows = app.rows().iter().map(|a| {
+        let text = |k: &str| a[k].as_str().unwrap_or_default().to_string();
+        let sev = text("severity");
+        // The time without its date when it is today's is no business of a pure function:
+        // shown as the agent wrote it, seconds only.
+        let time: String = text("time")
+            .chars()
+            .take(19)
+            .collect::<String>()
+            .replace('T', " ");
+        let mut message = text("message");
+        if let Some(r) = a["reason"].as_str() {
+            message.push_str(&format!(" ({r})"));
+        }
+        let mut cells = vec![
+            Cell::from(time),
+            Cell::from(sev.clone()).style(severity_style(&sev)),
+            Cell::from(text("rule")),
+            Cell::from(group(a)),
+        ];
+        if recent {
+            cells.push(Cell::from(text("state")));
+        }
+        cells.push(Cell::from(message));
+        cells.push(Cell::from(
+            a["ack"]["by"].as_str().unwrap_or_default().to_string(),
+        ));
+        Row::new(cells)
+    });
+    // RULE and GROUP as wide as their longest value (within bounds), MESSAGE takes the rest.
+    let widest = |f: &dyn Fn(&serde_json::Value) -> usize, min: usize, max: usize| {
+        app.rows().iter().map(f).max().unwrap_or(0).clamp(min, max) as u16
+    };
+    let rule_w = widest(
+        &|a| a["rule"].as_str().map_or(0, |s| s.chars().count()),
+        4,
+        32,
+    );
+    let group_w = widest(&|a| group(a).chars().count(), 5, 40);
+    let mut widths = vec![
+        Constraint::Length(19),
+        Constraint::Length(8),
+        Constraint::Length(rule_w),
+        Constraint::Length(group_w),
+    ];
+    if recent {
+        widths.push(Constraint::Length(9));
+    }
+    widths.extend([Constraint::Fill(3), Constraint::Length(8)]);
+    let table = Table::new(rows, widths)
+        .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
+        .block(Block::new().borders(Borders::TOP).title(title))
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+        .column_spacing(1);
+    let mut state = TableState::default();
+    if !app.rows().is_empty() {
+        state.select(Some(app.selected));
+    }
+    f.render_stateful_widget(table, area, &mut state);
+    if app.rows().is_empty() {
+        let empty = match app.view {
+            View::Firing => "no alert is firing",
+            View::Recent => "no alert change yet",
+        };
+        let inner = Rect {
+            y: area.y + 2,
+            height: area.height.saturating_sub(2),
+            ..area
+        };
+        f.render_widget(
+            Paragraph::new(empty).style(Style::new().fg(Color::DarkGray)),
+            inner,
+        );
+    }
+}
+
+fn draw_help(f: &mut Frame, area: Rect) {
+    let text = vec![
+        Line::from("↑/k ↓/j  select        g/G  first / last"),
+        Line::from("tab      other list    f/r  firing / latest changes"),
+        Line::from("a        acknowledge the selected firing alert (it still resolves)"),
+        Line::from("?        this help     q/esc  quit"),
+        Line::from(""),
+        Line::from("Refreshed every second from the agent's API."),
+    ];
+    let w = area.width.min(72);
+    let h = area.height.min(text.len() as u16 + 2);
+    let r = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(text)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(" help ")),
+        r,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+    use crate::app::Summary;
+
+    fn screen(app: &App, w: u16, h: u16) -> String {
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        t.draw(|f| draw(f, app)).unwrap();
+        let buf = t.backend().buffer().clone();
+        let mut out = String::new();
+        for y in 0..h {
+            for x in 0..w {
+                out.push_str(buf[(x, y)].symbol());
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    fn app() -> App {
+        let mut app = App::new("127.0.0.1:9514".into(), "alice".into());
+        app.summary = Summary {
+            uptime_secs: 3725,
+            events: 12345,
+            rate: Some(120.4),
+            rules: 7,
+            groups: 42,
+            alerts: 9,
+            reload_refused: false,
+        };
+        app
+    }
+
+    #[test]
+    fn an_empty_dashboard() {
+        insta::assert_snapshot!(screen(&app(), 80, 8));
+    }
+
+    #[test]
+    fn firing_alerts_with_an_acknowledged_one_selected() {
+        let mut a = app();
+        a.firing = vec![
+            serde_json::json!({"id": "1", "time": "2026-12-03T05:00:00.123Z", "severity": "critical", "rule": "heartbeat-missing", "group": {"host": "web1"}, "message": "no heartbeat from web1 for 60s", "reason": "outage"}),
+            serde_json::json!({"id": "2", "time": "2026-12-03T05:01:00Z", "severity": "high", "rule": "ssh-bruteforce", "group": {"src": "203.0.113.9"}, "message": "alice logged in after 5 failures", "ack": {"by": "bob", "time": "now"}}),
+        ];
+        a.selected = 1;
+        insta::assert_snapshot!(screen(&a, 100, 8));
+    }
+
+    #[test]
+    fn the_latest_changes_and_the_help() {
+        let mut a = app();
+        a.view = View::Recent;
+        a.recent = vec![
+            serde_json::json!({"id": "1", "time": "2026-12-03T05:02:00Z", "severity": "critical", "rule": "hb", "state": "resolved", "group": {"host": "web1"}, "message": "back"}),
+        ];
+        a.help = true;
+        a.status = Some("cannot read the agent: connection refused".into());
+        insta::assert_snapshot!(screen(&a, 80, 14));
+    }
+}
