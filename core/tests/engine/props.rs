@@ -1888,3 +1888,66 @@ fn a_nested_or_of_events_stays_one_step() {
         .collect();
     assert_eq!(msgs, ["CET-0", "E-10", "E-30"]);
 }
+
+/// The size and cost of a checkpoint of 110,000 groups (docs/benchmarks.md, "The store"):
+/// `cargo test --release -p cepheus-core --test engine checkpoint_size -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, run by hand"]
+fn checkpoint_size() {
+    let rules = cepheus_core::rules::compile_str(
+        "x.toml",
+        r#"
+[[rule]]
+name = "hb"
+severity = "high"
+group_by = ["host"]
+events.hb = 'syslog and app == "hb"'
+pattern = "absent(hb) for 60s"
+[[rule]]
+name = "ssh"
+severity = "high"
+group_by = ["host"]
+events.f = 'syslog and app == "sshd" and msg contains "Failed"'
+events.ok = 'syslog and app == "sshd" and msg contains "Accepted"'
+pattern = "seq(f{5,}, ok) within 5m"
+"#,
+    )
+    .rules
+    .unwrap();
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let t0 = Timestamp::from_secs(1_000_000);
+    for i in 0..100_000i64 {
+        let t = t0.add(cepheus_core::time::Duration::from_millis(i / 10));
+        let h = format!("host{i:06}");
+        let ev = |app: &str, msg: &str| {
+            Event::new(Source::Syslog, t, t)
+                .with(Field::Host, Value::str(&h))
+                .with(Field::App, Value::str(app))
+                .with(Field::Msg, Value::str(msg))
+        };
+        e.push(ev("hb", "alive"), &mut out);
+        if i % 10 == 0 {
+            e.push(
+                ev(
+                    "sshd",
+                    "Failed password for root from 10.0.0.1 port 22 ssh2",
+                ),
+                &mut out,
+            );
+        }
+    }
+    let s = std::time::Instant::now();
+    let cp = e.checkpoint();
+    let made = s.elapsed();
+    let data = serde_json::to_vec(&cp).unwrap();
+    let json = s.elapsed() - made;
+    let back: Checkpoint = serde_json::from_slice(&data).unwrap();
+    let parse = s.elapsed() - made - json;
+    assert_eq!(back.rules.len(), 2);
+    eprintln!(
+        "groups {} checkpoint {} bytes: made in {made:?}, serialised in {json:?}, parsed in {parse:?}",
+        e.groups(),
+        data.len()
+    );
+}
