@@ -34,6 +34,15 @@ pub enum StoreError {
         /// What sled said.
         source: sled::Error,
     },
+    /// The store's files are damaged (sled found corruption, or failed while recovering
+    /// them): the caller may set the folder aside and begin a new store.
+    #[error("the store at {path} is damaged: {what}")]
+    Corrupt {
+        /// The store's folder.
+        path: PathBuf,
+        /// What was found.
+        what: String,
+    },
     /// A record in the store is not what this version writes (damaged, or another format).
     #[error("the store at {path} holds a damaged record: {what}")]
     Damaged {
@@ -154,17 +163,33 @@ impl Store {
             sled::Error::Io(e) if e.to_string().contains("lock") => {
                 StoreError::Locked(dir.to_path_buf())
             }
+            sled::Error::Corruption { .. } => StoreError::Corrupt {
+                path: dir.to_path_buf(),
+                what: source.to_string(),
+            },
             _ => StoreError::Io {
                 path: dir.to_path_buf(),
                 source,
             },
         };
-        let db = sled::Config::new()
-            .path(dir)
-            // The agent flushes after each write it must not lose; no background flusher.
-            .flush_every_ms(None)
-            .open()
-            .map_err(io)?;
+        // sled 0.34 has open reports of damage after an abrupt stop, some of which it meets
+        // with a panic while recovering: that is damage too, for the caller to deal with.
+        let opened = std::panic::catch_unwind(|| {
+            sled::Config::new()
+                .path(dir)
+                // The agent flushes after each write it must not lose; no background flusher.
+                .flush_every_ms(None)
+                .open()
+        })
+        .map_err(|p| StoreError::Corrupt {
+            path: dir.to_path_buf(),
+            what: p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "sled panicked while opening it".into()),
+        })?;
+        let db = opened.map_err(io)?;
         let meta = db.open_tree("meta").map_err(io)?;
         match meta.get("format").map_err(io)? {
             None => {

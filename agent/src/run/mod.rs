@@ -298,6 +298,39 @@ fn bind_tcp(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
     Ok(s)
 }
 
+/// Opens the store at `path` with `open`. A damaged one (`StoreError::Corrupt`) is set aside,
+/// renamed `<folder>.damaged-<unix seconds>` beside it for a post-mortem, and a new one begun,
+/// said in the log: the agent goes on watching, without its former state and alerts, rather
+/// than failing to start over and over under systemd.
+fn open_store(
+    path: &std::path::Path,
+    max_alerts: u64,
+    open: impl Fn(&std::path::Path, u64) -> Result<cepheus_store::Store, cepheus_store::StoreError>,
+) -> Result<cepheus_store::Store, cepheus_store::StoreError> {
+    match open(path, max_alerts) {
+        Err(cepheus_store::StoreError::Corrupt { what, .. }) => {
+            let secs = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let mut aside = path.as_os_str().to_owned();
+            aside.push(format!(".damaged-{secs}"));
+            let aside = std::path::PathBuf::from(aside);
+            let moved = std::fs::rename(path, &aside).and_then(|()| std::fs::create_dir_all(path));
+            if let Err(e) = moved {
+                tracing::error!(error = %e, "cannot set the damaged store aside");
+                return open(path, max_alerts);
+            }
+            tracing::error!(
+                damage = %what,
+                set_aside = %aside.display(),
+                "the store was damaged: it is set aside and a new one begun (former alerts and state are in the folder set aside)"
+            );
+            open(path, max_alerts)
+        }
+        other => other,
+    }
+}
+
 /// The engine states an earlier run saved, one per shard, when it ran as many shards (groups
 /// are spread over the shards by their count); none otherwise, with a warning.
 fn saved_states(
@@ -342,8 +375,12 @@ fn start(
     config::store_usable(cfg.store.path()).map_err(|why| anyhow::anyhow!("store.path: {why}"))?;
     std::fs::create_dir_all(cfg.store.path())
         .with_context(|| format!("store.path: cannot create {}", cfg.store.path().display()))?;
-    let store = cepheus_store::Store::open(cfg.store.path(), cfg.store.max_alerts)
-        .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
+    let store = open_store(
+        cfg.store.path(),
+        cfg.store.max_alerts,
+        cepheus_store::Store::open,
+    )
+    .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
     let udp: Vec<_> = cfg
         .syslog
         .udp
@@ -636,6 +673,41 @@ fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_damaged_store_is_set_aside_and_a_new_one_begun() {
+        let base = std::env::temp_dir().join(format!("cepheus-damaged-{}", std::process::id()));
+        let path = base.join("data");
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("db"), b"whatever was there").unwrap();
+        let calls = std::cell::Cell::new(0);
+        let store = open_store(&path, 10, |p, max| {
+            calls.set(calls.get() + 1);
+            if calls.get() == 1 {
+                return Err(cepheus_store::StoreError::Corrupt {
+                    path: p.to_path_buf(),
+                    what: "a bad crc".into(),
+                });
+            }
+            cepheus_store::Store::open(p, max)
+        })
+        .unwrap();
+        assert_eq!(calls.get(), 2);
+        assert_eq!(store.counts(), (0, 0));
+        let aside: Vec<_> = std::fs::read_dir(&base)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("data.damaged-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+        assert_eq!(
+            std::fs::read(base.join(&aside[0]).join("db")).unwrap(),
+            b"whatever was there"
+        );
+        drop(store);
+        let _ = std::fs::remove_dir_all(&base);
+    }
 
     #[test]
     fn bind_errors_say_what_to_do() {
