@@ -2018,3 +2018,42 @@ fn tui_without_an_agent_says_so_before_taking_the_screen() {
     // Nothing was drawn (no alternate screen, no escape sequences).
     assert!(out.stdout.is_empty());
 }
+
+#[test]
+fn alerts_are_appended_to_output_file_which_logrotate_may_move() {
+    let dir = scratch("output-file");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let agent = Agent::start(&dir, "[output]\nfile = \"alerts.jsonl\"\n");
+    let file = dir.join("alerts.jsonl");
+    heartbeat(agent.port, "web1", 1);
+    let fired = agent.wait_alert(10, |v| v["state"] == "firing");
+    let read = |p: &Path| -> Vec<Value> {
+        std::fs::read_to_string(p)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    // As on stdout.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while read(&file).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(read(&file), std::slice::from_ref(&fired));
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o640
+    );
+    // Moved away (logrotate): the next changes go to a new file of that name.
+    std::fs::rename(&file, dir.join("alerts.jsonl.1")).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    heartbeat(agent.port, "web1", 2);
+    let resolved = agent.wait_alert(10, |v| v["state"] == "resolved");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while read(&file).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(read(&file), [resolved]);
+    assert_eq!(read(&dir.join("alerts.jsonl.1")), [fired]);
+}

@@ -16,7 +16,8 @@ use crate::ingest::syslog::Zone;
 pub const DEFAULT_CONFIG: &str = r#"# cepheus configuration (`cepheus run --config FILE`).
 # Every key is optional; the values below are the built-in defaults. Durations are written
 # like in rule files: "250ms", "2s", "5m", "1h". A relative path written in this file
-# (syslog.files, rules.paths, store.path, api.token_file, api.socket) is relative to this file's folder,
+# (syslog.files, rules.paths, store.path, api.token_file, api.socket, output.file) is relative
+# to this file's folder,
 # as under systemd the working directory is "/"; the defaults are relative to the working
 # directory.
 
@@ -105,6 +106,10 @@ listen = "127.0.0.1:9514"
 [output]
 # Alert changes as JSON lines on stdout (the same shape as `cepheus replay`).
 stdout = true
+# And appended to a file, for a log shipper (created with mode 0640; moved away by logrotate
+# or removed, it is made anew within a second, so no copytruncate is needed). The store
+# keeps every change whatever the outputs.
+# file = "/var/log/cepheus/alerts.jsonl"
 
 # Live capture (optional, needs root or CAP_NET_RAW): flows of one interface become events.
 # [capture]
@@ -359,11 +364,16 @@ impl Default for ApiConfig {
 pub struct OutputConfig {
     /// JSON lines on stdout.
     pub stdout: bool,
+    /// JSON lines appended to this file (reopened when it is moved or removed).
+    pub file: Option<PathBuf>,
 }
 
 impl Default for OutputConfig {
     fn default() -> Self {
-        OutputConfig { stdout: true }
+        OutputConfig {
+            stdout: true,
+            file: None,
+        }
     }
 }
 
@@ -527,6 +537,9 @@ impl Config {
         if let Some(t) = self.api.socket.as_mut() {
             at(t);
         }
+        if let Some(t) = self.output.file.as_mut() {
+            at(t);
+        }
         if let Some(p) = self.store.path.as_mut() {
             at(p);
         }
@@ -674,6 +687,11 @@ impl Config {
     /// unreadable token (the rules themselves are checked by their own command).
     pub fn environment_problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
+        if let Some(f) = &self.output.file
+            && let Err(why) = output_file_usable(f)
+        {
+            out.push(Problem::new("output.file", why));
+        }
         for f in &self.syslog.files {
             if f.as_os_str() == "-" {
                 continue;
@@ -789,6 +807,25 @@ fn status_allows_low_ports(status: &str) -> bool {
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
         .is_none_or(|caps| caps & (1 << 10) != 0)
+}
+
+/// Whether `run` can append to the output file (made if missing: the check removes the one
+/// it made, leaving no trace).
+pub(crate) fn output_file_usable(f: &Path) -> Result<(), String> {
+    let existed = f.exists();
+    match std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(f)
+    {
+        Ok(_) => {
+            if !existed {
+                let _ = std::fs::remove_file(f);
+            }
+            Ok(())
+        }
+        Err(e) => Err(format!("cannot append to {}: {e}", f.display())),
+    }
 }
 
 /// Whether `run` can create the store folder (it does at start-up; nothing is written in it
@@ -945,6 +982,24 @@ mod tests {
         .unwrap();
         let keys: Vec<&str> = cfg.environment_problems().iter().map(|p| p.key).collect();
         assert_eq!(keys, ["syslog.files", "syslog.files", "rules.paths"]);
+    }
+
+    #[test]
+    fn an_output_file_that_cannot_be_appended_to_is_a_problem_and_the_check_leaves_no_trace() {
+        let cfg = Config::parse(
+            Path::new("x"),
+            "[output]\nfile = \"/nonexistent/alerts.jsonl\"\n",
+        )
+        .unwrap();
+        let p = cfg.environment_problems();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].key, "output.file");
+        let dir = std::env::temp_dir().join(format!("cepheus-out-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("a.jsonl");
+        assert_eq!(output_file_usable(&f), Ok(()));
+        assert!(!f.exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

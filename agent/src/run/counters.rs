@@ -92,6 +92,8 @@ counters!(
         /// Alert changes the store already had (an engine restored from a checkpoint made
         /// them again after a restart): neither kept nor written twice.
         alerts_repeated,
+        /// Alert changes that could not be appended to `output.file` (the store has them).
+        file_unwritten,
         /// Writes to the store that failed (alerts then go to stdout unkept; a checkpoint
         /// is tried again at the next save).
         store_errors,

@@ -373,6 +373,9 @@ fn start(
     rules: cepheus_core::rules::ir::RuleSet,
 ) -> anyhow::Result<u8> {
     config::store_usable(cfg.store.path()).map_err(|why| anyhow::anyhow!("store.path: {why}"))?;
+    if let Some(f) = &cfg.output.file {
+        config::output_file_usable(f).map_err(|why| anyhow::anyhow!("output.file: {why}"))?;
+    }
     std::fs::create_dir_all(cfg.store.path())
         .with_context(|| format!("store.path: cannot create {}", cfg.store.path().display()))?;
     let store = open_store(
@@ -447,8 +450,9 @@ fn start(
         let sink_arbiter = Arbiter::new();
         let (stdout, counters) = (cfg.output.stdout, sink_counters.clone());
         let api_store = store.clone();
+        let file = cfg.output.file.clone();
         let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |_| {
-            AlertSink::new(stdout, counters, Some(store))
+            AlertSink::new(stdout, counters, Some(store)).with_file(file)
         });
         let checkpoint_every = Some(cfg.store.checkpoint_every.std());
         let drained = Arc::new(AtomicUsize::new(0));

@@ -74,6 +74,69 @@ pub struct AlertSink {
     store: Option<Store>,
     /// One store error line per minute.
     store_limit: LogLimit,
+    /// `output.file`, if set.
+    file: Option<FileOutput>,
+}
+
+/// JSON lines appended to a file that logrotate may move or remove: it is checked at most
+/// once a second and made anew when it is no longer the file open.
+struct FileOutput {
+    path: std::path::PathBuf,
+    open: Option<(std::fs::File, u64)>,
+    checked: Option<std::time::Instant>,
+    limit: LogLimit,
+}
+
+impl FileOutput {
+    /// The file to write to now: the one open, unless the path names another file or none.
+    fn current(&mut self) -> std::io::Result<&mut std::fs::File> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let now = std::time::Instant::now();
+        let due = self
+            .checked
+            .is_none_or(|t| now.duration_since(t) >= std::time::Duration::from_secs(1));
+        if due {
+            self.checked = Some(now);
+            let ino = std::fs::metadata(&self.path).ok().map(|m| m.ino());
+            if ino.is_none() || self.open.as_ref().map(|(_, i)| *i) != ino {
+                self.open = None;
+            }
+        }
+        if self.open.is_none() {
+            let f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o640)
+                .open(&self.path)?;
+            let ino = f.metadata()?.ino();
+            self.open = Some((f, ino));
+        }
+        match &mut self.open {
+            Some((f, _)) => Ok(f),
+            None => Err(std::io::Error::other("no file")),
+        }
+    }
+
+    /// Appends the batch; a failure is counted and logged at most once a minute, and the
+    /// file opened again for the next batch.
+    fn write(&mut self, alerts: &[Change], counters: &SinkCounters) {
+        if alerts.is_empty() {
+            return;
+        }
+        let mut text = Vec::new();
+        for a in alerts {
+            text.extend_from_slice(a.json.as_bytes());
+            text.push(b'\n');
+        }
+        let written = self.current().and_then(|f| f.write_all(&text));
+        if let Err(e) = written {
+            self.open = None;
+            bump(&counters.file_unwritten, alerts.len() as u64);
+            if let Some(held) = self.limit.allow() {
+                tracing::error!(error = %e, file = %self.path.display(), held_back = held, "cannot append alerts to output.file (the store keeps them)");
+            }
+        }
+    }
 }
 
 impl AlertSink {
@@ -96,6 +159,26 @@ impl AlertSink {
             limit: LogLimit::new(60_000),
             store: None,
             store_limit: LogLimit::new(60_000),
+            file: None,
+        }
+    }
+
+    /// Also appends the alert changes to `path` (`output.file`), when set.
+    pub fn with_file(mut self, path: Option<std::path::PathBuf>) -> AlertSink {
+        self.file = path.map(|path| FileOutput {
+            path,
+            open: None,
+            checked: None,
+            limit: LogLimit::new(60_000),
+        });
+        self
+    }
+
+    /// Writes kept changes to every output: stdout, then the file.
+    fn emit(&mut self, fresh: &[Change]) {
+        self.write(fresh);
+        if let Some(f) = &mut self.file {
+            f.write(fresh, &self.counters);
         }
     }
 
@@ -106,7 +189,7 @@ impl AlertSink {
             .fetch_add(alerts.len() as u64, Ordering::Relaxed);
         let changes: Vec<Change> = alerts.iter().map(Change::of).collect();
         let fresh = self.keep(changes);
-        self.write(&fresh);
+        self.emit(&fresh);
     }
 
     /// Keeps a batch in the store; returns the changes it did not have before (all of them
@@ -248,7 +331,7 @@ impl Handler<Retire> for AlertSink {
             "resolving the alerts of rules changed or removed while the agent was down"
         );
         let fresh = self.keep(changes);
-        self.write(&fresh);
+        self.emit(&fresh);
     }
 }
 
