@@ -141,18 +141,7 @@ fn write_table(
     let rows: Vec<Vec<String>> = list
         .iter()
         .map(|a| {
-            let group = a["group"]
-                .as_object()
-                .map(|g| {
-                    g.iter()
-                        .map(|(k, v)| match v.as_str() {
-                            Some(s) => format!("{k}={s}"),
-                            None => format!("{k}={v}"),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
+            let group = cepheus_tui::ui::group(a);
             let mut row = vec![text(a, "id"), text(a, "time")];
             if with_state {
                 row.push(text(a, "state"));

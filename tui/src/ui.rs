@@ -29,8 +29,8 @@ fn duration(secs: u64) -> String {
     }
 }
 
-/// The group object as `k=v,k=v`.
-fn group(a: &serde_json::Value) -> String {
+/// An alert's group object as `k=v,k=v` (how the dashboard and `cepheus alerts` show it).
+pub fn group(a: &serde_json::Value) -> String {
     a["group"]
         .as_object()
         .map(|g| {

@@ -472,20 +472,34 @@ struct ForgetRequest {
 
 /// Retires a group in whichever shard holds it: 200 `{"forgotten": true}`, or 404 when no
 /// shard holds such a group (unknown rule or key).
-/// JSON bodies only: a web page can post text/plain across sites without asking first, but
-/// not application/json (the browser asks, and no route answers its question).
-fn json_only(req: &HttpRequest) -> Option<HttpResponse> {
+/// A request's JSON body, of the shape `shape` says. JSON bodies only: a web page can post
+/// text/plain across sites without asking first, but not application/json (the browser asks,
+/// and no route answers its question).
+#[allow(clippy::result_large_err)] // (answered at once: no error travels further)
+fn json_body<T: serde::de::DeserializeOwned>(
+    req: &HttpRequest,
+    body: &[u8],
+    shape: &str,
+) -> Result<T, HttpResponse> {
     let json = req
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    (!json).then(|| {
-        HttpResponse::UnsupportedMediaType()
-            .content_type("text/plain")
-            .body("send the body as Content-Type: application/json\n")
-    })
+    if !json {
+        return Err(text(
+            HttpResponse::UnsupportedMediaType(),
+            "send the body as Content-Type: application/json",
+        ));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| text(HttpResponse::BadRequest(), format!("expected {shape}: {e}")))
+}
+
+/// A plain-text answer.
+fn text(mut r: actix_web::HttpResponseBuilder, what: impl std::fmt::Display) -> HttpResponse {
+    r.content_type("text/plain").body(format!("{what}\n"))
 }
 
 async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) -> HttpResponse {
@@ -493,18 +507,9 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
     if let Some(refused) = st.refusal(&req) {
         return refused;
     }
-    if let Some(refused) = json_only(&req) {
-        return refused;
-    }
-    let body: ForgetRequest = match serde_json::from_slice(&body) {
+    let body: ForgetRequest = match json_body(&req, &body, r#"{"rule": "...", "key": "..."}"#) {
         Ok(b) => b,
-        Err(e) => {
-            return HttpResponse::BadRequest()
-                .content_type("text/plain")
-                .body(format!(
-                    "expected {{\"rule\": \"...\", \"key\": \"...\"}}: {e}\n"
-                ));
-        }
+        Err(refused) => return refused,
     };
     let mut forgotten = false;
     let mut group_by: Option<Vec<String>> = None;
@@ -564,9 +569,7 @@ async fn alerts(
         return refused;
     }
     let Some(store) = st.store.clone() else {
-        return HttpResponse::NotFound()
-            .content_type("text/plain")
-            .body("this agent keeps no store\n");
+        return text(HttpResponse::NotFound(), "this agent keeps no store");
     };
     let recent = query.recent.map(|n| n.min(MAX_RECENT));
     // A store read walks sled's pages: off the server's thread.
@@ -589,12 +592,8 @@ async fn alerts(
                 .content_type("application/json")
                 .body(body)
         }
-        Ok(Err(e)) => HttpResponse::InternalServerError()
-            .content_type("text/plain")
-            .body(format!("{e}\n")),
-        Err(e) => HttpResponse::InternalServerError()
-            .content_type("text/plain")
-            .body(format!("{e}\n")),
+        Ok(Err(e)) => text(HttpResponse::InternalServerError(), e),
+        Err(e) => text(HttpResponse::InternalServerError(), e),
     }
 }
 
@@ -605,28 +604,17 @@ async fn ack_alert(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) 
     if let Some(refused) = st.refusal(&req) {
         return refused;
     }
-    if let Some(refused) = json_only(&req) {
-        return refused;
-    }
-    let body: AckRequest = match serde_json::from_slice(&body) {
+    let shape = r#"{"id": "<16 hex digits>", "by": "..."}"#;
+    let body: AckRequest = match json_body(&req, &body, shape) {
         Ok(b) => b,
-        Err(e) => {
-            return HttpResponse::BadRequest()
-                .content_type("text/plain")
-                .body(format!(
-                    "expected {{\"id\": \"<16 hex digits>\", \"by\": \"...\"}}: {e}\n"
-                ));
-        }
+        Err(refused) => return refused,
     };
     let Ok(id) = body.id.parse::<cepheus_core::alert::AlertId>() else {
-        return HttpResponse::BadRequest()
-            .content_type("text/plain")
-            .body(format!("`{}` is no alert id (16 hex digits)\n", body.id));
+        let what = format!("`{}` is no alert id (16 hex digits)", body.id);
+        return text(HttpResponse::BadRequest(), what);
     };
     let Some(store) = st.store.clone() else {
-        return HttpResponse::NotFound()
-            .content_type("text/plain")
-            .body("this agent keeps no store\n");
+        return text(HttpResponse::NotFound(), "this agent keeps no store");
     };
     let by = if body.by.trim().is_empty() {
         "api".to_string()
@@ -640,12 +628,8 @@ async fn ack_alert(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) 
             "acked": false,
             "error": format!("no alert {} is firing (`cepheus alerts` lists them)", body.id),
         })),
-        Ok(Err(e)) => HttpResponse::InternalServerError()
-            .content_type("text/plain")
-            .body(format!("{e}\n")),
-        Err(e) => HttpResponse::InternalServerError()
-            .content_type("text/plain")
-            .body(format!("{e}\n")),
+        Ok(Err(e)) => text(HttpResponse::InternalServerError(), e),
+        Err(e) => text(HttpResponse::InternalServerError(), e),
     }
 }
 
