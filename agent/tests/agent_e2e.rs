@@ -2057,3 +2057,58 @@ fn alerts_are_appended_to_output_file_which_logrotate_may_move() {
     assert_eq!(read(&file), [resolved]);
     assert_eq!(read(&dir.join("alerts.jsonl.1")), [fired]);
 }
+
+#[test]
+fn alerts_are_forwarded_to_a_syslog_collector_over_tcp_and_udp() {
+    let dir = scratch("forward");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    // The TCP collector is not there at first: the alert waits, then goes when it comes.
+    let tcp_port = free_port();
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let agent = Agent::start(
+        &dir,
+        &format!("[output]\nsyslog = \"tcp://127.0.0.1:{tcp_port}\"\n"),
+    );
+    heartbeat(agent.port, "web1", 1);
+    let fired = agent.wait_alert(10, |v| v["state"] == "firing");
+    let listener = TcpListener::bind(("127.0.0.1", tcp_port)).unwrap();
+    let (mut conn, _) = listener.accept().unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // One octet-counted frame: "LEN MSG".
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while buf.last() != Some(&b' ') {
+        conn.read_exact(&mut byte).unwrap();
+        buf.push(byte[0]);
+    }
+    let len: usize = std::str::from_utf8(&buf).unwrap().trim().parse().unwrap();
+    let mut msg = vec![0u8; len];
+    conn.read_exact(&mut msg).unwrap();
+    let msg = String::from_utf8(msg).unwrap();
+    assert!(msg.starts_with("<34>1 "), "{msg}");
+    assert!(
+        msg.contains(" cepheus ") && msg.contains(" firing - "),
+        "{msg}"
+    );
+    let json: Value = serde_json::from_str(msg.split('\u{feff}').nth(1).unwrap()).unwrap();
+    assert_eq!(json, fired);
+    drop(agent);
+
+    // Over UDP: one datagram per change.
+    let dir = scratch("forward-udp");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let agent = Agent::start(
+        &dir,
+        &format!("[output]\nsyslog = \"udp://127.0.0.1:{udp_port}\"\n"),
+    );
+    heartbeat(agent.port, "web2", 1);
+    let fired = agent.wait_alert(10, |v| v["state"] == "firing");
+    let mut d = [0u8; 65536];
+    let n = udp.recv(&mut d).unwrap();
+    let msg = String::from_utf8_lossy(&d[..n]).into_owned();
+    let json: Value = serde_json::from_str(msg.split('\u{feff}').nth(1).unwrap()).unwrap();
+    assert_eq!(json, fired);
+}

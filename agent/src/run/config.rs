@@ -110,6 +110,13 @@ stdout = true
 # or removed, it is made anew within a second, so no copytruncate is needed). The store
 # keeps every change whatever the outputs.
 # file = "/var/log/cepheus/alerts.jsonl"
+# And forwarded to a syslog collector (a SIEM) as RFC 5424 messages: "udp://IP:PORT", or
+# "tcp://IP:PORT" (octet counting, reconnected when the connection fails). Facility auth,
+# severity from the rule's (critical: crit, high: err, medium: warning, low: notice, info:
+# info), APP-NAME cepheus, MSGID the state (firing, resolved, retracted), the message the
+# alert's JSON. Up to 10,000 wait while the collector is slow or away; beyond, they are
+# dropped and counted (syslog_unsent).
+# syslog = "tcp://10.0.0.5:514"
 
 # Live capture (optional, needs root or CAP_NET_RAW): flows of one interface become events.
 # [capture]
@@ -366,6 +373,34 @@ pub struct OutputConfig {
     pub stdout: bool,
     /// JSON lines appended to this file (reopened when it is moved or removed).
     pub file: Option<PathBuf>,
+    /// Alert changes forwarded as RFC 5424 syslog messages to a collector.
+    #[serde(deserialize_with = "forward", default)]
+    pub syslog: Option<Forward>,
+}
+
+/// Where `[output] syslog` forwards: `udp://IP:PORT` or `tcp://IP:PORT` (octet counting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forward {
+    /// One datagram per alert change.
+    Udp(SocketAddr),
+    /// One connection, messages framed by octet counting (RFC 6587), reconnected on failure.
+    Tcp(SocketAddr),
+}
+
+fn forward<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Forward>, D::Error> {
+    let s = String::deserialize(d)?;
+    let bad = || {
+        format!("`{s}`: write \"udp://IP:PORT\" or \"tcp://IP:PORT\" (e.g. \"tcp://10.0.0.5:514\")")
+    };
+    let (scheme, rest) = s
+        .split_once("://")
+        .ok_or_else(|| serde::de::Error::custom(bad()))?;
+    let a = parse_addr(rest).map_err(serde::de::Error::custom)?;
+    match scheme {
+        "udp" => Ok(Some(Forward::Udp(a))),
+        "tcp" => Ok(Some(Forward::Tcp(a))),
+        _ => Err(serde::de::Error::custom(bad())),
+    }
 }
 
 impl Default for OutputConfig {
@@ -373,6 +408,7 @@ impl Default for OutputConfig {
         OutputConfig {
             stdout: true,
             file: None,
+            syslog: None,
         }
     }
 }
@@ -982,6 +1018,25 @@ mod tests {
         .unwrap();
         let keys: Vec<&str> = cfg.environment_problems().iter().map(|p| p.key).collect();
         assert_eq!(keys, ["syslog.files", "syslog.files", "rules.paths"]);
+    }
+
+    #[test]
+    fn output_syslog_names_its_transport() {
+        let cfg = Config::parse(
+            Path::new("x"),
+            "[output]\nsyslog = \"tcp://10.0.0.5:514\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.output.syslog,
+            Some(Forward::Tcp("10.0.0.5:514".parse().unwrap()))
+        );
+        for bad in ["10.0.0.5:514", "tls://10.0.0.5:6514", "udp://siem:514"] {
+            let e = Config::parse(Path::new("x"), &format!("[output]\nsyslog = \"{bad}\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("syslog") && e.contains("IP"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -94,6 +94,9 @@ counters!(
         alerts_repeated,
         /// Alert changes that could not be appended to `output.file` (the store has them).
         file_unwritten,
+        /// Alert changes not forwarded to `output.syslog` (its queue was full: the collector
+        /// slow or away; the store has them).
+        syslog_unsent,
         /// Writes to the store that failed (alerts then go to stdout unkept; a checkpoint
         /// is tried again at the next save).
         store_errors,

@@ -13,6 +13,7 @@ pub mod builtin;
 pub mod config;
 pub mod counters;
 pub mod files;
+pub mod forward;
 pub mod framing;
 pub mod ingest;
 pub mod reload;
@@ -451,8 +452,16 @@ fn start(
         let (stdout, counters) = (cfg.output.stdout, sink_counters.clone());
         let api_store = store.clone();
         let file = cfg.output.file.clone();
+        let forwarder = cfg
+            .output
+            .syslog
+            .map(|to| forward::Forwarder::start(to, sink_counters.clone()))
+            .transpose()
+            .context("output.syslog: starting the forwarding thread")?;
         let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |_| {
-            AlertSink::new(stdout, counters, Some(store)).with_file(file)
+            AlertSink::new(stdout, counters, Some(store))
+                .with_file(file)
+                .with_forwarder(forwarder)
         });
         let checkpoint_every = Some(cfg.store.checkpoint_every.std());
         let drained = Arc::new(AtomicUsize::new(0));

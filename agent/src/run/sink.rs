@@ -76,6 +76,8 @@ pub struct AlertSink {
     store_limit: LogLimit,
     /// `output.file`, if set.
     file: Option<FileOutput>,
+    /// `output.syslog`, if set.
+    forwarder: Option<super::forward::Forwarder>,
 }
 
 /// JSON lines appended to a file that logrotate may move or remove: it is checked at most
@@ -160,7 +162,14 @@ impl AlertSink {
             store: None,
             store_limit: LogLimit::new(60_000),
             file: None,
+            forwarder: None,
         }
+    }
+
+    /// Also forwards the alert changes to a syslog collector (`output.syslog`), when set.
+    pub fn with_forwarder(mut self, f: Option<super::forward::Forwarder>) -> AlertSink {
+        self.forwarder = f;
+        self
     }
 
     /// Also appends the alert changes to `path` (`output.file`), when set.
@@ -179,6 +188,9 @@ impl AlertSink {
         self.write(fresh);
         if let Some(f) = &mut self.file {
             f.write(fresh, &self.counters);
+        }
+        if let Some(f) = &self.forwarder {
+            f.send(fresh);
         }
     }
 

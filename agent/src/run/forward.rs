@@ -1,0 +1,181 @@
+//! `[output] syslog`: alert changes forwarded to a syslog collector (a SIEM) as RFC 5424
+//! messages, from a thread of its own behind a bounded queue, so a slow or absent collector
+//! never holds up the sink (and the store behind it).
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, Instant};
+
+use cepheus_store::Change;
+
+use super::config::Forward;
+use super::counters::{LogLimit, SinkCounters, bump};
+
+/// Messages waiting for the collector; beyond, they are dropped and counted.
+pub const QUEUE: usize = 10_000;
+
+/// The sink's side of the forwarder.
+pub struct Forwarder {
+    tx: SyncSender<Vec<u8>>,
+    counters: Arc<SinkCounters>,
+    host: String,
+    pid: u32,
+}
+
+impl Forwarder {
+    /// Starts the forwarding thread.
+    pub fn start(to: Forward, counters: Arc<SinkCounters>) -> std::io::Result<Forwarder> {
+        let (tx, rx) = sync_channel(QUEUE);
+        let c = counters.clone();
+        std::thread::Builder::new()
+            .name("syslog-forward".into())
+            .spawn(move || forward_loop(to, rx, c))?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty() && h.is_ascii() && !h.contains(' '))
+            .unwrap_or_else(|| "-".into());
+        Ok(Forwarder {
+            tx,
+            counters,
+            host,
+            pid: std::process::id(),
+        })
+    }
+
+    /// Queues the changes; what does not fit is counted as `syslog_unsent`.
+    pub fn send(&self, changes: &[Change]) {
+        for c in changes {
+            let msg = format_5424(c, &self.host, self.pid);
+            match self.tx.try_send(msg) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    bump(&self.counters.syslog_unsent, 1)
+                }
+            }
+        }
+    }
+}
+
+/// An alert change as an RFC 5424 message: facility auth (4), severity from the rule's,
+/// the alert's time, APP-NAME `cepheus`, MSGID the state, no structured data, the JSON as
+/// the message (after a BOM: UTF-8).
+pub fn format_5424(c: &Change, host: &str, pid: u32) -> Vec<u8> {
+    let v: serde_json::Value = serde_json::from_str(&c.json).unwrap_or_default();
+    let sev = match v["severity"].as_str() {
+        Some("critical") => 2,
+        Some("high") => 3,
+        Some("medium") => 4,
+        Some("low") => 5,
+        _ => 6,
+    };
+    let time = v["time"].as_str().filter(|t| !t.is_empty()).unwrap_or("-");
+    let mut m = format!(
+        "<{}>1 {time} {host} cepheus {pid} {} - \u{feff}",
+        4 * 8 + sev,
+        c.state.name()
+    )
+    .into_bytes();
+    m.extend_from_slice(c.json.as_bytes());
+    m
+}
+
+fn forward_loop(to: Forward, rx: Receiver<Vec<u8>>, counters: Arc<SinkCounters>) {
+    let limit = LogLimit::new(60_000);
+    let said = |e: &dyn std::fmt::Display, counters: &SinkCounters| {
+        if let Some(held) = limit.allow() {
+            let unsent = counters
+                .syslog_unsent
+                .load(std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(error = %e, unsent_so_far = unsent, held_back = held, "cannot forward alerts to the syslog collector (output.syslog); retrying");
+        }
+    };
+    match to {
+        Forward::Udp(addr) => {
+            let bind: SocketAddr = if addr.is_ipv4() {
+                ([0, 0, 0, 0], 0).into()
+            } else {
+                (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+            };
+            let Ok(sock) = UdpSocket::bind(bind) else {
+                tracing::error!("cannot open a UDP socket for output.syslog");
+                return;
+            };
+            while let Ok(m) = rx.recv() {
+                if let Err(e) = sock.send_to(&m, addr) {
+                    bump(&counters.syslog_unsent, 1);
+                    said(&e, &counters);
+                }
+            }
+        }
+        Forward::Tcp(addr) => {
+            let mut conn: Option<TcpStream> = None;
+            let mut next_try = Instant::now();
+            while let Ok(m) = rx.recv() {
+                let mut framed = format!("{} ", m.len()).into_bytes();
+                framed.extend_from_slice(&m);
+                // The message waits (and the queue fills behind it) until the collector
+                // takes it: tried again once a second.
+                loop {
+                    if conn.is_none() {
+                        let wait = next_try.saturating_duration_since(Instant::now());
+                        std::thread::sleep(wait);
+                        next_try = Instant::now() + Duration::from_secs(1);
+                        match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+                            Ok(s) => {
+                                let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+                                let _ = s.set_nodelay(true);
+                                conn = Some(s);
+                            }
+                            Err(e) => {
+                                said(&e, &counters);
+                                continue;
+                            }
+                        }
+                    }
+                    let Some(s) = conn.as_mut() else { continue };
+                    match s.write_all(&framed) {
+                        Ok(()) => break,
+                        Err(e) => {
+                            said(&e, &counters);
+                            conn = None;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use cepheus_core::alert::AlertState;
+
+    #[test]
+    fn a_change_is_an_rfc_5424_message_with_its_json() {
+        let c = Change {
+            id: 1,
+            state: AlertState::Firing,
+            json: r#"{"id":"0000000000000001","rule":"hb","severity":"critical","state":"firing","time":"2026-12-03T05:00:00Z"}"#.into(),
+        };
+        let m = String::from_utf8(format_5424(&c, "sensor1", 42)).unwrap();
+        assert_eq!(
+            m,
+            format!(
+                "<34>1 2026-12-03T05:00:00Z sensor1 cepheus 42 firing - \u{feff}{}",
+                c.json
+            )
+        );
+        // What cepheus reads back: the same fields, the JSON as the message.
+        let parsed = syslog_loose::parse_message(&m, syslog_loose::Variant::RFC5424);
+        assert_eq!(parsed.hostname, Some("sensor1"));
+        assert_eq!(parsed.appname, Some("cepheus"));
+        assert_eq!(parsed.msgid, Some("firing"));
+        assert!(parsed.msg.ends_with(&c.json), "{}", parsed.msg);
+    }
+}
