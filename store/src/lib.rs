@@ -115,6 +115,8 @@ pub struct Store {
     acks: sled::Tree,
     /// shard (u32 BE) -> shards (u32 BE) + checkpoint.
     checkpoints: sled::Tree,
+    /// "format" -> u32 BE; "written" -> the seq (u64 BE) of the last change written out.
+    meta: sled::Tree,
     /// Alert changes beyond this many are pruned, oldest first; firing alerts too.
     max_alerts: u64,
     /// What is held, counted as it changes (sled 0.34's `len` walks a tree).
@@ -208,6 +210,11 @@ impl Store {
         }
         let alerts = db.open_tree("alerts").map_err(io)?;
         let open = db.open_tree("open").map_err(io)?;
+        // A store without the mark (made before it was kept) counts all it holds as written.
+        if meta.get("written").map_err(io)?.is_none() {
+            let last = alerts.last().map_err(io)?.map_or(0, |(k, _)| seq_of(&k));
+            meta.insert("written", &last.to_be_bytes()).map_err(io)?;
+        }
         let mut held = Held {
             changes: alerts.len() as u64,
             firing: BTreeMap::new(),
@@ -224,6 +231,7 @@ impl Store {
             seen: db.open_tree("seen").map_err(io)?,
             open,
             acks: db.open_tree("acks").map_err(io)?,
+            meta,
             checkpoints: db.open_tree("checkpoints").map_err(io)?,
             db,
             max_alerts: max_alerts.max(1),
@@ -441,6 +449,41 @@ impl Store {
             .map_err(|e| self.io(e))?;
         self.db.flush().map_err(|e| self.io(e))?;
         Ok(true)
+    }
+
+    /// Notes that every change recorded so far has been written to the outputs. Flushed with
+    /// the next write: a crash in between makes the last batch written out again at start.
+    pub fn mark_written(&self) -> Result<(), StoreError> {
+        let last = self
+            .alerts
+            .last()
+            .map_err(|e| self.io(e))?
+            .map_or(0, |(k, _)| seq_of(&k));
+        self.meta
+            .insert("written", &last.to_be_bytes())
+            .map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    /// The changes recorded but not yet written to the outputs (the process died between
+    /// the two), oldest first: for the outputs at start.
+    pub fn unwritten(&self) -> Result<Vec<StoredAlert>, StoreError> {
+        let from = self
+            .meta
+            .get("written")
+            .map_err(|e| self.io(e))?
+            .map_or(0, |v| seq_of(&v));
+        let mut out = Vec::new();
+        for row in self.alerts.range((from + 1).to_be_bytes()..) {
+            let (k, v) = row.map_err(|e| self.io(e))?;
+            if let Some(json) = v.get(9..).and_then(|b| std::str::from_utf8(b).ok()) {
+                out.push(StoredAlert {
+                    seq: seq_of(&k),
+                    json: json.to_string(),
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// How many alert changes the store holds, and how many alerts are firing.
@@ -667,6 +710,26 @@ pattern = "absent(hb) for 10s"
             !s.ack(id, "bob", "2026-12-03T05:01:00Z").unwrap(),
             "resolved"
         );
+    }
+
+    #[test]
+    fn changes_recorded_but_not_written_out_are_given_back_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = heartbeat_alerts();
+        {
+            let s = Store::open(dir.path(), 10).unwrap();
+            assert!(s.unwritten().unwrap().is_empty());
+            s.record(&alerts[..1]).unwrap();
+            s.mark_written().unwrap();
+            s.record(&alerts[1..]).unwrap();
+            // Killed before writing the resolve out.
+        }
+        let s = Store::open(dir.path(), 10).unwrap();
+        let left = s.unwritten().unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].json, alerts[1].to_json().to_string());
+        s.mark_written().unwrap();
+        assert!(s.unwritten().unwrap().is_empty());
     }
 
     #[test]

@@ -183,7 +183,8 @@ impl AlertSink {
         self
     }
 
-    /// Writes kept changes to every output: stdout, then the file.
+    /// Writes kept changes to every output (stdout, the file, the collector), then notes in
+    /// the store that they were written.
     fn emit(&mut self, fresh: &[Change]) {
         self.write(fresh);
         if let Some(f) = &mut self.file {
@@ -192,6 +193,52 @@ impl AlertSink {
         if let Some(f) = &self.forwarder {
             f.send(fresh);
         }
+        if let Some(store) = &self.store
+            && !fresh.is_empty()
+            && let Err(e) = store.mark_written()
+        {
+            bump(&self.counters.store_errors, 1);
+            tracing::warn!(error = %e, "cannot note the alerts written out (a restart may write them again)");
+        }
+    }
+
+    /// The changes an earlier run kept but did not write out (it died between the two):
+    /// written now, before anything new.
+    fn emit_unwritten(&mut self) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        let left = match store.unwritten() {
+            Ok(l) => l,
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                tracing::error!(error = %e, "cannot read the alerts an earlier run did not write out");
+                return;
+            }
+        };
+        if left.is_empty() {
+            return;
+        }
+        tracing::info!(
+            alerts = left.len(),
+            "writing out the alert changes kept but not written before the last stop"
+        );
+        let changes: Vec<Change> = left
+            .into_iter()
+            .filter_map(|a| {
+                let v: serde_json::Value = serde_json::from_str(&a.json).ok()?;
+                let id: cepheus_core::alert::AlertId = v["id"].as_str()?.parse().ok()?;
+                let state = AlertState::ALL
+                    .into_iter()
+                    .find(|s| Some(s.name()) == v["state"].as_str())?;
+                Some(Change {
+                    id: id.0,
+                    state,
+                    json: a.json,
+                })
+            })
+            .collect();
+        self.emit(&changes);
     }
 
     /// One batch from a shard: counted, rendered (once), kept, and what is new written out.
@@ -305,6 +352,7 @@ impl Actor for AlertSink {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
+        self.emit_unwritten();
     }
 }
 
