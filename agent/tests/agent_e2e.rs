@@ -1965,7 +1965,8 @@ fn the_api_answers_on_its_unix_socket_without_the_token() {
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
     std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
     let api = "token_file = \"token\"\nsocket = \"api.sock\"\n";
-    let mut agent = Agent::start_full(&dir, "", api, "");
+    let keep = "checkpoint_every = \"100ms\"\n";
+    let mut agent = Agent::start_full(&dir, "", api, keep);
     let sock = dir.join("api.sock");
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o660);
@@ -1988,7 +1989,7 @@ fn the_api_answers_on_its_unix_socket_without_the_token() {
     agent.kill9();
     assert!(sock.exists());
     std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
-    let mut again = Agent::start_full(&dir, "", api, "");
+    let mut again = Agent::start_full(&dir, "", api, keep);
     let (code, out, err) = alerts_cmd(&dir, &["--json"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("\"by\":\"ops\""), "{out}");
@@ -2167,4 +2168,53 @@ fn alerts_kept_but_not_written_out_before_a_kill_are_written_at_restart() {
         ids.insert(v["id"].as_str().unwrap().to_string());
     }
     assert_eq!(ids.len(), 500);
+}
+
+#[test]
+fn alerts_no_engine_holds_after_a_restart_are_resolved_as_state_lost() {
+    // Fired, then killed before any save: the next run knows nothing of it.
+    let dir = scratch("state-lost");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let rare = "checkpoint_every = \"1h\"\n";
+    let mut first = Agent::start(&dir, rare);
+    heartbeat(first.port, "web1", 1);
+    let fired = first.wait_alert(10, |v| v["state"] == "firing");
+    first.kill9();
+    let second = Agent::start(&dir, rare);
+    let lost = second.wait_alert(10, |v| v["state"] == "resolved");
+    assert_eq!(lost["id"], fired["id"]);
+    assert_eq!(lost["reason"], "state_lost");
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+}
+
+#[test]
+fn another_number_of_shards_starts_afresh_once_and_resolves_what_was_firing() {
+    let dir = scratch("shards-changed");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let two = "checkpoint_every = \"100ms\"\n[engine]\nshards = 2\n";
+    let one = "checkpoint_every = \"100ms\"\n[engine]\nshards = 1\n";
+    let mut first = Agent::start(&dir, two);
+    heartbeat(first.port, "web1", 1);
+    let fired = first.wait_alert(10, |v| v["state"] == "firing");
+    assert!(first.terminate().success());
+    let mut second = Agent::start(&dir, one);
+    let lost = second.wait_alert(10, |v| v["state"] == "resolved");
+    assert_eq!(
+        (&lost["id"], &lost["reason"]),
+        (&fired["id"], &"state_lost".into())
+    );
+    assert!(second.stderr().contains("another number of shards"));
+    heartbeat(second.port, "web2", 1);
+    second.wait_alert(10, |v| {
+        v["state"] == "firing" && v["group"]["host"] == "web2"
+    });
+    assert!(second.terminate().success());
+    // The same number again: its own state goes on.
+    let third = Agent::start(&dir, one);
+    third.wait_stats(10, |_| {
+        third.stderr().contains("continuing from the saved state")
+    });
+    assert!(!third.stderr().contains("another number of shards"));
+    assert_eq!(third.alerts(|_| true), 0);
 }

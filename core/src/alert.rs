@@ -60,11 +60,15 @@ pub enum Reason {
     RuleRemoved,
     /// The engine failed and was rebuilt: its open alerts are resolved.
     EngineRestarted,
+    /// At a restart, no engine holds the alert's episode any more (the state that held it
+    /// was lost with a crash after the last save, or could not be continued): resolved
+    /// rather than left firing for ever.
+    StateLost,
 }
 
 impl Reason {
     /// Every reason, as docs/rules.md lists them.
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 8] = [
         Reason::Forgotten,
         Reason::EpisodeEnd,
         Reason::LateEvent,
@@ -72,6 +76,7 @@ impl Reason {
         Reason::RuleChanged,
         Reason::RuleRemoved,
         Reason::EngineRestarted,
+        Reason::StateLost,
     ];
 
     /// The spelling in JSON.
@@ -84,6 +89,7 @@ impl Reason {
             Reason::RuleChanged => "rule_changed",
             Reason::RuleRemoved => "rule_removed",
             Reason::EngineRestarted => "engine_restarted",
+            Reason::StateLost => "state_lost",
         }
     }
 }

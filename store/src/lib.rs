@@ -451,8 +451,8 @@ impl Store {
         Ok(true)
     }
 
-    /// Notes that every change recorded so far has been written to the outputs. Flushed with
-    /// the next write: a crash in between makes the last batch written out again at start.
+    /// Notes that every change recorded so far has been written to the outputs. Durable on
+    /// return (a crash just before it makes the last batch written out again at start).
     pub fn mark_written(&self) -> Result<(), StoreError> {
         let last = self
             .alerts
@@ -462,6 +462,7 @@ impl Store {
         self.meta
             .insert("written", &last.to_be_bytes())
             .map_err(|e| self.io(e))?;
+        self.db.flush().map_err(|e| self.io(e))?;
         Ok(())
     }
 

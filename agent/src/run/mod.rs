@@ -346,11 +346,16 @@ fn saved_states(
         return Ok(out);
     }
     if saved.iter().any(|s| s.shards as usize != n) || saved.len() != n {
+        let then = saved.iter().map(|s| s.shards).max().unwrap_or(0);
         tracing::warn!(
-            saved = saved.len(),
+            saved_by = then,
             shards = n,
-            "the saved state is of a run with another number of shards (`engine.shards`): starting afresh, open alerts stay as they are in the store"
+            "the saved state is of a run with another number of shards (`engine.shards`, 0: one per core): starting afresh; the alerts it held firing are resolved (state_lost)"
         );
+        // Dropped, so that the next start does not meet it again.
+        store
+            .save_checkpoints(&[])
+            .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
         return Ok(out);
     }
     for s in saved {
@@ -462,6 +467,7 @@ fn start(
             AlertSink::new(stdout, counters, Some(store))
                 .with_file(file)
                 .with_forwarder(forwarder)
+                .adopting(n)
         });
         let checkpoint_every = Some(cfg.store.checkpoint_every.std());
         let drained = Arc::new(AtomicUsize::new(0));

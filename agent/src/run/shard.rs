@@ -173,7 +173,45 @@ impl Shard {
             resume: persistence.resume,
         };
         s.install(rules);
+        s.flush();
+        s.adopt();
         s
+    }
+
+    /// Tells the sink which alerts this shard's engine, as first built, holds firing (a copy
+    /// of it resolves them all, and is dropped), so that it can resolve the store's firing
+    /// alerts that no engine holds any more.
+    fn adopt(&mut self) {
+        if self.checkpoint_every.is_none() {
+            return;
+        }
+        let mut ids = Vec::new();
+        if let Some(e) = &self.engine {
+            let plan = super::route::RoutePlan::new(&self.rules, self.count);
+            let copy = Engine::restore(
+                &self.rules,
+                plan.shard_config(self.id),
+                e.checkpoint(),
+                false,
+            );
+            match copy {
+                Ok(mut copy) => {
+                    let mut out = Vec::new();
+                    copy.resolve_all(cepheus_core::alert::Reason::StateLost, &mut out);
+                    ids = out.iter().map(|a| a.id().0).collect();
+                }
+                Err(err) => {
+                    tracing::warn!(shard = self.id, error = %err, "cannot list the alerts this shard holds");
+                }
+            }
+        }
+        let msg = super::sink::Adopt {
+            shard: self.id,
+            ids,
+        };
+        if let Err(err) = self.sink.try_send(msg) {
+            tracing::warn!(shard = self.id, error = %err, "alert sink full: the alerts of the last run stay as they are");
+        }
     }
 
     /// Runs `f` on the engine; a panic in it (a bug: no input should cause one) is caught,

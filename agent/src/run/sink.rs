@@ -78,6 +78,29 @@ pub struct AlertSink {
     file: Option<FileOutput>,
     /// `output.syslog`, if set.
     forwarder: Option<super::forward::Forwarder>,
+    /// At start: the alerts the store had firing, and the shards still to say which of them
+    /// their engines hold ([`Adopt`]); what none holds is resolved (`state_lost`).
+    adopting: Option<Adopting>,
+}
+
+/// The start-up reckoning of the store's firing alerts against the engines'.
+struct Adopting {
+    /// Ids the store had firing when the sink started.
+    firing: std::collections::HashSet<u64>,
+    /// Ids some engine holds open.
+    held: std::collections::HashSet<u64>,
+    /// Shards that have not said yet.
+    waiting: std::collections::HashSet<usize>,
+}
+
+/// A shard's engine, as first built at start, holds these alerts open (ids).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Adopt {
+    /// The shard.
+    pub shard: usize,
+    /// Ids of the alerts its engine holds firing.
+    pub ids: Vec<u64>,
 }
 
 /// JSON lines appended to a file that logrotate may move or remove: it is checked at most
@@ -163,7 +186,36 @@ impl AlertSink {
             store_limit: LogLimit::new(60_000),
             file: None,
             forwarder: None,
+            adopting: None,
         }
+    }
+
+    /// Reckons at start the alerts the store has firing against those the `shards` engines
+    /// hold (each says so with an [`Adopt`]).
+    pub fn adopting(mut self, shards: usize) -> AlertSink {
+        let Some(store) = &self.store else {
+            return self;
+        };
+        let firing = match store.firing() {
+            Ok(f) => f
+                .iter()
+                .filter_map(|a| {
+                    let v: serde_json::Value = serde_json::from_str(&a.json).ok()?;
+                    let id: cepheus_core::alert::AlertId = v["id"].as_str()?.parse().ok()?;
+                    Some(id.0)
+                })
+                .collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the firing alerts of the last run");
+                return self;
+            }
+        };
+        self.adopting = Some(Adopting {
+            firing,
+            held: Default::default(),
+            waiting: (0..shards).collect(),
+        });
+        self
     }
 
     /// Also forwards the alert changes to a syslog collector (`output.syslog`), when set.
@@ -364,6 +416,54 @@ impl Handler<Alerts> for AlertSink {
     }
 }
 
+impl Handler<Adopt> for AlertSink {
+    type Result = ();
+
+    fn handle(&mut self, msg: Adopt, _: &mut Self::Context) {
+        let Some(a) = &mut self.adopting else {
+            return;
+        };
+        if !a.waiting.remove(&msg.shard) {
+            return;
+        }
+        a.held.extend(msg.ids);
+        if !a.waiting.is_empty() {
+            return;
+        }
+        let Some(a) = self.adopting.take() else {
+            return;
+        };
+        let lost: std::collections::HashSet<u64> = a.firing.difference(&a.held).copied().collect();
+        let (Some(store), false) = (&self.store, lost.is_empty()) else {
+            return;
+        };
+        let now = crate::flow::live::wall_clock();
+        let changes: Vec<Change> = match store.firing() {
+            Ok(f) => f
+                .iter()
+                .filter_map(|f| {
+                    let c = resolved_change(&f.json, Reason::StateLost, now)?;
+                    lost.contains(&c.id).then_some(c)
+                })
+                .collect(),
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                tracing::error!(error = %e, "cannot read the firing alerts whose state was lost: they stay firing");
+                return;
+            }
+        };
+        if changes.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            alerts = changes.len(),
+            "resolving the alerts firing before the restart that no engine holds any more (their state was lost: reason state_lost)"
+        );
+        let fresh = self.keep(changes);
+        self.emit(&fresh);
+    }
+}
+
 impl Handler<Retire> for AlertSink {
     type Result = ();
 
@@ -398,9 +498,16 @@ impl Handler<Retire> for AlertSink {
 /// The `resolved` change of a kept firing alert whose rule is among `rules`: the firing's
 /// object, in state `resolved` at `time`, with the rule's reason.
 fn retired_change(firing: &str, rules: &[(String, Reason)], time: Timestamp) -> Option<Change> {
-    let mut v: serde_json::Value = serde_json::from_str(firing).ok()?;
+    let v: serde_json::Value = serde_json::from_str(firing).ok()?;
     let rule = v.get("rule")?.as_str()?;
     let reason = rules.iter().find(|(r, _)| r == rule)?.1;
+    resolved_change(firing, reason, time)
+}
+
+/// The `resolved` change of a kept firing alert: its object, in state `resolved` at `time`,
+/// with `reason`.
+fn resolved_change(firing: &str, reason: Reason, time: Timestamp) -> Option<Change> {
+    let mut v: serde_json::Value = serde_json::from_str(firing).ok()?;
     let id: cepheus_core::alert::AlertId = v.get("id")?.as_str()?.parse().ok()?;
     let o = v.as_object_mut()?;
     o.insert("state".into(), AlertState::Resolved.name().into());
