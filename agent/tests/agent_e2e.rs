@@ -2218,3 +2218,45 @@ fn another_number_of_shards_starts_afresh_once_and_resolves_what_was_firing() {
     assert!(!third.stderr().contains("another number of shards"));
     assert_eq!(third.alerts(|_| true), 0);
 }
+
+#[test]
+fn a_saved_state_from_ahead_of_the_clock_is_not_continued() {
+    let dir = scratch("clock-ahead");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let keep = "checkpoint_every = \"100ms\"\n";
+    let mut first = Agent::start(&dir, keep);
+    heartbeat(first.port, "web1", 1);
+    first.wait_events(1);
+    assert!(first.terminate().success());
+    // The saved clock an hour ahead (as after a clock stepped back by an hour).
+    {
+        let store = cepheus_store::Store::open(&dir.join("data"), 100).unwrap();
+        let mut saved = store.checkpoints().unwrap();
+        for s in &mut saved {
+            let mut cp: Value = serde_json::from_slice(&s.data).unwrap();
+            let hour = 3_600_000_000_000i64;
+            let shift = |v: &mut Value| {
+                if let Some(t) = v.as_i64() {
+                    *v = Value::from(t + hour);
+                }
+            };
+            shift(&mut cp["clock"]);
+            for lane in cp["lanes"].as_array_mut().unwrap() {
+                shift(&mut lane["now"]);
+            }
+            s.data = serde_json::to_vec(&cp).unwrap();
+        }
+        store.save_checkpoints(&saved).unwrap();
+    }
+    // Begun afresh: a host heartbeating now and then silent fires within its 3 s.
+    let second = Agent::start(&dir, keep);
+    assert!(
+        second.stderr().contains("clock is ahead"),
+        "{}",
+        second.stderr()
+    );
+    heartbeat(second.port, "web2", 1);
+    second.wait_alert(10, |v| {
+        v["state"] == "firing" && v["group"]["host"] == "web2"
+    });
+}

@@ -416,6 +416,14 @@ fn start(
         .zone()
         .map_err(|e| anyhow::anyhow!("syslog.timezone: {e}"))?;
     let n = cfg.shard_count();
+    let (changes, firing) = store.counts();
+    tracing::info!(
+        store = %cfg.store.path().display(),
+        alert_changes = changes,
+        firing,
+        saved_shards = store.checkpoints().map(|c| c.len()).unwrap_or(0),
+        "store opened"
+    );
     let resume = saved_states(&store, n)?;
     let plan = Arc::new(RoutePlan::new(&rules, n));
     let (plan_tx, plan_rx) = watch::channel(plan.clone());

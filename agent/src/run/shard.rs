@@ -127,6 +127,9 @@ pub struct Shard {
     resume: Option<Checkpoint>,
 }
 
+/// How far ahead of the wall clock a saved state's clock may be and still be continued.
+const CLOCK_AHEAD_SECS: i64 = 60;
+
 /// Where a shard's state is saved and what it resumes from.
 pub struct Persistence {
     /// How often the state is saved; `None`: never.
@@ -274,6 +277,22 @@ impl Shard {
                     tracing::error!(shard = self.id, error = %err, "reload failed; rules restarted")
                 }
             }
+        }
+        // A saved state whose clock is ahead of this machine's (the clock was stepped back
+        // since, or it came from elsewhere) would keep every absence blind until the clock
+        // caught up with it (the engine's clock never goes back): begun afresh instead.
+        let now = wall_clock();
+        if let Some(cp) = &self.resume
+            && let Some(clock) = cp.clock
+            && clock > now.add(cepheus_core::time::Duration::from_secs(CLOCK_AHEAD_SECS))
+        {
+            tracing::warn!(
+                shard = self.id,
+                saved_clock = %clock.to_rfc3339(),
+                now = %now.to_rfc3339(),
+                "the saved state's clock is ahead of this machine's (was the clock stepped back?): starting afresh, or absences would stay blind until the clock catches up"
+            );
+            self.resume = None;
         }
         let built = match self.resume.take() {
             // The state an earlier run saved: its groups, deadlines and partial matches go
