@@ -81,6 +81,29 @@ pub struct AlertSink {
     /// At start: the alerts the store had firing, and the shards still to say which of them
     /// their engines hold ([`Adopt`]); what none holds is resolved (`state_lost`).
     adopting: Option<Adopting>,
+    /// The free space of the store's file system, as last looked at.
+    space: Space,
+}
+
+/// Below this much free space the store is not written (sled may hang on a full disk).
+pub const MIN_FREE_BYTES: u64 = 64 << 20;
+
+/// The store's free-space guard: looked at once a second at most.
+struct Space {
+    checked: Option<std::time::Instant>,
+    low: bool,
+    /// [`MIN_FREE_BYTES`] (tests change it).
+    min_free: u64,
+}
+
+impl Default for Space {
+    fn default() -> Self {
+        Space {
+            checked: None,
+            low: false,
+            min_free: MIN_FREE_BYTES,
+        }
+    }
 }
 
 /// The start-up reckoning of the store's firing alerts against the engines'.
@@ -187,7 +210,44 @@ impl AlertSink {
             file: None,
             forwarder: None,
             adopting: None,
+            space: Space::default(),
         }
+    }
+
+    /// The store, unless its file system is nearly full: then nothing is written to it (it
+    /// resumes by itself once space is freed), counted and said in the log.
+    fn writable_store(&mut self) -> Option<&Store> {
+        let store = self.store.as_ref()?;
+        let now = std::time::Instant::now();
+        if self
+            .space
+            .checked
+            .is_none_or(|t| now.duration_since(t) >= std::time::Duration::from_secs(1))
+        {
+            self.space.checked = Some(now);
+            let free = rustix::fs::statvfs(store.path())
+                .ok()
+                .map(|v| v.f_bavail.saturating_mul(v.f_frsize));
+            let low = free.is_some_and(|f| f < self.space.min_free);
+            if low != self.space.low {
+                match free {
+                    Some(f) if low => tracing::error!(
+                        free_mb = f >> 20,
+                        store = %store.path().display(),
+                        "the store's disk is nearly full: alerts and state are not kept until space is freed (they still go to the outputs)"
+                    ),
+                    _ => tracing::info!(
+                        "the store's disk has room again: alerts and state are kept again"
+                    ),
+                }
+            }
+            self.space.low = low;
+        }
+        if self.space.low {
+            bump(&self.counters.store_errors, 1);
+            return None;
+        }
+        self.store.as_ref()
     }
 
     /// Reckons at start the alerts the store has firing against those the `shards` engines
@@ -245,8 +305,8 @@ impl AlertSink {
         if let Some(f) = &self.forwarder {
             f.send(fresh);
         }
-        if let Some(store) = &self.store
-            && !fresh.is_empty()
+        if !fresh.is_empty()
+            && let Some(store) = self.writable_store()
             && let Err(e) = store.mark_written()
         {
             bump(&self.counters.store_errors, 1);
@@ -306,7 +366,7 @@ impl AlertSink {
     /// Keeps a batch in the store; returns the changes it did not have before (all of them
     /// when it cannot be written: shown unkept rather than lost).
     fn keep(&mut self, mut alerts: Vec<Change>) -> Vec<Change> {
-        let Some(store) = &self.store else {
+        let Some(store) = self.writable_store() else {
             return alerts;
         };
         match store.record_changes(&mut alerts) {
@@ -524,7 +584,7 @@ impl Handler<SaveCheckpoint> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, msg: SaveCheckpoint, _: &mut Self::Context) {
-        let Some(store) = &self.store else {
+        let Some(store) = self.writable_store() else {
             return;
         };
         if let Err(e) = store.save_checkpoint(&msg.0) {
@@ -667,6 +727,36 @@ mod tests {
             (5, 2, 0)
         );
         assert_eq!(store.recent(10).unwrap().len(), 3);
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_nearly_full_disk_keeps_alerts_out_of_the_store_until_space_comes_back() {
+        let dir = std::env::temp_dir().join(format!("cepheus-sink-full-{}", std::process::id()));
+        let counters = Arc::new(SinkCounters::default());
+        let lines = Arc::new(Mutex::new(0));
+        let out = Failing {
+            room: usize::MAX,
+            kind: std::io::ErrorKind::Other,
+            lines: lines.clone(),
+        };
+        let store = Store::open(&dir, 100).unwrap();
+        let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
+        sink.store = Some(store.clone());
+        // As if less than the minimum were free: written out, not kept.
+        sink.space.min_free = u64::MAX;
+        let batch = alerts(3);
+        sink.take(batch[..2].to_vec());
+        assert_eq!(*lines.lock().unwrap(), 2);
+        assert_eq!(store.counts().0, 0);
+        assert!(counters.snapshot().store_errors >= 1);
+        // Room again (looked at once a second: forced here).
+        sink.space.min_free = 0;
+        sink.space.checked = None;
+        sink.take(batch[2..].to_vec());
+        assert_eq!(*lines.lock().unwrap(), 3);
+        assert_eq!(store.counts().0, 1);
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
