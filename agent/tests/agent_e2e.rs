@@ -2260,3 +2260,47 @@ fn a_saved_state_from_ahead_of_the_clock_is_not_continued() {
         v["state"] == "firing" && v["group"]["host"] == "web2"
     });
 }
+
+#[test]
+fn a_match_that_fires_once_stays_firing_across_restarts() {
+    let dir = scratch("match-restart");
+    std::fs::write(
+        dir.join("rules/m.toml"),
+        r#"
+[[rule]]
+name = "m"
+severity = "high"
+group_by = ["host"]
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b) within 30s"
+"#,
+    )
+    .unwrap();
+    let send = |port: u16, app: &str| {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let line = format!("<14>1 2026-12-03T05:00:00Z web1 {app} - - - x");
+        udp.send_to(line.as_bytes(), ("127.0.0.1", port)).unwrap();
+    };
+    let keep = "checkpoint_every = \"100ms\"\n";
+    let mut first = Agent::start(&dir, keep);
+    send(first.port, "a");
+    first.wait_events(1);
+    send(first.port, "b");
+    let fired = first.wait_alert(10, |v| v["state"] == "firing");
+    assert!(first.terminate().success());
+    for kill in [false, true] {
+        let mut again = Agent::start(&dir, keep);
+        again.wait_stats(10, |_| again.stderr().contains("store opened"));
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(again.alerts(|_| true), 0, "no resolve of a match");
+        let (_, out, _) = alerts_cmd(&dir, &["--json"]);
+        let listed: Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(listed["id"], fired["id"]);
+        if kill {
+            again.kill9();
+        } else {
+            assert!(again.terminate().success());
+        }
+    }
+}

@@ -350,7 +350,8 @@ fn saved_states(
         tracing::warn!(
             saved_by = then,
             shards = n,
-            "the saved state is of a run with another number of shards (`engine.shards`, 0: one per core): starting afresh; the alerts it held firing are resolved (state_lost)"
+            saved = saved.len(),
+            "the saved state is incomplete or of a run with another number of shards (`engine.shards`, 0: one per core): starting afresh; the alerts it held firing are resolved (state_lost)"
         );
         // Dropped, so that the next start does not meet it again.
         store

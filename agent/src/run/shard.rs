@@ -176,8 +176,9 @@ impl Shard {
             resume: persistence.resume,
         };
         s.install(rules);
-        s.flush();
+        // What its engine holds, before the alerts it made at start (its outages).
         s.adopt();
+        s.flush();
         s
     }
 
@@ -208,9 +209,17 @@ impl Shard {
                 }
             }
         }
+        let episodic = self
+            .rules
+            .rules
+            .iter()
+            .filter(|r| cepheus_core::engine::plan::plan(r).is_ok_and(|p| p.alerts_resolve()))
+            .map(|r| r.name.clone())
+            .collect();
         let msg = super::sink::Adopt {
             shard: self.id,
             ids,
+            episodic,
         };
         if let Err(err) = self.sink.try_send(msg) {
             tracing::warn!(shard = self.id, error = %err, "alert sink full: the alerts of the last run stay as they are");

@@ -114,6 +114,8 @@ struct Adopting {
     held: std::collections::HashSet<u64>,
     /// Shards that have not said yet.
     waiting: std::collections::HashSet<usize>,
+    /// Rules whose alerts an engine holds until they resolve.
+    episodic: std::collections::HashSet<String>,
 }
 
 /// A shard's engine, as first built at start, holds these alerts open (ids).
@@ -124,6 +126,9 @@ pub struct Adopt {
     pub shard: usize,
     /// Ids of the alerts its engine holds firing.
     pub ids: Vec<u64>,
+    /// The rules whose alerts are episodes an engine holds until they resolve (a match
+    /// that fires once is held by none, and stays firing as it is).
+    pub episodic: Vec<String>,
 }
 
 /// JSON lines appended to a file that logrotate may move or remove: it is checked at most
@@ -274,6 +279,7 @@ impl AlertSink {
             firing,
             held: Default::default(),
             waiting: (0..shards).collect(),
+            episodic: Default::default(),
         });
         self
     }
@@ -487,6 +493,7 @@ impl Handler<Adopt> for AlertSink {
             return;
         }
         a.held.extend(msg.ids);
+        a.episodic.extend(msg.episodic);
         if !a.waiting.is_empty() {
             return;
         }
@@ -502,6 +509,10 @@ impl Handler<Adopt> for AlertSink {
             Ok(f) => f
                 .iter()
                 .filter_map(|f| {
+                    let v: serde_json::Value = serde_json::from_str(&f.json).ok()?;
+                    if !a.episodic.contains(v["rule"].as_str()?) {
+                        return None;
+                    }
                     let c = resolved_change(&f.json, Reason::StateLost, now)?;
                     lost.contains(&c.id).then_some(c)
                 })

@@ -152,6 +152,20 @@ fn simple_set(p: &Pattern) -> Option<EvSet> {
     }
 }
 
+impl Plan {
+    /// Whether every alert the rule raises is an episode that the engine keeps open until
+    /// it resolves (an absence, or a match ending in a closure or an absence), rather than a
+    /// match that fires once and never resolves.
+    pub fn alerts_resolve(&self) -> bool {
+        match self {
+            Plan::Absence { .. } => true,
+            Plan::Linear { alts } => alts.iter().all(|a| {
+                a.end_absent.is_some() || a.steps.last().is_some_and(|s| s.repeat.is_some())
+            }),
+        }
+    }
+}
+
 /// Plans a rule's pattern.
 pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
     if rule.events.len() > 64 {
