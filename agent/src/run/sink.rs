@@ -715,9 +715,18 @@ mod tests {
         assert!(!sink.closed);
     }
 
-    #[test]
-    fn changes_the_store_already_has_are_neither_kept_nor_written_again() {
-        let dir = std::env::temp_dir().join(format!("cepheus-sink-{}", std::process::id()));
+    /// A sink with a store in a scratch folder and an output that counts its lines.
+    #[allow(clippy::type_complexity)]
+    fn stored_sink(
+        name: &str,
+    ) -> (
+        std::path::PathBuf,
+        AlertSink,
+        Store,
+        Arc<SinkCounters>,
+        Arc<Mutex<usize>>,
+    ) {
+        let dir = std::env::temp_dir().join(format!("cepheus-sink-{name}-{}", std::process::id()));
         let counters = Arc::new(SinkCounters::default());
         let lines = Arc::new(Mutex::new(0));
         let out = Failing {
@@ -728,6 +737,12 @@ mod tests {
         let store = Store::open(&dir, 100).unwrap();
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
         sink.store = Some(store.clone());
+        (dir, sink, store, counters, lines)
+    }
+
+    #[test]
+    fn changes_the_store_already_has_are_neither_kept_nor_written_again() {
+        let (dir, mut sink, store, counters, lines) = stored_sink("kept");
         let batch = alerts(3);
         sink.take(batch[..2].to_vec());
         sink.take(batch.clone());
@@ -744,17 +759,7 @@ mod tests {
 
     #[test]
     fn a_nearly_full_disk_keeps_alerts_out_of_the_store_until_space_comes_back() {
-        let dir = std::env::temp_dir().join(format!("cepheus-sink-full-{}", std::process::id()));
-        let counters = Arc::new(SinkCounters::default());
-        let lines = Arc::new(Mutex::new(0));
-        let out = Failing {
-            room: usize::MAX,
-            kind: std::io::ErrorKind::Other,
-            lines: lines.clone(),
-        };
-        let store = Store::open(&dir, 100).unwrap();
-        let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
-        sink.store = Some(store.clone());
+        let (dir, mut sink, store, counters, lines) = stored_sink("full");
         // As if less than the minimum were free: written out, not kept.
         sink.space.min_free = u64::MAX;
         let batch = alerts(3);
