@@ -33,6 +33,18 @@ pub enum Answer {
     NotFound(String),
 }
 
+/// The largest answer read (20,000 alerts of 16 events fit).
+const MAX_BODY: usize = 256 << 20;
+
+/// A response body, at most [`MAX_BODY`] bytes.
+fn read_body(r: impl Read) -> Result<String, String> {
+    let mut text = String::new();
+    r.take(MAX_BODY as u64)
+        .read_to_string(&mut text)
+        .map_err(|e| e.to_string())?;
+    Ok(text)
+}
+
 /// How long a request may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -142,10 +154,10 @@ impl Client {
         match r {
             Ok(resp) => {
                 let status = resp.status();
-                Ok((status, resp.into_string().map_err(|e| e.to_string())?))
+                Ok((status, read_body(resp.into_reader())?))
             }
             Err(ureq::Error::Status(code, resp)) => {
-                Ok((code, resp.into_string().unwrap_or_default()))
+                Ok((code, read_body(resp.into_reader()).unwrap_or_default()))
             }
             Err(e) => Err(e.to_string()),
         }
@@ -177,7 +189,9 @@ fn over_socket(
     }
     s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+    s.take(MAX_BODY as u64)
+        .read_to_end(&mut raw)
+        .map_err(|e| e.to_string())?;
     parse_response(&raw)
 }
 

@@ -2304,3 +2304,39 @@ pattern = "seq(a, b) within 30s"
         }
     }
 }
+
+#[test]
+fn an_episode_that_ended_while_down_resolves_as_episode_end_not_state_lost() {
+    let dir = scratch("episode-down");
+    std::fs::write(
+        dir.join("rules/f.toml"),
+        r#"
+[[rule]]
+name = "burst"
+severity = "high"
+group_by = ["host"]
+events.f = 'syslog and app == "f"'
+pattern = "f{3,} within 2s"
+"#,
+    )
+    .unwrap();
+    // (One shard: its own alerts and its reckoning then come one after the other.)
+    let keep = "checkpoint_every = \"100ms\"\n[engine]\nshards = 1\n";
+    let mut first = Agent::start(&dir, keep);
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..3 {
+        let line = format!("<14>1 2026-12-03T05:00:00Z web1 f - - - burst {i}");
+        udp.send_to(line.as_bytes(), ("127.0.0.1", first.port))
+            .unwrap();
+    }
+    let fired = first.wait_alert(10, |v| v["state"] == "firing");
+    assert!(first.terminate().success());
+    // Down for longer than the window: the episode ended meanwhile.
+    std::thread::sleep(Duration::from_secs(3));
+    let second = Agent::start(&dir, keep);
+    let ended = second.wait_alert(10, |v| v["state"] == "resolved");
+    assert_eq!(ended["id"], fired["id"]);
+    assert_eq!(ended["reason"], "episode_end", "{ended}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(second.alerts(|_| true), 1);
+}

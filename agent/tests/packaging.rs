@@ -80,7 +80,7 @@ fn the_packaged_configuration_is_valid_and_says_what_design_fixes() {
         cfg.api.token_file.as_deref(),
         Some(Path::new("/etc/cepheus/api.token"))
     );
-    assert_eq!(cfg.store.path(), Path::new("/var/lib/cepheus"));
+    assert_eq!(cfg.store.path(), Path::new("/var/lib/cepheus/store"));
     assert_eq!(cfg.rules.paths, [Path::new("/etc/cepheus/rules")]);
 }
 

@@ -305,6 +305,15 @@ impl Store {
                             o.opened = Some(*seq);
                         } else if let Some(v) = open.remove(id)? {
                             o.closed = v.get(..8).map(seq_of);
+                            // Its firing's change already pruned: its dedup key, kept while
+                            // it fired, goes now (nothing else would prune it).
+                            if let Some(f) = v.get(..8)
+                                && alerts.get(f)?.is_none()
+                            {
+                                let mut k = [0u8; 9];
+                                k[..8].copy_from_slice(id);
+                                seen.remove(&k[..])?;
+                            }
                         }
                     }
                     out.push(o);
@@ -435,20 +444,27 @@ impl Store {
     /// and still resolves; listings show `ack`, and its resolve carries it. `false` when no
     /// such alert is firing. Durable on return.
     pub fn ack(&self, id: u64, by: &str, time: &str) -> Result<bool, StoreError> {
-        if self
-            .open
-            .get(id.to_be_bytes())
-            .map_err(|e| self.io(e))?
-            .is_none()
-        {
-            return Ok(false);
-        }
         let ack = serde_json::json!({ "by": by, "time": time }).to_string();
-        self.acks
-            .insert(id.to_be_bytes(), ack.as_bytes())
-            .map_err(|e| self.io(e))?;
+        let key = id.to_be_bytes();
+        // One transaction with the firing list: a resolve recorded meanwhile either sees the
+        // ack (and carries it) or makes this answer `false`.
+        let acked = (&self.open, &self.acks)
+            .transaction(|(open, acks)| {
+                if open.get(key)?.is_none() {
+                    return Ok(false);
+                }
+                acks.insert(&key[..], ack.as_bytes())?;
+                Ok(true)
+            })
+            .map_err(|e: sled::transaction::TransactionError<()>| match e {
+                sled::transaction::TransactionError::Storage(e) => self.io(e),
+                sled::transaction::TransactionError::Abort(()) => StoreError::Damaged {
+                    path: self.path.clone(),
+                    what: "an aborted transaction".into(),
+                },
+            })?;
         self.db.flush().map_err(|e| self.io(e))?;
-        Ok(true)
+        Ok(acked)
     }
 
     /// Notes that every change recorded so far has been written to the outputs. Durable on
@@ -731,6 +747,19 @@ pattern = "absent(hb) for 10s"
         assert_eq!(left[0].json, alerts[1].to_json().to_string());
         s.mark_written().unwrap();
         assert!(s.unwritten().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_alert_that_outlived_its_firing_change_leaves_no_dedup_key_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = two_hosts_alerts();
+        let s = Store::open(dir.path(), 2).unwrap();
+        for a in &alerts {
+            s.record(std::slice::from_ref(a)).unwrap();
+        }
+        // a fires, b fires, b resolves, a resolves: the two newest changes, and their keys.
+        assert_eq!(s.counts(), (2, 0));
+        assert_eq!(s.seen.len(), 2);
     }
 
     #[test]

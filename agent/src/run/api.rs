@@ -573,9 +573,14 @@ async fn alerts(
     };
     let recent = query.recent.map(|n| n.min(MAX_RECENT));
     // A store read walks sled's pages: off the server's thread.
+    // The firing list can hold a million one-shot matches: its newest MAX_FIRING at most.
     let read = web::block(move || match recent {
         Some(n) => store.recent(n),
-        None => store.firing(),
+        None => store.firing().map(|mut f| {
+            let cut = f.len().saturating_sub(MAX_FIRING);
+            f.drain(..cut);
+            f
+        }),
     })
     .await;
     match read {
@@ -643,7 +648,10 @@ struct AckRequest {
 }
 
 /// The most changes `/alerts?recent=N` returns.
-pub const MAX_RECENT: usize = 100_000;
+pub const MAX_RECENT: usize = 20_000;
+
+/// The most firing alerts `/alerts` returns (the newest).
+pub const MAX_FIRING: usize = 20_000;
 
 /// `/alerts` query parameters.
 #[derive(Debug, serde::Deserialize)]

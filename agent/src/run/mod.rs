@@ -472,12 +472,17 @@ fn start(
             .map(|to| forward::Forwarder::start(to, sink_counters.clone()))
             .transpose()
             .context("output.syslog: starting the forwarding thread")?;
-        let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |_| {
+        let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |ctx| {
+            // Its capacity from the first message on: the shards send at once.
+            ctx.set_mailbox_capacity(sink::MAILBOX);
             AlertSink::new(stdout, counters, Some(store))
                 .with_file(file)
                 .with_forwarder(forwarder)
                 .adopting(n)
         });
+        // Running (its start-up reckoning read, its mailbox at full size) before any shard
+        // sends to it.
+        let _ = sink.send(sink::Probe).await;
         let checkpoint_every = Some(cfg.store.checkpoint_every.std());
         let drained = Arc::new(AtomicUsize::new(0));
         let budgets = Arc::new(std::sync::Mutex::new(budget::BudgetWatch::default()));

@@ -209,6 +209,9 @@ impl Shard {
                 }
             }
         }
+        // The alerts it made in catching up to now (outages, episodes ended meanwhile) are
+        // its own too: the sink gets them right after.
+        ids.extend(self.out.iter().map(|a| a.id().0));
         let episodic = self
             .rules
             .rules
@@ -216,14 +219,14 @@ impl Shard {
             .filter(|r| cepheus_core::engine::plan::plan(r).is_ok_and(|p| p.alerts_resolve()))
             .map(|r| r.name.clone())
             .collect();
-        let msg = super::sink::Adopt {
+        let running = self.rules.rules.iter().map(|r| r.name.clone()).collect();
+        // (`do_send`: once, at start, and the reckoning waits for every shard's.)
+        self.sink.do_send(super::sink::Adopt {
             shard: self.id,
             ids,
             episodic,
-        };
-        if let Err(err) = self.sink.try_send(msg) {
-            tracing::warn!(shard = self.id, error = %err, "alert sink full: the alerts of the last run stay as they are");
-        }
+            running,
+        });
     }
 
     /// Runs `f` on the engine; a panic in it (a bug: no input should cause one) is caught,
@@ -312,13 +315,10 @@ impl Shard {
                     // Rules removed or changed while the agent was down: their kept alerts
                     // are resolved before anything this engine says.
                     if !retired.is_empty() {
-                        let msg = super::sink::Retire {
+                        self.sink.do_send(super::sink::Retire {
                             rules: retired,
                             time: wall_clock(),
-                        };
-                        if let Err(err) = self.sink.try_send(msg) {
-                            tracing::warn!(shard = self.id, error = %err, "alert sink full: the alerts of changed rules stay firing");
-                        }
+                        });
                     }
                     e
                 })

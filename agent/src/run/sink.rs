@@ -116,6 +116,8 @@ struct Adopting {
     waiting: std::collections::HashSet<usize>,
     /// Rules whose alerts an engine holds until they resolve.
     episodic: std::collections::HashSet<String>,
+    /// Rules running.
+    running: std::collections::HashSet<String>,
 }
 
 /// A shard's engine, as first built at start, holds these alerts open (ids).
@@ -129,6 +131,8 @@ pub struct Adopt {
     /// The rules whose alerts are episodes an engine holds until they resolve (a match
     /// that fires once is held by none, and stays firing as it is).
     pub episodic: Vec<String>,
+    /// Every rule it runs (a firing alert of a rule none runs is resolved `rule_removed`).
+    pub running: Vec<String>,
 }
 
 /// JSON lines appended to a file that logrotate may move or remove: it is checked at most
@@ -280,6 +284,7 @@ impl AlertSink {
             held: Default::default(),
             waiting: (0..shards).collect(),
             episodic: Default::default(),
+            running: Default::default(),
         });
         self
     }
@@ -494,6 +499,7 @@ impl Handler<Adopt> for AlertSink {
         }
         a.held.extend(msg.ids);
         a.episodic.extend(msg.episodic);
+        a.running.extend(msg.running);
         if !a.waiting.is_empty() {
             return;
         }
@@ -510,10 +516,17 @@ impl Handler<Adopt> for AlertSink {
                 .iter()
                 .filter_map(|f| {
                     let v: serde_json::Value = serde_json::from_str(&f.json).ok()?;
-                    if !a.episodic.contains(v["rule"].as_str()?) {
+                    let rule = v["rule"].as_str()?;
+                    // A rule no engine runs any more (removed while its state was not
+                    // continued), else an episode no engine holds.
+                    let reason = if !a.running.contains(rule) {
+                        Reason::RuleRemoved
+                    } else if a.episodic.contains(rule) {
+                        Reason::StateLost
+                    } else {
                         return None;
-                    }
-                    let c = resolved_change(&f.json, Reason::StateLost, now)?;
+                    };
+                    let c = resolved_change(&f.json, reason, now)?;
                     lost.contains(&c.id).then_some(c)
                 })
                 .collect(),
@@ -528,7 +541,7 @@ impl Handler<Adopt> for AlertSink {
         }
         tracing::warn!(
             alerts = changes.len(),
-            "resolving the alerts firing before the restart that no engine holds any more (their state was lost: reason state_lost)"
+            "resolving the alerts firing before the restart that no engine holds any more (state_lost; rule_removed for rules no longer running)"
         );
         let fresh = self.keep(changes);
         self.emit(&fresh);
@@ -550,9 +563,13 @@ impl Handler<Retire> for AlertSink {
                 return;
             }
         };
+        // Only what was firing when the sink started: a changed rule's engine may already
+        // have raised new alerts (its outages) before another shard's `Retire` comes.
+        let at_start = self.adopting.as_ref().map(|a| &a.firing);
         let changes: Vec<Change> = firing
             .iter()
             .filter_map(|f| retired_change(&f.json, &msg.rules, msg.time))
+            .filter(|c| at_start.is_none_or(|s| s.contains(&c.id)))
             .collect();
         if changes.is_empty() {
             return;
