@@ -35,18 +35,15 @@ fn free_port() -> u16 {
 
 fn http_get(port: u16, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
     let mut r = String::new();
     s.read_to_string(&mut r).ok()?;
     r.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
 }
 
 fn stats(api: u16) -> serde_json::Value {
-    serde_json::from_str(&http_get(api, "/stats").unwrap()).unwrap()
+    let body = http_get(api, "/stats").unwrap();
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
 fn ingest(api: u16, k: &str) -> u64 {
@@ -108,8 +105,10 @@ fn start() -> (Agent, u16, u16) {
     let cfg = format!(
         "[syslog]\nudp = [\"127.0.0.1:{port}\"]\ntcp = [\"127.0.0.1:{port}\"]\n\
          [api]\nlisten = \"127.0.0.1:{api}\"\n[rules]\npaths = [\"{rules}\"]\n\
-         [store]\npath = \"{}\"\n[output]\nstdout = false\n",
-        dir.join("data").display()
+         [store]\npath = \"{}\"\njournal = {}\n[output]\nstdout = false\n",
+        dir.join("data").display(),
+        // `BENCH_JOURNAL=false`: without the shards' event journal, to see what it costs.
+        std::env::var("BENCH_JOURNAL").map_or(true, |v| v != "false"),
     );
     let cfg_path = dir.join("cepheus.toml");
     std::fs::write(&cfg_path, cfg).unwrap();

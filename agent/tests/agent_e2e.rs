@@ -1826,6 +1826,119 @@ fn an_alert_shown_before_kill_9_is_not_shown_again() {
     assert_eq!(resolved["id"], fired["id"]);
 }
 
+/// A two-step rule whose first step stays open for an hour.
+const SEQ_1H: &str = r#"
+[[rule]]
+name = "pair"
+severity = "high"
+group_by = ["host"]
+events.a = 'syslog and app == "step" and msg contains "one"'
+events.b = 'syslog and app == "step" and msg contains "two"'
+pattern = "seq(a, b) within 1h"
+"#;
+
+fn step(port: u16, host: &str, what: &str) {
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let line = format!("<14>1 2026-12-03T05:00:00Z {host} step - - - {what}");
+    udp.send_to(line.as_bytes(), ("127.0.0.1", port)).unwrap();
+}
+
+#[test]
+fn events_taken_after_the_last_save_are_replayed_after_kill_9() {
+    let dir = scratch("kill9-journal");
+    std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();
+    // Saved at start only: the first step is taken after that save, then the agent is killed.
+    let rare = "checkpoint_every = \"1h\"\n";
+    let mut first = Agent::start(&dir, rare);
+    step(first.port, "web1", "one");
+    first.wait_events(1);
+    first.kill9();
+    // The second run continues from the start-up state, replays the first step from the
+    // journal, and the second step completes the match.
+    let second = Agent::start(&dir, rare);
+    let s = second.wait_stats(10, |s| {
+        s["shards"].as_array().is_some_and(|a| {
+            a.iter()
+                .filter_map(|x| x["journal"]["replayed"].as_u64())
+                .sum::<u64>()
+                == 1
+        })
+    });
+    assert!(
+        second.stderr().contains("replayed the events journalled"),
+        "{s}"
+    );
+    step(second.port, "web1", "two");
+    let fired = second.wait_alert(10, |v| v["rule"] == "pair");
+    assert_eq!(fired["group"]["host"], "web1");
+    assert_eq!(fired["events"].as_array().map(Vec::len), Some(2), "{fired}");
+    assert_eq!(second.alerts(|v| v["rule"] == "pair"), 1);
+}
+
+#[test]
+fn a_host_first_heard_after_the_last_save_is_still_watched_after_kill_9() {
+    let dir = scratch("kill9-journal-hb");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let rare = "checkpoint_every = \"1h\"\n";
+    let mut first = Agent::start(&dir, rare);
+    heartbeat(first.port, "web1", 1);
+    first.wait_events(1);
+    first.kill9();
+    // Down past its deadline: the restart knows the host from the journal and fires for it.
+    std::thread::sleep(Duration::from_millis(3500));
+    let second = Agent::start(&dir, rare);
+    let fired = second.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "firing");
+    assert_eq!(fired["group"]["host"], "web1");
+    assert_eq!(fired["reason"], "outage", "{fired}");
+}
+
+#[test]
+fn a_replayed_alert_is_not_shown_twice_and_the_journal_is_let_go_once_saved() {
+    let dir = scratch("kill9-journal-twice");
+    std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();
+    let rare = "checkpoint_every = \"1h\"\n";
+    let mut first = Agent::start(&dir, rare);
+    step(first.port, "web1", "one");
+    step(first.port, "web1", "two");
+    first.wait_alert(10, |v| v["rule"] == "pair");
+    first.kill9();
+    // Replayed, the match is made again: the store knows it, nothing is shown.
+    let mut again = Agent::start(&dir, rare);
+    again.wait_stats(10, |s| s["sink"]["alerts_repeated"] == 1);
+    assert_eq!(again.alerts(|v| v["rule"] == "pair"), 0, "shown twice");
+    again.kill9();
+    // That run saved its state as it began, the replayed match in it: the next one has
+    // nothing to replay and nothing to show. Once its own state is kept, the journal's older
+    // segments are deleted.
+    let last = Agent::start(&dir, "checkpoint_every = \"100ms\"\n");
+    last.wait_stats(10, |s| {
+        s["rules"][0]["counters"]["alerts"] == 1 && s["shards"][0]["journal"]["replayed"] == 0
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(last.alerts(|v| v["rule"] == "pair"), 0, "shown twice");
+    let journal = dir.join("data/journal");
+    let segments = || {
+        std::fs::read_dir(&journal)
+            .map(|d| {
+                d.flatten()
+                    .flat_map(|s| std::fs::read_dir(s.path()).into_iter().flatten())
+                    .flatten()
+                    .filter(|f| std::fs::metadata(f.path()).is_ok_and(|m| m.len() > 0))
+                    .count()
+            })
+            .unwrap_or(usize::MAX)
+    };
+    let t = Instant::now();
+    while segments() != 0 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        segments(),
+        0,
+        "journalled events a saved state holds were kept"
+    );
+}
+
 /// `cepheus alerts` against the agent in `dir`: (exit code, stdout, stderr).
 fn alerts_cmd(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
@@ -2172,10 +2285,10 @@ fn alerts_kept_but_not_written_out_before_a_kill_are_written_at_restart() {
 
 #[test]
 fn alerts_no_engine_holds_after_a_restart_are_resolved_as_state_lost() {
-    // Fired, then killed before any save: the next run knows nothing of it.
+    // Fired, then killed before any save, without a journal: the next run knows nothing of it.
     let dir = scratch("state-lost");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
-    let rare = "checkpoint_every = \"1h\"\n";
+    let rare = "checkpoint_every = \"1h\"\njournal = false\n";
     let mut first = Agent::start(&dir, rare);
     heartbeat(first.port, "web1", 1);
     let fired = first.wait_alert(10, |v| v["state"] == "firing");
@@ -2233,7 +2346,8 @@ fn a_saved_state_from_ahead_of_the_clock_is_not_continued() {
         let store = cepheus_store::Store::open(&dir.join("data"), 100).unwrap();
         let mut saved = store.checkpoints().unwrap();
         for s in &mut saved {
-            let mut cp: Value = serde_json::from_slice(&s.data).unwrap();
+            let mut state: Value = serde_json::from_slice(&s.data).unwrap();
+            let cp = &mut state["engine"];
             let hour = 3_600_000_000_000i64;
             let shift = |v: &mut Value| {
                 if let Some(t) = v.as_i64() {
@@ -2244,7 +2358,7 @@ fn a_saved_state_from_ahead_of_the_clock_is_not_continued() {
             for lane in cp["lanes"].as_array_mut().unwrap() {
                 shift(&mut lane["now"]);
             }
-            s.data = serde_json::to_vec(&cp).unwrap();
+            s.data = serde_json::to_vec(&state).unwrap();
         }
         store.save_checkpoints(&saved).unwrap();
     }

@@ -77,6 +77,11 @@ path = "./cepheus-data"
 checkpoint_every = "5s"
 # Alert changes kept (each firing, resolved, retracted); the oldest go beyond this.
 max_alerts = 1000000
+# Each shard also journals the events it takes (in <path>/journal, up to 512 MiB a shard;
+# what a saved state holds is deleted), so a restart after a crash replays those that came
+# after the last save: no partial match or heartbeat of those seconds is lost. Never fsynced:
+# a killed process loses nothing, a power cut may lose the last seconds.
+journal = true
 
 [engine]
 # CEP shards (each an actor on its own thread); 0 means one per CPU core.
@@ -275,6 +280,9 @@ pub struct StoreConfig {
     pub checkpoint_every: DurationText,
     /// Alert changes kept.
     pub max_alerts: u64,
+    /// Whether the shards journal the events they take between two saves (so a crash loses
+    /// none of them).
+    pub journal: bool,
 }
 
 impl Default for StoreConfig {
@@ -283,6 +291,7 @@ impl Default for StoreConfig {
             path: None,
             checkpoint_every: DurationText(Duration::from_secs(5)),
             max_alerts: 1_000_000,
+            journal: true,
         }
     }
 }

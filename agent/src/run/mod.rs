@@ -16,6 +16,7 @@ pub mod files;
 pub mod forward;
 pub mod framing;
 pub mod ingest;
+pub mod journal;
 pub mod reload;
 pub mod route;
 pub mod shard;
@@ -337,8 +338,8 @@ fn open_store(
 fn saved_states(
     store: &cepheus_store::Store,
     n: usize,
-) -> anyhow::Result<Vec<Option<cepheus_core::engine::Checkpoint>>> {
-    let mut out: Vec<Option<cepheus_core::engine::Checkpoint>> = (0..n).map(|_| None).collect();
+) -> anyhow::Result<Vec<Option<shard::SavedState>>> {
+    let mut out: Vec<Option<shard::SavedState>> = (0..n).map(|_| None).collect();
     let saved = store
         .checkpoints()
         .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
@@ -360,7 +361,7 @@ fn saved_states(
         return Ok(out);
     }
     for s in saved {
-        match serde_json::from_slice(&s.data) {
+        match shard::SavedState::decode(&s.data) {
             Ok(cp) => {
                 if let Some(slot) = out.get_mut(s.shard as usize) {
                     *slot = Some(cp);
@@ -372,6 +373,36 @@ fn saved_states(
         }
     }
     Ok(out)
+}
+
+/// The shards' event journals (`store.journal`), one folder per shard in `<store>/journal`;
+/// those of shards this run does not have (another `engine.shards`) are deleted.
+fn open_journals(
+    store: &config::StoreConfig,
+    n: usize,
+) -> anyhow::Result<Vec<Option<journal::Journal>>> {
+    let root = store.path().join("journal");
+    if let Ok(entries) = std::fs::read_dir(&root) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let ours = (0..n).any(|i| name == format!("shard-{i}"));
+            if !ours || !store.journal {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    if !store.journal {
+        return Ok((0..n).map(|_| None).collect());
+    }
+    (0..n)
+        .map(|i| {
+            let dir = root.join(format!("shard-{i}"));
+            journal::Journal::open(&dir)
+                .map(Some)
+                .with_context(|| format!("store.journal: cannot open {}", dir.display()))
+        })
+        .collect()
 }
 
 fn start(
@@ -426,6 +457,7 @@ fn start(
         "store opened"
     );
     let resume = saved_states(&store, n)?;
+    let journals = open_journals(&cfg.store, n)?;
     let plan = Arc::new(RoutePlan::new(&rules, n));
     let (plan_tx, plan_rx) = watch::channel(plan.clone());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -489,7 +521,7 @@ fn start(
         let mut arbiters = Vec::new();
         let mut shards = Vec::new();
         let mut txs: Vec<mpsc::Sender<Batch>> = Vec::new();
-        for (s, resume) in resume.into_iter().enumerate() {
+        for (s, (resume, journal)) in resume.into_iter().zip(journals).enumerate() {
             let arb = Arbiter::new();
             let (tx, rx) = mpsc::channel::<Batch>(queue);
             let probe = tx.downgrade();
@@ -500,6 +532,7 @@ fn start(
             let persistence = shard::Persistence {
                 every: checkpoint_every,
                 resume,
+                journal,
             };
             let addr = Shard::start_in_arbiter(&arb.handle(), move |_| {
                 Shard::new(

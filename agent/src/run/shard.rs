@@ -19,8 +19,10 @@ use cepheus_core::alert::Alert;
 use cepheus_core::engine::{Checkpoint, Engine, RuleStats};
 use cepheus_core::event::Event;
 use cepheus_core::rules::ir::RuleSet;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
+
+use super::journal::{Journal, JournalStats};
 
 use super::sink::{AlertSink, Alerts};
 use crate::flow::live::wall_clock;
@@ -94,6 +96,8 @@ pub struct ShardStats {
     pub engine_restarts: u64,
     /// Timers its engine dropped as stuck (re-armed for the instant they fired: a bug).
     pub stuck_timers: u64,
+    /// Its event journal (`store.journal`), if it keeps one.
+    pub journal: Option<JournalStats>,
 }
 
 /// The CEP shard actor.
@@ -125,6 +129,49 @@ pub struct Shard {
     changed: bool,
     /// The state saved by an earlier run, taken by the first engine it builds.
     resume: Option<Checkpoint>,
+    /// Its event journal, if it keeps one.
+    journal: Option<Journal>,
+    /// The journal segment the saved state replays from (taken at start).
+    replay_from: Option<u64>,
+    /// Its own address, for the sink's word that a state is kept.
+    me: Option<Addr<Shard>>,
+    /// Its engine was built from a saved state and has not caught up with now yet
+    /// ([`Shard::replay`] does).
+    continuing: bool,
+}
+
+/// A shard's saved state as the store keeps it: its engine's checkpoint and the first journal
+/// segment whose events it does not hold.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SavedState {
+    /// The segment a restart replays from; `None`: nothing to replay (no journal, or a store
+    /// written before the journal existed).
+    pub journal: Option<u64>,
+    /// The engine's state.
+    pub engine: Checkpoint,
+}
+
+impl SavedState {
+    /// Reads a stored state: this form, or the bare checkpoint that earlier versions stored.
+    pub fn decode(data: &[u8]) -> Result<SavedState, serde_json::Error> {
+        serde_json::from_slice(data).or_else(|e| {
+            serde_json::from_slice::<Checkpoint>(data)
+                .map(|engine| SavedState {
+                    journal: None,
+                    engine,
+                })
+                .map_err(|_| e)
+        })
+    }
+}
+
+/// The sink's word that a state a shard sent is kept: the journal's segments before
+/// `journal` may go.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StateKept {
+    /// The segment that state replays from.
+    pub journal: u64,
 }
 
 /// How far ahead of the wall clock a saved state's clock may be and still be continued.
@@ -135,7 +182,9 @@ pub struct Persistence {
     /// How often the state is saved; `None`: never.
     pub every: Option<std::time::Duration>,
     /// The state an earlier run saved for this shard.
-    pub resume: Option<Checkpoint>,
+    pub resume: Option<SavedState>,
+    /// The shard's event journal, if it keeps one.
+    pub journal: Option<Journal>,
 }
 
 impl Shard {
@@ -171,15 +220,66 @@ impl Shard {
             budgets,
             budget_due: super::budget::Due::default(),
             checkpoint_every: persistence.every,
-            checkpoint_due: std::time::Instant::now() + persistence.every.unwrap_or_default(),
+            // The first save at once (its first tick): the state it begins or continues with,
+            // which the journal's events then follow.
+            checkpoint_due: std::time::Instant::now(),
             changed: true,
-            resume: persistence.resume,
+            replay_from: persistence.resume.as_ref().and_then(|r| r.journal),
+            resume: persistence.resume.map(|r| r.engine),
+            journal: persistence.journal,
+            me: None,
+            continuing: false,
         };
         s.install(rules);
+        s.replay();
         // What its engine holds, before the alerts it made at start (its outages).
         s.adopt();
         s.flush();
         s
+    }
+
+    /// At start, when it continued from a saved state: replays the events journalled after
+    /// it, then marks the time since the last of them as the outage (deadlines passed since
+    /// fire with reason `outage`). When it begun afresh, the journal is deleted: nothing of
+    /// it is continued.
+    fn replay(&mut self) {
+        let from = self.replay_from.take();
+        let continuing = std::mem::take(&mut self.continuing);
+        if !continuing {
+            if let Some(j) = self.journal.as_mut() {
+                j.clear();
+            }
+            return;
+        }
+        match (self.journal.as_mut(), from) {
+            (Some(journal), Some(from)) => {
+                let started = std::time::Instant::now();
+                let mut batches = Vec::new();
+                let r = journal.replay(from, |b| batches.push(b));
+                for b in batches {
+                    self.guarded("replay", |e, out| e.push_batch(b, out));
+                }
+                if r.events > 0 || r.cut > 0 {
+                    tracing::info!(
+                        shard = self.id,
+                        events = r.events,
+                        segments = r.segments,
+                        cut = r.cut,
+                        alert_changes = self.out.len(),
+                        ms = started.elapsed().as_millis() as u64,
+                        "replayed the events journalled after the saved state"
+                    );
+                }
+            }
+            // A state saved without a journal (or by a version before it): what is journalled
+            // is not its continuation.
+            (Some(journal), None) => journal.clear(),
+            (None, _) => {}
+        }
+        self.guarded("start", |e, out| {
+            e.mark_outage();
+            e.advance_to(wall_clock(), out);
+        });
     }
 
     /// Tells the sink which alerts this shard's engine, as first built, holds firing (a copy
@@ -308,10 +408,12 @@ impl Shard {
         }
         let built = match self.resume.take() {
             // The state an earlier run saved: its groups, deadlines and partial matches go
-            // on (deadlines passed meanwhile fire now, with reason `outage`).
-            Some(cp) => Engine::restore_retiring(rules, plan.shard_config(self.id), cp, true)
+            // on; [`Shard::replay`] then feeds it what was journalled after it and moves it to
+            // now (deadlines passed meanwhile fire then, with reason `outage`).
+            Some(cp) => Engine::restore_retiring(rules, plan.shard_config(self.id), cp, false)
                 .map(|(e, retired)| {
                     tracing::info!(shard = self.id, "continuing from the saved state");
+                    self.continuing = true;
                     // Rules removed or changed while the agent was down: their kept alerts
                     // are resolved before anything this engine says.
                     if !retired.is_empty() {
@@ -323,6 +425,7 @@ impl Shard {
                     e
                 })
                 .or_else(|err| {
+                    self.continuing = false;
                     tracing::warn!(shard = self.id, error = %err, "cannot continue from the saved state; starting afresh");
                     Engine::new(rules, plan.shard_config(self.id))
                 }),
@@ -330,7 +433,9 @@ impl Shard {
         };
         match built {
             Ok(mut e) => {
-                e.advance_to(wall_clock(), &mut self.out);
+                if !self.continuing {
+                    e.advance_to(wall_clock(), &mut self.out);
+                }
                 self.engine = Some(e);
                 self.stats.rules = plan.shard_rule_names(self.id);
             }
@@ -376,7 +481,13 @@ impl Shard {
         let Some(e) = &self.engine else {
             return;
         };
-        let data = match serde_json::to_vec(&e.checkpoint()) {
+        // Events taken from now on go to a new segment: the state below holds every earlier one.
+        let journal = self.journal.as_mut().map(Journal::rotate);
+        let state = SavedState {
+            journal,
+            engine: e.checkpoint(),
+        };
+        let data = match serde_json::to_vec(&state) {
             Ok(d) => d,
             Err(err) => {
                 tracing::error!(shard = self.id, error = %err, "cannot serialise the engine's state");
@@ -388,7 +499,8 @@ impl Shard {
             shards: self.count as u32,
             data,
         };
-        match self.sink.try_send(super::sink::SaveCheckpoint(saved)) {
+        let kept = journal.and_then(|j| Some((self.me.clone()?.recipient(), j)));
+        match self.sink.try_send(super::sink::SaveCheckpoint(saved, kept)) {
             Ok(()) => self.changed = false,
             Err(err) => {
                 tracing::warn!(shard = self.id, error = %err, "alert sink full: state not saved this time")
@@ -415,6 +527,7 @@ impl Actor for Shard {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(64);
+        self.me = Some(ctx.address());
         if let Some(rx) = self.rx.take() {
             ctx.add_stream(RxStream(rx));
         }
@@ -435,6 +548,10 @@ impl StreamHandler<Batch> for Shard {
         #[cfg(debug_assertions)]
         if batch_has_app(&batch, "CEPHEUS_FAULT_STALL_APP") {
             std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+        // Journalled before the engine sees it: a crash from here on loses none of it.
+        if let Some(j) = self.journal.as_mut() {
+            j.append(&batch);
         }
         self.guarded("events", |e, out| {
             #[cfg(debug_assertions)]
@@ -581,6 +698,17 @@ impl Handler<GetStats> for Shard {
             s.stuck_timers = e.counters().stuck_timers;
             s.timer_entries = e.timer_entries();
         }
+        s.journal = self.journal.as_ref().map(Journal::stats);
         MessageResult(s)
+    }
+}
+
+impl Handler<StateKept> for Shard {
+    type Result = ();
+
+    fn handle(&mut self, msg: StateKept, _: &mut Self::Context) {
+        if let Some(j) = self.journal.as_mut() {
+            j.release_before(msg.journal);
+        }
     }
 }

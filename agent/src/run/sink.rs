@@ -24,10 +24,15 @@ use super::counters::{LogLimit, SinkCounters, bump};
 #[rtype(result = "()")]
 pub struct Alerts(pub Vec<Alert>);
 
-/// A shard's engine checkpoint, to store once the alerts sent before it are stored.
+/// A shard's engine checkpoint, to store once the alerts sent before it are stored; once it
+/// is kept, the shard is told (with the journal segment it replays from), so that it can let
+/// its journal's older segments go.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct SaveCheckpoint(pub SavedShard);
+pub struct SaveCheckpoint(
+    pub SavedShard,
+    pub Option<(Recipient<super::shard::StateKept>, u64)>,
+);
 
 /// A restarted shard's engine no longer runs these rules as they were when its state was
 /// saved (removed, or changed while the agent was down): their alerts still firing in the
@@ -615,10 +620,17 @@ impl Handler<SaveCheckpoint> for AlertSink {
         let Some(store) = self.writable_store() else {
             return;
         };
-        if let Err(e) = store.save_checkpoint(&msg.0) {
-            bump(&self.counters.store_errors, 1);
-            if let Some(held) = self.store_limit.allow() {
-                tracing::error!(error = %e, shard = msg.0.shard, held_back = held, "cannot save the shard's checkpoint; a restart would continue from an older one");
+        match store.save_checkpoint(&msg.0) {
+            Ok(()) => {
+                if let Some((shard, journal)) = msg.1 {
+                    shard.do_send(super::shard::StateKept { journal });
+                }
+            }
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                if let Some(held) = self.store_limit.allow() {
+                    tracing::error!(error = %e, shard = msg.0.shard, held_back = held, "cannot save the shard's checkpoint; a restart would continue from an older one");
+                }
             }
         }
     }

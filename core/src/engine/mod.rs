@@ -2808,6 +2808,13 @@ impl Engine {
         Ok(())
     }
 
+    /// Says that the source of events was down since the clock's last reading (a restart
+    /// that first replayed what it had journalled): deadlines before the next reading fire
+    /// with reason `outage`, as after [`Engine::restore`] with `outage`.
+    pub fn mark_outage(&mut self) {
+        self.outage_pending = true;
+    }
+
     /// After a restore with `outage`: deadlines before the first new clock reading passed
     /// while the agent was down.
     fn note_outage(&mut self, now: Timestamp) {

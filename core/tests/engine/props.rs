@@ -540,6 +540,29 @@ fn restore_after_downtime_marks_missed_deadlines_as_outage() {
     );
 }
 
+/// A restart that replays what it journalled: restored without `outage`, the replayed events
+/// are the live stream again (a deadline they pass is a plain absence), and only what passes
+/// after them, once marked, is the outage.
+#[test]
+fn deadlines_passed_during_a_replay_are_not_the_outage_but_those_after_it_are() {
+    let rules = set(vec![rule("hb", &["hb"], absent(ev(0), Some(60)))]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    run_on(&mut e, parse_script("hb:h@0 hb:g@0"), &mut Vec::new());
+    let cp = e.checkpoint();
+    let mut e = Engine::restore(&rules, EngineConfig::default(), cp, false).unwrap();
+    let mut out = Vec::new();
+    // Journalled after the save: g's heartbeats go on to 100, h says nothing (its deadline,
+    // 60, passes while the agent was still up).
+    run_on(&mut e, parse_script("hb:g@50 hb:g@100"), &mut out);
+    e.mark_outage();
+    run_on(&mut e, parse_script("tick@1000 hb:g@1000"), &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(
+        got,
+        ["firing h @60", "firing g @160 (outage)", "resolved g @1000"]
+    );
+}
+
 /// The predicate index gives exactly the definitions whose full condition holds.
 #[test]
 fn filter_index_agrees_with_full_evaluation() {
