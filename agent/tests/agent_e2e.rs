@@ -1893,6 +1893,22 @@ fn a_host_first_heard_after_the_last_save_is_still_watched_after_kill_9() {
 }
 
 #[test]
+fn a_heartbeat_rule_edited_while_down_still_watches_the_hosts_it_knew() {
+    let dir = scratch("edited-while-down");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let keep = "checkpoint_every = \"100ms\"\n";
+    let mut first = Agent::start(&dir, keep);
+    heartbeat(first.port, "web1", 1);
+    first.wait_events(1);
+    assert!(first.terminate().success());
+    // The threshold edited, then a restart (not a reload): web1, silent since, still fires.
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S.replace("for 3s", "for 2s")).unwrap();
+    let second = Agent::start(&dir, keep);
+    let fired = second.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "firing");
+    assert_eq!(fired["group"]["host"], "web1");
+}
+
+#[test]
 fn a_replayed_alert_is_not_shown_twice_and_the_journal_is_let_go_once_saved() {
     let dir = scratch("kill9-journal-twice");
     std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();

@@ -2338,6 +2338,8 @@ impl Engine {
                     cohort: rt.cohort,
                     monitor_start: rt.monitor_start,
                     counters: rt.counters.clone(),
+                    group_by: rt.rule.group_by.clone(),
+                    key_types: key_types(&rt.rule),
                     groups: {
                         let mut g: Vec<SavedGroup> = rt
                             .slots
@@ -2605,7 +2607,81 @@ impl Engine {
                 e.arm(ri, slot);
             }
         }
+        e.carry_discovered(&source, &saved, &saved_by_member);
         Ok((e, source))
+    }
+
+    /// A changed absence rule keeps the groups it had discovered, watched from its new start
+    /// as expected groups are: an edit of a threshold (at a reload, or while the agent was
+    /// down) must not drop from watch a host that is already silent. The groups of a new
+    /// meaning are those the rules now having it had discovered (in shared and unshared
+    /// engines alike), when they grouped by the same names with values of the same types;
+    /// they stay discovered (forgotten after `forget_after` of silence), most recently active
+    /// first while `max_groups` has room. `source`: the saved state each state took, if any.
+    fn carry_discovered(
+        &mut self,
+        source: &[Option<usize>],
+        saved: &[RuleCheckpoint],
+        saved_by_member: &HashMap<String, Vec<usize>>,
+    ) {
+        let mut by_meaning: HashMap<(&str, u64), Vec<&str>> = HashMap::new();
+        for rt in &self.rts {
+            by_meaning
+                .entry((rt.canonical.as_str(), rt.cohort))
+                .or_default()
+                .extend(rt.members.iter().map(|m| m.rule.name.as_str()));
+        }
+        // (new state, its start, (last activity, key) of the groups to carry)
+        type Carry = (usize, Timestamp, Vec<(Timestamp, GroupKey)>);
+        let mut carry: Vec<Carry> = Vec::new();
+        for (ri, s) in source.iter().enumerate() {
+            let rt = &self.rts[ri];
+            let (None, Some(start), Plan::Absence { .. }) = (s, rt.monitor_start, &*rt.plan) else {
+                continue;
+            };
+            let types = key_types(&rt.rule);
+            let mut olds: Vec<usize> = by_meaning
+                .get(&(rt.canonical.as_str(), rt.cohort))
+                .into_iter()
+                .flatten()
+                .filter_map(|n| saved_by_member.get(*n))
+                .flatten()
+                .copied()
+                .filter(|&i| {
+                    let old = &saved[i];
+                    old.group_by == rt.rule.group_by
+                        && old.key_types == types
+                        && old.group_by.len() == types.len()
+                })
+                .collect();
+            olds.sort_unstable();
+            olds.dedup();
+            let mut keys: Vec<(Timestamp, GroupKey)> = olds
+                .iter()
+                .flat_map(|&i| saved[i].groups.iter())
+                .filter(|g| !g.expected)
+                .map(|g| (g.last_activity, g.key.clone()))
+                .collect();
+            keys.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            carry.push((ri, start, keys));
+        }
+        for (ri, start, keys) in carry {
+            let mut seen: std::collections::HashSet<GroupKey> = Default::default();
+            for (_, key) in keys {
+                if self.rts[ri].groups.len() as u64 >= self.rts[ri].max_groups {
+                    break;
+                }
+                if !seen.insert(key.clone())
+                    || self.rts[ri].groups.contains_key(&key)
+                    || !self.owns(ri, &key)
+                {
+                    continue;
+                }
+                if let Some(slot) = self.slot_for(ri, &key, false, start) {
+                    self.arm(ri, slot);
+                }
+            }
+        }
     }
 
     /// A restored state whose rule's `expect` list changed: its groups are expected exactly
@@ -2721,79 +2797,7 @@ impl Engine {
                 );
             }
         }
-        // A changed absence rule keeps the groups it had discovered, watched from its new
-        // start as expected groups are: an edit of a threshold must not drop from watch a host
-        // that is already silent. The groups of a new meaning are those the rules now having
-        // it had discovered (in shared and unshared engines alike), when they grouped by the
-        // same names with values of the same types; they stay discovered (forgotten after `forget_after` of
-        // silence), most recently active first while `max_groups` has room.
-        let mut by_meaning: HashMap<(&str, u64), Vec<&str>> = HashMap::new();
-        for rt in &next.rts {
-            by_meaning
-                .entry((rt.canonical.as_str(), rt.cohort))
-                .or_default()
-                .extend(rt.members.iter().map(|m| m.rule.name.as_str()));
-        }
-        let mut old_of: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (i, rt) in self.rts.iter().enumerate() {
-            for m in rt.members.iter() {
-                old_of.entry(m.rule.name.as_str()).or_default().push(i);
-            }
-        }
-        // (new state, its start, (last activity, key) of the groups to carry)
-        type Carry = (usize, Timestamp, Vec<(Timestamp, GroupKey)>);
-        let mut carry: Vec<Carry> = Vec::new();
-        for (ri, s) in source.iter().enumerate() {
-            let rt = &next.rts[ri];
-            let (None, Some(start), Plan::Absence { .. }) = (s, rt.monitor_start, &*rt.plan) else {
-                continue;
-            };
-            let types = key_types(&rt.rule);
-            let mut olds: Vec<usize> = by_meaning
-                .get(&(rt.canonical.as_str(), rt.cohort))
-                .into_iter()
-                .flatten()
-                .filter_map(|n| old_of.get(n))
-                .flatten()
-                .copied()
-                .filter(|&i| {
-                    let old = &self.rts[i].rule;
-                    old.group_by == rt.rule.group_by && key_types(old) == types
-                })
-                .collect();
-            olds.sort_unstable();
-            olds.dedup();
-            let mut keys: Vec<(Timestamp, GroupKey)> = Vec::new();
-            for i in olds {
-                let old = &self.rts[i];
-                for (s, c) in old.slots.iter().zip(&old.cold) {
-                    if let (Some(s), Some(c)) = (s, c)
-                        && !s.group.expected
-                    {
-                        keys.push((s.group.last_activity, c.key.clone()));
-                    }
-                }
-            }
-            keys.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-            carry.push((ri, start, keys));
-        }
-        for (ri, start, keys) in carry {
-            let mut seen: std::collections::HashSet<GroupKey> = Default::default();
-            for (_, key) in keys {
-                if next.rts[ri].groups.len() as u64 >= next.rts[ri].max_groups {
-                    break;
-                }
-                if !seen.insert(key.clone())
-                    || next.rts[ri].groups.contains_key(&key)
-                    || !next.owns(ri, &key)
-                {
-                    continue;
-                }
-                if let Some(slot) = next.slot_for(ri, &key, false, start) {
-                    next.arm(ri, slot);
-                }
-            }
-        }
+        // (A changed absence rule kept the groups it had discovered: `carry_discovered`.)
         // Every kept state has every group its `expect` lists (one forgotten by hand comes
         // back now, watched from now).
         if let Some(clock) = next.clock {
@@ -2970,6 +2974,13 @@ pub struct RuleCheckpoint {
     pub counters: RuleCounters,
     /// Groups, sorted by key.
     pub groups: Vec<SavedGroup>,
+    /// The rule's `group_by` (none in older checkpoints): what its groups' keys mean, so a
+    /// changed absence rule grouping alike can keep them.
+    #[serde(default)]
+    pub group_by: Vec<String>,
+    /// The types of its key values, by `group_by` position (none in older checkpoints).
+    #[serde(default)]
+    pub key_types: Vec<crate::event::ValueType>,
 }
 
 impl RuleCheckpoint {

@@ -419,9 +419,61 @@ fn a_changed_rule_keeps_only_groups_that_fit_and_can_fire() {
         let mut out = Vec::new();
         e.push(ev("a", 0), &mut out);
         e.advance_to(t(100), &mut out);
+        // The same edit made while the agent was down: a restart from the saved state.
+        let (restarted, _) = Engine::restore_retiring(
+            &compile(&text(new, field)),
+            EngineConfig::default(),
+            e.checkpoint(),
+            true,
+        )
+        .unwrap();
         e.reload(&compile(&text(new, field)), &mut out).unwrap();
         assert_eq!(e.stats()[0].groups, kept, "{old} -> {new} by {field}");
+        assert_eq!(
+            restarted.stats()[0].groups,
+            kept,
+            "restart: {old} -> {new} by {field}"
+        );
     }
+}
+
+/// An absence rule changed while the agent was down keeps the groups it had discovered, as at
+/// a reload: a host already silent is still watched, from the saved state's clock (so its
+/// deadline may fall in the outage).
+#[test]
+fn an_absence_rule_changed_while_down_keeps_its_discovered_groups() {
+    let hb = |secs| rule("hb", &["hb"], absent(ev(0), Some(secs)));
+    let mut e = Engine::new(&set(vec![hb(60)]), EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script("hb:h@0 hb:g@0 tick@70 hb:g@70"),
+        &mut out,
+    );
+    let (mut e, retired) = Engine::restore_retiring(
+        &set(vec![hb(100)]),
+        EngineConfig::default(),
+        e.checkpoint(),
+        true,
+    )
+    .unwrap();
+    assert_eq!(retired, [("hb".to_string(), Reason::RuleChanged)]);
+    assert_eq!(e.stats()[0].groups, 2);
+    run_on(&mut e, parse_script("tick@300 hb:g@300 end@320"), &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    // Under the old rule g and h fired at 60 (g resolved at 70); the new rule watches both
+    // from 70, the saved clock: silent past 170, which passed while down.
+    assert_eq!(
+        got,
+        [
+            "firing g @60",
+            "firing h @60",
+            "resolved g @70",
+            "firing g @170 (outage)",
+            "firing h @170 (outage)",
+            "resolved g @300"
+        ]
+    );
 }
 
 /// Editing a rule's `expect` list (a host added to hosts.txt) keeps its groups: an open
