@@ -1,17 +1,19 @@
 //! `cepheus alerts`: the alerts of a running agent, as its store has them, through its API
-//! (`GET /alerts`): the ones firing now, or the latest changes.
+//! (`GET /alerts`): the ones firing now, or the latest changes. When no agent answers, the
+//! listing is read from the store itself (said on stderr): what it held when the agent
+//! stopped.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::api_client::{Answer, Client};
+use crate::api_client::{Answer, Client, Unreachable};
 
 /// Arguments of `cepheus alerts`.
 #[derive(clap::Args, Debug)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Exit status: 0 when the agent answered (even with no alert), 1 when `ack` names no firing alert, 2 when the agent cannot be reached or keeps no store."
+    after_help = "When no agent answers, the listing is read from its store (`store.path`), as the agent left it (said on stderr); `ack` needs the running agent.\n\nExit status: 0 when the agent or its store answered (even with no alert), 1 when `ack` names no firing alert, 2 when neither can be read."
 )]
 pub struct AlertsArgs {
     /// `ack ID`: acknowledge an alert.
@@ -121,13 +123,62 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<Vec<serde_json::Value>> {
         Some(n) => format!("/alerts?recent={n}"),
         None => "/alerts".to_string(),
     };
-    match client.get(&path)? {
+    let answer = match client.get(&path) {
+        Ok(a) => a,
+        Err(e) if e.downcast_ref::<Unreachable>().is_some() => {
+            return from_store(client.store(), args.recent)
+                .map_err(|why| anyhow::anyhow!("{e}; {why}"));
+        }
+        Err(e) => return Err(e),
+    };
+    match answer {
         Answer::Ok(text) => Ok(serde_json::from_str(&text)?),
         Answer::NotFound(text) => anyhow::bail!(
             "the agent has no alerts to give: {} (an agent older than its store?)",
             text.trim()
         ),
     }
+}
+
+/// The listing read from the store at `dir` itself, when no agent answers: what the store
+/// held when the agent stopped. `Err`: why it cannot be read (the caller says it with the
+/// reason the agent could not be reached).
+fn from_store(dir: &Path, recent: Option<usize>) -> Result<Vec<serde_json::Value>, String> {
+    // Never make a store where there is none (sled would create one).
+    if !dir.join("conf").is_file() {
+        return Err(format!("and there is no store at {}", dir.display()));
+    }
+    // A store opened by another user than the agent's may gain files the agent cannot write
+    // (root's, say): only its owner reads it here.
+    if let (Ok(meta), Ok(me)) = (std::fs::metadata(dir), std::fs::metadata("/proc/self")) {
+        use std::os::unix::fs::MetadataExt;
+        if meta.uid() != me.uid() {
+            return Err(format!(
+                "and its store at {} belongs to another user (uid {}): read it as that user, e.g. `sudo -u '#{}' cepheus alerts`",
+                dir.display(),
+                meta.uid(),
+                meta.uid()
+            ));
+        }
+    }
+    let store = cepheus_store::Store::open(dir, u64::MAX).map_err(|e| format!("and {e}"))?;
+    let list = match recent {
+        Some(n) => store.recent(n.min(20_000)),
+        None => store.firing().map(|mut f| {
+            let cut = f.len().saturating_sub(20_000);
+            f.drain(..cut);
+            f
+        }),
+    }
+    .map_err(|e| format!("and {e}"))?;
+    eprintln!(
+        "note: no agent answers; read from its store at {}, as it was when the agent stopped",
+        dir.display()
+    );
+    Ok(list
+        .iter()
+        .filter_map(|a| serde_json::from_str(&a.json).ok())
+        .collect())
 }
 
 /// One line per alert: id, time, (state,) severity, rule, group, message (with its reason

@@ -23,7 +23,22 @@ pub struct Client {
     socket: Option<PathBuf>,
     /// Which configuration was read (for the hint on a refused token).
     config: Option<PathBuf>,
+    /// The agent's store (`store.path`), for commands that can read it while it is down.
+    store: PathBuf,
 }
+
+/// The agent's API could not be reached at all (nothing listens, or the socket refused us),
+/// as opposed to an answer the command did not want.
+#[derive(Debug)]
+pub struct Unreachable(pub String);
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Unreachable {}
 
 /// What the agent answered, when it answered something the command handles.
 pub enum Answer {
@@ -82,7 +97,13 @@ impl Client {
             token,
             socket,
             config: path,
+            store: cfg.store.path().to_path_buf(),
         })
+    }
+
+    /// The agent's store folder, as its configuration names it.
+    pub fn store(&self) -> &Path {
+        &self.store
     }
 
     /// Where requests go, for messages.
@@ -109,10 +130,10 @@ impl Client {
             None => self.over_tcp(method, path, body.as_deref()),
         };
         let (status, text) = sent.map_err(|e| {
-            anyhow::anyhow!(
+            anyhow::Error::new(Unreachable(format!(
                 "cannot reach the agent's API at {} (is `cepheus run` running with this configuration?): {e}",
                 self.target()
-            )
+            )))
         })?;
         match status {
             200..=299 => Ok(Answer::Ok(text)),

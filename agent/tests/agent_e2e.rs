@@ -2052,7 +2052,20 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    drop(agent);
+    // The agent stopped: the listing comes from its store, said so; an ack needs the agent.
+    let mut agent = agent;
+    assert!(agent.terminate().success());
+    let (code, out, err) = alerts_cmd(&dir, &["--recent", "2", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("read from its store"), "{err}");
+    let last: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(last.last(), Some(&resolved), "{out}");
+    let (code, _, err) = alerts_cmd(&dir, &["ack", id]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot reach the agent"), "{err}");
 }
 
 #[test]
