@@ -210,9 +210,13 @@ impl Store {
         }
         let alerts = db.open_tree("alerts").map_err(io)?;
         let open = db.open_tree("open").map_err(io)?;
-        // A store without the mark (made before it was kept) counts all it holds as written.
+        // A store without the mark (made before it was kept) counts all it holds as written;
+        // an empty one, none (its first change will be number 0).
         if meta.get("written").map_err(io)?.is_none() {
-            let last = alerts.last().map_err(io)?.map_or(0, |(k, _)| seq_of(&k));
+            let last = alerts
+                .last()
+                .map_err(io)?
+                .map_or(NONE_WRITTEN, |(k, _)| seq_of(&k));
             meta.insert("written", &last.to_be_bytes()).map_err(io)?;
         }
         let mut held = Held {
@@ -474,7 +478,7 @@ impl Store {
             .alerts
             .last()
             .map_err(|e| self.io(e))?
-            .map_or(0, |(k, _)| seq_of(&k));
+            .map_or(NONE_WRITTEN, |(k, _)| seq_of(&k));
         self.meta
             .insert("written", &last.to_be_bytes())
             .map_err(|e| self.io(e))?;
@@ -489,9 +493,12 @@ impl Store {
             .meta
             .get("written")
             .map_err(|e| self.io(e))?
-            .map_or(0, |v| seq_of(&v));
+            .map_or(0, |v| match seq_of(&v) {
+                NONE_WRITTEN => 0,
+                last => last + 1,
+            });
         let mut out = Vec::new();
-        for row in self.alerts.range((from + 1).to_be_bytes()..) {
+        for row in self.alerts.range(from.to_be_bytes()..) {
             let (k, v) = row.map_err(|e| self.io(e))?;
             if let Some(json) = v.get(9..).and_then(|b| std::str::from_utf8(b).ok()) {
                 out.push(StoredAlert {
@@ -588,6 +595,10 @@ fn with_ack(json: &str, ack: &[u8]) -> String {
 
 /// The sequence number an `alerts` key holds (0 for a malformed key, which prune and listing
 /// only use to order).
+/// The written-out mark of a store that has written nothing out yet (sled numbers the first
+/// change 0, so "up to 0" would count it written).
+const NONE_WRITTEN: u64 = u64::MAX;
+
 fn seq_of(k: &[u8]) -> u64 {
     <[u8; 8]>::try_from(k).map_or(0, u64::from_be_bytes)
 }
@@ -747,6 +758,21 @@ pattern = "absent(hb) for 10s"
         assert_eq!(left[0].json, alerts[1].to_json().to_string());
         s.mark_written().unwrap();
         assert!(s.unwritten().unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_first_change_of_a_new_store_is_given_back_if_never_written_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = heartbeat_alerts();
+        {
+            let s = Store::open(dir.path(), 10).unwrap();
+            s.record(&alerts[..1]).unwrap();
+            // Killed before writing the very first change out.
+        }
+        let s = Store::open(dir.path(), 10).unwrap();
+        let left = s.unwritten().unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].json, alerts[0].to_json().to_string());
     }
 
     #[test]

@@ -140,6 +140,9 @@ pub struct Adopt {
     pub running: Vec<String>,
 }
 
+/// How much of `output.file`'s end is read at start for the changes a crash left there.
+const TAIL_BYTES: u64 = 16 << 20;
+
 /// JSON lines appended to a file that logrotate may move or remove: it is checked at most
 /// once a second and made anew when it is no longer the file open.
 struct FileOutput {
@@ -177,6 +180,41 @@ impl FileOutput {
             Some((f, _)) => Ok(f),
             None => Err(std::io::Error::other("no file")),
         }
+    }
+
+    /// The changes of `alerts` that the file's end does not hold already: what a crash
+    /// between appending and noting it in the store (the changes a restart writes out
+    /// again) left there is not appended twice. The file's last [`TAIL_BYTES`] are read; a
+    /// file rotated since holds none of them.
+    fn missing(&self, alerts: &[Change]) -> Vec<Change> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut tail = Vec::new();
+        let read = std::fs::File::open(&self.path).and_then(|mut f| {
+            let len = f.metadata()?.len();
+            f.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))?;
+            f.take(TAIL_BYTES).read_to_end(&mut tail)
+        });
+        if read.is_err() {
+            return alerts.to_vec();
+        }
+        let held: std::collections::HashSet<(String, String)> = tail
+            .split(|b| *b == b'\n')
+            .filter_map(|line| {
+                let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+                Some((
+                    v["id"].as_str()?.to_string(),
+                    v["state"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        alerts
+            .iter()
+            .filter(|a| {
+                let id = cepheus_core::alert::AlertId(a.id).to_string();
+                !held.contains(&(id, a.state.name().to_string()))
+            })
+            .cloned()
+            .collect()
     }
 
     /// Appends the batch; a failure is counted and logged at most once a minute, and the
@@ -314,9 +352,20 @@ impl AlertSink {
     /// Writes kept changes to every output (stdout, the file, the collector), then notes in
     /// the store that they were written.
     fn emit(&mut self, fresh: &[Change]) {
+        self.emit_to(fresh, false);
+    }
+
+    /// [`AlertSink::emit`]; with `again` (changes an earlier run may have written before it
+    /// died), the file gets only those its end does not hold.
+    fn emit_to(&mut self, fresh: &[Change], again: bool) {
         self.write(fresh);
         if let Some(f) = &mut self.file {
-            f.write(fresh, &self.counters);
+            if again {
+                let missing = f.missing(fresh);
+                f.write(&missing, &self.counters);
+            } else {
+                f.write(fresh, &self.counters);
+            }
         }
         if let Some(f) = &self.forwarder {
             f.send(fresh);
@@ -366,7 +415,7 @@ impl AlertSink {
                 })
             })
             .collect();
-        self.emit(&changes);
+        self.emit_to(&changes, true);
     }
 
     /// One batch from a shard: counted, rendered (once), kept, and what is new written out.
@@ -767,6 +816,39 @@ mod tests {
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
         sink.store = Some(store.clone());
         (dir, sink, store, counters, lines)
+    }
+
+    #[test]
+    fn changes_a_crash_left_in_the_file_are_not_appended_again_at_restart() {
+        let (dir, mut sink, store, _, lines) = stored_sink("file-again");
+        let file = dir.with_extension("jsonl");
+        let _ = std::fs::remove_file(&file);
+        // Kept, then the crash: two of the three made it to the file, none was noted written.
+        let mut changes: Vec<Change> = alerts(3).iter().map(Change::of).collect();
+        store.record_changes(&mut changes).unwrap();
+        let mut text = String::from("{\"not\": \"an alert\"}\n");
+        for c in &changes[..2] {
+            text.push_str(&c.json);
+            text.push('\n');
+        }
+        text.push_str("{\"id\": \"cut");
+        std::fs::write(&file, &text).unwrap();
+        sink = sink.with_file(Some(file.clone()));
+        assert_eq!(store.unwritten().unwrap().len(), 3);
+        sink.emit_unwritten();
+        let after = std::fs::read_to_string(&file).unwrap();
+        let whole: Vec<&str> = after.lines().filter(|l| l.contains("\"state\"")).collect();
+        assert_eq!(whole.len(), 3, "{after}");
+        assert!(
+            after.ends_with(&format!("{}\n", changes[2].json)),
+            "{after}"
+        );
+        // stdout cannot be read back: it gets all three again.
+        assert_eq!(*lines.lock().unwrap(), 3);
+        assert!(store.unwritten().unwrap().is_empty());
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(&file);
     }
 
     #[test]
