@@ -1909,6 +1909,50 @@ fn a_heartbeat_rule_edited_while_down_still_watches_the_hosts_it_knew() {
 }
 
 #[test]
+fn a_crash_after_a_reload_replays_nothing_from_before_it_into_the_changed_rule() {
+    let dir = scratch("kill9-journal-reload");
+    std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();
+    let rare = "checkpoint_every = \"1h\"\n";
+    let mut first = Agent::start(&dir, rare);
+    step(first.port, "web1", "one");
+    first.wait_events(1);
+    // The rule changed under the running agent: it begins at the reload, without that "one".
+    std::fs::write(
+        dir.join("rules/pair.toml"),
+        SEQ_1H.replace("within 1h", "within 2h"),
+    )
+    .unwrap();
+    first.hangup();
+    first.wait_stats(10, |s| {
+        s["sink"]["reloads"].as_u64() >= Some(1)
+            && s["shards"]
+                .as_array()
+                .is_some_and(|a| a.iter().all(|x| x["journal"]["bytes"] == 0))
+    });
+    step(first.port, "web1", "two");
+    first.wait_events(2);
+    first.kill9();
+    assert_eq!(first.alerts(|_| true), 0);
+    // The restart replays only what came after the reload: still no match.
+    let second = Agent::start(&dir, rare);
+    second.wait_stats(10, |s| {
+        s["shards"].as_array().is_some_and(|a| {
+            a.iter()
+                .filter_map(|x| x["journal"]["replayed"].as_u64())
+                .sum::<u64>()
+                == 1
+        })
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        second.alerts(|v| v["rule"] == "pair"),
+        0,
+        "{}",
+        second.stderr()
+    );
+}
+
+#[test]
 fn a_replayed_alert_is_not_shown_twice_and_the_journal_is_let_go_once_saved() {
     let dir = scratch("kill9-journal-twice");
     std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();

@@ -124,6 +124,16 @@ impl Journal {
         self.sizes.iter().map(|(_, b)| b).sum()
     }
 
+    /// Numbers the segments appended from now on at least `seg`: a saved state that replays
+    /// from `seg` must never miss events this run appends (its folder may be empty, after a
+    /// clean stop, and would otherwise count from 0 again).
+    pub fn number_from(&mut self, seg: u64) {
+        if seg > self.seg {
+            self.file = None;
+            self.seg = seg;
+        }
+    }
+
     /// Its folder.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -271,8 +281,9 @@ impl Journal {
         }
     }
 
-    /// Reads the segments from `from` on, in order, handing their events to `f` in batches;
-    /// records them as replayed.
+    /// Reads the segments from `from` on, in order, handing their events to `f` in batches of
+    /// at most 1,024 as they are read (a replay holds one batch at a time); records them as
+    /// replayed.
     pub fn replay(&mut self, from: u64, mut f: impl FnMut(Vec<Event>)) -> Replayed {
         let mut r = Replayed::default();
         let segs: Vec<u64> = self
@@ -292,6 +303,7 @@ impl Journal {
                 }
             };
             r.segments += 1;
+            let mut seg_events = 0u64;
             let mut rd = BufReader::with_capacity(1 << 16, file);
             let mut batch = Vec::with_capacity(REPLAY_BATCH);
             let mut payload = Vec::new();
@@ -300,7 +312,7 @@ impl Journal {
                     Ok(true) => {}
                     Ok(false) => break,
                     Err(why) => {
-                        tracing::warn!(segment = %path.display(), events = r.events, why, "a journal segment ends in a torn or damaged record: the rest of it is not replayed");
+                        tracing::warn!(segment = %path.display(), events_before = seg_events, why, "a journal segment ends in a torn or damaged record: the rest of it is not replayed");
                         r.cut += 1;
                         break;
                     }
@@ -309,6 +321,7 @@ impl Journal {
                     Ok(ev) => {
                         let ev = ev.event();
                         r.events += 1;
+                        seg_events += 1;
                         batch.push(ev);
                         if batch.len() == REPLAY_BATCH {
                             f(std::mem::replace(
@@ -574,6 +587,23 @@ mod tests {
         assert_eq!(got, vec![(*ev(1)).clone(), (*ev(3)).clone()]);
         assert_eq!(r.cut, 2);
         assert_eq!(r.segments, 2);
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_run_whose_folder_is_empty_numbers_after_the_state_it_continues() {
+        let d = scratch("number");
+        let mut j = Journal::open(&d).unwrap();
+        j.append(&[ev(1)]);
+        let k = j.rotate();
+        j.release_before(k);
+        drop(j);
+        // A new run: an empty folder, and a saved state that replays from `k`.
+        let mut j = Journal::open(&d).unwrap();
+        j.number_from(k);
+        j.append(&[ev(2)]);
+        let (got, _) = read_all(&mut j, k);
+        assert_eq!(got, vec![(*ev(2)).clone()]);
         let _ = fs::remove_dir_all(&d);
     }
 

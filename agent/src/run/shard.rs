@@ -251,14 +251,15 @@ impl Shard {
             }
             return;
         }
-        match (self.journal.as_mut(), from) {
-            (Some(journal), Some(from)) => {
+        match (self.journal.take(), from) {
+            (Some(mut journal), Some(from)) => {
                 let started = std::time::Instant::now();
-                let mut batches = Vec::new();
-                let r = journal.replay(from, |b| batches.push(b));
-                for b in batches {
+                let r = journal.replay(from, |b| {
                     self.guarded("replay", |e, out| e.push_batch(b, out));
-                }
+                });
+                // What this run appends comes after what the state it continues names.
+                journal.number_from(from);
+                self.journal = Some(journal);
                 if r.events > 0 || r.cut > 0 {
                     tracing::info!(
                         shard = self.id,
@@ -273,7 +274,10 @@ impl Shard {
             }
             // A state saved without a journal (or by a version before it): what is journalled
             // is not its continuation.
-            (Some(journal), None) => journal.clear(),
+            (Some(mut journal), None) => {
+                journal.clear();
+                self.journal = Some(journal);
+            }
             (None, _) => {}
         }
         self.guarded("start", |e, out| {
@@ -670,6 +674,9 @@ impl Handler<Reload> for Shard {
             self.install(&msg.0);
         }
         self.flush();
+        // Saved at once: a replay after a crash must not feed events from before the reload
+        // to rules that began at it (the journal does not record reloads).
+        self.save_state(true);
     }
 }
 
