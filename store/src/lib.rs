@@ -6,10 +6,15 @@
 //!   and not kept, nor shown, twice. Kept in the order recorded, the oldest pruned beyond a
 //!   cap.
 //! - **engine checkpoints**, one per CEP shard, so a restart (even after `kill -9`) continues
-//!   the groups, deadlines and partial matches of the last checkpoint.
+//!   the groups, deadlines and partial matches of the last checkpoint. These are plain files
+//!   in `<store>/state/` (written aside, synced, then renamed over the last), not sled
+//!   values: sled 0.34 keeps every large value it ever replaced in its `blobs` folder
+//!   (spacejam/sled#786), so a state saved every few seconds grew the store by gigabytes a
+//!   day.
 //!
-//! Durability: [`Store::record`] and [`Store::save_checkpoints`] return once sled has flushed
-//! what they wrote to the file system, so what they return survives the process being killed.
+//! Durability: [`Store::record`] and [`Store::save_checkpoints`] return once what they wrote
+//! is flushed (sled) or synced (the state files), so what they return survives the process
+//! being killed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +38,14 @@ pub enum StoreError {
         path: PathBuf,
         /// What sled said.
         source: sled::Error,
+    },
+    /// A saved state's file could not be read or written.
+    #[error("the store's saved state at {path}: {source}")]
+    State {
+        /// The file or folder.
+        path: PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
     },
     /// The store's files are damaged (sled found corruption, or failed while recovering
     /// them): the caller may set the folder aside and begin a new store.
@@ -113,7 +126,8 @@ pub struct Store {
     /// id (8 bytes BE) -> JSON `{"by": ..., "time": ...}`: who acknowledged a firing alert,
     /// and when (dropped when it ends: its resolve carries it).
     acks: sled::Tree,
-    /// shard (u32 BE) -> shards (u32 BE) + checkpoint.
+    /// shard (u32 BE) -> shards (u32 BE) + checkpoint: where stores before `state/` kept
+    /// them (read when `state/` has none; emptied at the first save).
     checkpoints: sled::Tree,
     /// "format" -> u32 BE; "written" -> the seq (u64 BE) of the last change written out.
     meta: sled::Tree,
@@ -519,35 +533,102 @@ impl Store {
     /// Replaces every shard's checkpoint with `saved` (one per shard of one run): what a
     /// restart continues from. Durable on return.
     pub fn save_checkpoints(&self, saved: &[SavedShard]) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        for k in self.checkpoints.iter().keys() {
-            batch.remove(k.map_err(|e| self.io(e))?);
+        let dir = self.state_dir();
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::State {
+            path: dir.clone(),
+            source,
+        })?;
+        for (shard, _) in self.state_files()? {
+            let path = dir.join(state_name(shard));
+            std::fs::remove_file(&path).map_err(|source| StoreError::State { path, source })?;
         }
         for s in saved {
-            let mut v = s.shards.to_be_bytes().to_vec();
-            v.extend_from_slice(&s.data);
-            batch.insert(&s.shard.to_be_bytes(), v);
+            self.save_checkpoint(s)?;
         }
-        self.checkpoints
-            .apply_batch(batch)
-            .map_err(|e| self.io(e))?;
-        self.db.flush().map_err(|e| self.io(e))?;
-        Ok(())
+        self.forget_legacy_checkpoints()?;
+        sync_dir(&dir)
     }
 
     /// Saves one shard's checkpoint, keeping the others'. Durable on return.
     pub fn save_checkpoint(&self, saved: &SavedShard) -> Result<(), StoreError> {
-        let mut v = saved.shards.to_be_bytes().to_vec();
-        v.extend_from_slice(&saved.data);
-        self.checkpoints
-            .insert(saved.shard.to_be_bytes(), v)
-            .map_err(|e| self.io(e))?;
-        self.db.flush().map_err(|e| self.io(e))?;
-        Ok(())
+        use std::io::Write;
+        let dir = self.state_dir();
+        let err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::State { path, source }
+        };
+        std::fs::create_dir_all(&dir).map_err(err(&dir))?;
+        let path = dir.join(state_name(saved.shard));
+        let aside = dir.join(format!("{}.new", state_name(saved.shard)));
+        let mut f = std::fs::File::create(&aside).map_err(err(&aside))?;
+        f.write_all(&saved.shards.to_be_bytes())
+            .and_then(|()| f.write_all(&saved.data))
+            .and_then(|()| f.sync_all())
+            .map_err(err(&aside))?;
+        drop(f);
+        std::fs::rename(&aside, &path).map_err(err(&path))?;
+        sync_dir(&dir)?;
+        self.forget_legacy_checkpoints()
     }
 
     /// The checkpoints saved, by shard number.
     pub fn checkpoints(&self) -> Result<Vec<SavedShard>, StoreError> {
+        let files = self.state_files()?;
+        if files.is_empty() {
+            return self.legacy_checkpoints();
+        }
+        let mut out = Vec::new();
+        for (shard, path) in files {
+            let bytes = std::fs::read(&path).map_err(|source| StoreError::State {
+                path: path.clone(),
+                source,
+            })?;
+            let Some(Ok(shards)) = bytes.get(..4).map(<[u8; 4]>::try_from) else {
+                return Err(StoreError::Damaged {
+                    path: path.clone(),
+                    what: "a saved state shorter than its header".into(),
+                });
+            };
+            out.push(SavedShard {
+                shard,
+                shards: u32::from_be_bytes(shards),
+                data: bytes[4..].to_vec(),
+            });
+        }
+        Ok(out)
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.path.join("state")
+    }
+
+    /// The state files there are, by shard number (leftovers of an interrupted write aside).
+    fn state_files(&self) -> Result<Vec<(u32, PathBuf)>, StoreError> {
+        let dir = self.state_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(StoreError::State { path: dir, source }),
+        };
+        let mut out = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let shard = name.to_str().and_then(|n| {
+                n.strip_prefix("shard-")?
+                    .strip_suffix(".state")?
+                    .parse()
+                    .ok()
+            });
+            if let Some(shard) = shard {
+                out.push((shard, entry.path()));
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Checkpoints as stores before `state/` kept them, in sled.
+    fn legacy_checkpoints(&self) -> Result<Vec<SavedShard>, StoreError> {
         let mut out = Vec::new();
         for row in self.checkpoints.iter() {
             let (k, v) = row.map_err(|e| self.io(e))?;
@@ -567,6 +648,16 @@ impl Store {
             });
         }
         Ok(out)
+    }
+
+    /// Empties the sled tree of older stores' checkpoints, once `state/` has taken over.
+    fn forget_legacy_checkpoints(&self) -> Result<(), StoreError> {
+        if self.checkpoints.is_empty() {
+            return Ok(());
+        }
+        self.checkpoints.clear().map_err(|e| self.io(e))?;
+        self.db.flush().map_err(|e| self.io(e))?;
+        Ok(())
     }
 
     /// The store's folder.
@@ -595,6 +686,21 @@ fn with_ack(json: &str, ack: &[u8]) -> String {
 
 /// The sequence number an `alerts` key holds (0 for a malformed key, which prune and listing
 /// only use to order).
+/// A shard's state file.
+fn state_name(shard: u32) -> String {
+    format!("shard-{shard}.state")
+}
+
+/// Makes a folder's entries (a rename, a removal) durable.
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| StoreError::State {
+            path: dir.to_path_buf(),
+            source,
+        })
+}
+
 /// The written-out mark of a store that has written nothing out yet (sled numbers the first
 /// change 0, so "up to 0" would count it written).
 const NONE_WRITTEN: u64 = u64::MAX;
@@ -868,6 +974,64 @@ pattern = "absent(hb) for 10s"
         assert_eq!(kept[0].json, alerts[1].to_json().to_string());
         // The pruned change's dedup key went with it.
         assert_eq!(s.record(&alerts[..1]).unwrap(), [true]);
+    }
+
+    /// Bytes under `dir`, recursively.
+    fn disk_use(dir: &Path) -> u64 {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| match e.metadata() {
+                Ok(m) if m.is_dir() => disk_use(&e.path()),
+                Ok(m) => m.len(),
+                Err(_) => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_state_saved_over_and_over_does_not_grow_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 10).unwrap();
+        let state = |i: u8| SavedShard {
+            shard: 0,
+            shards: 1,
+            data: vec![i; 1 << 20],
+        };
+        for i in 0..40 {
+            s.save_checkpoint(&state(i)).unwrap();
+        }
+        drop(s);
+        let s = Store::open(dir.path(), 10).unwrap();
+        assert_eq!(s.checkpoints().unwrap(), [state(39)]);
+        // One state of 1 MiB, and sled's own files: not 40 MiB of replaced states.
+        let used = disk_use(dir.path());
+        assert!(used < 8 << 20, "{used} bytes on disk");
+    }
+
+    #[test]
+    fn a_state_an_older_store_kept_in_sled_is_read_then_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 10).unwrap();
+        let mut v = 2u32.to_be_bytes().to_vec();
+        v.extend_from_slice(b"old");
+        s.checkpoints.insert(1u32.to_be_bytes(), v).unwrap();
+        let old = SavedShard {
+            shard: 1,
+            shards: 2,
+            data: b"old".to_vec(),
+        };
+        assert_eq!(s.checkpoints().unwrap(), std::slice::from_ref(&old));
+        let new = SavedShard {
+            data: b"new".to_vec(),
+            ..old
+        };
+        s.save_checkpoint(&new).unwrap();
+        assert!(s.checkpoints.is_empty());
+        assert_eq!(s.checkpoints().unwrap(), [new]);
+        s.save_checkpoints(&[]).unwrap();
+        assert!(s.checkpoints().unwrap().is_empty());
     }
 
     #[test]
