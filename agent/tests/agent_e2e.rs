@@ -1953,6 +1953,29 @@ fn a_crash_after_a_reload_replays_nothing_from_before_it_into_the_changed_rule()
 }
 
 #[test]
+fn an_unreadable_saved_state_is_dropped_and_the_agent_starts_afresh() {
+    let dir = scratch("state-damaged");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let keep = "checkpoint_every = \"100ms\"\n";
+    let mut first = Agent::start(&dir, keep);
+    heartbeat(first.port, "web1", 1);
+    first.wait_events(1);
+    assert!(first.terminate().success());
+    let state = dir.join("data/state/shard-0.state");
+    assert!(state.is_file(), "no saved state at {}", state.display());
+    std::fs::write(&state, b"\0\0").unwrap();
+    let mut second = Agent::start(&dir, keep);
+    second.wait_stats(10, |_| second.stderr().contains("starting afresh"));
+    assert!(second.stderr().contains("saved state cannot be read"));
+    assert!(second.terminate().success());
+    // Dropped, and saved anew: the next start continues.
+    let third = Agent::start(&dir, keep);
+    third.wait_stats(10, |_| {
+        third.stderr().contains("continuing from the saved state")
+    });
+}
+
+#[test]
 fn a_replayed_alert_is_not_shown_twice_and_the_journal_is_let_go_once_saved() {
     let dir = scratch("kill9-journal-twice");
     std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();

@@ -340,9 +340,18 @@ fn saved_states(
     n: usize,
 ) -> anyhow::Result<Vec<Option<shard::SavedState>>> {
     let mut out: Vec<Option<shard::SavedState>> = (0..n).map(|_| None).collect();
-    let saved = store
-        .checkpoints()
-        .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
+    let saved = match store.checkpoints() {
+        Ok(saved) => saved,
+        // A saved state that cannot be read must not keep the agent from starting (under
+        // systemd, over and over): begun afresh, said in the log, and dropped.
+        Err(e) => {
+            tracing::error!(error = %e, "the saved state cannot be read: starting afresh; the alerts it held firing are resolved (state_lost)");
+            if let Err(e) = store.save_checkpoints(&[]) {
+                tracing::error!(error = %e, "cannot drop the unreadable saved state");
+            }
+            return Ok(out);
+        }
+    };
     if saved.is_empty() {
         return Ok(out);
     }
