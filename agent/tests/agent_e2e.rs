@@ -1128,6 +1128,9 @@ fn a_shard_survives_a_panic_in_its_engine() {
         "cepheus_shard_future_total{shard=\"0\"} ",
         "cepheus_shard_keyless_total{shard=\"0\"} ",
         "cepheus_shard_stuck_timers_total{shard=\"0\"} 0",
+        "cepheus_shard_journal_skipped_total{shard=\"0\"} 0",
+        "cepheus_shard_journal_written_total{shard=\"0\"} ",
+        "cepheus_shard_journal_bytes{shard=\"0\"} ",
     ] {
         assert!(metrics.contains(line), "{line}\n{metrics}");
     }

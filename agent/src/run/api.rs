@@ -381,7 +381,22 @@ pub fn render_metrics(s: &Stats) -> String {
     }
     // Per-shard counters: one family each, one line per shard.
     type Get = fn(&ShardStats) -> u64;
-    let per_shard: [(&str, &str, Get); 5] = [
+    let per_shard: [(&str, &str, Get); 8] = [
+        (
+            "cepheus_shard_journal_written_total",
+            "Events a shard appended to its journal (replayed after a crash).",
+            |sh| sh.journal.map_or(0, |j| j.written),
+        ),
+        (
+            "cepheus_shard_journal_skipped_total",
+            "Events a shard could not journal (full, disk nearly full, a failed write): a crash before its next saved state would lose them.",
+            |sh| sh.journal.map_or(0, |j| j.skipped),
+        ),
+        (
+            "cepheus_shard_journal_replayed_total",
+            "Events a shard replayed from its journal at start.",
+            |sh| sh.journal.map_or(0, |j| j.replayed),
+        ),
         (
             "cepheus_shard_events_total",
             "Deliveries handled per shard.",
@@ -413,6 +428,20 @@ pub fn render_metrics(s: &Stats) -> String {
         for sh in &s.shards {
             let _ = writeln!(o, "{name}{{shard=\"{}\"}} {}", sh.shard, get(sh));
         }
+    }
+    family(
+        &mut o,
+        "cepheus_shard_journal_bytes",
+        "gauge",
+        "Bytes a shard's journal holds (at most 512 MiB).",
+    );
+    for sh in &s.shards {
+        let bytes = sh.journal.map_or(0, |j| j.bytes);
+        let _ = writeln!(
+            o,
+            "cepheus_shard_journal_bytes{{shard=\"{}\"}} {bytes}",
+            sh.shard
+        );
     }
     family(
         &mut o,
