@@ -2326,6 +2326,86 @@ fn alerts_are_forwarded_to_a_syslog_collector_over_tcp_and_udp() {
     assert_eq!(json, fired);
 }
 
+/// A minimal HTTP endpoint for the webhook: answers each request with the next status of
+/// `statuses` (then 200), and hands over (headers, body) of each.
+fn http_endpoint(statuses: Vec<u16>) -> (u16, std::sync::mpsc::Receiver<(String, String)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut statuses = statuses.into_iter();
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                if conn.read_exact(&mut byte).is_err() {
+                    break;
+                }
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).into_owned();
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            let mut body = vec![0u8; len];
+            let _ = conn.read_exact(&mut body);
+            let status = statuses.next().unwrap_or(200);
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            let _ = tx.send((head, String::from_utf8_lossy(&body).into_owned()));
+        }
+    });
+    (port, rx)
+}
+
+#[test]
+fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
+    let dir = scratch("webhook");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    std::fs::write(dir.join("hook.token"), "hook-s3cret\n").unwrap();
+    // The endpoint fails the first request (503): the same alerts come again.
+    let (port, got) = http_endpoint(vec![503]);
+    let agent = Agent::start(
+        &dir,
+        &format!(
+            "[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\nwebhook_token_file = \"hook.token\"\n"
+        ),
+    );
+    heartbeat(agent.port, "web1", 1);
+    let fired = agent.wait_alert(10, |v| v["state"] == "firing");
+    let (head1, body1) = got.recv_timeout(Duration::from_secs(10)).unwrap();
+    let (head2, body2) = got.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(head1.starts_with("POST /hook HTTP/1.1"), "{head1}");
+    assert!(
+        head2.contains("Authorization: Bearer hook-s3cret"),
+        "{head2}"
+    );
+    assert!(
+        head2
+            .to_ascii_lowercase()
+            .contains("content-type: application/json")
+    );
+    assert_eq!(body1, body2, "the failed request is sent again as it was");
+    let v: Value = serde_json::from_str(&body2).unwrap();
+    assert_eq!(v["alerts"], Value::Array(vec![fired.clone()]));
+    // Its resolve follows.
+    heartbeat(agent.port, "web1", 2);
+    let (_, body3) = got.recv_timeout(Duration::from_secs(10)).unwrap();
+    let v: Value = serde_json::from_str(&body3).unwrap();
+    assert_eq!(v["alerts"][0]["state"], "resolved");
+    assert_eq!(v["alerts"][0]["id"], fired["id"]);
+    agent.wait_stats(10, |s| s["sink"]["webhook_sent"] == 2);
+}
+
 #[test]
 fn alerts_kept_but_not_written_out_before_a_kill_are_written_at_restart() {
     let dir = scratch("kill9-unwritten");

@@ -122,6 +122,14 @@ stdout = true
 # alert's JSON. Up to 10,000 wait while the collector is slow or away; beyond, they are
 # dropped and counted (syslog_unsent).
 # syslog = "tcp://10.0.0.5:514"
+# And POSTed as JSON to an HTTP(S) endpoint: {"alerts": [<alert>, ...]}, up to 100 changes a
+# request, in order. A failed request (no connection, a timeout, 5xx, 429) is tried again
+# after 1 s, then twice as long each time up to a minute; another 4xx drops it. Up to 10,000
+# changes wait; beyond, they are dropped and counted (webhook_unsent). HTTPS checks the
+# certificate against the system's roots. The token file's one line is sent as
+# `Authorization: Bearer <token>`.
+# webhook = "https://alerts.example.com/cepheus"
+# webhook_token_file = "/etc/cepheus/webhook.token"
 
 # Live capture (optional, needs root or CAP_NET_RAW): flows of one interface become events.
 # [capture]
@@ -385,6 +393,60 @@ pub struct OutputConfig {
     /// Alert changes forwarded as RFC 5424 syslog messages to a collector.
     #[serde(deserialize_with = "forward", default)]
     pub syslog: Option<Forward>,
+    /// Alert changes POSTed as JSON to this `http://` or `https://` endpoint.
+    #[serde(deserialize_with = "webhook_url", default)]
+    pub webhook: Option<String>,
+    /// A file holding the webhook's bearer token (sent as `Authorization: Bearer ...`).
+    pub webhook_token_file: Option<PathBuf>,
+}
+
+impl OutputConfig {
+    /// Where `[output] webhook` posts, its token read (an unreadable or empty file is an
+    /// error naming the key).
+    pub fn webhook_target(&self) -> anyhow::Result<Option<super::webhook::Target>> {
+        let Some(url) = &self.webhook else {
+            return Ok(None);
+        };
+        let token = match &self.webhook_token_file {
+            None => None,
+            Some(p) => {
+                let t = crate::rulefiles::read_text(p).map_err(|e| {
+                    anyhow::anyhow!(
+                        "output.webhook_token_file: cannot read {}: {e}",
+                        p.display()
+                    )
+                })?;
+                let t = t.trim().to_string();
+                if t.is_empty() || t.contains(['\r', '\n']) {
+                    anyhow::bail!(
+                        "output.webhook_token_file: {} holds no token (one line, not empty)",
+                        p.display()
+                    );
+                }
+                Some(t)
+            }
+        };
+        Ok(Some(super::webhook::Target {
+            url: url.clone(),
+            token,
+        }))
+    }
+}
+
+fn webhook_url<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    let rest = s
+        .strip_prefix("https://")
+        .or_else(|| s.strip_prefix("http://"));
+    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
+    match host {
+        Some(h) if !h.is_empty() && !h.contains(char::is_whitespace) && !h.contains('@') => {
+            Ok(Some(s))
+        }
+        _ => Err(serde::de::Error::custom(format!(
+            "`{s}`: write an http:// or https:// URL with a host (e.g. \"https://alerts.example.com/hook\"); a token goes in `webhook_token_file`, not in the URL"
+        ))),
+    }
 }
 
 /// Where `[output] syslog` forwards: `udp://IP:PORT` or `tcp://IP:PORT` (octet counting).
@@ -418,6 +480,8 @@ impl Default for OutputConfig {
             stdout: true,
             file: None,
             syslog: None,
+            webhook: None,
+            webhook_token_file: None,
         }
     }
 }
@@ -585,6 +649,9 @@ impl Config {
         if let Some(t) = self.output.file.as_mut() {
             at(t);
         }
+        if let Some(t) = self.output.webhook_token_file.as_mut() {
+            at(t);
+        }
         if let Some(p) = self.store.path.as_mut() {
             at(p);
         }
@@ -704,10 +771,17 @@ impl Config {
                 "no input: `udp`, `tcp` and `files` are empty and there is no `[capture]`, so no event will arrive (only expected groups' absences can fire)",
             ));
         }
-        if !self.output.stdout {
+        let o = &self.output;
+        if !o.stdout && o.file.is_none() && o.syslog.is_none() && o.webhook.is_none() {
             out.push(Problem::new(
                 "output.stdout",
-                "alert changes are written nowhere: `output.stdout = false`, and stdout is the only alert output so far (they are still counted in /stats)",
+                "alert changes go to no output: `output.stdout = false` and no `file`, `syslog` or `webhook` is set (the store still keeps them, and `cepheus alerts` lists them)",
+            ));
+        }
+        if o.webhook_token_file.is_some() && o.webhook.is_none() {
+            out.push(Problem::new(
+                "output.webhook_token_file",
+                "is set but `output.webhook` is not: no request will carry it",
             ));
         }
         if let Some(f) = &self.api.token_file {
@@ -736,6 +810,9 @@ impl Config {
             && let Err(why) = output_file_usable(f)
         {
             out.push(Problem::new("output.file", why));
+        }
+        if let Err(e) = self.output.webhook_target() {
+            out.push(Problem::new("output.webhook_token_file", format!("{e:#}")));
         }
         for f in &self.syslog.files {
             if f.as_os_str() == "-" {
@@ -1030,6 +1107,39 @@ mod tests {
     }
 
     #[test]
+    fn output_webhook_takes_an_http_or_https_url_and_its_token_from_a_file() {
+        let cfg = Config::parse(
+            Path::new("/etc/cepheus/cepheus.toml"),
+            "[output]\nwebhook = \"https://alerts.example.com/hook?x=1\"\nwebhook_token_file = \"hook.token\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            cfg.output.webhook.as_deref(),
+            Some("https://alerts.example.com/hook?x=1")
+        );
+        assert_eq!(
+            cfg.output.webhook_token_file.as_deref(),
+            Some(Path::new("hook.token"))
+        );
+        let e = cfg.output.webhook_target().unwrap_err().to_string();
+        assert!(e.contains("output.webhook_token_file"), "{e}");
+        for bad in [
+            "alerts.example.com/hook",
+            "ftp://alerts.example.com",
+            "https://",
+            "https://user:pw@alerts.example.com/",
+        ] {
+            let e = Config::parse(Path::new("x"), &format!("[output]\nwebhook = \"{bad}\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("webhook") && e.contains("https://"),
+                "{bad}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn output_syslog_names_its_transport() {
         let cfg = Config::parse(
             Path::new("x"),
@@ -1073,7 +1183,7 @@ mod tests {
         let file = dir.join("cepheus.toml");
         std::fs::write(
             &file,
-            "[syslog]\nfiles = [\"auth.log\", \"-\", \"/var/log/x.log\"]\n[rules]\npaths = [\"rules\"]\n[api]\ntoken_file = \"tok\"\n",
+            "[syslog]\nfiles = [\"auth.log\", \"-\", \"/var/log/x.log\"]\n[rules]\npaths = [\"rules\"]\n[api]\ntoken_file = \"tok\"\n[output]\nwebhook = \"http://127.0.0.1:1/\"\nwebhook_token_file = \"hook\"\n",
         )
         .unwrap();
         let cfg = Config::read(&file).unwrap();
@@ -1087,6 +1197,7 @@ mod tests {
         );
         assert_eq!(cfg.rules.paths, [dir.join("rules")]);
         assert_eq!(cfg.api.token_file, Some(dir.join("tok")));
+        assert_eq!(cfg.output.webhook_token_file, Some(dir.join("hook")));
         // The default store stays in the working directory; a written one follows the file,
         // also when it is written as the default is.
         assert_eq!(cfg.store, StoreConfig::default());

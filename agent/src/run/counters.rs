@@ -97,6 +97,11 @@ counters!(
         /// Alert changes not forwarded to `output.syslog` (its queue was full: the collector
         /// slow or away; the store has them).
         syslog_unsent,
+        /// Alert changes posted to `output.webhook` (the endpoint answered 2xx).
+        webhook_sent,
+        /// Alert changes not posted to `output.webhook` (its queue was full, or the endpoint
+        /// refused them with a 4xx; the store has them).
+        webhook_unsent,
         /// Writes to the store that failed (alerts then go to stdout unkept; a checkpoint
         /// is tried again at the next save).
         store_errors,

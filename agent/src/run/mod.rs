@@ -22,6 +22,7 @@ pub mod route;
 pub mod shard;
 pub mod sink;
 pub mod watchdog;
+pub mod webhook;
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -452,6 +453,7 @@ fn start(
         .map(api::bind_socket)
         .transpose()?;
     let api_token = cfg.api.token()?;
+    let webhook_target = cfg.output.webhook_target()?;
     let udp_addrs: Vec<SocketAddr> = udp.iter().filter_map(|s| s.local_addr().ok()).collect();
     let zone = cfg
         .zone()
@@ -513,12 +515,17 @@ fn start(
             .map(|to| forward::Forwarder::start(to, sink_counters.clone()))
             .transpose()
             .context("output.syslog: starting the forwarding thread")?;
+        let webhook = webhook_target
+            .map(|to| webhook::Webhook::start(to, sink_counters.clone()))
+            .transpose()
+            .context("output.webhook: starting the posting thread")?;
         let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |ctx| {
             // Its capacity from the first message on: the shards send at once.
             ctx.set_mailbox_capacity(sink::MAILBOX);
             AlertSink::new(stdout, counters, Some(store))
                 .with_file(file)
                 .with_forwarder(forwarder)
+                .with_webhook(webhook)
                 .adopting(n)
         });
         // Running (its start-up reckoning read, its mailbox at full size) before any shard

@@ -83,6 +83,7 @@ pub struct AlertSink {
     file: Option<FileOutput>,
     /// `output.syslog`, if set.
     forwarder: Option<super::forward::Forwarder>,
+    webhook: Option<super::webhook::Webhook>,
     /// At start: the alerts the store had firing, and the shards still to say which of them
     /// their engines hold ([`Adopt`]); what none holds is resolved (`state_lost`).
     adopting: Option<Adopting>,
@@ -261,6 +262,7 @@ impl AlertSink {
             store_limit: LogLimit::new(60_000),
             file: None,
             forwarder: None,
+            webhook: None,
             adopting: None,
             space: Space::default(),
         }
@@ -332,6 +334,12 @@ impl AlertSink {
         self
     }
 
+    /// Also posts the alert changes to `output.webhook`, when set.
+    pub fn with_webhook(mut self, w: Option<super::webhook::Webhook>) -> AlertSink {
+        self.webhook = w;
+        self
+    }
+
     /// Also forwards the alert changes to a syslog collector (`output.syslog`), when set.
     pub fn with_forwarder(mut self, f: Option<super::forward::Forwarder>) -> AlertSink {
         self.forwarder = f;
@@ -369,6 +377,9 @@ impl AlertSink {
         }
         if let Some(f) = &self.forwarder {
             f.send(fresh);
+        }
+        if let Some(w) = &self.webhook {
+            w.send(fresh);
         }
         if !fresh.is_empty()
             && let Some(store) = self.writable_store()

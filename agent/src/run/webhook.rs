@@ -1,0 +1,176 @@
+//! `[output] webhook`: alert changes POSTed as JSON to an HTTP or HTTPS endpoint (a chat
+//! bridge, a paging service, a ticketing system), from a thread of its own behind a bounded
+//! queue, so a slow or absent endpoint never holds up the sink (and the store behind it).
+//!
+//! Each request carries what waits, up to [`MAX_BATCH`] changes: `{"alerts": [<alert>, ...]}`,
+//! each element the one alert object of DESIGN.md, in the order made. A request that fails
+//! (no connection, a timeout, a 5xx or 429 answer) is sent again, after 1 s, then twice as
+//! long each time up to a minute, while the queue fills behind it; an answer the endpoint
+//! will give again (another 4xx) drops the request, counted and logged. HTTPS checks the
+//! endpoint's certificate against the system's trusted roots.
+
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::time::Duration;
+
+use cepheus_store::Change;
+
+use super::counters::{LogLimit, SinkCounters, bump};
+
+/// Alert changes waiting for the endpoint; beyond, they are dropped and counted.
+pub const QUEUE: usize = 10_000;
+
+/// Alert changes per request, at most.
+pub const MAX_BATCH: usize = 100;
+
+/// How long one request may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The longest wait between two tries of a failed request.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// Where and how to post.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The endpoint (`http://` or `https://`).
+    pub url: String,
+    /// Sent as `Authorization: Bearer <token>`, when set.
+    pub token: Option<String>,
+}
+
+/// The sink's side of the webhook.
+pub struct Webhook {
+    tx: SyncSender<String>,
+    counters: Arc<SinkCounters>,
+}
+
+impl Webhook {
+    /// Starts the posting thread.
+    pub fn start(to: Target, counters: Arc<SinkCounters>) -> std::io::Result<Webhook> {
+        let (tx, rx) = sync_channel(QUEUE);
+        let c = counters.clone();
+        std::thread::Builder::new()
+            .name("webhook".into())
+            .spawn(move || post_loop(&to, &rx, &c))?;
+        Ok(Webhook { tx, counters })
+    }
+
+    /// Queues the changes; what does not fit is counted as `webhook_unsent`.
+    pub fn send(&self, changes: &[Change]) {
+        for c in changes {
+            match self.tx.try_send(c.json.clone()) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    bump(&self.counters.webhook_unsent, 1)
+                }
+            }
+        }
+    }
+}
+
+/// Why a request did not go through.
+enum Failed {
+    /// Worth trying again (no connection, a timeout, 5xx, 429).
+    Again(String),
+    /// The endpoint refuses this request and would again (another 4xx).
+    Refused(String),
+}
+
+/// The request body for `alerts` (each one alert's JSON).
+pub fn body(alerts: &[String]) -> String {
+    let mut b = String::with_capacity(12 + alerts.iter().map(|a| a.len() + 1).sum::<usize>());
+    b.push_str("{\"alerts\":[");
+    for (i, a) in alerts.iter().enumerate() {
+        if i > 0 {
+            b.push(',');
+        }
+        b.push_str(a);
+    }
+    b.push_str("]}");
+    b
+}
+
+fn post(agent: &ureq::Agent, to: &Target, body: &str) -> Result<(), Failed> {
+    let mut req = agent
+        .post(&to.url)
+        .set("Content-Type", "application/json")
+        .set("User-Agent", concat!("cepheus/", env!("CARGO_PKG_VERSION")));
+    if let Some(t) = &to.token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    match req.send_string(body) {
+        Ok(_) => Ok(()),
+        Err(ureq::Error::Status(code, _)) if code == 429 || code >= 500 => {
+            Err(Failed::Again(format!("the endpoint answered {code}")))
+        }
+        Err(ureq::Error::Status(code, r)) => {
+            let text = r.into_string().unwrap_or_default();
+            let text: String = text.chars().take(200).collect();
+            Err(Failed::Refused(format!(
+                "the endpoint answered {code}: {}",
+                text.trim()
+            )))
+        }
+        Err(e) => Err(Failed::Again(e.to_string())),
+    }
+}
+
+fn post_loop(to: &Target, rx: &Receiver<String>, counters: &SinkCounters) {
+    let agent = ureq::AgentBuilder::new().timeout(TIMEOUT).build();
+    let limit = LogLimit::new(60_000);
+    let said = |e: &str, counters: &SinkCounters| {
+        if let Some(held) = limit.allow() {
+            let unsent = counters
+                .webhook_unsent
+                .load(std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(error = %e, url = %to.url, unsent_so_far = unsent, held_back = held, "cannot post alerts to output.webhook");
+        }
+    };
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(a) => batch.push(a),
+                Err(_) => break,
+            }
+        }
+        let body = body(&batch);
+        let mut wait = Duration::from_secs(1);
+        loop {
+            match post(&agent, to, &body) {
+                Ok(()) => {
+                    bump(&counters.webhook_sent, batch.len() as u64);
+                    break;
+                }
+                Err(Failed::Refused(e)) => {
+                    bump(&counters.webhook_unsent, batch.len() as u64);
+                    said(&e, counters);
+                    break;
+                }
+                Err(Failed::Again(e)) => {
+                    said(
+                        &format!("{e} (tried again in {} s)", wait.as_secs()),
+                        counters,
+                    );
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_is_an_object_holding_the_alerts_in_order() {
+        let alerts = vec![r#"{"id":"1"}"#.to_string(), r#"{"id":"2"}"#.to_string()];
+        let b = body(&alerts);
+        assert_eq!(b, r#"{"alerts":[{"id":"1"},{"id":"2"}]}"#);
+        let v: serde_json::Value = serde_json::from_str(&b).unwrap_or_default();
+        assert_eq!(v["alerts"][1]["id"], "2");
+        assert_eq!(body(&[]), r#"{"alerts":[]}"#);
+    }
+}
