@@ -2406,6 +2406,117 @@ fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
     agent.wait_stats(10, |s| s["sink"]["webhook_sent"] == 2);
 }
 
+/// The HTTPS endpoint of the webhook test: Python's server with a certificate of a CA made
+/// for the test, appending each request body to `got`.
+const HTTPS_ENDPOINT: &str = r#"
+import http.server, ssl, sys
+port_file, got = sys.argv[1], sys.argv[2]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get('Content-Length', 0)))
+        with open(got, 'ab') as f:
+            f.write(body + b'\n')
+        self.send_response(200)
+        self.send_header('Content-Length', '0')
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+s = http.server.HTTPServer(('127.0.0.1', 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain('cert.pem', 'key.pem')
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+open(port_file, 'w').write(str(s.server_address[1]))
+s.serve_forever()
+"#;
+
+#[test]
+fn a_webhook_over_https_is_posted_when_its_ca_is_trusted_and_refused_otherwise() {
+    let dir = scratch("webhook-https");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let sh = |cmd: &str| {
+        let st = Command::new("sh")
+            .args(["-c", cmd])
+            .current_dir(&dir)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "{cmd}");
+    };
+    // A CA, and a certificate it signs for 127.0.0.1.
+    sh(
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=cepheus-test-ca",
+    );
+    sh("openssl req -newkey rsa:2048 -nodes -keyout key.pem -out srv.csr -subj /CN=127.0.0.1");
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    sh(
+        "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out cert.pem -days 1 -extfile ext.cnf",
+    );
+    std::fs::write(dir.join("srv.py"), HTTPS_ENDPOINT).unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _server = Kill(
+        Command::new("python3")
+            .args(["srv.py", "port", "got"])
+            .current_dir(&dir)
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    let port = loop {
+        if let Ok(p) = std::fs::read_to_string(dir.join("port"))
+            && let Ok(p) = p.trim().parse::<u16>()
+        {
+            break p;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the endpoint did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let extra = format!("[output]\nwebhook = \"https://127.0.0.1:{port}/hook\"\n");
+    // The CA trusted (rustls reads the roots from SSL_CERT_FILE, as from the system's).
+    let ca = dir.join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let trusted = Agent::start_env(&dir, "", "", &extra, &[("SSL_CERT_FILE", ca)]);
+    heartbeat(trusted.port, "web1", 1);
+    let fired = trusted.wait_alert(10, |v| v["state"] == "firing");
+    trusted.wait_stats(10, |s| s["sink"]["webhook_sent"] == 1);
+    let got = std::fs::read_to_string(dir.join("got")).unwrap();
+    let v: Value = serde_json::from_str(got.trim()).unwrap();
+    assert_eq!(v["alerts"][0], fired);
+    drop(trusted);
+    // Not trusted: nothing is posted, and the log says why.
+    let _ = std::fs::remove_dir_all(dir.join("data"));
+    let stranger = dir.join("none.pem");
+    std::fs::write(&stranger, "").unwrap();
+    let untrusted = Agent::start_env(
+        &dir,
+        "",
+        "",
+        &extra,
+        &[("SSL_CERT_FILE", stranger.to_str().unwrap())],
+    );
+    heartbeat(untrusted.port, "web2", 1);
+    untrusted.wait_alert(10, |v| v["state"] == "firing");
+    untrusted.wait_stats(10, |_| untrusted.stderr().contains("cannot post alerts"));
+    assert!(
+        untrusted.stderr().contains("certificate"),
+        "{}",
+        untrusted.stderr()
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("got")).unwrap(), got);
+}
+
 #[test]
 fn alerts_kept_but_not_written_out_before_a_kill_are_written_at_restart() {
     let dir = scratch("kill9-unwritten");
