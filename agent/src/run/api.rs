@@ -78,6 +78,68 @@ pub struct ApiState {
     pub reload_error: super::reload::LastReloadError,
     /// The store, read for `/alerts` (none in some tests).
     pub store: Option<cepheus_store::Store>,
+    /// The sink's live stream of alert changes, for `/alerts/stream`.
+    pub changes: Option<tokio::sync::broadcast::Sender<Arc<str>>>,
+    /// Streams open now (at most [`MAX_STREAMS`]).
+    pub streams: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Alert streams (`GET /alerts/stream`) open at once, at most: each holds a connection and a
+/// place in the sink's broadcast.
+pub const MAX_STREAMS: usize = 64;
+
+/// Alert changes a stream's subscriber may fall behind by before it misses some (and is told).
+pub const STREAM_BACKLOG: usize = 4096;
+
+/// A stream's comment line when nothing happened for this long (proxies and clients keep the
+/// connection).
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// An open stream's place, given back when its connection goes.
+struct StreamSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// `GET /alerts/stream`: server-sent events, one `alert` event per alert change as the sink
+/// writes it out (the one alert object as `data`), a `lagged` event with `{"missed": N}` when
+/// this client fell more than [`STREAM_BACKLOG`] behind, and a comment every 15 s of quiet.
+async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
+    use std::sync::atomic::Ordering;
+    use tokio::sync::broadcast::error::RecvError;
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
+    }
+    let Some(tx) = st.changes.as_ref() else {
+        return text(HttpResponse::NotFound(), "this agent streams no alerts");
+    };
+    if st.streams.fetch_add(1, Ordering::SeqCst) >= MAX_STREAMS {
+        st.streams.fetch_sub(1, Ordering::SeqCst);
+        return text(
+            HttpResponse::ServiceUnavailable(),
+            &format!("{MAX_STREAMS} alert streams are open already"),
+        );
+    }
+    let slot = StreamSlot(st.streams.clone());
+    let rx = tx.subscribe();
+    let events = futures_util::stream::unfold((rx, slot), |(mut rx, slot)| async move {
+        let item = match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
+            Err(_) => bytes::Bytes::from_static(b": keep-alive\n\n"),
+            Ok(Ok(json)) => bytes::Bytes::from(format!("event: alert\ndata: {json}\n\n")),
+            Ok(Err(RecvError::Lagged(n))) => {
+                bytes::Bytes::from(format!("event: lagged\ndata: {{\"missed\":{n}}}\n\n"))
+            }
+            Ok(Err(RecvError::Closed)) => return None,
+        };
+        Some((Ok::<_, actix_web::Error>(item), (rx, slot)))
+    });
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .streaming(events)
 }
 
 impl ApiState {
@@ -706,6 +768,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/stats", web::get().to(stats))
         .route("/metrics", web::get().to(metrics))
         .route("/alerts", web::get().to(alerts))
+        .route("/alerts/stream", web::get().to(alert_stream))
         .route("/alerts/ack", web::post().to(ack_alert))
         .route("/groups/forget", web::post().to(forget_group));
 }

@@ -519,6 +519,8 @@ fn start(
             .map(|to| webhook::Webhook::start(to, sink_counters.clone()))
             .transpose()
             .context("output.webhook: starting the posting thread")?;
+        let (changes_tx, _) = tokio::sync::broadcast::channel(api::STREAM_BACKLOG);
+        let sink_changes = changes_tx.clone();
         let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |ctx| {
             // Its capacity from the first message on: the shards send at once.
             ctx.set_mailbox_capacity(sink::MAILBOX);
@@ -526,6 +528,7 @@ fn start(
                 .with_file(file)
                 .with_forwarder(forwarder)
                 .with_webhook(webhook)
+                .with_stream(sink_changes)
                 .adopting(n)
         });
         // Running (its start-up reckoning read, its mailbox at full size) before any shard
@@ -634,6 +637,8 @@ fn start(
             token: api_token.clone(),
             reload_error: reload_error.clone(),
             store: Some(api_store),
+            changes: Some(changes_tx),
+            streams: Arc::default(),
         });
         let socket_state = api_state.clone();
         let server = actix_web::HttpServer::new(move || {

@@ -84,6 +84,10 @@ pub struct AlertSink {
     /// `output.syslog`, if set.
     forwarder: Option<super::forward::Forwarder>,
     webhook: Option<super::webhook::Webhook>,
+    /// The live stream of alert changes (`GET /alerts/stream`): each change written out is
+    /// offered to the subscribers, none of whom can hold up the sink (a slow one misses some
+    /// and is told how many).
+    stream: Option<tokio::sync::broadcast::Sender<Arc<str>>>,
     /// At start: the alerts the store had firing, and the shards still to say which of them
     /// their engines hold ([`Adopt`]); what none holds is resolved (`state_lost`).
     adopting: Option<Adopting>,
@@ -263,6 +267,7 @@ impl AlertSink {
             file: None,
             forwarder: None,
             webhook: None,
+            stream: None,
             adopting: None,
             space: Space::default(),
         }
@@ -334,6 +339,12 @@ impl AlertSink {
         self
     }
 
+    /// Also offers the alert changes to the subscribers of `tx` (`GET /alerts/stream`).
+    pub fn with_stream(mut self, tx: tokio::sync::broadcast::Sender<Arc<str>>) -> AlertSink {
+        self.stream = Some(tx);
+        self
+    }
+
     /// Also posts the alert changes to `output.webhook`, when set.
     pub fn with_webhook(mut self, w: Option<super::webhook::Webhook>) -> AlertSink {
         self.webhook = w;
@@ -380,6 +391,12 @@ impl AlertSink {
         }
         if let Some(w) = &self.webhook {
             w.send(fresh);
+        }
+        if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
+            for c in fresh {
+                // (None listening any more: nothing to do.)
+                let _ = tx.send(Arc::from(c.json.as_str()));
+            }
         }
         if !fresh.is_empty()
             && let Some(store) = self.writable_store()
