@@ -120,7 +120,7 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
         st.streams.fetch_sub(1, Ordering::SeqCst);
         return text(
             HttpResponse::ServiceUnavailable(),
-            &format!("{MAX_STREAMS} alert streams are open already"),
+            format!("{MAX_STREAMS} alert streams are open already"),
         );
     }
     let slot = StreamSlot(st.streams.clone());
