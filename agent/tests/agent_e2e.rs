@@ -1956,6 +1956,27 @@ fn a_crash_after_a_reload_replays_nothing_from_before_it_into_the_changed_rule()
 }
 
 #[test]
+fn shards_that_saved_continue_when_another_did_not() {
+    let dir = scratch("state-partial");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let two = "checkpoint_every = \"100ms\"\n[engine]\nshards = 2\n";
+    let mut first = Agent::start(&dir, two);
+    heartbeat(first.port, "web1", 1);
+    first.wait_events(1);
+    assert!(first.terminate().success());
+    // As if killed between the two shards' first saves.
+    std::fs::remove_file(dir.join("data/state/shard-1.state")).unwrap();
+    let second = Agent::start(&dir, two);
+    second.wait_stats(10, |_| second.stderr().contains("lacks some shards"));
+    let err = second.stderr();
+    assert!(
+        err.contains("continuing from the saved state shard=0"),
+        "{err}"
+    );
+    assert!(!err.contains("another number of shards"), "{err}");
+}
+
+#[test]
 fn an_unreadable_saved_state_is_dropped_and_the_agent_starts_afresh() {
     let dir = scratch("state-damaged");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();

@@ -545,7 +545,11 @@ impl Store {
         for s in saved {
             self.save_checkpoint(s)?;
         }
-        self.forget_legacy_checkpoints()?;
+        // Every shard's state is replaced: none of an older store's is left to read.
+        if !self.checkpoints.is_empty() {
+            self.checkpoints.clear().map_err(|e| self.io(e))?;
+            self.db.flush().map_err(|e| self.io(e))?;
+        }
         sync_dir(&dir)
     }
 
@@ -571,13 +575,16 @@ impl Store {
         self.forget_legacy_checkpoints()
     }
 
-    /// The checkpoints saved, by shard number.
+    /// The checkpoints saved, by shard number: each shard's state file, or, for a shard that
+    /// has none yet, what an older store kept in sled (a store being upgraded: its shards
+    /// write their files one by one).
     pub fn checkpoints(&self) -> Result<Vec<SavedShard>, StoreError> {
         let files = self.state_files()?;
-        if files.is_empty() {
-            return self.legacy_checkpoints();
-        }
-        let mut out = Vec::new();
+        let mut out: Vec<SavedShard> = self
+            .legacy_checkpoints()?
+            .into_iter()
+            .filter(|l| !files.iter().any(|(shard, _)| *shard == l.shard))
+            .collect();
         for (shard, path) in files {
             let bytes = std::fs::read(&path).map_err(|source| StoreError::State {
                 path: path.clone(),
@@ -595,6 +602,7 @@ impl Store {
                 data: bytes[4..].to_vec(),
             });
         }
+        out.sort_by_key(|s| s.shard);
         Ok(out)
     }
 
@@ -650,9 +658,18 @@ impl Store {
         Ok(out)
     }
 
-    /// Empties the sled tree of older stores' checkpoints, once `state/` has taken over.
+    /// Empties the sled tree of older stores' checkpoints, once every shard it held has its
+    /// state file (before, a crash would leave some shards without any state).
     fn forget_legacy_checkpoints(&self) -> Result<(), StoreError> {
         if self.checkpoints.is_empty() {
+            return Ok(());
+        }
+        let files = self.state_files()?;
+        let all_moved = self
+            .legacy_checkpoints()?
+            .iter()
+            .all(|l| files.iter().any(|(shard, _)| *shard == l.shard));
+        if !all_moved {
             return Ok(());
         }
         self.checkpoints.clear().map_err(|e| self.io(e))?;
@@ -1023,13 +1040,30 @@ pattern = "absent(hb) for 10s"
             data: b"old".to_vec(),
         };
         assert_eq!(s.checkpoints().unwrap(), std::slice::from_ref(&old));
+        // Shard 0 was kept in sled too: until it has its file, shard 1's sled state stays
+        // (a crash between the two would otherwise leave one shard without any state).
+        let mut v0 = 2u32.to_be_bytes().to_vec();
+        v0.extend_from_slice(b"zero");
+        s.checkpoints.insert(0u32.to_be_bytes(), v0).unwrap();
         let new = SavedShard {
             data: b"new".to_vec(),
-            ..old
+            ..old.clone()
         };
         s.save_checkpoint(&new).unwrap();
+        let zero = SavedShard {
+            shard: 0,
+            shards: 2,
+            data: b"zero".to_vec(),
+        };
+        assert_eq!(s.checkpoints().unwrap(), [zero.clone(), new.clone()]);
+        assert!(!s.checkpoints.is_empty());
+        let zero_new = SavedShard {
+            data: b"zero-new".to_vec(),
+            ..zero
+        };
+        s.save_checkpoint(&zero_new).unwrap();
         assert!(s.checkpoints.is_empty());
-        assert_eq!(s.checkpoints().unwrap(), [new]);
+        assert_eq!(s.checkpoints().unwrap(), [zero_new, new]);
         s.save_checkpoints(&[]).unwrap();
         assert!(s.checkpoints().unwrap().is_empty());
     }

@@ -356,19 +356,30 @@ fn saved_states(
     if saved.is_empty() {
         return Ok(out);
     }
-    if saved.iter().any(|s| s.shards as usize != n) || saved.len() != n {
+    if saved
+        .iter()
+        .any(|s| s.shards as usize != n || s.shard as usize >= n)
+    {
         let then = saved.iter().map(|s| s.shards).max().unwrap_or(0);
         tracing::warn!(
             saved_by = then,
             shards = n,
             saved = saved.len(),
-            "the saved state is incomplete or of a run with another number of shards (`engine.shards`, 0: one per core): starting afresh; the alerts it held firing are resolved (state_lost)"
+            "the saved state is of a run with another number of shards (`engine.shards`, 0: one per core): starting afresh; the alerts it held firing are resolved (state_lost)"
         );
         // Dropped, so that the next start does not meet it again.
         store
             .save_checkpoints(&[])
             .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
         return Ok(out);
+    }
+    if saved.len() != n {
+        // (A crash between the shards' first saves: those that saved go on.)
+        tracing::warn!(
+            shards = n,
+            saved = saved.len(),
+            "the saved state lacks some shards: those begin afresh, the others continue"
+        );
     }
     for s in saved {
         match shard::SavedState::decode(&s.data) {

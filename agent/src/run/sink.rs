@@ -173,13 +173,24 @@ impl FileOutput {
             }
         }
         if self.open.is_none() {
-            let f = std::fs::OpenOptions::new()
+            let mut f = std::fs::OpenOptions::new()
+                .read(true)
                 .append(true)
                 .create(true)
                 .mode(0o640)
                 .open(&self.path)?;
-            let ino = f.metadata()?.ino();
-            self.open = Some((f, ino));
+            let meta = f.metadata()?;
+            // A last line cut short (a crash or a full disk in the middle of a write) is ended
+            // here, so the next change starts a line of its own rather than gluing to it.
+            if meta.len() > 0 {
+                use std::os::unix::fs::FileExt;
+                let mut last = [0u8; 1];
+                f.read_exact_at(&mut last, meta.len() - 1)?;
+                if last[0] != b'\n' {
+                    f.write_all(b"\n")?;
+                }
+            }
+            self.open = Some((f, meta.ino()));
         }
         match &mut self.open {
             Some((f, _)) => Ok(f),
@@ -865,8 +876,15 @@ mod tests {
         assert_eq!(store.unwritten().unwrap().len(), 3);
         sink.emit_unwritten();
         let after = std::fs::read_to_string(&file).unwrap();
-        let whole: Vec<&str> = after.lines().filter(|l| l.contains("\"state\"")).collect();
+        // Every change on a line of its own, the cut line ended before it.
+        let whole: Vec<&str> = after
+            .lines()
+            .filter(|l| {
+                serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v["state"].is_string())
+            })
+            .collect();
         assert_eq!(whole.len(), 3, "{after}");
+        assert!(after.contains("\"cut\n{"), "{after}");
         assert!(
             after.ends_with(&format!("{}\n", changes[2].json)),
             "{after}"
