@@ -1756,6 +1756,18 @@ impl Agent {
         self.child.wait().unwrap();
     }
 
+    /// Waits until the shards have replayed `n` events from their journals, in all.
+    fn wait_replayed(&self, n: u64) -> Value {
+        self.wait_stats(10, |s| {
+            s["shards"].as_array().is_some_and(|a| {
+                a.iter()
+                    .filter_map(|x| x["journal"]["replayed"].as_u64())
+                    .sum::<u64>()
+                    == n
+            })
+        })
+    }
+
     /// Waits until the shards have taken `n` events.
     fn wait_events(&self, n: u64) {
         self.wait_stats(10, |s| {
@@ -1859,14 +1871,7 @@ fn events_taken_after_the_last_save_are_replayed_after_kill_9() {
     // The second run continues from the start-up state, replays the first step from the
     // journal, and the second step completes the match.
     let second = Agent::start(&dir, rare);
-    let s = second.wait_stats(10, |s| {
-        s["shards"].as_array().is_some_and(|a| {
-            a.iter()
-                .filter_map(|x| x["journal"]["replayed"].as_u64())
-                .sum::<u64>()
-                == 1
-        })
-    });
+    let s = second.wait_replayed(1);
     assert!(
         second.stderr().contains("replayed the events journalled"),
         "{s}"
@@ -1938,14 +1943,7 @@ fn a_crash_after_a_reload_replays_nothing_from_before_it_into_the_changed_rule()
     assert_eq!(first.alerts(|_| true), 0);
     // The restart replays only what came after the reload: still no match.
     let second = Agent::start(&dir, rare);
-    second.wait_stats(10, |s| {
-        s["shards"].as_array().is_some_and(|a| {
-            a.iter()
-                .filter_map(|x| x["journal"]["replayed"].as_u64())
-                .sum::<u64>()
-                == 1
-        })
-    });
+    second.wait_replayed(1);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         second.alerts(|v| v["rule"] == "pair"),
