@@ -1884,6 +1884,26 @@ fn events_taken_after_the_last_save_are_replayed_after_kill_9() {
 }
 
 #[test]
+fn a_journal_turned_off_is_still_replayed_once_then_deleted() {
+    let dir = scratch("kill9-journal-off");
+    std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();
+    let mut first = Agent::start(&dir, "checkpoint_every = \"1h\"\n");
+    step(first.port, "web1", "one");
+    first.wait_events(1);
+    first.kill9();
+    let second = Agent::start(&dir, "checkpoint_every = \"1h\"\njournal = false\n");
+    second.wait_stats(10, |_| {
+        second.stderr().contains("replayed the events journalled")
+    });
+    step(second.port, "web1", "two");
+    second.wait_alert(10, |v| v["rule"] == "pair");
+    let left: Vec<_> = std::fs::read_dir(dir.join("data/journal"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
 fn a_host_first_heard_after_the_last_save_is_still_watched_after_kill_9() {
     let dir = scratch("kill9-journal-hb");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();

@@ -69,6 +69,8 @@ pub struct Journal {
     space_checked: Option<Instant>,
     low: bool,
     buf: Vec<u8>,
+    /// Kept only to be replayed once, then deleted (`store.journal` turned off).
+    replay_only: bool,
 }
 
 /// What a replay read.
@@ -115,6 +117,7 @@ impl Journal {
             space_checked: None,
             low: false,
             buf: Vec::new(),
+            replay_only: false,
         };
         j.stats.bytes = j.total();
         Ok(j)
@@ -132,6 +135,18 @@ impl Journal {
             self.file = None;
             self.seg = seg;
         }
+    }
+
+    /// This journal only to replay what an earlier run wrote (the journal is turned off now):
+    /// see [`Journal::is_replay_only`].
+    pub fn replay_only(mut self) -> Journal {
+        self.replay_only = true;
+        self
+    }
+
+    /// Whether it is kept only to be replayed once, then deleted with its folder.
+    pub fn is_replay_only(&self) -> bool {
+        self.replay_only
     }
 
     /// Its folder.

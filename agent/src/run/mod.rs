@@ -408,17 +408,25 @@ fn open_journals(
             let name = entry.file_name();
             let name = name.to_string_lossy();
             let ours = (0..n).any(|i| name == format!("shard-{i}"));
-            if !ours || !store.journal {
+            if !ours {
                 let _ = std::fs::remove_dir_all(entry.path());
             }
         }
     }
-    if !store.journal {
-        return Ok((0..n).map(|_| None).collect());
-    }
     (0..n)
         .map(|i| {
             let dir = root.join(format!("shard-{i}"));
+            if !store.journal {
+                // Turned off: what an earlier run journalled is still replayed (then deleted).
+                return Ok(dir
+                    .is_dir()
+                    .then(|| {
+                        journal::Journal::open(&dir)
+                            .ok()
+                            .map(journal::Journal::replay_only)
+                    })
+                    .flatten());
+            }
             journal::Journal::open(&dir)
                 .map(Some)
                 .with_context(|| format!("store.journal: cannot open {}", dir.display()))

@@ -245,6 +245,17 @@ impl Shard {
     fn replay(&mut self) {
         let from = self.replay_from.take();
         let continuing = std::mem::take(&mut self.continuing);
+        self.replay_journal(continuing, from);
+        // A journal kept only for this replay (`store.journal` turned off) goes with it.
+        if self.journal.as_ref().is_some_and(Journal::is_replay_only)
+            && let Some(mut j) = self.journal.take()
+        {
+            j.clear();
+            let _ = std::fs::remove_dir(j.dir());
+        }
+    }
+
+    fn replay_journal(&mut self, continuing: bool, from: Option<u64>) {
         if !continuing {
             if let Some(j) = self.journal.as_mut() {
                 j.clear();
