@@ -150,9 +150,11 @@ fn from_store(dir: &Path, recent: Option<usize>) -> Result<Vec<serde_json::Value
     }
     // A store opened by another user than the agent's may gain files the agent cannot write
     // (root's, say): only its owner reads it here.
-    if let (Ok(meta), Ok(me)) = (std::fs::metadata(dir), std::fs::metadata("/proc/self")) {
+    {
         use std::os::unix::fs::MetadataExt;
-        if meta.uid() != me.uid() {
+        let meta = std::fs::metadata(dir)
+            .map_err(|e| format!("and its store at {}: {e}", dir.display()))?;
+        if meta.uid() != rustix::process::geteuid().as_raw() {
             return Err(format!(
                 "and its store at {} belongs to another user (uid {}): read it as that user, e.g. `sudo -u '#{}' cepheus alerts`",
                 dir.display(),

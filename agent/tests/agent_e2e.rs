@@ -1897,10 +1897,17 @@ fn a_journal_turned_off_is_still_replayed_once_then_deleted() {
     });
     step(second.port, "web1", "two");
     second.wait_alert(10, |v| v["rule"] == "pair");
-    let left: Vec<_> = std::fs::read_dir(dir.join("data/journal"))
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    assert!(left.is_empty(), "{left:?}");
+    // Deleted once the state saved at start, which holds it, is kept.
+    let left = || -> Vec<PathBuf> {
+        std::fs::read_dir(dir.join("data/journal"))
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let t = Instant::now();
+    while !left().is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(left().is_empty(), "{:?}", left());
 }
 
 #[test]
@@ -2031,6 +2038,13 @@ fn a_replayed_alert_is_not_shown_twice_and_the_journal_is_let_go_once_saved() {
     let mut again = Agent::start(&dir, rare);
     again.wait_stats(10, |s| s["sink"]["alerts_repeated"] == 1);
     assert_eq!(again.alerts(|v| v["rule"] == "pair"), 0, "shown twice");
+    // Killed once the state it saved at start (the replayed match in it) is kept: the
+    // journal's segments before it are gone then.
+    again.wait_stats(10, |s| {
+        s["shards"]
+            .as_array()
+            .is_some_and(|a| a.iter().all(|x| x["journal"]["bytes"] == 0))
+    });
     again.kill9();
     // That run saved its state as it began, the replayed match in it: the next one has
     // nothing to replay and nothing to show. Once its own state is kept, the journal's older
@@ -2443,6 +2457,27 @@ fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
     assert_eq!(v["alerts"][0]["state"], "resolved");
     assert_eq!(v["alerts"][0]["id"], fired["id"]);
     agent.wait_stats(10, |s| s["sink"]["webhook_sent"] == 2);
+}
+
+#[test]
+fn a_webhook_that_redirects_is_not_counted_as_delivered() {
+    let dir = scratch("webhook-redirect");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let (port, got) = http_endpoint(vec![301]);
+    let agent = Agent::start(
+        &dir,
+        &format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n"),
+    );
+    heartbeat(agent.port, "web1", 1);
+    agent.wait_alert(10, |v| v["state"] == "firing");
+    got.recv_timeout(Duration::from_secs(10)).unwrap();
+    let s = agent.wait_stats(10, |s| s["sink"]["webhook_unsent"] == 1);
+    assert_eq!(s["sink"]["webhook_sent"], 0, "{s}");
+    assert!(
+        agent.stderr().contains("answered 301"),
+        "{}",
+        agent.stderr()
+    );
 }
 
 /// The HTTPS endpoint of the webhook test: Python's server with a certificate of a CA made

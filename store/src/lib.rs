@@ -621,6 +621,11 @@ impl Store {
         let mut out = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name();
+            // A state a crash caught while it was written aside: never renamed, never read.
+            if name.to_str().is_some_and(|n| n.ends_with(".state.new")) {
+                let _ = std::fs::remove_file(entry.path());
+                continue;
+            }
             let shard = name.to_str().and_then(|n| {
                 n.strip_prefix("shard-")?
                     .strip_suffix(".state")?
@@ -701,8 +706,6 @@ fn with_ack(json: &str, ack: &[u8]) -> String {
     }
 }
 
-/// The sequence number an `alerts` key holds (0 for a malformed key, which prune and listing
-/// only use to order).
 /// A shard's state file.
 fn state_name(shard: u32) -> String {
     format!("shard-{shard}.state")
@@ -722,6 +725,8 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 /// change 0, so "up to 0" would count it written).
 const NONE_WRITTEN: u64 = u64::MAX;
 
+/// The sequence number an `alerts` key holds (0 for a malformed key, which prune and listing
+/// only use to order).
 fn seq_of(k: &[u8]) -> u64 {
     <[u8; 8]>::try_from(k).map_or(0, u64::from_be_bytes)
 }

@@ -778,6 +778,32 @@ impl Config {
                 "alert changes go to no output: `output.stdout = false` and no `file`, `syslog` or `webhook` is set (the store still keeps them, and `cepheus alerts` lists them)",
             ));
         }
+        if let (Some(url), Some(_)) = (&o.webhook, &o.webhook_token_file)
+            && let Some(rest) = url.strip_prefix("http://")
+        {
+            let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+            if !matches!(host, "localhost" | "127.0.0.1" | "[::1]") {
+                out.push(Problem::new(
+                    "output.webhook",
+                    format!("the token of webhook_token_file goes to {host} in clear text (http://): write https://"),
+                ));
+            }
+        }
+        if let Some(f) = &o.webhook_token_file {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(f).map_or(0, |m| m.permissions().mode());
+            if mode & 0o004 != 0 {
+                out.push(Problem::new(
+                    "output.webhook_token_file",
+                    format!(
+                        "{} is readable by every user (mode {:04o}): `chmod 0640` it",
+                        f.display(),
+                        mode & 0o7777
+                    ),
+                ));
+            }
+        }
         if o.webhook_token_file.is_some() && o.webhook.is_none() {
             out.push(Problem::new(
                 "output.webhook_token_file",

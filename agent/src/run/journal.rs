@@ -35,8 +35,10 @@ pub const MAX_BYTES: u64 = 512 << 20;
 /// 1 MiB, plus its parsed fields): a longer length is damage, not an event.
 const MAX_RECORD: u32 = 16 << 20;
 
-/// Below this much free space on its disk the journal writes nothing (as the store).
-const MIN_FREE_BYTES: u64 = super::sink::MIN_FREE_BYTES;
+/// Below this much free space on its disk the journal writes nothing: twice what the store
+/// keeps free, so the journal never takes the room the store needs to save the states that
+/// let the journal's segments go.
+const MIN_FREE_BYTES: u64 = 2 * super::sink::MIN_FREE_BYTES;
 
 /// Events replayed at a time.
 const REPLAY_BATCH: usize = 1024;
@@ -138,7 +140,8 @@ impl Journal {
     }
 
     /// This journal only to replay what an earlier run wrote (the journal is turned off now):
-    /// see [`Journal::is_replay_only`].
+    /// it appends nothing, and its segments go as saved states cover them (see
+    /// [`Journal::is_replay_only`]).
     pub fn replay_only(mut self) -> Journal {
         self.replay_only = true;
         self
@@ -147,6 +150,11 @@ impl Journal {
     /// Whether it is kept only to be replayed once, then deleted with its folder.
     pub fn is_replay_only(&self) -> bool {
         self.replay_only
+    }
+
+    /// Whether it holds no segment any more.
+    pub fn is_empty(&self) -> bool {
+        self.sizes.is_empty()
     }
 
     /// Its folder.
@@ -201,7 +209,7 @@ impl Journal {
     /// Appends `batch`; an event it cannot write is counted in `skipped` (and said in the log
     /// once per spell), never an error for the caller: the shard goes on without it.
     pub fn append(&mut self, batch: &[Arc<Event>]) {
-        if batch.is_empty() {
+        if batch.is_empty() || self.replay_only {
             return;
         }
         if let Some(why) = self.hold() {
@@ -240,7 +248,10 @@ impl Journal {
             }
             Err(e) => {
                 tracing::debug!(error = %e, "journal write failed");
+                // Part of the batch may be in the segment: later records go to a new one,
+                // so a replay, which ends a segment at its first torn record, keeps them.
                 self.file = None;
+                self.seg += 1;
                 self.skip(batch.len() as u64, "a write failed");
             }
         }

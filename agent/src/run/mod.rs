@@ -398,10 +398,7 @@ fn saved_states(
 
 /// The shards' event journals (`store.journal`), one folder per shard in `<store>/journal`;
 /// those of shards this run does not have (another `engine.shards`) are deleted.
-fn open_journals(
-    store: &config::StoreConfig,
-    n: usize,
-) -> anyhow::Result<Vec<Option<journal::Journal>>> {
+fn open_journals(store: &config::StoreConfig, n: usize) -> Vec<Option<journal::Journal>> {
     let root = store.path().join("journal");
     if let Ok(entries) = std::fs::read_dir(&root) {
         for entry in entries.flatten() {
@@ -417,19 +414,23 @@ fn open_journals(
         .map(|i| {
             let dir = root.join(format!("shard-{i}"));
             if !store.journal {
-                // Turned off: what an earlier run journalled is still replayed (then deleted).
-                return Ok(dir
+                // Turned off: what an earlier run journalled is still replayed, and deleted
+                // once a saved state holds it.
+                return dir
                     .is_dir()
-                    .then(|| {
-                        journal::Journal::open(&dir)
-                            .ok()
-                            .map(journal::Journal::replay_only)
-                    })
-                    .flatten());
+                    .then(|| journal::Journal::open(&dir).ok())
+                    .flatten()
+                    .map(journal::Journal::replay_only);
             }
-            journal::Journal::open(&dir)
-                .map(Some)
-                .with_context(|| format!("store.journal: cannot open {}", dir.display()))
+            match journal::Journal::open(&dir) {
+                Ok(j) => Some(j),
+                Err(e) => {
+                    // (The shard runs on without one: a crash would lose its events since
+                    // the last save, as with `journal = false`.)
+                    tracing::error!(journal = %dir.display(), error = %e, "cannot open the shard's journal: it runs without one");
+                    None
+                }
+            }
         })
         .collect()
 }
@@ -487,7 +488,7 @@ fn start(
         "store opened"
     );
     let resume = saved_states(&store, n)?;
-    let journals = open_journals(&cfg.store, n)?;
+    let journals = open_journals(&cfg.store, n);
     let plan = Arc::new(RoutePlan::new(&rules, n));
     let (plan_tx, plan_rx) = watch::channel(plan.clone());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -757,6 +758,12 @@ fn start(
             udp_addrs.clone(),
             shutdown_rx.clone(),
         ));
+        // Ready (and watched) once every shard has been built, its journal replayed, and has
+        // answered a probe through the sink: a long replay counts against systemd's start
+        // timeout, not against the watchdog.
+        for s in &shards {
+            let _ = s.send(shard::Probe).await;
+        }
         if let Some(period) = sd_notify::watchdog_enabled() {
             let stages = watchdog::Stages {
                 ingest: handles.clone(),

@@ -135,6 +135,8 @@ pub struct Shard {
     replay_from: Option<u64>,
     /// Its own address, for the sink's word that a state is kept.
     me: Option<Addr<Shard>>,
+    /// Ids of the alerts its replay sent on before the start-up reckoning (`adopt`).
+    startup_ids: Vec<u64>,
     /// Its engine was built from a saved state and has not caught up with now yet
     /// ([`Shard::replay`] does).
     continuing: bool,
@@ -173,6 +175,9 @@ pub struct StateKept {
     /// The segment that state replays from.
     pub journal: u64,
 }
+
+/// Alert changes a replay holds before it sends them on to the sink.
+const REPLAY_FLUSH: usize = 10_000;
 
 /// How far ahead of the wall clock a saved state's clock may be and still be continued.
 const CLOCK_AHEAD_SECS: i64 = 60;
@@ -228,6 +233,7 @@ impl Shard {
             resume: persistence.resume.map(|r| r.engine),
             journal: persistence.journal,
             me: None,
+            startup_ids: Vec::new(),
             continuing: false,
         };
         s.install(rules);
@@ -246,11 +252,18 @@ impl Shard {
         let from = self.replay_from.take();
         let continuing = std::mem::take(&mut self.continuing);
         self.replay_journal(continuing, from);
-        // A journal kept only for this replay (`store.journal` turned off) goes with it.
-        if self.journal.as_ref().is_some_and(Journal::is_replay_only)
-            && let Some(mut j) = self.journal.take()
+        self.drop_spent_journal();
+    }
+
+    /// A journal kept only to be replayed (`store.journal` turned off) goes, folder and all,
+    /// once no segment is left (a saved state holds them all).
+    fn drop_spent_journal(&mut self) {
+        if self
+            .journal
+            .as_ref()
+            .is_some_and(|j| j.is_replay_only() && j.is_empty())
+            && let Some(j) = self.journal.take()
         {
-            j.clear();
             let _ = std::fs::remove_dir(j.dir());
         }
     }
@@ -267,6 +280,12 @@ impl Shard {
                 let started = std::time::Instant::now();
                 let r = journal.replay(from, |b| {
                     self.guarded("replay", |e, out| e.push_batch(b, out));
+                    // What the replay fires goes on to the sink as it comes (so a long replay
+                    // holds no more than this many), its ids kept for the start-up reckoning.
+                    if self.out.len() >= REPLAY_FLUSH {
+                        self.startup_ids.extend(self.out.iter().map(|a| a.id().0));
+                        self.flush();
+                    }
                 });
                 // What this run appends comes after what the state it continues names.
                 journal.number_from(from);
@@ -324,8 +343,9 @@ impl Shard {
                 }
             }
         }
-        // The alerts it made in catching up to now (outages, episodes ended meanwhile) are
-        // its own too: the sink gets them right after.
+        // The alerts it made in catching up to now (replayed, outages, episodes ended
+        // meanwhile) are its own too: the sink gets them right after (or had them already).
+        ids.append(&mut self.startup_ids);
         ids.extend(self.out.iter().map(|a| a.id().0));
         let episodic = self
             .rules
@@ -728,5 +748,6 @@ impl Handler<StateKept> for Shard {
         if let Some(j) = self.journal.as_mut() {
             j.release_before(msg.journal);
         }
+        self.drop_spent_journal();
     }
 }

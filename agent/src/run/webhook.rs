@@ -6,8 +6,8 @@
 //! each element the one alert object of DESIGN.md, in the order made. A request that fails
 //! (no connection, a timeout, a 5xx or 429 answer) is sent again, after 1 s, then twice as
 //! long each time up to a minute, while the queue fills behind it; an answer the endpoint
-//! will give again (another 4xx) drops the request, counted and logged. HTTPS checks the
-//! endpoint's certificate against the system's trusted roots.
+//! will give again (another 4xx, or a redirect: none is followed) drops the request, counted
+//! and logged. HTTPS checks the endpoint's certificate against the system's trusted roots.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -99,7 +99,14 @@ fn post(agent: &ureq::Agent, to: &Target, body: &str) -> Result<(), Failed> {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
     match req.send_string(body) {
-        Ok(_) => Ok(()),
+        Ok(r) if (200..300).contains(&r.status()) => Ok(()),
+        // Redirects are not followed (a POST turned into a GET would deliver nothing):
+        // the endpoint's address is to be written as it answers.
+        Ok(r) => Err(Failed::Refused(format!(
+            "the endpoint answered {} {}; write the URL it names in output.webhook",
+            r.status(),
+            r.header("Location").unwrap_or("(no Location)")
+        ))),
         Err(ureq::Error::Status(code, _)) if code == 429 || code >= 500 => {
             Err(Failed::Again(format!("the endpoint answered {code}")))
         }
@@ -116,7 +123,10 @@ fn post(agent: &ureq::Agent, to: &Target, body: &str) -> Result<(), Failed> {
 }
 
 fn post_loop(to: &Target, rx: &Receiver<String>, counters: &SinkCounters) {
-    let agent = ureq::AgentBuilder::new().timeout(TIMEOUT).build();
+    let agent = ureq::AgentBuilder::new()
+        .timeout(TIMEOUT)
+        .redirects(0)
+        .build();
     let limit = LogLimit::new(60_000);
     let said = |e: &str, counters: &SinkCounters| {
         if let Some(held) = limit.allow() {

@@ -2338,8 +2338,8 @@ impl Engine {
                     cohort: rt.cohort,
                     monitor_start: rt.monitor_start,
                     counters: rt.counters.clone(),
-                    group_by: rt.rule.group_by.clone(),
-                    key_types: key_types(&rt.rule),
+                    group_by: Some(rt.rule.group_by.clone()),
+                    key_types: Some(key_types(&rt.rule)),
                     groups: {
                         let mut g: Vec<SavedGroup> = rt
                             .slots
@@ -2649,9 +2649,8 @@ impl Engine {
                 .copied()
                 .filter(|&i| {
                     let old = &saved[i];
-                    old.group_by == rt.rule.group_by
-                        && old.key_types == types
-                        && old.group_by.len() == types.len()
+                    old.group_by.as_ref() == Some(&rt.rule.group_by)
+                        && old.key_types.as_ref() == Some(&types)
                 })
                 .collect();
             olds.sort_unstable();
@@ -2974,13 +2973,13 @@ pub struct RuleCheckpoint {
     pub counters: RuleCounters,
     /// Groups, sorted by key.
     pub groups: Vec<SavedGroup>,
-    /// The rule's `group_by` (none in older checkpoints): what its groups' keys mean, so a
-    /// changed absence rule grouping alike can keep them.
+    /// The rule's `group_by` (`None` in older checkpoints: their groups are not carried):
+    /// what its groups' keys mean, so a changed absence rule grouping alike can keep them.
     #[serde(default)]
-    pub group_by: Vec<String>,
-    /// The types of its key values, by `group_by` position (none in older checkpoints).
+    pub group_by: Option<Vec<String>>,
+    /// The types of its key values, by `group_by` position (`None` in older checkpoints).
     #[serde(default)]
-    pub key_types: Vec<crate::event::ValueType>,
+    pub key_types: Option<Vec<crate::event::ValueType>>,
 }
 
 impl RuleCheckpoint {

@@ -459,6 +459,18 @@ fn an_absence_rule_changed_while_down_keeps_its_discovered_groups() {
     .unwrap();
     assert_eq!(retired, [("hb".to_string(), Reason::RuleChanged)]);
     assert_eq!(e.stats()[0].groups, 2);
+    // A checkpoint from before the rules' `group_by` was saved: its keys' meaning is unknown,
+    // nothing is carried.
+    let mut older = serde_json::to_value(e.checkpoint()).unwrap();
+    for r in older["rules"].as_array_mut().unwrap() {
+        let r = r.as_object_mut().unwrap();
+        r.remove("group_by");
+        r.remove("key_types");
+    }
+    let older: cepheus_core::engine::Checkpoint = serde_json::from_value(older).unwrap();
+    let (o, _) =
+        Engine::restore_retiring(&set(vec![hb(90)]), EngineConfig::default(), older, true).unwrap();
+    assert_eq!(o.stats()[0].groups, 0);
     run_on(&mut e, parse_script("tick@300 hb:g@300 end@320"), &mut out);
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
     // Under the old rule g and h fired at 60 (g resolved at 70); the new rule watches both
