@@ -2002,10 +2002,10 @@ fn shards_that_saved_continue_when_another_did_not() {
 }
 
 #[test]
-fn an_unreadable_saved_state_is_dropped_and_the_agent_starts_afresh() {
+fn a_cut_saved_state_is_dropped_and_its_shard_starts_afresh() {
     let dir = scratch("state-damaged");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
-    let keep = "checkpoint_every = \"100ms\"\n";
+    let keep = "checkpoint_every = \"100ms\"\n[engine]\nshards = 2\n";
     let mut first = Agent::start(&dir, keep);
     heartbeat(first.port, "web1", 1);
     first.wait_events(1);
@@ -2013,9 +2013,14 @@ fn an_unreadable_saved_state_is_dropped_and_the_agent_starts_afresh() {
     let state = dir.join("data/state/shard-0.state");
     assert!(state.is_file(), "no saved state at {}", state.display());
     std::fs::write(&state, b"\0\0").unwrap();
+    // That shard begins afresh, the other goes on.
     let mut second = Agent::start(&dir, keep);
-    second.wait_stats(10, |_| second.stderr().contains("starting afresh"));
-    assert!(second.stderr().contains("saved state cannot be read"));
+    second.wait_stats(10, |_| second.stderr().contains("lacks some shards"));
+    assert!(
+        second
+            .stderr()
+            .contains("continuing from the saved state shard=1")
+    );
     assert!(second.terminate().success());
     // Dropped, and saved anew: the next start continues.
     let third = Agent::start(&dir, keep);

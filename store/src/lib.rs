@@ -590,11 +590,10 @@ impl Store {
                 path: path.clone(),
                 source,
             })?;
+            // A file shorter than its header (cut by a disk that filled, or by hand) is no
+            // state: that shard has none, and begins afresh; the others go on.
             let Some(Ok(shards)) = bytes.get(..4).map(<[u8; 4]>::try_from) else {
-                return Err(StoreError::Damaged {
-                    path: path.clone(),
-                    what: "a saved state shorter than its header".into(),
-                });
+                continue;
             };
             out.push(SavedShard {
                 shard,
