@@ -411,6 +411,47 @@ impl Store {
         Ok(())
     }
 
+    /// Drops alert changes whose time is before `cutoff`, oldest first, at most `limit` of
+    /// them (a large backlog goes over several calls); returns how many went. It stops at the
+    /// first change that is not older (changes are kept in the order made, which follows
+    /// their times but for event-time rules' late ones). Alerts still firing stay listed as
+    /// firing, however old (as with `max_alerts`).
+    pub fn prune_older_than(
+        &self,
+        cutoff: cepheus_core::time::Timestamp,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        #[derive(serde::Deserialize)]
+        struct Time<'a> {
+            #[serde(borrow)]
+            time: std::borrow::Cow<'a, str>,
+        }
+        let mut held = self.lock();
+        let mut gone = 0;
+        while gone < limit {
+            let Some((k, v)) = self.alerts.first().map_err(|e| self.io(e))? else {
+                break;
+            };
+            let time = v
+                .get(9..)
+                .and_then(|b| serde_json::from_slice::<Time<'_>>(b).ok())
+                .and_then(|t| cepheus_core::time::Timestamp::parse_rfc3339(&t.time));
+            // (A change whose time cannot be read is old by position: it goes too.)
+            if time.is_some_and(|t| t >= cutoff) {
+                break;
+            }
+            self.alerts.remove(&k).map_err(|e| self.io(e))?;
+            held.changes = held.changes.saturating_sub(1);
+            gone += 1;
+            if let Some(key) = v.get(..9)
+                && !held.firing.contains_key(&seq_of(&k))
+            {
+                self.seen.remove(key).map_err(|e| self.io(e))?;
+            }
+        }
+        Ok(gone)
+    }
+
     /// The most recent `limit` alert changes, oldest first.
     pub fn recent(&self, limit: usize) -> Result<Vec<StoredAlert>, StoreError> {
         let mut out = Vec::new();
@@ -885,6 +926,27 @@ pattern = "absent(hb) for 10s"
         assert_eq!(left[0].json, alerts[1].to_json().to_string());
         s.mark_written().unwrap();
         assert!(s.unwritten().unwrap().is_empty());
+    }
+
+    #[test]
+    fn changes_older_than_the_cutoff_go_and_firing_alerts_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 100).unwrap();
+        // web1 fires, web2 fires, web2 resolves: then everything before the resolve goes.
+        let alerts = two_hosts_alerts();
+        s.record(&alerts[..3]).unwrap();
+        let cutoff = alerts[2].time;
+        let firing_before = s.firing().unwrap();
+        assert_eq!(s.prune_older_than(cutoff, 1).unwrap(), 1);
+        assert_eq!(s.prune_older_than(cutoff, 100).unwrap(), 1);
+        assert_eq!(s.prune_older_than(cutoff, 100).unwrap(), 0);
+        assert_eq!(s.counts().0, 1);
+        assert_eq!(s.recent(10).unwrap().len(), 1);
+        // web1 still fires, listed as before; its dedup key stays while it fires.
+        assert_eq!(s.firing().unwrap(), firing_before);
+        assert_eq!(s.record(&alerts[..1]).unwrap(), [false]);
+        // web2's firing change went with its key: made again, it would be new.
+        assert_eq!(s.record(&alerts[1..2]).unwrap(), [true]);
     }
 
     #[test]

@@ -77,6 +77,9 @@ path = "./cepheus-data"
 checkpoint_every = "5s"
 # Alert changes kept (each firing, resolved, retracted); the oldest go beyond this.
 max_alerts = 1000000
+# And those older than this go too (checked every minute; alerts still firing stay listed as
+# firing, however old). Unset: kept until max_alerts pushes them out.
+# max_age = "90d"
 # Each shard also journals the events it takes (in <path>/journal, up to 512 MiB a shard;
 # what a saved state holds is deleted), so a restart after a crash replays those that came
 # after the last save: no partial match or heartbeat of those seconds is lost. Never fsynced:
@@ -288,6 +291,9 @@ pub struct StoreConfig {
     pub checkpoint_every: DurationText,
     /// Alert changes kept.
     pub max_alerts: u64,
+    /// Alert changes older than this are dropped (firing alerts stay listed); unset: kept
+    /// until `max_alerts` pushes them out.
+    pub max_age: Option<DurationText>,
     /// Whether the shards journal the events they take between two saves (so a crash loses
     /// none of them).
     pub journal: bool,
@@ -299,6 +305,7 @@ impl Default for StoreConfig {
             path: None,
             checkpoint_every: DurationText(Duration::from_secs(5)),
             max_alerts: 1_000_000,
+            max_age: None,
             journal: true,
         }
     }
@@ -705,6 +712,11 @@ impl Config {
         }
         if self.store.max_alerts == 0 {
             bad("store.max_alerts", "must be at least 1".into());
+        }
+        if let Some(a) = self.store.max_age
+            && a.0 < Duration::from_secs(60)
+        {
+            bad("store.max_age", "must be at least 1m".into());
         }
         if self.engine.tick.0 < Duration::from_millis(1) {
             bad("engine.tick", "must be at least 1ms".into());

@@ -539,6 +539,7 @@ fn start(
             .map(|to| webhook::Webhook::start(to, sink_counters.clone()))
             .transpose()
             .context("output.webhook: starting the posting thread")?;
+        let max_age = cfg.store.max_age.map(|a| a.0);
         let (changes_tx, _) = tokio::sync::broadcast::channel(api::STREAM_BACKLOG);
         let sink_changes = changes_tx.clone();
         let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |ctx| {
@@ -549,6 +550,7 @@ fn start(
                 .with_forwarder(forwarder)
                 .with_webhook(webhook)
                 .with_stream(sink_changes)
+                .with_max_age(max_age)
                 .adopting(n)
         });
         // Running (its start-up reckoning read, its mailbox at full size) before any shard

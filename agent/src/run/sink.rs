@@ -88,6 +88,8 @@ pub struct AlertSink {
     /// offered to the subscribers, none of whom can hold up the sink (a slow one misses some
     /// and is told how many).
     stream: Option<tokio::sync::broadcast::Sender<Arc<str>>>,
+    /// `store.max_age`: changes older are dropped, checked every minute.
+    max_age: Option<cepheus_core::time::Duration>,
     /// At start: the alerts the store had firing, and the shards still to say which of them
     /// their engines hold ([`Adopt`]); what none holds is resolved (`state_lost`).
     adopting: Option<Adopting>,
@@ -279,6 +281,7 @@ impl AlertSink {
             forwarder: None,
             webhook: None,
             stream: None,
+            max_age: None,
             adopting: None,
             space: Space::default(),
         }
@@ -348,6 +351,37 @@ impl AlertSink {
             running: Default::default(),
         });
         self
+    }
+
+    /// Drops the store's alert changes older than `max_age` (`store.max_age`), every minute.
+    pub fn with_max_age(mut self, max_age: Option<cepheus_core::time::Duration>) -> AlertSink {
+        self.max_age = max_age;
+        self
+    }
+
+    /// One pass of `store.max_age`: at most [`AGE_PRUNE_BATCH`] changes, so a large backlog
+    /// (the key just set on a full store) goes over several minutes without holding the sink.
+    fn prune_by_age(&mut self) {
+        let Some(age) = self.max_age else {
+            return;
+        };
+        let cutoff = crate::flow::live::wall_clock().sub(age);
+        let Some(store) = self.writable_store() else {
+            return;
+        };
+        match store.prune_older_than(cutoff, AGE_PRUNE_BATCH) {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(
+                alert_changes = n,
+                "dropped alert changes older than store.max_age"
+            ),
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                if let Some(held) = self.store_limit.allow() {
+                    tracing::error!(error = %e, held_back = held, "cannot drop alert changes older than store.max_age");
+                }
+            }
+        }
     }
 
     /// Also offers the alert changes to the subscribers of `tx` (`GET /alerts/stream`).
@@ -560,6 +594,9 @@ impl AlertSink {
     }
 }
 
+/// Alert changes one pass of `store.max_age` drops at most.
+const AGE_PRUNE_BATCH: usize = 20_000;
+
 /// Capacity of the sink's mailbox (batches).
 pub const MAILBOX: usize = 4096;
 
@@ -569,6 +606,12 @@ impl Actor for AlertSink {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
         self.emit_unwritten();
+        if self.max_age.is_some() {
+            self.prune_by_age();
+            ctx.run_interval(std::time::Duration::from_secs(60), |act, _| {
+                act.prune_by_age()
+            });
+        }
     }
 }
 
@@ -897,6 +940,25 @@ mod tests {
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_file(&file);
+    }
+
+    #[test]
+    fn changes_older_than_max_age_are_dropped_from_the_store() {
+        let (dir, sink, store, _, _) = stored_sink("max-age");
+        let mut sink = sink.with_max_age(Some(cepheus_core::time::Duration::from_secs(3600)));
+        // Alerts of 1970 (one-shot matches: they stay listed as firing).
+        sink.take(alerts(3));
+        assert_eq!(store.counts(), (3, 3));
+        sink.prune_by_age();
+        assert_eq!(store.counts(), (0, 3));
+        assert!(store.recent(10).unwrap().is_empty());
+        // Without max_age nothing goes.
+        let mut sink = sink.with_max_age(None);
+        sink.take(alerts(5)[3..].to_vec());
+        sink.prune_by_age();
+        assert_eq!(store.counts().0, 2);
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
