@@ -119,6 +119,53 @@ impl Client {
         self.request("GET", path, None)
     }
 
+    /// `GET path` as a stream that stays open (`/alerts/stream`): the body's bytes as they
+    /// come (chunk framing included over the socket: readers look for whole lines). A read
+    /// waits at most a minute (the agent says something every 15 s).
+    pub fn stream(&self, path: &str) -> Result<Box<dyn Read + Send>, String> {
+        const IDLE: Duration = Duration::from_secs(60);
+        match &self.socket {
+            Some(sock) => {
+                let mut s =
+                    std::os::unix::net::UnixStream::connect(sock).map_err(|e| e.to_string())?;
+                s.set_read_timeout(Some(IDLE)).map_err(|e| e.to_string())?;
+                s.set_write_timeout(Some(TIMEOUT))
+                    .map_err(|e| e.to_string())?;
+                write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n")
+                    .map_err(|e| e.to_string())?;
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    s.read_exact(&mut byte).map_err(|e| e.to_string())?;
+                    head.push(byte[0]);
+                    if head.len() > 16 << 10 {
+                        return Err("an answer whose headers do not end".into());
+                    }
+                }
+                if !head.starts_with(b"HTTP/1.1 200") {
+                    let line = String::from_utf8_lossy(&head);
+                    return Err(format!(
+                        "the agent answered {}",
+                        line.lines().next().unwrap_or("")
+                    ));
+                }
+                Ok(Box::new(s))
+            }
+            None => {
+                let agent = ureq::AgentBuilder::new()
+                    .timeout_connect(TIMEOUT)
+                    .timeout_read(IDLE)
+                    .build();
+                let mut req = agent.get(&format!("{}{path}", self.base));
+                if let Some(t) = &self.token {
+                    req = req.set("Authorization", &format!("Bearer {t}"));
+                }
+                let resp = req.call().map_err(|e| e.to_string())?;
+                Ok(Box::new(resp.into_reader()))
+            }
+        }
+    }
+
     /// `POST path` with a JSON body.
     pub fn post_json(&self, path: &str, body: serde_json::Value) -> anyhow::Result<Answer> {
         self.request("POST", path, Some(body.to_string()))

@@ -1,7 +1,10 @@
 //! `cepheus tui`: the terminal dashboard (`cepheus-tui`) over the running agent's API.
 
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::api_client::{Answer, Client};
 
@@ -17,8 +20,25 @@ pub struct TuiArgs {
     pub config: Option<PathBuf>,
 }
 
-/// The agent's API as the dashboard's source.
-struct Api(Client);
+/// The agent's API as the dashboard's source, with a thread that follows its alert stream
+/// and raises `changed` at each change.
+struct Api(Client, Arc<AtomicBool>);
+
+/// Follows `GET /alerts/stream` for as long as the process lives, raising `changed` at each
+/// alert event; reconnects every 2 s when the stream breaks (the agent restarted).
+fn follow(client: Client, changed: Arc<AtomicBool>) {
+    loop {
+        if let Ok(stream) = client.stream("/alerts/stream") {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                if line.starts_with("event: alert") || line.starts_with("event: lagged") {
+                    changed.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+}
 
 impl Api {
     fn get_json(&self, path: &str) -> Result<serde_json::Value, String> {
@@ -67,6 +87,10 @@ impl cepheus_tui::Source for Api {
     fn name(&self) -> String {
         self.0.target()
     }
+
+    fn changed(&mut self) -> bool {
+        self.1.swap(false, Ordering::Relaxed)
+    }
 }
 
 /// Runs `cepheus tui`.
@@ -78,7 +102,16 @@ pub fn run(args: TuiArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut api = Api(client);
+    let changed = Arc::new(AtomicBool::new(false));
+    // (A second client for the stream's thread; a failure to make one leaves the screen on
+    // its once-a-second refresh.)
+    if let Ok(c) = Client::new(args.config.as_ref()) {
+        let flag = changed.clone();
+        let _ = std::thread::Builder::new()
+            .name("alert-stream".into())
+            .spawn(move || follow(c, flag));
+    }
+    let mut api = Api(client, changed);
     // Said before the screen is taken: an agent that is not there, or a token refused.
     if let Err(e) = cepheus_tui::Source::stats(&mut api) {
         eprintln!("error: {e}");

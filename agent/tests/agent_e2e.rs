@@ -2647,6 +2647,35 @@ fn alert_changes_are_streamed_as_server_sent_events() {
 }
 
 #[test]
+fn the_api_client_follows_the_alert_stream_over_tcp_and_the_socket() {
+    use std::io::BufRead;
+    let dir = scratch("sse-client");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    // Over TCP (with the token), then over the socket (without it).
+    for (api, host) in [
+        ("token_file = \"token\"\n", "web1"),
+        ("token_file = \"token\"\nsocket = \"api.sock\"\n", "web2"),
+    ] {
+        let _ = std::fs::remove_dir_all(dir.join("data"));
+        let agent = Agent::start_full(&dir, "", api, "");
+        let client =
+            cepheus_agent::api_client::Client::new(Some(&dir.join("cepheus.toml"))).unwrap();
+        let stream = client.stream("/alerts/stream").unwrap();
+        heartbeat(agent.port, host, 1);
+        let fired = agent.wait_alert(10, |v| v["state"] == "firing");
+        let mut lines = std::io::BufReader::new(stream).lines();
+        let data = loop {
+            let line = lines.next().expect("the stream ended").unwrap();
+            if let Some(d) = line.strip_prefix("data: ") {
+                break serde_json::from_str::<Value>(d).unwrap();
+            }
+        };
+        assert_eq!(data, fired, "{api}");
+    }
+}
+
+#[test]
 fn alerts_kept_but_not_written_out_before_a_kill_are_written_at_restart() {
     let dir = scratch("kill9-unwritten");
     let hosts: Vec<String> = (0..500).map(|i| format!("\"h{i}\"")).collect();

@@ -1,7 +1,7 @@
 //! cepheus-tui: the terminal dashboard (`cepheus tui`), a client of the running agent.
 //!
 //! It never runs rules: it shows what the agent's store and counters say, refreshed every
-//! second, and sends acknowledgements back. Where the data comes from is a [`Source`] (the
+//! second and as soon as the source says alerts changed, and sends acknowledgements back. Where the data comes from is a [`Source`] (the
 //! agent's API, implemented in `cepheus-agent`), so this crate holds no HTTP and its screens
 //! are tested on ratatui's `TestBackend`. `app.rs` holds the state and its updates, `ui.rs`
 //! draws it (a pure function of the state), `run.rs` is the terminal loop.
@@ -25,4 +25,9 @@ pub trait Source {
     fn ack(&mut self, id: &str, by: &str) -> Result<(), String>;
     /// Where the agent is, for the title.
     fn name(&self) -> String;
+    /// Whether alerts changed since the last call (a live source, such as the agent's alert
+    /// stream, tells at once; the screen is then read again before the next second).
+    fn changed(&mut self) -> bool {
+        false
+    }
 }

@@ -1,4 +1,5 @@
-//! The terminal loop: keys and a refresh every second, until `q`.
+//! The terminal loop: keys, a refresh every second and when the source says alerts changed
+//! (at most every [`SOON`]), until `q`.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,10 @@ use crate::app::{App, Key};
 /// How often the data is read again.
 const REFRESH: Duration = Duration::from_secs(1);
 
+/// How soon after the last read a change the source reports is read (an alert storm reads
+/// at most this often).
+const SOON: Duration = Duration::from_millis(250);
+
 /// Runs the dashboard on the terminal until the user quits; the terminal is restored
 /// whatever happens (ratatui's `init`/`restore`, which also restore it on a panic).
 pub fn run(mut src: Box<dyn Source>, user: String) -> std::io::Result<()> {
@@ -18,9 +23,13 @@ pub fn run(mut src: Box<dyn Source>, user: String) -> std::io::Result<()> {
     let mut terminal = ratatui::init();
     let result = (|| -> std::io::Result<()> {
         let mut next = Instant::now() + REFRESH;
+        let mut last = Instant::now();
         while !app.quit {
             terminal.draw(|f| crate::ui::draw(f, &app))?;
-            let wait = next.saturating_duration_since(Instant::now());
+            // Short waits, so that a change the source reports is shown soon.
+            let wait = next
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(100));
             if event::poll(wait)?
                 && let Event::Key(k) = event::read()?
                 && k.kind == KeyEventKind::Press
@@ -45,8 +54,10 @@ pub fn run(mut src: Box<dyn Source>, user: String) -> std::io::Result<()> {
                     app.key(key, src.as_mut());
                 }
             }
-            if Instant::now() >= next {
-                app.refresh(src.as_mut(), Instant::now());
+            let now = Instant::now();
+            if now >= next || (now >= last + SOON && src.changed()) {
+                app.refresh(src.as_mut(), now);
+                last = now;
                 next = Instant::now() + REFRESH;
             }
         }
