@@ -121,7 +121,7 @@ impl Client {
 
     /// `GET path` as a stream that stays open (`/alerts/stream`): the body's bytes as they
     /// come (chunk framing included over the socket: readers look for whole lines). A read
-    /// waits at most a minute (the agent says something every 15 s).
+    /// waits at most a minute (the agent says something every 5 s).
     pub fn stream(&self, path: &str) -> Result<Box<dyn Read + Send>, String> {
         const IDLE: Duration = Duration::from_secs(60);
         match &self.socket {

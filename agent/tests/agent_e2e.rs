@@ -1884,6 +1884,44 @@ fn events_taken_after_the_last_save_are_replayed_after_kill_9() {
 }
 
 #[test]
+fn a_shard_that_died_before_its_first_state_was_kept_replays_its_journal() {
+    let dir = scratch("kill9-journal-fresh");
+    std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();
+    let rare = "checkpoint_every = \"1h\"\n";
+    let mut first = Agent::start(&dir, rare);
+    step(first.port, "web1", "one");
+    first.wait_events(1);
+    first.kill9();
+    // As a kill before any shard's first state was kept leaves the store: no state, and
+    // each journal still marked as begun with a fresh engine, from its first segment.
+    std::fs::remove_dir_all(dir.join("data/state")).unwrap();
+    for shard in std::fs::read_dir(dir.join("data/journal"))
+        .unwrap()
+        .flatten()
+    {
+        let first = std::fs::read_dir(shard.path())
+            .unwrap()
+            .flatten()
+            .filter_map(|f| {
+                f.file_name()
+                    .to_str()?
+                    .strip_suffix(".journal")?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .min();
+        if let Some(first) = first {
+            std::fs::write(shard.path().join("fresh"), first.to_string()).unwrap();
+        }
+    }
+    let second = Agent::start(&dir, rare);
+    second.wait_replayed(1);
+    step(second.port, "web1", "two");
+    let fired = second.wait_alert(10, |v| v["rule"] == "pair");
+    assert_eq!(fired["events"].as_array().map(Vec::len), Some(2), "{fired}");
+}
+
+#[test]
 fn a_journal_turned_off_is_still_replayed_once_then_deleted() {
     let dir = scratch("kill9-journal-off");
     std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();

@@ -28,7 +28,7 @@ use sled::Transactional;
 pub enum StoreError {
     /// Another process holds the store (sled locks its folder).
     #[error(
-        "the store at {0} is in use by another process (is another `cepheus run` using the same `store.path`?)"
+        "the store at {0} is in use by another process (another `cepheus run` with the same `store.path`, or `cepheus alerts` reading it while no agent answered)"
     )]
     Locked(PathBuf),
     /// The store's files could not be read or written.

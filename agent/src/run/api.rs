@@ -92,8 +92,9 @@ pub const MAX_STREAMS: usize = 64;
 pub const STREAM_BACKLOG: usize = 4096;
 
 /// A stream's comment line when nothing happened for this long (proxies and clients keep the
-/// connection).
-const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+/// connection; a client gone is only noticed at a write, so this is also how soon its place
+/// among the [`MAX_STREAMS`] is given back).
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// An open stream's place, given back when its connection goes.
 struct StreamSlot(Arc<std::sync::atomic::AtomicUsize>);
@@ -106,7 +107,7 @@ impl Drop for StreamSlot {
 
 /// `GET /alerts/stream`: server-sent events, one `alert` event per alert change as the sink
 /// writes it out (the one alert object as `data`), a `lagged` event with `{"missed": N}` when
-/// this client fell more than [`STREAM_BACKLOG`] behind, and a comment every 15 s of quiet.
+/// this client fell more than [`STREAM_BACKLOG`] behind, and a comment every 5 s of quiet.
 async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
     use std::sync::atomic::Ordering;
     use tokio::sync::broadcast::error::RecvError;

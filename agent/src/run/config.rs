@@ -446,8 +446,21 @@ fn webhook_url<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>,
         .strip_prefix("https://")
         .or_else(|| s.strip_prefix("http://"));
     let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
+    // A port, when written, is 1 to 65535 (an IPv6 address's colons are inside brackets).
+    let port_ok = |h: &str| match h.rsplit_once(':') {
+        Some((name, port)) if !name.ends_with(']') || h.starts_with('[') => {
+            (name.starts_with('[') && !name.ends_with(']'))
+                || port.parse::<u16>().is_ok_and(|p| p > 0)
+        }
+        _ => true,
+    };
     match host {
-        Some(h) if !h.is_empty() && !h.contains(char::is_whitespace) && !h.contains('@') => {
+        Some(h)
+            if !h.is_empty()
+                && !h.contains(char::is_whitespace)
+                && !h.contains('@')
+                && port_ok(h) =>
+        {
             Ok(Some(s))
         }
         _ => Err(serde::de::Error::custom(format!(
@@ -1155,6 +1168,14 @@ mod tests {
             cfg.output.webhook.as_deref(),
             Some("https://alerts.example.com/hook?x=1")
         );
+        for good in [
+            "http://127.0.0.1:8080/x",
+            "https://[::1]:8443/",
+            "https://[::1]/",
+        ] {
+            let cfg = Config::parse(Path::new("x"), &format!("[output]\nwebhook = \"{good}\"\n"));
+            assert!(cfg.is_ok(), "{good}: {:?}", cfg.err());
+        }
         assert_eq!(
             cfg.output.webhook_token_file.as_deref(),
             Some(Path::new("hook.token"))
@@ -1166,6 +1187,8 @@ mod tests {
             "ftp://alerts.example.com",
             "https://",
             "https://user:pw@alerts.example.com/",
+            "http://127.0.0.1:99999/hook",
+            "http://127.0.0.1:0/hook",
         ] {
             let e = Config::parse(Path::new("x"), &format!("[output]\nwebhook = \"{bad}\"\n"))
                 .unwrap_err()

@@ -40,6 +40,9 @@ const MAX_RECORD: u32 = 16 << 20;
 /// let the journal's segments go.
 const MIN_FREE_BYTES: u64 = 2 * super::sink::MIN_FREE_BYTES;
 
+/// The file marking a journal begun with a fresh engine (see [`Journal::mark_fresh`]).
+const FRESH: &str = "fresh";
+
 /// Events replayed at a time.
 const REPLAY_BATCH: usize = 1024;
 
@@ -150,6 +153,30 @@ impl Journal {
     /// Whether it is kept only to be replayed once, then deleted with its folder.
     pub fn is_replay_only(&self) -> bool {
         self.replay_only
+    }
+
+    /// Notes that the segments from the one appended next follow an engine begun afresh (no
+    /// saved state yet): if the agent dies before a state of it is kept, the next start
+    /// replays them into a fresh engine ([`Journal::fresh_from`]) rather than losing them.
+    pub fn mark_fresh(&mut self) {
+        if let Err(e) = fs::write(self.dir.join(FRESH), self.seg.to_string()) {
+            tracing::warn!(journal = %self.dir.display(), error = %e, "cannot mark the journal as begun afresh");
+        }
+    }
+
+    /// The segment an engine begun afresh was journalled from, if no state of it was kept
+    /// since ([`Journal::mark_fresh`]).
+    pub fn fresh_from(&self) -> Option<u64> {
+        fs::read_to_string(self.dir.join(FRESH))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Forgets the mark of [`Journal::mark_fresh`] (a state is kept now).
+    pub fn clear_fresh(&mut self) {
+        let _ = fs::remove_file(self.dir.join(FRESH));
     }
 
     /// Whether it holds no segment any more.
@@ -630,6 +657,23 @@ mod tests {
         j.append(&[ev(2)]);
         let (got, _) = read_all(&mut j, k);
         assert_eq!(got, vec![(*ev(2)).clone()]);
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_journal_begun_afresh_says_from_where_until_a_state_is_kept() {
+        let d = scratch("fresh");
+        let mut j = Journal::open(&d).unwrap();
+        j.clear();
+        j.mark_fresh();
+        j.append(&[ev(1)]);
+        let again = Journal::open(&d).unwrap();
+        let from = again.fresh_from().unwrap();
+        let mut again = again;
+        let (got, _) = read_all(&mut again, from);
+        assert_eq!(got, vec![(*ev(1)).clone()]);
+        again.clear_fresh();
+        assert_eq!(again.fresh_from(), None);
         let _ = fs::remove_dir_all(&d);
     }
 

@@ -446,12 +446,21 @@ fn start(
     }
     std::fs::create_dir_all(cfg.store.path())
         .with_context(|| format!("store.path: cannot create {}", cfg.store.path().display()))?;
-    let store = open_store(
-        cfg.store.path(),
-        cfg.store.max_alerts,
-        cepheus_store::Store::open,
-    )
-    .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
+    // Held by another process: maybe `cepheus alerts` reading it for a moment while no agent
+    // ran; waited for, up to 10 s, before giving up.
+    let open_waiting = |path: &std::path::Path, max: u64| {
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match cepheus_store::Store::open(path, max) {
+                Err(cepheus_store::StoreError::Locked(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+                other => return other,
+            }
+        }
+    };
+    let store = open_store(cfg.store.path(), cfg.store.max_alerts, open_waiting)
+        .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
     let udp: Vec<_> = cfg
         .syslog
         .udp

@@ -137,6 +137,9 @@ pub struct Shard {
     me: Option<Addr<Shard>>,
     /// Ids of the alerts its replay sent on before the start-up reckoning (`adopt`).
     startup_ids: Vec<u64>,
+    /// The journal segment a fresh engine's events begin at, when the last run began afresh
+    /// and died before keeping a state (taken at start).
+    fresh_from: Option<u64>,
     /// Its engine was built from a saved state and has not caught up with now yet
     /// ([`Shard::replay`] does).
     continuing: bool,
@@ -230,6 +233,12 @@ impl Shard {
             checkpoint_due: std::time::Instant::now(),
             changed: true,
             replay_from: persistence.resume.as_ref().and_then(|r| r.journal),
+            // No saved state, but a journal begun with a fresh engine that died before its
+            // first state was kept: that fresh engine is continued, from its journal.
+            fresh_from: match (&persistence.resume, &persistence.journal) {
+                (None, Some(j)) => j.fresh_from(),
+                _ => None,
+            },
             resume: persistence.resume.map(|r| r.engine),
             journal: persistence.journal,
             me: None,
@@ -272,6 +281,9 @@ impl Shard {
         if !continuing {
             if let Some(j) = self.journal.as_mut() {
                 j.clear();
+                if !j.is_replay_only() {
+                    j.mark_fresh();
+                }
             }
             return;
         }
@@ -464,7 +476,14 @@ impl Shard {
                     tracing::warn!(shard = self.id, error = %err, "cannot continue from the saved state; starting afresh");
                     Engine::new(rules, plan.shard_config(self.id))
                 }),
-            None => Engine::new(rules, plan.shard_config(self.id)),
+            None => {
+                if let Some(k) = self.fresh_from.take() {
+                    tracing::info!(shard = self.id, "continuing the engine the last run began afresh, from its journal");
+                    self.continuing = true;
+                    self.replay_from = Some(k);
+                }
+                Engine::new(rules, plan.shard_config(self.id))
+            }
         };
         match built {
             Ok(mut e) => {
@@ -747,6 +766,7 @@ impl Handler<StateKept> for Shard {
     fn handle(&mut self, msg: StateKept, _: &mut Self::Context) {
         if let Some(j) = self.journal.as_mut() {
             j.release_before(msg.journal);
+            j.clear_fresh();
         }
         self.drop_spent_journal();
     }
