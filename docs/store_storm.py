@@ -5,7 +5,7 @@ usage: docs/store_storm.py BINARY [N] [stdout]
 
 Starts the agent in a scratch folder with one rule that alerts on every event (5,000
 hosts), sends N RFC 5424 lines over one TCP connection, waits until the store holds the N
-alert changes (N must stay below store.max_alerts), and prints the time, the counters and the store's size on disk. With
+alert changes (N must stay below store.max_alerts), and prints the time, the counters, the store's size on disk and the agent's peak RSS. With
 `stdout`, alerts are also written (to a file); without, the store alone."""
 import json, os, shutil, socket, subprocess, sys, tempfile, time, urllib.request
 
@@ -57,9 +57,11 @@ while True:
         break
     time.sleep(0.05)
 el = time.time() - t
+hwm = next((l.split()[1] for l in open(f"/proc/{agent.pid}/status") if l.startswith("VmHWM")), "0")
 agent.terminate(); agent.wait()
 size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d + "/data") for f in fs)
 print(f"{n} alerts in {el:.2f} s ({n / el:,.0f}/s), dropped {st['alerts_dropped']}, "
       f"store errors {st['sink']['store_errors']}, kept {st['store']['alert_changes']}, "
-      f"store on disk {size / 1e6:.0f} MB ({size / n:.0f} B per alert change)")
+      f"store on disk {size / 1e6:.0f} MB ({size / n:.0f} B per alert change), "
+      f"peak RSS {int(hwm) / 1024:.0f} MB")
 shutil.rmtree(d)

@@ -193,6 +193,9 @@ impl Store {
         let opened = std::panic::catch_unwind(|| {
             sled::Config::new()
                 .path(dir)
+                // sled's page cache would grow to 1 GiB (its default) under an alert storm;
+                // the agent reads the store little (listings, acks): a bounded share of RAM.
+                .cache_capacity(CACHE_BYTES)
                 // The agent flushes after each write it must not lose; no background flusher.
                 .flush_every_ms(None)
                 .open()
@@ -745,6 +748,9 @@ fn with_ack(json: &str, ack: &[u8]) -> String {
         None => json.to_string(),
     }
 }
+
+/// sled's page cache, at most.
+const CACHE_BYTES: u64 = 64 << 20;
 
 /// A shard's state file.
 fn state_name(shard: u32) -> String {
