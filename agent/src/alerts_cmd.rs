@@ -164,15 +164,7 @@ fn from_store(dir: &Path, recent: Option<usize>) -> Result<Vec<serde_json::Value
         }
     }
     let store = cepheus_store::Store::open(dir, u64::MAX).map_err(|e| format!("and {e}"))?;
-    let list = match recent {
-        Some(n) => store.recent(n.min(20_000)),
-        None => store.firing().map(|mut f| {
-            let cut = f.len().saturating_sub(20_000);
-            f.drain(..cut);
-            f
-        }),
-    }
-    .map_err(|e| format!("and {e}"))?;
+    let list = crate::run::api::alert_listing(&store, recent).map_err(|e| format!("and {e}"))?;
     eprintln!(
         "note: no agent answers; read from its store at {}, as it was when the agent stopped",
         dir.display()

@@ -126,13 +126,11 @@ impl Client {
         const IDLE: Duration = Duration::from_secs(60);
         match &self.socket {
             Some(sock) => {
-                let mut s =
-                    std::os::unix::net::UnixStream::connect(sock).map_err(|e| e.to_string())?;
-                s.set_read_timeout(Some(IDLE)).map_err(|e| e.to_string())?;
-                s.set_write_timeout(Some(TIMEOUT))
-                    .map_err(|e| e.to_string())?;
-                write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n")
-                    .map_err(|e| e.to_string())?;
+                let mut s = socket_request(
+                    sock,
+                    IDLE,
+                    &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+                )?;
                 let mut head = Vec::new();
                 let mut byte = [0u8; 1];
                 while !head.ends_with(b"\r\n\r\n") {
@@ -241,11 +239,6 @@ fn over_socket(
     target: &str,
     body: Option<&str>,
 ) -> Result<(u16, String), String> {
-    let mut s = std::os::unix::net::UnixStream::connect(path).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(TIMEOUT))
-        .map_err(|e| e.to_string())?;
     let mut req = format!("{method} {target} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
     if let Some(b) = body {
         req.push_str(&format!(
@@ -255,12 +248,26 @@ fn over_socket(
     } else {
         req.push_str("\r\n");
     }
-    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let s = socket_request(path, TIMEOUT, &req)?;
     let mut raw = Vec::new();
     s.take(MAX_BODY as u64)
         .read_to_end(&mut raw)
         .map_err(|e| e.to_string())?;
     parse_response(&raw)
+}
+
+/// Connects to the agent's Unix socket and sends `request` (reads then wait at most `read`).
+fn socket_request(
+    path: &Path,
+    read: Duration,
+    request: &str,
+) -> Result<std::os::unix::net::UnixStream, String> {
+    let mut s = std::os::unix::net::UnixStream::connect(path).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(read)).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    s.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+    Ok(s)
 }
 
 /// Status and body of a whole HTTP/1.1 response (`Content-Length` or read to the end).

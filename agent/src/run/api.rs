@@ -663,18 +663,9 @@ async fn alerts(
     let Some(store) = st.store.clone() else {
         return text(HttpResponse::NotFound(), "this agent keeps no store");
     };
-    let recent = query.recent.map(|n| n.min(MAX_RECENT));
+    let recent = query.recent;
     // A store read walks sled's pages: off the server's thread.
-    // The firing list can hold a million one-shot matches: its newest MAX_FIRING at most.
-    let read = web::block(move || match recent {
-        Some(n) => store.recent(n),
-        None => store.firing().map(|mut f| {
-            let cut = f.len().saturating_sub(MAX_FIRING);
-            f.drain(..cut);
-            f
-        }),
-    })
-    .await;
+    let read = web::block(move || alert_listing(&store, recent)).await;
     match read {
         Ok(Ok(list)) => {
             let mut body = String::from("[");
@@ -737,6 +728,23 @@ struct AckRequest {
     id: String,
     #[serde(default)]
     by: String,
+}
+
+/// What `/alerts` (and `cepheus alerts` reading the store itself) lists: the last `recent`
+/// changes (at most [`MAX_RECENT`]), or the alerts firing now (the newest [`MAX_FIRING`]: the
+/// firing list can hold a million one-shot matches).
+pub fn alert_listing(
+    store: &cepheus_store::Store,
+    recent: Option<usize>,
+) -> Result<Vec<cepheus_store::StoredAlert>, cepheus_store::StoreError> {
+    match recent {
+        Some(n) => store.recent(n.min(MAX_RECENT)),
+        None => store.firing().map(|mut f| {
+            let cut = f.len().saturating_sub(MAX_FIRING);
+            f.drain(..cut);
+            f
+        }),
+    }
 }
 
 /// The most changes `/alerts?recent=N` returns.

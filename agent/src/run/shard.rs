@@ -253,10 +253,11 @@ impl Shard {
         s
     }
 
-    /// At start, when it continued from a saved state: replays the events journalled after
-    /// it, then marks the time since the last of them as the outage (deadlines passed since
-    /// fire with reason `outage`). When it begun afresh, the journal is deleted: nothing of
-    /// it is continued.
+    /// At start, when it continued from a saved state (or from the fresh engine the last run
+    /// began and died before saving): replays the events journalled after it, then marks the
+    /// time since the last of them as the outage (deadlines passed since fire with reason
+    /// `outage`). When it begins afresh, the journal is deleted (nothing of it is continued)
+    /// and marked as following a fresh engine.
     fn replay(&mut self) {
         let from = self.replay_from.take();
         let continuing = std::mem::take(&mut self.continuing);
