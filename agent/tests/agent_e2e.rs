@@ -2503,6 +2503,38 @@ fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
 }
 
 #[test]
+fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
+    let dir = scratch("webhook-down");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    // A port nothing listens on: every post fails and is tried again.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut agent = Agent::start(
+        &dir,
+        &format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n"),
+    );
+    heartbeat(agent.port, "web1", 1);
+    agent.wait_alert(10, |v| v["state"] == "firing");
+    // Tried at least once, and waiting to try again (1 s, then 2 s ...).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !agent.stderr().contains("cannot post alerts to output.webhook") {
+        assert!(Instant::now() < deadline, "{}", agent.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGTERM cuts the wait short (terminate allows 5 s), tries once more, and says what it
+    // could not deliver instead of dropping it unseen.
+    assert!(agent.terminate().success());
+    let log = agent.stderr();
+    assert!(
+        log.contains("not delivered to output.webhook before stopping") && log.contains("left=1"),
+        "{log}"
+    );
+}
+
+#[test]
 fn a_webhook_that_redirects_is_not_counted_as_delivered() {
     let dir = scratch("webhook-redirect");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();

@@ -128,9 +128,9 @@ stdout = true
 # And POSTed as JSON to an HTTP(S) endpoint: {"alerts": [<alert>, ...]}, up to 100 changes a
 # request, in order. A failed request (no connection, a timeout, 5xx, 429) is tried again
 # after 1 s, then twice as long each time up to a minute; another 4xx drops it. Up to 10,000
-# changes wait; beyond, they are dropped and counted (webhook_unsent). HTTPS checks the
-# certificate against the system's roots. The token file's one line is sent as
-# `Authorization: Bearer <token>`.
+# changes wait; beyond, they are dropped and counted (webhook_unsent), as is what is left
+# 5 s after the agent is told to stop. HTTPS checks the certificate against the system's
+# roots. The token file's one line is sent as `Authorization: Bearer <token>`.
 # webhook = "https://alerts.example.com/cepheus"
 # webhook_token_file = "/etc/cepheus/webhook.token"
 
@@ -442,30 +442,41 @@ impl OutputConfig {
 
 fn webhook_url<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let s = String::deserialize(d)?;
-    let rest = s
-        .strip_prefix("https://")
-        .or_else(|| s.strip_prefix("http://"));
-    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or(""));
-    // A port, when written, is 1 to 65535 (an IPv6 address's colons are inside brackets).
-    let port_ok = |h: &str| match h.rsplit_once(':') {
-        Some((name, port)) if !name.ends_with(']') || h.starts_with('[') => {
-            (name.starts_with('[') && !name.ends_with(']'))
-                || port.parse::<u16>().is_ok_and(|p| p > 0)
-        }
-        _ => true,
-    };
-    match host {
-        Some(h)
-            if !h.is_empty()
-                && !h.contains(char::is_whitespace)
-                && !h.contains('@')
-                && port_ok(h) =>
-        {
-            Ok(Some(s))
-        }
-        _ => Err(serde::de::Error::custom(format!(
-            "`{s}`: write an http:// or https:// URL with a host (e.g. \"https://alerts.example.com/hook\"); a token goes in `webhook_token_file`, not in the URL"
-        ))),
+    webhook_endpoint(&s)
+        .map(|u| Some(u.to_string()))
+        .map_err(|why| {
+            serde::de::Error::custom(format!(
+                "`{s}`: {why}: write an http:// or https:// URL with a host (e.g. \"https://alerts.example.com/hook\"); a token goes in `webhook_token_file`, not in the URL"
+            ))
+        })
+}
+
+/// `output.webhook` read as a URL (RFC 3986, by the `url` crate: the scheme and host in any
+/// case, IPv6 in brackets, ports checked), or why it cannot be posted to.
+fn webhook_endpoint(s: &str) -> Result<url::Url, String> {
+    let u = url::Url::parse(s.trim()).map_err(|e| e.to_string())?;
+    if !matches!(u.scheme(), "http" | "https") {
+        return Err(format!("the scheme is {}", u.scheme()));
+    }
+    if u.host_str().is_none_or(str::is_empty) {
+        return Err("no host".into());
+    }
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err("a user or password in the URL".into());
+    }
+    if u.port() == Some(0) {
+        return Err("port 0".into());
+    }
+    Ok(u)
+}
+
+/// Whether the webhook's host is this machine (so a token sent over plain http stays on it).
+fn webhook_on_loopback(u: &url::Url) -> bool {
+    match u.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        None => false,
     }
 }
 
@@ -804,16 +815,17 @@ impl Config {
             ));
         }
         if let (Some(url), Some(_)) = (&o.webhook, &o.webhook_token_file)
-            && let Some(rest) = url.strip_prefix("http://")
+            && let Ok(u) = webhook_endpoint(url)
+            && u.scheme() == "http"
+            && !webhook_on_loopback(&u)
         {
-            let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-            let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
-            if !matches!(host, "localhost" | "127.0.0.1" | "[::1]") {
-                out.push(Problem::new(
-                    "output.webhook",
-                    format!("the token of webhook_token_file goes to {host} in clear text (http://): write https://"),
-                ));
-            }
+            out.push(Problem::new(
+                "output.webhook",
+                format!(
+                    "the token of webhook_token_file goes to {} in clear text (http://): write https://",
+                    u.host_str().unwrap_or_default()
+                ),
+            ));
         }
         if let Some(f) = &o.webhook_token_file {
             use std::os::unix::fs::PermissionsExt;
@@ -1168,13 +1180,23 @@ mod tests {
             cfg.output.webhook.as_deref(),
             Some("https://alerts.example.com/hook?x=1")
         );
-        for good in [
-            "http://127.0.0.1:8080/x",
-            "https://[::1]:8443/",
-            "https://[::1]/",
+        for (good, read) in [
+            ("http://127.0.0.1:8080/x", "http://127.0.0.1:8080/x"),
+            ("https://[::1]:8443/", "https://[::1]:8443/"),
+            ("https://[::1]/", "https://[::1]/"),
+            // Schemes and host names are in any case (RFC 3986).
+            (
+                "HTTPS://Alerts.Example.COM/Hook",
+                "https://alerts.example.com/Hook",
+            ),
         ] {
             let cfg = Config::parse(Path::new("x"), &format!("[output]\nwebhook = \"{good}\"\n"));
-            assert!(cfg.is_ok(), "{good}: {:?}", cfg.err());
+            assert_eq!(
+                cfg.as_ref().ok().and_then(|c| c.output.webhook.as_deref()),
+                Some(read),
+                "{good}: {:?}",
+                cfg.as_ref().err()
+            );
         }
         assert_eq!(
             cfg.output.webhook_token_file.as_deref(),
@@ -1189,6 +1211,7 @@ mod tests {
             "https://user:pw@alerts.example.com/",
             "http://127.0.0.1:99999/hook",
             "http://127.0.0.1:0/hook",
+            "https://alerts example.com/hook",
         ] {
             let e = Config::parse(Path::new("x"), &format!("[output]\nwebhook = \"{bad}\"\n"))
                 .unwrap_err()
@@ -1197,6 +1220,36 @@ mod tests {
                 e.contains("webhook") && e.contains("https://"),
                 "{bad}: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn a_webhook_token_over_plain_http_is_warned_of_unless_it_stays_on_this_machine() {
+        let warned = |url: &str| {
+            let cfg = Config::parse(
+                Path::new("x"),
+                &format!("[output]\nwebhook = \"{url}\"\nwebhook_token_file = \"t\"\n"),
+            )
+            .unwrap();
+            cfg.warnings()
+                .iter()
+                .any(|p| p.key == "output.webhook" && p.message.contains("clear text"))
+        };
+        for url in [
+            "http://alerts.example.com/hook",
+            "HTTP://alerts.example.com:8080/hook",
+            "http://10.0.0.7/hook",
+        ] {
+            assert!(warned(url), "{url}");
+        }
+        for url in [
+            "https://alerts.example.com/hook",
+            "http://localhost:8080/hook",
+            "HTTP://LOCALHOST/hook",
+            "http://127.0.0.9/hook",
+            "http://[::1]:9000/hook",
+        ] {
+            assert!(!warned(url), "{url}");
         }
     }
 

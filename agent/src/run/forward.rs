@@ -5,21 +5,20 @@
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
 use cepheus_store::Change;
 
 use super::config::Forward;
 use super::counters::{LogLimit, SinkCounters, bump};
+use super::outq::{Drain, OutQueue};
 
 /// Messages waiting for the collector; beyond, they are dropped and counted.
 pub const QUEUE: usize = 10_000;
 
 /// The sink's side of the forwarder.
 pub struct Forwarder {
-    tx: SyncSender<Vec<u8>>,
-    counters: Arc<SinkCounters>,
+    q: OutQueue<Vec<u8>>,
     host: String,
     pid: u32,
 }
@@ -27,19 +26,22 @@ pub struct Forwarder {
 impl Forwarder {
     /// Starts the forwarding thread.
     pub fn start(to: Forward, counters: Arc<SinkCounters>) -> std::io::Result<Forwarder> {
-        let (tx, rx) = sync_channel(QUEUE);
         let c = counters.clone();
-        std::thread::Builder::new()
-            .name("syslog-forward".into())
-            .spawn(move || forward_loop(to, rx, c))?;
+        let q = OutQueue::start(
+            "output.syslog",
+            "syslog-forward",
+            QUEUE,
+            counters,
+            |c| &c.syslog_unsent,
+            move |d| forward_loop(to, &d, &c),
+        )?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .ok()
             .filter(|h| !h.is_empty() && h.is_ascii() && !h.contains(' '))
             .unwrap_or_else(|| "-".into());
         Ok(Forwarder {
-            tx,
-            counters,
+            q,
             host,
             pid: std::process::id(),
         })
@@ -48,14 +50,14 @@ impl Forwarder {
     /// Queues the changes; what does not fit is counted as `syslog_unsent`.
     pub fn send(&self, changes: &[Change]) {
         for c in changes {
-            let msg = format_5424(c, &self.host, self.pid);
-            match self.tx.try_send(msg) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                    bump(&self.counters.syslog_unsent, 1)
-                }
-            }
+            self.q.push(format_5424(c, &self.host, self.pid));
         }
+    }
+
+    /// The agent stops: what is queued gets until `deadline`; returns how many were left
+    /// (counted and logged).
+    pub fn close(&mut self, deadline: Instant) -> usize {
+        self.q.close(deadline)
     }
 }
 
@@ -82,7 +84,7 @@ pub fn format_5424(c: &Change, host: &str, pid: u32) -> Vec<u8> {
     m
 }
 
-fn forward_loop(to: Forward, rx: Receiver<Vec<u8>>, counters: Arc<SinkCounters>) {
+fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
     let limit = LogLimit::new(60_000);
     let said = |e: &dyn std::fmt::Display, counters: &SinkCounters| {
         if let Some(held) = limit.allow() {
@@ -103,25 +105,26 @@ fn forward_loop(to: Forward, rx: Receiver<Vec<u8>>, counters: Arc<SinkCounters>)
                 tracing::error!("cannot open a UDP socket for output.syslog");
                 return;
             };
-            while let Ok(m) = rx.recv() {
+            while let Some(m) = d.recv() {
                 if let Err(e) = sock.send_to(&m, addr) {
                     bump(&counters.syslog_unsent, 1);
-                    said(&e, &counters);
+                    said(&e, counters);
                 }
+                d.done(1);
             }
         }
         Forward::Tcp(addr) => {
             let mut conn: Option<TcpStream> = None;
             let mut next_try = Instant::now();
-            while let Ok(m) = rx.recv() {
+            while let Some(m) = d.recv() {
                 let mut framed = format!("{} ", m.len()).into_bytes();
                 framed.extend_from_slice(&m);
                 // The message waits (and the queue fills behind it) until the collector
                 // takes it: tried again once a second.
                 loop {
                     if conn.is_none() {
-                        let wait = next_try.saturating_duration_since(Instant::now());
-                        std::thread::sleep(wait);
+                        // (Cut short when the agent stops: one more try, then give up.)
+                        d.pause(next_try.saturating_duration_since(Instant::now()));
                         next_try = Instant::now() + Duration::from_secs(1);
                         match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
                             Ok(s) => {
@@ -129,17 +132,24 @@ fn forward_loop(to: Forward, rx: Receiver<Vec<u8>>, counters: Arc<SinkCounters>)
                                 let _ = s.set_nodelay(true);
                                 conn = Some(s);
                             }
+                            // Stopping, and the collector still cannot be reached: what is
+                            // queued is given up (the queue counts it and says so).
+                            Err(_) if d.closing() => return,
                             Err(e) => {
-                                said(&e, &counters);
+                                said(&e, counters);
                                 continue;
                             }
                         }
                     }
                     let Some(s) = conn.as_mut() else { continue };
                     match s.write_all(&framed) {
-                        Ok(()) => break,
+                        Ok(()) => {
+                            d.done(1);
+                            break;
+                        }
+                        Err(_) if d.closing() => return,
                         Err(e) => {
-                            said(&e, &counters);
+                            said(&e, counters);
                             conn = None;
                         }
                     }

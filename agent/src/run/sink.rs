@@ -46,6 +46,10 @@ pub struct Retire {
     pub time: Timestamp,
 }
 
+/// How long, when the agent stops, `output.syslog` and `output.webhook` get to deliver what
+/// waits in their queues (what is left is counted as unsent and said in the log).
+const OUTPUTS_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Write out everything received so far (shutdown).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -786,6 +790,14 @@ impl Handler<Flush> for AlertSink {
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
         if let Some(out) = self.out.as_mut() {
             let _ = out.flush();
+        }
+        // The outputs behind a queue get a few seconds together for what waits.
+        let deadline = std::time::Instant::now() + OUTPUTS_GRACE;
+        if let Some(f) = self.forwarder.as_mut() {
+            f.close(deadline);
+        }
+        if let Some(w) = self.webhook.as_mut() {
+            w.close(deadline);
         }
     }
 }

@@ -8,14 +8,15 @@
 //! long each time up to a minute, while the queue fills behind it; an answer the endpoint
 //! will give again (another 4xx, or a redirect: none is followed) drops the request, counted
 //! and logged. HTTPS checks the endpoint's certificate against the system's trusted roots.
+//! When the agent stops, what is queued gets a few seconds; what is left is counted and logged.
 
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cepheus_store::Change;
 
 use super::counters::{LogLimit, SinkCounters, bump};
+use super::outq::{Drain, OutQueue};
 
 /// Alert changes waiting for the endpoint; beyond, they are dropped and counted.
 pub const QUEUE: usize = 10_000;
@@ -40,31 +41,35 @@ pub struct Target {
 
 /// The sink's side of the webhook.
 pub struct Webhook {
-    tx: SyncSender<String>,
-    counters: Arc<SinkCounters>,
+    q: OutQueue<String>,
 }
 
 impl Webhook {
     /// Starts the posting thread.
     pub fn start(to: Target, counters: Arc<SinkCounters>) -> std::io::Result<Webhook> {
-        let (tx, rx) = sync_channel(QUEUE);
         let c = counters.clone();
-        std::thread::Builder::new()
-            .name("webhook".into())
-            .spawn(move || post_loop(&to, &rx, &c))?;
-        Ok(Webhook { tx, counters })
+        let q = OutQueue::start(
+            "output.webhook",
+            "webhook",
+            QUEUE,
+            counters,
+            |c| &c.webhook_unsent,
+            move |d| post_loop(&to, &d, &c),
+        )?;
+        Ok(Webhook { q })
     }
 
     /// Queues the changes; what does not fit is counted as `webhook_unsent`.
     pub fn send(&self, changes: &[Change]) {
         for c in changes {
-            match self.tx.try_send(c.json.clone()) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                    bump(&self.counters.webhook_unsent, 1)
-                }
-            }
+            self.q.push(c.json.clone());
         }
+    }
+
+    /// The agent stops: what is queued gets until `deadline`; returns how many were left
+    /// (counted and logged).
+    pub fn close(&mut self, deadline: Instant) -> usize {
+        self.q.close(deadline)
     }
 }
 
@@ -122,7 +127,7 @@ fn post(agent: &ureq::Agent, to: &Target, body: &str) -> Result<(), Failed> {
     }
 }
 
-fn post_loop(to: &Target, rx: &Receiver<String>, counters: &SinkCounters) {
+fn post_loop(to: &Target, d: &Drain<String>, counters: &SinkCounters) {
     let agent = ureq::AgentBuilder::new()
         .timeout(TIMEOUT)
         .redirects(0)
@@ -136,12 +141,12 @@ fn post_loop(to: &Target, rx: &Receiver<String>, counters: &SinkCounters) {
             tracing::warn!(error = %e, url = %to.url, unsent_so_far = unsent, held_back = held, "cannot post alerts to output.webhook");
         }
     };
-    while let Ok(first) = rx.recv() {
+    while let Some(first) = d.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(a) => batch.push(a),
-                Err(_) => break,
+            match d.try_recv() {
+                Some(a) => batch.push(a),
+                None => break,
             }
         }
         let body = body(&batch);
@@ -150,20 +155,27 @@ fn post_loop(to: &Target, rx: &Receiver<String>, counters: &SinkCounters) {
             match post(&agent, to, &body) {
                 Ok(()) => {
                     bump(&counters.webhook_sent, batch.len() as u64);
+                    d.done(batch.len());
                     break;
                 }
                 Err(Failed::Refused(e)) => {
                     bump(&counters.webhook_unsent, batch.len() as u64);
+                    d.done(batch.len());
                     said(&e, counters);
                     break;
                 }
+                // Stopping, and the endpoint still fails: what is queued is given up (the
+                // queue counts it and says so).
+                Err(Failed::Again(_)) if d.closing() => return,
                 Err(Failed::Again(e)) => {
                     said(
                         &format!("{e} (tried again in {} s)", wait.as_secs()),
                         counters,
                     );
-                    std::thread::sleep(wait);
-                    wait = (wait * 2).min(MAX_BACKOFF);
+                    // Cut short when the agent stops: one more try, then give up.
+                    if d.pause(wait) {
+                        wait = (wait * 2).min(MAX_BACKOFF);
+                    }
                 }
             }
         }

@@ -1,0 +1,235 @@
+//! The bounded queue and thread behind each output that talks to the network
+//! (`output.syslog`, `output.webhook`): the sink only queues, so a slow or absent peer never
+//! holds up the sink (and the store behind it); what does not fit is dropped and counted, and
+//! what is still queued when the agent stops is counted and said in the log, not lost silently.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::counters::{SinkCounters, bump};
+
+/// The sink's side: queues items for the output's thread.
+pub struct OutQueue<T> {
+    /// The output's name in the configuration, for the log (`output.webhook`).
+    name: &'static str,
+    tx: Option<SyncSender<T>>,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What both sides see.
+struct Shared {
+    /// Items queued and not yet dealt with (sent, or given up and counted) by the thread.
+    pending: AtomicUsize,
+    /// Set when the agent stops: waits between tries are cut short.
+    closing: AtomicBool,
+    counters: Arc<SinkCounters>,
+    /// The output's `*_unsent` counter among them.
+    unsent: fn(&SinkCounters) -> &AtomicU64,
+}
+
+impl Shared {
+    fn unsent(&self, n: u64) {
+        bump((self.unsent)(&self.counters), n);
+    }
+}
+
+/// The output thread's side: takes items and says when it has dealt with them.
+pub struct Drain<T> {
+    rx: Receiver<T>,
+    shared: Arc<Shared>,
+}
+
+impl<T: Send + 'static> OutQueue<T> {
+    /// Starts thread `thread` running `work` over a queue of `capacity` items; items that do
+    /// not fit, or are left when the agent stops, are added to counter `unsent`.
+    pub fn start(
+        name: &'static str,
+        thread: &str,
+        capacity: usize,
+        counters: Arc<SinkCounters>,
+        unsent: fn(&SinkCounters) -> &AtomicU64,
+        work: impl FnOnce(Drain<T>) + Send + 'static,
+    ) -> std::io::Result<OutQueue<T>> {
+        let (tx, rx) = sync_channel(capacity);
+        let shared = Arc::new(Shared {
+            pending: AtomicUsize::new(0),
+            closing: AtomicBool::new(false),
+            counters,
+            unsent,
+        });
+        let drain = Drain {
+            rx,
+            shared: shared.clone(),
+        };
+        let handle = std::thread::Builder::new()
+            .name(thread.into())
+            .spawn(move || work(drain))?;
+        Ok(OutQueue {
+            name,
+            tx: Some(tx),
+            shared,
+            thread: Some(handle),
+        })
+    }
+
+    /// Queues `item`; when the queue is full (or the thread is gone) it is counted as unsent.
+    pub fn push(&self, item: T) {
+        let Some(tx) = &self.tx else {
+            self.shared.unsent(1);
+            return;
+        };
+        self.shared.pending.fetch_add(1, Ordering::SeqCst);
+        match tx.try_send(item) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.shared.pending.fetch_sub(1, Ordering::SeqCst);
+                self.shared.unsent(1);
+            }
+        }
+    }
+
+    /// The agent stops: no more items; the thread gets until `deadline` to deal with what is
+    /// queued (its waits between tries cut short). Returns how many were left, which are
+    /// counted as unsent and said in the log.
+    pub fn close(&mut self, deadline: Instant) -> usize {
+        self.shared.closing.store(true, Ordering::SeqCst);
+        self.tx = None;
+        if let Some(h) = self.thread.take() {
+            while !h.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            }
+        }
+        // Whatever the thread is still holding or never took.
+        let left = self.shared.pending.swap(0, Ordering::SeqCst);
+        if left > 0 {
+            self.shared.unsent(left as u64);
+            tracing::warn!(
+                output = self.name,
+                left,
+                "alert changes not delivered to {} before stopping (counted as unsent; the store keeps them)",
+                self.name
+            );
+        }
+        left
+    }
+}
+
+impl<T> Drain<T> {
+    /// The next item, waiting for one; `None` once the agent stops and the queue is empty.
+    pub fn recv(&self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+
+    /// The next item if one is queued now.
+    pub fn try_recv(&self) -> Option<T> {
+        self.rx.try_recv().ok()
+    }
+
+    /// `n` items taken are dealt with: sent, or given up (and counted by the caller).
+    pub fn done(&self, n: usize) {
+        let _ = self
+            .shared
+            .pending
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| {
+                Some(p.saturating_sub(n))
+            });
+    }
+
+    /// Waits `d` before trying again, or less once the agent stops; false when it stops
+    /// (the caller then tries once more, then gives up what it holds).
+    pub fn pause(&self, d: Duration) -> bool {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            if self.closing() {
+                return false;
+            }
+            std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
+        }
+        !self.closing()
+    }
+
+    /// Whether the agent is stopping.
+    pub fn closing(&self) -> bool {
+        self.shared.closing.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn items_left_when_the_agent_stops_are_counted_as_unsent() {
+        let counters = Arc::new(SinkCounters::default());
+        let unsent = || counters.webhook_unsent.load(Ordering::SeqCst);
+        // A peer that never takes anything: the thread retries its first item until told to stop.
+        let mut q = OutQueue::start(
+            "output.test",
+            "outq-test",
+            4,
+            counters.clone(),
+            |c| &c.webhook_unsent,
+            |d: Drain<u32>| {
+                if let Some(_item) = d.recv() {
+                    while d.pause(Duration::from_secs(60)) {}
+                    // Stopping: give up the item held and the rest (the queue's close counts them).
+                }
+            },
+        )
+        .unwrap();
+        for i in 0..6 {
+            q.push(i);
+        }
+        // 4 queued (one of them taken by the thread), 2 did not fit.
+        assert_eq!(unsent(), 2);
+        let t = Instant::now();
+        let left = q.close(Instant::now() + Duration::from_secs(5));
+        assert!(
+            t.elapsed() < Duration::from_secs(4),
+            "the pause was not cut short"
+        );
+        assert_eq!(left, 4);
+        assert_eq!(unsent(), 6);
+        // After closing, nothing is queued any more.
+        q.push(7);
+        assert_eq!(unsent(), 7);
+    }
+
+    #[test]
+    fn a_queue_its_thread_empties_leaves_nothing_at_close() {
+        let counters = Arc::new(SinkCounters::default());
+        let unsent = || counters.webhook_unsent.load(Ordering::SeqCst);
+        let got = Arc::new(AtomicUsize::new(0));
+        let g = got.clone();
+        let mut q = OutQueue::start(
+            "output.test",
+            "outq-test",
+            100,
+            counters.clone(),
+            |c| &c.webhook_unsent,
+            move |d: Drain<u32>| {
+                while let Some(_item) = d.recv() {
+                    std::thread::sleep(Duration::from_millis(2));
+                    g.fetch_add(1, Ordering::SeqCst);
+                    d.done(1);
+                }
+            },
+        )
+        .unwrap();
+        for i in 0..50 {
+            q.push(i);
+        }
+        assert_eq!(q.close(Instant::now() + Duration::from_secs(10)), 0);
+        assert_eq!(got.load(Ordering::SeqCst), 50);
+        assert_eq!(unsent(), 0);
+    }
+}
