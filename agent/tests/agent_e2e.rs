@@ -2068,6 +2068,32 @@ fn a_cut_saved_state_is_dropped_and_its_shard_starts_afresh() {
 }
 
 #[test]
+fn a_saved_state_that_cannot_be_read_costs_only_its_own_shard() {
+    let dir = scratch("state-unreadable");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let keep = "checkpoint_every = \"100ms\"\n[engine]\nshards = 2\n";
+    let mut first = Agent::start(&dir, keep);
+    heartbeat(first.port, "web1", 1);
+    first.wait_events(1);
+    assert!(first.terminate().success());
+    // An I/O error reading shard 0's state (a directory in the file's place: one even as root).
+    let state = dir.join("data/state/shard-0.state");
+    std::fs::remove_file(&state).unwrap();
+    std::fs::create_dir(&state).unwrap();
+    let second = Agent::start(&dir, keep);
+    second.wait_stats(10, |_| second.stderr().contains("lacks some shards"));
+    let err = second.stderr();
+    assert!(
+        err.contains("a shard's saved state cannot be read") && err.contains("shard-0.state"),
+        "{err}"
+    );
+    assert!(
+        err.contains("continuing from the saved state shard=1"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_replayed_alert_is_not_shown_twice_and_the_journal_is_let_go_once_saved() {
     let dir = scratch("kill9-journal-twice");
     std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();
@@ -2520,7 +2546,10 @@ fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
     agent.wait_alert(10, |v| v["state"] == "firing");
     // Tried at least once, and waiting to try again (1 s, then 2 s ...).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !agent.stderr().contains("cannot post alerts to output.webhook") {
+    while !agent
+        .stderr()
+        .contains("cannot post alerts to output.webhook")
+    {
         assert!(Instant::now() < deadline, "{}", agent.stderr());
         std::thread::sleep(Duration::from_millis(50));
     }

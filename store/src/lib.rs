@@ -623,17 +623,32 @@ impl Store {
     /// has none yet, what an older store kept in sled (a store being upgraded: its shards
     /// write their files one by one).
     pub fn checkpoints(&self) -> Result<Vec<SavedShard>, StoreError> {
+        let (saved, mut unreadable) = self.readable_checkpoints()?;
+        match unreadable.pop() {
+            Some(e) => Err(e),
+            None => Ok(saved),
+        }
+    }
+
+    /// The checkpoints saved, as [`Store::checkpoints`], and apart the errors of the state
+    /// files that could not be read: one damaged or unreadable file costs its own shard its
+    /// state, not the others theirs.
+    pub fn readable_checkpoints(&self) -> Result<(Vec<SavedShard>, Vec<StoreError>), StoreError> {
         let files = self.state_files()?;
+        let mut unreadable = Vec::new();
         let mut out: Vec<SavedShard> = self
             .legacy_checkpoints()?
             .into_iter()
             .filter(|l| !files.iter().any(|(shard, _)| *shard == l.shard))
             .collect();
         for (shard, path) in files {
-            let bytes = std::fs::read(&path).map_err(|source| StoreError::State {
-                path: path.clone(),
-                source,
-            })?;
+            let bytes = match std::fs::read(&path) {
+                Ok(b) => b,
+                Err(source) => {
+                    unreadable.push(StoreError::State { path, source });
+                    continue;
+                }
+            };
             // A file shorter than its header (cut by a disk that filled, or by hand) is no
             // state: that shard has none, and begins afresh; the others go on.
             let Some(Ok(shards)) = bytes.get(..4).map(<[u8; 4]>::try_from) else {
@@ -646,7 +661,7 @@ impl Store {
             });
         }
         out.sort_by_key(|s| s.shard);
-        Ok(out)
+        Ok((out, unreadable))
     }
 
     fn state_dir(&self) -> PathBuf {
@@ -1138,6 +1153,32 @@ pattern = "absent(hb) for 10s"
         assert_eq!(s.checkpoints().unwrap(), [zero_new, new]);
         s.save_checkpoints(&[]).unwrap();
         assert!(s.checkpoints().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_state_file_that_cannot_be_read_costs_only_its_own_shard() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 10).unwrap();
+        let a = |shard, data: &[u8]| SavedShard {
+            shard,
+            shards: 3,
+            data: data.to_vec(),
+        };
+        s.save_checkpoints(&[a(0, b"x"), a(1, b"y"), a(2, b"z")])
+            .unwrap();
+        // An I/O error on shard 1's file (a directory in its place reads as one, even as root).
+        let one = dir.path().join("state").join("shard-1.state");
+        std::fs::remove_file(&one).unwrap();
+        std::fs::create_dir(&one).unwrap();
+        let (saved, unreadable) = s.readable_checkpoints().unwrap();
+        assert_eq!(saved, [a(0, b"x"), a(2, b"z")]);
+        assert_eq!(unreadable.len(), 1);
+        assert!(
+            unreadable[0].to_string().contains("shard-1.state"),
+            "{}",
+            unreadable[0]
+        );
+        assert!(s.checkpoints().is_err());
     }
 
     #[test]

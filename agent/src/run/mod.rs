@@ -342,8 +342,15 @@ fn saved_states(
     n: usize,
 ) -> anyhow::Result<Vec<Option<shard::SavedState>>> {
     let mut out: Vec<Option<shard::SavedState>> = (0..n).map(|_| None).collect();
-    let saved = match store.checkpoints() {
-        Ok(saved) => saved,
+    let saved = match store.readable_checkpoints() {
+        Ok((saved, unreadable)) => {
+            // A state file that cannot be read costs its shard its state, not the others:
+            // that shard begins afresh (and its first save replaces the file).
+            for e in unreadable {
+                tracing::error!(error = %e, "a shard's saved state cannot be read: that shard starts afresh; the alerts it held firing are resolved (state_lost)");
+            }
+            saved
+        }
         // A saved state that cannot be read must not keep the agent from starting (under
         // systemd, over and over): begun afresh, said in the log, and dropped.
         Err(e) => {
