@@ -25,7 +25,8 @@
 //! # Time
 //!
 //! RFC 5424 stamps and RFC 3339 stamps inside RFC 3164 lines carry their own offset and are
-//! taken as written. Classic RFC 3164 stamps (`MMM DD HH:MM:SS`) carry no zone: they are read in
+//! taken as written; an ISO 8601 stamp written without one (`2019-02-13T19:48:34`, not RFC
+//! 5424 but some devices send it) is read in the parser's [`Zone`]. Classic RFC 3164 stamps (`MMM DD HH:MM:SS`) carry no zone: they are read in
 //! the parser's [`Zone`] (UTC by default). Their year is [`Year::Fixed`] (`replay --year`) or
 //! [`Year::Resolve`]d against the arrival instant the way syslog daemons do: syslog-ng's
 //! `determine_year_for_month` puts a December stamp received in January into the previous year
@@ -236,6 +237,11 @@ impl SyslogParser {
         if text.is_empty() {
             return Err(Malformed::Empty);
         }
+        // An ISO 8601 stamp without an offset (`2019-02-13T19:48:34`, some devices and
+        // scripts write it) is read in the configured zone and written back in UTC, or
+        // syslog_loose would lose the whole header with it.
+        let zoned = self.zone_less_iso(text);
+        let text = zoned.as_deref().unwrap_or(text);
         let arrival_utc = naive_utc(arrival);
         let zone = self.zone;
         let year = self.year;
@@ -290,6 +296,60 @@ impl SyslogParser {
             event.set(Field::Peer, Value::ip(ip));
         }
         Ok((event, stamped))
+    }
+
+    /// `text` with its zone-less ISO 8601 stamp (after the PRI, and the version `1` of RFC
+    /// 5424) read in the parser's zone and written in UTC, `Z`; `None` when it has no such
+    /// stamp (one with `Z` or an offset is taken as written).
+    fn zone_less_iso(&self, text: &str) -> Option<String> {
+        let body = after_pri(text)?;
+        let mut start = text.len() - body.len();
+        if let Some(rest) = body.strip_prefix("1 ") {
+            start = text.len() - rest.len();
+        }
+        let b = text.as_bytes().get(start..)?;
+        let digits = |r: std::ops::Range<usize>| {
+            b.get(r.clone())
+                .is_some_and(|d| d.len() == r.len() && d.iter().all(u8::is_ascii_digit))
+        };
+        let shape = digits(0..4)
+            && b.get(4) == Some(&b'-')
+            && digits(5..7)
+            && b.get(7) == Some(&b'-')
+            && digits(8..10)
+            && b.get(10) == Some(&b'T')
+            && digits(11..13)
+            && b.get(13) == Some(&b':')
+            && digits(14..16)
+            && b.get(16) == Some(&b':')
+            && digits(17..19);
+        if !shape {
+            return None;
+        }
+        let mut end = 19;
+        if b.get(end) == Some(&b'.') {
+            let n = b[end + 1..]
+                .iter()
+                .take_while(|c| c.is_ascii_digit())
+                .count();
+            if !(1..=9).contains(&n) {
+                return None;
+            }
+            end += 1 + n;
+        }
+        // Zone-less only: a blank must follow (`Z`, `+hh:mm` or `-hh:mm` are an offset).
+        if !matches!(b.get(end), Some(b' ' | b'\t')) {
+            return None;
+        }
+        let stamp = std::str::from_utf8(&b[..end]).ok()?;
+        let wall = NaiveDateTime::parse_from_str(stamp, "%Y-%m-%dT%H:%M:%S%.f").ok()?;
+        let utc = self.zone.to_utc(wall)?;
+        Some(format!(
+            "{}{}{}",
+            &text[..start],
+            utc.format("%Y-%m-%dT%H:%M:%S%.fZ"),
+            &text[start + end..]
+        ))
     }
 
     /// Builds the event from a parsed message, applying the zone to zone-less stamps.
@@ -844,6 +904,58 @@ mod tests {
         assert_eq!(strip_fraction("<13>Dec  2 05:40:00 h a: 1.5 s"), None);
         assert_eq!(
             strip_fraction("<13>1 2026-12-02T05:40:00.1Z h a - - - x"),
+            None
+        );
+    }
+
+    #[test]
+    fn iso_stamps_without_an_offset_are_read_in_the_zone_and_keep_their_header() {
+        let paris = SyslogParser::new("Europe/Paris".parse().unwrap(), Year::Resolve);
+        let now = at("2026-12-20T00:00:00Z");
+        for (line, time, procid, msg) in [
+            (
+                "<13>2019-02-13T19:48:34 host4 app4: no offset",
+                "2019-02-13T18:48:34Z",
+                None,
+                "no offset",
+            ),
+            (
+                "<13>2019-07-13T19:48:34.250 host4 app4[12]: summer",
+                "2019-07-13T17:48:34.250Z",
+                Some("12"),
+                "summer",
+            ),
+            (
+                "<13>1 2019-02-13T19:48:34 host4 app4 77 ID1 - five",
+                "2019-02-13T18:48:34Z",
+                Some("77"),
+                "five",
+            ),
+            // With an offset or `Z`: as written, whatever the zone.
+            (
+                "<13>1 2019-02-13T19:48:34Z host4 app4 - - - utc",
+                "2019-02-13T19:48:34Z",
+                None,
+                "utc",
+            ),
+            (
+                "<13>2019-02-13T19:48:34-05:00 host4 app4: offset",
+                "2019-02-14T00:48:34Z",
+                None,
+                "offset",
+            ),
+        ] {
+            let e = paris.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::Host), Some("host4"), "{line}");
+            assert_eq!(get(&e, Field::App), Some("app4"), "{line}");
+            assert_eq!(get(&e, Field::Procid), procid, "{line}");
+            assert_eq!(get(&e, Field::Msg), Some(msg), "{line}");
+            assert_eq!(e.time, at(time), "{line}");
+        }
+        // Not a stamp (a date in the message of a stamp-less line): left alone.
+        assert_eq!(paris.zone_less_iso("<13>app: 2019-02-13T19:48:34 x"), None);
+        assert_eq!(
+            paris.zone_less_iso("<13>2019-02-13T19:48 host app: x"),
             None
         );
     }

@@ -40,7 +40,8 @@ max_connections = 1024
 # (newline framing) or end the connection (octet counting with a huge length, a stream that
 # lost its framing: the sender reconnects). Counted.
 max_message_size = 65536
-# Zone of RFC 3164 stamps, which carry none: "UTC", an offset such as "+02:00", or an IANA
+# Zone of stamps that carry none (RFC 3164's, and ISO 8601 ones written without an offset):
+# "UTC", an offset such as "+02:00", or an IANA
 # name such as "Europe/Paris" (a time in the spring-forward gap moves forward by the gap;
 # one in the autumn overlap is the earlier). Their year is resolved against the arrival time.
 timezone = "UTC"

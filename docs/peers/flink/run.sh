@@ -9,12 +9,15 @@
 #      PEER (the Flink harness, default ../shared/peers/flink), SIZES (default
 #      "2000 100000 1000000"), RUNS (timed runs per size, default 3).
 # Per size: generate CSV + truth (if missing), convert to JSON lines (conv.py), replay RUNS
-# times under /usr/bin/time -v, score the alerts, replay once with --no-share and once
-# from RFC 5424 lines (conv.py --format syslog) and compare their alerts with the first run's.
+# times under /usr/bin/time -v, score the alerts (also with heartbeat_cep.py's own score()),
+# replay once with --no-share and once from RFC 5424 lines (conv.py --format syslog) and
+# compare their alerts with the first run's, and once with `--until +10m` so the trailing
+# silences fire: those must be exactly the truth's end-of-stream cases (and are not scored).
 # Prints one row per size: events, conversion wall s (Python, not counted in cpu_s),
 # cepheus cpu_s = user+sys (median of RUNS), wall_s (median), peak RSS MB (max of RUNS),
 # bf and hb as true_pos/expected missed/extra/dup (+ end-of-stream alerts for hb),
-# whether --no-share gave identical alerts (and its cpu_s), whether the syslog input did.
+# whether --no-share gave identical alerts (and its cpu_s), whether the syslog input did,
+# the --until run's end-of-stream alerts (= truth?), and whether Flink's score() agrees.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BIN="${BIN:-target/release/cepheus}"
@@ -34,20 +37,23 @@ timed() {  # timed OUT_PREFIX ARGS... : replay under /usr/bin/time -v
   /usr/bin/time -v -o "$p.time" "$BIN" replay --rules "$RULES" "$@" > "$p.alerts" 2> "$p.err"
 }
 
-printf "| events | conv_s | cpu_s | wall_s | rss_MB | bf tp/exp miss/extra/dup | hb tp/exp miss/extra/dup eos | no-share same (cpu_s) | syslog same | load1 |\n"
-printf "|---|---|---|---|---|---|---|---|---|---|\n"
+printf "| events | conv_s | cpu_s | wall_s | rss_MB | bf tp/exp miss/extra/dup | hb tp/exp miss/extra/dup eos | no-share same (cpu_s) | syslog same (cpu_s) | --until +10m: eos | flink score() agrees | load1 |\n"
+printf "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 for n in $SIZES; do
   csv="$WORK/ev_$n.csv"; truth="$WORK/ev_$n.truth.json"
   [ -f "$csv" ] && [ -f "$truth" ] || python3 "$PEER/gen_events.py" --events "$n" --seed 42 --out "$csv" > /dev/null
   t0=$(date +%s.%N)
   python3 "$HERE/conv.py" "$csv" "$WORK/ev_$n.jsonl"
   t1=$(date +%s.%N)
+  conv_s=$(python3 -c "print($t1 - $t0)")
   python3 "$HERE/conv.py" --format syslog "$csv" "$WORK/ev_$n.log"
   for r in $(seq 1 "$RUNS"); do timed "$WORK/r${n}_$r" "$WORK/ev_$n.jsonl"; done
   timed "$WORK/r${n}_noshare" --no-share "$WORK/ev_$n.jsonl"
   timed "$WORK/r${n}_syslog" "$WORK/ev_$n.log"
-  python3 "$HERE/score.py" "$truth" "$WORK/r${n}_1.alerts" > "$WORK/r${n}.score.json"
-  python3 - "$WORK" "$n" "$RUNS" "$(echo "$t1 - $t0" | bc)" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
+  timed "$WORK/r${n}_until" --until +10m "$WORK/ev_$n.jsonl"
+  python3 "$HERE/score.py" --flink-score "$PEER/heartbeat_cep.py" "$truth" "$WORK/r${n}_1.alerts" > "$WORK/r${n}.score.json"
+  python3 "$HERE/score.py" "$truth" "$WORK/r${n}_until.alerts" > "$WORK/r${n}_until.score.json"
+  python3 - "$WORK" "$n" "$RUNS" "$conv_s" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
 import json, re, statistics, sys
 work, n, runs, conv_s, load1 = sys.argv[1:]
 def tv(p):
@@ -70,11 +76,18 @@ key = lambda s: sorted((a["id"], a["rule"], a["state"], a["time"], json.dumps(a[
                        for a in map(json.loads, s.splitlines()) if s)
 sy_same = key(sy) == key(base)
 s = json.load(open("%s/r%s.score.json" % (work, n)))
+u = json.load(open("%s/r%s_until.score.json" % (work, n)))
+fl = s["flink_score"]
+flink_agrees = all(fl[k]["true_pos"] == s[k]["true_pos"] and fl[k]["false_pos"] == s[k]["false_pos"]
+                   and fl[k]["false_neg"] == s[k]["false_neg"] and fl[k]["duplicates"] == s[k]["duplicates"]
+                   for k in ("bf", "hb"))
 f = lambda d: "%d/%d %d/%d/%d" % (d["true_pos"], d["expected"], d["missed"], d["extra"], d["duplicates"])
 ev = int(re.search(r"replay: (\d+) events", open(pre + "1.err").read()).group(1))
-print("| %d | %.2f | %.2f | %.2f | %.1f | %s | %s eos=%d | %s (%.2f) | %s | %s |%s" % (
+print("| %d | %.2f | %.2f | %.2f | %.1f | %s | %s eos=%d | %s (%.2f) | %s (%.2f) | %d %s, scored: %s/%s | %s | %s |%s" % (
     ev, float(conv_s), cpu, wall, rss, f(s["bf"]), f(s["hb"]), s["hb"]["end_of_stream_alerts"],
-    "yes" if ns else "NO", tv(pre + "noshare.time")[0], "yes" if sy_same else "NO", load1,
+    "yes" if ns else "NO", tv(pre + "noshare.time")[0], "yes" if sy_same else "NO", tv(pre + "syslog.time")[0],
+    u["hb"]["end_of_stream_alerts"], "= truth" if u["hb"]["end_of_stream_exact"] else "!= truth",
+    u["bf"]["exact"], u["hb"]["exact"], "yes" if flink_agrees else "NO", load1,
     "" if same_runs else " (runs differ!)"))
 PY
 done

@@ -13,9 +13,16 @@ with the matching rules of ../shared/peers/flink/heartbeat_cep.py's score():
 
 Prints one JSON object: {"bf": {...}, "hb": {...}, "other": {...}}, each score with
 expected, reported, true_pos, false_pos, false_neg (= missed), extra (= false_pos),
-duplicates, end_of_stream_alerts, exact, fp_examples, fn_examples.
+duplicates, end_of_stream_alerts, exact, fp_examples, fn_examples. `exact` here also
+requires no duplicates (heartbeat_cep.py's `exact` is only got == want; it reports
+duplicates beside it). hb also has `end_of_stream_exact`: the end-of-stream alerts (only
+with `replay --until`) are exactly truth["missing_heartbeat_end_of_stream"].
+With --flink-score PATH/heartbeat_cep.py, the alerts are also handed, in Flink's alert
+shape, to that file's own score() (it imports no pyflink at module level), printed under
+"flink_score".
 
 usage: score.py TRUTH.json ALERTS.jsonl [--bf-rule bf] [--hb-rule hb] [--timeout-ms 60000]
+                [--flink-score heartbeat_cep.py]
 """
 import argparse
 import collections
@@ -58,10 +65,11 @@ def main():
     ap.add_argument("--bf-rule", default="bf")
     ap.add_argument("--hb-rule", default="hb")
     ap.add_argument("--timeout-ms", type=int, default=60_000)
+    ap.add_argument("--flink-score", metavar="HEARTBEAT_CEP_PY")
     a = ap.parse_args()
     truth = json.load(open(a.truth))
     max_ts = truth["max_ts"]
-    bf, hb, hb_eos = [], [], 0
+    bf, hb, hb_eos, eos_keys = [], [], 0, set()
     other = collections.Counter()
     with open(a.alerts) as f:
         for line in f:
@@ -78,14 +86,28 @@ def main():
                 deadline = to_ms(al["time"])
                 if deadline > max_ts:
                     hb_eos += 1
+                    eos_keys.add((al["group"]["host"], deadline - a.timeout_ms))
                 else:
                     hb.append((al["group"]["host"], deadline - a.timeout_ms))
             else:
                 other["%s %s" % (rule, state)] += 1
     want_bf = {(t["src_ip"], t["success_ts"]) for t in truth["brute_force"]}
     want_hb = {(t["host"], t["last_ts"]) for t in truth["missing_heartbeat"]}
-    print(json.dumps({"bf": score(bf, want_bf, 0), "hb": score(hb, want_hb, hb_eos),
-                      "other": dict(other)}))
+    res = {"bf": score(bf, want_bf, 0), "hb": score(hb, want_hb, hb_eos),
+           "other": dict(other)}
+    want_eos = {(t["host"], t["last_ts"]) for t in truth["missing_heartbeat_end_of_stream"]}
+    res["hb"]["end_of_stream_exact"] = eos_keys == want_eos
+    if a.flink_score:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("heartbeat_cep", a.flink_score)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        fb = [{"src_ip": ip, "success_ts": ts} for ip, ts in bf]
+        fh = [{"host": h, "last_ts": t, "deadline": t + a.timeout_ms} for h, t in hb]
+        fh += [{"host": h, "last_ts": t, "deadline": t + a.timeout_ms} for h, t in sorted(eos_keys)]
+        res["flink_score"] = {"bf": mod.score("bruteforce", fb, truth),
+                              "hb": mod.score("hb-session", fh, truth)}
+    print(json.dumps(res))
 
 
 if __name__ == "__main__":
