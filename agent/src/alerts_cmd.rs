@@ -21,7 +21,7 @@ pub struct AlertsArgs {
     pub command: Option<AlertsCommand>,
     /// The last N alert changes (firing, resolved, retracted), oldest first, instead of the
     /// alerts firing now.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub recent: Option<usize>,
     /// Print the alert objects as JSON lines (the shape of `replay` and the store) instead of
     /// a table.
@@ -33,6 +33,29 @@ pub struct AlertsArgs {
     pub config: Option<PathBuf>,
 }
 
+/// `--recent N`: a number of changes, 1 or more.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => {
+            Err("0 lists nothing: give the number of latest changes to list (1 or more)".into())
+        }
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// An alert's id as the agent writes it: 16 hexadecimal digits.
+fn alert_id(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    if t.len() == 16 && t.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(t.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "`{t}` is no alert id: an id is 16 hexadecimal digits (the `id` of `cepheus alerts --json`)"
+        ))
+    }
+}
+
 /// `cepheus alerts ...`.
 #[derive(clap::Subcommand, Debug)]
 pub enum AlertsCommand {
@@ -40,6 +63,7 @@ pub enum AlertsCommand {
     /// acknowledged it and when (`ack`), and so does its resolve.
     Ack {
         /// The alert's id (16 hex digits, as `cepheus alerts` shows with `--json`).
+        #[arg(value_parser = alert_id)]
         id: String,
         /// Who acknowledges it. Default: the user running the command.
         #[arg(long, value_name = "NAME")]

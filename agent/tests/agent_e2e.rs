@@ -1529,6 +1529,41 @@ fn config_check_names_every_problem_run_would_refuse() {
         err.contains("`rules.paths`: the rules have errors"),
         "{err}"
     );
+    // A key of the wrong type hides nothing else: the bad zone and the broken rule are said
+    // with it.
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        "[rules]\npaths = [\"rules\"]\n[syslog]\ntimezone = \"X/Y\"\nudp = 5\ntcp = []\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["config", "check", "cepheus.toml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for said in [
+        "expected a sequence",
+        "`syslog.timezone`",
+        "`rules.paths`: the rules have errors",
+    ] {
+        assert!(err.contains(said), "{said}:\n{err}");
+    }
+    // A file that cannot be read: exit 2, for check as for run.
+    for args in [
+        &["config", "check", "no-such.toml"][..],
+        &["run", "--config", "no-such.toml"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("cannot read no-such.toml"), "{err}");
+    }
 }
 
 /// `cepheus config check` refuses what `cepheus run` would refuse at start-up: a token file
@@ -2258,6 +2293,18 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
     let (code, _, err) = alerts_cmd(&dir, &["ack", id]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot reach the agent"), "{err}");
+}
+
+#[test]
+fn alerts_refuses_arguments_that_cannot_be_answered_before_asking_anyone() {
+    let dir = scratch("alerts-args");
+    let (code, _, err) = alerts_cmd(&dir, &["--recent", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("0 lists nothing"), "{err}");
+    let (code, _, err) = alerts_cmd(&dir, &["ack", "nothex"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("16 hexadecimal digits"), "{err}");
+    assert!(!err.contains("cannot reach the agent"), "{err}");
 }
 
 #[test]

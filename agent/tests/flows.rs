@@ -753,3 +753,18 @@ fn filters_keep_exactly_the_flows_they_name() {
     }
     assert!(kept > 100, "the filters kept only {kept} flows in all");
 }
+
+/// `--duration` bounds a live capture: given with files, it is refused, not silently ignored.
+#[test]
+fn a_duration_without_an_interface_is_refused() {
+    let file = captures().into_iter().next().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["flows", "--duration", "3s"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--duration bounds a live capture"), "{err}");
+    assert!(out.stdout.is_empty());
+}

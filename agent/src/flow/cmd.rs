@@ -59,6 +59,12 @@ pub struct FlowsArgs {
 
 /// Runs `cepheus flows`.
 pub fn run(args: FlowsArgs) -> ExitCode {
+    if args.duration.is_some() && args.interface.is_none() {
+        eprintln!(
+            "error: --duration bounds a live capture (--interface); a capture file is read to its end"
+        );
+        return ExitCode::from(2);
+    }
     let filter = match Filter::parse(args.filter.as_deref().unwrap_or("")) {
         Ok(f) => f,
         Err(e) => {

@@ -742,6 +742,17 @@ pub fn alert_listing(
         None => store.firing().map(|mut f| {
             let cut = f.len().saturating_sub(MAX_FIRING);
             f.drain(..cut);
+            // Oldest first by when each began firing (shards write theirs independently, so
+            // the store's order is only nearly that), then as stored.
+            f.sort_by_cached_key(|a| {
+                serde_json::from_str::<serde_json::Value>(&a.json)
+                    .ok()
+                    .and_then(|v| {
+                        v["time"]
+                            .as_str()
+                            .and_then(cepheus_core::time::Timestamp::parse_rfc3339)
+                    })
+            });
             f
         }),
     }
@@ -785,6 +796,48 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn firing_alerts_are_listed_oldest_first_by_when_they_began() {
+        #![allow(clippy::unwrap_used)]
+        use cepheus_core::alert::AlertState;
+        let dir = std::env::temp_dir().join(format!("cepheus-api-order-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = cepheus_store::Store::open(&dir, 100).unwrap();
+        let change = |id: u64, time: &str| cepheus_store::Change {
+            id,
+            state: AlertState::Firing,
+            json: format!(r#"{{"id":"{id:016x}","state":"firing","time":"{time}"}}"#),
+        };
+        // Written in another order than they began (two shards, each in its own order).
+        store
+            .record_changes(&mut [
+                change(1, "2026-12-03T10:00:12.2677Z"),
+                change(2, "2026-12-03T10:00:12.5Z"),
+                change(3, "2026-12-03T10:00:12.2674Z"),
+                change(4, "2026-12-03T10:00:12Z"),
+            ])
+            .unwrap();
+        let ids: Vec<String> = alert_listing(&store, None)
+            .unwrap()
+            .iter()
+            .map(|a| serde_json::from_str::<serde_json::Value>(&a.json).unwrap()["id"].to_string())
+            .collect();
+        assert_eq!(
+            ids,
+            [4, 3, 1, 2].map(|i| format!("\"{i:016x}\"")),
+            "by time, not by the order written"
+        );
+        // The latest changes stay in the order they were written.
+        let recent: Vec<u64> = alert_listing(&store, Some(4))
+            .unwrap()
+            .iter()
+            .map(|a| a.seq)
+            .collect();
+        assert!(recent.is_sorted(), "{recent:?}");
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn only_requests_addressed_to_this_machine_pass_without_a_token() {

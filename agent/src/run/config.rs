@@ -587,6 +587,20 @@ impl Config {
     /// one error, and so is an unknown table, whose keys would then be taken for the table
     /// before it).
     fn parse_unchecked(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        let (cfg, set_aside) = Config::parse_setting_aside(path, text)?;
+        match set_aside {
+            None => Ok(cfg),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// [`Config::parse_unchecked`], but the keys of a wrong name or type are set aside (their
+    /// defaults taken) and said apart, so that `config check` can go on to every other
+    /// problem of the file at once. `Err` when what is left does not parse either.
+    fn parse_setting_aside(
+        path: &Path,
+        text: &str,
+    ) -> Result<(Config, Option<ConfigError>), ConfigError> {
         // (In the file's order, whatever order the reader found them in.)
         let fail = |mut messages: Vec<(usize, String)>| {
             messages.sort();
@@ -601,8 +615,8 @@ impl Config {
         let mut messages = Vec::new();
         for _ in 0..32 {
             let e = match toml::from_str::<Config>(&text) {
-                Ok(cfg) if messages.is_empty() => return Ok(cfg),
-                Ok(_) => break,
+                Ok(cfg) if messages.is_empty() => return Ok((cfg, None)),
+                Ok(cfg) => return Ok((cfg, Some(fail(messages)))),
                 Err(e) => e,
             };
             let at = e.span().map_or(usize::MAX, |r| r.start);
@@ -648,15 +662,24 @@ impl Config {
 
     /// Reads and parses a configuration file, leaving the values to [`Config::problems`].
     pub fn read(path: &Path) -> Result<Config, ConfigError> {
+        match Config::read_setting_aside(path)? {
+            (cfg, None) => Ok(cfg),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// [`Config::read`], with the keys of a wrong name or type set aside and said apart (see
+    /// [`Config::parse_setting_aside`]): what `config check` reads, to say everything at once.
+    pub fn read_setting_aside(path: &Path) -> Result<(Config, Option<ConfigError>), ConfigError> {
         let text = crate::rulefiles::read_text(path).map_err(|source| ConfigError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut cfg = Config::parse_unchecked(path, &text)?;
+        let (mut cfg, set_aside) = Config::parse_setting_aside(path, &text)?;
         if let Some(dir) = path.parent() {
             cfg.resolve_paths(dir);
         }
-        Ok(cfg)
+        Ok((cfg, set_aside))
     }
 
     /// Makes the relative paths written in the file relative to its folder `dir` (the

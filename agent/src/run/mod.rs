@@ -48,7 +48,7 @@ use sink::{AlertSink, Flush};
 /// Arguments of `cepheus run`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Exit status: 0 after a clean stop (SIGTERM or SIGINT); 1 when the configuration or the rules have errors (`cepheus config check FILE` and `cepheus rules check PATH` list them all); 2 when starting failed (a port in use, a followed file or the store's folder missing or unreadable)."
+    after_help = "Exit status: 0 after a clean stop (SIGTERM or SIGINT); 1 when the configuration or the rules have errors (`cepheus config check FILE` and `cepheus rules check PATH` list them all); 2 when starting failed (the configuration file, a followed file or the store's folder missing or unreadable, a port in use)."
 )]
 pub struct RunArgs {
     /// Configuration file (TOML; `cepheus config default` prints one). Default: built-in
@@ -62,7 +62,8 @@ pub struct RunArgs {
 pub enum ConfigCommand {
     /// Print the complete default configuration, every key commented.
     Default,
-    /// Validate a configuration file; exit 0 when valid, 1 when not.
+    /// Validate a configuration file, naming every problem at once; exit 0 when valid, 1
+    /// when not, 2 when it cannot be read.
     Check {
         /// The file.
         file: PathBuf,
@@ -84,13 +85,24 @@ pub fn config_cmd(cmd: ConfigCommand) -> ExitCode {
 /// names every problem at once: the values, then the files and folders they name (syslog
 /// files, rule paths, the token file, the store), then the rules those paths hold.
 fn config_check(file: &std::path::Path) -> ExitCode {
-    let cfg = match Config::read(file) {
+    let (cfg, set_aside) = match Config::read_setting_aside(file) {
         Ok(c) => c,
+        Err(e @ config::ConfigError::Io { .. }) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(1);
         }
     };
+    // Keys of a wrong name or type first; their defaults stand in for them below, so that
+    // everything else is checked too.
+    let mut bad_keys = false;
+    if let Some(e) = set_aside {
+        eprintln!("error: {e}");
+        bad_keys = true;
+    }
     let mut problems = cfg.problems();
     problems.extend(cfg.environment_problems());
     for p in &problems {
@@ -118,7 +130,7 @@ fn config_check(file: &std::path::Path) -> ExitCode {
             }
         }
     }
-    if problems.is_empty() && rules_ok {
+    if problems.is_empty() && rules_ok && !bad_keys {
         eprintln!("{}: ok", file.display());
         ExitCode::SUCCESS
     } else {
@@ -151,6 +163,12 @@ pub fn run(args: RunArgs) -> ExitCode {
     let cfg = match &args.config {
         Some(p) => match Config::load(p) {
             Ok(c) => c,
+            // A configuration file that cannot be read is a start-up failure (exit 2), as a
+            // missing followed file is; one with errors is 1.
+            Err(e @ config::ConfigError::Io { .. }) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(1);
@@ -458,9 +476,14 @@ fn start(
     // ran; waited for, up to 10 s, before giving up.
     let open_waiting = |path: &std::path::Path, max: u64| {
         let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let mut said = false;
         loop {
             match cepheus_store::Store::open(path, max) {
                 Err(cepheus_store::StoreError::Locked(_)) if Instant::now() < deadline => {
+                    if !said {
+                        said = true;
+                        tracing::warn!(store = %path.display(), "the store is in use by another process (another `cepheus run` with this store.path, or `cepheus alerts` reading it): waiting up to 10 s for it");
+                    }
                     std::thread::sleep(std::time::Duration::from_millis(200));
                 }
                 other => return other,
