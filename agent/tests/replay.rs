@@ -436,6 +436,53 @@ fn heartbeat_capture_gives_exactly_the_one_absence_of_its_truth_file() {
     }
 }
 
+/// Rules read each side's transport payload (`orig_payload_bytes`, Zeek's `orig_bytes`) as
+/// Zeek counts it: the relative sequence number of each side's FIN, less one (the SYN), from
+/// tshark's view of the capture.
+#[test]
+fn flow_rules_read_the_payload_bytes_zeek_counts() {
+    let pcap = manifest().join("tests/data/pcap/zeek_http_get.pcap");
+    let tsv = std::fs::read_to_string(pcap.with_extension("pcap.packets.tsv")).unwrap();
+    let (mut orig, mut resp) = (0u64, 0u64);
+    for row in tsv.lines().skip(1) {
+        let cols: Vec<&str> = row.split('\t').collect();
+        if !cols[19].contains("[FIN") {
+            continue;
+        }
+        let seq: u64 = cols[19]
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("Seq="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        // The originator sent the first packet.
+        if cols[6] == "141.142.228.5" {
+            orig = seq - 1;
+        } else {
+            resp = seq - 1;
+        }
+    }
+    assert!(orig > 0 && resp > orig);
+    let rules = format!(
+        r#"[[rule]]
+name = "sizes"
+severity = "low"
+group_by = ["src"]
+events.f = 'flow and kind == "flow_end" and orig_payload_bytes == {orig} and resp_payload_bytes == {resp} and orig_bytes > orig_payload_bytes'
+pattern = "f"
+"#
+    );
+    let (dir, file) = scratch_rules("payload-bytes", &rules);
+    let alerts = alerts_of(&replay(&[
+        "--rules",
+        file.to_str().unwrap(),
+        pcap.to_str().unwrap(),
+    ]));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert_eq!(alerts[0]["group"]["src"], "141.142.228.5");
+}
+
 /// `cepheus flows --events` writes JSON lines that replay to the same alerts as the capture
 /// itself (the syslog datagrams as parsed events with their `peer` and `arrival`).
 #[test]

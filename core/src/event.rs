@@ -367,10 +367,14 @@ fields! {
     Vlan = "vlan": Int, [Flow];
     /// flow: connection state in Zeek's conn_state spelling (`S0`, `REJ`, `SF`, `RSTO`, `RSTR`, `OTH`, ...).
     State = "state": Str, [Flow];
-    /// flow: IP-level bytes sent by the originator.
+    /// flow: IP-level bytes sent by the originator (IP headers included; Zeek's `orig_bytes`, the payload, is `orig_payload_bytes`).
     OrigBytes = "orig_bytes": Int, [Flow];
-    /// flow: IP-level bytes sent by the responder.
+    /// flow: IP-level bytes sent by the responder (IP headers included).
     RespBytes = "resp_bytes": Int, [Flow];
+    /// flow: transport payload bytes sent by the originator, as the TCP/UDP headers say (what Zeek counts as `orig_bytes`).
+    OrigPayloadBytes = "orig_payload_bytes": Int, [Flow];
+    /// flow: transport payload bytes sent by the responder.
+    RespPayloadBytes = "resp_payload_bytes": Int, [Flow];
     /// flow: packets sent by the originator.
     OrigPkts = "orig_pkts": Int, [Flow];
     /// flow: packets sent by the responder.
@@ -399,9 +403,12 @@ impl Field {
             Field::Vlan => int(0, 4_095),
             Field::Facility => int(0, 23),
             Field::Severity => int(0, 7),
-            Field::OrigBytes | Field::RespBytes | Field::OrigPkts | Field::RespPkts => {
-                int(0, i64::MAX)
-            }
+            Field::OrigBytes
+            | Field::RespBytes
+            | Field::OrigPayloadBytes
+            | Field::RespPayloadBytes
+            | Field::OrigPkts
+            | Field::RespPkts => int(0, i64::MAX),
             Field::Kind => {
                 matches!(v, Value::Str(k) if ["flow_start", "flow_end", "attempt_failed"].contains(&&**k))
             }

@@ -287,7 +287,7 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
     };
     let int = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
     let mut e = Event::new(Source::Flow, time, n.at);
-    e.fields.reserve(13);
+    e.fields.reserve(15);
     e.set(Field::Kind, Value::str(kind));
     e.set(Field::Src, Value::ip(f.src));
     e.set(Field::Dst, Value::ip(f.dst));
@@ -298,6 +298,8 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
     e.set(Field::State, Value::str(f.state()));
     e.set(Field::OrigBytes, int(f.orig.ip_bytes));
     e.set(Field::RespBytes, int(f.resp.ip_bytes));
+    e.set(Field::OrigPayloadBytes, int(f.orig.payload_bytes));
+    e.set(Field::RespPayloadBytes, int(f.resp.payload_bytes));
     e.set(Field::OrigPkts, int(f.orig.pkts));
     e.set(Field::RespPkts, int(f.resp.pkts));
     e.set(Field::Duration, Value::Duration(f.duration()));
