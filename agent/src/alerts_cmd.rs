@@ -115,8 +115,7 @@ pub fn run(args: AlertsArgs) -> ExitCode {
 fn ack(id: &str, by: Option<&str>, config: Option<&PathBuf>) -> ExitCode {
     let by = by
         .map(String::from)
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_default();
+        .unwrap_or_else(crate::api_client::current_user);
     let sent = Client::new(config)
         .and_then(|c| c.post_json("/alerts/ack", serde_json::json!({ "id": id, "by": by })));
     match sent {

@@ -52,6 +52,33 @@ pub enum Answer {
 const MAX_BODY: usize = 256 << 20;
 
 /// A response body, at most [`MAX_BODY`] bytes.
+/// Who runs this command, for an acknowledgement's `by`: `$USER`, else `$LOGNAME`, else the
+/// name `/etc/passwd` gives the effective user id (a shell under tmux, cron or sudo may set
+/// neither variable), else `uid N`.
+pub fn current_user() -> String {
+    let from_env = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()));
+    if let Some(u) = from_env {
+        return u;
+    }
+    let uid = rustix::process::geteuid().as_raw();
+    std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|p| user_of_uid(&p, uid))
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// The name of user `uid` in a passwd file's text.
+fn user_of_uid(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|l| {
+        let mut f = l.split(':');
+        let name = f.next()?;
+        let id: u32 = f.nth(1)?.parse().ok()?;
+        (id == uid && !name.is_empty()).then(|| name.to_string())
+    })
+}
+
 fn read_body(r: impl Read) -> Result<String, String> {
     let mut text = String::new();
     r.take(MAX_BODY as u64)
@@ -304,6 +331,14 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn a_user_is_found_by_uid_in_a_passwd_file() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n# comment\nbad line\nalice:x:1000:1000::/home/alice:/bin/sh\n";
+        assert_eq!(user_of_uid(passwd, 1000).as_deref(), Some("alice"));
+        assert_eq!(user_of_uid(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(user_of_uid(passwd, 7), None);
+    }
 
     #[test]
     fn responses_are_read_by_their_length() {

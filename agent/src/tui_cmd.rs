@@ -117,7 +117,7 @@ pub fn run(args: TuiArgs) -> ExitCode {
         eprintln!("error: {e}");
         return ExitCode::from(2);
     }
-    let user = std::env::var("USER").unwrap_or_else(|_| "tui".into());
+    let user = crate::api_client::current_user();
     match cepheus_tui::run(Box::new(api), user) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

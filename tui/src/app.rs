@@ -72,6 +72,8 @@ pub struct App {
     pub status: Option<String>,
     /// Whether the help is shown.
     pub help: bool,
+    /// Whether the selected alert's details (its fields and events) are shown.
+    pub details: bool,
     /// The loop should end.
     pub quit: bool,
     /// Who acknowledges (the user running the dashboard).
@@ -83,7 +85,7 @@ pub struct App {
 /// A key, as the dashboard understands keys (the terminal loop maps crossterm's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Key {
-    /// `q`, Esc.
+    /// `q`.
     Quit,
     /// Up, `k`.
     Up,
@@ -103,6 +105,10 @@ pub enum Key {
     Ack,
     /// `?`: help on or off.
     Help,
+    /// Enter: the selected alert's details on or off.
+    Details,
+    /// Esc: closes what is open over the list (help, details), else quits.
+    Back,
 }
 
 impl App {
@@ -117,6 +123,7 @@ impl App {
             summary: Summary::default(),
             status: None,
             help: false,
+            details: false,
             quit: false,
             user,
             last: None,
@@ -182,6 +189,12 @@ impl App {
             Key::Firing => self.show(View::Firing),
             Key::Recent => self.show(View::Recent),
             Key::Help => self.help = !self.help,
+            Key::Details => self.details = !self.details && !self.rows().is_empty(),
+            Key::Back if self.help || self.details => {
+                self.help = false;
+                self.details = false;
+            }
+            Key::Back => self.quit = true,
             Key::Ack => self.ack(src),
         }
     }
@@ -191,6 +204,11 @@ impl App {
             self.view = view;
             self.selected = 0;
         }
+    }
+
+    /// The selected alert, if the list shown has one.
+    pub fn selected_alert(&self) -> Option<&serde_json::Value> {
+        self.rows().get(self.selected)
     }
 
     fn ack(&mut self, src: &mut dyn Source) {
@@ -316,7 +334,17 @@ mod tests {
                 .contains("connection refused")
         );
         assert_eq!(app.firing.len(), 2);
-        app.key(Key::Quit, &mut src);
+        // Details of the selected alert; Esc closes them before it quits.
+        app.key(Key::Details, &mut src);
+        assert!(app.details);
+        assert_eq!(app.selected_alert().unwrap()["id"], "b");
+        app.key(Key::Back, &mut src);
+        assert!(!app.details && !app.quit);
+        app.key(Key::Back, &mut src);
         assert!(app.quit);
+        // Nothing to detail in an empty list.
+        let mut empty = App::new("test".into(), "alice".into());
+        empty.key(Key::Details, &mut src);
+        assert!(!empty.details);
     }
 }

@@ -38,7 +38,9 @@ pub fn run(mut src: Box<dyn Source>, user: String) -> std::io::Result<()> {
                     KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
                         Some(Key::Quit)
                     }
-                    KeyCode::Char('q') | KeyCode::Esc => Some(Key::Quit),
+                    KeyCode::Char('q') => Some(Key::Quit),
+                    KeyCode::Esc => Some(Key::Back),
+                    KeyCode::Enter => Some(Key::Details),
                     KeyCode::Up | KeyCode::Char('k') => Some(Key::Up),
                     KeyCode::Down | KeyCode::Char('j') => Some(Key::Down),
                     KeyCode::Home | KeyCode::Char('g') => Some(Key::Top),

@@ -55,17 +55,99 @@ pub fn draw(f: &mut Frame, app: &App) {
     .areas(f.area());
     draw_head(f, app, head);
     draw_list(f, app, body);
-    let status = app
-        .status
-        .clone()
-        .unwrap_or_else(|| "↑↓ select  tab/f/r lists  a acknowledge  ? help  q quit".to_string());
+    let status = app.status.clone().unwrap_or_else(|| {
+        "↑↓ select  ⏎ details  tab/f/r lists  a acknowledge  ? help  q quit".to_string()
+    });
     f.render_widget(
         Paragraph::new(status).style(Style::new().fg(Color::DarkGray)),
         foot,
     );
+    if app.details
+        && let Some(a) = app.selected_alert()
+    {
+        draw_details(f, a, body);
+    }
     if app.help {
         draw_help(f, body);
     }
+}
+
+/// An event of an alert on one line: its time, then its fields as `k=v` (strings bare),
+/// its source first and its message last.
+fn event_line(e: &serde_json::Value) -> String {
+    let mut s = e["time"].as_str().unwrap_or_default().replace('T', " ");
+    if let Some(o) = e.as_object() {
+        let rank = |k: &str| match k {
+            "source" => 0,
+            "msg" => 2,
+            _ => 1,
+        };
+        let mut fields: Vec<_> = o.iter().filter(|(k, _)| k.as_str() != "time").collect();
+        fields.sort_by_key(|(k, _)| rank(k));
+        for (k, v) in fields {
+            s.push(' ');
+            s.push_str(k);
+            s.push('=');
+            match v.as_str() {
+                Some(t) => s.push_str(t),
+                None => s.push_str(&v.to_string()),
+            }
+        }
+    }
+    s
+}
+
+/// The selected alert over the list: its fields, then the events that made it.
+fn draw_details(f: &mut Frame, a: &serde_json::Value, area: Rect) {
+    let text = |k: &str| a[k].as_str().unwrap_or_default().to_string();
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let field = |name: &'static str, value: String| {
+        Line::from(vec![
+            Span::styled(format!("{name:<8} "), bold),
+            Span::raw(value),
+        ])
+    };
+    let mut lines = vec![
+        field("rule", format!("{} ({})", text("rule"), text("severity"))),
+        field("state", format!("{} since {}", text("state"), text("time"))),
+        field("group", group(a)),
+        field("message", text("message")),
+        field("id", text("id")),
+    ];
+    if let Some(r) = a["reason"].as_str() {
+        lines.push(field("reason", r.to_string()));
+    }
+    if a["ack"].is_object() {
+        lines.push(field(
+            "ack",
+            format!(
+                "by {} at {}",
+                a["ack"]["by"].as_str().unwrap_or_default(),
+                a["ack"]["time"].as_str().unwrap_or_default()
+            ),
+        ));
+    }
+    let events = a["events"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(
+        format!("events ({}, the most recent last)", events.len()),
+        bold,
+    )));
+    lines.extend(events.iter().map(|e| Line::from(event_line(e))));
+    let r = Rect {
+        x: area.x + 2,
+        y: area.y + 1,
+        width: area.width.saturating_sub(4),
+        height: area.height.saturating_sub(1).min(lines.len() as u16 + 2),
+    };
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" alert (esc or ⏎ to close) ")),
+        r,
+    );
 }
 
 fn draw_head(f: &mut Frame, app: &App, area: Rect) {
@@ -182,11 +264,12 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
 fn draw_help(f: &mut Frame, area: Rect) {
     let text = vec![
         Line::from("↑/k ↓/j  select        g/G  first / last"),
+        Line::from("⏎        the selected alert's details and events"),
         Line::from("tab      other list    f/r  firing / latest changes"),
         Line::from("a        acknowledge the selected firing alert (it still resolves)"),
-        Line::from("?        this help     q/esc  quit"),
+        Line::from("?        this help     esc  close   q  quit"),
         Line::from(""),
-        Line::from("Refreshed every second from the agent's API."),
+        Line::from("Follows the agent's alert changes as they come; counters every second."),
     ];
     let w = area.width.min(72);
     let h = area.height.min(text.len() as u16 + 2);
@@ -257,6 +340,23 @@ mod tests {
         ];
         a.selected = 1;
         insta::assert_snapshot!(screen(&a, 100, 8));
+    }
+
+    #[test]
+    fn the_selected_alerts_details_show_its_events() {
+        let mut a = app();
+        a.firing = vec![serde_json::json!({
+            "id": "00000000000000a1", "time": "2026-12-03T05:01:00Z", "severity": "high",
+            "state": "firing", "rule": "ssh-bruteforce", "group": {"src": "203.0.113.9"},
+            "message": "alice logged in after 5 failures",
+            "ack": {"by": "bob", "time": "2026-12-03T05:02:00Z"},
+            "events": [
+                {"time": "2026-12-03T05:00:50Z", "source": "syslog", "host": "bastion", "app": "sshd", "msg": "Failed password for alice from 203.0.113.9"},
+                {"time": "2026-12-03T05:01:00Z", "source": "syslog", "host": "bastion", "app": "sshd", "msg": "Accepted password for alice from 203.0.113.9"}
+            ]
+        })];
+        a.details = true;
+        insta::assert_snapshot!(screen(&a, 110, 16));
     }
 
     #[test]
