@@ -74,6 +74,10 @@ pub struct App {
     pub help: bool,
     /// Whether the selected alert's details (its fields and events) are shown.
     pub details: bool,
+    /// Only the alerts whose rule, group or message holds this text (any case) are listed.
+    pub filter: String,
+    /// The filter is being typed (keys go to it).
+    pub typing: bool,
     /// The loop should end.
     pub quit: bool,
     /// Who acknowledges (the user running the dashboard).
@@ -107,8 +111,15 @@ pub enum Key {
     Help,
     /// Enter: the selected alert's details on or off.
     Details,
-    /// Esc: closes what is open over the list (help, details), else quits.
+    /// Esc: closes what is open over the list (help, details), else clears the filter, else
+    /// quits.
     Back,
+    /// `/`: type a filter.
+    Filter,
+    /// A character typed into the filter.
+    Char(char),
+    /// Backspace in the filter.
+    Backspace,
 }
 
 impl App {
@@ -124,18 +135,29 @@ impl App {
             status: None,
             help: false,
             details: false,
+            filter: String::new(),
+            typing: false,
             quit: false,
             user,
             last: None,
         }
     }
 
-    /// The list shown.
-    pub fn rows(&self) -> &[serde_json::Value] {
+    /// The whole list of the view shown, before the filter.
+    pub fn all_rows(&self) -> &[serde_json::Value] {
         match self.view {
             View::Firing => &self.firing,
             View::Recent => &self.recent,
         }
+    }
+
+    /// The list shown: the view's, through the filter.
+    pub fn rows(&self) -> Vec<&serde_json::Value> {
+        let needle = self.filter.trim().to_lowercase();
+        self.all_rows()
+            .iter()
+            .filter(|a| needle.is_empty() || matches_filter(a, &needle))
+            .collect()
     }
 
     /// Reads everything again from `src` (at `now`, for the event rate); a failure is kept
@@ -175,6 +197,23 @@ impl App {
 
     /// Applies a key; `src` takes an acknowledgement.
     pub fn key(&mut self, key: Key, src: &mut dyn Source) {
+        if self.typing {
+            match key {
+                Key::Char(c) => self.filter.push(c),
+                Key::Backspace => {
+                    self.filter.pop();
+                }
+                // Enter keeps the filter; Esc drops it.
+                Key::Details => self.typing = false,
+                Key::Back => {
+                    self.typing = false;
+                    self.filter.clear();
+                }
+                _ => {}
+            }
+            self.selected = self.selected.min(self.rows().len().saturating_sub(1));
+            return;
+        }
         let last = self.rows().len().saturating_sub(1);
         match key {
             Key::Quit => self.quit = true,
@@ -194,7 +233,17 @@ impl App {
                 self.help = false;
                 self.details = false;
             }
+            Key::Back if !self.filter.is_empty() => {
+                self.filter.clear();
+                self.selected = 0;
+            }
             Key::Back => self.quit = true,
+            Key::Filter => {
+                self.typing = true;
+                self.details = false;
+                self.selected = 0;
+            }
+            Key::Char(_) | Key::Backspace => {}
             Key::Ack => self.ack(src),
         }
     }
@@ -208,7 +257,7 @@ impl App {
 
     /// The selected alert, if the list shown has one.
     pub fn selected_alert(&self) -> Option<&serde_json::Value> {
-        self.rows().get(self.selected)
+        self.rows().get(self.selected).copied()
     }
 
     fn ack(&mut self, src: &mut dyn Source) {
@@ -217,7 +266,7 @@ impl App {
                 Some("only a firing alert can be acknowledged (f: the firing alerts)".into());
             return;
         }
-        let Some(a) = self.firing.get(self.selected) else {
+        let Some(a) = self.selected_alert() else {
             self.status = Some("no alert is selected".into());
             return;
         };
@@ -231,7 +280,8 @@ impl App {
                 // Shown at once; the next refresh brings the agent's own record.
                 if let Some(o) = self
                     .firing
-                    .get_mut(self.selected)
+                    .iter_mut()
+                    .find(|a| a["id"].as_str() == Some(id.as_str()))
                     .and_then(|a| a.as_object_mut())
                 {
                     o.insert(
@@ -244,6 +294,14 @@ impl App {
             Err(e) => format!("cannot acknowledge {id}: {e}"),
         });
     }
+}
+
+/// Whether alert `a`'s rule, group (`k=v`) or message holds `needle` (lower case).
+fn matches_filter(a: &serde_json::Value, needle: &str) -> bool {
+    let has = |t: &str| t.to_lowercase().contains(needle);
+    a["rule"].as_str().is_some_and(has)
+        || a["message"].as_str().is_some_and(has)
+        || has(&crate::ui::group(a))
 }
 
 #[cfg(test)]
@@ -342,6 +400,38 @@ mod tests {
         assert!(!app.details && !app.quit);
         app.key(Key::Back, &mut src);
         assert!(app.quit);
+        // A filter: only the alerts whose rule, group or message holds it; the selection and
+        // an acknowledgement follow the filtered list.
+        let mut app = App::new("test".into(), "alice".into());
+        src.firing = vec![
+            alert("web1", "firing"),
+            alert("db1", "firing"),
+            alert("web2", "firing"),
+        ];
+        src.acked.clear();
+        src.fail = false;
+        app.refresh(&mut src, t0);
+        app.key(Key::Filter, &mut src);
+        for c in "WEB".chars() {
+            app.key(Key::Char(c), &mut src);
+        }
+        app.key(Key::Details, &mut src);
+        assert!(!app.typing && !app.details);
+        let ids: Vec<_> = app.rows().iter().map(|a| a["id"].clone()).collect();
+        assert_eq!(ids, ["web1", "web2"]);
+        app.key(Key::Down, &mut src);
+        app.key(Key::Ack, &mut src);
+        assert_eq!(src.acked, [("web2".to_string(), "alice".to_string())]);
+        assert!(app.firing[2]["ack"].is_object() && !app.firing[1]["ack"].is_object());
+        // Esc clears the filter before it quits.
+        app.key(Key::Back, &mut src);
+        assert_eq!((app.rows().len(), app.quit), (3, false));
+        // Esc while typing drops what was typed.
+        app.key(Key::Filter, &mut src);
+        app.key(Key::Char('x'), &mut src);
+        assert!(app.rows().is_empty());
+        app.key(Key::Back, &mut src);
+        assert_eq!((app.rows().len(), app.typing), (3, false));
         // Nothing to detail in an empty list.
         let mut empty = App::new("test".into(), "alice".into());
         empty.key(Key::Details, &mut src);

@@ -34,23 +34,37 @@ pub fn run(mut src: Box<dyn Source>, user: String) -> std::io::Result<()> {
                 && let Event::Key(k) = event::read()?
                 && k.kind == KeyEventKind::Press
             {
-                let key = match k.code {
-                    KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
-                        Some(Key::Quit)
+                let key = if app.typing {
+                    match k.code {
+                        KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                            Some(Key::Quit)
+                        }
+                        KeyCode::Char(c) => Some(Key::Char(c)),
+                        KeyCode::Backspace => Some(Key::Backspace),
+                        KeyCode::Enter => Some(Key::Details),
+                        KeyCode::Esc => Some(Key::Back),
+                        _ => None,
                     }
-                    KeyCode::Char('q') => Some(Key::Quit),
-                    KeyCode::Esc => Some(Key::Back),
-                    KeyCode::Enter => Some(Key::Details),
-                    KeyCode::Up | KeyCode::Char('k') => Some(Key::Up),
-                    KeyCode::Down | KeyCode::Char('j') => Some(Key::Down),
-                    KeyCode::Home | KeyCode::Char('g') => Some(Key::Top),
-                    KeyCode::End | KeyCode::Char('G') => Some(Key::Bottom),
-                    KeyCode::Tab => Some(Key::Switch),
-                    KeyCode::Char('f') => Some(Key::Firing),
-                    KeyCode::Char('r') => Some(Key::Recent),
-                    KeyCode::Char('a') => Some(Key::Ack),
-                    KeyCode::Char('?') => Some(Key::Help),
-                    _ => None,
+                } else {
+                    match k.code {
+                        KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                            Some(Key::Quit)
+                        }
+                        KeyCode::Char('q') => Some(Key::Quit),
+                        KeyCode::Esc => Some(Key::Back),
+                        KeyCode::Enter => Some(Key::Details),
+                        KeyCode::Up | KeyCode::Char('k') => Some(Key::Up),
+                        KeyCode::Down | KeyCode::Char('j') => Some(Key::Down),
+                        KeyCode::Home | KeyCode::Char('g') => Some(Key::Top),
+                        KeyCode::End | KeyCode::Char('G') => Some(Key::Bottom),
+                        KeyCode::Tab => Some(Key::Switch),
+                        KeyCode::Char('f') => Some(Key::Firing),
+                        KeyCode::Char('r') => Some(Key::Recent),
+                        KeyCode::Char('a') => Some(Key::Ack),
+                        KeyCode::Char('?') => Some(Key::Help),
+                        KeyCode::Char('/') => Some(Key::Filter),
+                        _ => None,
+                    }
                 };
                 if let Some(key) = key {
                     app.key(key, src.as_mut());

@@ -56,7 +56,12 @@ pub fn draw(f: &mut Frame, app: &App) {
     draw_head(f, app, head);
     draw_list(f, app, body);
     let status = app.status.clone().unwrap_or_else(|| {
-        "↑↓ select  ⏎ details  tab/f/r lists  a acknowledge  ? help  q quit".to_string()
+        if app.typing {
+            "type to filter by rule, group or message  ⏎ keep  esc drop".to_string()
+        } else {
+            "↑↓ select  ⏎ details  / filter  tab/f/r lists  a acknowledge  ? help  q quit"
+                .to_string()
+        }
     });
     f.render_widget(
         Paragraph::new(status).style(Style::new().fg(Color::DarkGray)),
@@ -176,16 +181,28 @@ fn draw_head(f: &mut Frame, app: &App, area: Rect) {
 
 fn draw_list(f: &mut Frame, app: &App, area: Rect) {
     let recent = app.view == View::Recent;
+    let shown = app.rows();
+    let count = if app.filter.is_empty() && !app.typing {
+        format!("{}", app.all_rows().len())
+    } else {
+        format!(
+            "{} of {}, filter \"{}\"{}",
+            shown.len(),
+            app.all_rows().len(),
+            app.filter,
+            if app.typing { "▏" } else { "" }
+        )
+    };
     let title = match app.view {
-        View::Firing => format!(" Firing ({}) ", app.firing.len()),
-        View::Recent => format!(" Latest changes ({}) ", app.recent.len()),
+        View::Firing => format!(" Firing ({count}) "),
+        View::Recent => format!(" Latest changes ({count}) "),
     };
     let mut header = vec!["TIME", "SEVERITY", "RULE", "GROUP"];
     if recent {
         header.push("STATE");
     }
     header.extend(["MESSAGE", "ACK"]);
-    let rows = app.rows().iter().map(|a| {
+    let rows = shown.iter().map(|a| {
         let text = |k: &str| a[k].as_str().unwrap_or_default().to_string();
         let sev = text("severity");
         // The time without its date when it is today's is no business of a pure function:
@@ -216,7 +233,12 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
     });
     // RULE and GROUP as wide as their longest value (within bounds), MESSAGE takes the rest.
     let widest = |f: &dyn Fn(&serde_json::Value) -> usize, min: usize, max: usize| {
-        app.rows().iter().map(f).max().unwrap_or(0).clamp(min, max) as u16
+        shown
+            .iter()
+            .map(|a| f(a))
+            .max()
+            .unwrap_or(0)
+            .clamp(min, max) as u16
     };
     let rule_w = widest(
         &|a| a["rule"].as_str().map_or(0, |s| s.chars().count()),
@@ -240,12 +262,13 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
         .column_spacing(1);
     let mut state = TableState::default();
-    if !app.rows().is_empty() {
+    if !shown.is_empty() {
         state.select(Some(app.selected));
     }
     f.render_stateful_widget(table, area, &mut state);
-    if app.rows().is_empty() {
+    if shown.is_empty() {
         let empty = match app.view {
+            _ if !app.all_rows().is_empty() => "no alert matches the filter (esc clears it)",
             View::Firing => "no alert is firing",
             View::Recent => "no alert change yet",
         };
@@ -265,6 +288,7 @@ fn draw_help(f: &mut Frame, area: Rect) {
     let text = vec![
         Line::from("↑/k ↓/j  select        g/G  first / last"),
         Line::from("⏎        the selected alert's details and events"),
+        Line::from("/        filter by rule, group or message (esc clears it)"),
         Line::from("tab      other list    f/r  firing / latest changes"),
         Line::from("a        acknowledge the selected firing alert (it still resolves)"),
         Line::from("?        this help     esc  close   q  quit"),
@@ -357,6 +381,18 @@ mod tests {
         })];
         a.details = true;
         insta::assert_snapshot!(screen(&a, 110, 16));
+    }
+
+    #[test]
+    fn a_filter_being_typed_narrows_the_list() {
+        let mut a = app();
+        a.firing = vec![
+            serde_json::json!({"id": "1", "time": "2026-12-03T05:00:00Z", "severity": "critical", "rule": "heartbeat-missing", "group": {"host": "web1"}, "message": "no heartbeat from web1"}),
+            serde_json::json!({"id": "2", "time": "2026-12-03T05:01:00Z", "severity": "high", "rule": "ssh-bruteforce", "group": {"src": "203.0.113.9"}, "message": "alice logged in after 5 failures"}),
+        ];
+        a.filter = "ssh".into();
+        a.typing = true;
+        insta::assert_snapshot!(screen(&a, 100, 8));
     }
 
     #[test]
