@@ -123,7 +123,12 @@ impl Framer {
                 } else if let Some((digits, len)) = octet_count(buf) {
                     // (A frame whose message starts with a PRI: `12 is the answer` in a
                     // line-framed stream reads as a count too, but says nothing of the sender.)
-                    self.counted |= buf.get(digits + 1) == Some(&b'<');
+                    // Its first byte decides, so it is waited for: a read that ends right
+                    // after the count must not decide otherwise than one that goes on.
+                    let Some(&first) = buf.get(digits + 1) else {
+                        return None;
+                    };
+                    self.counted |= first == b'<';
                     if len > self.max {
                         if len > self.absurd() {
                             return Some(Frame::Fatal("a frame length over 16 times the maximum"));
@@ -264,6 +269,19 @@ mod tests {
         // Split inside the length and inside the body.
         let got = frames(100, &[b"1", b"1 hello", b" worl", b"d\n"]);
         assert_eq!(got, vec![Ok("hello world".into())]);
+    }
+
+    /// Whether a sender counts octets is read from its first frame's first message byte (a
+    /// PRI): a read that ends right after the count waits for that byte, so the verdict on a
+    /// later long line does not depend on where the reads were cut (the fuzzer's find).
+    #[test]
+    fn a_count_cut_from_its_message_decides_as_one_read_would() {
+        let stream: &[u8] = b"20 <13>xxxxxxxxxxxxxxxxxyz line far longer than the maximum\n";
+        let whole = frames(16, &[stream]);
+        assert_eq!(whole, vec![Err("oversized"), Err("fatal")]);
+        let bytes: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(frames(16, &bytes), whole);
+        assert_eq!(frames(16, &[&stream[..3], &stream[3..]]), whole);
     }
 
     /// Octet-counted frames, each with its length.
