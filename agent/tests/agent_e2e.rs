@@ -2111,11 +2111,11 @@ fn a_saved_state_that_cannot_be_read_costs_only_its_own_shard() {
     heartbeat(first.port, "web1", 1);
     first.wait_events(1);
     assert!(first.terminate().success());
-    // An I/O error reading shard 0's state (a directory in the file's place: one even as root).
+    // An I/O error reading shard 0's state (a link to itself: ELOOP, even as root).
     let state = dir.join("data/state/shard-0.state");
     std::fs::remove_file(&state).unwrap();
-    std::fs::create_dir(&state).unwrap();
-    let second = Agent::start(&dir, keep);
+    std::os::unix::fs::symlink("shard-0.state", &state).unwrap();
+    let mut second = Agent::start(&dir, keep);
     second.wait_stats(10, |_| second.stderr().contains("lacks some shards"));
     let err = second.stderr();
     assert!(
@@ -2126,6 +2126,14 @@ fn a_saved_state_that_cannot_be_read_costs_only_its_own_shard() {
         err.contains("continuing from the saved state shard=1"),
         "{err}"
     );
+    // Shard 0's first save replaced the file: the next start continues both.
+    assert!(second.terminate().success());
+    let third = Agent::start(&dir, keep);
+    third.wait_stats(10, |_| {
+        third
+            .stderr()
+            .contains("continuing from the saved state shard=0")
+    });
 }
 
 #[test]

@@ -371,16 +371,17 @@ fields! {
     OrigBytes = "orig_bytes": Int, [Flow];
     /// flow: IP-level bytes sent by the responder (IP headers included).
     RespBytes = "resp_bytes": Int, [Flow];
-    /// flow: transport payload bytes sent by the originator, as the TCP/UDP headers say (what Zeek counts as `orig_bytes`).
-    OrigPayloadBytes = "orig_payload_bytes": Int, [Flow];
-    /// flow: transport payload bytes sent by the responder.
-    RespPayloadBytes = "resp_payload_bytes": Int, [Flow];
     /// flow: packets sent by the originator.
     OrigPkts = "orig_pkts": Int, [Flow];
     /// flow: packets sent by the responder.
     RespPkts = "resp_pkts": Int, [Flow];
     /// flow: time from the first to the last packet.
     Duration = "duration": Duration, [Flow];
+    // (The event journal stores a field by its position here: a new field goes last.)
+    /// flow: transport payload bytes sent by the originator, as the TCP/UDP headers say (what Zeek counts as `orig_bytes`).
+    OrigPayloadBytes = "orig_payload_bytes": Int, [Flow];
+    /// flow: transport payload bytes sent by the responder.
+    RespPayloadBytes = "resp_payload_bytes": Int, [Flow];
 }
 
 impl Field {
@@ -559,6 +560,41 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The event journal (postcard) writes a field as its position in the registry: a
+    /// journal written by an earlier version is read right only while these positions hold.
+    /// A new field goes last; none is ever inserted or removed.
+    #[test]
+    fn the_registrys_positions_are_stable() {
+        let names: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
+        assert_eq!(
+            names[..22],
+            [
+                "time",
+                "host",
+                "peer",
+                "app",
+                "procid",
+                "msgid",
+                "facility",
+                "severity",
+                "msg",
+                "kind",
+                "src",
+                "dst",
+                "sport",
+                "dport",
+                "proto",
+                "vlan",
+                "state",
+                "orig_bytes",
+                "resp_bytes",
+                "orig_pkts",
+                "resp_pkts",
+                "duration",
+            ]
+        );
+    }
 
     #[test]
     fn registry_covers_design_fields() {

@@ -1166,10 +1166,10 @@ pattern = "absent(hb) for 10s"
         };
         s.save_checkpoints(&[a(0, b"x"), a(1, b"y"), a(2, b"z")])
             .unwrap();
-        // An I/O error on shard 1's file (a directory in its place reads as one, even as root).
+        // An I/O error on shard 1's file (a link to itself: ELOOP, even as root).
         let one = dir.path().join("state").join("shard-1.state");
         std::fs::remove_file(&one).unwrap();
-        std::fs::create_dir(&one).unwrap();
+        std::os::unix::fs::symlink("shard-1.state", &one).unwrap();
         let (saved, unreadable) = s.readable_checkpoints().unwrap();
         assert_eq!(saved, [a(0, b"x"), a(2, b"z")]);
         assert_eq!(unreadable.len(), 1);
@@ -1179,6 +1179,12 @@ pattern = "absent(hb) for 10s"
             unreadable[0]
         );
         assert!(s.checkpoints().is_err());
+        // The shard's next save replaces it.
+        s.save_checkpoint(&a(1, b"y2")).unwrap();
+        assert_eq!(
+            s.checkpoints().unwrap(),
+            [a(0, b"x"), a(1, b"y2"), a(2, b"z")]
+        );
     }
 
     #[test]

@@ -337,8 +337,9 @@ impl SyslogParser {
             }
             end += 1 + n;
         }
-        // Zone-less only: a blank must follow (`Z`, `+hh:mm` or `-hh:mm` are an offset).
-        if !matches!(b.get(end), Some(b' ' | b'\t')) {
+        // Zone-less only: a space must follow (`Z`, `+hh:mm` or `-hh:mm` are an offset; after
+        // a tab syslog_loose reads no header, and the stamp is left as sent, in `msg`).
+        if b.get(end) != Some(&b' ') {
             return None;
         }
         let stamp = std::str::from_utf8(&b[..end]).ok()?;
@@ -954,6 +955,10 @@ mod tests {
         }
         // Not a stamp (a date in the message of a stamp-less line): left alone.
         assert_eq!(paris.zone_less_iso("<13>app: 2019-02-13T19:48:34 x"), None);
+        assert_eq!(
+            paris.zone_less_iso("<13>2019-02-13T19:48:34\thost app: x"),
+            None
+        );
         assert_eq!(
             paris.zone_less_iso("<13>2019-02-13T19:48 host app: x"),
             None

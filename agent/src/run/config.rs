@@ -130,7 +130,7 @@ stdout = true
 # request, in order. A failed request (no connection, a timeout, 5xx, 429) is tried again
 # after 1 s, then twice as long each time up to a minute; another 4xx drops it. Up to 10,000
 # changes wait; beyond, they are dropped and counted (webhook_unsent), as is what is left
-# 5 s after the agent is told to stop. HTTPS checks the certificate against the system's
+# when the agent stops (5 s after its shards have drained). HTTPS checks the certificate against the system's
 # roots. The token file's one line is sent as `Authorization: Bearer <token>`.
 # webhook = "https://alerts.example.com/cepheus"
 # webhook_token_file = "/etc/cepheus/webhook.token"
@@ -455,7 +455,16 @@ fn webhook_url<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>,
 /// `output.webhook` read as a URL (RFC 3986, by the `url` crate: the scheme and host in any
 /// case, IPv6 in brackets, ports checked), or why it cannot be posted to.
 fn webhook_endpoint(s: &str) -> Result<url::Url, String> {
-    let u = url::Url::parse(s.trim()).map_err(|e| e.to_string())?;
+    // What the parser would mend silently (blanks and control characters it drops, a
+    // missing `//`) is refused: the URL posted to is the one written.
+    if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("blanks or control characters in it".into());
+    }
+    let lower = s.to_ascii_lowercase();
+    if !(lower.starts_with("http://") || lower.starts_with("https://")) {
+        return Err("it does not begin with http:// or https://".into());
+    }
+    let u = url::Url::parse(s).map_err(|e| e.to_string())?;
     if !matches!(u.scheme(), "http" | "https") {
         return Err(format!("the scheme is {}", u.scheme()));
     }
@@ -474,9 +483,9 @@ fn webhook_endpoint(s: &str) -> Result<url::Url, String> {
 /// Whether the webhook's host is this machine (so a token sent over plain http stays on it).
 fn webhook_on_loopback(u: &url::Url) -> bool {
     match u.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Domain(d)) => d.trim_end_matches('.').eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(a)) => a.is_loopback(),
-        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.to_canonical().is_loopback(),
         None => false,
     }
 }
@@ -613,6 +622,7 @@ impl Config {
         };
         let mut text = text.to_string();
         let mut messages = Vec::new();
+        let mut set_aside: Vec<String> = Vec::new();
         for _ in 0..32 {
             let e = match toml::from_str::<Config>(&text) {
                 Ok(cfg) if messages.is_empty() => return Ok((cfg, None)),
@@ -620,12 +630,25 @@ impl Config {
                 Err(e) => e,
             };
             let at = e.span().map_or(usize::MAX, |r| r.start);
-            messages.push((at, e.to_string().trim_end().to_string()));
+            let message = e.to_string().trim_end().to_string();
+            // A required key set aside for its type is missing now: said once, as mistyped.
+            let echo = set_aside
+                .iter()
+                .any(|k: &String| message.contains(&format!("missing field `{k}`")));
+            if !echo {
+                messages.push((at, message));
+            }
             let Some(span) = e.span() else { break };
             let start = text[..span.start.min(text.len())]
                 .rfind('\n')
                 .map_or(0, |i| i + 1);
             let line = text[start..].trim_start();
+            if echo {
+                break;
+            }
+            if let Some((key, _)) = line.split_once('=') {
+                set_aside.push(key.trim().trim_matches('"').to_string());
+            }
             if line.starts_with('#') {
                 break;
             }
@@ -1236,6 +1259,9 @@ mod tests {
             "http://127.0.0.1:99999/hook",
             "http://127.0.0.1:0/hook",
             "https://alerts example.com/hook",
+            "https:alerts.example.com/hook",
+            "https:/alerts.example.com/hook",
+            "https://alerts.exa\tmple.com/hook",
         ] {
             let e = Config::parse(Path::new("x"), &format!("[output]\nwebhook = \"{bad}\"\n"))
                 .unwrap_err()
@@ -1245,6 +1271,16 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn a_required_key_of_the_wrong_type_is_said_once_not_also_as_missing() {
+        let e = Config::parse(Path::new("x"), "[capture]\ninterface = 1\nbogus = 2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected a string"), "{e}");
+        assert!(e.contains("unknown field `bogus`"), "{e}");
+        assert!(!e.contains("missing field"), "{e}");
     }
 
     #[test]
@@ -1272,6 +1308,8 @@ mod tests {
             "HTTP://LOCALHOST/hook",
             "http://127.0.0.9/hook",
             "http://[::1]:9000/hook",
+            "http://localhost./hook",
+            "http://[::ffff:127.0.0.1]/hook",
         ] {
             assert!(!warned(url), "{url}");
         }

@@ -106,11 +106,13 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
                 return;
             };
             while let Some(m) = d.recv() {
-                if let Err(e) = sock.send_to(&m, addr) {
+                let sent = sock.send_to(&m, addr);
+                if d.done(1)
+                    && let Err(e) = sent
+                {
                     bump(&counters.syslog_unsent, 1);
                     said(&e, counters);
                 }
-                d.done(1);
             }
         }
         Forward::Tcp(addr) => {
@@ -144,7 +146,7 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
                     let Some(s) = conn.as_mut() else { continue };
                     match s.write_all(&framed) {
                         Ok(()) => {
-                            d.done(1);
+                            let _ = d.done(1);
                             break;
                         }
                         Err(_) if d.closing() => return,

@@ -125,9 +125,7 @@ impl Framer {
                     // line-framed stream reads as a count too, but says nothing of the sender.)
                     // Its first byte decides, so it is waited for: a read that ends right
                     // after the count must not decide otherwise than one that goes on.
-                    let Some(&first) = buf.get(digits + 1) else {
-                        return None;
-                    };
+                    let &first = buf.get(digits + 1)?;
                     self.counted |= first == b'<';
                     if len > self.max {
                         if len > self.absurd() {

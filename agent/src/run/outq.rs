@@ -26,6 +26,9 @@ struct Shared {
     pending: AtomicUsize,
     /// Set when the agent stops: waits between tries are cut short.
     closing: AtomicBool,
+    /// Set once the items left were counted at the deadline: what the thread finishes after
+    /// is not counted again.
+    counted: AtomicBool,
     counters: Arc<SinkCounters>,
     /// The output's `*_unsent` counter among them.
     unsent: fn(&SinkCounters) -> &AtomicU64,
@@ -58,6 +61,7 @@ impl<T: Send + 'static> OutQueue<T> {
         let shared = Arc::new(Shared {
             pending: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
+            counted: AtomicBool::new(false),
             counters,
             unsent,
         });
@@ -106,7 +110,9 @@ impl<T: Send + 'static> OutQueue<T> {
                 let _ = h.join();
             }
         }
-        // Whatever the thread is still holding or never took.
+        // Whatever the thread is still holding or never took (the thread, if still at it,
+        // no longer counts what it finishes).
+        self.shared.counted.store(true, Ordering::SeqCst);
         let left = self.shared.pending.swap(0, Ordering::SeqCst);
         if left > 0 {
             self.shared.unsent(left as u64);
@@ -132,14 +138,19 @@ impl<T> Drain<T> {
         self.rx.try_recv().ok()
     }
 
-    /// `n` items taken are dealt with: sent, or given up (and counted by the caller).
-    pub fn done(&self, n: usize) {
+    /// `n` items taken are dealt with: sent, or given up. True when the caller is to count
+    /// them (as sent or unsent); false when the agent's stop already counted them as unsent.
+    pub fn done(&self, n: usize) -> bool {
+        if self.shared.counted.load(Ordering::SeqCst) {
+            return false;
+        }
         let _ = self
             .shared
             .pending
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| {
                 Some(p.saturating_sub(n))
             });
+        true
     }
 
     /// Waits `d` before trying again, or less once the agent stops; false when it stops
@@ -171,6 +182,7 @@ mod tests {
     fn items_left_when_the_agent_stops_are_counted_as_unsent() {
         let counters = Arc::new(SinkCounters::default());
         let unsent = || counters.webhook_unsent.load(Ordering::SeqCst);
+        let (holding_tx, holding) = std::sync::mpsc::channel();
         // A peer that never takes anything: the thread retries its first item until told to stop.
         let mut q = OutQueue::start(
             "output.test",
@@ -178,18 +190,21 @@ mod tests {
             4,
             counters.clone(),
             |c| &c.webhook_unsent,
-            |d: Drain<u32>| {
+            move |d: Drain<u32>| {
                 if let Some(_item) = d.recv() {
+                    let _ = holding_tx.send(());
                     while d.pause(Duration::from_secs(60)) {}
                     // Stopping: give up the item held and the rest (the queue's close counts them).
                 }
             },
         )
         .unwrap();
-        for i in 0..6 {
+        // The thread holds the first item before the rest come: 4 more fit, 2 do not.
+        q.push(0);
+        holding.recv_timeout(Duration::from_secs(10)).unwrap();
+        for i in 1..7 {
             q.push(i);
         }
-        // 4 queued (one of them taken by the thread), 2 did not fit.
         assert_eq!(unsent(), 2);
         let t = Instant::now();
         let left = q.close(Instant::now() + Duration::from_secs(5));
@@ -197,11 +212,11 @@ mod tests {
             t.elapsed() < Duration::from_secs(4),
             "the pause was not cut short"
         );
-        assert_eq!(left, 4);
-        assert_eq!(unsent(), 6);
+        assert_eq!(left, 5, "the one held and the 4 queued");
+        assert_eq!(unsent(), 7);
         // After closing, nothing is queued any more.
         q.push(7);
-        assert_eq!(unsent(), 7);
+        assert_eq!(unsent(), 8);
     }
 
     #[test]

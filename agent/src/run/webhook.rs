@@ -154,13 +154,15 @@ fn post_loop(to: &Target, d: &Drain<String>, counters: &SinkCounters) {
         loop {
             match post(&agent, to, &body) {
                 Ok(()) => {
-                    bump(&counters.webhook_sent, batch.len() as u64);
-                    d.done(batch.len());
+                    if d.done(batch.len()) {
+                        bump(&counters.webhook_sent, batch.len() as u64);
+                    }
                     break;
                 }
                 Err(Failed::Refused(e)) => {
-                    bump(&counters.webhook_unsent, batch.len() as u64);
-                    d.done(batch.len());
+                    if d.done(batch.len()) {
+                        bump(&counters.webhook_unsent, batch.len() as u64);
+                    }
                     said(&e, counters);
                     break;
                 }
