@@ -737,18 +737,45 @@ pub fn alert_listing(
     store: &cepheus_store::Store,
     recent: Option<usize>,
 ) -> Result<Vec<cepheus_store::StoredAlert>, cepheus_store::StoreError> {
-    match recent {
-        Some(n) => store.recent(n.min(MAX_RECENT)),
-        None => store.firing().map(|mut f| {
+    listing_within(store, recent, MAX_LISTING_BYTES)
+}
+
+/// [`alert_listing`] with at most `max_bytes` of JSON.
+fn listing_within(
+    store: &cepheus_store::Store,
+    recent: Option<usize>,
+    max_bytes: usize,
+) -> Result<Vec<cepheus_store::StoredAlert>, cepheus_store::StoreError> {
+    let mut list = match recent {
+        Some(n) => store.recent(n.min(MAX_RECENT))?,
+        None => {
+            let mut f = store.firing()?;
             let cut = f.len().saturating_sub(MAX_FIRING);
             f.drain(..cut);
             // Oldest first by when each began firing (shards write theirs independently, so
             // the store's order is only nearly that), then as stored.
             f.sort_by_cached_key(|a| began(&a.json));
             f
-        }),
-    }
+        }
+    };
+    // The newest that fit in `max_bytes` of JSON.
+    let mut bytes = 0usize;
+    let keep = list
+        .iter()
+        .rev()
+        .take_while(|a| {
+            bytes = bytes.saturating_add(a.json.len() + 1);
+            bytes <= max_bytes
+        })
+        .count();
+    let cut = list.len() - keep;
+    list.drain(..cut);
+    Ok(list)
 }
+
+/// The most JSON a listing holds (the newest alerts that fit): one request must not make the
+/// agent build gigabytes.
+pub const MAX_LISTING_BYTES: usize = 64 << 20;
 
 /// When an alert change began (its `time`), read without building the whole object: a
 /// listing of 20,000 firing alerts sorts on it. `None` (first) when it has none.
@@ -840,6 +867,22 @@ mod tests {
             .map(|a| a.seq)
             .collect();
         assert!(recent.is_sorted(), "{recent:?}");
+        // A listing holds the newest that fit in its bytes.
+        let sizes: Vec<usize> = store
+            .recent(4)
+            .unwrap()
+            .iter()
+            .map(|a| a.json.len() + 1)
+            .collect();
+        let one = sizes.iter().max().copied().unwrap_or(0);
+        let fit: Vec<u64> = listing_within(&store, Some(4), sizes[2] + sizes[3])
+            .unwrap()
+            .iter()
+            .map(|a| a.seq)
+            .collect();
+        assert_eq!(fit, recent[2..], "the newest two");
+        let firing = listing_within(&store, None, 3 * one).unwrap();
+        assert_eq!(firing.len(), 3);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
