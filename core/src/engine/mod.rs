@@ -232,6 +232,8 @@ struct RuleRt {
     canonical: String,
     /// The definitions whose events may open a group ([`Plan::opens`]).
     opens: EvSet,
+    /// Where the next look for an idle group to let go starts, when `max_groups` is full.
+    idle_scan: u32,
 }
 
 /// A rule state split for writing: its context (read-only) beside its mutable parts.
@@ -436,6 +438,9 @@ pub struct Engine {
     lanes: Vec<Lane>,
     clock: Option<Timestamp>,
     next_seq: u64,
+    /// Idle groups let go to make room under a full `max_groups` (see `idle_group`), counted
+    /// so that an event's deliveries know when what was read ahead may be stale.
+    idle_freed: u64,
     outage_until: Timestamp,
     /// Restored after downtime: the next advance marks deadlines it passes as outages.
     outage_pending: bool,
@@ -596,6 +601,9 @@ fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
 /// split across the engines of a partition when groups are spread over them by key (the
 /// first `max % count` engines one more), so that all of them together keep at most
 /// `max_groups` groups of the rule (or one per engine, when `max_groups` is smaller than
+/// How many slots a full `max_groups` looks at for an idle group to let go, per refused key.
+const IDLE_SCAN: usize = 64;
+
 /// their number). A rule without `group_by` has its one group on one engine.
 fn shard_budget(rule: &Rule, cfg: &EngineConfig) -> u64 {
     let max = rule.max_groups.unwrap_or(cfg.max_groups);
@@ -823,6 +831,7 @@ impl Engine {
                     .unwrap_or(cfg.max_partial_matches)
                     .max(1) as usize,
                 cohort,
+                idle_scan: 0,
             });
         }
         for (rt, m) in rts.iter_mut().zip(members) {
@@ -939,6 +948,7 @@ impl Engine {
             lanes,
             clock: None,
             next_seq: 0,
+            idle_freed: 0,
             outage_until: Timestamp::MIN,
             outage_pending: false,
             min_event_any: None,
@@ -1173,6 +1183,17 @@ impl Engine {
         expected: bool,
         now: Timestamp,
     ) -> Option<u32> {
+        // A full budget first lets go a group that holds nothing any more, if one is found
+        // soon: a burst of forged keys would otherwise keep new ones out until `forget_after`.
+        let full = {
+            let rt = &self.rts[ri];
+            !expected && rt.groups.len() as u64 >= rt.max_groups && !rt.groups.contains_key(key)
+        };
+        if full && let Some((slot, idle)) = self.idle_group(ri, now) {
+            self.rts[ri].counters.forgotten += 1;
+            self.idle_freed += 1;
+            self.free_slot(ri, slot, &idle);
+        }
         let rt = &mut self.rts[ri];
         let (lane, max_groups) = (rt.lane, rt.max_groups);
         let Split {
@@ -1218,6 +1239,35 @@ impl Engine {
         };
         vacant.insert(idx);
         Some(idx)
+    }
+
+    /// A discovered group of state `ri` that holds nothing at `now` ([`Group::idle_at`]),
+    /// among the next [`IDLE_SCAN`] slots from where the last look stopped: bounded work per
+    /// refused key, and over a flood every slot is looked at in turn.
+    fn idle_group(&mut self, ri: usize, now: Timestamp) -> Option<(u32, GroupKey)> {
+        let outage_until = self.outage_until;
+        let rt = &mut self.rts[ri];
+        let n = rt.slots.len();
+        if n == 0 {
+            return None;
+        }
+        let ctx = rt.ctx(outage_until);
+        let start = rt.idle_scan as usize % n;
+        let mut found = None;
+        let mut next = start;
+        for i in 0..IDLE_SCAN.min(n) {
+            let idx = (start + i) % n;
+            next = (idx + 1) % n;
+            let idle = rt.slots[idx]
+                .as_ref()
+                .is_some_and(|s| !s.group.expected && s.group.idle_at(&ctx, now));
+            if idle && let Some(c) = rt.cold[idx].as_ref() {
+                found = Some((idx as u32, c.key.clone()));
+                break;
+            }
+        }
+        rt.idle_scan = next as u32;
+        found
     }
 
     /// Arms the group's next timer if it is earlier than the one already armed (see
@@ -1399,8 +1449,16 @@ impl Engine {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
+        let idle_before = self.idle_freed;
         for h in &hits {
             if self.rts[h.rule as usize].lane == 0 {
+                // What the read-ahead found holds unless a delivery let an idle group go
+                // meanwhile (its family record may be gone, or another key's now).
+                let found = if self.idle_freed == idle_before {
+                    h.found
+                } else {
+                    None
+                };
                 self.deliver(
                     h.rule as usize,
                     &h.key,
@@ -1409,7 +1467,7 @@ impl Engine {
                     h.event(&ev),
                     (seq, Some(h.kid)),
                     h.hint,
-                    h.found,
+                    found,
                     out,
                 );
             }

@@ -205,7 +205,8 @@ pub struct RuleCounters {
     pub alerts: u64,
     /// Matches not alerted because of the trigger's rate limit.
     pub suppressed: u64,
-    /// Groups dropped after `forget_after`.
+    /// Groups dropped after `forget_after`, or let go holding nothing to make room under a
+    /// full `max_groups`.
     pub forgotten: u64,
 }
 
@@ -829,6 +830,28 @@ impl Group {
             return true;
         }
         false
+    }
+
+    /// Whether the group holds nothing at `now` that a later event or timer could see: a
+    /// discovered linear group with no episode, no wait, no remembered time or rate limit,
+    /// and only partial matches past their window (its next transition would drop them). Such
+    /// a group is no different from none, so a full `max_groups` may let it go.
+    pub fn idle_at(&self, ctx: &RuleCtx<'_>, now: Timestamp) -> bool {
+        let (GroupState::Linear(l), Plan::Linear { alts }) = (&self.state, ctx.plan) else {
+            return false;
+        };
+        if l.episode.is_some() || l.rare.is_some() {
+            return false;
+        }
+        match ctx.wmax() {
+            None => l.runs.is_empty(),
+            Some(w) => {
+                let horizon = now.sub(w);
+                !l.runs
+                    .iter()
+                    .any(|r| r.live(&alts[r.alt_id() as usize], horizon))
+            }
+        }
     }
 
     /// The group is dropped (silent for `forget_after`, or retired by hand): an open alert is

@@ -1974,3 +1974,39 @@ fn no_event_is_in_two_firing_alerts_of_a_rule() {
         }
     }
 }
+
+#[test]
+fn a_full_group_budget_lets_go_groups_that_hold_nothing_any_more() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    // A burst of forged keys fills `max_groups` with partial matches; once their window has
+    // passed those groups hold nothing, and a new key takes the place of one instead of being
+    // refused until `forget_after` (7 days).
+    let mut r = rule("ab", &["a", "b"], seq(vec![ev(0), ev(1)])).within(5);
+    r.0.max_groups = Some(3);
+    let rules = set(vec![r]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("a:f1@0 a:f2@0 a:f3@0"), &mut out);
+    // Still within their window: the budget holds, the new key is refused.
+    run_on(&mut e, parse_script("a:late@3 b:late@4"), &mut out);
+    let st = &e.stats()[0];
+    assert_eq!((st.groups, st.counters.groups_rejected), (3, 1));
+    assert!(out.is_empty(), "{out:?}");
+    // Past it: a real pair is watched and alerts.
+    run_on(&mut e, parse_script("a:real@10 b:real@12"), &mut out);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].group()[0].1, cepheus_core::event::Value::str("real"));
+    let st = &e.stats()[0];
+    assert_eq!((st.groups, st.counters.groups_rejected), (3, 1));
+    assert_eq!(st.counters.forgotten, 1);
+    // A group that remembers something (here when it last alerted, for its rate limit) is
+    // never let go.
+    let mut r = rule("one", &["a"], ev(0)).every(Some(1_000_000));
+    r.0.max_groups = Some(1);
+    let rules = set(vec![r]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("a:x@0 a:y@100"), &mut out);
+    assert_eq!(e.stats()[0].counters.groups_rejected, 1);
+    assert_eq!(out.len(), 1);
+}
