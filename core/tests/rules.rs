@@ -1409,3 +1409,36 @@ fn an_expect_list_filling_max_groups_is_warned() {
     assert!(warned(1));
     assert!(!warned(3));
 }
+
+/// A regex counting one repetition (nested ones multiplied) past 1,000 is refused where the
+/// count is written: `[a-z]{50000}z` took 9 s per 64 KiB message and stalled every shard.
+#[test]
+fn a_regex_counting_past_a_thousand_is_refused_where_it_counts() {
+    let (m, line, col, help) = one_error(&rule_text(
+        "events.a = 'syslog and msg =~ \"x[a-z]{50000}z\"'\npattern = \"a\"",
+    ));
+    assert!(
+        m.contains("counted to 50000") && m.contains("at most 1000"),
+        "{m}"
+    );
+    assert_eq!((line, col), (4, 33));
+    assert!(help.unwrap_or_default().contains("{1000,}"));
+    let (m, _, _, _) = one_error(&rule_text(
+        "events.a = 'syslog and msg =~ \"(?:ab{40}){30}\"'\npattern = \"a\"",
+    ));
+    assert!(m.contains("counted to 1200"), "{m}");
+    for fine in [
+        "(?:[0-9a-f]{2}:){5}[0-9a-f]{2}",
+        "[A-Za-z0-9+/=]{1000,}",
+        "(?:a{10}){100}",
+        "x+y*",
+    ] {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!(
+                "events.a = 'syslog and msg =~ \"{fine}\"'\npattern = \"a\""
+            )),
+        );
+        assert!(c.rules.is_some(), "{fine}: {:#?}", errors(&c));
+    }
+}

@@ -584,6 +584,24 @@ impl CondChecker<'_, '_> {
                 offsets,
             } => {
                 let (x, _) = self.expr(lhs)?;
+                if let Some((count, at)) = heavy_repetition(re) {
+                    let map =
+                        |i: usize| offsets.get(i.min(offsets.len().saturating_sub(1))).copied();
+                    let span = match (map(at.start), map(at.end.min(re.len()))) {
+                        (Some(a), Some(b)) => a..b.max(a + 1),
+                        _ => re_span.clone(),
+                    };
+                    self.r.error(
+                        span,
+                        format!(
+                            "a repetition counted to {count} makes every match of this regex slow (about a second per long message at 50,000): at most {MAX_REGEX_REPEAT}"
+                        ),
+                        Some(format!(
+                            "match a shorter run: `x{{{MAX_REGEX_REPEAT},}}` also says \"at least {MAX_REGEX_REPEAT}\", and a run of N is found by any shorter one it holds"
+                        )),
+                    );
+                    return None;
+                }
                 let compiled = match Regex::new(re) {
                     Ok(c) => c,
                     Err(e) => {
@@ -1366,4 +1384,41 @@ impl PatChecker<'_, '_, '_, '_> {
             }
         }
     }
+}
+
+/// The most a regex may count one repetition to (nested ones multiplied): a regex's matching
+/// cost grows with its compiled size, and `[a-z]{50000}` took 9 s per 64 KiB message, one
+/// rule and a few datagrams stalling every shard.
+pub const MAX_REGEX_REPEAT: u32 = 1_000;
+
+/// The first repetition of `re` counted past [`MAX_REGEX_REPEAT`] (nested counts multiplied),
+/// and where it is in `re`; `None` when there is none (or `re` does not parse: compiling it
+/// says why).
+fn heavy_repetition(re: &str) -> Option<(u64, std::ops::Range<usize>)> {
+    use regex_syntax::ast::{Ast, RepetitionKind, RepetitionRange};
+    fn walk(ast: &Ast, outer: u64) -> Option<(u64, std::ops::Range<usize>)> {
+        match ast {
+            Ast::Repetition(r) => {
+                let n = match &r.op.kind {
+                    RepetitionKind::Range(RepetitionRange::Exactly(n))
+                    | RepetitionKind::Range(RepetitionRange::AtLeast(n)) => u64::from(*n),
+                    RepetitionKind::Range(RepetitionRange::Bounded(a, b)) => {
+                        u64::from(*a).max(u64::from(*b))
+                    }
+                    _ => 1,
+                };
+                let total = outer.saturating_mul(n.max(1));
+                if total > u64::from(MAX_REGEX_REPEAT) {
+                    return Some((total, r.span.start.offset..r.span.end.offset));
+                }
+                walk(&r.ast, total)
+            }
+            Ast::Group(g) => walk(&g.ast, outer),
+            Ast::Alternation(a) => a.asts.iter().find_map(|x| walk(x, outer)),
+            Ast::Concat(c) => c.asts.iter().find_map(|x| walk(x, outer)),
+            _ => None,
+        }
+    }
+    let ast = regex_syntax::ast::parse::Parser::new().parse(re).ok()?;
+    walk(&ast, 1)
 }
