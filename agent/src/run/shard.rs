@@ -549,6 +549,10 @@ impl Shard {
                 return;
             }
         };
+        // A state that takes long to make (a million groups: seconds) is made less often, so
+        // that saving takes at most 1/SAVE_SHARE of the shard's time; the journal holds what
+        // comes between.
+        self.checkpoint_due = next_save(now, every, now.elapsed());
         let saved = cepheus_store::SavedShard {
             shard: self.id as u32,
             shards: self.count as u32,
@@ -575,6 +579,19 @@ impl Shard {
             super::sink::note_dropped(n);
         }
     }
+}
+
+/// A shard spends at most one part in this many of its time making saved states.
+const SAVE_SHARE: u32 = 20;
+
+/// When the state is next saved, after one begun at `began` that took `took` to make:
+/// `every` later, or later still for a state that is long to make.
+fn next_save(
+    began: std::time::Instant,
+    every: std::time::Duration,
+    took: std::time::Duration,
+) -> std::time::Instant {
+    began + every.max(took.saturating_mul(SAVE_SHARE))
 }
 
 impl Actor for Shard {
@@ -770,5 +787,23 @@ impl Handler<StateKept> for Shard {
             j.clear_fresh();
         }
         self.drop_spent_journal();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_state_long_to_make_is_saved_less_often() {
+        let t = Instant::now();
+        let every = Duration::from_secs(5);
+        assert_eq!(next_save(t, every, Duration::from_millis(10)), t + every);
+        // Two seconds to make: at most a twentieth of the shard's time, so every 40 s.
+        assert_eq!(
+            next_save(t, every, Duration::from_secs(2)),
+            t + Duration::from_secs(40)
+        );
     }
 }
