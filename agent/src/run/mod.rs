@@ -603,6 +603,7 @@ fn start(
         let budgets = Arc::new(std::sync::Mutex::new(budget::BudgetWatch::default()));
         let mut arbiters = Vec::new();
         let mut shards = Vec::new();
+        let mut shard_progress = Vec::new();
         let mut txs: Vec<mpsc::Sender<Batch>> = Vec::new();
         for (s, (resume, journal)) in resume.into_iter().zip(journals).enumerate() {
             let arb = Arbiter::new();
@@ -610,7 +611,11 @@ fn start(
             let probe = tx.downgrade();
             let share = plan.rules().clone();
             let sink = sink.clone();
-            let drained = drained.clone();
+            let live = shard::Liveness {
+                drained: drained.clone(),
+                progress: Default::default(),
+            };
+            shard_progress.push(live.progress.clone());
             let budgets = budgets.clone();
             let persistence = shard::Persistence {
                 every: checkpoint_every,
@@ -626,7 +631,7 @@ fn start(
                     probe,
                     sink,
                     tick,
-                    drained,
+                    live,
                     budgets,
                     persistence,
                 )
@@ -806,12 +811,17 @@ fn start(
         // answered a probe through the sink: a long replay counts against systemd's start
         // timeout, not against the watchdog.
         for s in &shards {
-            let _ = s.send(shard::Probe).await;
+            let _ = s.send(shard::Probe(None)).await;
         }
         if let Some(period) = sd_notify::watchdog_enabled() {
             let stages = watchdog::Stages {
                 ingest: handles.clone(),
                 shards: shards.clone(),
+                progress: watchdog::Progress {
+                    ingest: ingest_counters.clone(),
+                    shards: shard_progress.clone(),
+                    sink: sink_counters.clone(),
+                },
             };
             actix::spawn(watchdog::run(period, stages, shutdown_rx.clone()));
         }

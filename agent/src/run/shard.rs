@@ -100,6 +100,16 @@ pub struct ShardStats {
     pub journal: Option<JournalStats>,
 }
 
+/// What a shard tells the agent's shutdown and watchdog of how it is going.
+#[derive(Clone, Debug, Default)]
+pub struct Liveness {
+    /// Bumped once its queue has ended (shutdown); one counter for all shards.
+    pub drained: Arc<AtomicUsize>,
+    /// Bumped after each batch and tick it handled: the watchdog tells a busy shard (a long
+    /// alert storm, a flood) from a stuck one.
+    pub progress: Arc<std::sync::atomic::AtomicU64>,
+}
+
 /// The CEP shard actor.
 pub struct Shard {
     id: usize,
@@ -112,7 +122,7 @@ pub struct Shard {
     rx: Option<mpsc::Receiver<Batch>>,
     /// Senders still able to reach the queue (for `queued_batches`).
     probe: Option<mpsc::WeakSender<Batch>>,
-    drained: Arc<AtomicUsize>,
+    live: Liveness,
     /// The rules it runs, to rebuild its engine after a panic.
     rules: RuleSet,
     /// What the shards said of their rules' budgets and late events (one for all shards).
@@ -196,8 +206,8 @@ pub struct Persistence {
 }
 
 impl Shard {
-    /// A shard running `rules`, reading batches from `rx`, sending alerts to `sink`; it bumps
-    /// `drained` once its queue has ended (shutdown).
+    /// A shard running `rules`, reading batches from `rx`, sending alerts to `sink`; it says
+    /// how it goes in `live`.
     pub fn new(
         id: usize,
         count: usize,
@@ -206,7 +216,7 @@ impl Shard {
         probe: mpsc::WeakSender<Batch>,
         sink: Addr<AlertSink>,
         tick: std::time::Duration,
-        drained: Arc<AtomicUsize>,
+        live: Liveness,
         budgets: Arc<std::sync::Mutex<super::budget::BudgetWatch>>,
         persistence: Persistence,
     ) -> Shard {
@@ -223,7 +233,7 @@ impl Shard {
             },
             rx: Some(rx),
             probe: Some(probe),
-            drained,
+            live,
             rules: RuleSet::default(), // `install` keeps them
             budgets,
             budget_due: super::budget::Due::default(),
@@ -505,6 +515,7 @@ impl Shard {
     fn tick_now(&mut self) {
         self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
         self.flush();
+        self.live.progress.fetch_add(1, Ordering::Relaxed);
         let now = std::time::Instant::now();
         if let Some(e) = self.engine.as_ref().filter(|_| self.budget_due.due(now)) {
             // (A shard that panicked while holding the lock leaves the watch as it was.)
@@ -636,6 +647,7 @@ impl StreamHandler<Batch> for Shard {
             e.push_batch(events, out);
         });
         self.flush();
+        self.live.progress.fetch_add(1, Ordering::Relaxed);
     }
 
     fn finished(&mut self, _: &mut Self::Context) {
@@ -643,7 +655,7 @@ impl StreamHandler<Batch> for Shard {
         self.tick_now();
         self.save_state(true);
         self.probe = None;
-        self.drained.fetch_add(1, Ordering::SeqCst);
+        self.live.drained.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -709,12 +721,16 @@ impl Handler<ForgetGroup> for Shard {
 /// shard stuck in its engine, or a sink stuck in a write, keeps the probe from coming back.
 #[derive(Message)]
 #[rtype(result = "bool")]
-pub struct Probe;
+pub struct Probe(pub Option<Arc<std::sync::atomic::AtomicBool>>);
 
 impl Handler<Probe> for Shard {
     type Result = ResponseFuture<bool>;
 
-    fn handle(&mut self, _: Probe, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, probe: Probe, _: &mut Self::Context) -> Self::Result {
+        // Past this shard's mailbox: from here the probe waits on the sink.
+        if let Some(entered) = &probe.0 {
+            entered.store(true, Ordering::SeqCst);
+        }
         let sink = self.sink.clone();
         Box::pin(async move { sink.send(super::sink::Probe).await.is_ok() })
     }
