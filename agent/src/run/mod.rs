@@ -614,8 +614,9 @@ fn start(
             let live = shard::Liveness {
                 drained: drained.clone(),
                 progress: Default::default(),
+                saving: Default::default(),
             };
-            shard_progress.push(live.progress.clone());
+            shard_progress.push(live.clone());
             let budgets = budgets.clone();
             let persistence = shard::Persistence {
                 every: checkpoint_every,

@@ -108,6 +108,9 @@ pub struct Liveness {
     /// Bumped after each batch and tick it handled: the watchdog tells a busy shard (a long
     /// alert storm, a flood) from a stuck one.
     pub progress: Arc<std::sync::atomic::AtomicU64>,
+    /// Set while it makes a saved state (seconds for a million groups): bounded work, which
+    /// the watchdog counts as busy.
+    pub saving: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The CEP shard actor.
@@ -549,11 +552,15 @@ impl Shard {
         };
         // Events taken from now on go to a new segment: the state below holds every earlier one.
         let journal = self.journal.as_mut().map(Journal::rotate);
+        self.live.saving.store(true, Ordering::SeqCst);
         let state = SavedState {
             journal,
             engine: e.checkpoint(),
         };
-        let data = match serde_json::to_vec(&state) {
+        let data = serde_json::to_vec(&state);
+        self.live.saving.store(false, Ordering::SeqCst);
+        self.live.progress.fetch_add(1, Ordering::Relaxed);
+        let data = match data {
             Ok(d) => d,
             Err(err) => {
                 tracing::error!(shard = self.id, error = %err, "cannot serialise the engine's state");

@@ -1,9 +1,9 @@
 //! systemd's watchdog (`WatchdogSec=`): pinged when a probe has been through the pipeline and
 //! back, so an idle input still pings and a stuck stage does not.
 //!
-//! Every half period a probe goes to each ingest thread (its event loop runs the probe's
-//! task), and to each CEP shard, which passes it on to the alert sink and answers once the
-//! sink did. All answered within the half period: `WATCHDOG=1`. A probe still on its way is
+//! A quarter period after the last came back, a probe goes to each ingest thread (its event
+//! loop runs the probe's task), and to each CEP shard, which passes it on to the alert sink
+//! and answers once the sink did. All answered within a quarter period: `WATCHDOG=1`. A probe still on its way is
 //! not given up: it waits at one stage, and if that stage got work done meanwhile (it is busy
 //! with a flood or an alert storm, not stuck) the watchdog is pinged all the same; else a
 //! warning (at most one a minute) names the stage, and systemd restarts the service once the
@@ -12,14 +12,14 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::{Addr, ArbiterHandle};
 use tokio::sync::{oneshot, watch};
 
 use super::counters::{IngestCounters, SinkCounters};
-use super::shard::{Probe, Shard};
+use super::shard::{Liveness, Probe, Shard};
 
 /// The stages a probe goes through.
 pub struct Stages {
@@ -36,8 +36,8 @@ pub struct Stages {
 pub struct Progress {
     /// The ingest threads' (all together).
     pub ingest: Arc<IngestCounters>,
-    /// Each shard's (batches and ticks handled).
-    pub shards: Vec<Arc<AtomicU64>>,
+    /// Each shard's (batches and ticks handled, and whether it is making a saved state).
+    pub shards: Vec<Liveness>,
     /// The alert sink's (alert changes taken).
     pub sink: Arc<SinkCounters>,
 }
@@ -80,8 +80,25 @@ impl Progress {
                 .iter()
                 .map(|c| c.load(Ordering::Relaxed))
                 .fold(0u64, u64::wrapping_add),
-            At::Shard(s, false) => self.shards.get(s).map_or(0, |c| c.load(Ordering::Relaxed)),
+            At::Shard(s, false) => self
+                .shards
+                .get(s)
+                .map_or(0, |c| c.progress.load(Ordering::Relaxed)),
             At::Shard(_, true) => self.sink.alerts.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Progress {
+    /// Whether the stage is in the middle of bounded work that gives no count while it lasts
+    /// (a shard making a saved state).
+    fn in_long_work(&self, at: At) -> bool {
+        match at {
+            At::Shard(s, false) => self
+                .shards
+                .get(s)
+                .is_some_and(|l| l.saving.load(Ordering::SeqCst)),
+            _ => false,
         }
     }
 }
@@ -146,10 +163,13 @@ fn judge(seen: Option<(At, u64)>, at: At, done: u64) -> Verdict {
     }
 }
 
-/// Pings systemd every half `period` while every stage answers or is busy, until shutdown
+/// Pings systemd every quarter `period` or so while every stage answers or is busy, until shutdown
 /// (when stopping, the pipeline drains and is no longer probed).
 pub async fn run(period: Duration, stages: Stages, mut shutdown: watch::Receiver<bool>) {
-    let half = (period / 2).max(Duration::from_millis(10));
+    // A probe is begun a quarter period after the last came back, and one on its way is
+    // judged every quarter: a busy pipeline is pinged at least every three quarters (a probe
+    // first seen waiting is judged one quarter later).
+    let quarter = (period / 4).max(Duration::from_millis(10));
     let mut last_warned: Option<Instant> = None;
     let mut last_busy: Option<Instant> = None;
     tracing::info!(period = ?period, "systemd watchdog enabled");
@@ -157,15 +177,20 @@ pub async fn run(period: Duration, stages: Stages, mut shutdown: watch::Receiver
     let mut waiting: Option<(At, u64)> = None;
     let mut in_flight: Option<(ProbeFuture, Arc<Position>)> = None;
     loop {
-        tokio::select! {
-            _ = tokio::time::sleep(half) => {}
-            _ = shutdown.changed() => return,
+        if in_flight.is_none() {
+            tokio::select! {
+                _ = tokio::time::sleep(quarter) => {}
+                _ = shutdown.changed() => return,
+            }
         }
         let (probe, pos) = in_flight.get_or_insert_with(|| {
             let pos = Arc::new(Position::default());
             (Box::pin(stages.probe(pos.clone())), pos)
         });
-        let answer = tokio::time::timeout(half, probe.as_mut()).await;
+        let answer = tokio::select! {
+            a = tokio::time::timeout(quarter, probe.as_mut()) => a,
+            _ = shutdown.changed() => return,
+        };
         let stuck = match answer {
             Ok(Ok(())) => {
                 in_flight = None;
@@ -182,7 +207,11 @@ pub async fn run(period: Duration, stages: Stages, mut shutdown: watch::Receiver
                 // Still on its way: kept, and judged by where it waits (`judge`).
                 let at = pos.at();
                 let done = stages.progress.of(at);
-                match judge(waiting.replace((at, done)), at, done) {
+                let verdict = match judge(waiting.replace((at, done)), at, done) {
+                    Verdict::Stuck if stages.progress.in_long_work(at) => Verdict::Busy,
+                    v => v,
+                };
+                match verdict {
                     Verdict::Busy => {
                         let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
                         if last_busy.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
@@ -193,7 +222,9 @@ pub async fn run(period: Duration, stages: Stages, mut shutdown: watch::Receiver
                     }
                     Verdict::Arrived => continue,
                     Verdict::Stuck => {
-                        format!("{at:?} (no answer and no work done for half the watchdog period)")
+                        format!(
+                            "{at:?} (no answer and no work done for a quarter of the watchdog period)"
+                        )
                     }
                 }
             }
@@ -231,10 +262,20 @@ mod tests {
         assert_eq!(pos.at(), At::Shard(2, true));
         let p = Progress {
             ingest: Arc::default(),
-            shards: vec![Arc::default(), Arc::default(), Arc::new(AtomicU64::new(5))],
+            shards: vec![
+                Liveness::default(),
+                Liveness::default(),
+                Liveness::default(),
+            ],
             sink: Arc::default(),
         };
+        p.shards[2].progress.store(5, Ordering::SeqCst);
         assert_eq!(p.of(At::Shard(2, false)), 5);
+        // A shard making a saved state is busy, though it counts nothing meanwhile.
+        assert!(!p.in_long_work(At::Shard(2, false)));
+        p.shards[2].saving.store(true, Ordering::SeqCst);
+        assert!(p.in_long_work(At::Shard(2, false)));
+        assert!(!p.in_long_work(At::Shard(2, true)));
         p.sink.alerts.store(9, Ordering::SeqCst);
         assert_eq!(p.of(At::Shard(2, true)), 9);
         p.ingest.parsed.store(3, Ordering::SeqCst);
