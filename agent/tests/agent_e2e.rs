@@ -1474,6 +1474,19 @@ fn groups_forget_without_an_agent_says_so() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach the agent's API"));
 }
 
+/// `cepheus ARGS` run in `dir`: its exit code and stderr.
+fn cepheus_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `cepheus config check` names every problem that `cepheus run` would refuse at start-up,
 /// values and missing files alike, in one pass.
 #[test]
@@ -1484,13 +1497,8 @@ fn config_check_names_every_problem_run_would_refuse() {
         "[syslog]\nfiles = [\"missing.log\"]\nmax_connections = 0\nudp = [\"127.0.0.1:5599\", \"127.0.0.1:5599\"]\n[rules]\npaths = [\"no-such-rules\"]\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
-        .args(["config", "check", "cepheus.toml"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let (code, err) = cepheus_in(&dir, &["config", "check", "cepheus.toml"]);
+    assert_eq!(code, Some(1), "{err}");
     for key in [
         "syslog.max_connections",
         "syslog.udp",
@@ -1504,12 +1512,7 @@ fn config_check_names_every_problem_run_would_refuse() {
     }
     assert!(err.contains("127.0.0.1:5599 is listed twice"), "{err}");
     // A folder where the file was meant.
-    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
-        .args(["config", "check", "rules"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (_, err) = cepheus_in(&dir, &["config", "check", "rules"]);
     assert!(err.contains("is a folder: name a file"), "{err}");
     // A rules folder with a broken rule: check refuses as run does.
     std::fs::write(
@@ -1518,13 +1521,8 @@ fn config_check_names_every_problem_run_would_refuse() {
     )
     .unwrap();
     std::fs::write(dir.join("rules/bad.toml"), "[[rule]]\nname = \"x\"\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
-        .args(["config", "check", "cepheus.toml"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let (code, err) = cepheus_in(&dir, &["config", "check", "cepheus.toml"]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("`rules.paths`: the rules have errors"),
         "{err}"
@@ -1536,13 +1534,8 @@ fn config_check_names_every_problem_run_would_refuse() {
         "[rules]\npaths = [\"rules\"]\n[syslog]\ntimezone = \"X/Y\"\nudp = 5\ntcp = []\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
-        .args(["config", "check", "cepheus.toml"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let (code, err) = cepheus_in(&dir, &["config", "check", "cepheus.toml"]);
+    assert_eq!(code, Some(1), "{err}");
     for said in [
         "expected a sequence",
         "`syslog.timezone`",
@@ -1555,13 +1548,8 @@ fn config_check_names_every_problem_run_would_refuse() {
         &["config", "check", "no-such.toml"][..],
         &["run", "--config", "no-such.toml"][..],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let (code, err) = cepheus_in(&dir, args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(err.contains("cannot read no-such.toml"), "{err}");
     }
 }

@@ -3,11 +3,11 @@
 //!
 //! A quarter period after the last came back, a probe goes to each ingest thread (its event
 //! loop runs the probe's task), and to each CEP shard, which passes it on to the alert sink
-//! and answers once the sink did. All answered within a quarter period: `WATCHDOG=1`. A probe still on its way is
-//! not given up: it waits at one stage, and if that stage got work done meanwhile (it is busy
-//! with a flood or an alert storm, not stuck) the watchdog is pinged all the same; else a
-//! warning (at most one a minute) names the stage, and systemd restarts the service once the
-//! period passes with no ping.
+//! and answers once the sink did. All answered within a quarter period: `WATCHDOG=1`. A
+//! probe still on its way is not given up: it waits at one stage, and if that stage got work
+//! done meanwhile (it is busy with a flood or an alert storm, not stuck) the watchdog is
+//! pinged all the same; else a warning (at most one a minute) names the stage, and systemd
+//! restarts the service once the period passes with no ping.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -87,9 +87,7 @@ impl Progress {
             At::Shard(_, true) => self.sink.alerts.load(Ordering::Relaxed),
         }
     }
-}
 
-impl Progress {
     /// Whether the stage is in the middle of bounded work that gives no count while it lasts
     /// (a shard making a saved state).
     fn in_long_work(&self, at: At) -> bool {
@@ -163,8 +161,8 @@ fn judge(seen: Option<(At, u64)>, at: At, done: u64) -> Verdict {
     }
 }
 
-/// Pings systemd every quarter `period` or so while every stage answers or is busy, until shutdown
-/// (when stopping, the pipeline drains and is no longer probed).
+/// Pings systemd every quarter `period` or so while every stage answers or is busy, until
+/// shutdown (when stopping, the pipeline drains and is no longer probed).
 pub async fn run(period: Duration, stages: Stages, mut shutdown: watch::Receiver<bool>) {
     // A probe is begun a quarter period after the last came back, and one on its way is
     // judged every quarter: a busy pipeline is pinged at least every three quarters (a probe

@@ -585,14 +585,8 @@ impl CondChecker<'_, '_> {
             } => {
                 let (x, _) = self.expr(lhs)?;
                 if let Some((count, at)) = heavy_repetition(re) {
-                    let map =
-                        |i: usize| offsets.get(i.min(offsets.len().saturating_sub(1))).copied();
-                    let span = match (map(at.start), map(at.end.min(re.len()))) {
-                        (Some(a), Some(b)) => a..b.max(a + 1),
-                        _ => re_span.clone(),
-                    };
                     self.r.error(
-                        span,
+                        regex_span(re, offsets, at).unwrap_or_else(|| re_span.clone()),
                         format!(
                             "a repetition counted to {count} makes every match of this regex slow (about a second per long message at 50,000): at most {MAX_REGEX_REPEAT}"
                         ),
@@ -756,12 +750,8 @@ impl CondChecker<'_, '_> {
         let located = match regex_syntax::ast::parse::Parser::new().parse(re) {
             Err(pe) => {
                 let s = pe.span();
-                let (a, b) = (s.start.offset, s.end.offset.max(s.start.offset + 1));
-                let map = |i: usize| offsets.get(i.min(offsets.len().saturating_sub(1))).copied();
-                match (map(a), map(b.min(re.len()))) {
-                    (Some(x), Some(y)) => Some((x..y.max(x + 1), pe.kind().to_string())),
-                    _ => None,
-                }
+                let at = s.start.offset..s.end.offset.max(s.start.offset + 1);
+                regex_span(re, offsets, at).map(|span| (span, pe.kind().to_string()))
             }
             Ok(_) => None,
         };
@@ -1384,6 +1374,14 @@ impl PatChecker<'_, '_, '_, '_> {
             }
         }
     }
+}
+
+/// Where bytes `at` of regex `re` are in the file, through `offsets` (the file offset of each
+/// byte of `re`, escapes in a basic string making them differ); at least one byte long.
+fn regex_span(re: &str, offsets: &[usize], at: std::ops::Range<usize>) -> Option<Span> {
+    let map = |i: usize| offsets.get(i.min(offsets.len().saturating_sub(1))).copied();
+    let (a, b) = (map(at.start)?, map(at.end.min(re.len()))?);
+    Some(a..b.max(a + 1))
 }
 
 /// The most a regex may count one repetition to (nested ones multiplied): a regex's matching
