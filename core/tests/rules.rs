@@ -1442,3 +1442,14 @@ fn a_regex_counting_past_a_thousand_is_refused_where_it_counts() {
         assert!(c.rules.is_some(), "{fine}: {:#?}", errors(&c));
     }
 }
+
+/// A regex whose compiled form passes 10 MB is refused where it is written, with what to do.
+#[test]
+fn a_regex_too_large_to_compile_is_refused_with_a_hint() {
+    let (m, line, col, help) = one_error(&rule_text(
+        "events.a = 'syslog and msg =~ \"\\w{900}\\w{900}\\w{900}\\w{900}\"'\npattern = \"a\"",
+    ));
+    assert_eq!(m, "invalid regex: its compiled form would exceed 10 MB");
+    assert_eq!((line, col), (4, 31));
+    assert!(help.unwrap_or_default().contains("(?-u:\\w)"));
+}

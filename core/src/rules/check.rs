@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::ops::Range;
 
+use super::ir::{Re, ReError};
 use ipnet::IpNet;
-use regex::Regex;
 
 use crate::event::{Field, FieldKey, Source, Value, ValueType};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
@@ -335,13 +335,42 @@ fn branches(c: &CondAst, captured: &BTreeSet<&str>) -> Option<Vec<Branch>> {
         } => {
             let mut fs = Vec::new();
             expr_fields(lhs, &mut fs);
-            let caps = match (negate, Regex::new(re)) {
-                (false, Ok(r)) => r.capture_names().flatten().map(String::from).collect(),
-                _ => Vec::new(),
+            let caps = if *negate {
+                Vec::new()
+            } else {
+                capture_names(re)
             };
             atom(&fs, caps)
         }
     })
+}
+
+/// The names of a regex's capture groups, in order, without compiling it (an invalid regex
+/// has none here: the condition's check reports it).
+fn capture_names(re: &str) -> Vec<String> {
+    fn walk(h: &regex_syntax::hir::Hir, out: &mut Vec<String>) {
+        use regex_syntax::hir::HirKind;
+        match h.kind() {
+            HirKind::Capture(c) => {
+                if let Some(n) = &c.name {
+                    out.push(n.to_string());
+                }
+                walk(&c.sub, out);
+            }
+            HirKind::Repetition(r) => walk(&r.sub, out),
+            HirKind::Concat(hs) | HirKind::Alternation(hs) => {
+                for h in hs {
+                    walk(h, out);
+                }
+            }
+            HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(h) = regex_syntax::parse(re) {
+        walk(&h, &mut out);
+    }
+    out
 }
 
 struct CondChecker<'r, 'a> {
@@ -596,7 +625,7 @@ impl CondChecker<'_, '_> {
                     );
                     return None;
                 }
-                let compiled = match Regex::new(re) {
+                let compiled = match Re::new(re) {
                     Ok(c) => c,
                     Err(e) => {
                         self.regex_error(re, re_span, offsets, &e);
@@ -745,7 +774,7 @@ impl CondChecker<'_, '_> {
         }
     }
 
-    fn regex_error(&mut self, re: &str, re_span: &Span, offsets: &[usize], e: &regex::Error) {
+    fn regex_error(&mut self, re: &str, re_span: &Span, offsets: &[usize], e: &ReError) {
         // regex-syntax gives the exact place of syntax errors
         let located = match regex_syntax::ast::parse::Parser::new().parse(re) {
             Err(pe) => {
@@ -762,12 +791,20 @@ impl CondChecker<'_, '_> {
                 Some("regexes use Rust `regex` syntax; backslashes are kept as written".into()),
             ),
             None => {
-                let text = e.to_string();
-                let last = text.lines().last().unwrap_or("").trim().to_string();
+                let (last, help) = match e.size_limit() {
+                    Some(limit) => (
+                        format!("its compiled form would exceed {} MB", limit >> 20),
+                        "count less, or use narrower classes: `\\w`, `\\d` and `\\s` span all of Unicode (`[a-z0-9_]`, `[0-9]` and `[ \\t]` do not; `(?-u:\\w)` is `\\w` in ASCII)".to_string(),
+                    ),
+                    None => {
+                        let text = e.to_string();
+                        (text.lines().last().unwrap_or("").trim().to_string(), text)
+                    }
+                };
                 self.r.error(
                     re_span.clone(),
                     format!("invalid regex: {last}"),
-                    Some(text),
+                    Some(help),
                 );
             }
         }
