@@ -292,80 +292,88 @@ impl Store {
                 c.json = with_ack(&c.json, &ack);
             }
         }
-        let rows: Vec<([u8; 9], Vec<u8>)> = changes
-            .iter()
-            .map(|c| {
-                let key = seen_key(c.id, c.state);
-                let mut v = key.to_vec();
-                v.extend_from_slice(c.json.as_bytes());
-                (key, v)
-            })
-            .collect();
-        let mut seqs = Vec::with_capacity(rows.len());
-        for _ in &rows {
-            seqs.push(self.db.generate_id().map_err(|e| self.io(e))?);
-        }
-        let outcomes = (&self.alerts, &self.seen, &self.open)
-            .transaction(|(alerts, seen, open)| {
-                let mut out = Vec::with_capacity(rows.len());
-                for ((key, value), seq) in rows.iter().zip(&seqs) {
-                    let mut o = Outcome {
-                        fresh: false,
-                        opened: None,
-                        closed: None,
-                    };
-                    if seen.get(key)?.is_none() {
-                        o.fresh = true;
-                        seen.insert(&key[..], &seq.to_be_bytes())?;
-                        alerts.insert(&seq.to_be_bytes(), value.as_slice())?;
-                        let id = &key[..8];
-                        if key[8] == 0 {
-                            let mut v = seq.to_be_bytes().to_vec();
-                            v.extend_from_slice(&value[9..]);
-                            open.insert(id, v)?;
-                            o.opened = Some(*seq);
-                        } else if let Some(v) = open.remove(id)? {
-                            o.closed = v.get(..8).map(seq_of);
-                            // Its firing's change already pruned: its dedup key, kept while
-                            // it fired, goes now (nothing else would prune it).
-                            if let Some(f) = v.get(..8)
-                                && alerts.get(f)?.is_none()
-                            {
-                                let mut k = [0u8; 9];
-                                k[..8].copy_from_slice(id);
-                                seen.remove(&k[..])?;
+        // In transactions of at most TXN_CHANGES changes (each change's rows are written
+        // together; durability comes from the one flush at the end): sled holds a
+        // transaction's whole write set in memory, and a storm of 150,000 absences in one
+        // made the agent grow by gigabytes.
+        let mut fresh = Vec::with_capacity(changes.len());
+        for chunk in changes.chunks(TXN_CHANGES) {
+            let rows: Vec<([u8; 9], Vec<u8>)> = chunk
+                .iter()
+                .map(|c| {
+                    let key = seen_key(c.id, c.state);
+                    let mut v = key.to_vec();
+                    v.extend_from_slice(c.json.as_bytes());
+                    (key, v)
+                })
+                .collect();
+            let mut seqs = Vec::with_capacity(rows.len());
+            for _ in &rows {
+                seqs.push(self.db.generate_id().map_err(|e| self.io(e))?);
+            }
+            let outcomes = (&self.alerts, &self.seen, &self.open)
+                .transaction(|(alerts, seen, open)| {
+                    let mut out = Vec::with_capacity(rows.len());
+                    for ((key, value), seq) in rows.iter().zip(&seqs) {
+                        let mut o = Outcome {
+                            fresh: false,
+                            opened: None,
+                            closed: None,
+                        };
+                        if seen.get(key)?.is_none() {
+                            o.fresh = true;
+                            seen.insert(&key[..], &seq.to_be_bytes())?;
+                            alerts.insert(&seq.to_be_bytes(), value.as_slice())?;
+                            let id = &key[..8];
+                            if key[8] == 0 {
+                                let mut v = seq.to_be_bytes().to_vec();
+                                v.extend_from_slice(&value[9..]);
+                                open.insert(id, v)?;
+                                o.opened = Some(*seq);
+                            } else if let Some(v) = open.remove(id)? {
+                                o.closed = v.get(..8).map(seq_of);
+                                // Its firing's change already pruned: its dedup key, kept while
+                                // it fired, goes now (nothing else would prune it).
+                                if let Some(f) = v.get(..8)
+                                    && alerts.get(f)?.is_none()
+                                {
+                                    let mut k = [0u8; 9];
+                                    k[..8].copy_from_slice(id);
+                                    seen.remove(&k[..])?;
+                                }
                             }
                         }
+                        out.push(o);
                     }
-                    out.push(o);
-                }
-                Ok(out)
-            })
-            .map_err(|e: sled::transaction::TransactionError<()>| match e {
-                sled::transaction::TransactionError::Storage(e) => self.io(e),
-                sled::transaction::TransactionError::Abort(()) => StoreError::Damaged {
-                    path: self.path.clone(),
-                    what: "an aborted transaction".into(),
-                },
-            })?;
-        {
-            let mut held = self.lock();
-            for (o, key) in outcomes.iter().zip(&rows) {
-                held.changes += u64::from(o.fresh);
-                if let Some(seq) = o.opened
-                    && let Ok(id) = <[u8; 8]>::try_from(&key.0[..8])
-                {
-                    held.firing.insert(seq, id);
-                }
-                if let Some(seq) = o.closed {
-                    held.firing.remove(&seq);
-                    self.acks.remove(&key.0[..8]).map_err(|e| self.io(e))?;
+                    Ok(out)
+                })
+                .map_err(|e: sled::transaction::TransactionError<()>| match e {
+                    sled::transaction::TransactionError::Storage(e) => self.io(e),
+                    sled::transaction::TransactionError::Abort(()) => StoreError::Damaged {
+                        path: self.path.clone(),
+                        what: "an aborted transaction".into(),
+                    },
+                })?;
+            {
+                let mut held = self.lock();
+                for (o, key) in outcomes.iter().zip(&rows) {
+                    held.changes += u64::from(o.fresh);
+                    if let Some(seq) = o.opened
+                        && let Ok(id) = <[u8; 8]>::try_from(&key.0[..8])
+                    {
+                        held.firing.insert(seq, id);
+                    }
+                    if let Some(seq) = o.closed {
+                        held.firing.remove(&seq);
+                        self.acks.remove(&key.0[..8]).map_err(|e| self.io(e))?;
+                    }
                 }
             }
+            fresh.extend(outcomes.iter().map(|o| o.fresh));
         }
         self.prune()?;
         self.db.flush().map_err(|e| self.io(e))?;
-        Ok(outcomes.iter().map(|o| o.fresh).collect())
+        Ok(fresh)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -499,6 +507,49 @@ impl Store {
             out.push(StoredAlert { seq, json });
         }
         out.sort_by_key(|a| a.seq);
+        Ok(out)
+    }
+
+    /// The `n` firing alerts stored last, oldest first, as [`Store::firing`] would end: only
+    /// the sequence numbers of the others are held meanwhile, so listing the newest thousands
+    /// of a million firing alerts does not load them all.
+    pub fn firing_newest(&self, n: usize) -> Result<Vec<StoredAlert>, StoreError> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let mut newest: BinaryHeap<Reverse<(u64, sled::IVec)>> = BinaryHeap::new();
+        for row in self.open.iter() {
+            let (k, v) = row.map_err(|e| self.io(e))?;
+            let Some(seq) = v.get(..8).map(seq_of) else {
+                return Err(StoreError::Damaged {
+                    path: self.path.clone(),
+                    what: format!("open alert {:?}", k.as_ref()),
+                });
+            };
+            if newest.len() < n {
+                newest.push(Reverse((seq, k)));
+            } else if newest.peek().is_some_and(|Reverse((low, _))| *low < seq) {
+                newest.pop();
+                newest.push(Reverse((seq, k)));
+            }
+        }
+        let mut out = Vec::with_capacity(newest.len());
+        for Reverse((seq, k)) in newest.into_sorted_vec().into_iter().rev() {
+            // Resolved meanwhile: no longer firing.
+            let Some(v) = self.open.get(&k).map_err(|e| self.io(e))? else {
+                continue;
+            };
+            let Some(json) = v.get(8..).and_then(|b| std::str::from_utf8(b).ok()) else {
+                return Err(StoreError::Damaged {
+                    path: self.path.clone(),
+                    what: format!("open alert {:?}", k.as_ref()),
+                });
+            };
+            let json = match self.acks.get(&k).map_err(|e| self.io(e))? {
+                Some(ack) => with_ack(json, &ack),
+                None => json.to_string(),
+            };
+            out.push(StoredAlert { seq, json });
+        }
         Ok(out)
     }
 
@@ -767,6 +818,9 @@ fn with_ack(json: &str, ack: &[u8]) -> String {
 /// sled's page cache, at most.
 const CACHE_BYTES: u64 = 64 << 20;
 
+/// Most alert changes one store transaction writes (see [`Store::record_changes`]).
+const TXN_CHANGES: usize = 1024;
+
 /// A shard's state file.
 fn state_name(shard: u32) -> String {
     format!("shard-{shard}.state")
@@ -899,6 +953,71 @@ pattern = "absent(hb) for 10s"
         assert_eq!(s.record(&alerts[3..]).unwrap(), [true]);
         assert!(s.firing().unwrap().is_empty());
         assert_eq!(s.counts(), (2, 0));
+    }
+
+    #[test]
+    fn the_newest_firing_alerts_are_the_end_of_all_of_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 100).unwrap();
+        let alerts = heartbeat_alerts_of(&["e", "a", "d", "b", "c"]);
+        let firing: Vec<_> = alerts
+            .iter()
+            .filter(|a| a.state == AlertState::Firing)
+            .cloned()
+            .collect();
+        assert_eq!(firing.len(), 5);
+        for a in &firing {
+            s.record(std::slice::from_ref(a)).unwrap();
+        }
+        s.ack(firing[4].id().0, "alice", "2026-12-03T05:00:00Z")
+            .unwrap();
+        let all = s.firing().unwrap();
+        assert_eq!(all.len(), 5);
+        for n in 0..=6 {
+            let newest = s.firing_newest(n).unwrap();
+            assert_eq!(newest, all[all.len().saturating_sub(n)..], "{n}");
+        }
+        assert!(s.firing_newest(1).unwrap()[0].json.contains("alice"));
+    }
+
+    /// A batch larger than one transaction: every change kept once, a repeat in a later
+    /// transaction of the same batch seen as one, and the counts right.
+    #[test]
+    fn a_batch_larger_than_a_transaction_is_kept_whole_and_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path(), 1_000_000).unwrap();
+        let hosts: Vec<String> = (0..TXN_CHANGES + 10).map(|i| format!("h{i}")).collect();
+        let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        let firing: Vec<Alert> = heartbeat_alerts_of(&names)
+            .into_iter()
+            .filter(|a| a.state == AlertState::Firing)
+            .collect();
+        assert_eq!(firing.len(), TXN_CHANGES + 10);
+        let mut batch: Vec<Alert> = firing.clone();
+        batch.push(firing[3].clone());
+        let fresh = s.record(&batch).unwrap();
+        assert_eq!(fresh.len(), batch.len());
+        assert!(fresh[..firing.len()].iter().all(|f| *f));
+        assert!(!fresh[firing.len()], "the repeat is not new");
+        assert_eq!(s.counts(), (firing.len() as u64, firing.len() as u64));
+        assert_eq!(s.firing().unwrap().len(), firing.len());
+        assert_eq!(s.record(&firing[..2]).unwrap(), [false, false]);
+    }
+
+    /// Hosts `hosts` heartbeat at 0 s and all fire at 10 s, in the order given.
+    fn heartbeat_alerts_of(hosts: &[&str]) -> Vec<Alert> {
+        let mut e = Engine::new(&heartbeat_rules(), EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        let t0 = Timestamp::from_secs(1_000_000);
+        for (i, host) in hosts.iter().enumerate() {
+            let at = t0.add(Duration::from_millis(i as i64));
+            let mut ev = Event::new(Source::Syslog, at, at);
+            ev.set(cepheus_core::event::Field::Host, Value::str(host));
+            ev.set(cepheus_core::event::Field::App, Value::str("hb"));
+            e.push(ev, &mut out);
+        }
+        e.advance_to(t0.add(Duration::from_secs(20)), &mut out);
+        out
     }
 
     #[test]

@@ -749,9 +749,7 @@ fn listing_within(
     let mut list = match recent {
         Some(n) => store.recent(n.min(MAX_RECENT))?,
         None => {
-            let mut f = store.firing()?;
-            let cut = f.len().saturating_sub(MAX_FIRING);
-            f.drain(..cut);
+            let mut f = store.firing_newest(MAX_FIRING)?;
             // Oldest first by when each began firing (shards write theirs independently, so
             // the store's order is only nearly that), then as stored.
             f.sort_by_cached_key(|a| began(&a.json));
