@@ -877,18 +877,7 @@ impl Config {
             ));
         }
         if let Some(f) = &o.webhook_token_file {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(f).map_or(0, |m| m.permissions().mode());
-            if mode & 0o004 != 0 {
-                out.push(Problem::new(
-                    "output.webhook_token_file",
-                    format!(
-                        "{} is readable by every user (mode {:04o}): `chmod 0640` it",
-                        f.display(),
-                        mode & 0o7777
-                    ),
-                ));
-            }
+            out.extend(open_to_all("output.webhook_token_file", f));
         }
         if o.webhook_token_file.is_some() && o.webhook.is_none() {
             out.push(Problem::new(
@@ -897,19 +886,7 @@ impl Config {
             ));
         }
         if let Some(f) = &self.api.token_file {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(f).map_or(0, |m| m.permissions().mode());
-            if mode & 0o006 != 0 {
-                out.push(Problem::new(
-                    "api.token_file",
-                    format!(
-                        "{} is {} by every user (mode {:04o}): `chmod 0640` it (owner and the agent's group)",
-                        f.display(),
-                        if mode & 0o002 != 0 { "writable" } else { "readable" },
-                        mode & 0o7777
-                    ),
-                ));
-            }
+            out.extend(open_to_all("api.token_file", f));
         }
         out
     }
@@ -1104,6 +1081,23 @@ fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
             || v6_any(a)
             || v6_any(b)
             || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified())))
+}
+
+/// A secret file (`key`) that every user may read or write: said, with the mode to give it.
+fn open_to_all(key: &'static str, f: &Path) -> Option<Problem> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(f).map_or(0, |m| m.permissions().mode());
+    (mode & 0o006 != 0).then(|| {
+        Problem::new(
+            key,
+            format!(
+                "{} is {} by every user (mode {:04o}): `chmod 0640` it (owner and the agent's group)",
+                f.display(),
+                if mode & 0o002 != 0 { "writable" } else { "readable" },
+                mode & 0o7777
+            ),
+        )
+    })
 }
 
 #[cfg(test)]
@@ -1451,6 +1445,22 @@ mod tests {
             "{w:?}"
         );
         assert!(cfg(0o662)[0].message.contains("writable"));
+        // The webhook's token file: the same test (a file every user may replace counts too).
+        let hook = |mode: u32| {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            let text = format!(
+                "[output]\nwebhook = \"https://alerts.example/hook\"\nwebhook_token_file = \"{}\"\n",
+                f.display()
+            );
+            Config::parse(Path::new("x"), &text).unwrap().warnings()
+        };
+        assert!(hook(0o640).is_empty(), "{:?}", hook(0o640));
+        let w = hook(0o622);
+        assert_eq!(w[0].key, "output.webhook_token_file");
+        assert!(
+            w[0].message.contains("writable by every user (mode 0622)"),
+            "{w:?}"
+        );
         let _ = std::fs::remove_file(&f);
     }
 
