@@ -2471,14 +2471,27 @@ impl Engine {
     fn restore_marking(
         rules: &RuleSet,
         cfg: EngineConfig,
-        cp: Checkpoint,
+        mut cp: Checkpoint,
         outage: bool,
     ) -> Result<(Engine, Vec<Option<usize>>), EngineError> {
-        if cp.version != CHECKPOINT_VERSION {
-            return Err(EngineError::Checkpoint(format!(
-                "version {} (this build reads {CHECKPOINT_VERSION})",
-                cp.version
-            )));
+        match cp.version {
+            CHECKPOINT_VERSION => {}
+            // Its rules' meanings hold their whole `expect` lists: read as this build writes
+            // them (a digest), so each goes on with its state.
+            2 => {
+                for rc in &mut cp.rules {
+                    rc.canonical = Rule::canonical_of_saved(std::mem::take(&mut rc.canonical));
+                }
+                for p in cp.lanes.iter_mut().flat_map(|l| l.pending.iter_mut()) {
+                    p.rule = Rule::canonical_of_saved(std::mem::take(&mut p.rule));
+                }
+                cp.version = CHECKPOINT_VERSION;
+            }
+            v => {
+                return Err(EngineError::Checkpoint(format!(
+                    "version {v} (this build reads {CHECKPOINT_VERSION} and 2)"
+                )));
+            }
         }
         // A rule goes on in its cohort when the checkpoint has it under its name with its
         // meaning (its `expect` list aside); any other (added, renamed, changed) begins now, in
@@ -2932,8 +2945,10 @@ const SWEEP_EVERY: Duration = Duration(100_000_000);
 
 /// The checkpoint format version. 2: a rule's meaning ([`Rule::canonical`], which keys its
 /// saved state) no longer holds its event definitions' names, so a version-1 checkpoint
-/// would match no rule and restore nothing; it is refused instead.
-pub const CHECKPOINT_VERSION: u32 = 2;
+/// would match no rule and restore nothing; it is refused instead. 3: the `expect` part of a
+/// rule's meaning is a digest of the list, not the list (a version-2 checkpoint is read with
+/// its meanings turned into that form: [`Rule::canonical_of_saved`]).
+pub const CHECKPOINT_VERSION: u32 = 3;
 
 /// A snapshot of an engine's state: serializable (serde), restorable with [`Engine::restore`].
 #[derive(Clone, Debug, Serialize, Deserialize)]

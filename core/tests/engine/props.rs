@@ -2038,3 +2038,61 @@ pattern = "seq(f{5,}, ok) within 5m"
         data.len()
     );
 }
+
+/// A rule's meaning names its `expect` list by a digest (a million hosts made a 45 MB identity,
+/// in every saved state); a checkpoint of an earlier build (version 2, the whole list in the
+/// meaning) goes on as one of this build: the same deadlines, no state lost, no outage fired
+/// for a host that was not silent.
+#[test]
+fn a_checkpoint_with_the_whole_expect_list_in_its_meaning_restores_the_same() {
+    let hb = rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["a", "b", "c;time=x"]);
+    let rules = set(vec![hb]);
+    let canonical = rules.rules[0].canonical();
+    assert!(!canonical.contains("Str"), "{canonical}");
+    assert!(canonical.contains(";expect=#"), "{canonical}");
+    let other = set(vec![
+        rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["a", "b"]),
+    ]);
+    assert_ne!(other.rules[0].canonical(), canonical);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script("hb:a@0 hb:b@0 hb:a@30 tick@40"),
+        &mut out,
+    );
+    let now = serde_json::to_value(e.checkpoint()).unwrap();
+    assert_eq!(now["version"], 3);
+    // The same state as an earlier build wrote it.
+    let mut older = now.clone();
+    older["version"] = 2.into();
+    let full = format!("{:?}", rules.rules[0].expect);
+    let old_canonical = canonical.replace(
+        &canonical[canonical.find(";expect=").unwrap() + 8..canonical.find(";time=").unwrap()],
+        &full,
+    );
+    assert!(old_canonical.contains("Str"), "{old_canonical}");
+    for r in older["rules"].as_array_mut().unwrap() {
+        r["canonical"] = old_canonical.clone().into();
+    }
+    let go_on = |cp: serde_json::Value| {
+        let cp: cepheus_core::engine::Checkpoint = serde_json::from_value(cp).unwrap();
+        let (mut e, retired) =
+            Engine::restore_retiring(&rules, EngineConfig::default(), cp, false).unwrap();
+        assert!(retired.is_empty(), "{retired:?}");
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script("tick@200"), &mut out);
+        out.iter().map(|a| fmt_alert(a, false)).collect::<Vec<_>>()
+    };
+    let want = ["firing c;time=x @60", "firing b @60", "firing a @90"];
+    let mut got = go_on(now);
+    got.sort_by_key(|s| want.iter().position(|w| w == s));
+    assert_eq!(got, want);
+    let mut got = go_on(older.clone());
+    got.sort_by_key(|s| want.iter().position(|w| w == s));
+    assert_eq!(got, want);
+    // A version this build does not know is refused.
+    older["version"] = 1.into();
+    let cp: cepheus_core::engine::Checkpoint = serde_json::from_value(older).unwrap();
+    assert!(Engine::restore(&rules, EngineConfig::default(), cp, false).is_err());
+}
