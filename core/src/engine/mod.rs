@@ -2667,11 +2667,26 @@ impl Engine {
             // Its rules' meanings hold their whole `expect` lists: read as this build writes
             // them (a digest), so each goes on with its state.
             2 => {
+                // A loaded rule's version-2 form is known exactly (a list's text cannot be
+                // told apart from the rest by reading it); a rule no longer loaded is read.
+                let now: HashMap<String, String> = rules
+                    .rules
+                    .iter()
+                    .filter(|r| !r.expect.is_empty())
+                    .map(|r| (r.canonical_v2(), r.canonical()))
+                    .collect();
+                let upgrade = |c: &mut String| {
+                    let old = std::mem::take(c);
+                    *c = match now.get(&old) {
+                        Some(new) => new.clone(),
+                        None => Rule::canonical_of_saved(old),
+                    };
+                };
                 for rc in &mut cp.rules {
-                    rc.canonical = Rule::canonical_of_saved(std::mem::take(&mut rc.canonical));
+                    upgrade(&mut rc.canonical);
                 }
                 for p in cp.lanes.iter_mut().flat_map(|l| l.pending.iter_mut()) {
-                    p.rule = Rule::canonical_of_saved(std::mem::take(&mut p.rule));
+                    upgrade(&mut p.rule);
                 }
                 cp.version = CHECKPOINT_VERSION;
             }

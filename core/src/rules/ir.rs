@@ -12,6 +12,7 @@ use ipnet::IpNet;
 use regex_automata::PatternID;
 use regex_automata::meta;
 use regex_automata::util::captures::Captures as Groups;
+use sha2::{Digest, Sha256};
 
 use crate::event::{Event, Field, FieldKey, Source, Value};
 use crate::time::{Duration, Timestamp};
@@ -929,6 +930,16 @@ impl Rule {
     /// position or the names of its event definitions, which no alert shows): engine state
     /// survives a reload when this is unchanged, and rules with one meaning share one state.
     pub fn canonical(&self) -> String {
+        self.canonical_with(false)
+    }
+
+    /// The canonical form checkpoints of version 2 saved, with the whole `expect` list in
+    /// it: what a restore maps to [`Rule::canonical`] when it reads one.
+    pub fn canonical_v2(&self) -> String {
+        self.canonical_with(true)
+    }
+
+    fn canonical_with(&self, whole_list: bool) -> String {
         let mut s = String::new();
         let _ = write!(s, "group_by={:?};", self.group_by);
         for (i, e) in self.events.iter().enumerate() {
@@ -940,7 +951,7 @@ impl Rule {
             "pattern={:?};within={:?};expect={};time={:?};delay={:?};late={:?};trigger={:?};forget={:?};budgets={:?}/{:?}",
             self.pattern,
             self.within,
-            ExpectPart(&self.expect),
+            ExpectPart(&self.expect, whole_list),
             self.time,
             self.max_delay,
             self.allowed_lateness,
@@ -953,8 +964,10 @@ impl Rule {
     }
 
     /// A canonical form saved before the `expect` part was a digest (checkpoints of earlier
-    /// builds wrote the whole list): the same form as [`Rule::canonical`] gives now, so the
-    /// state they saved is restored to the same rule.
+    /// builds wrote the whole list), of a rule no longer loaded (a loaded one is matched by
+    /// [`Rule::canonical_v2`]): the same form as [`Rule::canonical`] would give, found by
+    /// reading the list from the last `;expect=[`, so a list holding that text itself is
+    /// cut wrong (and its rule taken for another).
     pub fn canonical_of_saved(c: String) -> String {
         let Some(from) = c.rfind(";expect=[").map(|i| i + ";expect=".len()) else {
             return c;
@@ -965,9 +978,9 @@ impl Rule {
         if &c[from..to] == "[]" {
             return c;
         }
-        let mut h = crate::fnv::Fnv::new();
-        h.feed(&c.as_bytes()[from..to]);
-        format!("{}#{:016x}{}", &c[..from], h.finish(), &c[to..])
+        let mut h = Sha256::new();
+        h.update(&c.as_bytes()[from..to]);
+        format!("{}#{}{}", &c[..from], digest_hex(h), &c[to..])
     }
 
     /// Whether two canonical forms ([`Rule::canonical`], possibly of rules no longer loaded)
@@ -987,19 +1000,40 @@ impl Rule {
 }
 
 /// How a rule's canonical form names its `expect` list: `[]` when empty, else `#` and the
-/// FNV-1a of the list written out (`{:?}`) in full. A list of a million hosts made a 45 MB
-/// identity, copied into each engine and written into every saved state.
-struct ExpectPart<'a>(&'a [Vec<Value>]);
+/// first 128 bits of the SHA-256 of the list written out (`{:?}`) in full (a list of a
+/// million hosts made a 45 MB identity, copied into each engine and written into every saved
+/// state); with `true`, the list written out (version-2 checkpoints).
+struct ExpectPart<'a>(&'a [Vec<Value>], bool);
 
 impl fmt::Display for ExpectPart<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("[]");
+        if self.0.is_empty() || self.1 {
+            return write!(f, "{:?}", self.0);
         }
-        let mut h = crate::fnv::Fnv::new();
+        let mut h = DigestWriter(Sha256::new());
         write!(h, "{:?}", self.0)?;
-        write!(f, "#{:016x}", h.finish())
+        write!(f, "#{}", digest_hex(h.0))
     }
+}
+
+/// Text written into a SHA-256 as it is formatted (no copy of a long list's text).
+struct DigestWriter(Sha256);
+
+impl fmt::Write for DigestWriter {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0.update(s.as_bytes());
+        Ok(())
+    }
+}
+
+/// The first 128 bits of a SHA-256, in hex.
+fn digest_hex(h: Sha256) -> String {
+    h.finalize()[..16]
+        .iter()
+        .fold(String::with_capacity(32), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 /// A compiled, checked set of rules: what the engine runs.

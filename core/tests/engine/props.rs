@@ -2096,3 +2096,70 @@ fn a_checkpoint_with_the_whole_expect_list_in_its_meaning_restores_the_same() {
     let cp: cepheus_core::engine::Checkpoint = serde_json::from_value(older).unwrap();
     assert!(Engine::restore(&rules, EngineConfig::default(), cp, false).is_err());
 }
+
+/// A version-2 checkpoint of a rule whose `expect` list holds the text `;expect=[` (any text
+/// is a key) restores to the same rule: a loaded rule's old meaning is matched whole, not
+/// read back from the saved text (which cut the list at the key and took the rule for a
+/// changed one, starting its deadlines again).
+#[test]
+fn a_version_2_checkpoint_whose_expect_list_holds_the_marker_restores_the_same() {
+    let hb = rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["a", "b", "x;expect=[y"]);
+    let rules = set(vec![hb]);
+    let canonical = rules.rules[0].canonical();
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script("hb:a@0 hb:b@0 hb:a@30 tick@40"),
+        &mut out,
+    );
+    let now = serde_json::to_value(e.checkpoint()).unwrap();
+    let mut older = now.clone();
+    older["version"] = 2.into();
+    let old_canonical = rules.rules[0].canonical_v2();
+    assert!(old_canonical.contains("x;expect=[y"), "{old_canonical}");
+    assert_ne!(
+        cepheus_core::rules::ir::Rule::canonical_of_saved(old_canonical.clone()),
+        canonical,
+        "reading the text back cuts the list at the key"
+    );
+    for r in older["rules"].as_array_mut().unwrap() {
+        r["canonical"] = old_canonical.clone().into();
+    }
+    let go_on = |cp: serde_json::Value| {
+        let cp: cepheus_core::engine::Checkpoint = serde_json::from_value(cp).unwrap();
+        let (mut e, retired) =
+            Engine::restore_retiring(&rules, EngineConfig::default(), cp, false).unwrap();
+        assert!(retired.is_empty(), "{retired:?}");
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script("tick@200"), &mut out);
+        let mut v: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+        v.sort();
+        v
+    };
+    let want = ["firing a @90", "firing b @60", "firing x;expect=[y @60"];
+    assert_eq!(go_on(now), want);
+    assert_eq!(go_on(older), want);
+}
+
+/// Two rules that differ only in their `expect` lists are two meanings, so two states, even
+/// for lists made to collide under a weak digest: these two host names have the same FNV-1a
+/// 64 state after `[[Str("`, which once named the list (found by a review with a cycle
+/// search in about 10 CPU-minutes), and the second rule then watched the first one's host.
+#[test]
+fn expect_lists_made_to_collide_under_fnv_are_still_two_meanings() {
+    let (x, y) = ("6vj7xvovublto", "4yjk7rvayzs7e");
+    let r1 = rule("r1", &["hb"], absent(ev(0), Some(60))).expect(&[x]);
+    let r2 = rule("r2", &["hb"], absent(ev(0), Some(60))).expect(&[y]);
+    let rules = set(vec![r1, r2]);
+    assert_ne!(rules.rules[0].canonical(), rules.rules[1].canonical());
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("tick@0 tick@200"), &mut out);
+    let mut got: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [format!("r1 firing {x} @60"), format!("r2 firing {y} @60")]
+    );
+}
