@@ -281,6 +281,10 @@ impl Store {
     /// [`Store::record`] for changes already rendered (the agent renders each alert once,
     /// for the store and its outputs, and makes some changes itself from kept ones). The
     /// resolve (or retract) of an acknowledged alert gains its `ack`, here and as kept.
+    /// A batch is kept in transactions of at most `TXN_CHANGES`: on an error, the
+    /// transactions before the failing one stay kept (each change whole, in order), so a
+    /// firing kept there may stay listed as firing while its resolve, in the failed part, is
+    /// not; the caller hears only the error.
     pub fn record_changes(&self, changes: &mut [Change]) -> Result<Vec<bool>, StoreError> {
         if changes.is_empty() {
             return Ok(Vec::new());
