@@ -1120,6 +1120,8 @@ fn expect_values(
         _ => expect_shape(cx, v),
     }
     out.sort();
+    // Kept as long as the rule: without the room left by doubling (up to half the list).
+    out.shrink_to_fit();
     out
 }
 
@@ -1168,7 +1170,9 @@ fn parse_key(s: &str, groups: &[&str], types: &[ValueType]) -> Result<Vec<Value>
             0..s.len(),
         ));
     }
-    let mut out = Vec::new();
+    // Exactly its length: a key lives as long as the rule (one per expected host), and a
+    // `Vec::new()` grown by push keeps room for 4 values (96 bytes for one 24-byte value).
+    let mut out = Vec::with_capacity(parts.len());
     let mut at = 0;
     for ((p, g), t) in parts.iter().zip(groups).zip(types) {
         let lead = p.len() - p.trim_start().len();
