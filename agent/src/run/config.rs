@@ -1083,21 +1083,28 @@ fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
             || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified())))
 }
 
-/// A secret file (`key`) that every user may read or write: said, with the mode to give it.
+/// A secret file (`key`) that every user may read or write, or its group may write (and so
+/// replace the secret with one it knows): said, with the mode to give it.
 fn open_to_all(key: &'static str, f: &Path) -> Option<Problem> {
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(f).map_or(0, |m| m.permissions().mode());
-    (mode & 0o006 != 0).then(|| {
-        Problem::new(
-            key,
-            format!(
-                "{} is {} by every user (mode {:04o}): `chmod 0640` it (owner and the agent's group)",
-                f.display(),
-                if mode & 0o002 != 0 { "writable" } else { "readable" },
-                mode & 0o7777
-            ),
-        )
-    })
+    let who = if mode & 0o002 != 0 {
+        "writable by every user"
+    } else if mode & 0o004 != 0 {
+        "readable by every user"
+    } else if mode & 0o020 != 0 {
+        "writable by its group"
+    } else {
+        return None;
+    };
+    Some(Problem::new(
+        key,
+        format!(
+            "{} is {who} (mode {:04o}): `chmod 0640` it (owner and the agent's group)",
+            f.display(),
+            mode & 0o7777
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -1445,6 +1452,12 @@ mod tests {
             "{w:?}"
         );
         assert!(cfg(0o662)[0].message.contains("writable"));
+        // A group that may write it may put in a token it knows.
+        assert!(
+            cfg(0o660)[0]
+                .message
+                .contains("writable by its group (mode 0660)")
+        );
         // The webhook's token file: the same test (a file every user may replace counts too).
         let hook = |mode: u32| {
             std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
