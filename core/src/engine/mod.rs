@@ -3510,7 +3510,7 @@ pattern = "seq(m, absent(y) for 3s)"
             panic!("rules compile: {:?}", compiled.diagnostics);
         };
         let hosts = ["h1", "h2", "h3", "h4"];
-        let mut alerts = 0;
+        let (mut alerts, mut keyless) = (0, 0);
         for seed in 1..=300u64 {
             let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
             let mut next = |n: u64| {
@@ -3527,12 +3527,16 @@ pattern = "seq(m, absent(y) for 3s)"
                     let app = ["x", "y", "v"][next(3) as usize];
                     let msgid = ["z", "n"][next(2) as usize];
                     let msg = ["word here", "9 no"][next(2) as usize];
-                    Event::new(Source::Syslog, ts, ts)
+                    let e = Event::new(Source::Syslog, ts, ts)
                         .with(Field::App, Value::str(app))
                         .with(Field::Msgid, Value::str(msgid))
                         .with(Field::Msg, Value::str(msg))
-                        .with(Field::Host, Value::str(hosts[next(4) as usize]))
-                        .with(Field::Procid, Value::str(hosts[next(4) as usize]))
+                        .with(Field::Procid, Value::str(hosts[next(4) as usize]));
+                    // Now and then no host: keyless for the rules grouped by it.
+                    match hosts.get(next(5) as usize) {
+                        Some(h) => e.with(Field::Host, Value::str(h)),
+                        None => e,
+                    }
                 })
                 .collect();
             let run = |direct: bool| {
@@ -3566,8 +3570,10 @@ pattern = "seq(m, absent(y) for 3s)"
             let (with, without) = (run(true), run(false));
             assert_eq!(with, without, "seed {seed}");
             alerts += with.0.len();
+            keyless += with.1.keyless;
         }
         assert!(alerts > 0, "the streams alert");
+        assert!(keyless > 0, "some events have no key");
     }
 
     fn hit(order: (u32, u32)) -> Hit {
