@@ -496,9 +496,12 @@ pub struct Engine {
     /// Whether an event's groups are read ahead ([`Engine::touch_groups`]); off only in the
     /// test that shows it changes nothing.
     read_ahead: bool,
-    /// Per state: delivered straight from the predicates it reads, with no [`Hit`] (see
-    /// [`Engine::deliver_direct`]): processing time, one group field mapping, no captures.
-    direct: Vec<bool>,
+    /// Per predicate: its consumers whose states are not direct (reached through hits) and
+    /// those whose states are, each in `consumers` order. A direct state is delivered
+    /// straight from the predicates it reads, with no [`Hit`] ([`Engine::deliver_direct`]):
+    /// processing time, one group field mapping, no captures.
+    via_hits: Vec<Vec<Consumer>>,
+    via_direct: Vec<Vec<Consumer>>,
     /// Per direct state: the (predicate, definition) pairs that feed it, for its mask.
     direct_feeds: Vec<SmallVec<[(u32, u32); 2]>>,
     /// Per predicate: the stamp of the last evaluation it held in (see `hit_stamp`).
@@ -986,8 +989,13 @@ impl Engine {
             }
         }
         let held = vec![0; consumers.len()];
+        let (via_direct, via_hits): (Vec<Vec<Consumer>>, Vec<Vec<Consumer>>) = consumers
+            .iter()
+            .map(|cs| cs.iter().partition(|c| direct[c.state as usize]))
+            .unzip();
         Ok(Engine {
-            direct,
+            via_hits,
+            via_direct,
             direct_feeds,
             held,
             targets: Vec::new(),
@@ -2217,7 +2225,6 @@ impl Engine {
                 continue;
             }
             self.held[ci as usize] = stamp;
-            let mut feeds_direct = false;
             // One enriched event (with the captures) per predicate, shared by its consumers.
             let mut enriched: Option<Arc<Event>> = None;
             for &Consumer {
@@ -2225,12 +2232,8 @@ impl Engine {
                 def: def_idx,
                 rule: rule_idx,
                 mapping,
-            } in &self.consumers[ci as usize]
+            } in &self.via_hits[ci as usize]
             {
-                if self.direct[rt as usize] {
-                    feeds_direct = true;
-                    continue;
-                }
                 let bit = 1u64 << def_idx;
                 let cached = match last_key {
                     Some((m, kid)) if caps.is_empty() && m == mapping => Some(kid),
@@ -2332,7 +2335,7 @@ impl Engine {
                     }
                 }
             }
-            if feeds_direct {
+            if !self.via_direct[ci as usize].is_empty() {
                 self.direct_preds.push((ci, slot_hint));
             }
         }
@@ -2364,9 +2367,9 @@ impl Engine {
         let no_caps = Captures::new();
         let mut last_key: Option<(u32, u32)> = None;
         for &(ci, slot_hint) in &preds {
-            for &c in &self.consumers[ci as usize] {
+            for &c in &self.via_direct[ci as usize] {
                 let rt = c.state as usize;
-                if !self.direct[rt] || self.hit_of[rt].0 == stamp {
+                if self.hit_of[rt].0 == stamp {
                     continue;
                 }
                 let kid = match last_key {
@@ -3544,15 +3547,18 @@ pattern = "seq(m, absent(y) for 3s)"
                     Ok(e) => e,
                     Err(err) => panic!("engine: {err}"),
                 };
-                let names = |e: &Engine, d: bool| -> Vec<String> {
-                    (0..e.rts.len())
-                        .filter(|&i| e.direct[i] == d)
-                        .map(|i| e.rts[i].rule.name.clone())
-                        .collect()
-                };
-                assert_eq!(names(&e, false), ["mapped", "caught"]);
+                let mut hits: Vec<&str> = e
+                    .via_hits
+                    .iter()
+                    .flatten()
+                    .map(|c| e.rts[c.state as usize].rule.name.as_str())
+                    .collect();
+                hits.sort_unstable();
+                hits.dedup();
+                assert_eq!(hits, ["caught", "mapped"]);
                 if !direct {
-                    e.direct.fill(false);
+                    e.via_hits = e.consumers.clone();
+                    e.via_direct.iter_mut().for_each(Vec::clear);
                 }
                 let mut out = Vec::new();
                 for ev in &evs {
