@@ -2133,6 +2133,10 @@ fn a_replayed_alert_is_not_shown_twice_and_the_journal_is_let_go_once_saved() {
     step(first.port, "web1", "one");
     step(first.port, "web1", "two");
     first.wait_alert(10, |v| v["rule"] == "pair");
+    // The sink notes a change written out right after writing it; killed between the two, a
+    // restart writes it again (at least once, by design), which is not what this tests: under
+    // load that gap was once hit here.
+    std::thread::sleep(Duration::from_millis(300));
     first.kill9();
     // Replayed, the match is made again: the store knows it, nothing is shown.
     let mut again = Agent::start(&dir, rare);
