@@ -933,6 +933,30 @@ fn a_file_written_in_several_steps_reloads_once() {
     assert_eq!(Agent::rule_names(&s2), ["r15"], "{s2}");
 }
 
+/// A rule file truncated and written a moment later (a writer paused between the two) is
+/// waited for: the reload reads its new text, never the empty file that would have removed
+/// its rules; a file left empty is read within the reload's 5-s cap all the same.
+#[test]
+fn an_empty_rule_file_is_waited_for_before_a_reload() {
+    let dir = scratch("empty-wait");
+    std::fs::write(dir.join("rules/r.toml"), one_step_rule("r0")).unwrap();
+    let agent = Agent::start(&dir, "");
+    std::fs::write(dir.join("rules/r.toml"), "").unwrap();
+    std::thread::sleep(Duration::from_millis(900));
+    std::fs::write(dir.join("rules/r.toml"), one_step_rule("r1")).unwrap();
+    let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
+    std::thread::sleep(Duration::from_millis(600));
+    let s2 = agent.stats();
+    assert_eq!(s2["sink"]["reloads"], 1, "{s}\n{s2}");
+    assert_eq!(Agent::rule_names(&s2), ["r1"], "{s2}");
+    // Left empty: read once the cap has passed.
+    let t = Instant::now();
+    std::fs::write(dir.join("rules/r.toml"), "").unwrap();
+    let s3 = agent.wait_stats(15, |s| s["sink"]["reloads"].as_u64() >= Some(2));
+    assert!(t.elapsed() >= Duration::from_secs(4), "{s3}");
+    assert!(Agent::rule_names(&s3).is_empty(), "{s3}");
+}
+
 /// A rule whose `max_groups` is full says so in the log (a flood of keys makes it blind to a
 /// new one): counted in /stats, and said within seconds.
 #[test]

@@ -82,6 +82,18 @@ impl RuleSource {
         out
     }
 
+    /// Whether a rule file it reads is empty (see [`Reloader::run`]).
+    fn has_empty_file(&self) -> bool {
+        let RuleSource::Paths(paths) = self else {
+            return false;
+        };
+        crate::rulefiles::collect(paths).is_ok_and(|files| {
+            files
+                .iter()
+                .any(|f| std::fs::metadata(f).is_ok_and(|m| m.len() == 0))
+        })
+    }
+
     /// The rule files named one by one (not through a folder), made absolute.
     fn named_files(&self) -> Vec<PathBuf> {
         let RuleSource::Paths(paths) = self else {
@@ -326,6 +338,9 @@ impl Reloader {
             // Read the files once they have been quiet for `debounce` (an editor or a
             // deployment writes in several steps), but no later than `MAX_QUIET_WAIT` after
             // the first change, so a file rewritten without pause still reloads.
+            // An empty rule file is taken for one being written (truncated, its text not in
+            // yet: a writer paused between the two would otherwise remove all its rules, and
+            // their state, until the next reload) and waited for too, up to the same cap.
             let first = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(self.debounce).await;
@@ -333,7 +348,10 @@ impl Reloader {
                 while rx.try_recv().is_ok() {
                     more = true;
                 }
-                if !more || first.elapsed() >= MAX_QUIET_WAIT {
+                if first.elapsed() >= MAX_QUIET_WAIT {
+                    break;
+                }
+                if !more && !self.source.has_empty_file() {
                     break;
                 }
             }
