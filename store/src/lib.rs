@@ -494,24 +494,34 @@ impl Store {
         let mut out = Vec::new();
         for row in self.open.iter() {
             let (k, v) = row.map_err(|e| self.io(e))?;
-            let parsed = v
-                .get(..8)
-                .map(seq_of)
-                .zip(v.get(8..).and_then(|b| std::str::from_utf8(b).ok()));
-            let Some((seq, json)) = parsed else {
-                return Err(StoreError::Damaged {
-                    path: self.path.clone(),
-                    what: format!("open alert {:?}", k.as_ref()),
-                });
-            };
-            let json = match self.acks.get(&k).map_err(|e| self.io(e))? {
-                Some(ack) => with_ack(json, &ack),
-                None => json.to_string(),
-            };
-            out.push(StoredAlert { seq, json });
+            out.push(self.open_alert(&k, &v)?);
         }
         out.sort_by_key(|a| a.seq);
         Ok(out)
+    }
+
+    /// A row of the firing list (key: the alert's id; value: its firing change's sequence
+    /// number, then its JSON), with its acknowledgement if any.
+    fn open_alert(&self, k: &[u8], v: &[u8]) -> Result<StoredAlert, StoreError> {
+        let parsed = v
+            .get(..8)
+            .map(seq_of)
+            .zip(v.get(8..).and_then(|b| std::str::from_utf8(b).ok()));
+        let Some((seq, json)) = parsed else {
+            return Err(self.damaged_open(k));
+        };
+        let json = match self.acks.get(k).map_err(|e| self.io(e))? {
+            Some(ack) => with_ack(json, &ack),
+            None => json.to_string(),
+        };
+        Ok(StoredAlert { seq, json })
+    }
+
+    fn damaged_open(&self, k: &[u8]) -> StoreError {
+        StoreError::Damaged {
+            path: self.path.clone(),
+            what: format!("open alert {k:?}"),
+        }
     }
 
     /// The `n` firing alerts stored last, oldest first, as [`Store::firing`] would end: only
@@ -524,10 +534,7 @@ impl Store {
         for row in self.open.iter() {
             let (k, v) = row.map_err(|e| self.io(e))?;
             let Some(seq) = v.get(..8).map(seq_of) else {
-                return Err(StoreError::Damaged {
-                    path: self.path.clone(),
-                    what: format!("open alert {:?}", k.as_ref()),
-                });
+                return Err(self.damaged_open(&k));
             };
             if newest.len() < n {
                 newest.push(Reverse((seq, k)));
@@ -537,22 +544,13 @@ impl Store {
             }
         }
         let mut out = Vec::with_capacity(newest.len());
-        for Reverse((seq, k)) in newest.into_sorted_vec().into_iter().rev() {
-            // Resolved meanwhile: no longer firing.
+        for Reverse((_, k)) in newest.into_sorted_vec().into_iter().rev() {
+            // Resolved meanwhile: no longer firing. (Read again whole: fired anew meanwhile,
+            // its number is the new change's.)
             let Some(v) = self.open.get(&k).map_err(|e| self.io(e))? else {
                 continue;
             };
-            let Some(json) = v.get(8..).and_then(|b| std::str::from_utf8(b).ok()) else {
-                return Err(StoreError::Damaged {
-                    path: self.path.clone(),
-                    what: format!("open alert {:?}", k.as_ref()),
-                });
-            };
-            let json = match self.acks.get(&k).map_err(|e| self.io(e))? {
-                Some(ack) => with_ack(json, &ack),
-                None => json.to_string(),
-            };
-            out.push(StoredAlert { seq, json });
+            out.push(self.open_alert(&k, &v)?);
         }
         Ok(out)
     }
