@@ -2054,14 +2054,7 @@ fn a_checkpoint_with_the_whole_expect_list_in_its_meaning_restores_the_same() {
         rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["a", "b"]),
     ]);
     assert_ne!(other.rules[0].canonical(), canonical);
-    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
-    let mut out = Vec::new();
-    run_on(
-        &mut e,
-        parse_script("hb:a@0 hb:b@0 hb:a@30 tick@40"),
-        &mut out,
-    );
-    let now = serde_json::to_value(e.checkpoint()).unwrap();
+    let now = heartbeats_saved(&rules);
     assert_eq!(now["version"], 3);
     // The same state as an earlier build wrote it.
     let mut older = now.clone();
@@ -2072,25 +2065,13 @@ fn a_checkpoint_with_the_whole_expect_list_in_its_meaning_restores_the_same() {
         &full,
     );
     assert!(old_canonical.contains("Str"), "{old_canonical}");
+    assert_eq!(rules.rules[0].canonical_v2(), old_canonical);
     for r in older["rules"].as_array_mut().unwrap() {
         r["canonical"] = old_canonical.clone().into();
     }
-    let go_on = |cp: serde_json::Value| {
-        let cp: cepheus_core::engine::Checkpoint = serde_json::from_value(cp).unwrap();
-        let (mut e, retired) =
-            Engine::restore_retiring(&rules, EngineConfig::default(), cp, false).unwrap();
-        assert!(retired.is_empty(), "{retired:?}");
-        let mut out = Vec::new();
-        run_on(&mut e, parse_script("tick@200"), &mut out);
-        out.iter().map(|a| fmt_alert(a, false)).collect::<Vec<_>>()
-    };
-    let want = ["firing c;time=x @60", "firing b @60", "firing a @90"];
-    let mut got = go_on(now);
-    got.sort_by_key(|s| want.iter().position(|w| w == s));
-    assert_eq!(got, want);
-    let mut got = go_on(older.clone());
-    got.sort_by_key(|s| want.iter().position(|w| w == s));
-    assert_eq!(got, want);
+    let want = ["firing a @90", "firing b @60", "firing c;time=x @60"];
+    assert_eq!(restored_to_200(&rules, now), want);
+    assert_eq!(restored_to_200(&rules, older.clone()), want);
     // A version this build does not know is refused.
     older["version"] = 1.into();
     let cp: cepheus_core::engine::Checkpoint = serde_json::from_value(older).unwrap();
@@ -2106,14 +2087,7 @@ fn a_version_2_checkpoint_whose_expect_list_holds_the_marker_restores_the_same()
     let hb = rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["a", "b", "x;expect=[y"]);
     let rules = set(vec![hb]);
     let canonical = rules.rules[0].canonical();
-    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
-    let mut out = Vec::new();
-    run_on(
-        &mut e,
-        parse_script("hb:a@0 hb:b@0 hb:a@30 tick@40"),
-        &mut out,
-    );
-    let now = serde_json::to_value(e.checkpoint()).unwrap();
+    let now = heartbeats_saved(&rules);
     let mut older = now.clone();
     older["version"] = 2.into();
     let old_canonical = rules.rules[0].canonical_v2();
@@ -2126,20 +2100,35 @@ fn a_version_2_checkpoint_whose_expect_list_holds_the_marker_restores_the_same()
     for r in older["rules"].as_array_mut().unwrap() {
         r["canonical"] = old_canonical.clone().into();
     }
-    let go_on = |cp: serde_json::Value| {
-        let cp: cepheus_core::engine::Checkpoint = serde_json::from_value(cp).unwrap();
-        let (mut e, retired) =
-            Engine::restore_retiring(&rules, EngineConfig::default(), cp, false).unwrap();
-        assert!(retired.is_empty(), "{retired:?}");
-        let mut out = Vec::new();
-        run_on(&mut e, parse_script("tick@200"), &mut out);
-        let mut v: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
-        v.sort();
-        v
-    };
     let want = ["firing a @90", "firing b @60", "firing x;expect=[y @60"];
-    assert_eq!(go_on(now), want);
-    assert_eq!(go_on(older), want);
+    assert_eq!(restored_to_200(&rules, now), want);
+    assert_eq!(restored_to_200(&rules, older), want);
+}
+
+/// The checkpoint (as JSON) of `rules` (one heartbeat rule expecting hosts a, b and more)
+/// after heartbeats from a and b at 0 and from a at 30, at 40.
+fn heartbeats_saved(rules: &RuleSet) -> serde_json::Value {
+    let mut e = Engine::new(rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script("hb:a@0 hb:b@0 hb:a@30 tick@40"),
+        &mut out,
+    );
+    serde_json::to_value(e.checkpoint()).unwrap()
+}
+
+/// `cp` restored to `rules` with no rule retired, then run to 200: its alerts, sorted.
+fn restored_to_200(rules: &RuleSet, cp: serde_json::Value) -> Vec<String> {
+    let cp: Checkpoint = serde_json::from_value(cp).unwrap();
+    let (mut e, retired) =
+        Engine::restore_retiring(rules, EngineConfig::default(), cp, false).unwrap();
+    assert!(retired.is_empty(), "{retired:?}");
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("tick@200"), &mut out);
+    let mut v: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    v.sort();
+    v
 }
 
 /// Two rules that differ only in their `expect` lists are two meanings, so two states, even
