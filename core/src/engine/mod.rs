@@ -23,7 +23,7 @@ use smallvec::SmallVec;
 use crate::alert::{Alert, AlertState, Reason};
 use crate::event::{Event, Field, FieldKey, Value};
 use crate::fnv::Fnv;
-use crate::rules::ir::{Captures, Rule, RuleSet, TimeMode, Window, key_value};
+use crate::rules::ir::{Captures, EventDef, Rule, RuleSet, TimeMode, Window, key_value};
 use crate::time::{Duration, Timestamp};
 use family::Family;
 use filter::Filter;
@@ -677,6 +677,20 @@ fn arm_slot(
 }
 
 /// State `rule`'s group in `slot`, if the slot is occupied.
+/// The group key definition `def` reads from `ev` (with the captures its condition made), if
+/// the event has every field it names.
+fn group_key(def: &EventDef, ev: &Event, caps: &Captures) -> Option<GroupKey> {
+    if let [f] = def.group_fields.as_slice() {
+        key_value(ev, caps, f).map(GroupKey::one)
+    } else {
+        def.group_fields
+            .iter()
+            .map(|f| key_value(ev, caps, f))
+            .collect::<Option<Vec<Value>>>()
+            .map(GroupKey::from_vec)
+    }
+}
+
 /// The canonical conditions of a rule's definitions in `used`, sorted and without repeats:
 /// the events that make an event-time rule's watermark.
 fn lane_sources(rule: &Rule, used: plan::EvSet) -> Vec<String> {
@@ -2243,16 +2257,7 @@ impl Engine {
                     Some(kid) => (keys[kid as usize].clone(), Some(kid)),
                     None => {
                         let def = &self.ruleset.rules[rule_idx as usize].events[def_idx as usize];
-                        let key = if let [f] = def.group_fields.as_slice() {
-                            key_value(ev, &caps, f).map(GroupKey::one)
-                        } else {
-                            def.group_fields
-                                .iter()
-                                .map(|f| key_value(ev, &caps, f))
-                                .collect::<Option<Vec<Value>>>()
-                                .map(GroupKey::from_vec)
-                        };
-                        let Some(key) = key else {
+                        let Some(key) = group_key(def, ev, &caps) else {
                             // For each rule of the state, as unshared counts them.
                             self.counters.keyless += self.rts[rt as usize].members.len() as u64;
                             continue;
@@ -2376,16 +2381,7 @@ impl Engine {
                     Some((m, kid)) if m == c.mapping => kid,
                     _ => {
                         let def = &self.ruleset.rules[c.rule as usize].events[c.def as usize];
-                        let key = if let [f] = def.group_fields.as_slice() {
-                            key_value(ev, &no_caps, f).map(GroupKey::one)
-                        } else {
-                            def.group_fields
-                                .iter()
-                                .map(|f| key_value(ev, &no_caps, f))
-                                .collect::<Option<Vec<Value>>>()
-                                .map(GroupKey::from_vec)
-                        };
-                        let Some(key) = key else {
+                        let Some(key) = group_key(def, ev, &no_caps) else {
                             // For each rule of the state, as unshared counts them.
                             self.counters.keyless += self.rts[rt].members.len() as u64;
                             continue;
@@ -3288,10 +3284,7 @@ group_by = ["host"]
 events.a = 'syslog and app == "hb"'
 pattern = "absent(a) for 10s"
 "#;
-        let c = crate::rules::compile_str("t.toml", text);
-        let Some(rules) = c.rules else {
-            panic!("{:?}", c.diagnostics)
-        };
+        let rules = compiled("t.toml", text);
         let Ok(mut e) = Engine::new(&rules, EngineConfig::default()) else {
             panic!("engine")
         };
@@ -3397,20 +3390,11 @@ events.q = 'syslog and msgid == "z"'
 events.r = 'syslog and app == "y"'
 pattern = "seq(q, r) within 2s"
 "#;
-        let compiled = crate::rules::compile_str("read-ahead.toml", text);
-        let Some(rules) = compiled.rules else {
-            panic!("rules compile: {:?}", compiled.diagnostics);
-        };
+        let rules = compiled("read-ahead.toml", text);
         let hosts = ["h1", "h2", "h3"];
         let (mut saved, mut alerts) = (0, 0);
         for seed in 1..=300u64 {
-            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut next = |n: u64| {
-                x ^= x >> 12;
-                x ^= x << 25;
-                x ^= x >> 27;
-                (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
-            };
+            let mut next = draws(seed);
             let mut t = 1_000_000i64;
             let evs: Vec<Event> = (0..60)
                 .map(|_| {
@@ -3431,12 +3415,7 @@ pattern = "seq(q, r) within 2s"
                     Err(err) => panic!("engine: {err}"),
                 };
                 e.read_ahead = ahead;
-                let mut out = Vec::new();
-                for ev in &evs {
-                    e.push(ev.clone(), &mut out);
-                }
-                e.finish(Some(Timestamp((t + 20_000) * 1_000_000)), &mut out);
-                let alerts: Vec<String> = out.iter().map(|a| a.to_json().to_string()).collect();
+                let alerts = run_through(&mut e, &evs, Timestamp((t + 20_000) * 1_000_000));
                 (alerts, e.counters().clone())
             };
             let (with, without) = (run(true), run(false));
@@ -3508,20 +3487,11 @@ events.m = 'syslog and msgid == "z"'
 events.y = 'syslog and app == "y"'
 pattern = "seq(m, absent(y) for 3s)"
 "#;
-        let compiled = crate::rules::compile_str("direct.toml", text);
-        let Some(rules) = compiled.rules else {
-            panic!("rules compile: {:?}", compiled.diagnostics);
-        };
+        let rules = compiled("direct.toml", text);
         let hosts = ["h1", "h2", "h3", "h4"];
         let (mut alerts, mut keyless) = (0, 0);
         for seed in 1..=300u64 {
-            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-            let mut next = |n: u64| {
-                x ^= x >> 12;
-                x ^= x << 25;
-                x ^= x >> 27;
-                (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
-            };
+            let mut next = draws(seed);
             let mut t = 1_000_000i64;
             let evs: Vec<Event> = (0..80)
                 .map(|_| {
@@ -3560,12 +3530,7 @@ pattern = "seq(m, absent(y) for 3s)"
                     e.via_hits = e.consumers.clone();
                     e.via_direct.iter_mut().for_each(Vec::clear);
                 }
-                let mut out = Vec::new();
-                for ev in &evs {
-                    e.push(ev.clone(), &mut out);
-                }
-                e.finish(Some(Timestamp((t + 20_000) * 1_000_000)), &mut out);
-                let alerts: Vec<String> = out.iter().map(|a| a.to_json().to_string()).collect();
+                let alerts = run_through(&mut e, &evs, Timestamp((t + 20_000) * 1_000_000));
                 let mut counters = e.counters().clone();
                 // (Which deliveries find their family's record already looked up depends on
                 // their order.)
@@ -3580,6 +3545,36 @@ pattern = "seq(m, absent(y) for 3s)"
         }
         assert!(alerts > 0, "the streams alert");
         assert!(keyless > 0, "some events have no key");
+    }
+
+    /// The rule set of a rule file's text (a diagnostic fails the test).
+    fn compiled(name: &str, text: &str) -> RuleSet {
+        let c = crate::rules::compile_str(name, text);
+        match c.rules {
+            Some(rules) => rules,
+            None => panic!("rules compile: {:?}", c.diagnostics),
+        }
+    }
+
+    /// A seeded xorshift64*: each call draws a number below its argument.
+    fn draws(seed: u64) -> impl FnMut(u64) -> u64 {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        move |n| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) % n
+        }
+    }
+
+    /// `evs` pushed through `e` in order, then `finish` at `end`: every alert, as JSON.
+    fn run_through(e: &mut Engine, evs: &[Event], end: Timestamp) -> Vec<String> {
+        let mut out = Vec::new();
+        for ev in evs {
+            e.push(ev.clone(), &mut out);
+        }
+        e.finish(Some(end), &mut out);
+        out.iter().map(|a| a.to_json().to_string()).collect()
     }
 
     fn hit(order: (u32, u32)) -> Hit {
