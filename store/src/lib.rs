@@ -858,6 +858,21 @@ mod tests {
     use cepheus_core::rules::compile_str;
     use cepheus_core::time::{Duration, Timestamp};
 
+    /// The store in `dir` opened again right after a handle to it was dropped: sled lets its
+    /// lock go when its last background task does, which under load can be a moment later
+    /// (CI once saw `Locked` here).
+    fn reopen(dir: &Path, max_alerts: u64) -> Store {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match Store::open(dir, max_alerts) {
+                Err(StoreError::Locked(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other.unwrap(),
+            }
+        }
+    }
+
     /// The alerts of a heartbeat rule over one host that goes silent and comes back.
     fn heartbeat_alerts() -> Vec<Alert> {
         let rules = heartbeat_rules();
@@ -949,7 +964,7 @@ pattern = "absent(hb) for 10s"
         );
         // Across a restart, and then its resolve ends it (and is new).
         drop(s);
-        let s = Store::open(dir.path(), 2).unwrap();
+        let s = reopen(dir.path(), 2);
         assert_eq!(s.counts(), (2, 1));
         assert_eq!(s.record(&alerts[..1]).unwrap(), [false]);
         assert_eq!(s.record(&alerts[3..]).unwrap(), [true]);
@@ -1228,7 +1243,7 @@ pattern = "absent(hb) for 10s"
             s.save_checkpoint(&state(i)).unwrap();
         }
         drop(s);
-        let s = Store::open(dir.path(), 10).unwrap();
+        let s = reopen(dir.path(), 10);
         assert_eq!(s.checkpoints().unwrap(), [state(39)]);
         // One state of 1 MiB, and sled's own files: not 40 MiB of replaced states.
         let used = disk_use(dir.path());
@@ -1328,7 +1343,7 @@ pattern = "absent(hb) for 10s"
         }])
         .unwrap();
         drop(s);
-        let s = Store::open(dir.path(), 10).unwrap();
+        let s = reopen(dir.path(), 10);
         assert_eq!(
             s.checkpoints().unwrap(),
             [SavedShard {
