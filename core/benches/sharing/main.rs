@@ -9,7 +9,9 @@
 //! each mode n times, interleaved, and keeps the fastest; for profiling,
 //! `CEPHEUS_BENCH_MODE=shared|unshared` runs one mode and `CEPHEUS_BENCH_RULES=n,..` only the
 //! cells with those rule counts; `CEPHEUS_BENCH_HOSTS=n` sets the number of hosts, 64;
-//! `CEPHEUS_BENCH_DRAIN=json|light|thread` how the alerts are drained, see [`Drain`]).
+//! `CEPHEUS_BENCH_DRAIN=json|light|thread` how the alerts are drained, see [`Drain`];
+//! `CEPHEUS_BENCH_TEMPLATES=seq,and,..` draws the rules from these pattern templates only, of
+//! seq, or, and, count, seq-count, absent, seq-absent, to see what each costs).
 //! Run without `--bench` (`cargo test --all-targets`), it only smoke-tests the `events`
 //! section in quick mode. See docs/benchmarks.md, "Sharing across rules".
 

@@ -63,6 +63,19 @@ pub enum Template {
 }
 
 impl Template {
+    /// The template's name in `CEPHEUS_BENCH_TEMPLATES`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Template::Seq => "seq",
+            Template::Or => "or",
+            Template::And => "and",
+            Template::Count => "count",
+            Template::SeqCount => "seq-count",
+            Template::Absent => "absent",
+            Template::SeqAbsent => "seq-absent",
+        }
+    }
+
     /// Whether the template reads a second event type `b`.
     pub fn two_events(self) -> bool {
         !matches!(self, Template::Count | Template::Absent)
@@ -89,6 +102,15 @@ pub fn catalog() -> Vec<Op> {
         }
     }
     v.push(Op { t: Or, w: 0 });
+    // `CEPHEUS_BENCH_TEMPLATES=seq,and,..`: only these templates (to see what each costs).
+    if let Ok(only) = std::env::var("CEPHEUS_BENCH_TEMPLATES") {
+        let names: Vec<&str> = only.split(',').map(str::trim).collect();
+        v.retain(|op| names.contains(&op.t.name()));
+        assert!(
+            !v.is_empty(),
+            "CEPHEUS_BENCH_TEMPLATES={only}: none of seq, or, and, count, seq-count, absent, seq-absent"
+        );
+    }
     v
 }
 
