@@ -217,6 +217,8 @@ struct RuleRt {
     /// the root, when sharing). Shared with the state's alerts, which name their rule in it.
     members: Arc<[Member]>,
     max_partial: usize,
+    /// [`RuleCtx::simple`].
+    simple: bool,
     /// When its rules began monitoring, as a number: 0 at the engine's start, then one more
     /// for each reload that added or changed rules. Rules share a state only within one
     /// cohort, so a rule added (or renamed, or changed into a running rule's meaning) begins
@@ -258,6 +260,7 @@ impl RuleRt {
             outage_until,
             within: self.within,
             forget_after: self.forget_after,
+            simple: self.simple,
         }
     }
 
@@ -277,6 +280,7 @@ impl RuleRt {
             counters,
             within,
             forget_after,
+            simple,
             ..
         } = self;
         Split {
@@ -289,6 +293,7 @@ impl RuleRt {
                 outage_until,
                 within: *within,
                 forget_after: *forget_after,
+                simple: *simple,
             },
             groups,
             slots,
@@ -827,6 +832,7 @@ impl Engine {
             by_meaning.insert((canonical.clone(), cohort), rts.len());
             rt_of.push(rts.len() as u32);
             let plan = plan::plan(rule)?;
+            let simple = plan.simple() && rule.within.is_some_and(|w| w.min == Duration::ZERO);
             let used = plan.used();
             let opens = plan.opens();
             let lane = match rule.time {
@@ -872,6 +878,7 @@ impl Engine {
                     .max_partial_matches
                     .unwrap_or(cfg.max_partial_matches)
                     .max(1) as usize,
+                simple,
                 cohort,
                 idle_scan: 0,
             });
@@ -3545,6 +3552,105 @@ pattern = "seq(m, absent(y) for 3s)"
         }
         assert!(alerts > 0, "the streams alert");
         assert!(keyless > 0, "some events have no key");
+    }
+
+    /// The transition of a group of a simple plan whose partial matches have all passed the
+    /// window ([`RuleCtx::simple`], `LinearState::fresh`) leaves exactly what the general
+    /// transition leaves: same alerts, counters, statistics and checkpoints (every group's
+    /// partial matches), for sequences, `and`, closures at the start (with and without an
+    /// upper count), three steps, a budget of one partial match, a one-step `or` (which the
+    /// shortcut leaves to the general path) and plans it does not take (a least distance, an
+    /// absence at the end).
+    #[test]
+    fn fresh_transitions_change_nothing() {
+        let rule = |name: &str, pattern: &str, extra: &str| {
+            format!(
+                "[[rule]]\nname = \"{name}\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+                 forget_after = \"9s\"\nevents.x = 'syslog and app == \"x\"'\n\
+                 events.m = 'syslog and msgid == \"z\"'\nevents.y = 'syslog and app == \"y\"'\n\
+                 pattern = \"{pattern}\"\n{extra}\n"
+            )
+        };
+        let text = [
+            rule("seq", "seq(x, m) within 3s", ""),
+            rule("and", "and(x, m) within 2s", ""),
+            rule("count", "x{3,} within 4s", "max_groups = 2"),
+            rule("upto", "seq(x{2,3}, m) within 3s", ""),
+            rule("three", "seq(x, m, y) within 5s", ""),
+            rule("budget", "seq(x, y) within 6s", "max_partial_matches = 1"),
+            rule("andone", "and(x, m) within 2s", "max_partial_matches = 1"),
+            rule(
+                "either",
+                "or(x, y) within 3s",
+                "trigger = { every = \"2s\" }",
+            ),
+            rule("oneof", "x{1,} within 2s", ""),
+            rule("least", "seq(x, m) within 1s..3s", ""),
+            rule("quiet", "seq(m, absent(y) for 3s)", ""),
+        ]
+        .concat();
+        let rules = compiled("fresh.toml", &text);
+        let hosts = ["h1", "h2", "h3"];
+        let (mut alerts, mut fresh) = (0, 0);
+        for seed in 1..=300u64 {
+            let mut next = draws(seed);
+            let mut t = 1_000_000i64;
+            let evs: Vec<Event> = (0..80)
+                .map(|_| {
+                    t += next(2500) as i64;
+                    let ts = Timestamp(t * 1_000_000);
+                    let app = ["x", "y", "v"][next(3) as usize];
+                    let msgid = ["z", "n"][next(2) as usize];
+                    Event::new(Source::Syslog, ts, ts)
+                        .with(Field::App, Value::str(app))
+                        .with(Field::Msgid, Value::str(msgid))
+                        .with(Field::Host, Value::str(hosts[next(3) as usize]))
+                })
+                .collect();
+            let run = |simple: bool| {
+                let mut e = match Engine::new(&rules, EngineConfig::default()) {
+                    Ok(e) => e,
+                    Err(err) => panic!("engine: {err}"),
+                };
+                let took: Vec<&str> = e
+                    .rts
+                    .iter()
+                    .filter(|rt| rt.simple)
+                    .map(|rt| rt.rule.name.as_str())
+                    .collect();
+                assert_eq!(
+                    took,
+                    [
+                        "seq", "and", "count", "upto", "three", "budget", "andone", "either",
+                        "oneof"
+                    ]
+                );
+                if !simple {
+                    e.rts.iter_mut().for_each(|rt| rt.simple = false);
+                }
+                let mut out = Vec::new();
+                let mut saved = Vec::new();
+                for (i, ev) in evs.iter().enumerate() {
+                    e.push(ev.clone(), &mut out);
+                    if i % 20 == 19 {
+                        match serde_json::to_string(&e.checkpoint()) {
+                            Ok(j) => saved.push(j),
+                            Err(err) => panic!("checkpoint: {err}"),
+                        }
+                    }
+                }
+                e.finish(Some(Timestamp((t + 20_000) * 1_000_000)), &mut out);
+                let alerts: Vec<String> = out.iter().map(|a| a.to_json().to_string()).collect();
+                let stats: Vec<String> = e.stats().iter().map(|s| format!("{s:?}")).collect();
+                (alerts, e.counters().clone(), stats, saved)
+            };
+            let (with, without) = (run(true), run(false));
+            assert_eq!(with, without, "seed {seed}");
+            alerts += with.0.len();
+            fresh += with.3.iter().filter(|c| c.contains("\"runs\":[{")).count();
+        }
+        assert!(alerts > 0, "the streams alert");
+        assert!(fresh > 0, "checkpoints hold partial matches");
     }
 
     /// The rule set of a rule file's text (a diagnostic fails the test).

@@ -52,6 +52,22 @@ impl Plan {
         }
     }
 
+    /// Whether the plan is linear without absences, guards or `distinct` (sequences,
+    /// closures, `and`, `or`): a group of it holds only partial matches, so one whose partial
+    /// matches have all passed the window is no different from none.
+    pub fn simple(&self) -> bool {
+        match self {
+            Plan::Absence { .. } => false,
+            Plan::Linear { alts } => alts.iter().all(|a| {
+                a.start_absent.is_none()
+                    && a.end_absent.is_none()
+                    && a.steps.iter().all(|s| {
+                        s.guard.is_none() && s.repeat.as_ref().is_none_or(|r| r.distinct.is_none())
+                    })
+            }),
+        }
+    }
+
     /// Every event definition the plan reacts to.
     pub fn used(&self) -> EvSet {
         match self {

@@ -178,6 +178,9 @@ pub struct RuleCtx<'a> {
     pub within: Option<Window>,
     /// See `within`.
     pub forget_after: Duration,
+    /// The plan is [`Plan::simple`] and the window has no least distance: a group holding no
+    /// live partial match may take an event by [`LinearState::fresh`].
+    pub simple: bool,
 }
 
 impl RuleCtx<'_> {
@@ -501,6 +504,15 @@ struct Rare {
     /// a group that never had one pays nothing for them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     shadows: bool,
+}
+
+impl Rare {
+    /// Whether it plays no part in an event's transition that completes nothing (no wait to
+    /// cancel, no leading-absence time to note, no shadow): what it holds then (the rate
+    /// limit, the alert ids) is read only by a completion.
+    fn inert(&self) -> bool {
+        self.waits.is_empty() && self.last_seen.is_empty() && !self.shadows
+    }
 }
 
 /// Per-group state.
@@ -1202,6 +1214,13 @@ impl LinearState {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) {
+        if ctx.simple
+            && self.episode.is_none()
+            && self.rare.as_ref().is_none_or(|r| r.inert())
+            && self.fresh(ctx, alts, t, mask, ev, id)
+        {
+            return;
+        }
         // A. An open episode: an absence resolves, a closure extends.
         if let Some(ep) = &mut self.episode {
             match ep.kind {
@@ -1703,6 +1722,67 @@ impl LinearState {
             rare.last_emit = None;
         }
         end_by_event(ctx, key, &ep, AlertState::Retracted, now, ev, counters, out);
+        true
+    }
+
+    /// The transition of a group of a simple plan ([`RuleCtx::simple`]) with no episode, no
+    /// wait, no leading-absence time and no shadow ([`Rare::inert`]) whose partial matches
+    /// have all passed the window, when the event starts
+    /// nothing that completes at once: what [`LinearState::on_event`] does then, without its
+    /// general machinery (most events of a pattern with a short window find their group so).
+    /// Every run goes (step C drops them all; with none left, D and E find nothing, and no
+    /// copy or shadow is made), and the event starts a run in each alternative whose first
+    /// step it satisfies (F). Returns false, having changed nothing, when the case is another.
+    fn fresh(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+    ) -> bool {
+        let Some(w) = ctx.wmax() else {
+            return false;
+        };
+        let horizon = t.sub(w);
+        if self
+            .runs
+            .iter()
+            .any(|r| r.live(&alts[r.alt_id() as usize], horizon))
+        {
+            return false;
+        }
+        // What the event starts; a run of one event that completes at once (an alternative
+        // of one step it fills: a plain one, or a closure of at most one) takes the general
+        // path, as does a budget it would overflow.
+        let mut starts = 0;
+        for alt in alts {
+            let first = &alt.steps[0];
+            if first.set & mask == 0 {
+                continue;
+            }
+            if alt.steps.len() == 1 && first.repeat.as_ref().is_none_or(|r| r.min <= 1) {
+                return false;
+            }
+            starts += 1;
+        }
+        if starts > ctx.max_partial {
+            return false;
+        }
+        self.runs.clear();
+        if starts > 0 && self.runs.capacity() == 0 {
+            self.runs.reserve_exact(starts);
+        }
+        for (ai, alt) in alts.iter().enumerate() {
+            let first = &alt.steps[0];
+            if first.set & mask != 0 {
+                // (A simple plan has no leading absence and no `distinct`.)
+                let r = Run::begin(ai as u16, first, t, id, ev, None);
+                debug_assert!(!complete(ctx, alt, &r, t), "a fresh run completed");
+                self.runs.push(r);
+            }
+        }
         true
     }
 
