@@ -1100,6 +1100,25 @@ impl Run {
         r
     }
 
+    /// What [`Run::begin`] makes for a first step without `distinct`, built at once.
+    fn first(alt: u16, first: &Step, t: Timestamp, id: u64, ev: &Arc<Event>) -> Run {
+        let closure = first.repeat.is_some();
+        Run {
+            alt,
+            pos: u16::from(!closure),
+            count: u32::from(closure),
+            start: t,
+            last_end: t,
+            items: Items::One(Item {
+                time: t,
+                id,
+                ev: ev.clone(),
+                dv: None,
+            }),
+            distinct: None,
+        }
+    }
+
     /// The alternative it reads.
     fn alt_id(&self) -> u16 {
         self.alt & !(SHADOW | COPY)
@@ -1778,7 +1797,7 @@ impl LinearState {
             let first = &alt.steps[0];
             if first.set & mask != 0 {
                 // (A simple plan has no leading absence and no `distinct`.)
-                let r = Run::begin(ai as u16, first, t, id, ev, None);
+                let r = Run::first(ai as u16, first, t, id, ev);
                 debug_assert!(!complete(ctx, alt, &r, t), "a fresh run completed");
                 self.runs.push(r);
             }
