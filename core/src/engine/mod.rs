@@ -509,6 +509,9 @@ pub struct Engine {
     via_direct: Vec<Vec<Consumer>>,
     /// Per direct state: the (predicate, definition) pairs that feed it, for its mask.
     direct_feeds: Vec<SmallVec<[(u32, u32); 2]>>,
+    /// Per direct state fed by one predicate only: the mask of the definitions it feeds
+    /// (what any event that reaches the state holds); 0 for the others.
+    direct_solo: Vec<EvSet>,
     /// Per predicate: the stamp of the last evaluation it held in (see `hit_stamp`).
     held: Vec<u64>,
     /// Scratch for [`Engine::direct_targets`].
@@ -1009,6 +1012,15 @@ impl Engine {
                 f.clear();
             }
         }
+        let direct_solo: Vec<EvSet> = direct_feeds
+            .iter()
+            .map(|f| match f.first() {
+                Some(&(p, _)) if f.iter().all(|&(q, _)| q == p) => {
+                    f.iter().fold(0, |m, &(_, d)| m | 1u64 << d)
+                }
+                _ => 0,
+            })
+            .collect();
         let held = vec![0; consumers.len()];
         let (via_direct, via_hits): (Vec<Vec<Consumer>>, Vec<Vec<Consumer>>) = consumers
             .iter()
@@ -1018,6 +1030,7 @@ impl Engine {
             via_hits,
             via_direct,
             direct_feeds,
+            direct_solo,
             held,
             targets: Vec::new(),
             direct_preds: Vec::new(),
@@ -2379,6 +2392,7 @@ impl Engine {
         let no_caps = Captures::new();
         let mut last_key: Option<(u32, u32)> = None;
         for &(ci, slot_hint) in &preds {
+            let hint = self.hintable[ci as usize].map(|_| (ci, slot_hint));
             for &c in &self.via_direct[ci as usize] {
                 let rt = c.state as usize;
                 if self.hit_of[rt].0 == stamp {
@@ -2407,12 +2421,15 @@ impl Engine {
                 if !self.owns(rt, &keys[kid as usize]) {
                     continue;
                 }
-                let mask = self.direct_feeds[rt]
-                    .iter()
-                    .filter(|&&(p, _)| self.held[p as usize] == stamp)
-                    .fold(0u64, |m, &(_, d)| m | 1u64 << d);
+                // (A state fed by one predicate, this one, gets every definition it feeds.)
+                let mask = match self.direct_solo[rt] {
+                    0 => self.direct_feeds[rt]
+                        .iter()
+                        .filter(|&&(p, _)| self.held[p as usize] == stamp)
+                        .fold(0u64, |m, &(_, d)| m | 1u64 << d),
+                    solo => solo,
+                };
                 self.hit_of[rt].0 = stamp;
-                let hint = self.hintable[ci as usize].map(|_| (ci, slot_hint));
                 targets.push(Direct {
                     state: c.state,
                     kid,
