@@ -835,7 +835,10 @@ impl Engine {
             by_meaning.insert((canonical.clone(), cohort), rts.len());
             rt_of.push(rts.len() as u32);
             let plan = plan::plan(rule)?;
-            let simple = plan.simple() && rule.within.is_some_and(|w| w.min == Duration::ZERO);
+            // (Shared engine only, as direct deliveries: the unshared one stays the reference
+            // the property tests and the fuzz target compare against.)
+            let simple =
+                cfg.share && plan.simple() && rule.within.is_some_and(|w| w.min == Duration::ZERO);
             let used = plan.used();
             let opens = plan.opens();
             let lane = match rule.time {
