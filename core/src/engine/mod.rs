@@ -219,6 +219,8 @@ struct RuleRt {
     max_partial: usize,
     /// [`RuleCtx::simple`].
     simple: bool,
+    /// [`RuleCtx::single`].
+    single: bool,
     /// When its rules began monitoring, as a number: 0 at the engine's start, then one more
     /// for each reload that added or changed rules. Rules share a state only within one
     /// cohort, so a rule added (or renamed, or changed into a running rule's meaning) begins
@@ -261,6 +263,7 @@ impl RuleRt {
             within: self.within,
             forget_after: self.forget_after,
             simple: self.simple,
+            single: self.single,
         }
     }
 
@@ -281,6 +284,7 @@ impl RuleRt {
             within,
             forget_after,
             simple,
+            single,
             ..
         } = self;
         Split {
@@ -294,6 +298,7 @@ impl RuleRt {
                 within: *within,
                 forget_after: *forget_after,
                 simple: *simple,
+                single: *single,
             },
             groups,
             slots,
@@ -839,6 +844,8 @@ impl Engine {
             // the property tests and the fuzz target compare against.)
             let simple =
                 cfg.share && plan.simple() && rule.within.is_some_and(|w| w.min == Duration::ZERO);
+            let single =
+                cfg.share && plan.single() && rule.within.is_none_or(|w| w.min == Duration::ZERO);
             let used = plan.used();
             let opens = plan.opens();
             let lane = match rule.time {
@@ -885,6 +892,7 @@ impl Engine {
                     .unwrap_or(cfg.max_partial_matches)
                     .max(1) as usize,
                 simple,
+                single,
                 cohort,
                 idle_scan: 0,
             });
@@ -3574,15 +3582,16 @@ pattern = "seq(m, absent(y) for 3s)"
         assert!(keyless > 0, "some events have no key");
     }
 
-    /// The transition of a group of a simple plan whose partial matches have all passed the
-    /// window ([`RuleCtx::simple`], `LinearState::fresh`) leaves exactly what the general
-    /// transition leaves: same alerts, counters, statistics and checkpoints (every group's
-    /// partial matches), for sequences, `and`, closures at the start (with and without an
-    /// upper count), three steps, a budget of one partial match, a one-step `or` (which the
-    /// shortcut leaves to the general path) and plans it does not take (a least distance, an
-    /// absence at the end).
+    /// The transitions' shortcuts leave exactly what the general transition leaves: same
+    /// alerts, counters, statistics and checkpoints (every group's partial matches and
+    /// waits). `LinearState::fresh` ([`RuleCtx::simple`]: a group whose partial matches have
+    /// all passed the window) over sequences, `and`, closures at the start (with and without
+    /// an upper count), three steps, a budget of one partial match and `x{1,}` (left to the
+    /// general path); `LinearState::single` ([`RuleCtx::single`]: an event of a one-step
+    /// plan) over `or` with and without a window and a rate limit, and absences at the end
+    /// with and without one; and plans neither takes (a least distance).
     #[test]
-    fn fresh_transitions_change_nothing() {
+    fn transition_shortcuts_change_nothing() {
         let rule = |name: &str, pattern: &str, extra: &str| {
             format!(
                 "[[rule]]\nname = \"{name}\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
@@ -3607,6 +3616,13 @@ pattern = "seq(m, absent(y) for 3s)"
             rule("oneof", "x{1,} within 2s", ""),
             rule("least", "seq(x, m) within 1s..3s", ""),
             rule("quiet", "seq(m, absent(y) for 3s)", ""),
+            rule("anyof", "or(x, m)", "trigger = { every = \"4s\" }"),
+            rule(
+                "calm",
+                "seq(x, absent(m) for 2s)",
+                "trigger = { every = \"5s\" }",
+            ),
+            rule("bare", "or(y, m)", ""),
         ]
         .concat();
         let rules = compiled("fresh.toml", &text);
@@ -3627,26 +3643,34 @@ pattern = "seq(m, absent(y) for 3s)"
                         .with(Field::Host, Value::str(hosts[next(3) as usize]))
                 })
                 .collect();
-            let run = |simple: bool| {
+            let run = |shortcuts: bool| {
                 let mut e = match Engine::new(&rules, EngineConfig::default()) {
                     Ok(e) => e,
                     Err(err) => panic!("engine: {err}"),
                 };
-                let took: Vec<&str> = e
-                    .rts
-                    .iter()
-                    .filter(|rt| rt.simple)
-                    .map(|rt| rt.rule.name.as_str())
-                    .collect();
+                let names = |f: fn(&RuleRt) -> bool| -> Vec<String> {
+                    e.rts
+                        .iter()
+                        .filter(|rt| f(rt))
+                        .map(|rt| rt.rule.name.clone())
+                        .collect()
+                };
                 assert_eq!(
-                    took,
+                    names(|rt| rt.simple),
                     [
                         "seq", "and", "count", "upto", "three", "budget", "andone", "either",
                         "oneof"
                     ]
                 );
-                if !simple {
-                    e.rts.iter_mut().for_each(|rt| rt.simple = false);
+                assert_eq!(
+                    names(|rt| rt.single),
+                    ["either", "quiet", "anyof", "calm", "bare"]
+                );
+                if !shortcuts {
+                    e.rts.iter_mut().for_each(|rt| {
+                        rt.simple = false;
+                        rt.single = false;
+                    });
                 }
                 let mut out = Vec::new();
                 let mut saved = Vec::new();

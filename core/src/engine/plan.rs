@@ -68,6 +68,22 @@ impl Plan {
         }
     }
 
+    /// Whether the plan is one alternative of one plain step, perhaps with an absence after
+    /// it (`or(a, b)`, `seq(a, absent(b) for D)`): each event of the step is a match at once,
+    /// so a group of it never holds a partial match.
+    pub fn single(&self) -> bool {
+        match self {
+            Plan::Absence { .. } => false,
+            Plan::Linear { alts } => match alts.as_slice() {
+                [alt] => {
+                    alt.start_absent.is_none()
+                        && matches!(alt.steps.as_slice(), [s] if s.repeat.is_none() && s.guard.is_none())
+                }
+                _ => false,
+            },
+        }
+    }
+
     /// Every event definition the plan reacts to.
     pub fn used(&self) -> EvSet {
         match self {

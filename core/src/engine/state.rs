@@ -181,6 +181,9 @@ pub struct RuleCtx<'a> {
     /// The plan is [`Plan::simple`] and the window has no least distance: a group holding no
     /// live partial match may take an event by [`LinearState::fresh`].
     pub simple: bool,
+    /// The plan is [`Plan::single`] and the window, if any, has no least distance: an event
+    /// of its step may be finished at once by [`LinearState::single`].
+    pub single: bool,
 }
 
 impl RuleCtx<'_> {
@@ -1240,6 +1243,9 @@ impl LinearState {
         {
             return;
         }
+        if ctx.single && self.single(ctx, alts, key, t, mask, ev, id, counters, out) {
+            return;
+        }
         // A. An open episode: an absence resolves, a closure extends.
         if let Some(ep) = &mut self.episode {
             match ep.kind {
@@ -1802,6 +1808,47 @@ impl LinearState {
                 self.runs.push(r);
             }
         }
+        true
+    }
+
+    /// The transition of a group of a one-step plan ([`RuleCtx::single`]) with no episode,
+    /// no leading-absence time and no shadow, for an event of its step that ends no wait:
+    /// the event is a match at once, finished as the general transition finishes it (step F
+    /// makes the one-event run, G finishes it: an alert, a suppressed match, or a wait for
+    /// the absence at the end), without steps A to E. Returns false, having changed nothing,
+    /// when the case is another.
+    #[allow(clippy::too_many_arguments)]
+    fn single(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        key: &GroupKey,
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) -> bool {
+        let [alt] = alts else {
+            return false;
+        };
+        let step = &alt.steps[0];
+        let ends_wait = alt.end_absent.as_ref().is_some_and(|e| e.set & mask != 0);
+        if ends_wait
+            || step.set & mask == 0
+            || self.episode.is_some()
+            || !self.runs.is_empty()
+            || self
+                .rare
+                .as_ref()
+                .is_some_and(|r| r.shadows || !r.last_seen.is_empty())
+        {
+            return false;
+        }
+        let r = Run::first(0, step, t, id, ev);
+        debug_assert!(complete(ctx, alt, &r, t), "a one-step run did not complete");
+        self.finish(ctx, alts, key, r, t, counters, out);
         true
     }
 
