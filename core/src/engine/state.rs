@@ -1812,11 +1812,12 @@ impl LinearState {
     }
 
     /// The transition of a group of a one-step plan ([`RuleCtx::single`]) with no episode,
-    /// no leading-absence time and no shadow, for an event of its step that ends no wait:
-    /// the event is a match at once, finished as the general transition finishes it (step F
-    /// makes the one-event run, G finishes it: an alert, a suppressed match, or a wait for
-    /// the absence at the end), without steps A to E. Returns false, having changed nothing,
-    /// when the case is another.
+    /// no leading-absence time and no shadow: an event of its step that ends no wait is a
+    /// match at once, finished as the general transition finishes it (step F makes the
+    /// one-event run, G finishes it: an alert, a suppressed match, or a wait for the absence
+    /// at the end), and an awaited event that is not of the step ends the waits (step B),
+    /// without the other steps. Returns false, having changed nothing, when the case is
+    /// another (an event of both).
     #[allow(clippy::too_many_arguments)]
     fn single(
         &mut self,
@@ -1835,9 +1836,7 @@ impl LinearState {
         };
         let step = &alt.steps[0];
         let ends_wait = alt.end_absent.as_ref().is_some_and(|e| e.set & mask != 0);
-        if ends_wait
-            || step.set & mask == 0
-            || self.episode.is_some()
+        if self.episode.is_some()
             || !self.runs.is_empty()
             || self
                 .rare
@@ -1845,6 +1844,17 @@ impl LinearState {
                 .is_some_and(|r| r.shadows || !r.last_seen.is_empty())
         {
             return false;
+        }
+        if ends_wait || step.set & mask == 0 {
+            if step.set & mask != 0 {
+                return false;
+            }
+            // The awaited event alone: it ends the waits (step B), and starts nothing.
+            if let Some(rare) = &mut self.rare {
+                rare.waits
+                    .retain(|w| alt.end_absent.as_ref().is_none_or(|e| e.set & mask == 0));
+            }
+            return true;
         }
         let r = Run::first(0, step, t, id, ev);
         debug_assert!(complete(ctx, alt, &r, t), "a one-step run did not complete");
