@@ -1851,8 +1851,12 @@ impl LinearState {
             }
             // The awaited event alone: it ends the waits (step B), and starts nothing.
             if let Some(rare) = &mut self.rare {
-                rare.waits
-                    .retain(|w| alt.end_absent.as_ref().is_none_or(|e| e.set & mask == 0));
+                rare.waits.retain(|w| {
+                    alts[w.alt as usize]
+                        .end_absent
+                        .as_ref()
+                        .is_none_or(|e| e.set & mask == 0)
+                });
             }
             return true;
         }
