@@ -521,6 +521,8 @@ pub struct Engine {
     held: Vec<u64>,
     /// Scratch for [`Engine::direct_targets`].
     targets: Vec<Direct>,
+    /// The direct deliveries of an event that take [`Engine::deliver`]'s whole path (reused).
+    direct_others: Vec<Direct>,
     /// The predicates the event being pushed satisfied that feed direct states, with their
     /// index hints.
     direct_preds: Vec<(u32, u32)>,
@@ -1044,6 +1046,7 @@ impl Engine {
             direct_solo,
             held,
             targets: Vec::new(),
+            direct_others: Vec::new(),
             direct_preds: Vec::new(),
             ev_keys: Vec::new(),
             families,
@@ -2467,7 +2470,71 @@ impl Engine {
         let mut targets = std::mem::take(&mut self.targets);
         self.direct_targets(ev, &mut targets);
         let keys = std::mem::take(&mut self.ev_keys);
-        for d in &targets {
+        let mut others = std::mem::take(&mut self.direct_others);
+        others.clear();
+        // Most groups are found through their family's record and are still the slot's
+        // (same generation): delivered here, in one visit of the group, with what `deliver`
+        // would do (its family shortcut, transition and timer). The others (no family
+        // record, a new group, a slot hint to refresh) take `deliver`'s whole path after
+        // them: deliveries to different states commute.
+        {
+            let Engine {
+                rts,
+                families,
+                family_of,
+                lanes,
+                outage_until,
+                counters,
+                ..
+            } = self;
+            // (Direct states are of the processing-time lane.)
+            let lane_now = lanes[0].now;
+            let mut armed = false;
+            for d in &targets {
+                let ri = d.state as usize;
+                let key = &keys[d.kid as usize];
+                let found = match (d.hint, family_of[ri]) {
+                    (None, Some((f, pos))) => {
+                        let fam = &mut families[f as usize];
+                        fam.record(key, seq, Some(d.kid), false)
+                            .and_then(|(r, memoized)| Some((fam.slot(r, pos)?, memoized)))
+                    }
+                    _ => None,
+                };
+                let Some(((slot, generation), memoized)) = found else {
+                    others.push(*d);
+                    continue;
+                };
+                let done = rts[ri].with_group(slot, *outage_until, |ctx, s, c, counters| {
+                    if s.group.generation != generation {
+                        return None;
+                    }
+                    debug_assert!(
+                        c.as_ref().is_some_and(|c| c.key == *key),
+                        "a family record named another group"
+                    );
+                    s.group
+                        .on_event(ctx, key, t, d.mask, ev, seq, counters, out);
+                    Some(arm_slot(ctx, s, c, lane_now, ri, slot))
+                });
+                match done {
+                    Some(Some(entry)) => {
+                        if memoized {
+                            counters.family_lookups_saved += 1;
+                        }
+                        if let Some(e) = entry {
+                            lanes[0].wheel.insert(e);
+                            armed = true;
+                        }
+                    }
+                    _ => others.push(*d),
+                }
+            }
+            if armed {
+                lanes[0].skip_until = Timestamp::MIN;
+            }
+        }
+        for d in &others {
             self.deliver(
                 d.state as usize,
                 &keys[d.kid as usize],
@@ -2483,6 +2550,7 @@ impl Engine {
         let any = !targets.is_empty();
         self.ev_keys = keys;
         self.targets = targets;
+        self.direct_others = others;
         any
     }
 
