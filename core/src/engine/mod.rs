@@ -18,7 +18,6 @@ use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use smallvec::SmallVec;
 
 use crate::alert::{Alert, AlertState, Reason};
 use crate::event::{Event, Field, FieldKey, Value};
@@ -512,13 +511,6 @@ pub struct Engine {
     /// processing time, one group field mapping, no captures.
     via_hits: Vec<Vec<Consumer>>,
     via_direct: Vec<Vec<Consumer>>,
-    /// Per direct state: the (predicate, definition) pairs that feed it, for its mask.
-    direct_feeds: Vec<SmallVec<[(u32, u32); 2]>>,
-    /// Per direct state fed by one predicate only: the mask of the definitions it feeds
-    /// (what any event that reaches the state holds); 0 for the others.
-    direct_solo: Vec<EvSet>,
-    /// Per predicate: the stamp of the last evaluation it held in (see `hit_stamp`).
-    held: Vec<u64>,
     /// Scratch for [`Engine::direct_targets`].
     targets: Vec<Direct>,
     /// The direct deliveries of an event that take [`Engine::deliver`]'s whole path (reused).
@@ -1005,9 +997,8 @@ impl Engine {
         // one group field mapping and capturing nothing, so an event has one key for the
         // state and carries no fields of its own to it.
         let mut direct = vec![cfg.share; rts.len()];
-        let mut direct_feeds: Vec<SmallVec<[(u32, u32); 2]>> = vec![SmallVec::new(); rts.len()];
         let mut mapping_of: Vec<Option<u32>> = vec![None; rts.len()];
-        for (pi, cs) in consumers.iter().enumerate() {
+        for cs in &consumers {
             for c in cs {
                 let r = c.state as usize;
                 let captures = rules.rules[c.rule as usize].events[c.def as usize]
@@ -1017,24 +1008,8 @@ impl Engine {
                 if captures || !one_mapping || rts[r].lane != 0 {
                     direct[r] = false;
                 }
-                direct_feeds[r].push((pi as u32, c.def));
             }
         }
-        for (d, f) in direct.iter().zip(direct_feeds.iter_mut()) {
-            if !d {
-                f.clear();
-            }
-        }
-        let direct_solo: Vec<EvSet> = direct_feeds
-            .iter()
-            .map(|f| match f.first() {
-                Some(&(p, _)) if f.iter().all(|&(q, _)| q == p) => {
-                    f.iter().fold(0, |m, &(_, d)| m | 1u64 << d)
-                }
-                _ => 0,
-            })
-            .collect();
-        let held = vec![0; consumers.len()];
         let (via_direct, via_hits): (Vec<Vec<Consumer>>, Vec<Vec<Consumer>>) = consumers
             .iter()
             .map(|cs| cs.iter().partition(|c| direct[c.state as usize]))
@@ -1042,9 +1017,6 @@ impl Engine {
         Ok(Engine {
             via_hits,
             via_direct,
-            direct_feeds,
-            direct_solo,
-            held,
             targets: Vec::new(),
             direct_others: Vec::new(),
             direct_preds: Vec::new(),
@@ -2272,7 +2244,6 @@ impl Engine {
             if !self.filter.eval(ci, ev, &mut caps) {
                 continue;
             }
-            self.held[ci as usize] = stamp;
             // One enriched event (with the captures) per predicate, shared by its consumers.
             let mut enriched: Option<Arc<Event>> = None;
             for &Consumer {
@@ -2409,7 +2380,13 @@ impl Engine {
             let hint = self.hintable[ci as usize].map(|_| (ci, slot_hint));
             for &c in &self.via_direct[ci as usize] {
                 let rt = c.state as usize;
-                if self.hit_of[rt].0 == stamp {
+                let (seen, at) = self.hit_of[rt];
+                if seen == stamp {
+                    // Reached already through another predicate the event holds: this
+                    // definition joins its mask (same key: one mapping).
+                    if let Some(d) = targets.get_mut(at as usize) {
+                        d.mask |= 1u64 << c.def;
+                    }
                     continue;
                 }
                 let kid = match last_key {
@@ -2435,19 +2412,11 @@ impl Engine {
                 if !self.owns(rt, &keys[kid as usize]) {
                     continue;
                 }
-                // (A state fed by one predicate, this one, gets every definition it feeds.)
-                let mask = match self.direct_solo[rt] {
-                    0 => self.direct_feeds[rt]
-                        .iter()
-                        .filter(|&&(p, _)| self.held[p as usize] == stamp)
-                        .fold(0u64, |m, &(_, d)| m | 1u64 << d),
-                    solo => solo,
-                };
-                self.hit_of[rt].0 = stamp;
+                self.hit_of[rt] = (stamp, targets.len() as u32);
                 targets.push(Direct {
                     state: c.state,
                     kid,
-                    mask,
+                    mask: 1u64 << c.def,
                     hint,
                 });
             }
