@@ -1752,12 +1752,12 @@ impl LinearState {
 
     /// The transition of a group of a simple plan ([`RuleCtx::simple`]) with no episode, no
     /// wait, no leading-absence time and no shadow ([`Rare::inert`]) whose partial matches
-    /// have all passed the window, when the event starts
-    /// nothing that completes at once: what [`LinearState::on_event`] does then, without its
-    /// general machinery (most events of a pattern with a short window find their group so).
-    /// Every run goes (step C drops them all; with none left, D and E find nothing, and no
-    /// copy or shadow is made), and the event starts a run in each alternative whose first
-    /// step it satisfies (F). Returns false, having changed nothing, when the case is another.
+    /// have all passed the window, when the event starts nothing that completes at once:
+    /// what [`LinearState::on_event`] does then, without its general machinery (most events
+    /// of a pattern with a short window find their group so). Every run goes (step C drops
+    /// them all; with none left, D and E find nothing, and no copy or shadow is made), and
+    /// the event starts a run in each alternative whose first step it satisfies (F).
+    /// Returns false, having changed nothing, when the case is another.
     fn fresh(
         &mut self,
         ctx: &RuleCtx<'_>,
