@@ -1265,14 +1265,7 @@ impl LinearState {
             }
         }
         // B. An awaited event cancels the waits of absences at the end.
-        if let Some(rare) = &mut self.rare {
-            rare.waits.retain(|w| {
-                alts[w.alt as usize]
-                    .end_absent
-                    .as_ref()
-                    .is_none_or(|e| e.set & mask == 0)
-            });
-        }
+        self.end_waits(alts, mask);
         // C. Expiry by the window (closures at the start slide).
         if let Some(w) = ctx.wmax() {
             self.expire(alts, t, w);
@@ -1850,20 +1843,26 @@ impl LinearState {
                 return false;
             }
             // The awaited event alone: it ends the waits (step B), and starts nothing.
-            if let Some(rare) = &mut self.rare {
-                rare.waits.retain(|w| {
-                    alts[w.alt as usize]
-                        .end_absent
-                        .as_ref()
-                        .is_none_or(|e| e.set & mask == 0)
-                });
-            }
+            self.end_waits(alts, mask);
             return true;
         }
         let r = Run::first(0, step, t, id, ev);
         debug_assert!(complete(ctx, alt, &r, t), "a one-step run did not complete");
         self.finish(ctx, alts, key, r, t, counters, out);
         true
+    }
+
+    /// Step B of [`LinearState::on_event`]: the waits of absences at the end that an event
+    /// of `mask` is awaited by end.
+    fn end_waits(&mut self, alts: &[Alt], mask: EvSet) {
+        if let Some(rare) = &mut self.rare {
+            rare.waits.retain(|w| {
+                alts[w.alt as usize]
+                    .end_absent
+                    .as_ref()
+                    .is_none_or(|e| e.set & mask == 0)
+            });
+        }
     }
 
     fn note_seen(&mut self, mask: EvSet, t: Timestamp) {
