@@ -1846,6 +1846,19 @@ impl LinearState {
             self.end_waits(alts, mask);
             return true;
         }
+        // What `finish` would do with the one-event match, where that is only a count or
+        // nothing, without making the match: a wait already pending for the absence at the
+        // end takes no second one, and a match the rate limit holds back is suppressed (its
+        // id seed still taken, as the alert ids after it count it).
+        match &alt.end_absent {
+            Some(_) if self.waits().iter().any(|w| w.alt == 0) => return true,
+            None if held_until(ctx, self.last_emit(), t, None).is_some() => {
+                next_seed(&mut self.rare().last_seed, t);
+                counters.suppressed += 1;
+                return true;
+            }
+            _ => {}
+        }
         let r = Run::first(0, step, t, id, ev);
         debug_assert!(complete(ctx, alt, &r, t), "a one-step run did not complete");
         self.finish(ctx, alts, key, r, t, counters, out);
