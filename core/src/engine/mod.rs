@@ -511,8 +511,13 @@ pub struct Engine {
     /// processing time, one group field mapping, no captures.
     via_hits: Vec<Vec<Consumer>>,
     via_direct: Vec<Vec<Consumer>>,
-    /// Scratch for [`Engine::direct_targets`].
-    targets: Vec<Direct>,
+    /// Per direct state read through more than one (predicate, definition): each of them,
+    /// so the state's delivery carries every definition the event holds; empty for the
+    /// others (one bit, the consumer's own).
+    direct_feeds: Vec<Vec<(u32, EvSet)>>,
+    /// Per predicate, the stamp of the last event that satisfied it (see `hit_of`), for
+    /// `direct_feeds`.
+    pred_seen: Vec<u64>,
     /// The direct deliveries of an event that take [`Engine::deliver`]'s whole path (reused).
     direct_others: Vec<Direct>,
     /// The predicates the event being pushed satisfied that feed direct states, with their
@@ -772,7 +777,7 @@ struct Hit {
     found: Option<Found>,
 }
 
-/// A direct state an event concerns ([`Engine::direct_targets`]).
+/// A direct delivery [`Engine::deliver_direct`] leaves to [`Engine::deliver`].
 #[derive(Clone, Copy)]
 struct Direct {
     state: u32,
@@ -1014,10 +1019,23 @@ impl Engine {
             .iter()
             .map(|cs| cs.iter().partition(|c| direct[c.state as usize]))
             .unzip();
+        let mut direct_feeds: Vec<Vec<(u32, EvSet)>> = vec![Vec::new(); rts.len()];
+        for (ci, cs) in via_direct.iter().enumerate() {
+            for c in cs {
+                direct_feeds[c.state as usize].push((ci as u32, 1u64 << c.def));
+            }
+        }
+        for f in &mut direct_feeds {
+            if f.len() < 2 {
+                f.clear();
+            }
+        }
+        let pred_seen = vec![0; via_direct.len()];
         Ok(Engine {
             via_hits,
             via_direct,
-            targets: Vec::new(),
+            direct_feeds,
+            pred_seen,
             direct_others: Vec::new(),
             direct_preds: Vec::new(),
             ev_keys: Vec::new(),
@@ -1246,14 +1264,29 @@ impl Engine {
             let rt = &self.rts[h.rule as usize];
             out.push(Partition::owner(&rt.rule, &rt.canonical, &h.key, count));
         }
-        let mut targets = std::mem::take(&mut self.targets);
-        self.direct_targets(ev, &mut targets);
-        for d in &targets {
-            let rt = &self.rts[d.state as usize];
-            let key = &self.ev_keys[d.kid as usize];
-            out.push(Partition::owner(&rt.rule, &rt.canonical, key, count));
+        // The direct states' keys, each state once (as `deliver_direct` reaches them).
+        let stamp = self.hit_stamp;
+        let no_caps = Captures::new();
+        for &(ci, _) in &self.direct_preds {
+            for &c in &self.via_direct[ci as usize] {
+                let ri = c.state as usize;
+                if self.hit_of[ri].0 == stamp {
+                    continue;
+                }
+                let def = &self.ruleset.rules[c.rule as usize].events[c.def as usize];
+                let rt = &self.rts[ri];
+                let Some(key) = group_key(def, ev, &no_caps) else {
+                    self.counters.keyless += rt.members.len() as u64;
+                    continue;
+                };
+                if !self.owns(ri, &key) {
+                    continue;
+                }
+                let rt = &self.rts[ri];
+                self.hit_of[ri] = (stamp, 0);
+                out.push(Partition::owner(&rt.rule, &rt.canonical, &key, count));
+            }
         }
-        self.targets = targets;
         out[start..].sort_unstable();
         let mut seen = start;
         for i in start..out.len() {
@@ -2365,70 +2398,14 @@ impl Engine {
         self.ev_keys = keys;
     }
 
-    /// The direct states the predicates the event satisfied feed (see `direct`), each once,
-    /// with its key's number in `ev_keys`, the mask of every definition of it the event
-    /// holds, and the predicate (and its index hint) it was reached through: what a
-    /// [`Hit`] says, for states that need none of the rest.
-    fn direct_targets(&mut self, ev: &Event, targets: &mut Vec<Direct>) {
-        targets.clear();
-        let preds = std::mem::take(&mut self.direct_preds);
-        let mut keys = std::mem::take(&mut self.ev_keys);
-        let stamp = self.hit_stamp;
-        let no_caps = Captures::new();
-        let mut last_key: Option<(u32, u32)> = None;
-        for &(ci, slot_hint) in &preds {
-            let hint = self.hintable[ci as usize].map(|_| (ci, slot_hint));
-            for &c in &self.via_direct[ci as usize] {
-                let rt = c.state as usize;
-                let (seen, at) = self.hit_of[rt];
-                if seen == stamp {
-                    // Reached already through another predicate the event holds: this
-                    // definition joins its mask (same key: one mapping).
-                    if let Some(d) = targets.get_mut(at as usize) {
-                        d.mask |= 1u64 << c.def;
-                    }
-                    continue;
-                }
-                let kid = match last_key {
-                    Some((m, kid)) if m == c.mapping => kid,
-                    _ => {
-                        let def = &self.ruleset.rules[c.rule as usize].events[c.def as usize];
-                        let Some(key) = group_key(def, ev, &no_caps) else {
-                            // For each rule of the state, as unshared counts them.
-                            self.counters.keyless += self.rts[rt].members.len() as u64;
-                            continue;
-                        };
-                        let kid = match keys.iter().position(|k| *k == key) {
-                            Some(i) => i as u32,
-                            None => {
-                                keys.push(key);
-                                (keys.len() - 1) as u32
-                            }
-                        };
-                        last_key = Some((c.mapping, kid));
-                        kid
-                    }
-                };
-                if !self.owns(rt, &keys[kid as usize]) {
-                    continue;
-                }
-                self.hit_of[rt] = (stamp, targets.len() as u32);
-                targets.push(Direct {
-                    state: c.state,
-                    kid,
-                    mask: 1u64 << c.def,
-                    hint,
-                });
-            }
-        }
-        self.direct_preds = preds;
-        self.ev_keys = keys;
-    }
-
-    /// Delivers the event to the direct states it concerns ([`Engine::direct_targets`]),
-    /// after the timers before its arrival like every delivery. Deliveries to different
-    /// states commute (budgets, groups and alerts are per state, and alerts are put in order
-    /// afterwards), so going before the hits changes nothing. Returns whether any was made.
+    /// Delivers the event to the direct states the predicates it satisfied feed (see
+    /// `direct`), each once, with its key's number in `ev_keys`, the mask of every
+    /// definition of it the event holds, and the predicate (and its index hint) it was
+    /// reached through first: what a [`Hit`] says, for states that need none of the rest.
+    /// Deliveries come after the timers before the event's arrival like every delivery.
+    /// Deliveries to different states commute (budgets, groups and alerts are per state,
+    /// and alerts are put in order afterwards), so going before the hits changes nothing.
+    /// Returns whether any was made.
     fn deliver_direct(
         &mut self,
         ev: &Arc<Event>,
@@ -2436,16 +2413,15 @@ impl Engine {
         seq: u64,
         out: &mut Vec<Alert>,
     ) -> bool {
-        let mut targets = std::mem::take(&mut self.targets);
-        self.direct_targets(ev, &mut targets);
-        let keys = std::mem::take(&mut self.ev_keys);
+        let mut keys = std::mem::take(&mut self.ev_keys);
         let mut others = std::mem::take(&mut self.direct_others);
         others.clear();
+        let mut any = false;
         // Most groups are found through their family's record and are still the slot's
         // (same generation): delivered here, in one visit of the group, with what `deliver`
-        // would do (its family shortcut, transition and timer). The others (no family
-        // record, a new group, a slot hint to refresh) take `deliver`'s whole path after
-        // them: deliveries to different states commute.
+        // would do (its family shortcut, transition and timer), as the predicates reach
+        // them. The others (no family record, a new group, a slot hint to refresh) take
+        // `deliver`'s whole path after them.
         {
             let Engine {
                 rts,
@@ -2454,49 +2430,114 @@ impl Engine {
                 lanes,
                 outage_until,
                 counters,
+                direct_preds,
+                via_direct,
+                direct_feeds,
+                pred_seen,
+                hit_of,
+                hit_stamp,
+                hintable,
+                ruleset,
+                cfg,
                 ..
             } = self;
+            let stamp = *hit_stamp;
+            for &(ci, _) in direct_preds.iter() {
+                pred_seen[ci as usize] = stamp;
+            }
+            let no_caps = Captures::new();
+            let mut last_key: Option<(u32, u32)> = None;
             // (Direct states are of the processing-time lane.)
             let lane_now = lanes[0].now;
             let mut armed = false;
-            for d in &targets {
-                let ri = d.state as usize;
-                let key = &keys[d.kid as usize];
-                let found = match (d.hint, family_of[ri]) {
-                    (None, Some((f, pos))) => {
-                        let fam = &mut families[f as usize];
-                        fam.record(key, seq, Some(d.kid), false)
-                            .and_then(|(r, memoized)| Some((fam.slot(r, pos)?, memoized)))
+            for &(ci, slot_hint) in direct_preds.iter() {
+                let hint = hintable[ci as usize].map(|_| (ci, slot_hint));
+                for &c in &via_direct[ci as usize] {
+                    let ri = c.state as usize;
+                    if hit_of[ri].0 == stamp {
+                        // Reached already through another predicate the event holds, with
+                        // every definition of it the event holds (same key: one mapping).
+                        continue;
                     }
-                    _ => None,
-                };
-                let Some(((slot, generation), memoized)) = found else {
-                    others.push(*d);
-                    continue;
-                };
-                let done = rts[ri].with_group(slot, *outage_until, |ctx, s, c, counters| {
-                    if s.group.generation != generation {
-                        return None;
-                    }
-                    debug_assert!(
-                        c.as_ref().is_some_and(|c| c.key == *key),
-                        "a family record named another group"
-                    );
-                    s.group
-                        .on_event(ctx, key, t, d.mask, ev, seq, counters, out);
-                    Some(arm_slot(ctx, s, c, lane_now, ri, slot))
-                });
-                match done {
-                    Some(Some(entry)) => {
-                        if memoized {
-                            counters.family_lookups_saved += 1;
+                    let kid = match last_key {
+                        Some((m, kid)) if m == c.mapping => kid,
+                        _ => {
+                            let def = &ruleset.rules[c.rule as usize].events[c.def as usize];
+                            let Some(key) = group_key(def, ev, &no_caps) else {
+                                // For each rule of the state, as unshared counts them.
+                                counters.keyless += rts[ri].members.len() as u64;
+                                continue;
+                            };
+                            let kid = match keys.iter().position(|k| *k == key) {
+                                Some(i) => i as u32,
+                                None => {
+                                    keys.push(key);
+                                    (keys.len() - 1) as u32
+                                }
+                            };
+                            last_key = Some((c.mapping, kid));
+                            kid
                         }
-                        if let Some(e) = entry {
-                            lanes[0].wheel.insert(e);
-                            armed = true;
+                    };
+                    let key = &keys[kid as usize];
+                    if let Some(p) = cfg.partition {
+                        let rt = &rts[ri];
+                        if Partition::owner(&rt.rule, &rt.canonical, key, p.count) != p.index {
+                            continue;
                         }
                     }
-                    _ => others.push(*d),
+                    hit_of[ri] = (stamp, 0);
+                    any = true;
+                    let feeds = &direct_feeds[ri];
+                    let mask = if feeds.is_empty() {
+                        1u64 << c.def
+                    } else {
+                        feeds
+                            .iter()
+                            .filter(|&&(p, _)| pred_seen[p as usize] == stamp)
+                            .fold(0, |m, &(_, bit)| m | bit)
+                    };
+                    let d = Direct {
+                        state: c.state,
+                        kid,
+                        mask,
+                        hint,
+                    };
+                    let found = match (hint, family_of[ri]) {
+                        (None, Some((f, pos))) => {
+                            let fam = &mut families[f as usize];
+                            fam.record(key, seq, Some(kid), false)
+                                .and_then(|(r, memoized)| Some((fam.slot(r, pos)?, memoized)))
+                        }
+                        _ => None,
+                    };
+                    let Some(((slot, generation), memoized)) = found else {
+                        others.push(d);
+                        continue;
+                    };
+                    let done = rts[ri].with_group(slot, *outage_until, |ctx, s, c, counters| {
+                        if s.group.generation != generation {
+                            return None;
+                        }
+                        debug_assert!(
+                            c.as_ref().is_some_and(|c| c.key == *key),
+                            "a family record named another group"
+                        );
+                        s.group.on_event(ctx, key, t, mask, ev, seq, counters, out);
+                        Some(arm_slot(ctx, s, c, lane_now, ri, slot))
+                    });
+                    match done {
+                        Some(Some(entry)) => {
+                            if memoized {
+                                counters.family_lookups_saved += 1;
+                            }
+                            if let Some(e) = entry {
+                                lanes[0].wheel.insert(e);
+                                armed = true;
+                            }
+                        }
+                        _ => others.push(d),
+                    }
                 }
             }
             if armed {
@@ -2516,9 +2557,7 @@ impl Engine {
                 out,
             );
         }
-        let any = !targets.is_empty();
         self.ev_keys = keys;
-        self.targets = targets;
         self.direct_others = others;
         any
     }
