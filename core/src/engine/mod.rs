@@ -627,13 +627,13 @@ fn permute_sorted<K: Ord, T>(items: &mut [T], keys: &mut [(K, u32)]) {
     }
 }
 
+/// How many slots a full `max_groups` looks at for an idle group to let go, per refused key.
+const IDLE_SCAN: usize = 64;
+
 /// The most groups of `rule` this engine keeps: its `max_groups` (or the engine's default),
 /// split across the engines of a partition when groups are spread over them by key (the
 /// first `max % count` engines one more), so that all of them together keep at most
 /// `max_groups` groups of the rule (or one per engine, when `max_groups` is smaller than
-/// How many slots a full `max_groups` looks at for an idle group to let go, per refused key.
-const IDLE_SCAN: usize = 64;
-
 /// their number). A rule without `group_by` has its one group on one engine.
 fn shard_budget(rule: &Rule, cfg: &EngineConfig) -> u64 {
     let max = rule.max_groups.unwrap_or(cfg.max_groups);
@@ -650,7 +650,9 @@ fn shard_budget(rule: &Rule, cfg: &EngineConfig) -> u64 {
 /// The timer entry a group needs after a transition, if its next wake is earlier than the
 /// entry already armed: none when the parked entry is not later than the wake (it fires
 /// early, finds nothing due and arms again: cheaper than a wheel entry left behind), else a
-/// new entry, and the entry it supersedes is parked.
+/// new entry, and the entry it supersedes is parked. `calm`: the transition left the group
+/// nothing of its own to wake for (what [`Group::on_event`] says), so its wake is its
+/// forgetting, known without [`Group::next_wake`].
 fn arm_slot(
     ctx: &RuleCtx<'_>,
     s: &mut Slot,
@@ -658,8 +660,18 @@ fn arm_slot(
     lane_now: Timestamp,
     ri: usize,
     slot: u32,
+    calm: bool,
 ) -> Option<TimerEntry> {
-    let wake = s.group.next_wake(ctx)?;
+    let wake = if calm {
+        debug_assert_eq!(
+            s.group.next_wake(ctx),
+            s.group.forget_wake(ctx),
+            "a calm group with a wake of its own"
+        );
+        s.group.forget_wake(ctx)
+    } else {
+        s.group.next_wake(ctx)
+    }?;
     if wake >= s.armed_at {
         return None;
     }
@@ -1402,7 +1414,7 @@ impl Engine {
         let lane = self.rts[ri].lane;
         let lane_now = self.lanes[lane].now;
         let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, c, _| {
-            arm_slot(ctx, s, c, lane_now, ri, slot)
+            arm_slot(ctx, s, c, lane_now, ri, slot, false)
         });
         if let Some(Some(e)) = entry {
             self.lanes[lane].wheel.insert(e);
@@ -2147,8 +2159,8 @@ impl Engine {
         let lane_now = self.lanes[lane].now;
         // The key is the hit's (equal to the slot's): the transition does not read the slot's.
         let entry = self.rts[ri].with_group(slot, self.outage_until, |ctx, s, c, counters| {
-            s.group.on_event(ctx, key, t, mask, ev, seq, counters, out);
-            arm_slot(ctx, s, c, lane_now, ri, slot)
+            let calm = s.group.on_event(ctx, key, t, mask, ev, seq, counters, out);
+            arm_slot(ctx, s, c, lane_now, ri, slot, calm)
         });
         if let Some(Some(e)) = entry {
             self.lanes[lane].wheel.insert(e);
@@ -2523,8 +2535,8 @@ impl Engine {
                             c.as_ref().is_some_and(|c| c.key == *key),
                             "a family record named another group"
                         );
-                        s.group.on_event(ctx, key, t, mask, ev, seq, counters, out);
-                        Some(arm_slot(ctx, s, c, lane_now, ri, slot))
+                        let calm = s.group.on_event(ctx, key, t, mask, ev, seq, counters, out);
+                        Some(arm_slot(ctx, s, c, lane_now, ri, slot, calm))
                     });
                     match done {
                         Some(Some(entry)) => {

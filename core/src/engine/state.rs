@@ -699,7 +699,9 @@ impl Group {
         }
     }
 
-    /// Feeds one event at `t` that matched the definitions in `mask`.
+    /// Feeds one event at `t` that matched the definitions in `mask`. Returns whether the
+    /// group is left with nothing of its own to wake for (then its next wake is its
+    /// forgetting, see [`Group::forget_wake`]); `false` says only that it may have.
     pub fn on_event(
         &mut self,
         ctx: &RuleCtx<'_>,
@@ -710,25 +712,33 @@ impl Group {
         id: u64,
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
-    ) {
+    ) -> bool {
         self.last_activity = self.last_activity.max(t);
         counters.matched += 1;
         match (&mut self.state, ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => {
                 if mask & set == 0 {
-                    return;
+                    return false;
                 }
                 a.last_seen = a.last_seen.max(t);
                 a.late_after = NO_TIME;
                 if let Some(ep) = a.firing.take() {
                     end_by_event(ctx, key, &ep, AlertState::Resolved, t, ev, counters, out);
                 }
+                false
             }
             (GroupState::Linear(l), Plan::Linear { alts }) => {
-                l.on_event(ctx, alts, key, t, mask, ev, id, counters, out);
+                l.on_event(ctx, alts, key, t, mask, ev, id, counters, out)
             }
-            _ => {}
+            _ => false,
         }
+    }
+
+    /// The group's next wake when it has nothing of its own to wake for: its forgetting
+    /// (none for a group listed in `expect`).
+    #[inline]
+    pub fn forget_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
+        (!self.expected).then(|| self.last_activity.add(ctx.forget_after))
     }
 
     /// A late event (within `allowed_lateness`) of an absence rule: retracts a fired absence
@@ -948,7 +958,7 @@ impl Group {
 
     /// When this group next needs a timer (`None`: never).
     pub fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
-        let forget = (!self.expected).then(|| self.last_activity.add(ctx.forget_after));
+        let forget = self.forget_wake(ctx);
         let own = match (&self.state, ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => match &a.firing {
                 None => Some(a.watched_since(ctx).add(*for_)),
@@ -1235,17 +1245,37 @@ impl LinearState {
         id: u64,
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
-    ) {
+    ) -> bool {
         if ctx.simple
             && self.episode.is_none()
             && self.rare.as_ref().is_none_or(|r| r.inert())
-            && self.fresh(ctx, alts, t, mask, ev, id)
+            && let Some(calm) = self.fresh(ctx, alts, t, mask, ev, id)
         {
-            return;
+            return calm;
         }
-        if ctx.single && self.single(ctx, alts, key, t, mask, ev, id, counters, out) {
-            return;
+        if ctx.single
+            && let Some(calm) = self.single(ctx, alts, key, t, mask, ev, id, counters, out)
+        {
+            return calm;
         }
+        self.general(ctx, alts, key, t, mask, ev, id, counters, out);
+        false
+    }
+
+    /// The transition in full (steps A to G), for what the shortcuts do not take.
+    #[allow(clippy::too_many_arguments)]
+    fn general(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        key: &GroupKey,
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) {
         // A. An open episode: an absence resolves, a closure extends.
         if let Some(ep) = &mut self.episode {
             match ep.kind {
@@ -1750,7 +1780,8 @@ impl LinearState {
     /// of a pattern with a short window find their group so). Every run goes (step C drops
     /// them all; with none left, D and E find nothing, and no copy or shadow is made), and
     /// the event starts a run in each alternative whose first step it satisfies (F).
-    /// Returns false, having changed nothing, when the case is another.
+    /// Returns `None`, having changed nothing, when the case is another, else whether the
+    /// group is left with nothing of its own to wake for.
     fn fresh(
         &mut self,
         ctx: &RuleCtx<'_>,
@@ -1759,17 +1790,15 @@ impl LinearState {
         mask: EvSet,
         ev: &Arc<Event>,
         id: u64,
-    ) -> bool {
-        let Some(w) = ctx.wmax() else {
-            return false;
-        };
+    ) -> Option<bool> {
+        let w = ctx.wmax()?;
         let horizon = t.sub(w);
         if self
             .runs
             .iter()
             .any(|r| r.live(&alts[r.alt_id() as usize], horizon))
         {
-            return false;
+            return None;
         }
         // What the event starts; a run of one event that completes at once (an alternative
         // of one step it fills: a plain one, or a closure of at most one) takes the general
@@ -1781,12 +1810,12 @@ impl LinearState {
                 continue;
             }
             if alt.steps.len() == 1 && first.repeat.as_ref().is_none_or(|r| r.min <= 1) {
-                return false;
+                return None;
             }
             starts += 1;
         }
         if starts > ctx.max_partial {
-            return false;
+            return None;
         }
         self.runs.clear();
         if starts > 0 && self.runs.capacity() == 0 {
@@ -1801,7 +1830,9 @@ impl LinearState {
                 self.runs.push(r);
             }
         }
-        true
+        // Runs of one event each, no wait, no episode: nothing to wake for unless they are
+        // enough to be expired early (see `next_wake`).
+        Some(starts <= LAZY_EXPIRY_ITEMS)
     }
 
     /// The transition of a group of a one-step plan ([`RuleCtx::single`]) with no episode,
@@ -1809,8 +1840,9 @@ impl LinearState {
     /// match at once, finished as the general transition finishes it (step F makes the
     /// one-event run, G finishes it: an alert, a suppressed match, or a wait for the absence
     /// at the end), and an awaited event that is not of the step ends the waits (step B),
-    /// without the other steps. Returns false, having changed nothing, when the case is
-    /// another (an event of both).
+    /// without the other steps. Returns `None`, having changed nothing, when the case is
+    /// another (an event of both), else whether the group is left with nothing of its own
+    /// to wake for.
     #[allow(clippy::too_many_arguments)]
     fn single(
         &mut self,
@@ -1823,9 +1855,9 @@ impl LinearState {
         id: u64,
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
-    ) -> bool {
+    ) -> Option<bool> {
         let [alt] = alts else {
-            return false;
+            return None;
         };
         let step = &alt.steps[0];
         let ends_wait = alt.end_absent.as_ref().is_some_and(|e| e.set & mask != 0);
@@ -1836,33 +1868,35 @@ impl LinearState {
                 .as_ref()
                 .is_some_and(|r| r.shadows || !r.last_seen.is_empty())
         {
-            return false;
+            return None;
         }
         if ends_wait || step.set & mask == 0 {
             if step.set & mask != 0 {
-                return false;
+                return None;
             }
-            // The awaited event alone: it ends the waits (step B), and starts nothing.
+            // The awaited event alone: it ends the waits (step B), and starts nothing; the
+            // plan's one alternative had them all.
             self.end_waits(alts, mask);
-            return true;
+            return Some(self.waits().is_empty());
         }
         // What `finish` would do with the one-event match, where that is only a count or
         // nothing, without making the match: a wait already pending for the absence at the
         // end takes no second one, and a match the rate limit holds back is suppressed (its
         // id seed still taken, as the alert ids after it count it).
         match &alt.end_absent {
-            Some(_) if self.waits().iter().any(|w| w.alt == 0) => return true,
+            Some(_) if self.waits().iter().any(|w| w.alt == 0) => return Some(false),
             None if held_until(ctx, self.last_emit(), t, None).is_some() => {
                 next_seed(&mut self.rare().last_seed, t);
                 counters.suppressed += 1;
-                return true;
+                // (No wait without an absence at the end, no episode, no run.)
+                return Some(true);
             }
             _ => {}
         }
         let r = Run::first(0, step, t, id, ev);
         debug_assert!(complete(ctx, alt, &r, t), "a one-step run did not complete");
         self.finish(ctx, alts, key, r, t, counters, out);
-        true
+        Some(false)
     }
 
     /// Step B of [`LinearState::on_event`]: the waits of absences at the end that an event
