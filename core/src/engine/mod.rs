@@ -511,10 +511,9 @@ pub struct Engine {
     /// processing time, one group field mapping, no captures.
     via_hits: Vec<Vec<Consumer>>,
     via_direct: Vec<Vec<Consumer>>,
-    /// Per direct state read through more than one (predicate, definition): each of them,
-    /// so the state's delivery carries every definition the event holds; empty for the
-    /// others (one bit, the consumer's own).
-    direct_feeds: Vec<Vec<(u32, EvSet)>>,
+    /// Per direct state, the (predicate, definition) pairs it is read through, so its
+    /// delivery carries every definition the event holds.
+    direct_feeds: Vec<Feeds>,
     /// Per predicate, the stamp of the last event that satisfied it (see `hit_of`), for
     /// `direct_feeds`.
     pred_seen: Vec<u64>,
@@ -789,6 +788,14 @@ struct Hit {
     found: Option<Found>,
 }
 
+/// The (predicate, definition bit) pairs a direct state is read through: one (the
+/// consumer's own), two (the common case, `seq(a, b)`, held inline), or more.
+enum Feeds {
+    One,
+    Two([(u32, EvSet); 2]),
+    Many(Box<[(u32, EvSet)]>),
+}
+
 /// A direct delivery [`Engine::deliver_direct`] leaves to [`Engine::deliver`].
 #[derive(Clone, Copy)]
 struct Direct {
@@ -1031,17 +1038,20 @@ impl Engine {
             .iter()
             .map(|cs| cs.iter().partition(|c| direct[c.state as usize]))
             .unzip();
-        let mut direct_feeds: Vec<Vec<(u32, EvSet)>> = vec![Vec::new(); rts.len()];
+        let mut feeds: Vec<Vec<(u32, EvSet)>> = vec![Vec::new(); rts.len()];
         for (ci, cs) in via_direct.iter().enumerate() {
             for c in cs {
-                direct_feeds[c.state as usize].push((ci as u32, 1u64 << c.def));
+                feeds[c.state as usize].push((ci as u32, 1u64 << c.def));
             }
         }
-        for f in &mut direct_feeds {
-            if f.len() < 2 {
-                f.clear();
-            }
-        }
+        let direct_feeds = feeds
+            .into_iter()
+            .map(|f| match f.as_slice() {
+                [a, b] => Feeds::Two([*a, *b]),
+                [_, _, ..] => Feeds::Many(f.into_boxed_slice()),
+                _ => Feeds::One,
+            })
+            .collect();
         let pred_seen = vec![0; via_direct.len()];
         Ok(Engine {
             via_hits,
@@ -2500,14 +2510,17 @@ impl Engine {
                     }
                     hit_of[ri] = (stamp, 0);
                     any = true;
-                    let feeds = &direct_feeds[ri];
-                    let mask = if feeds.is_empty() {
-                        1u64 << c.def
-                    } else {
-                        feeds
-                            .iter()
-                            .filter(|&&(p, _)| pred_seen[p as usize] == stamp)
-                            .fold(0, |m, &(_, bit)| m | bit)
+                    let seen = |&(p, bit): &(u32, EvSet)| {
+                        if pred_seen[p as usize] == stamp {
+                            bit
+                        } else {
+                            0
+                        }
+                    };
+                    let mask = match &direct_feeds[ri] {
+                        Feeds::One => 1u64 << c.def,
+                        Feeds::Two([a, b]) => seen(a) | seen(b),
+                        Feeds::Many(f) => f.iter().map(seen).fold(0, |m, b| m | b),
                     };
                     let d = Direct {
                         state: c.state,
