@@ -166,7 +166,7 @@ pub struct Alert {
     pub state: AlertState,
     /// The rule's index in the engine's rule set: the order of alerts at one instant.
     pub(crate) rank: u32,
-    /// The rule's position in `body.members`.
+    /// The rule's position in `body.members`, or [`Alert::EVERY_MEMBER`] inside the engine.
     pub(crate) member: u32,
     pub(crate) body: Arc<Body>,
     // No rendered message: it is rendered from the rule's template when read. An alert storm
@@ -228,8 +228,67 @@ impl PartialEq for Alert {
 }
 
 impl Alert {
+    /// `member` of a change the engine made for every rule sharing its state, one alert each
+    /// to be made when the engine puts its alerts in order: a shared state's change costs one
+    /// entry until then, and its rules' alerts come out in rule order by a merge, not a sort.
+    /// Never handed out.
+    pub(crate) const EVERY_MEMBER: u32 = u32::MAX;
+
     fn member(&self) -> &Member {
-        &self.body.members[self.member as usize]
+        debug_assert!(
+            self.member != Alert::EVERY_MEMBER,
+            "an alert for every member left the engine"
+        );
+        // (The first member for one that would have: never the case, and no panic.)
+        let m = &self.body.members;
+        m.get(self.member as usize).unwrap_or(&m[0])
+    }
+
+    /// Whether it stands for one alert per member ([`Alert::EVERY_MEMBER`]).
+    pub(crate) fn for_every_member(&self) -> bool {
+        self.member == Alert::EVERY_MEMBER
+    }
+
+    /// The (time, rank) of the `i`-th alert it stands for (one, unless it is for every
+    /// member), if there is one.
+    pub(crate) fn order_of(&self, i: usize) -> Option<(Timestamp, u32)> {
+        if self.for_every_member() {
+            self.body.members.get(i).map(|m| (self.time, m.rank))
+        } else {
+            (i == 0).then_some((self.time, self.rank))
+        }
+    }
+
+    /// Appends the alerts it stands for to `out`, in member order.
+    pub(crate) fn expand_into(&self, out: &mut Vec<Alert>) {
+        if !self.for_every_member() {
+            out.push(self.clone());
+            return;
+        }
+        out.extend(self.body.members.iter().enumerate().map(|(i, m)| Alert {
+            time: self.time,
+            severity: m.severity,
+            state: self.state,
+            rank: m.rank,
+            member: i as u32,
+            body: self.body.clone(),
+        }));
+    }
+
+    /// The `i`-th alert it stands for (see [`Alert::order_of`]).
+    pub(crate) fn nth(&self, i: usize) -> Alert {
+        if !self.for_every_member() {
+            return self.clone();
+        }
+        let m = &self.body.members[i];
+        Alert {
+            time: self.time,
+            severity: m.severity,
+            state: self.state,
+            rank: m.rank,
+            member: i as u32,
+            body: self.body.clone(),
+        }
     }
 
     /// Stable identity: a hash of rule, group and episode start (hashed when read: an alert

@@ -484,6 +484,8 @@ pub struct Engine {
     hit_stamp: u64,
     /// Scratch for [`Engine::order_alerts`]: each alert's (time, rule order) and index.
     alert_keys: Vec<((Timestamp, u32), u32)>,
+    /// Scratch for [`Engine::expand_alerts`].
+    alert_scratch: Vec<Alert>,
     fired: Vec<TimerEntry>,
     /// Scratch: due timers sorted for firing (see `advance_lane`).
     ready: Vec<TimerEntry>,
@@ -1088,6 +1090,7 @@ impl Engine {
             hit_perm: Vec::new(),
             hit_stamp: 0,
             alert_keys: Vec::new(),
+            alert_scratch: Vec::new(),
             fired: Vec::new(),
             ready: Vec::new(),
             spare: None,
@@ -1439,7 +1442,11 @@ impl Engine {
 
     /// Alerts made by one call, in (time, rule order) order: stable, so a rule's own alerts
     /// keep their processing order, and the same whether rules share state or not.
-    fn order_alerts(&mut self, out: &mut [Alert]) {
+    fn order_alerts(&mut self, out: &mut Vec<Alert>, start: usize) {
+        if out[start..].iter().any(Alert::for_every_member) && self.expand_alerts(out, start) {
+            return;
+        }
+        let out = &mut out[start..];
         if out.len() < 2 {
             return;
         }
@@ -1482,6 +1489,52 @@ impl Engine {
         self.alert_keys = keys;
     }
 
+    /// Makes the alerts that entries for every member of a shared state stand for
+    /// ([`Alert::EVERY_MEMBER`]), one per member, in place of `out[start..]`: merged in
+    /// (time, rule order) when the entries are few, each entry's members are in rule order
+    /// and no retraction is among them (ordered then as the sort in [`Engine::order_alerts`]
+    /// would order them, ties in the order they were made), else in the order they were
+    /// made, for that sort. Returns whether they are in order (merged, or one entry).
+    fn expand_alerts(&mut self, out: &mut Vec<Alert>, start: usize) -> bool {
+        /// Entries up to this many are merged (each alert made looks at every entry's next).
+        const MERGE_MAX: usize = 8;
+        let mut made = std::mem::take(&mut self.alert_scratch);
+        made.clear();
+        made.extend(out.drain(start..));
+        // (Members are in rule order but for a reload's announcements, checked.)
+        let mergeable = |a: &Alert| {
+            a.state != AlertState::Retracted
+                && (!a.for_every_member() || a.body.members.is_sorted_by_key(|m| m.rank))
+        };
+        let all_mergeable = made.iter().all(mergeable);
+        let ordered = all_mergeable && made.len() <= MERGE_MAX;
+        if made.len() == 1 || !ordered {
+            for a in &made {
+                a.expand_into(out);
+            }
+        } else {
+            let mut next = [0usize; MERGE_MAX];
+            loop {
+                let mut best: Option<((Timestamp, u32), usize)> = None;
+                for (e, a) in made.iter().enumerate() {
+                    if let Some(k) = a.order_of(next[e])
+                        && best.is_none_or(|(b, _)| k < b)
+                    {
+                        best = Some((k, e));
+                    }
+                }
+                let Some((_, e)) = best else {
+                    break;
+                };
+                out.push(made[e].nth(next[e]));
+                next[e] += 1;
+            }
+        }
+        made.clear();
+        self.alert_scratch = made;
+        ordered
+    }
+
     /// Timer entries held in the lanes' wheels, stale ones included (they go when they come
     /// due or move down a level): what the timers cost in memory.
     pub fn timer_entries(&self) -> usize {
@@ -1492,7 +1545,7 @@ impl Engine {
     pub fn push(&mut self, ev: Event, out: &mut Vec<Alert>) {
         let start = out.len();
         self.push_inner(ev, out);
-        self.order_alerts(&mut out[start..]);
+        self.order_alerts(out, start);
     }
 
     /// Pushes events in order, exactly as [`Engine::push`] one at a time would (same alerts,
@@ -1817,7 +1870,7 @@ impl Engine {
     pub fn advance_to(&mut self, now: Timestamp, out: &mut Vec<Alert>) {
         let start = out.len();
         self.advance_inner(now, out);
-        self.order_alerts(&mut out[start..]);
+        self.order_alerts(out, start);
     }
 
     fn advance_inner(&mut self, now: Timestamp, out: &mut Vec<Alert>) {
@@ -1842,7 +1895,7 @@ impl Engine {
     pub fn finish(&mut self, until: Option<Timestamp>, out: &mut Vec<Alert>) {
         let start = out.len();
         self.finish_inner(until, out);
-        self.order_alerts(&mut out[start..]);
+        self.order_alerts(out, start);
     }
 
     fn finish_inner(&mut self, until: Option<Timestamp>, out: &mut Vec<Alert>) {
@@ -2642,7 +2695,7 @@ impl Engine {
                 out,
             );
         }
-        self.order_alerts(&mut out[start..]);
+        self.order_alerts(out, start);
     }
 
     /// Retires a group by hand (`cepheus groups forget RULE KEY`): its open alert, if any, is
@@ -2666,7 +2719,7 @@ impl Engine {
             s.group.forget(ctx, &key, at, counters, out)
         });
         self.free_slot(ri, slot, &key);
-        self.order_alerts(&mut out[start..]);
+        self.order_alerts(out, start);
         true
     }
 
@@ -3215,7 +3268,7 @@ impl Engine {
                 }
             }
         }
-        self.order_alerts(&mut out[start..]);
+        self.order_alerts(out, start);
         *self = next;
         Ok(())
     }

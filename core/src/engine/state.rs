@@ -2371,20 +2371,23 @@ fn emit_ending(
         reason,
         id_tail: tail.into(),
     });
-    out.reserve(ctx.members.len());
     // Counted once: each rule sharing the state emits this change (its `/stats` line counts
-    // its own alerts, as without sharing).
+    // its own alerts, as without sharing). One entry for all of them, made into one alert
+    // each when the engine puts the alerts in order.
     counters.alerts += 1;
-    for (i, m) in ctx.members.iter().enumerate() {
-        out.push(Alert {
-            time,
-            severity: m.severity,
-            state,
-            rank: m.rank,
-            member: i as u32,
-            body: body.clone(),
-        });
-    }
+    let (member, first) = match &ctx.members[..] {
+        [] => return,
+        [m] => (0, m),
+        [m, ..] => (Alert::EVERY_MEMBER, m),
+    };
+    out.push(Alert {
+        time,
+        severity: first.severity,
+        state,
+        rank: first.rank,
+        member,
+        body,
+    });
 }
 
 /// Fills a message template from the group, then the most recent matching event, then the
