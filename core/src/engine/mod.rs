@@ -22,12 +22,12 @@ use serde::{Deserialize, Serialize};
 use crate::alert::{Alert, AlertState, Reason};
 use crate::event::{Event, Field, FieldKey, Value};
 use crate::fnv::Fnv;
-use crate::rules::ir::{Captures, EventDef, Rule, RuleSet, TimeMode, Window, key_value};
+use crate::rules::ir::{Captures, EventDef, Rule, RuleSet, TimeMode, key_value};
 use crate::time::{Duration, Timestamp};
 use family::Family;
 use filter::Filter;
 use plan::{EvSet, Plan, PlanError};
-use state::{Group, GroupKey, Member, RuleCounters, RuleCtx, SavedGroup};
+use state::{Group, GroupKey, Member, RuleCounters, RuleCtx, RuleFacts, SavedGroup};
 use wheel::{Settle, TimerEntry, Wheel};
 
 /// Engine-wide settings.
@@ -207,25 +207,15 @@ struct RuleRt {
     /// Beside each occupied slot, its key and parked deadline.
     cold: Vec<Option<Cold>>,
     lane: usize,
-    /// `rule.within` and `rule.forget_after`, read by every transition (see [`RuleCtx`]).
-    forget_after: Duration,
-    within: Option<Window>,
-    rule: Arc<Rule>,
-    plan: Arc<Plan>,
-    /// The rules served by this state: `rule` first, then rules with the same meaning (SO at
-    /// the root, when sharing). Shared with the state's alerts, which name their rule in it.
-    members: Arc<[Member]>,
-    max_partial: usize,
-    /// [`RuleCtx::simple`].
-    simple: bool,
-    /// [`RuleCtx::single`].
-    single: bool,
+    /// What a transition's context names (see [`RuleCtx`]). Its `members` are the rules
+    /// served by this state: `rule` first, then rules with the same meaning (SO at the root,
+    /// when sharing), shared with the state's alerts, which name their rule in it.
+    facts: RuleFacts,
     /// When its rules began monitoring, as a number: 0 at the engine's start, then one more
     /// for each reload that added or changed rules. Rules share a state only within one
     /// cohort, so a rule added (or renamed, or changed into a running rule's meaning) begins
     /// at its reload and takes nothing from before it.
     cohort: u64,
-    monitor_start: Option<Timestamp>,
     counters: RuleCounters,
     /// Definitions the plan uses; matches of others are ignored.
     used: EvSet,
@@ -250,19 +240,16 @@ struct Split<'a> {
 }
 
 impl RuleRt {
+    /// When its rules began monitoring, if they have.
+    fn monitor_start(&self) -> Option<Timestamp> {
+        (self.facts.monitor_start != Timestamp::MIN).then_some(self.facts.monitor_start)
+    }
+
     /// The rule's context, read-only.
     fn ctx(&self, outage_until: Timestamp) -> RuleCtx<'_> {
         RuleCtx {
-            rule: &self.rule,
-            members: &self.members,
-            plan: &self.plan,
-            monitor_start: self.monitor_start.unwrap_or(Timestamp::MIN),
-            max_partial: self.max_partial,
+            facts: &self.facts,
             outage_until,
-            within: self.within,
-            forget_after: self.forget_after,
-            simple: self.simple,
-            single: self.single,
         }
     }
 
@@ -270,34 +257,18 @@ impl RuleRt {
     /// while its groups and counters are written).
     fn split(&mut self, outage_until: Timestamp) -> Split<'_> {
         let RuleRt {
-            rule,
-            members,
-            plan,
-            monitor_start,
-            max_partial,
+            facts,
             groups,
             slots,
             cold,
             free,
             counters,
-            within,
-            forget_after,
-            simple,
-            single,
             ..
         } = self;
         Split {
             ctx: RuleCtx {
-                rule,
-                members,
-                plan,
-                monitor_start: monitor_start.unwrap_or(Timestamp::MIN),
-                max_partial: *max_partial,
+                facts,
                 outage_until,
-                within: *within,
-                forget_after: *forget_after,
-                simple: *simple,
-                single: *single,
             },
             groups,
             slots,
@@ -339,15 +310,24 @@ impl RuleRt {
         outage_until: Timestamp,
         out: &mut Vec<Alert>,
     ) {
-        let who: Arc<[Member]> = Arc::from(who);
         let Split {
-            mut ctx,
+            ctx,
             slots,
             cold,
             counters,
             ..
         } = self.split(outage_until);
-        ctx.members = &who;
+        // The same facts, announced to `who` only.
+        let facts = RuleFacts {
+            members: Arc::from(who),
+            rule: ctx.rule.clone(),
+            plan: ctx.plan.clone(),
+            ..*ctx.facts
+        };
+        let ctx = RuleCtx {
+            facts: &facts,
+            outage_until,
+        };
         for (s, c) in slots.iter().zip(cold.iter()) {
             if let (Some(s), Some(c)) = (s, c) {
                 s.group
@@ -892,11 +872,21 @@ impl Engine {
             members.push(vec![Member::new(rule.clone(), rank)]);
             rts.push(RuleRt {
                 canonical,
-                rule: rule.clone(),
-                members: Arc::from(Vec::new()),
-                plan: Arc::new(plan),
+                facts: RuleFacts {
+                    rule: rule.clone(),
+                    members: Arc::from(Vec::new()),
+                    plan: Arc::new(plan),
+                    monitor_start: Timestamp::MIN,
+                    max_partial: rule
+                        .max_partial_matches
+                        .unwrap_or(cfg.max_partial_matches)
+                        .max(1) as usize,
+                    within: rule.within,
+                    forget_after: rule.forget_after,
+                    simple,
+                    single,
+                },
                 lane,
-                monitor_start: None,
                 groups: HashMap::new(),
                 slots: Vec::new(),
                 cold: Vec::new(),
@@ -905,20 +895,12 @@ impl Engine {
                 max_groups: shard_budget(rule, &cfg),
                 used,
                 opens,
-                within: rule.within,
-                forget_after: rule.forget_after,
-                max_partial: rule
-                    .max_partial_matches
-                    .unwrap_or(cfg.max_partial_matches)
-                    .max(1) as usize,
-                simple,
-                single,
                 cohort,
                 idle_scan: 0,
             });
         }
         for (rt, m) in rts.iter_mut().zip(members) {
-            rt.members = m.into();
+            rt.facts.members = m.into();
         }
         let filter = Filter::new(rules, cfg.share);
         // Group field mappings, numbered: consumers with the same number read their group
@@ -965,7 +947,7 @@ impl Engine {
         // round creates them. Capped, so a long list costs at most a few megabytes.
         let mut bound: Vec<Option<usize>> = rts
             .iter()
-            .map(|rt| (rt.rule.group_by.len() == 1).then_some(rt.rule.expect.len()))
+            .map(|rt| (rt.facts.rule.group_by.len() == 1).then_some(rt.facts.rule.expect.len()))
             .collect();
         let mut fed = vec![0u64; rts.len()];
         // The event nodes feeding each state (predicate, group field mapping), for families.
@@ -1008,7 +990,7 @@ impl Engine {
         if cfg.share {
             let scope: Vec<Option<(&[String], usize)>> = rts
                 .iter()
-                .map(|rt| Some((rt.rule.group_by.as_slice(), rt.lane)))
+                .map(|rt| Some((rt.facts.rule.group_by.as_slice(), rt.lane)))
                 .collect();
             for members in family::partition(&feeds, &scope) {
                 for (pos, &m) in members.iter().enumerate() {
@@ -1128,6 +1110,7 @@ impl Engine {
                     .iter()
                     .flat_map(|&m| {
                         self.rts[m as usize]
+                            .facts
                             .members
                             .iter()
                             .map(|r| r.rule.name.as_str())
@@ -1142,9 +1125,14 @@ impl Engine {
     /// partial matches or sees late events.
     pub fn budget_counters(&self) -> impl Iterator<Item = BudgetView<'_>> {
         self.rts.iter().map(|rt| BudgetView {
-            rules: rt.members.iter().map(|m| m.rule.name.as_str()).collect(),
-            max_groups: rt.rule.max_groups.unwrap_or(self.cfg.max_groups),
-            max_partial_matches: rt.max_partial as u64,
+            rules: rt
+                .facts
+                .members
+                .iter()
+                .map(|m| m.rule.name.as_str())
+                .collect(),
+            max_groups: rt.facts.rule.max_groups.unwrap_or(self.cfg.max_groups),
+            max_partial_matches: rt.facts.max_partial as u64,
             counters: &rt.counters,
         })
     }
@@ -1185,10 +1173,11 @@ impl Engine {
                     + std::mem::size_of::<Option<Cold>>()) as u64
                     + KEY_MAP_ENTRY as u64
                     + std::mem::size_of::<TimerEntry>() as u64
-                    + (std::mem::size_of::<Value>() * rt.rule.group_by.len()) as u64;
+                    + (std::mem::size_of::<Value>() * rt.facts.rule.group_by.len()) as u64;
                 RuleStats {
                     rule: rule.name.clone(),
                     shared_with: rt
+                        .facts
                         .members
                         .iter()
                         .filter(|m| m.rule.name != rule.name)
@@ -1223,8 +1212,8 @@ impl Engine {
             }
         }
         for ri in 0..self.rts.len() {
-            if self.rts[ri].monitor_start.is_none() {
-                match self.rts[ri].rule.time {
+            if self.rts[ri].monitor_start().is_none() {
+                match self.rts[ri].facts.rule.time {
                     TimeMode::Processing => self.start_rule(ri, at),
                     TimeMode::Event if !defer_event_time => self.start_rule(ri, first),
                     TimeMode::Event => {}
@@ -1242,7 +1231,7 @@ impl Engine {
     /// came.
     fn start_rule(&mut self, ri: usize, at: Timestamp) {
         let start = at;
-        self.rts[ri].monitor_start = Some(start);
+        self.rts[ri].facts.monitor_start = start;
         for key in self.expected_keys(ri) {
             if !self.owns(ri, &key) {
                 continue;
@@ -1258,13 +1247,13 @@ impl Engine {
     /// an absence rule without `group_by`.
     fn expected_keys(&self, ri: usize) -> Vec<Vec<Value>> {
         let rt = &self.rts[ri];
-        if rt.rule.group_by.is_empty()
-            && matches!(*rt.plan, Plan::Absence { .. })
-            && rt.rule.expect.is_empty()
+        if rt.facts.rule.group_by.is_empty()
+            && matches!(*rt.facts.plan, Plan::Absence { .. })
+            && rt.facts.rule.expect.is_empty()
         {
             return vec![Vec::new()];
         }
-        rt.rule.expect.clone()
+        rt.facts.rule.expect.clone()
     }
 
     /// Whether this engine owns `key` of rule state `ri` (always, without a partition).
@@ -1273,7 +1262,7 @@ impl Engine {
             None => true,
             Some(p) => {
                 let rt = &self.rts[ri];
-                Partition::owner(&rt.rule, &rt.canonical, key, p.count) == p.index
+                Partition::owner(&rt.facts.rule, &rt.canonical, key, p.count) == p.index
             }
         }
     }
@@ -1287,7 +1276,12 @@ impl Engine {
         let start = out.len();
         for h in &hits {
             let rt = &self.rts[h.rule as usize];
-            out.push(Partition::owner(&rt.rule, &rt.canonical, &h.key, count));
+            out.push(Partition::owner(
+                &rt.facts.rule,
+                &rt.canonical,
+                &h.key,
+                count,
+            ));
         }
         // The direct states' keys, each state once (as `deliver_direct` reaches them).
         let stamp = self.hit_stamp;
@@ -1301,7 +1295,7 @@ impl Engine {
                 let def = &self.ruleset.rules[c.rule as usize].events[c.def as usize];
                 let rt = &self.rts[ri];
                 let Some(key) = group_key(def, ev, &no_caps) else {
-                    self.counters.keyless += rt.members.len() as u64;
+                    self.counters.keyless += rt.facts.members.len() as u64;
                     continue;
                 };
                 if !self.owns(ri, &key) {
@@ -1309,7 +1303,7 @@ impl Engine {
                 }
                 let rt = &self.rts[ri];
                 self.hit_of[ri] = (stamp, 0);
-                out.push(Partition::owner(&rt.rule, &rt.canonical, &key, count));
+                out.push(Partition::owner(&rt.facts.rule, &rt.canonical, &key, count));
             }
         }
         out[start..].sort_unstable();
@@ -1967,7 +1961,7 @@ impl Engine {
         }
         self.lanes[li].started = true;
         for ri in 0..self.rts.len() {
-            if self.rts[ri].lane == li && self.rts[ri].monitor_start.is_none() {
+            if self.rts[ri].lane == li && self.rts[ri].monitor_start().is_none() {
                 self.start_rule(ri, first);
             }
         }
@@ -2308,9 +2302,9 @@ impl Engine {
     fn late(&mut self, h: &Hit, ev: &Arc<Event>, w: Timestamp, out: &mut Vec<Alert>) {
         let ri = h.rule as usize;
         // Once per rule (each rule of a shared state was late for it), as unshared.
-        self.counters.late += self.rts[ri].members.len() as u64;
+        self.counters.late += self.rts[ri].facts.members.len() as u64;
         self.rts[ri].counters.late += 1;
-        let lateness = self.rts[ri].rule.allowed_lateness;
+        let lateness = self.rts[ri].facts.rule.allowed_lateness;
         if ev.time < w.sub(lateness) {
             return;
         }
@@ -2372,7 +2366,8 @@ impl Engine {
                         let def = &self.ruleset.rules[rule_idx as usize].events[def_idx as usize];
                         let Some(key) = group_key(def, ev, &caps) else {
                             // For each rule of the state, as unshared counts them.
-                            self.counters.keyless += self.rts[rt as usize].members.len() as u64;
+                            self.counters.keyless +=
+                                self.rts[rt as usize].facts.members.len() as u64;
                             continue;
                         };
                         let kid = keys.iter().position(|k| *k == key).map(|i| i as u32);
@@ -2540,7 +2535,7 @@ impl Engine {
                             let def = &ruleset.rules[c.rule as usize].events[c.def as usize];
                             let Some(key) = group_key(def, ev, &no_caps) else {
                                 // For each rule of the state, as unshared counts them.
-                                counters.keyless += rts[ri].members.len() as u64;
+                                counters.keyless += rts[ri].facts.members.len() as u64;
                                 continue;
                             };
                             let kid = match keys.iter().position(|k| *k == key) {
@@ -2557,7 +2552,8 @@ impl Engine {
                     let key = &keys[kid as usize];
                     if let Some(p) = cfg.partition {
                         let rt = &rts[ri];
-                        if Partition::owner(&rt.rule, &rt.canonical, key, p.count) != p.index {
+                        if Partition::owner(&rt.facts.rule, &rt.canonical, key, p.count) != p.index
+                        {
                             continue;
                         }
                     }
@@ -2647,16 +2643,17 @@ impl Engine {
         let rt = self
             .rts
             .iter()
-            .find(|r| r.members.iter().any(|m| m.rule.name == rule))?;
+            .find(|r| r.facts.members.iter().any(|m| m.rule.name == rule))?;
         // The group object of an alert (`{"host":"web,1","app":"nginx"}`, copied from it)
         // names each field, so values may hold commas; else the values in order, as in
         // `expect`.
         let want: Vec<String> = match serde_json::from_str(text.trim()) {
             Ok(serde_json::Value::Object(obj)) => {
-                if obj.len() != rt.rule.group_by.len() {
+                if obj.len() != rt.facts.rule.group_by.len() {
                     return None;
                 }
-                rt.rule
+                rt.facts
+                    .rule
                     .group_by
                     .iter()
                     .map(|g| match obj.get(g)? {
@@ -2665,7 +2662,7 @@ impl Engine {
                     })
                     .collect::<Option<_>>()?
             }
-            _ if rt.rule.group_by.len() == 1 => vec![text.trim().to_string()],
+            _ if rt.facts.rule.group_by.len() == 1 => vec![text.trim().to_string()],
             _ => text.split(',').map(|v| v.trim().to_string()).collect(),
         };
         rt.groups
@@ -2685,7 +2682,7 @@ impl Engine {
         let outage_until = self.outage_until;
         for ri in 0..self.rts.len() {
             let now = self.lanes[self.rts[ri].lane].now;
-            let who = self.rts[ri].members.to_vec();
+            let who = self.rts[ri].facts.members.to_vec();
             self.rts[ri].members_change(
                 who,
                 now,
@@ -2705,7 +2702,7 @@ impl Engine {
         let Some(ri) = self
             .rts
             .iter()
-            .position(|r| r.members.iter().any(|m| m.rule.name == rule))
+            .position(|r| r.facts.members.iter().any(|m| m.rule.name == rule))
         else {
             return false;
         };
@@ -2752,7 +2749,7 @@ impl Engine {
                         .iter()
                         .map(|Reverse(p)| PendingCheckpoint {
                             rule: self.rts[p.rule as usize].canonical.clone(),
-                            rule_name: self.rts[p.rule as usize].rule.name.clone(),
+                            rule_name: self.rts[p.rule as usize].facts.rule.name.clone(),
                             time: p.time,
                             seq: p.seq,
                             key: p.key.clone(),
@@ -2766,14 +2763,19 @@ impl Engine {
                 .rts
                 .iter()
                 .map(|rt| RuleCheckpoint {
-                    name: rt.rule.name.clone(),
-                    members: rt.members.iter().map(|m| m.rule.name.clone()).collect(),
+                    name: rt.facts.rule.name.clone(),
+                    members: rt
+                        .facts
+                        .members
+                        .iter()
+                        .map(|m| m.rule.name.clone())
+                        .collect(),
                     canonical: rt.canonical.clone(),
                     cohort: rt.cohort,
-                    monitor_start: rt.monitor_start,
+                    monitor_start: rt.monitor_start(),
                     counters: rt.counters.clone(),
-                    group_by: Some(rt.rule.group_by.clone()),
-                    key_types: Some(key_types(&rt.rule)),
+                    group_by: Some(rt.facts.rule.group_by.clone()),
+                    key_types: Some(key_types(&rt.facts.rule)),
                     groups: {
                         let mut g: Vec<SavedGroup> = rt
                             .slots
@@ -2827,7 +2829,7 @@ impl Engine {
         for (i, names) in saved.iter().enumerate() {
             for name in names {
                 let goes_on = source.iter().enumerate().any(|(ri, s)| {
-                    *s == Some(i) && e.rts[ri].members.iter().any(|m| &m.rule.name == name)
+                    *s == Some(i) && e.rts[ri].facts.members.iter().any(|m| &m.rule.name == name)
                 });
                 if !goes_on {
                     let reason = if running.contains(name.as_str()) {
@@ -2973,7 +2975,12 @@ impl Engine {
         let mut source: Vec<Option<usize>> = vec![None; e.rts.len()];
         let mut regrouped: Vec<usize> = Vec::new();
         for (ri, rt) in e.rts.iter().enumerate() {
-            let names: Vec<&str> = rt.members.iter().map(|m| m.rule.name.as_str()).collect();
+            let names: Vec<&str> = rt
+                .facts
+                .members
+                .iter()
+                .map(|m| m.rule.name.as_str())
+                .collect();
             let of_member = |ok: &dyn Fn(&RuleCheckpoint) -> bool| {
                 names.iter().find_map(|n| {
                     saved_by_member
@@ -3007,7 +3014,7 @@ impl Engine {
             }
             saved_to.insert((rc.canonical.clone(), rc.name.clone()), targets[i].clone());
             for &ri in &targets[i] {
-                e.rts[ri].monitor_start = rc.monitor_start;
+                e.rts[ri].facts.monitor_start = rc.monitor_start.unwrap_or(Timestamp::MIN);
                 e.rts[ri].counters = rc.counters.clone();
                 for g in &rc.groups {
                     let rt = &mut e.rts[ri];
@@ -3062,7 +3069,7 @@ impl Engine {
             e.regroup(ri, clock);
         }
         for ri in 0..e.rts.len() {
-            if e.rts[ri].monitor_start.is_none() && e.lanes[e.rts[ri].lane].started {
+            if e.rts[ri].monitor_start().is_none() && e.lanes[e.rts[ri].lane].started {
                 e.start_rule(ri, clock);
             }
             for slot in 0..e.rts[ri].slots.len() as u32 {
@@ -3091,17 +3098,19 @@ impl Engine {
             by_meaning
                 .entry((rt.canonical.as_str(), rt.cohort))
                 .or_default()
-                .extend(rt.members.iter().map(|m| m.rule.name.as_str()));
+                .extend(rt.facts.members.iter().map(|m| m.rule.name.as_str()));
         }
         // (new state, its start, (last activity, key) of the groups to carry)
         type Carry = (usize, Timestamp, Vec<(Timestamp, GroupKey)>);
         let mut carry: Vec<Carry> = Vec::new();
         for (ri, s) in source.iter().enumerate() {
             let rt = &self.rts[ri];
-            let (None, Some(start), Plan::Absence { .. }) = (s, rt.monitor_start, &*rt.plan) else {
+            let (None, Some(start), Plan::Absence { .. }) =
+                (s, rt.monitor_start(), &*rt.facts.plan)
+            else {
                 continue;
             };
-            let types = key_types(&rt.rule);
+            let types = key_types(&rt.facts.rule);
             let mut olds: Vec<usize> = by_meaning
                 .get(&(rt.canonical.as_str(), rt.cohort))
                 .into_iter()
@@ -3111,7 +3120,7 @@ impl Engine {
                 .copied()
                 .filter(|&i| {
                     let old = &saved[i];
-                    old.group_by.as_ref() == Some(&rt.rule.group_by)
+                    old.group_by.as_ref() == Some(&rt.facts.rule.group_by)
                         && old.key_types.as_ref() == Some(&types)
                 })
                 .collect();
@@ -3202,7 +3211,13 @@ impl Engine {
             if let Some(i) = s
                 && let Some(c) = carried.get_mut(*i)
             {
-                c.extend(next.rts[ri].members.iter().map(|m| m.rule.name.clone()));
+                c.extend(
+                    next.rts[ri]
+                        .facts
+                        .members
+                        .iter()
+                        .map(|m| m.rule.name.clone()),
+                );
             }
         }
         // An old state's rules that no longer run it: their open alerts are resolved.
@@ -3210,6 +3225,7 @@ impl Engine {
             let now = self.lanes[self.rts[i].lane].now;
             for (reason, changed) in [(Reason::RuleChanged, true), (Reason::RuleRemoved, false)] {
                 let gone: Vec<Member> = self.rts[i]
+                    .facts
                     .members
                     .iter()
                     .filter(|m| {
@@ -3235,11 +3251,13 @@ impl Engine {
         for (ri, s) in source.iter().enumerate() {
             let Some(i) = *s else { continue };
             let before: std::collections::HashSet<&str> = self.rts[i]
+                .facts
                 .members
                 .iter()
                 .map(|m| m.rule.name.as_str())
                 .collect();
             let joined: Vec<Member> = next.rts[ri]
+                .facts
                 .members
                 .iter()
                 .filter(|m| !before.contains(m.rule.name.as_str()))
@@ -3710,7 +3728,7 @@ pattern = "seq(m, absent(y) for 3s)"
                     .via_hits
                     .iter()
                     .flatten()
-                    .map(|c| e.rts[c.state as usize].rule.name.as_str())
+                    .map(|c| e.rts[c.state as usize].facts.rule.name.as_str())
                     .collect();
                 hits.sort_unstable();
                 hits.dedup();
@@ -3806,24 +3824,24 @@ pattern = "seq(m, absent(y) for 3s)"
                     e.rts
                         .iter()
                         .filter(|rt| f(rt))
-                        .map(|rt| rt.rule.name.clone())
+                        .map(|rt| rt.facts.rule.name.clone())
                         .collect()
                 };
                 assert_eq!(
-                    names(|rt| rt.simple),
+                    names(|rt| rt.facts.simple),
                     [
                         "seq", "and", "count", "upto", "three", "budget", "andone", "either",
                         "oneof"
                     ]
                 );
                 assert_eq!(
-                    names(|rt| rt.single),
+                    names(|rt| rt.facts.single),
                     ["either", "quiet", "anyof", "calm", "bare"]
                 );
                 if !shortcuts {
                     e.rts.iter_mut().for_each(|rt| {
-                        rt.simple = false;
-                        rt.single = false;
+                        rt.facts.simple = false;
+                        rt.facts.single = false;
                     });
                 }
                 let mut out = Vec::new();

@@ -159,20 +159,19 @@ impl std::fmt::Debug for Member {
     }
 }
 
-/// Rule-level facts the group transitions need (read-only).
-pub struct RuleCtx<'a> {
+/// Rule-level facts the group transitions need, kept with the rule state so a transition's
+/// context is a reference to them, not a copy made per delivery.
+pub struct RuleFacts {
     /// The rule (the first of `members`): its meaning.
-    pub rule: &'a Rule,
+    pub rule: Arc<Rule>,
     /// Every rule with this meaning that shares the state (alerts are made for each).
-    pub members: &'a Arc<[Member]>,
+    pub members: Arc<[Member]>,
     /// Its plan.
-    pub plan: &'a Plan,
-    /// When monitoring began for the rule.
+    pub plan: Arc<Plan>,
+    /// When monitoring began for the rule (`Timestamp::MIN`: not yet).
     pub monitor_start: Timestamp,
     /// Most partial matches a group keeps.
     pub max_partial: usize,
-    /// Alerts whose deadline lies before this are marked `outage`.
-    pub outage_until: Timestamp,
     /// The rule's `within` and `forget_after`, kept beside the state: every transition reads
     /// them, and the rule itself lies a few cache lines away.
     pub within: Option<Window>,
@@ -184,6 +183,22 @@ pub struct RuleCtx<'a> {
     /// The plan is [`Plan::single`] and the window, if any, has no least distance: an event
     /// of its step may be finished at once by [`LinearState::single`].
     pub single: bool,
+}
+
+/// What a group transition reads: its rule's facts, and the engine's outage mark.
+pub struct RuleCtx<'a> {
+    /// The rule's facts (read through `Deref`: `ctx.rule`, `ctx.plan`...).
+    pub facts: &'a RuleFacts,
+    /// Alerts whose deadline lies before this are marked `outage`.
+    pub outage_until: Timestamp,
+}
+
+impl std::ops::Deref for RuleCtx<'_> {
+    type Target = RuleFacts;
+
+    fn deref(&self) -> &RuleFacts {
+        self.facts
+    }
 }
 
 impl RuleCtx<'_> {
@@ -597,7 +612,7 @@ fn cap_events(v: &mut Vec<Arc<Event>>) {
 impl Group {
     /// A new group; `seen` is the time of its first event (`None` for an expected group).
     pub fn new(ctx: &RuleCtx<'_>, expected: bool, now: Timestamp) -> Group {
-        let state = match ctx.plan {
+        let state = match &*ctx.plan {
             Plan::Absence { .. } => GroupState::Absence(AbsenceState {
                 last_seen: NO_TIME,
                 firing: None,
@@ -641,7 +656,7 @@ impl Group {
         match &self.state {
             GroupState::Absence(_) => 0,
             GroupState::Linear(l) => {
-                let live = |r: &Run| match (ctx.wmax(), ctx.plan) {
+                let live = |r: &Run| match (ctx.wmax(), &*ctx.plan) {
                     (Some(w), Plan::Linear { alts }) => {
                         r.live(&alts[r.alt_id() as usize], now.sub(w))
                     }
@@ -715,7 +730,7 @@ impl Group {
     ) -> bool {
         self.last_activity = self.last_activity.max(t);
         counters.matched += 1;
-        match (&mut self.state, ctx.plan) {
+        match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => {
                 if mask & set == 0 {
                     return false;
@@ -755,7 +770,7 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) -> bool {
-        let (a, set) = match (&mut self.state, ctx.plan) {
+        let (a, set) = match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => (a, *set),
             (GroupState::Linear(l), Plan::Linear { alts }) => {
                 return l.on_late(ctx, alts, key, t, mask, ev, now, counters, out);
@@ -806,7 +821,7 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) -> bool {
-        match (&mut self.state, ctx.plan) {
+        match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => {
                 let deadline = a.watched_since(ctx).add(*for_);
                 if a.firing.is_none() && deadline <= now {
@@ -862,7 +877,7 @@ impl Group {
     /// and only partial matches past their window (its next transition would drop them). Such
     /// a group is no different from none, so a full `max_groups` may let it go.
     pub fn idle_at(&self, ctx: &RuleCtx<'_>, now: Timestamp) -> bool {
-        let (GroupState::Linear(l), Plan::Linear { alts }) = (&self.state, ctx.plan) else {
+        let (GroupState::Linear(l), Plan::Linear { alts }) = (&self.state, &*ctx.plan) else {
             return false;
         };
         if l.episode.is_some() || l.rare.is_some() {
@@ -959,7 +974,7 @@ impl Group {
     /// When this group next needs a timer (`None`: never).
     pub fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
         let forget = self.forget_wake(ctx);
-        let own = match (&self.state, ctx.plan) {
+        let own = match (&self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => match &a.firing {
                 None => Some(a.watched_since(ctx).add(*for_)),
                 Some(ep) => ep.held_until,
