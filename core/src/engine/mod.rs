@@ -1485,21 +1485,24 @@ impl Engine {
 
     /// Makes the alerts that entries for every member of a shared state stand for
     /// ([`Alert::EVERY_MEMBER`]), one per member, in place of `out[start..]`: merged in
-    /// (time, rule order) when the entries are few, each entry's members are in rule order
-    /// and no retraction is among them (ordered then as the sort in [`Engine::order_alerts`]
-    /// would order them, ties in the order they were made), else in the order they were
-    /// made, for that sort. Returns whether they are in order (merged, or one entry).
+    /// (time, rule order) when the entries are few and no retraction is among them (each
+    /// entry's members are in rule order, so they are then ordered as the sort in
+    /// [`Engine::order_alerts`] would order them, ties in the order they were made), else in
+    /// the order they were made, for that sort. Returns whether they are in order (merged, or one entry).
     fn expand_alerts(&mut self, out: &mut Vec<Alert>, start: usize) -> bool {
         /// Entries up to this many are merged (each alert made looks at every entry's next).
         const MERGE_MAX: usize = 8;
         let mut made = std::mem::take(&mut self.alert_scratch);
         made.clear();
         made.extend(out.drain(start..));
-        // (Members are in rule order but for a reload's announcements, checked.)
-        let mergeable = |a: &Alert| {
-            a.state != AlertState::Retracted
-                && (!a.for_every_member() || a.body.members.is_sorted_by_key(|m| m.rank))
-        };
+        // (A state's members are in rule order, as the engine gathers them, and so are those
+        // a reload announces a change to, taken from them.)
+        debug_assert!(
+            made.iter()
+                .all(|a| a.body.members.is_sorted_by_key(|m| m.rank)),
+            "a state's members out of rule order"
+        );
+        let mergeable = |a: &Alert| a.state != AlertState::Retracted;
         let all_mergeable = made.iter().all(mergeable);
         let ordered = all_mergeable && made.len() <= MERGE_MAX;
         if made.len() == 1 || !ordered {
