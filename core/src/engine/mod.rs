@@ -466,6 +466,9 @@ pub struct Engine {
     alert_keys: Vec<((Timestamp, u32), u32)>,
     /// Scratch for [`Engine::expand_alerts`].
     alert_scratch: Vec<Alert>,
+    /// Scratch for [`Engine::expand_alerts`]'s heap: each entry's next alert's (time, rank),
+    /// the entry and the alert's number in it.
+    alert_heads: Vec<AlertHead>,
     fired: Vec<TimerEntry>,
     /// Scratch: due timers sorted for firing (see `advance_lane`).
     ready: Vec<TimerEntry>,
@@ -778,6 +781,10 @@ enum Feeds {
     Many(Box<[(u32, EvSet)]>),
 }
 
+/// An entry's next alert in [`Engine::expand_alerts`]'s merge: its (time, rank), the entry,
+/// and the alert's number in it; smallest on top.
+type AlertHead = Reverse<((Timestamp, u32), u32, u32)>;
+
 /// A direct delivery [`Engine::deliver_direct`] leaves to [`Engine::deliver`].
 #[derive(Clone, Copy)]
 struct Direct {
@@ -1073,6 +1080,7 @@ impl Engine {
             hit_stamp: 0,
             alert_keys: Vec::new(),
             alert_scratch: Vec::new(),
+            alert_heads: Vec::new(),
             fired: Vec::new(),
             ready: Vec::new(),
             spare: None,
@@ -1490,8 +1498,9 @@ impl Engine {
     /// [`Engine::order_alerts`] would order them, ties in the order they were made), else in
     /// the order they were made, for that sort. Returns whether they are in order (merged, or one entry).
     fn expand_alerts(&mut self, out: &mut Vec<Alert>, start: usize) -> bool {
-        /// Entries up to this many are merged (each alert made looks at every entry's next).
-        const MERGE_MAX: usize = 8;
+        /// Entries up to this many are merged by looking at every entry's next alert; more,
+        /// through a heap of them.
+        const SCAN_MAX: usize = 4;
         let mut made = std::mem::take(&mut self.alert_scratch);
         made.clear();
         made.extend(out.drain(start..));
@@ -1504,13 +1513,36 @@ impl Engine {
         );
         let mergeable = |a: &Alert| a.state != AlertState::Retracted;
         let all_mergeable = made.iter().all(mergeable);
-        let ordered = all_mergeable && made.len() <= MERGE_MAX;
+        let ordered = all_mergeable;
         if made.len() == 1 || !ordered {
             for a in &made {
                 a.expand_into(out);
             }
+        } else if made.len() > SCAN_MAX {
+            // Each entry's next alert, smallest (time, rank, entry) on top: ties go to the
+            // entry made first, as in a stable sort.
+            let mut heads = std::mem::take(&mut self.alert_heads);
+            heads.clear();
+            heads.extend(
+                made.iter()
+                    .enumerate()
+                    .filter_map(|(e, a)| Some(Reverse((a.order_of(0)?, e as u32, 0u32)))),
+            );
+            let mut heap = BinaryHeap::from(heads);
+            while let Some(mut top) = heap.peek_mut() {
+                let Reverse((_, e, i)) = *top;
+                let a = &made[e as usize];
+                out.push(a.nth(i as usize));
+                match a.order_of(i as usize + 1) {
+                    Some(k) => *top = Reverse((k, e, i + 1)),
+                    None => {
+                        std::collections::binary_heap::PeekMut::pop(top);
+                    }
+                }
+            }
+            self.alert_heads = heap.into_vec();
         } else {
-            let mut next = [0usize; MERGE_MAX];
+            let mut next = [0usize; SCAN_MAX];
             loop {
                 let mut best: Option<((Timestamp, u32), usize)> = None;
                 for (e, a) in made.iter().enumerate() {
