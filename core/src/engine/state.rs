@@ -1833,7 +1833,10 @@ impl LinearState {
             return None;
         }
         self.runs.clear();
-        if starts > 0 && self.runs.capacity() == 0 {
+        if starts == 0 {
+            return Some(true);
+        }
+        if self.runs.capacity() == 0 {
             self.runs.reserve_exact(starts);
         }
         for (ai, alt) in alts.iter().enumerate() {
