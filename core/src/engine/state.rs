@@ -1817,7 +1817,27 @@ impl LinearState {
         }
         // What the event starts; a run of one event that completes at once (an alternative
         // of one step it fills: a plain one, or a closure of at most one) takes the general
-        // path, as does a budget it would overflow.
+        // path, as does a budget it would overflow (never one run: the budget is at least 1).
+        if let [alt] = alts {
+            let first = &alt.steps[0];
+            if first.set & mask == 0 {
+                self.runs.clear();
+                return Some(true);
+            }
+            if alt.steps.len() == 1 && first.repeat.as_ref().is_none_or(|r| r.min <= 1) {
+                return None;
+            }
+            let r = Run::first(0, first, t, id, ev);
+            debug_assert!(!complete(ctx, alt, &r, t), "a fresh run completed");
+            debug_assert!(ctx.max_partial >= 1, "a budget of no partial match");
+            self.runs.clear();
+            if self.runs.capacity() == 0 {
+                // (One run's room, not the four a first push makes: most groups hold one.)
+                self.runs.reserve_exact(1);
+            }
+            self.runs.push(r);
+            return Some(true);
+        }
         let mut starts = 0;
         for alt in alts {
             let first = &alt.steps[0];
