@@ -1277,8 +1277,10 @@ impl LinearState {
         false
     }
 
-    /// The transition in full (steps A to G), for what the shortcuts do not take.
+    /// The transition in full (steps A to G), for what the shortcuts do not take. Not inlined:
+    /// its frame would be every transition's.
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     fn general(
         &mut self,
         ctx: &RuleCtx<'_>,
