@@ -265,14 +265,13 @@ impl Alert {
             out.push(self.clone());
             return;
         }
-        out.extend(self.body.members.iter().enumerate().map(|(i, m)| Alert {
-            time: self.time,
-            severity: m.severity,
-            state: self.state,
-            rank: m.rank,
-            member: i as u32,
-            body: self.body.clone(),
-        }));
+        out.extend(
+            self.body
+                .members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| self.for_member(i, m)),
+        );
     }
 
     /// The `i`-th alert it stands for (see [`Alert::order_of`]).
@@ -280,7 +279,12 @@ impl Alert {
         if !self.for_every_member() {
             return self.clone();
         }
-        let m = &self.body.members[i];
+        self.for_member(i, &self.body.members[i])
+    }
+
+    /// The alert of member `m`, the `i`-th, of a change for every member.
+    #[inline]
+    fn for_member(&self, i: usize, m: &Member) -> Alert {
         Alert {
             time: self.time,
             severity: m.severity,
