@@ -240,6 +240,11 @@ struct Split<'a> {
 }
 
 impl RuleRt {
+    /// Whether the engine of partition `p` owns this state's group `key`.
+    fn owned_by(&self, p: Partition, key: &[Value]) -> bool {
+        Partition::owner(&self.facts.rule, &self.canonical, key, p.count) == p.index
+    }
+
     /// When its rules began monitoring, if they have.
     fn monitor_start(&self) -> Option<Timestamp> {
         (self.facts.monitor_start != Timestamp::MIN).then_some(self.facts.monitor_start)
@@ -1266,13 +1271,9 @@ impl Engine {
 
     /// Whether this engine owns `key` of rule state `ri` (always, without a partition).
     fn owns(&self, ri: usize, key: &[Value]) -> bool {
-        match self.cfg.partition {
-            None => true,
-            Some(p) => {
-                let rt = &self.rts[ri];
-                Partition::owner(&rt.facts.rule, &rt.canonical, key, p.count) == p.index
-            }
-        }
+        self.cfg
+            .partition
+            .is_none_or(|p| self.rts[ri].owned_by(p, key))
     }
 
     /// The engines (of `count`) that own some group this event concerns, in ascending order:
@@ -1309,7 +1310,6 @@ impl Engine {
                 if !self.owns(ri, &key) {
                     continue;
                 }
-                let rt = &self.rts[ri];
                 self.hit_of[ri] = (stamp, 0);
                 out.push(Partition::owner(&rt.facts.rule, &rt.canonical, &key, count));
             }
@@ -1493,10 +1493,10 @@ impl Engine {
 
     /// Makes the alerts that entries for every member of a shared state stand for
     /// ([`Alert::EVERY_MEMBER`]), one per member, in place of `out[start..]`: merged in
-    /// (time, rule order) when the entries are few and no retraction is among them (each
-    /// entry's members are in rule order, so they are then ordered as the sort in
-    /// [`Engine::order_alerts`] would order them, ties in the order they were made), else in
-    /// the order they were made, for that sort. Returns whether they are in order (merged, or one entry).
+    /// (time, rule order) when no retraction is among them (each entry's members are in rule
+    /// order, so they are then ordered as the sort in [`Engine::order_alerts`] would order
+    /// them, ties in the order they were made), else in the order they were made, for that
+    /// sort. Returns whether they are in order.
     fn expand_alerts(&mut self, out: &mut Vec<Alert>, start: usize) -> bool {
         /// Entries up to this many are merged by looking at every entry's next alert; more,
         /// through a heap of them.
@@ -1511,9 +1511,7 @@ impl Engine {
                 .all(|a| a.body.members.is_sorted_by_key(|m| m.rank)),
             "a state's members out of rule order"
         );
-        let mergeable = |a: &Alert| a.state != AlertState::Retracted;
-        let all_mergeable = made.iter().all(mergeable);
-        let ordered = all_mergeable;
+        let ordered = made.iter().all(|a| a.state != AlertState::Retracted);
         if made.len() == 1 || !ordered {
             for a in &made {
                 a.expand_into(out);
@@ -2585,12 +2583,10 @@ impl Engine {
                         }
                     };
                     let key = &keys[kid as usize];
-                    if let Some(p) = cfg.partition {
-                        let rt = &rts[ri];
-                        if Partition::owner(&rt.facts.rule, &rt.canonical, key, p.count) != p.index
-                        {
-                            continue;
-                        }
+                    if let Some(p) = cfg.partition
+                        && !rts[ri].owned_by(p, key)
+                    {
+                        continue;
                     }
                     hit_of[ri] = (stamp, 0);
                     any = true;

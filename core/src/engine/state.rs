@@ -1014,6 +1014,13 @@ fn held_until(
     (t < until).then_some(until)
 }
 
+/// Whether a run of one event of `alt`'s first step is a match already: one step, plain or
+/// a closure of at most one.
+#[inline]
+fn completes_at_once(alt: &Alt) -> bool {
+    alt.steps.len() == 1 && alt.steps[0].repeat.as_ref().is_none_or(|r| r.min <= 1)
+}
+
 /// Whether an event of `mask` begins a shadow in `alt`: its first step, of two or more, all
 /// plain (a shadow that, once alone, collected for a closure would be the oldest there and
 /// keep what younger partial matches need: closures have no copies), no absence at either end.
@@ -1826,7 +1833,7 @@ impl LinearState {
                 self.runs.clear();
                 return Some(true);
             }
-            if alt.steps.len() == 1 && first.repeat.as_ref().is_none_or(|r| r.min <= 1) {
+            if completes_at_once(alt) {
                 return None;
             }
             let r = Run::first(0, first, t, id, ev);
@@ -1846,7 +1853,7 @@ impl LinearState {
             if first.set & mask == 0 {
                 continue;
             }
-            if alt.steps.len() == 1 && first.repeat.as_ref().is_none_or(|r| r.min <= 1) {
+            if completes_at_once(alt) {
                 return None;
             }
             starts += 1;
