@@ -31,10 +31,11 @@
 //! [`Year::Resolve`]d against the arrival instant the way syslog daemons do: syslog-ng's
 //! `determine_year_for_month` puts a December stamp received in January into the previous year
 //! and a January stamp received in December into the next one; Vector does the first half. We
-//! generalise both: the year is the latest of (arrival year + 1, arrival year, arrival year − 1)
-//! that puts the stamp no more than [`FUTURE_SLACK_DAYS`] days after the arrival (in the zone's
-//! wall clock). So a stamp more than about a month in the future is last year's, and a replayed
-//! November file read in January lands in the previous year too. A stamp without any time
+//! keep their rule (a January stamp received in December, on any day, is next year's) and
+//! generalise it: otherwise the year is the latest of (arrival year + 1, arrival year, arrival
+//! year − 1) that puts the stamp no more than [`FUTURE_SLACK_DAYS`] days after the arrival (in
+//! the zone's wall clock). So a stamp more than about a month in the future is last year's, and
+//! a replayed November file read in January lands in the previous year too. A stamp without any time
 //! (RFC 5424 `-`, PRI-only lines) gets the arrival as its time.
 
 use std::borrow::Cow;
@@ -683,8 +684,13 @@ fn resolve_year(
             .unwrap_or(y),
         Year::Resolve => {
             let now = zone.wall_clock(arrival_utc);
-            let limit = now + chrono::Duration::days(FUTURE_SLACK_DAYS);
             let y = now.year();
+            // syslog-ng's and rsyslog's rule, whatever the day: a January stamp received in
+            // December is next year's.
+            if now.month() == 12 && month == 1 {
+                return y + 1;
+            }
+            let limit = now + chrono::Duration::days(FUTURE_SLACK_DAYS);
             // Down to y − 4: only a 29 February needs more than y − 1 (the last leap year).
             (y - 4..=y + 1)
                 .rev()
@@ -1086,6 +1092,18 @@ mod tests {
         let jan = b"<13>Jan  1 00:00:10 h app: x";
         let e = p.parse(jan, at("2026-12-31T23:59:59Z"), None).unwrap();
         assert_eq!(e.time, at("2027-01-01T00:00:10Z"));
+        // Any January stamp received in December is next year's (syslog-ng, rsyslog), even
+        // more than FUTURE_SLACK_DAYS ahead.
+        let late_jan = b"<13>Jan 25 10:00:00 h app: x";
+        let e = p.parse(late_jan, at("2026-12-04T00:00:00Z"), None).unwrap();
+        assert_eq!(e.time, at("2027-01-25T10:00:00Z"));
+        // Further ahead than that, a stamp is last year's: a replayed file, not a clock.
+        let feb = b"<13>Feb  1 10:00:00 h app: x";
+        let e = p.parse(feb, at("2026-12-04T00:00:00Z"), None).unwrap();
+        assert_eq!(e.time, at("2026-02-01T10:00:00Z"));
+        let nov = b"<13>Nov 20 10:00:00 h app: x";
+        let e = p.parse(nov, at("2027-01-10T00:00:00Z"), None).unwrap();
+        assert_eq!(e.time, at("2026-11-20T10:00:00Z"));
         let fixed = SyslogParser::new(Zone::default(), Year::Fixed(2005));
         let e = fixed.parse(line, at("2027-01-01T00:00:30Z"), None).unwrap();
         assert_eq!(e.time, at("2005-12-31T23:59:00Z"));
