@@ -28,6 +28,46 @@ fn shipped_rules_are_valid() {
     assert_eq!((code, stdout.as_str()), (0, ""));
 }
 
+/// A reader of the diagnostics that went away (`rules check x 2>&1 | head -c 100`) does not
+/// turn the exit code into a panic's 101: the check's own code stands, for humans (stderr)
+/// and for JSON (stdout).
+#[test]
+fn closed_output_keeps_the_exit_code() {
+    for (args, into_stdout) in [
+        (
+            &["rules", "check", "tests/broken/unknown_key.toml"][..],
+            false,
+        ),
+        (
+            &[
+                "rules",
+                "check",
+                "--format",
+                "json",
+                "tests/broken/unknown_key.toml",
+            ][..],
+            true,
+        ),
+        (&["rules", "test", "../rules"][..], true),
+    ] {
+        // A pipe whose reading end is closed before the command starts: every write fails.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cepheus"));
+        cmd.args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("NO_COLOR", "1");
+        if into_stdout {
+            cmd.stdout(writer).stderr(std::process::Stdio::null());
+        } else {
+            cmd.stderr(writer).stdout(std::process::Stdio::null());
+        }
+        let status = cmd.status().expect("run cepheus");
+        let want = if args[1] == "test" { 0 } else { 1 };
+        assert_eq!(status.code(), Some(want), "{args:?}");
+    }
+}
+
 #[test]
 fn missing_path_is_a_usage_error() {
     let (code, _, stderr) = cepheus(&["rules", "check", "tests/broken/no-such-file.toml"]);
