@@ -68,9 +68,11 @@ fn the_packaged_configuration_is_valid_and_says_what_design_fixes() {
     let path = systemd_dir().join("cepheus.toml");
     let text = std::fs::read_to_string(&path).unwrap();
     let cfg = cepheus_agent::run::config::Config::parse(&path, &text).unwrap();
-    let all: std::net::SocketAddr = "0.0.0.0:514".parse().unwrap();
-    assert_eq!(cfg.syslog.udp, [all]);
-    assert_eq!(cfg.syslog.tcp, [all]);
+    // All interfaces, IPv4 and IPv6.
+    let all: [std::net::SocketAddr; 2] =
+        ["0.0.0.0:514".parse().unwrap(), "[::]:514".parse().unwrap()];
+    assert_eq!(cfg.syslog.udp, all);
+    assert_eq!(cfg.syslog.tcp, all);
     assert!(cfg.api.listen.ip().is_loopback());
     assert_eq!(
         cfg.api.socket.as_deref(),

@@ -91,6 +91,11 @@ pub const MAX_STREAMS: usize = 64;
 /// Alert changes a stream's subscriber may fall behind by before it misses some (and is told).
 pub const STREAM_BACKLOG: usize = 4096;
 
+/// How long what the API sent may stay unacknowledged before the kernel closes the connection
+/// (TCP_USER_TIMEOUT on its TCP connections): a stream's client that stopped reading, its
+/// receive window shut, gives its place among the [`MAX_STREAMS`] back after this.
+pub const STALL: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A stream's comment line when nothing happened for this long (proxies and clients keep the
 /// connection; a client gone is only noticed at a write, so this is also how soon its place
 /// among the [`MAX_STREAMS`] is given back).

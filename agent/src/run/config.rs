@@ -23,6 +23,8 @@ pub const DEFAULT_CONFIG: &str = r#"# cepheus configuration (`cepheus run --conf
 
 [syslog]
 # UDP listeners: one datagram is one message; the sender's address is the `peer` field.
+# Each listener (API too) takes its own address family: list "0.0.0.0:514" and "[::]:514"
+# for both (a "[::]" entry is skipped, with a warning, on a host booted without IPv6).
 udp = ["127.0.0.1:5514"]
 # TCP listeners: RFC 6587 framing, octet counting ("LEN MSG") or newline/NUL-terminated,
 # detected per frame.
@@ -1070,17 +1072,15 @@ pub(crate) fn store_usable(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether two listeners would claim the same port: the same address, one of them the
-/// wildcard of the same family, or one of them the IPv6 wildcard, which on Linux takes the
-/// IPv4 port too (`bindv6only` is off by default). Port 0, "any free port", never clashes.
+/// Whether two listeners would claim the same port: the same address, or one of them the
+/// wildcard of the other's family. Each listener takes its own family only (`IPV6_V6ONLY`,
+/// whatever `bindv6only` says), so `[::]` does not take the IPv4 port. Port 0, "any free
+/// port", never clashes.
 fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
-    let v6_any = |x: &SocketAddr| x.is_ipv6() && x.ip().is_unspecified();
     a.port() == b.port()
         && a.port() != 0
-        && (a.ip() == b.ip()
-            || v6_any(a)
-            || v6_any(b)
-            || (a.is_ipv4() == b.is_ipv4() && (a.ip().is_unspecified() || b.ip().is_unspecified())))
+        && a.is_ipv4() == b.is_ipv4()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
 /// A secret file (`key`) that every user may read or write, or its group may write (and so
@@ -1200,10 +1200,16 @@ mod tests {
             "[syslog]\nudp = [\"127.0.0.1:5514\", \"127.0.0.2:5514\", \"[::1]:5514\"]\ntcp = [\"0.0.0.0:5514\"]\n",
         );
         assert!(ok.is_ok(), "{ok:?}");
-        // The IPv6 wildcard takes the IPv4 port too (Linux's default).
-        let e = Config::parse(
+        // Each listener takes its own family: the IPv6 wildcard beside the IPv4 one is fine,
+        // beside an IPv6 address of the same port it is not.
+        let ok = Config::parse(
             Path::new("x"),
             "[syslog]\nudp = [\"0.0.0.0:5514\", \"[::]:5514\"]\n",
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+        let e = Config::parse(
+            Path::new("x"),
+            "[syslog]\nudp = [\"[::1]:5514\", \"[::]:5514\"]\n",
         );
         assert!(matches!(e, Err(ConfigError::Invalid { .. })), "{e:?}");
     }

@@ -286,8 +286,55 @@ fn bind_error(key: &str, addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!("{key}: cannot bind {addr} ({hint}): {e}")
 }
 
-fn bind_udp(addr: SocketAddr, receive_buffer: usize) -> anyhow::Result<std::net::UdpSocket> {
-    let s = std::net::UdpSocket::bind(addr).map_err(|e| bind_error("syslog.udp", addr, e))?;
+/// A socket of `ty` bound to `addr`. An IPv6 one takes IPv6 only (`IPV6_V6ONLY`), whatever
+/// `net.ipv6.bindv6only` says, so `0.0.0.0:514` and `[::]:514` can both be listed: with the
+/// kernel's default, `[::]` would take IPv4 too and the second bind would fail.
+fn bind_socket(addr: SocketAddr, ty: socket2::Type) -> std::io::Result<socket2::Socket> {
+    let s = socket2::Socket::new(socket2::Domain::for_address(addr), ty, None)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    if ty == socket2::Type::STREAM {
+        // As std's `TcpListener::bind` does: a restart does not wait out TIME_WAIT.
+        s.set_reuse_address(true)?;
+    }
+    s.bind(&addr.into())?;
+    Ok(s)
+}
+
+/// Whether `key`'s address `addr` may be skipped after bind error `e`: the IPv6 wildcard on a
+/// host without IPv6 (booted with `ipv6.disable=1`), so a packaged config listing `[::]:514`
+/// beside `0.0.0.0:514` still starts there. Said in the log.
+fn no_ipv6_here(key: &str, addr: SocketAddr, e: &std::io::Error) -> bool {
+    let skip = addr.is_ipv6()
+        && addr.ip().is_unspecified()
+        && e.raw_os_error() == Some(rustix::io::Errno::AFNOSUPPORT.raw_os_error());
+    if skip {
+        tracing::warn!(%addr, key, error = %e, "IPv6 is not available on this host: not listening on this address");
+    }
+    skip
+}
+
+/// The API's listener. Its connections (which inherit the option) are closed by the kernel
+/// when what we sent stays unacknowledged for [`api::STALL`]: an alert stream's client that
+/// stopped reading (its window shut) would otherwise hold its place among the
+/// [`api::MAX_STREAMS`] for as long as it keeps the connection open.
+fn bind_api(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let s = bind_socket(addr, socket2::Type::STREAM)?;
+    s.set_tcp_user_timeout(Some(api::STALL))?;
+    s.listen(1024)?;
+    Ok(s.into())
+}
+
+fn bind_udp(
+    addr: SocketAddr,
+    receive_buffer: usize,
+) -> anyhow::Result<Option<std::net::UdpSocket>> {
+    let s: std::net::UdpSocket = match bind_socket(addr, socket2::Type::DGRAM) {
+        Ok(s) => s.into(),
+        Err(e) if no_ipv6_here("syslog.udp", addr, &e) => return Ok(None),
+        Err(e) => return Err(bind_error("syslog.udp", addr, e)),
+    };
     s.set_nonblocking(true)?;
     // A burst larger than the kernel's receive queue is lost before we can read it: ask for a
     // big queue. The kernel caps it at net.core.rmem_max; say so when it did.
@@ -307,19 +354,20 @@ fn bind_udp(addr: SocketAddr, receive_buffer: usize) -> anyhow::Result<std::net:
             );
         }
     }
-    Ok(s)
+    Ok(Some(s))
 }
 
-fn bind_tcp(addr: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
-    let s = std::net::TcpListener::bind(addr).map_err(|e| bind_error("syslog.tcp", addr, e))?;
-    // std listens with a backlog of 128: hundreds of senders reconnecting at once (after a
-    // restart) would wait on SYN retries. Listening again raises it (the kernel caps it at
-    // net.core.somaxconn).
-    if let Err(e) = socket2::SockRef::from(&s).listen(1024) {
-        tracing::warn!(%addr, error = %e, "syslog.tcp: cannot raise the listen backlog");
-    }
+fn bind_tcp(addr: SocketAddr) -> anyhow::Result<Option<std::net::TcpListener>> {
+    // A backlog of 1024, not std's 128: hundreds of senders reconnecting at once (after a
+    // restart) would wait on SYN retries (the kernel caps it at net.core.somaxconn).
+    let s: std::net::TcpListener =
+        match bind_socket(addr, socket2::Type::STREAM).and_then(|s| s.listen(1024).map(|()| s)) {
+            Ok(s) => s.into(),
+            Err(e) if no_ipv6_here("syslog.tcp", addr, &e) => return Ok(None),
+            Err(e) => return Err(bind_error("syslog.tcp", addr, e)),
+        };
     s.set_nonblocking(true)?;
-    Ok(s)
+    Ok(Some(s))
 }
 
 /// Opens the store at `path` with `open`. A damaged one (`StoreError::Corrupt`) is set aside,
@@ -498,16 +546,16 @@ fn start(
         .syslog
         .udp
         .iter()
-        .map(|a| bind_udp(*a, cfg.syslog.udp_receive_buffer))
+        .filter_map(|a| bind_udp(*a, cfg.syslog.udp_receive_buffer).transpose())
         .collect::<Result<_, _>>()?;
     let tcp: Vec<_> = cfg
         .syslog
         .tcp
         .iter()
-        .map(|a| bind_tcp(*a))
+        .filter_map(|a| bind_tcp(*a).transpose())
         .collect::<Result<_, _>>()?;
-    let api_listener = std::net::TcpListener::bind(cfg.api.listen)
-        .map_err(|e| bind_error("api.listen", cfg.api.listen, e))?;
+    let api_listener =
+        bind_api(cfg.api.listen).map_err(|e| bind_error("api.listen", cfg.api.listen, e))?;
     let api_socket = cfg
         .api
         .socket
@@ -843,6 +891,55 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// `0.0.0.0:P` and `[::]:P` both listen (the IPv6 socket takes IPv6 only), over UDP and
+    /// TCP, and each receives on its own family. Skipped where the host has no IPv6.
+    #[test]
+    fn ipv4_and_ipv6_wildcards_listen_side_by_side() {
+        use std::io::{Read, Write};
+        let Some(u4) = bind_udp("0.0.0.0:0".parse().unwrap(), 0).unwrap() else {
+            panic!("no IPv4 socket");
+        };
+        let port = u4.local_addr().unwrap().port();
+        let v6: SocketAddr = format!("[::]:{port}").parse().unwrap();
+        let Some(u6) = bind_udp(v6, 0).unwrap() else {
+            return; // No IPv6 on this host: nothing more to see.
+        };
+        let Some(t4) = bind_tcp(format!("0.0.0.0:{port}").parse().unwrap()).unwrap() else {
+            panic!("no IPv4 listener");
+        };
+        let Some(t6) = bind_tcp(v6).unwrap() else {
+            panic!("IPv6 for UDP but not for TCP");
+        };
+        for (sock, to) in [(&u4, "127.0.0.1"), (&u6, "::1")] {
+            sock.set_nonblocking(false).unwrap();
+            let from = std::net::UdpSocket::bind((to, 0)).unwrap();
+            from.send_to(b"<13>hi", (to, port)).unwrap();
+            let mut buf = [0u8; 16];
+            let (n, peer) = sock.recv_from(&mut buf).unwrap();
+            assert_eq!((&buf[..n], peer.is_ipv6()), (&b"<13>hi"[..], to == "::1"));
+        }
+        for (l, to) in [(&t4, "127.0.0.1"), (&t6, "::1")] {
+            l.set_nonblocking(false).unwrap();
+            let mut c = std::net::TcpStream::connect((to, port)).unwrap();
+            c.write_all(b"x").unwrap();
+            let (mut s, peer) = l.accept().unwrap();
+            let mut b = [0u8; 1];
+            s.read_exact(&mut b).unwrap();
+            assert_eq!((b, peer.is_ipv6()), (*b"x", to == "::1"));
+        }
+    }
+
+    /// The API's connections carry the stall limit (TCP_USER_TIMEOUT, inherited from the
+    /// listener): a client that stops reading is cut off by the kernel.
+    #[test]
+    fn api_connections_have_a_stall_limit() {
+        let l = bind_api("127.0.0.1:0".parse().unwrap()).unwrap();
+        let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (conn, _) = l.accept().unwrap();
+        let got = socket2::SockRef::from(&conn).tcp_user_timeout().unwrap();
+        assert_eq!(got, Some(api::STALL));
+    }
 
     #[test]
     fn a_damaged_store_is_set_aside_and_a_new_one_begun() {
