@@ -909,9 +909,11 @@ fn a_rules_folder_made_after_start_is_read_at_sighup() {
     std::fs::write(dir.join("rules/mine.test.toml"), "# a test to come\n").unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(agent.stats()["sink"]["reloads"], 1);
-    // The folder is watched now: an edit reloads without a signal.
+    // The folder is watched now: an edit reloads without a signal. (Waited for by its
+    // result, not by the reload count: on a loaded machine a late event of the writes above
+    // may make one more reload, of the same text, before this one.)
     std::fs::write(dir.join("rules/mine.toml"), one_step_rule("mine2")).unwrap();
-    let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(2));
+    let s = agent.wait_stats(10, |s| Agent::rule_names(s) == ["mine2"]);
     assert_eq!(Agent::rule_names(&s), ["mine2"], "{s}");
 }
 
