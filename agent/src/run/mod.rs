@@ -286,19 +286,26 @@ fn bind_error(key: &str, addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!("{key}: cannot bind {addr} ({hint}): {e}")
 }
 
-/// A socket of `ty` bound to `addr`. An IPv6 one takes IPv6 only (`IPV6_V6ONLY`), whatever
-/// `net.ipv6.bindv6only` says, so `0.0.0.0:514` and `[::]:514` can both be listed: with the
-/// kernel's default, `[::]` would take IPv4 too and the second bind would fail.
+/// A socket of `ty` bound to `addr`, listening if it is a stream. An IPv6 one takes IPv6 only
+/// (`IPV6_V6ONLY`), whatever `net.ipv6.bindv6only` says, so `0.0.0.0:514` and `[::]:514` can
+/// both be listed: with the kernel's default, `[::]` would take IPv4 too and the second bind
+/// would fail.
 fn bind_socket(addr: SocketAddr, ty: socket2::Type) -> std::io::Result<socket2::Socket> {
     let s = socket2::Socket::new(socket2::Domain::for_address(addr), ty, None)?;
     if addr.is_ipv6() {
         s.set_only_v6(true)?;
     }
-    if ty == socket2::Type::STREAM {
+    let stream = ty == socket2::Type::STREAM;
+    if stream {
         // As std's `TcpListener::bind` does: a restart does not wait out TIME_WAIT.
         s.set_reuse_address(true)?;
     }
     s.bind(&addr.into())?;
+    if stream {
+        // A backlog of 1024, not std's 128: hundreds of senders reconnecting at once (after a
+        // restart) would wait on SYN retries (the kernel caps it at net.core.somaxconn).
+        s.listen(1024)?;
+    }
     Ok(s)
 }
 
@@ -322,7 +329,6 @@ fn no_ipv6_here(key: &str, addr: SocketAddr, e: &std::io::Error) -> bool {
 fn bind_api(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
     let s = bind_socket(addr, socket2::Type::STREAM)?;
     s.set_tcp_user_timeout(Some(api::STALL))?;
-    s.listen(1024)?;
     Ok(s.into())
 }
 
@@ -358,14 +364,11 @@ fn bind_udp(
 }
 
 fn bind_tcp(addr: SocketAddr) -> anyhow::Result<Option<std::net::TcpListener>> {
-    // A backlog of 1024, not std's 128: hundreds of senders reconnecting at once (after a
-    // restart) would wait on SYN retries (the kernel caps it at net.core.somaxconn).
-    let s: std::net::TcpListener =
-        match bind_socket(addr, socket2::Type::STREAM).and_then(|s| s.listen(1024).map(|()| s)) {
-            Ok(s) => s.into(),
-            Err(e) if no_ipv6_here("syslog.tcp", addr, &e) => return Ok(None),
-            Err(e) => return Err(bind_error("syslog.tcp", addr, e)),
-        };
+    let s: std::net::TcpListener = match bind_socket(addr, socket2::Type::STREAM) {
+        Ok(s) => s.into(),
+        Err(e) if no_ipv6_here("syslog.tcp", addr, &e) => return Ok(None),
+        Err(e) => return Err(bind_error("syslog.tcp", addr, e)),
+    };
     s.set_nonblocking(true)?;
     Ok(Some(s))
 }
