@@ -80,8 +80,8 @@ pub struct ApiState {
     pub store: Option<cepheus_store::Store>,
     /// The sink's live stream of alert changes, for `/alerts/stream`.
     pub changes: Option<tokio::sync::broadcast::Sender<Arc<str>>>,
-    /// Streams open now (at most [`MAX_STREAMS`]).
-    pub streams: Arc<std::sync::atomic::AtomicUsize>,
+    /// The alert streams' places (at most [`MAX_STREAMS`]).
+    pub streams: Streams,
 }
 
 /// Alert streams (`GET /alerts/stream`) open at once, at most: each holds a connection and a
@@ -101,12 +101,100 @@ pub const STALL: std::time::Duration = std::time::Duration::from_secs(60);
 /// among the [`MAX_STREAMS`] is given back).
 const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// An open stream's place, given back when its connection goes.
-struct StreamSlot(Arc<std::sync::atomic::AtomicUsize>);
+/// The places of the open alert streams, at most [`MAX_STREAMS`]. A stream whose body has not
+/// been asked for its next chunk for [`STALL`] has a client that stopped reading (the server
+/// stops asking once the connection's buffers are full): when the places are all taken, a new
+/// stream takes the place stalled longest, and the stalled stream ends if it is ever asked
+/// again. This is what frees a place held over the Unix socket, which has no TCP user timeout.
+#[derive(Clone, Default)]
+pub struct Streams(Arc<std::sync::Mutex<Vec<Arc<Place>>>>);
+
+/// One stream's place: when its body was last asked for a chunk, and whether another stream
+/// took it.
+struct Place {
+    last_ask: std::sync::Mutex<Instant>,
+    taken: std::sync::atomic::AtomicBool,
+}
+
+/// A stream's hold on its place, given back when the stream ends.
+pub struct StreamSlot {
+    place: Arc<Place>,
+    streams: Streams,
+}
+
+impl Streams {
+    /// A place for a stream starting at `now`: a free one, else the one stalled longest if it
+    /// has been for [`STALL`]; `None` when every place is held by a stream still read.
+    pub fn admit(&self, now: Instant) -> Option<StreamSlot> {
+        use std::sync::atomic::Ordering;
+        let mut places = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if places.len() >= MAX_STREAMS {
+            let last_ask = |p: &Arc<Place>| {
+                *p.last_ask
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            };
+            let (i, since) = places
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (i, last_ask(p)))
+                .min_by_key(|&(_, t)| t)?;
+            if now.saturating_duration_since(since) < STALL {
+                return None;
+            }
+            let stalled = places.swap_remove(i);
+            stalled.taken.store(true, Ordering::SeqCst);
+            tracing::warn!(
+                stalled_for_s = now.saturating_duration_since(since).as_secs(),
+                "an alert stream's client stopped reading: its place goes to a new stream"
+            );
+        }
+        let place = Arc::new(Place {
+            last_ask: std::sync::Mutex::new(now),
+            taken: std::sync::atomic::AtomicBool::new(false),
+        });
+        places.push(place.clone());
+        Some(StreamSlot {
+            place,
+            streams: self.clone(),
+        })
+    }
+
+    /// Streams holding a place now.
+    pub fn open(&self) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
+    }
+}
+
+impl StreamSlot {
+    /// The stream's body is asked for its next chunk at `now`: whether it may go on (`false`:
+    /// it stalled and its place went to another stream).
+    pub fn ask(&self, now: Instant) -> bool {
+        *self
+            .place
+            .last_ask
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = now;
+        !self.place.taken.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
 
 impl Drop for StreamSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        let mut places = self
+            .streams
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(i) = places.iter().position(|p| Arc::ptr_eq(p, &self.place)) {
+            places.swap_remove(i);
+        }
     }
 }
 
@@ -114,7 +202,6 @@ impl Drop for StreamSlot {
 /// writes it out (the one alert object as `data`), a `lagged` event with `{"missed": N}` when
 /// this client fell more than [`STREAM_BACKLOG`] behind, and a comment every 5 s of quiet.
 async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
-    use std::sync::atomic::Ordering;
     use tokio::sync::broadcast::error::RecvError;
     if let Some(refused) = st.refusal(&req) {
         return refused;
@@ -122,16 +209,17 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
     let Some(tx) = st.changes.as_ref() else {
         return text(HttpResponse::NotFound(), "this agent streams no alerts");
     };
-    if st.streams.fetch_add(1, Ordering::SeqCst) >= MAX_STREAMS {
-        st.streams.fetch_sub(1, Ordering::SeqCst);
+    let Some(slot) = st.streams.admit(Instant::now()) else {
         return text(
             HttpResponse::ServiceUnavailable(),
-            format!("{MAX_STREAMS} alert streams are open already"),
+            format!("{MAX_STREAMS} alert streams are open already, all of them read"),
         );
-    }
-    let slot = StreamSlot(st.streams.clone());
+    };
     let rx = tx.subscribe();
     let events = futures_util::stream::unfold((rx, slot), |(mut rx, slot)| async move {
+        if !slot.ask(Instant::now()) {
+            return None;
+        }
         let item = match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
             Err(_) => bytes::Bytes::from_static(b": keep-alive\n\n"),
             Ok(Ok(json)) => bytes::Bytes::from(format!("event: alert\ndata: {json}\n\n")),
@@ -831,6 +919,51 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_stalled_for_the_limit_gives_its_place_to_a_new_one() {
+        #![allow(clippy::expect_used)]
+        use std::time::Duration;
+        let streams = Streams::default();
+        let t0 = Instant::now();
+        let mut held: Vec<StreamSlot> = (0..MAX_STREAMS)
+            .map(|_| streams.admit(t0).expect("a free place"))
+            .collect();
+        assert_eq!(streams.open(), MAX_STREAMS);
+        assert!(
+            streams.admit(t0 + Duration::from_secs(59)).is_none(),
+            "every stream began within the limit"
+        );
+        // All read at 30 s but the 8th, stalled since it began.
+        for (i, s) in held.iter().enumerate() {
+            if i != 7 {
+                assert!(s.ask(t0 + Duration::from_secs(30)));
+            }
+        }
+        assert!(
+            streams
+                .admit(t0 + STALL - Duration::from_millis(1))
+                .is_none()
+        );
+        let newcomer = streams
+            .admit(t0 + STALL)
+            .expect("the stalled stream's place");
+        assert_eq!(streams.open(), MAX_STREAMS);
+        assert!(
+            !held[7].ask(t0 + STALL),
+            "the stalled stream ends when asked again"
+        );
+        assert!(held[6].ask(t0 + STALL), "the others go on");
+        // The stalled stream's end frees nothing more; the newcomer's does.
+        drop(held.remove(7));
+        assert_eq!(streams.open(), MAX_STREAMS);
+        drop(newcomer);
+        assert_eq!(streams.open(), MAX_STREAMS - 1);
+        let _again = streams.admit(t0 + STALL).expect("a free place");
+        // Only a stream stalled for the limit is taken: the others were read at 30 s.
+        assert!(streams.admit(t0 + Duration::from_secs(89)).is_none());
+        assert!(streams.admit(t0 + Duration::from_secs(90)).is_some());
+    }
 
     #[test]
     fn firing_alerts_are_listed_oldest_first_by_when_they_began() {

@@ -759,7 +759,7 @@ fn start(
             reload_error: reload_error.clone(),
             store: Some(api_store),
             changes: Some(changes_tx),
-            streams: Arc::default(),
+            streams: api::Streams::default(),
         });
         let socket_state = api_state.clone();
         let server = actix_web::HttpServer::new(move || {
