@@ -17,6 +17,7 @@ pub mod forward;
 pub mod framing;
 pub mod ingest;
 pub mod journal;
+pub mod mem;
 pub mod outq;
 pub mod reload;
 pub mod route;

@@ -618,6 +618,8 @@ impl Actor for AlertSink {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
         self.emit_unwritten();
+        // (What a storm of alert changes rendered and wrote, given back once it is over.)
+        ctx.run_interval(super::mem::EVERY, |_, _| super::mem::collect());
         if self.max_age.is_some() {
             self.prune_by_age();
             ctx.run_interval(std::time::Duration::from_secs(60), |act, _| {
