@@ -80,7 +80,7 @@ pub fn run(args: AlertsArgs) -> ExitCode {
         return ack(id, by.as_deref(), config.as_ref());
     }
     match fetch(&args) {
-        Ok(list) => {
+        Ok((list, firing)) => {
             let mut out = std::io::stdout().lock();
             let written = if args.json {
                 list.iter().try_for_each(|a| writeln!(out, "{a}"))
@@ -93,6 +93,14 @@ pub fn run(args: AlertsArgs) -> ExitCode {
             {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
+            }
+            // A listing holds the newest 20,000 firing alerts at most: say when there are more.
+            if let Some(n) = firing.filter(|&n| n > list.len() as u64) {
+                eprintln!(
+                    "note: {n} alerts are firing; listed are the newest {} (a listing holds at most {})",
+                    list.len(),
+                    crate::run::api::MAX_FIRING
+                );
             }
             if list.is_empty() && !args.json {
                 match args.recent {
@@ -140,11 +148,27 @@ fn ack(id: &str, by: Option<&str>, config: Option<&PathBuf>) -> ExitCode {
     }
 }
 
-fn fetch(args: &AlertsArgs) -> anyhow::Result<Vec<serde_json::Value>> {
+/// The listing, and for the firing alerts how many fire in all (the store's count, when
+/// known).
+fn fetch(args: &AlertsArgs) -> anyhow::Result<(Vec<serde_json::Value>, Option<u64>)> {
     let client = Client::new(args.config.as_ref())?;
     let path = match args.recent {
         Some(n) => format!("/alerts?recent={n}"),
         None => "/alerts".to_string(),
+    };
+    // The count first: alerts that fire between the two reads are not taken for a cut.
+    let firing = match args.recent {
+        None => match client.get("/stats") {
+            Ok(Answer::Ok(stats)) => serde_json::from_str::<serde_json::Value>(&stats)
+                .ok()
+                .and_then(|v| v["store"]["firing"].as_u64()),
+            Err(e) if e.downcast_ref::<Unreachable>().is_some() => {
+                return from_store(client.store(), args.recent)
+                    .map_err(|why| anyhow::anyhow!("{e}; {why}"));
+            }
+            _ => None,
+        },
+        Some(_) => None,
     };
     let answer = match client.get(&path) {
         Ok(a) => a,
@@ -155,7 +179,7 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<Vec<serde_json::Value>> {
         Err(e) => return Err(e),
     };
     match answer {
-        Answer::Ok(text) => Ok(serde_json::from_str(&text)?),
+        Answer::Ok(text) => Ok((serde_json::from_str(&text)?, firing)),
         Answer::NotFound(text) => anyhow::bail!(
             "the agent has no alerts to give: {} (an agent older than its store?)",
             text.trim()
@@ -166,7 +190,10 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<Vec<serde_json::Value>> {
 /// The listing read from the store at `dir` itself, when no agent answers: what the store
 /// held when the agent stopped. `Err`: why it cannot be read (the caller says it with the
 /// reason the agent could not be reached).
-fn from_store(dir: &Path, recent: Option<usize>) -> Result<Vec<serde_json::Value>, String> {
+fn from_store(
+    dir: &Path,
+    recent: Option<usize>,
+) -> Result<(Vec<serde_json::Value>, Option<u64>), String> {
     // Never make a store where there is none (sled would create one).
     if !dir.join("conf").is_file() {
         return Err(format!("and there is no store at {}", dir.display()));
@@ -192,10 +219,13 @@ fn from_store(dir: &Path, recent: Option<usize>) -> Result<Vec<serde_json::Value
         "note: no agent answers; read from its store at {}, as it was when the agent stopped",
         dir.display()
     );
-    Ok(list
-        .iter()
-        .filter_map(|a| serde_json::from_str(&a.json).ok())
-        .collect())
+    let firing = recent.is_none().then(|| store.counts().1);
+    Ok((
+        list.iter()
+            .filter_map(|a| serde_json::from_str(&a.json).ok())
+            .collect(),
+        firing,
+    ))
 }
 
 /// One line per alert: id, time, (state,) severity, rule, group, message (with its reason

@@ -2321,6 +2321,52 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
     assert!(err.contains("cannot reach the agent"), "{err}");
 }
 
+/// More alerts fire than a listing holds: `cepheus alerts` says how many and that it lists the
+/// newest (read from the store here: the count comes from the agent's `/stats` otherwise).
+#[test]
+fn alerts_says_when_more_fire_than_it_lists() {
+    let dir = scratch("alerts-cut");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        format!("[store]\npath = \"data\"\n[api]\nlisten = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    let max = cepheus_agent::run::api::MAX_FIRING;
+    {
+        let store = cepheus_store::Store::open(&dir.join("data"), u64::MAX).unwrap();
+        let mut changes: Vec<cepheus_store::Change> = (0..max as u64 + 3)
+            .map(|id| cepheus_store::Change {
+                id,
+                state: cepheus_core::alert::AlertState::Firing,
+                json: format!(
+                    r#"{{"id":"{id:016x}","state":"firing","time":"2026-12-04T07:00:00Z","rule":"hb","group":{{"host":"h{id}"}}}}"#
+                ),
+            })
+            .collect();
+        store.record_changes(&mut changes).unwrap();
+    }
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), max);
+    assert!(
+        err.contains(&format!(
+            "note: {} alerts are firing; listed are the newest {max}",
+            max + 3
+        )),
+        "{err}"
+    );
+    // The latest changes are a listing of their own: no such note.
+    let (code, _, err) = alerts_cmd(&dir, &["--recent", "5"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("alerts are firing"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn alerts_refuses_arguments_that_cannot_be_answered_before_asking_anyone() {
     let dir = scratch("alerts-args");

@@ -29,8 +29,11 @@ pub struct Summary {
     pub rules: usize,
     /// Groups held, over all shards.
     pub groups: u64,
-    /// Alert changes made.
+    /// Alert changes made since the agent started.
     pub alerts: u64,
+    /// Alerts firing now, as the store counts them (`None`: the agent keeps no store). The
+    /// listing holds the newest 20,000 at most: this says how many there are in all.
+    pub firing: Option<u64>,
     /// The rules on disk were refused at the last reload.
     pub reload_refused: bool,
 }
@@ -48,6 +51,7 @@ impl Summary {
                 .as_array()
                 .map_or(0, |s| s.iter().map(|x| u(&x["groups"])).sum()),
             alerts: u(&v["sink"]["alerts"]),
+            firing: v["store"]["firing"].as_u64(),
             reload_refused: !v["reload_error"].is_null(),
         }
     }
@@ -82,8 +86,13 @@ pub struct App {
     pub quit: bool,
     /// Who acknowledges (the user running the dashboard).
     pub user: String,
+    /// Seconds since the agent last answered, while it does not (what is shown is as it was
+    /// then).
+    pub unreachable_secs: Option<u64>,
     /// When the counters were last read, and the events then (for the rate).
     last: Option<(Instant, u64)>,
+    /// When the agent stopped answering.
+    down_since: Option<Instant>,
 }
 
 /// A key, as the dashboard understands keys (the terminal loop maps crossterm's).
@@ -139,7 +148,9 @@ impl App {
             typing: false,
             quit: false,
             user,
+            unreachable_secs: None,
             last: None,
+            down_since: None,
         }
     }
 
@@ -149,6 +160,13 @@ impl App {
             View::Firing => &self.firing,
             View::Recent => &self.recent,
         }
+    }
+
+    /// Alerts firing now: the store's count, or the listing's length without a store.
+    pub fn firing_total(&self) -> usize {
+        self.summary
+            .firing
+            .map_or(self.firing.len(), |n| (n as usize).max(self.firing.len()))
     }
 
     /// The list shown: the view's, through the filter.
@@ -182,6 +200,8 @@ impl App {
         })();
         match read {
             Ok(()) => {
+                self.down_since = None;
+                self.unreachable_secs = None;
                 if self
                     .status
                     .as_deref()
@@ -190,7 +210,11 @@ impl App {
                     self.status = None;
                 }
             }
-            Err(e) => self.status = Some(format!("cannot read the agent: {e}")),
+            Err(e) => {
+                let since = *self.down_since.get_or_insert(now);
+                self.unreachable_secs = Some(now.saturating_duration_since(since).as_secs());
+                self.status = Some(format!("cannot read the agent: {e}"));
+            }
         }
         self.selected = self.selected.min(self.rows().len().saturating_sub(1));
     }
@@ -348,6 +372,25 @@ mod tests {
     }
 
     #[test]
+    fn the_store_count_says_how_many_fire_beyond_the_listing() {
+        let mut src = Fixed {
+            firing: vec![alert("a", "firing"), alert("b", "firing")],
+            stats: serde_json::json!({"store": {"firing": 49742}}),
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        app.refresh(&mut src, Instant::now());
+        assert_eq!((app.firing_total(), app.firing.len()), (49742, 2));
+        // Without a store (or a count older than the listing): the listing's own length.
+        src.stats = serde_json::json!({"store": {"firing": 1}});
+        app.refresh(&mut src, Instant::now());
+        assert_eq!(app.firing_total(), 2);
+        src.stats = serde_json::json!({});
+        app.refresh(&mut src, Instant::now());
+        assert_eq!((app.summary.firing, app.firing_total()), (None, 2));
+    }
+
+    #[test]
     fn keys_move_the_selection_switch_lists_and_acknowledge() {
         let mut src = Fixed {
             firing: vec![alert("a", "firing"), alert("b", "firing")],
@@ -392,6 +435,13 @@ mod tests {
                 .contains("connection refused")
         );
         assert_eq!(app.firing.len(), 2);
+        assert_eq!(app.unreachable_secs, Some(0));
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(15));
+        assert_eq!(
+            app.unreachable_secs,
+            Some(12),
+            "counted from the first refresh that failed"
+        );
         // Details of the selected alert; Esc closes them before it quits.
         app.key(Key::Details, &mut src);
         assert!(app.details);
@@ -411,6 +461,7 @@ mod tests {
         src.acked.clear();
         src.fail = false;
         app.refresh(&mut src, t0);
+        assert_eq!(app.unreachable_secs, None);
         app.key(Key::Filter, &mut src);
         for c in "WEB".chars() {
             app.key(Key::Char(c), &mut src);

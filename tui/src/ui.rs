@@ -162,19 +162,38 @@ fn draw_head(f: &mut Frame, app: &App, area: Rect) {
         Span::styled("cepheus ", Style::new().add_modifier(Modifier::BOLD)),
         Span::raw(format!("{}  up {}", app.name, duration(s.uptime_secs))),
     ];
+    if let Some(secs) = app.unreachable_secs {
+        first = vec![
+            Span::styled("cepheus ", Style::new().add_modifier(Modifier::BOLD)),
+            Span::raw(format!("{}  ", app.name)),
+            Span::styled(
+                format!(
+                    "AGENT NOT ANSWERING for {}: what is shown is as it was then",
+                    duration(secs)
+                ),
+                Style::new()
+                    .fg(Color::White)
+                    .bg(Color::Red)
+                    .add_modifier(Modifier::BOLD),
+            ),
+        ];
+    }
     if s.reload_refused {
         first.push(Span::styled(
             "  rules on disk refused (see /stats)",
             Style::new().fg(Color::Red),
         ));
     }
+    let total = app.firing_total();
+    let listed = if total > app.firing.len() {
+        format!(" (the newest {} listed)", app.firing.len())
+    } else {
+        String::new()
+    };
+    // Firing first: on a narrow terminal the line is cut at its end.
     let second = Line::from(format!(
-        "events {}{rate}  rules {}  groups {}  alert changes {}  firing {}",
-        s.events,
-        s.rules,
-        s.groups,
-        s.alerts,
-        app.firing.len()
+        "firing {total}{listed}  events {}{rate}  rules {}  groups {}  alert changes since start {}",
+        s.events, s.rules, s.groups, s.alerts,
     ));
     f.render_widget(Paragraph::new(vec![Line::from(first), second]), area);
 }
@@ -193,7 +212,11 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
             if app.typing { "▏" } else { "" }
         )
     };
+    let total = app.firing_total();
     let title = match app.view {
+        View::Firing if total > app.firing.len() => {
+            format!(" Firing ({count}: the newest of {total}) ")
+        }
         View::Firing => format!(" Firing ({count}) "),
         View::Recent => format!(" Latest changes ({count}) "),
     };
@@ -346,8 +369,21 @@ mod tests {
             groups: 42,
             alerts: 9,
             reload_refused: false,
+            firing: None,
         };
         app
+    }
+
+    #[test]
+    fn a_listing_cut_short_and_an_agent_not_answering() {
+        let mut a = app();
+        a.firing = vec![
+            serde_json::json!({"id": "1", "time": "2026-12-03T05:00:00Z", "severity": "critical", "rule": "heartbeat-missing", "group": {"host": "flood1"}, "message": "no heartbeat from flood1"}),
+        ];
+        a.summary.firing = Some(49742);
+        a.unreachable_secs = Some(75);
+        a.status = Some("cannot read the agent: connection refused".into());
+        insta::assert_snapshot!(screen(&a, 110, 6));
     }
 
     #[test]
