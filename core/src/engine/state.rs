@@ -1324,7 +1324,8 @@ impl LinearState {
         if let Some(w) = ctx.wmax() {
             self.expire(alts, t, w);
         }
-        // D. Absences in the middle kill the runs they guard.
+        // D. Absences in the middle kill the runs they guard: with `for D`, an awaited event
+        // up to and at the D's end (in time, as at an absence's deadline at the end).
         self.runs.retain(|r| {
             let alt = &alts[r.alt_id() as usize];
             let step = &alt.steps[r.pos as usize];
@@ -1342,7 +1343,7 @@ impl LinearState {
                 step.guard.as_ref()
             };
             match guard {
-                Some((g, f)) if g & mask != 0 => !f.is_none_or(|d| t < r.last_end.add(d)),
+                Some((g, f)) if g & mask != 0 => !f.is_none_or(|d| t <= r.last_end.add(d)),
                 _ => true,
             }
         });

@@ -696,6 +696,24 @@ fn absence_in_the_middle_with_time() {
 }
 
 #[test]
+fn absence_in_the_middle_counts_an_event_at_its_end_as_in_time() {
+    // As at the end (`seq(a, absent(c) for D)`: a `c` exactly `D` after `a` is in time), a
+    // `c` exactly at the end of the middle's 10 s kills the partial match; a `b` exactly then
+    // completes it.
+    let mid = || {
+        rule(
+            "r",
+            &["a", "b", "c"],
+            seq(vec![ev(0), absent(ev(2), Some(10)), ev(1)]),
+        )
+    };
+    check(vec![mid()], "a:h@0 c:h@10 b:h@12", &[]);
+    check(vec![mid()], "a:h@0 b:h@10", &["firing h @10"]);
+    let end = || rule("r", &["a", "c"], seq(vec![ev(0), absent(ev(1), Some(10))]));
+    check(vec![end()], "a:h@0 c:h@10 end@30", &[]);
+}
+
+#[test]
 fn absence_at_end_silent_agent() {
     let r = || {
         rule(
