@@ -17,10 +17,11 @@ use bytes::BytesMut;
 use cepheus_core::time::Timestamp;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, watch};
 
 use super::counters::{CaptureCounters, IngestCounters, Limits, bump};
 use super::framing::{Frame, Framer};
+use super::queue::ShardTx;
 use super::route::RoutePlan;
 use super::shard::Batch;
 use crate::flow::live::wall_clock;
@@ -90,7 +91,7 @@ pub struct Router {
     shared: Arc<Shared>,
     plan_rx: watch::Receiver<Arc<RoutePlan>>,
     plan: Arc<RoutePlan>,
-    txs: Vec<mpsc::Sender<Batch>>,
+    txs: Vec<ShardTx>,
     pending: Vec<Batch>,
     /// Stateless engine that computes which shards an event concerns (rebuilt on reload).
     engine: Option<cepheus_core::engine::Engine>,
@@ -102,7 +103,7 @@ impl Router {
     pub fn new(
         shared: Arc<Shared>,
         plan_rx: watch::Receiver<Arc<RoutePlan>>,
-        txs: Vec<mpsc::Sender<Batch>>,
+        txs: Vec<ShardTx>,
     ) -> Router {
         let plan = plan_rx.borrow().clone();
         Router {
@@ -296,7 +297,7 @@ pub struct TcpIngest {
     /// The routing plan.
     pub plan_rx: watch::Receiver<Arc<RoutePlan>>,
     /// The shards' queues.
-    pub txs: Vec<mpsc::Sender<Batch>>,
+    pub txs: Vec<ShardTx>,
     /// Arbiters that run the connections (round robin).
     pub arbiters: Vec<actix::ArbiterHandle>,
     /// Open-connection budget.

@@ -19,6 +19,7 @@ pub mod ingest;
 pub mod journal;
 pub mod mem;
 pub mod outq;
+pub mod queue;
 pub mod reload;
 pub mod route;
 pub mod shard;
@@ -43,7 +44,7 @@ use config::Config;
 use counters::{IngestCounters, SinkCounters};
 use reload::{Reloader, RuleSource, Trigger};
 use route::RoutePlan;
-use shard::{Batch, Shard};
+use shard::Shard;
 use sink::{AlertSink, Flush};
 
 /// Arguments of `cepheus run`.
@@ -599,7 +600,6 @@ fn start(
         cfg.syslog.max_message_size,
         cfg.syslog.tcp_idle_timeout.std(),
     ));
-    let queue = (cfg.engine.queue_size / ingest::MAX_BATCH).max(2);
     let tick = cfg.engine.tick.std();
     let started = Instant::now();
 
@@ -656,11 +656,11 @@ fn start(
         let mut arbiters = Vec::new();
         let mut shards = Vec::new();
         let mut shard_progress = Vec::new();
-        let mut txs: Vec<mpsc::Sender<Batch>> = Vec::new();
+        let mut txs: Vec<queue::ShardTx> = Vec::new();
         for (s, (resume, journal)) in resume.into_iter().zip(journals).enumerate() {
             let arb = Arbiter::new();
-            let (tx, rx) = mpsc::channel::<Batch>(queue);
-            let probe = tx.downgrade();
+            let (tx, rx) = queue::shard_queue(cfg.engine.queue_size);
+            let probe = tx.probe();
             let share = plan.rules().clone();
             let sink = sink.clone();
             let live = shard::Liveness {

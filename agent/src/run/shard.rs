@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::journal::{Journal, JournalStats};
+use super::queue::{QueueProbe, Queued};
 
 use super::sink::{AlertSink, Alerts};
 use crate::flow::live::wall_clock;
@@ -75,6 +76,8 @@ pub struct ShardStats {
     pub events: u64,
     /// Deliveries waiting in the shard's queue.
     pub queued_batches: usize,
+    /// Events waiting in the shard's queue or being handled (at most `engine.queue_size`).
+    pub queued_events: usize,
     /// Per-rule stats of its engines.
     #[serde(skip)]
     pub rule_stats: Vec<RuleStats>,
@@ -122,9 +125,9 @@ pub struct Shard {
     tick: std::time::Duration,
     out: Vec<Alert>,
     stats: ShardStats,
-    rx: Option<mpsc::Receiver<Batch>>,
+    rx: Option<mpsc::Receiver<Queued>>,
     /// Senders still able to reach the queue (for `queued_batches`).
-    probe: Option<mpsc::WeakSender<Batch>>,
+    probe: Option<QueueProbe>,
     live: Liveness,
     /// The rules it runs, to rebuild its engine after a panic.
     rules: RuleSet,
@@ -223,8 +226,8 @@ impl Shard {
         id: usize,
         count: usize,
         rules: &RuleSet,
-        rx: mpsc::Receiver<Batch>,
-        probe: mpsc::WeakSender<Batch>,
+        rx: mpsc::Receiver<Queued>,
+        probe: QueueProbe,
         sink: Addr<AlertSink>,
         tick: std::time::Duration,
         live: Liveness,
@@ -650,8 +653,10 @@ impl Actor for Shard {
     }
 }
 
-impl StreamHandler<Batch> for Shard {
-    fn handle(&mut self, batch: Batch, _: &mut Self::Context) {
+impl StreamHandler<Queued> for Shard {
+    fn handle(&mut self, queued: Queued, _: &mut Self::Context) {
+        // The room goes back to the queue once the batch is handled (end of scope).
+        let Queued { batch, room: _room } = queued;
         self.stats.batches += 1;
         self.stats.events += batch.len() as u64;
         self.changed = true;
@@ -800,11 +805,8 @@ impl Handler<GetStats> for Shard {
 
     fn handle(&mut self, _: GetStats, _: &mut Self::Context) -> Self::Result {
         let mut s = self.stats.clone();
-        s.queued_batches = self
-            .probe
-            .as_ref()
-            .and_then(|w| w.upgrade())
-            .map_or(0, |tx| tx.max_capacity() - tx.capacity());
+        (s.queued_batches, s.queued_events) =
+            self.probe.as_ref().map_or((0, 0), QueueProbe::queued);
         s.late = 0;
         s.keyless = 0;
         s.future = 0;

@@ -1,0 +1,175 @@
+//! A shard's queue: batches of events, bounded by the events it holds (`engine.queue_size`),
+//! not by the batches. Bounded by batches (`queue_size / 1024` of them), a burst of small UDP
+//! batches filled it with far fewer events than the setting says, and dropped the rest.
+//!
+//! Each batch takes one place of room per event (at least one, at most the whole queue), and
+//! gives it back once the shard has handled it: `queue_size` bounds the events waiting and
+//! being handled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc};
+
+use super::shard::Batch;
+
+/// A batch in a shard's queue, with the room it takes.
+pub struct Queued {
+    /// The events.
+    pub batch: Batch,
+    /// Given back when dropped (once the shard has handled the batch).
+    pub room: OwnedSemaphorePermit,
+}
+
+/// The sending side of a shard's queue (cloned for every ingest task).
+#[derive(Clone)]
+pub struct ShardTx {
+    tx: mpsc::Sender<Queued>,
+    room: Arc<Semaphore>,
+    size: usize,
+}
+
+/// What the shard reads of its own queue for `/stats`, without keeping it open.
+pub struct QueueProbe {
+    tx: mpsc::WeakSender<Queued>,
+    room: Arc<Semaphore>,
+    size: usize,
+}
+
+/// A shard's queue of `size` events (at least one).
+pub fn shard_queue(size: usize) -> (ShardTx, mpsc::Receiver<Queued>) {
+    let size = size.clamp(1, Semaphore::MAX_PERMITS);
+    // A batch holds one event at least, so the channel is never full while there is room.
+    let (tx, rx) = mpsc::channel(size);
+    let room = Arc::new(Semaphore::new(size));
+    (ShardTx { tx, room, size }, rx)
+}
+
+impl ShardTx {
+    /// The room `batch` takes.
+    fn places(&self, batch: &Batch) -> u32 {
+        batch.len().clamp(1, self.size).min(u32::MAX as usize) as u32
+    }
+
+    /// Queues `batch`, waiting for room; `Err` (the batch) when the shard is gone.
+    pub async fn send(&self, batch: Batch) -> Result<(), Batch> {
+        let Ok(room) = self
+            .room
+            .clone()
+            .acquire_many_owned(self.places(&batch))
+            .await
+        else {
+            return Err(batch);
+        };
+        self.tx
+            .send(Queued { batch, room })
+            .await
+            .map_err(|e| e.0.batch)
+    }
+
+    /// Queues `batch` if there is room now; `Err` (the batch) when there is none or the shard
+    /// is gone.
+    pub fn try_send(&self, batch: Batch) -> Result<(), Batch> {
+        let Ok(room) = self
+            .room
+            .clone()
+            .try_acquire_many_owned(self.places(&batch))
+        else {
+            return Err(batch);
+        };
+        self.tx
+            .try_send(Queued { batch, room })
+            .map_err(|e| e.into_inner().batch)
+    }
+
+    /// [`ShardTx::send`] from a plain thread (the capture thread, outside the runtime): waits
+    /// for room a millisecond at a time.
+    pub fn blocking_send(&self, batch: Batch) -> Result<(), Batch> {
+        loop {
+            match self
+                .room
+                .clone()
+                .try_acquire_many_owned(self.places(&batch))
+            {
+                Ok(room) => {
+                    return self
+                        .tx
+                        .blocking_send(Queued { batch, room })
+                        .map_err(|e| e.0.batch);
+                }
+                Err(TryAcquireError::NoPermits) if !self.tx.is_closed() => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(_) => return Err(batch),
+            }
+        }
+    }
+
+    /// The shard's view of its queue.
+    pub fn probe(&self) -> QueueProbe {
+        QueueProbe {
+            tx: self.tx.downgrade(),
+            room: self.room.clone(),
+            size: self.size,
+        }
+    }
+}
+
+impl QueueProbe {
+    /// Batches waiting, and events waiting or being handled; zeros once every sender is gone.
+    pub fn queued(&self) -> (usize, usize) {
+        match self.tx.upgrade() {
+            Some(tx) => (
+                tx.max_capacity() - tx.capacity(),
+                self.size - self.room.available_permits(),
+            ),
+            None => (0, 0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use cepheus_core::event::{Event, Source};
+    use cepheus_core::time::Timestamp;
+
+    fn batch(n: usize) -> Batch {
+        (0..n)
+            .map(|_| Arc::new(Event::new(Source::Syslog, Timestamp(0), Timestamp(0))))
+            .collect()
+    }
+
+    #[test]
+    fn the_queue_holds_as_many_events_as_its_size_in_any_batches() {
+        let (tx, mut rx) = shard_queue(100);
+        // 100 batches of one event: all fit (a queue of batches of 1,024 would have held
+        // none of this: 100 / 1,024 rounds to nothing).
+        for _ in 0..100 {
+            assert!(tx.try_send(batch(1)).is_ok());
+        }
+        assert_eq!(tx.probe().queued(), (100, 100));
+        assert_eq!(tx.try_send(batch(1)).map_err(|b| b.len()), Err(1));
+        // Handled: the room comes back when the batch is dropped, not when it is read.
+        let first = rx.try_recv().unwrap();
+        assert!(tx.try_send(batch(1)).is_err());
+        drop(first);
+        assert!(tx.try_send(batch(1)).is_ok());
+        // A batch larger than the whole queue takes all of it.
+        let (tx, mut rx) = shard_queue(10);
+        assert!(tx.try_send(batch(30)).is_ok());
+        assert!(tx.try_send(batch(1)).is_err());
+        assert_eq!(rx.try_recv().unwrap().batch.len(), 30);
+        assert!(tx.try_send(batch(5)).is_ok());
+        assert!(tx.try_send(batch(5)).is_ok());
+        assert!(tx.try_send(batch(1)).is_err());
+        // The shard gone: refused, even with room.
+        drop(rx);
+        let (tx, rx) = shard_queue(10);
+        drop(rx);
+        assert!(tx.try_send(batch(1)).is_err());
+        assert!(tx.blocking_send(batch(1)).is_err());
+    }
+}
