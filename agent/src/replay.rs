@@ -49,10 +49,10 @@ pub struct ReplayArgs {
 /// The inputs of `cepheus replay` and `cepheus events`, and how to read them.
 #[derive(clap::Args, Debug)]
 pub struct InputArgs {
-    /// The year of RFC 3164 stamps (they carry none); default: resolved against today. Every
-    /// such stamp gets this year (a 29 February in a year without one, the leap year before):
-    /// replay a log that crosses New Year in two parts (one `--year` each), or from RFC 5424
-    /// lines.
+    /// The year of the first RFC 3164 stamp (they carry none); default: resolved against
+    /// today. The stamps after it follow on (a log crossing New Year goes into the next year;
+    /// each takes the year within half a year of the latest before it; a 29 February in a
+    /// year without one, the leap year before).
     #[arg(long, value_name = "YYYY", value_parser = clap::value_parser!(i32).range(1678..=2261))]
     pub year: Option<i32>,
     /// The zone of RFC 3164 stamps: `UTC` (default), an offset such as `+02:00`, or a name.

@@ -81,7 +81,7 @@ pub struct InputError {
 pub fn no_stamp_time(parser: SyslogParser) -> Timestamp {
     let y = match parser.year() {
         Year::Fixed(y) => y,
-        Year::Resolve => 1970,
+        Year::Resolve | Year::Follow => 1970,
     };
     chrono::NaiveDate::from_ymd_opt(y, 1, 1)
         .and_then(|d| d.and_hms_opt(0, 0, 0))
@@ -210,8 +210,13 @@ impl Inputs {
             let text = String::from_utf8_lossy(line);
             return parse_json_event(&text).map(|e| (e, true));
         }
-        let year_ref = self.latest_stamp.unwrap_or(self.reference);
-        let (mut event, stamp) = self.parser.parse_stamped(line, year_ref, None)?;
+        // The first year-less stamp takes `--year` or resolves against the reference; the
+        // ones after it follow on from the latest (over New Year, over gaps of months).
+        let (parser, year_ref) = match self.latest_stamp {
+            Some(t) => (self.parser.with_year(Year::Follow), t),
+            None => (self.parser, self.reference),
+        };
+        let (mut event, stamp) = parser.parse_stamped(line, year_ref, None)?;
         match stamp {
             Stamp::None => event.time = self.last_time,
             Stamp::YearLess => {
@@ -439,6 +444,43 @@ mod tests {
                 "2023-02-28T10:00:00Z",
                 "2020-02-29T10:00:00Z",
                 "2023-03-01T10:00:00Z"
+            ]
+        );
+    }
+
+    /// `--year` is the year of the first year-less stamp; the lines after it follow on: over
+    /// New Year into the next year, over a gap of months in the same year, and a little back
+    /// for a line out of order (which moves nothing).
+    #[test]
+    fn years_after_the_first_stamp_follow_on_with_or_without_year() {
+        let text = b"Dec 31 23:50:01 h sshd[1]: a\nJan  1 00:20:01 h sshd[1]: b\nDec 31 23:59:00 h sshd[1]: c\nMar 20 08:00:00 h sshd[1]: d\nAug 30 08:00:00 h sshd[1]: e\n";
+        let times = |year: Year| -> Vec<String> {
+            Inputs::from_readers(
+                vec![("f".into(), reader(text))],
+                SyslogParser::new(Default::default(), year),
+                Timestamp::parse_rfc3339("2026-12-31T23:55:00Z").unwrap(),
+            )
+            .map(|i| i.unwrap().event.unwrap().time.to_rfc3339())
+            .collect()
+        };
+        assert_eq!(
+            times(Year::Fixed(2024)),
+            [
+                "2024-12-31T23:50:01Z",
+                "2025-01-01T00:20:01Z",
+                "2024-12-31T23:59:00Z",
+                "2025-03-20T08:00:00Z",
+                "2025-08-30T08:00:00Z"
+            ]
+        );
+        assert_eq!(
+            times(Year::Resolve),
+            [
+                "2026-12-31T23:50:01Z",
+                "2027-01-01T00:20:01Z",
+                "2026-12-31T23:59:00Z",
+                "2027-03-20T08:00:00Z",
+                "2027-08-30T08:00:00Z"
             ]
         );
     }

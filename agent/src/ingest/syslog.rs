@@ -178,6 +178,12 @@ pub enum Year {
     /// Resolved against the arrival instant as syslog daemons do (see the module docs).
     #[default]
     Resolve,
+    /// The year that puts the stamp nearest the "arrival" given, which is the latest year-less
+    /// stamp before it: how a file's lines after its first follow on (over New Year, over a
+    /// gap of months, a little back for lines out of order): of the years around it, the one
+    /// within half a year of it. A 29 February with no leap year that near goes to the last
+    /// leap year before.
+    Follow,
 }
 
 /// What kind of time stamp a line carried.
@@ -202,6 +208,11 @@ impl SyslogParser {
     /// A parser reading zone-less stamps in `zone` with the year policy `year`.
     pub const fn new(zone: Zone, year: Year) -> Self {
         SyslogParser { zone, year }
+    }
+
+    /// The same parser with the year policy `year`.
+    pub const fn with_year(self, year: Year) -> Self {
+        SyslogParser { year, ..self }
     }
 
     /// The zone of zone-less RFC 3164 stamps.
@@ -682,6 +693,27 @@ fn resolve_year(
             .rev()
             .find(|&cand| NaiveDate::from_ymd_opt(cand, month, day).is_some())
             .unwrap_or(y),
+        Year::Follow => {
+            let latest = zone.wall_clock(arrival_utc);
+            let y = latest.year();
+            let at = |cand: i32| {
+                NaiveDate::from_ymd_opt(cand, month, day)
+                    .and_then(|d| d.and_hms_opt(hour, minute, second))
+            };
+            // Near: within half a year (one of the three is, but for a 29 February).
+            const HALF_YEAR: u64 = 183 * 86_400;
+            (y - 1..=y + 1)
+                .filter_map(|cand| {
+                    let off = (at(cand)? - latest).num_seconds().unsigned_abs();
+                    (off <= HALF_YEAR).then_some((off, cand))
+                })
+                .min()
+                .map(|(_, cand)| cand)
+                // A 29 February with no leap year near: the last one before (kept, and as it
+                // lies back it moves nothing).
+                .or_else(|| (y - 4..=y).rev().find(|&cand| at(cand).is_some()))
+                .unwrap_or(y)
+        }
         Year::Resolve => {
             let now = zone.wall_clock(arrival_utc);
             let y = now.year();
