@@ -20,7 +20,7 @@ pub struct AlertsArgs {
     #[command(subcommand)]
     pub command: Option<AlertsCommand>,
     /// The last N alert changes (firing, resolved, retracted), oldest first, instead of the
-    /// alerts firing now.
+    /// alerts firing now (at most 20,000).
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub recent: Option<usize>,
     /// Print the alert objects as JSON lines (the shape of `replay` and the store) instead of
@@ -93,6 +93,12 @@ pub fn run(args: AlertsArgs) -> ExitCode {
             {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
+            }
+            if let Some(n) = args.recent.filter(|&n| n > crate::run::api::MAX_RECENT) {
+                eprintln!(
+                    "note: --recent {n}: a listing holds the last {} changes at most",
+                    crate::run::api::MAX_RECENT
+                );
             }
             // A listing holds the newest 20,000 firing alerts at most: say when there are more.
             if let Some(n) = firing.filter(|&n| n > list.len() as u64) {

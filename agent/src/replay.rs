@@ -509,7 +509,7 @@ pub fn captures_source(
     seen: SharedDedup,
 ) -> anyhow::Result<Source> {
     let reader = MultiFlowReader::open(paths, FlowConfig::default())
-        .map_err(|(p, e)| anyhow::anyhow!("{}: {e}", p.display()))?;
+        .map_err(|(p, e)| anyhow::anyhow!("{}", e.about(&p)))?;
     let reader = Reported {
         reader,
         told: false,

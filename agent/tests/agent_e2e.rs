@@ -1576,7 +1576,10 @@ fn config_check_names_every_problem_run_would_refuse() {
     ] {
         let (code, err) = cepheus_in(&dir, args);
         assert_eq!(code, Some(2), "{args:?}: {err}");
-        assert!(err.contains("cannot read no-such.toml"), "{err}");
+        assert!(
+            err.contains("cannot read the configuration file no-such.toml"),
+            "{err}"
+        );
     }
 }
 
@@ -2364,6 +2367,17 @@ fn alerts_says_when_more_fire_than_it_lists() {
     let (code, _, err) = alerts_cmd(&dir, &["--recent", "5"]);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("alerts are firing"), "{err}");
+    // More changes asked for than a listing holds: said.
+    let (code, out, err) = alerts_cmd(&dir, &["--recent", "30000", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().count(), cepheus_agent::run::api::MAX_RECENT);
+    assert!(
+        err.contains(&format!(
+            "--recent 30000: a listing holds the last {} changes at most",
+            cepheus_agent::run::api::MAX_RECENT
+        )),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

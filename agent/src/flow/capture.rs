@@ -44,6 +44,16 @@ pub enum CaptureError {
     Format(String),
 }
 
+impl CaptureError {
+    /// The error for a message, naming the file `path` once (an I/O error names it already).
+    pub fn about(&self, path: &std::path::Path) -> String {
+        match self {
+            CaptureError::Io { .. } => self.to_string(),
+            _ => format!("{}: {self}", path.display()),
+        }
+    }
+}
+
 /// One captured frame as read from a file or an interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawPacket<'a> {

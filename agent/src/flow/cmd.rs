@@ -83,7 +83,7 @@ pub fn run(args: FlowsArgs) -> ExitCode {
     let mut frames = match MergedCaptures::open(&args.files) {
         Ok(f) => f,
         Err((path, e)) => {
-            eprintln!("error: {}: {e}", path.display());
+            eprintln!("error: {}", e.about(&path));
             return ExitCode::from(2);
         }
     };

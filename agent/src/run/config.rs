@@ -153,7 +153,7 @@ stdout = true
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read the configuration file {path}: {source}")]
     Io {
         /// The file.
         path: PathBuf,
