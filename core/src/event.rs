@@ -349,7 +349,10 @@ fields! {
     Severity = "severity": Int, [Syslog];
     /// syslog: the free-form message text.
     Msg = "msg": Str, [Syslog];
-    /// flow: `flow_start`, `flow_end` or `attempt_failed`.
+    /// flow: `flow_start` (its first packet), `flow_end` (every flow that ends, failed attempts
+    /// included) or `attempt_failed` (a TCP attempt that ended unanswered, Zeek's S0, or
+    /// rejected, REJ: made right after that flow's `flow_end`, so a rule on
+    /// `kind == "flow_end"` also sees the failed attempts; `state` tells them apart).
     Kind = "kind": Str, [Flow];
     /// flow: the originator's address: the side that sent the first packet, except that a flow
     /// first seen from its server (a SYN-ACK first, TCP picked up mid-stream or UDP from a

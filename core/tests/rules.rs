@@ -1120,7 +1120,25 @@ fn patterns_the_engine_cannot_run_are_errors() {
             .collect();
         assert_eq!(errors.len(), 1, "{pattern}: {errors:?}");
         assert!(errors[0].contains(want), "{pattern}: {errors:?}");
+        assert!(errors[0].starts_with("rule `r`: "), "{errors:?}");
     }
+    // The hint names the rule's own events and says which durations disagree.
+    let c = compile_str(
+        "t.toml",
+        &rule_text(&format!(
+            "{events}pattern = \"seq(e0, absent(e1) for 1m, absent(e2) for 2m, e3)\""
+        )),
+    );
+    let d = c
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == Level::Error)
+        .expect("an error");
+    assert!(d.message.contains("(for 1m and for 2m)"), "{}", d.message);
+    assert_eq!(
+        d.help.as_deref(),
+        Some("merge them into one: absent(or(e1, e2)) for the D you mean")
+    );
     let many: String = (0..65)
         .map(|i| format!("events.e{i} = 'syslog and app == \"x{i}\"'\n"))
         .collect();

@@ -198,6 +198,17 @@ impl Plan {
     }
 }
 
+/// The names of the rule's event definitions in `set`, comma-separated, in definition order.
+fn event_names(rule: &Rule, set: EvSet) -> String {
+    rule.events
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i < 64 && set & (1u64 << i) != 0)
+        .map(|(_, e)| e.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Plans a rule's pattern.
 pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
     if rule.events.len() > 64 {
@@ -228,10 +239,11 @@ pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
             match item {
                 Item::Guard(set, for_) => {
                     if steps.is_empty() && i + 1 < n {
-                        if start_absent.is_some() {
-                            return Err(unsupported(
-                                "two absent() at the start of a seq; merge them with absent(or(a, b))",
-                            ));
+                        if let Some((first, _)) = start_absent {
+                            return Err(unsupported(&format!(
+                                "two absent() at the start of a seq; merge them into one: absent(or({})) for the D you mean",
+                                event_names(rule, first | set)
+                            )));
                         }
                         let d = for_.or(window).ok_or_else(|| {
                             unsupported(
@@ -253,9 +265,15 @@ pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
                         end_absent = Some(EndAbsent { set, for_ });
                     } else if let Some((s, f)) = pending_guard {
                         if f != for_ {
-                            return Err(unsupported(
-                                "two adjacent absent() with different durations; merge them with absent(or(a, b))",
-                            ));
+                            let d = |f: Option<Duration>| {
+                                f.map_or("no `for`".into(), |d| format!("for {d}"))
+                            };
+                            return Err(unsupported(&format!(
+                                "two adjacent absent() with different durations ({} and {}); merge them into one: absent(or({})) for the D you mean",
+                                d(f),
+                                d(for_),
+                                event_names(rule, s | set)
+                            )));
                         }
                         pending_guard = Some((s | set, f));
                     } else {

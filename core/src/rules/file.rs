@@ -883,24 +883,30 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         let (message, help) = match e {
             PlanError::TooManyEvents(_) => (
                 "this rule has more than 64 event definitions".to_string(),
-                "split it into several rules",
+                "split it into several rules".to_string(),
             ),
             PlanError::TooManyAlternatives(_) => (
                 format!(
                     "this pattern expands to more than {} alternatives",
                     crate::engine::plan::MAX_ALTERNATIVES
                 ),
-                "split it into several rules, or factor out the `or`s",
+                "split it into several rules, or factor out the `or`s".to_string(),
             ),
-            PlanError::Unsupported { what, .. } => {
-                (format!("the engine cannot run this pattern: {what}"), "")
-            }
+            // "what; how to write it instead" (the second part, when there is one, is the
+            // hint).
+            PlanError::Unsupported { what, .. } => match what.split_once("; ") {
+                Some((what, how)) => (
+                    format!("the engine cannot run this pattern: {what}"),
+                    how.to_string(),
+                ),
+                None => (
+                    format!("the engine cannot run this pattern: {what}"),
+                    String::new(),
+                ),
+            },
         };
-        cx.error(
-            pattern_span,
-            message,
-            (!help.is_empty()).then(|| help.to_string()),
-        );
+        let message = format!("rule `{}`: {message}", rule.name);
+        cx.error(pattern_span, message, (!help.is_empty()).then_some(help));
         return None;
     }
     same_meaning(cx, &rule, name_span);
