@@ -1077,6 +1077,41 @@ fn a_rule_name_is_one_line() {
     );
 }
 
+/// A string meant to end in a backslash runs on (`\"` is a quote inside it): the hint says
+/// so and gives the regex that tests for a final backslash, which compiles.
+#[test]
+fn a_string_ending_in_a_backslash_is_explained() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and msg ends_with \"C:\\Users\\\"'\npattern = \"a\""),
+    );
+    let d = c
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == Level::Error)
+        .expect("an error");
+    assert_eq!(d.message, "unterminated string");
+    let help = d.help.as_deref().unwrap_or_default();
+    assert!(help.contains("cannot end in a backslash"), "{help}");
+    let plain = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and msg == \"open'\npattern = \"a\""),
+    );
+    assert!(
+        plain
+            .diagnostics
+            .iter()
+            .any(|d| d.help.as_deref() == Some("close it with \"")),
+        "{:?}",
+        plain.diagnostics
+    );
+    let regex = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and msg =~ \"\\\\$\"'\npattern = \"a\""),
+    );
+    assert!(regex.rules.is_some(), "{:?}", regex.diagnostics);
+}
+
 /// What the engine cannot run is a diagnostic of `rules check`, not a rule set that
 /// fails when the engine is built (found by fuzzing: each of these passed the checker).
 #[test]

@@ -121,13 +121,23 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
             let q = c;
             let mut text = String::new();
             let mut offsets = Vec::new();
+            // Whether it holds an escaped quote (`\"`), which a writer may have meant as its end.
+            let mut escaped_quote = false;
             i += 1;
             loop {
                 let Some(&d) = b.get(i) else {
+                    let q = q as char;
+                    let help = if escaped_quote {
+                        format!(
+                            "`\\{q}` inside a string is a quote, not its end, so a string cannot end in a backslash (to test for text ending in one, use a regex: `msg =~ {q}\\\\${q}`)"
+                        )
+                    } else {
+                        format!("close it with {q}")
+                    };
                     return Err(SyntaxError {
                         span: start..src.len(),
                         message: "unterminated string".into(),
-                        help: Some(format!("close it with {}", q as char)),
+                        help: Some(help),
                     });
                 };
                 if d == q {
@@ -136,6 +146,7 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                     break;
                 }
                 if d == b'\\' && b.get(i + 1) == Some(&q) {
+                    escaped_quote = true;
                     text.push(q as char);
                     offsets.push(i);
                     i += 2;
