@@ -89,12 +89,18 @@ pub struct ApiState {
 pub const MAX_STREAMS: usize = 64;
 
 /// Alert changes a stream's subscriber may fall behind by before it misses some (and is told).
-pub const STREAM_BACKLOG: usize = 4096;
+/// Four of the sink's slices of 8,192: an absence storm of 100,000 firing at once reached a
+/// local `curl -sN` whole (at 4,096 it missed about 40 %; `docs/stream_storm.sh BIN 100000`, see
+/// docs/benchmarks.md); the ring holds as many changes' JSON while a stream is open.
+pub const STREAM_BACKLOG: usize = 32_768;
 
 /// How long what the API sent may stay unacknowledged before the kernel closes the connection
 /// (TCP_USER_TIMEOUT on its TCP connections): a stream's client that stopped reading, its
 /// receive window shut, gives its place among the [`MAX_STREAMS`] back after this.
 pub const STALL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The most a stream writes at once (changes already waiting go out together, up to this).
+const CHUNK_BYTES: usize = 256 << 10;
 
 /// A stream's comment line when nothing happened for this long (proxies and clients keep the
 /// connection; a client gone is only noticed at a write, so this is also how soon its place
@@ -202,7 +208,7 @@ impl Drop for StreamSlot {
 /// writes it out (the one alert object as `data`), a `lagged` event with `{"missed": N}` when
 /// this client fell more than [`STREAM_BACKLOG`] behind, and a comment every 5 s of quiet.
 async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
-    use tokio::sync::broadcast::error::RecvError;
+    use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     if let Some(refused) = st.refusal(&req) {
         return refused;
     }
@@ -220,15 +226,40 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
         if !slot.ask(Instant::now()) {
             return None;
         }
-        let item = match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
-            Err(_) => bytes::Bytes::from_static(b": keep-alive\n\n"),
-            Ok(Ok(json)) => bytes::Bytes::from(format!("event: alert\ndata: {json}\n\n")),
-            Ok(Err(RecvError::Lagged(n))) => {
-                bytes::Bytes::from(format!("event: lagged\ndata: {{\"missed\":{n}}}\n\n"))
+        let mut chunk = String::new();
+        let write = |chunk: &mut String, got: Result<Arc<str>, RecvError>| match got {
+            Ok(json) => {
+                let _ = write!(chunk, "event: alert\ndata: {json}\n\n");
+                true
             }
-            Ok(Err(RecvError::Closed)) => return None,
+            Err(RecvError::Lagged(n)) => {
+                let _ = write!(chunk, "event: lagged\ndata: {{\"missed\":{n}}}\n\n");
+                true
+            }
+            Err(RecvError::Closed) => false,
         };
-        Some((Ok::<_, actix_web::Error>(item), (rx, slot)))
+        match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
+            Err(_) => chunk.push_str(": keep-alive\n\n"),
+            Ok(got) => {
+                if !write(&mut chunk, got) {
+                    return None;
+                }
+                // What else is there already goes in the same chunk (an alert storm: one write
+                // for many changes keeps the client from falling behind).
+                while chunk.len() < CHUNK_BYTES {
+                    let got = match rx.try_recv() {
+                        Ok(json) => Ok(json),
+                        Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+                        Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                    };
+                    write(&mut chunk, got);
+                }
+            }
+        }
+        Some((
+            Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)),
+            (rx, slot),
+        ))
     });
     HttpResponse::Ok()
         .content_type("text/event-stream")
