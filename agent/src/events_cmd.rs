@@ -80,6 +80,7 @@ fn events(args: &EventsArgs) -> anyhow::Result<ExitCode> {
         malformed + m,
         duplicates + d
     );
+    crate::replay::warn_if_nothing_read(events, malformed + m);
     Ok(ExitCode::SUCCESS)
 }
 

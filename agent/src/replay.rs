@@ -270,7 +270,18 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
         rate,
         engine.counters().predicate_evals
     );
+    warn_if_nothing_read(summary.events, summary.malformed);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says so when no line of the inputs was an event but some were refused: the wrong file
+/// (a CSV, a JSON document, a licence) reads as nothing, which is no success to report quietly.
+pub fn warn_if_nothing_read(events: u64, malformed: u64) {
+    if events == 0 && malformed > 0 {
+        eprintln!(
+            "warning: none of the {malformed} lines read was a syslog message or a JSON event (one object per line): are these the right files?"
+        );
+    }
 }
 
 /// Feeds a merged input through the engine, then ends it (`until`), handing every alert to

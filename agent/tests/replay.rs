@@ -1629,3 +1629,30 @@ fn the_summary_counts_per_rule_shared_or_not() {
     assert!(shared.ends_with(", 2"), "2 alerts: {shared}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The wrong file (no line of it an event) is said on stderr by `events` and `replay`; a file
+/// with some events is not.
+#[test]
+fn a_file_with_no_event_in_it_is_said() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let csv = dir.join("not-a-log.csv");
+    std::fs::write(&csv, "id,name\n1,alice\n2,bob\n").unwrap();
+    let good = manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log");
+    for cmd in ["events", "replay"] {
+        let out = cepheus().arg(cmd).arg(&csv).output().unwrap();
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("none of the 3 lines read was a syslog message or a JSON event"),
+            "{cmd}: {err}"
+        );
+        let out = cepheus()
+            .args([cmd, "--year", "2024"])
+            .arg(&csv)
+            .arg(&good)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("none of the"), "{cmd}: {err}");
+    }
+}
