@@ -164,9 +164,27 @@ impl LogLimit {
 
     /// `Some(lines held back since the last one)` when a line may be logged now.
     pub fn allow(&self) -> Option<u64> {
+        if self.take_turn() {
+            return Some(self.held.swap(0, Ordering::Relaxed));
+        }
+        self.held.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    /// Lines held back and not told with a later line, once a line may be logged again: what a
+    /// burst that stopped held back, said by [`tell_held_back`] (else no later line would).
+    pub fn overdue(&self) -> Option<u64> {
+        if self.held.load(Ordering::Relaxed) == 0 || !self.take_turn() {
+            return None;
+        }
+        Some(self.held.swap(0, Ordering::Relaxed)).filter(|&n| n > 0)
+    }
+
+    /// Whether a line may be logged now (its period is over), taking the turn if so.
+    fn take_turn(&self) -> bool {
         let now = self.start.elapsed().as_millis() as u64;
         let next = self.next_ms.load(Ordering::Relaxed);
-        if now >= next
+        now >= next
             && self
                 .next_ms
                 .compare_exchange(
@@ -176,11 +194,37 @@ impl LogLimit {
                     Ordering::Relaxed,
                 )
                 .is_ok()
-        {
-            return Some(self.held.swap(0, Ordering::Relaxed));
+    }
+}
+
+/// Says every second how many warnings each limit held back once its burst is over (the
+/// counters in `/stats` have the exact numbers).
+pub async fn tell_held_back(
+    limits: std::sync::Arc<super::ingest::Shared>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = shutdown.changed() => return,
         }
-        self.held.fetch_add(1, Ordering::Relaxed);
-        None
+        let l = &limits.limits;
+        for (limit, what) in [
+            (&l.malformed, "malformed messages dropped"),
+            (&l.oversized, "oversized messages dropped"),
+            (
+                &l.queue_full,
+                "batches dropped on a full shard queue (`queue_full` counts their events)",
+            ),
+            (&l.connection, "connection problems"),
+        ] {
+            if let Some(n) = limit.overdue() {
+                tracing::warn!(
+                    held_back = n,
+                    "and {n} more {what} since the last such line (see /stats)"
+                );
+            }
+        }
     }
 }
 
@@ -257,5 +301,12 @@ mod tests {
         assert_eq!(l.allow(), None);
         assert_eq!(l.allow(), None);
         assert_eq!(l.held.load(Ordering::Relaxed), 2);
+        // Told once the period is over, even with no later line; then nothing is held.
+        assert_eq!(l.overdue(), None, "within the period");
+        l.next_ms.store(0, Ordering::Relaxed);
+        assert_eq!(l.overdue(), Some(2));
+        l.next_ms.store(0, Ordering::Relaxed);
+        assert_eq!(l.overdue(), None);
+        assert_eq!(l.allow(), Some(0));
     }
 }

@@ -856,6 +856,10 @@ fn start(
             tracing::info!("stopped");
             System::current().stop_with_code(0);
         });
+        actix::spawn(counters::tell_held_back(
+            shared.clone(),
+            shutdown_rx.clone(),
+        ));
         actix::spawn(counters::watch_udp_kernel_drops(
             udp_addrs.clone(),
             shutdown_rx.clone(),
