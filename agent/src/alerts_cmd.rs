@@ -133,8 +133,17 @@ fn ack(id: &str, by: Option<&str>, config: Option<&PathBuf>) -> ExitCode {
     let sent = Client::new(config)
         .and_then(|c| c.post_json("/alerts/ack", serde_json::json!({ "id": id, "by": by })));
     match sent {
-        Ok(Answer::Ok(_)) => {
-            println!("acknowledged alert {id}");
+        Ok(Answer::Ok(text)) => {
+            let said: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            match (
+                said["before"]["by"].as_str(),
+                said["before"]["time"].as_str(),
+            ) {
+                (Some(who), Some(when)) => println!(
+                    "acknowledged alert {id} (by {by} now; it was acknowledged by {who} at {when})"
+                ),
+                _ => println!("acknowledged alert {id}"),
+            }
             ExitCode::SUCCESS
         }
         Ok(Answer::NotFound(text)) => {

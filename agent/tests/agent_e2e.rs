@@ -2280,8 +2280,18 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
     assert_eq!(out.lines().count(), 1);
     // Acknowledged by alice: still firing, listed with its ack; the resolved one cannot be.
     let id = fired["id"].as_str().unwrap();
+    let (code, out, err) = alerts_cmd(&dir, &["ack", id, "--by", "root"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out, format!("acknowledged alert {id}\n"));
+    // Again, by alice: hers stands, and whose it replaced is said.
     let (code, out, err) = alerts_cmd(&dir, &["ack", id, "--by", "alice"]);
     assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.starts_with(&format!(
+            "acknowledged alert {id} (by alice now; it was acknowledged by root at "
+        )),
+        "{out}"
+    );
     let (_, out, _) = alerts_cmd(&dir, &["--json"]);
     let listed: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(listed["ack"]["by"], "alice", "{out}");

@@ -23,6 +23,20 @@ use std::sync::{Arc, Mutex};
 use cepheus_core::alert::{Alert, AlertState};
 use sled::Transactional;
 
+/// What [`Store::ack`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Acked {
+    /// No such alert is firing: nothing done.
+    NotFiring,
+    /// Acknowledged.
+    Now,
+    /// Acknowledged again: `before` is the acknowledgement it replaced (`{"by", "time"}`).
+    Again {
+        /// The replaced acknowledgement's JSON.
+        before: String,
+    },
+}
+
 /// What can go wrong with the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -556,9 +570,10 @@ impl Store {
     }
 
     /// Acknowledges the firing alert `id`: `by` (who) at `time` (RFC 3339). It stays firing
-    /// and still resolves; listings show `ack`, and its resolve carries it. `false` when no
-    /// such alert is firing. Durable on return.
-    pub fn ack(&self, id: u64, by: &str, time: &str) -> Result<bool, StoreError> {
+    /// and still resolves; listings show `ack`, and its resolve carries it. An alert
+    /// acknowledged already takes the new `by` and `time` ([`Acked::Again`] gives the old).
+    /// Durable on return.
+    pub fn ack(&self, id: u64, by: &str, time: &str) -> Result<Acked, StoreError> {
         let ack = serde_json::json!({ "by": by, "time": time }).to_string();
         let key = id.to_be_bytes();
         // One transaction with the firing list: a resolve recorded meanwhile either sees the
@@ -566,10 +581,14 @@ impl Store {
         let acked = (&self.open, &self.acks)
             .transaction(|(open, acks)| {
                 if open.get(key)?.is_none() {
-                    return Ok(false);
+                    return Ok(Acked::NotFiring);
                 }
-                acks.insert(&key[..], ack.as_bytes())?;
-                Ok(true)
+                Ok(match acks.insert(&key[..], ack.as_bytes())? {
+                    Some(before) => Acked::Again {
+                        before: String::from_utf8_lossy(&before).into_owned(),
+                    },
+                    None => Acked::Now,
+                })
             })
             .map_err(|e: sled::transaction::TransactionError<()>| match e {
                 sled::transaction::TransactionError::Storage(e) => self.io(e),
@@ -986,7 +1005,8 @@ pattern = "absent(hb) for 10s"
         for a in &firing {
             s.record(std::slice::from_ref(a)).unwrap();
         }
-        s.ack(firing[4].id().0, "alice", "2026-12-03T05:00:00Z")
+        let _ = s
+            .ack(firing[4].id().0, "alice", "2026-12-03T05:00:00Z")
             .unwrap();
         let all = s.firing().unwrap();
         assert_eq!(all.len(), 5);
@@ -1043,12 +1063,23 @@ pattern = "absent(hb) for 10s"
         let alerts = heartbeat_alerts();
         let s = Store::open(dir.path(), 10).unwrap();
         let id = alerts[0].id().0;
-        assert!(
-            !s.ack(id, "alice", "2026-12-03T05:00:00Z").unwrap(),
+        assert_eq!(
+            s.ack(id, "alice", "2026-12-03T05:00:00Z").unwrap(),
+            Acked::NotFiring,
             "not firing yet"
         );
         s.record(&alerts[..1]).unwrap();
-        assert!(s.ack(id, "alice", "2026-12-03T05:00:00Z").unwrap());
+        assert_eq!(
+            s.ack(id, "root", "2026-12-03T04:59:00Z").unwrap(),
+            Acked::Now
+        );
+        // Again: the new one stands, and the old is given back.
+        assert_eq!(
+            s.ack(id, "alice", "2026-12-03T05:00:00Z").unwrap(),
+            Acked::Again {
+                before: r#"{"by":"root","time":"2026-12-03T04:59:00Z"}"#.into()
+            }
+        );
         let firing: serde_json::Value = serde_json::from_str(&s.firing().unwrap()[0].json).unwrap();
         assert_eq!(firing["ack"]["by"], "alice");
         assert_eq!(firing["state"], "firing");
@@ -1059,8 +1090,9 @@ pattern = "absent(hb) for 10s"
         assert_eq!(kept["ack"]["time"], "2026-12-03T05:00:00Z");
         assert_eq!(resolve[0].json, kept.to_string());
         assert!(s.firing().unwrap().is_empty());
-        assert!(
-            !s.ack(id, "bob", "2026-12-03T05:01:00Z").unwrap(),
+        assert_eq!(
+            s.ack(id, "bob", "2026-12-03T05:01:00Z").unwrap(),
+            Acked::NotFiring,
             "resolved"
         );
     }

@@ -835,11 +835,22 @@ async fn ack_alert(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) 
     };
     let now = crate::flow::live::wall_clock().to_rfc3339();
     match web::block(move || store.ack(id.0, &by, &now)).await {
-        Ok(Ok(true)) => HttpResponse::Ok().json(serde_json::json!({ "acked": true })),
-        Ok(Ok(false)) => HttpResponse::NotFound().json(serde_json::json!({
-            "acked": false,
-            "error": format!("no alert {} is firing (`cepheus alerts` lists them)", body.id),
-        })),
+        Ok(Ok(cepheus_store::Acked::Now)) => {
+            HttpResponse::Ok().json(serde_json::json!({ "acked": true }))
+        }
+        // Who had acknowledged it, so the client can say whose acknowledgement it replaced.
+        Ok(Ok(cepheus_store::Acked::Again { before })) => {
+            HttpResponse::Ok().json(serde_json::json!({
+                "acked": true,
+                "before": serde_json::from_str::<serde_json::Value>(&before).unwrap_or_default(),
+            }))
+        }
+        Ok(Ok(cepheus_store::Acked::NotFiring)) => {
+            HttpResponse::NotFound().json(serde_json::json!({
+                "acked": false,
+                "error": format!("no alert {} is firing (`cepheus alerts` lists them)", body.id),
+            }))
+        }
         Ok(Err(e)) => text(HttpResponse::InternalServerError(), e),
         Err(e) => text(HttpResponse::InternalServerError(), e),
     }
