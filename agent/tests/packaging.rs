@@ -13,10 +13,18 @@ fn systemd_dir() -> &'static Path {
 fn unit_for_test(dir: &Path) -> std::path::PathBuf {
     let text = std::fs::read_to_string(systemd_dir().join("cepheus.service")).unwrap();
     assert!(text.contains("ExecStart=/usr/bin/cepheus run --config /etc/cepheus/cepheus.toml"));
+    // Each host's own token, made before the first start; a log folder it may write.
+    assert!(text.contains("ExecStartPre=+/usr/lib/cepheus/make-token /etc/cepheus/api.token"));
+    assert!(text.contains("LogsDirectory=cepheus"));
     let unit = dir.join("cepheus.service");
+    let token_script = systemd_dir().join("make-token.sh");
     std::fs::write(
         &unit,
-        text.replace("/usr/bin/cepheus", env!("CARGO_BIN_EXE_cepheus")),
+        text.replace("/usr/bin/cepheus", env!("CARGO_BIN_EXE_cepheus"))
+            .replace(
+                "/usr/lib/cepheus/make-token",
+                &token_script.to_string_lossy(),
+            ),
     )
     .unwrap();
     unit
@@ -114,12 +122,30 @@ fn install_sh_stages_the_files_with_their_modes_and_keeps_what_is_there() {
     assert_eq!(mode("usr/lib/systemd/system/cepheus.service"), 0o644);
     assert_eq!(mode("usr/lib/sysusers.d/cepheus.conf"), 0o644);
     assert_eq!(mode("usr/lib/tmpfiles.d/cepheus.conf"), 0o644);
+    assert_eq!(mode("usr/lib/cepheus/make-token"), 0o755);
+    assert_eq!(mode("etc/cepheus"), 0o750);
     assert_eq!(mode("etc/cepheus/cepheus.toml"), 0o640);
+    // A package ships no token: each host makes its own at first start (the unit's
+    // ExecStartPre runs make-token), kept from then on.
+    assert!(!root.join("etc/cepheus/api.token").exists());
+    let group = String::from_utf8(Command::new("id").arg("-gn").output().unwrap().stdout).unwrap();
+    let make = || {
+        let st = Command::new(root.join("usr/lib/cepheus/make-token"))
+            .arg(root.join("etc/cepheus/api.token"))
+            .arg(group.trim())
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    make();
     assert_eq!(mode("etc/cepheus/api.token"), 0o640);
     let token = std::fs::read_to_string(root.join("etc/cepheus/api.token")).unwrap();
-    let token = token.trim();
+    let token = token.trim().to_string();
     assert_eq!(token.len(), 64);
     assert!(token.chars().all(|c| c.is_ascii_hexdigit()), "{token}");
+    make();
+    let kept = std::fs::read_to_string(root.join("etc/cepheus/api.token")).unwrap();
+    assert_eq!(kept.trim(), token, "kept");
     // The shipped rules, valid.
     let rules = root.join("etc/cepheus/rules");
     assert!(rules.join("heartbeat.toml").exists());
