@@ -124,11 +124,13 @@ stdout = true
 # keeps every change whatever the outputs.
 # file = "/var/log/cepheus/alerts.jsonl"
 # And forwarded to a syslog collector (a SIEM) as RFC 5424 messages: "udp://IP:PORT", or
-# "tcp://IP:PORT" (octet counting, reconnected when the connection fails). Facility auth,
+# "tcp://IP:PORT" (octet counting, reconnected when the connection fails or the collector
+# closed it, looked at before each message, so a restarted collector loses none). Facility auth,
 # severity from the rule's (critical: crit, high: err, medium: warning, low: notice, info:
 # info), APP-NAME cepheus, MSGID the state (firing, resolved, retracted), the message the
 # alert's JSON. Up to 10,000 wait while the collector is slow or away; beyond, they are
-# dropped and counted (syslog_unsent).
+# dropped and counted (syslog_unsent; over UDP also a send the collector's closed port
+# refused); syslog_sent counts those handed over.
 # syslog = "tcp://10.0.0.5:514"
 # And POSTed as JSON to an HTTP(S) endpoint: {"alerts": [<alert>, ...]}, up to 100 changes a
 # request, in order. A failed request (no connection, a timeout, 5xx, 429) is tried again

@@ -94,8 +94,11 @@ counters!(
         alerts_repeated,
         /// Alert changes that could not be appended to `output.file` (the store has them).
         file_unwritten,
+        /// Alert changes handed to `output.syslog`'s connection (TCP: written to a connection
+        /// the collector had not closed; UDP: sent without an error).
+        syslog_sent,
         /// Alert changes not forwarded to `output.syslog` (its queue was full: the collector
-        /// slow or away; the store has them).
+        /// slow or away; UDP: a send refused, the collector's port closed; the store has them).
         syslog_unsent,
         /// Alert changes posted to `output.webhook` (the endpoint answered 2xx).
         webhook_sent,

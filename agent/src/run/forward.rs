@@ -101,17 +101,22 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
             } else {
                 (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
             };
-            let Ok(sock) = UdpSocket::bind(bind) else {
+            // Connected: the kernel then reports a collector's closed port (its ICMP answer
+            // to an earlier datagram) as an error of a later send, which is counted.
+            let Ok(sock) = UdpSocket::bind(bind).and_then(|s| s.connect(addr).map(|()| s)) else {
                 tracing::error!("cannot open a UDP socket for output.syslog");
                 return;
             };
             while let Some(m) = d.recv() {
-                let sent = sock.send_to(&m, addr);
-                if d.done(1)
-                    && let Err(e) = sent
-                {
-                    bump(&counters.syslog_unsent, 1);
-                    said(&e, counters);
+                let sent = sock.send(&m);
+                if d.done(1) {
+                    match sent {
+                        Ok(_) => bump(&counters.syslog_sent, 1),
+                        Err(e) => {
+                            bump(&counters.syslog_unsent, 1);
+                            said(&e, counters);
+                        }
+                    }
                 }
             }
         }
@@ -144,9 +149,18 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
                         }
                     }
                     let Some(s) = conn.as_mut() else { continue };
+                    // A collector that restarted closed this connection: a write to it would
+                    // seem to succeed and be lost. Seen before writing, it is made anew.
+                    if peer_closed(s) {
+                        said(&"the collector closed the connection", counters);
+                        conn = None;
+                        continue;
+                    }
                     match s.write_all(&framed) {
                         Ok(()) => {
-                            let _ = d.done(1);
+                            if d.done(1) {
+                                bump(&counters.syslog_sent, 1);
+                            }
                             break;
                         }
                         Err(_) if d.closing() => return,
@@ -161,12 +175,103 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
     }
 }
 
+/// Whether the collector closed `s` (or it failed): a look at what it sent, without
+/// waiting. A collector sends nothing on this connection; what it does send is dropped.
+fn peer_closed(s: &mut TcpStream) -> bool {
+    use std::io::Read;
+    if s.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let mut buf = [0u8; 512];
+    let mut reads = 0;
+    let closed = loop {
+        reads += 1;
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            // (A chatty collector is read at most this much before each message.)
+            Ok(_) if reads >= 64 => break false,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break false,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break true,
+        }
+    };
+    closed || s.set_nonblocking(false).is_err()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
     use cepheus_core::alert::AlertState;
+
+    /// A collector that restarts (closes its end) between two alerts gets the second on a
+    /// new connection: it is not written into the closed one and lost.
+    #[test]
+    fn a_change_after_the_collector_closed_goes_on_a_new_connection() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let counters = Arc::new(SinkCounters::default());
+        let mut f = Forwarder::start(Forward::Tcp(addr), counters.clone()).unwrap();
+        let change = |n: u64| Change {
+            id: n,
+            state: AlertState::Firing,
+            json: format!(
+                r#"{{"id":"{n:016x}","severity":"high","time":"2026-12-04T08:00:00Z"}}\n"#
+            ),
+        };
+        // What the collector reads on `conn` until it holds `id` (or 10 s pass).
+        let read_until = |mut conn: std::net::TcpStream, id: &str| {
+            use std::io::Read;
+            conn.set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !String::from_utf8_lossy(&got).contains(id) {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            String::from_utf8_lossy(&got).into_owned()
+        };
+        // The next connection made within 10 s (none: the message was lost, the test fails).
+        listener.set_nonblocking(true).unwrap();
+        let accept = || {
+            let until = Instant::now() + Duration::from_secs(10);
+            loop {
+                match listener.accept() {
+                    Ok((c, _)) => {
+                        c.set_nonblocking(false).unwrap();
+                        return c;
+                    }
+                    Err(_) if Instant::now() < until => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(e) => panic!("no connection from the forwarder: {e}"),
+                }
+            }
+        };
+        f.send(&[change(1)]);
+        let first = accept();
+        let id1 = "0000000000000001";
+        assert!(read_until(first.try_clone().unwrap(), id1).contains(id1));
+        // The collector restarts: its end of the connection closes.
+        drop(first);
+        std::thread::sleep(Duration::from_millis(200));
+        f.send(&[change(2)]);
+        let second = accept();
+        let id2 = "0000000000000002";
+        assert!(read_until(second, id2).contains(id2));
+        assert_eq!(
+            counters
+                .syslog_sent
+                .load(std::sync::atomic::Ordering::SeqCst),
+            2
+        );
+        let _ = f.close(Instant::now() + Duration::from_secs(1));
+    }
 
     #[test]
     fn a_change_is_an_rfc_5424_message_with_its_json() {
