@@ -39,8 +39,9 @@ tcp_idle_timeout = "5m"
 # the log) to what the open-files limit leaves after 128 for the agent's own files.
 max_connections = 1024
 # Largest message in bytes. Larger UDP datagrams are dropped; larger TCP frames are skipped
-# (newline framing) or end the connection (octet counting with a huge length, a stream that
-# lost its framing: the sender reconnects). Counted.
+# (newline framing, up to 16 times this; a longer line, like a huge length when octet
+# counting or a stream that lost its framing, ends the connection: the sender reconnects,
+# and what it had sent after it on that connection is lost). Counted.
 max_message_size = 65536
 # Zone of stamps that carry none (RFC 3164's, and ISO 8601 ones written without an offset):
 # "UTC", an offset such as "+02:00", or an IANA
