@@ -185,7 +185,7 @@ pub fn run(args: RunArgs) -> ExitCode {
     }
     if running_as_root() {
         tracing::warn!(
-            "running as root: the service should run as an unprivileged user with only CAP_NET_BIND_SERVICE (syslog on port 514) and CAP_NET_RAW (live capture); see systemd/README.md"
+            "running as root: the service should run as an unprivileged user with only CAP_NET_BIND_SERVICE (syslog on port 514) and CAP_NET_RAW (live capture); see systemd/README.md. What this run creates (the store's files) is root's: the service's user cannot write them afterwards (chown them back, e.g. chown -R cepheus: /var/lib/cepheus)"
         );
     }
     let mut cfg = cfg;
