@@ -171,27 +171,27 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<(Vec<serde_json::Value>, Option<u6
         Some(n) => format!("/alerts?recent={n}"),
         None => "/alerts".to_string(),
     };
+    // No agent answers: the store itself, as the agent left it.
+    let from_store_instead = |e: anyhow::Error| match e.downcast_ref::<Unreachable>() {
+        Some(_) => {
+            from_store(client.store(), args.recent).map_err(|why| anyhow::anyhow!("{e}; {why}"))
+        }
+        None => Err(e),
+    };
     // The count first: alerts that fire between the two reads are not taken for a cut.
     let firing = match args.recent {
         None => match client.get("/stats") {
             Ok(Answer::Ok(stats)) => serde_json::from_str::<serde_json::Value>(&stats)
                 .ok()
                 .and_then(|v| v["store"]["firing"].as_u64()),
-            Err(e) if e.downcast_ref::<Unreachable>().is_some() => {
-                return from_store(client.store(), args.recent)
-                    .map_err(|why| anyhow::anyhow!("{e}; {why}"));
-            }
+            Err(e) if e.downcast_ref::<Unreachable>().is_some() => return from_store_instead(e),
             _ => None,
         },
         Some(_) => None,
     };
     let answer = match client.get(&path) {
         Ok(a) => a,
-        Err(e) if e.downcast_ref::<Unreachable>().is_some() => {
-            return from_store(client.store(), args.recent)
-                .map_err(|why| anyhow::anyhow!("{e}; {why}"));
-        }
-        Err(e) => return Err(e),
+        Err(e) => return from_store_instead(e),
     };
     match answer {
         Answer::Ok(text) => Ok((serde_json::from_str(&text)?, firing)),

@@ -679,6 +679,14 @@ fn naive_utc(t: Timestamp) -> NaiveDateTime {
     DateTime::<Utc>::from_timestamp_nanos(t.as_nanos()).naive_utc()
 }
 
+/// The latest year up to `y` that has this day (`y` itself but for a 29 February: the leap
+/// year before).
+fn last_year_with(y: i32, month: u32, day: u32) -> Option<i32> {
+    (y.saturating_sub(4)..=y)
+        .rev()
+        .find(|&cand| NaiveDate::from_ymd_opt(cand, month, day).is_some())
+}
+
 /// The year of a year-less stamp (see the module docs for the rule and its sources).
 fn resolve_year(
     year: Year,
@@ -689,10 +697,7 @@ fn resolve_year(
     match year {
         // A 29 February in a year without one (a log of 2024 replayed with `--year 2023`)
         // goes to the leap year before, as a resolved one does: the line is kept.
-        Year::Fixed(y) => (y.saturating_sub(4)..=y)
-            .rev()
-            .find(|&cand| NaiveDate::from_ymd_opt(cand, month, day).is_some())
-            .unwrap_or(y),
+        Year::Fixed(y) => last_year_with(y, month, day).unwrap_or(y),
         Year::Follow => {
             let latest = zone.wall_clock(arrival_utc);
             let y = latest.year();
@@ -711,7 +716,7 @@ fn resolve_year(
                 .map(|(_, cand)| cand)
                 // A 29 February with no leap year near: the last one before (kept, and as it
                 // lies back it moves nothing).
-                .or_else(|| (y - 4..=y).rev().find(|&cand| at(cand).is_some()))
+                .or_else(|| last_year_with(y, month, day))
                 .unwrap_or(y)
         }
         Year::Resolve => {

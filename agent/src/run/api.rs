@@ -90,7 +90,7 @@ pub const MAX_STREAMS: usize = 64;
 
 /// Alert changes a stream's subscriber may fall behind by before it misses some (and is told).
 /// Four of the sink's slices of 8,192: an absence storm of 100,000 firing at once reached a
-/// local `curl -sN` whole (at 4,096 it missed about 40 %; `docs/stream_storm.sh BIN 100000`, see
+/// local `curl -sN` whole (at 4,096 it missed about 40 %; `docs/absence_storm.sh BIN 100000 stream`, see
 /// docs/benchmarks.md); the ring holds as many changes' JSON while a stream is open.
 pub const STREAM_BACKLOG: usize = 32_768;
 

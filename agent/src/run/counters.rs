@@ -203,7 +203,7 @@ impl LogLimit {
 /// Says every second how many warnings each limit held back once its burst is over (the
 /// counters in `/stats` have the exact numbers).
 pub async fn tell_held_back(
-    limits: std::sync::Arc<super::ingest::Shared>,
+    shared: std::sync::Arc<super::ingest::Shared>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -211,7 +211,7 @@ pub async fn tell_held_back(
             _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
             _ = shutdown.changed() => return,
         }
-        let l = &limits.limits;
+        let l = &shared.limits;
         for (limit, what) in [
             (&l.malformed, "malformed messages dropped"),
             (&l.oversized, "oversized messages dropped"),

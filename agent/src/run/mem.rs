@@ -12,7 +12,7 @@ use std::time::Duration;
 pub const EVERY: Duration = Duration::from_secs(5);
 
 /// Hands the calling thread's freed pages (and those other threads freed into them) back to
-/// the system: a thread that may sit idle calls it every [`EVERY`].
+/// the system: a thread that may sit idle calls it every [`EVERY`] (an actor's `run_interval`).
 pub fn collect() {
     // SAFETY: `mi_collect` takes no pointer and only walks the calling thread's own heap
     // (mimalloc's documented use: "eagerly free memory"). In the binary mimalloc is the global

@@ -140,8 +140,6 @@ pub struct Shard {
     checkpoint_every: Option<std::time::Duration>,
     /// When it saves next.
     checkpoint_due: std::time::Instant,
-    /// When the shard's thread next hands freed memory back ([`super::mem::collect`]).
-    collect_due: std::time::Instant,
     /// Something happened since the last save (events, alerts, a reload): an idle shard does
     /// not write its unchanged state again.
     changed: bool,
@@ -255,7 +253,6 @@ impl Shard {
             // The first save at once (its first tick): the state it begins or continues with,
             // which the journal's events then follow.
             checkpoint_due: std::time::Instant::now(),
-            collect_due: std::time::Instant::now() + super::mem::EVERY,
             changed: true,
             replay_from: persistence.resume.as_ref().and_then(|r| r.journal),
             // No saved state, but a journal begun with a fresh engine that died before its
@@ -548,10 +545,6 @@ impl Shard {
             }
         }
         self.save_state(false);
-        if now >= self.collect_due {
-            self.collect_due = now + super::mem::EVERY;
-            super::mem::collect();
-        }
     }
 
     /// Sends the engine's state to the sink to keep, after the alerts it made so far (so the
@@ -649,6 +642,8 @@ impl Actor for Shard {
             ctx.add_stream(RxStream(rx));
         }
         ctx.run_interval(self.tick, |act, _| act.tick_now());
+        // (What a burst left in this thread's heap, given back once the shard is quiet.)
+        ctx.run_interval(super::mem::EVERY, |_, _| super::mem::collect());
         self.tick_now();
     }
 }
