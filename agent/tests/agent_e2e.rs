@@ -2668,7 +2668,16 @@ fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
     let v: Value = serde_json::from_str(&body3).unwrap();
     assert_eq!(v["alerts"][0]["state"], "resolved");
     assert_eq!(v["alerts"][0]["id"], fired["id"]);
-    agent.wait_stats(10, |s| s["sink"]["webhook_sent"] == 2);
+    let s = agent.wait_stats(10, |s| s["sink"]["webhook_sent"] == 2);
+    // The one failed request is counted; nothing waits any more.
+    assert_eq!(s["sink"]["webhook_failed"], 1, "{s}");
+    assert_eq!(s["sink"]["webhook_waiting"], 0, "{s}");
+    let metrics = http_get(agent.api, "/metrics").expect("/metrics");
+    assert!(
+        metrics.contains("# TYPE cepheus_webhook_waiting gauge\ncepheus_webhook_waiting 0\n")
+            && metrics.contains("cepheus_webhook_failed_total 1\n"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -2696,6 +2705,9 @@ fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
         assert!(Instant::now() < deadline, "{}", agent.stderr());
         std::thread::sleep(Duration::from_millis(50));
     }
+    // /stats says the change waits and the endpoint failed.
+    let s = agent.wait_stats(10, |s| s["sink"]["webhook_failed"].as_u64() >= Some(1));
+    assert_eq!(s["sink"]["webhook_waiting"], 1, "{s}");
     // SIGTERM cuts the wait short (terminate allows 5 s), tries once more, and says what it
     // could not deliver instead of dropping it unseen.
     assert!(agent.terminate().success());

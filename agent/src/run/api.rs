@@ -527,6 +527,16 @@ pub fn render_metrics(s: &Stats) -> String {
         family(&mut o, &name, "counter", "Alert sink / control counter.");
         let _ = writeln!(o, "{name} {v}");
     }
+    for (k, v) in s.sink.gauges() {
+        let name = format!("cepheus_{k}");
+        family(
+            &mut o,
+            &name,
+            "gauge",
+            "Alert changes waiting in an output's queue now.",
+        );
+        let _ = writeln!(o, "{name} {v}");
+    }
     // Gauges: whether the rules on disk were refused at the last reload (the old ones run;
     // `reload_error` in /stats says why), and how long the agent has run.
     family(

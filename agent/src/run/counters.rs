@@ -7,30 +7,42 @@ use std::time::Instant;
 use serde::Serialize;
 
 macro_rules! counters {
-    ($(#[$m:meta])* $name:ident, $snap:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }) => {
+    ($(#[$m:meta])* $name:ident, $snap:ident { $($(#[$fm:meta])* $f:ident),* $(,)? }
+     $(gauges { $($(#[$gm:meta])* $g:ident),* $(,)? })?) => {
         $(#[$m])*
         #[derive(Debug, Default)]
         pub struct $name {
             $($(#[$fm])* pub $f: AtomicU64,)*
+            $($($(#[$gm])* pub $g: AtomicU64,)*)?
         }
 
         /// A copy of the counters at one instant (for /stats and /metrics).
         #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
         pub struct $snap {
             $($(#[$fm])* pub $f: u64,)*
+            $($($(#[$gm])* pub $g: u64,)*)?
         }
 
         impl $name {
             /// Reads every counter.
             pub fn snapshot(&self) -> $snap {
-                $snap { $($f: self.$f.load(Ordering::Relaxed),)* }
+                $snap {
+                    $($f: self.$f.load(Ordering::Relaxed),)*
+                    $($($g: self.$g.load(Ordering::Relaxed),)*)?
+                }
             }
         }
 
         impl $snap {
-            /// `(name, value)` of every counter, for /metrics.
+            /// `(name, value)` of every counter (which only grow), for /metrics.
             pub fn pairs(&self) -> Vec<(&'static str, u64)> {
                 vec![$((stringify!($f), self.$f),)*]
+            }
+
+            /// `(name, value)` of every gauge (what is so now), for /metrics.
+            #[allow(dead_code, reason = "not every set of counters has gauges")]
+            pub fn gauges(&self) -> Vec<(&'static str, u64)> {
+                vec![$($((stringify!($g), self.$g),)*)?]
             }
         }
     };
@@ -100,11 +112,17 @@ counters!(
         /// Alert changes not forwarded to `output.syslog` (its queue was full: the collector
         /// slow or away; UDP: a send refused, the collector's port closed; the store has them).
         syslog_unsent,
+        /// Tries to reach `output.syslog`'s collector over TCP that failed (no connection, a
+        /// write refused, a connection it had closed): the message waits and is tried again.
+        syslog_failed,
         /// Alert changes posted to `output.webhook` (the endpoint answered 2xx).
         webhook_sent,
         /// Alert changes not posted to `output.webhook` (its queue was full, or the endpoint
         /// refused them with a 4xx; the store has them).
         webhook_unsent,
+        /// Requests to `output.webhook` that failed and are tried again (no connection, a
+        /// timeout, a 5xx or 429 answer): their changes wait, in `webhook_waiting`.
+        webhook_failed,
         /// Writes to the store that failed (alerts then go to stdout unkept; a checkpoint
         /// is tried again at the next save).
         store_errors,
@@ -112,6 +130,12 @@ counters!(
         reloads,
         /// Rule reloads rejected (the old rules kept running).
         reloads_failed,
+    }
+    gauges {
+        /// Alert changes queued for `output.syslog` now, not yet sent nor given up.
+        syslog_waiting,
+        /// Alert changes queued for `output.webhook` now, not yet posted nor given up.
+        webhook_waiting,
     }
 );
 

@@ -11,7 +11,7 @@ use cepheus_store::Change;
 
 use super::config::Forward;
 use super::counters::{LogLimit, SinkCounters, bump};
-use super::outq::{Drain, OutQueue};
+use super::outq::{Drain, Names, OutQueue};
 
 /// Messages waiting for the collector; beyond, they are dropped and counted.
 pub const QUEUE: usize = 10_000;
@@ -32,7 +32,10 @@ impl Forwarder {
             "syslog-forward",
             QUEUE,
             counters,
-            |c| &c.syslog_unsent,
+            Names {
+                unsent: |c| &c.syslog_unsent,
+                waiting: |c| &c.syslog_waiting,
+            },
             move |d| forward_loop(to, &d, &c),
         )?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -91,7 +94,10 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
             let unsent = counters
                 .syslog_unsent
                 .load(std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(error = %e, unsent_so_far = unsent, held_back = held, "cannot forward alerts to the syslog collector (output.syslog); retrying");
+            let waiting = counters
+                .syslog_waiting
+                .load(std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(error = %e, waiting, unsent_so_far = unsent, held_back = held, "cannot forward alerts to the syslog collector (output.syslog); retrying");
         }
     };
     match to {
@@ -143,6 +149,7 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
                             // queued is given up (the queue counts it and says so).
                             Err(_) if d.closing() => return,
                             Err(e) => {
+                                bump(&counters.syslog_failed, 1);
                                 said(&e, counters);
                                 continue;
                             }
@@ -152,6 +159,7 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
                     // A collector that restarted closed this connection: a write to it would
                     // seem to succeed and be lost. Seen before writing, it is made anew.
                     if peer_closed(s) {
+                        bump(&counters.syslog_failed, 1);
                         said(&"the collector closed the connection", counters);
                         conn = None;
                         continue;
@@ -165,6 +173,7 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
                         }
                         Err(_) if d.closing() => return,
                         Err(e) => {
+                            bump(&counters.syslog_failed, 1);
                             said(&e, counters);
                             conn = None;
                         }
@@ -270,6 +279,10 @@ mod tests {
                 .load(std::sync::atomic::Ordering::SeqCst),
             2
         );
+        // The closed connection was seen (counted as a failed try) and nothing waits.
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(load(&counters.syslog_failed), 1);
+        assert_eq!(load(&counters.syslog_waiting), 0);
         let _ = f.close(Instant::now() + Duration::from_secs(1));
     }
 

@@ -4,7 +4,7 @@
 //! what is still queued when the agent stops is counted and said in the log, not lost silently.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -22,21 +22,33 @@ pub struct OutQueue<T> {
 
 /// What both sides see.
 struct Shared {
-    /// Items queued and not yet dealt with (sent, or given up and counted) by the thread.
-    pending: AtomicUsize,
     /// Set when the agent stops: waits between tries are cut short.
     closing: AtomicBool,
     /// Set once the items left were counted at the deadline: what the thread finishes after
     /// is not counted again.
     counted: AtomicBool,
     counters: Arc<SinkCounters>,
-    /// The output's `*_unsent` counter among them.
-    unsent: fn(&SinkCounters) -> &AtomicU64,
+    /// The output's `*_unsent` counter and `*_waiting` gauge among them.
+    names: Names,
+}
+
+/// An output's `*_unsent` counter and `*_waiting` gauge (items queued and not yet dealt
+/// with, sent or given up, by the thread) among the sink's counters.
+#[derive(Clone, Copy)]
+pub struct Names {
+    /// The counter of items not delivered.
+    pub unsent: fn(&SinkCounters) -> &AtomicU64,
+    /// The gauge of items waiting.
+    pub waiting: fn(&SinkCounters) -> &AtomicU64,
 }
 
 impl Shared {
     fn unsent(&self, n: u64) {
-        bump((self.unsent)(&self.counters), n);
+        bump((self.names.unsent)(&self.counters), n);
+    }
+
+    fn pending(&self) -> &AtomicU64 {
+        (self.names.waiting)(&self.counters)
     }
 }
 
@@ -48,22 +60,21 @@ pub struct Drain<T> {
 
 impl<T: Send + 'static> OutQueue<T> {
     /// Starts thread `thread` running `work` over a queue of `capacity` items; items that do
-    /// not fit, or are left when the agent stops, are added to counter `unsent`.
+    /// not fit, or are left when the agent stops, are added to counter `names.unsent`.
     pub fn start(
         name: &'static str,
         thread: &str,
         capacity: usize,
         counters: Arc<SinkCounters>,
-        unsent: fn(&SinkCounters) -> &AtomicU64,
+        names: Names,
         work: impl FnOnce(Drain<T>) + Send + 'static,
     ) -> std::io::Result<OutQueue<T>> {
         let (tx, rx) = sync_channel(capacity);
         let shared = Arc::new(Shared {
-            pending: AtomicUsize::new(0),
             closing: AtomicBool::new(false),
             counted: AtomicBool::new(false),
             counters,
-            unsent,
+            names,
         });
         let drain = Drain {
             rx,
@@ -86,11 +97,11 @@ impl<T: Send + 'static> OutQueue<T> {
             self.shared.unsent(1);
             return;
         };
-        self.shared.pending.fetch_add(1, Ordering::SeqCst);
+        self.shared.pending().fetch_add(1, Ordering::SeqCst);
         match tx.try_send(item) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.shared.pending.fetch_sub(1, Ordering::SeqCst);
+                self.shared.pending().fetch_sub(1, Ordering::SeqCst);
                 self.shared.unsent(1);
             }
         }
@@ -113,9 +124,9 @@ impl<T: Send + 'static> OutQueue<T> {
         // Whatever the thread is still holding or never took (the thread, if still at it,
         // no longer counts what it finishes).
         self.shared.counted.store(true, Ordering::SeqCst);
-        let left = self.shared.pending.swap(0, Ordering::SeqCst);
+        let left = self.shared.pending().swap(0, Ordering::SeqCst);
         if left > 0 {
-            self.shared.unsent(left as u64);
+            self.shared.unsent(left);
             tracing::warn!(
                 output = self.name,
                 left,
@@ -123,7 +134,7 @@ impl<T: Send + 'static> OutQueue<T> {
                 self.name
             );
         }
-        left
+        usize::try_from(left).unwrap_or(usize::MAX)
     }
 }
 
@@ -146,9 +157,9 @@ impl<T> Drain<T> {
         }
         let _ = self
             .shared
-            .pending
+            .pending()
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| {
-                Some(p.saturating_sub(n))
+                Some(p.saturating_sub(n as u64))
             });
         true
     }
@@ -177,6 +188,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use std::sync::atomic::AtomicUsize;
 
     #[test]
     fn items_left_when_the_agent_stops_are_counted_as_unsent() {
@@ -189,7 +201,10 @@ mod tests {
             "outq-test",
             4,
             counters.clone(),
-            |c| &c.webhook_unsent,
+            Names {
+                unsent: |c| &c.webhook_unsent,
+                waiting: |c| &c.webhook_waiting,
+            },
             move |d: Drain<u32>| {
                 if let Some(_item) = d.recv() {
                     let _ = holding_tx.send(());
@@ -230,7 +245,10 @@ mod tests {
             "outq-test",
             100,
             counters.clone(),
-            |c| &c.webhook_unsent,
+            Names {
+                unsent: |c| &c.webhook_unsent,
+                waiting: |c| &c.webhook_waiting,
+            },
             move |d: Drain<u32>| {
                 while let Some(_item) = d.recv() {
                     std::thread::sleep(Duration::from_millis(2));

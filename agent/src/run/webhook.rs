@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use cepheus_store::Change;
 
 use super::counters::{LogLimit, SinkCounters, bump};
-use super::outq::{Drain, OutQueue};
+use super::outq::{Drain, Names, OutQueue};
 
 /// Alert changes waiting for the endpoint; beyond, they are dropped and counted.
 pub const QUEUE: usize = 10_000;
@@ -53,7 +53,10 @@ impl Webhook {
             "webhook",
             QUEUE,
             counters,
-            |c| &c.webhook_unsent,
+            Names {
+                unsent: |c| &c.webhook_unsent,
+                waiting: |c| &c.webhook_waiting,
+            },
             move |d| post_loop(&to, &d, &c),
         )?;
         Ok(Webhook { q })
@@ -138,7 +141,10 @@ fn post_loop(to: &Target, d: &Drain<String>, counters: &SinkCounters) {
             let unsent = counters
                 .webhook_unsent
                 .load(std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(error = %e, url = %to.url, unsent_so_far = unsent, held_back = held, "cannot post alerts to output.webhook");
+            let waiting = counters
+                .webhook_waiting
+                .load(std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(error = %e, url = %to.url, waiting, unsent_so_far = unsent, held_back = held, "cannot post alerts to output.webhook");
         }
     };
     while let Some(first) = d.recv() {
@@ -170,6 +176,7 @@ fn post_loop(to: &Target, d: &Drain<String>, counters: &SinkCounters) {
                 // queue counts it and says so).
                 Err(Failed::Again(_)) if d.closing() => return,
                 Err(Failed::Again(e)) => {
+                    bump(&counters.webhook_failed, 1);
                     said(
                         &format!("{e} (tried again in {} s)", wait.as_secs()),
                         counters,
