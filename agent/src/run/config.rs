@@ -988,6 +988,29 @@ impl Config {
         out
     }
 
+    /// What `config check` can only warn of because it may be made before `run` starts:
+    /// `api.socket` in a folder missing now (systemd's `RuntimeDirectory=` makes the packaged
+    /// one, /run/cepheus, as it starts the unit).
+    pub fn environment_warnings(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        if let Some(sock) = &self.api.socket {
+            let dir = match sock.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => Path::new("."),
+            };
+            if !dir.is_dir() {
+                out.push(Problem::new(
+                    "api.socket",
+                    format!(
+                        "the folder {} does not exist now: `run` cannot create the socket unless it exists by then (the packaged unit's RuntimeDirectory=cepheus makes /run/cepheus when the service starts; elsewhere create it, or leave `socket` out)",
+                        dir.display()
+                    ),
+                ));
+            }
+        }
+        out
+    }
+
     /// The zone of RFC 3164 stamps.
     pub fn zone(&self) -> Result<Zone, crate::ingest::syslog::BadZone> {
         self.syslog.timezone.parse()
@@ -1228,6 +1251,34 @@ mod tests {
         .unwrap();
         let keys: Vec<&str> = cfg.environment_problems().iter().map(|p| p.key).collect();
         assert_eq!(keys, ["syslog.files", "syslog.files", "rules.paths"]);
+    }
+
+    #[test]
+    fn a_socket_in_a_missing_folder_is_warned_of_not_refused() {
+        let cfg = Config::parse(
+            Path::new("/nonexistent/c.toml"),
+            "[api]\nsocket = \"/nonexistent/run/api.sock\"\n",
+        )
+        .unwrap();
+        let w = cfg.environment_warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].key, "api.socket");
+        assert!(
+            w[0].message.contains("/nonexistent/run does not exist"),
+            "{}",
+            w[0].message
+        );
+        assert!(
+            !cfg.environment_problems()
+                .iter()
+                .any(|p| p.key == "api.socket")
+        );
+        let here = Config::parse(
+            Path::new("/tmp/c.toml"),
+            "[api]\nsocket = \"/tmp/api.sock\"\n",
+        )
+        .unwrap();
+        assert!(here.environment_warnings().is_empty());
     }
 
     #[test]

@@ -110,7 +110,7 @@ fn config_check(file: &std::path::Path) -> ExitCode {
     for p in &problems {
         eprintln!("error: {}: `{}`: {}", file.display(), p.key, p.message);
     }
-    for w in cfg.warnings() {
+    for w in cfg.warnings().iter().chain(&cfg.environment_warnings()) {
         eprintln!("warning: {}: `{}`: {}", file.display(), w.key, w.message);
     }
     // The rules, as `run` loads them (their diagnostics go to stderr), unless their paths
