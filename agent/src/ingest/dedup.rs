@@ -55,7 +55,9 @@ impl Dedup {
     }
 
     /// Records a message; `true` when the same bytes came from the same peer within the
-    /// window (the message is a duplicate and must be dropped).
+    /// window after the copy that was let through (the message is a duplicate and must be
+    /// dropped). A duplicate does not restart the window: a message repeated more often than
+    /// the window (a stamp-less heartbeat every second) still gets through once per window.
     pub fn seen(&mut self, bytes: &[u8], peer: Option<IpAddr>, now: Timestamp) -> bool {
         if !self.enabled() {
             return false;
@@ -77,10 +79,12 @@ impl Dedup {
         peer.hash(&mut hasher);
         bytes.hash(&mut hasher);
         let h = hasher.finish();
-        let dup = self.counts.contains_key(&h);
+        if self.counts.contains_key(&h) {
+            return true;
+        }
         self.ring.push_back((h, now));
         *self.counts.entry(h).or_insert(0) += 1;
-        dup
+        false
     }
 }
 
@@ -104,6 +108,13 @@ mod tests {
             d.seen(&i.to_le_bytes(), peer, t.add(Duration::from_secs(10)));
         }
         assert!(d.len() <= 4);
+        // A message repeated every second with a 2 s window: dropped within 2 s of the copy
+        // let through, let through again after (a duplicate does not restart the window).
+        let mut d = Dedup::new(Duration::from_secs(2), 100);
+        let kept: Vec<i64> = (0..10i64)
+            .filter(|&s| !d.seen(b"hb", peer, t.add(Duration::from_secs(s))))
+            .collect();
+        assert_eq!(kept, [0, 3, 6, 9]);
         let mut off = Dedup::new(Duration::ZERO, 4);
         assert!(!off.seen(b"m", peer, t));
         assert!(!off.seen(b"m", peer, t));

@@ -48,8 +48,9 @@ max_message_size = 65536
 # name such as "Europe/Paris" (a time in the spring-forward gap moves forward by the gap;
 # one in the autumn overlap is the earlier). Their year is resolved against the arrival time.
 timezone = "UTC"
-# Exact duplicates (same bytes from the same peer) within this window are dropped and
-# counted: a message relayed twice is seen once. "0s" turns the filter off.
+# Exact duplicates (same bytes from the same peer) within this window after the copy let
+# through are dropped and counted: a message relayed twice is seen once (one repeated more
+# often, a stamp-less heartbeat, gets through once per window). "0s" turns the filter off.
 dedup_window = "2s"
 # Most messages remembered by the duplicate filter (oldest forgotten first).
 dedup_capacity = 65536
