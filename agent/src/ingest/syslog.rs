@@ -433,13 +433,35 @@ impl SyslogParser {
             Value::str(body.strip_prefix('\u{feff}').unwrap_or(body)),
         );
         for element in &msg.structured_data {
-            for (name, value) in element.params() {
+            // (Not `params()`: syslog_loose also turns `\n` into a line feed, which RFC 5424
+            // does not, and a Windows path `C:\new` would lose its `\n`.)
+            for (name, value) in &element.params {
                 let key = format!("sd.{}.{}", element.id, name);
-                event.set_key(FieldKey::Named(Arc::from(key)), Value::str(&value));
+                event.set_key(
+                    FieldKey::Named(Arc::from(key)),
+                    Value::str(&sd_unescape(value)),
+                );
             }
         }
         Ok(event)
     }
+}
+
+/// A PARAM-VALUE as RFC 5424 (6.3.3) reads it: `\"`, `\\` and `\]` are escapes; any other
+/// backslash is kept as written.
+fn sd_unescape(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, chars.peek()) {
+            ('\\', Some(&n @ ('"' | '\\' | ']'))) => {
+                out.push(n);
+                chars.next();
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// An RFC 3164 message as sent: `syslog_loose` reads a `-` that starts it as empty
@@ -761,6 +783,26 @@ mod tests {
 
     fn get(e: &Event, f: Field) -> Option<&str> {
         e.get(f).and_then(Value::as_str)
+    }
+
+    #[test]
+    fn structured_data_values_keep_backslashes_rfc_5424_does_not_escape() {
+        let p = SyslogParser::default();
+        let e = p
+            .parse(
+                br#"<14>1 2024-06-01T12:00:00Z h app 1 ID [ex@1 a="C:\new\temp" q="say \"hi\"" b="x\]y" s="a\\b"] m"#,
+                at("2024-06-02T00:00:00Z"),
+                None,
+            )
+            .unwrap();
+        let sd = |k: &str| {
+            e.get_key(&FieldKey::Named(Arc::from(k)))
+                .map(|v| v.to_string())
+        };
+        assert_eq!(sd("sd.ex@1.a").as_deref(), Some(r"C:\new\temp"));
+        assert_eq!(sd("sd.ex@1.q").as_deref(), Some(r#"say "hi""#));
+        assert_eq!(sd("sd.ex@1.b").as_deref(), Some("x]y"));
+        assert_eq!(sd("sd.ex@1.s").as_deref(), Some(r"a\b"));
     }
 
     #[test]
