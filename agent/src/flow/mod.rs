@@ -12,9 +12,11 @@
 //!
 //! Flow events ([`notice_to_event`]) carry every flow field of the registry. `time` is the
 //! first packet's stamp for `flow_start` and the last packet's stamp for `flow_end` and
-//! `attempt_failed`; `arrival` is the table's clock when the event was made (for an idle
-//! timeout that is the stamp of the packet that revealed it, or the end of the capture), so
-//! items come out in non-decreasing `arrival` order.
+//! `attempt_failed`; `arrival` is when the event was made: for a flow timed out (idle, or
+//! closed and its linger over) the moment its timer ran out, as a live table ticking on its
+//! own makes it, even when a replay only learns of it at a later packet (never before an
+//! event already made, so items come out in non-decreasing `arrival` order); at the end of a
+//! capture, its last stamp.
 
 pub mod capture;
 pub mod cmd;

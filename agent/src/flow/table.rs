@@ -300,6 +300,9 @@ pub struct FlowTable {
     frags: HashMap<FragKey, (u16, u16)>,
     frag_order: VecDeque<FragKey>,
     now: Timestamp,
+    /// The latest `at` of a notice made: a flow timed out is stamped when its timer ran
+    /// out, but never before a notice already made (arrival order stays non-decreasing).
+    last_at: Timestamp,
     stats: TableStats,
 }
 
@@ -322,6 +325,7 @@ impl FlowTable {
             frags: HashMap::new(),
             frag_order: VecDeque::new(),
             now: Timestamp::MIN,
+            last_at: Timestamp::MIN,
             stats: TableStats::default(),
         }
     }
@@ -357,6 +361,7 @@ impl FlowTable {
             }
             let items = entry.remove();
             self.wheel_len = self.wheel_len.saturating_sub(items.len());
+            let mut due = Vec::new();
             for (slot, gen_) in items {
                 if self.gens.get(slot as usize) != Some(&gen_) {
                     continue;
@@ -365,15 +370,17 @@ impl FlowTable {
                     continue;
                 };
                 let deadline = self.deadline(s);
-                let reason = if now.0 > deadline.0 {
-                    Some(self.expiry_reason(s))
+                if now.0 > deadline.0 {
+                    due.push((deadline, s.rec.id, slot, self.expiry_reason(s)));
                 } else {
-                    None
-                };
-                match reason {
-                    Some(r) => self.end_slot(slot, r, out),
-                    None => self.schedule(slot, deadline),
+                    self.schedule(slot, deadline);
                 }
+            }
+            // Ended in the order their timers ran out, each stamped then (as a live table
+            // ticking on its own ends them), not when a later packet revealed them.
+            due.sort_unstable_by_key(|&(d, id, _, _)| (d, id));
+            for (deadline, _, slot, r) in due {
+                self.end_slot_at(slot, r, deadline, out);
             }
         }
     }
@@ -411,7 +418,8 @@ impl FlowTable {
                 // Past its deadline, though its wheel bucket (whole seconds) is not due yet:
                 // the timeout is exact, wherever the packets fall within the seconds.
                 let reason = self.expiry_reason(s);
-                self.end_slot(id, reason, out);
+                let deadline = self.deadline(s);
+                self.end_slot_at(id, reason, deadline, out);
                 slot_id = None;
             } else if ts.since(s.rec.first) > self.cfg.active {
                 self.end_slot(id, EndReason::Active, out);
@@ -461,6 +469,7 @@ impl FlowTable {
                 flow: *rec,
                 at: ts,
             });
+            self.last_at = self.last_at.max(ts);
         }
         if closed_now {
             // The linger is shorter than the pending check: add a check at its end.
@@ -693,6 +702,18 @@ impl FlowTable {
     }
 
     fn end_slot(&mut self, slot: u32, reason: EndReason, out: &mut Vec<FlowNotice>) {
+        self.end_slot_at(slot, reason, self.now, out);
+    }
+
+    /// Ends a flow with its notices stamped `at` (when its timer ran out), kept between the
+    /// last notice made and the clock.
+    fn end_slot_at(
+        &mut self,
+        slot: u32,
+        reason: EndReason,
+        at: Timestamp,
+        out: &mut Vec<FlowNotice>,
+    ) {
         let Some(s) = self.slots.get_mut(slot as usize).and_then(|s| s.take()) else {
             return;
         };
@@ -701,7 +722,8 @@ impl FlowTable {
         }
         self.free.push(slot);
         self.index.remove(&s.key);
-        let at = self.now;
+        let at = at.max(self.last_at).min(self.now);
+        self.last_at = at;
         out.push(FlowNotice {
             kind: NoticeKind::End(reason),
             flow: s.rec,
@@ -997,6 +1019,27 @@ mod tests {
             .count();
         assert_eq!(failed, 2);
         assert_eq!(t.stats().active, 1);
+    }
+
+    #[test]
+    fn timed_out_flows_are_stamped_when_their_timer_ran_out_in_that_order() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        // Two unanswered SYNs, at 0 s and 2.5 s, and then nothing until 100 s.
+        feed(&mut t, 0.0, &tcp(C, S, 1, 80, "S"), &mut out);
+        feed(&mut t, 2.5, &tcp(C, S, 2, 80, "S"), &mut out);
+        feed(&mut t, 100.0, &tcp(C, S, 9, 443, "S"), &mut out);
+        let failed: Vec<(u16, i64)> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::AttemptFailed(_)))
+            .map(|n| (n.flow.sport, n.at.0))
+            .collect();
+        // Not at 100 s, when the next packet came: when each timer ran out (35 s of
+        // silence), earliest first.
+        let wait = FlowConfig::default().tcp_attempt.0;
+        assert_eq!(failed, [(1, wait), (2, 2_500_000_000 + wait)]);
+        let ats: Vec<i64> = out.iter().map(|n| n.at.0).collect();
+        assert!(ats.windows(2).all(|w| w[0] <= w[1]), "{ats:?}");
     }
 
     #[test]
