@@ -112,7 +112,7 @@ impl InputArgs {
         if !captures.is_empty() {
             sources.push(captures_source(&captures, parser, dedup.clone())?);
         }
-        Ok(Merger::new(sources))
+        Ok(Merger::new(sources, Some(dedup)))
     }
 }
 
@@ -393,8 +393,9 @@ pub enum Dropped {
     Duplicate,
 }
 
-/// One input, as a stream of events (or markers of what was dropped).
-pub type Source = Box<dyn Iterator<Item = Result<Event, Dropped>>>;
+/// One input, as a stream of events (or markers of what was dropped), each syslog message
+/// with its key in the run's duplicate filter: the [`Merger`] decides, in merged order.
+pub type Source = Box<dyn Iterator<Item = Result<(Event, Option<u64>), Dropped>>>;
 
 /// Messages a duplicate filter remembers (as the live agent's default `dedup_capacity`).
 const DEDUP_CAPACITY: usize = 65_536;
@@ -504,7 +505,7 @@ fn text_file_source(
     let reference = crate::flow::live::wall_clock();
     let inputs: Inputs = open_inputs(&[path.to_path_buf()], parser, reference)
         .map_err(|e| anyhow::anyhow!("{e}"))?
-        .with_shared_dedup(dedup);
+        .with_dedup_keys(dedup);
     Ok(lines_source(
         inputs,
         Box::new(|why| eprintln!("warning: {why}")),
@@ -512,8 +513,8 @@ fn text_file_source(
 }
 
 /// Capture files as one replay source: one flow table for all of them, in time order (see
-/// [`MultiFlowReader`]); the syslog datagrams in them are parsed, exact duplicates within
-/// `dedup` dropped.
+/// [`MultiFlowReader`]); the syslog datagrams in them are parsed, each with its key in
+/// `seen` (the [`Merger`] drops exact duplicates).
 pub fn captures_source(
     paths: &[PathBuf],
     parser: SyslogParser,
@@ -526,15 +527,12 @@ pub fn captures_source(
         told: false,
     };
     Ok(Box::new(reader.map(move |item| match item {
-        FlowItem::Flow(ev) => Ok(ev),
+        FlowItem::Flow(ev) => Ok((ev, None)),
         FlowItem::Syslog(d) => match parser.parse(&d.payload, d.time, Some(d.src)) {
-            Ok(_) if seen.borrow_mut().seen(&d.payload, Some(d.src), d.time) => {
-                Err(Dropped::Duplicate)
-            }
             Ok(mut ev) => {
                 // The capture's clock is the arrival; the message keeps its own stamp.
                 ev.arrival = d.time;
-                Ok(ev)
+                Ok((ev, Some(seen.borrow().key(&d.payload, Some(d.src)))))
             }
             Err(_) => Err(Dropped::Malformed),
         },
@@ -570,7 +568,7 @@ fn lines_source(inputs: Inputs, mut tell: Box<dyn FnMut(String) + Send>) -> Sour
             // JSON event keeps the arrival it states, even one before its stamp (a sender
             // whose clock runs ahead, which must not drag time forward).
             Ok(_) if item.duplicate => Err(Dropped::Duplicate),
-            Ok(ev) => Ok(ev),
+            Ok(ev) => Ok((ev, item.dedup_key)),
             Err(e) => {
                 if told < MALFORMED_TOLD {
                     told += 1;
@@ -592,22 +590,28 @@ fn lines_source(inputs: Inputs, mut tell: Box<dyn FnMut(String) + Send>) -> Sour
 /// How many refused JSON events a replay names before it only counts them.
 const MALFORMED_TOLD: u32 = 5;
 
-/// Merges sources by arrival stamp (each source is read in its own order).
+/// Merges sources by arrival stamp (each source is read in its own order), and drops exact
+/// duplicates in that merged order (a line relayed into two files is kept where it first
+/// falls, whichever file was read ahead).
 pub struct Merger {
     sources: Vec<Source>,
-    heads: Vec<Option<Event>>,
+    heads: Vec<Option<(Event, Option<u64>)>>,
+    /// The run's duplicate filter (the sources give each message's key in it).
+    dedup: Option<SharedDedup>,
     /// Dropped items of the sources read ahead while merging.
     malformed: u64,
     duplicates: u64,
 }
 
 impl Merger {
-    /// A merger over opened sources.
-    pub fn new(sources: Vec<Source>) -> Merger {
+    /// A merger over opened sources, deciding duplicates with `dedup` (the filter whose keys
+    /// the sources give).
+    pub fn new(sources: Vec<Source>, dedup: Option<SharedDedup>) -> Merger {
         let heads = sources.iter().map(|_| None).collect();
         Merger {
             sources,
             heads,
+            dedup,
             malformed: 0,
             duplicates: 0,
         }
@@ -621,7 +625,7 @@ impl Merger {
     fn fill(&mut self, i: usize) {
         while self.heads[i].is_none() {
             match self.sources[i].next() {
-                Some(Ok(ev)) => self.heads[i] = Some(ev),
+                Some(Ok(item)) => self.heads[i] = Some(item),
                 Some(Err(Dropped::Malformed)) => self.malformed += 1,
                 Some(Err(Dropped::Duplicate)) => self.duplicates += 1,
                 None => return,
@@ -634,19 +638,31 @@ impl Iterator for Merger {
     type Item = Result<Event, Dropped>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.sources.len() == 1 {
-            return self.sources[0].next();
+        // A single source's drops come through as they are read (with their place in its
+        // order); merged sources' are counted in `dropped`.
+        let (ev, key) = if self.sources.len() == 1 {
+            match self.sources[0].next()? {
+                Ok(item) => item,
+                Err(d) => return Some(Err(d)),
+            }
+        } else {
+            for i in 0..self.sources.len() {
+                self.fill(i);
+            }
+            let best = self
+                .heads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| h.as_ref().map(|(e, _)| (e.arrival, i)))
+                .min()?;
+            self.heads[best.1].take()?
+        };
+        if let (Some(k), Some(d)) = (key, &self.dedup)
+            && d.borrow_mut().seen_key(k, ev.arrival)
+        {
+            return Some(Err(Dropped::Duplicate));
         }
-        for i in 0..self.sources.len() {
-            self.fill(i);
-        }
-        let best = self
-            .heads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, h)| h.as_ref().map(|e| (e.arrival, i)))
-            .min()?;
-        self.heads[best.1].take().map(Ok)
+        Some(Ok(ev))
     }
 }
 

@@ -304,7 +304,7 @@ fn run_case(
     let mut got: Vec<Alert> = Vec::new();
     replay::drive(
         &mut engine,
-        Merger::new(vec![source]),
+        Merger::new(vec![source], None),
         until,
         &mut summary,
         None,

@@ -1579,6 +1579,53 @@ fn duplicates_are_found_across_input_files() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A file given twice (a log relayed into two files) gives the events of one copy, in the
+/// file's order: lines of the same second are not reordered by the read-ahead of the merge,
+/// and each copy is dropped wherever it falls.
+#[test]
+fn a_file_given_twice_gives_one_copy_in_its_order() {
+    let (dir, rules) = scratch_rules(
+        "dedup-twice",
+        "[[rule]]\nname = \"g-then-u\"\nseverity = \"low\"\n\
+         events.g = 'syslog and app == \"groupadd\"'\nevents.u = 'syslog and app == \"useradd\"'\n\
+         pattern = \"seq(g, u) within 1m\"\n",
+    );
+    let log = "Feb 22 11:47:04 h a: A\nFeb 22 11:47:05 h groupadd[1]: G\n\
+               Feb 22 11:47:05 h useradd[2]: U\nFeb 22 11:47:06 h t: T\n";
+    let (k1, k2) = (dir.join("k1.log"), dir.join("k2.log"));
+    std::fs::write(&k1, log).unwrap();
+    std::fs::write(&k2, log).unwrap();
+    let out = cepheus()
+        .args(["events", "--year", "2024"])
+        .arg(&k1)
+        .arg(&k2)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let msgs: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["msg"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(msgs, ["A", "G", "U", "T"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("4 events, 0 malformed, 4 duplicates dropped"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let alerts = alerts_of(&replay(&[
+        "--year",
+        "2024",
+        "--rules",
+        rules.to_str().unwrap(),
+        k1.to_str().unwrap(),
+        k2.to_str().unwrap(),
+    ]));
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The summary counts per rule, shared or not: two rules that mean the same (one state when
 /// shared) each count the late event, the refused group and the suppressed match.
 #[test]

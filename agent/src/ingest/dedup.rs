@@ -62,23 +62,37 @@ impl Dedup {
         if !self.enabled() {
             return false;
         }
+        let h = self.key(bytes, peer);
+        self.seen_key(h, now)
+    }
+
+    /// The message's key (its bytes and peer, hashed with this filter's keys), for a caller
+    /// that decides later, in another order than it reads ([`Dedup::seen_key`]).
+    pub fn key(&self, bytes: &[u8], peer: Option<IpAddr>) -> u64 {
+        let mut hasher = self.state.build_hasher();
+        peer.hash(&mut hasher);
+        bytes.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// [`Dedup::seen`] of a message known by its [`Dedup::key`].
+    pub fn seen_key(&mut self, h: u64, now: Timestamp) -> bool {
+        if !self.enabled() {
+            return false;
+        }
         let cutoff = now.sub(self.window);
-        while let Some(&(h, t)) = self.ring.front() {
+        while let Some(&(old, t)) = self.ring.front() {
             if t >= cutoff && self.ring.len() < self.capacity {
                 break;
             }
             self.ring.pop_front();
-            if let Some(c) = self.counts.get_mut(&h) {
+            if let Some(c) = self.counts.get_mut(&old) {
                 *c -= 1;
                 if *c == 0 {
-                    self.counts.remove(&h);
+                    self.counts.remove(&old);
                 }
             }
         }
-        let mut hasher = self.state.build_hasher();
-        peer.hash(&mut hasher);
-        bytes.hash(&mut hasher);
-        let h = hasher.finish();
         if self.counts.contains_key(&h) {
             return true;
         }

@@ -50,6 +50,8 @@ pub struct InputItem {
     pub line_no: u64,
     /// The line repeats one read within the dedup window (see [`Inputs::with_dedup`]).
     pub duplicate: bool,
+    /// The line's duplicate key, for a reader that decides later ([`Inputs::with_dedup_keys`]).
+    pub dedup_key: Option<u64>,
 }
 
 /// Counts of what the reader has seen so far (for replay's summary and metrics).
@@ -108,6 +110,9 @@ pub struct Inputs {
     max_line: usize,
     counters: Counters,
     dedup: Option<SharedDedup>,
+    /// Only each line's key is taken from `dedup`; the reader of several inputs decides, in
+    /// the order it merges them.
+    keys_only: bool,
     buf: Vec<u8>,
     /// A stamped event was read (or holding was given up): lines without a stamp take the
     /// previous event's time from now on.
@@ -161,6 +166,7 @@ impl Inputs {
             counters: Counters::default(),
             buf: Vec::new(),
             dedup: None,
+            keys_only: false,
             stamped: false,
             held: VecDeque::new(),
             held_bytes: 0,
@@ -184,10 +190,13 @@ impl Inputs {
         self
     }
 
-    /// [`Inputs::with_dedup`] with a filter other inputs read too, so a line repeated in
-    /// another file (the same message relayed twice) is a duplicate as well.
-    pub fn with_shared_dedup(mut self, dedup: SharedDedup) -> Self {
+    /// Gives each line its key in `dedup` ([`InputItem::dedup_key`]) and marks none as a
+    /// duplicate: a reader merging several inputs by time decides, in the merged order, so a
+    /// line repeated in another file (the same message relayed twice) is dropped where it
+    /// falls, whichever file was read ahead.
+    pub fn with_dedup_keys(mut self, dedup: SharedDedup) -> Self {
         self.dedup = Some(dedup);
+        self.keys_only = true;
         self
     }
 
@@ -239,6 +248,10 @@ impl Inputs {
         item.duplicate = match (&item.event, &mut self.dedup) {
             // The line ending is no part of the message: a line relayed once with CRLF and
             // once with LF is one message.
+            (Ok(_), Some(d)) if !json && self.keys_only => {
+                item.dedup_key = Some(d.borrow().key(trim_bytes(bytes), None));
+                false
+            }
             (Ok(e), Some(d)) if !json => d.borrow_mut().seen(trim_bytes(bytes), None, e.arrival),
             _ => false,
         };
@@ -369,6 +382,7 @@ impl Iterator for Inputs {
                 source_name,
                 line_no,
                 duplicate: false,
+                dedup_key: None,
             };
             if !self.stamped {
                 match stamp {
