@@ -162,6 +162,8 @@ impl Router {
             let n = batch.len() as u64;
             if self.txs[s].blocking_send(batch).is_err() {
                 bump(&self.shared.counters.queue_full, n);
+            } else {
+                bump(&self.shared.counters.routed, n);
             }
         }
     }
