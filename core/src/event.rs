@@ -393,14 +393,23 @@ impl Field {
         self.sources().contains(&source)
     }
 
+    /// The only values a text field takes, when it has a fixed set (a flow's `kind` and
+    /// `state`); empty for the others.
+    pub fn enumerated(self) -> &'static [&'static str] {
+        match self {
+            Field::Kind => &["flow_start", "flow_end", "attempt_failed"],
+            Field::State => &[
+                "S0", "S1", "SF", "REJ", "S2", "S3", "RSTO", "RSTR", "RSTOS0", "RSTRH", "SH",
+                "SHR", "OTH",
+            ],
+            _ => &[],
+        }
+    }
+
     /// What a value that no sender or capture could produce should have been (`None`: fine):
     /// ports, VLANs, counts, syslog codes, flow kinds and connection states. A test rule fed
     /// such an event would match what the live agent never sees.
     pub fn out_of_range(self, v: &Value) -> Option<&'static str> {
-        const STATES: [&str; 13] = [
-            "S0", "S1", "SF", "REJ", "S2", "S3", "RSTO", "RSTR", "RSTOS0", "RSTRH", "SH", "SHR",
-            "OTH",
-        ];
         let int = |lo: i64, hi: i64| matches!(v, Value::Int(i) if (lo..=hi).contains(i));
         let ok = match self {
             Field::Sport | Field::Dport => int(0, 65_535),
@@ -413,10 +422,9 @@ impl Field {
             | Field::RespPayloadBytes
             | Field::OrigPkts
             | Field::RespPkts => int(0, i64::MAX),
-            Field::Kind => {
-                matches!(v, Value::Str(k) if ["flow_start", "flow_end", "attempt_failed"].contains(&&**k))
+            Field::Kind | Field::State => {
+                matches!(v, Value::Str(k) if self.enumerated().contains(&&**k))
             }
-            Field::State => matches!(v, Value::Str(k) if STATES.contains(&&**k)),
             _ => true,
         };
         (!ok).then_some(match self {

@@ -1065,6 +1065,51 @@ fn a_network_with_host_bits_set_is_warned_of() {
 }
 
 #[test]
+fn a_value_a_flow_field_never_takes_is_warned_of_with_the_right_spelling() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'flow and kind == \"flow_started\" and state != \"s0\" and dport == 70000'\npattern = \"a\"",
+        ),
+    );
+    assert!(c.rules.is_some(), "warnings only");
+    let d = &c.diagnostics;
+    assert_eq!(d.len(), 3, "{d:?}");
+    assert_eq!(
+        d[0].message,
+        "`kind` never takes the value \"flow_started\": this test is never true"
+    );
+    assert!(
+        d[0].help
+            .as_deref()
+            .is_some_and(|h| h.starts_with("did you mean \"flow_start\"?")),
+        "{d:?}"
+    );
+    assert_eq!(
+        d[1].message,
+        "`state` never takes the value \"s0\": this test is always true"
+    );
+    assert!(
+        d[1].help
+            .as_deref()
+            .is_some_and(|h| h.starts_with("did you mean \"S0\"?")),
+        "{d:?}"
+    );
+    assert!(
+        d[2].message
+            .starts_with("`dport` never takes the value 70000"),
+        "{d:?}"
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'flow and kind == \"attempt_failed\" and state == \"REJ\" and dport == 22'\npattern = \"a\"",
+        ),
+    );
+    assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+}
+
+#[test]
 fn a_rule_name_is_one_line() {
     let c = compile_str(
         "t.toml",

@@ -573,6 +573,40 @@ impl CondChecker<'_, '_> {
                     );
                     return None;
                 }
+                // `kind == "flow_started"`, `dport == 70000`: a value the field never takes
+                // makes the test constant, surely not what was meant.
+                if matches!(op, CmpOp::Eq | CmpOp::Ne) {
+                    let fixed = match (&xa, &xb) {
+                        (Expr::Field(FieldKey::Known(f)), Expr::Lit(l)) => Some((*f, l, b)),
+                        (Expr::Lit(l), Expr::Field(FieldKey::Known(f))) => Some((*f, l, a)),
+                        _ => None,
+                    };
+                    if let Some((f, l, lit)) = fixed
+                        && let Some(want) = f.out_of_range(l)
+                    {
+                        let always = if *op == CmpOp::Eq { "never" } else { "always" };
+                        let help = match l {
+                            Value::Str(text) => f
+                                .enumerated()
+                                .iter()
+                                .find(|c| c.eq_ignore_ascii_case(text))
+                                .copied()
+                                .or_else(|| did_you_mean(text, f.enumerated().iter().copied()))
+                                .map(|c| format!("did you mean \"{c}\"? `{}` is {want}", f.name())),
+                            _ => None,
+                        }
+                        .unwrap_or_else(|| format!("`{}` is {want}", f.name()));
+                        self.r.warning(
+                            lit.span(),
+                            format!(
+                                "`{}` never takes the value {}: this test is {always} true",
+                                f.name(),
+                                describe(lit)
+                            ),
+                            Some(help),
+                        );
+                    }
+                }
                 // `"sshd" == app` is `app == "sshd"`: the field first, as the index and the
                 // canonical form expect (the operator turned round for an ordering).
                 Some(match (xa, xb) {
