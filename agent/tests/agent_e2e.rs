@@ -1869,6 +1869,41 @@ fn a_deadline_survives_kill_9_and_fires_for_the_outage() {
     assert_eq!(resolved["id"], fired["id"]);
 }
 
+/// A group forgotten by hand stays forgotten across kill -9, even long before the next
+/// regular save: the forget is kept at once (the journal's heartbeat would bring it back).
+#[test]
+fn a_forgotten_group_stays_forgotten_across_kill_9() {
+    let dir = scratch("kill9-forget");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let extra = "checkpoint_every = \"1h\"\n";
+    let mut first = Agent::start(&dir, extra);
+    heartbeat(first.port, "web1", 1);
+    first.wait_events(1);
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["groups", "forget", "hb", "web1", "--config", "cepheus.toml"])
+        .current_dir(&first.dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // (The sink writes the state the shard sent at once.)
+    std::thread::sleep(Duration::from_millis(500));
+    first.kill9();
+    let second = Agent::start(&dir, extra);
+    // Its deadline (3 s after the heartbeat) passes: nothing fires for it.
+    std::thread::sleep(Duration::from_millis(4000));
+    assert_eq!(
+        second.alerts(|v| v["rule"] == "hb"),
+        0,
+        "{}",
+        second.stderr()
+    );
+}
+
 #[test]
 fn an_alert_shown_before_kill_9_is_not_shown_again() {
     let dir = scratch("kill9-dedup");

@@ -741,6 +741,11 @@ impl Handler<ForgetGroup> for Shard {
             };
         });
         self.flush();
+        if forgotten {
+            // Kept at once, not at the next save: a crash in between would bring the group
+            // (and its deadline) back from the last saved state, with the journal's events.
+            self.save_state(true);
+        }
         MessageResult(ForgetOutcome {
             forgotten,
             group_by,
