@@ -92,6 +92,10 @@ impl InputArgs {
         for p in &self.inputs {
             match input_kind(p).with_context(|| format!("cannot read {}", p.display()))? {
                 InputKind::Capture => captures.push(p.clone()),
+                InputKind::NotCapture => bail!(
+                    "{} is named as a capture but does not start as one (no pcap or pcapng magic number): it is damaged, or not a capture (a text log: rename it)",
+                    p.display()
+                ),
                 InputKind::Text => sources.push(text_file_source(p, parser, dedup.clone())?),
                 // Read as text it is all "not syslog" and no alert: refused, with the way round.
                 InputKind::Compressed(kind) => {
@@ -409,6 +413,8 @@ enum InputKind {
     Capture,
     /// A compressed file (a rotated log), by its format's name.
     Compressed(&'static str),
+    /// A file named as a capture (`.pcap`, `.pcapng`, `.cap`) that does not start as one.
+    NotCapture,
 }
 
 /// What an input is, by its magic number. Standard input is peeked at in its own buffer, so
@@ -449,6 +455,15 @@ fn input_kind(path: &Path) -> io::Result<InputKind> {
         InputKind::Compressed("xz")
     } else if m.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         InputKind::Compressed("zstd")
+    } else if n > 0
+        && path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| ["pcap", "pcapng", "cap"].contains(&e.to_ascii_lowercase().as_str()))
+    {
+        // Named as a capture, not one: read as text it would be all "not syslog", no alert
+        // and a success.
+        InputKind::NotCapture
     } else {
         InputKind::Text
     })

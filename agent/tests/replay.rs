@@ -734,6 +734,28 @@ fn a_compressed_log_is_refused_with_the_way_round() {
     }
 }
 
+/// A file named as a capture whose header is damaged is refused, not read as syslog text
+/// that gives no alert and a success; an empty one is no events.
+#[test]
+fn a_capture_with_a_damaged_header_is_refused() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let bad = dir.join("damaged.pcap");
+    std::fs::write(&bad, b"\0\0\0\0\x02\x00\x04\x00 some frames").unwrap();
+    for cmd in ["replay", "events"] {
+        let out = cepheus().arg(cmd).arg(&bad).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("damaged.pcap is named as a capture but does not start as one"),
+            "{stderr}"
+        );
+    }
+    let empty = dir.join("empty.pcap");
+    std::fs::write(&empty, b"").unwrap();
+    let out = cepheus().arg("events").arg(&empty).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}
+
 /// A capture piped in (`tcpdump -w - | cepheus replay -`) is read as a capture, as the same
 /// file named on the command line, and syslog text piped in is still text.
 #[test]
