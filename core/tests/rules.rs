@@ -1110,6 +1110,31 @@ fn a_value_a_flow_field_never_takes_is_warned_of_with_the_right_spelling() {
 }
 
 #[test]
+fn an_absence_at_the_end_longer_than_within_is_warned_of() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\npattern = \"seq(a, absent(b) for 2m) within 1m\"",
+        ),
+    );
+    assert!(c.rules.is_some(), "a warning only");
+    let d = &c.diagnostics;
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert!(
+        d[0].message
+            .starts_with("the absence at the end waits 2m, longer than `within 1m`"),
+        "{d:?}"
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\npattern = \"seq(a, absent(b) for 1m) within 1m\"",
+        ),
+    );
+    assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+}
+
+#[test]
 fn a_rule_name_is_one_line() {
     let c = compile_str(
         "t.toml",

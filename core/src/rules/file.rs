@@ -789,6 +789,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     };
     if let Some(c) = &checked {
         never_matching(cx, c, &pattern_span);
+        absence_past_within(cx, c, &pattern_span);
         unbounded(cx, c, &pattern_span, &pattern_text);
         if let (Trigger::Every(period), Some(v)) = (&trigger, val("trigger"))
             && !trigger_bad
@@ -1349,6 +1350,35 @@ fn never_matching(
             );
             return;
         }
+    }
+}
+
+/// Warns of an absence at the end of a sequence waiting longer than the rule's `within`:
+/// `within` bounds the steps before it, so the alert comes the absence's `D` after the last
+/// of them, later than the window suggests.
+fn absence_past_within(
+    cx: &mut Cx<'_, '_>,
+    c: &crate::rules::check::CheckedPattern,
+    span: &Range<usize>,
+) {
+    use crate::rules::ir::Pattern;
+    let (Some(w), Pattern::Seq(ps)) = (c.within, &c.pattern) else {
+        return;
+    };
+    if let Some(Pattern::Absent { for_: Some(d), .. }) = ps.last()
+        && *d > w.max
+    {
+        cx.warning(
+            span.clone(),
+            format!(
+                "the absence at the end waits {d}, longer than `within {}`: `within` bounds the steps before it, so this fires {d} after the last of them",
+                w.max
+            ),
+            h(format!(
+                "write `absent(..) for` at most {} if the whole match must fit the window, or drop `within` if {d} is meant",
+                w.max
+            )),
+        );
     }
 }
 
