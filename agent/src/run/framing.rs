@@ -1,6 +1,9 @@
 //! TCP syslog framing (RFC 6587), detected per frame.
 //!
-//! - Octet counting: `LEN SP MSG`, where LEN is 1–10 ASCII digits without a leading zero.
+//! - Octet counting: `LEN SP MSG`, where LEN is 1–10 ASCII digits without a leading zero
+//!   (RFC 6587); a count written with leading zeros (`0049 `, or `0 ` for an empty frame),
+//!   as some senders pad it, is read as one when a PRI (`<`) follows it, so the frames after
+//!   it are not run together into one line.
 //! - Non-transparent framing: the message ends at LF (a CR before it is trimmed by the parser)
 //!   or NUL.
 //!
@@ -109,7 +112,7 @@ impl Framer {
             if skip_separators(buf) {
                 return None;
             }
-            if buf[0].is_ascii_digit() && buf[0] != b'0' {
+            if buf[0].is_ascii_digit() {
                 let digits = buf
                     .iter()
                     .take(11)
@@ -120,6 +123,10 @@ impl Framer {
                     if digits <= 10 {
                         return None;
                     }
+                } else if buf[0] == b'0' && digits <= 10 && buf.len() == digits + 1 {
+                    // A padded count (`0049 `) is one only if a PRI follows: wait for the byte
+                    // that decides, as one read would have shown it.
+                    return None;
                 } else if let Some((digits, len)) = octet_count(buf) {
                     // (A frame whose message starts with a PRI: `12 is the answer` in a
                     // line-framed stream reads as a count too, but says nothing of the sender.)
@@ -140,6 +147,10 @@ impl Framer {
                         return None;
                     }
                     buf.advance(digits + 1);
+                    if len == 0 {
+                        // `0 `: an empty frame, no message.
+                        continue;
+                    }
                     return Some(Frame::Msg(buf.split_to(len)));
                 }
             }
@@ -191,14 +202,25 @@ impl Framer {
     }
 }
 
-/// The octet count `b` starts with, if it starts with one: `LEN SP` with LEN 1–10 ASCII digits
-/// without a leading zero; the number of digits and LEN. `1 ` is not one: no syslog message is
-/// one byte long, and `1 ` is the version of an RFC 5424 line sent without PRI
-/// (`1 2020-05-22T14:59:09Z host app ...`), delimited.
+/// The octet count `b` starts with, if it starts with one: `LEN SP` with LEN 1–10 ASCII digits;
+/// the number of digits and LEN. A count with a leading zero (`0049 `, `0 `), which RFC 6587
+/// does not allow but padding senders write, is one only when a PRI (`<`) follows it (or, for
+/// an empty frame, the next count). `1 ` is
+/// not one: no syslog message is one byte long, and `1 ` is the version of an RFC 5424 line
+/// sent without PRI (`1 2020-05-22T14:59:09Z host app ...`), delimited.
 pub fn octet_count(b: &[u8]) -> Option<(usize, usize)> {
     let digits = b.iter().take(11).take_while(|x| x.is_ascii_digit()).count();
-    if !(1..=10).contains(&digits) || b[0] == b'0' || b.get(digits) != Some(&b' ') {
+    if !(1..=10).contains(&digits) || b.get(digits) != Some(&b' ') {
         return None;
+    }
+    if b[0] == b'0' {
+        // Padded: a PRI must follow, or, after an empty frame, the next count.
+        let empty = b[..digits].iter().all(|&d| d == b'0');
+        match b.get(digits + 1) {
+            Some(b'<') => {}
+            Some(d) if empty && d.is_ascii_digit() => {}
+            _ => return None,
+        }
     }
     if &b[..digits] == b"1" {
         return None;
@@ -327,6 +349,25 @@ mod tests {
             assert_eq!(got.len(), 1, "{got:?}");
             assert!(got[0].is_ok(), "{got:?}");
         }
+    }
+
+    /// Counts padded with zeros (`0049 `) and empty frames (`0 `), as some senders write
+    /// them, frame the messages after them, however the reads cut the stream; a line that
+    /// starts with zeros and no PRI after them stays a line.
+    #[test]
+    fn padded_and_empty_octet_counts_frame_what_follows() {
+        let a = "<13>Dec 10 06:55:46 h app: one";
+        let b = "<13>Dec 10 06:55:47 h app: two";
+        let input = format!("{:04} {a}0 {:04} {b}0 00 <14>", a.len(), b.len()).into_bytes();
+        let want = vec![Ok(a.to_string()), Ok(b.to_string()), Ok("<14>".to_string())];
+        for size in [1, 3, 5, 4096] {
+            let pieces: Vec<&[u8]> = input.chunks(size).collect();
+            assert_eq!(frames(100, &pieces), want, "pieces of {size}");
+        }
+        assert_eq!(
+            frames(100, &[b"007 bond\n0 x\n"]),
+            vec![Ok("007 bond".into()), Ok("0 x".into())]
+        );
     }
 
     #[test]
