@@ -12,7 +12,8 @@
 //! - a line that `syslog_loose` cannot parse and that does not start with a valid PRI
 //!   (`<0>`..`<191>`): [`Malformed::NotSyslog`]. Real log-file lines without PRI
 //!   (`Dec 10 06:55:46 LabSZ sshd[24200]: ...`) parse because they carry an RFC 3164 timestamp;
-//!   "complete and utter gobbledegook" has neither PRI nor timestamp and is rejected.
+//!   "complete and utter gobbledegook" has neither PRI nor timestamp and is rejected, and so
+//!   is a line without PRI whose stamp is the nil `-` (`- gobbledegook`).
 //! - a line with a valid PRI that `syslog_loose` rejects (no timestamp, `Feb 29` in a non-leap
 //!   year, ...) is kept, as rsyslog keeps it: facility and severity from the PRI, `msg` the rest
 //!   of the line, time the arrival;
@@ -285,6 +286,11 @@ impl SyslogParser {
             Variant::Either,
         );
         let (mut event, stamped) = match parsed {
+            // Without a PRI, only a stamp says a line is syslog (`host app: x` is refused by
+            // syslog_loose); its nil stamp `-` is no stamp (`- gobbledegook` would be a host).
+            Ok(msg) if msg.timestamp.is_none() && !text.starts_with('<') => {
+                return Err(Malformed::NotSyslog);
+            }
             Ok(msg) => {
                 let stamped = match msg.timestamp {
                     None => Stamp::None,
@@ -1149,6 +1155,17 @@ mod tests {
         assert_eq!(p.parse(b"<13>", t, None), Err(Malformed::PriOnly));
         assert_eq!(p.parse(b"<13>  ", t, None), Err(Malformed::PriOnly));
         assert_eq!(p.parse(b"<999>hello", t, None), Err(Malformed::NotSyslog));
+        // A nil stamp without PRI is no header: not a host named `gobbledegook`.
+        for line in [&b"- gobbledegook"[..], b"- host app: x", b"-"] {
+            assert_eq!(
+                p.parse(line, t, None),
+                Err(Malformed::NotSyslog),
+                "{line:?}"
+            );
+        }
+        // With a PRI the line is kept (facility and severity from it).
+        let e = p.parse(b"<13>- host app: x", t, None).unwrap();
+        assert_eq!(e.get(Field::Severity), Some(&Value::Int(5)));
     }
 
     #[test]
