@@ -582,7 +582,6 @@ fn lines_source(inputs: Inputs, mut tell: Box<dyn FnMut(String) + Send>) -> Sour
             // Recorded logs: a syslog line's own stamp is its arrival (set by the reader); a
             // JSON event keeps the arrival it states, even one before its stamp (a sender
             // whose clock runs ahead, which must not drag time forward).
-            Ok(_) if item.duplicate => Err(Dropped::Duplicate),
             Ok(ev) => Ok((ev, item.dedup_key)),
             Err(e) => {
                 if told < MALFORMED_TOLD {

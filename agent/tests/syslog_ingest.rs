@@ -437,7 +437,6 @@ fn syslog_replay_inputs_read_the_corpus() {
             read: 2029,
             malformed: 29,
             oversized: 0,
-            duplicates: 0,
         }
     );
 }

@@ -20,6 +20,7 @@ use std::io::Cursor;
 use std::net::IpAddr;
 
 use bytes::BytesMut;
+use cepheus_agent::ingest::dedup::{Dedup, SharedDedup};
 use cepheus_agent::ingest::input::Inputs;
 use cepheus_agent::ingest::syslog::{SyslogParser, Year, Zone};
 use cepheus_agent::run::framing::{Frame, Framer};
@@ -158,13 +159,18 @@ fuzz_target!(|data: &[u8]| {
     // Replay: the stream as an input file (syslog and JSON lines, line cap, dedup).
     let max_line = [1usize, 8, 64, 4096][usize::from(h[6]) % 4];
     let reader: Box<dyn std::io::BufRead + Send> = Box::new(Cursor::new(stream.to_vec()));
+    let dedup = SharedDedup::new(Dedup::new(Duration::from_secs(5), 16).into());
     let inputs = Inputs::from_readers(vec![("fuzz".into(), reader)], parser, arrival)
         .with_max_line(max_line)
-        .with_dedup(Duration::from_secs(5), 16);
+        .with_dedup_keys(dedup.clone());
     for item in inputs {
         match item {
             Ok(item) => {
                 if let Ok(ev) = item.event {
+                    // Decided as the replay's merger decides, in read order.
+                    if let Some(k) = item.dedup_key {
+                        let _ = dedup.borrow_mut().seen_key(k, ev.arrival);
+                    }
                     let _ = ev.to_json().to_string();
                 }
             }

@@ -23,10 +23,10 @@ use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use cepheus_core::event::Event;
-use cepheus_core::time::{Duration, Timestamp};
+use cepheus_core::time::Timestamp;
 
 use super::Malformed;
-use super::dedup::{Dedup, SharedDedup};
+use super::dedup::SharedDedup;
 use super::jsonl::parse_json_event;
 use super::syslog::{Stamp, SyslogParser, Year, trim_bytes};
 
@@ -48,9 +48,8 @@ pub struct InputItem {
     pub source_name: String,
     /// 1-based line number within that source.
     pub line_no: u64,
-    /// The line repeats one read within the dedup window (see [`Inputs::with_dedup`]).
-    pub duplicate: bool,
-    /// The line's duplicate key, for a reader that decides later ([`Inputs::with_dedup_keys`]).
+    /// The line's duplicate key, for the reader that decides in merged order
+    /// ([`Inputs::with_dedup_keys`]); `None` for JSON events and refused lines.
     pub dedup_key: Option<u64>,
 }
 
@@ -63,8 +62,6 @@ pub struct Counters {
     pub malformed: u64,
     /// Lines longer than the cap.
     pub oversized: u64,
-    /// Exact duplicates dropped (see [`Inputs::with_dedup`]).
-    pub duplicates: u64,
 }
 
 /// An input could not be opened or read (replay stops: this is not a bad line).
@@ -110,9 +107,6 @@ pub struct Inputs {
     max_line: usize,
     counters: Counters,
     dedup: Option<SharedDedup>,
-    /// Only each line's key is taken from `dedup`; the reader of several inputs decides, in
-    /// the order it merges them.
-    keys_only: bool,
     buf: Vec<u8>,
     /// A stamped event was read (or holding was given up): lines without a stamp take the
     /// previous event's time from now on.
@@ -166,7 +160,6 @@ impl Inputs {
             counters: Counters::default(),
             buf: Vec::new(),
             dedup: None,
-            keys_only: false,
             stamped: false,
             held: VecDeque::new(),
             held_bytes: 0,
@@ -182,21 +175,12 @@ impl Inputs {
         self
     }
 
-    /// Marks lines that repeat, byte for byte, a line read within `window` before them (by
-    /// the events' arrival), as the live agent drops duplicates (DESIGN.md, "Event
-    /// filtering"). At most `capacity` lines are remembered.
-    pub fn with_dedup(mut self, window: Duration, capacity: usize) -> Self {
-        self.dedup = Some(SharedDedup::new(Dedup::new(window, capacity).into()));
-        self
-    }
-
-    /// Gives each line its key in `dedup` ([`InputItem::dedup_key`]) and marks none as a
-    /// duplicate: a reader merging several inputs by time decides, in the merged order, so a
-    /// line repeated in another file (the same message relayed twice) is dropped where it
-    /// falls, whichever file was read ahead.
+    /// Gives each syslog line its key in `dedup` ([`InputItem::dedup_key`]): the reader
+    /// merging the inputs by time decides with
+    /// [`Dedup::seen_key`](super::dedup::Dedup::seen_key), in the merged order, so a line repeated in another file (the same message relayed
+    /// twice) is dropped where it falls, whichever file was read ahead.
     pub fn with_dedup_keys(mut self, dedup: SharedDedup) -> Self {
         self.dedup = Some(dedup);
-        self.keys_only = true;
         self
     }
 
@@ -239,28 +223,20 @@ impl Inputs {
         Ok((event, stamp != Stamp::None))
     }
 
-    /// Dedup and counters of one item about to be returned; an event's time becomes the
+    /// Dedup key and counters of one item about to be returned; an event's time becomes the
     /// time of the lines after it that have none.
     fn settle(&mut self, mut item: InputItem, bytes: &[u8]) -> InputItem {
         // Syslog relayed twice is one message; two JSON events alike are two events (a test
-        // input that repeats a failed login five times means five).
-        let json = is_json_line(bytes);
-        item.duplicate = match (&item.event, &mut self.dedup) {
-            // The line ending is no part of the message: a line relayed once with CRLF and
-            // once with LF is one message.
-            (Ok(_), Some(d)) if !json && self.keys_only => {
-                item.dedup_key = Some(d.borrow().key(trim_bytes(bytes), None));
-                false
-            }
-            (Ok(e), Some(d)) if !json => d.borrow_mut().seen(trim_bytes(bytes), None, e.arrival),
-            _ => false,
-        };
+        // input that repeats a failed login five times means five). The line ending is no
+        // part of the message: a line relayed once with CRLF and once with LF is one message.
+        if let (Ok(_), Some(d)) = (&item.event, &self.dedup)
+            && !is_json_line(bytes)
+        {
+            item.dedup_key = Some(d.borrow().key(trim_bytes(bytes), None));
+        }
         match &item.event {
             Ok(e) => self.last_time = e.time,
             Err(_) => self.counters.malformed += 1,
-        }
-        if item.duplicate {
-            self.counters.duplicates += 1;
         }
         item
     }
@@ -381,7 +357,6 @@ impl Iterator for Inputs {
                 event,
                 source_name,
                 line_no,
-                duplicate: false,
                 dedup_key: None,
             };
             if !self.stamped {
@@ -423,8 +398,26 @@ mod tests {
     use std::io::Cursor;
 
     use cepheus_core::event::{Field, Source, Value};
+    use cepheus_core::time::Duration;
 
     use super::*;
+    use crate::ingest::dedup::Dedup;
+
+    /// Which items are duplicates, decided in read order at each event's arrival as the
+    /// replay's merger decides (one input: read order is merged order).
+    fn duplicates(inputs: Inputs, window: Duration, capacity: usize) -> Vec<bool> {
+        let dedup = SharedDedup::new(Dedup::new(window, capacity).into());
+        inputs
+            .with_dedup_keys(dedup.clone())
+            .map(|item| {
+                let item = item.unwrap();
+                match (item.event, item.dedup_key) {
+                    (Ok(ev), Some(k)) => dedup.borrow_mut().seen_key(k, ev.arrival),
+                    _ => false,
+                }
+            })
+            .collect()
+    }
 
     fn reader(text: &[u8]) -> Box<dyn BufRead + Send> {
         Box::new(Cursor::new(text.to_vec()))
@@ -649,7 +642,6 @@ mod tests {
                 read: 2,
                 malformed: 1,
                 oversized: 1,
-                duplicates: 0,
             }
         );
     }
@@ -659,17 +651,17 @@ mod tests {
         let text = b"\xEF\xBB\xBF{\"source\":\"syslog\",\"time\":\"2024-01-01T00:00:00Z\",\"host\":\"h\"}\n\
                      <13>1 2024-01-01T00:00:01Z h a - - - same\r\n\
                      <13>1 2024-01-01T00:00:01Z h a - - - same\n";
-        let items: Vec<InputItem> = Inputs::from_readers(
-            vec![("a".into(), reader(text))],
-            SyslogParser::default(),
-            Timestamp(0),
-        )
-        .with_dedup(Duration::from_secs(2), 100)
-        .map(Result::unwrap)
-        .collect();
+        let open = || {
+            Inputs::from_readers(
+                vec![("a".into(), reader(text))],
+                SyslogParser::default(),
+                Timestamp(0),
+            )
+        };
+        let items: Vec<InputItem> = open().map(Result::unwrap).collect();
         assert!(items[0].event.is_ok(), "{:?}", items[0].event);
         assert_eq!(
-            items.iter().map(|i| i.duplicate).collect::<Vec<_>>(),
+            duplicates(open(), Duration::from_secs(2), 100),
             [false, false, true]
         );
     }
@@ -684,9 +676,8 @@ mod tests {
             vec![("t".to_string(), reader)],
             SyslogParser::default(),
             Timestamp(0),
-        )
-        .with_dedup(Duration::from_secs(2), 16);
-        let dups: Vec<bool> = inputs.map(|i| i.unwrap().duplicate).collect();
+        );
+        let dups = duplicates(inputs, Duration::from_secs(2), 16);
         assert_eq!(dups, vec![false, false, false]);
     }
 
@@ -703,9 +694,8 @@ mod tests {
             vec![("t".into(), reader)],
             SyslogParser::default(),
             Timestamp(0),
-        )
-        .with_dedup(Duration::from_secs(2), 16);
-        let dups: Vec<bool> = inputs.map(|i| i.unwrap().duplicate).collect();
+        );
+        let dups = duplicates(inputs, Duration::from_secs(2), 16);
         // The stamps differ for the second line (not the same bytes); 8 s later is new again.
         assert_eq!(dups, [false, false, true, false, true, false]);
     }
