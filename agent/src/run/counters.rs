@@ -123,15 +123,22 @@ counters!(
         /// Requests to `output.webhook` that failed and are tried again (no connection, a
         /// timeout, a 5xx or 429 answer): their changes wait, in `webhook_waiting`.
         webhook_failed,
-        /// Writes to the store that failed (alerts then go to stdout unkept; a checkpoint
-        /// is tried again at the next save).
+        /// Writes to the store that failed or were refused (a nearly full disk): the alerts
+        /// are written out and wait, in `store_waiting`, to be kept once the store can; a
+        /// checkpoint is tried again at the next save.
         store_errors,
+        /// Alert changes the store will never keep: more than 64 MiB waited for it (the
+        /// oldest went first; the outputs had them).
+        store_dropped,
         /// Rule reloads that took effect.
         reloads,
         /// Rule reloads rejected (the old rules kept running).
         reloads_failed,
     }
     gauges {
+        /// Alert changes written out that wait for the store to keep them now (its disk
+        /// nearly full, a write failed); no shard's state is saved meanwhile.
+        store_waiting,
         /// Alert changes queued for `output.syslog` now, not yet sent nor given up.
         syslog_waiting,
         /// Alert changes queued for `output.webhook` now, not yet posted nor given up.

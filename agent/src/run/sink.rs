@@ -99,7 +99,21 @@ pub struct AlertSink {
     adopting: Option<Adopting>,
     /// The free space of the store's file system, as last looked at.
     space: Space,
+    /// Alert changes written out while the store could not keep them (a nearly full disk, a
+    /// failed write), oldest first: kept as soon as it can, before anything newer, so the
+    /// store (the API, `cepheus alerts`, the dashboard) does not go on showing an episode as
+    /// firing whose resolve went out meanwhile. At most [`UNKEPT_MAX_BYTES`] of JSON.
+    unkept: std::collections::VecDeque<Change>,
+    /// The JSON bytes in `unkept`.
+    unkept_bytes: usize,
 }
+
+/// The most JSON the changes waiting for the store may hold (the oldest go first, counted
+/// in `store_dropped`).
+const UNKEPT_MAX_BYTES: usize = 64 << 20;
+
+/// How often changes waiting for the store are tried again when no new alert comes.
+const CATCH_UP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How many alert changes of a batch are rendered and kept at a time (the store writes
 /// transactions of at most 1,024, with one flush for each such slice).
@@ -292,7 +306,74 @@ impl AlertSink {
             max_age: None,
             adopting: None,
             space: Space::default(),
+            unkept: Default::default(),
+            unkept_bytes: 0,
         }
+    }
+
+    /// Keeps the changes waiting for the store, if it can take them now (they were written
+    /// out when they came, and are noted so); returns whether none waits.
+    fn catch_up(&mut self) -> bool {
+        if self.unkept.is_empty() {
+            return true;
+        }
+        let Some(store) = self.writable_store().cloned() else {
+            return false;
+        };
+        let mut waiting: Vec<Change> = std::mem::take(&mut self.unkept).into();
+        let result = store
+            .record_changes(&mut waiting)
+            .and_then(|_| store.mark_written());
+        match result {
+            Ok(()) => {
+                tracing::info!(
+                    alert_changes = waiting.len(),
+                    "kept in the store the alert changes written out while it could not keep them"
+                );
+                self.unkept_bytes = 0;
+                self.counters.store_waiting.store(0, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                // (Tried again whole: what a transaction kept before the error is known to
+                // the store by id and state, and not kept twice.)
+                bump(&self.counters.store_errors, 1);
+                if let Some(held) = self.store_limit.allow() {
+                    tracing::error!(error = %e, held_back = held, waiting = waiting.len(), "cannot keep the alert changes waiting for the store; tried again later");
+                }
+                self.unkept = waiting.into();
+                false
+            }
+        }
+    }
+
+    /// Adds changes written out but not kept to those waiting for the store.
+    fn hold(&mut self, changes: &[Change]) {
+        for c in changes {
+            self.unkept_bytes += c.json.len();
+            self.unkept.push_back(c.clone());
+        }
+        let mut dropped = 0;
+        while self.unkept_bytes > UNKEPT_MAX_BYTES {
+            let Some(c) = self.unkept.pop_front() else {
+                break;
+            };
+            self.unkept_bytes -= c.json.len();
+            dropped += 1;
+        }
+        if dropped > 0 {
+            bump(&self.counters.store_dropped, dropped);
+            if let Some(held) = self.store_limit.allow() {
+                tracing::error!(
+                    dropped,
+                    held_back = held,
+                    "alert changes waiting for the store passed 64 MiB: the oldest will never be kept (they went to the outputs)"
+                );
+            }
+        }
+        self.counters
+            .store_waiting
+            .store(self.unkept.len() as u64, Ordering::Relaxed);
     }
 
     /// The store, unless its file system is nearly full: then nothing is written to it (it
@@ -514,9 +595,17 @@ impl AlertSink {
     }
 
     /// Keeps a batch in the store; returns the changes it did not have before (all of them
-    /// when it cannot be written: shown unkept rather than lost).
+    /// when it cannot be written: written out, and kept once it can).
     fn keep(&mut self, mut alerts: Vec<Change>) -> Vec<Change> {
+        if self.store.is_none() {
+            return alerts;
+        }
+        if !self.catch_up() {
+            self.hold(&alerts);
+            return alerts;
+        }
         let Some(store) = self.writable_store() else {
+            self.hold(&alerts);
             return alerts;
         };
         match store.record_changes(&mut alerts) {
@@ -533,8 +622,9 @@ impl AlertSink {
             Err(e) => {
                 bump(&self.counters.store_errors, 1);
                 if let Some(held) = self.store_limit.allow() {
-                    tracing::error!(error = %e, held_back = held, alerts = alerts.len(), "cannot keep alerts in the store; written to stdout only");
+                    tracing::error!(error = %e, held_back = held, alerts = alerts.len(), "cannot keep alerts in the store; written out, and kept once it can");
                 }
+                self.hold(&alerts);
                 alerts
             }
         }
@@ -620,6 +710,9 @@ impl Actor for AlertSink {
         self.emit_unwritten();
         // (What a storm of alert changes rendered and wrote, given back once it is over.)
         ctx.run_interval(super::mem::EVERY, |_, _| super::mem::collect());
+        ctx.run_interval(CATCH_UP_EVERY, |act, _| {
+            act.catch_up();
+        });
         if self.max_age.is_some() {
             self.prune_by_age();
             ctx.run_interval(std::time::Duration::from_secs(60), |act, _| {
@@ -762,8 +855,28 @@ impl Handler<SaveCheckpoint> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, msg: SaveCheckpoint, _: &mut Self::Context) {
-        // Not held back on a nearly full disk: a state replaces a file of its own (no sled
-        // write), and keeping it lets the shard's journal free its older segments.
+        self.save_checkpoint(msg);
+    }
+}
+
+impl AlertSink {
+    /// Saves a shard's checkpoint, unless alert changes wait for the store.
+    fn save_checkpoint(&mut self, msg: SaveCheckpoint) {
+        // Not held back by a nearly full disk as such (a state replaces a file of its own, no
+        // sled write, and keeping it lets the shard's journal free its older segments), but
+        // by alert changes waiting for the store: a restart from this state would not make
+        // them again, and the store would never learn them.
+        if !self.catch_up() {
+            if let Some(held) = self.store_limit.allow() {
+                tracing::warn!(
+                    shard = msg.0.shard,
+                    waiting = self.unkept.len(),
+                    held_back = held,
+                    "the shard's state is not saved while alert changes wait for the store (a restart continues from the last one kept, and makes them again)"
+                );
+            }
+            return;
+        }
         let Some(store) = self.store.as_ref() else {
             return;
         };
@@ -800,6 +913,12 @@ impl Handler<Flush> for AlertSink {
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
         if let Some(out) = self.out.as_mut() {
             let _ = out.flush();
+        }
+        if !self.catch_up() {
+            tracing::error!(
+                alert_changes = self.unkept.len(),
+                "stopping with alert changes the store could not keep (they went to the outputs; the shards' states saved before them make them again at the next start)"
+            );
         }
         // The outputs behind a queue get a few seconds together for what waits.
         let deadline = std::time::Instant::now() + OUTPUTS_GRACE;
@@ -1010,12 +1129,44 @@ mod tests {
         assert_eq!(*lines.lock().unwrap(), 2);
         assert_eq!(store.counts().0, 0);
         assert!(counters.snapshot().store_errors >= 1);
-        // Room again (looked at once a second: forced here).
+        assert_eq!(counters.snapshot().store_waiting, 2);
+        // Room again (looked at once a second: forced here): the two written out meanwhile
+        // are kept first, and not written out again.
         sink.space.min_free = 0;
         sink.space.checked = None;
         sink.take(batch[2..].to_vec());
         assert_eq!(*lines.lock().unwrap(), 3);
-        assert_eq!(store.counts().0, 1);
+        assert_eq!(store.counts().0, 3);
+        assert_eq!(counters.snapshot().store_waiting, 0);
+        assert!(store.unwritten().unwrap().is_empty());
+        assert_eq!(store.recent(10).unwrap().len(), 3);
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A shard's state saved while changes wait for the store would, after a restart, not
+    /// make them again: it waits until they are kept.
+    #[test]
+    fn no_state_is_saved_while_alert_changes_wait_for_the_store() {
+        let (dir, mut sink, store, counters, _) = stored_sink("full-state");
+        let saved = |n: u8| SavedShard {
+            shard: 0,
+            shards: 1,
+            data: vec![n; 4],
+        };
+        sink.space.min_free = u64::MAX;
+        sink.save_checkpoint(SaveCheckpoint(saved(1), None));
+        // Nothing waits yet: saved, as before (a state is a file of its own).
+        assert_eq!(store.checkpoints().unwrap(), vec![saved(1)]);
+        sink.take(alerts(2));
+        sink.save_checkpoint(SaveCheckpoint(saved(2), None));
+        assert_eq!(store.checkpoints().unwrap(), vec![saved(1)]);
+        assert_eq!(counters.snapshot().store_waiting, 2);
+        sink.space.min_free = 0;
+        sink.space.checked = None;
+        sink.save_checkpoint(SaveCheckpoint(saved(3), None));
+        assert_eq!(store.checkpoints().unwrap(), vec![saved(3)]);
+        assert_eq!(store.counts().0, 2);
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
