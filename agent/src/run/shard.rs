@@ -19,6 +19,7 @@ use cepheus_core::alert::Alert;
 use cepheus_core::engine::{Checkpoint, Engine, RuleStats};
 use cepheus_core::event::Event;
 use cepheus_core::rules::ir::RuleSet;
+use cepheus_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
@@ -651,7 +652,10 @@ impl Actor for Shard {
 impl StreamHandler<Queued> for Shard {
     fn handle(&mut self, queued: Queued, _: &mut Self::Context) {
         // The room goes back to the queue once the batch is handled (end of scope).
-        let Queued { batch, room: _room } = queued;
+        let Queued {
+            mut batch,
+            room: _room,
+        } = queued;
         self.stats.batches += 1;
         self.stats.events += batch.len() as u64;
         self.changed = true;
@@ -663,8 +667,10 @@ impl StreamHandler<Queued> for Shard {
         if batch_has_app(&batch, "CEPHEUS_FAULT_STALL_APP") {
             std::thread::sleep(std::time::Duration::from_secs(2));
         }
-        // Journalled before the engine sees it: a crash from here on loses none of it.
+        // Journalled before the engine sees it: a crash from here on loses none of it; with
+        // the arrivals the engine will take them at, which its ticks may have moved on.
         if let Some(j) = self.journal.as_mut() {
+            at_clock(&mut batch, self.engine.as_ref().and_then(Engine::clock));
             j.append(&batch);
         }
         self.guarded("events", |e, out| {
@@ -687,6 +693,23 @@ impl StreamHandler<Queued> for Shard {
         self.save_state(true);
         self.probe = None;
         self.live.drained.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Raises each event's arrival to the instant the engine will take it at: its clock (moved
+/// on by the ticks since the event was stamped) or a later arrival before it in the batch,
+/// as `Engine::push` does. Journalled so, a replay (which has no ticks) takes each event at
+/// the same instant as the live run did, and decides the same deadlines (a heartbeat queued
+/// 0.8 ms across a tick moved its silence's deadline by 0.8 ms, which made a new alert id).
+fn at_clock(batch: &mut Batch, clock: Option<Timestamp>) {
+    let Some(mut c) = clock else {
+        return;
+    };
+    for ev in batch.iter_mut() {
+        if ev.arrival < c {
+            Arc::make_mut(ev).arrival = c;
+        }
+        c = c.max(ev.arrival);
     }
 }
 
@@ -841,8 +864,63 @@ impl Handler<StateKept> for Shard {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
     use std::time::{Duration, Instant};
+
+    /// A heartbeat stamped just before a tick and taken just after it: replayed from the
+    /// journal (no ticks), it must give the live run's deadline and alert id.
+    #[test]
+    fn journalled_arrivals_replay_at_the_live_instants() {
+        use cepheus_core::engine::EngineConfig;
+        use cepheus_core::event::{Field, Source, Value};
+        let rules = cepheus_core::rules::compile_str(
+            "hb.toml",
+            "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+             events.hb = 'syslog'\npattern = \"absent(hb) for 10s\"\n",
+        )
+        .rules
+        .expect("rules");
+        let ms = |n: i64| Timestamp(n * 1_000_000);
+        let hb = |arrival: Timestamp| {
+            Arc::new(
+                Event::new(Source::Syslog, arrival, arrival).with(Field::Host, Value::str("web-1")),
+            )
+        };
+        let fired = |e: &mut Engine, out: &mut Vec<Alert>| {
+            e.advance_to(ms(30_000), out);
+            out.iter()
+                .map(|a| (a.id().to_string(), a.time))
+                .collect::<Vec<_>>()
+        };
+        let run = |batch: &Batch, tick: bool| {
+            let mut e = Engine::new(&rules, EngineConfig::default()).expect("engine");
+            let mut out = Vec::new();
+            e.push((*hb(ms(1_000))).clone(), &mut out);
+            if tick {
+                e.advance_to(ms(5_000), &mut out);
+            }
+            e.push_batch(batch.iter().map(|ev| (**ev).clone()), &mut out);
+            fired(&mut e, &mut out)
+        };
+        // Stamped 0.8 ms before the tick at 5 s, taken after it: the live run's silence
+        // starts at the tick.
+        let batch: Batch = vec![hb(Timestamp(ms(5_000).0 - 800_000))];
+        let live = run(&batch, true);
+        assert_eq!(live.len(), 1, "{live:?}");
+        assert_eq!(live[0].1, ms(15_000));
+        // Journalled as stamped, the replay fired 0.8 ms earlier, under another id.
+        assert_ne!(run(&batch, false), live);
+        let mut settled = batch.clone();
+        at_clock(&mut settled, Some(ms(5_000)));
+        assert_eq!(run(&settled, false), live);
+        // The clock or a later arrival before it in the batch, whichever is later.
+        let mut both = vec![hb(ms(6_000)), hb(ms(5_500)), hb(ms(7_000))];
+        at_clock(&mut both, Some(ms(5_000)));
+        let arrivals: Vec<Timestamp> = both.iter().map(|e| e.arrival).collect();
+        assert_eq!(arrivals, [ms(6_000), ms(6_000), ms(7_000)]);
+    }
 
     #[test]
     fn a_state_long_to_make_is_saved_less_often() {
