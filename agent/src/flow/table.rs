@@ -255,7 +255,8 @@ pub struct TableStats {
     pub active: u64,
     /// Packets stamped earlier than the table's clock (counted, processed at the clock).
     pub out_of_order: u64,
-    /// Non-first IP fragments with no known first fragment (counted into a port-less flow).
+    /// Non-first IP fragments whose first fragment (the one with the ports) never came within
+    /// [`ORPHAN_WAIT`] (or was pushed out of the bounded wait): counted into no flow.
     pub orphan_fragments: u64,
 }
 
@@ -286,6 +287,20 @@ type FragKey = (IpAddr, IpAddr, u8, u32);
 /// Most first fragments remembered to give later fragments their ports.
 const MAX_FRAGS: usize = 4096;
 
+/// How long (capture time) a fragment that came before its datagram's first fragment waits
+/// for it: the first brings the ports, and the fragment joins that flow.
+pub const ORPHAN_WAIT: Duration = Duration(30 * SEC);
+
+/// Fragments that came before their first fragment, summed per datagram.
+#[derive(Clone, Copy, Debug)]
+struct Orphan {
+    since: Timestamp,
+    pkts: u64,
+    ip_bytes: u64,
+    frame_bytes: u64,
+    payload_bytes: u64,
+}
+
 /// The bidirectional flow table.
 #[derive(Debug)]
 pub struct FlowTable {
@@ -299,6 +314,10 @@ pub struct FlowTable {
     wheel_len: usize,
     frags: HashMap<FragKey, (u16, u16)>,
     frag_order: VecDeque<FragKey>,
+    /// Fragments waiting for their first fragment (at most [`MAX_FRAGS`] datagrams, for
+    /// [`ORPHAN_WAIT`]), and the order they began waiting in.
+    orphans: HashMap<FragKey, Orphan>,
+    orphan_order: VecDeque<FragKey>,
     now: Timestamp,
     /// The latest `at` of a notice made: a flow timed out is stamped when its timer ran
     /// out, but never before a notice already made (arrival order stays non-decreasing).
@@ -324,6 +343,8 @@ impl FlowTable {
             wheel_len: 0,
             frags: HashMap::new(),
             frag_order: VecDeque::new(),
+            orphans: HashMap::new(),
+            orphan_order: VecDeque::new(),
             now: Timestamp::MIN,
             last_at: Timestamp::MIN,
             stats: TableStats::default(),
@@ -398,7 +419,12 @@ impl FlowTable {
         }
         self.advance(ts, out);
         let ts = self.now;
-        let (sport, dport) = self.ports(pkt);
+        self.expire_orphans(ts);
+        let Some((sport, dport)) = self.ports(pkt) else {
+            // A fragment before its first: it waits for the ports.
+            self.hold_orphan(ts, frame_len, pkt);
+            return;
+        };
         let (key, from_a) = make_key(pkt, sport, dport);
         let flags = pkt.tcp_flags;
         let is_tcp = pkt.proto == proto::TCP;
@@ -471,6 +497,21 @@ impl FlowTable {
             });
             self.last_at = self.last_at.max(ts);
         }
+        // The first fragment: the fragments of its datagram that came before it join here
+        // (same source and destination, so the same direction), after the start notice.
+        if let Some(f) = pkt.fragment.filter(|f| f.first())
+            && let Some(o) = self.orphans.remove(&(pkt.src, pkt.dst, pkt.proto, f.id))
+        {
+            let dir = if from_orig {
+                &mut rec.orig
+            } else {
+                &mut rec.resp
+            };
+            dir.pkts += o.pkts;
+            dir.ip_bytes += o.ip_bytes;
+            dir.frame_bytes += o.frame_bytes;
+            dir.payload_bytes += o.payload_bytes;
+        }
         if closed_now {
             // The linger is shorter than the pending check: add a check at its end.
             self.schedule(id, ts.add(self.cfg.tcp_close_linger));
@@ -502,9 +543,62 @@ impl FlowTable {
         }
         self.wheel.clear();
         self.wheel_len = 0;
+        // Fragments still waiting for their first never get a flow.
+        while !self.orphans.is_empty() {
+            self.give_up_orphan();
+        }
     }
 
-    fn ports(&mut self, pkt: &PacketInfo<'_>) -> (u16, u16) {
+    /// A fragment whose first fragment has not come: summed with its datagram's others until
+    /// it does.
+    fn hold_orphan(&mut self, ts: Timestamp, frame_len: u32, pkt: &PacketInfo<'_>) {
+        let Some(f) = pkt.fragment else {
+            return;
+        };
+        let k = (pkt.src, pkt.dst, pkt.proto, f.id);
+        if !self.orphans.contains_key(&k) {
+            if self.orphans.len() >= MAX_FRAGS {
+                self.give_up_orphan();
+            }
+            self.orphan_order.push_back(k);
+        }
+        let o = self.orphans.entry(k).or_insert(Orphan {
+            since: ts,
+            pkts: 0,
+            ip_bytes: 0,
+            frame_bytes: 0,
+            payload_bytes: 0,
+        });
+        o.pkts += 1;
+        o.ip_bytes += u64::from(pkt.ip_len);
+        o.frame_bytes += u64::from(frame_len);
+        o.payload_bytes += u64::from(pkt.payload_len);
+    }
+
+    /// Gives up the fragments that waited [`ORPHAN_WAIT`] for their first by `now`.
+    fn expire_orphans(&mut self, now: Timestamp) {
+        while let Some(k) = self.orphan_order.front() {
+            match self.orphans.get(k) {
+                Some(o) if now.since(o.since) <= ORPHAN_WAIT => break,
+                _ => self.give_up_orphan(),
+            }
+        }
+    }
+
+    /// Gives up the datagram that began waiting first (if it still waits: one whose first
+    /// came left its place in the order behind), counted in `orphan_fragments`.
+    fn give_up_orphan(&mut self) {
+        while let Some(k) = self.orphan_order.pop_front() {
+            if let Some(o) = self.orphans.remove(&k) {
+                self.stats.orphan_fragments += o.pkts;
+                return;
+            }
+        }
+    }
+
+    /// The packet's ports (ICMP: the echo identifier); a non-first fragment gets its first
+    /// fragment's, `None` when that has not come.
+    fn ports(&mut self, pkt: &PacketInfo<'_>) -> Option<(u16, u16)> {
         let ports = match pkt.icmp {
             // Echo request and reply share the identifier; other ICMP: one flow per host pair.
             Some(_) => {
@@ -524,16 +618,10 @@ impl FlowTable {
                 if self.frags.insert(k, ports).is_none() {
                     self.frag_order.push_back(k);
                 }
-                ports
+                Some(ports)
             }
-            Some((id, false)) => match self.frags.get(&(pkt.src, pkt.dst, pkt.proto, id)) {
-                Some(p) => *p,
-                None => {
-                    self.stats.orphan_fragments += 1;
-                    (0, 0)
-                }
-            },
-            None => ports,
+            Some((id, false)) => self.frags.get(&(pkt.src, pkt.dst, pkt.proto, id)).copied(),
+            None => Some(ports),
         }
     }
 
@@ -1077,6 +1165,43 @@ mod tests {
         assert_eq!((ends[0].flow.sport, ends[0].flow.orig.pkts), (41000, 2));
         assert_eq!(ends[0].flow.orig.ip_bytes, 20 + 40 + 20 + 32);
         assert_eq!(t.stats().orphan_fragments, 0);
+        // Last fragment first: it waits for the first, then joins its flow (no port-0 flow).
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &frags[1], &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        feed(&mut t, 0.001, &frags[0], &mut out);
+        t.finish(&mut out);
+        let flows: Vec<(u16, u16, u64, u64)> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| {
+                let f = &n.flow;
+                (f.sport, f.dport, f.orig.pkts, f.orig.ip_bytes)
+            })
+            .collect();
+        assert_eq!(flows, [(41000, 2000, 2, 20 + 40 + 20 + 32)]);
+        assert_eq!(t.stats().orphan_fragments, 0);
+        // A first fragment that never comes: counted, and no flow; one that comes too late
+        // (after ORPHAN_WAIT) makes its flow alone.
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &frags[1], &mut out);
+        feed(&mut t, 31.0, &frags[0], &mut out);
+        t.finish(&mut out);
+        let flows: Vec<(u16, u64)> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| (n.flow.sport, n.flow.orig.pkts))
+            .collect();
+        assert_eq!(flows, [(41000, 1)]);
+        assert_eq!(t.stats().orphan_fragments, 1);
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &frags[1], &mut out);
+        t.finish(&mut out);
+        assert!(out.is_empty(), "{out:?}");
+        assert_eq!(t.stats().orphan_fragments, 1);
     }
 
     #[test]

@@ -171,7 +171,8 @@ counters!(
         evicted,
         /// Packets stamped before the flow table's clock.
         out_of_order,
-        /// IP fragments whose first fragment was not seen.
+        /// IP fragments whose first fragment (the one with the ports) did not come within
+        /// 30 s: counted into no flow (those that come before their first wait for it).
         orphan_fragments,
     }
 );
