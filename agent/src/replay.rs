@@ -487,7 +487,7 @@ impl Iterator for Reported {
             let c = self.reader.counters();
             for (path, e) in self.reader.errors() {
                 eprintln!(
-                    "warning: {}: the capture is cut short ({e}); the rest of it is not read",
+                    "warning: {}: the capture cannot be read past a cut or damaged record ({e}); the rest of it is not read",
                     path.display()
                 );
             }
@@ -495,6 +495,12 @@ impl Iterator for Reported {
                 eprintln!(
                     "warning: captures: {} syslog datagrams in IP fragments could not be put back together (a fragment missing): those messages are lost",
                     c.syslog_fragments_lost
+                );
+            }
+            if c.unsupported_linktype > 0 {
+                eprintln!(
+                    "warning: captures: {} frames of a link type cepheus does not decode (it reads Ethernet, Linux cooked SLL and SLL2, BSD loopback and raw IP): not in any flow; `cepheus flows` counts them per file",
+                    c.unsupported_linktype
                 );
             }
             if c.truncated + c.malformed > 0 {

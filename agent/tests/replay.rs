@@ -832,7 +832,10 @@ fn a_capture_cut_short_is_said_to_be() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("the capture is cut short ("), "{err}");
+    assert!(
+        err.contains("the capture cannot be read past a cut or damaged record ("),
+        "{err}"
+    );
     // The whole file: no such warning.
     let out = cepheus()
         .arg("replay")
@@ -843,6 +846,33 @@ fn a_capture_cut_short_is_said_to_be() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("warning"), "{err}");
+}
+
+/// A capture of a link type cepheus does not decode gives no events, and says why.
+#[test]
+fn a_capture_of_an_unknown_link_type_is_said_to_be() {
+    let mut pcap = Vec::new();
+    // Classic pcap, little-endian, LINKTYPE_USER0 (147).
+    for v in [0xa1b2_c3d4u32, 0x0004_0002, 0, 0, 65535, 147] {
+        pcap.extend_from_slice(&v.to_le_bytes());
+    }
+    for i in 0..3u32 {
+        for v in [1_700_000_000 + i, 0, 60, 60] {
+            pcap.extend_from_slice(&v.to_le_bytes());
+        }
+        pcap.extend_from_slice(&[0u8; 60]);
+    }
+    let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("user0.pcap");
+    std::fs::write(&p, &pcap).unwrap();
+    for cmd in ["replay", "events"] {
+        let out = cepheus().arg(cmd).arg(&p).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{cmd}: {err}");
+        assert!(
+            err.contains("warning: captures: 3 frames of a link type cepheus does not decode"),
+            "{cmd}: {err}"
+        );
+    }
 }
 
 /// Splits a classic little-endian pcap after `keep` records: (first part, rest), each a
