@@ -788,8 +788,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         },
     };
     if let Some(c) = &checked {
-        never_matching(cx, c, &pattern_span);
-        absence_past_within(cx, c, &pattern_span);
+        absences_past_within(cx, c, &pattern_span);
         unbounded(cx, c, &pattern_span, &pattern_text);
         if let (Trigger::Every(period), Some(v)) = (&trigger, val("trigger"))
             && !trigger_bad
@@ -1321,10 +1320,11 @@ pub fn rule_keys() -> &'static [&'static str] {
     RULE_KEYS
 }
 
-/// The longest time the pattern waits for something (`absent(..) for D`).
-/// Warns about a sequence that can never match: an absence `for D` in its middle lets the
-/// next step in only `D` after the step before it, past a `within` shorter than `D`.
-fn never_matching(
+/// Warns of an absence `for D` longer than the rule's `within` in a sequence: in its middle
+/// the sequence never matches (the next step may only come `D` after the step before it,
+/// past the window); at its end the alert comes `D` after the last step, later than the
+/// window suggests (`within` bounds only the steps before it).
+fn absences_past_within(
     cx: &mut Cx<'_, '_>,
     c: &crate::rules::check::CheckedPattern,
     span: &Range<usize>,
@@ -1333,13 +1333,28 @@ fn never_matching(
     let (Some(w), Pattern::Seq(ps)) = (c.within, &c.pattern) else {
         return;
     };
-    if ps.len() < 3 {
-        return;
-    }
-    for p in &ps[1..ps.len() - 1] {
-        if let Pattern::Absent { for_: Some(d), .. } = p
-            && *d > w.max
-        {
+    let mut middle_told = false;
+    for (i, p) in ps.iter().enumerate().skip(1) {
+        let Pattern::Absent { for_: Some(d), .. } = p else {
+            continue;
+        };
+        if *d <= w.max {
+            continue;
+        }
+        if i + 1 == ps.len() {
+            cx.warning(
+                span.clone(),
+                format!(
+                    "the absence at the end waits {d}, longer than `within {}`: `within` bounds the steps before it, so this fires {d} after the last of them",
+                    w.max
+                ),
+                h(format!(
+                    "write `absent(..) for` at most {} if the whole match must fit the window, or drop `within` if {d} is meant",
+                    w.max
+                )),
+            );
+        } else if !middle_told {
+            middle_told = true;
             cx.warning(
                 span.clone(),
                 format!(
@@ -1348,37 +1363,7 @@ fn never_matching(
                 ),
                 h(format!("make `within` at least {d}, or shorten the absence")),
             );
-            return;
         }
-    }
-}
-
-/// Warns of an absence at the end of a sequence waiting longer than the rule's `within`:
-/// `within` bounds the steps before it, so the alert comes the absence's `D` after the last
-/// of them, later than the window suggests.
-fn absence_past_within(
-    cx: &mut Cx<'_, '_>,
-    c: &crate::rules::check::CheckedPattern,
-    span: &Range<usize>,
-) {
-    use crate::rules::ir::Pattern;
-    let (Some(w), Pattern::Seq(ps)) = (c.within, &c.pattern) else {
-        return;
-    };
-    if let Some(Pattern::Absent { for_: Some(d), .. }) = ps.last()
-        && *d > w.max
-    {
-        cx.warning(
-            span.clone(),
-            format!(
-                "the absence at the end waits {d}, longer than `within {}`: `within` bounds the steps before it, so this fires {d} after the last of them",
-                w.max
-            ),
-            h(format!(
-                "write `absent(..) for` at most {} if the whole match must fit the window, or drop `within` if {d} is meant",
-                w.max
-            )),
-        );
     }
 }
 
