@@ -603,6 +603,34 @@ fn bad_input_is_counted_and_good_lines_still_alert() {
     assert!(ing["oversized"].as_u64() >= Some(3), "{s}");
     assert_eq!(ing["parsed"].as_u64(), Some(6), "{s}");
     assert!(agent.stderr().contains("malformed"), "{}", agent.stderr());
+    // Each listener says what came in on it: 2 datagrams on UDP; on TCP 3 connections so far
+    // (the idle one included) and every frame, oversized ones too.
+    let listeners = s["listeners"].as_array().expect("listeners");
+    let of = |proto: &str| {
+        let name = format!("{proto} 127.0.0.1:{}", agent.port);
+        listeners
+            .iter()
+            .find(|l| l["listener"] == name.as_str())
+            .unwrap_or_else(|| panic!("{name}: {s}"))
+    };
+    let (udp_l, tcp_l) = (of("udp"), of("tcp"));
+    assert_eq!(udp_l["messages"], 2, "{s}");
+    // (An oversized message adds no bytes.)
+    assert_eq!(udp_l["bytes"], 5, "{s}");
+    assert_eq!(udp_l["connections"], 0, "{s}");
+    assert!(udp_l["last_message"].is_string(), "{s}");
+    assert_eq!(tcp_l["connections"], 3, "{s}");
+    assert_eq!(
+        tcp_l["messages"],
+        ing["tcp_frames"].as_u64().unwrap() + 2,
+        "{s}"
+    );
+    let metrics = http_get(agent.api, "/metrics").expect("/metrics");
+    let line = format!(
+        "cepheus_listener_messages_total{{listener=\"udp 127.0.0.1:{}\"}} 2\n",
+        agent.port
+    );
+    assert!(metrics.contains(&line), "{line}\n{metrics}");
     drop(idle);
     let st = agent.terminate();
     assert!(st.success(), "{st:?}");

@@ -70,6 +70,8 @@ pub struct ApiState {
     pub capture: Option<Arc<CaptureCounters>>,
     /// UDP listen addresses (kernel drop counters are read for them).
     pub udp: Vec<SocketAddr>,
+    /// Each syslog listener's counters (UDP first, then TCP, as configured).
+    pub listeners: Vec<Arc<super::counters::ListenerCounters>>,
     /// Start of the process.
     pub started: Instant,
     /// The API token, when one is configured (`api.token_file`).
@@ -367,6 +369,8 @@ pub struct Stats {
     /// Datagrams the kernel dropped on our UDP sockets (receive queue full), from
     /// /proc/net/udp{,6}; `None` when unreadable.
     pub udp_kernel_drops: Option<u64>,
+    /// Per syslog listener: messages, bytes, connections, the last message's time.
+    pub listeners: Vec<super::counters::ListenerSnapshot>,
     /// Alert sink and control counters.
     pub sink: SinkSnapshot,
     /// Live capture counters (absent without `[capture]`).
@@ -446,6 +450,7 @@ pub async fn collect(st: &ApiState) -> Stats {
         uptime_secs: st.started.elapsed().as_secs(),
         ingest: st.ingest.snapshot(),
         udp_kernel_drops: kernel_udp_drops(&st.udp),
+        listeners: st.listeners.iter().map(|l| l.snapshot()).collect(),
         sink: st.sink.snapshot(),
         capture: st.capture.as_ref().map(|c| c.snapshot()),
         alerts_dropped: super::sink::dropped(),
@@ -521,6 +526,32 @@ pub fn render_metrics(s: &Stats) -> String {
             "Datagrams dropped by the kernel (socket receive queue full).",
         );
         let _ = writeln!(o, "cepheus_udp_kernel_drops_total {d}");
+    }
+    for (what, help) in [
+        ("messages", "Messages received on a syslog listener."),
+        (
+            "bytes",
+            "Bytes of the messages received on a syslog listener.",
+        ),
+        (
+            "connections",
+            "TCP connections accepted on a syslog listener.",
+        ),
+    ] {
+        if s.listeners.is_empty() {
+            break;
+        }
+        let name = format!("cepheus_listener_{what}_total");
+        family(&mut o, &name, "counter", help);
+        for l in &s.listeners {
+            let v = match what {
+                "messages" => l.messages,
+                "bytes" => l.bytes,
+                _ => l.connections,
+            };
+            // (A listener's name holds no quote nor backslash: a protocol and an address.)
+            let _ = writeln!(o, "{name}{{listener=\"{}\"}} {v}", l.listener);
+        }
     }
     for (k, v) in s.sink.pairs() {
         let name = format!("cepheus_{k}_total");

@@ -1,6 +1,7 @@
 //! Counters shared by the ingest side (atomics: many tasks on several threads bump them), and
 //! bounded-rate logging of bad input and overload.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -176,6 +177,71 @@ counters!(
         orphan_fragments,
     }
 );
+
+/// One syslog listener's counters (`/stats` `listeners`, `/metrics` by its `listener` label):
+/// which socket messages come in on, and when the last did, so an operator sees at once
+/// that, say, the TCP port hears nothing while UDP does.
+#[derive(Debug, Default)]
+pub struct ListenerCounters {
+    /// `udp 127.0.0.1:5514`, `tcp [::]:514`: the protocol and the bound address.
+    pub name: String,
+    /// Messages received (UDP datagrams, TCP frames; oversized ones included).
+    pub messages: AtomicU64,
+    /// The bytes of those messages (without TCP framing; an oversized one adds none).
+    pub bytes: AtomicU64,
+    /// TCP connections accepted (0 for UDP).
+    pub connections: AtomicU64,
+    /// When the last message came, in ms since the Unix epoch (0: none yet).
+    pub last_ms: AtomicU64,
+}
+
+impl ListenerCounters {
+    /// The counters of the listener `proto` (`udp`, `tcp`) bound to `addr`.
+    pub fn new(proto: &str, addr: std::net::SocketAddr) -> Arc<ListenerCounters> {
+        Arc::new(ListenerCounters {
+            name: format!("{proto} {addr}"),
+            ..ListenerCounters::default()
+        })
+    }
+
+    /// One message of `bytes` bytes came at `now`.
+    pub fn message(&self, bytes: usize, now: cepheus_core::time::Timestamp) {
+        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        let ms = u64::try_from(now.0 / 1_000_000).unwrap_or(0);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// What the counters say now.
+    pub fn snapshot(&self) -> ListenerSnapshot {
+        let last = self.last_ms.load(Ordering::Relaxed);
+        ListenerSnapshot {
+            listener: self.name.clone(),
+            messages: self.messages.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            connections: self.connections.load(Ordering::Relaxed),
+            last_message: (last > 0).then(|| {
+                cepheus_core::time::Timestamp(i64::try_from(last).unwrap_or(0) * 1_000_000)
+                    .to_rfc3339()
+            }),
+        }
+    }
+}
+
+/// A listener's counters as `/stats` shows them.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ListenerSnapshot {
+    /// `udp 127.0.0.1:5514`, `tcp [::]:514`.
+    pub listener: String,
+    /// Messages received.
+    pub messages: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// TCP connections accepted (0 for UDP).
+    pub connections: u64,
+    /// When the last message came (RFC 3339), `null` when none has.
+    pub last_message: Option<String>,
+}
 
 /// Allows one log line per `period` per kind of problem; counts what it held back.
 #[derive(Debug)]

@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::sync::{Semaphore, watch};
 
-use super::counters::{CaptureCounters, IngestCounters, Limits, bump};
+use super::counters::{CaptureCounters, IngestCounters, Limits, ListenerCounters, bump};
 use super::framing::{Frame, Framer};
 use super::queue::ShardTx;
 use super::route::RoutePlan;
@@ -252,7 +252,12 @@ impl Router {
 }
 
 /// Reads one UDP socket until shutdown.
-pub async fn udp_loop(sock: UdpSocket, mut router: Router, mut shutdown: watch::Receiver<bool>) {
+pub async fn udp_loop(
+    sock: UdpSocket,
+    mut router: Router,
+    listener: Arc<ListenerCounters>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let max = router.shared.max_message;
     let mut buf = vec![0u8; max + 1];
     let counters = router.shared.counters.clone();
@@ -269,8 +274,10 @@ pub async fn udp_loop(sock: UdpSocket, mut router: Router, mut shutdown: watch::
                 Ok((n, peer)) => {
                     counters.udp_datagrams.fetch_add(1, Ordering::Relaxed);
                     if n > max {
+                        listener.message(0, now);
                         router.oversized(Some(peer.ip()));
                     } else {
+                        listener.message(n, now);
                         router.accept(&buf[..n], Some(peer.ip()), now);
                     }
                 }
@@ -298,6 +305,8 @@ pub struct TcpIngest {
     pub shared: Arc<Shared>,
     /// The routing plan.
     pub plan_rx: watch::Receiver<Arc<RoutePlan>>,
+    /// This listener's own counters.
+    pub listener: Arc<ListenerCounters>,
     /// The shards' queues.
     pub txs: Vec<ShardTx>,
     /// Arbiters that run the connections (round robin).
@@ -523,6 +532,7 @@ pub async fn tcp_accept_loop(
             continue;
         };
         bump(&ing.shared.counters.tcp_connections, 1);
+        bump(&ing.listener.connections, 1);
         // A sender that went away without closing (rebooted, cable cut) is found within
         // about 2.5 minutes, not at the idle timeout: its place (and its share of its host's
         // places) comes back sooner.
@@ -541,11 +551,12 @@ pub async fn tcp_accept_loop(
         };
         let router = Router::new(ing.shared.clone(), ing.plan_rx.clone(), ing.txs.clone());
         let shutdown = shutdown.clone();
+        let counted = ing.listener.clone();
         let arb = &ing.arbiters[next % ing.arbiters.len().max(1)];
         next = next.wrapping_add(1);
         let spawned = arb.spawn(async move {
             match TcpStream::from_std(std_stream) {
-                Ok(s) => tcp_conn(s, peer, router, shutdown, &guard).await,
+                Ok(s) => tcp_conn(s, peer, router, &counted, shutdown, &guard).await,
                 Err(e) => tracing::debug!(error = %e, "tcp stream handoff failed"),
             }
             drop(permit);
@@ -566,6 +577,7 @@ async fn tcp_conn(
     mut stream: TcpStream,
     peer: SocketAddr,
     mut router: Router,
+    listener: &ListenerCounters,
     mut shutdown: watch::Receiver<bool>,
     guard: &ConnGuard,
 ) {
@@ -642,12 +654,14 @@ async fn tcp_conn(
                 Frame::Msg(m) => {
                     last_message = std::time::Instant::now();
                     bump(&shared.counters.tcp_frames, 1);
+                    listener.message(m.len(), now);
                     if router.accept(&m, ip, now) {
                         guard.delivered();
                     }
                 }
                 Frame::Oversized => {
                     last_message = std::time::Instant::now();
+                    listener.message(0, now);
                     router.oversized(ip);
                 }
                 Frame::Fatal(why) => {
@@ -667,9 +681,13 @@ async fn tcp_conn(
             match framer.finish(&mut buf) {
                 Some(Frame::Msg(m)) => {
                     bump(&shared.counters.tcp_frames, 1);
+                    listener.message(m.len(), now);
                     router.accept(&m, ip, now);
                 }
-                Some(Frame::Oversized) => router.oversized(ip),
+                Some(Frame::Oversized) => {
+                    listener.message(0, now);
+                    router.oversized(ip);
+                }
                 Some(Frame::Fatal(_)) | None => {}
             }
         }

@@ -570,6 +570,22 @@ fn start(
     let api_token = cfg.api.token()?;
     let webhook_target = cfg.output.webhook_target()?;
     let udp_addrs: Vec<SocketAddr> = udp.iter().filter_map(|s| s.local_addr().ok()).collect();
+    // Each listener's own counters, by its bound address (`/stats` `listeners`).
+    let bound = |proto: &str, addr: std::io::Result<SocketAddr>, asked: SocketAddr| {
+        counters::ListenerCounters::new(proto, addr.unwrap_or(asked))
+    };
+    let udp_counted: Vec<Arc<counters::ListenerCounters>> = udp
+        .iter()
+        .zip(&cfg.syslog.udp)
+        .map(|(s, a)| bound("udp", s.local_addr(), *a))
+        .collect();
+    let tcp_counted: Vec<Arc<counters::ListenerCounters>> = tcp
+        .iter()
+        .zip(&cfg.syslog.tcp)
+        .map(|(l, a)| bound("tcp", l.local_addr(), *a))
+        .collect();
+    let listeners: Vec<Arc<counters::ListenerCounters>> =
+        udp_counted.iter().chain(&tcp_counted).cloned().collect();
     let zone = cfg
         .zone()
         .map_err(|e| anyhow::anyhow!("syslog.timezone: {e}"))?;
@@ -695,19 +711,19 @@ fn start(
         }
         let ingest_arbs: Vec<Arbiter> = (0..n).map(|_| Arbiter::new()).collect();
         let handles: Vec<ArbiterHandle> = ingest_arbs.iter().map(|a| a.handle()).collect();
-        for (i, sock) in udp.into_iter().enumerate() {
+        for (i, (sock, counted)) in udp.into_iter().zip(udp_counted).enumerate() {
             let router = ingest::Router::new(shared.clone(), plan_rx.clone(), txs.clone());
             let shutdown = shutdown_rx.clone();
             handles[i % handles.len()].spawn(async move {
                 match tokio::net::UdpSocket::from_std(sock) {
-                    Ok(s) => ingest::udp_loop(s, router, shutdown).await,
+                    Ok(s) => ingest::udp_loop(s, router, counted, shutdown).await,
                     Err(e) => tracing::error!(error = %e, "udp socket setup failed"),
                 }
             });
         }
         let slots = Arc::new(Semaphore::new(cfg.syslog.max_connections));
         let conns = Arc::new(ingest::Conns::new(cfg.syslog.max_connections));
-        for l in tcp {
+        for (l, counted) in tcp.into_iter().zip(tcp_counted) {
             let listener = match tokio::net::TcpListener::from_std(l) {
                 Ok(l) => l,
                 Err(e) => {
@@ -718,6 +734,7 @@ fn start(
             let ing = ingest::TcpIngest {
                 shared: shared.clone(),
                 plan_rx: plan_rx.clone(),
+                listener: counted,
                 txs: txs.clone(),
                 arbiters: handles.clone(),
                 slots: slots.clone(),
@@ -755,6 +772,7 @@ fn start(
             sink: sink_counters.clone(),
             capture: cfg.capture.is_some().then(|| capture_counters.clone()),
             udp: udp_addrs.clone(),
+            listeners: listeners.clone(),
             started,
             token: api_token.clone(),
             reload_error: reload_error.clone(),
