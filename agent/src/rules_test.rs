@@ -53,15 +53,30 @@ struct TestFile {
     rules: Option<Vec<PathBuf>>,
     year: Option<i32>,
     tz: Option<String>,
+    /// Each test read on its own ([`TestCase`]): one that is not valid is said and counted,
+    /// and the others still run.
     #[serde(default, rename = "test")]
-    tests: Vec<TestCase>,
+    tests: Vec<toml::Table>,
+}
+
+/// Where each test's `input` is in the file (for line numbers in what the input refuses),
+/// read leniently beside the strict [`TestFile`].
+#[derive(Debug, Deserialize)]
+struct InputSpans {
+    #[serde(default, rename = "test")]
+    tests: Vec<InputSpan>,
+}
+
+#[derive(Debug, Deserialize)]
+struct InputSpan {
+    input: Option<toml::Spanned<toml::Value>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TestCase {
     name: String,
-    input: toml::Spanned<String>,
+    input: String,
     until: Option<String>,
     rules_under_test: Option<Vec<String>>,
     #[serde(default)]
@@ -229,9 +244,36 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
         None => Zone::default(),
     };
     let parser = SyslogParser::new(zone, Year::Fixed(file.year.unwrap_or(2024)));
+    let spans = toml::from_str::<InputSpans>(&text).map_or_else(|_| Vec::new(), |s| s.tests);
     let (mut passed, mut failed, mut broken) = (0, 0, 0);
-    for t in &file.tests {
-        let problems = match run_case(&rules, parser, t, path, &text) {
+    for (i, table) in file.tests.iter().enumerate() {
+        let t: TestCase = match toml::Value::Table(table.clone()).try_into() {
+            Ok(t) => t,
+            Err(e) => {
+                let e: toml::de::Error = e;
+                broken += 1;
+                let name = match table.get("name").and_then(toml::Value::as_str) {
+                    Some(n) => format!("`{n}`"),
+                    None => format!("number {}", i + 1),
+                };
+                let hint = unknown_key_hint(e.message());
+                let hint = if hint.is_empty() {
+                    hint
+                } else {
+                    format!(" ({hint})")
+                };
+                let why = format!("test {name} is not valid: {}{hint}", e.message().trim());
+                println!("  {} {why}", paint("ERROR", "31", color));
+                eprintln!("error: {}: {why}", path.display());
+                continue;
+            }
+        };
+        let first_line = spans
+            .get(i)
+            .and_then(|s| s.input.as_ref())
+            .map_or(1, |s| input_first_line(&text, s.span()));
+        let t = &t;
+        let problems = match run_case(&rules, parser, t, path, first_line) {
             Ok(p) => p,
             Err(e) => {
                 broken += 1;
@@ -282,7 +324,7 @@ fn run_case(
     parser: SyslogParser,
     t: &TestCase,
     file: &Path,
-    file_text: &str,
+    first_line: u64,
 ) -> anyhow::Result<Vec<String>> {
     let until = (t.until.as_deref().map(replay::parse_until).transpose()).context("`until`")?;
     let mut engine = Engine::new(rules, EngineConfig::default()).context("building the engine")?;
@@ -291,9 +333,9 @@ fn run_case(
     let told = refused.clone();
     let source = replay::text_source(
         &file.display().to_string(),
-        t.input.get_ref().clone(),
+        t.input.clone(),
         parser,
-        input_first_line(file_text, t.input.span()),
+        first_line,
         Box::new(move |why| {
             if let Ok(mut v) = told.lock() {
                 v.push(why);
@@ -530,6 +572,8 @@ fn describe(a: &Alert) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
     use super::*;
 
     /// A mistyped key of a test file gets the suggestion a rule file's would.
@@ -537,7 +581,8 @@ mod tests {
     fn a_mistyped_test_key_is_suggested() {
         let text =
             "[[test]]\nname = \"t\"\ninput = \"\"\n[[test.expect]]\nrule = \"r\"\nmesage = \"x\"\n";
-        let Err(e) = toml::from_str::<TestFile>(text) else {
+        let file = toml::from_str::<TestFile>(text).expect("a test file");
+        let Err(e) = toml::Value::Table(file.tests[0].clone()).try_into::<TestCase>() else {
             panic!("parsed");
         };
         assert_eq!(unknown_key_hint(e.message()), "did you mean `message`?");

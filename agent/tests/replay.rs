@@ -257,7 +257,11 @@ fn a_broken_test_file_does_not_stop_the_others() {
     for f in ["heartbeat.toml", "heartbeat.test.toml", "hosts.txt"] {
         std::fs::copy(manifest().join("../rules").join(f), dir.join(f)).unwrap();
     }
-    let bad_until = "[[test]]\nname = \"late\"\ninput = \"\"\nuntil = \"tomorrow\"\n";
+    // A bad `until`, a mistyped key and a test with no name; the good test beside them runs.
+    let bad_until = "[[test]]\nname = \"late\"\ninput = \"\"\nuntil = \"tomorrow\"\n\
+                     [[test]]\nname = \"typo\"\ninputt = \"\"\n\
+                     [[test]]\ninput = \"\"\n\
+                     [[test]]\nname = \"fine\"\ninput = \"\"\n";
     std::fs::write(dir.join("a.test.toml"), bad_until).unwrap();
     std::fs::copy(dir.join("heartbeat.toml"), dir.join("a.toml")).unwrap();
     std::fs::write(dir.join("b.test.toml"), "[[tests]]\n").unwrap();
@@ -268,11 +272,21 @@ fn a_broken_test_file_does_not_stop_the_others() {
         "{stdout}"
     );
     assert!(
+        stdout.contains("ERROR test `typo` is not valid: unknown field `inputt`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(did you mean `input`?)"), "{stdout}");
+    assert!(
+        stdout.contains("ERROR test number 3 is not valid: missing field `name`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ok fine"), "{stdout}");
+    assert!(
         stdout.contains("b.test.toml is not a valid test file"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("3 test file(s): 2 passed, 0 failed, 2 could not be run"),
+        stdout.contains("3 test file(s): 3 passed, 0 failed, 4 could not be run"),
         "{stdout}"
     );
     let _ = std::fs::remove_dir_all(&dir);
