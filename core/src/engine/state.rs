@@ -1310,6 +1310,18 @@ impl LinearState {
                 }
                 EpisodeKind::Closure(set) if mask & set != 0 => {
                     ep.last = ep.last.max(t);
+                    // A `distinct` closure's episode shows the most recent event of each
+                    // value, as its firing did (not a port tried twice, twice).
+                    if let Plan::Linear { alts } = &*ctx.plan
+                        && let Some(step) = alts.iter().filter_map(|a| a.steps.last()).find(|s| {
+                            s.set & mask != 0
+                                && s.repeat.as_ref().is_some_and(|r| r.distinct.is_some())
+                        })
+                        && let Some(Some(v)) = distinct_value(step, ev)
+                    {
+                        ep.events
+                            .retain(|e| distinct_value(step, e).flatten().as_deref() != Some(&*v));
+                    }
                     ep.events.push(ev.clone());
                     cap_events(&mut ep.events);
                     self.note_seen(mask, t);

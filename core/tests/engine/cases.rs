@@ -586,6 +586,32 @@ fn closure_distinct_counts_values() {
     );
 }
 
+/// A `distinct` closure's alerts show the most recent event of each value counted: at its
+/// firing, and at its episode's end too (a port tried again is not shown twice).
+#[test]
+fn a_distinct_closure_shows_each_value_once_to_its_episode_end() {
+    let r = rule("scan", &["try"], rep(ev(0), 3, None))
+        .within(60)
+        .distinct_on_msg();
+    let alerts = run(
+        &set(vec![r]),
+        parse_script(
+            "try:s:22@0 try:s:22@1 try:s:80@2 try:s:443@3 try:s:8080@4 try:s:22@5 end@200",
+        ),
+    );
+    let msgs = |a: &cepheus_core::alert::Alert| -> Vec<String> {
+        a.to_json()["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["msg"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(alerts.len(), 2);
+    assert_eq!(msgs(&alerts[0]), ["22", "80", "443"]);
+    assert_eq!(msgs(&alerts[1]), ["80", "443", "8080", "22"]);
+}
+
 #[test]
 fn closure_in_the_middle_with_bounds() {
     let r = rule(
