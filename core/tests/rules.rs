@@ -1064,6 +1064,40 @@ fn a_network_with_host_bits_set_is_warned_of() {
     assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
 }
 
+/// `{n,m}` ending a pattern limits nothing (the episode goes on): said; at the start of a
+/// sequence, or as an exact count, it does, and nothing is said.
+#[test]
+fn an_upper_count_that_limits_nothing_is_warned_of() {
+    let events = "events.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\n";
+    let said = |pattern: &str| -> Vec<String> {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!("{events}pattern = \"{pattern}\"")),
+        );
+        assert!(c.rules.is_some(), "{pattern}: {:?}", c.diagnostics);
+        c.diagnostics.iter().map(|d| d.message.clone()).collect()
+    };
+    for pattern in ["or(a{2,3}, b) within 1m", "seq(b, a{2,3}) within 1m"] {
+        let m = said(pattern);
+        assert!(
+            m.iter()
+                .any(|m| m.starts_with("the upper count of `{2,3}` changes nothing here")),
+            "{pattern}: {m:?}"
+        );
+    }
+    for pattern in [
+        "seq(a{2,3}, b) within 1m",
+        "seq(b, a{3}) within 1m",
+        "seq(b, a{2,}) within 1m",
+    ] {
+        let m = said(pattern);
+        assert!(
+            !m.iter().any(|m| m.contains("upper count")),
+            "{pattern}: {m:?}"
+        );
+    }
+}
+
 #[test]
 fn a_value_a_flow_field_never_takes_is_warned_of_with_the_right_spelling() {
     let c = compile_str(

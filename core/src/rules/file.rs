@@ -789,6 +789,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     };
     if let Some(c) = &checked {
         absences_past_within(cx, c, &pattern_span);
+        unused_upper_count(cx, c, &pattern_span);
         unbounded(cx, c, &pattern_span, &pattern_text);
         if let (Trigger::Every(period), Some(v)) = (&trigger, val("trigger"))
             && !trigger_bad
@@ -1364,6 +1365,37 @@ fn absences_past_within(
                 h(format!("make `within` at least {d}, or shorten the absence")),
             );
         }
+    }
+}
+
+/// Warns of a closure `{n,m}` that ends the pattern: its match fires at the `n`-th event and
+/// its episode goes on with every further one, so `m` limits nothing (`a{2,3}` is `a{2,}`).
+fn unused_upper_count(
+    cx: &mut Cx<'_, '_>,
+    c: &crate::rules::check::CheckedPattern,
+    span: &Range<usize>,
+) {
+    use crate::rules::ir::Pattern;
+    fn last_closure(p: &Pattern) -> Option<(u32, u32)> {
+        match p {
+            Pattern::Repeat {
+                min, max: Some(m), ..
+            } if m > min => Some((*min, *m)),
+            Pattern::Seq(ps) => ps.last().and_then(last_closure),
+            Pattern::Or(ps) | Pattern::And(ps) => ps.iter().find_map(last_closure),
+            _ => None,
+        }
+    }
+    if let Some((n, m)) = last_closure(&c.pattern) {
+        cx.warning(
+            span.clone(),
+            format!(
+                "the upper count of `{{{n},{m}}}` changes nothing here: a closure that ends the pattern fires once it holds {n} events, and every further one extends that alert's episode"
+            ),
+            h(format!(
+                "write `{{{n},}}`: one alert per episode, however many events extend it"
+            )),
+        );
     }
 }
 
