@@ -28,7 +28,8 @@ pub struct AlertsArgs {
     #[arg(long)]
     pub json: bool,
     /// The agent's configuration file (for `api.listen` and `api.token_file`). Default:
-    /// built-in defaults (API on 127.0.0.1:9514).
+    /// /etc/cepheus/cepheus.toml when readable, else the built-in defaults (API on
+    /// 127.0.0.1:9514).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }

@@ -27,7 +27,8 @@ pub struct ForgetArgs {
     /// holds a comma.
     pub key: String,
     /// The agent's configuration file (for `api.listen` and `api.token_file`). Default:
-    /// built-in defaults (API on 127.0.0.1:9514).
+    /// /etc/cepheus/cepheus.toml when readable, else the built-in defaults (API on
+    /// 127.0.0.1:9514).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }
