@@ -50,7 +50,8 @@ impl Summary {
             groups: v["shards"]
                 .as_array()
                 .map_or(0, |s| s.iter().map(|x| u(&x["groups"])).sum()),
-            alerts: u(&v["sink"]["alerts"]),
+            // (Changes a restarted engine made again, which the store had, are no new ones.)
+            alerts: u(&v["sink"]["alerts"]).saturating_sub(u(&v["sink"]["alerts_repeated"])),
             firing: v["store"]["firing"].as_u64(),
             reload_refused: !v["reload_error"].is_null(),
         }
@@ -388,6 +389,14 @@ mod tests {
         src.stats = serde_json::json!({});
         app.refresh(&mut src, Instant::now());
         assert_eq!((app.summary.firing, app.firing_total()), (None, 2));
+    }
+
+    /// Changes a restarted engine made again (the store had them) are not counted as new.
+    #[test]
+    fn repeated_alert_changes_are_not_counted_since_start() {
+        let stats = serde_json::json!({"sink": {"alerts": 5, "alerts_repeated": 2}});
+        assert_eq!(Summary::from_stats(&stats).alerts, 3);
+        assert_eq!(Summary::from_stats(&serde_json::json!({})).alerts, 0);
     }
 
     #[test]

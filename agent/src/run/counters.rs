@@ -95,7 +95,9 @@ counters!(
 counters!(
     /// Counters of the alert sink and the control plane.
     SinkCounters, SinkSnapshot {
-        /// Alert changes received from the shards (written, unless counted in `alerts_unwritten`).
+        /// Alert changes received from the shards: written out, unless counted in
+        /// `alerts_repeated` (the store had them: a restarted engine made them again) or in
+        /// `alerts_unwritten`.
         alerts,
         /// Alert batches dropped because the sink's mailbox was full.
         alerts_dropped,
