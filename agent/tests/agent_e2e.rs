@@ -2136,6 +2136,30 @@ fn a_crash_after_a_reload_replays_nothing_from_before_it_into_the_changed_rule()
     );
 }
 
+/// With `engine.shards = 0` (one per core), a saved state of another count is continued
+/// with its own count: a machine given more or fewer cores keeps watching the hosts it had
+/// discovered (they used to be dropped, resolved as `state_lost`, and never fire again).
+#[test]
+fn one_shard_per_core_continues_a_state_saved_with_another_count() {
+    let dir = scratch("state-reshard");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let mut first = Agent::start(&dir, "checkpoint_every = \"100ms\"\n[engine]\nshards = 5\n");
+    heartbeat(first.port, "web9", 1);
+    first.wait_events(1);
+    assert!(first.terminate().success());
+    let second = Agent::start(&dir, "checkpoint_every = \"100ms\"\n[engine]\nshards = 0\n");
+    // The discovered host stays watched: its silence fires.
+    let a = second.wait_alert(15, |v| v["group"]["host"] == "web9");
+    assert_eq!(a["state"], "firing", "{a}");
+    let err = second.stderr();
+    assert!(
+        err.contains("continuing with the shards of the saved state"),
+        "{err}"
+    );
+    assert!(!err.contains("another number of shards"), "{err}");
+    assert_eq!(second.stats()["shards"].as_array().map(Vec::len), Some(5));
+}
+
 #[test]
 fn shards_that_saved_continue_when_another_did_not() {
     let dir = scratch("state-partial");

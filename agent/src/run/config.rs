@@ -94,7 +94,8 @@ max_alerts = 1000000
 journal = true
 
 [engine]
-# CEP shards (each an actor on its own thread); 0 means one per CPU core.
+# CEP shards (each an actor on its own thread); 0 means one per CPU core, or as many as
+# the saved state has (so a VM given more or fewer cores keeps its groups and deadlines).
 shards = 0
 # Events queued per shard before the ingest side waits (TCP) or drops and counts (UDP).
 queue_size = 65536
@@ -1017,7 +1018,8 @@ impl Config {
         self.syslog.timezone.parse()
     }
 
-    /// The number of shards: `engine.shards`, or the number of cores when 0.
+    /// The number of shards: `engine.shards`, or the number of cores when 0 (a run with a
+    /// saved state continues with that state's count instead: `run::shards_to_run`).
     pub fn shard_count(&self) -> usize {
         if self.engine.shards > 0 {
             return self.engine.shards;

@@ -408,6 +408,36 @@ fn open_store(
     }
 }
 
+/// Most shards a run continues with on `engine.shards = 0` when its saved state had them.
+const MAX_CONTINUED_SHARDS: usize = 256;
+
+/// How many shards to run: `engine.shards`; with 0 (one per core), the count of the saved
+/// state when there is one, so a machine given more or fewer cores (a VM resized) goes on
+/// with its groups and their deadlines instead of starting afresh (groups are spread over
+/// the shards by their count).
+fn shards_to_run(cfg: &Config, store: &cepheus_store::Store) -> usize {
+    let cores = cfg.shard_count();
+    if cfg.engine.shards > 0 {
+        return cores;
+    }
+    let saved = store
+        .checkpoints()
+        .ok()
+        .and_then(|c| c.iter().map(|s| s.shards as usize).max())
+        .filter(|&s| (1..=MAX_CONTINUED_SHARDS).contains(&s));
+    match saved {
+        Some(s) if s != cores => {
+            tracing::info!(
+                shards = s,
+                cores,
+                "engine.shards = 0 (one per core): continuing with the shards of the saved state, so its groups and deadlines go on; set engine.shards to choose (another count starts afresh)"
+            );
+            s
+        }
+        _ => cores,
+    }
+}
+
 /// The engine states an earlier run saved, one per shard, when it ran as many shards (groups
 /// are spread over the shards by their count); none otherwise, with a warning.
 fn saved_states(
@@ -589,7 +619,7 @@ fn start(
     let zone = cfg
         .zone()
         .map_err(|e| anyhow::anyhow!("syslog.timezone: {e}"))?;
-    let n = cfg.shard_count();
+    let n = shards_to_run(&cfg, &store);
     let (changes, firing) = store.counts();
     tracing::info!(
         store = %cfg.store.path().display(),
