@@ -934,12 +934,17 @@ fn a_rules_folder_made_after_start_is_read_at_sighup() {
     std::fs::create_dir(dir.join("rules")).unwrap();
     std::fs::write(dir.join("rules/mine.toml"), one_step_rule("mine")).unwrap();
     agent.hangup();
-    let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
+    // (Waited for by the shards' rules too: the reload is counted before every shard has
+    // installed it, and a loaded machine showed the old rules in between.)
+    let s = agent.wait_stats(10, |s| {
+        s["sink"]["reloads"].as_u64() >= Some(1) && Agent::rule_names(s) == ["mine"]
+    });
     assert_eq!(Agent::rule_names(&s), ["mine"], "{s}");
+    let reloads = s["sink"]["reloads"].clone();
     // A rule test written beside it: no reload.
     std::fs::write(dir.join("rules/mine.test.toml"), "# a test to come\n").unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(agent.stats()["sink"]["reloads"], 1);
+    assert_eq!(agent.stats()["sink"]["reloads"], reloads);
     // The folder is watched now: an edit reloads without a signal. (Waited for by its
     // result, not by the reload count: on a loaded machine a late event of the writes above
     // may make one more reload, of the same text, before this one.)
@@ -2449,6 +2454,7 @@ fn alerts_says_when_more_fire_than_it_lists() {
                 json: format!(
                     r#"{{"id":"{id:016x}","state":"firing","time":"2026-12-04T07:00:00Z","rule":"hb","group":{{"host":"h{id}"}}}}"#
                 ),
+                seq: None,
             })
             .collect();
         store.record_changes(&mut changes).unwrap();
@@ -2684,7 +2690,15 @@ fn alerts_are_forwarded_to_a_syslog_collector_over_tcp_and_udp() {
 /// A minimal HTTP endpoint for the webhook: answers each request with the next status of
 /// `statuses` (then 200), and hands over (headers, body) of each.
 fn http_endpoint(statuses: Vec<u16>) -> (u16, std::sync::mpsc::Receiver<(String, String)>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    http_endpoint_on(0, statuses)
+}
+
+/// [`http_endpoint`] on port `port` (0: any free one).
+fn http_endpoint_on(
+    port: u16,
+    statuses: Vec<u16>,
+) -> (u16, std::sync::mpsc::Receiver<(String, String)>) {
+    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
     let port = listener.local_addr().unwrap().port();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -2780,12 +2794,10 @@ fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
         .local_addr()
         .unwrap()
         .port();
-    let mut agent = Agent::start(
-        &dir,
-        &format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n"),
-    );
+    let config = format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n");
+    let mut agent = Agent::start(&dir, &config);
     heartbeat(agent.port, "web1", 1);
-    agent.wait_alert(10, |v| v["state"] == "firing");
+    let fired = agent.wait_alert(10, |v| v["state"] == "firing");
     // Tried at least once, and waiting to try again (1 s, then 2 s ...).
     let deadline = Instant::now() + Duration::from_secs(10);
     while !agent
@@ -2806,6 +2818,22 @@ fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
         log.contains("not delivered to output.webhook before stopping") && log.contains("left=1"),
         "{log}"
     );
+    // The endpoint is back, the agent restarts: what it never delivered is posted then, once.
+    let (again, got) = http_endpoint_on(port, vec![]);
+    assert_eq!(again, port);
+    let mut second = Agent::start(&dir, &config);
+    let (_, body) = got.recv_timeout(Duration::from_secs(10)).unwrap();
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["alerts"], Value::Array(vec![fired.clone()]), "{body}");
+    second.wait_stats(10, |s| s["sink"]["webhook_sent"] == 1);
+    assert!(second.terminate().success());
+    let third = Agent::start(&dir, &config);
+    third.wait_stats(10, |s| s["uptime_secs"].as_u64() >= Some(1));
+    std::thread::sleep(Duration::from_millis(500));
+    if let Ok((_, b)) = got.try_recv() {
+        panic!("posted again: {b}\n{}", third.stderr());
+    }
+    assert_eq!(third.stats()["sink"]["webhook_sent"], 0);
 }
 
 #[test]

@@ -92,6 +92,9 @@ pub struct Change {
     pub state: AlertState,
     /// The alert change, as the one JSON object of DESIGN.md ("Alerts").
     pub json: String,
+    /// Its position in the store's order of recording, once kept ([`Store::record_changes`]
+    /// sets it for the changes it keeps); `None` for a change not kept.
+    pub seq: Option<u64>,
 }
 
 impl Change {
@@ -101,8 +104,18 @@ impl Change {
             id: a.id().0,
             state: a.state,
             json: a.to_json().to_string(),
+            seq: None,
         }
     }
+}
+
+/// Where an output stands in the store's order of recording ([`Store::output_cursor`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputCursor {
+    /// It never said: an output new to this store (it starts from now).
+    Unknown,
+    /// It dealt with every change up to this one (`None`: none yet).
+    After(Option<u64>),
 }
 
 /// One alert change as stored: its position in the order of recording and its JSON text.
@@ -294,7 +307,8 @@ impl Store {
 
     /// [`Store::record`] for changes already rendered (the agent renders each alert once,
     /// for the store and its outputs, and makes some changes itself from kept ones). The
-    /// resolve (or retract) of an acknowledged alert gains its `ack`, here and as kept.
+    /// resolve (or retract) of an acknowledged alert gains its `ack`, here and as kept; each
+    /// change kept gets its `seq`.
     /// A batch is kept in transactions of at most `TXN_CHANGES`: on an error, the
     /// transactions before the failing one stay kept (each change whole, in order), so a
     /// firing kept there may stay listed as firing while its resolve, in the failed part, is
@@ -315,7 +329,7 @@ impl Store {
         // transaction's whole write set in memory, and a storm of 150,000 absences in one
         // made the agent grow by gigabytes.
         let mut fresh = Vec::with_capacity(changes.len());
-        for chunk in changes.chunks(TXN_CHANGES) {
+        for chunk in changes.chunks_mut(TXN_CHANGES) {
             let rows: Vec<([u8; 9], Vec<u8>)> = chunk
                 .iter()
                 .map(|c| {
@@ -388,6 +402,11 @@ impl Store {
                 }
             }
             fresh.extend(outcomes.iter().map(|o| o.fresh));
+            for ((c, o), seq) in chunk.iter_mut().zip(&outcomes).zip(&seqs) {
+                if o.fresh {
+                    c.seq = Some(*seq);
+                }
+            }
         }
         self.prune()?;
         self.db.flush().map_err(|e| self.io(e))?;
@@ -614,6 +633,79 @@ impl Store {
             .map_err(|e| self.io(e))?;
         self.db.flush().map_err(|e| self.io(e))?;
         Ok(())
+    }
+
+    /// Where output `name` (`webhook`, `syslog`) stands: the last change it dealt with,
+    /// delivered or given up ([`Store::set_output_cursor`]).
+    pub fn output_cursor(&self, name: &str) -> Result<OutputCursor, StoreError> {
+        Ok(
+            match self
+                .meta
+                .get(format!("sent.{name}"))
+                .map_err(|e| self.io(e))?
+            {
+                None => OutputCursor::Unknown,
+                Some(v) => match seq_of(&v) {
+                    NONE_WRITTEN => OutputCursor::After(None),
+                    s => OutputCursor::After(Some(s)),
+                },
+            },
+        )
+    }
+
+    /// Notes that output `name` dealt with every change up to `seq` (`None`: none yet). Not
+    /// flushed (the next flushed write takes it along): after a crash the output may get
+    /// again the changes since the last flush, never miss one.
+    pub fn set_output_cursor(&self, name: &str, seq: Option<u64>) -> Result<(), StoreError> {
+        self.meta
+            .insert(
+                format!("sent.{name}"),
+                &seq.unwrap_or(NONE_WRITTEN).to_be_bytes(),
+            )
+            .map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    /// Makes what was written durable (the outputs' cursors, written without a flush).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush().map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    /// The newest change's position in the order of recording (`None`: none kept).
+    pub fn last_seq(&self) -> Result<Option<u64>, StoreError> {
+        Ok(self
+            .alerts
+            .last()
+            .map_err(|e| self.io(e))?
+            .map(|(k, _)| seq_of(&k)))
+    }
+
+    /// The changes recorded after `seq` (`None`: from the first), oldest first, at most
+    /// `limit`: what an output has not dealt with ([`Store::output_cursor`]).
+    pub fn changes_after(
+        &self,
+        seq: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<StoredAlert>, StoreError> {
+        let mut out = Vec::new();
+        let from = match seq {
+            None => 0,
+            Some(s) => match s.checked_add(1) {
+                Some(f) => f,
+                None => return Ok(out),
+            },
+        };
+        for row in self.alerts.range(from.to_be_bytes()..).take(limit) {
+            let (k, v) = row.map_err(|e| self.io(e))?;
+            if let Some(json) = v.get(9..).and_then(|b| std::str::from_utf8(b).ok()) {
+                out.push(StoredAlert {
+                    seq: seq_of(&k),
+                    json: json.to_string(),
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// The changes recorded but not yet written to the outputs (the process died between
@@ -947,6 +1039,42 @@ pattern = "absent(hb) for 10s"
         assert_eq!(kept[0].json, alerts[0].to_json().to_string());
         assert_eq!(kept[1].json, alerts[1].to_json().to_string());
         assert_eq!(s.recent(1).unwrap(), kept[1..]);
+    }
+
+    /// Kept changes get their place; an output's cursor says where it stands, across a
+    /// reopening once flushed, and what follows it is what it has not dealt with.
+    #[test]
+    fn an_output_cursor_names_what_the_output_has_not_dealt_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = heartbeat_alerts();
+        {
+            let s = Store::open(dir.path(), 100).unwrap();
+            assert_eq!(s.output_cursor("webhook").unwrap(), OutputCursor::Unknown);
+            assert_eq!(s.last_seq().unwrap(), None);
+            s.set_output_cursor("webhook", None).unwrap();
+            let mut changes: Vec<Change> = alerts.iter().map(Change::of).collect();
+            s.record_changes(&mut changes).unwrap();
+            let seqs: Vec<u64> = changes.iter().map(|c| c.seq.unwrap()).collect();
+            assert!(seqs[0] < seqs[1]);
+            assert_eq!(s.last_seq().unwrap(), Some(seqs[1]));
+            // Not kept again: no place.
+            let mut again: Vec<Change> = alerts[..1].iter().map(Change::of).collect();
+            s.record_changes(&mut again).unwrap();
+            assert_eq!(again[0].seq, None);
+            assert_eq!(s.changes_after(None, 10).unwrap().len(), 2);
+            assert_eq!(s.changes_after(None, 1).unwrap()[0].seq, seqs[0]);
+            s.set_output_cursor("webhook", Some(seqs[0])).unwrap();
+            s.flush().unwrap();
+        }
+        let s = Store::open(dir.path(), 100).unwrap();
+        let OutputCursor::After(Some(at)) = s.output_cursor("webhook").unwrap() else {
+            panic!("no cursor");
+        };
+        let left = s.changes_after(Some(at), 10).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].json, alerts[1].to_json().to_string());
+        assert_eq!(s.output_cursor("syslog").unwrap(), OutputCursor::Unknown);
+        assert!(s.changes_after(Some(u64::MAX), 10).unwrap().is_empty());
     }
 
     #[test]

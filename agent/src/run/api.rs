@@ -1059,6 +1059,7 @@ mod tests {
             id,
             state: AlertState::Firing,
             json: format!(r#"{{"id":"{id:016x}","state":"firing","time":"{time}"}}"#),
+            seq: None,
         };
         // Written in another order than they began (two shards, each in its own order).
         store

@@ -11,10 +11,13 @@ use cepheus_store::Change;
 
 use super::config::Forward;
 use super::counters::{LogLimit, SinkCounters, bump};
-use super::outq::{Drain, Names, OutQueue};
+use super::outq::{Cursor, Drain, Names, OutQueue};
 
 /// Messages waiting for the collector; beyond, they are dropped and counted.
 pub const QUEUE: usize = 10_000;
+
+/// The forwarder's name among the store's output cursors.
+pub const CURSOR: &str = "syslog";
 
 /// The sink's side of the forwarder.
 pub struct Forwarder {
@@ -24,8 +27,13 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Starts the forwarding thread.
-    pub fn start(to: Forward, counters: Arc<SinkCounters>) -> std::io::Result<Forwarder> {
+    /// Starts the forwarding thread; it notes in `store`, if given, the last change it dealt
+    /// with.
+    pub fn start(
+        to: Forward,
+        counters: Arc<SinkCounters>,
+        store: Option<cepheus_store::Store>,
+    ) -> std::io::Result<Forwarder> {
         let c = counters.clone();
         let q = OutQueue::start(
             "output.syslog",
@@ -36,6 +44,10 @@ impl Forwarder {
                 unsent: |c| &c.syslog_unsent,
                 waiting: |c| &c.syslog_waiting,
             },
+            store.map(|store| Cursor {
+                store,
+                name: CURSOR,
+            }),
             move |d| forward_loop(to, &d, &c),
         )?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -53,7 +65,7 @@ impl Forwarder {
     /// Queues the changes; what does not fit is counted as `syslog_unsent`.
     pub fn send(&self, changes: &[Change]) {
         for c in changes {
-            self.q.push(format_5424(c, &self.host, self.pid));
+            self.q.push(c.seq, format_5424(c, &self.host, self.pid));
         }
     }
 
@@ -222,13 +234,14 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let counters = Arc::new(SinkCounters::default());
-        let mut f = Forwarder::start(Forward::Tcp(addr), counters.clone()).unwrap();
+        let mut f = Forwarder::start(Forward::Tcp(addr), counters.clone(), None).unwrap();
         let change = |n: u64| Change {
             id: n,
             state: AlertState::Firing,
             json: format!(
                 r#"{{"id":"{n:016x}","severity":"high","time":"2026-12-04T08:00:00Z"}}\n"#
             ),
+            seq: None,
         };
         // What the collector reads on `conn` until it holds `id` (or 10 s pass).
         let read_until = |mut conn: std::net::TcpStream, id: &str| {
@@ -292,6 +305,7 @@ mod tests {
             id: 1,
             state: AlertState::Firing,
             json: r#"{"id":"0000000000000001","rule":"hb","severity":"critical","state":"firing","time":"2026-12-03T05:00:00Z"}"#.into(),
+            seq: None,
         };
         let m = String::from_utf8(format_5424(&c, "sensor1", 42)).unwrap();
         assert_eq!(

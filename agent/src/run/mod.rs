@@ -672,11 +672,11 @@ fn start(
         let forwarder = cfg
             .output
             .syslog
-            .map(|to| forward::Forwarder::start(to, sink_counters.clone()))
+            .map(|to| forward::Forwarder::start(to, sink_counters.clone(), Some(store.clone())))
             .transpose()
             .context("output.syslog: starting the forwarding thread")?;
         let webhook = webhook_target
-            .map(|to| webhook::Webhook::start(to, sink_counters.clone()))
+            .map(|to| webhook::Webhook::start(to, sink_counters.clone(), Some(store.clone())))
             .transpose()
             .context("output.webhook: starting the posting thread")?;
         let max_age = cfg.store.max_age.map(|a| a.0);

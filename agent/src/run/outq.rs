@@ -2,7 +2,11 @@
 //! (`output.syslog`, `output.webhook`): the sink only queues, so a slow or absent peer never
 //! holds up the sink (and the store behind it); what does not fit is dropped and counted, and
 //! what is still queued when the agent stops is counted and said in the log, not lost silently.
+//! Each output notes in the store the last change it dealt with ([`Cursor`]): what it had
+//! not when the agent stopped or died is sent again at the next start.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -11,11 +15,24 @@ use std::time::{Duration, Instant};
 
 use super::counters::{SinkCounters, bump};
 
+/// Where an output notes the last change it dealt with (delivered, or given up): its name
+/// among the store's output cursors ([`cepheus_store::Store::output_cursor`]).
+#[derive(Clone)]
+pub struct Cursor {
+    /// The store.
+    pub store: cepheus_store::Store,
+    /// The output's name there (`webhook`, `syslog`).
+    pub name: &'static str,
+}
+
+/// An item with its change's place in the store's order (`None`: not kept).
+type Seqd<T> = (Option<u64>, T);
+
 /// The sink's side: queues items for the output's thread.
 pub struct OutQueue<T> {
     /// The output's name in the configuration, for the log (`output.webhook`).
     name: &'static str,
-    tx: Option<SyncSender<T>>,
+    tx: Option<SyncSender<Seqd<T>>>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
@@ -30,6 +47,8 @@ struct Shared {
     counters: Arc<SinkCounters>,
     /// The output's `*_unsent` counter and `*_waiting` gauge among them.
     names: Names,
+    /// Where it notes what it dealt with, if anywhere.
+    cursor: Option<Cursor>,
 }
 
 /// An output's `*_unsent` counter and `*_waiting` gauge (items queued and not yet dealt
@@ -54,19 +73,23 @@ impl Shared {
 
 /// The output thread's side: takes items and says when it has dealt with them.
 pub struct Drain<T> {
-    rx: Receiver<T>,
+    rx: Receiver<Seqd<T>>,
     shared: Arc<Shared>,
+    /// The places of the items taken and not yet dealt with, in order.
+    taken: RefCell<VecDeque<Option<u64>>>,
 }
 
 impl<T: Send + 'static> OutQueue<T> {
     /// Starts thread `thread` running `work` over a queue of `capacity` items; items that do
-    /// not fit, or are left when the agent stops, are added to counter `names.unsent`.
+    /// not fit, or are left when the agent stops, are added to counter `names.unsent`; the
+    /// last item dealt with is noted at `cursor`, if given.
     pub fn start(
         name: &'static str,
         thread: &str,
         capacity: usize,
         counters: Arc<SinkCounters>,
         names: Names,
+        cursor: Option<Cursor>,
         work: impl FnOnce(Drain<T>) + Send + 'static,
     ) -> std::io::Result<OutQueue<T>> {
         let (tx, rx) = sync_channel(capacity);
@@ -75,10 +98,12 @@ impl<T: Send + 'static> OutQueue<T> {
             counted: AtomicBool::new(false),
             counters,
             names,
+            cursor,
         });
         let drain = Drain {
             rx,
             shared: shared.clone(),
+            taken: RefCell::new(VecDeque::new()),
         };
         let handle = std::thread::Builder::new()
             .name(thread.into())
@@ -91,14 +116,15 @@ impl<T: Send + 'static> OutQueue<T> {
         })
     }
 
-    /// Queues `item`; when the queue is full (or the thread is gone) it is counted as unsent.
-    pub fn push(&self, item: T) {
+    /// Queues `item`, of the change kept at `seq` in the store; when the queue is full (or
+    /// the thread is gone) it is counted as unsent.
+    pub fn push(&self, seq: Option<u64>, item: T) {
         let Some(tx) = &self.tx else {
             self.shared.unsent(1);
             return;
         };
         self.shared.pending().fetch_add(1, Ordering::SeqCst);
-        match tx.try_send(item) {
+        match tx.try_send((seq, item)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
@@ -141,17 +167,37 @@ impl<T: Send + 'static> OutQueue<T> {
 impl<T> Drain<T> {
     /// The next item, waiting for one; `None` once the agent stops and the queue is empty.
     pub fn recv(&self) -> Option<T> {
-        self.rx.recv().ok()
+        self.rx.recv().ok().map(|i| self.took(i))
     }
 
     /// The next item if one is queued now.
     pub fn try_recv(&self) -> Option<T> {
-        self.rx.try_recv().ok()
+        self.rx.try_recv().ok().map(|i| self.took(i))
     }
 
-    /// `n` items taken are dealt with: sent, or given up. True when the caller is to count
-    /// them (as sent or unsent); false when the agent's stop already counted them as unsent.
+    fn took(&self, (seq, item): Seqd<T>) -> T {
+        self.taken.borrow_mut().push_back(seq);
+        item
+    }
+
+    /// `n` items taken are dealt with: sent, or given up (noted at the cursor: a restart
+    /// does not send them again). True when the caller is to count them (as sent or
+    /// unsent); false when the agent's stop already counted them as unsent.
     pub fn done(&self, n: usize) -> bool {
+        let mut last = None;
+        {
+            let mut taken = self.taken.borrow_mut();
+            for _ in 0..n {
+                if let Some(Some(s)) = taken.pop_front() {
+                    last = Some(s);
+                }
+            }
+        }
+        if let (Some(s), Some(c)) = (last, &self.shared.cursor)
+            && let Err(e) = c.store.set_output_cursor(c.name, Some(s))
+        {
+            tracing::debug!(output = c.name, error = %e, "cannot note the last alert change delivered");
+        }
         if self.shared.counted.load(Ordering::SeqCst) {
             return false;
         }
@@ -205,6 +251,7 @@ mod tests {
                 unsent: |c| &c.webhook_unsent,
                 waiting: |c| &c.webhook_waiting,
             },
+            None,
             move |d: Drain<u32>| {
                 if let Some(_item) = d.recv() {
                     let _ = holding_tx.send(());
@@ -215,10 +262,10 @@ mod tests {
         )
         .unwrap();
         // The thread holds the first item before the rest come: 4 more fit, 2 do not.
-        q.push(0);
+        q.push(None, 0);
         holding.recv_timeout(Duration::from_secs(10)).unwrap();
         for i in 1..7 {
-            q.push(i);
+            q.push(None, i);
         }
         assert_eq!(unsent(), 2);
         let t = Instant::now();
@@ -230,7 +277,7 @@ mod tests {
         assert_eq!(left, 5, "the one held and the 4 queued");
         assert_eq!(unsent(), 7);
         // After closing, nothing is queued any more.
-        q.push(7);
+        q.push(None, 7);
         assert_eq!(unsent(), 8);
     }
 
@@ -249,6 +296,7 @@ mod tests {
                 unsent: |c| &c.webhook_unsent,
                 waiting: |c| &c.webhook_waiting,
             },
+            None,
             move |d: Drain<u32>| {
                 while let Some(_item) = d.recv() {
                     std::thread::sleep(Duration::from_millis(2));
@@ -259,7 +307,7 @@ mod tests {
         )
         .unwrap();
         for i in 0..50 {
-            q.push(i);
+            q.push(None, i);
         }
         assert_eq!(q.close(Instant::now() + Duration::from_secs(10)), 0);
         assert_eq!(got.load(Ordering::SeqCst), 50);

@@ -509,7 +509,8 @@ impl AlertSink {
     }
 
     /// [`AlertSink::emit`]; with `again` (changes an earlier run may have written before it
-    /// died), the file gets only those its end does not hold.
+    /// died), the file gets only those its end does not hold, and the outputs with a cursor
+    /// in the store none (they catch up from it: [`AlertSink::resend_undelivered`]).
     fn emit_to(&mut self, fresh: &[Change], again: bool) {
         self.write(fresh);
         if let Some(f) = &mut self.file {
@@ -520,11 +521,13 @@ impl AlertSink {
                 f.write(fresh, &self.counters);
             }
         }
-        if let Some(f) = &self.forwarder {
-            f.send(fresh);
-        }
-        if let Some(w) = &self.webhook {
-            w.send(fresh);
+        if !again {
+            if let Some(f) = &self.forwarder {
+                f.send(fresh);
+            }
+            if let Some(w) = &self.webhook {
+                w.send(fresh);
+            }
         }
         if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
             for c in fresh {
@@ -562,22 +565,80 @@ impl AlertSink {
             alerts = left.len(),
             "writing out the alert changes kept but not written before the last stop"
         );
-        let changes: Vec<Change> = left
-            .into_iter()
-            .filter_map(|a| {
-                let v: serde_json::Value = serde_json::from_str(&a.json).ok()?;
-                let id: cepheus_core::alert::AlertId = v["id"].as_str()?.parse().ok()?;
-                let state = AlertState::ALL
-                    .into_iter()
-                    .find(|s| Some(s.name()) == v["state"].as_str())?;
-                Some(Change {
-                    id: id.0,
-                    state,
-                    json: a.json,
-                })
-            })
-            .collect();
+        let changes: Vec<Change> = left.into_iter().filter_map(stored_change).collect();
         self.emit_to(&changes, true);
+    }
+
+    /// What `output.syslog` and `output.webhook` had not dealt with (delivered or given up)
+    /// when the agent last stopped or died, by their cursors in the store: queued again,
+    /// before anything new, up to their queues' size. An output new to the store starts
+    /// from now.
+    fn resend_undelivered(&mut self) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        for name in [super::forward::CURSOR, super::webhook::CURSOR] {
+            let (present, room) = match name {
+                super::forward::CURSOR => (self.forwarder.is_some(), super::forward::QUEUE),
+                _ => (self.webhook.is_some(), super::webhook::QUEUE),
+            };
+            if !present {
+                continue;
+            }
+            let from = match store.output_cursor(name) {
+                Ok(cepheus_store::OutputCursor::After(s)) => s,
+                Ok(cepheus_store::OutputCursor::Unknown) => {
+                    let last = store.last_seq().ok().flatten();
+                    if let Err(e) = store.set_output_cursor(name, last) {
+                        tracing::warn!(output = name, error = %e, "cannot note where the output starts");
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(output = name, error = %e, "cannot read what the output had delivered: what it had not is not sent again");
+                    continue;
+                }
+            };
+            let left = match store.changes_after(from, room + 1) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(output = name, error = %e, "cannot read the alert changes the output had not delivered");
+                    continue;
+                }
+            };
+            if left.is_empty() {
+                continue;
+            }
+            let more = left.len() > room;
+            let changes: Vec<Change> = left
+                .into_iter()
+                .take(room)
+                .filter_map(stored_change)
+                .collect();
+            tracing::info!(
+                output = name,
+                alert_changes = changes.len(),
+                "sending again the alert changes the output had not delivered when the agent stopped"
+            );
+            if more {
+                tracing::warn!(
+                    output = name,
+                    "more alert changes than its queue holds were not delivered: only the oldest {room} are sent again (the store keeps them all)"
+                );
+            }
+            match name {
+                super::forward::CURSOR => {
+                    if let Some(f) = &self.forwarder {
+                        f.send(&changes);
+                    }
+                }
+                _ => {
+                    if let Some(w) = &self.webhook {
+                        w.send(&changes);
+                    }
+                }
+            }
+        }
     }
 
     /// One batch from a shard: counted, rendered (once), kept, and what is new written out.
@@ -707,6 +768,7 @@ impl Actor for AlertSink {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
+        self.resend_undelivered();
         self.emit_unwritten();
         // (What a storm of alert changes rendered and wrote, given back once it is over.)
         ctx.run_interval(super::mem::EVERY, |_, _| super::mem::collect());
@@ -835,6 +897,21 @@ fn retired_change(firing: &str, rules: &[(String, Reason)], time: Timestamp) -> 
     resolved_change(firing, reason, time)
 }
 
+/// A change as the store keeps it, with its place (`None` when its JSON is not an alert's).
+fn stored_change(a: cepheus_store::StoredAlert) -> Option<Change> {
+    let v: serde_json::Value = serde_json::from_str(&a.json).ok()?;
+    let id: cepheus_core::alert::AlertId = v["id"].as_str()?.parse().ok()?;
+    let state = AlertState::ALL
+        .into_iter()
+        .find(|s| Some(s.name()) == v["state"].as_str())?;
+    Some(Change {
+        id: id.0,
+        state,
+        json: a.json,
+        seq: Some(a.seq),
+    })
+}
+
 /// The `resolved` change of a kept firing alert: its object, in state `resolved` at `time`,
 /// with `reason`.
 fn resolved_change(firing: &str, reason: Reason, time: Timestamp) -> Option<Change> {
@@ -848,6 +925,7 @@ fn resolved_change(firing: &str, reason: Reason, time: Timestamp) -> Option<Chan
         id: id.0,
         state: AlertState::Resolved,
         json: v.to_string(),
+        seq: None,
     })
 }
 
@@ -927,6 +1005,14 @@ impl Handler<Flush> for AlertSink {
         }
         if let Some(w) = self.webhook.as_mut() {
             w.close(deadline);
+        }
+        // What the outputs delivered, noted without a flush: kept, so the next start sends
+        // them none of it again.
+        if let Some(store) = &self.store
+            && (self.forwarder.is_some() || self.webhook.is_some())
+            && let Err(e) = store.flush()
+        {
+            tracing::warn!(error = %e, "cannot note what the outputs delivered (the next start may send some again)");
         }
     }
 }

@@ -16,10 +16,13 @@ use std::time::{Duration, Instant};
 use cepheus_store::Change;
 
 use super::counters::{LogLimit, SinkCounters, bump};
-use super::outq::{Drain, Names, OutQueue};
+use super::outq::{Cursor, Drain, Names, OutQueue};
 
 /// Alert changes waiting for the endpoint; beyond, they are dropped and counted.
 pub const QUEUE: usize = 10_000;
+
+/// The webhook's name among the store's output cursors.
+pub const CURSOR: &str = "webhook";
 
 /// Alert changes per request, at most.
 pub const MAX_BATCH: usize = 100;
@@ -45,8 +48,13 @@ pub struct Webhook {
 }
 
 impl Webhook {
-    /// Starts the posting thread.
-    pub fn start(to: Target, counters: Arc<SinkCounters>) -> std::io::Result<Webhook> {
+    /// Starts the posting thread; it notes in `store`, if given, the last change it dealt
+    /// with.
+    pub fn start(
+        to: Target,
+        counters: Arc<SinkCounters>,
+        store: Option<cepheus_store::Store>,
+    ) -> std::io::Result<Webhook> {
         let c = counters.clone();
         let q = OutQueue::start(
             "output.webhook",
@@ -57,6 +65,10 @@ impl Webhook {
                 unsent: |c| &c.webhook_unsent,
                 waiting: |c| &c.webhook_waiting,
             },
+            store.map(|store| Cursor {
+                store,
+                name: CURSOR,
+            }),
             move |d| post_loop(&to, &d, &c),
         )?;
         Ok(Webhook { q })
@@ -65,7 +77,7 @@ impl Webhook {
     /// Queues the changes; what does not fit is counted as `webhook_unsent`.
     pub fn send(&self, changes: &[Change]) {
         for c in changes {
-            self.q.push(c.json.clone());
+            self.q.push(c.seq, c.json.clone());
         }
     }
 
