@@ -1,6 +1,7 @@
-//! `cepheus groups forget RULE KEY`: retires one group of a running agent by hand (DESIGN.md,
-//! "Groups"), through its API (`POST /groups/forget`). The agent's address and token come
-//! from the same configuration file `cepheus run` reads.
+//! `cepheus groups list RULE`: the groups a running agent holds for a rule (`GET /groups`),
+//! and `cepheus groups forget RULE KEY`: retires one by hand (DESIGN.md, "Groups"), through
+//! its API (`POST /groups/forget`). The agent's address and token come from the same
+//! configuration file `cepheus run` reads.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +16,29 @@ pub enum GroupsCommand {
     /// it was retired, 1 when the agent holds no such group, 2 when the agent cannot be
     /// reached.
     Forget(ForgetArgs),
+    /// List the groups a running agent holds for a rule, in key order: each key as `groups
+    /// forget` takes it, whether an alert of it fires, whether it is expected, and its last
+    /// event (or when it began to be watched). Exit 0, 1 when the agent runs no such rule, 2
+    /// when it cannot be reached.
+    List(ListArgs),
+}
+
+/// Arguments of `cepheus groups list`.
+#[derive(clap::Args, Debug)]
+pub struct ListArgs {
+    /// The rule's name.
+    pub rule: String,
+    /// The most groups to list (the agent lists at most 10,000).
+    #[arg(long, default_value_t = 1000)]
+    pub limit: usize,
+    /// Print the agent's answer as JSON (`GET /groups`) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// The agent's configuration file (for `api.listen` and `api.token_file`). Default:
+    /// /etc/cepheus/cepheus.toml when readable, else the built-in defaults (API on
+    /// 127.0.0.1:9514).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// Arguments of `cepheus groups forget`.
@@ -36,6 +60,7 @@ pub struct ForgetArgs {
 /// Runs `cepheus groups ...`.
 pub fn run(cmd: GroupsCommand) -> ExitCode {
     match cmd {
+        GroupsCommand::List(args) => list(&args),
         GroupsCommand::Forget(args) => match forget(&args) {
             Ok(None) => {
                 println!("forgot group `{}` of rule `{}`", args.key, args.rule);
@@ -56,10 +81,11 @@ pub fn run(cmd: GroupsCommand) -> ExitCode {
                         args.rule
                     ),
                     (_, Some(g)) if !g.is_empty() => eprintln!(
-                        "error: rule `{}` holds no group `{}` now: its key is {} (values in this order, comma-separated, as in `expect`), e.g. copy the `group` object of one of its alerts",
+                        "error: rule `{}` holds no group `{}` now: its key is {} (values in this order, comma-separated, as in `expect`), e.g. copy the `group` object of one of its alerts; `cepheus groups list {}` lists the groups it holds",
                         args.rule,
                         args.key,
-                        g.join(", ")
+                        g.join(", "),
+                        args.rule
                     ),
                     (_, Some(_)) => eprintln!(
                         "error: rule `{}` has no group_by: its one group's key is empty (`cepheus groups forget {} \"\"`), and it holds none now",
@@ -78,6 +104,149 @@ pub fn run(cmd: GroupsCommand) -> ExitCode {
             }
         },
     }
+}
+
+/// `cepheus groups list`.
+fn list(args: &ListArgs) -> ExitCode {
+    let answer = Client::new(args.config.as_ref()).and_then(|c| {
+        c.get(&format!(
+            "/groups?rule={}&limit={}",
+            query_escape(&args.rule),
+            args.limit
+        ))
+    });
+    let doc = match answer {
+        Ok(Answer::Ok(text)) => match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("error: the agent's answer is not JSON: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        Ok(Answer::NotFound(_)) => {
+            eprintln!(
+                "error: the agent runs no rule named `{}` (its API's /stats lists the rules it runs)",
+                args.rule
+            );
+            return ExitCode::from(1);
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.json {
+        println!("{doc}");
+        return ExitCode::SUCCESS;
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = write_groups(&mut out, &doc);
+    ExitCode::SUCCESS
+}
+
+/// A query value with every byte but `A-Za-z0-9-_.~` percent-encoded.
+fn query_escape(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The key of a listed group as `groups forget` takes it: its values in `group_by` order,
+/// comma-separated, or the group object as JSON when a value holds a comma.
+fn key_text(group_by: &[String], group: &serde_json::Value) -> String {
+    let values: Vec<String> = group_by
+        .iter()
+        .map(|g| match &group[g] {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect();
+    if values.iter().any(|v| v.contains(',')) {
+        group.to_string()
+    } else {
+        values.join(",")
+    }
+}
+
+/// The table of `groups list`, and a last line counting what was listed.
+fn write_groups(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::io::Result<()> {
+    let group_by: Vec<String> = doc["group_by"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let groups = doc["groups"].as_array().cloned().unwrap_or_default();
+    let yes = |v: &serde_json::Value| {
+        if v.as_bool() == Some(true) {
+            "yes"
+        } else {
+            "no"
+        }
+    };
+    let rows: Vec<[String; 4]> = groups
+        .iter()
+        .map(|g| {
+            [
+                key_text(&group_by, &g["group"]),
+                yes(&g["firing"]).to_string(),
+                yes(&g["expected"]).to_string(),
+                g["active_at"].as_str().unwrap_or("").to_string(),
+            ]
+        })
+        .collect();
+    let key_head = if group_by.is_empty() {
+        "GROUP".to_string()
+    } else {
+        format!("GROUP ({})", group_by.join(","))
+    };
+    let header = [key_head.as_str(), "FIRING", "EXPECTED", "ACTIVE AT"];
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    if !rows.is_empty() {
+        writeln!(
+            out,
+            "{:<w0$}  {:<w1$}  {:<w2$}  {}",
+            header[0],
+            header[1],
+            header[2],
+            header[3],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2]
+        )?;
+        for r in &rows {
+            writeln!(
+                out,
+                "{:<w0$}  {:<w1$}  {:<w2$}  {}",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2]
+            )?;
+        }
+    }
+    let total = doc["total"].as_u64().unwrap_or(0);
+    writeln!(
+        out,
+        "{} of {total} group(s) of rule `{}`",
+        rows.len(),
+        doc["rule"].as_str().unwrap_or("")
+    )
 }
 
 /// Sends the request: `None` when the agent retired the group, else its answer (404).

@@ -1445,6 +1445,33 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     let mut per_shard = held(&agent.stats());
     per_shard.sort();
     assert_eq!(per_shard, [0, 1]);
+    // `groups list` names it, as `groups forget` takes it, whichever shard holds it.
+    let list = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .args(["groups", "list"])
+            .args(args)
+            .args(["--config", "cepheus.toml"])
+            .current_dir(&agent.dir)
+            .output()
+            .unwrap()
+    };
+    let out = list(&["hb"]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        table.starts_with("GROUP (host)  FIRING  EXPECTED  ACTIVE AT\n"),
+        "{table}"
+    );
+    assert!(
+        table.contains("\nweb-1         yes     no        20"),
+        "{table}"
+    );
+    assert!(table.ends_with("1 of 1 group(s) of rule `hb`\n"), "{table}");
+    let out = list(&["hb", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["total"], 1, "{doc}");
+    assert_eq!(doc["groups"][0]["group"], fired["group"], "{doc}");
+    assert_eq!(list(&["hbb"]).status.code(), Some(1));
     let forget = |key: &str| {
         Command::new(env!("CARGO_BIN_EXE_cepheus"))
             .args(["groups", "forget", "hb", key, "--config", "cepheus.toml"])
@@ -1462,6 +1489,11 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     let resolved = agent.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
     assert_eq!(resolved["reason"], "forgotten");
     assert_eq!(resolved["id"], fired["id"]);
+    let out = list(&["hb"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "0 of 0 group(s) of rule `hb`\n"
+    );
     let again = forget("web-1");
     assert_eq!(again.status.code(), Some(1));
     let err = String::from_utf8_lossy(&again.stderr);

@@ -1,5 +1,6 @@
-//! The HTTP API: `GET /health`, `GET /stats` (JSON), `GET /metrics` (Prometheus text), and
-//! `POST /groups/forget` (`{"rule": .., "key": ..}`, what `cepheus groups forget` sends).
+//! The HTTP API: `GET /health`, `GET /stats` (JSON), `GET /metrics` (Prometheus text),
+//! `GET /groups?rule=NAME` (what `cepheus groups list` reads), and `POST /groups/forget`
+//! (`{"rule": .., "key": ..}`, what `cepheus groups forget` sends).
 //!
 //! `/metrics` is rendered by hand from the same snapshot as `/stats` rather than through the
 //! `metrics` facade and `metrics-exporter-prometheus`: every number already lives in one
@@ -20,7 +21,7 @@ use serde::Serialize;
 use super::counters::{
     CaptureCounters, CaptureSnapshot, IngestCounters, IngestSnapshot, SinkCounters, SinkSnapshot,
 };
-use super::shard::{ForgetGroup, GetStats, Shard, ShardStats};
+use super::shard::{ForgetGroup, GetStats, ListGroups, Shard, ShardStats};
 
 /// Marks the app served on the Unix socket (`api.socket`), whose requests need no token.
 #[derive(Clone, Copy, Debug)]
@@ -804,6 +805,82 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
     }
 }
 
+/// The query of `GET /groups`.
+#[derive(Debug, serde::Deserialize)]
+struct GroupsQuery {
+    rule: String,
+    limit: Option<usize>,
+}
+
+/// Groups listed at most by `GET /groups` (`limit` lowers it).
+pub const MAX_LISTED_GROUPS: usize = 10_000;
+
+/// `GET /groups?rule=NAME[&limit=N]`: the rule's groups across the shards, in key order (at
+/// most `limit`, default and cap [`MAX_LISTED_GROUPS`]): `{"rule", "group_by", "total",
+/// "groups": [{"group": {..}, "expected", "firing", "active_at"}]}`; 404 when no rule has
+/// that name. How an operator finds the key of a group that raises no alert.
+async fn list_groups(
+    req: HttpRequest,
+    st: web::Data<ApiState>,
+    query: web::Query<GroupsQuery>,
+) -> HttpResponse {
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
+    }
+    let limit = query
+        .limit
+        .unwrap_or(MAX_LISTED_GROUPS)
+        .min(MAX_LISTED_GROUPS);
+    let mut group_by: Option<Vec<String>> = None;
+    let mut total = 0usize;
+    let mut groups = Vec::new();
+    for s in &st.shards {
+        let msg = ListGroups {
+            rule: query.rule.clone(),
+            limit,
+        };
+        match s.send(msg).await {
+            Ok(Some(l)) => {
+                group_by = Some(l.group_by);
+                total += l.total;
+                groups.extend(l.groups);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "shard did not answer"),
+        }
+    }
+    let Some(group_by) = group_by else {
+        return HttpResponse::NotFound().json(serde_json::json!({
+            "rule": query.rule,
+            "rule_known": false,
+        }));
+    };
+    groups.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    groups.truncate(limit);
+    let listed: Vec<serde_json::Value> = groups
+        .iter()
+        .map(|g| {
+            let group: serde_json::Map<String, serde_json::Value> = group_by
+                .iter()
+                .zip(&g.key)
+                .map(|(name, v)| (name.clone(), v.to_json()))
+                .collect();
+            serde_json::json!({
+                "group": group,
+                "expected": g.expected,
+                "firing": g.firing,
+                "active_at": g.active_at.to_rfc3339(),
+            })
+        })
+        .collect();
+    HttpResponse::Ok().json(serde_json::json!({
+        "rule": query.rule,
+        "group_by": group_by,
+        "total": total,
+        "groups": listed,
+    }))
+}
+
 async fn health() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain").body("ok\n")
 }
@@ -996,6 +1073,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/alerts", web::get().to(alerts))
         .route("/alerts/stream", web::get().to(alert_stream))
         .route("/alerts/ack", web::post().to(ack_alert))
+        .route("/groups", web::get().to(list_groups))
         .route("/groups/forget", web::post().to(forget_group));
 }
 

@@ -64,6 +64,28 @@ pub struct ForgetGroup {
     pub key: String,
 }
 
+/// List a rule's groups (`cepheus groups list RULE`): at most `limit`, in key order, with
+/// how many this shard holds and the rule's `group_by`; `None` when no rule has that name.
+#[derive(Message)]
+#[rtype(result = "Option<ListedGroups>")]
+pub struct ListGroups {
+    /// The rule's name.
+    pub rule: String,
+    /// The most groups to list.
+    pub limit: usize,
+}
+
+/// One shard's groups of a rule.
+#[derive(Debug)]
+pub struct ListedGroups {
+    /// The rule's `group_by` names.
+    pub group_by: Vec<String>,
+    /// How many groups of the rule the shard holds.
+    pub total: usize,
+    /// The first `limit` of them, in key order.
+    pub groups: Vec<cepheus_core::engine::GroupView>,
+}
+
 /// What one shard reports.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ShardStats {
@@ -741,6 +763,28 @@ pub struct ForgetOutcome {
     pub forgotten: bool,
     /// The rule's `group_by` names; `None`: no rule has that name.
     pub group_by: Option<Vec<String>>,
+}
+
+impl Handler<ListGroups> for Shard {
+    type Result = MessageResult<ListGroups>;
+
+    fn handle(&mut self, msg: ListGroups, _: &mut Self::Context) -> Self::Result {
+        let group_by = self
+            .rules
+            .rules
+            .iter()
+            .find(|r| r.name == msg.rule)
+            .map(|r| r.group_by.clone());
+        let listed = group_by.and_then(|group_by| {
+            let (total, groups) = self.engine.as_ref()?.list_groups(&msg.rule, msg.limit)?;
+            Some(ListedGroups {
+                group_by,
+                total,
+                groups,
+            })
+        });
+        MessageResult(listed)
+    }
 }
 
 impl Handler<ForgetGroup> for Shard {

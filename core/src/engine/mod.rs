@@ -342,6 +342,19 @@ impl RuleRt {
     }
 }
 
+/// One group of a rule as [`Engine::list_groups`] shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupView {
+    /// Its key: the `group_by` values, in order.
+    pub key: Vec<Value>,
+    /// Listed in `expect` (watched from the start, never forgotten).
+    pub expected: bool,
+    /// An alert of it is firing now.
+    pub firing: bool,
+    /// Its last event, or when it began to be watched (an expected group never heard from).
+    pub active_at: Timestamp,
+}
+
 /// A group's slot: what a delivery reads and writes, one cache line. What only alerts,
 /// lookups by key and timer bookkeeping read is beside it, in [`Cold`].
 #[repr(align(64))]
@@ -2702,6 +2715,33 @@ impl Engine {
                 k.len() == want.len() && k.iter().zip(&want).all(|(v, w)| v.to_string() == *w)
             })
             .map(|k| k.to_vec())
+    }
+
+    /// The groups of rule `rule` this engine holds, in key order (at most `limit`), and how
+    /// many it holds; `None` when it runs no rule of that name. What an operator reads to
+    /// name a group that raises no alert (`cepheus groups list`, then `groups forget`).
+    pub fn list_groups(&self, rule: &str, limit: usize) -> Option<(usize, Vec<GroupView>)> {
+        let (ri, rt) = self
+            .rts
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.facts.members.iter().any(|m| m.rule.name == rule))?;
+        let mut keys: Vec<(&GroupKey, u32)> = rt.groups.iter().map(|(k, s)| (k, *s)).collect();
+        keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let views = keys
+            .iter()
+            .take(limit)
+            .filter_map(|&(k, s)| {
+                let g = &slot_at(&self.rts, ri as u32, s)?.group;
+                Some(GroupView {
+                    key: k.to_vec(),
+                    expected: g.expected,
+                    firing: g.firing(),
+                    active_at: g.last_activity,
+                })
+            })
+            .collect();
+        Some((rt.groups.len(), views))
     }
 
     /// Resolves every open alert with `reason` (appended to `out`), as a reload resolves those

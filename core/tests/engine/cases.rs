@@ -612,6 +612,48 @@ fn a_distinct_closure_shows_each_value_once_to_its_episode_end() {
     assert_eq!(msgs(&alerts[1]), ["80", "443", "8080", "22"]);
 }
 
+/// A rule's groups are listed in key order: expected ones (watched, never heard from) and
+/// discovered ones, with whether they fire and their last event.
+#[test]
+fn a_rules_groups_are_listed_in_key_order() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::Value;
+    let r = rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["web-2"]);
+    let mut e = Engine::new(&set(vec![r]), EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script("hb:web-3@0 hb:web-1@10 tick@65"),
+        &mut out,
+    );
+    let (total, groups) = e.list_groups("hb", 10).unwrap();
+    assert_eq!(total, 3);
+    let seen: Vec<(String, bool, bool, i64)> = groups
+        .iter()
+        .map(|g| {
+            let Value::Str(k) = &g.key[0] else {
+                panic!("{:?}", g.key)
+            };
+            (
+                k.to_string(),
+                g.expected,
+                g.firing,
+                g.active_at.0 / 1_000_000_000,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("web-1".to_string(), false, false, 10),
+            ("web-2".to_string(), true, true, 0),
+            ("web-3".to_string(), false, true, 0),
+        ]
+    );
+    assert_eq!(e.list_groups("hb", 1).unwrap().1.len(), 1);
+    assert!(e.list_groups("nope", 10).is_none());
+}
+
 #[test]
 fn closure_in_the_middle_with_bounds() {
     let r = rule(
