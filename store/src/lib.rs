@@ -666,6 +666,15 @@ impl Store {
         Ok(())
     }
 
+    /// Forgets where output `name` stood (it is not configured any more): configured again
+    /// later, it starts from then, not with what was made meanwhile.
+    pub fn forget_output_cursor(&self, name: &str) -> Result<(), StoreError> {
+        self.meta
+            .remove(format!("sent.{name}"))
+            .map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
     /// Makes what was written durable (the outputs' cursors, written without a flush).
     pub fn flush(&self) -> Result<(), StoreError> {
         self.db.flush().map_err(|e| self.io(e))?;
@@ -1075,6 +1084,8 @@ pattern = "absent(hb) for 10s"
         assert_eq!(left[0].json, alerts[1].to_json().to_string());
         assert_eq!(s.output_cursor("syslog").unwrap(), OutputCursor::Unknown);
         assert!(s.changes_after(Some(u64::MAX), 10).unwrap().is_empty());
+        s.forget_output_cursor("webhook").unwrap();
+        assert_eq!(s.output_cursor("webhook").unwrap(), OutputCursor::Unknown);
     }
 
     #[test]

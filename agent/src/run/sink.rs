@@ -583,6 +583,11 @@ impl AlertSink {
                 _ => (self.webhook.is_some(), super::webhook::QUEUE),
             };
             if !present {
+                // Not configured now: configured again later, it starts from then, not with
+                // the changes of the weeks between.
+                if let Err(e) = store.forget_output_cursor(name) {
+                    tracing::debug!(output = name, error = %e, "cannot forget the output's place");
+                }
                 continue;
             }
             let from = match store.output_cursor(name) {
