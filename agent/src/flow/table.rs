@@ -317,7 +317,9 @@ pub struct FlowTable {
     /// Fragments waiting for their first fragment (at most [`MAX_FRAGS`] datagrams, for
     /// [`ORPHAN_WAIT`]), and the order they began waiting in.
     orphans: HashMap<FragKey, Orphan>,
-    orphan_order: VecDeque<FragKey>,
+    /// (datagram, when it began waiting): an entry whose datagram no longer waits since
+    /// then (its first came) is stale, and skipped.
+    orphan_order: VecDeque<(FragKey, Timestamp)>,
     now: Timestamp,
     /// The latest `at` of a notice made: a flow timed out is stamped when its timer ran
     /// out, but never before a notice already made (arrival order stays non-decreasing).
@@ -560,7 +562,7 @@ impl FlowTable {
             if self.orphans.len() >= MAX_FRAGS {
                 self.give_up_orphan();
             }
-            self.orphan_order.push_back(k);
+            self.orphan_order.push_back((k, ts));
         }
         let o = self.orphans.entry(k).or_insert(Orphan {
             since: ts,
@@ -575,21 +577,31 @@ impl FlowTable {
         o.payload_bytes += u64::from(pkt.payload_len);
     }
 
+    /// Whether an entry of `orphan_order` still names a datagram waiting since then.
+    fn waiting(&self, (k, since): &(FragKey, Timestamp)) -> bool {
+        self.orphans.get(k).is_some_and(|o| o.since == *since)
+    }
+
     /// Gives up the fragments that waited [`ORPHAN_WAIT`] for their first by `now`.
     fn expire_orphans(&mut self, now: Timestamp) {
-        while let Some(k) = self.orphan_order.front() {
-            match self.orphans.get(k) {
-                Some(o) if now.since(o.since) <= ORPHAN_WAIT => break,
-                _ => self.give_up_orphan(),
+        while let Some(&front) = self.orphan_order.front() {
+            if !self.waiting(&front) {
+                self.orphan_order.pop_front();
+            } else if now.since(front.1) > ORPHAN_WAIT {
+                self.give_up_orphan();
+            } else {
+                break;
             }
         }
     }
 
-    /// Gives up the datagram that began waiting first (if it still waits: one whose first
-    /// came left its place in the order behind), counted in `orphan_fragments`.
+    /// Gives up the datagram that began waiting first (stale entries, whose first came,
+    /// are skipped), counted in `orphan_fragments`.
     fn give_up_orphan(&mut self) {
-        while let Some(k) = self.orphan_order.pop_front() {
-            if let Some(o) = self.orphans.remove(&k) {
+        while let Some(front) = self.orphan_order.pop_front() {
+            if self.waiting(&front)
+                && let Some(o) = self.orphans.remove(&front.0)
+            {
                 self.stats.orphan_fragments += o.pkts;
                 return;
             }
@@ -1142,7 +1154,16 @@ mod tests {
         let mut v4: Ipv4Header = hdr.ipv4().unwrap().0.clone();
         let body = &whole[20..]; // UDP header + 64 bytes
         let mut frags = Vec::new();
+        let mut frags2 = Vec::new();
         for (off, chunk, more) in [(0usize, &body[..40], true), (40, &body[40..], false)] {
+            v4.identification = 78;
+            v4.more_fragments = more;
+            v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
+            v4.set_payload_len(chunk.len()).unwrap();
+            v4.header_checksum = v4.calc_header_checksum();
+            let mut f = v4.to_bytes().to_vec();
+            f.extend_from_slice(chunk);
+            frags2.push(f);
             v4.identification = 77;
             v4.more_fragments = more;
             v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
@@ -1202,6 +1223,22 @@ mod tests {
         t.finish(&mut out);
         assert!(out.is_empty(), "{out:?}");
         assert_eq!(t.stats().orphan_fragments, 1);
+        // Two datagrams waiting, each last fragment first: the first one's joining leaves
+        // the second waiting (not given up in its place).
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &frags[1], &mut out);
+        feed(&mut t, 0.001, &frags2[1], &mut out);
+        feed(&mut t, 0.002, &frags[0], &mut out);
+        feed(&mut t, 0.003, &frags2[0], &mut out);
+        t.finish(&mut out);
+        let pkts: u64 = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| n.flow.orig.pkts)
+            .sum();
+        assert_eq!(pkts, 4, "{out:?}");
+        assert_eq!(t.stats().orphan_fragments, 0);
     }
 
     #[test]

@@ -123,7 +123,11 @@ impl Framer {
                     if digits <= 10 {
                         return None;
                     }
-                } else if buf[0] == b'0' && digits <= 10 && buf.len() == digits + 1 {
+                } else if buf[0] == b'0'
+                    && digits <= 10
+                    && buf.len() == digits + 1
+                    && buf[digits] == b' '
+                {
                     // A padded count (`0049 `) is one only if a PRI follows: wait for the byte
                     // that decides, as one read would have shown it.
                     return None;

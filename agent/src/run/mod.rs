@@ -420,10 +420,12 @@ fn shards_to_run(cfg: &Config, store: &cepheus_store::Store) -> usize {
     if cfg.engine.shards > 0 {
         return cores;
     }
+    // (Read as `saved_states` reads them: a damaged shard file must not make the others'
+    // count unknown, which would drop them all.)
     let saved = store
-        .checkpoints()
+        .readable_checkpoints()
         .ok()
-        .and_then(|c| c.iter().map(|s| s.shards as usize).max())
+        .and_then(|(c, _)| c.iter().map(|s| s.shards as usize).max())
         .filter(|&s| (1..=MAX_CONTINUED_SHARDS).contains(&s));
     match saved {
         Some(s) if s != cores => {

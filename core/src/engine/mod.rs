@@ -2727,6 +2727,11 @@ impl Engine {
             .enumerate()
             .find(|(_, r)| r.facts.members.iter().any(|m| m.rule.name == rule))?;
         let mut keys: Vec<(&GroupKey, u32)> = rt.groups.iter().map(|(k, s)| (k, *s)).collect();
+        // Only the first `limit` sorted (a rule may hold a million groups).
+        if limit < keys.len() {
+            keys.select_nth_unstable_by(limit, |a, b| a.0.cmp(b.0));
+            keys.truncate(limit);
+        }
         keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let views = keys
             .iter()
