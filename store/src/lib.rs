@@ -681,6 +681,16 @@ impl Store {
         Ok(())
     }
 
+    /// The last change noted as written out ([`Store::mark_written`]; `None`: none).
+    pub fn written_through(&self) -> Result<Option<u64>, StoreError> {
+        Ok(self
+            .meta
+            .get("written")
+            .map_err(|e| self.io(e))?
+            .map(|v| seq_of(&v))
+            .filter(|&s| s != NONE_WRITTEN))
+    }
+
     /// The newest change's position in the order of recording (`None`: none kept).
     pub fn last_seq(&self) -> Result<Option<u64>, StoreError> {
         Ok(self

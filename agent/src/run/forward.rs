@@ -69,6 +69,12 @@ impl Forwarder {
         }
     }
 
+    /// Changes sent before the store kept them are kept now, up to `seq` (see
+    /// [`OutQueue::mark`]).
+    pub fn mark(&self, seq: u64) {
+        self.q.mark(seq);
+    }
+
     /// The agent stops: what is queued gets until `deadline`; returns how many were left
     /// (counted and logged).
     pub fn close(&mut self, deadline: Instant) -> usize {

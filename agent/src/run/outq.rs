@@ -25,14 +25,21 @@ pub struct Cursor {
     pub name: &'static str,
 }
 
-/// An item with its change's place in the store's order (`None`: not kept).
-type Seqd<T> = (Option<u64>, T);
+/// What goes through an output's queue.
+enum Slot<T> {
+    /// An item, with its change's place in the store's order (`None`: not kept yet).
+    Item(Option<u64>, T),
+    /// Once what was queued before it is dealt with, every change up to this place is:
+    /// changes sent before the store kept them (its disk was nearly full) got their place
+    /// later.
+    Mark(u64),
+}
 
 /// The sink's side: queues items for the output's thread.
 pub struct OutQueue<T> {
     /// The output's name in the configuration, for the log (`output.webhook`).
     name: &'static str,
-    tx: Option<SyncSender<Seqd<T>>>,
+    tx: Option<SyncSender<Slot<T>>>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
 }
@@ -73,7 +80,7 @@ impl Shared {
 
 /// The output thread's side: takes items and says when it has dealt with them.
 pub struct Drain<T> {
-    rx: Receiver<Seqd<T>>,
+    rx: Receiver<Slot<T>>,
     shared: Arc<Shared>,
     /// The places of the items taken and not yet dealt with, in order.
     taken: RefCell<VecDeque<Option<u64>>>,
@@ -124,12 +131,22 @@ impl<T: Send + 'static> OutQueue<T> {
             return;
         };
         self.shared.pending().fetch_add(1, Ordering::SeqCst);
-        match tx.try_send((seq, item)) {
+        match tx.try_send(Slot::Item(seq, item)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
                 self.shared.unsent(1);
             }
+        }
+    }
+
+    /// Says that changes sent earlier without a place in the store (not kept yet) are kept
+    /// now, up to `seq`: once the items queued before this are dealt with, the output's
+    /// cursor may pass them. Dropped when the queue is full (a restart may then send them
+    /// again).
+    pub fn mark(&self, seq: u64) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.try_send(Slot::Mark(seq));
         }
     }
 
@@ -167,17 +184,54 @@ impl<T: Send + 'static> OutQueue<T> {
 impl<T> Drain<T> {
     /// The next item, waiting for one; `None` once the agent stops and the queue is empty.
     pub fn recv(&self) -> Option<T> {
-        self.rx.recv().ok().map(|i| self.took(i))
+        loop {
+            match self.rx.recv().ok()? {
+                Slot::Item(seq, item) => return Some(self.took(seq, item)),
+                Slot::Mark(seq) => self.marked(seq),
+            }
+        }
     }
 
     /// The next item if one is queued now.
     pub fn try_recv(&self) -> Option<T> {
-        self.rx.try_recv().ok().map(|i| self.took(i))
+        loop {
+            match self.rx.try_recv().ok()? {
+                Slot::Item(seq, item) => return Some(self.took(seq, item)),
+                Slot::Mark(seq) => self.marked(seq),
+            }
+        }
     }
 
-    fn took(&self, (seq, item): Seqd<T>) -> T {
+    fn took(&self, seq: Option<u64>, item: T) -> T {
         self.taken.borrow_mut().push_back(seq);
         item
+    }
+
+    /// A [`OutQueue::mark`] reached: noted with the last item taken (the cursor moves when
+    /// it is dealt with), or now when every item taken is dealt with.
+    fn marked(&self, seq: u64) {
+        let now = {
+            let mut taken = self.taken.borrow_mut();
+            match taken.back_mut() {
+                Some(last) => {
+                    *last = Some(last.map_or(seq, |s| s.max(seq)));
+                    false
+                }
+                None => true,
+            }
+        };
+        if now {
+            self.note(seq);
+        }
+    }
+
+    /// Notes at the cursor, if any, that every change up to `seq` is dealt with.
+    fn note(&self, seq: u64) {
+        if let Some(c) = &self.shared.cursor
+            && let Err(e) = c.store.set_output_cursor(c.name, Some(seq))
+        {
+            tracing::debug!(output = c.name, error = %e, "cannot note the last alert change delivered");
+        }
     }
 
     /// `n` items taken are dealt with: sent, or given up (noted at the cursor: a restart
@@ -193,10 +247,8 @@ impl<T> Drain<T> {
                 }
             }
         }
-        if let (Some(s), Some(c)) = (last, &self.shared.cursor)
-            && let Err(e) = c.store.set_output_cursor(c.name, Some(s))
-        {
-            tracing::debug!(output = c.name, error = %e, "cannot note the last alert change delivered");
+        if let Some(s) = last {
+            self.note(s);
         }
         if self.shared.counted.load(Ordering::SeqCst) {
             return false;
@@ -279,6 +331,69 @@ mod tests {
         // After closing, nothing is queued any more.
         q.push(None, 7);
         assert_eq!(unsent(), 8);
+    }
+
+    /// The cursor moves as items are dealt with, in order; a mark passes changes sent
+    /// before the store kept them once what was queued before it is dealt with.
+    #[test]
+    fn the_cursor_follows_what_was_dealt_with_and_marks() {
+        let dir = std::env::temp_dir().join(format!("cepheus-outq-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = cepheus_store::Store::open(&dir, 100).unwrap();
+        let counters = Arc::new(SinkCounters::default());
+        let (go_tx, go) = std::sync::mpsc::channel::<()>();
+        let (dealt_tx, dealt) = std::sync::mpsc::channel::<u32>();
+        let mut q = OutQueue::start(
+            "output.test",
+            "outq-test",
+            16,
+            counters,
+            Names {
+                unsent: |c| &c.webhook_unsent,
+                waiting: |c| &c.webhook_waiting,
+            },
+            Some(Cursor {
+                store: store.clone(),
+                name: "test",
+            }),
+            move |d: Drain<u32>| {
+                while let Some(item) = d.recv() {
+                    // One at a time, when the test says so.
+                    if go.recv().is_err() {
+                        return;
+                    }
+                    d.done(1);
+                    let _ = dealt_tx.send(item);
+                }
+            },
+        )
+        .unwrap();
+        let at = || store.output_cursor("test").unwrap();
+        q.push(Some(3), 0);
+        q.push(None, 1);
+        q.mark(9);
+        q.push(Some(10), 2);
+        go_tx.send(()).unwrap();
+        assert_eq!(dealt.recv_timeout(Duration::from_secs(5)).unwrap(), 0);
+        assert_eq!(at(), cepheus_store::OutputCursor::After(Some(3)));
+        go_tx.send(()).unwrap();
+        assert_eq!(dealt.recv_timeout(Duration::from_secs(5)).unwrap(), 1);
+        // The item before the mark is dealt with: the mark's place is passed.
+        assert_eq!(at(), cepheus_store::OutputCursor::After(Some(9)));
+        go_tx.send(()).unwrap();
+        assert_eq!(dealt.recv_timeout(Duration::from_secs(5)).unwrap(), 2);
+        assert_eq!(at(), cepheus_store::OutputCursor::After(Some(10)));
+        // A mark with nothing outstanding moves it at once.
+        q.mark(12);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while at() != cepheus_store::OutputCursor::After(Some(12)) {
+            assert!(Instant::now() < deadline, "{:?}", at());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(go_tx);
+        q.close(Instant::now() + Duration::from_secs(5));
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

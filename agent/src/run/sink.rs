@@ -330,6 +330,16 @@ impl AlertSink {
                     alert_changes = waiting.len(),
                     "kept in the store the alert changes written out while it could not keep them"
                 );
+                // The outputs had them (without a place): their cursors may pass them now,
+                // or a restart would send them again.
+                if let Some(last) = waiting.iter().filter_map(|c| c.seq).max() {
+                    if let Some(f) = &self.forwarder {
+                        f.mark(last);
+                    }
+                    if let Some(w) = &self.webhook {
+                        w.mark(last);
+                    }
+                }
                 self.unkept_bytes = 0;
                 self.counters.store_waiting.store(0, Ordering::Relaxed);
                 true
@@ -592,12 +602,15 @@ impl AlertSink {
             }
             let from = match store.output_cursor(name) {
                 Ok(cepheus_store::OutputCursor::After(s)) => s,
+                // New to the store: it starts from now, with what an earlier run kept but
+                // did not write out before it died (the outputs that then wrote out that
+                // far: a store from before the cursors, or an output just configured).
                 Ok(cepheus_store::OutputCursor::Unknown) => {
-                    let last = store.last_seq().ok().flatten();
-                    if let Err(e) = store.set_output_cursor(name, last) {
+                    let from = store.written_through().ok().flatten();
+                    if let Err(e) = store.set_output_cursor(name, from) {
                         tracing::warn!(output = name, error = %e, "cannot note where the output starts");
                     }
-                    continue;
+                    from
                 }
                 Err(e) => {
                     tracing::error!(output = name, error = %e, "cannot read what the output had delivered: what it had not is not sent again");
