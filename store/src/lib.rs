@@ -780,6 +780,58 @@ impl Store {
         sync_dir(&dir)
     }
 
+    /// Keeps aside, in a file of its own beside the shards' states (`state/unkept.jsonl`),
+    /// the alert changes (their JSON) the store could not take when its disk was nearly
+    /// full, so a restart keeps them first; an empty list removes the file. Replaces what
+    /// was kept aside. Durable on return.
+    pub fn save_unkept(&self, changes: &[&str]) -> Result<(), StoreError> {
+        use std::io::Write;
+        let dir = self.state_dir();
+        let path = dir.join(UNKEPT_FILE);
+        let err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StoreError::State { path, source }
+        };
+        if changes.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Ok(()) => sync_dir(&dir),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(source) => Err(StoreError::State { path, source }),
+            };
+        }
+        std::fs::create_dir_all(&dir).map_err(err(&dir))?;
+        let aside = dir.join(format!("{UNKEPT_FILE}.new"));
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&aside).map_err(err(&aside))?);
+        for c in changes {
+            f.write_all(c.as_bytes())
+                .and_then(|()| f.write_all(b"\n"))
+                .map_err(err(&aside))?;
+        }
+        let f = f.into_inner().map_err(|e| StoreError::State {
+            path: aside.clone(),
+            source: e.into_error(),
+        })?;
+        f.sync_all().map_err(err(&aside))?;
+        drop(f);
+        std::fs::rename(&aside, &path).map_err(err(&path))?;
+        sync_dir(&dir)
+    }
+
+    /// The alert changes kept aside by [`Store::save_unkept`], oldest first (none when no
+    /// file; a line cut short by a crash is skipped).
+    pub fn unkept(&self) -> Result<Vec<String>, StoreError> {
+        let path = self.state_dir().join(UNKEPT_FILE);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(text
+                .lines()
+                .filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+                .map(String::from)
+                .collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(source) => Err(StoreError::State { path, source }),
+        }
+    }
+
     /// Saves one shard's checkpoint, keeping the others'. Durable on return.
     pub fn save_checkpoint(&self, saved: &SavedShard) -> Result<(), StoreError> {
         use std::io::Write;
@@ -959,6 +1011,9 @@ fn state_name(shard: u32) -> String {
 }
 
 /// Makes a folder's entries (a rename, a removal) durable.
+/// The file of alert changes kept aside ([`Store::save_unkept`]), in the state folder.
+const UNKEPT_FILE: &str = "unkept.jsonl";
+
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())

@@ -140,7 +140,7 @@ counters!(
     }
     gauges {
         /// Alert changes written out that wait for the store to keep them now (its disk
-        /// nearly full, a write failed); no shard's state is saved meanwhile.
+        /// nearly full, a write failed); kept aside with each state saved, for a restart.
         store_waiting,
         /// Alert changes queued for `output.syslog` now, not yet sent nor given up.
         syslog_waiting,

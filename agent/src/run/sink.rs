@@ -106,6 +106,8 @@ pub struct AlertSink {
     unkept: std::collections::VecDeque<Change>,
     /// The JSON bytes in `unkept`.
     unkept_bytes: usize,
+    /// `unkept` changed since it was last kept aside ([`AlertSink::save_unkept`]).
+    unkept_dirty: bool,
 }
 
 /// The most JSON the changes waiting for the store may hold (the oldest go first, counted
@@ -308,6 +310,7 @@ impl AlertSink {
             space: Space::default(),
             unkept: Default::default(),
             unkept_bytes: 0,
+            unkept_dirty: false,
         }
     }
 
@@ -341,6 +344,7 @@ impl AlertSink {
                     }
                 }
                 self.unkept_bytes = 0;
+                self.unkept_dirty = true;
                 self.counters.store_waiting.store(0, Ordering::Relaxed);
                 true
             }
@@ -357,8 +361,62 @@ impl AlertSink {
         }
     }
 
+    /// Keeps aside, beside the shards' states, the changes waiting for the store (or removes
+    /// what was kept aside once none waits), when that changed since the last time.
+    fn save_unkept(&mut self) {
+        if !self.unkept_dirty {
+            return;
+        }
+        let Some(store) = self.store.as_ref() else {
+            return;
+        };
+        let jsons: Vec<&str> = self.unkept.iter().map(|c| c.json.as_str()).collect();
+        match store.save_unkept(&jsons) {
+            Ok(()) => self.unkept_dirty = false,
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                if let Some(held) = self.store_limit.allow() {
+                    tracing::error!(error = %e, waiting = jsons.len(), held_back = held, "cannot keep aside the alert changes waiting for the store: a restart now would not keep them");
+                }
+            }
+        }
+    }
+
+    /// What an earlier run kept aside for the store ([`AlertSink::save_unkept`]): waiting
+    /// again (not written out again: the outputs had them), kept now if the store can.
+    fn load_unkept(&mut self) {
+        let Some(store) = self.store.as_ref() else {
+            return;
+        };
+        let jsons = match store.unkept() {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the alert changes the last run kept aside for the store");
+                return;
+            }
+        };
+        if jsons.is_empty() {
+            return;
+        }
+        let changes: Vec<Change> = jsons
+            .into_iter()
+            .filter_map(|json| stored_change(cepheus_store::StoredAlert { seq: 0, json }))
+            .map(|c| Change { seq: None, ..c })
+            .collect();
+        tracing::info!(
+            alert_changes = changes.len(),
+            "the last run kept aside alert changes its store could not take: keeping them now"
+        );
+        self.hold(&changes);
+        self.catch_up();
+        self.save_unkept();
+    }
+
     /// Adds changes written out but not kept to those waiting for the store.
     fn hold(&mut self, changes: &[Change]) {
+        if !changes.is_empty() {
+            self.unkept_dirty = true;
+        }
         for c in changes {
             self.unkept_bytes += c.json.len();
             self.unkept.push_back(c.clone());
@@ -788,6 +846,9 @@ impl Actor for AlertSink {
         ctx.set_mailbox_capacity(MAILBOX);
         self.resend_undelivered();
         self.emit_unwritten();
+        // (After those: keeping these notes them written out, and moves the outputs past
+        // them, as they had them.)
+        self.load_unkept();
         // (What a storm of alert changes rendered and wrote, given back once it is over.)
         ctx.run_interval(super::mem::EVERY, |_, _| super::mem::collect());
         ctx.run_interval(CATCH_UP_EVERY, |act, _| {
@@ -958,21 +1019,12 @@ impl Handler<SaveCheckpoint> for AlertSink {
 impl AlertSink {
     /// Saves a shard's checkpoint, unless alert changes wait for the store.
     fn save_checkpoint(&mut self, msg: SaveCheckpoint) {
-        // Not held back by a nearly full disk as such (a state replaces a file of its own, no
-        // sled write, and keeping it lets the shard's journal free its older segments), but
-        // by alert changes waiting for the store: a restart from this state would not make
-        // them again, and the store would never learn them.
-        if !self.catch_up() {
-            if let Some(held) = self.store_limit.allow() {
-                tracing::warn!(
-                    shard = msg.0.shard,
-                    waiting = self.unkept.len(),
-                    held_back = held,
-                    "the shard's state is not saved while alert changes wait for the store (a restart continues from the last one kept, and makes them again)"
-                );
-            }
-            return;
-        }
+        // Not held back on a nearly full disk: a state replaces a file of its own (no sled
+        // write), and keeping it lets the shard's journal free its older segments. A
+        // restart from it will not make again the alert changes waiting for the store: they
+        // are kept aside with it, and kept first at the next start.
+        self.catch_up();
+        self.save_unkept();
         let Some(store) = self.store.as_ref() else {
             return;
         };
@@ -1013,9 +1065,10 @@ impl Handler<Flush> for AlertSink {
         if !self.catch_up() {
             tracing::error!(
                 alert_changes = self.unkept.len(),
-                "stopping with alert changes the store could not keep (they went to the outputs; the shards' states saved before them make them again at the next start)"
+                "stopping with alert changes the store could not keep (they went to the outputs): kept aside, the next start keeps them"
             );
         }
+        self.save_unkept();
         // The outputs behind a queue get a few seconds together for what waits.
         let deadline = std::time::Instant::now() + OUTPUTS_GRACE;
         if let Some(f) = self.forwarder.as_mut() {
@@ -1248,30 +1301,41 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// A shard's state saved while changes wait for the store would, after a restart, not
-    /// make them again: it waits until they are kept.
+    /// A shard's state is saved on a nearly full disk too, and the changes waiting for the
+    /// store are kept aside with it: a restart (whose engine continues from that state and
+    /// will not make them again) keeps them first, without writing them out again.
     #[test]
-    fn no_state_is_saved_while_alert_changes_wait_for_the_store() {
-        let (dir, mut sink, store, counters, _) = stored_sink("full-state");
+    fn changes_waiting_for_the_store_are_kept_aside_for_a_restart() {
+        let (dir, mut sink, store, _, _) = stored_sink("full-state");
         let saved = |n: u8| SavedShard {
             shard: 0,
             shards: 1,
             data: vec![n; 4],
         };
         sink.space.min_free = u64::MAX;
-        sink.save_checkpoint(SaveCheckpoint(saved(1), None));
-        // Nothing waits yet: saved, as before (a state is a file of its own).
-        assert_eq!(store.checkpoints().unwrap(), vec![saved(1)]);
         sink.take(alerts(2));
         sink.save_checkpoint(SaveCheckpoint(saved(2), None));
-        assert_eq!(store.checkpoints().unwrap(), vec![saved(1)]);
-        assert_eq!(counters.snapshot().store_waiting, 2);
-        sink.space.min_free = 0;
-        sink.space.checked = None;
-        sink.save_checkpoint(SaveCheckpoint(saved(3), None));
-        assert_eq!(store.checkpoints().unwrap(), vec![saved(3)]);
+        assert_eq!(store.checkpoints().unwrap(), vec![saved(2)]);
+        assert_eq!(store.unkept().unwrap().len(), 2);
+        assert_eq!(store.counts().0, 0);
+        drop(sink);
+        // The restart, with room again.
+        let lines = Arc::new(Mutex::new(0));
+        let out = Failing {
+            room: usize::MAX,
+            kind: std::io::ErrorKind::Other,
+            lines: lines.clone(),
+        };
+        let mut again =
+            AlertSink::with_writer(Some(Box::new(out)), Arc::new(SinkCounters::default()));
+        again.store = Some(store.clone());
+        again.space.min_free = 0;
+        again.load_unkept();
         assert_eq!(store.counts().0, 2);
-        drop((sink, store));
+        assert!(store.unkept().unwrap().is_empty());
+        assert!(store.unwritten().unwrap().is_empty());
+        assert_eq!(*lines.lock().unwrap(), 0, "written out again");
+        drop((again, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
