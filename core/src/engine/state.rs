@@ -427,6 +427,10 @@ pub struct Episode {
     /// event in between retracts it. `None` for absence-only rules, which keep their own.
     #[serde(default)]
     from: Option<Timestamp>,
+    /// A `distinct` closure's episode: how many of `events`, at their front, are of the
+    /// steps before the closure (kept whatever the closure's values).
+    #[serde(default)]
+    prefix: u16,
 }
 
 impl Episode {
@@ -851,6 +855,7 @@ impl Group {
                         events: Vec::new(),
                         held_until,
                         from: None,
+                        prefix: 0,
                     }));
                 }
                 if let Some(ep) = a.firing.as_mut() {
@@ -1199,27 +1204,36 @@ impl Run {
     /// repeats give way, so its alert shows the values it counted (a port scan's ports, not
     /// sixteen tries of one port): the most recent event of each value.
     fn events(&self) -> Vec<Arc<Event>> {
+        self.events_and_prefix().0
+    }
+
+    /// [`Run::events`], and for a `distinct` closure how many of them, at the front, are of
+    /// the steps before it (they carry no distinct value).
+    fn events_and_prefix(&self) -> (Vec<Arc<Event>>, u16) {
         if self.distinct.is_none() {
             let skip = self.items.len().saturating_sub(MAX_ALERT_EVENTS);
-            return self.items.iter().skip(skip).map(|i| i.ev.clone()).collect();
+            return (
+                self.items.iter().skip(skip).map(|i| i.ev.clone()).collect(),
+                0,
+            );
         }
         let items: Vec<&Item> = self.items.iter().collect();
         let mut seen: Vec<&Value> = Vec::new();
         let mut out: Vec<Arc<Event>> = Vec::with_capacity(MAX_ALERT_EVENTS);
+        let mut prefix = 0u16;
         for i in items.iter().rev() {
             if out.len() == MAX_ALERT_EVENTS {
                 break;
             }
-            if let Some(v) = i.dv.as_deref() {
-                if seen.contains(&v) {
-                    continue;
-                }
-                seen.push(v);
+            match i.dv.as_deref() {
+                Some(v) if seen.contains(&v) => continue,
+                Some(v) => seen.push(v),
+                None => prefix += 1,
             }
             out.push(i.ev.clone());
         }
         out.reverse();
-        out
+        (out, prefix)
     }
 }
 
@@ -1319,11 +1333,22 @@ impl LinearState {
                         })
                         && let Some(Some(v)) = distinct_value(step, ev)
                     {
-                        ep.events
-                            .retain(|e| distinct_value(step, e).flatten().as_deref() != Some(&*v));
+                        // (The events of the steps before the closure stay, whatever they
+                        // hold in the distinct field.)
+                        let prefix = usize::from(ep.prefix);
+                        let mut at = 0;
+                        ep.events.retain(|e| {
+                            at += 1;
+                            at <= prefix
+                                || distinct_value(step, e).flatten().as_deref() != Some(&*v)
+                        });
                     }
                     ep.events.push(ev.clone());
+                    let cut = ep.events.len().saturating_sub(MAX_ALERT_EVENTS);
                     cap_events(&mut ep.events);
+                    ep.prefix = ep
+                        .prefix
+                        .saturating_sub(u16::try_from(cut).unwrap_or(u16::MAX));
                     self.note_seen(mask, t);
                     return;
                 }
@@ -2061,7 +2086,7 @@ impl LinearState {
             // rate-limited. Only the closure's events extend it (and keep it from being
             // quiet): `seq(login, get{10,})` must not be held open by routine logins.
             let set = last.set;
-            let events = r.events();
+            let (events, prefix) = r.events_and_prefix();
             emit(
                 ctx,
                 key,
@@ -2080,6 +2105,7 @@ impl LinearState {
                 events,
                 held_until: None,
                 from: None,
+                prefix,
             }));
             return;
         }
@@ -2164,6 +2190,7 @@ impl LinearState {
                 events: w.events,
                 held_until,
                 from,
+                prefix: 0,
             }));
         }
         if let Some(ep) = self.episode.as_mut()

@@ -610,6 +610,23 @@ fn a_distinct_closure_shows_each_value_once_to_its_episode_end() {
     assert_eq!(alerts.len(), 2);
     assert_eq!(msgs(&alerts[0]), ["22", "80", "443"]);
     assert_eq!(msgs(&alerts[1]), ["80", "443", "8080", "22"]);
+    // After a step before the closure: that step's event stays, whatever its value.
+    let probes = cepheus_core::rules::ir::Pattern::Repeat {
+        inner: Box::new(ev(1)),
+        min: 3,
+        max: None,
+        distinct: Some(cepheus_core::event::FieldKey::Known(
+            cepheus_core::event::Field::Msg,
+        )),
+    };
+    let r = rule("scan", &["login", "try"], seq(vec![ev(0), probes])).within(60);
+    let alerts = run(
+        &set(vec![r]),
+        parse_script("login:s:22@0 try:s:22@1 try:s:80@2 try:s:443@3 try:s:22@4 end@200"),
+    );
+    assert_eq!(alerts.len(), 2);
+    assert_eq!(msgs(&alerts[0]), ["22", "22", "80", "443"]);
+    assert_eq!(msgs(&alerts[1]), ["22", "80", "443", "22"]);
 }
 
 /// A rule's groups are listed in key order: expected ones (watched, never heard from) and
