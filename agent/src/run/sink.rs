@@ -108,6 +108,8 @@ pub struct AlertSink {
     unkept_bytes: usize,
     /// `unkept` changed since it was last kept aside ([`AlertSink::save_unkept`]).
     unkept_dirty: bool,
+    /// [`UNKEPT_MAX_BYTES`] (tests lower it).
+    unkept_max: usize,
 }
 
 /// The most JSON the changes waiting for the store may hold (the oldest go first, counted
@@ -311,6 +313,7 @@ impl AlertSink {
             unkept: Default::default(),
             unkept_bytes: 0,
             unkept_dirty: false,
+            unkept_max: UNKEPT_MAX_BYTES,
         }
     }
 
@@ -422,7 +425,7 @@ impl AlertSink {
             self.unkept.push_back(c.clone());
         }
         let mut dropped = 0;
-        while self.unkept_bytes > UNKEPT_MAX_BYTES {
+        while self.unkept_bytes > self.unkept_max {
             let Some(c) = self.unkept.pop_front() else {
                 break;
             };
@@ -1287,16 +1290,26 @@ mod tests {
         assert_eq!(store.counts().0, 0);
         assert!(counters.snapshot().store_errors >= 1);
         assert_eq!(counters.snapshot().store_waiting, 2);
-        // Room again (looked at once a second: forced here): the two written out meanwhile
-        // are kept first, and not written out again.
+        // Bounded: past the cap the oldest go, counted.
+        let two = sink.unkept_bytes;
+        sink.unkept_max = two;
+        sink.take(batch[2..].to_vec());
+        assert_eq!(counters.snapshot().store_waiting, 2);
+        assert_eq!(counters.snapshot().store_dropped, 1);
+        assert!(sink.unkept_bytes <= two);
+        sink.unkept_max = UNKEPT_MAX_BYTES;
+        // Room again (looked at once a second: forced here): the two waiting (the first
+        // went past the cap) are kept first, and not written out again; the third, taken
+        // again, is one the store has now.
         sink.space.min_free = 0;
         sink.space.checked = None;
         sink.take(batch[2..].to_vec());
         assert_eq!(*lines.lock().unwrap(), 3);
-        assert_eq!(store.counts().0, 3);
+        assert_eq!(store.counts().0, 2);
         assert_eq!(counters.snapshot().store_waiting, 0);
+        assert_eq!(counters.snapshot().alerts_repeated, 1);
         assert!(store.unwritten().unwrap().is_empty());
-        assert_eq!(store.recent(10).unwrap().len(), 3);
+        assert_eq!(store.recent(10).unwrap().len(), 2);
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
