@@ -2305,8 +2305,22 @@ fn take(
             let at_max = rep.1.is_some_and(|m| effective_count(r, step) >= m);
             // A flood inside the window must not grow memory without bound: a closure holds
             // at most MAX_CLOSURE_ITEMS events (or twice its minimum, if more). At the start of
-            // a pattern it slides (the oldest goes); in the middle it stops collecting.
-            let full = r.items.len() >= MAX_CLOSURE_ITEMS.max((rep.0 as usize).min(100_000) * 2);
+            // a pattern it slides (the oldest goes); in the middle it stops collecting. One at
+            // the start with no upper count, no `distinct` and no least duration holds only
+            // its minimum, or the events an alert shows if more: a match needs that many of
+            // the window before its next step and shows the latest; the older ones could only
+            // slide out unused (`seq(fail{5,}, ok) within 5m` under a brute force of
+            // thousands of failures per address kept them all, about 1 KB each).
+            let cap = if r.is_collector(alt)
+                && rep.1.is_none()
+                && step.repeat.as_ref().is_some_and(|x| x.distinct.is_none())
+                && ctx.wmin() == Duration::ZERO
+            {
+                (rep.0 as usize).clamp(MAX_ALERT_EVENTS, 100_000)
+            } else {
+                MAX_CLOSURE_ITEMS.max((rep.0 as usize).min(100_000) * 2)
+            };
+            let full = r.items.len() >= cap;
             if (at_max || full) && !r.is_collector(alt) {
                 return Took::No;
             }
