@@ -875,6 +875,39 @@ fn events_without_a_group_field_are_counted_keyless() {
     assert!(s["shards"][0].get("future").is_some(), "{s}");
 }
 
+/// Started under a umask of 000 (a shell's), the agent makes its store, states and output
+/// file for its own user and group only: never writable or readable by others.
+#[test]
+fn what_the_agent_makes_is_not_for_other_users_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("umask");
+    std::fs::write(dir.join("rules/fresh.toml"), one_step_rule("fresh")).unwrap();
+    let agent = Agent::start_wrapped(
+        &dir,
+        "",
+        "",
+        "[output]\nfile = \"out.jsonl\"\n",
+        &[],
+        &["sh", "-c", "umask 000; exec \"$0\" \"$@\""],
+    );
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(
+        b"<13>1 2026-12-03T05:00:00Z h x - - - hi",
+        ("127.0.0.1", agent.port),
+    )
+    .unwrap();
+    agent.wait_alert(10, |v| v["rule"] == "fresh");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !dir.join("data/state").is_dir() {
+        assert!(Instant::now() < deadline, "no state folder");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for p in ["data", "data/db", "data/state", "out.jsonl"] {
+        let mode = std::fs::metadata(dir.join(p)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o027, 0, "{p}: {mode:o}");
+    }
+}
+
 /// Under an open-files limit below `max_connections` (systemd's default soft limit is 1,024,
 /// the default `max_connections` too), the connection limit is cut to what fits: idle
 /// connections are then evicted for a new sender instead of `accept` failing for it until

@@ -183,6 +183,11 @@ pub fn run(args: RunArgs) -> ExitCode {
     for w in cfg.warnings() {
         tracing::warn!(key = w.key, "{}", w.message);
     }
+    // What the agent makes (the store's files, the saved states, the journal, the output
+    // file) is for its own user and group, whatever umask it was started with (the unit
+    // sets 0027; a shell's 000 made the store world-writable): at least 0027.
+    let old = rustix::process::umask(rustix::fs::Mode::from_bits_truncate(0o027));
+    rustix::process::umask(old | rustix::fs::Mode::from_bits_truncate(0o027));
     if running_as_root() {
         tracing::warn!(
             "running as root: the service should run as an unprivileged user with only CAP_NET_BIND_SERVICE (syslog on port 514) and CAP_NET_RAW (live capture); see systemd/README.md. What this run creates (the store's files) is root's: the service's user cannot write them afterwards (chown them back, e.g. chown -R cepheus: /var/lib/cepheus)"

@@ -201,13 +201,41 @@ impl FileOutput {
             }
         }
         if self.open.is_none() {
+            // Never through a symlink (another user planting one in the folder, even after a
+            // rotation removed the file, would have alerts appended to a file of theirs
+            // choosing), and never to a file another user owns.
             let mut f = std::fs::OpenOptions::new()
                 .read(true)
                 .append(true)
                 .create(true)
                 .mode(0o640)
-                .open(&self.path)?;
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&self.path)
+                .map_err(|e| {
+                    if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+                        std::io::Error::other(format!(
+                            "{} is a symbolic link: alerts are not written through one",
+                            self.path.display()
+                        ))
+                    } else {
+                        e
+                    }
+                })?;
             let meta = f.metadata()?;
+            let me = rustix::process::geteuid().as_raw();
+            if meta.uid() != me {
+                return Err(std::io::Error::other(format!(
+                    "{} belongs to another user (uid {}): alerts are not written to it",
+                    self.path.display(),
+                    meta.uid()
+                )));
+            }
+            if !meta.is_file() {
+                return Err(std::io::Error::other(format!(
+                    "{} is not a regular file",
+                    self.path.display()
+                )));
+            }
             // A last line cut short (a crash or a full disk in the middle of a write) is ended
             // here, so the next change starts a line of its own rather than gluing to it.
             if meta.len() > 0 {
@@ -1241,6 +1269,30 @@ mod tests {
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_file(&file);
+    }
+
+    /// The output file is never written through a symbolic link (another user could plant
+    /// one where the file is made anew after a rotation): counted as unwritten instead.
+    #[test]
+    fn the_output_file_is_not_written_through_a_symlink() {
+        let (dir, sink, store, counters, _) = stored_sink("file-link");
+        let _ = std::fs::create_dir_all(&dir);
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let link = dir.join("alerts.jsonl");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let mut sink = sink.with_file(Some(link.clone()));
+        sink.take(alerts(1));
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert_eq!(counters.snapshot().file_unwritten, 1);
+        // A regular file there: written.
+        std::fs::remove_file(&link).unwrap();
+        sink.file.as_mut().unwrap().checked = None;
+        sink.take(alerts(2)[1..].to_vec());
+        assert_eq!(std::fs::read_to_string(&link).unwrap().lines().count(), 1);
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
