@@ -81,11 +81,14 @@ pub fn run(args: AlertsArgs) -> ExitCode {
         return ack(id, by.as_deref(), config.as_ref());
     }
     match fetch(&args) {
-        Ok((list, firing)) => {
+        Ok((mut list, firing)) => {
             let mut out = std::io::stdout().lock();
             let written = if args.json {
                 list.iter().try_for_each(|a| writeln!(out, "{a}"))
             } else {
+                // (A table on a terminal: what remote senders chose is made printable; the
+                // JSON lines escape it already.)
+                list.iter_mut().for_each(cepheus_tui::ui::printable);
                 write_table(&mut out, &list, args.recent.is_some())
             };
             // A closed pipe (`| head`) is no error of ours.

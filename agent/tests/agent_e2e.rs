@@ -1426,8 +1426,12 @@ fn api_token_guards_stats_and_metrics() {
     let agent = Agent::start_full(&dir, "", "token_file = \"api.token\"", "");
     let get = |path: &str, auth: Option<&str>| -> String {
         let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
+        // (`scheme token` as given, or `Bearer token`.)
         let header = auth
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .map(|t| match t.split_once(' ') {
+                Some(_) => format!("Authorization: {t}\r\n"),
+                None => format!("Authorization: Bearer {t}\r\n"),
+            })
             .unwrap_or_default();
         write!(
             s,
@@ -1443,6 +1447,9 @@ fn api_token_guards_stats_and_metrics() {
     assert!(get("/metrics", Some("wrong-token-wrong-token")).starts_with("HTTP/1.1 401"));
     assert!(get("/stats", Some(token)).starts_with("HTTP/1.1 200"));
     assert!(get("/metrics", Some(token)).starts_with("HTTP/1.1 200"));
+    // The scheme's case does not matter (RFC 9110); another scheme is refused.
+    assert!(get("/stats", Some(&format!("bearer {token}"))).starts_with("HTTP/1.1 200"));
+    assert!(get("/stats", Some(&format!("Basic {token}"))).starts_with("HTTP/1.1 401"));
 }
 
 /// `cepheus groups forget RULE KEY` against a running agent (two shards): the group's open

@@ -193,9 +193,12 @@ impl App {
             }
             self.last = Some((now, summary.events));
             self.summary = summary;
+            // (Shown on a terminal: what remote senders chose is made printable.)
             self.firing = src.firing()?;
+            self.firing.iter_mut().for_each(crate::ui::printable);
             let mut recent = src.recent(RECENT)?;
             recent.reverse();
+            recent.iter_mut().for_each(crate::ui::printable);
             self.recent = recent;
             Ok(())
         })();
@@ -389,6 +392,27 @@ mod tests {
         src.stats = serde_json::json!({});
         app.refresh(&mut src, Instant::now());
         assert_eq!((app.summary.firing, app.firing_total()), (None, 2));
+    }
+
+    /// What remote senders chose (control characters, bidirectional overrides) reaches the
+    /// terminal as visible escapes, in both lists.
+    #[test]
+    fn texts_from_senders_are_made_printable() {
+        let mut bad = alert("a", "firing");
+        bad["message"] = "x\u{1b}[2J\u{202e}y\nFORGED".into();
+        bad["ack"] = serde_json::json!({"by": "eve\r"});
+        let mut src = Fixed {
+            firing: vec![bad.clone()],
+            recent: vec![bad],
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        app.refresh(&mut src, Instant::now());
+        for a in [&app.firing[0], &app.recent[0]] {
+            assert_eq!(a["message"], "x\\u{1b}[2J\\u{202e}y\\u{a}FORGED");
+            assert_eq!(a["ack"]["by"], "eve\\u{d}");
+            assert_eq!(a["rule"], "hb");
+        }
     }
 
     /// Changes a restarted engine made again (the store had them) are not counted as new.

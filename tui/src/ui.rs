@@ -29,6 +29,44 @@ fn duration(secs: u64) -> String {
     }
 }
 
+/// Makes every text in an alert object safe to show on a terminal: control characters
+/// (escape sequences that clear the screen or set its title, a CR or LF that starts a
+/// forged row) and the bidirectional overrides that reorder what is shown are written as
+/// `\u{..}` escapes. Remote senders choose what alerts hold (a host name, a message), and
+/// the API's users the `by` of an acknowledgement.
+pub fn printable(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) => {
+            let bad = |c: char| {
+                c.is_control()
+                    || matches!(
+                        c,
+                        '\u{061c}'
+                            | '\u{200e}'
+                            | '\u{200f}'
+                            | '\u{202a}'..='\u{202e}'
+                            | '\u{2066}'..='\u{2069}'
+                    )
+            };
+            if s.chars().any(bad) {
+                *s = s
+                    .chars()
+                    .map(|c| {
+                        if bad(c) {
+                            c.escape_unicode().to_string()
+                        } else {
+                            c.to_string()
+                        }
+                    })
+                    .collect();
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(printable),
+        serde_json::Value::Object(o) => o.values_mut().for_each(printable),
+        _ => {}
+    }
+}
+
 /// An alert's group object as `k=v,k=v` (how the dashboard and `cepheus alerts` show it).
 pub fn group(a: &serde_json::Value) -> String {
     a["group"]

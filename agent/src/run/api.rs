@@ -300,8 +300,10 @@ impl ApiState {
             .headers()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
+            // (The scheme's case does not matter: RFC 9110.)
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map_or("", |(_, t)| t.trim_start_matches(' '));
         let (a, b) = (given.as_bytes(), token.as_bytes());
         a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
     }
@@ -316,9 +318,19 @@ fn host_is_local(req: &HttpRequest) -> bool {
     let Ok(h) = h.to_str() else {
         return false;
     };
+    // The port, if any, is digits (`localhost:1@evil.example` names no port of ours).
+    let port_ok = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
     let host = match h.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or_default(),
-        None => h.rsplit_once(':').map_or(h, |(name, _)| name),
+        Some(rest) => match rest.split_once(']') {
+            Some((ip, "")) => ip,
+            Some((ip, after)) if after.strip_prefix(':').is_some_and(port_ok) => ip,
+            _ => return false,
+        },
+        None => match h.rsplit_once(':') {
+            Some((name, port)) if port_ok(port) => name,
+            Some(_) => return false,
+            None => h,
+        },
     };
     // (`localhost.`, the name written fully qualified, is the same name.)
     let host = host.strip_suffix('.').unwrap_or(host);
@@ -1210,6 +1222,10 @@ mod tests {
         for bad in [
             "attacker.example",
             "attacker.example:9514",
+            "localhost:1@attacker.example",
+            "localhost:",
+            "[::1]x",
+            "[::1]:9514@attacker.example",
             "10.0.0.1:9514",
             "[::2]",
         ] {
