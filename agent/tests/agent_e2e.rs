@@ -1485,6 +1485,20 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     let mut per_shard = held(&agent.stats());
     per_shard.sort();
     assert_eq!(per_shard, [0, 1]);
+    // GET /alerts says how many fire in all (its listing may hold fewer).
+    let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
+    write!(
+        s,
+        "GET /alerts HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(
+        resp.to_ascii_lowercase()
+            .contains("\r\nx-firing-total: 1\r\n"),
+        "{resp}"
+    );
     // `groups list` names it, as `groups forget` takes it, whichever shard holds it.
     let list = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_cepheus"))

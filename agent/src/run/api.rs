@@ -918,6 +918,8 @@ async fn alerts(
         return text(HttpResponse::NotFound(), "this agent keeps no store");
     };
     let recent = query.recent;
+    // How many fire in all: a listing of the firing alerts holds the newest that fit.
+    let firing = store.counts().1;
     // A store read walks sled's pages: off the server's thread.
     let read = web::block(move || alert_listing(&store, recent)).await;
     match read {
@@ -930,9 +932,13 @@ async fn alerts(
                 body.push_str(&a.json);
             }
             body.push_str("]\n");
-            HttpResponse::Ok()
-                .content_type("application/json")
-                .body(body)
+            let mut answer = HttpResponse::Ok();
+            answer.content_type("application/json");
+            if recent.is_none() {
+                // (The listing may hold fewer: the newest 20,000, at most 64 MiB.)
+                answer.insert_header(("X-Firing-Total", firing.to_string()));
+            }
+            answer.body(body)
         }
         Ok(Err(e)) => text(HttpResponse::InternalServerError(), e),
         Err(e) => text(HttpResponse::InternalServerError(), e),

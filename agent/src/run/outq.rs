@@ -369,6 +369,14 @@ mod tests {
         )
         .unwrap();
         let at = || store.output_cursor("test").unwrap();
+        // (The thread reads a mark when it next looks at the queue: waited for.)
+        let reaches = |want: Option<u64>| {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while at() != cepheus_store::OutputCursor::After(want) {
+                assert!(Instant::now() < deadline, "{:?}, not {want:?}", at());
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
         q.push(Some(3), 0);
         q.push(None, 1);
         q.mark(9);
@@ -379,17 +387,13 @@ mod tests {
         go_tx.send(()).unwrap();
         assert_eq!(dealt.recv_timeout(Duration::from_secs(5)).unwrap(), 1);
         // The item before the mark is dealt with: the mark's place is passed.
-        assert_eq!(at(), cepheus_store::OutputCursor::After(Some(9)));
+        reaches(Some(9));
         go_tx.send(()).unwrap();
         assert_eq!(dealt.recv_timeout(Duration::from_secs(5)).unwrap(), 2);
         assert_eq!(at(), cepheus_store::OutputCursor::After(Some(10)));
         // A mark with nothing outstanding moves it at once.
         q.mark(12);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while at() != cepheus_store::OutputCursor::After(Some(12)) {
-            assert!(Instant::now() < deadline, "{:?}", at());
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        reaches(Some(12));
         drop(go_tx);
         q.close(Instant::now() + Duration::from_secs(5));
         drop(store);
