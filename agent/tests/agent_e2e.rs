@@ -2585,6 +2585,35 @@ fn alerts_refuses_arguments_that_cannot_be_answered_before_asking_anyone() {
     assert!(!err.contains("cannot reach the agent"), "{err}");
 }
 
+/// A rule removed by a reload resolves its open alert at the reload, not at the shard's last
+/// tick (with a long `engine.tick`, that was seconds before).
+#[test]
+fn a_reload_resolves_at_the_reload_not_at_the_last_tick() {
+    let dir = scratch("reload-time");
+    let episode = "[[rule]]\nname = \"ep\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"x\"'\npattern = \"a{1,} within 1m\"\n";
+    std::fs::write(dir.join("rules/ep.toml"), episode).unwrap();
+    let agent = Agent::start(&dir, "[engine]\ntick = \"30s\"\n");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(
+        b"<13>1 2026-12-03T05:00:00Z h x - - - one",
+        ("127.0.0.1", agent.port),
+    )
+    .unwrap();
+    agent.wait_alert(10, |v| v["rule"] == "ep" && v["state"] == "firing");
+    std::thread::sleep(Duration::from_millis(1500));
+    let before = now_secs();
+    std::fs::write(dir.join("rules/ep.toml"), one_step_rule("other")).unwrap();
+    agent.hangup();
+    let r = agent.wait_alert(10, |v| v["rule"] == "ep" && v["state"] == "resolved");
+    assert_eq!(r["reason"], "rule_removed", "{r}");
+    let at = chrono::DateTime::parse_from_rfc3339(r["time"].as_str().unwrap()).unwrap();
+    let at = at.timestamp_micros() as f64 / 1e6;
+    assert!(
+        at >= before - 0.05,
+        "resolved at {at}, the reload began at {before}"
+    );
+}
+
 #[test]
 fn alerts_of_rules_changed_or_removed_while_down_are_resolved_at_restart() {
     let dir = scratch("restart-changed");

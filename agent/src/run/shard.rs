@@ -843,6 +843,9 @@ impl Handler<Reload> for Shard {
     type Result = ();
 
     fn handle(&mut self, msg: Reload, _: &mut Self::Context) {
+        // Time has moved since the last tick: what was due fires first, and the reload's
+        // changes (`rule_changed`, `rule_removed`) are stamped now, not at that tick.
+        self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
         let before = self.out.len();
         let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.install(&msg.0);
