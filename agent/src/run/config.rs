@@ -1010,7 +1010,25 @@ impl Config {
                 ));
             }
         }
+        out.extend(self.store_owner_warning());
         out
+    }
+
+    /// A store folder (followed through links) that belongs to another user than root or
+    /// this process's: that user may plant or swap its files (a saved state read as the
+    /// agent's, a state file linked to a secret), said so before anything is read from it.
+    pub fn store_owner_warning(&self) -> Option<Problem> {
+        use std::os::unix::fs::MetadataExt;
+        let owner = std::fs::metadata(self.store.path()).ok()?.uid();
+        (owner != 0 && owner != rustix::process::geteuid().as_raw()).then(|| {
+            Problem::new(
+                "store.path",
+                format!(
+                    "{} belongs to another user (uid {owner}), who may change what the agent reads back from it: give it to the agent's user (`chown -R`), or name a folder of the agent's own",
+                    self.store.path().display()
+                ),
+            )
+        })
     }
 
     /// The zone of RFC 3164 stamps.
@@ -1117,8 +1135,22 @@ fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
 /// A secret file (`key`) that every user may read or write, or its group may write (and so
 /// replace the secret with one it knows): said, with the mode to give it.
 fn open_to_all(key: &'static str, f: &Path) -> Option<Problem> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(f).map_or(0, |m| m.permissions().mode());
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = std::fs::metadata(f).ok();
+    let mode = meta.as_ref().map_or(0, |m| m.permissions().mode());
+    // Its owner may replace it too: root or the agent's own user, no one else.
+    if let Some(owner) = meta.as_ref().map(MetadataExt::uid)
+        && owner != 0
+        && owner != rustix::process::geteuid().as_raw()
+    {
+        return Some(Problem::new(
+            key,
+            format!(
+                "{} belongs to another user (uid {owner}), who may replace the secret: `chown root:` it",
+                f.display()
+            ),
+        ));
+    }
     let who = if mode & 0o002 != 0 {
         "writable by every user"
     } else if mode & 0o004 != 0 {
@@ -1254,6 +1286,30 @@ mod tests {
         .unwrap();
         let keys: Vec<&str> = cfg.environment_problems().iter().map(|p| p.key).collect();
         assert_eq!(keys, ["syslog.files", "syslog.files", "rules.paths"]);
+    }
+
+    /// A store folder of another user is said (as root here: one given to `nobody`).
+    #[test]
+    fn a_store_folder_of_another_user_is_warned_of() {
+        let dir = std::env::temp_dir().join(format!("cepheus-store-owner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = Config::parse(
+            Path::new("/nonexistent/c.toml"),
+            &format!("[store]\npath = \"{}\"\n", dir.display()),
+        )
+        .unwrap();
+        assert!(cfg.store_owner_warning().is_none());
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&dir, Some(65534), None).unwrap();
+            let w = cfg.store_owner_warning().expect("a warning");
+            assert_eq!(w.key, "store.path");
+            assert!(
+                w.message.contains("belongs to another user (uid 65534)"),
+                "{w:?}"
+            );
+            assert_eq!(cfg.environment_warnings().len(), 1);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -1539,6 +1595,16 @@ mod tests {
             w[0].message.contains("writable by every user (mode 0622)"),
             "{w:?}"
         );
+        // Owned by another user (not root, not the agent's): that user may replace it.
+        if rustix::process::geteuid().is_root() {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::os::unix::fs::chown(&f, Some(65534), None).unwrap();
+            let w = cfg(0o600);
+            assert!(
+                w[0].message.contains("belongs to another user (uid 65534)"),
+                "{w:?}"
+            );
+        }
         let _ = std::fs::remove_file(&f);
     }
 

@@ -180,7 +180,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         },
         None => Config::default(),
     };
-    for w in cfg.warnings() {
+    for w in cfg.warnings().iter().chain(&cfg.store_owner_warning()) {
         tracing::warn!(key = w.key, "{}", w.message);
     }
     // What the agent makes (the store's files, the saved states, the journal, the output
