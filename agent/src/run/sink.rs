@@ -906,6 +906,14 @@ impl Handler<Adopt> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, msg: Adopt, _: &mut Self::Context) {
+        self.adopt(msg);
+    }
+}
+
+impl AlertSink {
+    /// A shard's word on the alerts its engine holds; once every shard has said, the ones
+    /// firing at start that none holds are resolved (`state_lost`, `rule_removed`).
+    fn adopt(&mut self, msg: Adopt) {
         let Some(a) = &mut self.adopting else {
             return;
         };
@@ -921,7 +929,20 @@ impl Handler<Adopt> for AlertSink {
         let Some(a) = self.adopting.take() else {
             return;
         };
-        let lost: std::collections::HashSet<u64> = a.firing.difference(&a.held).copied().collect();
+        // (An alert whose end waits for the store, its disk still nearly full, is not lost:
+        // that end is kept as soon as the store can.)
+        let ended: std::collections::HashSet<u64> = self
+            .unkept
+            .iter()
+            .filter(|c| c.state != AlertState::Firing)
+            .map(|c| c.id)
+            .collect();
+        let lost: std::collections::HashSet<u64> = a
+            .firing
+            .difference(&a.held)
+            .filter(|id| !ended.contains(id))
+            .copied()
+            .collect();
         let (Some(store), false) = (&self.store, lost.is_empty()) else {
             return;
         };
@@ -1362,6 +1383,38 @@ mod tests {
         assert_eq!(counters.snapshot().alerts_repeated, 1);
         assert!(store.unwritten().unwrap().is_empty());
         assert_eq!(store.recent(10).unwrap().len(), 2);
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An alert whose resolve waits for the store (its disk still nearly full at a restart)
+    /// is not taken for one no engine holds: no `state_lost` resolve after its own.
+    #[test]
+    fn an_alert_whose_end_waits_for_the_store_is_not_lost() {
+        let (dir, sink, store, _, lines) = stored_sink("adopt-unkept");
+        let mut sink = sink;
+        let fired = alerts(1);
+        sink.take(fired.clone());
+        let mut sink = sink.adopting(1);
+        sink.space.min_free = u64::MAX;
+        sink.space.checked = None;
+        let c = Change::of(&fired[0]);
+        let end = resolved_change(&c.json, Reason::Forgotten, Timestamp::from_secs(9)).unwrap();
+        let fresh = sink.keep(vec![end]);
+        sink.emit(&fresh);
+        assert_eq!(*lines.lock().unwrap(), 2);
+        sink.adopt(Adopt {
+            shard: 0,
+            ids: Vec::new(),
+            episodic: vec!["r".into()],
+            running: vec!["r".into()],
+        });
+        assert_eq!(
+            *lines.lock().unwrap(),
+            2,
+            "a state_lost resolve was written"
+        );
+        assert_eq!(sink.unkept.len(), 1);
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
