@@ -931,11 +931,16 @@ impl AlertSink {
         };
         // (An alert whose end waits for the store, its disk still nearly full, is not lost:
         // that end is kept as soon as the store can.)
-        let ended: std::collections::HashSet<u64> = self
-            .unkept
-            .iter()
-            .filter(|c| c.state != AlertState::Firing)
-            .map(|c| c.id)
+        // (Its last waiting change is what counts: a rule that rejoins a state across reloads
+        // may end an id and fire it again.)
+        let mut last: std::collections::HashMap<u64, AlertState> = Default::default();
+        for c in &self.unkept {
+            last.insert(c.id, c.state);
+        }
+        let ended: std::collections::HashSet<u64> = last
+            .into_iter()
+            .filter(|(_, s)| *s != AlertState::Firing)
+            .map(|(id, _)| id)
             .collect();
         let lost: std::collections::HashSet<u64> = a
             .firing

@@ -2306,15 +2306,21 @@ fn take(
             // A flood inside the window must not grow memory without bound: a closure holds
             // at most MAX_CLOSURE_ITEMS events (or twice its minimum, if more). At the start of
             // a pattern it slides (the oldest goes); in the middle it stops collecting. One at
-            // the start with no upper count, no `distinct` and no least duration holds only
-            // its minimum, or the events an alert shows if more: a match needs that many of
-            // the window before its next step and shows the latest; the older ones could only
-            // slide out unused (`seq(fail{5,}, ok) within 5m` under a brute force of
-            // thousands of failures per address kept them all, about 1 KB each).
+            // the start with no upper count, no `distinct` and no least duration, in a pattern
+            // of one alternative that does not end in an absence, holds only its minimum, or
+            // the events an alert shows if more: a match needs that many of the window before
+            // its next step and shows the latest; the older ones could only slide out unused
+            // (`seq(fail{5,}, ok) within 5m` under a brute force of thousands of failures per
+            // address kept them all, about 1 KB each). Not with other alternatives, whose
+            // runs start on the same events and must stay in step with it (and whose runs a
+            // match consumes by the events it holds), nor with an absence at the end, whose
+            // wait may be reckoned from the match's start.
             let cap = if r.is_collector(alt)
                 && rep.1.is_none()
                 && step.repeat.as_ref().is_some_and(|x| x.distinct.is_none())
                 && ctx.wmin() == Duration::ZERO
+                && alt.end_absent.is_none()
+                && matches!(&*ctx.plan, Plan::Linear { alts } if alts.len() == 1)
             {
                 (rep.0 as usize).clamp(MAX_ALERT_EVENTS, 100_000)
             } else {

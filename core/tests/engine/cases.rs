@@ -671,6 +671,25 @@ fn a_rules_groups_are_listed_in_key_order() {
     assert!(e.list_groups("nope", 10).is_none());
 }
 
+/// A start closure shares its events with another alternative's longer count: both count
+/// every one (`fail{30,}` fires at the 30th failure, whatever the other holds).
+#[test]
+fn alternatives_starting_on_one_closure_count_alike() {
+    let r = rule(
+        "r",
+        &["fail", "ok"],
+        or(vec![
+            seq(vec![rep(ev(0), 5, None), ev(1)]),
+            rep(ev(0), 30, None),
+        ]),
+    )
+    .within(300);
+    let script: Vec<String> = (0..40).map(|i| format!("fail:h@{i}")).collect();
+    let alerts = run(&set(vec![r]), parse_script(&script.join(" ")));
+    let firing: Vec<String> = alerts.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(firing, ["firing h @29"]);
+}
+
 #[test]
 fn closure_in_the_middle_with_bounds() {
     let r = rule(
