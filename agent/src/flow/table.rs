@@ -1151,94 +1151,74 @@ mod tests {
             .write(&mut whole, &[7u8; 64])
             .unwrap();
         let (hdr, _) = IpHeaders::from_slice(&whole).unwrap();
-        let mut v4: Ipv4Header = hdr.ipv4().unwrap().0.clone();
+        let v4: Ipv4Header = hdr.ipv4().unwrap().0.clone();
         let body = &whole[20..]; // UDP header + 64 bytes
-        let mut frags = Vec::new();
-        let mut frags2 = Vec::new();
-        for (off, chunk, more) in [(0usize, &body[..40], true), (40, &body[40..], false)] {
-            v4.identification = 78;
-            v4.more_fragments = more;
-            v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
-            v4.set_payload_len(chunk.len()).unwrap();
-            v4.header_checksum = v4.calc_header_checksum();
-            let mut f = v4.to_bytes().to_vec();
-            f.extend_from_slice(chunk);
-            frags2.push(f);
-            v4.identification = 77;
-            v4.more_fragments = more;
-            v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
-            v4.set_payload_len(chunk.len()).unwrap();
-            v4.header_checksum = v4.calc_header_checksum();
-            let mut f = v4.to_bytes().to_vec();
-            f.extend_from_slice(chunk);
-            frags.push(f);
-        }
-        let mut t = FlowTable::new(FlowConfig::default());
-        let mut out = Vec::new();
-        feed(&mut t, 0.0, &frags[0], &mut out);
-        feed(&mut t, 0.001, &frags[1], &mut out);
-        t.finish(&mut out);
-        let ends: Vec<_> = out
-            .iter()
-            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
-            .collect();
+        // The datagram in two fragments (40 bytes, then the rest), with IP id `id`.
+        let fragments = |id: u16| -> Vec<Vec<u8>> {
+            let mut v4 = v4.clone();
+            [(0usize, &body[..40], true), (40, &body[40..], false)]
+                .into_iter()
+                .map(|(off, chunk, more)| {
+                    v4.identification = id;
+                    v4.more_fragments = more;
+                    v4.fragment_offset =
+                        etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
+                    v4.set_payload_len(chunk.len()).unwrap();
+                    v4.header_checksum = v4.calc_header_checksum();
+                    let mut f = v4.to_bytes().to_vec();
+                    f.extend_from_slice(chunk);
+                    f
+                })
+                .collect()
+        };
+        let (frags, frags2) = (fragments(77), fragments(78));
+        // Feeds the packets at their times and ends the capture: the flows ended, and the
+        // fragments given up.
+        let run = |packets: &[(f64, &[u8])]| -> (Vec<FlowRecord>, u64) {
+            let mut t = FlowTable::new(FlowConfig::default());
+            let mut out = Vec::new();
+            for (at, p) in packets {
+                feed(&mut t, *at, p, &mut out);
+            }
+            t.finish(&mut out);
+            let ends = out
+                .iter()
+                .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+                .map(|n| n.flow)
+                .collect();
+            (ends, t.stats().orphan_fragments)
+        };
+        let whole_flow = |f: &FlowRecord| (f.sport, f.dport, f.orig.pkts, f.orig.ip_bytes);
+        let (ends, orphans) = run(&[(0.0, &frags[0]), (0.001, &frags[1])]);
         assert_eq!(ends.len(), 1);
-        assert_eq!((ends[0].flow.sport, ends[0].flow.orig.pkts), (41000, 2));
-        assert_eq!(ends[0].flow.orig.ip_bytes, 20 + 40 + 20 + 32);
-        assert_eq!(t.stats().orphan_fragments, 0);
+        assert_eq!((ends[0].sport, ends[0].orig.pkts), (41000, 2));
+        assert_eq!(ends[0].orig.ip_bytes, 20 + 40 + 20 + 32);
+        assert_eq!(orphans, 0);
         // Last fragment first: it waits for the first, then joins its flow (no port-0 flow).
-        let mut t = FlowTable::new(FlowConfig::default());
-        let mut out = Vec::new();
-        feed(&mut t, 0.0, &frags[1], &mut out);
-        assert!(out.is_empty(), "{out:?}");
-        feed(&mut t, 0.001, &frags[0], &mut out);
-        t.finish(&mut out);
-        let flows: Vec<(u16, u16, u64, u64)> = out
-            .iter()
-            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
-            .map(|n| {
-                let f = &n.flow;
-                (f.sport, f.dport, f.orig.pkts, f.orig.ip_bytes)
-            })
-            .collect();
+        let (ends, orphans) = run(&[(0.0, &frags[1]), (0.001, &frags[0])]);
+        let flows: Vec<_> = ends.iter().map(whole_flow).collect();
         assert_eq!(flows, [(41000, 2000, 2, 20 + 40 + 20 + 32)]);
-        assert_eq!(t.stats().orphan_fragments, 0);
+        assert_eq!(orphans, 0);
         // A first fragment that never comes: counted, and no flow; one that comes too late
         // (after ORPHAN_WAIT) makes its flow alone.
-        let mut t = FlowTable::new(FlowConfig::default());
-        let mut out = Vec::new();
-        feed(&mut t, 0.0, &frags[1], &mut out);
-        feed(&mut t, 31.0, &frags[0], &mut out);
-        t.finish(&mut out);
-        let flows: Vec<(u16, u64)> = out
-            .iter()
-            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
-            .map(|n| (n.flow.sport, n.flow.orig.pkts))
-            .collect();
+        let (ends, orphans) = run(&[(0.0, &frags[1]), (31.0, &frags[0])]);
+        let flows: Vec<(u16, u64)> = ends.iter().map(|f| (f.sport, f.orig.pkts)).collect();
         assert_eq!(flows, [(41000, 1)]);
-        assert_eq!(t.stats().orphan_fragments, 1);
-        let mut t = FlowTable::new(FlowConfig::default());
-        let mut out = Vec::new();
-        feed(&mut t, 0.0, &frags[1], &mut out);
-        t.finish(&mut out);
-        assert!(out.is_empty(), "{out:?}");
-        assert_eq!(t.stats().orphan_fragments, 1);
+        assert_eq!(orphans, 1);
+        let (ends, orphans) = run(&[(0.0, &frags[1])]);
+        assert!(ends.is_empty(), "{ends:?}");
+        assert_eq!(orphans, 1);
         // Two datagrams waiting, each last fragment first: the first one's joining leaves
         // the second waiting (not given up in its place).
-        let mut t = FlowTable::new(FlowConfig::default());
-        let mut out = Vec::new();
-        feed(&mut t, 0.0, &frags[1], &mut out);
-        feed(&mut t, 0.001, &frags2[1], &mut out);
-        feed(&mut t, 0.002, &frags[0], &mut out);
-        feed(&mut t, 0.003, &frags2[0], &mut out);
-        t.finish(&mut out);
-        let pkts: u64 = out
-            .iter()
-            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
-            .map(|n| n.flow.orig.pkts)
-            .sum();
-        assert_eq!(pkts, 4, "{out:?}");
-        assert_eq!(t.stats().orphan_fragments, 0);
+        let (ends, orphans) = run(&[
+            (0.0, &frags[1]),
+            (0.001, &frags2[1]),
+            (0.002, &frags[0]),
+            (0.003, &frags2[0]),
+        ]);
+        let pkts: u64 = ends.iter().map(|f| f.orig.pkts).sum();
+        assert_eq!(pkts, 4, "{ends:?}");
+        assert_eq!(orphans, 0);
     }
 
     #[test]
