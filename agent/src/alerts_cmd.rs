@@ -280,18 +280,28 @@ fn write_table(
         header.push("STATE");
     }
     header.extend(["SEVERITY", "RULE", "GROUP", "MESSAGE"]);
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
+    write_columns(out, &header, &rows)
+}
+
+/// Writes `rows` under `header` in columns two spaces apart (the last one unpadded);
+/// nothing when there is no row. The tables of `cepheus alerts` and `cepheus groups list`.
+pub(crate) fn write_columns(
+    out: &mut impl Write,
+    header: &[&str],
+    rows: &[Vec<String>],
+) -> std::io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
             *w = (*w).max(c.chars().count());
         }
     }
-    if rows.is_empty() {
-        return Ok(());
-    }
     let last = header.len() - 1;
-    let line = |out: &mut dyn Write, cells: &[&str]| -> std::io::Result<()> {
-        for (i, c) in cells.iter().enumerate() {
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| -> std::io::Result<()> {
+        for (i, c) in cells.enumerate() {
             if i == last {
                 writeln!(out, "{c}")?;
             } else {
@@ -300,10 +310,9 @@ fn write_table(
         }
         Ok(())
     };
-    line(out, &header)?;
-    for r in &rows {
-        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-        line(out, &cells)?;
+    line(&mut header.iter().copied())?;
+    for r in rows {
+        line(&mut r.iter().map(String::as_str))?;
     }
     Ok(())
 }

@@ -191,10 +191,10 @@ fn write_groups(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::
             "no"
         }
     };
-    let rows: Vec<[String; 4]> = groups
+    let rows: Vec<Vec<String>> = groups
         .iter()
         .map(|g| {
-            [
+            vec![
                 key_text(&group_by, &g["group"]),
                 yes(&g["firing"]).to_string(),
                 yes(&g["expected"]).to_string(),
@@ -208,38 +208,7 @@ fn write_groups(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::
         format!("GROUP ({})", group_by.join(","))
     };
     let header = [key_head.as_str(), "FIRING", "EXPECTED", "ACTIVE AT"];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    if !rows.is_empty() {
-        writeln!(
-            out,
-            "{:<w0$}  {:<w1$}  {:<w2$}  {}",
-            header[0],
-            header[1],
-            header[2],
-            header[3],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2]
-        )?;
-        for r in &rows {
-            writeln!(
-                out,
-                "{:<w0$}  {:<w1$}  {:<w2$}  {}",
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2]
-            )?;
-        }
-    }
+    crate::alerts_cmd::write_columns(out, &header, &rows)?;
     let total = doc["total"].as_u64().unwrap_or(0);
     writeln!(
         out,

@@ -730,25 +730,7 @@ impl Store {
     /// The changes recorded but not yet written to the outputs (the process died between
     /// the two), oldest first: for the outputs at start.
     pub fn unwritten(&self) -> Result<Vec<StoredAlert>, StoreError> {
-        let from = self
-            .meta
-            .get("written")
-            .map_err(|e| self.io(e))?
-            .map_or(0, |v| match seq_of(&v) {
-                NONE_WRITTEN => 0,
-                last => last + 1,
-            });
-        let mut out = Vec::new();
-        for row in self.alerts.range(from.to_be_bytes()..) {
-            let (k, v) = row.map_err(|e| self.io(e))?;
-            if let Some(json) = v.get(9..).and_then(|b| std::str::from_utf8(b).ok()) {
-                out.push(StoredAlert {
-                    seq: seq_of(&k),
-                    json: json.to_string(),
-                });
-            }
-        }
-        Ok(out)
+        self.changes_after(self.written_through()?, usize::MAX)
     }
 
     /// How many alert changes the store holds, and how many alerts are firing.

@@ -765,16 +765,22 @@ pub struct ForgetOutcome {
     pub group_by: Option<Vec<String>>,
 }
 
+impl Shard {
+    /// The `group_by` of the rule named `rule`, if this shard's rules have one so named.
+    fn group_by_of(&self, rule: &str) -> Option<Vec<String>> {
+        self.rules
+            .rules
+            .iter()
+            .find(|r| r.name == rule)
+            .map(|r| r.group_by.clone())
+    }
+}
+
 impl Handler<ListGroups> for Shard {
     type Result = MessageResult<ListGroups>;
 
     fn handle(&mut self, msg: ListGroups, _: &mut Self::Context) -> Self::Result {
-        let group_by = self
-            .rules
-            .rules
-            .iter()
-            .find(|r| r.name == msg.rule)
-            .map(|r| r.group_by.clone());
+        let group_by = self.group_by_of(&msg.rule);
         let listed = group_by.and_then(|group_by| {
             let (total, groups) = self.engine.as_ref()?.list_groups(&msg.rule, msg.limit)?;
             Some(ListedGroups {
@@ -791,12 +797,7 @@ impl Handler<ForgetGroup> for Shard {
     type Result = MessageResult<ForgetGroup>;
 
     fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> Self::Result {
-        let group_by = self
-            .rules
-            .rules
-            .iter()
-            .find(|r| r.name == msg.rule)
-            .map(|r| r.group_by.clone());
+        let group_by = self.group_by_of(&msg.rule);
         let mut forgotten = false;
         self.changed = true;
         self.guarded("forget", |e, out| {

@@ -367,11 +367,8 @@ impl AlertSink {
                 // The outputs had them (without a place): their cursors may pass them now,
                 // or a restart would send them again.
                 if let Some(last) = waiting.iter().filter_map(|c| c.seq).max() {
-                    if let Some(f) = &self.forwarder {
-                        f.mark(last);
-                    }
-                    if let Some(w) = &self.webhook {
-                        w.mark(last);
+                    for (_, _, output) in self.queued() {
+                        output.mark(last);
                     }
                 }
                 self.unkept_bytes = 0;
@@ -429,11 +426,7 @@ impl AlertSink {
         if jsons.is_empty() {
             return;
         }
-        let changes: Vec<Change> = jsons
-            .into_iter()
-            .filter_map(|json| stored_change(cepheus_store::StoredAlert { seq: 0, json }))
-            .map(|c| Change { seq: None, ..c })
-            .collect();
+        let changes: Vec<Change> = jsons.into_iter().filter_map(change_of).collect();
         tracing::info!(
             alert_changes = changes.len(),
             "the last run kept aside alert changes its store could not take: keeping them now"
@@ -621,11 +614,8 @@ impl AlertSink {
             }
         }
         if !again {
-            if let Some(f) = &self.forwarder {
-                f.send(fresh);
-            }
-            if let Some(w) = &self.webhook {
-                w.send(fresh);
+            for (_, _, output) in self.queued() {
+                output.send(fresh);
             }
         }
         if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
@@ -676,19 +666,17 @@ impl AlertSink {
         let Some(store) = self.store.clone() else {
             return;
         };
+        let present: Vec<&str> = self.queued().map(|(name, _, _)| name).collect();
         for name in [super::forward::CURSOR, super::webhook::CURSOR] {
-            let (present, room) = match name {
-                super::forward::CURSOR => (self.forwarder.is_some(), super::forward::QUEUE),
-                _ => (self.webhook.is_some(), super::webhook::QUEUE),
-            };
-            if !present {
+            if !present.contains(&name) {
                 // Not configured now: configured again later, it starts from then, not with
                 // the changes of the weeks between.
                 if let Err(e) = store.forget_output_cursor(name) {
                     tracing::debug!(output = name, error = %e, "cannot forget the output's place");
                 }
-                continue;
             }
+        }
+        for (name, room, output) in self.queued() {
             let from = match store.output_cursor(name) {
                 Ok(cepheus_store::OutputCursor::After(s)) => s,
                 // New to the store: it starts from now, with what an earlier run kept but
@@ -733,19 +721,22 @@ impl AlertSink {
                     "more alert changes than its queue holds were not delivered: only the oldest {room} are sent again (the store keeps them all)"
                 );
             }
-            match name {
-                super::forward::CURSOR => {
-                    if let Some(f) = &self.forwarder {
-                        f.send(&changes);
-                    }
-                }
-                _ => {
-                    if let Some(w) = &self.webhook {
-                        w.send(&changes);
-                    }
-                }
-            }
+            output.send(&changes);
         }
+    }
+
+    /// The outputs behind a queue that are configured (`output.syslog`, `output.webhook`):
+    /// each with its name among the store's cursors and its queue's size.
+    fn queued(&self) -> impl Iterator<Item = (&'static str, usize, &dyn QueuedOutput)> {
+        let forwarder = self.forwarder.as_ref().map(|f| {
+            let f: &dyn QueuedOutput = f;
+            (super::forward::CURSOR, super::forward::QUEUE, f)
+        });
+        let webhook = self.webhook.as_ref().map(|w| {
+            let w: &dyn QueuedOutput = w;
+            (super::webhook::CURSOR, super::webhook::QUEUE, w)
+        });
+        forwarder.into_iter().chain(webhook)
     }
 
     /// One batch from a shard: counted, rendered (once), kept, and what is new written out.
@@ -1033,9 +1024,43 @@ fn retired_change(firing: &str, rules: &[(String, Reason)], time: Timestamp) -> 
     resolved_change(firing, reason, time)
 }
 
+/// An output behind a queue of its own thread (`output.syslog`, `output.webhook`).
+trait QueuedOutput {
+    /// Queues the changes.
+    fn send(&self, changes: &[Change]);
+    /// Changes sent before the store kept them are kept now, up to `seq`.
+    fn mark(&self, seq: u64);
+}
+
+impl QueuedOutput for super::forward::Forwarder {
+    fn send(&self, changes: &[Change]) {
+        super::forward::Forwarder::send(self, changes);
+    }
+    fn mark(&self, seq: u64) {
+        super::forward::Forwarder::mark(self, seq);
+    }
+}
+
+impl QueuedOutput for super::webhook::Webhook {
+    fn send(&self, changes: &[Change]) {
+        super::webhook::Webhook::send(self, changes);
+    }
+    fn mark(&self, seq: u64) {
+        super::webhook::Webhook::mark(self, seq);
+    }
+}
+
 /// A change as the store keeps it, with its place (`None` when its JSON is not an alert's).
 fn stored_change(a: cepheus_store::StoredAlert) -> Option<Change> {
-    let v: serde_json::Value = serde_json::from_str(&a.json).ok()?;
+    Some(Change {
+        seq: Some(a.seq),
+        ..change_of(a.json)?
+    })
+}
+
+/// An alert change's JSON as a change not kept yet (`None` when it is not an alert's).
+fn change_of(json: String) -> Option<Change> {
+    let v: serde_json::Value = serde_json::from_str(&json).ok()?;
     let id: cepheus_core::alert::AlertId = v["id"].as_str()?.parse().ok()?;
     let state = AlertState::ALL
         .into_iter()
@@ -1043,8 +1068,8 @@ fn stored_change(a: cepheus_store::StoredAlert) -> Option<Change> {
     Some(Change {
         id: id.0,
         state,
-        json: a.json,
-        seq: Some(a.seq),
+        json,
+        seq: None,
     })
 }
 
