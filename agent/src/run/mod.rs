@@ -420,15 +420,15 @@ const MAX_CONTINUED_SHARDS: usize = 256;
 /// state when there is one, so a machine given more or fewer cores (a VM resized) goes on
 /// with its groups and their deadlines instead of starting afresh (groups are spread over
 /// the shards by their count).
-fn shards_to_run(cfg: &Config, store: &cepheus_store::Store) -> usize {
+fn shards_to_run(cfg: &Config, read: &ReadStates) -> usize {
     let cores = cfg.shard_count();
     if cfg.engine.shards > 0 {
         return cores;
     }
-    // (Read as `saved_states` reads them: a damaged shard file must not make the others'
-    // count unknown, which would drop them all.)
-    let saved = store
-        .readable_checkpoints()
+    // (The readable ones: a damaged shard file must not make the others' count unknown,
+    // which would drop them all.)
+    let saved = read
+        .as_ref()
         .ok()
         .and_then(|(c, _)| c.iter().map(|s| s.shards as usize).max())
         .filter(|&s| (1..=MAX_CONTINUED_SHARDS).contains(&s));
@@ -445,14 +445,26 @@ fn shards_to_run(cfg: &Config, store: &cepheus_store::Store) -> usize {
     }
 }
 
-/// The engine states an earlier run saved, one per shard, when it ran as many shards (groups
-/// are spread over the shards by their count); none otherwise, with a warning.
+/// The saved states as read once at start (`Store::readable_checkpoints`): the readable ones
+/// and the errors of the others. They may be hundreds of MB: read once, not per use.
+type ReadStates = Result<
+    (
+        Vec<cepheus_store::SavedShard>,
+        Vec<cepheus_store::StoreError>,
+    ),
+    cepheus_store::StoreError,
+>;
+
+/// The engine states an earlier run saved (`read`), one per shard, when it ran as many
+/// shards (groups are spread over the shards by their count); none otherwise, with a
+/// warning.
 fn saved_states(
     store: &cepheus_store::Store,
+    read: ReadStates,
     n: usize,
 ) -> anyhow::Result<Vec<Option<shard::SavedState>>> {
     let mut out: Vec<Option<shard::SavedState>> = (0..n).map(|_| None).collect();
-    let saved = match store.readable_checkpoints() {
+    let saved = match read {
         Ok((saved, unreadable)) => {
             // A state file that cannot be read costs its shard its state, not the others:
             // that shard begins afresh (and its first save replaces the file).
@@ -626,16 +638,21 @@ fn start(
     let zone = cfg
         .zone()
         .map_err(|e| anyhow::anyhow!("syslog.timezone: {e}"))?;
-    let n = shards_to_run(&cfg, &store);
+    let read = store.readable_checkpoints();
+    let n = shards_to_run(&cfg, &read);
     let (changes, firing) = store.counts();
     tracing::info!(
         store = %cfg.store.path().display(),
         alert_changes = changes,
         firing,
-        saved_shards = store.checkpoints().map(|c| c.len()).unwrap_or(0),
+        // (As `Store::checkpoints` counts them: none when any cannot be read.)
+        saved_shards = match &read {
+            Ok((saved, bad)) if bad.is_empty() => saved.len(),
+            _ => 0,
+        },
         "store opened"
     );
-    let resume = saved_states(&store, n)?;
+    let resume = saved_states(&store, read, n)?;
     let journals = open_journals(&cfg.store, n);
     let plan = Arc::new(RoutePlan::new(&rules, n));
     let (plan_tx, plan_rx) = watch::channel(plan.clone());
