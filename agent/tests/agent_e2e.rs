@@ -3237,25 +3237,85 @@ fn alerts_no_engine_holds_after_a_restart_are_resolved_as_state_lost() {
 }
 
 #[test]
-fn another_number_of_shards_starts_afresh_once_and_resolves_what_was_firing() {
+fn another_number_of_shards_goes_on_after_a_clean_stop() {
     let dir = scratch("shards-changed");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
     let two = "checkpoint_every = \"100ms\"\n[engine]\nshards = 2\n";
-    let one = "checkpoint_every = \"100ms\"\n[engine]\nshards = 1\n";
+    let three = "checkpoint_every = \"100ms\"\n[engine]\nshards = 3\n";
+    let mut first = Agent::start(&dir, two);
+    for host in ["web1", "web2", "web3", "web4"] {
+        heartbeat(first.port, host, 1);
+    }
+    let ids: Vec<Value> = ["web1", "web2", "web3", "web4"]
+        .iter()
+        .map(|h| {
+            first.wait_alert(10, |v| v["state"] == "firing" && v["group"]["host"] == *h)["id"]
+                .clone()
+        })
+        .collect();
+    let fired = &ids[0];
+    assert!(first.terminate().success());
+    // Spread over three shards: the open alerts stay open, the hosts stay watched.
+    let mut second = Agent::start(&dir, three);
+    second.wait_stats(10, |_| {
+        second
+            .stderr()
+            .contains("was spread over this run's shards")
+    });
+    heartbeat(second.port, "web1", 2);
+    let back = second.wait_alert(10, |v| {
+        v["state"] == "resolved" && v["group"]["host"] == "web1"
+    });
+    assert_eq!(&back["id"], fired);
+    assert_ne!(back["reason"], "state_lost", "{back}");
+    assert!(
+        !second.stderr().contains("starting afresh"),
+        "{}",
+        second.stderr()
+    );
+    assert_eq!(second.stats()["shards"].as_array().map(Vec::len), Some(3));
+    assert!(second.terminate().success());
+    // The same number again: its own state goes on; every host's alert is one episode.
+    let third = Agent::start(&dir, three);
+    third.wait_stats(10, |_| {
+        third.stderr().contains("continuing from the saved state")
+    });
+    assert!(!third.stderr().contains("another number of shards"));
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    for id in &ids[1..] {
+        assert!(out.contains(id.as_str().unwrap()), "{id} not firing: {out}");
+    }
+    assert!(!out.contains("state_lost"), "{out}");
+}
+
+#[test]
+fn another_number_of_shards_after_a_crash_starts_afresh_and_resolves_what_was_firing() {
+    let dir = scratch("shards-changed-crash");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let two = "checkpoint_every = \"1h\"\n[engine]\nshards = 2\n";
+    let one = "checkpoint_every = \"1h\"\n[engine]\nshards = 1\n";
     let mut first = Agent::start(&dir, two);
     heartbeat(first.port, "web1", 1);
     let fired = first.wait_alert(10, |v| v["state"] == "firing");
     assert!(first.terminate().success());
+    // Journalled after the saved state, then killed: that is not all in the saved state.
+    let mut again = Agent::start(&dir, two);
+    heartbeat(again.port, "web2", 1);
+    again.wait_events(1);
+    again.kill9();
     let mut second = Agent::start(&dir, one);
     let lost = second.wait_alert(10, |v| v["state"] == "resolved");
     assert_eq!(
         (&lost["id"], &lost["reason"]),
         (&fired["id"], &"state_lost".into())
     );
-    assert!(second.stderr().contains("another number of shards"));
-    heartbeat(second.port, "web2", 1);
+    let err = second.stderr();
+    assert!(err.contains("another number of shards"), "{err}");
+    assert!(err.contains("did not stop cleanly"), "{err}");
+    heartbeat(second.port, "web3", 1);
     second.wait_alert(10, |v| {
-        v["state"] == "firing" && v["group"]["host"] == "web2"
+        v["state"] == "firing" && v["group"]["host"] == "web3"
     });
     assert!(second.terminate().success());
     // The same number again: its own state goes on.

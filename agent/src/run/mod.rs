@@ -437,7 +437,7 @@ fn shards_to_run(cfg: &Config, read: &ReadStates) -> usize {
             tracing::info!(
                 shards = s,
                 cores,
-                "engine.shards = 0 (one per core): continuing with the shards of the saved state, so its groups and deadlines go on; set engine.shards to choose (another count starts afresh)"
+                "engine.shards = 0 (one per core): continuing with the shards of the saved state, so its groups and deadlines go on; set engine.shards to choose (another count spreads the saved state over its shards)"
             );
             s
         }
@@ -491,12 +491,24 @@ fn saved_states(
         .any(|s| s.shards as usize != n || s.shard as usize >= n)
     {
         let then = saved.iter().map(|s| s.shards).max().unwrap_or(0);
-        tracing::warn!(
-            saved_by = then,
-            shards = n,
-            saved = saved.len(),
-            "the saved state is of a run with another number of shards (`engine.shards`, 0: one per core): starting afresh; the alerts it held firing are resolved (state_lost)"
-        );
+        let journals = store.path().join("journal");
+        match resharded(store, &journals, &saved, n) {
+            Ok(states) => {
+                tracing::info!(
+                    saved_by = then,
+                    shards = n,
+                    "the saved state of a run with another number of shards was spread over this run's shards: its groups, deadlines and open alerts go on"
+                );
+                return Ok(states.into_iter().map(Some).collect());
+            }
+            Err(why) => tracing::warn!(
+                saved_by = then,
+                shards = n,
+                saved = saved.len(),
+                why,
+                "the saved state is of a run with another number of shards (`engine.shards`, 0: one per core) and cannot be spread over this run's: starting afresh; the alerts it held firing are resolved (state_lost)"
+            ),
+        }
         // Dropped, so that the next start does not meet it again.
         store
             .save_checkpoints(&[])
@@ -524,6 +536,90 @@ fn saved_states(
         }
     }
     Ok(out)
+}
+
+/// The saved states of a run with another number of shards (`saved`, all of them) spread over
+/// `n` shards by the groups' new owners (`reshard`), when that run stopped cleanly: its
+/// journals (in `journals`) hold no event after its states, so nothing else needs replaying.
+/// The journals are deleted, then the new states saved (a crash between the two finds the
+/// old states and nothing journalled after them again). Says why not otherwise.
+fn resharded(
+    store: &cepheus_store::Store,
+    journals: &std::path::Path,
+    saved: &[cepheus_store::SavedShard],
+    n: usize,
+) -> Result<Vec<shard::SavedState>, String> {
+    let then = saved.first().map_or(0, |s| s.shards as usize);
+    let mut numbers: Vec<u32> = saved.iter().map(|s| s.shard).collect();
+    numbers.sort_unstable();
+    if then == 0
+        || saved.iter().any(|s| s.shards as usize != then)
+        || numbers != (0..then as u32).collect::<Vec<_>>()
+    {
+        return Err(format!(
+            "the saved states are not those of one run's {then} shards"
+        ));
+    }
+    let mut parts = Vec::with_capacity(then);
+    for s in saved {
+        let state = shard::SavedState::decode(&s.data)
+            .map_err(|e| format!("shard {}'s saved state cannot be read: {e}", s.shard))?;
+        let dir = journals.join(format!("shard-{}", s.shard));
+        if dir.is_dir() {
+            let mut j = journal::Journal::open(&dir)
+                .map_err(|e| format!("shard {}'s journal cannot be read: {e}", s.shard))?;
+            if j.fresh_from().is_some() {
+                return Err(format!(
+                    "shard {} journalled a fresh engine that was never saved",
+                    s.shard
+                ));
+            }
+            if let Some(from) = state.journal {
+                let mut events = 0usize;
+                let r = j.replay(from, |b| events += b.len());
+                if events > 0 || r.cut > 0 {
+                    return Err(format!(
+                        "shard {} journalled {events} events after its saved state (the last run did not stop cleanly)",
+                        s.shard
+                    ));
+                }
+            }
+        }
+        parts.push(state.engine);
+    }
+    let spread =
+        cepheus_core::engine::reshard::reshard(parts, n as u32).map_err(|e| e.to_string())?;
+    match std::fs::remove_dir_all(journals) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot delete the old journals: {e}")),
+    }
+    let states: Vec<shard::SavedState> = spread
+        .into_iter()
+        .map(|engine| shard::SavedState {
+            // Each shard's journal starts empty: what it appends from segment 0 on follows
+            // this state.
+            journal: Some(0),
+            engine,
+        })
+        .collect();
+    let rows = states
+        .iter()
+        .enumerate()
+        .map(|(i, st)| {
+            serde_json::to_vec(st)
+                .map(|data| cepheus_store::SavedShard {
+                    shard: i as u32,
+                    shards: n as u32,
+                    data,
+                })
+                .map_err(|e| format!("cannot write the spread state: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    store
+        .save_checkpoints(&rows)
+        .map_err(|e| format!("cannot save the spread state: {e}"))?;
+    Ok(states)
 }
 
 /// The shards' event journals (`store.journal`), one folder per shard in `<store>/journal`;

@@ -10,6 +10,7 @@
 pub mod family;
 pub mod filter;
 pub mod plan;
+pub mod reshard;
 pub mod state;
 pub mod wheel;
 
@@ -63,10 +64,16 @@ pub struct Partition {
 impl Partition {
     /// The engine (of `count`) that owns `key` of `rule`.
     pub fn owner(rule: &Rule, canonical: &str, key: &[Value], count: u32) -> u32 {
-        let h = if rule.group_by.is_empty() {
-            stable_hash_bytes(canonical.as_bytes())
-        } else {
+        Partition::owner_of(!rule.group_by.is_empty(), canonical, key, count)
+    }
+
+    /// [`Partition::owner`] for a rule known by its meaning and whether it groups (what a
+    /// checkpoint says of it).
+    pub fn owner_of(grouped: bool, canonical: &str, key: &[Value], count: u32) -> u32 {
+        let h = if grouped {
             stable_hash(key)
+        } else {
+            stable_hash_bytes(canonical.as_bytes())
         };
         (h % u64::from(count.max(1))) as u32
     }

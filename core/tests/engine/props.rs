@@ -1158,6 +1158,123 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 120, ..ProptestConfig::default() })]
+
+    /// Engines splitting the work, checkpointed midway (through JSON, as the agent stores
+    /// them), spread over another number of engines (`reshard`) and restored, go on exactly as
+    /// one engine that never stopped: every group, partial match, deadline and buffered event
+    /// lands with its new owner.
+    #[test]
+    fn resharded_engines_go_on_as_one(
+        spec in events(),
+        before in 1u32..4,
+        after in 1u32..4,
+        cut in 0usize..64,
+        picks in proptest::collection::vec((0u8..8, 0u8..3, any::<bool>(), any::<bool>()), 1..8),
+    ) {
+        let rules = set(
+            picks
+                .iter()
+                .enumerate()
+                .map(|(i, (p, w, g, et))| {
+                    let r = pool_rule(i, *p, *w, *g);
+                    if *et { r.event_time(3, 0) } else { r }
+                })
+                .collect(),
+        );
+        let evs = build(&spec);
+        let cut = cut.min(evs.len());
+        let mut whole = replay(&rules, &evs).iter().map(|a| a.to_json().to_string()).collect::<Vec<_>>();
+        let mut router = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        let mut owners = Vec::new();
+        let mut feed = |shards: &mut [Engine], evs: &[Event], out: &mut Vec<Alert>| {
+            let count = shards.len() as u32;
+            for ev in evs {
+                owners.clear();
+                router.owners(&std::sync::Arc::new(ev.clone()), count, &mut owners);
+                for (i, s) in shards.iter_mut().enumerate() {
+                    if owners.contains(&(i as u32)) {
+                        s.push(ev.clone(), out);
+                    } else {
+                        s.advance_to(ev.arrival, out);
+                    }
+                }
+            }
+        };
+        let mut first = shards(&rules, before);
+        feed(&mut first, &evs[..cut], &mut out);
+        let saved: Vec<Checkpoint> = first
+            .iter()
+            .map(|e| serde_json::from_str(&serde_json::to_string(&e.checkpoint()).unwrap()).unwrap())
+            .collect();
+        let spread = cepheus_core::engine::reshard::reshard(saved, after).unwrap();
+        prop_assert_eq!(spread.len(), after as usize);
+        let mut second: Vec<Engine> = spread
+            .into_iter()
+            .enumerate()
+            .map(|(index, cp)| {
+                let cfg = EngineConfig {
+                    partition: Some(cepheus_core::engine::Partition { index: index as u32, count: after }),
+                    ..EngineConfig::default()
+                };
+                Engine::restore(&rules, cfg, cp, false).unwrap()
+            })
+            .collect();
+        feed(&mut second, &evs[cut..], &mut out);
+        for s in &mut second {
+            s.finish(Some(Timestamp::from_secs(5_000)), &mut out);
+        }
+        let mut split = out.iter().map(|a| a.to_json().to_string()).collect::<Vec<_>>();
+        whole.sort();
+        split.sort();
+        prop_assert_eq!(whole, split);
+    }
+}
+
+/// Checkpoints of engines that ran other rules, or of an older format, are not spread: the
+/// caller starts afresh and says why.
+#[test]
+fn reshard_refuses_what_it_cannot_match() {
+    use cepheus_core::engine::reshard::{ReshardError, reshard};
+    let a = set(vec![rule("a", &APPS, ev(0))]);
+    let b = set(vec![rule("b", &APPS, ev(1))]);
+    let cp = |rules: &RuleSet| {
+        Engine::new(rules, EngineConfig::default())
+            .unwrap()
+            .checkpoint()
+    };
+    assert_eq!(reshard(vec![], 2).unwrap_err(), ReshardError::Empty);
+    assert_eq!(
+        reshard(vec![cp(&a), cp(&b)], 2).unwrap_err(),
+        ReshardError::Mismatch
+    );
+    let mut old = cp(&a);
+    old.version = 2;
+    assert_eq!(reshard(vec![old], 2).unwrap_err(), ReshardError::Version(2));
+    let mut older = cp(&a);
+    older.rules[0].group_by = None;
+    assert!(matches!(
+        reshard(vec![older], 2),
+        Err(ReshardError::NoGroupBy(_))
+    ));
+    // The counters' sums go to the first engine, none are lost or doubled.
+    let mut one = Engine::new(&a, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    for ev in build(&[(0, 0, 1), (0, 1, 1), (1, 0, 1)]) {
+        one.push(ev, &mut out);
+    }
+    let c = one.checkpoint();
+    let spread = reshard(vec![c.clone(), c.clone()], 3).unwrap();
+    assert_eq!(spread[0].counters.events, 2 * c.counters.events);
+    assert_eq!(spread[1].counters.events, 0);
+    assert_eq!(
+        spread[0].rules[0].counters.matched,
+        2 * c.rules[0].counters.matched
+    );
+}
+
 /// `max_groups` is the rule's, not each shard's: engines splitting a rule's groups by key keep
 /// at most `max_groups` of them together (each its share: 4, 3 and 3 of 10), and count the
 /// rest as rejected.
