@@ -8,8 +8,10 @@
 //!   or NUL.
 //!
 //! A frame that starts with a digit and continues with digits and a space is octet-counted
-//! (except `1 `: no syslog message is one byte long, and `1 ` starts an RFC 5424 line sent
-//! without PRI); anything else is delimiter-framed. A frame longer than the maximum message size is
+//! when a PRI (`<`) follows the count, or the connection counted frames before (except `1 `:
+//! no syslog message is one byte long, and `1 ` starts an RFC 5424 line sent without PRI);
+//! anything else is delimiter-framed, so a line that begins with a number (`200 OK`) does
+//! not swallow the messages after it. A frame longer than the maximum message size is
 //! skipped: a delimited frame up to its next delimiter, an octet-counted frame by its
 //! declared length.
 //!
@@ -75,6 +77,18 @@ impl Framer {
         self.max.saturating_mul(16)
     }
 
+    /// Whether an octet count whose message begins with `first` frames it: when that
+    /// message is syslog (a PRI), or the connection counted frames before. A line-framed
+    /// sender's line that merely begins with a number (`200 OK`, a continuation line) is a
+    /// line: taken for a count, it would swallow the messages after it. `None` while the
+    /// byte that decides has not come (a read that ends right after the count must not
+    /// decide otherwise than one that goes on).
+    fn counts(&mut self, first: Option<u8>) -> Option<bool> {
+        let pri = first? == b'<';
+        self.counted |= pri;
+        Some(pri || self.counted)
+    }
+
     /// Takes the next frame out of `buf`; `None` when more bytes are needed.
     pub fn decode(&mut self, buf: &mut BytesMut) -> Option<Frame> {
         loop {
@@ -131,13 +145,9 @@ impl Framer {
                     // A padded count (`0049 `) is one only if a PRI follows: wait for the byte
                     // that decides, as one read would have shown it.
                     return None;
-                } else if let Some((digits, len)) = octet_count(buf) {
-                    // (A frame whose message starts with a PRI: `12 is the answer` in a
-                    // line-framed stream reads as a count too, but says nothing of the sender.)
-                    // Its first byte decides, so it is waited for: a read that ends right
-                    // after the count must not decide otherwise than one that goes on.
-                    let &first = buf.get(digits + 1)?;
-                    self.counted |= first == b'<';
+                } else if let Some((digits, len)) = octet_count(buf)
+                    && self.counts(buf.get(digits + 1).copied())?
+                {
                     if len > self.max {
                         if len > self.absurd() {
                             return Some(Frame::Fatal("a frame length over 16 times the maximum"));
@@ -280,19 +290,39 @@ mod tests {
 
     #[test]
     fn both_framings_mixed_and_split() {
-        let got = frames(100, &[b"5 hello<13>a b\n3 ", b"xyz\0<14>last"]);
+        let got = frames(100, &[b"8 <1>hello<13>a b\n3 ", b"xyz\0<14>last"]);
         assert_eq!(
             got,
             vec![
-                Ok("hello".into()),
+                Ok("<1>hello".into()),
                 Ok("<13>a b".into()),
+                // (Once a connection counted, a count frames what follows it, PRI or not.)
                 Ok("xyz".into()),
                 Ok("<14>last".into())
             ]
         );
         // Split inside the length and inside the body.
-        let got = frames(100, &[b"1", b"1 hello", b" worl", b"d\n"]);
-        assert_eq!(got, vec![Ok("hello world".into())]);
+        let got = frames(100, &[b"1", b"4 <1>hello", b" worl", b"d\n"]);
+        assert_eq!(got, vec![Ok("<1>hello world".into())]);
+    }
+
+    /// A line-framed sender's line that begins with a number and a space (a continuation
+    /// line, `200 OK`) is a line, not a count swallowing the messages after it, however the
+    /// reads cut the stream.
+    #[test]
+    fn a_line_beginning_with_a_number_is_not_a_count() {
+        let input = b"<13>Mar  1 10:01:20 h app: response follows\n200 OK from upstream\n<13>Mar  1 10:01:21 h app: next\n12345 not syslog\n<13>Mar  1 10:01:22 h app: last\n";
+        let want = vec![
+            Ok("<13>Mar  1 10:01:20 h app: response follows".to_string()),
+            Ok("200 OK from upstream".to_string()),
+            Ok("<13>Mar  1 10:01:21 h app: next".to_string()),
+            Ok("12345 not syslog".to_string()),
+            Ok("<13>Mar  1 10:01:22 h app: last".to_string()),
+        ];
+        for size in [1, 2, 4, 7, 4096] {
+            let pieces: Vec<&[u8]> = input.chunks(size).collect();
+            assert_eq!(frames(1000, &pieces), want, "pieces of {size}");
+        }
     }
 
     /// Whether a sender counts octets is read from its first frame's first message byte (a
@@ -379,8 +409,8 @@ mod tests {
         let long = vec![b'a'; 50];
         let mut input = Vec::new();
         input.extend_from_slice(&long);
-        input.extend_from_slice(b"\nok1\n60 ");
-        input.extend_from_slice(&[b'b'; 60]);
+        input.extend_from_slice(b"\nok1\n60 <");
+        input.extend_from_slice(&[b'b'; 59]);
         input.extend_from_slice(b"ok2\n");
         let got = frames(20, &[&input[..30], &input[30..]]);
         assert_eq!(
@@ -392,7 +422,7 @@ mod tests {
                 Ok("ok2".into())
             ]
         );
-        assert_eq!(frames(20, &[b"999999999 x"]), vec![Err("fatal")]);
+        assert_eq!(frames(20, &[b"999999999 <x"]), vec![Err("fatal")]);
         // Counted when seen, not when (if ever) it ends: a sender that never sends the newline.
         let mut f = Framer::new(20);
         let mut buf = BytesMut::from(&[b'c'; 30][..]);
@@ -401,7 +431,7 @@ mod tests {
         assert_eq!(f.decode(&mut buf), None);
         assert_eq!(f.finish(&mut buf), None);
         let mut f = Framer::new(20);
-        let mut buf = BytesMut::from(&b"60 abc"[..]);
+        let mut buf = BytesMut::from(&b"60 <abc"[..]);
         assert_eq!(f.decode(&mut buf), Some(Frame::Oversized));
         assert_eq!(f.decode(&mut buf), None);
         // Digits then a space are a length (as rsyslog reads them); digits without one are not.
@@ -413,11 +443,11 @@ mod tests {
         assert_eq!(
             frames(
                 100,
-                &[b"1 2020-05-22T14:59:09Z h app 12 - - text\n", b"2 ab"]
+                &[b"1 2020-05-22T14:59:09Z h app 12 - - text\n", b"2 <a"]
             ),
             vec![
                 Ok("1 2020-05-22T14:59:09Z h app 12 - - text".into()),
-                Ok("ab".into())
+                Ok("<a".into())
             ]
         );
         // Garbage without delimiter longer than max, then a good line.
