@@ -1306,11 +1306,11 @@ fn matches_without_a_group_field_are_counted_in_the_summary() {
         r#"[[rule]]
 name = "u"
 severity = "low"
-group_by = ["user"]
-events.a = 'syslog and msg =~ "^login(?: (?P<user>\w+))?"'
+group_by = ["procid"]
+events.a = 'syslog and msg =~ "^login"'
 pattern = "a"
 "#,
-        "<13>Jan  1 00:00:00 h app: login bob\n<13>Jan  1 00:00:01 h app: login\n<13>Jan  1 00:00:02 h app: login\n",
+        "<13>Jan  1 00:00:00 h app[12]: login bob\n<13>Jan  1 00:00:01 h app: login\n<13>Jan  1 00:00:02 h app: login\n",
     );
     assert_eq!(alerts_of(&stdout).len(), 1);
     assert!(

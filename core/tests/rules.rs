@@ -985,7 +985,16 @@ fn every_alternative_of_an_event_must_provide_the_group_fields() {
         ),
         (
             "group_by = [\"user\"]\nevents.a = 'syslog and (msg =~ \"u=(?P<user>\\w+)\" or app == \"x\")'",
-            "event `a` cannot always provide group field `user`: an alternative of its condition matches without the capture `(?P<user>...)`",
+            "event `a` cannot always provide group field `user`: it can match without the capture `(?P<user>...)` (an alternative of its `or`, or a part of its regex under `|`, `?` or `*`)",
+        ),
+        // A capture in one branch of the regex's `|`, or under `?`, may not take part.
+        (
+            "group_by = [\"user\"]\nevents.a = 'syslog and msg =~ \"(?P<user>\\w+) x|y\"'",
+            "event `a` cannot always provide group field `user`: it can match without the capture `(?P<user>...)` (an alternative of its `or`, or a part of its regex under `|`, `?` or `*`)",
+        ),
+        (
+            "group_by = [\"user\"]\nevents.a = 'syslog and msg =~ \"login (?P<user>\\w+)?\"'",
+            "event `a` cannot always provide group field `user`: it can match without the capture `(?P<user>...)` (an alternative of its `or`, or a part of its regex under `|`, `?` or `*`)",
         ),
         (
             "group_by = [\"ip\"]\nevents.a = { if = 'dport == 22 or app == \"x\"', ip = \"src\" }",
@@ -1077,17 +1086,24 @@ fn an_upper_count_that_limits_nothing_is_warned_of() {
         assert!(c.rules.is_some(), "{pattern}: {:?}", c.diagnostics);
         c.diagnostics.iter().map(|d| d.message.clone()).collect()
     };
-    for pattern in ["or(a{2,3}, b) within 1m", "seq(b, a{2,3}) within 1m"] {
+    for (pattern, count) in [
+        ("or(a{2,3}, b) within 1m", "{2,3}"),
+        ("seq(b, a{2,3}) within 1m", "{2,3}"),
+        // An exact count ending the pattern is `{3,}` too: its episode takes every further one.
+        ("seq(b, a{3}) within 1m", "{3}"),
+        ("a{3} within 1m", "{3}"),
+    ] {
         let m = said(pattern);
         assert!(
-            m.iter()
-                .any(|m| m.starts_with("the upper count of `{2,3}` changes nothing here")),
+            m.iter().any(|m| m.starts_with(&format!(
+                "the upper count of `{count}` changes nothing here"
+            ))),
             "{pattern}: {m:?}"
         );
     }
     for pattern in [
         "seq(a{2,3}, b) within 1m",
-        "seq(b, a{3}) within 1m",
+        "seq(a{3}, b) within 1m",
         "seq(b, a{2,}) within 1m",
     ] {
         let m = said(pattern);
@@ -1609,4 +1625,103 @@ fn a_regex_too_large_to_compile_is_refused_with_a_hint() {
     assert_eq!(m, "invalid regex: its compiled form would exceed 10 MB");
     assert_eq!((line, col), (4, 31));
     assert!(help.unwrap_or_default().contains("(?-u:\\w)"));
+}
+
+/// Rules that say something they cannot do are warned of, with the reason: a least duration
+/// a match of one event never lasts, a zero period that limits nothing, a message field only
+/// an absent event could fill. Rules that can do it are not.
+#[test]
+fn rules_that_cannot_do_what_they_say_are_warned_of() {
+    let events = "events.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\n";
+    let said = |extra: &str, pattern: &str| -> Vec<String> {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!("{events}{extra}pattern = \"{pattern}\"")),
+        );
+        assert!(c.rules.is_some(), "{pattern}: {:?}", c.diagnostics);
+        c.diagnostics.iter().map(|d| d.message.clone()).collect()
+    };
+    let least = "this rule never matches: a match holds one event";
+    for pattern in [
+        "seq(a, absent(b) for 30s) within 10s..1m",
+        "seq(absent(b) for 30s, a) within 10s..1m",
+        "a within 10s..1m",
+        "or(a, b) within 1s..1m",
+    ] {
+        let m = said("", pattern);
+        assert!(m.iter().any(|m| m.starts_with(least)), "{pattern}: {m:?}");
+    }
+    for pattern in [
+        "seq(a, b) within 10s..1m",
+        "and(a, b) within 10s..1m",
+        "seq(a, absent(b) for 30s) within 1m",
+        "a{2,} within 1s..1m",
+    ] {
+        let m = said("", pattern);
+        assert!(!m.iter().any(|m| m.starts_with(least)), "{pattern}: {m:?}");
+    }
+    let zero = "this trigger limits nothing: `every = \"0s\"`";
+    for pattern in ["seq(a, b) within 1m", "absent(a) for 10s"] {
+        let m = said("trigger = { every = \"0s\" }\n", pattern);
+        assert!(m.iter().any(|m| m.starts_with(zero)), "{pattern}: {m:?}");
+        let m = said("trigger = { every = \"5s\" }\n", pattern);
+        assert!(
+            !m.iter().any(|m| m.contains("limits nothing")),
+            "{pattern}: {m:?}"
+        );
+    }
+    let only_absent = "`{dport}` stays as written: only events inside `absent(..)` provide it";
+    let flows = "events.f = 'flow and dport == 22'\nevents.s = 'syslog and app == \"x\"'\n";
+    let c = compile_str(
+        "t.toml",
+        &rule_text(&format!(
+            "{flows}message = \"{{app}} silent; port {{dport}}\"\npattern = \"seq(s, absent(f) for 1m)\""
+        )),
+    );
+    let m: Vec<String> = c.diagnostics.iter().map(|d| d.message.clone()).collect();
+    assert!(m.iter().any(|m| m.starts_with(only_absent)), "{m:?}");
+    assert!(!m.iter().any(|m| m.contains("`{app}`")), "{m:?}");
+}
+
+/// An `expect` value no event can carry (a port over 65535, a severity of 9) is refused, as
+/// the same value in a condition or a JSON event is: that group would alert for ever.
+#[test]
+fn expect_values_out_of_their_fields_range_are_refused() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"dst\", \"dport\"]\nexpect = [\"10.0.0.1,22\", \"10.0.0.4,70000\"]\nevents.f = 'flow'\npattern = \"absent(f) for 1m\"",
+        ),
+    );
+    assert_eq!(
+        messages(&c),
+        vec![(
+            Level::Error,
+            "`70000` is not a valid value for group field `dport`: no event carries it".to_string()
+        )]
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"severity\"]\nexpect = [\"3\", \"9\"]\nevents.s = 'syslog'\npattern = \"absent(s) for 1m\"",
+        ),
+    );
+    assert_eq!(
+        messages(&c),
+        vec![(
+            Level::Error,
+            "`9` is not a valid value for group field `severity`: no event carries it".to_string()
+        )]
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"dport\"]\nexpect = [\"0\", \"65535\"]\nevents.f = 'flow'\npattern = \"absent(f) for 1m\"",
+        ),
+    );
+    assert!(
+        c.rules.is_some() && c.diagnostics.is_empty(),
+        "{:?}",
+        c.diagnostics
+    );
 }

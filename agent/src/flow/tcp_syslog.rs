@@ -571,12 +571,12 @@ mod tests {
             &mut t,
             &[
                 (ISN, tcp_flags::SYN, b""),
-                (at(0), 0, b"5 hello3 ab"),
-                (at(11), 0, b"c\nsecond\nthi"),
-                (at(23), tcp_flags::FIN, b"rd"),
+                (at(0), 0, b"8 <1>hello6 <1>ab"),
+                (at(17), 0, b"c\nsecond\nthi"),
+                (at(29), tcp_flags::FIN, b"rd"),
             ],
         );
-        assert_eq!(got, ["hello", "abc", "second", "third"]);
+        assert_eq!(got, ["<1>hello", "<1>abc", "second", "third"]);
         assert_eq!(t.counters().messages, 4);
         assert!(t.streams.is_empty());
     }
@@ -864,8 +864,8 @@ mod tests {
             &mut t,
             &[
                 (ISN, tcp_flags::SYN, b""),
-                (at(0), 0, b"9999999999 x\n"),
-                (at(13), 0, b"more\n"),
+                (at(0), 0, b"9999999999 <x\n"),
+                (at(14), 0, b"more\n"),
             ],
         );
         assert!(got.is_empty(), "{got:?}");

@@ -75,7 +75,8 @@ const MAX_BRANCHES: usize = 64;
 pub(crate) enum Missing {
     /// Events of this source can match, and they have no such field.
     Source(Source),
-    /// An alternative of an `or` can match without the capture that makes it.
+    /// An alternative of an `or`, or an optional part of a regex, can match without the
+    /// capture that makes it.
     Capture,
 }
 
@@ -345,22 +346,30 @@ fn branches(c: &CondAst, captured: &BTreeSet<&str>) -> Option<Vec<Branch>> {
     })
 }
 
-/// The names of a regex's capture groups, in order, without compiling it (an invalid regex
-/// has none here: the condition's check reports it).
+/// The names of a regex's capture groups that take part in every match, in order, without
+/// compiling it (an invalid regex has none here: the condition's check reports it). A group
+/// in one branch of a `|`, or under `?`, `*` or `{0,n}`, may match without it.
 fn capture_names(re: &str) -> Vec<String> {
-    fn walk(h: &regex_syntax::hir::Hir, out: &mut Vec<String>) {
+    fn walk(h: &regex_syntax::hir::Hir, sure: bool, out: &mut Vec<String>) {
         use regex_syntax::hir::HirKind;
         match h.kind() {
             HirKind::Capture(c) => {
-                if let Some(n) = &c.name {
+                if let Some(n) = &c.name
+                    && sure
+                {
                     out.push(n.to_string());
                 }
-                walk(&c.sub, out);
+                walk(&c.sub, sure, out);
             }
-            HirKind::Repetition(r) => walk(&r.sub, out),
-            HirKind::Concat(hs) | HirKind::Alternation(hs) => {
+            HirKind::Repetition(r) => walk(&r.sub, sure && r.min > 0, out),
+            HirKind::Concat(hs) => {
                 for h in hs {
-                    walk(h, out);
+                    walk(h, sure, out);
+                }
+            }
+            HirKind::Alternation(hs) => {
+                for h in hs {
+                    walk(h, sure && hs.len() == 1, out);
                 }
             }
             HirKind::Empty | HirKind::Literal(_) | HirKind::Class(_) | HirKind::Look(_) => {}
@@ -368,7 +377,7 @@ fn capture_names(re: &str) -> Vec<String> {
     }
     let mut out = Vec::new();
     if let Ok(h) = regex_syntax::parse(re) {
-        walk(&h, &mut out);
+        walk(&h, true, &mut out);
     }
     out
 }

@@ -513,6 +513,9 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
 
     // group fields of every event
     let mut group_types: Vec<Option<(ValueType, String)>> = vec![None; group_by.len()];
+    // The registry field each group value is read from (by the first event mapping it): its
+    // range bounds the `expect` values.
+    let mut group_fields: Vec<Option<crate::event::Field>> = vec![None; group_by.len()];
     let mut misspelt = vec![false; group_by.len()];
     let mut event_defs = Vec::new();
     for ev in &events {
@@ -540,10 +543,10 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                                 ),
                                 Missing::Capture => (
                                     format!(
-                                        "an alternative of its condition matches without the capture `(?P<{fname}>...)`"
+                                        "it can match without the capture `(?P<{fname}>...)` (an alternative of its `or`, or a part of its regex under `|`, `?` or `*`)"
                                     ),
                                     format!(
-                                        "put the named capture `(?P<{fname}>...)` in every alternative of the `or`, or split `{}` into one event per alternative",
+                                        "make `(?P<{fname}>...)` take part in every match (in every alternative of the `or`, outside the regex's `|`, `?` and `*`), or split `{}` into one event per alternative",
                                         ev.name
                                     ),
                                 ),
@@ -571,7 +574,12 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                                 );
                             }
                             Some(_) => {}
-                            None => group_types[gi] = Some((ty, ev.name.clone())),
+                            None => {
+                                group_types[gi] = Some((ty, ev.name.clone()));
+                                if let FieldKey::Known(f) = &key {
+                                    group_fields[gi] = Some(*f);
+                                }
+                            }
                         }
                         fields.push(key);
                     }
@@ -697,7 +705,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             );
         } else if group_types.iter().all(Option::is_some) {
             let types: Vec<ValueType> = group_types.iter().flatten().map(|(t, _)| *t).collect();
-            expect = expect_values(cx, v, &group_names, &types);
+            expect = expect_values(cx, v, &group_names, &types, &group_fields);
         } else {
             expect_shape(cx, v);
         }
@@ -721,7 +729,21 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     {
         let map = StrMap::new(&cx.file.text, v.span(), text);
         let absence_only = checked.as_ref().is_some_and(|c| c.absence_only);
-        message = template(cx, &map, text, &group_names, &infos, absence_only);
+        // The events a match holds (those named outside `absent(..)`): only they fill fields.
+        let present = checked.as_ref().map(|c| {
+            let mut set = std::collections::BTreeSet::new();
+            present_events(&c.pattern, &mut set);
+            set
+        });
+        message = template(
+            cx,
+            &map,
+            text,
+            &group_names,
+            &infos,
+            absence_only,
+            present.as_ref(),
+        );
     }
 
     // time model
@@ -788,6 +810,19 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         },
     };
     if let Some(c) = &checked {
+        if let Some(w) = c.within
+            && w.min > Duration::ZERO
+            && most_events(&c.pattern).is_some_and(|n| n <= 1)
+        {
+            cx.warning(
+                pattern_span.clone(),
+                format!(
+                    "this rule never matches: a match holds one event, so it lasts 0s, never the least duration {} of `within {}..{}` (an absence is no event: the duration runs from the first event to the last)",
+                    w.min, w.min, w.max
+                ),
+                h(format!("write `within {}`", w.max)),
+            );
+        }
         absences_past_within(cx, c, &pattern_span);
         unused_upper_count(cx, c, &pattern_span);
         unbounded(cx, c, &pattern_span, &pattern_text);
@@ -801,6 +836,17 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 v.span(),
                 "this trigger limits nothing: with no period (or 0s) it means once per window, and this rule has no `within`",
                 h("set a period, e.g. `trigger = { every = \"10m\" }`, or add `within` to the pattern"),
+            );
+        }
+        if let (Trigger::Every(Some(period)), Some(v)) = (&trigger, val("trigger"))
+            && !trigger_bad
+            && *period == Duration::ZERO
+            && (c.within.is_some() || longest_wait(&c.pattern) > Duration::ZERO)
+        {
+            cx.warning(
+                v.span(),
+                "this trigger limits nothing: `every = \"0s\"` allows an alert per match, as `trigger = \"event\"` does",
+                h("set a period, e.g. `trigger = { every = \"10m\" }`, or write `{}` for once per window"),
             );
         }
         if let (Trigger::Every(Some(period)), Some(v), Some(w)) =
@@ -1007,6 +1053,7 @@ fn expect_values(
     v: &Val<'_>,
     groups: &[&str],
     types: &[ValueType],
+    fields: &[Option<crate::event::Field>],
 ) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
     // Keys already listed: an expect list is a set (its order and repeats change nothing, and
@@ -1029,7 +1076,7 @@ fn expect_values(
                     }
                 };
                 if let Some(s) = text {
-                    match parse_key(s, groups, types) {
+                    match parse_key(s, groups, types, fields) {
                         Ok(k) if !seen.insert(k.clone()) => {
                             cx.warning(
                                 it.span(),
@@ -1104,7 +1151,7 @@ fn expect_values(
                 }
                 let lead = body.len() - body.trim_start().len();
                 let sp = start + lead..start + lead + trimmed.len();
-                match parse_key(trimmed, groups, types) {
+                match parse_key(trimmed, groups, types, fields) {
                     Ok(k) => {
                         if !seen.insert(k.clone()) {
                             let mut d =
@@ -1153,7 +1200,12 @@ fn expect_shape(cx: &mut Cx<'_, '_>, v: &Val<'_>) {
 /// A bad expect key: message, hint, and the byte range of the culprit inside the key text.
 type KeyError = (String, Option<String>, Range<usize>);
 
-fn parse_key(s: &str, groups: &[&str], types: &[ValueType]) -> Result<Vec<Value>, KeyError> {
+fn parse_key(
+    s: &str,
+    groups: &[&str],
+    types: &[ValueType],
+    fields: &[Option<crate::event::Field>],
+) -> Result<Vec<Value>, KeyError> {
     // One text field takes a comma as text (`web-1,22` may be a name); another type cannot,
     // so there a comma means values for fields group_by does not have.
     let one_text = groups.len() == 1 && types.first() == Some(&ValueType::Str);
@@ -1181,11 +1233,25 @@ fn parse_key(s: &str, groups: &[&str], types: &[ValueType]) -> Result<Vec<Value>
     // `Vec::new()` grown by push keeps room for 4 values (96 bytes for one 24-byte value).
     let mut out = Vec::with_capacity(parts.len());
     let mut at = 0;
-    for ((p, g), t) in parts.iter().zip(groups).zip(types) {
+    for (i, ((p, g), t)) in parts.iter().zip(groups).zip(types).enumerate() {
         let lead = p.len() - p.trim_start().len();
         let sub = at + lead..at + lead + p.trim().len();
         at += p.len() + 1;
-        match Value::parse_as(*t, p) {
+        let parsed = Value::parse_as(*t, p);
+        // A value no event can carry (`dport` 70000): the group would alert for ever.
+        if let (Some(v), Some(Some(f))) = (&parsed, fields.get(i))
+            && let Some(range) = f.out_of_range(v)
+        {
+            return Err((
+                format!(
+                    "`{}` is not a valid value for group field `{g}`: no event carries it",
+                    p.trim()
+                ),
+                h(format!("`{}` is {range}", f.name())),
+                sub,
+            ));
+        }
+        match parsed {
             // No event can give a longer one (see `MAX_KEY_TEXT`): the group would never hear
             // from its host and alert for ever.
             Some(Value::Str(v)) if v.len() > crate::rules::ir::MAX_KEY_TEXT => {
@@ -1223,6 +1289,7 @@ fn template(
     groups: &[&str],
     infos: &[Option<EventInfo>],
     absence_only: bool,
+    present: Option<&std::collections::BTreeSet<usize>>,
 ) -> Option<Vec<TemplatePart>> {
     let mut parts = Vec::new();
     let mut lit = String::new();
@@ -1282,6 +1349,25 @@ fn template(
                         } else {
                             format!("an absence's message can name its group: {}", groups.iter().map(|g| format!("`{{{g}}}`")).collect::<Vec<_>>().join(", "))
                         }),
+                    );
+                } else if known
+                    && !groups.contains(&name)
+                    && !["rule", "severity"].contains(&name)
+                    && let Some(present) = present
+                    && !present.iter().any(|&e| {
+                        infos
+                            .get(e)
+                            .and_then(Option::as_ref)
+                            .is_some_and(|inf| inf.provides(name).is_some())
+                    })
+                {
+                    // Only events inside `absent(..)` provide it: a match never holds one.
+                    cx.warning(
+                        map.span(i..end + 1),
+                        format!(
+                            "`{{{name}}}` stays as written: only events inside `absent(..)` provide it, and a match holds none of them"
+                        ),
+                        h("name a field of an event the match holds, or a group field"),
                     );
                 } else if !known && infos.iter().all(Option::is_some) {
                     // (A definition with an error of its own provides no fields to look in:
@@ -1380,17 +1466,22 @@ fn unused_upper_count(
         match p {
             Pattern::Repeat {
                 min, max: Some(m), ..
-            } if m > min => Some((*min, *m)),
+            } if m >= min && *m >= 2 => Some((*min, *m)),
             Pattern::Seq(ps) => ps.last().and_then(last_closure),
             Pattern::Or(ps) | Pattern::And(ps) => ps.iter().find_map(last_closure),
             _ => None,
         }
     }
     if let Some((n, m)) = last_closure(&c.pattern) {
+        let written = if n == m {
+            format!("{{{n}}}")
+        } else {
+            format!("{{{n},{m}}}")
+        };
         cx.warning(
             span.clone(),
             format!(
-                "the upper count of `{{{n},{m}}}` changes nothing here: a closure that ends the pattern fires once it holds {n} events, and every further one extends that alert's episode"
+                "the upper count of `{written}` changes nothing here: a closure that ends the pattern fires once it holds {n} events, and every further one extends that alert's episode"
             ),
             h(format!(
                 "write `{{{n},}}`: one alert per episode, however many events extend it"
@@ -1462,6 +1553,39 @@ fn needs_two(p: &crate::rules::ir::Pattern) -> bool {
         }
         Pattern::Or(ps) => ps.iter().any(needs_two),
         Pattern::Repeat { .. } => min_events(p) >= 2,
+    }
+}
+
+/// The event definitions `p` names outside `absent(..)`: those a match holds.
+fn present_events(p: &crate::rules::ir::Pattern, out: &mut std::collections::BTreeSet<usize>) {
+    use crate::rules::ir::Pattern;
+    match p {
+        Pattern::Event(i) => {
+            out.insert(*i);
+        }
+        Pattern::Seq(ps) | Pattern::Or(ps) | Pattern::And(ps) => {
+            ps.iter().for_each(|p| present_events(p, out));
+        }
+        Pattern::Repeat { inner, .. } => present_events(inner, out),
+        Pattern::Absent { .. } => {}
+    }
+}
+
+/// The most events one match of `p` holds (`None`: no bound).
+fn most_events(p: &crate::rules::ir::Pattern) -> Option<u64> {
+    use crate::rules::ir::Pattern;
+    match p {
+        Pattern::Event(_) => Some(1),
+        Pattern::Seq(ps) | Pattern::And(ps) => ps
+            .iter()
+            .try_fold(0u64, |n, p| Some(n.saturating_add(most_events(p)?))),
+        Pattern::Or(ps) => ps
+            .iter()
+            .try_fold(0u64, |n, p| Some(n.max(most_events(p)?))),
+        Pattern::Repeat { inner, max, .. } => {
+            Some(most_events(inner)?.saturating_mul(u64::from((*max)?)))
+        }
+        Pattern::Absent { .. } => Some(0),
     }
 }
 

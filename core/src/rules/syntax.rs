@@ -245,9 +245,11 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                     .find(|&x| !b[x].is_ascii_alphabetic())
                     .unwrap_or(b.len());
                 let unit = &src[k..unit_end];
-                let ends = b
-                    .get(unit_end)
-                    .is_none_or(|&x| !(x.is_ascii_alphanumeric() || x == b'_' || x == b'.'));
+                // (`5 m..10m`: a range's `..` ends the unit too.)
+                let range = b.get(unit_end..unit_end + 2) == Some(b"..".as_slice());
+                let ends = range
+                    || b.get(unit_end)
+                        .is_none_or(|&x| !(x.is_ascii_alphanumeric() || x == b'_' || x == b'.'));
                 if k > j
                     && ends
                     && !unit.is_empty()
@@ -1284,6 +1286,10 @@ mod tests {
         assert_eq!(t[3], Tok::Ident("and".into()));
         assert!(matches!(toks("5 m_x")[0], Tok::Int(5)));
         assert!(parse_pattern("seq(a, absent(b) for 2 s) within 10 min").is_ok());
+        // A range's `..` ends the unit before it.
+        assert_eq!(toks("within 5 m..10m"), toks("within 5m..10m"));
+        assert_eq!(toks("within 1 h..2 h"), toks("within 1h..2h"));
+        assert!(parse_pattern("seq(a, b) within 5 min..10 min").is_ok());
     }
 
     #[test]
