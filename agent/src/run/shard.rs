@@ -188,6 +188,10 @@ pub struct Shard {
     /// Its engine was begun afresh in this run (not from a saved state or a journal):
     /// everything it holds open, it made in this run.
     afresh: bool,
+    /// Its queue ended (shutdown) and its last state was sent: its clock stands still, so
+    /// no alert is made after that state that the stopping sink could not take (the next
+    /// start makes it, from that state).
+    stopped: bool,
 }
 
 /// A shard's saved state as the store keeps it: its engine's checkpoint and the first journal
@@ -291,6 +295,7 @@ impl Shard {
             continuing: false,
             state_len: 0,
             afresh: false,
+            stopped: false,
         };
         s.install(rules);
         s.replay();
@@ -664,7 +669,11 @@ impl Actor for Shard {
         if let Some(rx) = self.rx.take() {
             ctx.add_stream(RxStream(rx));
         }
-        ctx.run_interval(self.tick, |act, _| act.tick_now());
+        ctx.run_interval(self.tick, |act, _| {
+            if !act.stopped {
+                act.tick_now();
+            }
+        });
         // (What a burst left in this thread's heap, given back once the shard is quiet.)
         ctx.run_interval(super::mem::EVERY, |_, _| super::mem::collect());
         self.tick_now();
@@ -713,6 +722,7 @@ impl StreamHandler<Queued> for Shard {
         // The ingest side is gone (shutdown): everything queued has been handled.
         self.tick_now();
         self.save_state(true);
+        self.stopped = true;
         self.probe = None;
         self.live.drained.fetch_add(1, Ordering::SeqCst);
     }
