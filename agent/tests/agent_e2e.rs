@@ -3483,3 +3483,24 @@ fn no_alert_is_made_after_the_shards_stopped() {
         }
     }
 }
+
+/// A reload applies rules only: a configuration file changed since start is said, with the
+/// keys that changed and that a restart applies them.
+#[test]
+fn a_reload_says_what_changed_in_the_configuration() {
+    let dir = scratch("reload-config");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let agent = Agent::start(&dir, "");
+    let cfg = dir.join("cepheus.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}\n[output]\nfile = \"alerts.jsonl\"\n")).unwrap();
+    agent.hangup();
+    agent.wait_stats(10, |_| agent.stderr().contains("rules reloaded"));
+    let err = agent.stderr();
+    assert!(
+        err.contains("the configuration file changed since start")
+            && err.contains("output.file")
+            && err.contains("restart"),
+        "{err}"
+    );
+}

@@ -213,7 +213,12 @@ pub fn run(args: RunArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match start(cfg, source, rules) {
+    // (Kept to say at a reload what changed in it: a reload applies rules only.)
+    let config_text = args
+        .config
+        .as_ref()
+        .and_then(|p| Some((p.clone(), std::fs::read_to_string(p).ok()?)));
+    match start(cfg, source, rules, config_text) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -665,6 +670,7 @@ fn start(
     cfg: Config,
     source: RuleSource,
     rules: cepheus_core::rules::ir::RuleSet,
+    config_text: Option<(PathBuf, String)>,
 ) -> anyhow::Result<u8> {
     config::store_usable(cfg.store.path()).map_err(|why| anyhow::anyhow!("store.path: {why}"))?;
     if let Some(f) = &cfg.output.file {
@@ -980,6 +986,7 @@ fn start(
                 watcher,
                 trigger: reload_tx.downgrade(),
                 last_error: reload_error.clone(),
+                config: config_text,
             }
             .run(reload_rx),
         );

@@ -309,6 +309,47 @@ pub struct Reloader {
     pub trigger: mpsc::WeakSender<Trigger>,
     /// Why the last reload failed, until one succeeds (for /stats).
     pub last_error: LastReloadError,
+    /// The configuration file the agent started with, and its text then: a reload applies
+    /// rules only, so a change to it is said (it needs a restart).
+    pub config: Option<(std::path::PathBuf, String)>,
+}
+
+/// The dotted keys whose values differ between two TOML documents (`syslog.udp`,
+/// `output.webhook`): what changed in a configuration file, in key order.
+pub fn changed_keys(before: &str, after: &str) -> Vec<String> {
+    fn walk(prefix: &str, a: Option<&toml::Value>, b: Option<&toml::Value>, out: &mut Vec<String>) {
+        let empty = toml::Value::Table(toml::Table::new());
+        // (A table only one side has: its keys, each said.)
+        let (a, b) = match (a, b) {
+            (None, Some(t @ toml::Value::Table(_))) => (Some(&empty), Some(t)),
+            (Some(t @ toml::Value::Table(_)), None) => (Some(t), Some(&empty)),
+            other => other,
+        };
+        match (a, b) {
+            (Some(toml::Value::Table(x)), Some(toml::Value::Table(y))) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    let name = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&name, x.get(k), y.get(k), out);
+                }
+            }
+            (x, y) if x != y => out.push(prefix.to_string()),
+            _ => {}
+        }
+    }
+    let parse = |t: &str| t.parse::<toml::Table>().map(toml::Value::Table).ok();
+    let mut out = Vec::new();
+    match (parse(before), parse(after)) {
+        (Some(a), Some(b)) => walk("", Some(&a), Some(&b), &mut out),
+        // (Unreadable now: said as a whole.)
+        _ if before != after => out.push("(the whole file)".to_string()),
+        _ => {}
+    }
+    out
 }
 
 /// Why the last reload was refused (`None` once one succeeds): `/stats` shows it, so an
@@ -361,6 +402,17 @@ impl Reloader {
 
     async fn reload(&mut self, why: Trigger) {
         tracing::info!(trigger = ?why, "reloading rules");
+        if let Some((path, then)) = &self.config {
+            let now = std::fs::read_to_string(path).unwrap_or_default();
+            let changed = changed_keys(then, &now);
+            if !changed.is_empty() {
+                tracing::warn!(
+                    config = %path.display(),
+                    changed = %changed.join(", "),
+                    "the configuration file changed since start: a reload applies the rules only; restart to apply the rest (systemctl restart cepheus)"
+                );
+            }
+        }
         // systemd (`Type=notify-reload` wants the clock with it): reloading, then ready again
         // whatever the outcome (a refused reload keeps the old rules running).
         let mut reloading = vec![sd_notify::NotifyState::Reloading];
@@ -452,5 +504,23 @@ impl Reloader {
         let _ = self.plan_tx.send(Arc::new(plan));
         bump(&self.counters.reloads, 1);
         tracing::info!(rules = rules.rules.len(), "rules reloaded");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn changed_keys_name_each_changed_value() {
+        let before =
+            "[syslog]\nudp = [\"127.0.0.1:5514\"]\ntcp = []\n[api]\nlisten = \"127.0.0.1:9514\"\n";
+        let after = "[syslog]\nudp = [\"127.0.0.1:5514\", \"0.0.0.0:514\"]\ntcp = []\n[api]\nlisten = \"127.0.0.1:9514\"\n[output]\nwebhook = \"http://x\"\nfile = \"a\"\n";
+        assert_eq!(
+            super::changed_keys(before, after),
+            ["output.file", "output.webhook", "syslog.udp"]
+        );
+        assert!(super::changed_keys(before, before).is_empty());
+        // (Comments and layout change nothing.)
+        assert!(super::changed_keys(before, &format!("# hi\n{before}")).is_empty());
+        assert_eq!(super::changed_keys(before, "[oops"), ["(the whole file)"]);
     }
 }
