@@ -24,6 +24,10 @@ pub enum ReshardError {
     /// A rule saved before its `group_by` was kept: its groups' owners are unknown.
     #[error("rule {0:?} was saved by an older version, without its group_by")]
     NoGroupBy(String),
+    /// An event-time lane one engine had not begun (no event of its sources yet, in a
+    /// replay): when its rules' monitoring begins is that engine's alone.
+    #[error("an event-time lane had not begun in every shard")]
+    LaneNotBegun,
 }
 
 /// The checkpoints of the engines that split the work before (`parts`, any order), as `count`
@@ -50,6 +54,12 @@ pub fn reshard(parts: Vec<Checkpoint>, count: u32) -> Result<Vec<Checkpoint>, Re
     };
     if !parts.iter().all(|p| same_rules(p) && same_lanes(p)) {
         return Err(ReshardError::Mismatch);
+    }
+    if parts
+        .iter()
+        .any(|p| p.lanes.iter().any(|l| l.event_time && !l.started))
+    {
+        return Err(ReshardError::LaneNotBegun);
     }
     if let Some(r) = first.rules.iter().find(|r| r.group_by.is_none()) {
         return Err(ReshardError::NoGroupBy(r.name.clone()));
