@@ -34,12 +34,18 @@ if [ ! -e "$etc/cepheus.toml" ]; then
   install -m0640 "$here/cepheus.toml" "$etc/cepheus.toml"
   [ -z "$group" ] || chgrp "$group" "$etc/cepheus.toml"
 fi
-# The shipped rules, unless the folder already holds some.
+# The shipped rules, unless the folder already holds some; their hosts.txt without the
+# example hosts (web-1, web-2, db-1), which would alert as silent a minute after the start:
+# until the operator lists the fleet, each host is watched from its first heartbeat.
 if [ -z "$(ls -A "$etc/rules" 2>/dev/null)" ]; then
   for f in "$here"/../rules/*; do
     install -m0640 "$f" "$etc/rules/"
     [ -z "$group" ] || chgrp "$group" "$etc/rules/$(basename "$f")"
   done
+  if [ -f "$etc/rules/hosts.txt" ]; then
+    sed -i '/^[[:space:]]*[^#[:space:]]/d' "$etc/rules/hosts.txt"
+    echo "# (None listed yet: each host is watched from its first heartbeat.)" >>"$etc/rules/hosts.txt"
+  fi
 fi
 if [ -z "$root" ]; then
   # (The unit makes it too, before each start, if it is missing.)

@@ -146,9 +146,17 @@ fn install_sh_stages_the_files_with_their_modes_and_keeps_what_is_there() {
     make();
     let kept = std::fs::read_to_string(root.join("etc/cepheus/api.token")).unwrap();
     assert_eq!(kept.trim(), token, "kept");
-    // The shipped rules, valid.
+    // The shipped rules, valid, expecting none of the example hosts (they would page as
+    // silent a minute after a fresh install).
     let rules = root.join("etc/cepheus/rules");
     assert!(rules.join("heartbeat.toml").exists());
+    let hosts = std::fs::read_to_string(rules.join("hosts.txt")).unwrap();
+    assert!(
+        hosts
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')),
+        "{hosts}"
+    );
     let st = Command::new(env!("CARGO_BIN_EXE_cepheus"))
         .args(["rules", "check"])
         .arg(&rules)
