@@ -23,6 +23,8 @@ pub struct Client {
     socket: Option<PathBuf>,
     /// Which configuration was read (for the hint on a refused token).
     config: Option<PathBuf>,
+    /// Why no token is sent, when none is (for the hint on a refused one).
+    no_token: Option<String>,
     /// The agent's store (`store.path`), for commands that can read it while it is down.
     store: PathBuf,
 }
@@ -51,15 +53,14 @@ pub enum Answer {
 /// The largest answer read (20,000 alerts of 16 events fit).
 const MAX_BODY: usize = 256 << 20;
 
-/// A response body, at most [`MAX_BODY`] bytes.
-/// Who runs this command, for an acknowledgement's `by`: `$USER`, else `$LOGNAME`, else the
-/// name `/etc/passwd` gives the effective user id (a shell under tmux, cron or sudo may set
-/// neither variable), else `uid N`.
+/// Who runs this command, for an acknowledgement's `by`: under `sudo` (or `doas`) as root,
+/// the user who ran it (`$SUDO_USER`, `$DOAS_USER`: the docs tell operators to run
+/// `sudo cepheus alerts`, and every ack would say `root`); else `$USER`, else `$LOGNAME`,
+/// else the name `/etc/passwd` gives the effective user id (a shell under tmux, cron or sudo
+/// may set neither variable), else `uid N`.
 pub fn current_user() -> String {
-    let from_env = ["USER", "LOGNAME"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()));
-    if let Some(u) = from_env {
+    let root = rustix::process::geteuid().is_root();
+    if let Some(u) = user_from_env(root, |v| std::env::var(v).ok()) {
         return u;
     }
     let uid = rustix::process::geteuid().as_raw();
@@ -67,6 +68,17 @@ pub fn current_user() -> String {
         .ok()
         .and_then(|p| user_of_uid(&p, uid))
         .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+/// The user the environment names (`var` reads a variable): see [`current_user`].
+fn user_from_env(root: bool, var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let vars: &[&str] = if root {
+        &["SUDO_USER", "DOAS_USER", "USER", "LOGNAME"]
+    } else {
+        &["USER", "LOGNAME"]
+    };
+    vars.iter()
+        .find_map(|v| var(v).filter(|u| !u.trim().is_empty()))
 }
 
 /// The name of user `uid` in a passwd file's text.
@@ -93,18 +105,30 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 impl Client {
     /// The API of the agent configured by `config` (see the module docs without one).
     pub fn new(config: Option<&PathBuf>) -> anyhow::Result<Client> {
+        let mut no_token = None;
         let (cfg, path, strict) = match config {
             Some(p) => (
                 Config::load(p).map_err(|e| anyhow::anyhow!("{e}"))?,
                 Some(p.clone()),
                 true,
             ),
-            None if std::fs::File::open(PACKAGED_CONFIG).is_ok() => (
-                Config::load(Path::new(PACKAGED_CONFIG)).map_err(|e| anyhow::anyhow!("{e}"))?,
-                Some(PathBuf::from(PACKAGED_CONFIG)),
-                false,
-            ),
-            None => (Config::default(), None, false),
+            None => match std::fs::File::open(PACKAGED_CONFIG) {
+                Ok(_) => (
+                    Config::load(Path::new(PACKAGED_CONFIG)).map_err(|e| anyhow::anyhow!("{e}"))?,
+                    Some(PathBuf::from(PACKAGED_CONFIG)),
+                    false,
+                ),
+                Err(e) => {
+                    // The packaged one, there but not for this user: the built-in defaults
+                    // hold no token, and a refusal must say why.
+                    if e.kind() == std::io::ErrorKind::PermissionDenied {
+                        no_token = Some(format!(
+                            "{PACKAGED_CONFIG} cannot be read by this user, so its api.token_file is not either: run as root (sudo) or as a member of group cepheus, or pass --config"
+                        ));
+                    }
+                    (Config::default(), None, false)
+                }
+            },
         };
         let socket = cfg
             .api
@@ -116,14 +140,30 @@ impl Client {
         let token = match (&socket, strict) {
             (Some(_), _) => None,
             (None, true) => cfg.api.token()?,
-            (None, false) => cfg.api.token().ok().flatten(),
+            (None, false) => cfg.api.token().unwrap_or_else(|e| {
+                no_token = Some(format!(
+                    "{e}: run as root (sudo) or as a member of group cepheus, or pass --config"
+                ));
+                None
+            }),
         };
+        if token.is_none()
+            && no_token.is_none()
+            && let Some(p) = &path
+            && cfg.api.token_file.is_none()
+        {
+            no_token = Some(format!(
+                "{} names no api.token_file, and the agent wants a token",
+                p.display()
+            ));
+        }
         Ok(Client {
             base: format!("http://{}", cfg.api.listen),
             listen: cfg.api.listen.to_string(),
             token,
             socket,
             config: path,
+            no_token,
             store: cfg.store.path().to_path_buf(),
         })
     }
@@ -211,14 +251,17 @@ impl Client {
             200..=299 => Ok(Answer::Ok(text)),
             404 => Ok(Answer::NotFound(text)),
             code => {
-                let hint = match (code, &self.config) {
-                    (401, None) => {
+                let hint = match (code, &self.no_token, &self.config) {
+                    (401, Some(why), _) => format!(" ({why})"),
+                    (401, None, None) => {
                         " (pass --config with the agent's configuration: its api.token_file is read)"
+                            .to_string()
                     }
-                    (401, Some(_)) => {
-                        " (the token in this configuration's api.token_file is not the agent's, or cannot be read by this user)"
+                    (401, None, Some(_)) => {
+                        " (the token in this configuration's api.token_file is not the agent's)"
+                            .to_string()
                     }
-                    _ => "",
+                    _ => String::new(),
                 };
                 anyhow::bail!(
                     "the agent at {} answered {code}: {}{hint}",
@@ -331,6 +374,25 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// Under sudo as root, an ack is the sudoer's, not root's; a user's own `$SUDO_USER`
+    /// (not root) changes nothing.
+    #[test]
+    fn an_ack_under_sudo_is_the_sudoers() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |v: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == v)
+                    .map(|(_, x)| x.to_string())
+            }
+        };
+        let sudo = env(&[("USER", "root"), ("SUDO_USER", "alice")]);
+        assert_eq!(user_from_env(true, sudo).as_deref(), Some("alice"));
+        assert_eq!(user_from_env(false, sudo).as_deref(), Some("root"));
+        let plain = env(&[("USER", "bob"), ("SUDO_USER", "")]);
+        assert_eq!(user_from_env(true, plain).as_deref(), Some("bob"));
+        assert_eq!(user_from_env(true, env(&[])), None);
+    }
 
     #[test]
     fn a_user_is_found_by_uid_in_a_passwd_file() {

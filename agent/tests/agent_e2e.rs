@@ -3504,3 +3504,30 @@ fn a_reload_says_what_changed_in_the_configuration() {
         "{err}"
     );
 }
+
+/// A refused request says why no token went with it: the configuration passed names no
+/// `api.token_file` (not "the token is not the agent's").
+#[test]
+fn a_refused_request_says_why_it_had_no_token() {
+    let dir = scratch("no-token-hint");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    let _agent = Agent::start_full(&dir, "", "token_file = \"token\"\n", "");
+    let cfg = std::fs::read_to_string(dir.join("cepheus.toml")).unwrap();
+    std::fs::write(
+        dir.join("other.toml"),
+        cfg.replace("token_file = \"token\"\n", ""),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["alerts", "--config", "other.toml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("answered 401") && err.contains("other.toml names no api.token_file"),
+        "{err}"
+    );
+}
