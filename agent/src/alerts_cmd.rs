@@ -27,7 +27,8 @@ pub struct AlertsArgs {
     /// a table.
     #[arg(long)]
     pub json: bool,
-    /// The agent's configuration file (for `api.listen` and `api.token_file`). Default:
+    /// The agent's configuration file (for `api.socket`, `api.listen`, `api.token_file` and
+    /// `store.path`). Default:
     /// /etc/cepheus/cepheus.toml when readable, else the built-in defaults (API on
     /// 127.0.0.1:9514).
     #[arg(long, value_name = "FILE")]
@@ -69,7 +70,9 @@ pub enum AlertsCommand {
         /// Who acknowledges it. Default: the user running the command.
         #[arg(long, value_name = "NAME")]
         by: Option<String>,
-        /// The agent's configuration file (for `api.listen` and `api.token_file`).
+        /// The agent's configuration file (for `api.socket`, `api.listen` and
+        /// `api.token_file`). Default: /etc/cepheus/cepheus.toml when readable, else the
+        /// built-in defaults (API on 127.0.0.1:9514).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },

@@ -34,7 +34,8 @@ pub struct ListArgs {
     /// Print the agent's answer as JSON (`GET /groups`) instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// The agent's configuration file (for `api.listen` and `api.token_file`). Default:
+    /// The agent's configuration file (for `api.socket`, `api.listen`, `api.token_file` and
+    /// `store.path`). Default:
     /// /etc/cepheus/cepheus.toml when readable, else the built-in defaults (API on
     /// 127.0.0.1:9514).
     #[arg(long, value_name = "FILE")]
@@ -50,7 +51,8 @@ pub struct ForgetArgs {
     /// alert's `group` object as JSON (`'{"host":"web,1","app":"nginx"}'`) when a value
     /// holds a comma.
     pub key: String,
-    /// The agent's configuration file (for `api.listen` and `api.token_file`). Default:
+    /// The agent's configuration file (for `api.socket`, `api.listen`, `api.token_file` and
+    /// `store.path`). Default:
     /// /etc/cepheus/cepheus.toml when readable, else the built-in defaults (API on
     /// 127.0.0.1:9514).
     #[arg(long, value_name = "FILE")]

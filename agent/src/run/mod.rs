@@ -50,7 +50,7 @@ use sink::{AlertSink, Flush};
 /// Arguments of `cepheus run`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Exit status: 0 after a clean stop (SIGTERM or SIGINT); 1 when the configuration or the rules have errors (`cepheus config check FILE` and `cepheus rules check PATH` list them all); 2 when starting failed (the configuration file, a followed file or the store's folder missing or unreadable, a port in use)."
+    after_help = "Exit status: 0 after a clean stop (SIGTERM or SIGINT); 1 when the configuration or the rules have errors (`cepheus config check FILE` and `cepheus rules check PATH` list them all); 2 when starting failed (the configuration file, a rule file, a followed file or the store's folder missing or unreadable, a port in use)."
 )]
 pub struct RunArgs {
     /// Configuration file (TOML; `cepheus config default` prints one). Default: built-in
@@ -208,9 +208,10 @@ pub fn run(args: RunArgs) -> ExitCode {
             eprintln!("error: {key}the rules have errors; not starting");
             return ExitCode::from(1);
         }
+        // Rules that cannot be read (as `rules check` says it: 2), not rules with errors.
         Err(e) => {
             eprintln!("error: {key}{e:#}");
-            return ExitCode::from(1);
+            return ExitCode::from(2);
         }
     };
     // (Kept to say at a reload what changed in it: a reload applies rules only.)
