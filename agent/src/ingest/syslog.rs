@@ -21,6 +21,11 @@
 //!
 //! A line whose header parses but whose PRI is above 191 has no `facility` and no `severity`.
 //!
+//! Cisco headers (`<189>123: sw1: *Mar  1 00:00:23.123 UTC: %LINK-3-UPDOWN: ...`, a
+//! sequence number as the tag of a BSD header, or no stamp at all) are read as the BSD
+//! headers they resemble, their `%FACILITY-SEVERITY-MNEMONIC` the app. ISO 8601 stamps with
+//! a space for the `T`, or an offset without its colon (`+0200`), keep their header too.
+//!
 //! Invalid UTF-8 is converted lossily (U+FFFD), never rejected.
 //!
 //! # Time
@@ -255,6 +260,10 @@ impl SyslogParser {
         // syslog_loose would lose the whole header with it.
         let zoned = self.zone_less_iso(text);
         let text = zoned.as_deref().unwrap_or(text);
+        // Cisco's headers (sequence numbers, `*Mar  1 00:00:23.123:`, `%LINK-3-UPDOWN:`) as
+        // the BSD ones they resemble.
+        let cisco = cisco_header(text);
+        let text = cisco.as_deref().unwrap_or(text);
         let arrival_utc = naive_utc(arrival);
         let zone = self.zone;
         let year = self.year;
@@ -335,7 +344,7 @@ impl SyslogParser {
             && digits(5..7)
             && b.get(7) == Some(&b'-')
             && digits(8..10)
-            && b.get(10) == Some(&b'T')
+            && matches!(b.get(10), Some(b'T' | b' '))
             && digits(11..13)
             && b.get(13) == Some(&b':')
             && digits(14..16)
@@ -355,19 +364,51 @@ impl SyslogParser {
             }
             end += 1 + n;
         }
-        // Zone-less only: a space must follow (`Z`, `+hh:mm` or `-hh:mm` are an offset; after
-        // a tab syslog_loose reads no header, and the stamp is left as sent, in `msg`).
-        if b.get(end) != Some(&b' ') {
+        // The zone: none (a space follows), `Z`, or an offset `+hh:mm`, `-hh:mm`, or
+        // without its colon (`+0200`, which some devices write). After a tab syslog_loose
+        // reads no header, and the stamp is left as sent, in `msg`.
+        let spaced = b[10] == b' ';
+        let stamp = std::str::from_utf8(&b[..end]).ok()?;
+        let wall =
+            NaiveDateTime::parse_from_str(&stamp.replacen(' ', "T", 1), "%Y-%m-%dT%H:%M:%S%.f")
+                .ok()?;
+        let (utc, zone_len) = match b.get(end) {
+            Some(b' ') => (self.zone.to_utc(wall)?, 0),
+            Some(b'Z') if spaced => (wall, 1),
+            Some(&sign @ (b'+' | b'-')) => {
+                let colon = b.get(end + 3) == Some(&b':');
+                let (len, hh, mm) = if colon {
+                    (6, end + 1..end + 3, end + 4..end + 6)
+                } else {
+                    (5, end + 1..end + 3, end + 3..end + 5)
+                };
+                // `+hh:mm` after a `T` is RFC 3339: syslog_loose reads it as written.
+                if colon && !spaced {
+                    return None;
+                }
+                if !digits(hh.clone()) || !digits(mm.clone()) {
+                    return None;
+                }
+                let num = |r: std::ops::Range<usize>| -> Option<i64> {
+                    std::str::from_utf8(&b[r]).ok()?.parse().ok()
+                };
+                let mins = num(hh)? * 60 + num(mm)?;
+                if mins > 18 * 60 {
+                    return None;
+                }
+                let off = chrono::Duration::minutes(if sign == b'-' { -mins } else { mins });
+                (wall.checked_sub_signed(off)?, len)
+            }
+            _ => return None,
+        };
+        if b.get(end + zone_len) != Some(&b' ') {
             return None;
         }
-        let stamp = std::str::from_utf8(&b[..end]).ok()?;
-        let wall = NaiveDateTime::parse_from_str(stamp, "%Y-%m-%dT%H:%M:%S%.f").ok()?;
-        let utc = self.zone.to_utc(wall)?;
         Some(format!(
             "{}{}{}",
             &text[..start],
             utc.format("%Y-%m-%dT%H:%M:%S%.fZ"),
-            &text[start + end..]
+            &text[start + end + zone_len..]
         ))
     }
 
@@ -669,6 +710,126 @@ fn strip_bsd_fraction(text: &str, start: usize) -> Option<(String, i64)> {
     Some((format!("{}{}", &text[..cut], &text[cut + 1 + digits..]), ns))
 }
 
+/// `%FACILITY-SEVERITY-MNEMONIC: text` (Cisco IOS, ASA, NX-OS: `%LINK-3-UPDOWN`,
+/// `%ASA-6-302013`): the mnemonic and the text after it.
+fn cisco_mnemonic(s: &str) -> Option<(&str, &str)> {
+    let end = s.find(": ").or_else(|| s.strip_suffix(':').map(str::len))?;
+    let tag = &s[..end];
+    let word = tag.strip_prefix('%')?;
+    let parts: Vec<&str> = word.split('-').collect();
+    let ok = parts.len() >= 3
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && parts.iter().all(|p| !p.is_empty())
+        && parts[1..parts.len() - 1]
+            .iter()
+            .any(|p| p.len() == 1 && p.as_bytes()[0].is_ascii_digit());
+    ok.then(|| (tag, s.get(end + 2..).unwrap_or("")))
+}
+
+/// A Cisco header as the BSD one it resembles, which syslog_loose reads:
+/// `<189>123: sw1: *Mar  1 00:00:23.123 UTC: %LINK-3-UPDOWN: text` (a sequence number, a
+/// host, `*` or `.` for a clock not in sync, a colon after the stamp, a zone word) becomes
+/// `<189>Mar  1 00:00:23.123 sw1 %LINK-3-UPDOWN: text`, and
+/// `<189>Mar  1 18:46:11 sw1 123: %LINK-3-UPDOWN: text` (a sequence number as the tag)
+/// becomes `<189>Mar  1 18:46:11 sw1 %LINK-3-UPDOWN: text`: the mnemonic is the app.
+/// `None` for any other line (a PRI is required).
+fn cisco_header(text: &str) -> Option<String> {
+    let body = after_pri(text)?;
+    let pri = &text[..text.len() - body.len()];
+    if pri.is_empty() {
+        return None;
+    }
+    let word_colon = |s: &str| -> Option<usize> {
+        let i = s.find(": ")?;
+        (i > 0 && !s[..i].contains([' ', '\t'])).then_some(i)
+    };
+    let is_seq = |w: &str| w.len() <= 10 && w.bytes().all(|b| b.is_ascii_digit());
+    // A BSD header whose tag is a sequence number before the mnemonic.
+    if let Some(start) = bsd_stamp(text) {
+        let after = &text[start + 15..];
+        let frac = after
+            .strip_prefix('.')
+            .map_or(0, |f| 1 + f.bytes().take_while(u8::is_ascii_digit).count());
+        let rest = after[frac..].strip_prefix(' ')?;
+        let host_end = rest.find(' ')?;
+        let tail = &rest[host_end + 1..];
+        let seq = word_colon(tail).filter(|&i| is_seq(&tail[..i]))?;
+        cisco_mnemonic(&tail[seq + 2..])?;
+        return Some(format!(
+            "{}{}",
+            &text[..text.len() - tail.len()],
+            &tail[seq + 2..]
+        ));
+    }
+    let mut rest = body;
+    if let Some(i) = word_colon(rest).filter(|&i| is_seq(&rest[..i])) {
+        rest = &rest[i + 2..];
+    }
+    let month = |s: &str| s.len() > 3 && s.as_bytes()[..3].iter().all(u8::is_ascii_alphabetic);
+    let mut host = None;
+    if let Some(i) = word_colon(rest)
+        && !rest.starts_with(['*', '.', '%'])
+        && !(month(rest) && rest.as_bytes().get(3) == Some(&b' '))
+    {
+        host = Some(&rest[..i]);
+        rest = &rest[i + 2..];
+    }
+    let rest = rest.strip_prefix(['*', '.']).unwrap_or(rest);
+    // `Mmm dd [yyyy ]hh:mm:ss[.fff]`, then an optional zone word, then `: %`.
+    let b = rest.as_bytes();
+    let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
+    if !(month(rest)
+        && b[3] == b' '
+        && (b.get(4) == Some(&b' ') || digit(4))
+        && digit(5)
+        && b.get(6) == Some(&b' '))
+    {
+        return None;
+    }
+    let mut i = 7;
+    let year = (7..11).all(digit) && b.get(11) == Some(&b' ');
+    if year {
+        i = 12;
+    }
+    let clock = digit(i)
+        && digit(i + 1)
+        && b.get(i + 2) == Some(&b':')
+        && digit(i + 3)
+        && digit(i + 4)
+        && b.get(i + 5) == Some(&b':')
+        && digit(i + 6)
+        && digit(i + 7);
+    if !clock {
+        return None;
+    }
+    let mut end = i + 8;
+    // (A fraction after a year is dropped: syslog_loose reads neither together.)
+    let mut stamp_end = end;
+    if b.get(end) == Some(&b'.') {
+        let n = b[end + 1..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        end += 1 + n;
+        if !year {
+            stamp_end = end;
+        }
+    }
+    let mut after = &rest[end..];
+    if let Some(z) = after.strip_prefix(' ') {
+        let n = z.bytes().take_while(u8::is_ascii_alphabetic).count();
+        if (1..=5).contains(&n) {
+            after = &z[n..];
+        }
+    }
+    let after = after.strip_prefix(": ")?;
+    cisco_mnemonic(after)?;
+    let host = host.map(|h| format!(" {h}")).unwrap_or_default();
+    Some(format!("{pri}{}{host} {after}", &rest[..stamp_end]))
+}
+
 /// A line that starts with a valid PRI but has no parsable header: kept with the PRI's
 /// facility and severity, the rest as `msg`, and the arrival as its time.
 fn pri_only(text: &str, arrival: Timestamp) -> Option<Event> {
@@ -686,12 +847,21 @@ fn pri_only(text: &str, arrival: Timestamp) -> Option<Event> {
     if msg.is_empty() {
         return None;
     }
-    Some(
-        Event::new(Source::Syslog, arrival, arrival)
-            .with(Field::Facility, Value::Int(pri / 8))
-            .with(Field::Severity, Value::Int(pri % 8))
-            .with(Field::Msg, Value::str(msg)),
-    )
+    let ev = Event::new(Source::Syslog, arrival, arrival)
+        .with(Field::Facility, Value::Int(pri / 8))
+        .with(Field::Severity, Value::Int(pri % 8));
+    // A Cisco message without a stamp (`123: %SYS-5-CONFIG_I: ...`, `%ASA-6-302013: ...`):
+    // its mnemonic is the app.
+    let seq = msg
+        .find(": ")
+        .filter(|&i| i <= 10 && msg[..i].bytes().all(|b| b.is_ascii_digit()))
+        .map_or(0, |i| i + 2);
+    Some(match cisco_mnemonic(&msg[seq..]) {
+        Some((app, text)) => ev
+            .with(Field::App, Value::str(app))
+            .with(Field::Msg, Value::str(text.trim())),
+        None => ev.with(Field::Msg, Value::str(msg)),
+    })
 }
 
 /// A UTC wall clock as a [`Timestamp`], or malformed when out of range.
@@ -998,6 +1168,118 @@ mod tests {
             strip_fraction("<13>1 2026-12-02T05:40:00.1Z h a - - - x"),
             None
         );
+    }
+
+    /// Cisco IOS, ASA and NX-OS headers: a sequence number, a host, `*` for a clock not in
+    /// sync, a colon after the stamp, a zone word, and the `%FAC-SEV-MNEMONIC` the app;
+    /// without a stamp the mnemonic is still the app (the time is the arrival).
+    #[test]
+    fn cisco_headers_give_their_stamp_host_and_mnemonic() {
+        let p = SyslogParser::new(Zone::default(), Year::Fixed(2024));
+        let arrival = at("2024-06-01T00:00:00Z");
+        let cases: &[(&str, &str, Option<&str>, &str, &str)] = &[
+            (
+                "<189>123: *Mar  1 00:00:23.123: %LINK-3-UPDOWN: Interface Fa0/1, changed state to up",
+                "2024-03-01T00:00:23.123Z",
+                None,
+                "%LINK-3-UPDOWN",
+                "Interface Fa0/1, changed state to up",
+            ),
+            (
+                "<189>4711: router1: *Mar  1 00:00:23.123 UTC: %SYS-5-CONFIG_I: Configured from console",
+                "2024-03-01T00:00:23.123Z",
+                Some("router1"),
+                "%SYS-5-CONFIG_I",
+                "Configured from console",
+            ),
+            (
+                "<190>01: Mar  1 01:00:00.223: %SEC-6-IPACCESSLOGP: list 101 denied tcp",
+                "2024-03-01T01:00:00.223Z",
+                None,
+                "%SEC-6-IPACCESSLOGP",
+                "list 101 denied tcp",
+            ),
+            (
+                "<189>Mar  1 18:46:11 sw1.example.com 123: %LINK-3-UPDOWN: Interface Gi0/1",
+                "2024-03-01T18:46:11Z",
+                Some("sw1.example.com"),
+                "%LINK-3-UPDOWN",
+                "Interface Gi0/1",
+            ),
+            (
+                "<189>.Mar 15 2024 08:00:01: %OSPF-5-ADJCHG: Process 1, Nbr 10.0.0.2",
+                "2024-03-15T08:00:01Z",
+                None,
+                "%OSPF-5-ADJCHG",
+                "Process 1, Nbr 10.0.0.2",
+            ),
+        ];
+        for (line, time, host, app, msg) in cases {
+            let e = p.parse(line.as_bytes(), arrival, None).unwrap();
+            assert_eq!(e.time, at(time), "{line}");
+            assert_eq!(get(&e, Field::Host), *host, "{line}");
+            assert_eq!(get(&e, Field::App), Some(*app), "{line}");
+            assert_eq!(get(&e, Field::Msg), Some(*msg), "{line}");
+        }
+        for line in [
+            "<166>%ASA-6-302013: Built outbound TCP",
+            "<189>77: %SYS-5-RESTART: System restarted",
+        ] {
+            let e = p.parse(line.as_bytes(), arrival, None).unwrap();
+            assert_eq!(e.time, arrival, "{line}");
+            assert!(
+                get(&e, Field::App).is_some_and(|a| a.starts_with('%')),
+                "{line}"
+            );
+        }
+        // Not Cisco: left as they were.
+        let e = p.parse(b"<13>12: not a mnemonic", arrival, None).unwrap();
+        assert_eq!(get(&e, Field::Msg), Some("12: not a mnemonic"));
+        assert_eq!(get(&e, Field::App), None);
+        let e = p
+            .parse(
+                b"<13>Mar  1 18:46:11 h app[12]: %not-a-mnemonic: x",
+                arrival,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&e, Field::App), Some("app"));
+    }
+
+    /// ISO 8601 stamps with a space for the `T`, or an offset without its colon (`+0200`),
+    /// keep their header and are read at their offset (or in the zone without one).
+    #[test]
+    fn iso_stamps_with_a_space_or_a_short_offset_keep_their_header() {
+        let p = SyslogParser::new(Zone::default(), Year::Fixed(2024));
+        let arrival = at("2024-06-01T00:00:00Z");
+        for (line, time) in [
+            (
+                "<13>2024-03-01 18:46:25 host app: x",
+                "2024-03-01T18:46:25Z",
+            ),
+            (
+                "<13>1 2024-03-01T10:00:00+0200 host app - - - x",
+                "2024-03-01T08:00:00Z",
+            ),
+            (
+                "<13>2024-03-01 18:46:25+01:00 host app: x",
+                "2024-03-01T17:46:25Z",
+            ),
+            (
+                "<13>2024-03-01T18:46:25-0530 host app: x",
+                "2024-03-02T00:16:25Z",
+            ),
+            (
+                "<13>2024-03-01 18:46:25.5Z host app: x",
+                "2024-03-01T18:46:25.5Z",
+            ),
+        ] {
+            let e = p.parse(line.as_bytes(), arrival, None).unwrap();
+            assert_eq!(e.time, at(time), "{line}");
+            assert_eq!(get(&e, Field::Host), Some("host"), "{line}");
+            assert_eq!(get(&e, Field::App), Some("app"), "{line}");
+            assert_eq!(get(&e, Field::Msg), Some("x"), "{line}");
+        }
     }
 
     #[test]
