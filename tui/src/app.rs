@@ -182,6 +182,12 @@ impl App {
     /// Reads everything again from `src` (at `now`, for the event rate); a failure is kept
     /// in `status` and the last data stays shown.
     pub fn refresh(&mut self, src: &mut dyn Source, now: Instant) {
+        // The selection follows its alert, wherever the new lists put it (a resolved alert
+        // above it, a new critical one on top): `a` must never acknowledge another one.
+        let kept = self
+            .selected_alert()
+            .and_then(|a| a["id"].as_str())
+            .map(String::from);
         let read = (|| -> Result<(), String> {
             let stats = src.stats()?;
             let mut summary = Summary::from_stats(&stats);
@@ -196,6 +202,13 @@ impl App {
             // (Shown on a terminal: what remote senders chose is made printable.)
             self.firing = src.firing()?;
             self.firing.iter_mut().for_each(crate::ui::printable);
+            // The most severe first, and the newest first among them: what needs a look
+            // now is on the first screen, however many older alerts fire.
+            self.firing.sort_by(|a, b| {
+                severity_rank(a)
+                    .cmp(&severity_rank(b))
+                    .then_with(|| b["time"].as_str().cmp(&a["time"].as_str()))
+            });
             let mut recent = src.recent(RECENT)?;
             recent.reverse();
             recent.iter_mut().for_each(crate::ui::printable);
@@ -219,6 +232,11 @@ impl App {
                 self.unreachable_secs = Some(now.saturating_duration_since(since).as_secs());
                 self.status = Some(format!("cannot read the agent: {e}"));
             }
+        }
+        if let Some(id) = kept
+            && let Some(i) = self.rows().iter().position(|a| a["id"] == id.as_str())
+        {
+            self.selected = i;
         }
         self.selected = self.selected.min(self.rows().len().saturating_sub(1));
     }
@@ -332,6 +350,18 @@ fn matches_filter(a: &serde_json::Value, needle: &str) -> bool {
         || has(&crate::ui::group(a))
 }
 
+/// An alert's severity as a sort key, the most severe first (unknown ones last).
+fn severity_rank(a: &serde_json::Value) -> u8 {
+    match a["severity"].as_str() {
+        Some("critical") => 0,
+        Some("high") => 1,
+        Some("medium") => 2,
+        Some("low") => 3,
+        Some("info") => 4,
+        _ => 5,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -373,6 +403,49 @@ mod tests {
     fn alert(id: &str, state: &str) -> serde_json::Value {
         serde_json::json!({"id": id, "state": state, "rule": "hb", "severity": "critical",
             "group": {"host": id}, "time": "2026-12-03T05:00:00Z", "message": "m"})
+    }
+
+    /// The firing list shows the most severe first, the newest first among them, and the
+    /// selection follows its alert when the list changes under it (a new critical alert on
+    /// top, an older one resolved): an acknowledgement goes to the alert the operator chose.
+    #[test]
+    fn the_most_severe_and_newest_come_first_and_the_selection_follows_its_alert() {
+        let at = |id: &str, sev: &str, time: &str| {
+            let mut a = alert(id, "firing");
+            a["severity"] = sev.into();
+            a["time"] = time.into();
+            a
+        };
+        let mut src = Fixed {
+            firing: vec![
+                at("old-low", "low", "2026-12-03T01:00:00Z"),
+                at("old-high", "high", "2026-12-03T01:00:00Z"),
+                at("new-high", "high", "2026-12-03T02:00:00Z"),
+                at("info", "info", "2026-12-03T03:00:00Z"),
+            ],
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        app.refresh(&mut src, Instant::now());
+        let ids = |app: &App| -> Vec<String> {
+            app.rows()
+                .iter()
+                .map(|a| a["id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(ids(&app), ["new-high", "old-high", "old-low", "info"]);
+        app.key(Key::Down, &mut src);
+        app.key(Key::Down, &mut src);
+        assert_eq!(app.selected_alert().unwrap()["id"], "old-low");
+        // A critical alert comes on top and a high one resolves: still old-low.
+        src.firing.retain(|a| a["id"] != "new-high");
+        src.firing
+            .push(at("crit", "critical", "2026-12-03T04:00:00Z"));
+        app.refresh(&mut src, Instant::now());
+        assert_eq!(ids(&app), ["crit", "old-high", "old-low", "info"]);
+        assert_eq!(app.selected_alert().unwrap()["id"], "old-low");
+        app.key(Key::Ack, &mut src);
+        assert_eq!(src.acked, [("old-low".to_string(), "alice".to_string())]);
     }
 
     #[test]
