@@ -3531,3 +3531,48 @@ fn a_refused_request_says_why_it_had_no_token() {
         "{err}"
     );
 }
+
+/// A stall (the process stopped, its VM paused) raises no false silence: the heartbeats
+/// sent meanwhile waited in the socket's buffer, and are taken at their senders' stamps
+/// before the deadlines that fell during the stall fire.
+#[test]
+fn a_stall_raises_no_false_silence() {
+    let dir = scratch("stall");
+    std::fs::write(
+        dir.join("rules/hb.toml"),
+        "[[rule]]\nname = \"hb\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 3s\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let beat = |n: u32| {
+        let stamp = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let line = format!("<14>1 {stamp} h1 hb - - - alive {n}");
+        udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    };
+    let pid = agent.child.id().to_string();
+    for n in 0..4 {
+        beat(n);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    agent.wait_events(4);
+    Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+    // Beats every 0.5 s for 6 s while it stands still (twice the absence's length).
+    for n in 4..16 {
+        beat(n);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Command::new("kill").args(["-CONT", &pid]).status().unwrap();
+    for n in 16..22 {
+        beat(n);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    agent.wait_events(22);
+    assert_eq!(agent.alerts(|v| v["rule"] == "hb"), 0, "{}", agent.stderr());
+    assert!(
+        agent.stderr().contains("the shard stood still"),
+        "{}",
+        agent.stderr()
+    );
+}

@@ -192,7 +192,19 @@ pub struct Shard {
     /// no alert is made after that state that the stopping sink could not take (the next
     /// start makes it, from that state).
     stopped: bool,
+    /// The wall clock at the last tick: a jump past [`STALL`] says the shard stood still.
+    last_tick: Option<Timestamp>,
+    /// After a stall: the instant its clock was held at, and until when it waits for the
+    /// input that waited in the buffers meanwhile (see [`Shard::tick_now`]).
+    catch_up: Option<(Timestamp, std::time::Instant)>,
 }
+
+/// A gap between two ticks longer than this (and than ten ticks) is a stall: the process
+/// was stopped, its VM paused, or it swapped.
+const STALL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How long after a stall the shard's clock waits for the input that waited meanwhile.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A shard's saved state as the store keeps it: its engine's checkpoint and the first journal
 /// segment whose events it does not hold.
@@ -296,6 +308,8 @@ impl Shard {
             state_len: 0,
             afresh: false,
             stopped: false,
+            last_tick: None,
+            catch_up: None,
         };
         s.install(rules);
         s.replay();
@@ -558,8 +572,36 @@ impl Shard {
         }
     }
 
+    /// Moves the engine's clock to the wall clock (deadlines fire), except after a stall
+    /// (the process stopped, its VM paused): then the clock waits at the stall's start for
+    /// up to [`CATCH_UP`], while the messages that waited in the sockets' buffers are taken
+    /// at their senders' stamps ([`Shard::caught_up`]), so a heartbeat sent during the stall
+    /// counts when it was sent, not after every host's deadline has fired.
     fn tick_now(&mut self) {
-        self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
+        let now = wall_clock();
+        let stall = STALL.max(self.tick.saturating_mul(10));
+        if let Some(prev) = self.last_tick
+            && self.catch_up.is_none()
+            && now.since(prev).0 > i64::try_from(stall.as_nanos()).unwrap_or(i64::MAX)
+        {
+            tracing::warn!(
+                shard = self.id,
+                stalled_ms = now.since(prev).0 / 1_000_000,
+                "the shard stood still (the process stopped, its VM paused, or it swapped): deadlines that fell meanwhile wait up to 2 s while the input that waited is read, at its senders' stamps"
+            );
+            self.catch_up = Some((prev, std::time::Instant::now() + CATCH_UP));
+        }
+        self.last_tick = Some(now);
+        match self.catch_up {
+            Some((_, until)) if std::time::Instant::now() < until => {
+                self.flush();
+                self.live.progress.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Some(_) => self.catch_up = None,
+            None => {}
+        }
+        self.guarded("tick", |e, out| e.advance_to(now, out));
         self.flush();
         self.live.progress.fetch_add(1, Ordering::Relaxed);
         let now = std::time::Instant::now();
@@ -573,6 +615,26 @@ impl Shard {
             }
         }
         self.save_state(false);
+    }
+
+    /// While catching up after a stall: each event arrives at its own stamp when that lies
+    /// between the stall's start and its reading (a message sent during the stall), else at
+    /// the stall's start; never later, so the clock moves through the stall as the senders
+    /// saw it, and no deadline fires before the messages that came before it.
+    fn caught_up(&mut self, batch: &mut Batch) {
+        let Some((held, _)) = self.catch_up else {
+            return;
+        };
+        for ev in batch.iter_mut() {
+            let at = if ev.time >= held && ev.time < ev.arrival {
+                ev.time
+            } else {
+                held
+            };
+            if at != ev.arrival {
+                Arc::make_mut(ev).arrival = at;
+            }
+        }
     }
 
     /// Sends the engine's state to the sink to keep, after the alerts it made so far (so the
@@ -698,6 +760,7 @@ impl StreamHandler<Queued> for Shard {
         if batch_has_app(&batch, "CEPHEUS_FAULT_STALL_APP") {
             std::thread::sleep(std::time::Duration::from_secs(2));
         }
+        self.caught_up(&mut batch);
         // Journalled before the engine sees it: a crash from here on loses none of it; with
         // the arrivals the engine will take them at, which its ticks may have moved on.
         if let Some(j) = self.journal.as_mut() {
