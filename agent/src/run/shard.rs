@@ -579,18 +579,7 @@ impl Shard {
     /// counts when it was sent, not after every host's deadline has fired.
     fn tick_now(&mut self) {
         let now = wall_clock();
-        let stall = STALL.max(self.tick.saturating_mul(10));
-        if let Some(prev) = self.last_tick
-            && self.catch_up.is_none()
-            && now.since(prev).0 > i64::try_from(stall.as_nanos()).unwrap_or(i64::MAX)
-        {
-            tracing::warn!(
-                shard = self.id,
-                stalled_ms = now.since(prev).0 / 1_000_000,
-                "the shard stood still (the process stopped, its VM paused, or it swapped): deadlines that fell meanwhile wait up to 2 s while the input that waited is read, at its senders' stamps"
-            );
-            self.catch_up = Some((prev, std::time::Instant::now() + CATCH_UP));
-        }
+        self.note_stall(now);
         self.last_tick = Some(now);
         match self.catch_up {
             Some((_, until)) if std::time::Instant::now() < until => {
@@ -617,11 +606,30 @@ impl Shard {
         self.save_state(false);
     }
 
+    /// Begins catching up when the wall clock is past the last tick by more than a stall
+    /// (checked at each tick and each batch: after a pause, the input that waited may reach
+    /// the shard before its first tick does).
+    fn note_stall(&mut self, now: Timestamp) {
+        let stall = STALL.max(self.tick.saturating_mul(10));
+        if let Some(prev) = self.last_tick
+            && self.catch_up.is_none()
+            && now.since(prev).0 > i64::try_from(stall.as_nanos()).unwrap_or(i64::MAX)
+        {
+            tracing::warn!(
+                shard = self.id,
+                stalled_ms = now.since(prev).0 / 1_000_000,
+                "the shard stood still (the process stopped, its VM paused, or it swapped): deadlines that fell meanwhile wait up to 2 s while the input that waited is read, at its senders' stamps"
+            );
+            self.catch_up = Some((prev, std::time::Instant::now() + CATCH_UP));
+        }
+    }
+
     /// While catching up after a stall: each event arrives at its own stamp when that lies
     /// between the stall's start and its reading (a message sent during the stall), else at
     /// the stall's start; never later, so the clock moves through the stall as the senders
     /// saw it, and no deadline fires before the messages that came before it.
     fn caught_up(&mut self, batch: &mut Batch) {
+        self.note_stall(wall_clock());
         let Some((held, _)) = self.catch_up else {
             return;
         };
