@@ -18,9 +18,15 @@ const SOON: Duration = Duration::from_millis(250);
 /// Runs the dashboard on the terminal until the user quits; the terminal is restored
 /// whatever happens (ratatui's `init`/`restore`, which also restore it on a panic).
 pub fn run(mut src: Box<dyn Source>, user: String) -> std::io::Result<()> {
+    use std::io::IsTerminal as _;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(std::io::Error::other(
+            "the dashboard draws on a terminal, and this one has none (standard input or output is not a terminal); in scripts, `cepheus alerts` lists the same alerts",
+        ));
+    }
     let mut app = App::new(src.name(), user);
     app.refresh(src.as_mut(), Instant::now());
-    let mut terminal = ratatui::init();
+    let mut terminal = ratatui::try_init()?;
     let result = (|| -> std::io::Result<()> {
         let mut next = Instant::now() + REFRESH;
         let mut last = Instant::now();
