@@ -3543,20 +3543,31 @@ fn a_stall_raises_no_false_silence() {
         "[[rule]]\nname = \"hb\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 3s\"\n",
     )
     .unwrap();
-    let agent = Agent::start(&dir, "");
+    // (A connection idle for longer than the pause is not what this tests.)
+    // (One shard: both hosts' backlogs reach the same engine.)
+    let agent = Agent::start_with(
+        &dir,
+        "tcp_idle_timeout = \"1m\"\n",
+        "[engine]\nshards = 1\n",
+    );
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let beat = |n: u32| {
+    // One host over UDP, another over one TCP connection: after the pause their backlogs
+    // are read one after the other, and must still count in time order.
+    let mut tcp = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    let mut beat = |n: u32| {
         let stamp = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let line = format!("<14>1 {stamp} h1 hb - - - alive {n}");
         udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
             .unwrap();
+        let line = format!("<14>1 {stamp} h2 hb - - - alive {n}");
+        write!(tcp, "{} {line}", line.len()).unwrap();
     };
     let pid = agent.child.id().to_string();
     for n in 0..4 {
         beat(n);
         std::thread::sleep(Duration::from_millis(500));
     }
-    agent.wait_events(4);
+    agent.wait_events(8);
     Command::new("kill").args(["-STOP", &pid]).status().unwrap();
     // Beats every 0.5 s for 6 s while it stands still (twice the absence's length).
     for n in 4..16 {
@@ -3568,7 +3579,7 @@ fn a_stall_raises_no_false_silence() {
         beat(n);
         std::thread::sleep(Duration::from_millis(500));
     }
-    agent.wait_events(22);
+    agent.wait_events(44);
     assert_eq!(agent.alerts(|v| v["rule"] == "hb"), 0, "{}", agent.stderr());
     assert!(
         agent.stderr().contains("the shard stood still"),

@@ -82,6 +82,19 @@ impl Forwarder {
     }
 }
 
+/// An RFC 3339 time with at most 6 digits of fraction, as RFC 5424's TIME-SECFRAC allows
+/// (`1*6DIGIT`): an alert's time has 9 (nanoseconds), which a strict collector refuses.
+fn secfrac_6(t: &str) -> String {
+    let Some(dot) = t.find('.') else {
+        return t.to_string();
+    };
+    let digits = t[dot + 1..].bytes().take_while(u8::is_ascii_digit).count();
+    if digits <= 6 {
+        return t.to_string();
+    }
+    format!("{}{}", &t[..dot + 7], &t[dot + 1 + digits..])
+}
+
 /// An alert change as an RFC 5424 message: facility auth (4), severity from the rule's,
 /// the alert's time, APP-NAME `cepheus`, MSGID the state, no structured data, the JSON as
 /// the message (after a BOM: UTF-8).
@@ -94,7 +107,10 @@ pub fn format_5424(c: &Change, host: &str, pid: u32) -> Vec<u8> {
         Some("low") => 5,
         _ => 6,
     };
-    let time = v["time"].as_str().filter(|t| !t.is_empty()).unwrap_or("-");
+    let time = v["time"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .map_or_else(|| "-".to_string(), secfrac_6);
     let mut m = format!(
         "<{}>1 {time} {host} cepheus {pid} {} - \u{feff}",
         4 * 8 + sev,
@@ -303,6 +319,26 @@ mod tests {
         assert_eq!(load(&counters.syslog_failed), 1);
         assert_eq!(load(&counters.syslog_waiting), 0);
         let _ = f.close(Instant::now() + Duration::from_secs(1));
+    }
+
+    /// RFC 5424 allows at most 6 digits of fraction: an alert's nanoseconds are cut there.
+    #[test]
+    fn the_header_time_has_at_most_six_fraction_digits() {
+        assert_eq!(
+            secfrac_6("2026-12-04T18:45:42.061076698Z"),
+            "2026-12-04T18:45:42.061076Z"
+        );
+        assert_eq!(
+            secfrac_6("2026-12-04T18:45:42.061076698+05:30"),
+            "2026-12-04T18:45:42.061076+05:30"
+        );
+        for t in [
+            "2026-12-04T18:45:42Z",
+            "2026-12-04T18:45:42.5Z",
+            "2026-12-04T18:45:42.123456Z",
+        ] {
+            assert_eq!(secfrac_6(t), t);
+        }
     }
 
     #[test]

@@ -197,7 +197,14 @@ pub struct Shard {
     /// After a stall: the instant its clock was held at, and until when it waits for the
     /// input that waited in the buffers meanwhile (see [`Shard::tick_now`]).
     catch_up: Option<(Timestamp, std::time::Instant)>,
+    /// The events taken while catching up, pushed in the order of their stamps when it
+    /// ends: several sockets' backlogs are read one after another, and the engine's clock,
+    /// which never goes back, must move through the stall in time order, not read order.
+    held_back: Batch,
 }
+
+/// The most events held back while catching up; past it they are pushed at once.
+const HELD_BACK: usize = 100_000;
 
 /// A gap between two ticks longer than this (and than ten ticks) is a stall: the process
 /// was stopped, its VM paused, or it swapped.
@@ -310,6 +317,7 @@ impl Shard {
             stopped: false,
             last_tick: None,
             catch_up: None,
+            held_back: Vec::new(),
         };
         s.install(rules);
         s.replay();
@@ -587,7 +595,10 @@ impl Shard {
                 self.live.progress.fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            Some(_) => self.catch_up = None,
+            Some(_) => {
+                self.catch_up = None;
+                self.release_held_back();
+            }
             None => {}
         }
         self.guarded("tick", |e, out| e.advance_to(now, out));
@@ -604,6 +615,23 @@ impl Shard {
             }
         }
         self.save_state(false);
+    }
+
+    /// Pushes the events held back while catching up, in the order of their arrivals (their
+    /// senders' stamps); ties keep the order they were read in.
+    fn release_held_back(&mut self) {
+        if self.held_back.is_empty() {
+            return;
+        }
+        let mut held = std::mem::take(&mut self.held_back);
+        held.sort_by_key(|ev| ev.arrival);
+        self.guarded("events", |e, out| {
+            let events = held
+                .into_iter()
+                .map(|ev| Arc::try_unwrap(ev).unwrap_or_else(|a| (*a).clone()));
+            e.push_batch(events, out);
+        });
+        self.flush();
     }
 
     /// Begins catching up when the wall clock is past the last tick by more than a stall
@@ -775,6 +803,14 @@ impl StreamHandler<Queued> for Shard {
             at_clock(&mut batch, self.engine.as_ref().and_then(Engine::clock));
             j.append(&batch);
         }
+        if self.catch_up.is_some() {
+            self.held_back.append(&mut batch);
+            if self.held_back.len() >= HELD_BACK {
+                self.release_held_back();
+            }
+            self.live.progress.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         self.guarded("events", |e, out| {
             #[cfg(debug_assertions)]
             if inject {
@@ -791,6 +827,8 @@ impl StreamHandler<Queued> for Shard {
 
     fn finished(&mut self, _: &mut Self::Context) {
         // The ingest side is gone (shutdown): everything queued has been handled.
+        self.catch_up = None;
+        self.release_held_back();
         self.tick_now();
         self.save_state(true);
         self.stopped = true;
