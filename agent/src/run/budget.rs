@@ -58,6 +58,35 @@ impl Due {
 }
 
 impl BudgetWatch {
+    /// Takes shard `shard`'s counters (of `shards`) as already said: what a restored engine
+    /// (and the journal replayed into it) counted in an earlier run, which that run said.
+    /// A restart does not say it again as if it were new.
+    pub fn baseline<'a>(
+        &mut self,
+        shard: usize,
+        shards: usize,
+        states: impl Iterator<Item = BudgetView<'a>>,
+    ) {
+        for s in states {
+            let Some(first) = s.rules.first() else {
+                continue;
+            };
+            let c = s.counters;
+            let counts = [c.groups_rejected, c.partial_evicted, c.late];
+            if counts == [0; 3] {
+                continue;
+            }
+            let e = self.rules.entry((*first).to_string()).or_default();
+            if e.shards.len() < shards.max(shard + 1) {
+                e.shards.resize(shards.max(shard + 1), [0; 3]);
+            }
+            e.shards[shard] = counts;
+            for (said, n) in e.said.iter_mut().zip(counts) {
+                *said += n;
+            }
+        }
+    }
+
     /// Takes shard `shard`'s counters (of `shards`), and gives the warnings due at `now`.
     pub fn check<'a>(
         &mut self,
@@ -200,6 +229,27 @@ mod tests {
         assert!(
             w.check(0, 1, e.budget_counters(), later + REPEAT_AFTER)
                 .is_empty()
+        );
+    }
+
+    /// What a restored engine counted was said by the run that counted it: a restart says
+    /// only what is refused after it.
+    #[test]
+    fn a_restart_does_not_say_old_counts_again() {
+        let mut e = engine(2);
+        for (i, h) in ["h1", "h2", "h3", "h4"].iter().enumerate() {
+            push(&mut e, h, i as i64);
+        }
+        let mut w = BudgetWatch::default();
+        w.baseline(0, 1, e.budget_counters());
+        let t0 = Instant::now();
+        assert!(w.check(0, 1, e.budget_counters(), t0).is_empty());
+        push(&mut e, "h5", 5);
+        let said = w.check(0, 1, e.budget_counters(), t0);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].text.starts_with("refused 1 new group(s)"),
+            "{said:?}"
         );
     }
 

@@ -324,6 +324,13 @@ impl Shard {
         // What its engine holds, before the alerts it made at start (its outages).
         s.adopt();
         s.flush();
+        // What the restored engine counted (refused groups, late events) was said by the run
+        // that counted it.
+        if let Some(e) = s.engine.as_ref() {
+            (s.budgets.lock())
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .baseline(s.id, s.count, e.budget_counters());
+        }
         s
     }
 
