@@ -1226,6 +1226,12 @@ fn a_shard_survives_a_panic_in_its_engine() {
         "cepheus_shard_journal_skipped_total{shard=\"0\"} 0",
         "cepheus_shard_journal_written_total{shard=\"0\"} ",
         "cepheus_shard_journal_bytes{shard=\"0\"} ",
+        "cepheus_shard_batches_total{shard=\"0\"} ",
+        "cepheus_shard_late_total{shard=\"0\"} 0",
+        "# TYPE cepheus_shard_queued_events gauge\ncepheus_shard_queued_events{shard=\"0\"} ",
+        "cepheus_shard_queued_batches{shard=\"0\"} ",
+        "cepheus_shard_timer_entries{shard=\"0\"} ",
+        "cepheus_shard_groups{shard=\"0\"} ",
     ] {
         assert!(metrics.contains(line), "{line}\n{metrics}");
     }

@@ -622,7 +622,17 @@ pub fn render_metrics(s: &Stats) -> String {
     }
     // Per-shard counters: one family each, one line per shard.
     type Get = fn(&ShardStats) -> u64;
-    let per_shard: [(&str, &str, Get); 8] = [
+    let per_shard: [(&str, &str, Get); 10] = [
+        (
+            "cepheus_shard_batches_total",
+            "Batches of events a shard handled.",
+            |sh| sh.batches,
+        ),
+        (
+            "cepheus_shard_late_total",
+            "Late events per shard (event time below a rule's watermark), over its rules.",
+            |sh| sh.late,
+        ),
         (
             "cepheus_shard_journal_written_total",
             "Events a shard appended to its journal (replayed after a crash).",
@@ -683,6 +693,36 @@ pub fn render_metrics(s: &Stats) -> String {
             "cepheus_shard_journal_bytes{{shard=\"{}\"}} {bytes}",
             sh.shard
         );
+    }
+    // What waits and what is held, per shard: the back-pressure an operator alerts on.
+    type Level = fn(&ShardStats) -> usize;
+    let levels: [(&str, &str, Level); 4] = [
+        (
+            "cepheus_shard_queued_events",
+            "Events waiting in a shard's queue.",
+            |sh| sh.queued_events,
+        ),
+        (
+            "cepheus_shard_queued_batches",
+            "Batches waiting in a shard's queue.",
+            |sh| sh.queued_batches,
+        ),
+        (
+            "cepheus_shard_timer_entries",
+            "Timer entries a shard's engine holds.",
+            |sh| sh.timer_entries,
+        ),
+        (
+            "cepheus_shard_groups",
+            "Groups a shard's engine holds, over its rules.",
+            |sh| sh.groups,
+        ),
+    ];
+    for (name, help, get) in levels {
+        family(&mut o, name, "gauge", help);
+        for sh in &s.shards {
+            let _ = writeln!(o, "{name}{{shard=\"{}\"}} {}", sh.shard, get(sh));
+        }
     }
     family(
         &mut o,
