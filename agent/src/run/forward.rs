@@ -121,6 +121,38 @@ pub fn format_5424(c: &Change, host: &str, pid: u32) -> Vec<u8> {
     m
 }
 
+/// The most a UDP datagram carries (IPv4: 65,535 less the IP and UDP headers).
+const MAX_DATAGRAM: usize = 65_507;
+
+/// A message that fits one datagram: as it is when it does; else with its alert's `events`
+/// left out (`"events": []`, and `"events_left_out"` saying how many), which is where an
+/// alert grows (up to 16 events of up to 64 KiB each); the rest of the alert is what an
+/// operator must get. Still too long, it is returned as it is (the send fails and counts).
+fn fit_datagram(m: Vec<u8>) -> Vec<u8> {
+    const BOM: &[u8] = "\u{feff}".as_bytes();
+    if m.len() <= MAX_DATAGRAM {
+        return m;
+    }
+    let Some(at) = m.windows(BOM.len()).position(|w| w == BOM) else {
+        return m;
+    };
+    let body = at + BOM.len();
+    let Ok(serde_json::Value::Object(mut alert)) = serde_json::from_slice(&m[body..]) else {
+        return m;
+    };
+    let n = alert
+        .get("events")
+        .and_then(serde_json::Value::as_array)
+        .map_or(0, Vec::len);
+    alert.insert("events".into(), serde_json::Value::Array(Vec::new()));
+    alert.insert("events_left_out".into(), n.into());
+    let mut out = m[..body].to_vec();
+    if serde_json::to_writer(&mut out, &alert).is_err() || out.len() > MAX_DATAGRAM {
+        return m;
+    }
+    out
+}
+
 fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
     let limit = LogLimit::new(60_000);
     let said = |e: &dyn std::fmt::Display, counters: &SinkCounters| {
@@ -148,13 +180,17 @@ fn forward_loop(to: Forward, d: &Drain<Vec<u8>>, counters: &SinkCounters) {
                 return;
             };
             while let Some(m) = d.recv() {
+                let m = fit_datagram(m);
                 let sent = sock.send(&m);
                 if d.done(1) {
                     match sent {
                         Ok(_) => bump(&counters.syslog_sent, 1),
+                        // (A datagram is not sent again: this one is given up.)
                         Err(e) => {
                             bump(&counters.syslog_unsent, 1);
-                            said(&e, counters);
+                            if let Some(held) = limit.allow() {
+                                tracing::warn!(error = %e, bytes = m.len(), held_back = held, "an alert change could not be sent to the syslog collector over UDP (output.syslog): it is counted in syslog_unsent and not sent again (tcp:// delivers what UDP cannot)");
+                            }
                         }
                     }
                 }
@@ -319,6 +355,41 @@ mod tests {
         assert_eq!(load(&counters.syslog_failed), 1);
         assert_eq!(load(&counters.syslog_waiting), 0);
         let _ = f.close(Instant::now() + Duration::from_secs(1));
+    }
+
+    /// An alert too long for a datagram goes without its events (how many is said); one
+    /// that fits goes as it is.
+    #[test]
+    fn an_alert_too_long_for_a_datagram_goes_without_its_events() {
+        let big = "x".repeat(30_000);
+        let json = serde_json::json!({"id": "1", "rule": "r", "state": "firing",
+            "message": "m", "events": [{"msg": big}, {"msg": big}, {"msg": big}]});
+        let c = Change {
+            id: 1,
+            state: AlertState::Firing,
+            json: json.to_string(),
+            seq: None,
+        };
+        let m = format_5424(&c, "h", 1);
+        assert!(m.len() > MAX_DATAGRAM);
+        let fit = fit_datagram(m.clone());
+        assert!(fit.len() <= MAX_DATAGRAM);
+        let text = String::from_utf8(fit).unwrap();
+        let (head, body) = text.split_once('\u{feff}').unwrap();
+        assert!(head.starts_with("<"), "{head}");
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["events"], serde_json::json!([]));
+        assert_eq!(v["events_left_out"], 3);
+        assert_eq!(v["message"], "m");
+        let small = format_5424(
+            &Change {
+                json: r#"{"id":"1","events":[{"msg":"x"}]}"#.into(),
+                ..c
+            },
+            "h",
+            1,
+        );
+        assert_eq!(fit_datagram(small.clone()), small);
     }
 
     /// RFC 5424 allows at most 6 digits of fraction: an alert's nanoseconds are cut there.
