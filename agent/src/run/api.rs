@@ -620,123 +620,112 @@ pub fn render_metrics(s: &Stats) -> String {
         );
         let _ = writeln!(o, "{name} {v}");
     }
-    // Per-shard counters: one family each, one line per shard.
+    // Per-shard counters and gauges (what waits and what is held: the back-pressure an
+    // operator alerts on): one family each, one line per shard.
     type Get = fn(&ShardStats) -> u64;
-    let per_shard: [(&str, &str, Get); 10] = [
+    let per_shard: [(&str, &str, &str, Get); 16] = [
         (
             "cepheus_shard_batches_total",
+            "counter",
             "Batches of events a shard handled.",
             |sh| sh.batches,
         ),
         (
             "cepheus_shard_late_total",
+            "counter",
             "Late events per shard (event time below a rule's watermark), over its rules.",
             |sh| sh.late,
         ),
         (
             "cepheus_shard_journal_written_total",
+            "counter",
             "Events a shard appended to its journal (replayed after a crash).",
             |sh| sh.journal.map_or(0, |j| j.written),
         ),
         (
             "cepheus_shard_journal_skipped_total",
+            "counter",
             "Events a shard could not journal (full, disk nearly full, a failed write): a crash before its next saved state would lose them.",
             |sh| sh.journal.map_or(0, |j| j.skipped),
         ),
         (
             "cepheus_shard_journal_replayed_total",
+            "counter",
             "Events a shard replayed from its journal at start.",
             |sh| sh.journal.map_or(0, |j| j.replayed),
         ),
         (
             "cepheus_shard_events_total",
+            "counter",
             "Deliveries handled per shard.",
             |sh| sh.events,
         ),
         (
             "cepheus_shard_engine_restarts_total",
+            "counter",
             "Times a shard's engine panicked and was rebuilt (its groups' state lost).",
             |sh| sh.engine_restarts,
         ),
         (
             "cepheus_shard_future_total",
+            "counter",
             "Events stamped after their arrival (a sender whose clock runs ahead), taken as arriving now by event-time rules.",
             |sh| sh.future,
         ),
         (
             "cepheus_shard_keyless_total",
+            "counter",
             "Matches dropped because the event lacked a group_by field.",
             |sh| sh.keyless,
         ),
         (
             "cepheus_shard_stuck_timers_total",
+            "counter",
             "Timers an engine dropped because a group re-armed them for the instant they fired (a bug; the engine goes on).",
             |sh| sh.stuck_timers,
         ),
-    ];
-    for (name, help, get) in per_shard {
-        family(&mut o, name, "counter", help);
-        for sh in &s.shards {
-            let _ = writeln!(o, "{name}{{shard=\"{}\"}} {}", sh.shard, get(sh));
-        }
-    }
-    family(
-        &mut o,
-        "cepheus_shard_journal_bytes",
-        "gauge",
-        "Bytes a shard's journal holds (at most 512 MiB).",
-    );
-    for sh in &s.shards {
-        let bytes = sh.journal.map_or(0, |j| j.bytes);
-        let _ = writeln!(
-            o,
-            "cepheus_shard_journal_bytes{{shard=\"{}\"}} {bytes}",
-            sh.shard
-        );
-    }
-    // What waits and what is held, per shard: the back-pressure an operator alerts on.
-    type Level = fn(&ShardStats) -> usize;
-    let levels: [(&str, &str, Level); 4] = [
+        (
+            "cepheus_shard_journal_bytes",
+            "gauge",
+            "Bytes a shard's journal holds (at most 512 MiB).",
+            |sh| sh.journal.map_or(0, |j| j.bytes),
+        ),
         (
             "cepheus_shard_queued_events",
+            "gauge",
             "Events waiting in a shard's queue.",
-            |sh| sh.queued_events,
+            |sh| sh.queued_events as u64,
         ),
         (
             "cepheus_shard_queued_batches",
+            "gauge",
             "Batches waiting in a shard's queue.",
-            |sh| sh.queued_batches,
+            |sh| sh.queued_batches as u64,
         ),
         (
             "cepheus_shard_timer_entries",
+            "gauge",
             "Timer entries a shard's engine holds.",
-            |sh| sh.timer_entries,
+            |sh| sh.timer_entries as u64,
         ),
         (
             "cepheus_shard_groups",
+            "gauge",
             "Groups a shard's engine holds, over its rules.",
-            |sh| sh.groups,
+            |sh| sh.groups as u64,
+        ),
+        (
+            "cepheus_shard_rules",
+            "gauge",
+            "Rules run per shard.",
+            |sh| sh.rules.len() as u64,
         ),
     ];
-    for (name, help, get) in levels {
-        family(&mut o, name, "gauge", help);
+    for (name, kind, help, get) in per_shard {
+        family(&mut o, name, kind, help);
         for sh in &s.shards {
             let _ = writeln!(o, "{name}{{shard=\"{}\"}} {}", sh.shard, get(sh));
         }
-    }
-    family(
-        &mut o,
-        "cepheus_shard_rules",
-        "gauge",
-        "Rules run per shard.",
-    );
-    for sh in &s.shards {
-        let _ = writeln!(
-            o,
-            "cepheus_shard_rules{{shard=\"{}\"}} {}",
-            sh.shard,
-            sh.rules.len()
-        );
     }
     family(
         &mut o,
