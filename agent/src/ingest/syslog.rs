@@ -738,7 +738,8 @@ fn cisco_mnemonic(s: &str) -> Option<(&str, &str)> {
 fn cisco_header(text: &str) -> Option<String> {
     let body = after_pri(text)?;
     let pri = &text[..text.len() - body.len()];
-    if pri.is_empty() {
+    // (Every line is looked at: one without a mnemonic's `%` is passed over at once.)
+    if pri.is_empty() || !body.as_bytes().contains(&b'%') {
         return None;
     }
     let word_colon = |s: &str| -> Option<usize> {
