@@ -179,6 +179,19 @@ impl Journal {
         let _ = fs::remove_file(self.dir.join(FRESH));
     }
 
+    /// Deletes it, folder and all (a replay-only journal whose segments a saved state
+    /// holds): its fresh mark goes too, as it names segments no longer there.
+    pub fn delete(self) {
+        let _ = fs::remove_file(self.dir.join(FRESH));
+        match fs::remove_dir(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(journal = %self.dir.display(), error = %e, "cannot delete the journal's folder (journal = false)");
+            }
+        }
+    }
+
     /// Whether it holds no segment any more.
     pub fn is_empty(&self) -> bool {
         self.sizes.is_empty()
@@ -675,6 +688,17 @@ mod tests {
         again.clear_fresh();
         assert_eq!(again.fresh_from(), None);
         let _ = fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_spent_journal_is_deleted_with_its_fresh_mark() {
+        let d = scratch("spent");
+        let mut j = Journal::open(&d).unwrap();
+        j.mark_fresh();
+        let j = Journal::open(&d).unwrap().replay_only();
+        assert!(j.is_empty() && j.fresh_from().is_some());
+        j.delete();
+        assert!(!d.exists());
     }
 
     #[test]

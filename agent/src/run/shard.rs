@@ -356,7 +356,7 @@ impl Shard {
             .is_some_and(|j| j.is_replay_only() && j.is_empty())
             && let Some(j) = self.journal.take()
         {
-            let _ = std::fs::remove_dir(j.dir());
+            j.delete();
         }
     }
 
