@@ -491,23 +491,8 @@ impl Iterator for Reported {
                     path.display()
                 );
             }
-            if c.syslog_fragments_lost > 0 {
-                eprintln!(
-                    "warning: captures: {} syslog datagrams in IP fragments could not be put back together (a fragment missing): those messages are lost",
-                    c.syslog_fragments_lost
-                );
-            }
-            if c.unsupported_linktype > 0 {
-                eprintln!(
-                    "warning: captures: {} frames of a link type cepheus does not decode (it reads Ethernet, Linux cooked SLL and SLL2, BSD loopback and raw IP): not in any flow; `cepheus flows` counts them per file",
-                    c.unsupported_linktype
-                );
-            }
-            if c.truncated + c.malformed > 0 {
-                eprintln!(
-                    "warning: captures: {} frames cut before their headers ended and {} malformed: counted, not in any flow",
-                    c.truncated, c.malformed
-                );
+            for w in c.read_warnings() {
+                eprintln!("warning: {w}");
             }
         }
         item

@@ -768,3 +768,91 @@ fn a_duration_without_an_interface_is_refused() {
     assert!(err.contains("--duration bounds a live capture"), "{err}");
     assert!(out.stdout.is_empty());
 }
+
+/// `cepheus flows ARGS`' standard error, the run having succeeded.
+fn flows_stderr(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .arg("flows")
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn what_a_capture_gives_in_no_flow_is_said_not_only_counted() {
+    let dir = std::env::temp_dir().join(format!("cepheus-flows-warn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A capture whose records are in reverse time order.
+    let full = std::fs::read(data_dir().join("zeek_ssh_single-conn.pcap")).unwrap();
+    let mut records = Vec::new();
+    let mut at = 24;
+    while at + 16 <= full.len() {
+        let len = u32::from_le_bytes(full[at + 8..at + 12].try_into().unwrap()) as usize;
+        records.push(&full[at..at + 16 + len]);
+        at += 16 + len;
+    }
+    assert!(records.len() > 10);
+    let mut reversed = full[..24].to_vec();
+    for r in records.iter().rev() {
+        reversed.extend_from_slice(r);
+    }
+    let rev = dir.join("rev.pcap");
+    std::fs::write(&rev, &reversed).unwrap();
+    let err = flows_stderr(&[rev.to_str().unwrap()]);
+    assert!(
+        err.contains("stamped earlier than a packet before them"),
+        "{err}"
+    );
+    // A link type cepheus does not decode.
+    let mut odd = pcap_header(147);
+    odd.extend_from_slice(&[0; 8]);
+    odd.extend_from_slice(&4u32.to_le_bytes());
+    odd.extend_from_slice(&4u32.to_le_bytes());
+    odd.extend_from_slice(&[1, 2, 3, 4]);
+    let odd_path = dir.join("odd.pcap");
+    std::fs::write(&odd_path, &odd).unwrap();
+    let err = flows_stderr(&[odd_path.to_str().unwrap()]);
+    assert!(
+        err.contains("1 frames of a link type cepheus does not decode"),
+        "{err}"
+    );
+    // A filter that keeps nothing: the summary says how many frames it left out.
+    let ssh = data_dir().join("zeek_ssh_single-conn.pcap");
+    let (flows, summary) = cepheus_flows(&["-f", "udp", ssh.to_str().unwrap()]);
+    assert!(flows.is_empty());
+    assert_eq!(summary[0]["packets"], 0, "{}", summary[0]);
+    assert_eq!(
+        summary[0]["filtered_out"].as_u64(),
+        Some(records.len() as u64),
+        "{}",
+        summary[0]
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_folder_or_a_text_file_given_as_a_capture_is_named_in_the_error() {
+    let dir = std::env::temp_dir().join(format!("cepheus-flows-notcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = dir.join("log.pcap");
+    std::fs::write(&text, "<13>Jan  1 00:00:00 h app: hi\n").unwrap();
+    for (path, want) in [
+        (dir.clone(), "Is a directory"),
+        (text.clone(), "not a capture (a text log is read by"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .args(["flows", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(path.to_str().unwrap()) && err.contains(want),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -350,8 +350,8 @@ fields! {
     /// syslog: the free-form message text.
     Msg = "msg": Str, [Syslog];
     /// flow: `flow_start` (its first packet), `flow_end` (every flow that ends, failed attempts
-    /// included) or `attempt_failed` (a TCP attempt that ended unanswered, Zeek's S0, or
-    /// rejected, REJ: made right after that flow's `flow_end`, so a rule on
+    /// included) or `attempt_failed` (a TCP attempt that ended unanswered or rejected: Zeek's
+    /// `S0`, `REJ`, `RSTOS0` or `SH`; made right after that flow's `flow_end`, so a rule on
     /// `kind == "flow_end"` also sees the failed attempts; `state` tells them apart).
     Kind = "kind": Str, [Flow];
     /// flow: the originator's address: the side that sent the first packet, except that a flow
@@ -368,7 +368,7 @@ fields! {
     Proto = "proto": Str, [Flow];
     /// flow: the innermost 802.1Q VLAN id, 0 when untagged.
     Vlan = "vlan": Int, [Flow];
-    /// flow: connection state in Zeek's conn_state spelling (`S0`, `REJ`, `SF`, `RSTO`, `RSTR`, `OTH`, ...).
+    /// flow: connection state in Zeek's conn_state spelling (`S0`, `REJ`, `SF`, `RSTO`, `RSTR`, `OTH`, ...); UDP flows are `SF`, `S0` or `SHR` (only the responder sent), other protocols `OTH`, as in Zeek.
     State = "state": Str, [Flow];
     /// flow: IP-level bytes sent by the originator (IP headers included; Zeek's `orig_bytes`, the payload, is `orig_payload_bytes`).
     OrigBytes = "orig_bytes": Int, [Flow];

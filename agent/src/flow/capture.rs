@@ -37,7 +37,9 @@ pub enum CaptureError {
         source: std::io::Error,
     },
     /// Not a pcap or pcapng file (by its first four bytes).
-    #[error("not a pcap or pcapng file (magic {0:08x})")]
+    #[error(
+        "not a pcap or pcapng file (its first bytes are {0:08x}): damaged, or not a capture (a text log is read by `cepheus replay` and `cepheus events`)"
+    )]
     NotACapture(u32),
     /// The pcap/pcapng structure is broken (header, record or block).
     #[error("broken capture: {0}")]
@@ -48,6 +50,10 @@ impl CaptureError {
     /// The error for a message, naming the file `path` once (an I/O error names it already).
     pub fn about(&self, path: &std::path::Path) -> String {
         match self {
+            // Read errors past the open (a folder reads as EISDIR) have no path of their own.
+            CaptureError::Io { path: p, source } if p == "input" => {
+                format!("cannot read {}: {source}", path.display())
+            }
             CaptureError::Io { .. } => self.to_string(),
             _ => format!("{}: {self}", path.display()),
         }

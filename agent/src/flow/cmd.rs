@@ -89,6 +89,7 @@ pub fn run(args: FlowsArgs) -> ExitCode {
     };
     let mut engine = FlowEngine::new(cfg);
     let (mut notices, mut syslog) = (Vec::new(), Vec::new());
+    let mut filtered_out = 0u64;
     while !out.closed() {
         let Some(frame) = frames.next() else {
             break;
@@ -98,6 +99,7 @@ pub fn run(args: FlowsArgs) -> ExitCode {
             && let super::decode::Decoded::Ip(p) = super::decode::decode(pkt.linktype, pkt.data)
             && !filter.matches(&p)
         {
+            filtered_out += 1;
             continue;
         }
         engine.push(&pkt, &mut notices, &mut syslog);
@@ -110,6 +112,10 @@ pub fn run(args: FlowsArgs) -> ExitCode {
     out.flush();
     let mut summary = serde_json::to_value(engine.counters()).unwrap_or_default();
     summary["read_errors"] = json!(frames.errors().len());
+    if !filter.is_empty() {
+        // `packets` counts the frames that passed the filter: these are the others.
+        summary["filtered_out"] = json!(filtered_out);
+    }
     match args.files.as_slice() {
         [one] => summary["file"] = json!(one.display().to_string()),
         many => {
@@ -121,7 +127,13 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         }
     }
     for (path, e) in frames.errors() {
-        eprintln!("warning: {}: capture cut short: {e}", path.display());
+        eprintln!(
+            "warning: {}: the capture cannot be read past a cut or damaged record ({e}); the rest of it is not read",
+            path.display()
+        );
+    }
+    for w in engine.counters().read_warnings() {
+        eprintln!("warning: {w}");
     }
     for path in &args.files {
         if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == 0) {

@@ -99,6 +99,40 @@ pub struct Counters {
     pub tcp_syslog: tcp_syslog::TcpSyslogCounters,
 }
 
+impl Counters {
+    /// What of the captures read was not taken whole, one warning line each (frames in no
+    /// flow, syslog messages lost, a capture out of time order), so that partial results do
+    /// not pass for complete ones. Said by every command that reads capture files.
+    pub fn read_warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.syslog_fragments_lost > 0 {
+            w.push(format!(
+                "captures: {} syslog datagrams in IP fragments could not be put back together (a fragment missing): those messages are lost",
+                self.syslog_fragments_lost
+            ));
+        }
+        if self.unsupported_linktype > 0 {
+            w.push(format!(
+                "captures: {} frames of a link type cepheus does not decode (it reads Ethernet, Linux cooked SLL and SLL2, BSD loopback and raw IP): not in any flow",
+                self.unsupported_linktype
+            ));
+        }
+        if self.truncated + self.malformed > 0 {
+            w.push(format!(
+                "captures: {} frames cut before their headers ended and {} malformed: counted, not in any flow",
+                self.truncated, self.malformed
+            ));
+        }
+        if self.out_of_order > 0 {
+            w.push(format!(
+                "captures: {} packets are stamped earlier than a packet before them in the same file: each was taken at the later time, so flows around them may be split or cut short (`reordercap` from Wireshark sorts a capture)",
+                self.out_of_order
+            ));
+        }
+        w
+    }
+}
+
 /// Decoder + flow table + syslog extraction: raw frames in, notices and syslog messages out.
 #[derive(Debug)]
 pub struct FlowEngine {

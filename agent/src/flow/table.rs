@@ -163,8 +163,18 @@ impl FlowRecord {
     /// The connection state in Zeek's conn_state spelling (non-TCP flows: `S0`, `SF` or `OTH`
     /// like Zeek: one-way `S0`, two-way `SF`).
     pub fn state(&self) -> &'static str {
+        if self.proto == proto::UDP {
+            // Zeek's UDP states: each side active once it sent anything.
+            return match (self.orig.pkts > 0, self.resp.pkts > 0) {
+                (true, true) => "SF",
+                (true, false) => "S0",
+                (false, true) => "SHR",
+                (false, false) => "OTH",
+            };
+        }
         if self.proto != proto::TCP {
-            return if self.resp.pkts > 0 { "SF" } else { "S0" };
+            // As Zeek: ICMP and every other protocol have no connection states.
+            return "OTH";
         }
         let (o, r) = (self.orig_flags, self.resp_flags);
         if o.syn {
@@ -780,25 +790,33 @@ impl FlowTable {
 
     /// When the flow in `s` ends if nothing more arrives (strictly after this instant).
     fn deadline(&self, s: &Slot) -> Timestamp {
+        self.ending(s).0
+    }
+
+    /// Why the flow in `s` ends at its deadline: the timeout that runs out first (its close
+    /// linger, its active limit or its idle time), not what the clock is past by now (a
+    /// capture with a long gap is past every limit when the flow is looked at).
+    fn expiry_reason(&self, s: &Slot) -> EndReason {
+        self.ending(s).1
+    }
+
+    fn ending(&self, s: &Slot) -> (Timestamp, EndReason) {
         let r = &s.rec;
         let attempt = r.resp.pkts == 0 && !r.orig_flags.synack && r.orig_flags.syn;
         let idle = r.last.add(self.idle_for(r.proto, attempt));
-        let mut d = idle.min(r.first.add(self.cfg.active));
-        if let Some(c) = s.closed_at {
-            d = d.min(r.last.max(c).add(self.cfg.tcp_close_linger));
-        }
-        d
-    }
-
-    fn expiry_reason(&self, s: &Slot) -> EndReason {
-        let r = &s.rec;
-        if s.closed_at.is_some() && self.now.since(r.last) > self.cfg.tcp_close_linger {
-            EndReason::Closed
-        } else if self.now.since(r.first) > self.cfg.active {
-            EndReason::Active
+        let active = r.first.add(self.cfg.active);
+        let mut end = if active.0 < idle.0 {
+            (active, EndReason::Active)
         } else {
-            EndReason::Idle
+            (idle, EndReason::Idle)
+        };
+        if let Some(c) = s.closed_at {
+            let linger = r.last.max(c).add(self.cfg.tcp_close_linger);
+            if linger.0 <= end.0.0 {
+                end = (linger, EndReason::Closed);
+            }
         }
+        end
     }
 
     fn end_slot(&mut self, slot: u32, reason: EndReason, out: &mut Vec<FlowNotice>) {
@@ -1097,6 +1115,66 @@ mod tests {
     }
 
     #[test]
+    fn a_flow_ends_for_the_timeout_that_ran_out_first_whatever_the_gap_after_it() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &tcp(C, S, 1, 80, "S"), &mut out);
+        feed(&mut t, 0.1, &tcp(S, C, 80, 1, "SA"), &mut out);
+        feed(&mut t, 0.2, &tcp(C, S, 1, 80, "A"), &mut out);
+        // Two hours of nothing (past the active limit too), then another flow.
+        feed(&mut t, 7200.0, &tcp(C, S, 2, 80, "S"), &mut out);
+        let ends: Vec<(u16, NoticeKind)> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| (n.flow.sport, n.kind))
+            .collect();
+        assert_eq!(ends, [(1, NoticeKind::End(EndReason::Idle))]);
+        // A flow still busy at its active limit ends for that limit.
+        let active = FlowConfig::default().active.0 as f64 / 1e9;
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        let mut at = 0.0;
+        while at <= active + 60.0 {
+            feed(&mut t, at, &tcp(C, S, 3, 80, "A"), &mut out);
+            at += 60.0;
+        }
+        let first = out
+            .iter()
+            .find(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| n.kind);
+        assert_eq!(first, Some(NoticeKind::End(EndReason::Active)));
+    }
+
+    #[test]
+    fn udp_and_other_protocols_take_zeeks_states() {
+        let udp = |src, dst, sp, dp| {
+            let mut v = Vec::new();
+            PacketBuilder::ipv4(src, dst, 64)
+                .udp(sp, dp)
+                .write(&mut v, &[1u8; 8])
+                .unwrap();
+            v
+        };
+        let state = |frames: &[Vec<u8>]| {
+            let mut t = FlowTable::new(FlowConfig::default());
+            let mut out = Vec::new();
+            for (i, f) in frames.iter().enumerate() {
+                feed(&mut t, i as f64 * 0.1, f, &mut out);
+            }
+            t.finish(&mut out);
+            out.iter()
+                .find(|n| matches!(n.kind, NoticeKind::End(_)))
+                .map(|n| n.flow.state())
+        };
+        let ask = udp(C, S, 40000, 53);
+        let answer = udp(S, C, 53, 40000);
+        assert_eq!(state(&[ask.clone(), answer.clone()]), Some("SF"));
+        assert_eq!(state(&[ask]), Some("S0"));
+        // Only the server's answer seen: the flow is turned to its client, who sent nothing.
+        assert_eq!(state(&[answer]), Some("SHR"));
+    }
+
+    #[test]
     fn timeouts_and_eviction() {
         let mut t = FlowTable::new(FlowConfig {
             max_flows: 2,
@@ -1249,7 +1327,7 @@ mod tests {
             (f.proto_name().as_str(), f.dport, f.orig.pkts, f.resp.pkts),
             ("icmp", 8, 1, 1)
         );
-        assert_eq!(f.state(), "SF");
+        assert_eq!(f.state(), "OTH");
     }
 
     #[test]
