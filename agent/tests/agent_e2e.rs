@@ -1603,6 +1603,51 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     );
 }
 
+/// A match fires once and no engine holds it firing: forgetting its group resolves it too
+/// (`forgotten`), as docs/rules.md promises, so an operator can clear it.
+#[test]
+fn groups_forget_resolves_a_match_that_fired_once() {
+    let dir = scratch("forget-match");
+    std::fs::write(
+        dir.join("rules/pair.toml"),
+        "[[rule]]\nname = \"pair\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+         events.a = 'syslog and msg == \"one\"'\nevents.b = 'syslog and msg == \"two\"'\n\
+         pattern = \"seq(a, b) within 1m\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "[engine]\nshards = 2\n");
+    step(agent.port, "web1", "one");
+    step(agent.port, "web1", "two");
+    let fired = agent.wait_alert(10, |v| v["rule"] == "pair" && v["state"] == "firing");
+    let forget = || {
+        Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .args([
+                "groups",
+                "forget",
+                "pair",
+                "web1",
+                "--config",
+                "cepheus.toml",
+            ])
+            .current_dir(&agent.dir)
+            .output()
+            .unwrap()
+    };
+    let out = forget();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resolved = agent.wait_alert(10, |v| v["rule"] == "pair" && v["state"] == "resolved");
+    assert_eq!(resolved["reason"], "forgotten");
+    assert_eq!(resolved["id"], fired["id"]);
+    // Nothing of it is left: the same request finds nothing now.
+    assert_eq!(forget().status.code(), Some(1));
+    assert_eq!(agent.alerts(|v| v["rule"] == "pair"), 2);
+}
+
 #[test]
 fn groups_forget_without_an_agent_says_so() {
     let dir = scratch("forget-none");

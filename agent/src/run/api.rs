@@ -85,6 +85,9 @@ pub struct ApiState {
     pub changes: Option<tokio::sync::broadcast::Sender<Arc<str>>>,
     /// The alert streams' places (at most [`MAX_STREAMS`]).
     pub streams: Streams,
+    /// The alert sink (none in some tests): a group forgotten by hand resolves through it the
+    /// alerts no engine holds.
+    pub alert_sink: Option<Addr<super::sink::AlertSink>>,
 }
 
 /// Alert streams (`GET /alerts/stream`) open at once, at most: each holds a connection and a
@@ -812,6 +815,7 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
     };
     let mut forgotten = false;
     let mut group_by: Option<Vec<String>> = None;
+    let mut sharers = Vec::new();
     for s in &st.shards {
         let msg = ForgetGroup {
             rule: body.rule.clone(),
@@ -821,8 +825,28 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
             Ok(f) => {
                 forgotten |= f.forgotten;
                 group_by = group_by.or(f.group_by);
+                if sharers.is_empty() {
+                    sharers = f.sharers;
+                }
             }
             Err(e) => tracing::warn!(error = %e, "shard did not answer"),
+        }
+    }
+    // The alerts of the group that no engine holds (a match fires once, and stays firing):
+    // resolved too, after the engines' own resolves (the shards sent those to the sink before
+    // answering), so that nothing of the group is left firing.
+    let key = (group_by.as_deref())
+        .and_then(|g| cepheus_core::engine::group_key_texts(g, &body.key).map(|k| (g.to_vec(), k)));
+    if let (Some(sink), Some((group_by, key))) = (&st.alert_sink, key) {
+        let msg = super::sink::ForgetAlerts {
+            rules: sharers,
+            group_by,
+            key,
+            time: crate::flow::live::wall_clock(),
+        };
+        match sink.send(msg).await {
+            Ok(n) => forgotten |= n > 0,
+            Err(e) => tracing::warn!(error = %e, "the alert sink did not answer"),
         }
     }
     tracing::info!(

@@ -936,6 +936,7 @@ fn start(
             store: Some(api_store),
             changes: Some(changes_tx),
             streams: api::Streams::default(),
+            alert_sink: Some(sink.clone()),
         });
         let socket_state = api_state.clone();
         let server = actix_web::HttpServer::new(move || {

@@ -889,6 +889,8 @@ pub struct ForgetOutcome {
     pub forgotten: bool,
     /// The rule's `group_by` names; `None`: no rule has that name.
     pub group_by: Option<Vec<String>>,
+    /// The rules that share its groups (itself included).
+    pub sharers: Vec<String>,
 }
 
 impl Shard {
@@ -940,9 +942,14 @@ impl Handler<ForgetGroup> for Shard {
             // (and its deadline) back from the last saved state, with the journal's events.
             self.save_state(true);
         }
+        let sharers = (self.engine.as_ref())
+            .and_then(|e| e.group_sharers(&msg.rule))
+            .map(|(_, rules)| rules)
+            .unwrap_or_default();
         MessageResult(ForgetOutcome {
             forgotten,
             group_by,
+            sharers,
         })
     }
 }

@@ -1015,6 +1015,70 @@ impl Handler<Retire> for AlertSink {
     }
 }
 
+/// A group forgotten by hand (`cepheus groups forget`): the store's alerts of it still firing
+/// that no engine resolved (a match fires once and is held by none) are resolved at `time`,
+/// `forgotten`, as the engine resolved those it held. Answers how many.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct ForgetAlerts {
+    /// The rules that share the group (the same meaning).
+    pub rules: Vec<String>,
+    /// Their `group_by`.
+    pub group_by: Vec<String>,
+    /// The key's values as texts ([`cepheus_core::engine::group_key_texts`]).
+    pub key: Vec<String>,
+    /// When (the request).
+    pub time: Timestamp,
+}
+
+impl Handler<ForgetAlerts> for AlertSink {
+    type Result = usize;
+
+    fn handle(&mut self, msg: ForgetAlerts, _: &mut Self::Context) -> usize {
+        let Some(store) = &self.store else {
+            return 0;
+        };
+        let firing = match store.firing() {
+            Ok(f) => f,
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                tracing::error!(error = %e, "cannot read the firing alerts of a forgotten group: they stay firing");
+                return 0;
+            }
+        };
+        let changes: Vec<Change> = firing
+            .iter()
+            .filter(|f| of_group(&f.json, &msg.rules, &msg.group_by, &msg.key))
+            .filter_map(|f| resolved_change(&f.json, Reason::Forgotten, msg.time))
+            .collect();
+        let n = changes.len();
+        if n > 0 {
+            let fresh = self.keep(changes);
+            self.emit(&fresh);
+        }
+        n
+    }
+}
+
+/// Whether the alert `json` is of one of `rules` and of the group whose values are `key`.
+fn of_group(json: &str, rules: &[String], group_by: &[String], key: &[String]) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return false;
+    };
+    let Some(rule) = v.get("rule").and_then(|r| r.as_str()) else {
+        return false;
+    };
+    if !rules.iter().any(|r| r == rule) || group_by.len() != key.len() {
+        return false;
+    }
+    let group = &v["group"];
+    group_by.iter().zip(key).all(|(name, want)| {
+        group
+            .get(name)
+            .is_some_and(|g| cepheus_core::engine::group_value_text(g) == *want)
+    })
+}
+
 /// The `resolved` change of a kept firing alert whose rule is among `rules`: the firing's
 /// object, in state `resolved` at `time`, with the rule's reason.
 fn retired_change(firing: &str, rules: &[(String, Reason)], time: Timestamp) -> Option<Change> {

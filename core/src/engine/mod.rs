@@ -349,6 +349,35 @@ impl RuleRt {
     }
 }
 
+/// A group key as an operator writes it, `text`, as the texts of its values in `group_by`
+/// order (`None`: not a key of that shape). Either the group object of an alert
+/// (`{"host":"web,1","app":"nginx"}`, copied from it: each field named, so values may hold
+/// commas), or the values in order, comma-separated, as in `expect`.
+pub fn group_key_texts(group_by: &[String], text: &str) -> Option<Vec<String>> {
+    Some(match serde_json::from_str(text.trim()) {
+        Ok(serde_json::Value::Object(obj)) => {
+            if obj.len() != group_by.len() {
+                return None;
+            }
+            group_by
+                .iter()
+                .map(|g| obj.get(g).map(group_value_text))
+                .collect::<Option<_>>()?
+        }
+        _ if group_by.len() == 1 => vec![text.trim().to_string()],
+        _ => text.split(',').map(|v| v.trim().to_string()).collect(),
+    })
+}
+
+/// The text of one value of an alert's `group` object, as [`group_key_texts`] gives it (a
+/// string as it is, anything else as its JSON), so a key compares with a stored alert's group.
+pub fn group_value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// One group of a rule as [`Engine::list_groups`] shows it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupView {
@@ -2695,33 +2724,30 @@ impl Engine {
             .rts
             .iter()
             .find(|r| r.facts.members.iter().any(|m| m.rule.name == rule))?;
-        // The group object of an alert (`{"host":"web,1","app":"nginx"}`, copied from it)
-        // names each field, so values may hold commas; else the values in order, as in
-        // `expect`.
-        let want: Vec<String> = match serde_json::from_str(text.trim()) {
-            Ok(serde_json::Value::Object(obj)) => {
-                if obj.len() != rt.facts.rule.group_by.len() {
-                    return None;
-                }
-                rt.facts
-                    .rule
-                    .group_by
-                    .iter()
-                    .map(|g| match obj.get(g)? {
-                        serde_json::Value::String(s) => Some(s.clone()),
-                        other => Some(other.to_string()),
-                    })
-                    .collect::<Option<_>>()?
-            }
-            _ if rt.facts.rule.group_by.len() == 1 => vec![text.trim().to_string()],
-            _ => text.split(',').map(|v| v.trim().to_string()).collect(),
-        };
+        let want = group_key_texts(&rt.facts.rule.group_by, text)?;
         rt.groups
             .keys()
             .find(|k| {
                 k.len() == want.len() && k.iter().zip(&want).all(|(v, w)| v.to_string() == *w)
             })
             .map(|k| k.to_vec())
+    }
+
+    /// The `group_by` of rule `rule` and the names of every rule that shares its groups (the
+    /// same meaning, itself included), if this engine runs it: the rules whose alerts a
+    /// group forgotten by hand concerns.
+    pub fn group_sharers(&self, rule: &str) -> Option<(Vec<String>, Vec<String>)> {
+        let rt = self
+            .rts
+            .iter()
+            .find(|r| r.facts.members.iter().any(|m| m.rule.name == rule))?;
+        let names = rt
+            .facts
+            .members
+            .iter()
+            .map(|m| m.rule.name.to_string())
+            .collect();
+        Some((rt.facts.rule.group_by.clone(), names))
     }
 
     /// The groups of rule `rule` this engine holds, in key order (at most `limit`), and how
