@@ -12,7 +12,6 @@ use crate::api_client::{Answer, Client, Unreachable};
 /// Arguments of `cepheus alerts`.
 #[derive(clap::Args, Debug)]
 #[command(
-    args_conflicts_with_subcommands = true,
     after_help = "When no agent answers, the listing is read from its store (`store.path`), as the agent left it (said on stderr); `ack` needs the running agent.\n\nExit status: 0 when the agent or its store answered (even with no alert), 1 when `ack` names no firing alert, 2 when neither can be read."
 )]
 pub struct AlertsArgs {
@@ -30,8 +29,8 @@ pub struct AlertsArgs {
     /// The agent's configuration file (for `api.socket`, `api.listen`, `api.token_file` and
     /// `store.path`). Default:
     /// /etc/cepheus/cepheus.toml when readable, else the built-in defaults (API on
-    /// 127.0.0.1:9514).
-    #[arg(long, value_name = "FILE")]
+    /// 127.0.0.1:9514). Before or after `ack`.
+    #[arg(long, value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,
 }
 
@@ -43,6 +42,14 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         }
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--by NAME`: a name, not blank (a blank one would be recorded as nobody).
+fn non_blank(s: &str) -> Result<String, String> {
+    match s.trim() {
+        "" => Err("a blank name records nobody: give who acknowledges (default: the user running the command)".into()),
+        t => Ok(t.to_string()),
     }
 }
 
@@ -64,24 +71,23 @@ pub enum AlertsCommand {
     /// Acknowledge a firing alert: it stays firing and still resolves; listings show who
     /// acknowledged it and when (`ack`), and so does its resolve.
     Ack {
-        /// The alert's id (16 hex digits, as `cepheus alerts` shows with `--json`).
+        /// The alert's id (16 hex digits, the ID column of `cepheus alerts`).
         #[arg(value_parser = alert_id)]
         id: String,
         /// Who acknowledges it. Default: the user running the command.
-        #[arg(long, value_name = "NAME")]
+        #[arg(long, value_name = "NAME", value_parser = non_blank)]
         by: Option<String>,
-        /// The agent's configuration file (for `api.socket`, `api.listen` and
-        /// `api.token_file`). Default: /etc/cepheus/cepheus.toml when readable, else the
-        /// built-in defaults (API on 127.0.0.1:9514).
-        #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
     },
 }
 
 /// Runs `cepheus alerts`.
 pub fn run(args: AlertsArgs) -> ExitCode {
-    if let Some(AlertsCommand::Ack { id, by, config }) = &args.command {
-        return ack(id, by.as_deref(), config.as_ref());
+    if let Some(AlertsCommand::Ack { id, by }) = &args.command {
+        if args.recent.is_some() || args.json {
+            eprintln!("error: --recent and --json shape a listing; `ack` lists nothing");
+            return ExitCode::from(2);
+        }
+        return ack(id, by.as_deref(), args.config.as_ref());
     }
     match fetch(&args) {
         Ok((mut list, firing)) => {

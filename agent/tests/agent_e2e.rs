@@ -1505,6 +1505,27 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
             .contains("\r\nx-firing-total: 1\r\n"),
         "{resp}"
     );
+    // A query that lists nothing, or does not parse, is answered 400 in words.
+    for (query, said) in [
+        ("recent=0", "recent=0 lists nothing"),
+        (
+            "recent=abc",
+            "bad query string (Query deserialize error: invalid digit",
+        ),
+    ] {
+        let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
+        write!(
+            s,
+            "GET /alerts?{query} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        assert!(
+            resp.starts_with("HTTP/1.1 400") && resp.contains(said),
+            "{resp}"
+        );
+    }
     // `groups list` names it, as `groups forget` takes it, whichever shard holds it.
     let list = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_cepheus"))
@@ -2524,6 +2545,29 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
         )),
         "{out}"
     );
+    // `--config` before `ack` is taken too; a blank name is refused, not recorded.
+    let before = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args([
+            "alerts",
+            "--config",
+            "cepheus.toml",
+            "ack",
+            id,
+            "--by",
+            "alice",
+        ])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        before.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&before.stderr)
+    );
+    let (code, _, err) = alerts_cmd(&dir, &["ack", id, "--by", " "]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a blank name records nobody"), "{err}");
     let (_, out, _) = alerts_cmd(&dir, &["--json"]);
     let listed: Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(listed["ack"]["by"], "alice", "{out}");

@@ -971,6 +971,12 @@ async fn alerts(
         return text(HttpResponse::NotFound(), "this agent keeps no store");
     };
     let recent = query.recent;
+    if recent == Some(0) {
+        return text(
+            HttpResponse::BadRequest(),
+            "recent=0 lists nothing: give the number of latest changes to list (1 or more)",
+        );
+    }
     // How many fire in all: a listing of the firing alerts holds the newest that fit.
     let firing = store.counts().1;
     // A store read walks sled's pages: off the server's thread.
@@ -1138,7 +1144,16 @@ async fn metrics(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
 
 /// Registers the routes.
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/health", web::get().to(health))
+    // A query that does not parse is answered in words, naming what the routes take.
+    let queries = web::QueryConfig::default().error_handler(|err, _| {
+        let why = format!(
+            "bad query string ({err}): /alerts takes recent=N (1 or more), /groups rule=NAME and limit=N"
+        );
+        actix_web::error::InternalError::from_response(err, text(HttpResponse::BadRequest(), why))
+            .into()
+    });
+    cfg.app_data(queries)
+        .route("/health", web::get().to(health))
         .route("/stats", web::get().to(stats))
         .route("/metrics", web::get().to(metrics))
         .route("/alerts", web::get().to(alerts))
