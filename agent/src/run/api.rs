@@ -88,6 +88,46 @@ pub struct ApiState {
     /// The alert sink (none in some tests): a group forgotten by hand resolves through it the
     /// alerts no engine holds.
     pub alert_sink: Option<Addr<super::sink::AlertSink>>,
+    /// The `/alerts` listings' places (at most [`MAX_LISTINGS`]).
+    pub listings: Listings,
+}
+
+/// `/alerts` listings built or being sent at once, at most: each may hold up to
+/// [`MAX_LISTING_BYTES`] until its client has read it, so clients that ask and never read
+/// would otherwise hold gigabytes (one more is answered 503 at once, to retry).
+pub const MAX_LISTINGS: usize = 8;
+
+/// The places of the `/alerts` listings.
+#[derive(Clone)]
+pub struct Listings(Arc<tokio::sync::Semaphore>);
+
+impl Default for Listings {
+    fn default() -> Listings {
+        Listings(Arc::new(tokio::sync::Semaphore::new(MAX_LISTINGS)))
+    }
+}
+
+/// A listing's body: it keeps its place among the [`MAX_LISTINGS`] until it is sent whole, or
+/// its connection is dropped.
+struct HeldBody {
+    body: Option<bytes::Bytes>,
+    len: u64,
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl actix_web::body::MessageBody for HeldBody {
+    type Error = std::convert::Infallible;
+
+    fn size(&self) -> actix_web::body::BodySize {
+        actix_web::body::BodySize::Sized(self.len)
+    }
+
+    fn poll_next(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<bytes::Bytes, Self::Error>>> {
+        std::task::Poll::Ready(self.get_mut().body.take().map(Ok))
+    }
 }
 
 /// Alert streams (`GET /alerts/stream`) open at once, at most: each holds a connection and a
@@ -977,6 +1017,16 @@ async fn alerts(
             "recent=0 lists nothing: give the number of latest changes to list (1 or more)",
         );
     }
+    let Ok(place) = st.listings.0.clone().try_acquire_owned() else {
+        let mut busy = HttpResponse::ServiceUnavailable();
+        busy.insert_header(("Retry-After", "1"));
+        return text(
+            busy,
+            format!(
+                "{MAX_LISTINGS} listings are being read already (clients that ask and do not read hold them up to a minute): retry"
+            ),
+        );
+    };
     // How many fire in all: a listing of the firing alerts holds the newest that fit.
     let firing = store.counts().1;
     // A store read walks sled's pages: off the server's thread.
@@ -997,7 +1047,12 @@ async fn alerts(
                 // (The listing may hold fewer: the newest 20,000, at most 64 MiB.)
                 answer.insert_header(("X-Firing-Total", firing.to_string()));
             }
-            answer.body(body)
+            let body = bytes::Bytes::from(body);
+            answer.body(HeldBody {
+                len: body.len() as u64,
+                body: Some(body),
+                _place: place,
+            })
         }
         Ok(Err(e)) => text(HttpResponse::InternalServerError(), e),
         Err(e) => text(HttpResponse::InternalServerError(), e),
@@ -1268,6 +1323,62 @@ mod tests {
         let firing = listing_within(&store, None, 3 * one).unwrap();
         assert_eq!(firing.len(), 3);
         drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn listings_past_the_limit_are_answered_busy_until_one_is_read() {
+        #![allow(clippy::unwrap_used)]
+        use actix_web::test::{TestRequest, call_service, init_service, read_body};
+        let dir = std::env::temp_dir().join(format!("cepheus-api-busy-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = cepheus_store::Store::open(&dir, 1000).unwrap();
+        let st = ApiState {
+            shards: Vec::new(),
+            ingest: Arc::default(),
+            sink: Arc::default(),
+            capture: None,
+            udp: Vec::new(),
+            listeners: Vec::new(),
+            started: Instant::now(),
+            token: None,
+            reload_error: Default::default(),
+            store: Some(store),
+            changes: None,
+            streams: Streams::default(),
+            alert_sink: None,
+            listings: Listings::default(),
+        };
+        let places = st.listings.0.clone();
+        actix_web::rt::System::new().block_on(async move {
+            let app = init_service(
+                actix_web::App::new()
+                    .app_data(web::Data::new(st))
+                    .configure(routes),
+            )
+            .await;
+            let get = || {
+                TestRequest::get()
+                    .uri("/alerts")
+                    .insert_header(("Host", "localhost"))
+                    .to_request()
+            };
+            // A listing not read yet holds its place.
+            let unread = call_service(&app, get()).await;
+            assert_eq!(unread.status(), 200);
+            assert_eq!(places.available_permits(), MAX_LISTINGS - 1);
+            let held: Vec<_> = (1..MAX_LISTINGS)
+                .map(|_| places.clone().try_acquire_owned().unwrap())
+                .collect();
+            let busy = call_service(&app, get()).await;
+            assert_eq!(busy.status(), 503);
+            assert_eq!(busy.headers().get("retry-after").unwrap(), "1");
+            // Read, it gives its place back; so do the others.
+            assert_eq!(read_body(unread).await, "[]\n");
+            drop(held);
+            assert_eq!(places.available_permits(), MAX_LISTINGS);
+            assert_eq!(call_service(&app, get()).await.status(), 200);
+        });
         let _ = std::fs::remove_dir_all(&dir);
     }
 

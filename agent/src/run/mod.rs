@@ -937,6 +937,7 @@ fn start(
             changes: Some(changes_tx),
             streams: api::Streams::default(),
             alert_sink: Some(sink.clone()),
+            listings: api::Listings::default(),
         });
         let socket_state = api_state.clone();
         let server = actix_web::HttpServer::new(move || {
