@@ -1894,8 +1894,9 @@ fn a_delivered_connection_that_only_trickles_bytes_is_closed_when_idle() {
 
 /// With `max_connections` TCP connections open, a new sender is not locked out until the idle
 /// timeout: a connection that never delivered a message and has been silent makes room
-/// (counted as `tcp_evicted`), the oldest first; one that delivered is never pushed out, and
-/// with nothing left to evict a newcomer is refused as before.
+/// (counted as `tcp_evicted`), the oldest first; one that delivered is not pushed out (unless
+/// silent 30 s, which this test does not wait for), and with nothing left to evict a newcomer
+/// is refused as before.
 /// Accepted syslog connections have TCP keepalive on, so a sender gone without closing is
 /// found (the kernel shows the keepalive timer of the agent's end in /proc/net/tcp).
 #[test]

@@ -33,8 +33,9 @@ tcp = ["127.0.0.1:5514"]
 # a message do not count).
 tcp_idle_timeout = "5m"
 # Most concurrent TCP connections. When all are open, a new one takes the place of the one
-# silent longest among those that never delivered a syslog message (if silent for 1 s;
-# counted as tcp_evicted), else it is accepted and closed at once (tcp_rejected). One remote
+# silent longest among those that never delivered a syslog message (if silent for 1 s), else
+# of the one silent longest of all (if silent for 30 s; its sender reconnects at its next
+# message), both counted as tcp_evicted; else it is accepted and closed at once (tcp_rejected). One remote
 # host holds at most a quarter of them (a sender on this host, any number). Cut (and said in
 # the log) to what the open-files limit leaves after 128 for the agent's own files.
 max_connections = 1024

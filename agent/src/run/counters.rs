@@ -60,8 +60,9 @@ counters!(
         tcp_rejected,
         /// TCP connections closed for idleness.
         tcp_idle_closed,
-        /// Silent TCP connections that never delivered a message, told to close to make room
-        /// for a new one when `max_connections` were open (the one silent longest).
+        /// Silent TCP connections told to close to make room for a new one when
+        /// `max_connections` were open: one that never delivered a message (silent 1 s), else
+        /// the one silent longest (30 s).
         tcp_evicted,
         /// TCP connections closed because the stream could not be framed.
         tcp_unframeable,

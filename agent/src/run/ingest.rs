@@ -322,11 +322,18 @@ pub struct TcpIngest {
 /// are never pushed out by newcomers.
 const EVICT_AFTER_IDLE: StdDuration = StdDuration::from_secs(1);
 
+/// When none of those is left, a connection that delivered makes room once it has been
+/// silent this long (the one silent longest): otherwise a few hosts that open their share of
+/// connections and deliver one message on each lock every new sender out until the idle
+/// timeout. A sender whose connection was closed so reconnects at its next message.
+const EVICT_DELIVERED_AFTER_IDLE: StdDuration = StdDuration::from_secs(30);
+
 /// The open TCP connections and when each opened, so that when `max_connections` are open a
 /// new connection takes the place of the oldest among those that never delivered a message
 /// (open for at least [`EVICT_AFTER_IDLE`]) instead of being refused: a flood of idle
 /// connections, or of connections trickling bytes that never make a message (slowloris),
-/// cannot lock real senders out, and a sender that delivered is never pushed out. One
+/// cannot lock real senders out; a sender that delivered is pushed out only when no such
+/// connection is left and it has been silent for [`EVICT_DELIVERED_AFTER_IDLE`]. One
 /// remote peer holds at most a quarter of the places, so neither can one host that keeps
 /// many connections delivering now and then.
 #[derive(Debug)]
@@ -350,7 +357,7 @@ struct Conn {
     close: tokio::sync::Notify,
     /// It was told (not picked twice).
     told: std::sync::atomic::AtomicBool,
-    /// It delivered a message: a real sender, never evicted.
+    /// It delivered a message: a real sender, evicted only after the others.
     delivered: std::sync::atomic::AtomicBool,
 }
 
@@ -412,27 +419,34 @@ impl Conns {
         })
     }
 
-    /// Tells the connection silent longest (at least `min_idle`) to close; whether one was.
-    fn evict_idlest(&self, min_idle: StdDuration) -> bool {
-        let now = Conns::now_ms();
-        let Ok(open) = self.open.lock() else {
-            return false;
+    /// Tells a connection to close to make room, if one may ([`EVICT_AFTER_IDLE`],
+    /// [`EVICT_DELIVERED_AFTER_IDLE`]): `Some(delivered)`, whether it had delivered a message.
+    fn evict_idlest(&self) -> Option<bool> {
+        self.evict_idlest_at(Conns::now_ms())
+    }
+
+    /// [`Conns::evict_idlest`] at `now` (ms on [`Conns::now_ms`]'s clock): the one silent
+    /// longest among those that never delivered, silent at least [`EVICT_AFTER_IDLE`]; else
+    /// the one silent longest of all, silent at least [`EVICT_DELIVERED_AFTER_IDLE`].
+    fn evict_idlest_at(&self, now: u64) -> Option<bool> {
+        let open = self.open.lock().ok()?;
+        let silent = |c: &Arc<Conn>| now.saturating_sub(c.last.load(Ordering::Relaxed));
+        let idlest = |delivered: bool, min: StdDuration| {
+            open.values()
+                .filter(|c| {
+                    c.delivered.load(Ordering::Relaxed) == delivered
+                        && !c.told.load(Ordering::Relaxed)
+                })
+                .max_by_key(|c| silent(c))
+                .filter(|c| silent(c) >= min.as_millis() as u64)
         };
-        let idlest = open
-            .values()
-            .filter(|c| !c.delivered.load(Ordering::Relaxed) && !c.told.load(Ordering::Relaxed))
-            .min_by_key(|c| c.last.load(Ordering::Relaxed))
-            .filter(|c| {
-                now.saturating_sub(c.last.load(Ordering::Relaxed)) >= min_idle.as_millis() as u64
-            });
-        match idlest {
-            Some(c) => {
-                c.told.store(true, Ordering::Relaxed);
-                c.close.notify_one();
-                true
-            }
-            None => false,
-        }
+        let (c, delivered) = match idlest(false, EVICT_AFTER_IDLE) {
+            Some(c) => (c, false),
+            None => (idlest(true, EVICT_DELIVERED_AFTER_IDLE)?, true),
+        };
+        c.told.store(true, Ordering::Relaxed);
+        c.close.notify_one();
+        Some(delivered)
     }
 }
 
@@ -451,7 +465,7 @@ impl ConnGuard {
         self.conn.last.store(Conns::now_ms(), Ordering::Relaxed);
     }
 
-    /// It delivered a message: never evicted from now on.
+    /// It delivered a message: evicted only when no silent connection that never did is left.
     fn delivered(&self) {
         self.conn.delivered.store(true, Ordering::Relaxed);
     }
@@ -512,9 +526,14 @@ pub async fn tcp_accept_loop(
             continue;
         };
         let mut permit = ing.slots.clone().try_acquire_owned().ok();
-        if permit.is_none() && ing.conns.evict_idlest(EVICT_AFTER_IDLE) {
+        if permit.is_none()
+            && let Some(delivered) = ing.conns.evict_idlest()
+        {
             // The evicted connection's task ends and hands its permit back.
             bump(&ing.shared.counters.tcp_evicted, 1);
+            if delivered && let Some(held) = ing.shared.limits.connection.allow() {
+                tracing::warn!(%peer, suppressed = held, "all tcp connections are taken (syslog.max_connections) and each delivered: the one silent longest (30 s or more) is closed for a new sender; its sender reconnects at its next message");
+            }
             permit = tokio::time::timeout(
                 StdDuration::from_millis(500),
                 ing.slots.clone().acquire_owned(),
@@ -789,6 +808,33 @@ fn publish_capture(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_that_delivered_makes_room_only_after_the_others_and_30_s_of_silence() {
+        #![allow(clippy::unwrap_used)]
+        let conns = Arc::new(Conns::new(8));
+        let local: std::net::IpAddr = [127, 0, 0, 1].into();
+        let (a, b, c) = (
+            conns.register(local).unwrap(),
+            conns.register(local).unwrap(),
+            conns.register(local).unwrap(),
+        );
+        for (g, last) in [(&a, 1_000), (&b, 2_000), (&c, 3_000)] {
+            g.conn.last.store(last, Ordering::Relaxed);
+        }
+        a.delivered();
+        b.delivered();
+        // c never delivered: it goes first, once silent 1 s, though a is silent longer.
+        assert_eq!(conns.evict_idlest_at(3_500), None);
+        assert_eq!(conns.evict_idlest_at(4_000), Some(false));
+        assert!(c.conn.told.load(Ordering::Relaxed));
+        // Then the one silent longest of those that delivered, once silent 30 s.
+        assert_eq!(conns.evict_idlest_at(30_000), None);
+        assert_eq!(conns.evict_idlest_at(31_000), Some(true));
+        assert!(a.conn.told.load(Ordering::Relaxed));
+        assert!(!b.conn.told.load(Ordering::Relaxed));
+        assert_eq!(conns.evict_idlest_at(31_500), None);
+    }
 
     #[test]
     fn one_remote_peer_holds_at_most_a_quarter_of_the_places() {
