@@ -150,6 +150,13 @@ fn install_sh_stages_the_files_with_their_modes_and_keeps_what_is_there() {
     // silent a minute after a fresh install).
     let rules = root.join("etc/cepheus/rules");
     assert!(rules.join("heartbeat.toml").exists());
+    // Not the rules' tests: they expect the example hosts, which are not listed here.
+    let tests: Vec<_> = std::fs::read_dir(&rules)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".test.toml"))
+        .collect();
+    assert!(tests.is_empty(), "{tests:?}");
     let hosts = std::fs::read_to_string(rules.join("hosts.txt")).unwrap();
     assert!(
         hosts

@@ -1102,7 +1102,8 @@ pub(crate) fn store_usable(path: &Path) -> Result<(), String> {
             // Written in by doing it: a folder another user owns is found now, not when the
             // store first writes.
             let probe = path.join(format!(".cepheus-write-test-{}", std::process::id()));
-            std::fs::File::create(&probe).map_err(|e| format!("cannot write in {shown}: {e}"))?;
+            std::fs::File::create(&probe)
+                .map_err(|e| format!("cannot write in {shown}: {e}{}", denied_hint(&e, path)))?;
             let _ = std::fs::remove_file(&probe);
         }
         Err(_) => {
@@ -1117,10 +1118,23 @@ pub(crate) fn store_usable(path: &Path) -> Result<(), String> {
             for m in &missing {
                 let _ = std::fs::remove_dir(m);
             }
-            return made.map_err(|e| format!("cannot create {shown}: {e}"));
+            return made
+                .map_err(|e| format!("cannot create {shown}: {e}{}", denied_hint(&e, path)));
         }
     }
     Ok(())
+}
+
+/// For a permission refused on the store's folder: who this process runs as, and the fix.
+fn denied_hint(e: &std::io::Error, path: &Path) -> String {
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return String::new();
+    }
+    let user = crate::api_client::current_user();
+    format!(
+        " (this agent runs as `{user}`: give it the folder, e.g. `sudo install -d -o {user} {p}` or `sudo chown -R {user}: {p}`, or set store.path to a folder it owns)",
+        p = path.display()
+    )
 }
 
 /// Whether two listeners would claim the same port: the same address, or one of them the

@@ -198,9 +198,12 @@ pub fn run(args: RunArgs) -> ExitCode {
     let source = RuleSource::from_paths(&cfg.rules.paths);
     // (Named rule paths are the config's; the default `rules/` folder is nobody's key.)
     let key = if cfg.rules.paths.is_empty() {
-        ""
+        String::new()
     } else {
-        "rules.paths: "
+        format!(
+            "{}rules.paths: ",
+            in_config(args.config.as_deref(), "rules.paths: ")
+        )
     };
     let rules = match source.load() {
         Ok(Some(r)) => r,
@@ -222,9 +225,24 @@ pub fn run(args: RunArgs) -> ExitCode {
     match start(cfg, source, rules, config_text) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let said = format!("{e:#}");
+            eprintln!("error: {}{said}", in_config(args.config.as_deref(), &said));
             ExitCode::from(2)
         }
+    }
+}
+
+/// `"FILE: "` when `said` begins with a key of the configuration file `config` (`store.path:
+/// ...`), so that the operator knows which file to edit; else nothing.
+fn in_config(config: Option<&std::path::Path>, said: &str) -> String {
+    let key = said.split(": ").next().unwrap_or_default();
+    let is_key = key.contains('.')
+        && key
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c == '.' || c == '_');
+    match config {
+        Some(c) if is_key => format!("{}: ", c.display()),
+        _ => String::new(),
     }
 }
 
@@ -1077,6 +1095,16 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn an_error_about_a_key_names_the_configuration_file() {
+        let f = std::path::Path::new("/etc/cepheus/cepheus.toml");
+        let said = "store.path: cannot create /var/lib/x: Permission denied";
+        assert_eq!(in_config(Some(f), said), "/etc/cepheus/cepheus.toml: ");
+        assert_eq!(in_config(None, said), "");
+        assert_eq!(in_config(Some(f), "cannot open the store: locked"), "");
+        assert_eq!(in_config(Some(f), "/var/lib/x: gone"), "");
+    }
 
     /// `0.0.0.0:P` and `[::]:P` both listen (the IPv6 socket takes IPv6 only), over UDP and
     /// TCP, and each receives on its own family. Skipped where the host has no IPv6.

@@ -653,7 +653,7 @@ impl Shard {
             tracing::warn!(
                 shard = self.id,
                 stalled_ms = now.since(prev).0 / 1_000_000,
-                "the shard stood still (the process stopped, its VM paused, or it swapped): deadlines that fell meanwhile wait up to 2 s while the input that waited is read, at its senders' stamps"
+                "the shard kept no time for over 2 s (the process stopped, its VM paused, it swapped, or it was too busy to tick): deadlines that fell meanwhile wait up to 2 s while the input that waited is read, at its senders' stamps"
             );
             self.catch_up = Some((prev, std::time::Instant::now() + CATCH_UP));
         }
