@@ -79,6 +79,11 @@ pub struct App {
     pub help: bool,
     /// Whether the selected alert's details (its fields and events) are shown.
     pub details: bool,
+    /// Lines of the details scrolled past (↑↓ scroll them while they are open).
+    pub detail_scroll: u16,
+    /// The most lines the details can be scrolled past, as last drawn (their wrapped length
+    /// less the box's height).
+    pub detail_room: std::cell::Cell<u16>,
     /// Only the alerts whose rule, group or message holds this text (any case) are listed.
     pub filter: String,
     /// The filter is being typed (keys go to it).
@@ -145,6 +150,8 @@ impl App {
             status: None,
             help: false,
             details: false,
+            detail_scroll: 0,
+            detail_room: std::cell::Cell::new(0),
             filter: String::new(),
             typing: false,
             quit: false,
@@ -260,7 +267,31 @@ impl App {
             self.selected = self.selected.min(self.rows().len().saturating_sub(1));
             return;
         }
+        // What the last action said is read by now: the key hints come back (a failure to
+        // read the agent stays, until a refresh succeeds).
+        if !self
+            .status
+            .as_deref()
+            .is_some_and(|s| s.starts_with("cannot read"))
+        {
+            self.status = None;
+        }
         let last = self.rows().len().saturating_sub(1);
+        if self.details {
+            // The details are open over the list: the movement keys scroll them.
+            let room = self.detail_room.get();
+            let scroll = match key {
+                Key::Up => Some(self.detail_scroll.saturating_sub(1)),
+                Key::Down => Some(self.detail_scroll.saturating_add(1).min(room)),
+                Key::Top => Some(0),
+                Key::Bottom => Some(room),
+                _ => None,
+            };
+            if let Some(s) = scroll {
+                self.detail_scroll = s;
+                return;
+            }
+        }
         match key {
             Key::Quit => self.quit = true,
             Key::Up => self.selected = self.selected.saturating_sub(1),
@@ -274,7 +305,10 @@ impl App {
             Key::Firing => self.show(View::Firing),
             Key::Recent => self.show(View::Recent),
             Key::Help => self.help = !self.help,
-            Key::Details => self.details = !self.details && !self.rows().is_empty(),
+            Key::Details => {
+                self.details = !self.details && !self.rows().is_empty();
+                self.detail_scroll = 0;
+            }
             Key::Back if self.help || self.details => {
                 self.help = false;
                 self.details = false;
@@ -363,7 +397,7 @@ fn severity_rank(a: &serde_json::Value) -> u8 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
@@ -519,6 +553,11 @@ mod tests {
         app.key(Key::Ack, &mut src);
         assert_eq!(src.acked, [("b".to_string(), "alice".to_string())]);
         assert_eq!(app.firing[1]["ack"]["by"], "alice");
+        assert_eq!(app.status.as_deref(), Some("acknowledged b"));
+        // Said until the next key; then the key hints come back.
+        app.key(Key::Up, &mut src);
+        app.key(Key::Down, &mut src);
+        assert_eq!(app.status, None);
         app.key(Key::Ack, &mut src);
         assert_eq!(src.acked.len(), 1, "acknowledged already");
         // The latest changes, newest first; acknowledging there is refused.

@@ -83,6 +83,26 @@ pub fn group(a: &serde_json::Value) -> String {
         .unwrap_or_default()
 }
 
+/// The widths of the TIME, RULE and GROUP columns on a list `width` wide, so that MESSAGE
+/// keeps room to be read: on a narrow terminal the time loses its year, then GROUP and RULE
+/// give up width (down to 12 each).
+fn fit_columns(width: u16, recent: bool, rule_w: u16, group_w: u16, ack_w: u16) -> (u16, u16, u16) {
+    const MESSAGE: u16 = 24;
+    let state = if recent { 9 + 1 } else { 0 };
+    // SEVERITY, ACK, and the spaces between the columns.
+    let fixed = 8 + ack_w + 5 + state;
+    let need = |t: u16, r: u16, g: u16| fixed + t + r + g + MESSAGE;
+    let (mut time_w, mut rule_w, mut group_w) = (19, rule_w, group_w);
+    if need(time_w, rule_w, group_w) > width {
+        time_w = 14;
+    }
+    let over = need(time_w, rule_w, group_w).saturating_sub(width);
+    let from_group = over.min(group_w.saturating_sub(12));
+    group_w -= from_group;
+    rule_w -= (over - from_group).min(rule_w.saturating_sub(12));
+    (time_w, rule_w, group_w)
+}
+
 /// Draws the dashboard.
 pub fn draw(f: &mut Frame, app: &App) {
     let [head, body, foot] = Layout::vertical([
@@ -96,6 +116,8 @@ pub fn draw(f: &mut Frame, app: &App) {
     let status = app.status.clone().unwrap_or_else(|| {
         if app.typing {
             "type to filter by rule, group or message  ⏎ keep  esc drop".to_string()
+        } else if app.details {
+            "↑↓ scroll  g/G top/bottom  esc/⏎ close  a acknowledge  q quit".to_string()
         } else {
             "↑↓ select  ⏎ details  / filter  tab/f/r lists  a acknowledge  ? help  q quit"
                 .to_string()
@@ -108,7 +130,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     if app.details
         && let Some(a) = app.selected_alert()
     {
-        draw_details(f, a, body);
+        draw_details(f, app, a, body);
     }
     if app.help {
         draw_help(f, body);
@@ -141,7 +163,7 @@ fn event_line(e: &serde_json::Value) -> String {
 }
 
 /// The selected alert over the list: its fields, then the events that made it.
-fn draw_details(f: &mut Frame, a: &serde_json::Value, area: Rect) {
+fn draw_details(f: &mut Frame, app: &App, a: &serde_json::Value, area: Rect) {
     let text = |k: &str| a[k].as_str().unwrap_or_default().to_string();
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let field = |name: &'static str, value: String| {
@@ -180,15 +202,34 @@ fn draw_details(f: &mut Frame, a: &serde_json::Value, area: Rect) {
         bold,
     )));
     lines.extend(events.iter().map(|e| Line::from(event_line(e))));
+    // Long lines wrap; what the box cannot hold is scrolled to (↑↓).
+    let para = Paragraph::new(lines).wrap(Wrap { trim: false });
+    let wrapped = para.line_count(area.width.saturating_sub(6).max(1));
     let r = Rect {
         x: area.x + 2,
         y: area.y + 1,
         width: area.width.saturating_sub(4),
-        height: area.height.saturating_sub(1).min(lines.len() as u16 + 2),
+        height: area
+            .height
+            .saturating_sub(1)
+            .min(u16::try_from(wrapped + 2).unwrap_or(u16::MAX)),
+    };
+    let room = u16::try_from(wrapped.saturating_sub(r.height.saturating_sub(2) as usize))
+        .unwrap_or(u16::MAX);
+    app.detail_room.set(room);
+    let scroll = app.detail_scroll.min(room);
+    let title = if room > 0 {
+        format!(
+            " alert (↑↓ scroll, line {} of {wrapped}; esc or ⏎ to close) ",
+            scroll + 1
+        )
+    } else {
+        " alert (esc or ⏎ to close) ".to_string()
     };
     f.render_widget(Clear, r);
     f.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" alert (esc or ⏎ to close) ")),
+        para.scroll((scroll, 0))
+            .block(Block::bordered().title(title)),
         r,
     );
 }
@@ -263,14 +304,37 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
         header.push("STATE");
     }
     header.extend(["MESSAGE", "ACK"]);
+    // RULE and GROUP as wide as their longest value (within bounds), MESSAGE takes the rest.
+    let widest = |f: &dyn Fn(&serde_json::Value) -> usize, min: usize, max: usize| {
+        shown
+            .iter()
+            .map(|a| f(a))
+            .max()
+            .unwrap_or(0)
+            .clamp(min, max) as u16
+    };
+    let rule_w = widest(
+        &|a| a["rule"].as_str().map_or(0, |s| s.chars().count()),
+        4,
+        32,
+    );
+    let group_w = widest(&|a| group(a).chars().count(), 5, 40);
+    let ack_w = widest(
+        &|a| a["ack"]["by"].as_str().map_or(0, |s| s.chars().count()),
+        3,
+        8,
+    );
+    let (time_w, rule_w, group_w) = fit_columns(area.width, recent, rule_w, group_w, ack_w);
     let rows = shown.iter().map(|a| {
         let text = |k: &str| a[k].as_str().unwrap_or_default().to_string();
         let sev = text("severity");
         // The time without its date when it is today's is no business of a pure function:
         // shown as the agent wrote it, seconds only.
+        // (Narrow, without the year: `MM-DD HH:MM:SS`.)
         let time: String = text("time")
             .chars()
             .take(19)
+            .skip(19 - time_w as usize)
             .collect::<String>()
             .replace('T', " ");
         let mut message = text("message");
@@ -292,23 +356,8 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
         ));
         Row::new(cells)
     });
-    // RULE and GROUP as wide as their longest value (within bounds), MESSAGE takes the rest.
-    let widest = |f: &dyn Fn(&serde_json::Value) -> usize, min: usize, max: usize| {
-        shown
-            .iter()
-            .map(|a| f(a))
-            .max()
-            .unwrap_or(0)
-            .clamp(min, max) as u16
-    };
-    let rule_w = widest(
-        &|a| a["rule"].as_str().map_or(0, |s| s.chars().count()),
-        4,
-        32,
-    );
-    let group_w = widest(&|a| group(a).chars().count(), 5, 40);
     let mut widths = vec![
-        Constraint::Length(19),
+        Constraint::Length(time_w),
         Constraint::Length(8),
         Constraint::Length(rule_w),
         Constraint::Length(group_w),
@@ -316,7 +365,7 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
     if recent {
         widths.push(Constraint::Length(9));
     }
-    widths.extend([Constraint::Fill(3), Constraint::Length(8)]);
+    widths.extend([Constraint::Fill(3), Constraint::Length(ack_w)]);
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
         .block(Block::new().borders(Borders::TOP).title(title))
@@ -348,7 +397,7 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
 fn draw_help(f: &mut Frame, area: Rect) {
     let text = vec![
         Line::from("↑/k ↓/j  select        g/G  first / last"),
-        Line::from("⏎        the selected alert's details and events"),
+        Line::from("⏎        the selected alert's details and events (↑↓ g/G scroll them)"),
         Line::from("/        filter by rule, group or message (esc clears it)"),
         Line::from("tab      other list    f/r  firing / latest changes"),
         Line::from("a        acknowledge the selected firing alert (it still resolves)"),
@@ -455,6 +504,46 @@ mod tests {
         })];
         a.details = true;
         insta::assert_snapshot!(screen(&a, 110, 16));
+    }
+
+    #[test]
+    fn details_longer_than_their_box_scroll() {
+        let mut a = app();
+        let events: Vec<serde_json::Value> = (0..12)
+            .map(|i| serde_json::json!({"time": format!("2026-12-03T05:00:{i:02}Z"), "source": "syslog", "host": "bastion", "msg": format!("Failed password for user{i} from 203.0.113.9 port 4{i:04} ssh2")}))
+            .collect();
+        a.firing = vec![serde_json::json!({
+            "id": "00000000000000a1", "time": "2026-12-03T05:01:00Z", "severity": "high",
+            "state": "firing", "rule": "ssh-bruteforce", "group": {"src": "203.0.113.9"},
+            "message": "12 failures", "events": events
+        })];
+        a.details = true;
+        let top = screen(&a, 70, 14);
+        assert!(top.contains("line 1 of"), "{top}");
+        assert!(!top.contains("user11"), "{top}");
+        // To the end, as the keys move it: the last event shows.
+        let mut src = crate::app::tests::Fixed::default();
+        a.key(crate::app::Key::Bottom, &mut src);
+        let bottom = screen(&a, 70, 14);
+        assert!(
+            bottom.contains("user11") && !bottom.contains("rule     ssh"),
+            "{bottom}"
+        );
+        insta::assert_snapshot!(bottom);
+    }
+
+    #[test]
+    fn on_80_columns_the_message_keeps_room() {
+        let mut a = app();
+        a.firing = vec![
+            serde_json::json!({"id": "2", "time": "2026-12-03T05:01:00Z", "severity": "high", "rule": "ssh-bruteforce-then-success", "group": {"src": "203.0.113.9"}, "message": "carol logged in from 203.0.113.9 after 5 failures"}),
+        ];
+        let s = screen(&a, 80, 6);
+        assert!(
+            s.contains("12-03 05:01:00") && s.contains("carol logged in"),
+            "{s}"
+        );
+        insta::assert_snapshot!(s);
     }
 
     #[test]
