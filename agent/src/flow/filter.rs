@@ -564,7 +564,7 @@ impl Parser {
             if len > if a.is_ipv4() { 32 } else { 128 } {
                 return Err(bad());
             }
-            return Ok((a, len));
+            return self.network(v, a, len);
         }
         let whole = address(v).map(|a| (a, if a.is_ipv4() { 32 } else { 128 }));
         let (a, len) = whole.or_else(|| dotted_prefix(v)).ok_or_else(bad)?;
@@ -588,7 +588,32 @@ impl Parser {
             return Err(bad());
         }
         self.pos += 2;
-        Ok((a, mask.leading_ones() as u8))
+        self.network(v, a, mask.leading_ones() as u8)
+    }
+
+    /// `a/len` as a network, refused (as tcpdump refuses it) when `a` has bits set past the
+    /// prefix: `10.1.2.3/8` is most likely a typo, of the address or of the length.
+    fn network(&self, v: &str, a: IpAddr, len: u8) -> Result<(IpAddr, u8), FilterError> {
+        let host_bits = match a {
+            IpAddr::V4(x) => u32::from(x).checked_shl(u32::from(len)).unwrap_or(0) != 0,
+            IpAddr::V6(x) => u128::from(x).checked_shl(u32::from(len)).unwrap_or(0) != 0,
+        };
+        if host_bits {
+            let net = match a {
+                IpAddr::V4(x) => IpAddr::V4(
+                    (u32::from(x) & u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)).into(),
+                ),
+                IpAddr::V6(x) => IpAddr::V6(
+                    (u128::from(x) & u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0))
+                        .into(),
+                ),
+            };
+            return Err(self.error(
+                v,
+                format!("bits are set past the prefix length (tcpdump refuses it too): the network is {net}/{len}"),
+            ));
+        }
+        Ok((a, len))
     }
 }
 
@@ -815,6 +840,21 @@ mod tests {
             ),
             ("net 10.0.0.0/33", "10.0.0.0/33", "ADDR/LEN"),
             ("net 10.0.0.0 mask 255.0.255.0", "mask", "contiguous"),
+            (
+                "net 141.142.228.5/16",
+                "141.142.228.5/16",
+                "the network is 141.142.0.0/16",
+            ),
+            (
+                "src net 2001:db8::1/32",
+                "2001:db8::1/32",
+                "the network is 2001:db8::/32",
+            ),
+            (
+                "net 10.1.0.0 mask 255.0.0.0",
+                "10.1.0.0",
+                "the network is 10.0.0.0/8",
+            ),
             ("tcp host 10.0.0.1", "tcp", "cannot qualify `host`"),
             ("src vlan 3", "src", "do not apply to vlan"),
             ("tcp and src", "end", "must be followed"),
