@@ -1978,6 +1978,43 @@ fn idle_connections_make_room_for_a_new_sender() {
     assert!(st.success(), "{st:?}");
 }
 
+/// `syslog.allowed_senders`: a sender outside the list is dropped (UDP) or closed (TCP),
+/// counted and said; one in it is taken.
+#[test]
+fn senders_outside_the_allowed_networks_are_refused() {
+    let dir = scratch("allowed-senders");
+    std::fs::write(
+        dir.join("rules/r.toml"),
+        "[[rule]]\nname = \"hello\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"hello\"'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let line = |host: &str| format!("<13>Dec  2 01:47:00 {host} hello: hi\n");
+    let mut agent = Agent::start_with(
+        &dir,
+        "allowed_senders = [\"10.0.0.0/8\", \"192.0.2.7\"]",
+        "",
+    );
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.send_to(line("by-udp").as_bytes(), ("127.0.0.1", agent.port))
+        .unwrap();
+    let mut tcp = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    let _ = tcp.write_all(line("by-tcp").as_bytes());
+    let s = agent.wait_stats(10, |s| s["ingest"]["senders_refused"].as_u64() >= Some(2));
+    assert_eq!(s["ingest"]["tcp_connections"], 0, "{s}");
+    let mut buf = [0u8; 1];
+    assert_eq!(tcp.read(&mut buf).unwrap_or(0), 0, "closed at once");
+    agent.wait_stats(10, |_| {
+        agent.stderr().contains("not in syslog.allowed_senders")
+    });
+    assert_eq!(agent.alerts(|v| v["rule"] == "hello"), 0);
+    assert!(agent.terminate().success());
+    // Listed, loopback is taken.
+    let agent = Agent::start_with(&dir, "allowed_senders = [\"127.0.0.0/8\"]", "");
+    udp.send_to(line("by-udp").as_bytes(), ("127.0.0.1", agent.port))
+        .unwrap();
+    agent.wait_alert(10, |v| v["group"]["host"] == "by-udp");
+}
+
 /// A heartbeat rule without `expect`: its groups are discovered, so a restart that kept no
 /// state would not know the host at all.
 const HB_3S: &str = r#"

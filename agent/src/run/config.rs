@@ -32,6 +32,12 @@ tcp = ["127.0.0.1:5514"]
 # A TCP connection that completes no message for this long is closed (bytes that never make
 # a message do not count).
 tcp_idle_timeout = "5m"
+# The senders whose syslog is taken, as networks or addresses ("10.0.0.0/8", "192.0.2.7",
+# "2001:db8::/32"); every other sender's datagrams are dropped and its TCP connections closed
+# at once, counted as senders_refused and said in the log. Empty: any sender. (Over UDP a
+# source address can be forged: this keeps out strays and scanners, not a forger on the path.)
+# List 127.0.0.1 and ::1 too if a relay on this host forwards to the agent.
+allowed_senders = []
 # Most concurrent TCP connections. When all are open, a new one takes the place of the one
 # silent longest among those that never delivered a syslog message (if silent for 1 s), else
 # of the one silent longest of all (if silent for 30 s; its sender reconnects at its next
@@ -253,6 +259,9 @@ pub struct SyslogConfig {
     pub files: Vec<PathBuf>,
     /// Where reading a file begins at start-up.
     pub files_from: FilesFrom,
+    /// The senders (networks or addresses) whose syslog is taken; empty: any sender.
+    #[serde(deserialize_with = "nets")]
+    pub allowed_senders: Vec<ipnet::IpNet>,
 }
 
 /// Where reading a followed file begins at start-up.
@@ -281,6 +290,7 @@ impl Default for SyslogConfig {
             udp_receive_buffer: 8 * 1024 * 1024,
             files: Vec::new(),
             files_from: FilesFrom::End,
+            allowed_senders: Vec::new(),
         }
     }
 }
@@ -578,6 +588,33 @@ fn parse_addr(s: &str) -> Result<SocketAddr, String> {
 fn addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     let s = String::deserialize(d)?;
     parse_addr(&s).map_err(serde::de::Error::custom)
+}
+
+/// Networks (`10.0.0.0/8`, `2001:db8::/32`) or single addresses (`192.0.2.7`); a network with
+/// bits set past its prefix length is refused (most likely a typo).
+fn nets<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<ipnet::IpNet>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|s| parse_net(s).map_err(serde::de::Error::custom))
+        .collect()
+}
+
+/// One entry of `syslog.allowed_senders`.
+pub(crate) fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    let t = s.trim();
+    if let Ok(a) = t.parse::<std::net::IpAddr>() {
+        return Ok(ipnet::IpNet::from(a.to_canonical()));
+    }
+    let net: ipnet::IpNet = t.parse().map_err(|_| {
+        format!("`{t}` is no network or address (10.0.0.0/8, 2001:db8::/32, 192.0.2.7)")
+    })?;
+    if net.trunc() != net {
+        return Err(format!(
+            "`{t}` has bits set past its prefix length: the network is {}",
+            net.trunc()
+        ));
+    }
+    Ok(net)
 }
 
 fn addrs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::Error> {
@@ -1191,6 +1228,34 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    #[test]
+    fn allowed_senders_are_networks_or_addresses() {
+        let ok = |s: &str| parse_net(s).unwrap().to_string();
+        assert_eq!(ok("10.0.0.0/8"), "10.0.0.0/8");
+        assert_eq!(ok(" 192.0.2.7 "), "192.0.2.7/32");
+        assert_eq!(ok("::ffff:192.0.2.7"), "192.0.2.7/32");
+        assert_eq!(ok("2001:db8::/32"), "2001:db8::/32");
+        assert!(
+            parse_net("10.1.2.3/8")
+                .unwrap_err()
+                .contains("the network is 10.0.0.0/8")
+        );
+        assert!(
+            parse_net("web1")
+                .unwrap_err()
+                .contains("no network or address")
+        );
+        let cfg = Config::parse(
+            Path::new("c.toml"),
+            "[syslog]\nallowed_senders = [\"10.0.0.0/8\", \"10.1.2.3/8\"]\n",
+        );
+        let e = cfg.unwrap_err().to_string();
+        assert!(
+            e.contains("c.toml") && e.contains("the network is 10.0.0.0/8"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn default_text_is_the_default() {

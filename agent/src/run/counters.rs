@@ -58,6 +58,9 @@ counters!(
         tcp_connections,
         /// TCP connections refused because `max_connections` were open.
         tcp_rejected,
+        /// Datagrams and TCP connections from senders not in `syslog.allowed_senders`,
+        /// dropped.
+        senders_refused,
         /// TCP connections closed for idleness.
         tcp_idle_closed,
         /// Silent TCP connections told to close to make room for a new one when
@@ -343,6 +346,8 @@ pub struct Limits {
     pub queue_full: LogLimit,
     /// Connection-level problems.
     pub connection: LogLimit,
+    /// Senders refused (`syslog.allowed_senders`).
+    pub refused: LogLimit,
 }
 
 impl Default for Limits {
@@ -352,6 +357,7 @@ impl Default for Limits {
             oversized: LogLimit::new(1000),
             queue_full: LogLimit::new(1000),
             connection: LogLimit::new(1000),
+            refused: LogLimit::new(1000),
         }
     }
 }

@@ -48,6 +48,8 @@ pub struct Shared {
     pub max_message: usize,
     /// TCP idle timeout.
     pub idle: StdDuration,
+    /// The senders taken (`syslog.allowed_senders`); empty: any.
+    pub allowed: Vec<ipnet::IpNet>,
 }
 
 impl Shared {
@@ -70,7 +72,28 @@ impl Shared {
                 .collect(),
             max_message,
             idle,
+            allowed: Vec::new(),
         }
+    }
+
+    /// Takes only the syslog of these senders (none: any).
+    pub fn allowing(mut self, allowed: Vec<ipnet::IpNet>) -> Shared {
+        self.allowed = allowed;
+        self
+    }
+
+    /// Whether `peer` may send (`syslog.allowed_senders`); a refusal is counted and said (at
+    /// most once a second, with how many more).
+    pub fn admits(&self, peer: IpAddr, how: &str) -> bool {
+        let ip = peer.to_canonical();
+        if self.allowed.is_empty() || self.allowed.iter().any(|n| n.contains(&ip)) {
+            return true;
+        }
+        bump(&self.counters.senders_refused, 1);
+        if let Some(held) = self.limits.refused.allow() {
+            tracing::warn!(peer = %ip, suppressed = held, "syslog {how} from a sender not in syslog.allowed_senders: dropped");
+        }
+        false
     }
 
     fn duplicate(&self, bytes: &[u8], peer: Option<IpAddr>, now: Timestamp) -> bool {
@@ -273,7 +296,9 @@ pub async fn udp_loop(
             match res {
                 Ok((n, peer)) => {
                     counters.udp_datagrams.fetch_add(1, Ordering::Relaxed);
-                    if n > max {
+                    if !router.shared.admits(peer.ip(), "datagram") {
+                        // (Not counted as the listener's message either.)
+                    } else if n > max {
                         listener.message(0, now);
                         router.oversized(Some(peer.ip()));
                     } else {
@@ -517,6 +542,10 @@ pub async fn tcp_accept_loop(
                 }
             },
         };
+        if !ing.shared.admits(peer.ip(), "connection") {
+            drop(stream);
+            continue;
+        }
         let Some(guard) = ing.conns.register(peer.ip()) else {
             bump(&ing.shared.counters.tcp_rejected, 1);
             if let Some(held) = ing.shared.limits.connection.allow() {

@@ -783,14 +783,17 @@ fn start(
 
     let ingest_counters = Arc::new(IngestCounters::default());
     let sink_counters = Arc::new(SinkCounters::default());
-    let shared = Arc::new(ingest::Shared::new(
-        SyslogParser::new(zone, Year::Resolve),
-        ingest_counters.clone(),
-        cfg.syslog.dedup_window.0,
-        cfg.syslog.dedup_capacity,
-        cfg.syslog.max_message_size,
-        cfg.syslog.tcp_idle_timeout.std(),
-    ));
+    let shared = Arc::new(
+        ingest::Shared::new(
+            SyslogParser::new(zone, Year::Resolve),
+            ingest_counters.clone(),
+            cfg.syslog.dedup_window.0,
+            cfg.syslog.dedup_capacity,
+            cfg.syslog.max_message_size,
+            cfg.syslog.tcp_idle_timeout.std(),
+        )
+        .allowing(cfg.syslog.allowed_senders.clone()),
+    );
     let tick = cfg.engine.tick.std();
     let started = Instant::now();
 
