@@ -245,6 +245,20 @@ impl Agent {
         }
     }
 
+    /// Waits until the agent's log says `text` (it is copied from the process's stderr by a
+    /// thread, and a shard may say it after /health answers).
+    fn wait_stderr(&self, secs: u64, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        while !self.stderr().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "the log never said {text:?}:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// SIGHUP: reload the rules.
     fn hangup(&self) {
         let pid = self.child.id().to_string();
@@ -267,7 +281,7 @@ impl Agent {
     fn terminate(&mut self) -> std::process::ExitStatus {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(st) = self.child.try_wait().unwrap() {
                 return st;
@@ -924,11 +938,7 @@ fn idle_connections_cannot_lock_senders_out_under_a_low_open_files_limit() {
         &[],
         &["prlimit", "--nofile=300:300", "--"],
     );
-    assert!(
-        agent.stderr().contains("does not fit the open-files limit"),
-        "{}",
-        agent.stderr()
-    );
+    agent.wait_stderr(10, "does not fit the open-files limit");
     let idle: Vec<TcpStream> = (0..400)
         .filter_map(|_| TcpStream::connect(("127.0.0.1", agent.port)).ok())
         .collect();
@@ -1327,11 +1337,7 @@ fn systemd_hears_ready_watchdog_reloading_and_stopping() {
                 .push(String::from_utf8_lossy(&buf[..n]).into_owned());
         }
         assert_eq!(pings(), 0, "pinged while a shard was stuck");
-        assert!(
-            agent.stderr().contains("did not answer the watchdog probe"),
-            "{}",
-            agent.stderr()
-        );
+        agent.wait_stderr(10, "did not answer the watchdog probe");
         wait_for("WATCHDOG=1");
     }
     heard.borrow_mut().clear();
@@ -2148,6 +2154,9 @@ fn an_alert_shown_before_kill_9_is_not_shown_again() {
     let mut second = Agent::start(&dir, rare);
     let fired = second.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "firing");
     assert!(sent.elapsed() < Duration::from_secs(10));
+    // (Written out, then kept in the store: a kill between the two shows it again, which is
+    // by design, at least once. Past that moment, as the sibling test below.)
+    std::thread::sleep(Duration::from_millis(300));
     second.kill9();
     // The third run continues from the first run's state: the deadline passed, so its engine
     // fires that absence again, and the store knows it was shown already.
@@ -2190,11 +2199,8 @@ fn events_taken_after_the_last_save_are_replayed_after_kill_9() {
     // The second run continues from the start-up state, replays the first step from the
     // journal, and the second step completes the match.
     let second = Agent::start(&dir, rare);
-    let s = second.wait_replayed(1);
-    assert!(
-        second.stderr().contains("replayed the events journalled"),
-        "{s}"
-    );
+    second.wait_replayed(1);
+    second.wait_stderr(10, "replayed the events journalled");
     step(second.port, "web1", "two");
     let fired = second.wait_alert(10, |v| v["rule"] == "pair");
     assert_eq!(fired["group"]["host"], "web1");
@@ -3098,6 +3104,7 @@ fn a_webhook_that_redirects_is_not_counted_as_delivered() {
     got.recv_timeout(Duration::from_secs(10)).unwrap();
     let s = agent.wait_stats(10, |s| s["sink"]["webhook_unsent"] == 1);
     assert_eq!(s["sink"]["webhook_sent"], 0, "{s}");
+    agent.wait_stderr(10, "answered 301");
     assert!(
         agent.stderr().contains("answered 301"),
         "{}",
@@ -3492,11 +3499,8 @@ fn a_saved_state_from_ahead_of_the_clock_is_not_continued() {
     }
     // Begun afresh: a host heartbeating now and then silent fires within its 3 s.
     let second = Agent::start(&dir, keep);
-    assert!(
-        second.stderr().contains("clock is ahead"),
-        "{}",
-        second.stderr()
-    );
+    // (Said by the shard as it loads its rules, which may come after /health answers.)
+    second.wait_stderr(10, "clock is ahead");
     heartbeat(second.port, "web2", 1);
     second.wait_alert(10, |v| {
         v["state"] == "firing" && v["group"]["host"] == "web2"
@@ -3714,9 +3718,5 @@ fn a_stall_raises_no_false_silence() {
     }
     agent.wait_events(44);
     assert_eq!(agent.alerts(|v| v["rule"] == "hb"), 0, "{}", agent.stderr());
-    assert!(
-        agent.stderr().contains("the shard stood still"),
-        "{}",
-        agent.stderr()
-    );
+    agent.wait_stderr(10, "the shard kept no time for over 2 s");
 }

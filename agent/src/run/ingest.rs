@@ -526,9 +526,29 @@ pub async fn tcp_accept_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut next = 0usize;
+    // At shutdown: the connections the kernel completed already (their senders may have sent
+    // and been acknowledged) are still taken and read, up to this many; then it ends.
+    let mut stopping: Option<usize> = None;
     loop {
+        if let Some(left) = stopping.as_mut() {
+            use futures_util::FutureExt as _;
+            let pending = if *left > 0 {
+                listener.accept().now_or_never()
+            } else {
+                None
+            };
+            *left = left.saturating_sub(1);
+            let Some(Ok((stream, peer))) = pending else {
+                break;
+            };
+            admit_connection(&ing, stream, peer, &shutdown, &mut next).await;
+            continue;
+        }
         let (stream, peer) = tokio::select! {
-            _ = shutdown.changed() => break,
+            _ = shutdown.changed() => {
+                stopping = Some(ing.slots.available_permits().max(1));
+                continue;
+            }
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
@@ -542,76 +562,88 @@ pub async fn tcp_accept_loop(
                 }
             },
         };
-        if !ing.shared.admits(peer.ip(), "connection") {
-            drop(stream);
-            continue;
+        admit_connection(&ing, stream, peer, &shutdown, &mut next).await;
+    }
+}
+
+/// Takes an accepted connection, if its sender may send and a place is free (or made), and
+/// reads it on an ingest arbiter (the `next` one, in turn).
+async fn admit_connection(
+    ing: &TcpIngest,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    shutdown: &watch::Receiver<bool>,
+    next: &mut usize,
+) {
+    if !ing.shared.admits(peer.ip(), "connection") {
+        drop(stream);
+        return;
+    }
+    let Some(guard) = ing.conns.register(peer.ip()) else {
+        bump(&ing.shared.counters.tcp_rejected, 1);
+        if let Some(held) = ing.shared.limits.connection.allow() {
+            tracing::warn!(%peer, suppressed = held, "too many tcp connections from this peer (a quarter of syslog.max_connections): refused");
         }
-        let Some(guard) = ing.conns.register(peer.ip()) else {
-            bump(&ing.shared.counters.tcp_rejected, 1);
-            if let Some(held) = ing.shared.limits.connection.allow() {
-                tracing::warn!(%peer, suppressed = held, "too many tcp connections from this peer (a quarter of syslog.max_connections): refused");
-            }
-            drop(stream);
-            continue;
-        };
-        let mut permit = ing.slots.clone().try_acquire_owned().ok();
-        if permit.is_none()
-            && let Some(delivered) = ing.conns.evict_idlest()
-        {
-            // The evicted connection's task ends and hands its permit back.
-            bump(&ing.shared.counters.tcp_evicted, 1);
-            if delivered && let Some(held) = ing.shared.limits.connection.allow() {
-                tracing::warn!(%peer, suppressed = held, "all tcp connections are taken (syslog.max_connections) and each delivered: the one silent longest (30 s or more) is closed for a new sender; its sender reconnects at its next message");
-            }
-            permit = tokio::time::timeout(
-                StdDuration::from_millis(500),
-                ing.slots.clone().acquire_owned(),
-            )
-            .await
-            .ok()
-            .and_then(Result::ok);
+        drop(stream);
+        return;
+    };
+    let mut permit = ing.slots.clone().try_acquire_owned().ok();
+    if permit.is_none()
+        && let Some(delivered) = ing.conns.evict_idlest()
+    {
+        // The evicted connection's task ends and hands its permit back.
+        bump(&ing.shared.counters.tcp_evicted, 1);
+        if delivered && let Some(held) = ing.shared.limits.connection.allow() {
+            tracing::warn!(%peer, suppressed = held, "all tcp connections are taken (syslog.max_connections) and each delivered: the one silent longest (30 s or more) is closed for a new sender; its sender reconnects at its next message");
         }
-        let Some(permit) = permit else {
-            bump(&ing.shared.counters.tcp_rejected, 1);
-            if let Some(held) = ing.shared.limits.connection.allow() {
-                tracing::warn!(%peer, suppressed = held, "too many tcp connections (syslog.max_connections): refused");
-            }
-            drop(stream);
-            continue;
-        };
-        bump(&ing.shared.counters.tcp_connections, 1);
-        bump(&ing.listener.connections, 1);
-        // A sender that went away without closing (rebooted, cable cut) is found within
-        // about 2.5 minutes, not at the idle timeout: its place (and its share of its host's
-        // places) comes back sooner.
-        let keepalive = socket2::TcpKeepalive::new()
-            .with_time(StdDuration::from_secs(60))
-            .with_interval(StdDuration::from_secs(10));
-        if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
-            tracing::debug!(%peer, error = %e, "tcp keepalive not set");
+        permit = tokio::time::timeout(
+            StdDuration::from_millis(500),
+            ing.slots.clone().acquire_owned(),
+        )
+        .await
+        .ok()
+        .and_then(Result::ok);
+    }
+    let Some(permit) = permit else {
+        bump(&ing.shared.counters.tcp_rejected, 1);
+        if let Some(held) = ing.shared.limits.connection.allow() {
+            tracing::warn!(%peer, suppressed = held, "too many tcp connections (syslog.max_connections): refused");
         }
-        let std_stream = match stream.into_std() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!(error = %e, "tcp stream handoff failed");
-                continue;
-            }
-        };
-        let router = Router::new(ing.shared.clone(), ing.plan_rx.clone(), ing.txs.clone());
-        let shutdown = shutdown.clone();
-        let counted = ing.listener.clone();
-        let arb = &ing.arbiters[next % ing.arbiters.len().max(1)];
-        next = next.wrapping_add(1);
-        let spawned = arb.spawn(async move {
-            match TcpStream::from_std(std_stream) {
-                Ok(s) => tcp_conn(s, peer, router, &counted, shutdown, &guard).await,
-                Err(e) => tracing::debug!(error = %e, "tcp stream handoff failed"),
-            }
-            drop(permit);
-        });
-        if !spawned {
-            tracing::error!("ingest arbiter is gone; connection dropped");
+        drop(stream);
+        return;
+    };
+    bump(&ing.shared.counters.tcp_connections, 1);
+    bump(&ing.listener.connections, 1);
+    // A sender that went away without closing (rebooted, cable cut) is found within
+    // about 2.5 minutes, not at the idle timeout: its place (and its share of its host's
+    // places) comes back sooner.
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(StdDuration::from_secs(60))
+        .with_interval(StdDuration::from_secs(10));
+    if let Err(e) = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive) {
+        tracing::debug!(%peer, error = %e, "tcp keepalive not set");
+    }
+    let std_stream = match stream.into_std() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::debug!(error = %e, "tcp stream handoff failed");
+            return;
         }
+    };
+    let router = Router::new(ing.shared.clone(), ing.plan_rx.clone(), ing.txs.clone());
+    let shutdown = shutdown.clone();
+    let counted = ing.listener.clone();
+    let arb = &ing.arbiters[*next % ing.arbiters.len().max(1)];
+    *next = next.wrapping_add(1);
+    let spawned = arb.spawn(async move {
+        match TcpStream::from_std(std_stream) {
+            Ok(s) => tcp_conn(s, peer, router, &counted, shutdown, &guard).await,
+            Err(e) => tracing::debug!(error = %e, "tcp stream handoff failed"),
+        }
+        drop(permit);
+    });
+    if !spawned {
+        tracing::error!("ingest arbiter is gone; connection dropped");
     }
 }
 
@@ -636,7 +668,9 @@ async fn tcp_conn(
     // Shutdown: what the sender already sent is read and delivered before the connection is
     // dropped (the kernel acknowledged it; rsyslog and syslog-ng keep their connections
     // open), until the stream is quiet for a moment, within a bound.
-    let mut draining: Option<std::time::Instant> = None;
+    // (Taken while the agent stops already: drained at once.)
+    let mut draining: Option<std::time::Instant> =
+        (*shutdown.borrow()).then(std::time::Instant::now);
     // When it last completed a message (or opened): bytes that never make one are no
     // progress, so a sender that trickles them is closed after the idle timeout like a
     // silent one (else a delivered-then-trickling connection held its slot for good).
