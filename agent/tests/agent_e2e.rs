@@ -701,6 +701,34 @@ fn flow_rules_alert_on_live_capture_in_run() {
         metrics.contains("cepheus_capture_received_total "),
         "{metrics}"
     );
+    assert!(metrics.contains("cepheus_capture_down 0"), "{metrics}");
+    // The interface goes down: said, shown as down; back up, the capture is opened again
+    // and sees the traffic after it.
+    assert!(crate::netns::sh(&["ip", "link", "set", &ns.veth, "down"]));
+    agent.wait_stats(10, |s| s["capture"]["down"] == 1);
+    agent.wait_stderr(10, "the interface went down");
+    assert!(crate::netns::sh(&["ip", "link", "set", &ns.veth, "up"]));
+    let before = cap["flows"].as_u64().unwrap_or(0);
+    agent.wait_stats(20, |s| {
+        s["capture"]["down"] == 0 && s["capture"]["reopened"] == 1
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        ns.exec(&[
+            "bash",
+            "-c",
+            &format!("(echo > /dev/tcp/{here}/21000) 2>/dev/null; true"),
+        ]);
+        let s = agent.stats();
+        if s["capture"]["flows"].as_u64() > Some(before) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no flow after the capture came back: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// With `capture.syslog`, syslog seen on the wire (a mirror port) becomes syslog events with

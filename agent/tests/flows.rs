@@ -646,6 +646,43 @@ fn live_capture_on_veth() {
     drop(ns);
 }
 
+/// The interface going down ends `cepheus flows -i` with an error naming it and why, not a
+/// quiet exit 0 that passes for a quiet network.
+#[test]
+fn a_live_capture_whose_interface_goes_down_ends_in_an_error() {
+    let Some(ns) = Netns::create(
+        "a_live_capture_whose_interface_goes_down_ends_in_an_error",
+        "cdn",
+        230,
+    ) else {
+        return;
+    };
+    let child = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["flows", "--interface", &ns.veth, "--duration", "20s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    assert!(crate::netns::sh(&["ip", "link", "set", &ns.veth, "down"]));
+    let started = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "capture on {} stopped: the interface went down",
+            ns.veth
+        )),
+        "{stderr}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "ran on"
+    );
+    drop(ns);
+}
+
 /// A reader that goes away (`cepheus flows ... | head -1`) ends the run quietly: no panic, exit
 /// 0, and the capture is not read to its end (the summary counts fewer packets).
 #[test]

@@ -157,7 +157,12 @@ fn run_live(
     cfg: FlowConfig,
     out: &mut Output,
 ) -> ExitCode {
-    let cap = match LiveCapture::start(iface, filter, DEFAULT_CHANNEL_CAPACITY) {
+    let cap = match LiveCapture::start(
+        iface,
+        filter,
+        DEFAULT_CHANNEL_CAPACITY,
+        super::live::Recovery::Stop,
+    ) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");
@@ -194,6 +199,7 @@ fn run_live(
         cap.stats().dropped.load(Relaxed),
         cap.stats().duplicates.load(Relaxed),
     );
+    let failed = cap.failed();
     cap.stop();
     engine.finish(&mut notices, &mut syslog);
     out.notices(&mut notices);
@@ -206,6 +212,11 @@ fn run_live(
     summary["dropped"] = json!(dropped);
     summary["loopback_duplicates"] = json!(duplicates);
     print_summary(&summary);
+    // The flows seen until then are out; the run did not cover what was asked.
+    if let Some(why) = failed {
+        eprintln!("error: {why}");
+        return ExitCode::from(2);
+    }
     out.exit_code(ExitCode::SUCCESS)
 }
 

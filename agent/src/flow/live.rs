@@ -84,6 +84,39 @@ pub struct LiveStats {
     pub dropped: AtomicU64,
     /// Second copies of loopback frames, dropped (see the module doc).
     pub duplicates: AtomicU64,
+    /// The socket failed and is not open again yet ([`Recovery::Reopen`]).
+    pub down: AtomicBool,
+    /// Times the interface was opened again after its socket failed.
+    pub reopened: AtomicU64,
+    /// Why it stopped ([`Recovery::Stop`]).
+    pub failed: std::sync::Mutex<Option<String>>,
+}
+
+/// Opens `iface` again every [`REOPEN_EVERY`] until it can, or `stop` is set (`None`).
+fn reopen(iface: &str, stop: &AtomicBool) -> Option<(Receiver2, bool)> {
+    loop {
+        let until = std::time::Instant::now() + REOPEN_EVERY;
+        while std::time::Instant::now() < until {
+            if stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            std::thread::sleep(StdDuration::from_millis(100));
+        }
+        match open(iface) {
+            // (A socket opened on an interface still down fails at once again: it is only
+            // kept once the interface is up.)
+            Ok(r) if is_up(iface) => return Some(r),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(error = %e, "capture not open again yet"),
+        }
+    }
+}
+
+/// Whether `iface` exists and is up.
+fn is_up(iface: &str) -> bool {
+    pnet_datalink::interfaces()
+        .iter()
+        .any(|i| i.name == iface && i.is_up())
 }
 
 /// How far apart the two copies of one loopback frame may be (they are microseconds apart).
@@ -135,39 +168,74 @@ pub struct LiveCapture {
 /// Frames the channel holds before the capture thread starts dropping.
 pub const DEFAULT_CHANNEL_CAPACITY: usize = 65_536;
 
+/// How long a capture that stopped (its interface went down or was removed) waits before it
+/// opens its interface again, when it is kept going ([`Recovery::Reopen`]).
+pub const REOPEN_EVERY: StdDuration = StdDuration::from_secs(5);
+
+/// What a capture does when its socket fails (the interface went down, or was removed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// Ends (`cepheus flows -i`: the failure is said, and the run ends with it).
+    Stop,
+    /// Opens the interface again every [`REOPEN_EVERY`] until it can (the agent: a mirror port
+    /// that goes down and comes back is watched again), said in the log and counted.
+    Reopen,
+}
+
+type Receiver2 = Box<dyn pnet_datalink::DataLinkReceiver>;
+
+/// Opens a packet socket on `iface`: the receiver, and whether it is a loopback interface.
+fn open(iface: &str) -> Result<(Receiver2, bool), LiveError> {
+    let ni = pnet_datalink::interfaces()
+        .into_iter()
+        .find(|i| i.name == iface)
+        .ok_or_else(|| LiveError::NoSuchInterface(iface.to_string()))?;
+    let cfg = pnet_datalink::Config {
+        read_timeout: Some(StdDuration::from_millis(100)),
+        read_buffer_size: 65_536,
+        promiscuous: true,
+        ..Default::default()
+    };
+    match pnet_datalink::channel(&ni, cfg) {
+        Ok(pnet_datalink::Channel::Ethernet(_tx, rx)) => Ok((rx, ni.is_loopback())),
+        Ok(_) => Err(LiveError::NotEthernet(iface.to_string())),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(LiveError::Permission {
+            iface: iface.to_string(),
+        }),
+        Err(source) => Err(LiveError::Io {
+            iface: iface.to_string(),
+            source,
+        }),
+    }
+}
+
+/// Why a capture's socket failed, in an operator's words (pnet says "Unexpected poll event"
+/// when the interface went down or away).
+fn failure(iface: &str, e: &std::io::Error) -> String {
+    let gone = !pnet_datalink::interfaces().iter().any(|i| i.name == iface);
+    let why = if gone {
+        "the interface was removed"
+    } else {
+        "the interface went down"
+    };
+    format!("capture on {iface} stopped: {why} ({e})")
+}
+
 impl LiveCapture {
-    /// Opens `iface` and starts the capture thread.
-    pub fn start(iface: &str, filter: Filter, capacity: usize) -> Result<LiveCapture, LiveError> {
-        let ni = pnet_datalink::interfaces()
-            .into_iter()
-            .find(|i| i.name == iface)
-            .ok_or_else(|| LiveError::NoSuchInterface(iface.to_string()))?;
-        let cfg = pnet_datalink::Config {
-            read_timeout: Some(StdDuration::from_millis(100)),
-            read_buffer_size: 65_536,
-            promiscuous: true,
-            ..Default::default()
-        };
-        let (_tx, mut rx) = match pnet_datalink::channel(&ni, cfg) {
-            Ok(pnet_datalink::Channel::Ethernet(tx, rx)) => (tx, rx),
-            Ok(_) => return Err(LiveError::NotEthernet(iface.to_string())),
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(LiveError::Permission {
-                    iface: iface.to_string(),
-                });
-            }
-            Err(source) => {
-                return Err(LiveError::Io {
-                    iface: iface.to_string(),
-                    source,
-                });
-            }
-        };
+    /// Opens `iface` and starts the capture thread; `recovery` says what it does if the
+    /// socket fails later.
+    pub fn start(
+        iface: &str,
+        filter: Filter,
+        capacity: usize,
+        recovery: Recovery,
+    ) -> Result<LiveCapture, LiveError> {
+        let (mut rx, loopback) = open(iface)?;
         let (tx, chan_rx): (SyncSender<LivePacket>, _) = sync_channel(capacity.max(1));
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(LiveStats::default());
         let (stop2, stats2, name) = (stop.clone(), stats.clone(), iface.to_string());
-        let mut twins = ni.is_loopback().then(Twins::default);
+        let mut twins = loopback.then(Twins::default);
         let thread = std::thread::Builder::new()
             .name(format!("capture-{iface}"))
             .spawn(move || {
@@ -211,8 +279,24 @@ impl LiveCapture {
                                     | std::io::ErrorKind::Interrupted
                             ) => {}
                         Err(e) => {
-                            tracing::error!(iface = %name, error = %e, "capture stopped");
-                            break;
+                            let said = failure(&name, &e);
+                            if recovery == Recovery::Stop {
+                                tracing::error!("{said}");
+                                *stats2.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(said);
+                                break;
+                            }
+                            stats2.down.store(true, Ordering::Relaxed);
+                            tracing::error!("{said}; opened again every {}s until it can be (counted in /stats capture.down)", REOPEN_EVERY.as_secs());
+                            match reopen(&name, &stop2) {
+                                Some((again, lo)) => {
+                                    rx = again;
+                                    twins = lo.then(Twins::default);
+                                    stats2.down.store(false, Ordering::Relaxed);
+                                    stats2.reopened.fetch_add(1, Ordering::Relaxed);
+                                    tracing::info!(iface = %name, "capture resumed");
+                                }
+                                None => break,
+                            }
                         }
                     }
                 }
@@ -227,6 +311,15 @@ impl LiveCapture {
             stats,
             thread: Some(thread),
         })
+    }
+
+    /// Why the capture stopped, when its socket failed ([`Recovery::Stop`]).
+    pub fn failed(&self) -> Option<String> {
+        self.stats
+            .failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The next frame, waiting at most `timeout`; `Ok(None)` on timeout, `Err(())` once the

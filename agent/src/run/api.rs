@@ -663,6 +663,16 @@ pub fn render_metrics(s: &Stats) -> String {
         );
         let _ = writeln!(o, "{name} {v}");
     }
+    for (k, v) in s.capture.iter().flat_map(|c| c.gauges()) {
+        let name = format!("cepheus_capture_{k}");
+        family(
+            &mut o,
+            &name,
+            "gauge",
+            "1 while the live capture is down (its interface went down or was removed).",
+        );
+        let _ = writeln!(o, "{name} {v}");
+    }
     // Per-shard counters and gauges (what waits and what is held: the back-pressure an
     // operator alerts on): one family each, one line per shard.
     type Get = fn(&ShardStats) -> u64;

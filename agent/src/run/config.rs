@@ -1015,7 +1015,8 @@ impl Config {
             // Opened and closed at once: a missing interface or a missing CAP_NET_RAW shows
             // (with no filter when the filter is wrong: `problems` says that one).
             let filter = crate::flow::filter::Filter::parse(&c.filter).unwrap_or_default();
-            match crate::flow::live::LiveCapture::start(&c.interface, filter, 16) {
+            let stop = crate::flow::live::Recovery::Stop;
+            match crate::flow::live::LiveCapture::start(&c.interface, filter, 16, stop) {
                 Ok(cap) => cap.stop(),
                 Err(e) => out.push(Problem::new("capture.interface", e.to_string())),
             }

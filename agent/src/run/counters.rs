@@ -181,6 +181,14 @@ counters!(
         /// IP fragments whose first fragment (the one with the ports) did not come within
         /// 30 s: counted into no flow (those that come before their first wait for it).
         orphan_fragments,
+        /// Times the interface was opened again after its capture failed (it went down, or
+        /// was removed, and came back).
+        reopened,
+    }
+    gauges {
+        /// 1 while the capture is not running: its interface went down or was removed (it is
+        /// opened again every 5 s), so no flow is seen.
+        down,
     }
 );
 

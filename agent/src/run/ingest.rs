@@ -866,6 +866,8 @@ fn publish_capture(
     set(&out.evicted, f.evicted);
     set(&out.out_of_order, f.out_of_order);
     set(&out.orphan_fragments, f.orphan_fragments);
+    set(&out.reopened, live.reopened.load(Ordering::Relaxed));
+    set(&out.down, u64::from(live.down.load(Ordering::Relaxed)));
 }
 
 #[cfg(test)]

@@ -802,8 +802,13 @@ fn start(
         Some(c) => {
             let filter = crate::flow::filter::Filter::parse(&c.filter)
                 .map_err(|e| anyhow::anyhow!("capture.filter: {e}"))?;
-            let cap = crate::flow::live::LiveCapture::start(&c.interface, filter, 65536)
-                .map_err(|e| anyhow::anyhow!("capture.interface: {e}"))?;
+            let cap = crate::flow::live::LiveCapture::start(
+                &c.interface,
+                filter,
+                65536,
+                crate::flow::live::Recovery::Reopen,
+            )
+            .map_err(|e| anyhow::anyhow!("capture.interface: {e}"))?;
             tracing::info!(interface = %c.interface, "live capture started");
             Some(cap)
         }
