@@ -12,7 +12,8 @@ use crate::api_client::{Answer, Client};
 #[derive(clap::Subcommand, Debug)]
 pub enum GroupsCommand {
     /// Retire a group of a running agent: its open alert is resolved with reason `forgotten`,
-    /// and its state dropped (for every rule of the same meaning, which share it). Exit 0 when
+    /// and its state dropped (for every rule of the same meaning, which share it); so are the
+    /// alerts of that key still firing that no engine holds (a match's, which fires once). Exit 0 when
     /// it was retired, 1 when the agent holds no such group, 2 when the agent cannot be
     /// reached.
     Forget(ForgetArgs),

@@ -103,6 +103,18 @@ fn fit_columns(width: u16, recent: bool, rule_w: u16, group_w: u16, ack_w: u16) 
     (time_w, rule_w, group_w)
 }
 
+/// `s` in at most `w` columns, its end replaced by `…` when cut (a rule name cut short must
+/// not read as another rule's).
+fn clip(s: &str, w: u16) -> String {
+    let w = usize::from(w);
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// Draws the dashboard.
 pub fn draw(f: &mut Frame, app: &App) {
     let [head, body, foot] = Layout::vertical([
@@ -344,8 +356,8 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
         let mut cells = vec![
             Cell::from(time),
             Cell::from(sev.clone()).style(severity_style(&sev)),
-            Cell::from(text("rule")),
-            Cell::from(group(a)),
+            Cell::from(clip(&text("rule"), rule_w)),
+            Cell::from(clip(&group(a), group_w)),
         ];
         if recent {
             cells.push(Cell::from(text("state")));

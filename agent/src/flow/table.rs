@@ -160,8 +160,8 @@ impl FlowRecord {
         }
     }
 
-    /// The connection state in Zeek's conn_state spelling (non-TCP flows: `S0`, `SF` or `OTH`
-    /// like Zeek: one-way `S0`, two-way `SF`).
+    /// The connection state in Zeek's conn_state spelling (UDP as Zeek: `SF` both ways, `S0`
+    /// only the originator, `SHR` only the responder; other protocols `OTH`).
     pub fn state(&self) -> &'static str {
         if self.proto == proto::UDP {
             // Zeek's UDP states: each side active once it sent anything.

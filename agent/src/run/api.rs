@@ -866,6 +866,13 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
     let mut forgotten = false;
     let mut group_by: Option<Vec<String>> = None;
     let mut sharers = Vec::new();
+    // What the store holds before the engines forget: only that may be resolved by the sink
+    // below (an alert the group makes meanwhile is a new episode).
+    let mark = match &st.alert_sink {
+        Some(sink) => sink.send(super::sink::StoreMark).await.ok().flatten(),
+        None => None,
+    };
+    let mut answered = true;
     for s in &st.shards {
         let msg = ForgetGroup {
             rule: body.rule.clone(),
@@ -879,7 +886,10 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
                     sharers = f.sharers;
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "shard did not answer"),
+            Err(e) => {
+                answered = false;
+                tracing::warn!(error = %e, "shard did not answer");
+            }
         }
     }
     // The alerts of the group that no engine holds (a match fires once, and stays firing):
@@ -887,8 +897,12 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
     // answering), so that nothing of the group is left firing.
     let key = (group_by.as_deref())
         .and_then(|g| cepheus_core::engine::group_key_texts(g, &body.key).map(|k| (g.to_vec(), k)));
-    if let (Some(sink), Some((group_by, key))) = (&st.alert_sink, key) {
+    // (A shard that did not answer may still hold the group and its alert: left as it is.)
+    if let (Some(sink), Some((group_by, key)), Some(through), true) =
+        (&st.alert_sink, key, mark, answered)
+    {
         let msg = super::sink::ForgetAlerts {
+            through,
             rules: sharers,
             group_by,
             key,
@@ -1033,7 +1047,7 @@ async fn alerts(
         return text(
             busy,
             format!(
-                "{MAX_LISTINGS} listings are being read already (clients that ask and do not read hold them up to a minute): retry"
+                "{MAX_LISTINGS} listings are being read already (a client that asks and does not read holds its place until its connection ends): retry"
             ),
         );
     };

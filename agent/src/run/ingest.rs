@@ -343,8 +343,8 @@ pub struct TcpIngest {
 }
 
 /// How long a connection must have gone without delivering a message (since it opened)
-/// before a new one may take its place when `max_connections` are open: senders that deliver
-/// are never pushed out by newcomers.
+/// before a new one may take its place when `max_connections` are open: such connections
+/// go first, before any sender that delivered ([`EVICT_DELIVERED_AFTER_IDLE`]).
 const EVICT_AFTER_IDLE: StdDuration = StdDuration::from_secs(1);
 
 /// When none of those is left, a connection that delivered makes room once it has been
@@ -467,6 +467,9 @@ impl Conns {
         };
         let (c, delivered) = match idlest(false, EVICT_AFTER_IDLE) {
             Some(c) => (c, false),
+            // Connections that never delivered, all too young yet (a flood of new ones): the
+            // newcomer is refused rather than a real sender pushed out.
+            None if idlest(false, StdDuration::ZERO).is_some() => return None,
             None => (idlest(true, EVICT_DELIVERED_AFTER_IDLE)?, true),
         };
         c.told.store(true, Ordering::Relaxed);
@@ -731,6 +734,9 @@ async fn tcp_conn(
             }
         };
         let mut fatal = false;
+        // Whether this read delivered a message (bytes alone are no progress: a connection
+        // that delivered once and then trickles bytes must still go silent for eviction).
+        let mut delivered_now = false;
         while let Some(f) = framer.decode(&mut buf) {
             match f {
                 Frame::Msg(m) => {
@@ -739,6 +745,7 @@ async fn tcp_conn(
                     listener.message(m.len(), now);
                     if router.accept(&m, ip, now) {
                         guard.delivered();
+                        delivered_now = true;
                     }
                 }
                 Frame::Oversized => {
@@ -764,7 +771,7 @@ async fn tcp_conn(
                 Some(Frame::Msg(m)) => {
                     bump(&shared.counters.tcp_frames, 1);
                     listener.message(m.len(), now);
-                    router.accept(&m, ip, now);
+                    delivered_now |= router.accept(&m, ip, now);
                 }
                 Some(Frame::Oversized) => {
                     listener.message(0, now);
@@ -774,8 +781,8 @@ async fn tcp_conn(
             }
         }
         router.flush(true).await;
-        // Delivered (perhaps after waiting on a full shard queue): not idle.
-        if guard.conn.delivered.load(Ordering::Relaxed) {
+        // Delivered now (perhaps after waiting on a full shard queue): not idle.
+        if delivered_now {
             guard.touch();
         }
         if eof || fatal {
@@ -889,8 +896,10 @@ mod tests {
         }
         a.delivered();
         b.delivered();
-        // c never delivered: it goes first, once silent 1 s, though a is silent longer.
+        // c never delivered: it goes first, once silent 1 s, though a is silent longer; until
+        // then no sender that delivered is pushed out for a newcomer either.
         assert_eq!(conns.evict_idlest_at(3_500), None);
+        assert_eq!(conns.evict_idlest_at(3_900), None);
         assert_eq!(conns.evict_idlest_at(4_000), Some(false));
         assert!(c.conn.told.load(Ordering::Relaxed));
         // Then the one silent longest of those that delivered, once silent 30 s.
@@ -899,6 +908,12 @@ mod tests {
         assert!(a.conn.told.load(Ordering::Relaxed));
         assert!(!b.conn.told.load(Ordering::Relaxed));
         assert_eq!(conns.evict_idlest_at(31_500), None);
+        // A flood of new connections, too young to go: no sender that delivered goes instead.
+        let d = conns.register(local).unwrap();
+        d.conn.last.store(60_000, Ordering::Relaxed);
+        assert_eq!(conns.evict_idlest_at(60_500), None);
+        assert!(!b.conn.told.load(Ordering::Relaxed));
+        assert_eq!(conns.evict_idlest_at(61_000), Some(false));
     }
 
     #[test]

@@ -1015,12 +1015,29 @@ impl Handler<Retire> for AlertSink {
     }
 }
 
+/// The store's newest change once the changes sent before this message are kept (`None`:
+/// none, or no store): what a `groups forget` may resolve, [`ForgetAlerts::through`].
+#[derive(Message)]
+#[rtype(result = "Option<u64>")]
+pub struct StoreMark;
+
+impl Handler<StoreMark> for AlertSink {
+    type Result = Option<u64>;
+
+    fn handle(&mut self, _: StoreMark, _: &mut Self::Context) -> Option<u64> {
+        self.store.as_ref()?.last_seq().ok().flatten()
+    }
+}
+
 /// A group forgotten by hand (`cepheus groups forget`): the store's alerts of it still firing
 /// that no engine resolved (a match fires once and is held by none) are resolved at `time`,
 /// `forgotten`, as the engine resolved those it held. Answers how many.
 #[derive(Message)]
 #[rtype(result = "usize")]
 pub struct ForgetAlerts {
+    /// Only alerts kept at or before this change ([`StoreMark`], taken before the engines
+    /// forgot): one that fired again while they did is a new episode, and stays firing.
+    pub through: u64,
     /// The rules that share the group (the same meaning).
     pub rules: Vec<String>,
     /// Their `group_by`.
@@ -1048,6 +1065,7 @@ impl Handler<ForgetAlerts> for AlertSink {
         };
         let changes: Vec<Change> = firing
             .iter()
+            .filter(|f| f.seq <= msg.through)
             .filter(|f| of_group(&f.json, &msg.rules, &msg.group_by, &msg.key))
             .filter_map(|f| resolved_change(&f.json, Reason::Forgotten, msg.time))
             .collect();
