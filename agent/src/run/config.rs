@@ -154,6 +154,10 @@ stdout = true
 # webhook_token_file = "/etc/cepheus/webhook.token"
 
 # Live capture (optional, needs root or CAP_NET_RAW): flows of one interface become events.
+# If the interface goes down or is removed, it is opened again every 5 s (capture.down in
+# /stats is 1 meanwhile). capture.dropped counts the frames cepheus itself could not keep up
+# with; frames the kernel dropped before cepheus read them are not counted there (compare
+# capture.received with the interface's own counters, `ip -s link show eth0`).
 # [capture]
 # interface = "eth0"
 # filter = "not port 22"        # tcpdump's words over IP: see `cepheus flows --help`
