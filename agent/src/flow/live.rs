@@ -26,9 +26,9 @@ use super::filter::Filter;
 /// Errors starting a live capture.
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
-    /// No interface of that name.
-    #[error("no network interface named {0:?}")]
-    NoSuchInterface(String),
+    /// No interface of that name (the second: the names there are, to pick from).
+    #[error("no network interface named {0:?} here (this host has: {1}; `ip link` lists them)")]
+    NoSuchInterface(String, String),
     /// The process may not open a packet socket.
     #[error(
         "cannot capture on {iface}: permission denied; live capture needs root or CAP_NET_RAW \
@@ -189,7 +189,13 @@ fn open(iface: &str) -> Result<(Receiver2, bool), LiveError> {
     let ni = pnet_datalink::interfaces()
         .into_iter()
         .find(|i| i.name == iface)
-        .ok_or_else(|| LiveError::NoSuchInterface(iface.to_string()))?;
+        .ok_or_else(|| {
+            let names: Vec<String> = pnet_datalink::interfaces()
+                .into_iter()
+                .map(|i| i.name)
+                .collect();
+            LiveError::NoSuchInterface(iface.to_string(), names.join(", "))
+        })?;
     let cfg = pnet_datalink::Config {
         read_timeout: Some(StdDuration::from_millis(100)),
         read_buffer_size: 65_536,

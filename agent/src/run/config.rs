@@ -1729,6 +1729,11 @@ mod tests {
             .collect();
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(p[0].message.contains("nosuch0"), "{p:?}");
+        // The names there are, to pick from.
+        assert!(
+            p[0].message.contains("this host has: ") && p[0].message.contains("lo"),
+            "{p:?}"
+        );
     }
 
     #[test]
