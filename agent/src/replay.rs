@@ -90,6 +90,13 @@ impl InputArgs {
         let mut sources = Vec::new();
         let mut captures = Vec::new();
         for p in &self.inputs {
+            // (As `flows` says it: an empty file passes for a quiet log otherwise.)
+            if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
+                eprintln!(
+                    "warning: {}: the file is empty (0 bytes): nothing in it",
+                    p.display()
+                );
+            }
             match input_kind(p).with_context(|| format!("cannot read {}", p.display()))? {
                 InputKind::Capture => captures.push(p.clone()),
                 InputKind::NotCapture => bail!(

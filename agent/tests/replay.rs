@@ -230,6 +230,20 @@ fn bad_rules_exit_1_and_missing_input_exits_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/input.log"));
+    // An empty file is read (nothing in it), and said, not taken for a quiet log.
+    let empty = dir.join("empty.pcap");
+    std::fs::write(&empty, "").unwrap();
+    for cmd in ["replay", "events"] {
+        let out = cepheus()
+            .args([cmd, "--rules"])
+            .arg(manifest().join("../rules"))
+            .arg(&empty)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {err}");
+        assert!(err.contains("the file is empty (0 bytes)"), "{cmd}: {err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
