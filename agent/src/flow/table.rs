@@ -621,13 +621,14 @@ impl FlowTable {
     /// The packet's ports (ICMP: the echo identifier); a non-first fragment gets its first
     /// fragment's, `None` when that has not come.
     fn ports(&mut self, pkt: &PacketInfo<'_>) -> Option<(u16, u16)> {
-        let ports = match pkt.icmp {
-            // Echo request and reply share the identifier; other ICMP: one flow per host pair.
-            Some(_) => {
-                let id = pkt.icmp_echo_id.unwrap_or(0);
-                (id, id)
-            }
-            None => (pkt.sport, pkt.dport),
+        let ports = match (pkt.icmp, pkt.icmp_echo_id) {
+            // Echo request and reply share the identifier: on the requester's side, as a port
+            // would be, so that a host pinging itself (source and destination the same) still
+            // has a side for each. Other ICMP: one flow per host pair.
+            (Some((0 | 129, _)), Some(id)) => (0, id),
+            (Some(_), Some(id)) => (id, 0),
+            (Some(_), None) => (0, 0),
+            (None, _) => (pkt.sport, pkt.dport),
         };
         match pkt.fragment.map(|f| (f.id, f.first())) {
             Some((id, true)) => {
@@ -1328,6 +1329,27 @@ mod tests {
             ("icmp", 8, 1, 1)
         );
         assert_eq!(f.state(), "OTH");
+        // A host pinging itself (loopback): the reply is the other side's all the same.
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        for (at, reply) in [(0.0, false), (0.1, true), (1.0, false), (1.1, true)] {
+            let mut p = Vec::new();
+            let b = PacketBuilder::ipv4(C, C, 64);
+            let b = if reply {
+                b.icmpv4_echo_reply(9, 1)
+            } else {
+                b.icmpv4_echo_request(9, 1)
+            };
+            b.write(&mut p, b"ping").unwrap();
+            feed(&mut t, at, &p, &mut out);
+        }
+        t.finish(&mut out);
+        let ends: Vec<(u64, u64)> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| (n.flow.orig.pkts, n.flow.resp.pkts))
+            .collect();
+        assert_eq!(ends, [(2, 2)]);
     }
 
     #[test]
