@@ -3066,6 +3066,51 @@ fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
     );
 }
 
+/// More alert changes than the webhook's queue holds, while its endpoint fails: those that do
+/// not fit wait in the store and follow, in order, as the queue drains; none is dropped.
+#[test]
+fn changes_past_an_outputs_queue_follow_from_the_store() {
+    let dir = scratch("webhook-behind");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let (port, got) = http_endpoint(vec![503, 503]);
+    let agent = Agent::start_env(
+        &dir,
+        "",
+        "",
+        &format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n"),
+        &[("CEPHEUS_TEST_OUTPUT_QUEUE", "3")],
+    );
+    let hosts: Vec<String> = (0..20).map(|i| format!("web{i:02}")).collect();
+    for h in &hosts {
+        heartbeat(agent.port, h, 1);
+    }
+    agent.wait_stats(20, |s| s["sink"]["alerts"].as_u64() >= Some(20));
+    // The first two requests were refused (503) and come again: only the accepted count.
+    let mut posted: Vec<Value> = Vec::new();
+    let mut requests = 0;
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while posted.len() < 20 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (_, body) = got
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("{} posted: {posted:?}", posted.len()));
+        requests += 1;
+        if requests <= 2 {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&body).unwrap();
+        posted.extend(v["alerts"].as_array().unwrap().iter().cloned());
+    }
+    // Each firing once.
+    assert!(posted.iter().all(|a| a["state"] == "firing"), "{posted:?}");
+    let mut ids: Vec<&str> = posted.iter().map(|a| a["id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 20, "{posted:?}");
+    let s = agent.wait_stats(10, |s| s["sink"]["webhook_waiting"] == 0);
+    assert_eq!(s["sink"]["webhook_unsent"], 0, "{s}");
+}
+
 #[test]
 fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
     let dir = scratch("webhook-down");

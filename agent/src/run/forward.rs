@@ -38,7 +38,7 @@ impl Forwarder {
         let q = OutQueue::start(
             "output.syslog",
             "syslog-forward",
-            QUEUE,
+            super::outq::queue_size(QUEUE),
             counters,
             Names {
                 unsent: |c| &c.syslog_unsent,
@@ -67,6 +67,19 @@ impl Forwarder {
         for c in changes {
             self.q.push(c.seq, format_5424(c, &self.host, self.pid));
         }
+    }
+
+    /// Its queue: what it is behind from, and its room (see [`OutQueue::page`]).
+    pub fn queue(&self) -> &OutQueue<Vec<u8>> {
+        &self.q
+    }
+
+    /// Feeds its queue from the store while it is behind ([`OutQueue::page`]).
+    pub fn page(&self, changes: &[Change], all: bool) {
+        let items = changes
+            .iter()
+            .filter_map(|c| Some((c.seq?, format_5424(c, &self.host, self.pid))));
+        self.q.page(items, all);
     }
 
     /// Changes sent before the store kept them are kept now, up to `seq` (see

@@ -1,7 +1,10 @@
 //! The bounded queue and thread behind each output that talks to the network
 //! (`output.syslog`, `output.webhook`): the sink only queues, so a slow or absent peer never
-//! holds up the sink (and the store behind it); what does not fit is dropped and counted, and
-//! what is still queued when the agent stops is counted and said in the log, not lost silently.
+//! holds up the sink (and the store behind it). A change kept in the store that does not fit
+//! waits there: the queue is *behind* from it, takes no new change directly, and is fed from
+//! the store, in order, as it drains ([`OutQueue::page`]); one not kept (the store's disk
+//! nearly full) that does not fit is dropped and counted; what is still queued when the agent
+//! stops is counted and said in the log, not lost silently.
 //! Each output notes in the store the last change it dealt with ([`Cursor`]): what it had
 //! not when the agent stopped or died is sent again at the next start.
 
@@ -25,6 +28,19 @@ pub struct Cursor {
     pub name: &'static str,
 }
 
+/// Items an output's queue holds, `default` (debug builds: `CEPHEUS_TEST_OUTPUT_QUEUE` sets
+/// it, so that a test overflows it with a few alerts).
+pub fn queue_size(default: usize) -> usize {
+    #[cfg(debug_assertions)]
+    if let Some(n) = std::env::var("CEPHEUS_TEST_OUTPUT_QUEUE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        return n.max(1);
+    }
+    default
+}
+
 /// What goes through an output's queue.
 enum Slot<T> {
     /// An item, with its change's place in the store's order (`None`: not kept yet).
@@ -42,6 +58,10 @@ pub struct OutQueue<T> {
     tx: Option<SyncSender<Slot<T>>>,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    capacity: usize,
+    /// Behind: the changes kept in the store after this place are not queued yet (they are
+    /// paged in from the store, [`OutQueue::page`]).
+    behind: std::cell::Cell<Option<u64>>,
 }
 
 /// What both sides see.
@@ -120,19 +140,70 @@ impl<T: Send + 'static> OutQueue<T> {
             tx: Some(tx),
             shared,
             thread: Some(handle),
+            capacity,
+            behind: std::cell::Cell::new(None),
         })
     }
 
-    /// Queues `item`, of the change kept at `seq` in the store; when the queue is full (or
-    /// the thread is gone) it is counted as unsent.
+    /// Where it is behind from ([`OutQueue::page`]), if it is.
+    pub fn behind(&self) -> Option<u64> {
+        self.behind.get()
+    }
+
+    /// Items it can take now: paging waits for a quarter of the queue, not one place at a time.
+    pub fn room(&self) -> usize {
+        let waiting = self.shared.pending().load(Ordering::SeqCst);
+        let free = self
+            .capacity
+            .saturating_sub(usize::try_from(waiting).unwrap_or(usize::MAX));
+        if free < self.capacity.div_ceil(4) {
+            0
+        } else {
+            free
+        }
+    }
+
+    /// Feeds it while it is behind: `items` are the changes kept after [`OutQueue::behind`],
+    /// in order, and `all` says they are every one there is: then it is caught up, and takes
+    /// new changes directly again.
+    pub fn page(&self, items: impl IntoIterator<Item = (u64, T)>, all: bool) {
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        for (seq, item) in items {
+            self.shared.pending().fetch_add(1, Ordering::SeqCst);
+            if tx.try_send(Slot::Item(Some(seq), item)).is_err() {
+                // Full again: the rest at the next page.
+                self.shared.pending().fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            self.behind.set(Some(seq));
+        }
+        if all {
+            self.behind.set(None);
+        }
+    }
+
+    /// Queues `item`, of the change kept at `seq` in the store. When the queue is full, a
+    /// change the store keeps waits there (the queue is behind from it, and takes the changes
+    /// after it from the store, in order, [`OutQueue::page`]); one it does not keep (or any,
+    /// once the thread is gone) is counted as unsent.
     pub fn push(&self, seq: Option<u64>, item: T) {
         let Some(tx) = &self.tx else {
             self.shared.unsent(1);
             return;
         };
+        if seq.is_some() && self.behind.get().is_some() {
+            // In the store: paged in after the ones before it.
+            return;
+        }
         self.shared.pending().fetch_add(1, Ordering::SeqCst);
         match tx.try_send(Slot::Item(seq, item)) {
             Ok(()) => {}
+            Err(TrySendError::Full(_)) if seq.is_some() => {
+                self.shared.pending().fetch_sub(1, Ordering::SeqCst);
+                self.behind.set(seq.map(|s| s.saturating_sub(1)));
+            }
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
                 self.shared.unsent(1);
@@ -331,6 +402,64 @@ mod tests {
         // After closing, nothing is queued any more.
         q.push(None, 7);
         assert_eq!(unsent(), 8);
+    }
+
+    #[test]
+    fn what_does_not_fit_waits_in_the_store_and_follows_in_order() {
+        let counters = Arc::new(SinkCounters::default());
+        let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (gate_tx, gate) = std::sync::mpsc::channel::<()>();
+        let seen = got.clone();
+        let mut q = OutQueue::start(
+            "output.test",
+            "outq-page",
+            4,
+            counters.clone(),
+            Names {
+                unsent: |c| &c.webhook_unsent,
+                waiting: |c| &c.webhook_waiting,
+            },
+            None,
+            move |d: Drain<u64>| {
+                // A peer away until the gate opens.
+                let _ = gate.recv();
+                while let Some(item) = d.recv() {
+                    seen.lock().unwrap().push(item);
+                    d.done(1);
+                }
+            },
+        )
+        .unwrap();
+        for seq in 1..=8 {
+            q.push(Some(seq), seq);
+        }
+        // 4 fit; the 5th makes it behind, and what follows waits in the store: none is lost.
+        assert_eq!(q.behind(), Some(4));
+        assert_eq!(counters.webhook_unsent.load(Ordering::SeqCst), 0);
+        assert_eq!(q.room(), 0);
+        gate_tx.send(()).unwrap();
+        let t = Instant::now();
+        while q.room() == 0 && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Paged from the store (two at a time here), in order, then caught up.
+        q.page([(5, 5), (6, 6)], false);
+        assert_eq!(q.behind(), Some(6));
+        q.page([(7, 7), (8, 8)], true);
+        assert_eq!(q.behind(), None);
+        let until = |n: usize| {
+            let t = Instant::now();
+            while got.lock().unwrap().len() < n && t.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        // Caught up, a change goes straight in again.
+        until(8);
+        q.push(Some(9), 9);
+        until(9);
+        assert_eq!(*got.lock().unwrap(), (1..=9).collect::<Vec<u64>>());
+        assert_eq!(q.close(Instant::now() + Duration::from_secs(5)), 0);
+        assert_eq!(counters.webhook_unsent.load(Ordering::SeqCst), 0);
     }
 
     /// The cursor moves as items are dealt with, in order; a mark passes changes sent

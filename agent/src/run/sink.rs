@@ -705,23 +705,43 @@ impl AlertSink {
                 continue;
             }
             let more = left.len() > room;
-            let changes: Vec<Change> = left
-                .into_iter()
-                .take(room)
-                .filter_map(stored_change)
-                .collect();
+            // (The one past the queue's room makes it behind: the rest follow from the store
+            // as it drains, `page_outputs`.)
+            let changes: Vec<Change> = left.into_iter().filter_map(stored_change).collect();
             tracing::info!(
                 output = name,
                 alert_changes = changes.len(),
+                more,
                 "sending again the alert changes the output had not delivered when the agent stopped"
             );
-            if more {
-                tracing::warn!(
-                    output = name,
-                    "more alert changes than its queue holds were not delivered: only the oldest {room} are sent again (the store keeps them all)"
-                );
-            }
             output.send(&changes);
+        }
+    }
+
+    /// Feeds the outputs whose queue fell behind (a storm, a collector away) from the store,
+    /// in order, as their queues drain: nothing the store keeps is dropped for want of room.
+    fn page_outputs(&mut self) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        for (name, _, output) in self.queued() {
+            let Some((after, room)) = output.behind() else {
+                continue;
+            };
+            if room == 0 {
+                continue;
+            }
+            match store.changes_after(Some(after), room) {
+                Ok(left) => {
+                    let all = left.len() < room;
+                    let changes: Vec<Change> = left.into_iter().filter_map(stored_change).collect();
+                    output.page(&changes, all);
+                }
+                Err(e) => {
+                    bump(&self.counters.store_errors, 1);
+                    tracing::warn!(output = name, error = %e, "cannot read the alert changes waiting for the output: tried again in a second");
+                }
+            }
         }
     }
 
@@ -730,11 +750,19 @@ impl AlertSink {
     fn queued(&self) -> impl Iterator<Item = (&'static str, usize, &dyn QueuedOutput)> {
         let forwarder = self.forwarder.as_ref().map(|f| {
             let f: &dyn QueuedOutput = f;
-            (super::forward::CURSOR, super::forward::QUEUE, f)
+            (
+                super::forward::CURSOR,
+                super::outq::queue_size(super::forward::QUEUE),
+                f,
+            )
         });
         let webhook = self.webhook.as_ref().map(|w| {
             let w: &dyn QueuedOutput = w;
-            (super::webhook::CURSOR, super::webhook::QUEUE, w)
+            (
+                super::webhook::CURSOR,
+                super::outq::queue_size(super::webhook::QUEUE),
+                w,
+            )
         });
         forwarder.into_iter().chain(webhook)
     }
@@ -875,6 +903,9 @@ impl Actor for AlertSink {
         ctx.run_interval(super::mem::EVERY, |_, _| super::mem::collect());
         ctx.run_interval(CATCH_UP_EVERY, |act, _| {
             act.catch_up();
+        });
+        ctx.run_interval(std::time::Duration::from_secs(1), |act, _| {
+            act.page_outputs();
         });
         if self.max_age.is_some() {
             self.prune_by_age();
@@ -1112,6 +1143,10 @@ trait QueuedOutput {
     fn send(&self, changes: &[Change]);
     /// Changes sent before the store kept them are kept now, up to `seq`.
     fn mark(&self, seq: u64);
+    /// Where its queue is behind from, and its room ([`super::outq::OutQueue::page`]).
+    fn behind(&self) -> Option<(u64, usize)>;
+    /// Feeds its queue from the store while it is behind.
+    fn page(&self, changes: &[Change], all: bool);
 }
 
 impl QueuedOutput for super::forward::Forwarder {
@@ -1121,6 +1156,12 @@ impl QueuedOutput for super::forward::Forwarder {
     fn mark(&self, seq: u64) {
         super::forward::Forwarder::mark(self, seq);
     }
+    fn behind(&self) -> Option<(u64, usize)> {
+        Some((self.queue().behind()?, self.queue().room()))
+    }
+    fn page(&self, changes: &[Change], all: bool) {
+        super::forward::Forwarder::page(self, changes, all);
+    }
 }
 
 impl QueuedOutput for super::webhook::Webhook {
@@ -1129,6 +1170,12 @@ impl QueuedOutput for super::webhook::Webhook {
     }
     fn mark(&self, seq: u64) {
         super::webhook::Webhook::mark(self, seq);
+    }
+    fn behind(&self) -> Option<(u64, usize)> {
+        Some((self.queue().behind()?, self.queue().room()))
+    }
+    fn page(&self, changes: &[Change], all: bool) {
+        super::webhook::Webhook::page(self, changes, all);
     }
 }
 

@@ -59,7 +59,7 @@ impl Webhook {
         let q = OutQueue::start(
             "output.webhook",
             "webhook",
-            QUEUE,
+            super::outq::queue_size(QUEUE),
             counters,
             Names {
                 unsent: |c| &c.webhook_unsent,
@@ -79,6 +79,19 @@ impl Webhook {
         for c in changes {
             self.q.push(c.seq, c.json.clone());
         }
+    }
+
+    /// Its queue: what it is behind from, and its room (see [`OutQueue::page`]).
+    pub fn queue(&self) -> &OutQueue<String> {
+        &self.q
+    }
+
+    /// Feeds its queue from the store while it is behind ([`OutQueue::page`]).
+    pub fn page(&self, changes: &[Change], all: bool) {
+        let items = changes
+            .iter()
+            .filter_map(|c| Some((c.seq?, c.json.clone())));
+        self.q.page(items, all);
     }
 
     /// Changes sent before the store kept them are kept now, up to `seq` (see
