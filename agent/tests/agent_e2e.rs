@@ -3111,6 +3111,51 @@ fn changes_past_an_outputs_queue_follow_from_the_store() {
     assert_eq!(s["sink"]["webhook_unsent"], 0, "{s}");
 }
 
+/// Changes an output never took, more than its queue holds, are all sent at the next start,
+/// in order, from the store (not only a queue's worth).
+#[test]
+fn a_backlog_past_the_queue_is_sent_after_a_restart() {
+    let dir = scratch("webhook-backlog");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n");
+    let queue = [("CEPHEUS_TEST_OUTPUT_QUEUE", "3")];
+    let mut first = Agent::start_env(&dir, "", "", &config, &queue);
+    for i in 0..20 {
+        heartbeat(first.port, &format!("web{i:02}"), 1);
+    }
+    first.wait_stats(20, |s| s["sink"]["alerts"].as_u64() >= Some(20));
+    assert!(first.terminate().success());
+    assert!(
+        first
+            .stderr()
+            .contains("still wait for output.webhook in the store"),
+        "{}",
+        first.stderr()
+    );
+    // The endpoint is there now: the 20 come, from the store, each once at least.
+    let (_, got) = http_endpoint_on(port, vec![]);
+    let second = Agent::start_env(&dir, "", "", &config, &queue);
+    let mut ids = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ids.len() < 20 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (_, body) = got
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("{} of 20: {}", ids.len(), second.stderr()));
+        let v: Value = serde_json::from_str(&body).unwrap();
+        for a in v["alerts"].as_array().unwrap() {
+            if a["state"] == "firing" {
+                ids.insert(a["id"].as_str().unwrap().to_string());
+            }
+        }
+    }
+}
+
 #[test]
 fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
     let dir = scratch("webhook-down");

@@ -59,9 +59,9 @@ pub struct OutQueue<T> {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     capacity: usize,
-    /// Behind: the changes kept in the store after this place are not queued yet (they are
-    /// paged in from the store, [`OutQueue::page`]).
-    behind: std::cell::Cell<Option<u64>>,
+    /// Behind: the changes kept in the store after this place (`Some(None)`: all of them)
+    /// are not queued yet; they are paged in from the store, [`OutQueue::page`].
+    behind: std::cell::Cell<Option<Option<u64>>>,
 }
 
 /// What both sides see.
@@ -145,9 +145,34 @@ impl<T: Send + 'static> OutQueue<T> {
         })
     }
 
-    /// Where it is behind from ([`OutQueue::page`]), if it is.
-    pub fn behind(&self) -> Option<u64> {
+    /// Where it is behind from ([`OutQueue::page`]): the changes after this place
+    /// (`Some(None)`: all) wait in the store; `None` when it is not behind (or stopped).
+    pub fn behind(&self) -> Option<Option<u64>> {
+        self.tx.as_ref()?;
         self.behind.get()
+    }
+
+    /// Puts it behind from `after` (its cursor: the last change it dealt with; `None`: none):
+    /// what the store kept after it is paged in, in order ([`OutQueue::page`]). At start,
+    /// for what an earlier run did not deliver.
+    pub fn resume(&self, after: Option<u64>) {
+        if self.behind.get().is_none() {
+            self.fell_behind();
+        }
+        self.behind.set(Some(after));
+    }
+
+    fn fell_behind(&self) {
+        tracing::warn!(
+            output = self.name,
+            "alert changes wait for {} in the store: its queue is full (the collector slow or away); they follow in order as it drains",
+            self.name
+        );
+    }
+
+    /// Whether its thread ended (it takes nothing any more).
+    fn gone(&self) -> bool {
+        self.thread.as_ref().is_none_or(|h| h.is_finished())
     }
 
     /// Items it can take now: paging waits for a quarter of the queue, not one place at a time.
@@ -177,10 +202,15 @@ impl<T: Send + 'static> OutQueue<T> {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
                 return;
             }
-            self.behind.set(Some(seq));
+            self.behind.set(Some(Some(seq)));
         }
         if all {
             self.behind.set(None);
+            tracing::info!(
+                output = self.name,
+                "{} caught up with the alert changes that waited in the store",
+                self.name
+            );
         }
     }
 
@@ -193,8 +223,12 @@ impl<T: Send + 'static> OutQueue<T> {
             self.shared.unsent(1);
             return;
         };
-        if seq.is_some() && self.behind.get().is_some() {
-            // In the store: paged in after the ones before it.
+        if self.behind.get().is_some() {
+            if self.gone() {
+                self.shared.unsent(1);
+            }
+            // In the store, or kept there later (a change not kept yet gets a place after
+            // the ones waiting): paged in after the ones before it.
             return;
         }
         self.shared.pending().fetch_add(1, Ordering::SeqCst);
@@ -202,7 +236,8 @@ impl<T: Send + 'static> OutQueue<T> {
             Ok(()) => {}
             Err(TrySendError::Full(_)) if seq.is_some() => {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
-                self.behind.set(seq.map(|s| s.saturating_sub(1)));
+                self.behind.set(seq.map(|s| Some(s.saturating_sub(1))));
+                self.fell_behind();
             }
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
@@ -216,6 +251,11 @@ impl<T: Send + 'static> OutQueue<T> {
     /// cursor may pass them. Dropped when the queue is full (a restart may then send them
     /// again).
     pub fn mark(&self, seq: u64) {
+        // Behind, the cursor must not pass what waits in the store: the changes just kept
+        // are among those paged in.
+        if self.behind.get().is_some() {
+            return;
+        }
         if let Some(tx) = &self.tx {
             let _ = tx.try_send(Slot::Mark(seq));
         }
@@ -238,6 +278,13 @@ impl<T: Send + 'static> OutQueue<T> {
         // Whatever the thread is still holding or never took (the thread, if still at it,
         // no longer counts what it finishes).
         self.shared.counted.store(true, Ordering::SeqCst);
+        if self.behind.get().is_some() {
+            tracing::warn!(
+                output = self.name,
+                "alert changes still wait for {} in the store: they are sent at the next start",
+                self.name
+            );
+        }
         let left = self.shared.pending().swap(0, Ordering::SeqCst);
         if left > 0 {
             self.shared.unsent(left);
@@ -434,7 +481,7 @@ mod tests {
             q.push(Some(seq), seq);
         }
         // 4 fit; the 5th makes it behind, and what follows waits in the store: none is lost.
-        assert_eq!(q.behind(), Some(4));
+        assert_eq!(q.behind(), Some(Some(4)));
         assert_eq!(counters.webhook_unsent.load(Ordering::SeqCst), 0);
         assert_eq!(q.room(), 0);
         gate_tx.send(()).unwrap();
@@ -444,7 +491,7 @@ mod tests {
         }
         // Paged from the store (two at a time here), in order, then caught up.
         q.page([(5, 5), (6, 6)], false);
-        assert_eq!(q.behind(), Some(6));
+        assert_eq!(q.behind(), Some(Some(6)));
         q.page([(7, 7), (8, 8)], true);
         assert_eq!(q.behind(), None);
         let until = |n: usize| {
@@ -457,7 +504,16 @@ mod tests {
         until(8);
         q.push(Some(9), 9);
         until(9);
-        assert_eq!(*got.lock().unwrap(), (1..=9).collect::<Vec<u64>>());
+        // Behind again (from the start, as after a restart): a change not kept yet waits to
+        // be kept (it is paged in then, after the others), and a mark does not move the
+        // cursor past what waits.
+        q.resume(None);
+        assert_eq!(q.behind(), Some(None));
+        q.push(None, 100);
+        q.mark(50);
+        q.page([(10, 10), (11, 11)], true);
+        until(11);
+        assert_eq!(*got.lock().unwrap(), (1..=11).collect::<Vec<u64>>());
         assert_eq!(q.close(Instant::now() + Duration::from_secs(5)), 0);
         assert_eq!(counters.webhook_unsent.load(Ordering::SeqCst), 0);
     }

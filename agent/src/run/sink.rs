@@ -367,7 +367,7 @@ impl AlertSink {
                 // The outputs had them (without a place): their cursors may pass them now,
                 // or a restart would send them again.
                 if let Some(last) = waiting.iter().filter_map(|c| c.seq).max() {
-                    for (_, _, output) in self.queued() {
+                    for (_, output) in self.queued() {
                         output.mark(last);
                     }
                 }
@@ -614,7 +614,7 @@ impl AlertSink {
             }
         }
         if !again {
-            for (_, _, output) in self.queued() {
+            for (_, output) in self.queued() {
                 output.send(fresh);
             }
         }
@@ -666,7 +666,7 @@ impl AlertSink {
         let Some(store) = self.store.clone() else {
             return;
         };
-        let present: Vec<&str> = self.queued().map(|(name, _, _)| name).collect();
+        let present: Vec<&str> = self.queued().map(|(name, _)| name).collect();
         for name in [super::forward::CURSOR, super::webhook::CURSOR] {
             if !present.contains(&name) {
                 // Not configured now: configured again later, it starts from then, not with
@@ -676,7 +676,7 @@ impl AlertSink {
                 }
             }
         }
-        for (name, room, output) in self.queued() {
+        for (name, output) in self.queued() {
             let from = match store.output_cursor(name) {
                 Ok(cepheus_store::OutputCursor::After(s)) => s,
                 // New to the store: it starts from now, with what an earlier run kept but
@@ -694,28 +694,23 @@ impl AlertSink {
                     continue;
                 }
             };
-            let left = match store.changes_after(from, room + 1) {
-                Ok(l) => l,
+            // What is left after its cursor is paged in from the store, in order, as its
+            // queue drains (`page_outputs`), however much it is.
+            match store.changes_after(from, 1) {
+                Ok(left) if !left.is_empty() => {
+                    tracing::info!(
+                        output = name,
+                        "sending again, in order, the alert changes the output had not delivered when the agent stopped"
+                    );
+                    output.resume(from);
+                }
+                Ok(_) => {}
                 Err(e) => {
                     tracing::error!(output = name, error = %e, "cannot read the alert changes the output had not delivered");
-                    continue;
                 }
-            };
-            if left.is_empty() {
-                continue;
             }
-            let more = left.len() > room;
-            // (The one past the queue's room makes it behind: the rest follow from the store
-            // as it drains, `page_outputs`.)
-            let changes: Vec<Change> = left.into_iter().filter_map(stored_change).collect();
-            tracing::info!(
-                output = name,
-                alert_changes = changes.len(),
-                more,
-                "sending again the alert changes the output had not delivered when the agent stopped"
-            );
-            output.send(&changes);
         }
+        self.page_outputs();
     }
 
     /// Feeds the outputs whose queue fell behind (a storm, a collector away) from the store,
@@ -724,14 +719,14 @@ impl AlertSink {
         let Some(store) = self.store.clone() else {
             return;
         };
-        for (name, _, output) in self.queued() {
+        for (name, output) in self.queued() {
             let Some((after, room)) = output.behind() else {
                 continue;
             };
             if room == 0 {
                 continue;
             }
-            match store.changes_after(Some(after), room) {
+            match store.changes_after(after, room) {
                 Ok(left) => {
                     let all = left.len() < room;
                     let changes: Vec<Change> = left.into_iter().filter_map(stored_change).collect();
@@ -746,23 +741,15 @@ impl AlertSink {
     }
 
     /// The outputs behind a queue that are configured (`output.syslog`, `output.webhook`):
-    /// each with its name among the store's cursors and its queue's size.
-    fn queued(&self) -> impl Iterator<Item = (&'static str, usize, &dyn QueuedOutput)> {
+    /// each with its name among the store's cursors.
+    fn queued(&self) -> impl Iterator<Item = (&'static str, &dyn QueuedOutput)> {
         let forwarder = self.forwarder.as_ref().map(|f| {
             let f: &dyn QueuedOutput = f;
-            (
-                super::forward::CURSOR,
-                super::outq::queue_size(super::forward::QUEUE),
-                f,
-            )
+            (super::forward::CURSOR, f)
         });
         let webhook = self.webhook.as_ref().map(|w| {
             let w: &dyn QueuedOutput = w;
-            (
-                super::webhook::CURSOR,
-                super::outq::queue_size(super::webhook::QUEUE),
-                w,
-            )
+            (super::webhook::CURSOR, w)
         });
         forwarder.into_iter().chain(webhook)
     }
@@ -1144,7 +1131,9 @@ trait QueuedOutput {
     /// Changes sent before the store kept them are kept now, up to `seq`.
     fn mark(&self, seq: u64);
     /// Where its queue is behind from, and its room ([`super::outq::OutQueue::page`]).
-    fn behind(&self) -> Option<(u64, usize)>;
+    fn behind(&self) -> Option<(Option<u64>, usize)>;
+    /// Puts its queue behind from `after` ([`super::outq::OutQueue::resume`]).
+    fn resume(&self, after: Option<u64>);
     /// Feeds its queue from the store while it is behind.
     fn page(&self, changes: &[Change], all: bool);
 }
@@ -1156,8 +1145,11 @@ impl QueuedOutput for super::forward::Forwarder {
     fn mark(&self, seq: u64) {
         super::forward::Forwarder::mark(self, seq);
     }
-    fn behind(&self) -> Option<(u64, usize)> {
+    fn behind(&self) -> Option<(Option<u64>, usize)> {
         Some((self.queue().behind()?, self.queue().room()))
+    }
+    fn resume(&self, after: Option<u64>) {
+        self.queue().resume(after);
     }
     fn page(&self, changes: &[Change], all: bool) {
         super::forward::Forwarder::page(self, changes, all);
@@ -1171,8 +1163,11 @@ impl QueuedOutput for super::webhook::Webhook {
     fn mark(&self, seq: u64) {
         super::webhook::Webhook::mark(self, seq);
     }
-    fn behind(&self) -> Option<(u64, usize)> {
+    fn behind(&self) -> Option<(Option<u64>, usize)> {
         Some((self.queue().behind()?, self.queue().room()))
+    }
+    fn resume(&self, after: Option<u64>) {
+        self.queue().resume(after);
     }
     fn page(&self, changes: &[Change], all: bool) {
         super::webhook::Webhook::page(self, changes, all);
