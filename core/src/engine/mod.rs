@@ -374,6 +374,10 @@ pub fn group_key_texts(group_by: &[String], text: &str) -> Option<Vec<String>> {
 pub fn group_value_text(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
+        // As the engine writes a float (`1`, not JSON's `1.0`).
+        serde_json::Value::Number(n) if n.is_f64() => {
+            n.as_f64().map_or_else(|| n.to_string(), |x| x.to_string())
+        }
         other => other.to_string(),
     }
 }
@@ -3590,6 +3594,31 @@ mod tests {
 
     /// A checkpoint listing a group twice (edited by hand, or damaged) restores it once:
     /// one group, one alert when it is forgotten, and nothing left behind.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_group_key_written_by_hand_compares_as_the_engine_writes_its_values() {
+        let json = |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap();
+        for (v, engine) in [
+            (json("1.0"), Value::Float(1.0)),
+            (json("1.5"), Value::Float(1.5)),
+            (json("22"), Value::Int(22)),
+            (json("-3"), Value::Int(-3)),
+            (json("\"web,1\""), Value::str("web,1")),
+        ] {
+            assert_eq!(group_value_text(&v), engine.to_string(), "{v}");
+        }
+        let by = ["ratio".to_string(), "host".to_string()];
+        assert_eq!(
+            group_key_texts(&by, r#"{"host":"web,1","ratio":1.0}"#),
+            Some(vec!["1".to_string(), "web,1".to_string()])
+        );
+        assert_eq!(
+            group_key_texts(&by, "2, web1"),
+            Some(vec!["2".to_string(), "web1".to_string()])
+        );
+        assert_eq!(group_key_texts(&by, r#"{"host":"web1"}"#), None);
+    }
+
     #[test]
     fn a_group_listed_twice_in_a_checkpoint_restores_once() {
         let text = r#"
