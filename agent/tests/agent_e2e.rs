@@ -702,6 +702,11 @@ fn flow_rules_alert_on_live_capture_in_run() {
         "{metrics}"
     );
     assert!(metrics.contains("cepheus_capture_down 0"), "{metrics}");
+    assert_ne!(
+        caps_of(agent.child.id(), "CapEff") & CAP_NET_RAW,
+        0,
+        "kept for capture"
+    );
     // The interface goes down: said, shown as down; back up, the capture is opened again
     // and sees the traffic after it.
     assert!(crate::netns::sh(&["ip", "link", "set", &ns.veth, "down"]));
@@ -2010,6 +2015,36 @@ fn idle_connections_make_room_for_a_new_sender() {
     drop((idle, newcomers, late, sender));
     let st = agent.terminate();
     assert!(st.success(), "{st:?}");
+}
+
+/// A capability set of a process (`CapPrm`, `CapEff` ... in /proc/PID/status).
+fn caps_of(pid: u32, set: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{set}:")))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0)
+}
+
+const CAP_NET_RAW: u64 = 1 << 13;
+
+/// Without `[capture]` the agent gives up CAP_NET_RAW as it starts (run as root here, it had
+/// it); with one it keeps it (see the capture test).
+#[test]
+fn without_capture_the_agent_gives_up_cap_net_raw() {
+    if caps_of(std::process::id(), "CapEff") & CAP_NET_RAW == 0 {
+        println!("SKIPPED: the tests run without CAP_NET_RAW");
+        return;
+    }
+    let dir = scratch("caps");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let agent = Agent::start(&dir, "");
+    let pid = agent.child.id();
+    for set in ["CapPrm", "CapEff", "CapInh"] {
+        assert_eq!(caps_of(pid, set) & CAP_NET_RAW, 0, "{set}");
+    }
+    agent.wait_stderr(10, "CAP_NET_RAW given up");
 }
 
 /// `syslog.allowed_senders`: a sender outside the list is dropped (UDP) or closed (TCP),

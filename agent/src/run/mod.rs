@@ -188,6 +188,9 @@ pub fn run(args: RunArgs) -> ExitCode {
     // sets 0027; a shell's 000 made the store world-writable): at least 0027.
     let old = rustix::process::umask(rustix::fs::Mode::from_bits_truncate(0o027));
     rustix::process::umask(old | rustix::fs::Mode::from_bits_truncate(0o027));
+    if cfg.capture.is_none() {
+        drop_capture_capability();
+    }
     if running_as_root() {
         tracing::warn!(
             "running as root: the service should run as an unprivileged user with only CAP_NET_BIND_SERVICE (syslog on port 514) and CAP_NET_RAW (live capture); see systemd/README.md. What this run creates (the store's files) is root's: the service's user cannot write them afterwards (chown them back, e.g. chown -R cepheus: /var/lib/cepheus)"
@@ -228,6 +231,31 @@ pub fn run(args: RunArgs) -> ExitCode {
             let said = format!("{e:#}");
             eprintln!("error: {}{said}", in_config(args.config.as_deref(), &said));
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Without `[capture]`, `CAP_NET_RAW` (which the packaged unit grants for live capture) is
+/// given up at once: permitted, effective and inheritable, and so ambient (the service keeps
+/// only what it uses). Done before any thread starts (capabilities are per thread; threads
+/// made later inherit the sets). Refused (the unit's system call filter, an old kernel), it
+/// is said and the agent goes on.
+fn drop_capture_capability() {
+    use rustix::thread::{CapabilitySet, capabilities, set_capabilities};
+    let dropped = capabilities(None).and_then(|mut sets| {
+        if !(sets.permitted | sets.effective | sets.inheritable).contains(CapabilitySet::NET_RAW) {
+            return Ok(false);
+        }
+        sets.permitted.remove(CapabilitySet::NET_RAW);
+        sets.effective.remove(CapabilitySet::NET_RAW);
+        sets.inheritable.remove(CapabilitySet::NET_RAW);
+        set_capabilities(None, sets).map(|()| true)
+    });
+    match dropped {
+        Ok(true) => tracing::info!("CAP_NET_RAW given up: no [capture] is configured"),
+        Ok(false) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot give up CAP_NET_RAW (no [capture] is configured)")
         }
     }
 }
