@@ -156,9 +156,7 @@ impl<T: Send + 'static> OutQueue<T> {
     /// what the store kept after it is paged in, in order ([`OutQueue::page`]). At start,
     /// for what an earlier run did not deliver.
     pub fn resume(&self, after: Option<u64>) {
-        if self.behind.get().is_none() {
-            self.fell_behind();
-        }
+        // (The caller says why: a restart's backlog, not a full queue.)
         self.behind.set(Some(after));
     }
 
