@@ -2067,11 +2067,17 @@ fn senders_outside_the_allowed_networks_are_refused() {
     udp.send_to(line("by-udp").as_bytes(), ("127.0.0.1", agent.port))
         .unwrap();
     let mut tcp = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let _ = tcp.write_all(line("by-tcp").as_bytes());
     let s = agent.wait_stats(10, |s| s["ingest"]["senders_refused"].as_u64() >= Some(2));
     assert_eq!(s["ingest"]["tcp_connections"], 0, "{s}");
     let mut buf = [0u8; 1];
-    assert_eq!(tcp.read(&mut buf).unwrap_or(0), 0, "closed at once");
+    // Closed at once (reset, as it had unread bytes), not left open.
+    match tcp.read(&mut buf) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("not closed: {other:?}"),
+    }
     agent.wait_stats(10, |_| {
         agent.stderr().contains("not in syslog.allowed_senders")
     });
@@ -3165,13 +3171,7 @@ fn a_backlog_past_the_queue_is_sent_after_a_restart() {
     }
     first.wait_stats(20, |s| s["sink"]["alerts"].as_u64() >= Some(20));
     assert!(first.terminate().success());
-    assert!(
-        first
-            .stderr()
-            .contains("still wait for output.webhook in the store"),
-        "{}",
-        first.stderr()
-    );
+    first.wait_stderr(10, "still wait for output.webhook in the store");
     // The endpoint is there now: the 20 come, from the store, each once at least.
     let (_, got) = http_endpoint_on(port, vec![]);
     let second = Agent::start_env(&dir, "", "", &config, &queue);
