@@ -3126,6 +3126,13 @@ fn changes_past_an_outputs_queue_follow_from_the_store() {
         heartbeat(agent.port, h, 1);
     }
     agent.wait_stats(20, |s| s["sink"]["alerts"].as_u64() >= Some(20));
+    // Behind while the endpoint refuses (a second, then two, between its tries).
+    agent.wait_stats(10, |s| s["sink"]["webhook_behind"] == 1);
+    let metrics = http_get(agent.api, "/metrics").expect("/metrics");
+    assert!(
+        metrics.contains("# TYPE cepheus_webhook_behind gauge\n"),
+        "{metrics}"
+    );
     // The first two requests were refused (503) and come again: only the accepted count.
     let mut posted: Vec<Value> = Vec::new();
     let mut requests = 0;
@@ -3148,7 +3155,9 @@ fn changes_past_an_outputs_queue_follow_from_the_store() {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), 20, "{posted:?}");
-    let s = agent.wait_stats(10, |s| s["sink"]["webhook_waiting"] == 0);
+    let s = agent.wait_stats(10, |s| {
+        s["sink"]["webhook_waiting"] == 0 && s["sink"]["webhook_behind"] == 0
+    });
     assert_eq!(s["sink"]["webhook_unsent"], 0, "{s}");
 }
 

@@ -616,12 +616,12 @@ pub fn render_metrics(s: &Stats) -> String {
     }
     for (k, v) in s.sink.gauges() {
         let name = format!("cepheus_{k}");
-        family(
-            &mut o,
-            &name,
-            "gauge",
-            "Alert changes waiting in an output's queue now.",
-        );
+        let help = if k.ends_with("_behind") {
+            "1 while alert changes for the output wait in the store (they follow in order)."
+        } else {
+            "Alert changes waiting in an output's queue now."
+        };
+        family(&mut o, &name, "gauge", help);
         let _ = writeln!(o, "{name} {v}");
     }
     // Gauges: whether the rules on disk were refused at the last reload (the old ones run;

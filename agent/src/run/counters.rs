@@ -151,6 +151,11 @@ counters!(
         syslog_waiting,
         /// Alert changes queued for `output.webhook` now, not yet posted nor given up.
         webhook_waiting,
+        /// 1 while alert changes for `output.syslog` wait in the store (its queue was full,
+        /// or a restart's backlog): they follow in order as the queue drains.
+        syslog_behind,
+        /// 1 while alert changes for `output.webhook` wait in the store, as for syslog.
+        webhook_behind,
     }
 );
 

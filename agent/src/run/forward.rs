@@ -43,6 +43,7 @@ impl Forwarder {
             Names {
                 unsent: |c| &c.syslog_unsent,
                 waiting: |c| &c.syslog_waiting,
+                behind: |c| &c.syslog_behind,
             },
             store.map(|store| Cursor {
                 store,

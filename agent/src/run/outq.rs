@@ -86,6 +86,8 @@ pub struct Names {
     pub unsent: fn(&SinkCounters) -> &AtomicU64,
     /// The gauge of items waiting.
     pub waiting: fn(&SinkCounters) -> &AtomicU64,
+    /// The gauge that is 1 while changes wait in the store ([`OutQueue::behind`]).
+    pub behind: fn(&SinkCounters) -> &AtomicU64,
 }
 
 impl Shared {
@@ -157,7 +159,14 @@ impl<T: Send + 'static> OutQueue<T> {
     /// for what an earlier run did not deliver.
     pub fn resume(&self, after: Option<u64>) {
         // (The caller says why: a restart's backlog, not a full queue.)
-        self.behind.set(Some(after));
+        self.set_behind(Some(after));
+    }
+
+    /// Sets where it is behind from, and the output's `*_behind` gauge.
+    fn set_behind(&self, behind: Option<Option<u64>>) {
+        self.behind.set(behind);
+        let gauge = (self.shared.names.behind)(&self.shared.counters);
+        gauge.store(u64::from(behind.is_some()), Ordering::SeqCst);
     }
 
     fn fell_behind(&self) {
@@ -200,10 +209,10 @@ impl<T: Send + 'static> OutQueue<T> {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
                 return;
             }
-            self.behind.set(Some(Some(seq)));
+            self.set_behind(Some(Some(seq)));
         }
         if all {
-            self.behind.set(None);
+            self.set_behind(None);
             tracing::info!(
                 output = self.name,
                 "{} caught up with the alert changes that waited in the store",
@@ -234,7 +243,7 @@ impl<T: Send + 'static> OutQueue<T> {
             Ok(()) => {}
             Err(TrySendError::Full(_)) if seq.is_some() => {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
-                self.behind.set(seq.map(|s| Some(s.saturating_sub(1))));
+                self.set_behind(seq.map(|s| Some(s.saturating_sub(1))));
                 self.fell_behind();
             }
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
@@ -418,6 +427,7 @@ mod tests {
             Names {
                 unsent: |c| &c.webhook_unsent,
                 waiting: |c| &c.webhook_waiting,
+                behind: |c| &c.webhook_behind,
             },
             None,
             move |d: Drain<u32>| {
@@ -463,6 +473,7 @@ mod tests {
             Names {
                 unsent: |c| &c.webhook_unsent,
                 waiting: |c| &c.webhook_waiting,
+                behind: |c| &c.webhook_behind,
             },
             None,
             move |d: Drain<u64>| {
@@ -481,6 +492,7 @@ mod tests {
         // 4 fit; the 5th makes it behind, and what follows waits in the store: none is lost.
         assert_eq!(q.behind(), Some(Some(4)));
         assert_eq!(counters.webhook_unsent.load(Ordering::SeqCst), 0);
+        assert_eq!(counters.webhook_behind.load(Ordering::SeqCst), 1);
         assert_eq!(q.room(), 0);
         gate_tx.send(()).unwrap();
         let t = Instant::now();
@@ -492,6 +504,7 @@ mod tests {
         assert_eq!(q.behind(), Some(Some(6)));
         q.page([(7, 7), (8, 8)], true);
         assert_eq!(q.behind(), None);
+        assert_eq!(counters.webhook_behind.load(Ordering::SeqCst), 0);
         let until = |n: usize| {
             let t = Instant::now();
             while got.lock().unwrap().len() < n && t.elapsed() < Duration::from_secs(10) {
@@ -534,6 +547,7 @@ mod tests {
             Names {
                 unsent: |c| &c.webhook_unsent,
                 waiting: |c| &c.webhook_waiting,
+                behind: |c| &c.webhook_behind,
             },
             Some(Cursor {
                 store: store.clone(),
@@ -597,6 +611,7 @@ mod tests {
             Names {
                 unsent: |c| &c.webhook_unsent,
                 waiting: |c| &c.webhook_waiting,
+                behind: |c| &c.webhook_behind,
             },
             None,
             move |d: Drain<u32>| {

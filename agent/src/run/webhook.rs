@@ -64,6 +64,7 @@ impl Webhook {
             Names {
                 unsent: |c| &c.webhook_unsent,
                 waiting: |c| &c.webhook_waiting,
+                behind: |c| &c.webhook_behind,
             },
             store.map(|store| Cursor {
                 store,
