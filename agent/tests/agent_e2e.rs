@@ -3167,11 +3167,7 @@ fn changes_past_an_outputs_queue_follow_from_the_store() {
 fn a_backlog_past_the_queue_is_sent_after_a_restart() {
     let dir = scratch("webhook-backlog");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let config = format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n");
     let queue = [("CEPHEUS_TEST_OUTPUT_QUEUE", "3")];
     let mut first = Agent::start_env(&dir, "", "", &config, &queue);
@@ -3205,11 +3201,7 @@ fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
     let dir = scratch("webhook-down");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
     // A port nothing listens on: every post fails and is tried again.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let config = format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n");
     let mut agent = Agent::start(&dir, &config);
     heartbeat(agent.port, "web1", 1);

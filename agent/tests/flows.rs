@@ -34,8 +34,8 @@ fn captures() -> Vec<PathBuf> {
     v
 }
 
-/// Runs `cepheus flows ARGS`; returns stdout JSON lines and the stderr summary objects.
-fn cepheus_flows(args: &[&str]) -> (Vec<Json>, Vec<Json>) {
+/// Runs `cepheus flows ARGS`, which must succeed; returns its stdout and stderr.
+fn flows_output(args: &[&str]) -> (String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
         .arg("flows")
         .args(args)
@@ -46,13 +46,19 @@ fn cepheus_flows(args: &[&str]) -> (Vec<Json>, Vec<Json>) {
         out.status.success(),
         "cepheus flows {args:?} failed: {stderr}"
     );
+    (String::from_utf8_lossy(&out.stdout).to_string(), stderr)
+}
+
+/// Runs `cepheus flows ARGS`; returns stdout JSON lines and the stderr summary objects.
+fn cepheus_flows(args: &[&str]) -> (Vec<Json>, Vec<Json>) {
+    let (stdout, stderr) = flows_output(args);
     let parse = |s: &str| -> Vec<Json> {
         s.lines()
             .filter(|l| l.starts_with('{'))
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     };
-    (parse(&String::from_utf8_lossy(&out.stdout)), parse(&stderr))
+    (parse(&stdout), parse(&stderr))
 }
 
 /// One endpoint, as tshark prints it (`addr:port`).
@@ -808,14 +814,7 @@ fn a_duration_without_an_interface_is_refused() {
 
 /// `cepheus flows ARGS`' standard error, the run having succeeded.
 fn flows_stderr(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
-        .arg("flows")
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(out.status.success(), "{args:?}: {stderr}");
-    stderr
+    flows_output(args).1
 }
 
 #[test]

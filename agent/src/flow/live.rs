@@ -93,7 +93,7 @@ pub struct LiveStats {
 }
 
 /// Opens `iface` again every [`REOPEN_EVERY`] until it can, or `stop` is set (`None`).
-fn reopen(iface: &str, stop: &AtomicBool) -> Option<(Receiver2, bool)> {
+fn reopen(iface: &str, stop: &AtomicBool) -> Option<Opened> {
     loop {
         let until = std::time::Instant::now() + REOPEN_EVERY;
         while std::time::Instant::now() < until {
@@ -105,18 +105,11 @@ fn reopen(iface: &str, stop: &AtomicBool) -> Option<(Receiver2, bool)> {
         match open(iface) {
             // (A socket opened on an interface still down fails at once again: it is only
             // kept once the interface is up.)
-            Ok(r) if is_up(iface) => return Some(r),
+            Ok(o) if o.up => return Some(o),
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "capture not open again yet"),
         }
     }
-}
-
-/// Whether `iface` exists and is up.
-fn is_up(iface: &str) -> bool {
-    pnet_datalink::interfaces()
-        .iter()
-        .any(|i| i.name == iface && i.is_up())
 }
 
 /// How far apart the two copies of one loopback frame may be (they are microseconds apart).
@@ -182,20 +175,26 @@ pub enum Recovery {
     Reopen,
 }
 
-type Receiver2 = Box<dyn pnet_datalink::DataLinkReceiver>;
+/// A packet socket opened on an interface.
+struct Opened {
+    rx: Box<dyn pnet_datalink::DataLinkReceiver>,
+    /// The interface is a loopback one (see the module doc).
+    loopback: bool,
+    /// The interface was up when opened.
+    up: bool,
+}
 
-/// Opens a packet socket on `iface`: the receiver, and whether it is a loopback interface.
-fn open(iface: &str) -> Result<(Receiver2, bool), LiveError> {
-    let ni = pnet_datalink::interfaces()
-        .into_iter()
-        .find(|i| i.name == iface)
-        .ok_or_else(|| {
-            let names: Vec<String> = pnet_datalink::interfaces()
-                .into_iter()
-                .map(|i| i.name)
-                .collect();
-            LiveError::NoSuchInterface(iface.to_string(), names.join(", "))
-        })?;
+/// Opens a packet socket on `iface` (its interfaces listed once, also for the error).
+fn open(iface: &str) -> Result<Opened, LiveError> {
+    let mut all = pnet_datalink::interfaces();
+    let Some(at) = all.iter().position(|i| i.name == iface) else {
+        let names: Vec<String> = all.into_iter().map(|i| i.name).collect();
+        return Err(LiveError::NoSuchInterface(
+            iface.to_string(),
+            names.join(", "),
+        ));
+    };
+    let ni = all.swap_remove(at);
     let cfg = pnet_datalink::Config {
         read_timeout: Some(StdDuration::from_millis(100)),
         read_buffer_size: 65_536,
@@ -203,7 +202,11 @@ fn open(iface: &str) -> Result<(Receiver2, bool), LiveError> {
         ..Default::default()
     };
     match pnet_datalink::channel(&ni, cfg) {
-        Ok(pnet_datalink::Channel::Ethernet(_tx, rx)) => Ok((rx, ni.is_loopback())),
+        Ok(pnet_datalink::Channel::Ethernet(_tx, rx)) => Ok(Opened {
+            rx,
+            loopback: ni.is_loopback(),
+            up: ni.is_up(),
+        }),
         Ok(_) => Err(LiveError::NotEthernet(iface.to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(LiveError::Permission {
             iface: iface.to_string(),
@@ -236,7 +239,9 @@ impl LiveCapture {
         capacity: usize,
         recovery: Recovery,
     ) -> Result<LiveCapture, LiveError> {
-        let (mut rx, loopback) = open(iface)?;
+        let Opened {
+            mut rx, loopback, ..
+        } = open(iface)?;
         let (tx, chan_rx): (SyncSender<LivePacket>, _) = sync_channel(capacity.max(1));
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(LiveStats::default());
@@ -294,9 +299,9 @@ impl LiveCapture {
                             stats2.down.store(true, Ordering::Relaxed);
                             tracing::error!("{said}; opened again every {}s until it can be (counted in /stats capture.down)", REOPEN_EVERY.as_secs());
                             match reopen(&name, &stop2) {
-                                Some((again, lo)) => {
-                                    rx = again;
-                                    twins = lo.then(Twins::default);
+                                Some(again) => {
+                                    rx = again.rx;
+                                    twins = again.loopback.then(Twins::default);
                                     stats2.down.store(false, Ordering::Relaxed);
                                     stats2.reopened.fetch_add(1, Ordering::Relaxed);
                                     tracing::info!(iface = %name, "capture resumed");

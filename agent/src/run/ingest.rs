@@ -456,21 +456,24 @@ impl Conns {
     fn evict_idlest_at(&self, now: u64) -> Option<bool> {
         let open = self.open.lock().ok()?;
         let silent = |c: &Arc<Conn>| now.saturating_sub(c.last.load(Ordering::Relaxed));
-        let idlest = |delivered: bool, min: StdDuration| {
+        let silent_enough = |c: &Arc<Conn>, min: StdDuration| silent(c) >= min.as_millis() as u64;
+        let idlest = |delivered: bool| {
             open.values()
                 .filter(|c| {
                     c.delivered.load(Ordering::Relaxed) == delivered
                         && !c.told.load(Ordering::Relaxed)
                 })
                 .max_by_key(|c| silent(c))
-                .filter(|c| silent(c) >= min.as_millis() as u64)
         };
-        let (c, delivered) = match idlest(false, EVICT_AFTER_IDLE) {
-            Some(c) => (c, false),
+        let (c, delivered) = match idlest(false) {
+            Some(c) if silent_enough(c, EVICT_AFTER_IDLE) => (c, false),
             // Connections that never delivered, all too young yet (a flood of new ones): the
             // newcomer is refused rather than a real sender pushed out.
-            None if idlest(false, StdDuration::ZERO).is_some() => return None,
-            None => (idlest(true, EVICT_DELIVERED_AFTER_IDLE)?, true),
+            Some(_) => return None,
+            None => (
+                idlest(true).filter(|c| silent_enough(c, EVICT_DELIVERED_AFTER_IDLE))?,
+                true,
+            ),
         };
         c.told.store(true, Ordering::Relaxed);
         c.close.notify_one();

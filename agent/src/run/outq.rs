@@ -413,6 +413,15 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
+    /// The webhook's counters, for a queue under test.
+    fn names() -> Names {
+        Names {
+            unsent: |c| &c.webhook_unsent,
+            waiting: |c| &c.webhook_waiting,
+            behind: |c| &c.webhook_behind,
+        }
+    }
+
     #[test]
     fn items_left_when_the_agent_stops_are_counted_as_unsent() {
         let counters = Arc::new(SinkCounters::default());
@@ -424,11 +433,7 @@ mod tests {
             "outq-test",
             4,
             counters.clone(),
-            Names {
-                unsent: |c| &c.webhook_unsent,
-                waiting: |c| &c.webhook_waiting,
-                behind: |c| &c.webhook_behind,
-            },
+            names(),
             None,
             move |d: Drain<u32>| {
                 if let Some(_item) = d.recv() {
@@ -470,11 +475,7 @@ mod tests {
             "outq-page",
             4,
             counters.clone(),
-            Names {
-                unsent: |c| &c.webhook_unsent,
-                waiting: |c| &c.webhook_waiting,
-                behind: |c| &c.webhook_behind,
-            },
+            names(),
             None,
             move |d: Drain<u64>| {
                 // A peer away until the gate opens.
@@ -544,11 +545,7 @@ mod tests {
             "outq-test",
             16,
             counters,
-            Names {
-                unsent: |c| &c.webhook_unsent,
-                waiting: |c| &c.webhook_waiting,
-                behind: |c| &c.webhook_behind,
-            },
+            names(),
             Some(Cursor {
                 store: store.clone(),
                 name: "test",
@@ -608,11 +605,7 @@ mod tests {
             "outq-test",
             100,
             counters.clone(),
-            Names {
-                unsent: |c| &c.webhook_unsent,
-                waiting: |c| &c.webhook_waiting,
-                behind: |c| &c.webhook_behind,
-            },
+            names(),
             None,
             move |d: Drain<u32>| {
                 while let Some(_item) = d.recv() {
