@@ -696,7 +696,12 @@ fn flow_rules_alert_on_live_capture_in_run() {
     });
     let cap = &s["capture"];
     assert_eq!(cap["dropped"], 0, "{s}");
+    assert_eq!(cap["kernel_dropped"], 0, "{s}");
     let metrics = http_get(agent.api, "/metrics").expect("/metrics");
+    assert!(
+        metrics.contains("cepheus_capture_kernel_dropped_total 0"),
+        "{metrics}"
+    );
     assert!(
         metrics.contains("cepheus_capture_received_total "),
         "{metrics}"

@@ -619,6 +619,14 @@ fn live_capture_on_veth() {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
+    // The summary counts what the kernel dropped too (nothing, at this rate).
+    let summary: Json = stderr
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no summary: {stderr}"));
+    assert_eq!(summary["kernel_dropped"], 0, "{summary}");
+    assert_eq!(summary["dropped"], 0, "{summary}");
     let flows: Vec<Json> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

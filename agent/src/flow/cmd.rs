@@ -193,14 +193,15 @@ fn run_live(
         }
     }
     use std::sync::atomic::Ordering::Relaxed;
-    let (received, filtered, dropped, duplicates) = (
-        cap.stats().received.load(Relaxed),
-        cap.stats().filtered.load(Relaxed),
-        cap.stats().dropped.load(Relaxed),
-        cap.stats().duplicates.load(Relaxed),
-    );
     let failed = cap.failed();
-    cap.stop();
+    let stats = cap.stop();
+    let (received, filtered, dropped, kernel_dropped, duplicates) = (
+        stats.received.load(Relaxed),
+        stats.filtered.load(Relaxed),
+        stats.dropped.load(Relaxed),
+        stats.kernel_dropped.load(Relaxed),
+        stats.duplicates.load(Relaxed),
+    );
     engine.finish(&mut notices, &mut syslog);
     out.notices(&mut notices);
     out.syslog(&mut syslog);
@@ -210,6 +211,7 @@ fn run_live(
     summary["received"] = json!(received);
     summary["filtered"] = json!(filtered);
     summary["dropped"] = json!(dropped);
+    summary["kernel_dropped"] = json!(kernel_dropped);
     summary["loopback_duplicates"] = json!(duplicates);
     print_summary(&summary);
     // The flows seen until then are out; the run did not cover what was asked.

@@ -10,6 +10,11 @@
 //! same bytes within [`LOOPBACK_TWIN_WINDOW`] of the first, is dropped and counted
 //! (`duplicates`), as DESIGN.md asks of "a packet seen twice on loopback". Each frame pairs with
 //! one copy at most, so a frame really sent twice is still seen twice.
+//!
+//! The packet socket is opened here and handed to pnet, with a second descriptor of it kept to
+//! read the kernel's statistics (`PACKET_STATISTICS`): the frames the kernel dropped because
+//! the socket's buffer was full before the thread read them (`kernel_dropped`), the loss an
+//! operator cannot see in any other counter of ours.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -82,6 +87,8 @@ pub struct LiveStats {
     pub filtered: AtomicU64,
     /// Frames dropped because the channel was full.
     pub dropped: AtomicU64,
+    /// Frames the kernel dropped before the thread read them (the socket's buffer was full).
+    pub kernel_dropped: AtomicU64,
     /// Second copies of loopback frames, dropped (see the module doc).
     pub duplicates: AtomicU64,
     /// The socket failed and is not open again yet ([`Recovery::Reopen`]).
@@ -178,6 +185,8 @@ pub enum Recovery {
 /// A packet socket opened on an interface.
 struct Opened {
     rx: Box<dyn pnet_datalink::DataLinkReceiver>,
+    /// A second descriptor of the socket `rx` reads, for its statistics ([`kernel_drops`]).
+    stats_fd: rustix::fd::OwnedFd,
     /// The interface is a loopback one (see the module doc).
     loopback: bool,
     /// The interface was up when opened.
@@ -195,28 +204,73 @@ fn open(iface: &str) -> Result<Opened, LiveError> {
         ));
     };
     let ni = all.swap_remove(at);
+    let refused = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => LiveError::Permission {
+            iface: iface.to_string(),
+        },
+        _ => LiveError::Io {
+            iface: iface.to_string(),
+            source: e,
+        },
+    };
+    // The socket pnet would open (every protocol, raw frames), opened here so that a second
+    // descriptor of it can read its statistics; pnet owns the first and closes it.
+    let sock = rustix::net::socket_with(
+        rustix::net::AddressFamily::PACKET,
+        rustix::net::SocketType::RAW,
+        rustix::net::SocketFlags::CLOEXEC,
+        Some(rustix::net::eth::ALL),
+    )
+    .map_err(|e| refused(e.into()))?;
+    let stats_fd = rustix::io::fcntl_dupfd_cloexec(&sock, 0).map_err(|e| refused(e.into()))?;
     let cfg = pnet_datalink::Config {
         read_timeout: Some(StdDuration::from_millis(100)),
         read_buffer_size: 65_536,
         promiscuous: true,
+        socket_fd: Some(std::os::fd::IntoRawFd::into_raw_fd(sock)),
         ..Default::default()
     };
     match pnet_datalink::channel(&ni, cfg) {
         Ok(pnet_datalink::Channel::Ethernet(_tx, rx)) => Ok(Opened {
             rx,
+            stats_fd,
             loopback: ni.is_loopback(),
             up: ni.is_up(),
         }),
         Ok(_) => Err(LiveError::NotEthernet(iface.to_string())),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => Err(LiveError::Permission {
-            iface: iface.to_string(),
-        }),
-        Err(source) => Err(LiveError::Io {
-            iface: iface.to_string(),
-            source,
-        }),
+        Err(e) => Err(refused(e)),
     }
 }
+
+/// The frames the kernel dropped on the packet socket `fd` since the last call (the kernel
+/// zeroes its statistics as they are read); `None` if it would not say.
+fn kernel_drops(fd: &rustix::fd::OwnedFd) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut st = libc::tpacket_stats {
+        tp_packets: 0,
+        tp_drops: 0,
+    };
+    let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+    // SAFETY: `fd` is an open descriptor we own for the whole call; the kernel writes at most
+    // `len` bytes into `st`, a `tpacket_stats` of exactly that size, and `len` back.
+    #[allow(
+        unsafe_code,
+        reason = "PACKET_STATISTICS has no safe wrapper in rustix or pnet"
+    )]
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_STATISTICS,
+            (&raw mut st).cast::<libc::c_void>(),
+            &raw mut len,
+        )
+    };
+    (rc == 0).then_some(u64::from(st.tp_drops))
+}
+
+/// How often the capture thread reads the kernel's drop count.
+const KERNEL_STATS_EVERY: StdDuration = StdDuration::from_secs(1);
 
 /// Why a capture's socket failed, in an operator's words (pnet says "Unexpected poll event"
 /// when the interface went down or away).
@@ -240,7 +294,10 @@ impl LiveCapture {
         recovery: Recovery,
     ) -> Result<LiveCapture, LiveError> {
         let Opened {
-            mut rx, loopback, ..
+            mut rx,
+            mut stats_fd,
+            loopback,
+            ..
         } = open(iface)?;
         let (tx, chan_rx): (SyncSender<LivePacket>, _) = sync_channel(capacity.max(1));
         let stop = Arc::new(AtomicBool::new(false));
@@ -250,7 +307,17 @@ impl LiveCapture {
         let thread = std::thread::Builder::new()
             .name(format!("capture-{iface}"))
             .spawn(move || {
+                let kernel = |fd: &rustix::fd::OwnedFd| {
+                    if let Some(n) = kernel_drops(fd) {
+                        stats2.kernel_dropped.fetch_add(n, Ordering::Relaxed);
+                    }
+                };
+                let mut stats_at = std::time::Instant::now() + KERNEL_STATS_EVERY;
                 while !stop2.load(Ordering::Relaxed) {
+                    if std::time::Instant::now() >= stats_at {
+                        kernel(&stats_fd);
+                        stats_at = std::time::Instant::now() + KERNEL_STATS_EVERY;
+                    }
                     match rx.next() {
                         Ok(frame) => {
                             stats2.received.fetch_add(1, Ordering::Relaxed);
@@ -296,11 +363,13 @@ impl LiveCapture {
                                 *stats2.failed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(said);
                                 break;
                             }
+                            kernel(&stats_fd);
                             stats2.down.store(true, Ordering::Relaxed);
                             tracing::error!("{said}; opened again every {}s until it can be (counted in /stats capture.down)", REOPEN_EVERY.as_secs());
                             match reopen(&name, &stop2) {
                                 Some(again) => {
                                     rx = again.rx;
+                                    stats_fd = again.stats_fd;
                                     twins = again.loopback.then(Twins::default);
                                     stats2.down.store(false, Ordering::Relaxed);
                                     stats2.reopened.fetch_add(1, Ordering::Relaxed);
@@ -311,6 +380,9 @@ impl LiveCapture {
                         }
                     }
                 }
+                // What the kernel dropped since the last read (the summary and /stats read
+                // the counter after the thread ends).
+                kernel(&stats_fd);
             })
             .map_err(|source| LiveError::Io {
                 iface: iface.to_string(),
@@ -349,9 +421,11 @@ impl LiveCapture {
         &self.stats
     }
 
-    /// Stops the thread and waits for it (within one read timeout).
-    pub fn stop(mut self) {
+    /// Stops the thread and waits for it (within one read timeout); its counters, final (the
+    /// kernel's drops are read as the thread ends).
+    pub fn stop(mut self) -> Arc<LiveStats> {
         self.shutdown();
+        self.stats.clone()
     }
 
     fn shutdown(&mut self) {
@@ -378,6 +452,7 @@ pub fn wall_clock() -> Timestamp {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -397,5 +472,33 @@ mod tests {
         let late = t0 + LOOPBACK_TWIN_WINDOW + StdDuration::from_millis(1);
         assert!(!t.is_second_copy(a, late));
         assert!(t.is_second_copy(a, late));
+    }
+
+    /// Frames the kernel drops on a socket nobody reads are counted from its statistics: the
+    /// loss no counter of ours would show otherwise. Needs CAP_NET_RAW (skipped without).
+    #[test]
+    fn the_kernels_drops_are_read_from_the_socket() {
+        let opened = match open("lo") {
+            Ok(o) => o,
+            Err(LiveError::Permission { .. }) => {
+                println!("SKIPPED: the tests run without CAP_NET_RAW");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        // (Zeroes what other traffic on lo left so far.)
+        assert!(kernel_drops(&opened.stats_fd).is_some());
+        let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = sink.local_addr().unwrap();
+        let from = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        // Far more than the socket's buffer holds (a few hundred such frames), none read.
+        for _ in 0..4000 {
+            let _ = from.send_to(&[0u8; 1000], to);
+        }
+        let dropped = kernel_drops(&opened.stats_fd).unwrap();
+        assert!(dropped > 1000, "{dropped}");
+        // Read once: the next read counts from there.
+        assert!(kernel_drops(&opened.stats_fd).unwrap() < dropped);
+        drop(opened);
     }
 }

@@ -158,8 +158,8 @@ stdout = true
 # Live capture (optional, needs root or CAP_NET_RAW): flows of one interface become events.
 # If the interface goes down or is removed, it is opened again every 5 s (capture.down in
 # /stats is 1 meanwhile). capture.dropped counts the frames cepheus itself could not keep up
-# with; frames the kernel dropped before cepheus read them are not counted there (compare
-# capture.received with the interface's own counters, `ip -s link show eth0`).
+# with, capture.kernel_dropped those the kernel dropped before cepheus read them (its socket
+# buffer was full): either one above 0 means flows are missing packets.
 # [capture]
 # interface = "eth0"
 # filter = "not port 22"        # tcpdump's words over IP: see `cepheus flows --help`
@@ -1023,7 +1023,9 @@ impl Config {
             let filter = crate::flow::filter::Filter::parse(&c.filter).unwrap_or_default();
             let stop = crate::flow::live::Recovery::Stop;
             match crate::flow::live::LiveCapture::start(&c.interface, filter, 16, stop) {
-                Ok(cap) => cap.stop(),
+                Ok(cap) => {
+                    cap.stop();
+                }
                 Err(e) => out.push(Problem::new("capture.interface", e.to_string())),
             }
         }

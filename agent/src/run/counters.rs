@@ -168,6 +168,9 @@ counters!(
         filtered,
         /// Frames dropped because the capture channel was full (the flow table fell behind).
         dropped,
+        /// Frames the kernel dropped before cepheus read them (the packet socket's buffer was
+        /// full: cepheus's capture thread fell behind the interface).
+        kernel_dropped,
         /// Second copies of loopback frames, dropped.
         loopback_duplicates,
         /// Frames decoded to an IP packet and given to the flow table.

@@ -822,7 +822,7 @@ pub fn capture_loop(
     let mut last_count = std::time::Instant::now();
     while !*shutdown.borrow() {
         if last_count.elapsed() >= StdDuration::from_millis(250) {
-            publish_capture(&cap, &flows, &counters);
+            publish_capture(cap.stats(), &flows, &counters);
             last_count = std::time::Instant::now();
         }
         match cap.recv_timeout(StdDuration::from_millis(100)) {
@@ -848,22 +848,25 @@ pub fn capture_loop(
         }
     }
     router.flush_blocking();
-    publish_capture(&cap, &flows, &counters);
-    cap.stop();
+    let stats = cap.stop();
+    publish_capture(&stats, &flows, &counters);
 }
 
 /// Copies the capture thread's and the flow table's counters where /stats reads them.
 fn publish_capture(
-    cap: &crate::flow::live::LiveCapture,
+    live: &crate::flow::live::LiveStats,
     flows: &crate::flow::FlowEngine,
     out: &CaptureCounters,
 ) {
-    let live = cap.stats();
     let f = flows.counters();
     let set = |c: &AtomicU64, v: u64| c.store(v, Ordering::Relaxed);
     set(&out.received, live.received.load(Ordering::Relaxed));
     set(&out.filtered, live.filtered.load(Ordering::Relaxed));
     set(&out.dropped, live.dropped.load(Ordering::Relaxed));
+    set(
+        &out.kernel_dropped,
+        live.kernel_dropped.load(Ordering::Relaxed),
+    );
     set(
         &out.loopback_duplicates,
         live.duplicates.load(Ordering::Relaxed),
