@@ -3166,6 +3166,46 @@ fn changes_past_an_outputs_queue_follow_from_the_store() {
     assert_eq!(s["sink"]["webhook_unsent"], 0, "{s}");
 }
 
+/// Changes waiting in the store for an output that the store prunes first (`max_alerts`) are
+/// counted as unsent and said, not skipped silently: what the endpoint got and what is
+/// counted make up every change.
+#[test]
+fn changes_pruned_before_an_output_sent_them_are_counted() {
+    let dir = scratch("webhook-pruned");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let (port, got) = http_endpoint(vec![503, 503]);
+    let agent = Agent::start_env(
+        &dir,
+        "",
+        "",
+        &format!(
+            "max_alerts = 5
+[output]
+webhook = \"http://127.0.0.1:{port}/hook\"\n"
+        ),
+        &[("CEPHEUS_TEST_OUTPUT_QUEUE", "3")],
+    );
+    for i in 0..20 {
+        heartbeat(agent.port, &format!("web{i:02}"), 1);
+    }
+    agent.wait_stats(20, |s| s["sink"]["alerts"].as_u64() >= Some(20));
+    let s = agent.wait_stats(40, |s| {
+        s["sink"]["webhook_waiting"] == 0 && s["sink"]["webhook_behind"] == 0
+    });
+    let unsent = s["sink"]["webhook_unsent"].as_u64().unwrap();
+    assert!(unsent > 0, "{s}");
+    let mut ids = std::collections::BTreeSet::new();
+    while let Ok((_, body)) = got.recv_timeout(Duration::from_millis(500)) {
+        let v: Value = serde_json::from_str(&body).unwrap();
+        for a in v["alerts"].as_array().unwrap() {
+            ids.insert(a["id"].as_str().unwrap().to_string());
+        }
+    }
+    // (The two refused requests carried changes sent again later: counted once by id.)
+    assert_eq!(ids.len() as u64 + unsent, 20, "{ids:?} {s}");
+    agent.wait_stderr(5, "pruned from the store");
+}
+
 /// Changes an output never took, more than its queue holds, are all sent at the next start,
 /// in order, from the store (not only a queue's worth).
 #[test]

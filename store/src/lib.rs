@@ -171,6 +171,21 @@ struct Held {
     changes: u64,
     /// The firing alerts by the seq of their firing: which is oldest, to prune.
     firing: BTreeMap<u64, [u8; 8]>,
+    /// The seqs of the changes pruned since [`Store::take_pruned`] last took them, ascending
+    /// (at most [`PRUNED_HELD`]: the caller takes them after each write or prune).
+    pruned: std::collections::VecDeque<u64>,
+}
+
+/// Pruned seqs held for [`Store::take_pruned`] at most (the oldest go first beyond).
+const PRUNED_HELD: usize = 1 << 20;
+
+impl Held {
+    fn note_pruned(&mut self, seq: u64) {
+        if self.pruned.len() >= PRUNED_HELD {
+            self.pruned.pop_front();
+        }
+        self.pruned.push_back(seq);
+    }
 }
 
 /// What recording one change did.
@@ -266,6 +281,7 @@ impl Store {
         let mut held = Held {
             changes: alerts.len() as u64,
             firing: BTreeMap::new(),
+            pruned: std::collections::VecDeque::new(),
         };
         for row in open.iter() {
             let (k, v) = row.map_err(io)?;
@@ -431,6 +447,7 @@ impl Store {
                 break;
             };
             held.changes -= 1;
+            held.note_pruned(seq_of(&k));
             let firing = held.firing.contains_key(&seq_of(&k));
             if let Some(key) = v.get(..9)
                 && !firing
@@ -490,6 +507,7 @@ impl Store {
             }
             self.alerts.remove(&k).map_err(|e| self.io(e))?;
             held.changes = held.changes.saturating_sub(1);
+            held.note_pruned(seq_of(&k));
             gone += 1;
             if let Some(key) = v.get(..9)
                 && !held.firing.contains_key(&seq_of(&k))
@@ -698,6 +716,13 @@ impl Store {
             .last()
             .map_err(|e| self.io(e))?
             .map(|(k, _)| seq_of(&k)))
+    }
+
+    /// The seqs of the changes pruned (by `max_alerts` or [`Store::prune_older_than`]) since
+    /// the last call, ascending: an output still behind them will never send them, and says
+    /// so.
+    pub fn take_pruned(&self) -> Vec<u64> {
+        std::mem::take(&mut self.lock().pruned).into()
     }
 
     /// The changes recorded after `seq` (`None`: from the first), oldest first, at most

@@ -140,7 +140,8 @@ stdout = true
 # info), APP-NAME cepheus, MSGID the state (firing, resolved, retracted), the message the
 # alert's JSON. Up to 10,000 wait in its queue while the collector is slow or away; beyond,
 # they wait in the store and follow in order as the queue drains (a change the store could
-# not keep, its disk nearly full, is dropped and counted: syslog_unsent, as is over UDP a
+# not keep, its disk nearly full, or pruned from it by store.max_alerts or max_age before it
+# was sent, is dropped and counted: syslog_unsent, as is over UDP a
 # send the collector's closed port refused); syslog_sent counts those handed over,
 # syslog_failed the tries that failed, syslog_waiting (a gauge) what waits in the queue now.
 # syslog = "tcp://10.0.0.5:514"
@@ -149,7 +150,8 @@ stdout = true
 # after 1 s, then twice as long each time up to a minute; another 4xx drops it. Up to 10,000
 # changes wait in its queue (webhook_waiting, a gauge; webhook_failed counts the failed
 # requests); beyond, they wait in the store and follow in order as the queue drains (one the
-# store could not keep is dropped and counted, webhook_unsent, as is what is left in the
+# store could not keep, or pruned by store.max_alerts or max_age before it was sent, is
+# dropped and counted, webhook_unsent, as is what is left in the
 # queue when the agent stops, 5 s after its shards have drained: sent at the next start). HTTPS checks the certificate against the system's
 # roots. The token file's one line is sent as `Authorization: Bearer <token>`.
 # webhook = "https://alerts.example.com/cepheus"

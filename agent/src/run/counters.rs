@@ -117,8 +117,8 @@ counters!(
         /// the collector had not closed; UDP: sent without an error).
         syslog_sent,
         /// Alert changes not forwarded to `output.syslog` (its queue was full and the store
-        /// could not keep them; left in the queue at a stop; UDP: a send refused, the
-        /// collector's port closed).
+        /// could not keep them, or pruned them first; left in the queue at a stop; UDP: a send
+        /// refused, the collector's port closed).
         syslog_unsent,
         /// Tries to reach `output.syslog`'s collector over TCP that failed (no connection, a
         /// write refused, a connection it had closed): the message waits and is tried again.
@@ -126,7 +126,8 @@ counters!(
         /// Alert changes posted to `output.webhook` (the endpoint answered 2xx).
         webhook_sent,
         /// Alert changes not posted to `output.webhook` (its queue was full and the store could
-        /// not keep them; left in the queue at a stop; refused by the endpoint with a 4xx).
+        /// not keep them, or pruned them first; left in the queue at a stop; refused by the
+        /// endpoint with a 4xx).
         webhook_unsent,
         /// Requests to `output.webhook` that failed and are tried again (no connection, a
         /// timeout, a 5xx or 429 answer): their changes wait, in `webhook_waiting`.

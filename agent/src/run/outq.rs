@@ -268,6 +268,12 @@ impl<T: Send + 'static> OutQueue<T> {
         }
     }
 
+    /// `n` changes waiting in the store for this queue (behind) were pruned from it before
+    /// they could be paged in: counted as unsent.
+    pub fn lost(&self, n: u64) {
+        self.shared.unsent(n);
+    }
+
     /// The agent stops: no more items; the thread gets until `deadline` to deal with what is
     /// queued (its waits between tries cut short). Returns how many were left, which are
     /// counted as unsent and said in the log.

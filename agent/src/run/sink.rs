@@ -83,6 +83,8 @@ pub struct AlertSink {
     store: Option<Store>,
     /// One store error line per minute.
     store_limit: LogLimit,
+    /// Changes pruned before an output sent them, said at most once a minute.
+    prune_limit: LogLimit,
     /// `output.file`, if set.
     file: Option<FileOutput>,
     /// `output.syslog`, if set.
@@ -331,6 +333,7 @@ impl AlertSink {
             limit: LogLimit::new(60_000),
             store: None,
             store_limit: LogLimit::new(60_000),
+            prune_limit: LogLimit::new(60_000),
             file: None,
             forwarder: None,
             webhook: None,
@@ -552,10 +555,13 @@ impl AlertSink {
         };
         match store.prune_older_than(cutoff, AGE_PRUNE_BATCH) {
             Ok(0) => {}
-            Ok(n) => tracing::debug!(
-                alert_changes = n,
-                "dropped alert changes older than store.max_age"
-            ),
+            Ok(n) => {
+                tracing::debug!(
+                    alert_changes = n,
+                    "dropped alert changes older than store.max_age"
+                );
+                self.count_pruned();
+            }
             Err(e) => {
                 bump(&self.counters.store_errors, 1);
                 if let Some(held) = self.store_limit.allow() {
@@ -618,6 +624,7 @@ impl AlertSink {
                 output.send(fresh);
             }
         }
+        self.count_pruned();
         if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
             for c in fresh {
                 // (None listening any more: nothing to do.)
@@ -735,6 +742,40 @@ impl AlertSink {
                 Err(e) => {
                     bump(&self.counters.store_errors, 1);
                     tracing::warn!(output = name, error = %e, "cannot read the alert changes waiting for the output: tried again in a second");
+                }
+            }
+        }
+    }
+
+    /// Counts, for each output behind, the changes the store pruned (`store.max_alerts`,
+    /// `store.max_age`) before its queue took them: it never will, and says so, rather than
+    /// skip them silently. (Called after the changes of a write went to the outputs: a queue
+    /// takes in order, so what it took is at or before where it is behind from.)
+    fn count_pruned(&mut self) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let pruned = store.take_pruned();
+        if pruned.is_empty() {
+            return;
+        }
+        for (name, output) in self.queued() {
+            let Some((after, _)) = output.behind() else {
+                continue;
+            };
+            let lost = pruned
+                .iter()
+                .filter(|&&s| after.is_none_or(|a| s > a))
+                .count() as u64;
+            if lost > 0 {
+                output.lost(lost);
+                if let Some(held) = self.prune_limit.allow() {
+                    tracing::warn!(
+                        output = name,
+                        alert_changes = lost,
+                        held_back = held,
+                        "alert changes waiting for the output were pruned from the store (store.max_alerts or store.max_age) before it could send them: counted as unsent"
+                    );
                 }
             }
         }
@@ -1136,6 +1177,8 @@ trait QueuedOutput {
     fn resume(&self, after: Option<u64>);
     /// Feeds its queue from the store while it is behind.
     fn page(&self, changes: &[Change], all: bool);
+    /// Counts `n` changes it was behind on that the store pruned ([`super::outq::OutQueue::lost`]).
+    fn lost(&self, n: u64);
 }
 
 impl QueuedOutput for super::forward::Forwarder {
@@ -1154,6 +1197,9 @@ impl QueuedOutput for super::forward::Forwarder {
     fn page(&self, changes: &[Change], all: bool) {
         super::forward::Forwarder::page(self, changes, all);
     }
+    fn lost(&self, n: u64) {
+        self.queue().lost(n);
+    }
 }
 
 impl QueuedOutput for super::webhook::Webhook {
@@ -1171,6 +1217,9 @@ impl QueuedOutput for super::webhook::Webhook {
     }
     fn page(&self, changes: &[Change], all: bool) {
         super::webhook::Webhook::page(self, changes, all);
+    }
+    fn lost(&self, n: u64) {
+        self.queue().lost(n);
     }
 }
 
