@@ -83,6 +83,7 @@ fn frames(
             match fr {
                 Frame::Msg(m) => out.push(Ok(m.to_vec())),
                 Frame::Oversized => out.push(Err("oversized")),
+                Frame::Resynced => out.push(Err("resynced")),
                 Frame::Fatal(_) => {
                     out.push(Err("fatal"));
                     return out;
@@ -97,6 +98,7 @@ fn frames(
         Some(Frame::Msg(m)) => out.push(Ok(m.to_vec())),
         Some(Frame::Oversized) => out.push(Err("oversized")),
         Some(Frame::Fatal(_)) => out.push(Err("fatal")),
+        Some(Frame::Resynced) => out.push(Err("resynced")),
         None => {}
     }
     out

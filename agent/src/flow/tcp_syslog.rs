@@ -47,6 +47,9 @@ pub struct TcpSyslogCounters {
     pub oversized: u64,
     /// Streams given up because they cannot be syslog (an absurd octet count).
     pub unframeable: u64,
+    /// Times a counted stream's framing was lost (a wrong count, a stray partial line) and
+    /// found again at the next frame, the bytes between dropped.
+    pub resynced: u64,
     /// Streams evicted to make room for a new one.
     pub evicted: u64,
 }
@@ -213,6 +216,7 @@ impl Stream {
             match f {
                 Frame::Msg(m) => to.message(c, m),
                 Frame::Oversized => c.oversized += 1,
+                Frame::Resynced => c.resynced += 1,
                 Frame::Fatal(_) => {
                     c.unframeable += 1;
                     self.dead = true;
@@ -485,6 +489,7 @@ impl TcpSyslog {
             Some(Frame::Msg(m)) => to.message(c, m),
             Some(Frame::Oversized) => c.oversized += 1,
             Some(Frame::Fatal(_)) => c.unframeable += 1,
+            Some(Frame::Resynced) => c.resynced += 1,
             None => {}
         }
     }

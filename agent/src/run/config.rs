@@ -48,7 +48,9 @@ max_connections = 1024
 # Largest message in bytes. Larger UDP datagrams are dropped; larger TCP frames are skipped
 # (newline framing, up to 16 times this; a longer line, like a huge length when octet
 # counting or a stream that lost its framing, ends the connection: the sender reconnects,
-# and what it had sent after it on that connection is lost). Counted.
+# and what it had sent after it on that connection is lost). Counted. With octet counting, a
+# frame whose count was wrong (characters counted, not bytes) loses only its last bytes: the
+# next frame is found and read on (tcp_resynced).
 max_message_size = 65536
 # Zone of stamps that carry none (RFC 3164's, and ISO 8601 ones written without an offset):
 # "UTC", an offset such as "+02:00", or an IANA

@@ -69,6 +69,10 @@ counters!(
         tcp_evicted,
         /// TCP connections closed because the stream could not be framed.
         tcp_unframeable,
+        /// Times a TCP stream's octet counting was lost (a wrong count: a sender counting
+        /// characters, not bytes; a stray partial line) and found again at the next frame:
+        /// the bytes between were dropped, the frames after them read.
+        tcp_resynced,
         /// TCP frames received (messages, before parsing).
         tcp_frames,
         /// Messages that were not syslog (empty, binary garbage, no header ...).

@@ -11,9 +11,18 @@
 //! when a PRI (`<`) follows the count, or the connection counted frames before (except `1 `:
 //! no syslog message is one byte long, and `1 ` starts an RFC 5424 line sent without PRI);
 //! anything else is delimiter-framed, so a line that begins with a number (`200 OK`) does
-//! not swallow the messages after it. A frame longer than the maximum message size is
+//! not swallow the messages after it; but a count without PRI on a connection that has not
+//! counted yet frames its message when that message holds no line end and is followed right
+//! away by another count and a PRI (an octet-counting sender whose first message has no PRI).
+//! A frame longer than the maximum message size is
 //! skipped: a delimited frame up to its next delimiter, an octet-counted frame by its
 //! declared length.
+//!
+//! On a counted connection, bytes where a frame should begin that hold no count (a count
+//! that was wrong: a sender that counted characters, not bytes; a stray partial line) are
+//! dropped up to the next count followed by a space and a PRI (`<` and a digit), within the
+//! maximum and before any line end, and said ([`Frame::Resynced`]): the frames after them are
+//! read on.
 //!
 //! Some streams cannot be framed any more, and [`Frame::Fatal`] tells the caller to close the
 //! connection (a syslog sender reconnects and goes on), rather than read the rest of it as
@@ -26,8 +35,9 @@
 //!
 //! Each verdict depends on the stream only, never on how it was cut into reads.
 //!
-//! The framer never looks for frames inside a message: text a message carries (`... 5 <0>x`)
-//! is never taken for a frame of its own.
+//! The framer never looks for frames inside a message it framed: text a message carries
+//! (`... 5 <0>x`) is never taken for a frame of its own. Only bytes that are no frame (after
+//! a counted frame, where the next should begin) are searched for one.
 
 use bytes::{Buf, BytesMut};
 
@@ -41,6 +51,9 @@ pub enum Frame {
     Msg(BytesMut),
     /// A message longer than the maximum was skipped.
     Oversized,
+    /// Bytes of a counted connection that were no frame (a count that was wrong, a stray
+    /// partial line) were dropped up to the next frame, which is read on.
+    Resynced,
     /// The stream cannot be framed any more (why); close the connection.
     Fatal(&'static str),
 }
@@ -87,6 +100,39 @@ impl Framer {
         let pri = first? == b'<';
         self.counted |= pri;
         Some(pri || self.counted)
+    }
+
+    /// Whether the octet count `buf` starts with (`digits` long, of `len`) frames its message
+    /// ([`Framer::counts`]); if the connection has not counted and no PRI follows, it does
+    /// when its message holds no line end and another count with a PRI follows right after it
+    /// (an octet-counting sender whose first message has no PRI: read as a line, it would
+    /// wait for a line end that never comes). `None` while that is not decided.
+    fn frames(&mut self, buf: &[u8], digits: usize, len: usize) -> Option<bool> {
+        if self.counts(buf.get(digits + 1).copied())? {
+            return Some(true);
+        }
+        if len > self.max {
+            return Some(false);
+        }
+        let end = digits + 1 + len;
+        if line_end(&buf[digits + 1..end.min(buf.len())]).is_some() {
+            return Some(false);
+        }
+        let rest = buf.get(end..)?;
+        let d = rest
+            .iter()
+            .take(11)
+            .take_while(|x| x.is_ascii_digit())
+            .count();
+        if d == rest.len() {
+            return (d > 10).then_some(false);
+        }
+        if d == 0 || rest[d] != b' ' {
+            return Some(false);
+        }
+        let pri = *rest.get(d + 1)? == b'<' && octet_count(rest).is_some();
+        self.counted |= pri;
+        Some(pri)
     }
 
     /// Takes the next frame out of `buf`; `None` when more bytes are needed.
@@ -146,7 +192,7 @@ impl Framer {
                     // that decides, as one read would have shown it.
                     return None;
                 } else if let Some((digits, len)) = octet_count(buf)
-                    && self.counts(buf.get(digits + 1).copied())?
+                    && self.frames(buf, digits, len)?
                 {
                     if len > self.max {
                         if len > self.absurd() {
@@ -166,6 +212,20 @@ impl Framer {
                         continue;
                     }
                     return Some(Frame::Msg(buf.split_to(len)));
+                }
+            }
+            if self.counted {
+                // No count where a frame should begin: a count that was wrong (a sender that
+                // counted characters, not bytes) or a stray partial line. The next frame is
+                // found (a count and a PRI) and read on, rather than the rest of the stream
+                // read as one line that never ends.
+                match resync(buf, self.max) {
+                    Resync::At(at) => {
+                        buf.advance(at);
+                        return Some(Frame::Resynced);
+                    }
+                    Resync::Wait => return None,
+                    Resync::None => {}
                 }
             }
             let delim = line_end(buf);
@@ -243,6 +303,53 @@ pub fn octet_count(b: &[u8]) -> Option<(usize, usize)> {
     Some((digits, len))
 }
 
+/// Where the next frame begins in bytes of a counted connection that hold no frame.
+#[derive(Debug, PartialEq, Eq)]
+enum Resync {
+    /// At this offset.
+    At(usize),
+    /// Not decided until more bytes come (a count or its PRI cut by the read's end).
+    Wait,
+    /// Nowhere before the line's end (a line, as a mixed sender sends it) or within the
+    /// maximum.
+    None,
+}
+
+/// Where the next frame begins in `b`, bytes of a counted connection where a frame should
+/// begin but none does: the first count (after a byte that is not a digit) followed by a
+/// space and a PRI (`<` and a digit), within `max` bytes and before any line end. Decided
+/// only on bytes that are there, so the verdict does not depend on how reads cut the stream.
+fn resync(b: &[u8], max: usize) -> Resync {
+    let end = line_end(b).unwrap_or(b.len()).min(max.saturating_add(1));
+    for at in 1..end {
+        if !b[at].is_ascii_digit() || b[at - 1].is_ascii_digit() {
+            continue;
+        }
+        let d = b[at..]
+            .iter()
+            .take(11)
+            .take_while(|x| x.is_ascii_digit())
+            .count();
+        if d > 10 {
+            continue;
+        }
+        // The count, a space, `<` and a digit; cut by the end of what has come, it may still
+        // be one.
+        match (b.get(at + d), b.get(at + d + 1), b.get(at + d + 2)) {
+            (None, ..) | (Some(b' '), None, _) | (Some(b' '), Some(b'<'), None) => {
+                return Resync::Wait;
+            }
+            (Some(b' '), Some(b'<'), Some(x))
+                if x.is_ascii_digit() && octet_count(&b[at..]).is_some() =>
+            {
+                return Resync::At(at);
+            }
+            _ => {}
+        }
+    }
+    Resync::None
+}
+
 /// Where the line that `b` begins ends: its LF or NUL.
 fn line_end(b: &[u8]) -> Option<usize> {
     b.iter().position(|&x| x == b'\n' || x == 0)
@@ -271,6 +378,7 @@ mod tests {
             Frame::Msg(m) => out.push(Ok(String::from_utf8_lossy(&m).into_owned())),
             Frame::Oversized => out.push(Err("oversized")),
             Frame::Fatal(_) => out.push(Err("fatal")),
+            Frame::Resynced => out.push(Err("resynced")),
         };
         for c in chunks {
             buf.extend_from_slice(c);
@@ -360,14 +468,36 @@ mod tests {
             let want = vec![Err("oversized"), Err("fatal")];
             assert_eq!(frames(100, &pieces), want, "pieces of {size}");
         }
-        // Counted frames, then one it cannot count (a stray partial line): those before it
-        // are delivered, then the connection is closed.
+        // Counted frames, then bytes it cannot count (a stray partial line): those before
+        // are delivered, the stray bytes dropped and said, and the frames after them read on,
+        // however the reads cut the stream.
         let mut input = counted(&msgs[..3]);
-        input.extend_from_slice(b"stray text");
+        input.extend_from_slice(b"stray 12 text");
         input.extend(counted(&msgs));
         let mut want = frames_ok[..3].to_vec();
-        want.push(Err("fatal"));
-        assert_eq!(frames(100, &[&input]), want);
+        want.push(Err("resynced"));
+        want.extend(frames_ok.iter().cloned());
+        for size in [1, 2, 5, 4096] {
+            let pieces: Vec<&[u8]> = input.chunks(size).collect();
+            assert_eq!(frames(100, &pieces), want, "pieces of {size}");
+        }
+        // A count short by the bytes of a character counted as one (`ß` is two bytes): that
+        // frame is cut, its last bytes dropped, and the next frames read on.
+        let bad = "<13>Dec 10 06:55:46 h app: Übergröße";
+        let mut input = format!("{} {bad}", bad.chars().count()).into_bytes();
+        input.extend(counted(&msgs[..2]));
+        let got = frames(100, &[&input]);
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!(got[1], Err("resynced"), "{got:?}");
+        assert_eq!(&got[2..], &frames_ok[..2], "{got:?}");
+        // Stray bytes longer than the maximum with no frame in them: closed, as before.
+        let mut input = counted(&msgs[..1]);
+        input.extend_from_slice(&[b'x'; 150]);
+        input.extend(counted(&msgs));
+        assert_eq!(
+            frames(100, &[&input]),
+            vec![frames_ok[0].clone(), Err("fatal")]
+        );
         // An oversized line that never ends: skipped, then closed after 16 times the maximum.
         let endless = vec![b'a'; 100 * 17 + 50];
         let pieces: Vec<&[u8]> = endless.chunks(64).collect();
@@ -382,6 +512,70 @@ mod tests {
             let got = frames(4096, &[text]);
             assert_eq!(got.len(), 1, "{got:?}");
             assert!(got[0].is_ok(), "{got:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the stream (pieces that look like counts, PRIs, digits, spaces, line ends
+        /// and text, in any order) and however reads cut it, the frames are those of one
+        /// read, and none is longer than the maximum.
+        #[test]
+        fn frames_do_not_depend_on_how_reads_cut_the_stream(
+            parts in proptest::collection::vec(0usize..12, 0..40),
+            cuts in proptest::collection::vec(1usize..9, 1..8),
+            max in 8usize..40,
+        ) {
+            const PIECES: [&[u8]; 12] = [
+                b"12 ", b"<13>", b"5", b"0", b" ", b"\n", b"\0", b"abc", b"7 <1>x", b"1 ",
+                b"<", b"99999999999 ",
+            ];
+            let stream: Vec<u8> = parts.iter().flat_map(|&i| PIECES[i].iter().copied()).collect();
+            let whole = frames(max, &[&stream]);
+            let mut pieces: Vec<&[u8]> = Vec::new();
+            let (mut at, mut k) = (0, 0);
+            while at < stream.len() {
+                let n = cuts[k % cuts.len()].min(stream.len() - at);
+                pieces.push(&stream[at..at + n]);
+                at += n;
+                k += 1;
+            }
+            proptest::prop_assert_eq!(&frames(max, &pieces), &whole);
+            for m in whole.iter().flatten() {
+                proptest::prop_assert!(m.len() <= max, "{:?}", whole);
+            }
+        }
+    }
+
+    /// An octet-counting sender whose first message has no PRI: its count frames it when
+    /// another count with a PRI follows right after its message (read as a line, it would
+    /// wait for a line end that never comes, and take every message after it), however the
+    /// reads cut the stream; a line that begins with a number stays a line.
+    #[test]
+    fn a_first_counted_frame_without_pri_is_framed_by_the_count_after_it() {
+        let first = "Mar  1 00:02:05 octfirst app: no PRI first";
+        let msgs: Vec<String> = (0..3)
+            .map(|i| format!("<13>Mar  1 00:02:0{i} h app: next {i}"))
+            .collect();
+        let mut input = format!("{} {first}", first.len()).into_bytes();
+        input.extend(counted(&msgs));
+        let mut want = vec![Ok(first.to_string())];
+        want.extend(msgs.iter().map(|m| Ok(m.clone())));
+        for size in [1, 3, 4096] {
+            let pieces: Vec<&[u8]> = input.chunks(size).collect();
+            assert_eq!(frames(1000, &pieces), want, "pieces of {size}");
+        }
+        // The count's length lands on text, not on a count and a PRI: a line.
+        for text in [
+            &b"5 hello world\n<13>h app: x\n"[..],
+            b"10 hellos\n<13>h app: x\n",
+        ] {
+            let got = frames(1000, &[text]);
+            let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
+            assert_eq!(
+                got[0],
+                Ok(String::from_utf8_lossy(line).into_owned()),
+                "{got:?}"
+            );
         }
     }
 

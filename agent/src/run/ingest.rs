@@ -756,6 +756,12 @@ async fn tcp_conn(
                     listener.message(0, now);
                     router.oversized(ip);
                 }
+                Frame::Resynced => {
+                    bump(&shared.counters.tcp_resynced, 1);
+                    if let Some(held) = shared.limits.connection.allow() {
+                        tracing::warn!(%peer, suppressed = held, "tcp stream lost its octet counting (a wrong count, or a stray partial line): the bytes up to the next frame dropped, the frames after it read on");
+                    }
+                }
                 Frame::Fatal(why) => {
                     bump(&shared.counters.tcp_unframeable, 1);
                     if let Some(held) = shared.limits.connection.allow() {
@@ -780,7 +786,7 @@ async fn tcp_conn(
                     listener.message(0, now);
                     router.oversized(ip);
                 }
-                Some(Frame::Fatal(_)) | None => {}
+                Some(Frame::Fatal(_) | Frame::Resynced) | None => {}
             }
         }
         router.flush(true).await;
