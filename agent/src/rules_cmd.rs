@@ -43,7 +43,8 @@ pub fn render(d: &Diagnostic, color: bool) -> String {
         .with_width(100)
         .with_links(false);
     let mut out = String::new();
-    if handler.render_report(&mut out, d).is_err() {
+    // (A place far along a very long line is written plainly: miette cannot draw it.)
+    if d.too_wide() || handler.render_report(&mut out, d).is_err() {
         out = format!(
             "{}:{}:{}: {}: {}\n",
             d.path.display(),
@@ -52,6 +53,18 @@ pub fn render(d: &Diagnostic, color: bool) -> String {
             d.severity.name(),
             d.message
         );
+        if let Some(help) = &d.help {
+            out.push_str(&format!("  help: {help}\n"));
+        }
+        for r in &d.related {
+            out.push_str(&format!(
+                "  {}:{}:{}: {}\n",
+                r.path.display(),
+                r.line,
+                r.column,
+                r.message
+            ));
+        }
     }
     out
 }

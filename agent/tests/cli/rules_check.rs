@@ -261,3 +261,32 @@ fn the_summary_counts_rules_as_toml_reads_them() {
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("2 files, 4 rules: 0 errors"), "{stderr}");
 }
+
+/// A finding far along a very long line (a 70 KB string, then an unknown field) is written
+/// as one plain line with its file, line and column: the snippet renderer cannot pad past
+/// 65,535 columns, and a panic there stopped every command and the agent's start.
+#[test]
+fn a_finding_far_along_a_long_line_is_written_plainly() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rules_check_wide");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let long = "x".repeat(70_000);
+    std::fs::write(
+        dir.join("wide.toml"),
+        format!(
+            "[[rule]]\nname = \"w\"\nseverity = \"high\"\nevents.a = 'msg == \"{long}\" and apps == \"b\"'\npattern = \"a\"\n"
+        ),
+    )
+    .unwrap();
+    let (code, _, stderr) = cepheus(&["rules", "check", &dir.to_string_lossy()]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("wide.toml:4:70027: error: unknown field `apps`"),
+        "{}",
+        &stderr[..stderr.len().min(500)]
+    );
+    assert!(
+        stderr.contains("help: did you mean `app`?"),
+        "{stderr:.500}"
+    );
+}

@@ -66,7 +66,20 @@ pub struct Diagnostic {
     pub source: Arc<FileText>,
 }
 
+/// How far along its line a place may lie for a diagnostic to be drawn with its snippet:
+/// miette pads with format widths, which stop at 65,535 columns (a 70 KB line would panic it).
+const WIDEST_SNIPPET: usize = 10_000;
+
 impl Diagnostic {
+    /// Whether a place it (or a related note) shows lies too far along its line for a
+    /// snippet ([`WIDEST_SNIPPET`]): then it is written as one plain line.
+    pub fn too_wide(&self) -> bool {
+        std::iter::once(&self.span)
+            .chain(self.labels.iter().map(|l| &l.span))
+            .any(|s| self.source.along_line(s.end.max(s.start)) > WIDEST_SNIPPET)
+            || self.related.iter().any(Diagnostic::too_wide)
+    }
+
     /// Whether this is an error.
     pub fn is_error(&self) -> bool {
         self.severity == Level::Error
@@ -152,6 +165,16 @@ pub struct FileText {
 }
 
 impl FileText {
+    /// How far byte `off` lies from the start of its line, in bytes.
+    fn along_line(&self, off: usize) -> usize {
+        let off = off.min(self.text.len());
+        off - self
+            .line_starts
+            .get(self.line_of(off))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The index of the line holding byte `off`.
     fn line_of(&self, off: usize) -> usize {
         self.line_starts
