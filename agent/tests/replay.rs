@@ -1783,3 +1783,52 @@ fn a_file_with_no_event_in_it_is_said() {
         assert!(!err.contains("none of the"), "{cmd}: {err}");
     }
 }
+
+/// At the end of a replay, an event-time rule's clock stops at the input's last line, whatever
+/// its source (docs/rules.md, "Time"): lines no definition matches, a minute after the last
+/// heartbeat, fire the silences that minute holds, as `--until +0s` does (before, the clock
+/// stopped `max_delay` short of the last line and the silences were lost).
+#[test]
+fn event_time_replay_ends_at_the_last_line_whatever_its_source() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("replay_event_end");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("hb.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"hb\"\nseverity = \"critical\"\ngroup_by = [\"host\"]\nexpect = [\"h1\"]\n\
+         time = \"event\"\nmax_delay = \"5s\"\nevents.hb = 'syslog and msg == \"hb\"'\n\
+         pattern = \"absent(hb) for 60s\"\n",
+    )
+    .unwrap();
+    let input = dir.join("in.jsonl");
+    let line = |t: &str, host: &str, msg: &str| {
+        format!(
+            "{{\"source\": \"syslog\", \"time\": \"2024-01-01T00:{t}Z\", \"host\": \"{host}\", \"app\": \"t\", \"msg\": \"{msg}\"}}\n"
+        )
+    };
+    std::fs::write(
+        &input,
+        [
+            line("00:00", "h2", "hb"),
+            line("00:30", "h1", "x"),
+            line("01:00", "h1", "x"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let (r, i) = (rules.to_string_lossy(), input.to_string_lossy());
+    let plain = replay(&["--rules", &r, &i]);
+    let until = replay(&["--rules", &r, &i, "--until", "+0s"]);
+    assert_eq!(plain, until);
+    let fired: Vec<Value> = plain
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let hosts: Vec<&str> = fired
+        .iter()
+        .filter(|a| a["state"] == "firing" && a["time"] == "2024-01-01T00:01:00Z")
+        .map(|a| a["group"]["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts, ["h1", "h2"], "{plain}");
+}

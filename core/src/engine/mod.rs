@@ -2001,7 +2001,10 @@ impl Engine {
                     last.max(last.add(u.since(clock).max(Duration(0))))
                 }
                 (Some(u), _, _) => u.max(last),
-                (None, _, _) => last,
+                // The input's last line, whatever its source (docs/rules.md, "Time"): a line
+                // no definition of the lane's rules matches moves its time too, so a log whose
+                // last lines come from another program fires the silences they cover.
+                (None, _, _) => last.max(self.max_event_any.unwrap_or(last)),
             };
             self.release(li, Timestamp::MAX, out);
             self.advance_lane(li, stop, out);
