@@ -58,6 +58,10 @@ pub(crate) struct Session<'f> {
     /// Each rule meaning ([`Rule::canonical`]) met so far, and the first rule that has it.
     pub meanings: HashMap<String, String>,
     pub read_file: &'f mut dyn FnMut(&Path) -> std::io::Result<String>,
+    /// Bytes the regexes compiled so far take, against [`super::check::MAX_REGEX_BYTES`].
+    pub regex_bytes: usize,
+    /// The regexes compiled so far, by text (shared by every condition that writes one).
+    pub regexes: HashMap<Box<str>, super::ir::Re>,
 }
 
 struct Cx<'s, 'f> {
@@ -101,6 +105,8 @@ impl Cx<'_, '_> {
                 file: self.file,
                 map,
                 diags: &mut self.s.diags,
+                regex_bytes: &mut self.s.regex_bytes,
+                regexes: &mut self.s.regexes,
             },
             before,
         )

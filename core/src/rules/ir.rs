@@ -104,11 +104,20 @@ pub const ONEPASS_MAX: usize = 64 * 1024;
 /// Why a regex could not be built.
 pub type ReError = Box<meta::BuildError>;
 
+/// The most a regex's compiled program (its NFA) may take, as `regex::Regex` allows.
+pub const REGEX_NFA_MAX: usize = 10 * (1 << 20);
+
 impl Re {
     /// Compiles `text`.
     pub fn new(text: &str) -> Result<Re, ReError> {
+        Re::with_limit(text, REGEX_NFA_MAX)
+    }
+
+    /// Compiles `text` with its compiled program limited to `nfa_limit` bytes (what a rule
+    /// set's budget for regexes has left, when under [`REGEX_NFA_MAX`]).
+    pub fn with_limit(text: &str, nfa_limit: usize) -> Result<Re, ReError> {
         let cfg = meta::Config::new()
-            .nfa_size_limit(Some(10 * (1 << 20)))
+            .nfa_size_limit(Some(nfa_limit))
             .hybrid_cache_capacity(2 * (1 << 20))
             .onepass_size_limit(Some(ONEPASS_MAX));
         let re = meta::Regex::builder()

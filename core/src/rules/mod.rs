@@ -54,6 +54,16 @@ pub fn compile(
     sources: &[SourceFile],
     read_file: &mut dyn FnMut(&Path) -> std::io::Result<String>,
 ) -> Compiled {
+    compile_within(sources, read_file, check::MAX_REGEX_BYTES)
+}
+
+/// [`compile`] with the regexes' budget `regex_budget` (bytes) in place of
+/// [`check::MAX_REGEX_BYTES`] (the tests' smaller one).
+fn compile_within(
+    sources: &[SourceFile],
+    read_file: &mut dyn FnMut(&Path) -> std::io::Result<String>,
+    regex_budget: usize,
+) -> Compiled {
     let mut order: Vec<&SourceFile> = sources.iter().collect();
     order.sort_by(|a, b| a.path.cmp(&b.path));
     let mut session = file::Session {
@@ -61,6 +71,8 @@ pub fn compile(
         names: HashMap::new(),
         meanings: HashMap::new(),
         read_file,
+        regex_bytes: check::MAX_REGEX_BYTES.saturating_sub(regex_budget),
+        regexes: HashMap::new(),
     };
     let mut rules = Vec::new();
     for src in order {
@@ -118,4 +130,52 @@ pub fn compile_str(path: &str, text: &str) -> Compiled {
             format!("{} (no files are read here)", p.display()),
         ))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The regexes of a whole rule set have one budget: past it, each further regex is an
+    /// error at its place (memory and compile time stay bounded however many a file holds);
+    /// a regex written again is shared, not built (nor counted) again.
+    #[test]
+    fn the_regexes_of_a_rule_set_share_one_budget() {
+        let rule = |n: usize, re: &str| {
+            format!(
+                "[[rule]]\nname = \"r{n}\"\nseverity = \"low\"\nevents.a = 'msg =~ \"{re}\"'\npattern = \"a\"\n"
+            )
+        };
+        let same: String = (0..40).map(|n| rule(n, r"\w{20}x")).collect();
+        let distinct: String = (0..40)
+            .map(|n| rule(n, &format!(r"\w{{20}}x{n}")))
+            .collect();
+        let run = |text: &str, budget: usize| {
+            let src = [SourceFile {
+                path: PathBuf::from("r.toml"),
+                text: text.to_string(),
+            }];
+            compile_within(
+                &src,
+                &mut |_| Err(std::io::ErrorKind::NotFound.into()),
+                budget,
+            )
+        };
+        let one = ir::Re::new(r"\w{20}x").unwrap().memory_usage();
+        let budget = one * 10;
+        assert_eq!(run(&same, budget).errors(), 0);
+        let c = run(&distinct, budget);
+        let msgs: Vec<&str> = c.diagnostics.iter().map(|d| d.message.as_str()).collect();
+        assert!((25..=31).contains(&c.errors()), "{msgs:#?}");
+        let d = &c.diagnostics[0];
+        assert!(
+            d.message.contains("regexes take more than"),
+            "{}",
+            d.message
+        );
+        // (At least eight of the ten it has room for fitted.)
+        assert!(d.line > 8 * 5, "{}", d.line);
+        assert_eq!(run(&distinct, check::MAX_REGEX_BYTES).errors(), 0);
+    }
 }
