@@ -1581,6 +1581,22 @@ fn an_expect_list_filling_max_groups_is_warned() {
     assert!(warned(2));
     assert!(warned(1));
     assert!(!warned(3));
+    // With the default `max_groups` (not written in the rule) as well.
+    let src = [SourceFile {
+        path: "hb.toml".into(),
+        text: rule_text(
+            "group_by = [\"host\"]\nexpect = { file = \"hosts.txt\" }\nevents.hb = 'syslog'\npattern = \"absent(hb) for 1m\"",
+        ),
+    }];
+    let hosts = |n: u64| (0..n).map(|i| format!("h{i}\n")).collect::<String>();
+    let n = cepheus_core::engine::DEFAULT_MAX_GROUPS;
+    for (listed, warn) in [(n, true), (n - 1, false)] {
+        let c = compile(&src, &mut |_| Ok(hosts(listed)));
+        let said = messages(&c).iter().any(|(l, m)| {
+            *l == Level::Warning && m.contains("as many as the default `max_groups` (1000000)")
+        });
+        assert_eq!(said, warn, "{listed}");
+    }
 }
 
 /// A regex counting one repetition (nested ones multiplied) past 1,000 is refused where the

@@ -119,10 +119,13 @@ fn stable_hash_bytes(b: &[u8]) -> u64 {
     h.finish()
 }
 
+/// `max_groups` of a rule that sets none.
+pub const DEFAULT_MAX_GROUPS: u64 = 1_000_000;
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
-            max_groups: 1_000_000,
+            max_groups: DEFAULT_MAX_GROUPS,
             max_partial_matches: 1_000,
             share: true,
             partition: None,

@@ -901,6 +901,23 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             )),
         );
     }
+    if let (None, Some(v)) = (val("max_groups"), val("expect"))
+        && expect.len() as u64 >= crate::engine::DEFAULT_MAX_GROUPS
+    {
+        // The same with the default budget, which the rule does not show.
+        cx.warning(
+            v.span(),
+            format!(
+                "`expect` lists {} groups, as many as the default `max_groups` ({}): every group the rule could discover beyond them is refused",
+                expect.len(),
+                crate::engine::DEFAULT_MAX_GROUPS
+            ),
+            h(format!(
+                "set `max_groups` above {} to leave room for groups not listed",
+                expect.len()
+            )),
+        );
+    }
     let max_partial_matches =
         val("max_partial_matches").and_then(|v| cx.count(v, "max_partial_matches"));
 
