@@ -71,22 +71,42 @@ pub fn render(d: &Diagnostic, color: bool) -> String {
 
 /// Runs `cepheus rules check`: exit 0 when valid (warnings allowed), 1 on errors, 2 on usage/IO errors.
 pub fn check(args: CheckArgs) -> ExitCode {
-    let loaded = match rulefiles::load(&args.paths) {
+    // A path that is not there is said (exit 2), and the others are checked all the same:
+    // one mistyped path must not hide every finding of the rest.
+    let (paths, missing): (Vec<&PathBuf>, Vec<&PathBuf>) = args
+        .paths
+        .iter()
+        .partition(|p| std::fs::symlink_metadata(p).is_ok());
+    let usage_error = |file: Option<&PathBuf>, message: String| {
+        eprintln!("error: {message}");
+        if args.format == Format::Json {
+            // A reader of the JSON lines learns of it too, in the diagnostics' shape.
+            let line = serde_json::json!({
+                "file": file.map(|f| f.display().to_string()),
+                "line": serde_json::Value::Null,
+                "column": serde_json::Value::Null,
+                "severity": "error",
+                "message": message,
+                "help": "give rule files (*.toml) or folders of them that exist and can be read",
+            });
+            let _ = writeln!(std::io::stdout().lock(), "{line}");
+        }
+    };
+    let say_missing = || {
+        for p in &missing {
+            usage_error(Some(p), format!("{}: no such file or folder", p.display()));
+        }
+    };
+    if paths.is_empty() {
+        say_missing();
+        return ExitCode::from(2);
+    }
+    let paths: Vec<PathBuf> = paths.into_iter().cloned().collect();
+    let loaded = match rulefiles::load(&paths) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            if args.format == Format::Json {
-                // A reader of the JSON lines learns of it too, in the diagnostics' shape.
-                let line = serde_json::json!({
-                    "file": serde_json::Value::Null,
-                    "line": serde_json::Value::Null,
-                    "column": serde_json::Value::Null,
-                    "severity": "error",
-                    "message": format!("{e:#}"),
-                    "help": "give rule files (*.toml) or folders of them that exist and can be read",
-                });
-                let _ = writeln!(std::io::stdout().lock(), "{line}");
-            }
+            usage_error(None, format!("{e:#}"));
+            say_missing();
             return ExitCode::from(2);
         }
     };
@@ -107,6 +127,10 @@ pub fn check(args: CheckArgs) -> ExitCode {
         }
     }
     eprintln!("{}", loaded.summary());
+    if !missing.is_empty() {
+        say_missing();
+        return ExitCode::from(2);
+    }
     if loaded.compiled.errors() > 0 {
         ExitCode::from(1)
     } else {

@@ -73,6 +73,48 @@ fn missing_path_is_a_usage_error() {
     let (code, _, stderr) = cepheus(&["rules", "check", "tests/broken/no-such-file.toml"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("no-such-file.toml"), "{stderr}");
+    // Beside a file that is there, the file's findings are said too, and the missing path
+    // is named in the JSON line.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rules_check_missing");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[rule]]\nname = \"a\"\nsevrity = \"high\"\nevents.a = \"syslog\"\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let bad = bad.to_string_lossy();
+    let (code, _, stderr) = cepheus(&["rules", "check", &bad, "/nonexistent.toml"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("sevrity"), "{stderr}");
+    assert!(
+        stderr.contains("/nonexistent.toml: no such file"),
+        "{stderr}"
+    );
+    let (code, stdout, _) = cepheus(&[
+        "rules",
+        "check",
+        "--format",
+        "json",
+        &bad,
+        "/nonexistent.toml",
+    ]);
+    assert_eq!(code, 2);
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"].as_str().unwrap().contains("sevrity")),
+        "{stdout}"
+    );
+    assert!(
+        lines.iter().any(|l| l["file"] == "/nonexistent.toml"),
+        "{stdout}"
+    );
 }
 
 /// A folder with a link back up (a loop) and a second link to one rule file: each rule file
