@@ -1213,6 +1213,9 @@ fn a_string_ending_in_a_backslash_is_explained() {
     assert_eq!(d.message, "unterminated string");
     let help = d.help.as_deref().unwrap_or_default();
     assert!(help.contains("cannot end in a backslash"), "{help}");
+    assert!(help.contains(r#"msg =~ "C:[\\]""#), "{help}");
+    // The caret is at the `\"` meant as the end, not at the last quote of the line.
+    assert_eq!(d.column, 47, "{d:?}");
     let plain = compile_str(
         "t.toml",
         &rule_text("events.a = 'syslog and msg == \"open'\npattern = \"a\""),
@@ -1230,6 +1233,12 @@ fn a_string_ending_in_a_backslash_is_explained() {
         &rule_text("events.a = 'syslog and msg =~ \"\\\\$\"'\npattern = \"a\""),
     );
     assert!(regex.rules.is_some(), "{:?}", regex.diagnostics);
+    // The regex the hint gives for a final backslash compiles, and what follows it is read.
+    let both = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and msg =~ \"C:[\\\\]\" and app == \"a\"'\npattern = \"a\""),
+    );
+    assert!(both.rules.is_some(), "{:?}", both.diagnostics);
 }
 
 /// What the engine cannot run is a diagnostic of `rules check`, not a rule set that

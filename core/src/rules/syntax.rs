@@ -122,20 +122,21 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
             let mut text = String::new();
             let mut offsets = Vec::new();
             // Whether it holds an escaped quote (`\"`), which a writer may have meant as its end.
-            let mut escaped_quote = false;
+            let mut escaped_quote: Option<usize> = None;
             i += 1;
             loop {
                 let Some(&d) = b.get(i) else {
                     let q = q as char;
-                    let help = if escaped_quote {
+                    let help = if escaped_quote.is_some() {
                         format!(
-                            "`\\{q}` inside a string is a quote, not its end, so a string cannot end in a backslash (to test for text ending in one, use a regex: `msg =~ {q}\\\\${q}`)"
+                            "`\\{q}` inside a string is a quote, not its end, so a string cannot end in a backslash (to test for text ending in one, use a regex: `msg =~ {q}\\\\${q}`; a regex whose last character is a backslash writes it `[\\\\]`: `msg =~ {q}C:[\\\\]{q}`)"
                         )
                     } else {
                         format!("close it with {q}")
                     };
+                    // At the escaped quote the writer most likely meant as the end, if any.
                     return Err(SyntaxError {
-                        span: start..src.len(),
+                        span: escaped_quote.map_or(start..src.len(), |at| at..at + 2),
                         message: "unterminated string".into(),
                         help: Some(help),
                     });
@@ -146,7 +147,7 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                     break;
                 }
                 if d == b'\\' && b.get(i + 1) == Some(&q) {
-                    escaped_quote = true;
+                    escaped_quote.get_or_insert(i);
                     text.push(q as char);
                     offsets.push(i);
                     i += 2;
