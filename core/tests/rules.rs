@@ -1750,3 +1750,23 @@ fn expect_values_out_of_their_fields_range_are_refused() {
         c.diagnostics
     );
 }
+
+/// What follows a complete pattern gets a pattern's advice, never a condition's (`and`/`or`
+/// between operands): a dash in an event's name says what a name may hold.
+#[test]
+fn a_pattern_that_goes_on_gets_a_patterns_advice() {
+    let text = |p: &str| {
+        format!(
+            "[[rule]]\nname = \"r\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"{p}\"\n"
+        )
+    };
+    let (m, line, col, help) = one_error(&text("my-ev"));
+    assert_eq!((m.as_str(), line, col), ("unexpected `-` here", 5, 14));
+    assert!(help.unwrap_or_default().contains("letters, digits and `_`"));
+    let (_, _, _, help) = one_error(&text("a 5"));
+    let help = help.unwrap_or_default();
+    assert!(
+        help.contains("seq(..)") && !help.contains("join two"),
+        "{help}"
+    );
+}

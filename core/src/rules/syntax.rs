@@ -1234,7 +1234,14 @@ pub fn parse_pattern(src: &str) -> Result<PatAst, SyntaxError> {
 /// (`a and b`, `not a`) are operators in a pattern.
 fn pattern_end_help(prev: Option<&Tok>, next: &Tok) -> Option<String> {
     let Tok::Ident(w) = next else {
-        return None;
+        // (Not the condition's advice: patterns are not joined with `and` or `or`.)
+        return Some(match (prev, next) {
+            (Some(Tok::Ident(_)), Tok::Punct("-" | "." | "/")) => {
+                "an event's name is letters, digits and `_` (`events.my_ev`, then `my_ev` here)"
+                    .into()
+            }
+            _ => "combine events with `seq(..)`, `and(..)` or `or(..)`; limit the match with `within D`".into(),
+        });
     };
     Some(
         match (prev, w.as_str()) {
