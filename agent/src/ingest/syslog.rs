@@ -288,6 +288,11 @@ impl SyslogParser {
         // syslog_loose the host and the tag: one space each.
         let squeezed = stamp.and_then(|s| squeeze_bsd_header(text, s));
         let text = squeezed.as_deref().unwrap_or(text);
+        // An RFC 5424 line whose structured data is never closed (`[x no end`) is read with
+        // none, its text the message: syslog_loose would lose the whole header (host, app)
+        // with it, and the event every rule keyed on them.
+        let unclosed = unclosed_sd(text);
+        let text = unclosed.as_deref().unwrap_or(text);
         let parsed = syslog_loose::parse_message_with_year_exact_tz(
             text,
             resolve,
@@ -833,6 +838,24 @@ fn cisco_header(text: &str) -> Option<String> {
 
 /// A line that starts with a valid PRI but has no parsable header: kept with the PRI's
 /// facility and severity, the rest as `msg`, and the arrival as its time.
+/// `text` with `- ` (no structured data) before its STRUCTURED-DATA field when it is an RFC
+/// 5424 line (`<PRI>1 ` and five header fields) whose structured data opens (`[`) and is never
+/// closed: no `]` follows. `None` otherwise.
+fn unclosed_sd(text: &str) -> Option<String> {
+    let rest = after_pri(text)?.strip_prefix("1 ")?;
+    // TIMESTAMP HOSTNAME APP-NAME PROCID MSGID, each one word.
+    let mut at = text.len() - rest.len();
+    for _ in 0..5 {
+        let word = text[at..].find(' ')?;
+        if word == 0 {
+            return None;
+        }
+        at += word + 1;
+    }
+    let sd = &text[at..];
+    (sd.starts_with('[') && !sd.contains(']')).then(|| format!("{}- {sd}", &text[..at]))
+}
+
 fn pri_only(text: &str, arrival: Timestamp) -> Option<Event> {
     let rest = text.strip_prefix('<')?;
     let close = rest.find('>')?;
@@ -1062,6 +1085,37 @@ mod tests {
             .parse(b"<13>1 2026-02-13T20:07:26Z h a - - -    ", now, None)
             .unwrap();
         assert_eq!(get(&e, Field::Msg), Some(""));
+    }
+
+    /// Structured data that is never closed costs the line its structured data, not its
+    /// header: host, app, procid and msgid stay, the rest is the message.
+    #[test]
+    fn unclosed_structured_data_keeps_the_header() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        let e = p
+            .parse(
+                b"<13>1 2024-03-01T00:00:00Z host1 app1 12 ID1 [bad sd no close msg",
+                now,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&e, Field::Host), Some("host1"));
+        assert_eq!(get(&e, Field::App), Some("app1"));
+        assert_eq!(get(&e, Field::Procid), Some("12"));
+        assert_eq!(get(&e, Field::Msgid), Some("ID1"));
+        assert_eq!(get(&e, Field::Msg), Some("[bad sd no close msg"));
+        // Closed, it is structured data as before.
+        let e = p
+            .parse(
+                b"<13>1 2024-03-01T00:00:00Z host1 app1 12 ID1 [a@1 k=\"v\"] hi",
+                now,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&e, Field::Msg), Some("hi"));
+        assert_eq!(unclosed_sd("<13>1 2024-03-01T00:00:00Z h a - - - [x"), None);
+        assert_eq!(unclosed_sd("<13>Feb 13 20:07:26 h a: [x"), None);
     }
 
     #[test]
