@@ -3166,6 +3166,34 @@ fn changes_past_an_outputs_queue_follow_from_the_store() {
     assert_eq!(s["sink"]["webhook_unsent"], 0, "{s}");
 }
 
+/// An octet-counting sender that counts one frame in characters, not bytes, loses that
+/// frame's last bytes only: the frames after it on the same connection are read (before,
+/// the rest of the connection waited as one line for a line end that never came, and the
+/// host's heartbeats went unseen).
+#[test]
+fn a_wrong_octet_count_loses_only_its_frame() {
+    let dir = scratch("tcp-resync");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let agent = Agent::start(&dir, "");
+    let mut c = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
+    let frame = |body: &str, count: usize| format!("{count} {body}");
+    let beat = |n: u32| format!("<14>1 2026-12-03T05:00:00Z web1 hb - - - alive {n}");
+    let mut stream = String::new();
+    stream.push_str(&frame(&beat(1), beat(1).len()));
+    let umlaut = "<14>1 2026-12-03T05:00:00Z web1 app - - - Übergröße";
+    stream.push_str(&frame(umlaut, umlaut.chars().count()));
+    for n in 2..6 {
+        stream.push_str(&frame(&beat(n), beat(n).len()));
+    }
+    c.write_all(stream.as_bytes()).unwrap();
+    // The connection stays open: the frames after the bad one are read all the same.
+    let s = agent.wait_stats(10, |s| s["ingest"]["parsed"].as_u64() >= Some(6));
+    assert_eq!(s["ingest"]["tcp_resynced"], 1, "{s}");
+    assert_eq!(s["ingest"]["tcp_unframeable"], 0, "{s}");
+    agent.wait_stderr(5, "lost its octet counting");
+    drop(c);
+}
+
 /// Changes waiting in the store for an output that the store prunes first (`max_alerts`) are
 /// counted as unsent and said, not skipped silently: what the endpoint got and what is
 /// counted make up every change.
