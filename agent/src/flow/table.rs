@@ -69,6 +69,9 @@ pub enum EndReason {
     Evicted,
     /// The capture ended (end of file, stop of a live capture).
     CaptureEnd,
+    /// A new connection took its ports: a SYN from the originator with another initial
+    /// sequence number, though no close was seen (Zeek's port reuse).
+    Reused,
 }
 
 impl EndReason {
@@ -80,6 +83,7 @@ impl EndReason {
             EndReason::Active => "active_timeout",
             EndReason::Evicted => "evicted",
             EndReason::CaptureEnd => "capture_end",
+            EndReason::Reused => "reused",
         }
     }
 }
@@ -179,10 +183,16 @@ impl FlowRecord {
         let (o, r) = (self.orig_flags, self.resp_flags);
         if o.syn {
             if r.synack || r.syn {
-                if o.rst {
+                // As Zeek's conn_state: the responder's reset first; both reset with no data
+                // either way is a rejection.
+                if r.rst {
+                    if o.rst && self.orig.payload_bytes == 0 && self.resp.payload_bytes == 0 {
+                        "REJ"
+                    } else {
+                        "RSTR"
+                    }
+                } else if o.rst {
                     "RSTO"
-                } else if r.rst {
-                    "RSTR"
                 } else if o.fin && r.fin {
                     "SF"
                 } else if o.fin {
@@ -289,6 +299,8 @@ struct Slot {
     orig_is_a: bool,
     /// When FIN both ways or RST was seen.
     closed_at: Option<Timestamp>,
+    /// The sequence number of the originator's first SYN (TCP), when one was seen.
+    isn: Option<u32>,
 }
 
 /// Fragment key: source, destination, protocol, IP identification.
@@ -446,11 +458,17 @@ impl FlowTable {
         if let Some(id) = slot_id
             && let Some(s) = self.slots.get(id as usize).and_then(|s| s.as_ref())
         {
-            let fresh_syn = is_tcp
-                && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
-                && s.closed_at.is_some();
-            if fresh_syn {
+            let syn_only = is_tcp && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
+            // A SYN from the originator with another initial sequence number: a new
+            // connection on the same ports, though the old one's close was not seen (a NAT,
+            // a capture that missed it). A retransmitted SYN keeps its number.
+            let reused =
+                syn_only && from_a == s.orig_is_a && s.isn.is_some_and(|isn| isn != pkt.tcp_seq);
+            if syn_only && s.closed_at.is_some() {
                 self.end_slot(id, EndReason::Closed, out);
+                slot_id = None;
+            } else if reused {
+                self.end_slot(id, EndReason::Reused, out);
                 slot_id = None;
             } else if ts.0 > self.deadline(s).0 {
                 // Past its deadline, though its wheel bucket (whole seconds) is not due yet:
@@ -490,6 +508,9 @@ impl FlowTable {
                     side.synack = true;
                 } else {
                     side.syn = true;
+                    if from_orig && s.isn.is_none() {
+                        s.isn = Some(pkt.tcp_seq);
+                    }
                 }
             }
             side.fin |= flags & tcp_flags::FIN != 0;
@@ -705,6 +726,7 @@ impl FlowTable {
             key,
             orig_is_a: from_a != flip,
             closed_at: None,
+            isn: None,
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -911,7 +933,20 @@ mod tests {
     use etherparse::PacketBuilder;
 
     fn tcp(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16, f: &str) -> Vec<u8> {
-        let mut b = PacketBuilder::ipv4(src, dst, 64).tcp(sp, dp, 1, 1000);
+        tcp_with(src, dst, sp, dp, f, 1, &[])
+    }
+
+    /// A TCP packet with flags `f` (`D`: with `data`), sequence number `seq`.
+    fn tcp_with(
+        src: [u8; 4],
+        dst: [u8; 4],
+        sp: u16,
+        dp: u16,
+        f: &str,
+        seq: u32,
+        data: &[u8],
+    ) -> Vec<u8> {
+        let mut b = PacketBuilder::ipv4(src, dst, 64).tcp(sp, dp, seq, 1000);
         if f.contains('S') {
             b = b.syn();
         }
@@ -925,7 +960,7 @@ mod tests {
             b = b.rst();
         }
         let mut v = Vec::new();
-        b.write(&mut v, &[]).unwrap();
+        b.write(&mut v, data).unwrap();
         v
     }
 
@@ -981,6 +1016,81 @@ mod tests {
         assert_eq!(states(&[(0.0, false, "SA")]), ["OTH"]);
         assert_eq!(states(&[(0.0, false, "SA"), (0.1, false, "R")]), ["RSTRH"]);
         assert_eq!(states(&[(0.0, true, "A")]), ["OTH"]);
+    }
+
+    /// The responder's reset decides first, as in Zeek's conn_state: after a handshake, both
+    /// ends reset with no data is a rejection (and a failed attempt); with data, the
+    /// responder's reset is `RSTR` even when the originator reset too.
+    #[test]
+    fn a_responders_reset_decides_the_state_first() {
+        let hs = [(0.0, true, "S"), (0.1, false, "SA"), (0.2, true, "A")];
+        let with = |rest: &[(f64, bool, &'static str)]| {
+            let mut v = hs.to_vec();
+            v.extend_from_slice(rest);
+            states(&v)
+        };
+        assert_eq!(with(&[(0.3, false, "R"), (0.4, true, "R")]), ["REJ"]);
+        assert_eq!(with(&[(0.3, true, "R"), (0.4, false, "R")]), ["REJ"]);
+        assert_eq!(with(&[(0.3, false, "R")]), ["RSTR"]);
+        assert_eq!(with(&[(0.3, true, "R")]), ["RSTO"]);
+        // With data: the responder's reset stands, whoever reset first.
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        for (at, from_c, f) in hs {
+            let fr = if from_c {
+                tcp(C, S, 4000, 80, f)
+            } else {
+                tcp(S, C, 80, 4000, f)
+            };
+            feed(&mut t, at, &fr, &mut out);
+        }
+        feed(
+            &mut t,
+            0.3,
+            &tcp_with(C, S, 4000, 80, "A", 2, b"data"),
+            &mut out,
+        );
+        feed(&mut t, 0.4, &tcp(C, S, 4000, 80, "R"), &mut out);
+        feed(&mut t, 0.5, &tcp(S, C, 80, 4000, "R"), &mut out);
+        t.finish(&mut out);
+        let ended: Vec<&FlowRecord> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| &n.flow)
+            .collect();
+        assert_eq!(ended.len(), 1);
+        assert_eq!(ended[0].state(), "RSTR");
+        assert!(!ended[0].is_failed_attempt());
+    }
+
+    /// A SYN from the originator with another initial sequence number starts a new flow on
+    /// the same ports (the old one ends as `reused`), though no close was seen; a
+    /// retransmitted SYN (same number) does not.
+    #[test]
+    fn a_new_syn_on_the_same_ports_is_a_new_flow() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        let syn = |seq| tcp_with(C, S, 40018, 80, "S", seq, &[]);
+        feed(&mut t, 0.0, &syn(100), &mut out);
+        feed(&mut t, 0.5, &syn(100), &mut out);
+        feed(&mut t, 1.0, &tcp(S, C, 80, 40018, "SA"), &mut out);
+        feed(
+            &mut t,
+            1.1,
+            &tcp_with(C, S, 40018, 80, "A", 101, &[]),
+            &mut out,
+        );
+        feed(&mut t, 11.0, &syn(90_000), &mut out);
+        feed(&mut t, 11.1, &tcp(S, C, 80, 40018, "SA"), &mut out);
+        t.finish(&mut out);
+        let ends: Vec<(&str, u64, &str)> = out
+            .iter()
+            .filter_map(|n| match n.kind {
+                NoticeKind::End(r) => Some((n.flow.state(), n.flow.orig.pkts, r.name())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends, [("S1", 3, "reused"), ("S1", 1, "capture_end")]);
     }
 
     #[test]
