@@ -381,7 +381,7 @@ fields! {
     /// flow: time from the first to the last packet.
     Duration = "duration": Duration, [Flow];
     // (The event journal stores a field by its position here: a new field goes last.)
-    /// flow: transport payload bytes sent by the originator, as the TCP/UDP headers say (what Zeek counts as `orig_bytes`).
+    /// flow: transport payload bytes sent by the originator, what Zeek counts as `orig_bytes` (TCP: from sequence numbers, so a segment sent again counts once; UDP: as its headers say).
     OrigPayloadBytes = "orig_payload_bytes": Int, [Flow];
     /// flow: transport payload bytes sent by the responder.
     RespPayloadBytes = "resp_payload_bytes": Int, [Flow];

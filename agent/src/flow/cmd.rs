@@ -9,8 +9,8 @@
 //!   `orig_bytes`; `orig_ip_bytes` / `resp_ip_bytes` repeat them under Zeek's name;
 //! - `orig_frame_bytes` / `resp_frame_bytes`: frame bytes on the wire (pcap original length),
 //!   which is what tshark's `-z conv` Bytes columns count;
-//! - `orig_payload_bytes` / `resp_payload_bytes`: transport payload as the headers say, close
-//!   to Zeek's `orig_bytes` (Zeek derives those from TCP sequence numbers instead).
+//! - `orig_payload_bytes` / `resp_payload_bytes`: transport payload, Zeek's `orig_bytes`
+//!   (TCP from sequence numbers, so a retransmission counts once; UDP as the headers say).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -97,7 +97,8 @@ pub struct DirCounts {
     pub ip_bytes: u64,
     /// Frame bytes as on the wire (pcap original length); tshark's `conv` Bytes.
     pub frame_bytes: u64,
-    /// Transport payload bytes as the headers say (no TCP sequence analysis).
+    /// Transport payload bytes: TCP from sequence numbers (a retransmission once, as Zeek),
+    /// other protocols as the headers say.
     pub payload_bytes: u64,
 }
 
@@ -301,6 +302,38 @@ struct Slot {
     closed_at: Option<Timestamp>,
     /// The sequence number of the originator's first SYN (TCP), when one was seen.
     isn: Option<u32>,
+    /// TCP: how far each direction's data reached (originator, responder), for its payload
+    /// bytes counted as Zeek counts them, from sequence numbers (a retransmission once).
+    seq: [Option<SeqReach>; 2],
+}
+
+/// How far one direction of a TCP flow has sent data: from `base` (its first data byte's
+/// sequence number), `top` bytes (64 bits: a flow may pass 4 GiB).
+#[derive(Clone, Copy, Debug)]
+struct SeqReach {
+    base: u32,
+    top: u64,
+}
+
+impl SeqReach {
+    /// The farthest a segment may lie from the data so far and still count (beyond, a
+    /// sequence number that is no continuation of these: garbage, or another connection).
+    const FAR: i64 = 1 << 30;
+
+    /// A segment of `len` bytes whose data begins at sequence number `start`: the reach
+    /// grows by what it brings past the top (a retransmission or an old segment, nothing).
+    fn take(&mut self, start: u32, len: u32) {
+        // (A segment without data brings none, whatever its number: the ACKs after a FIN
+        // are one past the data, the FIN's own sequence number.)
+        if len == 0 {
+            return;
+        }
+        let at = start.wrapping_sub(self.base.wrapping_add(self.top as u32)) as i32;
+        let past = i64::from(at) + i64::from(len);
+        if past > 0 && i64::from(at) < Self::FAR {
+            self.top += past as u64;
+        }
+    }
 }
 
 /// Fragment key: source, destination, protocol, IP identification.
@@ -501,7 +534,21 @@ impl FlowTable {
         dir.pkts += 1;
         dir.ip_bytes += u64::from(pkt.ip_len);
         dir.frame_bytes += u64::from(frame_len);
-        dir.payload_bytes += u64::from(pkt.payload_len);
+        if is_tcp && pkt.fragment.is_none() {
+            // Zeek's orig_bytes and resp_bytes: from sequence numbers, so a segment sent
+            // again counts once. (Data begins after the SYN's own sequence number.)
+            let start = pkt
+                .tcp_seq
+                .wrapping_add(u32::from(flags & tcp_flags::SYN != 0));
+            let reach = s.seq[usize::from(!from_orig)].get_or_insert(SeqReach {
+                base: start,
+                top: 0,
+            });
+            reach.take(start, pkt.payload_len);
+            dir.payload_bytes = reach.top;
+        } else {
+            dir.payload_bytes += u64::from(pkt.payload_len);
+        }
         if is_tcp {
             if flags & tcp_flags::SYN != 0 {
                 if flags & tcp_flags::ACK != 0 {
@@ -727,6 +774,7 @@ impl FlowTable {
             orig_is_a: from_a != flip,
             closed_at: None,
             isn: None,
+            seq: [None; 2],
         };
         let id = match self.free.pop() {
             Some(id) => {
@@ -1091,6 +1139,58 @@ mod tests {
             })
             .collect();
         assert_eq!(ends, [("S1", 3, "reused"), ("S1", 1, "capture_end")]);
+    }
+
+    /// TCP payload bytes are counted from sequence numbers, as Zeek counts them: a segment
+    /// sent twice counts once, an old one nothing; data picked up mid-stream counts from
+    /// there, and a gap in the capture counts as sent.
+    #[test]
+    fn tcp_payload_is_counted_from_sequence_numbers() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        let seg = |seq: u32, n: usize| tcp_with(C, S, 4000, 80, "A", seq, &vec![b'x'; n]);
+        feed(
+            &mut t,
+            0.0,
+            &tcp_with(C, S, 4000, 80, "S", 1000, &[]),
+            &mut out,
+        );
+        feed(&mut t, 0.1, &tcp(S, C, 80, 4000, "SA"), &mut out);
+        feed(&mut t, 0.2, &seg(1001, 100), &mut out);
+        feed(&mut t, 0.3, &seg(1001, 100), &mut out); // sent again
+        feed(&mut t, 0.4, &seg(1101, 50), &mut out);
+        feed(&mut t, 0.5, &seg(1201, 10), &mut out); // 50 bytes missed before it
+        feed(&mut t, 0.6, &seg(1051, 20), &mut out); // old data
+        t.finish(&mut out);
+        let f = out
+            .iter()
+            .find(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| n.flow)
+            .unwrap();
+        assert_eq!(f.orig.payload_bytes, 210);
+        assert_eq!(f.orig.pkts, 6);
+        // Across the wrap of the sequence numbers too.
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(
+            &mut t,
+            0.0,
+            &tcp_with(C, S, 4001, 80, "A", u32::MAX - 9, &[b'y'; 30]),
+            &mut out,
+        );
+        feed(
+            &mut t,
+            0.1,
+            &tcp_with(C, S, 4001, 80, "A", 20, &[b'y'; 30]),
+            &mut out,
+        );
+        t.finish(&mut out);
+        let f = out
+            .iter()
+            .find(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| n.flow)
+            .unwrap();
+        assert_eq!(f.orig.payload_bytes, 60);
     }
 
     #[test]
