@@ -486,6 +486,8 @@ mod tests {
             }
             Err(e) => panic!("{e}"),
         };
+        // A small buffer, whatever the host's default (rmem_default may hold them all).
+        rustix::net::sockopt::set_socket_recv_buffer_size(&opened.stats_fd, 64 * 1024).unwrap();
         // (Zeroes what other traffic on lo left so far.)
         assert!(kernel_drops(&opened.stats_fd).is_some());
         let sink = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -18,11 +18,13 @@
 //! skipped: a delimited frame up to its next delimiter, an octet-counted frame by its
 //! declared length.
 //!
-//! On a counted connection, bytes where a frame should begin that hold no count (a count
-//! that was wrong: a sender that counted characters, not bytes; a stray partial line) are
-//! dropped up to the next count followed by a space and a PRI (`<` and a digit), within the
-//! maximum and before any line end, and said ([`Frame::Resynced`]): the frames after them are
-//! read on.
+//! On a counted connection, bytes where a frame should begin that hold no count and no PRI
+//! (a count that was wrong: a sender that counted characters, not bytes; a stray partial
+//! line) are dropped up to the next count followed by a space and a PRI (`<` and a digit),
+//! within the maximum and before any line end, and said ([`Frame::Resynced`]): the frames
+//! after them are read on. (Bytes left over that are digits, a message ending in `port 42`
+//! counted short, run into the next count and are not found: no verdict may wait for bytes
+//! after a frame, or the last message of a burst would wait for the next.)
 //!
 //! Some streams cannot be framed any more, and [`Frame::Fatal`] tells the caller to close the
 //! connection (a syslog sender reconnects and goes on), rather than read the rest of it as
@@ -214,8 +216,9 @@ impl Framer {
                     return Some(Frame::Msg(buf.split_to(len)));
                 }
             }
-            if self.counted {
-                // No count where a frame should begin: a count that was wrong (a sender that
+            if self.counted && buf[0] != b'<' {
+                // No count where a frame should begin (and no PRI: a line of a sender that
+                // mixes framings, read whole below): a count that was wrong (a sender that
                 // counted characters, not bytes) or a stray partial line. The next frame is
                 // found (a count and a PRI) and read on, rather than the rest of the stream
                 // read as one line that never ends.
@@ -481,6 +484,19 @@ mod tests {
             let pieces: Vec<&[u8]> = input.chunks(size).collect();
             assert_eq!(frames(100, &pieces), want, "pieces of {size}");
         }
+        // A line with a PRI after counted frames (a sender mixing framings) is a line, whole,
+        // whatever it holds that looks like a count.
+        let mut input = counted(&msgs[..1]);
+        input.extend_from_slice(b"<13>Mar  1 h app: took 10 <20 ms today\n");
+        input.extend(counted(&msgs[1..2]));
+        assert_eq!(
+            frames(100, &[&input]),
+            vec![
+                frames_ok[0].clone(),
+                Ok("<13>Mar  1 h app: took 10 <20 ms today".into()),
+                frames_ok[1].clone()
+            ]
+        );
         // A count short by the bytes of a character counted as one (`ß` is two bytes): that
         // frame is cut, its last bytes dropped, and the next frames read on.
         let bad = "<13>Dec 10 06:55:46 h app: Übergröße";

@@ -377,6 +377,7 @@ impl AlertSink {
                 self.unkept_bytes = 0;
                 self.unkept_dirty = true;
                 self.counters.store_waiting.store(0, Ordering::Relaxed);
+                self.count_pruned();
                 true
             }
             Err(e) => {
@@ -726,6 +727,9 @@ impl AlertSink {
         let Some(store) = self.store.clone() else {
             return;
         };
+        // What the store pruned since (a catch-up's write prunes too) is counted before any
+        // paging moves past it.
+        self.count_pruned();
         for (name, output) in self.queued() {
             let Some((after, room)) = output.behind() else {
                 continue;

@@ -691,7 +691,7 @@ impl CondChecker<'_, '_> {
                         self.r.regexes.insert(re.as_str().into(), c.clone());
                         c
                     }
-                    Err(e) if left >= REGEX_NFA_MAX => {
+                    Err(e) if left >= REGEX_NFA_MAX || e.size_limit().is_none() => {
                         self.regex_error(re, re_span, offsets, &e);
                         return None;
                     }

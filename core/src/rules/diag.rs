@@ -76,7 +76,12 @@ impl Diagnostic {
     pub fn too_wide(&self) -> bool {
         std::iter::once(&self.span)
             .chain(self.labels.iter().map(|l| &l.span))
-            .any(|s| self.source.along_line(s.end.max(s.start)) > WIDEST_SNIPPET)
+            .any(|s| {
+                self.source
+                    .along_line(s.start)
+                    .max(self.source.along_line(s.end))
+                    > WIDEST_SNIPPET
+            })
             || self.related.iter().any(Diagnostic::too_wide)
     }
 

@@ -177,5 +177,13 @@ mod tests {
         // (At least eight of the ten it has room for fitted.)
         assert!(d.line > 8 * 5, "{}", d.line);
         assert_eq!(run(&distinct, check::MAX_REGEX_BYTES).errors(), 0);
+        // A regex that is wrong is said to be wrong, budget spent or not.
+        let c = run(&format!("{distinct}{}", rule(99, "(")), budget);
+        let last = c.diagnostics.last().unwrap();
+        assert!(
+            last.message.starts_with("invalid regex"),
+            "{}",
+            last.message
+        );
     }
 }
