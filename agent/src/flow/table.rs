@@ -569,16 +569,10 @@ impl FlowTable {
                 closed_now = true;
             }
         }
-        if rec.orig.pkts + rec.resp.pkts == 1 {
-            out.push(FlowNotice {
-                kind: NoticeKind::Start,
-                flow: *rec,
-                at: ts,
-            });
-            self.last_at = self.last_at.max(ts);
-        }
+        let started = rec.orig.pkts + rec.resp.pkts == 1;
         // The first fragment: the fragments of its datagram that came before it join here
-        // (same source and destination, so the same direction), after the start notice.
+        // (same source and destination, so the same direction); the flow began with the
+        // earliest of them.
         if let Some(f) = pkt.fragment.filter(|f| f.first())
             && let Some(o) = self.orphans.remove(&(pkt.src, pkt.dst, pkt.proto, f.id))
         {
@@ -591,6 +585,16 @@ impl FlowTable {
             dir.ip_bytes += o.ip_bytes;
             dir.frame_bytes += o.frame_bytes;
             dir.payload_bytes += o.payload_bytes;
+            rec.first = rec.first.min(o.since);
+        }
+        if started {
+            // (Stamped with the flow's first packet; it arrives now.)
+            out.push(FlowNotice {
+                kind: NoticeKind::Start,
+                flow: *rec,
+                at: ts,
+            });
+            self.last_at = self.last_at.max(ts);
         }
         if closed_now {
             // The linger is shorter than the pending check: add a check at its end.
@@ -1483,11 +1487,14 @@ mod tests {
         assert_eq!((ends[0].sport, ends[0].orig.pkts), (41000, 2));
         assert_eq!(ends[0].orig.ip_bytes, 20 + 40 + 20 + 32);
         assert_eq!(orphans, 0);
-        // Last fragment first: it waits for the first, then joins its flow (no port-0 flow).
+        // Last fragment first: it waits for the first, then joins its flow (no port-0 flow),
+        // which began with it.
         let (ends, orphans) = run(&[(0.0, &frags[1]), (0.001, &frags[0])]);
         let flows: Vec<_> = ends.iter().map(whole_flow).collect();
         assert_eq!(flows, [(41000, 2000, 2, 20 + 40 + 20 + 32)]);
         assert_eq!(orphans, 0);
+        assert_eq!(ends[0].first, Timestamp(0));
+        assert_eq!(ends[0].duration(), Duration(1_000_000));
         // A first fragment that never comes: counted, and no flow; one that comes too late
         // (after ORPHAN_WAIT) makes its flow alone.
         let (ends, orphans) = run(&[(0.0, &frags[1]), (31.0, &frags[0])]);
