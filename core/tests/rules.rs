@@ -996,6 +996,12 @@ fn every_alternative_of_an_event_must_provide_the_group_fields() {
             "group_by = [\"user\"]\nevents.a = 'syslog and msg =~ \"login (?P<user>\\w+)?\"'",
             "event `a` cannot always provide group field `user`: it can match without the capture `(?P<user>...)` (an alternative of its `or`, or a part of its regex under `|`, `?` or `*`)",
         ),
+        // Also when the capture's name is a field of other events (`src`): the capture is
+        // what is missing, not the source.
+        (
+            "group_by = [\"src\"]\nevents.a = 'syslog and msg =~ \"from (?P<src>\\S+)?\"'",
+            "event `a` cannot always provide group field `src`: it can match without the capture `(?P<src>...)` (an alternative of its `or`, or a part of its regex under `|`, `?` or `*`)",
+        ),
         (
             "group_by = [\"ip\"]\nevents.a = { if = 'dport == 22 or app == \"x\"', ip = \"src\" }",
             "event `a` cannot always provide group field `ip`: it can match syslog events, which have no `src`",

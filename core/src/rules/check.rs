@@ -113,6 +113,9 @@ impl EventInfo {
         let Some(branches) = &self.branches else {
             return Ok(());
         };
+        // A capture of that name somewhere in the condition: what is missing is the capture
+        // (optional, or in one alternative only), even where the name is also a field.
+        let captured = self.captures.iter().any(|(n, _)| n == name);
         for b in branches {
             if b.captures.iter().any(|c| c == name) {
                 continue;
@@ -124,7 +127,7 @@ impl EventInfo {
             };
             match (known, b.source) {
                 (Some(true), _) => {}
-                (Some(false), Some(s)) => return Err(Missing::Source(s)),
+                (Some(false), Some(s)) if !captured => return Err(Missing::Source(s)),
                 _ => return Err(Missing::Capture),
             }
         }
