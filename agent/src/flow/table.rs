@@ -219,8 +219,16 @@ impl FlowRecord {
             // count as inactive), or its SYN was missed and the responder's SYN-ACK seen (then
             // the responder is active). Zeek's conn_state on those endpoint states.
             let resp_active = r.synack;
+            // Zeek's originator is inactive unless it reset, closed, or answered a SYN-ACK.
+            let orig_inactive = !(o.rst || o.fin || (r.synack && self.orig.pkts > 0));
             if r.rst {
-                "RSTRH"
+                if o.rst && self.orig.payload_bytes == 0 && self.resp.payload_bytes == 0 {
+                    "REJ"
+                } else if orig_inactive {
+                    "RSTRH"
+                } else {
+                    "RSTR"
+                }
             } else if o.rst {
                 if resp_active { "RSTO" } else { "OTH" }
             } else if o.fin && r.fin {
@@ -494,9 +502,16 @@ impl FlowTable {
             let syn_only = is_tcp && flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN;
             // A SYN from the originator with another initial sequence number: a new
             // connection on the same ports, though the old one's close was not seen (a NAT,
-            // a capture that missed it). A retransmitted SYN keeps its number.
-            let reused =
-                syn_only && from_a == s.orig_is_a && s.isn.is_some_and(|isn| isn != pkt.tcp_seq);
+            // a capture that missed it). A retransmitted SYN keeps its number. On a flow
+            // picked up mid-stream (no SYN seen), a SYN that does not begin where the
+            // originator's data began is one too (Zeek compares with the first number seen).
+            let reused = syn_only
+                && from_a == s.orig_is_a
+                && match (s.isn, s.seq[0]) {
+                    (Some(isn), _) => isn != pkt.tcp_seq,
+                    (None, Some(r)) => r.base != pkt.tcp_seq.wrapping_add(1),
+                    (None, None) => false,
+                };
             if syn_only && s.closed_at.is_some() {
                 self.end_slot(id, EndReason::Closed, out);
                 slot_id = None;
@@ -534,9 +549,10 @@ impl FlowTable {
         dir.pkts += 1;
         dir.ip_bytes += u64::from(pkt.ip_len);
         dir.frame_bytes += u64::from(frame_len);
-        if is_tcp && pkt.fragment.is_none() {
+        if is_tcp {
             // Zeek's orig_bytes and resp_bytes: from sequence numbers, so a segment sent
-            // again counts once. (Data begins after the SYN's own sequence number.)
+            // again counts once. (Data begins after the SYN's own sequence number.) A segment
+            // cut in IP fragments adds what each fragment carries.
             let start = pkt
                 .tcp_seq
                 .wrapping_add(u32::from(flags & tcp_flags::SYN != 0));
@@ -544,7 +560,11 @@ impl FlowTable {
                 base: start,
                 top: 0,
             });
-            reach.take(start, pkt.payload_len);
+            if pkt.fragment.is_some() {
+                reach.top += u64::from(pkt.payload_len);
+            } else {
+                reach.take(start, pkt.payload_len);
+            }
             dir.payload_bytes = reach.top;
         } else {
             dir.payload_bytes += u64::from(pkt.payload_len);
@@ -584,7 +604,13 @@ impl FlowTable {
             dir.pkts += o.pkts;
             dir.ip_bytes += o.ip_bytes;
             dir.frame_bytes += o.frame_bytes;
-            dir.payload_bytes += o.payload_bytes;
+            match &mut s.seq[usize::from(!from_orig)] {
+                Some(reach) if is_tcp => {
+                    reach.top += o.payload_bytes;
+                    dir.payload_bytes = reach.top;
+                }
+                _ => dir.payload_bytes += o.payload_bytes,
+            }
             rec.first = rec.first.min(o.since);
         }
         if started {
@@ -1197,6 +1223,104 @@ mod tests {
         assert_eq!(f.orig.payload_bytes, 60);
     }
 
+    /// A flow picked up mid-stream then meeting a SYN numbered elsewhere: a new flow (Zeek's
+    /// reuse), not a jump of the old one's payload by the distance between the numbers.
+    #[test]
+    fn a_syn_on_a_flow_picked_up_mid_stream_is_a_new_flow() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(
+            &mut t,
+            0.0,
+            &tcp_with(C, S, 4000, 80, "A", 1000, &[1; 100]),
+            &mut out,
+        );
+        feed(
+            &mut t,
+            1.0,
+            &tcp_with(C, S, 4000, 80, "S", 500_000_000, &[]),
+            &mut out,
+        );
+        feed(&mut t, 1.1, &tcp(S, C, 80, 4000, "SA"), &mut out);
+        feed(
+            &mut t,
+            1.2,
+            &tcp_with(C, S, 4000, 80, "A", 500_000_001, &[2; 10]),
+            &mut out,
+        );
+        t.finish(&mut out);
+        let ends: Vec<(u64, &str)> = out
+            .iter()
+            .filter_map(|n| match n.kind {
+                NoticeKind::End(r) => Some((n.flow.orig.payload_bytes, r.name())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ends, [(100, "reused"), (10, "capture_end")]);
+    }
+
+    /// A TCP segment cut in IP fragments counts its data, also once later packets come.
+    #[test]
+    fn a_fragmented_tcp_segment_counts_its_data() {
+        use etherparse::{IpHeaders, Ipv4Header};
+        let mut whole = Vec::new();
+        PacketBuilder::ipv4(C, S, 64)
+            .tcp(4000, 80, 1101, 1000)
+            .ack(1)
+            .write(&mut whole, &[3u8; 200])
+            .unwrap();
+        let (hdr, _) = IpHeaders::from_slice(&whole).unwrap();
+        let v4: Ipv4Header = hdr.ipv4().unwrap().0.clone();
+        let body = &whole[20..]; // TCP header + 200 bytes
+        let frags: Vec<Vec<u8>> = [(0usize, &body[..112], true), (112, &body[112..], false)]
+            .into_iter()
+            .map(|(off, chunk, more)| {
+                let mut v4 = v4.clone();
+                v4.identification = 9;
+                v4.more_fragments = more;
+                v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
+                v4.set_payload_len(chunk.len()).unwrap();
+                v4.header_checksum = v4.calc_header_checksum();
+                let mut f = v4.to_bytes().to_vec();
+                f.extend_from_slice(chunk);
+                f
+            })
+            .collect();
+        for order in [[0, 1], [1, 0]] {
+            let mut t = FlowTable::new(FlowConfig::default());
+            let mut out = Vec::new();
+            feed(
+                &mut t,
+                0.0,
+                &tcp_with(C, S, 4000, 80, "S", 1000, &[]),
+                &mut out,
+            );
+            feed(&mut t, 0.1, &tcp(S, C, 80, 4000, "SA"), &mut out);
+            feed(
+                &mut t,
+                0.2,
+                &tcp_with(C, S, 4000, 80, "A", 1001, &[1; 100]),
+                &mut out,
+            );
+            feed(&mut t, 0.3, &frags[order[0]], &mut out);
+            feed(&mut t, 0.31, &frags[order[1]], &mut out);
+            feed(
+                &mut t,
+                0.4,
+                &tcp_with(C, S, 4000, 80, "AF", 1301, &[]),
+                &mut out,
+            );
+            feed(&mut t, 0.5, &tcp(S, C, 80, 4000, "AF"), &mut out);
+            t.finish(&mut out);
+            let f = out
+                .iter()
+                .find(|n| matches!(n.kind, NoticeKind::End(_)))
+                .map(|n| n.flow)
+                .unwrap();
+            assert_eq!(f.orig.payload_bytes, 300, "{order:?}");
+        }
+    }
+
     #[test]
     fn conn_states_of_connections_picked_up_mid_stream() {
         // No SYN seen (the capture began after it): Zeek's partial endpoints.
@@ -1221,6 +1345,17 @@ mod tests {
         assert_eq!(states(&synack_close), ["SF"]);
         assert_eq!(states(&[(0.0, false, "SA"), (0.1, true, "FA")]), ["S2"]);
         assert_eq!(states(&[(0.0, false, "SA"), (0.1, true, "RA")]), ["RSTO"]);
+        // The responder's reset: the originator active (it answered the SYN-ACK, or closed)
+        // makes it RSTR; both reset with no data, REJ.
+        assert_eq!(
+            states(&[(0.0, false, "SA"), (0.1, true, "A"), (0.2, false, "R")]),
+            ["RSTR"]
+        );
+        assert_eq!(
+            states(&[(0.0, true, "A"), (0.1, true, "FA"), (0.2, false, "R")]),
+            ["RSTR"]
+        );
+        assert_eq!(states(&[(0.0, true, "R"), (0.1, false, "R")]), ["REJ"]);
     }
 
     #[test]

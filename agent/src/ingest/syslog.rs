@@ -836,8 +836,6 @@ fn cisco_header(text: &str) -> Option<String> {
     Some(format!("{pri}{}{host} {after}", &rest[..stamp_end]))
 }
 
-/// A line that starts with a valid PRI but has no parsable header: kept with the PRI's
-/// facility and severity, the rest as `msg`, and the arrival as its time.
 /// `text` with `- ` (no structured data) before its STRUCTURED-DATA field when it is an RFC
 /// 5424 line (`<PRI>1 ` and five header fields) whose structured data opens (`[`) and is never
 /// closed: no `]` follows. `None` otherwise.
@@ -856,6 +854,8 @@ fn unclosed_sd(text: &str) -> Option<String> {
     (sd.starts_with('[') && !sd.contains(']')).then(|| format!("{}- {sd}", &text[..at]))
 }
 
+/// A line that starts with a valid PRI but has no parsable header: kept with the PRI's
+/// facility and severity, the rest as `msg`, and the arrival as its time.
 fn pri_only(text: &str, arrival: Timestamp) -> Option<Event> {
     let rest = text.strip_prefix('<')?;
     let close = rest.find('>')?;

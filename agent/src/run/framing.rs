@@ -216,7 +216,7 @@ impl Framer {
                     return Some(Frame::Msg(buf.split_to(len)));
                 }
             }
-            if self.counted && buf[0] != b'<' {
+            if self.counted && !pri_begins(buf)? {
                 // No count where a frame should begin (and no PRI: a line of a sender that
                 // mixes framings, read whole below): a count that was wrong (a sender that
                 // counted characters, not bytes) or a stray partial line. The next frame is
@@ -351,6 +351,24 @@ fn resync(b: &[u8], max: usize) -> Resync {
         }
     }
     Resync::None
+}
+
+/// Whether `b` begins with a PRI (`<`, one to three digits, `>`); `None` while the bytes that
+/// decide have not come.
+fn pri_begins(b: &[u8]) -> Option<bool> {
+    if b.first() != Some(&b'<') {
+        return Some(false);
+    }
+    let digits = b[1..]
+        .iter()
+        .take(4)
+        .take_while(|x| x.is_ascii_digit())
+        .count();
+    match b.get(1 + digits) {
+        None if digits < 4 => None,
+        Some(b'>') => Some((1..=3).contains(&digits)),
+        _ => Some(false),
+    }
 }
 
 /// Where the line that `b` begins ends: its LF or NUL.
@@ -497,6 +515,18 @@ mod tests {
                 frames_ok[1].clone()
             ]
         );
+        // Left over bytes that begin with `<` but no PRI (`</E>`, the tail of a message whose
+        // characters were counted): resynced like any other.
+        let bad = "<13>Dec 10 06:55:46 h app: üüüü <E>x</E>";
+        let mut input = format!("{} {bad}", bad.chars().count()).into_bytes();
+        input.extend(counted(&msgs[..3]));
+        for size in [1, 3, 4096] {
+            let pieces: Vec<&[u8]> = input.chunks(size).collect();
+            let got = frames(200, &pieces);
+            assert_eq!(got.len(), 5, "{got:?}");
+            assert_eq!(got[1], Err("resynced"), "{got:?}");
+            assert_eq!(&got[2..], &frames_ok[..3], "{got:?}");
+        }
         // A count short by the bytes of a character counted as one (`ß` is two bytes): that
         // frame is cut, its last bytes dropped, and the next frames read on.
         let bad = "<13>Dec 10 06:55:46 h app: Übergröße";
