@@ -66,7 +66,8 @@ pub struct InputArgs {
     /// Drop a syslog message that repeats, byte for byte, one read this long before it in any
     /// of the inputs (a message relayed twice, perhaps into two files; in a capture, a syslog
     /// datagram seen twice), as the live agent's `[syslog] dedup_window` does; `0s` keeps
-    /// every line. Flow packets and JSON events are not deduplicated.
+    /// every line. Flow packets and JSON events are not deduplicated (a capture file given
+    /// twice is read once, with a warning).
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub dedup_window: String,
     /// Input files: syslog or JSON-lines text, pcap or pcapng captures (their flows, and the
@@ -500,6 +501,9 @@ impl Iterator for Reported {
             }
             for w in c.read_warnings() {
                 eprintln!("warning: {w}");
+            }
+            for path in self.reader.repeated() {
+                eprintln!("{}", crate::flow::cmd::repeated_capture(path));
             }
         }
         item

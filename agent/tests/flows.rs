@@ -900,3 +900,19 @@ fn a_folder_or_a_text_file_given_as_a_capture_is_named_in_the_error() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A capture given twice (also under another name) is read once, with a warning: read twice,
+/// every packet counted twice in its flow.
+#[test]
+fn a_capture_given_twice_is_read_once() {
+    let one = data_dir().join("zeek_http_get.pcap");
+    let p = one.to_string_lossy().to_string();
+    let again = format!("{}/./zeek_http_get.pcap", data_dir().display());
+    let (once, _) = flows_output(&[&p]);
+    let (twice, stderr) = flows_output(&[&p, &again]);
+    assert_eq!(once, twice);
+    assert!(
+        stderr.contains("the same capture file was given before: read once"),
+        "{stderr}"
+    );
+}

@@ -132,6 +132,9 @@ pub fn run(args: FlowsArgs) -> ExitCode {
             path.display()
         );
     }
+    for path in frames.repeated() {
+        eprintln!("{}", repeated_capture(path));
+    }
     for w in engine.counters().read_warnings() {
         eprintln!("warning: {w}");
     }
@@ -220,6 +223,14 @@ fn run_live(
         return ExitCode::from(2);
     }
     out.exit_code(ExitCode::SUCCESS)
+}
+
+/// The warning for a capture given again (read once: its packets would count twice).
+pub fn repeated_capture(path: &std::path::Path) -> String {
+    format!(
+        "warning: {}: the same capture file was given before: read once (each packet would count twice in its flow)",
+        path.display()
+    )
 }
 
 /// Writes a run's summary object to stderr; a closed stderr (`2>&1 | head`) is no reason to

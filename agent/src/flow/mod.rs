@@ -368,7 +368,7 @@ impl OwnedFrame {
 
 /// Several capture files as one stream of frames in time order (the first file's frame on a
 /// tie: files in the order given), so captures rotated by `tcpdump -G` or `-C` read as one.
-/// A file cut short ends there; the error is kept.
+/// A file cut short ends there; the error is kept. A file given twice is read once.
 pub struct MergedCaptures {
     /// Each file, its reader (`None` once done) and its next frame.
     files: Vec<(
@@ -378,19 +378,34 @@ pub struct MergedCaptures {
     )>,
     /// Files cut short: the file and the error that ended it.
     errors: Vec<(std::path::PathBuf, CaptureError)>,
+    /// Paths that named a file given before (read once: each packet would count twice).
+    repeated: Vec<std::path::PathBuf>,
 }
 
 impl MergedCaptures {
     /// Opens the capture files (an unreadable one is an error).
     pub fn open(paths: &[std::path::PathBuf]) -> Result<Self, (std::path::PathBuf, CaptureError)> {
+        use std::os::unix::fs::MetadataExt;
         let mut files = Vec::with_capacity(paths.len());
+        let mut seen = std::collections::HashSet::new();
+        let mut repeated = Vec::new();
         for p in paths {
+            // The same file under another name too (a link, `./x` and `x`): by device and
+            // inode.
+            if let Ok(m) = std::fs::metadata(p)
+                && m.is_file()
+                && !seen.insert((m.dev(), m.ino()))
+            {
+                repeated.push(p.clone());
+                continue;
+            }
             let r = CaptureReader::open(p).map_err(|e| (p.clone(), e))?;
             files.push((p.clone(), Some(r), None));
         }
         let mut m = MergedCaptures {
             files,
             errors: Vec::new(),
+            repeated,
         };
         for i in 0..m.files.len() {
             m.refill(i);
@@ -425,6 +440,11 @@ impl MergedCaptures {
     /// The files cut short, with the error that ended each.
     pub fn errors(&self) -> &[(std::path::PathBuf, CaptureError)] {
         &self.errors
+    }
+
+    /// The paths that named a file given before, and were not read again.
+    pub fn repeated(&self) -> &[std::path::PathBuf] {
+        &self.repeated
     }
 }
 
@@ -481,6 +501,11 @@ impl MultiFlowReader {
     /// The files cut short, with the error that ended each.
     pub fn errors(&self) -> &[(std::path::PathBuf, CaptureError)] {
         self.frames.errors()
+    }
+
+    /// The paths that named a capture given before, not read again.
+    pub fn repeated(&self) -> &[std::path::PathBuf] {
+        self.frames.repeated()
     }
 }
 
