@@ -402,6 +402,12 @@ impl ApiConfig {
         let t = crate::rulefiles::read_text(p)
             .map_err(|e| anyhow::anyhow!("api.token_file: cannot read {}: {e}", p.display()))?;
         let t = t.trim().to_string();
+        if t.contains(['\r', '\n']) {
+            anyhow::bail!(
+                "api.token_file: {} holds more than one line: the token is the file's one line",
+                p.display()
+            );
+        }
         if t.len() < 16 {
             anyhow::bail!(
                 "api.token_file: {} holds no token of at least 16 characters",
@@ -457,9 +463,15 @@ impl OutputConfig {
                     )
                 })?;
                 let t = t.trim().to_string();
-                if t.is_empty() || t.contains(['\r', '\n']) {
+                if t.is_empty() {
                     anyhow::bail!(
                         "output.webhook_token_file: {} holds no token (one line, not empty)",
+                        p.display()
+                    );
+                }
+                if t.contains(['\r', '\n']) {
+                    anyhow::bail!(
+                        "output.webhook_token_file: {} holds more than one line: the token is the file's one line",
                         p.display()
                     );
                 }
@@ -771,7 +783,9 @@ impl Config {
             return;
         }
         let at = |p: &mut PathBuf| {
-            if p.is_relative() && p.as_os_str() != "-" {
+            // (An empty path stays empty: `problems` refuses it, rather than it naming the
+            // configuration's own folder.)
+            if p.is_relative() && p.as_os_str() != "-" && !p.as_os_str().is_empty() {
                 *p = dir.join(&*p);
             }
         };
@@ -850,6 +864,58 @@ impl Config {
         }
         if self.engine.tick.0 < Duration::from_millis(1) {
             bad("engine.tick", "must be at least 1ms".into());
+        }
+        // Empty paths: each names a file or folder, never "here".
+        let empty = |p: &PathBuf| p.as_os_str().is_empty();
+        for (key, given) in [
+            ("syslog.files", self.syslog.files.iter().any(empty)),
+            ("rules.paths", self.rules.paths.iter().any(empty)),
+            ("store.path", self.store.path.as_ref().is_some_and(empty)),
+            (
+                "api.token_file",
+                self.api.token_file.as_ref().is_some_and(empty),
+            ),
+            ("api.socket", self.api.socket.as_ref().is_some_and(empty)),
+            ("output.file", self.output.file.as_ref().is_some_and(empty)),
+            (
+                "output.webhook_token_file",
+                self.output.webhook_token_file.as_ref().is_some_and(empty),
+            ),
+        ] {
+            if given {
+                bad(key, "an empty path: name a file or folder".into());
+            }
+        }
+        // Port 0 binds a port the system picks, which no sender or client would know.
+        let zero = |key: &'static str, a: &SocketAddr| {
+            (a.port() == 0).then(|| {
+                Problem::new(
+                    key,
+                    format!("{a}: port 0 lets the system pick a port no sender or client would know: name a fixed port"),
+                )
+            })
+        };
+        let zeros: Vec<Problem> = self
+            .syslog
+            .udp
+            .iter()
+            .filter_map(|a| zero("syslog.udp", a))
+            .chain(self.syslog.tcp.iter().filter_map(|a| zero("syslog.tcp", a)))
+            .chain(zero("api.listen", &self.api.listen))
+            .collect();
+        out.extend(zeros);
+        let mut bad = |key: &'static str, message: String| out.push(Problem::new(key, message));
+        if let Some(sock) = &self.api.socket
+            && sock.as_os_str().len() > 107
+        {
+            bad(
+                "api.socket",
+                format!(
+                    "{} is {} bytes long: a Unix socket's path may be at most 107 bytes; choose a shorter one",
+                    sock.display(),
+                    sock.as_os_str().len()
+                ),
+            );
         }
         if let Some(c) = &self.capture
             && let Err(e) = crate::flow::filter::Filter::parse(&c.filter)
@@ -958,7 +1024,12 @@ impl Config {
             out.push(Problem::new("output.file", why));
         }
         if let Err(e) = self.output.webhook_target() {
-            out.push(Problem::new("output.webhook_token_file", format!("{e:#}")));
+            let e = format!("{e:#}");
+            let e = e
+                .strip_prefix("output.webhook_token_file: ")
+                .unwrap_or(&e)
+                .to_string();
+            out.push(Problem::new("output.webhook_token_file", e));
         }
         for f in &self.syslog.files {
             if f.as_os_str() == "-" {
@@ -1037,6 +1108,42 @@ impl Config {
             let e = format!("{e:#}");
             let e = e.strip_prefix("api.token_file: ").unwrap_or(&e).to_string();
             out.push(Problem::new("api.token_file", e));
+        }
+        // A secret every user may rewrite is no secret: refused.
+        for (key, f) in [
+            ("api.token_file", &self.api.token_file),
+            ("output.webhook_token_file", &self.output.webhook_token_file),
+        ] {
+            use std::os::unix::fs::PermissionsExt;
+            if let Some(f) = f
+                && let Ok(m) = std::fs::metadata(f)
+                && m.permissions().mode() & 0o002 != 0
+            {
+                out.push(Problem::new(
+                    key,
+                    format!(
+                        "{} is writable by every user (mode {:04o}), who could set the token: `chmod 0640` it (owner and the agent's group)",
+                        f.display(),
+                        m.permissions().mode() & 0o7777
+                    ),
+                ));
+            }
+        }
+        // `run` makes the socket where nothing is, or where a socket was left.
+        if let Some(sock) = &self.api.socket
+            && let Ok(m) = std::fs::symlink_metadata(sock)
+        {
+            use std::os::unix::fs::FileTypeExt;
+            if !m.file_type().is_socket() {
+                out.push(Problem::new(
+                    "api.socket",
+                    format!(
+                        "{} exists and is not a socket (a {}): name a path where the agent may make its socket",
+                        sock.display(),
+                        if m.is_dir() { "folder" } else { "file" }
+                    ),
+                ));
+            }
         }
         out
     }
@@ -1217,8 +1324,9 @@ fn open_to_all(key: &'static str, f: &Path) -> Option<Problem> {
             ),
         ));
     }
+    // (Writable by every user is refused: `environment_problems`.)
     let who = if mode & 0o002 != 0 {
-        "writable by every user"
+        return None;
     } else if mode & 0o004 != 0 {
         "readable by every user"
     } else if mode & 0o020 != 0 {
@@ -1652,6 +1760,65 @@ mod tests {
     }
 
     #[test]
+    fn empty_paths_port_zero_and_misplaced_sockets_are_refused() {
+        let problems = |text: &str| match Config::parse(Path::new("/etc/cepheus/x.toml"), text) {
+            Ok(c) => c.environment_problems(),
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            Err(e) => panic!("{e}"),
+        };
+        for (text, key) in [
+            ("[store]\npath = \"\"\n", "store.path"),
+            ("[rules]\npaths = [\"\"]\n", "rules.paths"),
+            ("[api]\nsocket = \"\"\n", "api.socket"),
+            ("[output]\nfile = \"\"\n", "output.file"),
+        ] {
+            let p = problems(text);
+            assert!(
+                p.iter()
+                    .any(|p| p.key == key && p.message.contains("an empty path")),
+                "{text}: {p:?}"
+            );
+        }
+        for (text, key) in [
+            ("[syslog]\nudp = [\"127.0.0.1:0\"]\n", "syslog.udp"),
+            ("[syslog]\ntcp = [\"127.0.0.1:0\"]\n", "syslog.tcp"),
+            ("[api]\nlisten = \"127.0.0.1:0\"\n", "api.listen"),
+        ] {
+            let p = problems(text);
+            assert!(
+                p.iter()
+                    .any(|p| p.key == key && p.message.contains("port 0")),
+                "{text}: {p:?}"
+            );
+        }
+        let dir = std::env::temp_dir().join(format!("cepheus-sock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = problems(&format!("[api]\nsocket = \"{}\"\n", dir.display()));
+        assert!(
+            p.iter()
+                .any(|p| p.key == "api.socket" && p.message.contains("is not a socket (a folder)")),
+            "{p:?}"
+        );
+        let long = format!("/run/{}/api.sock", "d".repeat(120));
+        let p = problems(&format!("[api]\nsocket = \"{long}\"\n"));
+        assert!(
+            p.iter()
+                .any(|p| p.key == "api.socket" && p.message.contains("at most 107 bytes")),
+            "{p:?}"
+        );
+        // A token file of two lines: no header could carry it.
+        let tok = dir.join("tok");
+        std::fs::write(&tok, "aaaaaaaaaaaaaaaa\nbbbbbbbbbbbbbbbbbb\n").unwrap();
+        let p = problems(&format!("[api]\ntoken_file = \"{}\"\n", tok.display()));
+        assert!(
+            p.iter()
+                .any(|p| p.key == "api.token_file" && p.message.contains("more than one line")),
+            "{p:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn a_token_file_every_user_can_read_is_a_warning() {
         use std::os::unix::fs::PermissionsExt;
         let f = std::env::temp_dir().join(format!("cepheus-token-{}", std::process::id()));
@@ -1668,7 +1835,20 @@ mod tests {
             w[0].message.contains("readable by every user (mode 0644)"),
             "{w:?}"
         );
-        assert!(cfg(0o662)[0].message.contains("writable"));
+        // Writable by every user: refused (an environment problem), not only warned of.
+        let refused = |mode: u32| {
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            let text = format!("[api]\ntoken_file = \"{}\"\n", f.display());
+            let c = Config::parse(Path::new("x"), &text).unwrap();
+            (c.warnings(), c.environment_problems())
+        };
+        let (w, e) = refused(0o662);
+        assert!(w.is_empty(), "{w:?}");
+        assert!(
+            e.iter().any(|p| p.key == "api.token_file"
+                && p.message.contains("writable by every user (mode 0662)")),
+            "{e:?}"
+        );
         // A group that may write it may put in a token it knows.
         assert!(
             cfg(0o660)[0]
@@ -1686,10 +1866,18 @@ mod tests {
         };
         assert!(hook(0o640).is_empty(), "{:?}", hook(0o640));
         let w = hook(0o622);
-        assert_eq!(w[0].key, "output.webhook_token_file");
+        assert!(w.is_empty(), "{w:?}");
+        let text = format!(
+            "[output]\nwebhook = \"https://alerts.example/hook\"\nwebhook_token_file = \"{}\"\n",
+            f.display()
+        );
+        let e = Config::parse(Path::new("x"), &text)
+            .unwrap()
+            .environment_problems();
         assert!(
-            w[0].message.contains("writable by every user (mode 0622)"),
-            "{w:?}"
+            e.iter().any(|p| p.key == "output.webhook_token_file"
+                && p.message.contains("writable by every user (mode 0622)")),
+            "{e:?}"
         );
         // Owned by another user (not root, not the agent's): that user may replace it.
         if rustix::process::geteuid().is_root() {
