@@ -23,8 +23,9 @@ pub(crate) struct Reporter<'a> {
     pub diags: &'a mut Vec<Diagnostic>,
     /// Bytes the rule set's regexes compiled so far take (see [`MAX_REGEX_BYTES`]).
     pub regex_bytes: &'a mut usize,
-    /// The regexes compiled so far, by text: one written again is shared, not built again.
-    pub regexes: &'a mut std::collections::HashMap<Box<str>, Re>,
+    /// The regexes compiled so far, by text (or why one could not be): one written again is
+    /// shared, or refused, not built again.
+    pub regexes: &'a mut std::collections::HashMap<Box<str>, Result<Re, ReError>>,
 }
 
 /// The most the compiled regexes of a whole rule set may take together: each is capped
@@ -684,17 +685,22 @@ impl CondChecker<'_, '_> {
                 // Within what the rule set's budget has left: once it is nearly spent, a large
                 // regex fails fast at the limit instead of being built and then refused.
                 let left = MAX_REGEX_BYTES.saturating_sub(*self.r.regex_bytes);
+                // (What a text gave, it gives again: a regex that failed is not built again.)
                 let known = self.r.regexes.get(re.as_str()).cloned();
+                let seen = known.is_some();
                 let compiled = match known
-                    .map_or_else(|| Re::with_limit(re, left.min(REGEX_NFA_MAX)), Ok)
+                    .unwrap_or_else(|| Re::with_limit(re, left.min(REGEX_NFA_MAX)))
                 {
-                    Ok(c) if self.r.regexes.contains_key(re.as_str()) => c,
+                    Ok(c) if seen => c,
                     Ok(c) if c.memory_usage() <= left => {
                         *self.r.regex_bytes += c.memory_usage();
-                        self.r.regexes.insert(re.as_str().into(), c.clone());
+                        self.r.regexes.insert(re.as_str().into(), Ok(c.clone()));
                         c
                     }
-                    Err(e) if left >= REGEX_NFA_MAX || e.size_limit().is_none() => {
+                    Err(e) if seen || left >= REGEX_NFA_MAX || e.size_limit().is_none() => {
+                        if !seen {
+                            self.r.regexes.insert(re.as_str().into(), Err(e.clone()));
+                        }
                         self.regex_error(re, re_span, offsets, &e);
                         return None;
                     }

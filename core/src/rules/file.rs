@@ -61,7 +61,7 @@ pub(crate) struct Session<'f> {
     /// Bytes the regexes compiled so far take, against [`super::check::MAX_REGEX_BYTES`].
     pub regex_bytes: usize,
     /// The regexes compiled so far, by text (shared by every condition that writes one).
-    pub regexes: HashMap<Box<str>, super::ir::Re>,
+    pub regexes: HashMap<Box<str>, Result<super::ir::Re, super::ir::ReError>>,
 }
 
 struct Cx<'s, 'f> {

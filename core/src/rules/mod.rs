@@ -177,6 +177,18 @@ mod tests {
         // (At least eight of the ten it has room for fitted.)
         assert!(d.line > 8 * 5, "{}", d.line);
         assert_eq!(run(&distinct, check::MAX_REGEX_BYTES).errors(), 0);
+        // A regex too large to build, written three times: refused at each place (built
+        // once: the fuzz reproducer slow-failing-regex-recompiled-2k times it).
+        let big: String = (0..3).map(|n| rule(n, r"\w{600}")).collect();
+        let c = run(&big, check::MAX_REGEX_BYTES);
+        assert_eq!(c.errors(), 3);
+        assert!(
+            c.diagnostics
+                .iter()
+                .all(|d| d.message == c.diagnostics[0].message),
+            "{:?}",
+            c.diagnostics
+        );
         // A regex that is wrong is said to be wrong, budget spent or not.
         let c = run(&format!("{distinct}{}", rule(99, "(")), budget);
         let last = c.diagnostics.last().unwrap();
