@@ -3867,6 +3867,19 @@ fn a_reload_says_what_changed_in_the_configuration() {
             && err.contains("restart"),
         "{err}"
     );
+    assert!(!err.contains("would not start the agent"), "{err}");
+    // Broken now: said at the reload, not found at the next restart.
+    std::fs::write(
+        &cfg,
+        format!(
+            "{text}
+garbage [[[
+"
+        ),
+    )
+    .unwrap();
+    agent.hangup();
+    agent.wait_stderr(10, "would not start the agent (a restart would fail)");
 }
 
 /// A refused request says why no token went with it: the configuration passed names no

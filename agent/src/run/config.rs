@@ -600,9 +600,21 @@ impl<'de> Deserialize<'de> for DurationText {
 
 /// A listen address as `IP:PORT`, with a hint for what it is not (a name, a missing port).
 fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    s.trim().parse().map_err(|_| {
+    let t = s.trim();
+    t.parse().map_err(|_| {
+        // What is wrong, when it can be told: no port, or a port past 65535.
+        let why = if t.parse::<std::net::IpAddr>().is_ok() {
+            " (the port is missing)"
+        } else if let Some((ip, port)) = t.rsplit_once(':')
+            && ip.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok()
+            && port.parse::<u64>().is_ok_and(|p| p > 65535)
+        {
+            " (a port is at most 65535)"
+        } else {
+            ""
+        };
         format!(
-            "`{s}` is not an IP address and port: write e.g. \"127.0.0.1:5514\", \"0.0.0.0:514\" or \"[::1]:5514\" (names such as localhost are not resolved)"
+            "`{s}` is not an IP address and port{why}: write e.g. \"127.0.0.1:5514\", \"0.0.0.0:514\" or \"[::1]:5514\" (names such as localhost are not resolved)"
         )
     })
 }
@@ -1417,6 +1429,21 @@ mod tests {
         }
         let ok = Config::parse(Path::new("x"), "[syslog]\nudp = [\"[::1]:5514\"]\n");
         assert!(ok.is_ok(), "{ok:?}");
+        // What is wrong, when it can be told.
+        for (text, why) in [
+            ("[api]\nlisten = \"127.0.0.1\"\n", "(the port is missing)"),
+            (
+                "[api]\nlisten = \"127.0.0.1:70000\"\n",
+                "(a port is at most 65535)",
+            ),
+            (
+                "[syslog]\nudp = [\"[::1]:99999\"]\n",
+                "(a port is at most 65535)",
+            ),
+        ] {
+            let e = Config::parse(Path::new("x"), text).map(|_| ()).unwrap_err();
+            assert!(e.to_string().contains(why), "{text}: {e}");
+        }
     }
 
     #[test]

@@ -411,6 +411,13 @@ impl Reloader {
                     changed = %changed.join(", "),
                     "the configuration file changed since start: a reload applies the rules only; restart to apply the rest (systemctl restart cepheus)"
                 );
+                // Said now, not at the next restart: the file as it is would not start.
+                if let Err(e) = super::config::Config::load(path) {
+                    tracing::error!(
+                        config = %path.display(),
+                        "the configuration file as it is now would not start the agent (a restart would fail): {e:#}"
+                    );
+                }
             }
         }
         // systemd (`Type=notify-reload` wants the clock with it): reloading, then ready again
