@@ -1264,6 +1264,10 @@ pub(crate) fn output_file_usable(f: &Path) -> Result<(), String> {
 /// Whether `run` can create the store folder (it does at start-up; nothing is written in it
 /// yet). Checked by doing it: the folders this creates are removed again.
 pub(crate) fn store_usable(path: &Path) -> Result<(), String> {
+    // Named whole: a relative one (the default `./cepheus-data`) is relative to the
+    // directory the agent was started in, which the operator reading it may not know.
+    let whole = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let path = whole.as_path();
     let shown = path.display();
     match std::fs::metadata(path) {
         Ok(m) if !m.is_dir() => return Err(format!("{shown} exists and is not a folder")),
@@ -1740,6 +1744,16 @@ mod tests {
             dir.join("./cepheus-data")
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_relative_store_folder_is_named_whole() {
+        // (The tests run in the package's folder, which holds Cargo.toml, a file.)
+        let e = store_usable(Path::new("Cargo.toml/cepheus-data")).unwrap_err();
+        let whole = std::env::current_dir()
+            .unwrap()
+            .join("Cargo.toml/cepheus-data");
+        assert!(e.contains(&whole.display().to_string()), "{e}");
     }
 
     #[test]
