@@ -1791,6 +1791,9 @@ fn config_check_names_every_problem_run_would_refuse() {
         err.contains("`rules.paths`: the rules have errors"),
         "{err}"
     );
+    // Written as `run` takes it, the same.
+    let (code2, err2) = cepheus_in(&dir, &["config", "check", "--config", "cepheus.toml"]);
+    assert_eq!((code2, err2), (code, err));
     // A key of the wrong type hides nothing else: the bad zone and the broken rule are said
     // with it.
     std::fs::write(

@@ -63,12 +63,17 @@ pub struct RunArgs {
 #[derive(clap::Subcommand, Debug)]
 pub enum ConfigCommand {
     /// Print the complete default configuration, every key commented.
+    #[command(alias = "print")]
     Default,
     /// Validate a configuration file, naming every problem at once; exit 0 when valid, 1
     /// when not, 2 when it cannot be read.
     Check {
         /// The file.
-        file: PathBuf,
+        #[arg(required_unless_present = "config", conflicts_with = "config")]
+        file: Option<PathBuf>,
+        /// The file, written as `run` takes it.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -79,7 +84,10 @@ pub fn config_cmd(cmd: ConfigCommand) -> ExitCode {
             print!("{}", config::DEFAULT_CONFIG);
             ExitCode::SUCCESS
         }
-        ConfigCommand::Check { file } => config_check(&file),
+        ConfigCommand::Check { file, config } => match file.or(config) {
+            Some(f) => config_check(&f),
+            None => ExitCode::from(2),
+        },
     }
 }
 
