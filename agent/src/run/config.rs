@@ -30,7 +30,7 @@ udp = ["127.0.0.1:5514"]
 # detected per frame (a line that merely begins with a number, "200 OK", is a line).
 tcp = ["127.0.0.1:5514"]
 # A TCP connection that completes no message for this long is closed (bytes that never make
-# a message do not count).
+# a message do not count); at least 1s.
 tcp_idle_timeout = "5m"
 # The senders whose syslog is taken, as networks or addresses ("10.0.0.0/8", "192.0.2.7",
 # "2001:db8::/32"); every other sender's datagrams are dropped and its TCP connections closed
@@ -108,7 +108,7 @@ journal = true
 shards = 0
 # Events queued per shard before the ingest side waits (TCP) or drops and counts (UDP).
 queue_size = 65536
-# How often each shard moves its clock to the wall clock (fires absences).
+# How often each shard moves its clock to the wall clock (fires absences); 1ms to 1m.
 tick = "100ms"
 
 [api]
@@ -848,8 +848,11 @@ impl Config {
         if self.syslog.max_connections == 0 {
             bad("syslog.max_connections", "must be at least 1".into());
         }
-        if self.syslog.tcp_idle_timeout.0.0 <= 0 {
-            bad("syslog.tcp_idle_timeout", "must be positive".into());
+        if self.syslog.tcp_idle_timeout.0 < Duration::from_secs(1) {
+            bad(
+                "syslog.tcp_idle_timeout",
+                "must be at least 1s (shorter closes senders between two messages)".into(),
+            );
         }
         if self.syslog.dedup_capacity == 0 && self.syslog.dedup_window.0.0 > 0 {
             bad(
@@ -876,6 +879,19 @@ impl Config {
         }
         if self.engine.tick.0 < Duration::from_millis(1) {
             bad("engine.tick", "must be at least 1ms".into());
+        }
+        if self.engine.tick.0 > Duration::from_secs(60) {
+            bad(
+                "engine.tick",
+                "must be at most 1m: absences fire only as often as the clock moves".into(),
+            );
+        }
+        if self.store.checkpoint_every.0 > Duration::from_secs(24 * 3600) {
+            bad(
+                "store.checkpoint_every",
+                "must be at most 1d: a restart replays the event journal since the last save"
+                    .into(),
+            );
         }
         // Empty paths: each names a file or folder, never "here".
         let empty = |p: &PathBuf| p.as_os_str().is_empty();
@@ -1043,9 +1059,25 @@ impl Config {
                 .to_string();
             out.push(Problem::new("output.webhook_token_file", e));
         }
+        let mut followed = std::collections::HashMap::new();
         for f in &self.syslog.files {
             if f.as_os_str() == "-" {
                 continue;
+            }
+            // One file under two names: two readers, each line read twice.
+            if let Ok(m) = std::fs::metadata(f) {
+                use std::os::unix::fs::MetadataExt;
+                if let Some(first) = followed.insert((m.dev(), m.ino()), f) {
+                    out.push(Problem::new(
+                        "syslog.files",
+                        format!(
+                            "{} is the file {} already names: list it once",
+                            f.display(),
+                            first.display()
+                        ),
+                    ));
+                    continue;
+                }
             }
             match std::fs::metadata(f) {
                 Ok(m) if m.is_dir() => out.push(Problem::new(
@@ -1744,6 +1776,49 @@ mod tests {
             dir.join("./cepheus-data")
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_syslog_file_listed_twice_is_refused() {
+        let dir = std::env::temp_dir().join(format!("cepheus-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.log"), "x\n").unwrap();
+        let d = dir.display();
+        let c = Config::parse(
+            &dir.join("c.toml"),
+            &format!("[syslog]\nfiles = [\"{d}/a.log\", \"{d}/./a.log\"]\n"),
+        )
+        .unwrap();
+        let p = c.environment_problems();
+        assert!(
+            p.iter()
+                .any(|p| p.key == "syslog.files" && p.message.contains("list it once")),
+            "{p:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn durations_out_of_any_use_are_refused() {
+        for (text, key) in [
+            (
+                "[syslog]\ntcp_idle_timeout = \"1ns\"\n",
+                "syslog.tcp_idle_timeout",
+            ),
+            ("[engine]\ntick = \"5000w\"\n", "engine.tick"),
+            (
+                "[store]\ncheckpoint_every = \"5000w\"\n",
+                "store.checkpoint_every",
+            ),
+        ] {
+            let e = Config::parse(Path::new("x"), text);
+            assert!(
+                matches!(&e, Err(ConfigError::Invalid { problems, .. }) if problems[0].key == key),
+                "{text}: {e:?}"
+            );
+        }
+        let ok = "[syslog]\ntcp_idle_timeout = \"1s\"\n[engine]\ntick = \"1m\"\n[store]\ncheckpoint_every = \"1d\"\n";
+        assert!(Config::parse(Path::new("x"), ok).is_ok());
     }
 
     #[test]
