@@ -1776,3 +1776,20 @@ fn a_pattern_that_goes_on_gets_a_patterns_advice() {
         "{help}"
     );
 }
+
+/// A control character in a TOML string (a NUL, a tab pasted in) is named, not taken for a
+/// string left open.
+#[test]
+fn a_control_character_in_a_string_is_named() {
+    let c = compile_str(
+        "t.toml",
+        "[[rule]]\nname = \"a\u{0}\"\nseverity = \"high\"\nevents.x = 'app == \"x\"'\npattern = \"x\"\n",
+    );
+    let d = c
+        .diagnostics
+        .iter()
+        .find(|d| d.severity == Level::Error)
+        .expect("an error");
+    let help = d.help.as_deref().unwrap_or_default();
+    assert!(help.contains("control character (U+0000)"), "{help}");
+}

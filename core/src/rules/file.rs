@@ -211,6 +211,16 @@ fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Ru
                 )
             } else if msg.contains("duplicate key") {
                 h("each key may appear once per rule; event names must be unique within a rule")
+            } else if msg.contains("string")
+                && let Some(c) = text
+                    .get(span.start..)
+                    .and_then(|t| t.chars().next())
+                    .filter(|c| c.is_control() && *c != '\n' && *c != '\r')
+            {
+                h(format!(
+                    "a control character (U+{:04X}) stands in the string: remove it (or, in a \"...\" string, write it escaped, `\\u{:04X}`)",
+                    c as u32, c as u32
+                ))
             } else if msg.contains("string") {
                 h(
                     "close the string on the same line; write conditions in single quotes, e.g. \
