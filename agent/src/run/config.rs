@@ -1007,6 +1007,22 @@ impl Config {
                 "no input: `udp`, `tcp` and `files` are empty and there is no `[capture]`, so no event will arrive (only expected groups' absences can fire)",
             ));
         }
+        if let Some(c) = &self.capture
+            && c.syslog
+            && let Some(a) = self
+                .syslog
+                .udp
+                .iter()
+                .chain(&self.syslog.tcp)
+                .find(|a| matches!(a.port(), 514 | 5514) && !a.ip().is_loopback())
+        {
+            out.push(Problem::new(
+                "capture.syslog",
+                format!(
+                    "reads the syslog on the wire to ports 514 and 5514, and this agent listens on {a} too: a message sent to this host would count twice (leave capture.syslog for a mirror port)"
+                ),
+            ));
+        }
         let o = &self.output;
         if !o.stdout && o.file.is_none() && o.syslog.is_none() && o.webhook.is_none() {
             out.push(Problem::new(
@@ -1796,6 +1812,25 @@ mod tests {
             "{p:?}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn capture_syslog_beside_listeners_on_its_ports_is_warned() {
+        let text = |udp: &str| {
+            format!(
+                "[syslog]\nudp = [\"{udp}\"]\ntcp = []\n[capture]\ninterface = \"eth0\"\nsyslog = true\n"
+            )
+        };
+        let warned = |udp: &str| {
+            Config::parse(Path::new("x"), &text(udp))
+                .unwrap()
+                .warnings()
+                .iter()
+                .any(|w| w.key == "capture.syslog" && w.message.contains("count twice"))
+        };
+        assert!(warned("0.0.0.0:514"));
+        assert!(!warned("127.0.0.1:5514"));
+        assert!(!warned("0.0.0.0:6514"));
     }
 
     #[test]
