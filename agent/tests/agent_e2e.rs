@@ -1751,6 +1751,26 @@ fn cepheus_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// A token file that cannot be read stops `run` before it makes anything (no store folder
+/// left behind).
+#[test]
+fn a_refused_start_leaves_no_store_folder() {
+    let dir = scratch("refused-start");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let (p1, p2) = (free_port(), free_port());
+    std::fs::write(
+        dir.join("c.toml"),
+        format!(
+            "[syslog]\nudp = [\"127.0.0.1:{p1}\"]\ntcp = []\n[api]\nlisten = \"127.0.0.1:{p2}\"\ntoken_file = \"missing\"\n[store]\npath = \"data-x\"\n"
+        ),
+    )
+    .unwrap();
+    let (code, err) = cepheus_in(&dir, &["run", "--config", "c.toml"]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("api.token_file"), "{err}");
+    assert!(!dir.join("data-x").exists(), "{err}");
+}
+
 /// `cepheus config check` names every problem that `cepheus run` would refuse at start-up,
 /// values and missing files alike, in one pass.
 #[test]

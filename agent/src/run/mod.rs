@@ -727,6 +727,9 @@ fn start(
     rules: cepheus_core::rules::ir::RuleSet,
     config_text: Option<(PathBuf, String)>,
 ) -> anyhow::Result<u8> {
+    // The secrets first: a refusal leaves nothing made behind (no store folder).
+    let api_token = cfg.api.token()?;
+    let webhook_target = cfg.output.webhook_target()?;
     config::store_usable(cfg.store.path()).map_err(|why| anyhow::anyhow!("store.path: {why}"))?;
     if let Some(f) = &cfg.output.file {
         config::output_file_usable(f).map_err(|why| anyhow::anyhow!("output.file: {why}"))?;
@@ -773,8 +776,6 @@ fn start(
         .as_deref()
         .map(api::bind_socket)
         .transpose()?;
-    let api_token = cfg.api.token()?;
-    let webhook_target = cfg.output.webhook_target()?;
     let udp_addrs: Vec<SocketAddr> = udp.iter().filter_map(|s| s.local_addr().ok()).collect();
     // Each listener's own counters, by its bound address (`/stats` `listeners`).
     let bound = |proto: &str, addr: std::io::Result<SocketAddr>, asked: SocketAddr| {
