@@ -1769,6 +1769,26 @@ fn a_refused_start_leaves_no_store_folder() {
     assert_ne!(code, Some(0), "{err}");
     assert!(err.contains("api.token_file"), "{err}");
     assert!(!dir.join("data-x").exists(), "{err}");
+    // Rule files that hold no rule: nothing would be watched, as with an empty folder.
+    std::fs::write(dir.join("rules/hb.toml"), "# nothing yet\n").unwrap();
+    std::fs::write(
+        dir.join("c.toml"),
+        format!(
+            "[syslog]\nudp = [\"127.0.0.1:{p1}\"]\ntcp = []\n[api]\nlisten = \"127.0.0.1:{p2}\"\n[rules]\npaths = [\"rules\"]\n[store]\npath = \"data-x\"\n"
+        ),
+    )
+    .unwrap();
+    for args in [
+        &["run", "--config", "c.toml"][..],
+        &["config", "check", "c.toml"],
+    ] {
+        let (code, err) = cepheus_in(&dir, args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("the rule files hold no rule"),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 /// `cepheus config check` names every problem that `cepheus run` would refuse at start-up,

@@ -77,6 +77,9 @@ pub enum ConfigCommand {
     },
 }
 
+/// Why rule files that hold no rule do not start the agent (an empty folder does not either).
+const NO_RULE: &str = "the rule files hold no rule, so nothing would be watched: add `[[rule]]` tables, or leave rules.paths out to run the built-in rules";
+
 /// Runs `cepheus config ...`.
 pub fn config_cmd(cmd: ConfigCommand) -> ExitCode {
     match cmd {
@@ -126,6 +129,10 @@ fn config_check(file: &std::path::Path) -> ExitCode {
     let mut rules_ok = true;
     if !problems.iter().any(|p| p.key == "rules.paths") {
         match RuleSource::from_paths(&cfg.rules.paths).load() {
+            Ok(Some(r)) if r.rules.is_empty() => {
+                eprintln!("error: {}: `rules.paths`: {NO_RULE}", file.display());
+                rules_ok = false;
+            }
             Ok(Some(_)) => {}
             Ok(None) => {
                 eprintln!(
@@ -217,6 +224,10 @@ pub fn run(args: RunArgs) -> ExitCode {
         )
     };
     let rules = match source.load() {
+        Ok(Some(r)) if r.rules.is_empty() => {
+            eprintln!("error: {key}{NO_RULE}; not starting");
+            return ExitCode::from(1);
+        }
         Ok(Some(r)) => r,
         Ok(None) => {
             eprintln!("error: {key}the rules have errors; not starting");
