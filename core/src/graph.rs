@@ -1504,11 +1504,35 @@ fn similar(classes: &[Class], settings: &[(Settings, Settings)]) -> Similar {
                 out.near_misses.push((kind, *m, p, why.clone(), why));
             }
         }
-        // Cost model 2: only within one scope (group_by, window, time).
+        // Cost model 2: only within one scope (group_by, window, time). An `or` of events
+        // without a window keeps no state its window could change: it joins the scope of
+        // the group's first other operator whose scope is its own but for the window (one
+        // scope only, so no windows are mixed).
+        let sans_window = |c: usize| -> Vec<&(&str, String)> {
+            settings[classes[c].rule]
+                .0
+                .iter()
+                .filter(|(k, _)| *k != "within")
+                .collect()
+        };
+        let windowless_or = |c: usize| {
+            classes[c].kind == NodeKind::Or
+                && settings[classes[c].rule]
+                    .0
+                    .iter()
+                    .any(|(k, v)| *k == "within" && v == "-")
+        };
         let mut buckets: Vec<Vec<usize>> = Vec::new();
         let mut bucket_of: HashMap<&str, usize> = HashMap::new();
-        for c in eligible {
-            let scope = classes[c].scope.as_str();
+        for &c in &eligible {
+            let home = (kind != ShareKind::SS && windowless_or(c))
+                .then(|| {
+                    eligible.iter().copied().find(|&o| {
+                        classes[o].kind != NodeKind::Or && sans_window(o) == sans_window(c)
+                    })
+                })
+                .flatten();
+            let scope = classes[home.unwrap_or(c)].scope.as_str();
             match bucket_of.get(scope) {
                 Some(&b) => buckets[b].push(c),
                 None => {

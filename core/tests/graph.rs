@@ -566,6 +566,49 @@ pattern = "{second}(x, y) within 1m"
     }
 }
 
+/// An `or` of events keeps no state, so one without a window combines with an `and` (OA) or a
+/// `seq` (OS) that has one, as the rule sets write them; two `and`s of different
+/// windows stay apart.
+#[test]
+fn a_windowless_or_combines_with_operators_that_have_a_window() {
+    let rule = |name: &str, pattern: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\nevents.e1 = 'syslog and app == \"e1\"'\nevents.e2 = 'syslog and app == \"e2\"'\nevents.e4 = 'syslog and app == \"e4\"'\nevents.e5 = 'syslog and app == \"e5\"'\nevents.e6 = 'syslog and app == \"e6\"'\npattern = \"{pattern}\"\n"
+        )
+    };
+    let text = [
+        rule("oa-or", "or(e1, e2)"),
+        rule("oa-and", "and(e1, e2) within 5m"),
+        rule("os-or", "or(e4, e5)"),
+        rule("os-seq", "seq(e4, e6) within 5m"),
+    ]
+    .concat();
+    let g = build(&rules(&text), true);
+    let kinds: Vec<ShareKind> = g
+        .nodes
+        .iter()
+        .flat_map(|n| n.sharing.iter().map(|s| s.kind))
+        .filter(|k| *k != ShareKind::SO)
+        .collect();
+    assert!(kinds.contains(&ShareKind::OA), "{}", g.to_text());
+    assert!(kinds.contains(&ShareKind::OS), "{}", g.to_text());
+    // Two ands of different windows beside a windowless or: the or joins one of them only.
+    let text = [
+        rule("o", "or(e1, e2)"),
+        rule("a5", "and(e1, e2) within 5m"),
+        rule("a10", "and(e1, e2) within 10m"),
+    ]
+    .concat();
+    let g = build(&rules(&text), true);
+    let virtuals: Vec<&Node> = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.kind, NodeKind::Virtual { .. }))
+        .collect();
+    assert_eq!(virtuals.len(), 1, "{}", g.to_text());
+    assert_eq!(virtuals[0].rules.len(), 2, "{}", g.to_text());
+}
+
 /// Two conditions that differ only in the order of operands a regex capture pins are two
 /// predicates, and the graph says why; without a capture they are one.
 #[test]
