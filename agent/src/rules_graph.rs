@@ -62,6 +62,14 @@ pub fn run(args: GraphArgs) -> ExitCode {
     if args.format == GraphFormat::Text {
         out.push_str(&families_text(rules, !args.no_share));
         out.push_str(&below_roots_text(&g));
+    } else if !below_roots_text(&g).is_empty()
+        && let Some(end) = out.rfind('}')
+    {
+        // The picture says it too: shared below the roots in the graph, run per rule state.
+        out.insert_str(
+            end,
+            "  runtime [shape=note, fontname=\"monospace\", fontsize=10, label=\"run time: operators shared below the roots are run by each rule state that holds them\\n(each keeps its own partial matches); `rules graph` without --format dot lists them\"];\n",
+        );
     }
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout

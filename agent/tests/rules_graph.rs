@@ -254,6 +254,11 @@ fn dot_marks_the_shared_nodes_and_renders() {
     }
     assert!(dot.contains("n12 -> n15 [label=\"or(#6, #7)\"];"), "{dot}");
     assert!(dot.contains("n12 -> n16 [label=\"and(#6, #7)\"];"), "{dot}");
+    // What the picture shows shared below the roots is run per rule state: said in it.
+    assert!(
+        dot.contains("runtime [shape=note") && dot.contains("run by each rule state"),
+        "{dot}"
+    );
     let dotfile = p.with_extension("dot");
     std::fs::write(&dotfile, &dot).unwrap();
     let Ok(out) = Command::new("dot").arg("-Tsvg").arg(&dotfile).output() else {
