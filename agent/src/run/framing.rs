@@ -121,11 +121,7 @@ impl Framer {
             return Some(false);
         }
         let rest = buf.get(end..)?;
-        let d = rest
-            .iter()
-            .take(11)
-            .take_while(|x| x.is_ascii_digit())
-            .count();
+        let d = count_digits(rest);
         if d == rest.len() {
             return (d > 10).then_some(false);
         }
@@ -175,11 +171,7 @@ impl Framer {
                 return None;
             }
             if buf[0].is_ascii_digit() {
-                let digits = buf
-                    .iter()
-                    .take(11)
-                    .take_while(|b| b.is_ascii_digit())
-                    .count();
+                let digits = count_digits(buf);
                 if digits == buf.len() {
                     // Digits up to the end of what we have: wait for more (bounded by 10).
                     if digits <= 10 {
@@ -286,7 +278,7 @@ impl Framer {
 /// not one: no syslog message is one byte long, and `1 ` is the version of an RFC 5424 line
 /// sent without PRI (`1 2020-05-22T14:59:09Z host app ...`), delimited.
 pub fn octet_count(b: &[u8]) -> Option<(usize, usize)> {
-    let digits = b.iter().take(11).take_while(|x| x.is_ascii_digit()).count();
+    let digits = count_digits(b);
     if !(1..=10).contains(&digits) || b.get(digits) != Some(&b' ') {
         return None;
     }
@@ -328,11 +320,7 @@ fn resync(b: &[u8], max: usize) -> Resync {
         if !b[at].is_ascii_digit() || b[at - 1].is_ascii_digit() {
             continue;
         }
-        let d = b[at..]
-            .iter()
-            .take(11)
-            .take_while(|x| x.is_ascii_digit())
-            .count();
+        let d = count_digits(&b[at..]);
         if d > 10 {
             continue;
         }
@@ -369,6 +357,12 @@ fn pri_begins(b: &[u8]) -> Option<bool> {
         Some(b'>') => Some((1..=3).contains(&digits)),
         _ => Some(false),
     }
+}
+
+/// The digits `b` begins with, counted up to 11: one more than a count may have, so a
+/// longer run of digits is told from a count.
+fn count_digits(b: &[u8]) -> usize {
+    b.iter().take(11).take_while(|x| x.is_ascii_digit()).count()
 }
 
 /// Where the line that `b` begins ends: its LF or NUL.
