@@ -219,6 +219,17 @@ impl Problem {
             message: message.into(),
         }
     }
+
+    /// A problem from an error that names its key first (`run` prints it as it is), the key
+    /// not said twice.
+    fn keyed(key: &'static str, e: &anyhow::Error) -> Problem {
+        let e = format!("{e:#}");
+        let message = e
+            .strip_prefix(key)
+            .and_then(|r| r.strip_prefix(": "))
+            .unwrap_or(&e);
+        Problem::new(key, message)
+    }
 }
 
 /// The whole configuration.
@@ -832,6 +843,16 @@ impl Config {
         }
     }
 
+    /// Every address it listens on, with its key.
+    fn listeners(&self) -> impl Iterator<Item = (&'static str, &SocketAddr)> {
+        self.syslog
+            .udp
+            .iter()
+            .map(|a| ("syslog.udp", a))
+            .chain(self.syslog.tcp.iter().map(|a| ("syslog.tcp", a)))
+            .chain(std::iter::once(("api.listen", &self.api.listen)))
+    }
+
     /// Every value wrong in itself or against another (no file or socket is touched).
     pub fn problems(&self) -> Vec<Problem> {
         let mut out = Vec::new();
@@ -915,24 +936,16 @@ impl Config {
             }
         }
         // Port 0 binds a port the system picks, which no sender or client would know.
-        let zero = |key: &'static str, a: &SocketAddr| {
-            (a.port() == 0).then(|| {
-                Problem::new(
+        for (key, a) in self.listeners() {
+            if a.port() == 0 {
+                bad(
                     key,
-                    format!("{a}: port 0 lets the system pick a port no sender or client would know: name a fixed port"),
-                )
-            })
-        };
-        let zeros: Vec<Problem> = self
-            .syslog
-            .udp
-            .iter()
-            .filter_map(|a| zero("syslog.udp", a))
-            .chain(self.syslog.tcp.iter().filter_map(|a| zero("syslog.tcp", a)))
-            .chain(zero("api.listen", &self.api.listen))
-            .collect();
-        out.extend(zeros);
-        let mut bad = |key: &'static str, message: String| out.push(Problem::new(key, message));
+                    format!(
+                        "{a}: port 0 lets the system pick a port no sender or client would know: name a fixed port"
+                    ),
+                );
+            }
+        }
         if let Some(sock) = &self.api.socket
             && sock.as_os_str().len() > 107
         {
@@ -1068,12 +1081,7 @@ impl Config {
             out.push(Problem::new("output.file", why));
         }
         if let Err(e) = self.output.webhook_target() {
-            let e = format!("{e:#}");
-            let e = e
-                .strip_prefix("output.webhook_token_file: ")
-                .unwrap_or(&e)
-                .to_string();
-            out.push(Problem::new("output.webhook_token_file", e));
+            out.push(Problem::keyed("output.webhook_token_file", &e));
         }
         let mut followed = std::collections::HashMap::new();
         for f in &self.syslog.files {
@@ -1129,14 +1137,7 @@ impl Config {
         // Ports below the system's unprivileged start (1024) need CAP_NET_BIND_SERVICE.
         if !may_bind_low_ports() {
             let low = low_port_start();
-            let listeners = self
-                .syslog
-                .udp
-                .iter()
-                .map(|a| ("syslog.udp", a))
-                .chain(self.syslog.tcp.iter().map(|a| ("syslog.tcp", a)))
-                .chain(std::iter::once(("api.listen", &self.api.listen)));
-            for (key, a) in listeners {
+            for (key, a) in self.listeners() {
                 if a.port() != 0 && a.port() < low {
                     out.push(Problem::new(
                         key,
@@ -1165,9 +1166,7 @@ impl Config {
             }
         }
         if let Err(e) = self.api.token() {
-            let e = format!("{e:#}");
-            let e = e.strip_prefix("api.token_file: ").unwrap_or(&e).to_string();
-            out.push(Problem::new("api.token_file", e));
+            out.push(Problem::keyed("api.token_file", &e));
         }
         // A secret every user may rewrite is no secret: refused.
         for (key, f) in [
