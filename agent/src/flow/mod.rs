@@ -570,17 +570,8 @@ mod tests {
             .udp(40000, 514)
             .write(&mut whole, &[b'x'; 64])
             .unwrap();
-        let mut v4 = etherparse::Ipv4Header::from_slice(&whole).unwrap().0;
-        let body = whole[20..].to_vec();
         let (mut notices, mut got) = (Vec::new(), Vec::new());
-        for (off, chunk, more) in [(0usize, &body[..40], true), (40, &body[40..], false)] {
-            v4.identification = 9;
-            v4.more_fragments = more;
-            v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
-            v4.set_payload_len(chunk.len()).unwrap();
-            v4.header_checksum = v4.calc_header_checksum();
-            let mut frame = v4.to_bytes().to_vec();
-            frame.extend_from_slice(chunk);
+        for frame in table::two_fragments(&whole, 9, 40) {
             let pkt = RawPacket {
                 ts: Timestamp(0),
                 linktype: decode::linktype::RAW,

@@ -182,16 +182,14 @@ impl FlowRecord {
             return "OTH";
         }
         let (o, r) = (self.orig_flags, self.resp_flags);
+        // Zeek's rejection when both reset: no data either way.
+        let no_data = self.orig.payload_bytes == 0 && self.resp.payload_bytes == 0;
         if o.syn {
             if r.synack || r.syn {
                 // As Zeek's conn_state: the responder's reset first; both reset with no data
                 // either way is a rejection.
                 if r.rst {
-                    if o.rst && self.orig.payload_bytes == 0 && self.resp.payload_bytes == 0 {
-                        "REJ"
-                    } else {
-                        "RSTR"
-                    }
+                    if o.rst && no_data { "REJ" } else { "RSTR" }
                 } else if o.rst {
                     "RSTO"
                 } else if o.fin && r.fin {
@@ -222,7 +220,7 @@ impl FlowRecord {
             // Zeek's originator is inactive unless it reset, closed, or answered a SYN-ACK.
             let orig_inactive = !(o.rst || o.fin || (r.synack && self.orig.pkts > 0));
             if r.rst {
-                if o.rst && self.orig.payload_bytes == 0 && self.resp.payload_bytes == 0 {
+                if o.rst && no_data {
                     "REJ"
                 } else if orig_inactive {
                     "RSTRH"
@@ -566,10 +564,6 @@ impl FlowTable {
                 reach.take(start, pkt.payload_len);
             }
             dir.payload_bytes = reach.top;
-        } else {
-            dir.payload_bytes += u64::from(pkt.payload_len);
-        }
-        if is_tcp {
             if flags & tcp_flags::SYN != 0 {
                 if flags & tcp_flags::ACK != 0 {
                     side.synack = true;
@@ -588,6 +582,8 @@ impl FlowTable {
                 s.closed_at = Some(ts);
                 closed_now = true;
             }
+        } else {
+            dir.payload_bytes += u64::from(pkt.payload_len);
         }
         let started = rec.orig.pkts + rec.resp.pkts == 1;
         // The first fragment: the fragments of its datagram that came before it join here
@@ -1003,6 +999,25 @@ fn stable_id(ts: Timestamp, key: &FlowKey) -> u64 {
     h
 }
 
+/// An IPv4 packet (a 20-byte header) cut in two fragments with IP identification `id`: the
+/// first `cut` bytes of its payload (a multiple of 8), then the rest. For the tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) fn two_fragments(whole: &[u8], id: u16, cut: usize) -> [Vec<u8>; 2] {
+    let mut v4 = etherparse::Ipv4Header::from_slice(whole).unwrap().0;
+    let body = &whole[20..];
+    [(0, &body[..cut], true), (cut, &body[cut..], false)].map(|(off, chunk, more)| {
+        v4.identification = id;
+        v4.more_fragments = more;
+        v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
+        v4.set_payload_len(chunk.len()).unwrap();
+        v4.header_checksum = v4.calc_header_checksum();
+        let mut f = v4.to_bytes().to_vec();
+        f.extend_from_slice(chunk);
+        f
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -1042,6 +1057,14 @@ mod tests {
         v
     }
 
+    /// The flows the notices ended, in order.
+    fn ended(out: &[FlowNotice]) -> Vec<FlowRecord> {
+        out.iter()
+            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
+            .map(|n| n.flow)
+            .collect()
+    }
+
     fn feed(t: &mut FlowTable, secs: f64, frame: &[u8], out: &mut Vec<FlowNotice>) {
         let Decoded::Ip(p) = decode(linktype::RAW, frame) else {
             panic!()
@@ -1052,22 +1075,24 @@ mod tests {
     const C: [u8; 4] = [10, 0, 0, 1];
     const S: [u8; 4] = [10, 0, 0, 2];
 
-    fn states(script: &[(f64, bool, &str)]) -> Vec<String> {
-        let mut t = FlowTable::new(FlowConfig::default());
-        let mut out = Vec::new();
+    /// Feeds a script of (seconds, from the client, flags) between C:4000 and S:80.
+    fn play(t: &mut FlowTable, script: &[(f64, bool, &str)], out: &mut Vec<FlowNotice>) {
         for (at, from_c, f) in script {
             let fr = if *from_c {
                 tcp(C, S, 4000, 80, f)
             } else {
                 tcp(S, C, 80, 4000, f)
             };
-            feed(&mut t, *at, &fr, &mut out);
+            feed(t, *at, &fr, out);
         }
+    }
+
+    fn states(script: &[(f64, bool, &str)]) -> Vec<String> {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        play(&mut t, script, &mut out);
         t.finish(&mut out);
-        out.iter()
-            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
-            .map(|n| n.flow.state().to_string())
-            .collect()
+        ended(&out).iter().map(|f| f.state().to_string()).collect()
     }
 
     #[test]
@@ -1114,14 +1139,7 @@ mod tests {
         // With data: the responder's reset stands, whoever reset first.
         let mut t = FlowTable::new(FlowConfig::default());
         let mut out = Vec::new();
-        for (at, from_c, f) in hs {
-            let fr = if from_c {
-                tcp(C, S, 4000, 80, f)
-            } else {
-                tcp(S, C, 80, 4000, f)
-            };
-            feed(&mut t, at, &fr, &mut out);
-        }
+        play(&mut t, &hs, &mut out);
         feed(
             &mut t,
             0.3,
@@ -1131,14 +1149,10 @@ mod tests {
         feed(&mut t, 0.4, &tcp(C, S, 4000, 80, "R"), &mut out);
         feed(&mut t, 0.5, &tcp(S, C, 80, 4000, "R"), &mut out);
         t.finish(&mut out);
-        let ended: Vec<&FlowRecord> = out
-            .iter()
-            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
-            .map(|n| &n.flow)
-            .collect();
-        assert_eq!(ended.len(), 1);
-        assert_eq!(ended[0].state(), "RSTR");
-        assert!(!ended[0].is_failed_attempt());
+        let ends = ended(&out);
+        assert_eq!(ends.len(), 1);
+        assert_eq!(ends[0].state(), "RSTR");
+        assert!(!ends[0].is_failed_attempt());
     }
 
     /// A SYN from the originator with another initial sequence number starts a new flow on
@@ -1192,11 +1206,7 @@ mod tests {
         feed(&mut t, 0.5, &seg(1201, 10), &mut out); // 50 bytes missed before it
         feed(&mut t, 0.6, &seg(1051, 20), &mut out); // old data
         t.finish(&mut out);
-        let f = out
-            .iter()
-            .find(|n| matches!(n.kind, NoticeKind::End(_)))
-            .map(|n| n.flow)
-            .unwrap();
+        let f = ended(&out)[0];
         assert_eq!(f.orig.payload_bytes, 210);
         assert_eq!(f.orig.pkts, 6);
         // Across the wrap of the sequence numbers too.
@@ -1215,11 +1225,7 @@ mod tests {
             &mut out,
         );
         t.finish(&mut out);
-        let f = out
-            .iter()
-            .find(|n| matches!(n.kind, NoticeKind::End(_)))
-            .map(|n| n.flow)
-            .unwrap();
+        let f = ended(&out)[0];
         assert_eq!(f.orig.payload_bytes, 60);
     }
 
@@ -1262,30 +1268,14 @@ mod tests {
     /// A TCP segment cut in IP fragments counts its data, also once later packets come.
     #[test]
     fn a_fragmented_tcp_segment_counts_its_data() {
-        use etherparse::{IpHeaders, Ipv4Header};
         let mut whole = Vec::new();
         PacketBuilder::ipv4(C, S, 64)
             .tcp(4000, 80, 1101, 1000)
             .ack(1)
             .write(&mut whole, &[3u8; 200])
             .unwrap();
-        let (hdr, _) = IpHeaders::from_slice(&whole).unwrap();
-        let v4: Ipv4Header = hdr.ipv4().unwrap().0.clone();
-        let body = &whole[20..]; // TCP header + 200 bytes
-        let frags: Vec<Vec<u8>> = [(0usize, &body[..112], true), (112, &body[112..], false)]
-            .into_iter()
-            .map(|(off, chunk, more)| {
-                let mut v4 = v4.clone();
-                v4.identification = 9;
-                v4.more_fragments = more;
-                v4.fragment_offset = etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
-                v4.set_payload_len(chunk.len()).unwrap();
-                v4.header_checksum = v4.calc_header_checksum();
-                let mut f = v4.to_bytes().to_vec();
-                f.extend_from_slice(chunk);
-                f
-            })
-            .collect();
+        // The TCP header and 92 bytes, then the other 108.
+        let frags = two_fragments(&whole, 9, 112);
         for order in [[0, 1], [1, 0]] {
             let mut t = FlowTable::new(FlowConfig::default());
             let mut out = Vec::new();
@@ -1312,11 +1302,7 @@ mod tests {
             );
             feed(&mut t, 0.5, &tcp(S, C, 80, 4000, "AF"), &mut out);
             t.finish(&mut out);
-            let f = out
-                .iter()
-                .find(|n| matches!(n.kind, NoticeKind::End(_)))
-                .map(|n| n.flow)
-                .unwrap();
+            let f = ended(&out)[0];
             assert_eq!(f.orig.payload_bytes, 300, "{order:?}");
         }
     }
@@ -1572,33 +1558,14 @@ mod tests {
 
     #[test]
     fn ipv4_fragments_join_their_flow() {
-        use etherparse::{IpHeaders, Ipv4Header, PacketBuilder};
         let mut whole = Vec::new();
         PacketBuilder::ipv4(C, S, 64)
             .udp(41000, 2000)
             .write(&mut whole, &[7u8; 64])
             .unwrap();
-        let (hdr, _) = IpHeaders::from_slice(&whole).unwrap();
-        let v4: Ipv4Header = hdr.ipv4().unwrap().0.clone();
-        let body = &whole[20..]; // UDP header + 64 bytes
-        // The datagram in two fragments (40 bytes, then the rest), with IP id `id`.
-        let fragments = |id: u16| -> Vec<Vec<u8>> {
-            let mut v4 = v4.clone();
-            [(0usize, &body[..40], true), (40, &body[40..], false)]
-                .into_iter()
-                .map(|(off, chunk, more)| {
-                    v4.identification = id;
-                    v4.more_fragments = more;
-                    v4.fragment_offset =
-                        etherparse::IpFragOffset::try_new((off / 8) as u16).unwrap();
-                    v4.set_payload_len(chunk.len()).unwrap();
-                    v4.header_checksum = v4.calc_header_checksum();
-                    let mut f = v4.to_bytes().to_vec();
-                    f.extend_from_slice(chunk);
-                    f
-                })
-                .collect()
-        };
+        // The datagram (UDP header + 64 bytes) in two fragments (40 bytes, then the rest),
+        // with IP id `id`.
+        let fragments = |id: u16| two_fragments(&whole, id, 40);
         let (frags, frags2) = (fragments(77), fragments(78));
         // Feeds the packets at their times and ends the capture: the flows ended, and the
         // fragments given up.
@@ -1609,12 +1576,7 @@ mod tests {
                 feed(&mut t, *at, p, &mut out);
             }
             t.finish(&mut out);
-            let ends = out
-                .iter()
-                .filter(|n| matches!(n.kind, NoticeKind::End(_)))
-                .map(|n| n.flow)
-                .collect();
-            (ends, t.stats().orphan_fragments)
+            (ended(&out), t.stats().orphan_fragments)
         };
         let whole_flow = |f: &FlowRecord| (f.sport, f.dport, f.orig.pkts, f.orig.ip_bytes);
         let (ends, orphans) = run(&[(0.0, &frags[0]), (0.001, &frags[1])]);
@@ -1696,10 +1658,9 @@ mod tests {
             feed(&mut t, at, &p, &mut out);
         }
         t.finish(&mut out);
-        let ends: Vec<(u64, u64)> = out
+        let ends: Vec<(u64, u64)> = ended(&out)
             .iter()
-            .filter(|n| matches!(n.kind, NoticeKind::End(_)))
-            .map(|n| (n.flow.orig.pkts, n.flow.resp.pkts))
+            .map(|f| (f.orig.pkts, f.resp.pkts))
             .collect();
         assert_eq!(ends, [(2, 2)]);
     }
