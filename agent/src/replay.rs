@@ -493,17 +493,11 @@ impl Iterator for Reported {
         if item.is_none() && !self.told {
             self.told = true;
             let c = self.reader.counters();
-            for (path, e) in self.reader.errors() {
-                eprintln!(
-                    "warning: {}: the capture cannot be read past a cut or damaged record ({e}); the rest of it is not read",
-                    path.display()
-                );
+            for w in self.reader.file_warnings() {
+                eprintln!("{w}");
             }
             for w in c.read_warnings() {
                 eprintln!("warning: {w}");
-            }
-            for path in self.reader.repeated() {
-                eprintln!("{}", crate::flow::cmd::repeated_capture(path));
             }
         }
         item

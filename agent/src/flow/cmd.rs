@@ -126,14 +126,8 @@ pub fn run(args: FlowsArgs) -> ExitCode {
             )
         }
     }
-    for (path, e) in frames.errors() {
-        eprintln!(
-            "warning: {}: the capture cannot be read past a cut or damaged record ({e}); the rest of it is not read",
-            path.display()
-        );
-    }
-    for path in frames.repeated() {
-        eprintln!("{}", repeated_capture(path));
+    for w in frames.file_warnings() {
+        eprintln!("{w}");
     }
     for w in engine.counters().read_warnings() {
         eprintln!("warning: {w}");
@@ -223,14 +217,6 @@ fn run_live(
         return ExitCode::from(2);
     }
     out.exit_code(ExitCode::SUCCESS)
-}
-
-/// The warning for a capture given again (read once: its packets would count twice).
-pub fn repeated_capture(path: &std::path::Path) -> String {
-    format!(
-        "warning: {}: the same capture file was given before: read once (each packet would count twice in its flow)",
-        path.display()
-    )
 }
 
 /// Writes a run's summary object to stderr; a closed stderr (`2>&1 | head`) is no reason to

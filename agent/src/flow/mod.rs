@@ -442,9 +442,22 @@ impl MergedCaptures {
         &self.errors
     }
 
-    /// The paths that named a file given before, and were not read again.
-    pub fn repeated(&self) -> &[std::path::PathBuf] {
-        &self.repeated
+    /// What to say of the files, as warning lines: those cut short (with the error that
+    /// ended each), and paths that named a file given before (not read again).
+    pub fn file_warnings(&self) -> Vec<String> {
+        let cut = self.errors.iter().map(|(path, e)| {
+            format!(
+                "warning: {}: the capture cannot be read past a cut or damaged record ({e}); the rest of it is not read",
+                path.display()
+            )
+        });
+        let again = self.repeated.iter().map(|path| {
+            format!(
+                "warning: {}: the same capture file was given before: read once (each packet would count twice in its flow)",
+                path.display()
+            )
+        });
+        cut.chain(again).collect()
     }
 }
 
@@ -498,14 +511,9 @@ impl MultiFlowReader {
         }
     }
 
-    /// The files cut short, with the error that ended each.
-    pub fn errors(&self) -> &[(std::path::PathBuf, CaptureError)] {
-        self.frames.errors()
-    }
-
-    /// The paths that named a capture given before, not read again.
-    pub fn repeated(&self) -> &[std::path::PathBuf] {
-        self.frames.repeated()
+    /// What to say of the files ([`MergedCaptures::file_warnings`]).
+    pub fn file_warnings(&self) -> Vec<String> {
+        self.frames.file_warnings()
     }
 }
 
