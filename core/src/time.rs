@@ -218,6 +218,10 @@ mod tests {
         assert!(Duration::parse("").is_err());
         assert_eq!(Duration::parse("2w"), Ok(Duration::from_secs(14 * 86_400)));
         assert_eq!(Duration::parse("1h 30min"), Ok(Duration::from_secs(5400)));
+        // Fractions are read exactly (docs/rules.md says so).
+        assert_eq!(Duration::parse("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(Duration::parse("0.25s"), Ok(Duration::from_millis(250)));
+        assert_eq!(Duration::parse("5 minutes"), Ok(Duration::from_secs(300)));
     }
 
     /// The messages name our units, not the parser's (which lists months and years).
