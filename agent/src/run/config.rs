@@ -1227,6 +1227,24 @@ impl Config {
                 ));
             }
         }
+        // An address no interface of this host holds now: `run` could not bind it. Tried
+        // with port 0, so a running agent's own ports stand in no way.
+        for (key, addr) in self.listeners() {
+            if addr.ip().is_unspecified() {
+                continue;
+            }
+            if let Err(e) = std::net::UdpSocket::bind(SocketAddr::new(addr.ip(), 0))
+                && e.kind() == std::io::ErrorKind::AddrNotAvailable
+            {
+                out.push(Problem::new(
+                    key,
+                    format!(
+                        "{} is not an address of this host now: `run` cannot listen on {addr} unless an interface holds it by then (write 0.0.0.0 or [::] for every interface)",
+                        addr.ip()
+                    ),
+                ));
+            }
+        }
         // (Not the store's owner: `config check` runs as root at install, when the store is
         // the service user's; `run` says it, as that user.)
         out
@@ -1620,6 +1638,26 @@ mod tests {
         )
         .unwrap();
         assert!(here.environment_warnings().is_empty());
+    }
+
+    /// An address of no interface here (TEST-NET-1) is said by `config check`; the
+    /// defaults (loopback) and the wildcard are not.
+    #[test]
+    fn a_listen_address_not_of_this_host_is_warned_of() {
+        let cfg = Config::parse(
+            Path::new("/tmp/c.toml"),
+            "[syslog]\nudp = [\"192.0.2.1:47514\", \"0.0.0.0:47515\"]\ntcp = [\"127.0.0.1:47516\"]\n",
+        )
+        .unwrap();
+        let w = cfg.environment_warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].key, "syslog.udp");
+        assert!(
+            w[0].message
+                .contains("192.0.2.1 is not an address of this host now"),
+            "{}",
+            w[0].message
+        );
     }
 
     #[test]
