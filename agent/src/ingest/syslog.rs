@@ -26,6 +26,11 @@
 //! headers they resemble, their `%FACILITY-SEVERITY-MNEMONIC` the app. ISO 8601 stamps with
 //! a space for the `T`, or an offset without its colon (`+0200`), keep their header too.
 //!
+//! An RFC 3164 header word that holds a `[` is never the host (no host name does): when the
+//! first one is `app[procid]` written without its colon (`<13>Feb 13 20:07:26 sshd[123] no
+//! colon`) it is the tag and the line has no `host`, as a line whose tag has its colon and no
+//! host before it (`<13>Apr  5 12:56:51 su: pam ok`).
+//!
 //! Invalid UTF-8 is converted lossily (U+FFFD), never rejected.
 //!
 //! # Time
@@ -293,12 +298,17 @@ impl SyslogParser {
         // with it, and the event every rule keyed on them.
         let unclosed = unclosed_sd(text);
         let text = unclosed.as_deref().unwrap_or(text);
-        let parsed = syslog_loose::parse_message_with_year_exact_tz(
-            text,
-            resolve,
-            Some(Utc),
-            Variant::Either,
-        );
+        let parse = |t| {
+            syslog_loose::parse_message_with_year_exact_tz(t, resolve, Some(Utc), Variant::Either)
+        };
+        let parsed = parse(text);
+        // A tag without its colon first in an RFC 3164 header (`sshd[123] no colon`) is read
+        // by syslog_loose as the host: it is parsed again with the colon.
+        let tagged = parsed.as_ref().ok().and_then(|m| colon_after_tag(text, m));
+        let (text, parsed) = match tagged.as_deref() {
+            Some(t) => (t, parse(t)),
+            None => (text, parsed),
+        };
         let (mut event, stamped) = match parsed {
             // Without a PRI, only a stamp says a line is syslog (`host app: x` is refused by
             // syslog_loose); its nil stamp `-` is no stamp (`- gobbledegook` would be a host).
@@ -584,6 +594,32 @@ fn offset_in(text: &str, part: &str) -> Option<usize> {
     text.get(start..end)
         .is_some_and(|s| s.as_ptr() == part.as_ptr())
         .then_some(start)
+}
+
+/// `text` with a colon after its first RFC 3164 header word when that word holds a `[`
+/// (`sshd[123]`) and was read as the host: no host name holds one, so it is the tag
+/// (`app[procid]`) written without the colon that ends it (`<13>Feb 13 20:07:26 sshd[123] no
+/// colon`, also before a nil tag `-`), and the line has no host, as when the colon is there.
+/// A tag whose colon has no blank after it (`sshd[123]:x`) gets one. `None` for any other
+/// line, and for a word that starts with `[` (no tag).
+fn colon_after_tag(text: &str, msg: &Message<&str>) -> Option<String> {
+    if !matches!(msg.protocol, Protocol::RFC3164) {
+        return None;
+    }
+    let host = match (msg.hostname, msg.appname) {
+        (Some(h), _) => h,
+        // A host before a nil tag, as `event_from` reads it.
+        (None, None) => nil_tag_host(text)?,
+        (None, Some(_)) => return None,
+    };
+    let open = host.find('[').filter(|&i| i > 0)?;
+    let start = offset_in(text, host)?;
+    let (at, insert) = match host.find(':') {
+        None => (start + host.len(), ":"),
+        Some(colon) if colon > open && host[..colon].ends_with(']') => (start + colon + 1, " "),
+        Some(_) => return None,
+    };
+    Some(format!("{}{insert}{}", &text[..at], &text[at..]))
 }
 
 /// The host of an RFC 3164 header whose tag is `-` (none): `Mmm dd hh:mm:ss host - ...`,
@@ -1435,6 +1471,66 @@ mod tests {
             assert_eq!(get(&e, Field::Host), host, "{line}");
             assert_eq!(get(&e, Field::App), app, "{line}");
             assert_eq!(get(&e, Field::Msg), Some(msg), "{line}");
+        }
+    }
+
+    /// A host name never holds a `[`: a first header word `app[pid]` not followed by a colon is
+    /// the tag, the line has no host, and the words after it are the message.
+    #[test]
+    fn a_tag_without_its_colon_is_not_the_host() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        for (line, app, procid, msg) in [
+            (
+                "<13>Feb 13 20:07:26 sshd[123] no colon",
+                "sshd",
+                Some("123"),
+                "no colon",
+            ),
+            (
+                "Feb 13 20:07:26 sshd[123] no colon",
+                "sshd",
+                Some("123"),
+                "no colon",
+            ),
+            (
+                "<13>Feb 13 20:07:26 sshd[123] su: a colon later",
+                "sshd",
+                Some("123"),
+                "su: a colon later",
+            ),
+            (
+                "<13>2026-02-13T20:07:26Z sshd[123] no colon",
+                "sshd",
+                Some("123"),
+                "no colon",
+            ),
+            ("<13>Feb 13 20:07:26 sshd[123]", "sshd", Some("123"), ""),
+            ("<13>Feb 13 20:07:26 sshd[] x y", "sshd[]", None, "x y"),
+            (
+                "<13>Feb 13 20:07:26 sshd[123] - x",
+                "sshd",
+                Some("123"),
+                "- x",
+            ),
+            ("Feb 13 20:07:26 sshd[123]:x y", "sshd", Some("123"), "x y"),
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::Host), None, "{line}");
+            assert_eq!(get(&e, Field::App), Some(app), "{line}");
+            assert_eq!(get(&e, Field::Procid), procid, "{line}");
+            assert_eq!(get(&e, Field::Msg), Some(msg), "{line}");
+        }
+        // With a host before it, or its colon, as before.
+        for line in [
+            "<13>Feb 13 20:07:26 h sshd[123] no colon",
+            "<13>Feb 13 20:07:26 h sshd[123]: no colon",
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::Host), Some("h"), "{line}");
+            assert_eq!(get(&e, Field::App), Some("sshd"), "{line}");
+            assert_eq!(get(&e, Field::Procid), Some("123"), "{line}");
+            assert_eq!(get(&e, Field::Msg), Some("no colon"), "{line}");
         }
     }
 
