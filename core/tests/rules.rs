@@ -354,7 +354,7 @@ fn field_table() -> String {
             f.doc().replace('|', "\\|")
         ));
     }
-    s.push_str("| `sd.<id>.<param>` | string | syslog | RFC 5424 structured data, e.g. `sd.origin.ip`; SD-IDs may contain `@`; a parameter written twice (`[origin ip=\"a\" ip=\"b\"]`) keeps the last value |\n");
+    s.push_str("| `sd.<id>.<param>` | string | syslog | RFC 5424 structured data, e.g. `sd.origin.ip`; SD-IDs may contain `@`; a parameter written more than once (`[origin ip=\"a\" ip=\"b\"]`, which RFC 5424 allows) keeps every value, in order and each once, joined by `,` (`a,b`) |\n");
     s
 }
 

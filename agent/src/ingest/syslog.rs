@@ -50,6 +50,7 @@
 //! (RFC 5424 `-`, PRI-only lines) gets the arrival as its time.
 
 use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -494,20 +495,52 @@ impl SyslogParser {
             Field::Msg,
             Value::str(body.strip_prefix('\u{feff}').unwrap_or(body)),
         );
-        for element in &msg.structured_data {
-            // (Not `params()`: syslog_loose also turns `\n` into a line feed, which RFC 5424
-            // does not, and a Windows path `C:\new` would lose its `\n`.)
-            for (name, value) in &element.params {
-                let key = format!("sd.{}.{}", element.id, name);
-                event.set_key(
-                    FieldKey::Named(Arc::from(key)),
-                    Value::str(&sd_unescape(value)),
-                );
-            }
+        for (key, value) in sd_fields(&msg) {
+            event.set_key(FieldKey::Named(Arc::from(key)), Value::str(&value));
         }
         Ok(event)
     }
 }
+
+/// The `sd.<id>.<param>` fields of a message's structured data, in the order first written.
+/// A parameter written more than once (RFC 5424 allows it: `origin`'s `ip`, one per address)
+/// keeps every value, in the order written and each once, joined by [`SD_JOIN`]; the last
+/// one alone would hide the others from rules and alerts. A repeated SD-ID (which RFC 5424
+/// forbids, but senders write) is read the same way.
+fn sd_fields(msg: &Message<&str>) -> Vec<(String, String)> {
+    let mut fields: Vec<(String, String)> = Vec::new();
+    // Where each key is in `fields`, and the values it holds: an SD bomb of many parameters
+    // costs no quadratic search.
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut seen: HashSet<(usize, String)> = HashSet::new();
+    for element in &msg.structured_data {
+        // (Not `params()`: syslog_loose also turns `\n` into a line feed, which RFC 5424
+        // does not, and a Windows path `C:\new` would lose its `\n`.)
+        for (name, value) in &element.params {
+            let key = format!("sd.{}.{}", element.id, name);
+            let value = sd_unescape(value);
+            match at.get(&key) {
+                Some(&i) => {
+                    if let Some((_, joined)) = fields.get_mut(i)
+                        && seen.insert((i, value.clone()))
+                    {
+                        joined.push_str(SD_JOIN);
+                        joined.push_str(&value);
+                    }
+                }
+                None => {
+                    at.insert(key.clone(), fields.len());
+                    seen.insert((fields.len(), value.clone()));
+                    fields.push((key, value));
+                }
+            }
+        }
+    }
+    fields
+}
+
+/// What joins the values of a structured-data parameter written more than once.
+const SD_JOIN: &str = ",";
 
 /// A PARAM-VALUE as RFC 5424 (6.3.3) reads it: `\"`, `\\` and `\]` are escapes; any other
 /// backslash is kept as written.
@@ -1039,6 +1072,32 @@ mod tests {
         assert_eq!(sd("sd.ex@1.q").as_deref(), Some(r#"say "hi""#));
         assert_eq!(sd("sd.ex@1.b").as_deref(), Some("x]y"));
         assert_eq!(sd("sd.ex@1.s").as_deref(), Some(r"a\b"));
+    }
+
+    /// RFC 5424 (6.3.3) lets a parameter be written more than once in an element (`origin`'s
+    /// `ip`, one per address, 7.2.1): the field keeps every value, in the order written, joined
+    /// by `,`, a value written again once; an SD-ID written twice (which RFC 5424 forbids) is
+    /// read the same way.
+    #[test]
+    fn a_repeated_structured_data_parameter_keeps_every_value() {
+        let p = SyslogParser::default();
+        let e = p
+            .parse(
+                br#"<14>1 2024-06-01T12:00:00Z h app 1 ID [origin ip="10.0.0.1" ip="192.0.2.7" software="x"][x@1 a="1" b="2" a="2" a="1" a="3"][x@1 a="4" c="5"] m"#,
+                at("2024-06-02T00:00:00Z"),
+                None,
+            )
+            .unwrap();
+        let sd = |k: &str| {
+            e.get_key(&FieldKey::Named(Arc::from(k)))
+                .map(|v| v.to_string())
+        };
+        assert_eq!(sd("sd.origin.ip").as_deref(), Some("10.0.0.1,192.0.2.7"));
+        assert_eq!(sd("sd.origin.software").as_deref(), Some("x"));
+        assert_eq!(sd("sd.x@1.a").as_deref(), Some("1,2,3,4"));
+        assert_eq!(sd("sd.x@1.b").as_deref(), Some("2"));
+        assert_eq!(sd("sd.x@1.c").as_deref(), Some("5"));
+        assert_eq!(get(&e, Field::Msg), Some("m"));
     }
 
     #[test]
