@@ -530,6 +530,12 @@ impl Event {
         }
     }
 
+    /// Adds fields the event does not hold yet (no search per field: a message's structured
+    /// data can hold thousands). A key already present is then found with its first value.
+    pub fn extend_new(&mut self, fields: impl IntoIterator<Item = (FieldKey, Value)>) {
+        self.fields.extend(fields);
+    }
+
     /// Builder form of [`Event::set`].
     pub fn with(mut self, field: Field, value: Value) -> Self {
         self.set(field, value);

@@ -495,9 +495,12 @@ impl SyslogParser {
             Field::Msg,
             Value::str(body.strip_prefix('\u{feff}').unwrap_or(body)),
         );
-        for (key, value) in sd_fields(&msg) {
-            event.set_key(FieldKey::Named(Arc::from(key)), Value::str(&value));
-        }
+        // Distinct `sd.` keys, and none is set before them (the others are known fields).
+        event.extend_new(
+            sd_fields(&msg)
+                .into_iter()
+                .map(|(key, value)| (FieldKey::Named(Arc::from(key)), Value::str(&value))),
+        );
         Ok(event)
     }
 }
