@@ -62,7 +62,8 @@ pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
             None if source == Source::Syslog && is_sd_key(key) => {
                 let text =
                     scalar_text(value).ok_or_else(|| bad(key, expected(ValueType::Str), value))?;
-                event.set_key(FieldKey::Named(Arc::from(key.as_str())), Value::str(&text));
+                // (A JSON object's keys are distinct: no search for an earlier one.)
+                event.extend_new([(FieldKey::Named(Arc::from(key.as_str())), Value::str(&text))]);
             }
             None if key == "matches" => {
                 return Err(Malformed::Json(
