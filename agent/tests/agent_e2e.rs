@@ -1205,6 +1205,29 @@ fn an_expect_file_that_comes_back_reloads_the_rules() {
     }
 }
 
+/// A rule file that a reload brings in, naming an `expect` file outside the rule folders:
+/// that file is watched from that reload on (its folder was watched only from the reload
+/// after, so its edits went unread until a SIGHUP).
+#[test]
+fn an_expect_file_of_a_rule_added_by_a_reload_is_watched() {
+    let dir = scratch("expect-added");
+    std::fs::create_dir_all(dir.join("lists")).unwrap();
+    std::fs::write(dir.join("lists/q.txt"), "q1\n").unwrap();
+    std::fs::write(dir.join("rules/r.toml"), one_step_rule("r0")).unwrap();
+    let agent = Agent::start(&dir, "");
+    let reloads = |s: &Value| s["sink"]["reloads"].as_u64().unwrap_or(0);
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(
+        dir.join("rules/q.toml"),
+        "[[rule]]\nname = \"hbq\"\nseverity = \"info\"\ngroup_by = [\"host\"]\nexpect = { file = \"../lists/q.txt\" }\nevents.hb = 'syslog and app == \"hbq\"'\npattern = \"absent(hb) for 1h\"\n",
+    )
+    .unwrap();
+    agent.wait_stats(10, |s| reloads(s) >= 1);
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(dir.join("lists/q.txt"), "q1\nq2\n").unwrap();
+    agent.wait_stats(10, |s| reloads(s) >= 2);
+}
+
 /// A panic in a shard's engine (a bug; injected here) is caught: the shard rebuilds its
 /// engine, counts it, and the agent goes on alerting. (The injection exists in debug builds
 /// only.)

@@ -254,8 +254,14 @@ impl RuleWatcher {
                 Err(_) => {}
             }
         }
-        // `expect` files outside the rule folders (`file = "../hosts.txt"`): their folders,
-        // as the rules last read them.
+        self.watch_expect_folders();
+    }
+
+    /// Watches the folders of the `expect` files outside the rule folders (`file =
+    /// "../hosts.txt"`), as the rules last read them: again after each read of the rules, so
+    /// a rule file a reload brought in has its list watched at once.
+    pub fn watch_expect_folders(&mut self) {
+        use notify::Watcher;
         // (Compared by their real paths: an expect file's folder is canonical, a rule folder
         // may be reached through a link, and one inode watched twice is one watch.)
         let covered: Vec<(PathBuf, notify::RecursiveMode)> = self
@@ -463,6 +469,10 @@ impl Reloader {
         let compiled = tokio::task::spawn_blocking(move || source.compile())
             .await
             .unwrap_or_else(|e| Err(anyhow::anyhow!("the rule compiler stopped: {e}")));
+        // The expect files this read found (a rule file just added may name one elsewhere).
+        if let Some(w) = self.watcher.as_mut() {
+            w.watch_expect_folders();
+        }
         let rules = match compiled {
             Ok(Compiled { rules: Some(r), .. }) => r,
             Ok(c) => {
