@@ -2925,6 +2925,67 @@ fn alerts_of_rules_changed_or_removed_while_down_are_resolved_at_restart() {
     assert_eq!((code, out.as_str()), (0, ""), "{err}");
 }
 
+/// A match's alert fires once and no engine holds it: a reload that changes or removes its
+/// rule resolves it all the same (`rule_changed`, `rule_removed`), as a restart does; an
+/// unchanged rule's stays firing.
+#[test]
+fn match_alerts_of_rules_a_reload_changes_or_removes_are_resolved() {
+    let dir = scratch("reload-match");
+    let rule = |name: &str, within: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"{name}a\"'\nevents.b = 'syslog and app == \"{name}b\"'\npattern = \"seq(a, b) within {within}\"\n"
+        )
+    };
+    let three = [rule("m1", "1m"), rule("m2", "1m"), rule("m3", "1m")].concat();
+    std::fs::write(dir.join("rules/m.toml"), three).unwrap();
+    let agent = Agent::start(&dir, "");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for name in ["m1", "m2", "m3"] {
+        for step in ["a", "b"] {
+            let line = format!("<13>Dec  2 05:40:00 web1 {name}{step}: x");
+            udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let fired: Vec<Value> = ["m1", "m2", "m3"]
+        .iter()
+        .map(|n| agent.wait_alert(10, |v| v["rule"] == *n && v["state"] == "firing"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // m1 changed, m2 removed, m3 as it was.
+    std::fs::write(
+        dir.join("rules/m.toml"),
+        [rule("m1", "2m"), rule("m3", "1m")].concat(),
+    )
+    .unwrap();
+    let r1 = agent.wait_alert(10, |v| v["rule"] == "m1" && v["state"] == "resolved");
+    let r2 = agent.wait_alert(10, |v| v["rule"] == "m2" && v["state"] == "resolved");
+    assert_eq!(
+        (&r1["id"], &r1["reason"]),
+        (&fired[0]["id"], &"rule_changed".into())
+    );
+    assert_eq!(
+        (&r2["id"], &r2["reason"]),
+        (&fired[1]["id"], &"rule_removed".into())
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        agent.alerts(|v| v["state"] == "resolved"),
+        2,
+        "{}",
+        agent.stderr()
+    );
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let firing: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(firing.len(), 1, "{out}");
+    assert_eq!(firing[0]["id"], fired[2]["id"]);
+}
+
 #[test]
 fn the_api_answers_on_its_unix_socket_without_the_token() {
     use std::os::unix::fs::PermissionsExt;

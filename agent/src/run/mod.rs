@@ -1058,6 +1058,7 @@ fn start(
                 source,
                 plan_tx,
                 shards: shards.clone(),
+                sink: Some(sink.clone()),
                 counters: sink_counters.clone(),
                 debounce: StdDuration::from_millis(200),
                 watcher,

@@ -304,6 +304,8 @@ pub struct Reloader {
     pub plan_tx: watch::Sender<Arc<RoutePlan>>,
     /// The shards.
     pub shards: Vec<Addr<Shard>>,
+    /// The alert sink, which resolves the kept alerts of retired rules that no engine held.
+    pub sink: Option<Addr<super::sink::AlertSink>>,
     /// Reload counters.
     pub counters: Arc<SinkCounters>,
     /// Quiet time after a change before reading the files (editors write in several steps).
@@ -513,10 +515,30 @@ impl Reloader {
         }
         let shards = self.shards.len();
         let plan = RoutePlan::new(&rules, shards);
+        // The alerts kept so far are the old rules' (a changed rule may fire again on a
+        // shard that reloads before another).
+        let mark = match &self.sink {
+            Some(sink) => sink.send(super::sink::StoreMark).await.ok().flatten(),
+            None => None,
+        };
+        let mut retired = Vec::new();
         for (i, s) in self.shards.iter().enumerate() {
-            if let Err(e) = s.send(Reload(plan.rules().clone())).await {
-                tracing::error!(shard = i, error = %e, "shard did not take the new rules");
+            match s.send(Reload(plan.rules().clone())).await {
+                Ok(r) => retired.extend(r),
+                Err(e) => {
+                    tracing::error!(shard = i, error = %e, "shard did not take the new rules")
+                }
             }
+        }
+        retired.sort_by(|a: &(String, _), b| a.0.cmp(&b.0));
+        retired.dedup_by(|a, b| a.0 == b.0);
+        // What the engines held they resolved; a match's alert no engine holds.
+        if let (Some(sink), Some(mark), false) = (&self.sink, mark, retired.is_empty()) {
+            sink.do_send(super::sink::Retire {
+                rules: retired,
+                time: crate::flow::live::wall_clock(),
+                through: Some(mark),
+            });
         }
         let _ = self.plan_tx.send(Arc::new(plan));
         bump(&self.counters.reloads, 1);

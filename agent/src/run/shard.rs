@@ -42,9 +42,10 @@ impl<T> futures_core::Stream for RxStream<T> {
     }
 }
 
-/// Swap in a new rule set (unchanged rules keep their state).
+/// Swap in a new rule set (unchanged rules keep their state). Answers the rules whose state
+/// did not go on, and why ([`Engine::reload`]).
 #[derive(Message)]
-#[rtype(result = "()")]
+#[rtype(result = "Vec<(String, cepheus_core::alert::Reason)>")]
 pub struct Reload(pub RuleSet);
 
 /// Ask for the shard's counters and per-rule stats.
@@ -508,15 +509,17 @@ impl Shard {
         }
     }
 
-    fn install(&mut self, rules: &RuleSet) {
+    /// Runs `rules`: the engine reloads them, else one is built (from the saved state at
+    /// start-up). Returns the rules a reload retired, and why.
+    fn install(&mut self, rules: &RuleSet) -> Vec<(String, cepheus_core::alert::Reason)> {
         self.changed = true;
         self.rules = rules.clone();
         let plan = super::route::RoutePlan::new(rules, self.count);
         if let Some(engine) = &mut self.engine {
             match engine.reload(rules, &mut self.out) {
-                Ok(()) => {
+                Ok(retired) => {
                     self.stats.rules = plan.shard_rule_names(self.id);
-                    return;
+                    return retired;
                 }
                 Err(err) => {
                     tracing::error!(shard = self.id, error = %err, "reload failed; rules restarted")
@@ -553,6 +556,7 @@ impl Shard {
                         self.sink.do_send(super::sink::Retire {
                             rules: retired,
                             time: wall_clock(),
+                            through: None,
                         });
                     }
                     e
@@ -585,6 +589,7 @@ impl Shard {
                 self.stats.rules.clear();
             }
         }
+        Vec::new()
     }
 
     /// Moves the engine's clock to the wall clock (deadlines fire), except after a stall
@@ -974,17 +979,17 @@ impl Handler<Probe> for Shard {
 }
 
 impl Handler<Reload> for Shard {
-    type Result = ();
+    type Result = MessageResult<Reload>;
 
-    fn handle(&mut self, msg: Reload, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Reload, _: &mut Self::Context) -> Self::Result {
         // Time has moved since the last tick: what was due fires first, and the reload's
         // changes (`rule_changed`, `rule_removed`) are stamped now, not at that tick.
         self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
         let before = self.out.len();
-        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.install(&msg.0);
-        }))
-        .is_err();
+        let installed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.install(&msg.0)));
+        let caught = installed.is_err();
+        let retired = installed.unwrap_or_default();
         if caught {
             // A reload that panicked may have resolved some alerts (`rule_changed`) already:
             // dropped, or they would be resolved twice.
@@ -1001,6 +1006,7 @@ impl Handler<Reload> for Shard {
         // Saved at once: a replay after a crash must not feed events from before the reload
         // to rules that began at it (the journal does not record reloads).
         self.save_state(true);
+        MessageResult(retired)
     }
 }
 

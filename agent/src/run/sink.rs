@@ -34,16 +34,21 @@ pub struct SaveCheckpoint(
     pub Option<(Recipient<super::shard::StateKept>, u64)>,
 );
 
-/// A restarted shard's engine no longer runs these rules as they were when its state was
-/// saved (removed, or changed while the agent was down): their alerts still firing in the
-/// store are resolved at `time`, with the reason, as a reload resolves them.
+/// The engines no longer run these rules as they were: removed or changed while the agent
+/// was down (a restarted shard's engine says it), or by a reload (after the engines resolved
+/// the alerts they held). Their alerts still firing in the store are resolved at `time`,
+/// with the reason: a match's alert, which no engine holds, too.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Retire {
     /// The rules, and why.
     pub rules: Vec<(String, Reason)>,
-    /// When (the restart).
+    /// When (the restart, the reload).
     pub time: Timestamp,
+    /// Only alerts kept at or before this change ([`StoreMark`], taken before a reload): one
+    /// that a changed rule raised since, on a shard that reloaded first, stays firing.
+    /// `None`: every one (a restart).
+    pub through: Option<u64>,
 }
 
 /// How long, when the agent stops, `output.syslog` and `output.webhook` get to deliver what
@@ -1063,16 +1068,24 @@ impl Handler<Retire> for AlertSink {
         let at_start = self.adopting.as_ref().map(|a| &a.firing);
         let changes: Vec<Change> = firing
             .iter()
+            .filter(|f| msg.through.is_none_or(|t| f.seq <= t))
             .filter_map(|f| retired_change(&f.json, &msg.rules, msg.time))
             .filter(|c| at_start.is_none_or(|s| s.contains(&c.id)))
             .collect();
         if changes.is_empty() {
             return;
         }
-        tracing::info!(
-            alerts = changes.len(),
-            "resolving the alerts of rules changed or removed while the agent was down"
-        );
+        if msg.through.is_some() {
+            tracing::info!(
+                alerts = changes.len(),
+                "resolving the alerts of rules the reload changed or removed that no engine held (a match's)"
+            );
+        } else {
+            tracing::info!(
+                alerts = changes.len(),
+                "resolving the alerts of rules changed or removed while the agent was down"
+            );
+        }
         let fresh = self.keep(changes);
         self.emit(&fresh);
     }

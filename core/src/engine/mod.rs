@@ -3315,7 +3315,13 @@ impl Engine {
     /// The open alerts of a rule state that does not survive are resolved (into `out`), with
     /// `reason: "rule_changed"` when a rule it served is still in the set, else
     /// `"rule_removed"`: an alert is never left firing for a rule that no longer watches it.
-    pub fn reload(&mut self, rules: &RuleSet, out: &mut Vec<Alert>) -> Result<(), EngineError> {
+    /// Returns those rules and reasons, so that the caller can resolve the alerts it kept of
+    /// them that no state held (a match's, which fires once).
+    pub fn reload(
+        &mut self,
+        rules: &RuleSet,
+        out: &mut Vec<Alert>,
+    ) -> Result<Vec<(String, Reason)>, EngineError> {
         let cp = self.checkpoint();
         let (mut next, source) = Engine::restore_marking(rules, self.cfg.clone(), cp, false)?;
         next.outage_until = self.outage_until;
@@ -3340,6 +3346,7 @@ impl Engine {
             }
         }
         // An old state's rules that no longer run it: their open alerts are resolved.
+        let mut retired: Vec<(String, Reason)> = Vec::new();
         for (i, carried) in carried.iter().enumerate() {
             let now = self.lanes[self.rts[i].lane].now;
             for (reason, changed) in [(Reason::RuleChanged, true), (Reason::RuleRemoved, false)] {
@@ -3353,6 +3360,7 @@ impl Engine {
                     })
                     .cloned()
                     .collect();
+                retired.extend(gone.iter().map(|m| (m.rule.name.clone(), reason)));
                 if !gone.is_empty() {
                     self.rts[i].members_change(
                         gone,
@@ -3407,7 +3415,9 @@ impl Engine {
         }
         self.order_alerts(out, start);
         *self = next;
-        Ok(())
+        retired.sort_by(|a, b| a.0.cmp(&b.0));
+        retired.dedup_by(|a, b| a.0 == b.0);
+        Ok(retired)
     }
 
     /// Says that the source of events was down since the clock's last reading (a restart
