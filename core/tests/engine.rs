@@ -9,3 +9,6 @@ mod cases;
 
 #[path = "engine/props.rs"]
 mod props;
+
+#[path = "engine/oracle.rs"]
+mod oracle;
