@@ -3239,6 +3239,31 @@ fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
     );
 }
 
+/// A change the endpoint refuses (4xx) is dropped and said in the log, even within a minute
+/// of a failure tried again (each has its own log limit).
+#[test]
+fn a_webhook_refusal_after_a_retry_is_said_in_the_log() {
+    let dir = scratch("webhook-refused");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let (port, got) = http_endpoint(vec![503, 404]);
+    let agent = Agent::start(
+        &dir,
+        &format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n"),
+    );
+    heartbeat(agent.port, "web1", 1);
+    agent.wait_alert(10, |v| v["state"] == "firing");
+    for _ in 0..2 {
+        got.recv_timeout(Duration::from_secs(10)).unwrap();
+    }
+    agent.wait_stats(10, |s| s["sink"]["webhook_unsent"] == 1);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !agent.stderr().contains("(refused: 1 change(s) dropped)") {
+        assert!(Instant::now() < deadline, "{}", agent.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(agent.stderr().contains("(tried again in 1 s)"));
+}
+
 /// More alert changes than the webhook's queue holds, while its endpoint fails: those that do
 /// not fit wait in the store and follow, in order, as the queue drains; none is dropped.
 #[test]

@@ -167,8 +167,10 @@ fn post_loop(to: &Target, d: &Drain<String>, counters: &SinkCounters) {
         .timeout(TIMEOUT)
         .redirects(0)
         .build();
-    let limit = LogLimit::new(60_000);
-    let said = |e: &str, counters: &SinkCounters| {
+    // One limit for the failures tried again and one for the refusals that drop changes, so
+    // a minute of retries never hides a change lost.
+    let (again, refused) = (LogLimit::new(60_000), LogLimit::new(60_000));
+    let said = |limit: &LogLimit, e: &str, counters: &SinkCounters| {
         if let Some(held) = limit.allow() {
             let unsent = counters
                 .webhook_unsent
@@ -201,7 +203,11 @@ fn post_loop(to: &Target, d: &Drain<String>, counters: &SinkCounters) {
                     if d.done(batch.len()) {
                         bump(&counters.webhook_unsent, batch.len() as u64);
                     }
-                    said(&e, counters);
+                    said(
+                        &refused,
+                        &format!("{e} (refused: {} change(s) dropped)", batch.len()),
+                        counters,
+                    );
                     break;
                 }
                 // Stopping, and the endpoint still fails: what is queued is given up (the
@@ -210,6 +216,7 @@ fn post_loop(to: &Target, d: &Drain<String>, counters: &SinkCounters) {
                 Err(Failed::Again(e)) => {
                     bump(&counters.webhook_failed, 1);
                     said(
+                        &again,
                         &format!("{e} (tried again in {} s)", wait.as_secs()),
                         counters,
                     );
