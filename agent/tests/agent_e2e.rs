@@ -2984,6 +2984,8 @@ fn match_alerts_of_rules_a_reload_changes_or_removes_are_resolved() {
         .collect();
     assert_eq!(firing.len(), 1, "{out}");
     assert_eq!(firing[0]["id"], fired[2]["id"]);
+    // The sink's own resolves count with the shards' changes: 3 firing, 2 resolved.
+    assert_eq!(agent.stats()["sink"]["alerts"], 5);
 }
 
 #[test]

@@ -103,7 +103,8 @@ counters!(
 counters!(
     /// Counters of the alert sink and the control plane.
     SinkCounters, SinkSnapshot {
-        /// Alert changes received from the shards: written out, unless counted in
+        /// Alert changes received from the shards, or made by the sink for alerts no engine
+        /// holds (a match's, resolved `forgotten`, `rule_changed`, ...): written out, unless counted in
         /// `alerts_repeated` (the store had them: a restarted engine made them again) or in
         /// `alerts_unwritten`.
         alerts,

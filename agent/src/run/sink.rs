@@ -818,6 +818,15 @@ impl AlertSink {
         }
     }
 
+    /// Resolves made by the sink itself, of alerts no engine holds (`forgotten`,
+    /// `rule_changed`, `rule_removed`, `state_lost`): counted as the shards' are, kept, and
+    /// what is new written out.
+    fn resolve_held_by_none(&mut self, changes: Vec<Change>) {
+        bump(&self.counters.alerts, changes.len() as u64);
+        let fresh = self.keep(changes);
+        self.emit(&fresh);
+    }
+
     /// Keeps a batch in the store; returns the changes it did not have before (all of them
     /// when it cannot be written: written out, and kept once it can).
     fn keep(&mut self, mut alerts: Vec<Change>) -> Vec<Change> {
@@ -1043,8 +1052,7 @@ impl AlertSink {
             alerts = changes.len(),
             "resolving the alerts firing before the restart that no engine holds any more (state_lost; rule_removed for rules no longer running)"
         );
-        let fresh = self.keep(changes);
-        self.emit(&fresh);
+        self.resolve_held_by_none(changes);
     }
 }
 
@@ -1086,8 +1094,7 @@ impl Handler<Retire> for AlertSink {
                 "resolving the alerts of rules changed or removed while the agent was down"
             );
         }
-        let fresh = self.keep(changes);
-        self.emit(&fresh);
+        self.resolve_held_by_none(changes);
     }
 }
 
@@ -1147,8 +1154,7 @@ impl Handler<ForgetAlerts> for AlertSink {
             .collect();
         let n = changes.len();
         if n > 0 {
-            let fresh = self.keep(changes);
-            self.emit(&fresh);
+            self.resolve_held_by_none(changes);
         }
         n
     }
