@@ -294,6 +294,9 @@ fn write_table(
 
 /// Writes `rows` under `header` in columns two spaces apart (the last one unpadded);
 /// nothing when there is no row. The tables of `cepheus alerts` and `cepheus groups list`.
+/// A column is padded to at most [`MAX_PAD`] characters: a longer cell is written whole
+/// (a key is copied from here to `groups forget`) and shifts the rest of its own row only,
+/// so one 500-character host name does not widen every line.
 pub(crate) fn write_columns(
     out: &mut impl Write,
     header: &[&str],
@@ -305,7 +308,7 @@ pub(crate) fn write_columns(
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
+            *w = (*w).max(c.chars().count().min(MAX_PAD));
         }
     }
     let last = header.len() - 1;
@@ -326,11 +329,31 @@ pub(crate) fn write_columns(
     Ok(())
 }
 
+/// The widest a table's column is padded to.
+const MAX_PAD: usize = 40;
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// A cell wider than the padding cap is written whole and shifts its own row only.
+    #[test]
+    fn one_long_cell_does_not_widen_every_row() {
+        let long = "h".repeat(500);
+        let rows = vec![
+            vec![long.clone(), "yes".to_string()],
+            vec!["web1".to_string(), "no".to_string()],
+        ];
+        let mut out = Vec::new();
+        write_columns(&mut out, &["GROUP", "FIRING"], &rows).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], format!("{long}  yes"));
+        assert_eq!(lines[2], format!("{:<40}  no", "web1"));
+        assert_eq!(lines[0], format!("{:<40}  FIRING", "GROUP"));
+    }
 
     #[test]
     fn the_table_aligns_columns_and_names_the_reason() {

@@ -413,7 +413,7 @@ fn draw_help(f: &mut Frame, area: Rect) {
         Line::from("/        filter by rule, group or message (esc clears it)"),
         Line::from("tab      other list    f/r  firing / latest changes"),
         Line::from("a        acknowledge the selected firing alert (it still resolves)"),
-        Line::from("?        this help     esc  close   q  quit"),
+        Line::from("?        this help     esc  close, clear, quit   q  quit"),
         Line::from(""),
         Line::from("Follows the agent's alert changes as they come; counters every second."),
     ];
