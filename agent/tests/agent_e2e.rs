@@ -4114,3 +4114,47 @@ fn a_stall_raises_no_false_silence() {
     assert_eq!(agent.alerts(|v| v["rule"] == "hb"), 0, "{}", agent.stderr());
     agent.wait_stderr(10, "the shard kept no time for over 2 s");
 }
+
+/// A removed rule's match made on a shard still busy with the old rules when the reload
+/// began (here an event that stalls it 2 s, as a burst would) is an old-rule alert no engine
+/// holds: the reload resolves it too (`rule_removed`), nothing of the rule stays firing.
+#[cfg(debug_assertions)]
+#[test]
+fn a_removed_rules_match_made_while_the_reload_waits_for_its_shard_is_resolved() {
+    let dir = scratch("reload-race");
+    let rule = |name: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"{name}a\"'\nevents.b = 'syslog and app == \"{name}b\"'\npattern = \"seq(a, b) within 1m\"\n"
+        )
+    };
+    std::fs::write(dir.join("rules/m.toml"), [rule("m1"), rule("m2")].concat()).unwrap();
+    // A 1 s tick: the 2 s stall below is no stall to the shard (10 ticks), so the event
+    // that caused it is not held back.
+    let agent = Agent::start_env(
+        &dir,
+        "",
+        "",
+        "[engine]\ntick = \"1s\"\n",
+        &[("CEPHEUS_FAULT_STALL_APP", "m2b")],
+    );
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let send = |app: &str| {
+        let line = format!("<13>Dec  2 05:40:00 web1 {app}: x");
+        udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    };
+    send("m2a");
+    agent.wait_events(1);
+    // m2 removed.
+    std::fs::write(dir.join("rules/m.toml"), rule("m1")).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    send("m2b");
+    let fired = agent.wait_alert(10, |v| v["rule"] == "m2" && v["state"] == "firing");
+    let resolved = agent.wait_alert(10, |v| v["rule"] == "m2" && v["state"] == "resolved");
+    assert_eq!(
+        (&resolved["id"], &resolved["reason"]),
+        (&fired["id"], &"rule_removed".into())
+    );
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+}

@@ -709,13 +709,17 @@ impl Store {
             .filter(|&s| s != NONE_WRITTEN))
     }
 
-    /// The newest change's position in the order of recording (`None`: none kept).
+    /// The newest change's position in the order of recording, counting a firing alert whose
+    /// change row was pruned (`None`: none kept).
     pub fn last_seq(&self) -> Result<Option<u64>, StoreError> {
-        Ok(self
+        let change = self
             .alerts
             .last()
             .map_err(|e| self.io(e))?
-            .map(|(k, _)| seq_of(&k)))
+            .map(|(k, _)| seq_of(&k));
+        // A firing alert outlives its change row once pruned (`max_age`): still kept.
+        let firing = self.lock().firing.last_key_value().map(|(seq, _)| *seq);
+        Ok(change.max(firing))
     }
 
     /// The seqs of the changes pruned (by `max_alerts` or [`Store::prune_older_than`]) since

@@ -515,12 +515,9 @@ impl Reloader {
         }
         let shards = self.shards.len();
         let plan = RoutePlan::new(&rules, shards);
-        // The alerts kept so far are the old rules' (a changed rule may fire again on a
-        // shard that reloads before another).
-        let mark = match &self.sink {
-            Some(sink) => sink.send(super::sink::StoreMark).await.ok().flatten(),
-            None => None,
-        };
+        // Each shard resolves the alerts its engine held, sends what its old rules made,
+        // then holds what the new ones make until every shard has and the sink has resolved
+        // the retired rules' alerts that no engine held (a match's): those are all old ones.
         let mut retired = Vec::new();
         for (i, s) in self.shards.iter().enumerate() {
             match s.send(Reload(plan.rules().clone())).await {
@@ -532,13 +529,18 @@ impl Reloader {
         }
         retired.sort_by(|a: &(String, _), b| a.0.cmp(&b.0));
         retired.dedup_by(|a, b| a.0 == b.0);
-        // What the engines held they resolved; a match's alert no engine holds.
-        if let (Some(sink), Some(mark), false) = (&self.sink, mark, retired.is_empty()) {
-            sink.do_send(super::sink::Retire {
+        if let (Some(sink), false) = (&self.sink, retired.is_empty()) {
+            let retire = super::sink::Retire {
                 rules: retired,
                 time: crate::flow::live::wall_clock(),
-                through: Some(mark),
-            });
+                reload: true,
+            };
+            if let Err(e) = sink.send(retire).await {
+                tracing::error!(error = %e, "the alert sink did not take the retired rules");
+            }
+        }
+        for s in &self.shards {
+            let _ = s.send(super::shard::Release).await;
         }
         let _ = self.plan_tx.send(Arc::new(plan));
         bump(&self.counters.reloads, 1);

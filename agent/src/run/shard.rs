@@ -164,6 +164,9 @@ pub struct Shard {
     checkpoint_every: Option<std::time::Duration>,
     /// When it saves next.
     checkpoint_due: std::time::Instant,
+    /// Since when it holds what its new rules made, and its saves, while a reload resolves the
+    /// alerts of the rules it retired ([`Release`]); given up after [`HOLD_MAX`].
+    reload_hold: Option<std::time::Instant>,
     /// Something happened since the last save (events, alerts, a reload): an idle shard does
     /// not write its unchanged state again.
     changed: bool,
@@ -300,6 +303,7 @@ impl Shard {
             // The first save at once (its first tick): the state it begins or continues with,
             // which the journal's events then follow.
             checkpoint_due: std::time::Instant::now(),
+            reload_hold: None,
             changed: true,
             replay_from: persistence.resume.as_ref().and_then(|r| r.journal),
             // No saved state, but a journal begun with a fresh engine that died before its
@@ -556,7 +560,7 @@ impl Shard {
                         self.sink.do_send(super::sink::Retire {
                             rules: retired,
                             time: wall_clock(),
-                            through: None,
+                            reload: false,
                         });
                     }
                     e
@@ -691,6 +695,10 @@ impl Shard {
         let Some(every) = self.checkpoint_every else {
             return;
         };
+        // (Its alerts are held: a state kept without them could lose them to a crash.)
+        if self.reload_hold.is_some() {
+            return;
+        }
         let now = std::time::Instant::now();
         if !force && now < self.checkpoint_due {
             return;
@@ -744,7 +752,7 @@ impl Shard {
     }
 
     fn flush(&mut self) {
-        if self.out.is_empty() {
+        if self.out.is_empty() || self.reload_hold.is_some() {
             return;
         }
         self.changed = true;
@@ -756,6 +764,23 @@ impl Shard {
         }
     }
 }
+
+impl Shard {
+    /// Ends a reload's hold: what the new rules made goes to the sink, and the state is kept
+    /// at once (a replay after a crash must not feed events from before the reload to rules
+    /// that began at it: the journal does not record reloads).
+    fn end_reload_hold(&mut self) {
+        if self.reload_hold.take().is_none() {
+            return;
+        }
+        self.flush();
+        self.save_state(true);
+    }
+}
+
+/// The longest a shard holds its output for a reload that does not release it (the
+/// reloader stopped midway): then it lets it go by itself.
+const HOLD_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A shard spends at most one part in this many of its time making saved states.
 const SAVE_SHARE: u32 = 20;
@@ -780,6 +805,16 @@ impl Actor for Shard {
             ctx.add_stream(RxStream(rx));
         }
         ctx.run_interval(self.tick, |act, _| {
+            if act
+                .reload_hold
+                .is_some_and(|since| since.elapsed() >= HOLD_MAX)
+            {
+                tracing::warn!(
+                    shard = act.id,
+                    "a reload did not release this shard's alerts in time: sent now"
+                );
+                act.end_reload_hold();
+            }
             if !act.stopped {
                 act.tick_now();
             }
@@ -840,6 +875,7 @@ impl StreamHandler<Queued> for Shard {
     fn finished(&mut self, _: &mut Self::Context) {
         // The ingest side is gone (shutdown): everything queued has been handled.
         self.catch_up = None;
+        self.end_reload_hold();
         self.release_held_back();
         self.tick_now();
         self.save_state(true);
@@ -982,6 +1018,8 @@ impl Handler<Reload> for Shard {
     type Result = MessageResult<Reload>;
 
     fn handle(&mut self, msg: Reload, _: &mut Self::Context) -> Self::Result {
+        // (A hold the last reload did not end, first.)
+        self.end_reload_hold();
         // Time has moved since the last tick: what was due fires first, and the reload's
         // changes (`rule_changed`, `rule_removed`) are stamped now, not at that tick.
         self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
@@ -1002,11 +1040,36 @@ impl Handler<Reload> for Shard {
             self.retire_engine();
             self.install(&msg.0);
         }
+        // What the old rules made and the reload's own resolves go now; what the new rules
+        // make (a rule that joined a state sees its open alerts begin) waits for [`Release`],
+        // so that the sink's resolves of the retired rules' alerts no engine held (a match's)
+        // find only old ones. The state is kept at the release.
+        let made = self.out.split_off(before);
+        let (retiring, new): (Vec<Alert>, Vec<Alert>) = made.into_iter().partition(|a| {
+            a.state == cepheus_core::alert::AlertState::Resolved
+                && matches!(
+                    a.reason(),
+                    Some("rule_changed" | "rule_removed" | "engine_restarted")
+                )
+        });
+        self.out.extend(retiring);
         self.flush();
-        // Saved at once: a replay after a crash must not feed events from before the reload
-        // to rules that began at it (the journal does not record reloads).
-        self.save_state(true);
+        self.out = new;
+        self.reload_hold = Some(std::time::Instant::now());
         MessageResult(retired)
+    }
+}
+
+/// Ends a reload's hold ([`Reload`]): once the sink has resolved the retired rules' alerts.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Release;
+
+impl Handler<Release> for Shard {
+    type Result = ();
+
+    fn handle(&mut self, _: Release, _: &mut Self::Context) {
+        self.end_reload_hold();
     }
 }
 

@@ -45,10 +45,9 @@ pub struct Retire {
     pub rules: Vec<(String, Reason)>,
     /// When (the restart, the reload).
     pub time: Timestamp,
-    /// Only alerts kept at or before this change ([`StoreMark`], taken before a reload): one
-    /// that a changed rule raised since, on a shard that reloaded first, stays firing.
-    /// `None`: every one (a restart).
-    pub through: Option<u64>,
+    /// Sent by a reload, while the shards hold what their new rules made
+    /// ([`super::shard::Release`]): every alert of these rules firing now is an old one.
+    pub reload: bool,
 }
 
 /// How long, when the agent stops, `output.syslog` and `output.webhook` get to deliver what
@@ -1060,30 +1059,47 @@ impl Handler<Retire> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, msg: Retire, _: &mut Self::Context) {
-        let Some(store) = &self.store else {
-            return;
-        };
-        let firing = match store.firing() {
-            Ok(f) => f,
-            Err(e) => {
-                bump(&self.counters.store_errors, 1);
-                tracing::error!(error = %e, "cannot read the firing alerts of changed or removed rules: they stay firing");
+        let changes = {
+            let Some(store) = &self.store else {
                 return;
+            };
+            let firing = match store.firing() {
+                Ok(f) => f,
+                Err(e) => {
+                    bump(&self.counters.store_errors, 1);
+                    tracing::error!(error = %e, "cannot read the firing alerts of changed or removed rules: they stay firing");
+                    return;
+                }
+            };
+            // Changes that wait for the store (its disk nearly full), the last one per id: an
+            // alert ended there is not ended again; one that fired there is ended too.
+            let mut last: std::collections::HashMap<u64, AlertState> = Default::default();
+            for c in &self.unkept {
+                last.insert(c.id, c.state);
             }
+            let waiting_firing = self
+                .unkept
+                .iter()
+                .filter(|c| c.state == AlertState::Firing && last.get(&c.id) == Some(&c.state))
+                .map(|c| c.json.as_str());
+            // Only what was firing when the sink started: a changed rule's engine may already
+            // have raised new alerts (its outages) before another shard's `Retire` comes.
+            let at_start = self.adopting.as_ref().map(|a| &a.firing);
+            let mut seen = std::collections::HashSet::new();
+            firing
+                .iter()
+                .map(|f| f.json.as_str())
+                .chain(waiting_firing)
+                .filter_map(|json| retired_change(json, &msg.rules, msg.time))
+                .filter(|c| last.get(&c.id).is_none_or(|s| *s == AlertState::Firing))
+                .filter(|c| at_start.is_none_or(|s| s.contains(&c.id)))
+                .filter(|c| seen.insert(c.id))
+                .collect::<Vec<Change>>()
         };
-        // Only what was firing when the sink started: a changed rule's engine may already
-        // have raised new alerts (its outages) before another shard's `Retire` comes.
-        let at_start = self.adopting.as_ref().map(|a| &a.firing);
-        let changes: Vec<Change> = firing
-            .iter()
-            .filter(|f| msg.through.is_none_or(|t| f.seq <= t))
-            .filter_map(|f| retired_change(&f.json, &msg.rules, msg.time))
-            .filter(|c| at_start.is_none_or(|s| s.contains(&c.id)))
-            .collect();
         if changes.is_empty() {
             return;
         }
-        if msg.through.is_some() {
+        if msg.reload {
             tracing::info!(
                 alerts = changes.len(),
                 "resolving the alerts of rules the reload changed or removed that no engine held (a match's)"
@@ -1732,5 +1748,80 @@ mod tests {
         assert_eq!(whole, 6 - unwritten, "{text}");
         assert!(unwritten >= 1);
         assert_eq!(text.lines().count(), whole + 1, "{text}");
+    }
+
+    fn retire(sink: &mut AlertSink, rules: Vec<(String, Reason)>) {
+        let mut ctx = actix::Context::<AlertSink>::new();
+        <AlertSink as Handler<Retire>>::handle(
+            sink,
+            Retire {
+                rules,
+                time: Timestamp::from_secs(10),
+                reload: true,
+            },
+            &mut ctx,
+        );
+    }
+
+    /// The store's disk is nearly full at a reload: the engine's own `rule_changed` resolve
+    /// of an alert it held waits to be kept while the store still lists the alert firing;
+    /// the reload's resolves of what no engine held do not end it a second time.
+    #[test]
+    fn a_reload_does_not_resolve_again_what_an_engine_resolved_while_the_store_waits() {
+        let (dir, mut sink, store, _, lines) = stored_sink("retire-twice");
+        let fired = alerts(1);
+        sink.take(fired.clone());
+        assert_eq!(*lines.lock().unwrap(), 1);
+        sink.space.min_free = u64::MAX;
+        sink.space.checked = None;
+        let c = Change::of(&fired[0]);
+        let end = resolved_change(&c.json, Reason::RuleChanged, Timestamp::from_secs(9)).unwrap();
+        let fresh = sink.keep(vec![end]);
+        sink.emit(&fresh);
+        assert_eq!(*lines.lock().unwrap(), 2);
+        retire(&mut sink, vec![("r".into(), Reason::RuleChanged)]);
+        assert_eq!(*lines.lock().unwrap(), 2, "resolved (written out) twice");
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An old rule's alert that fired while the store's disk was nearly full waits to be
+    /// kept: a reload that removes its rule resolves it all the same, so that it is not kept
+    /// firing once the disk has room.
+    #[test]
+    fn a_reload_resolves_a_removed_rules_alert_that_waits_for_the_store() {
+        let (dir, mut sink, store, _, _) = stored_sink("retire-unkept");
+        let all = alerts(2);
+        sink.take(all[..1].to_vec());
+        sink.space.min_free = u64::MAX;
+        sink.space.checked = None;
+        sink.take(all[1..].to_vec());
+        retire(&mut sink, vec![("r".into(), Reason::RuleRemoved)]);
+        sink.space.min_free = 0;
+        sink.space.checked = None;
+        assert!(sink.catch_up());
+        let firing = store.firing().unwrap();
+        assert!(firing.is_empty(), "left firing: {firing:?}");
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `store.max_age` pruned every change row while match alerts (which do not resolve by
+    /// themselves) fire: the store's mark still counts them, so `groups forget` can resolve
+    /// them.
+    #[test]
+    fn the_store_mark_counts_alerts_firing_after_their_rows_were_pruned() {
+        let (dir, sink, store, _, _) = stored_sink("mark-pruned");
+        let mut sink = sink.with_max_age(Some(cepheus_core::time::Duration::from_secs(3600)));
+        sink.take(alerts(3));
+        sink.prune_by_age();
+        assert_eq!(store.counts(), (0, 3));
+        let mut ctx = actix::Context::<AlertSink>::new();
+        let mark = <AlertSink as Handler<StoreMark>>::handle(&mut sink, StoreMark, &mut ctx);
+        let newest = store.firing().unwrap().iter().map(|f| f.seq).max();
+        assert_eq!(mark, newest);
+        assert!(mark.is_some());
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
