@@ -10,13 +10,27 @@
 //! exactly its alerts: rule, group, state, time, reason and id.
 //!
 //! Scope: processing time, `group_by = ["host"]`, three hosts, events `a`, `b` and `c` (which
-//! only `mid` and `midfor` name) by `app`, gaps of a quarter second (so that events fall
-//! exactly on deadlines and window edges), ticks between events, then a final clock advance.
+//! only `mid`, `midfor` and `seq3` name) by `app`, each with a `msg` of four values (which
+//! only `scan` reads), gaps of a quarter second (so that events fall exactly on deadlines and
+//! window edges), ticks between events, then a final clock advance.
 //! A firing's `events` are compared too (the most recent 16 matching events).
 //!
 //! Where the docs leave a point open, the oracle follows the engine and says so at that
-//! point: which instant an absence's episode starts (its id), and whether an `a` exactly D
-//! before a `b` breaks `seq(absent(a) for D, b)`.
+//! point: which instant an absence's episode starts (its id), whether an `a` exactly D
+//! before a `b` breaks `seq(absent(a) for D, b)`, and whether a match a trigger suppressed
+//! counts in the rank a later id hashes ([`SUPPRESSED`]). Boundaries the docs leave open and
+//! the oracle reads as the engine does (a test fails when either side changes): a trigger's
+//! period is half-open (a match exactly P after the alert starts the next one), and an event
+//! exactly `forget_after` after a group's last one keeps the group.
+//!
+//! Not covered: event time (`time = "event"`, `max_delay`, `allowed_lateness`). The docs do
+//! not pin down enough to restate it as an independent program: how the watermark moves in
+//! silence ("moves on at the clock's rate from where the last arrival left it", from the
+//! arrival or from `max_delay` after it), whether an event exactly at the watermark is late
+//! and when a buffered one is released ("once the watermark passes them"), what "how late"
+//! measures for `allowed_lateness` (the watermark, the newest event or the arrival clock),
+//! and when an event-time rule's monitoring begins in a replay whose first lines are out of
+//! order.
 //!
 //! | rule | pattern |
 //! |---|---|
@@ -30,6 +44,16 @@
 //! | `lead` | `seq(absent(a) for D, b)` |
 //! | `mid` | `seq(a, absent(c), b) within W` |
 //! | `midfor` | `seq(a, absent(c) for D, b) within W` |
+//! | `either` | `or(a, b)` |
+//! | `either_rate` | `or(a, b) within W`, `trigger = { every = P }` or `{}` |
+//! | `both` | `and(a, b) within W` |
+//! | `both_rate` | `and(a, b) within W`, `trigger = { every = P }` or `{}` |
+//! | `seq3` | `seq(a, b, c) within W` (copies of younger partial matches) |
+//! | `span` | `seq(a, b) within D1..D2` |
+//! | `scan` | `a{n,} distinct(msg) within W` |
+//! | `abs_forget` | `absent(a) for D`, `expect = ["h1"]`, `forget_after = F` |
+//! | `burst_forget` | `a{n,} within W`, `forget_after = F` |
+//! | `abs_rate` | `absent(a) for D`, `trigger = { every = P }` or `{}` |
 
 use std::collections::BTreeMap;
 
@@ -42,12 +66,33 @@ use proptest::prelude::*;
 
 const HOSTS: [&str; 3] = ["h1", "h2", "h3"];
 const KINDS: [&str; 3] = ["a", "b", "c"];
+/// The values of `msg`, which `scan` counts distinct.
+const VALUES: [&str; 4] = ["v0", "v1", "v2", "v3"];
 const A: usize = 0;
 const B: usize = 1;
 const C: usize = 2;
 /// Every rule of [`rules_text`].
-const RULES: [&str; 10] = [
-    "abs", "abs_exp", "pair", "burst", "bf", "silent", "capped", "lead", "mid", "midfor",
+const RULES: [&str; 20] = [
+    "abs",
+    "abs_exp",
+    "pair",
+    "burst",
+    "bf",
+    "silent",
+    "capped",
+    "lead",
+    "mid",
+    "midfor",
+    "either",
+    "either_rate",
+    "both",
+    "both_rate",
+    "seq3",
+    "span",
+    "scan",
+    "abs_forget",
+    "burst_forget",
+    "abs_rate",
 ];
 /// The expected groups of `abs_exp`: one that talks, one that never does.
 const EXPECTED: [&str; 2] = ["h1", "h9"];
@@ -78,6 +123,23 @@ struct Params {
     w_mid: i64,
     d_midfor: i64,
     w_midfor: i64,
+    /// `either_rate`, `both_rate`, `abs_rate`: the trigger's period, `None` for `{}`.
+    w_either: i64,
+    p_either: Option<i64>,
+    w_both: i64,
+    p_both: Option<i64>,
+    w_seq3: i64,
+    lo_span: i64,
+    hi_span: i64,
+    n_scan: usize,
+    w_scan: i64,
+    d_forget: i64,
+    f_forget: i64,
+    n_bforget: usize,
+    w_bforget: i64,
+    f_bforget: i64,
+    d_arate: i64,
+    p_arate: Option<i64>,
 }
 
 fn rules_text(p: &Params) -> String {
@@ -90,6 +152,11 @@ fn rules_text(p: &Params) -> String {
     };
     let a = "events.a = 'syslog and app == \"a\"'\n";
     let ab = "events.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\n";
+    let abc = format!("{ab}events.c = 'syslog and app == \"c\"'\n");
+    let every = |period: Option<i64>| match period {
+        Some(q) => format!("trigger = {{ every = \"{}\" }}\n", ms(q)),
+        None => "trigger = {}\n".to_string(),
+    };
     [
         rule("abs", a, format!("absent(a) for {}", ms(p.d_abs)), ""),
         rule(
@@ -150,6 +217,56 @@ fn rules_text(p: &Params) -> String {
             ),
             "",
         ),
+        rule("either", ab, "or(a, b)".to_string(), ""),
+        rule(
+            "either_rate",
+            ab,
+            format!("or(a, b) within {}", ms(p.w_either)),
+            &every(p.p_either),
+        ),
+        rule("both", ab, format!("and(a, b) within {}", ms(p.w_both)), ""),
+        rule(
+            "both_rate",
+            ab,
+            format!("and(a, b) within {}", ms(p.w_both)),
+            &every(p.p_both),
+        ),
+        rule(
+            "seq3",
+            &abc,
+            format!("seq(a, b, c) within {}", ms(p.w_seq3)),
+            "",
+        ),
+        rule(
+            "span",
+            ab,
+            format!("seq(a, b) within {}..{}", ms(p.lo_span), ms(p.hi_span)),
+            "",
+        ),
+        rule(
+            "scan",
+            a,
+            format!("a{{{},}} distinct(msg) within {}", p.n_scan, ms(p.w_scan)),
+            "",
+        ),
+        rule(
+            "abs_forget",
+            a,
+            format!("absent(a) for {}", ms(p.d_forget)),
+            &format!("expect = [\"h1\"]\nforget_after = \"{}\"\n", ms(p.f_forget)),
+        ),
+        rule(
+            "burst_forget",
+            a,
+            format!("a{{{},}} within {}", p.n_bforget, ms(p.w_bforget)),
+            &format!("forget_after = \"{}\"\n", ms(p.f_bforget)),
+        ),
+        rule(
+            "abs_rate",
+            a,
+            format!("absent(a) for {}", ms(p.d_arate)),
+            &every(p.p_arate),
+        ),
     ]
     .concat()
 }
@@ -159,14 +276,20 @@ fn compile(p: &Params) -> RuleSet {
     let compiled = cepheus_core::rules::compile_str("oracle.toml", &text);
     match compiled.rules {
         Some(rules) => rules,
-        None => panic!("rules do not compile:\n{text}"),
+        None => panic!("rules do not compile:\n{text}\n{:#?}", compiled.diagnostics),
     }
 }
 
 /// One call into the engine: an event (`kind` indexes [`KINDS`], `host` [`HOSTS`]) or a tick.
 #[derive(Clone, Debug)]
 enum Step {
-    Ev { t: i64, host: usize, kind: usize },
+    Ev {
+        t: i64,
+        host: usize,
+        kind: usize,
+        /// The event's `msg`, one of [`VALUES`] (what `scan` counts distinct).
+        val: usize,
+    },
     Tick(i64),
 }
 
@@ -199,13 +322,13 @@ impl Input {
     }
 }
 
-/// (kind, host, gap in quarters, tick in the gap before this event)
-type Spec = Vec<(usize, usize, i64, bool)>;
+/// (kind, host, gap in quarters, tick in the gap before this event, value)
+type Spec = Vec<(usize, usize, i64, bool, usize)>;
 
 fn build(spec: &Spec, start_tick: bool, tail: i64, finish: bool) -> Input {
     let mut t = T0;
     let mut steps = Vec::new();
-    for &(kind, host, gap, tick) in spec {
+    for &(kind, host, gap, tick, val) in spec {
         let next = t + gap * QUARTER;
         // Ticks fall strictly between two events: a tick at an event's own instant would
         // let a deadline at that instant fire before an event the docs count as in time.
@@ -213,7 +336,7 @@ fn build(spec: &Spec, start_tick: bool, tail: i64, finish: bool) -> Input {
             steps.push(Step::Tick(t + gap * QUARTER / 2));
         }
         t = next;
-        steps.push(Step::Ev { t, host, kind });
+        steps.push(Step::Ev { t, host, kind, val });
     }
     Input {
         start_tick,
@@ -223,10 +346,11 @@ fn build(spec: &Spec, start_tick: bool, tail: i64, finish: bool) -> Input {
     }
 }
 
-fn event(t: i64, host: usize, kind: usize) -> Event {
+fn event(t: i64, host: usize, kind: usize, val: usize) -> Event {
     Event::new(Source::Syslog, Timestamp(t), Timestamp(t))
         .with(Field::App, Value::str(KINDS[kind]))
         .with(Field::Host, Value::str(HOSTS[host]))
+        .with(Field::Msg, Value::str(VALUES[val]))
 }
 
 fn run_engine(rules: &RuleSet, input: &Input, share: bool) -> Vec<Alert> {
@@ -241,7 +365,7 @@ fn run_engine(rules: &RuleSet, input: &Input, share: bool) -> Vec<Alert> {
     }
     for s in &input.steps {
         match *s {
-            Step::Ev { t, host, kind } => e.push(event(t, host, kind), &mut out),
+            Step::Ev { t, host, kind, val } => e.push(event(t, host, kind, val), &mut out),
             Step::Tick(t) => e.advance_to(Timestamp(t), &mut out),
         }
     }
@@ -254,6 +378,13 @@ fn run_engine(rules: &RuleSet, input: &Input, share: bool) -> Vec<Alert> {
 }
 
 // ---- The oracle ----
+
+/// The `reason` of a match a trigger suppressed: it makes no alert. Ambiguous in the docs:
+/// whether it is one of the "episode[s] of the same group starting at the same instant" whose
+/// rank the id hashes ("so ids never collide", which either reading keeps). The engine counts
+/// it (`and(a, b)` with `every`: `a@2 b@2` suppressed, then `b@2 a@4` alerts with rank 1);
+/// the oracle follows the engine.
+const SUPPRESSED: &str = "suppressed";
 
 /// One alert change as the oracle makes it: `start` is the episode's start (what the id
 /// hashes, with rule and group).
@@ -286,6 +417,10 @@ trait Model {
     fn due(&mut self, t: i64, inclusive: bool, out: &mut Vec<Change>);
     /// An event of `kind` for `host` at `t`.
     fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>);
+    /// The same, with the event's `msg` (index into [`VALUES`]), for the models that read it.
+    fn event_with(&mut self, t: i64, host: &str, kind: usize, _val: usize, out: &mut Vec<Change>) {
+        self.event(t, host, kind, out);
+    }
 }
 
 fn passed(deadline: i64, t: i64, inclusive: bool) -> bool {
@@ -702,6 +837,496 @@ impl Model for MidFor {
     }
 }
 
+/// `or(a, b)` (docs/rules.md, "Matching"): "`or(...)` of events is one step that any of them
+/// satisfies", so each `a` and each `b` is a match of one event; "`trigger = "event"`
+/// (default): every match alerts".
+struct Either;
+
+impl Model for Either {
+    fn begin(&mut self, _: i64) {}
+    fn due(&mut self, _: i64, _: bool, _: &mut Vec<Change>) {}
+    fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>) {
+        if kind == A || kind == B {
+            out.push(Change {
+                host: host.to_string(),
+                firing: true,
+                time: t,
+                reason: None,
+                start: t,
+                events: vec![(t, kind)],
+            });
+        }
+    }
+}
+
+/// `and(a, b) within W` (docs/rules.md, "Matching"): "both, in any order", the alternatives
+/// `seq(a, b)` and `seq(b, a)` sharing consumption: an event goes to the oldest partial match
+/// (of the other kind, within W) that can take it, else starts one; the match consumes both.
+/// Shadows change nothing with two parts: the event a partial match takes completes it.
+struct Both {
+    w: i64,
+    /// host -> the unused events (time, kind), oldest first
+    open: BTreeMap<String, Vec<(i64, usize)>>,
+}
+
+impl Model for Both {
+    fn begin(&mut self, _: i64) {}
+    fn due(&mut self, _: i64, _: bool, _: &mut Vec<Change>) {}
+    fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>) {
+        if kind != A && kind != B {
+            return;
+        }
+        let open = self.open.entry(host.to_string()).or_default();
+        open.retain(|&(s, _)| t - s <= self.w);
+        match open.iter().position(|&(_, k)| k != kind) {
+            Some(i) => {
+                let first = open.remove(i);
+                out.push(Change {
+                    host: host.to_string(),
+                    firing: true,
+                    time: t,
+                    reason: None,
+                    start: first.0,
+                    events: vec![first, (t, kind)],
+                });
+            }
+            None => open.push((t, kind)),
+        }
+    }
+}
+
+/// A trigger `{ every = P }` over a pattern of matches (docs/rules.md, "Triggers"): "at most
+/// one alert per period per group; further matches in the period are counted as
+/// `suppressed`. `{}` (no period), or a period longer than the rule's window, means the
+/// window, tumbling ... A period begins at the group's alert". A suppressed match is still a
+/// match: it consumed its events (the model inside has already applied that).
+struct Rate<M> {
+    inner: M,
+    period: i64,
+    /// host -> the time of the group's last alert
+    last: BTreeMap<String, i64>,
+}
+
+impl<M> Rate<M> {
+    fn new(inner: M, every: Option<i64>, window: i64) -> Self {
+        let period = every.map_or(window, |p| p.min(window));
+        Rate {
+            inner,
+            period,
+            last: BTreeMap::new(),
+        }
+    }
+    fn limit(&mut self, changes: Vec<Change>, out: &mut Vec<Change>) {
+        for c in changes {
+            // Ambiguous in the docs: whether a match exactly P after the alert is in its
+            // period. Read as a half-open period [alert, alert + P): it is the next one
+            // (matches the docs' "10:01, 10:07 and 10:11:30 under a 5-minute period").
+            if let Some(&l) = self.last.get(&c.host)
+                && c.time < l + self.period
+            {
+                // Suppressed: no alert, but the id of a later match starting at the same
+                // instant still counts it (see [`SUPPRESSED`]).
+                out.push(Change {
+                    reason: Some(SUPPRESSED),
+                    ..c
+                });
+                continue;
+            }
+            self.last.insert(c.host.clone(), c.time);
+            out.push(c);
+        }
+    }
+}
+
+impl<M: Model> Model for Rate<M> {
+    fn begin(&mut self, t: i64) {
+        self.inner.begin(t);
+    }
+    fn due(&mut self, t: i64, inclusive: bool, out: &mut Vec<Change>) {
+        let mut v = Vec::new();
+        self.inner.due(t, inclusive, &mut v);
+        self.limit(v, out);
+    }
+    fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>) {
+        let mut v = Vec::new();
+        self.inner.event(t, host, kind, &mut v);
+        self.limit(v, out);
+    }
+}
+
+/// One partial match of `seq(a, b, c)`: its `a`, the `b` it took, and its copy's `b` (events
+/// as (time, arrival number), the number telling apart events of one instant).
+#[derive(Clone, Debug)]
+struct Run3 {
+    a: (i64, u64),
+    b: Option<(i64, u64)>,
+    copy: Option<(i64, u64)>,
+}
+
+/// `seq(a, b, c) within W` (docs/rules.md, "Matching"): skip-till-next-match; "each event
+/// goes to the oldest partial match that can take it; if none can, it starts a new partial
+/// match"; "an event that moves the oldest partial match along a step before its last ... is
+/// also taken by a copy of the next younger partial match waiting on that step (among the
+/// next 8), which keeps its place: if the older one falls out of the window, the copy goes
+/// on ...; if the older one matches, it consumes the event and the copy with it, and the
+/// younger one still waits for its own"; "a match consumes its events: other partial matches
+/// holding any of them are dropped". A partial match's own reading goes before its copy: the
+/// docs' "`a@0 a@5 b@6 a@7 b@11 c@12 c@13` matches `a@5 b@11 c@12` only" says so.
+struct Seq3 {
+    w: i64,
+    /// The arrival number of the next event.
+    n: u64,
+    /// host -> the partial matches, oldest first
+    runs: BTreeMap<String, Vec<Run3>>,
+}
+
+impl Model for Seq3 {
+    fn begin(&mut self, _: i64) {}
+    fn due(&mut self, _: i64, _: bool, _: &mut Vec<Change>) {}
+    fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>) {
+        let me = (t, self.n);
+        self.n += 1;
+        let runs = self.runs.entry(host.to_string()).or_default();
+        runs.retain(|r| t - r.a.0 <= self.w);
+        match kind {
+            A => runs.push(Run3 {
+                a: me,
+                b: None,
+                copy: None,
+            }),
+            B => {
+                if let Some(i) = runs.iter().position(|r| r.b.is_none()) {
+                    runs[i].b = Some(me);
+                    let younger = runs.iter_mut().skip(i + 1).take(8);
+                    if let Some(r) = younger
+                        .into_iter()
+                        .find(|r| r.b.is_none() && r.copy.is_none())
+                    {
+                        r.copy = Some(me);
+                    }
+                }
+            }
+            _ => {
+                let Some(i) = runs.iter().position(|r| r.b.is_some() || r.copy.is_some()) else {
+                    return;
+                };
+                let r = runs.remove(i);
+                let b = r.b.or(r.copy).unwrap();
+                // Consumption: a partial match holding this `b` goes; a copy holding it goes,
+                // its partial match staying.
+                runs.retain(|o| o.b != Some(b));
+                for o in runs.iter_mut() {
+                    if o.copy == Some(b) {
+                        o.copy = None;
+                    }
+                }
+                out.push(Change {
+                    host: host.to_string(),
+                    firing: true,
+                    time: t,
+                    reason: None,
+                    start: r.a.0,
+                    events: vec![(r.a.0, A), (b.0, B), (t, C)],
+                });
+            }
+        }
+    }
+}
+
+/// `seq(a, b) within D1..D2` (docs/rules.md, "Matching"): "`within D1..D2` also requires at
+/// least `D1`; a step that would complete a match too early is skipped (a later one may still
+/// complete it)". The `b` goes to the oldest `a` at most D2 before it, if that one is at
+/// least D1 before it (younger `a`s are nearer still).
+struct Span {
+    lo: i64,
+    hi: i64,
+    /// host -> the unused `a`s, oldest first
+    open: BTreeMap<String, Vec<i64>>,
+}
+
+impl Model for Span {
+    fn begin(&mut self, _: i64) {}
+    fn due(&mut self, _: i64, _: bool, _: &mut Vec<Change>) {}
+    fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>) {
+        let open = self.open.entry(host.to_string()).or_default();
+        if kind == A {
+            open.push(t);
+        } else if kind == B {
+            open.retain(|&a| t - a <= self.hi);
+            if let Some(&a) = open.first()
+                && t - a >= self.lo
+            {
+                open.remove(0);
+                out.push(Change {
+                    host: host.to_string(),
+                    firing: true,
+                    time: t,
+                    reason: None,
+                    start: a,
+                    events: vec![(a, A), (t, B)],
+                });
+            }
+        }
+    }
+}
+
+/// `a{n,} distinct(msg) within W` (docs/rules.md, "Matching", "Closures"; "Alerts"): as
+/// [`Burst`], counting distinct values of `msg` among the `a`s in the (sliding) window
+/// instead of events; an alert's `events` are "the most recent event of each value it
+/// counted". No 16-event holding applies to `distinct` ("A closure at the start with no
+/// upper count, no `distinct` ..."): the match holds every `a` of the window, and its start
+/// is the first of them.
+/// `a`s with their value, (time, index into [`VALUES`]).
+type Valued = Vec<(i64, usize)>;
+
+struct Scan {
+    n: usize,
+    w: i64,
+    /// host -> (recent `a`s with their value, open episode)
+    groups: BTreeMap<String, (Valued, Option<Episode>)>,
+}
+
+impl Model for Scan {
+    fn begin(&mut self, _: i64) {}
+    fn due(&mut self, t: i64, inclusive: bool, out: &mut Vec<Change>) {
+        for (h, (recent, episode)) in &mut self.groups {
+            if let Some((start, last)) = *episode
+                && passed(last + self.w, t, inclusive)
+            {
+                *episode = None;
+                recent.clear();
+                out.push(Change {
+                    host: h.clone(),
+                    firing: false,
+                    time: last + self.w,
+                    reason: Some("episode_end"),
+                    start,
+                    events: Vec::new(),
+                });
+            }
+        }
+    }
+    fn event(&mut self, _: i64, _: &str, _: usize, _: &mut Vec<Change>) {
+        unreachable!("scan reads values: event_with")
+    }
+    fn event_with(&mut self, t: i64, host: &str, kind: usize, val: usize, out: &mut Vec<Change>) {
+        if kind != A {
+            return;
+        }
+        let (recent, episode) = self.groups.entry(host.to_string()).or_default();
+        if let Some((_, last)) = episode {
+            *last = t;
+            return;
+        }
+        recent.push((t, val));
+        recent.retain(|&(a, _)| t - a <= self.w);
+        let mut latest: BTreeMap<usize, i64> = BTreeMap::new();
+        for &(a, v) in recent.iter() {
+            latest.insert(v, a);
+        }
+        if latest.len() >= self.n {
+            let start = recent[0].0;
+            let mut events: Vec<(i64, usize)> = latest.values().map(|&a| (a, A)).collect();
+            events.sort();
+            *episode = Some((start, t));
+            recent.clear();
+            out.push(Change {
+                host: host.to_string(),
+                firing: true,
+                time: t,
+                reason: None,
+                start,
+                events: shown(events),
+            });
+        }
+    }
+}
+
+/// `forget_after` F over another model (DESIGN.md, "Groups"; docs/rules.md, "Groups and
+/// monitoring"): "A discovered group that has been silent (no matching event) for
+/// `forget_after` is dropped; if it had a firing alert, the alert is `resolved` with `reason:
+/// "forgotten"`. Expected groups are never forgotten." A forgotten group is as if never seen:
+/// its next event discovers it afresh. The inner model holds one group per host and is
+/// rebuilt for a forgotten one (`fresh`, given the group's `expect`, empty for a discovered
+/// one); a group's events are those `kinds`.
+/// Makes one group's model, given the group's `expect`.
+type Fresh<M> = Box<dyn Fn(&[String]) -> M>;
+
+struct Forget<M> {
+    f: i64,
+    kinds: Vec<usize>,
+    expect: Vec<String>,
+    fresh: Fresh<M>,
+    /// host -> (its model, its last event, its open alert's start)
+    groups: BTreeMap<String, (M, i64, Option<i64>)>,
+}
+
+impl<M: Model> Forget<M> {
+    /// Runs one group's model and notes which of its alerts is open.
+    fn track(open: &mut Option<i64>, v: Vec<Change>, out: &mut Vec<Change>) {
+        for c in v {
+            *open = if c.firing { Some(c.start) } else { None };
+            out.push(c);
+        }
+    }
+}
+
+impl<M: Model> Model for Forget<M> {
+    fn begin(&mut self, t: i64) {
+        for h in &self.expect {
+            let mut m = (self.fresh)(std::slice::from_ref(h));
+            m.begin(t);
+            self.groups.insert(h.clone(), (m, t, None));
+        }
+    }
+    fn due(&mut self, t: i64, inclusive: bool, out: &mut Vec<Change>) {
+        let mut gone = Vec::new();
+        for (h, (m, last, open)) in &mut self.groups {
+            let forget = *last + self.f;
+            let expected = self.expect.contains(h);
+            // What the group's model has due before it is forgotten. Ambiguous: which comes
+            // first when a deadline falls at the very instant of forgetting; the oracle lets
+            // the deadline fire first, as the engine does.
+            let mut v = Vec::new();
+            if !expected && passed(forget, t, inclusive) {
+                m.due(forget, true, &mut v);
+            } else {
+                m.due(t, inclusive, &mut v);
+            }
+            Self::track(open, v, out);
+            // "Silent for forget_after": forgotten once F has passed since its last event; an
+            // event exactly F after it is in time, as at a deadline.
+            if !expected && passed(forget, t, inclusive) {
+                if let Some(start) = open.take() {
+                    out.push(Change {
+                        host: h.clone(),
+                        firing: false,
+                        time: forget,
+                        reason: Some("forgotten"),
+                        start,
+                        events: Vec::new(),
+                    });
+                }
+                gone.push(h.clone());
+            }
+        }
+        for h in gone {
+            self.groups.remove(&h);
+        }
+    }
+    fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>) {
+        if !self.kinds.contains(&kind) {
+            return;
+        }
+        let fresh = &self.fresh;
+        let (m, last, open) = self.groups.entry(host.to_string()).or_insert_with(|| {
+            let mut m = fresh(&[]);
+            m.begin(t);
+            (m, t, None)
+        });
+        *last = t;
+        let mut v = Vec::new();
+        m.event(t, host, kind, &mut v);
+        Self::track(open, v, out);
+    }
+}
+
+/// `absent(a) for D` with `trigger = { every = P }` (docs/rules.md, "Triggers"): "Absences
+/// ... are limited too: one that begins inside the period of the group's last alert is held
+/// back until the period ends. If it is still open then, it fires at that instant (its id is
+/// the episode's, as always); if the awaited event comes first, it ends unseen"; "with `{}`
+/// the period is the `for D`"; "A period begins at the group's alert". Otherwise as
+/// [`Absent`] (discovered groups).
+struct AbsRate {
+    d: i64,
+    period: i64,
+    groups: BTreeMap<String, RateGroup>,
+}
+
+/// One group of [`AbsRate`].
+struct RateGroup {
+    /// The silence is timed from here.
+    from: i64,
+    /// The firing episode's start.
+    firing: Option<i64>,
+    /// A deadline held back by the period.
+    held: Option<i64>,
+    /// The group's last alert.
+    last: Option<i64>,
+}
+
+impl Model for AbsRate {
+    fn begin(&mut self, _: i64) {}
+    fn due(&mut self, t: i64, inclusive: bool, out: &mut Vec<Change>) {
+        for (h, g) in &mut self.groups {
+            let RateGroup {
+                from,
+                firing,
+                held,
+                last,
+            } = g;
+            let deadline = *from + self.d;
+            if firing.is_none() && held.is_none() && passed(deadline, t, inclusive) {
+                // Inside the period: the same half-open reading as [`Rate`].
+                match *last {
+                    Some(l) if deadline < l + self.period => *held = Some(deadline),
+                    _ => {
+                        *firing = Some(deadline);
+                        *last = Some(deadline);
+                        out.push(Change {
+                            host: h.clone(),
+                            firing: true,
+                            time: deadline,
+                            reason: None,
+                            start: deadline,
+                            events: Vec::new(),
+                        });
+                    }
+                }
+            }
+            if let (Some(start), Some(l)) = (*held, *last)
+                && passed(l + self.period, t, inclusive)
+            {
+                *held = None;
+                *firing = Some(start);
+                *last = Some(l + self.period);
+                out.push(Change {
+                    host: h.clone(),
+                    firing: true,
+                    time: l + self.period,
+                    reason: None,
+                    start,
+                    events: Vec::new(),
+                });
+            }
+        }
+    }
+    fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>) {
+        if kind != A {
+            return;
+        }
+        let g = self.groups.entry(host.to_string()).or_insert(RateGroup {
+            from: t,
+            firing: None,
+            held: None,
+            last: None,
+        });
+        if let Some(start) = g.firing.take() {
+            out.push(Change {
+                host: host.to_string(),
+                firing: false,
+                time: t,
+                reason: None,
+                start,
+                events: Vec::new(),
+            });
+        }
+        // A held-back absence ends unseen.
+        g.held = None;
+        g.from = t;
+    }
+}
+
 /// One alert change, as compared: `rule state host @seconds-since-T0 (reason) [id]`.
 fn line(rule: &str, state: &str, host: &str, time: i64, reason: Option<&str>, id: u64) -> String {
     let reason = reason.map(|r| format!(" ({r})")).unwrap_or_default();
@@ -727,6 +1352,7 @@ fn normalise(mut v: Vec<(i64, String, String)>) -> Vec<String> {
 
 fn oracle(p: &Params, input: &Input) -> BTreeMap<&'static str, Vec<String>> {
     let d = |q: i64| q * QUARTER;
+    let (d_forget, n_bforget, w_bforget) = (d(p.d_forget), p.n_bforget, d(p.w_bforget));
     let models: Vec<(&'static str, Box<dyn Model>)> = vec![
         (
             "abs",
@@ -806,15 +1432,99 @@ fn oracle(p: &Params, input: &Input) -> BTreeMap<&'static str, Vec<String>> {
                 open: BTreeMap::new(),
             }),
         ),
+        ("either", Box::new(Either)),
+        (
+            "either_rate",
+            Box::new(Rate::new(Either, p.p_either.map(d), d(p.w_either))),
+        ),
+        (
+            "both",
+            Box::new(Both {
+                w: d(p.w_both),
+                open: BTreeMap::new(),
+            }),
+        ),
+        (
+            "both_rate",
+            Box::new(Rate::new(
+                Both {
+                    w: d(p.w_both),
+                    open: BTreeMap::new(),
+                },
+                p.p_both.map(d),
+                d(p.w_both),
+            )),
+        ),
+        (
+            "seq3",
+            Box::new(Seq3 {
+                w: d(p.w_seq3),
+                n: 0,
+                runs: BTreeMap::new(),
+            }),
+        ),
+        (
+            "span",
+            Box::new(Span {
+                lo: d(p.lo_span),
+                hi: d(p.hi_span),
+                open: BTreeMap::new(),
+            }),
+        ),
+        (
+            "scan",
+            Box::new(Scan {
+                n: p.n_scan,
+                w: d(p.w_scan),
+                groups: BTreeMap::new(),
+            }),
+        ),
+        (
+            "abs_forget",
+            Box::new(Forget {
+                f: d(p.f_forget),
+                kinds: vec![A],
+                expect: vec!["h1".to_string()],
+                fresh: Box::new(move |expect: &[String]| Absent {
+                    d: d_forget,
+                    expect: expect.to_vec(),
+                    groups: BTreeMap::new(),
+                }),
+                groups: BTreeMap::new(),
+            }),
+        ),
+        (
+            "burst_forget",
+            Box::new(Forget {
+                f: d(p.f_bforget),
+                kinds: vec![A],
+                expect: Vec::new(),
+                fresh: Box::new(move |_: &[String]| Burst {
+                    n: n_bforget,
+                    w: w_bforget,
+                    groups: BTreeMap::new(),
+                }),
+                groups: BTreeMap::new(),
+            }),
+        ),
+        (
+            "abs_rate",
+            Box::new(AbsRate {
+                d: d(p.d_arate),
+                // "with `{}` the period is the `for D`" (a rule without `within`).
+                period: d(p.p_arate.unwrap_or(p.d_arate)),
+                groups: BTreeMap::new(),
+            }),
+        ),
     ];
     let mut result = BTreeMap::new();
     for (rule, mut m) in models {
         let mut changes = Vec::new();
         m.begin(input.begin());
         for s in &input.steps {
-            if let Step::Ev { t, host, kind } = *s {
+            if let Step::Ev { t, host, kind, val } = *s {
                 m.due(t, false, &mut changes);
-                m.event(t, HOSTS[host], kind, &mut changes);
+                m.event_with(t, HOSTS[host], kind, val, &mut changes);
             }
         }
         m.due(input.until, true, &mut changes);
@@ -825,6 +1535,10 @@ fn oracle(p: &Params, input: &Input) -> BTreeMap<&'static str, Vec<String>> {
         let mut open: BTreeMap<String, u64> = BTreeMap::new();
         let mut lines = Vec::new();
         for c in changes {
+            if c.reason == Some(SUPPRESSED) {
+                *rank.entry((c.host.clone(), c.start)).or_default() += 1;
+                continue;
+            }
             let id = if c.firing {
                 let r = rank.entry((c.host.clone(), c.start)).or_default();
                 let id =
@@ -923,11 +1637,29 @@ fn params() -> impl Strategy<Value = Params> {
         2i64..=24,
         (1i64..=24, 2usize..=3, 0usize..=2, 2i64..=24, 1i64..=24),
         (1i64..=12, 0i64..=12),
+        (
+            1i64..=24,
+            proptest::option::of(1i64..=32),
+            1i64..=24,
+            proptest::option::of(1i64..=32),
+            1i64..=24,
+            0i64..=12,
+            1i64..=12,
+        ),
+        (
+            (2usize..=4, 1i64..=24, 2i64..=24, 1i64..=40),
+            (2usize..=3, 1i64..=24, 1i64..=32),
+            (2i64..=24, proptest::option::of(1i64..=48)),
+        ),
     )
         .prop_map(
-            |(d_abs, w_pair, w_burst, n_burst, w_bf, n_bf, d_silent, more, midfor)| {
+            |(d_abs, w_pair, w_burst, n_burst, w_bf, n_bf, d_silent, more, midfor, new, scan)| {
                 let (w_capped, n_capped, extra, d_lead, w_mid) = more;
                 let (d_midfor, w_midfor) = midfor;
+                let (w_either, p_either, w_both, p_both, w_seq3, lo_span, span) = new;
+                let ((n_scan, w_scan, d_forget, f_forget), forget, arate) = scan;
+                let (n_bforget, w_bforget, f_bforget) = forget;
+                let (d_arate, p_arate) = arate;
                 Params {
                     d_abs,
                     w_pair,
@@ -943,6 +1675,22 @@ fn params() -> impl Strategy<Value = Params> {
                     w_mid,
                     d_midfor,
                     w_midfor,
+                    w_either,
+                    p_either,
+                    w_both,
+                    p_both,
+                    w_seq3,
+                    lo_span,
+                    hi_span: lo_span + span,
+                    n_scan,
+                    w_scan,
+                    d_forget,
+                    f_forget,
+                    n_bforget,
+                    w_bforget,
+                    f_bforget,
+                    d_arate,
+                    p_arate,
                 }
             },
         )
@@ -966,6 +1714,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 host,
                 prop_oneof![1 => Just(0i64), 4 => 0..=max_gap],
                 proptest::bool::weighted(0.15),
+                0usize..VALUES.len(),
             ),
             0..80,
         )
@@ -1009,12 +1758,28 @@ fn oracle_gives_the_documented_examples() {
         w_mid: 20,
         d_midfor: 8,
         w_midfor: 8,
+        w_either: 20,
+        p_either: None,
+        w_both: 20,
+        p_both: None,
+        w_seq3: 40,
+        lo_span: 0,
+        hi_span: 20,
+        n_scan: 3,
+        w_scan: 20,
+        d_forget: 8,
+        f_forget: 16,
+        n_bforget: 2,
+        w_bforget: 20,
+        f_bforget: 8,
+        d_arate: 8,
+        p_arate: None,
     };
     // "`seq(a, b)` over `a a b b b` alerts twice"; "`seq(a{2,3}, b) within 5m` over
     // `a a a a a b b` matches the last three `a` at the first `b`, and the second `b` finds
     // none".
     let run = |kinds: &[usize]| {
-        let spec: Spec = kinds.iter().map(|&k| (k, 0, 1, false)).collect();
+        let spec: Spec = kinds.iter().map(|&k| (k, 0, 1, false, 0)).collect();
         let input = build(&spec, true, 0, true);
         compare(&p, &input).unwrap();
         oracle(&p, &input)
@@ -1029,4 +1794,49 @@ fn oracle_gives_the_documented_examples() {
         capped[0].ends_with("{a@0.75 a@1 a@1.25 b@1.5}"),
         "{capped:?}"
     );
+
+    // Events at given times (in quarters from T0; one host), a second of the docs being a
+    // quarter here.
+    let timed = |p: &Params, evs: &[(usize, i64)]| {
+        let mut prev = 0;
+        let spec: Spec = evs
+            .iter()
+            .map(|&(k, t)| {
+                let gap = t - prev;
+                prev = t;
+                (k, 0, gap, false, 0)
+            })
+            .collect();
+        let input = build(&spec, true, 0, true);
+        compare(p, &input).unwrap();
+        oracle(p, &input)
+    };
+    // "`seq(a, b, c) within 10s` over `a@0 a@5 b@6 c@12` matches `a@5 b@6 c@12`"; "`a@0 a@1
+    // b@2 b@3 c@4 c@5` matches twice"; "over `a@0 a@5 b@6 a@7 b@11 c@12 c@13` matches `a@5
+    // b@11 c@12` only".
+    let p10 = Params { w_seq3: 10, ..p };
+    let seq3 = &timed(&p10, &[(A, 0), (A, 5), (B, 6), (C, 12)])["seq3"];
+    assert_eq!(seq3.len(), 1, "{seq3:?}");
+    assert!(seq3[0].ends_with("{a@1.25 b@1.5 c@3}"), "{seq3:?}");
+    let evs = [(A, 0), (A, 1), (B, 2), (B, 3), (C, 4), (C, 5)];
+    let seq3 = &timed(&p10, &evs)["seq3"];
+    assert_eq!(seq3.len(), 2, "{seq3:?}");
+    assert!(seq3[0].ends_with("{a@0 b@0.5 c@1}"), "{seq3:?}");
+    assert!(seq3[1].ends_with("{a@0.25 b@0.75 c@1.25}"), "{seq3:?}");
+    let evs = [(A, 0), (A, 5), (B, 6), (A, 7), (B, 11), (C, 12), (C, 13)];
+    let seq3 = &timed(&p10, &evs)["seq3"];
+    assert_eq!(seq3.len(), 1, "{seq3:?}");
+    assert!(seq3[0].ends_with("{a@1.25 b@2.75 c@3}"), "{seq3:?}");
+
+    // "matches at 10:01, 10:07 and 10:11:30 under a 5-minute period alert at 10:01 and 10:07
+    // only" (a minute being two quarters here).
+    let every = Params {
+        w_either: 20,
+        p_either: Some(10),
+        ..p
+    };
+    let either = &timed(&every, &[(A, 0), (A, 12), (A, 21)])["either_rate"];
+    assert_eq!(either.len(), 2, "{either:?}");
+    assert!(either[0].contains(" @0 "), "{either:?}");
+    assert!(either[1].contains(" @3 "), "{either:?}");
 }
