@@ -4158,3 +4158,79 @@ fn a_removed_rules_match_made_while_the_reload_waits_for_its_shard_is_resolved()
     let (code, out, err) = alerts_cmd(&dir, &["--json"]);
     assert_eq!((code, out.as_str()), (0, ""), "{err}");
 }
+
+/// A kill -9 while a reload goes from shard to shard (one busy): the shard that took the new
+/// rules kept its state at once, so the restart does not feed the journal's events from
+/// before the reload to the changed rule, which began at the reload (a match the live run
+/// never made).
+#[cfg(debug_assertions)]
+#[test]
+fn a_kill_9_midway_through_a_reload_feeds_no_earlier_event_to_a_changed_rule() {
+    let dir = scratch("reload-kill9");
+    let rule = |pattern: &str| {
+        format!(
+            "[[rule]]\nname = \"m\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"ma\"'\nevents.b = 'syslog and app == \"mb\"'\npattern = \"{pattern} within 1m\"\n[[rule]]\nname = \"probe\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.x = 'syslog and app in [\"px\", \"stall\"]'\npattern = \"absent(x) for 1h\"\n"
+        )
+    };
+    std::fs::write(dir.join("rules/m.toml"), rule("seq(b, a)")).unwrap();
+    let extra = "checkpoint_every = \"1h\"\n[engine]\nshards = 2\ntick = \"1s\"\n";
+    let mut first = Agent::start_env(&dir, "", "", extra, &[("CEPHEUS_FAULT_STALL_APP", "stall")]);
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let send = |port: u16, host: &str, app: &str| {
+        let line = format!("<14>1 2026-12-03T05:00:00Z {host} {app} - - - x");
+        udp.send_to(line.as_bytes(), ("127.0.0.1", port)).unwrap();
+    };
+    let counts = |a: &Agent| -> Vec<u64> {
+        a.stats()["shards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["groups"].as_u64().unwrap())
+            .collect()
+    };
+    let mut on: [Option<String>; 2] = [None, None];
+    let mut prev = counts(&first);
+    for i in 0..40u64 {
+        let host = format!("h{i}");
+        send(first.port, &host, "px");
+        first.wait_events(i + 1);
+        let now = counts(&first);
+        for s in 0..2 {
+            if now[s] > prev[s] && on[s].is_none() {
+                on[s] = Some(host.clone());
+            }
+        }
+        prev = now;
+        if on.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    let a = on[0].clone().expect("a host on shard 0");
+    let b = on[1].clone().expect("a host on shard 1");
+    // Before the reload: an `a` (the old rule waits for a `b` first).
+    send(first.port, &a, "ma");
+    std::thread::sleep(Duration::from_millis(200));
+    // m changed: seq(a, c), monitoring from the reload on.
+    std::fs::write(dir.join("rules/m.toml"), rule("seq(a, b)")).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    send(first.port, &b, "stall");
+    first.wait_stderr(5, "reloading rules");
+    std::thread::sleep(Duration::from_millis(300));
+    // After the reload: with the new rule's monitoring begun at the reload, no match.
+    send(first.port, &a, "mb");
+    std::thread::sleep(Duration::from_millis(300));
+    // (Shard 1 is still busy: the reload has not ended.)
+    assert!(
+        !first.stderr().contains("rules reloaded"),
+        "the reload is over already"
+    );
+    first.kill9();
+    let second = Agent::start(&dir, extra);
+    std::thread::sleep(Duration::from_secs(3));
+    let (_, out, _) = alerts_cmd(&dir, &["--json"]);
+    assert!(
+        !out.lines().any(|l| l.contains(&format!("\"{a}\""))),
+        "m fired from an event before the reload: {out}\n{}",
+        second.stderr()
+    );
+}

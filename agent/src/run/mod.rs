@@ -1059,6 +1059,7 @@ fn start(
                 plan_tx,
                 shards: shards.clone(),
                 sink: Some(sink.clone()),
+                generation: 0,
                 counters: sink_counters.clone(),
                 debounce: StdDuration::from_millis(200),
                 watcher,

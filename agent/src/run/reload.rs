@@ -306,6 +306,8 @@ pub struct Reloader {
     pub shards: Vec<Addr<Shard>>,
     /// The alert sink, which resolves the kept alerts of retired rules that no engine held.
     pub sink: Option<Addr<super::sink::AlertSink>>,
+    /// The number of the last reload (0: none yet), which the shards mark their alerts with.
+    pub generation: u64,
     /// Reload counters.
     pub counters: Arc<SinkCounters>,
     /// Quiet time after a change before reading the files (editors write in several steps).
@@ -515,12 +517,14 @@ impl Reloader {
         }
         let shards = self.shards.len();
         let plan = RoutePlan::new(&rules, shards);
-        // Each shard resolves the alerts its engine held, sends what its old rules made,
-        // then holds what the new ones make until every shard has and the sink has resolved
-        // the retired rules' alerts that no engine held (a match's): those are all old ones.
+        // Each shard sends what its old rules made, then resolves the alerts its engine held
+        // of the rules it retires, and marks what its new rules make with this reload's
+        // number; the sink then resolves the retired rules' alerts that no engine held (a
+        // match's), and not those the new rules made on a shard that reloaded first.
+        self.generation += 1;
         let mut retired = Vec::new();
         for (i, s) in self.shards.iter().enumerate() {
-            match s.send(Reload(plan.rules().clone())).await {
+            match s.send(Reload(plan.rules().clone(), self.generation)).await {
                 Ok(r) => retired.extend(r),
                 Err(e) => {
                     tracing::error!(shard = i, error = %e, "shard did not take the new rules")
@@ -529,18 +533,13 @@ impl Reloader {
         }
         retired.sort_by(|a: &(String, _), b| a.0.cmp(&b.0));
         retired.dedup_by(|a, b| a.0 == b.0);
-        if let (Some(sink), false) = (&self.sink, retired.is_empty()) {
-            let retire = super::sink::Retire {
+        // (Sent with no rule too: the sink forgets what it noted of this reload.)
+        if let Some(sink) = &self.sink {
+            sink.do_send(super::sink::Retire {
                 rules: retired,
                 time: crate::flow::live::wall_clock(),
-                reload: true,
-            };
-            if let Err(e) = sink.send(retire).await {
-                tracing::error!(error = %e, "the alert sink did not take the retired rules");
-            }
-        }
-        for s in &self.shards {
-            let _ = s.send(super::shard::Release).await;
+                reload: Some(self.generation),
+            });
         }
         let _ = self.plan_tx.send(Arc::new(plan));
         bump(&self.counters.reloads, 1);

@@ -42,11 +42,12 @@ impl<T> futures_core::Stream for RxStream<T> {
     }
 }
 
-/// Swap in a new rule set (unchanged rules keep their state). Answers the rules whose state
-/// did not go on, and why ([`Engine::reload`]).
+/// Swap in a new rule set (unchanged rules keep their state), the reload's number beside it
+/// ([`Shard::generation`]). Answers the rules whose state did not go on, and why
+/// ([`Engine::reload`]).
 #[derive(Message)]
 #[rtype(result = "Vec<(String, cepheus_core::alert::Reason)>")]
-pub struct Reload(pub RuleSet);
+pub struct Reload(pub RuleSet, pub u64);
 
 /// Ask for the shard's counters and per-rule stats.
 #[derive(Message)]
@@ -164,9 +165,9 @@ pub struct Shard {
     checkpoint_every: Option<std::time::Duration>,
     /// When it saves next.
     checkpoint_due: std::time::Instant,
-    /// Since when it holds what its new rules made, and its saves, while a reload resolves the
-    /// alerts of the rules it retired ([`Release`]); given up after [`HOLD_MAX`].
-    reload_hold: Option<std::time::Instant>,
+    /// The reload whose rules it runs ([`Reload`]'s number; 0: those it started with): its
+    /// alert batches carry it, so the sink tells old rules' alerts from new ones.
+    generation: u64,
     /// Something happened since the last save (events, alerts, a reload): an idle shard does
     /// not write its unchanged state again.
     changed: bool,
@@ -303,7 +304,7 @@ impl Shard {
             // The first save at once (its first tick): the state it begins or continues with,
             // which the journal's events then follow.
             checkpoint_due: std::time::Instant::now(),
-            reload_hold: None,
+            generation: 0,
             changed: true,
             replay_from: persistence.resume.as_ref().and_then(|r| r.journal),
             // No saved state, but a journal begun with a fresh engine that died before its
@@ -560,7 +561,7 @@ impl Shard {
                         self.sink.do_send(super::sink::Retire {
                             rules: retired,
                             time: wall_clock(),
-                            reload: false,
+                            reload: None,
                         });
                     }
                     e
@@ -695,10 +696,6 @@ impl Shard {
         let Some(every) = self.checkpoint_every else {
             return;
         };
-        // (Its alerts are held: a state kept without them could lose them to a crash.)
-        if self.reload_hold.is_some() {
-            return;
-        }
         let now = std::time::Instant::now();
         if !force && now < self.checkpoint_due {
             return;
@@ -752,35 +749,18 @@ impl Shard {
     }
 
     fn flush(&mut self) {
-        if self.out.is_empty() || self.reload_hold.is_some() {
+        if self.out.is_empty() {
             return;
         }
         self.changed = true;
         let batch = std::mem::take(&mut self.out);
         let n = batch.len();
-        if let Err(e) = self.sink.try_send(Alerts(batch)) {
+        if let Err(e) = self.sink.try_send(Alerts(batch, self.generation)) {
             tracing::error!(shard = self.id, alerts = n, error = %e, "alert sink full: alerts dropped");
             super::sink::note_dropped(n);
         }
     }
 }
-
-impl Shard {
-    /// Ends a reload's hold: what the new rules made goes to the sink, and the state is kept
-    /// at once (a replay after a crash must not feed events from before the reload to rules
-    /// that began at it: the journal does not record reloads).
-    fn end_reload_hold(&mut self) {
-        if self.reload_hold.take().is_none() {
-            return;
-        }
-        self.flush();
-        self.save_state(true);
-    }
-}
-
-/// The longest a shard holds its output for a reload that does not release it (the
-/// reloader stopped midway): then it lets it go by itself.
-const HOLD_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// A shard spends at most one part in this many of its time making saved states.
 const SAVE_SHARE: u32 = 20;
@@ -805,16 +785,6 @@ impl Actor for Shard {
             ctx.add_stream(RxStream(rx));
         }
         ctx.run_interval(self.tick, |act, _| {
-            if act
-                .reload_hold
-                .is_some_and(|since| since.elapsed() >= HOLD_MAX)
-            {
-                tracing::warn!(
-                    shard = act.id,
-                    "a reload did not release this shard's alerts in time: sent now"
-                );
-                act.end_reload_hold();
-            }
             if !act.stopped {
                 act.tick_now();
             }
@@ -875,7 +845,6 @@ impl StreamHandler<Queued> for Shard {
     fn finished(&mut self, _: &mut Self::Context) {
         // The ingest side is gone (shutdown): everything queued has been handled.
         self.catch_up = None;
-        self.end_reload_hold();
         self.release_held_back();
         self.tick_now();
         self.save_state(true);
@@ -1018,12 +987,11 @@ impl Handler<Reload> for Shard {
     type Result = MessageResult<Reload>;
 
     fn handle(&mut self, msg: Reload, _: &mut Self::Context) -> Self::Result {
-        // (A hold the last reload did not end, first.)
-        self.end_reload_hold();
         // Time has moved since the last tick: what was due fires first, and the reload's
         // changes (`rule_changed`, `rule_removed`) are stamped now, not at that tick.
         self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
-        let before = self.out.len();
+        // What the old rules made goes in a batch of the old generation.
+        self.flush();
         let installed =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.install(&msg.0)));
         let caught = installed.is_err();
@@ -1031,7 +999,7 @@ impl Handler<Reload> for Shard {
         if caught {
             // A reload that panicked may have resolved some alerts (`rule_changed`) already:
             // dropped, or they would be resolved twice.
-            self.out.truncate(before);
+            self.out.clear();
             self.stats.engine_restarts += 1;
             tracing::error!(
                 shard = self.id,
@@ -1040,36 +1008,15 @@ impl Handler<Reload> for Shard {
             self.retire_engine();
             self.install(&msg.0);
         }
-        // What the old rules made and the reload's own resolves go now; what the new rules
-        // make (a rule that joined a state sees its open alerts begin) waits for [`Release`],
-        // so that the sink's resolves of the retired rules' alerts no engine held (a match's)
-        // find only old ones. The state is kept at the release.
-        let made = self.out.split_off(before);
-        let (retiring, new): (Vec<Alert>, Vec<Alert>) = made.into_iter().partition(|a| {
-            a.state == cepheus_core::alert::AlertState::Resolved
-                && matches!(
-                    a.reason(),
-                    Some("rule_changed" | "rule_removed" | "engine_restarted")
-                )
-        });
-        self.out.extend(retiring);
+        // From here on, what it makes is the new rules' (a rule that joined a state sees its
+        // open alerts begin now): the sink's resolves of the retired rules' alerts that no
+        // engine held leave those alone.
+        self.generation = msg.1;
         self.flush();
-        self.out = new;
-        self.reload_hold = Some(std::time::Instant::now());
+        // Saved at once: a replay after a crash must not feed events from before the reload
+        // to rules that began at it (the journal does not record reloads).
+        self.save_state(true);
         MessageResult(retired)
-    }
-}
-
-/// Ends a reload's hold ([`Reload`]): once the sink has resolved the retired rules' alerts.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Release;
-
-impl Handler<Release> for Shard {
-    type Result = ();
-
-    fn handle(&mut self, _: Release, _: &mut Self::Context) {
-        self.end_reload_hold();
     }
 }
 

@@ -19,10 +19,11 @@ use cepheus_store::{Change, SavedShard, Store};
 
 use super::counters::{LogLimit, SinkCounters, bump};
 
-/// Alert changes from one shard, in the order they were made.
+/// Alert changes from one shard, in the order they were made, with the number of the reload
+/// whose rules made them (0: the rules the agent started with).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Alerts(pub Vec<Alert>);
+pub struct Alerts(pub Vec<Alert>, pub u64);
 
 /// A shard's engine checkpoint, to store once the alerts sent before it are stored; once it
 /// is kept, the shard is told (with the journal segment it replays from), so that it can let
@@ -45,9 +46,10 @@ pub struct Retire {
     pub rules: Vec<(String, Reason)>,
     /// When (the restart, the reload).
     pub time: Timestamp,
-    /// Sent by a reload, while the shards hold what their new rules made
-    /// ([`super::shard::Release`]): every alert of these rules firing now is an old one.
-    pub reload: bool,
+    /// Sent by the reload of this number, once every shard has taken its rules: the alerts
+    /// fired by these rules as that reload made them (on a shard that reloaded first) are
+    /// left alone. `None`: a restart's.
+    pub reload: Option<u64>,
 }
 
 /// How long, when the agent stops, `output.syslog` and `output.webhook` get to deliver what
@@ -116,6 +118,11 @@ pub struct AlertSink {
     unkept_dirty: bool,
     /// [`UNKEPT_MAX_BYTES`] (tests lower it).
     unkept_max: usize,
+    /// The alerts fired in batches of a reload whose `Retire` has not come yet, by id, with
+    /// the reload's number (only while a reload goes from shard to shard).
+    fired_since_reload: std::collections::HashMap<u64, u64>,
+    /// The last reload whose `Retire` came.
+    retired_through: u64,
 }
 
 /// The most JSON the changes waiting for the store may hold (the oldest go first, counted
@@ -349,6 +356,8 @@ impl AlertSink {
             unkept_bytes: 0,
             unkept_dirty: false,
             unkept_max: UNKEPT_MAX_BYTES,
+            fired_since_reload: Default::default(),
+            retired_through: 0,
         }
     }
 
@@ -965,6 +974,11 @@ impl Handler<Alerts> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, msg: Alerts, _: &mut Self::Context) {
+        if msg.1 > self.retired_through {
+            for a in msg.0.iter().filter(|a| a.state == AlertState::Firing) {
+                self.fired_since_reload.insert(a.id().0, msg.1);
+            }
+        }
         self.take(msg.0);
     }
 }
@@ -1059,6 +1073,21 @@ impl Handler<Retire> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, msg: Retire, _: &mut Self::Context) {
+        // What this reload's new rules fired is theirs, not a retired rule's.
+        let mut new_rules: std::collections::HashSet<u64> = Default::default();
+        if let Some(g) = msg.reload {
+            self.retired_through = self.retired_through.max(g);
+            new_rules.extend(
+                self.fired_since_reload
+                    .iter()
+                    .filter(|(_, r)| **r >= g)
+                    .map(|(id, _)| *id),
+            );
+            self.fired_since_reload.retain(|_, r| *r > g);
+        }
+        if msg.rules.is_empty() {
+            return;
+        }
         let changes = {
             let Some(store) = &self.store else {
                 return;
@@ -1092,6 +1121,7 @@ impl Handler<Retire> for AlertSink {
                 .chain(waiting_firing)
                 .filter_map(|json| retired_change(json, &msg.rules, msg.time))
                 .filter(|c| last.get(&c.id).is_none_or(|s| *s == AlertState::Firing))
+                .filter(|c| !new_rules.contains(&c.id))
                 .filter(|c| at_start.is_none_or(|s| s.contains(&c.id)))
                 .filter(|c| seen.insert(c.id))
                 .collect::<Vec<Change>>()
@@ -1099,7 +1129,7 @@ impl Handler<Retire> for AlertSink {
         if changes.is_empty() {
             return;
         }
-        if msg.reload {
+        if msg.reload.is_some() {
             tracing::info!(
                 alerts = changes.len(),
                 "resolving the alerts of rules the reload changed or removed that no engine held (a match's)"
@@ -1757,10 +1787,34 @@ mod tests {
             Retire {
                 rules,
                 time: Timestamp::from_secs(10),
-                reload: true,
+                reload: Some(1),
             },
             &mut ctx,
         );
+    }
+
+    /// A changed rule fired again on a shard that took the reload first (its batch carries
+    /// the reload's number): the reload's resolves leave that alert firing, and end the one
+    /// its old form fired.
+    #[test]
+    fn a_reload_leaves_what_its_new_rules_fired_on_a_shard_that_reloaded_first() {
+        let (dir, mut sink, store, _, _) = stored_sink("retire-new");
+        let all = alerts(2);
+        let mut ctx = actix::Context::<AlertSink>::new();
+        <AlertSink as Handler<Alerts>>::handle(&mut sink, Alerts(all[..1].to_vec(), 0), &mut ctx);
+        <AlertSink as Handler<Alerts>>::handle(&mut sink, Alerts(all[1..].to_vec(), 1), &mut ctx);
+        retire(&mut sink, vec![("r".into(), Reason::RuleChanged)]);
+        let firing: Vec<u64> = store
+            .firing()
+            .unwrap()
+            .iter()
+            .filter_map(|f| serde_json::from_str::<serde_json::Value>(&f.json).ok())
+            .filter_map(|v| u64::from_str_radix(v["id"].as_str()?, 16).ok())
+            .collect();
+        assert_eq!(firing, [all[1].id().0]);
+        assert!(sink.fired_since_reload.is_empty());
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// The store's disk is nearly full at a reload: the engine's own `rule_changed` resolve
