@@ -518,7 +518,7 @@ impl Shard {
     /// start-up). Returns the rules a reload retired, and why.
     fn install(&mut self, rules: &RuleSet) -> Vec<(String, cepheus_core::alert::Reason)> {
         self.changed = true;
-        self.rules = rules.clone();
+        let old = std::mem::replace(&mut self.rules, rules.clone());
         let plan = super::route::RoutePlan::new(rules, self.count);
         if let Some(engine) = &mut self.engine {
             match engine.reload(rules, &mut self.out) {
@@ -530,7 +530,20 @@ impl Shard {
                     tracing::error!(shard = self.id, error = %err, "reload failed; rules restarted")
                 }
             }
+            // The engine built below holds none of its open alerts: resolved
+            // (`engine_restarted`), and the changed and removed rules named.
+            self.retire_engine();
+            self.build_engine(rules);
+            return retired_between(&old, rules);
         }
+        self.build_engine(rules);
+        Vec::new()
+    }
+
+    /// Builds the engine of `rules`: from the state an earlier run saved when there is one
+    /// (start-up), else afresh.
+    fn build_engine(&mut self, rules: &RuleSet) {
+        let plan = super::route::RoutePlan::new(rules, self.count);
         // A saved state whose clock is ahead of this machine's (the clock was stepped back
         // since, or it came from elsewhere) would keep every absence blind until the clock
         // caught up with it (the engine's clock never goes back): begun afresh instead.
@@ -594,7 +607,6 @@ impl Shard {
                 self.stats.rules.clear();
             }
         }
-        Vec::new()
     }
 
     /// Moves the engine's clock to the wall clock (deadlines fire), except after a stall
@@ -760,6 +772,25 @@ impl Shard {
             super::sink::note_dropped(n);
         }
     }
+}
+
+/// The rules of `old` that `new` does not run as they were (a reload whose engine could not
+/// carry its state): `rule_removed` for a name gone, `rule_changed` for another meaning.
+fn retired_between(old: &RuleSet, new: &RuleSet) -> Vec<(String, cepheus_core::alert::Reason)> {
+    use cepheus_core::alert::Reason;
+    let now: std::collections::HashMap<&str, String> = new
+        .rules
+        .iter()
+        .map(|r| (r.name.as_str(), r.canonical()))
+        .collect();
+    old.rules
+        .iter()
+        .filter_map(|r| match now.get(r.name.as_str()) {
+            None => Some((r.name.clone(), Reason::RuleRemoved)),
+            Some(c) if *c != r.canonical() => Some((r.name.clone(), Reason::RuleChanged)),
+            Some(_) => None,
+        })
+        .collect()
 }
 
 /// A shard spends at most one part in this many of its time making saved states.
@@ -992,10 +1023,11 @@ impl Handler<Reload> for Shard {
         self.guarded("tick", |e, out| e.advance_to(wall_clock(), out));
         // What the old rules made goes in a batch of the old generation.
         self.flush();
+        let old = self.rules.clone();
         let installed =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.install(&msg.0)));
         let caught = installed.is_err();
-        let retired = installed.unwrap_or_default();
+        let mut retired = installed.unwrap_or_default();
         if caught {
             // A reload that panicked may have resolved some alerts (`rule_changed`) already:
             // dropped, or they would be resolved twice.
@@ -1007,6 +1039,7 @@ impl Handler<Reload> for Shard {
             );
             self.retire_engine();
             self.install(&msg.0);
+            retired = retired_between(&old, &msg.0);
         }
         // From here on, what it makes is the new rules' (a rule that joined a state sees its
         // open alerts begin now): the sink's resolves of the retired rules' alerts that no
@@ -1065,6 +1098,46 @@ mod tests {
 
     use super::*;
     use std::time::{Duration, Instant};
+
+    /// A reload whose engine could not carry its state names the rules it no longer runs as
+    /// they were: removed, changed (another meaning); not one whose severity alone changed.
+    #[test]
+    fn a_failed_reload_names_the_changed_and_removed_rules() {
+        let set = |text: &str| {
+            cepheus_core::rules::compile_str("r.toml", text)
+                .rules
+                .unwrap()
+        };
+        let rule = |name: &str, severity: &str, window: &str| {
+            format!(
+                "[[rule]]\nname = \"{name}\"\nseverity = \"{severity}\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"x\"'\npattern = \"absent(a) for {window}\"\n"
+            )
+        };
+        let old = set(&[
+            rule("same", "low", "1m"),
+            rule("sev", "low", "1m"),
+            rule("win", "low", "1m"),
+            rule("gone", "low", "1m"),
+        ]
+        .concat());
+        let new = set(&[
+            rule("same", "low", "1m"),
+            rule("sev", "high", "1m"),
+            rule("win", "low", "2m"),
+            rule("added", "low", "1m"),
+        ]
+        .concat());
+        let mut got = retired_between(&old, &new);
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        use cepheus_core::alert::Reason;
+        assert_eq!(
+            got,
+            [
+                ("gone".to_string(), Reason::RuleRemoved),
+                ("win".to_string(), Reason::RuleChanged)
+            ]
+        );
+    }
 
     /// A heartbeat stamped just before a tick and taken just after it: replayed from the
     /// journal (no ticks), it must give the live run's deadline and alert id.
