@@ -4234,3 +4234,52 @@ fn a_kill_9_midway_through_a_reload_feeds_no_earlier_event_to_a_changed_rule() {
         second.stderr()
     );
 }
+
+/// A reload while a shard catches up after a stall keeps its state at once: the events held
+/// back then (journalled, not in the engine yet) are written again into the journal's new
+/// segment, so a kill -9 before the catch-up ends loses none of them, nor the match they
+/// complete.
+#[cfg(debug_assertions)]
+#[test]
+fn a_save_during_a_stalls_catch_up_keeps_the_held_back_events_for_a_replay() {
+    let dir = scratch("catch-up-save");
+    std::fs::write(
+        dir.join("rules/m.toml"),
+        "[[rule]]\nname = \"m\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"ma\"'\nevents.b = 'syslog and app in [\"mb\", \"stall\"]'\npattern = \"seq(a, b) within 10m\"\n",
+    )
+    .unwrap();
+    let other = |sev: &str| {
+        format!(
+            "[[rule]]\nname = \"o\"\nseverity = \"{sev}\"\ngroup_by = [\"host\"]\nevents.x = 'syslog and app == \"ox\"'\npattern = \"x\"\n"
+        )
+    };
+    std::fs::write(dir.join("rules/o.toml"), other("low")).unwrap();
+    let extra = "checkpoint_every = \"1h\"\n[engine]\nshards = 1\ntick = \"100ms\"\n";
+    let mut first = Agent::start_env(&dir, "", "", extra, &[("CEPHEUS_FAULT_STALL_APP", "stall")]);
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let send = |port: u16, app: &str| {
+        let line = format!("<14>1 2026-12-03T05:00:00Z web1 {app} - - - x");
+        udp.send_to(line.as_bytes(), ("127.0.0.1", port)).unwrap();
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    send(first.port, "ma");
+    first.wait_events(1);
+    // o changed (m not), and the b that completes m's match stalls the shard 2 s.
+    std::fs::write(dir.join("rules/o.toml"), other("high")).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    send(first.port, "stall");
+    first.wait_stderr(8, "rules reloaded");
+    std::thread::sleep(Duration::from_millis(300));
+    let caught_up = first.stderr().contains("kept no time");
+    let before = first.out.lock().unwrap().len();
+    first.kill9();
+    let second = Agent::start(&dir, extra);
+    std::thread::sleep(Duration::from_secs(4));
+    let (_, out, _) = alerts_cmd(&dir, &["--json"]);
+    assert!(
+        out.lines().any(|l| l.contains("\"m\"")),
+        "m's match (a before the crash, b journalled before it) was lost; stall seen: {caught_up}, alerts before kill: {before}; alerts: {out}\nfirst run: {}\nsecond: {}",
+        first.stderr(),
+        second.stderr()
+    );
+}

@@ -720,8 +720,13 @@ impl Shard {
         let Some(e) = &self.engine else {
             return;
         };
-        // Events taken from now on go to a new segment: the state below holds every earlier one.
+        // Events taken from now on go to a new segment: the state below holds every earlier one,
+        // but those held back during a stall's catch-up, not in the engine yet: written again
+        // into the new segment, so that a replay still feeds them.
         let journal = self.journal.as_mut().map(Journal::rotate);
+        if let Some(j) = self.journal.as_mut() {
+            j.append(&self.held_back);
+        }
         self.live.saving.store(true, Ordering::SeqCst);
         let state = SavedState {
             journal,
@@ -755,6 +760,9 @@ impl Shard {
         match self.sink.try_send(super::sink::SaveCheckpoint(saved, kept)) {
             Ok(()) => self.changed = false,
             Err(err) => {
+                // Tried again at the next tick, not a whole period later (a reload's or a
+                // forget's state must not wait that long).
+                self.checkpoint_due = std::time::Instant::now();
                 tracing::warn!(shard = self.id, error = %err, "alert sink full: state not saved this time")
             }
         }
