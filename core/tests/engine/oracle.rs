@@ -522,6 +522,36 @@ impl Model for Pair {
 /// An open closure episode: (start, last `a`).
 type Episode = (i64, i64);
 
+/// Ends the open episodes quiet for `w` by `t` (`episode_end` at the last event + `w`), with
+/// the events they kept. Ambiguous in the docs: whether an `a` exactly W after the last one
+/// still extends the episode ("quiet for the window"). Read as `within` reads its bound and
+/// as an absence reads its deadline: it does (the end fires only once the instant W after
+/// the last `a` is over).
+fn end_episodes<T>(
+    groups: &mut BTreeMap<String, (Vec<T>, Option<Episode>)>,
+    w: i64,
+    t: i64,
+    inclusive: bool,
+    out: &mut Vec<Change>,
+) {
+    for (h, (recent, episode)) in groups {
+        if let Some((start, last)) = *episode
+            && passed(last + w, t, inclusive)
+        {
+            *episode = None;
+            recent.clear();
+            out.push(Change {
+                host: h.clone(),
+                firing: false,
+                time: last + w,
+                reason: Some("episode_end"),
+                start,
+                events: Vec::new(),
+            });
+        }
+    }
+}
+
 /// `a{n,} within W` (DESIGN.md, "Matches and episodes"; docs/rules.md, "Closures"): fires at
 /// the `a` that makes n within W (the window slides: it may start at any `a`); further `a`s
 /// extend the open episode; it ends (`resolved`, `episode_end`) once the group has been quiet
@@ -536,26 +566,7 @@ struct Burst {
 impl Model for Burst {
     fn begin(&mut self, _: i64) {}
     fn due(&mut self, t: i64, inclusive: bool, out: &mut Vec<Change>) {
-        for (h, (recent, episode)) in &mut self.groups {
-            if let Some((start, last)) = *episode
-                && passed(last + self.w, t, inclusive)
-            {
-                // Ambiguous in the docs: whether an `a` exactly W after the last one still
-                // extends the episode ("quiet for the window"). Read as `within` reads its
-                // bound and as an absence reads its deadline: it does (the end fires only
-                // once the instant W after the last `a` is over).
-                *episode = None;
-                recent.clear();
-                out.push(Change {
-                    host: h.clone(),
-                    firing: false,
-                    time: last + self.w,
-                    reason: Some("episode_end"),
-                    start,
-                    events: Vec::new(),
-                });
-            }
-        }
+        end_episodes(&mut self.groups, self.w, t, inclusive, out);
     }
     fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>) {
         if kind != A {
@@ -1091,22 +1102,7 @@ struct Scan {
 impl Model for Scan {
     fn begin(&mut self, _: i64) {}
     fn due(&mut self, t: i64, inclusive: bool, out: &mut Vec<Change>) {
-        for (h, (recent, episode)) in &mut self.groups {
-            if let Some((start, last)) = *episode
-                && passed(last + self.w, t, inclusive)
-            {
-                *episode = None;
-                recent.clear();
-                out.push(Change {
-                    host: h.clone(),
-                    firing: false,
-                    time: last + self.w,
-                    reason: Some("episode_end"),
-                    start,
-                    events: Vec::new(),
-                });
-            }
-        }
+        end_episodes(&mut self.groups, self.w, t, inclusive, out);
     }
     fn event(&mut self, _: i64, _: &str, _: usize, _: &mut Vec<Change>) {
         unreachable!("scan reads values: event_with")
