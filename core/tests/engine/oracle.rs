@@ -1570,6 +1570,27 @@ fn oracle(p: &Params, input: &Input) -> BTreeMap<&'static str, Vec<String>> {
     result
 }
 
+/// `Err` naming each rule whose lines the engine (`share`d or not) and the oracle differ on.
+fn same_lines(
+    share: bool,
+    got: &BTreeMap<&'static str, Vec<String>>,
+    want: &BTreeMap<&'static str, Vec<String>>,
+) -> Result<(), String> {
+    if got == want {
+        return Ok(());
+    }
+    let mut msg = format!("share {share}: engine and oracle differ\n");
+    for (rule, w) in want {
+        let g = &got[rule];
+        if g != w {
+            msg.push_str(&format!(
+                "  {rule}:\n    engine: {g:#?}\n    oracle: {w:#?}\n"
+            ));
+        }
+    }
+    Err(msg)
+}
+
 fn engine_lines(alerts: &[Alert], rules: &[&'static str]) -> BTreeMap<&'static str, Vec<String>> {
     let mut by_rule: BTreeMap<&'static str, Vec<(i64, String, String)>> = BTreeMap::new();
     for &rule in rules {
@@ -1620,18 +1641,7 @@ fn compare(p: &Params, input: &Input) -> Result<(), String> {
             ));
         }
         let got = engine_lines(&alerts, &RULES);
-        if got != want {
-            let mut msg = format!("share {share}: engine and oracle differ\n");
-            for (rule, w) in &want {
-                let g = &got[rule];
-                if g != w {
-                    msg.push_str(&format!(
-                        "  {rule}:\n    engine: {g:#?}\n    oracle: {w:#?}\n"
-                    ));
-                }
-            }
-            return Err(msg);
-        }
+        same_lines(share, &got, &want)?;
     }
     Ok(())
 }
@@ -2504,18 +2514,7 @@ fn ev_compare(p: &EvParams, input: &EvInput) -> Result<(), String> {
     let want = ev_oracle(p, input);
     for share in [true, false] {
         let got = engine_lines(&ev_run_engine(&rules, input, share), &EV_RULES);
-        if got != want {
-            let mut msg = format!("share {share}: engine and oracle differ\n");
-            for (rule, w) in &want {
-                let g = &got[rule];
-                if g != w {
-                    msg.push_str(&format!(
-                        "  {rule}:\n    engine: {g:#?}\n    oracle: {w:#?}\n"
-                    ));
-                }
-            }
-            return Err(msg);
-        }
+        same_lines(share, &got, &want)?;
     }
     Ok(())
 }
