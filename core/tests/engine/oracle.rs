@@ -402,6 +402,26 @@ struct Change {
     events: Vec<(i64, usize)>,
 }
 
+impl Change {
+    fn new(
+        host: String,
+        firing: bool,
+        time: i64,
+        reason: Option<&'static str>,
+        start: i64,
+        events: Vec<(i64, usize)>,
+    ) -> Change {
+        Change {
+            host,
+            firing,
+            time,
+            reason,
+            start,
+            events,
+        }
+    }
+}
+
 /// The most recent [`HELD`] of a match's events (an alert shows at most 16).
 fn shown(mut events: Vec<(i64, usize)>) -> Vec<(i64, usize)> {
     events.drain(..events.len().saturating_sub(HELD));
@@ -455,14 +475,14 @@ impl Model for Absent {
                 // `a` (when the silence began) or the deadline (when it became an alert, the
                 // firing's `time`). The engine hashes the deadline; the oracle follows it.
                 *firing = Some(deadline);
-                out.push(Change {
-                    host: h.clone(),
-                    firing: true,
-                    time: deadline,
-                    reason: None,
-                    start: deadline,
-                    events: Vec::new(),
-                });
+                out.push(Change::new(
+                    h.clone(),
+                    true,
+                    deadline,
+                    None,
+                    deadline,
+                    Vec::new(),
+                ));
             }
         }
     }
@@ -472,14 +492,14 @@ impl Model for Absent {
         }
         let g = self.groups.entry(host.to_string()).or_insert((t, None));
         if let Some(start) = g.1.take() {
-            out.push(Change {
-                host: host.to_string(),
-                firing: false,
-                time: t,
-                reason: None,
+            out.push(Change::new(
+                host.to_string(),
+                false,
+                t,
+                None,
                 start,
-                events: Vec::new(),
-            });
+                Vec::new(),
+            ));
         }
         g.0 = t;
     }
@@ -506,14 +526,14 @@ impl Model for Pair {
             open.retain(|&a| t - a <= self.w);
             if !open.is_empty() {
                 let a = open.remove(0);
-                out.push(Change {
-                    host: host.to_string(),
-                    firing: true,
-                    time: t,
-                    reason: None,
-                    start: a,
-                    events: vec![(a, A), (t, B)],
-                });
+                out.push(Change::new(
+                    host.to_string(),
+                    true,
+                    t,
+                    None,
+                    a,
+                    vec![(a, A), (t, B)],
+                ));
             }
         }
     }
@@ -540,14 +560,14 @@ fn end_episodes<T>(
         {
             *episode = None;
             recent.clear();
-            out.push(Change {
-                host: h.clone(),
-                firing: false,
-                time: last + w,
-                reason: Some("episode_end"),
+            out.push(Change::new(
+                h.clone(),
+                false,
+                last + w,
+                Some("episode_end"),
                 start,
-                events: Vec::new(),
-            });
+                Vec::new(),
+            ));
         }
     }
 }
@@ -658,14 +678,14 @@ impl Model for Silent {
                     // The episode's start: the deadline, as for an absence alone (the docs
                     // leave it open; the engine hashes the deadline, not the `a`).
                     *firing = Some(a + self.d);
-                    out.push(Change {
-                        host: h.clone(),
-                        firing: true,
-                        time: a + self.d,
-                        reason: None,
-                        start: a + self.d,
-                        events: vec![(a, A)],
-                    });
+                    out.push(Change::new(
+                        h.clone(),
+                        true,
+                        a + self.d,
+                        None,
+                        a + self.d,
+                        vec![(a, A)],
+                    ));
                 }
             }
         }
@@ -678,14 +698,14 @@ impl Model for Silent {
         {
             waits.clear();
             if let Some(start) = firing.take() {
-                out.push(Change {
-                    host: host.to_string(),
-                    firing: false,
-                    time: t,
-                    reason: None,
+                out.push(Change::new(
+                    host.to_string(),
+                    false,
+                    t,
+                    None,
                     start,
-                    events: Vec::new(),
-                });
+                    Vec::new(),
+                ));
             }
         }
     }
@@ -764,14 +784,14 @@ impl Model for Lead {
             // own instant, taken before it, is in the D.
             let quiet = self.last.get(host).is_none_or(|&a| t - a >= self.d);
             if t - self.begin >= self.d && quiet {
-                out.push(Change {
-                    host: host.to_string(),
-                    firing: true,
-                    time: t,
-                    reason: None,
-                    start: t,
-                    events: vec![(t, B)],
-                });
+                out.push(Change::new(
+                    host.to_string(),
+                    true,
+                    t,
+                    None,
+                    t,
+                    vec![(t, B)],
+                ));
             }
         }
     }
@@ -798,14 +818,14 @@ impl Model for Mid {
                 open.retain(|&a| t - a <= self.w);
                 if !open.is_empty() {
                     let a = open.remove(0);
-                    out.push(Change {
-                        host: host.to_string(),
-                        firing: true,
-                        time: t,
-                        reason: None,
-                        start: a,
-                        events: vec![(a, A), (t, B)],
-                    });
+                    out.push(Change::new(
+                        host.to_string(),
+                        true,
+                        t,
+                        None,
+                        a,
+                        vec![(a, A), (t, B)],
+                    ));
                 }
             }
         }
@@ -836,14 +856,14 @@ impl Model for MidFor {
                 open.retain(|&a| t - a <= self.w);
                 if let Some(i) = open.iter().position(|&a| t - a >= self.d) {
                     let a = open.remove(i);
-                    out.push(Change {
-                        host: host.to_string(),
-                        firing: true,
-                        time: t,
-                        reason: None,
-                        start: a,
-                        events: vec![(a, A), (t, B)],
-                    });
+                    out.push(Change::new(
+                        host.to_string(),
+                        true,
+                        t,
+                        None,
+                        a,
+                        vec![(a, A), (t, B)],
+                    ));
                 }
             }
         }
@@ -860,14 +880,14 @@ impl Model for Either {
     fn due(&mut self, _: i64, _: bool, _: &mut Vec<Change>) {}
     fn event(&mut self, t: i64, host: &str, kind: usize, out: &mut Vec<Change>) {
         if kind == A || kind == B {
-            out.push(Change {
-                host: host.to_string(),
-                firing: true,
-                time: t,
-                reason: None,
-                start: t,
-                events: vec![(t, kind)],
-            });
+            out.push(Change::new(
+                host.to_string(),
+                true,
+                t,
+                None,
+                t,
+                vec![(t, kind)],
+            ));
         }
     }
 }
@@ -894,14 +914,14 @@ impl Model for Both {
         match open.iter().position(|&(_, k)| k != kind) {
             Some(i) => {
                 let first = open.remove(i);
-                out.push(Change {
-                    host: host.to_string(),
-                    firing: true,
-                    time: t,
-                    reason: None,
-                    start: first.0,
-                    events: vec![first, (t, kind)],
-                });
+                out.push(Change::new(
+                    host.to_string(),
+                    true,
+                    t,
+                    None,
+                    first.0,
+                    vec![first, (t, kind)],
+                ));
             }
             None => open.push((t, kind)),
         }
@@ -1033,14 +1053,14 @@ impl Model for Seq3 {
                         o.copy = None;
                     }
                 }
-                out.push(Change {
-                    host: host.to_string(),
-                    firing: true,
-                    time: t,
-                    reason: None,
-                    start: r.a.0,
-                    events: vec![(r.a.0, A), (b.0, B), (t, C)],
-                });
+                out.push(Change::new(
+                    host.to_string(),
+                    true,
+                    t,
+                    None,
+                    r.a.0,
+                    vec![(r.a.0, A), (b.0, B), (t, C)],
+                ));
             }
         }
     }
@@ -1070,14 +1090,14 @@ impl Model for Span {
                 && t - a >= self.lo
             {
                 open.remove(0);
-                out.push(Change {
-                    host: host.to_string(),
-                    firing: true,
-                    time: t,
-                    reason: None,
-                    start: a,
-                    events: vec![(a, A), (t, B)],
-                });
+                out.push(Change::new(
+                    host.to_string(),
+                    true,
+                    t,
+                    None,
+                    a,
+                    vec![(a, A), (t, B)],
+                ));
             }
         }
     }
@@ -1128,14 +1148,14 @@ impl Model for Scan {
             events.sort();
             *episode = Some((start, t));
             recent.clear();
-            out.push(Change {
-                host: host.to_string(),
-                firing: true,
-                time: t,
-                reason: None,
+            out.push(Change::new(
+                host.to_string(),
+                true,
+                t,
+                None,
                 start,
-                events: shown(events),
-            });
+                shown(events),
+            ));
         }
     }
 }
@@ -1196,14 +1216,14 @@ impl<M: Model> Model for Forget<M> {
             // event exactly F after it is in time, as at a deadline.
             if !expected && passed(forget, t, inclusive) {
                 if let Some(start) = open.take() {
-                    out.push(Change {
-                        host: h.clone(),
-                        firing: false,
-                        time: forget,
-                        reason: Some("forgotten"),
+                    out.push(Change::new(
+                        h.clone(),
+                        false,
+                        forget,
+                        Some("forgotten"),
                         start,
-                        events: Vec::new(),
-                    });
+                        Vec::new(),
+                    ));
                 }
                 gone.push(h.clone());
             }
@@ -1271,14 +1291,14 @@ impl Model for AbsRate {
                     _ => {
                         *firing = Some(deadline);
                         *last = Some(deadline);
-                        out.push(Change {
-                            host: h.clone(),
-                            firing: true,
-                            time: deadline,
-                            reason: None,
-                            start: deadline,
-                            events: Vec::new(),
-                        });
+                        out.push(Change::new(
+                            h.clone(),
+                            true,
+                            deadline,
+                            None,
+                            deadline,
+                            Vec::new(),
+                        ));
                     }
                 }
             }
@@ -1288,14 +1308,14 @@ impl Model for AbsRate {
                 *held = None;
                 *firing = Some(start);
                 *last = Some(l + self.period);
-                out.push(Change {
-                    host: h.clone(),
-                    firing: true,
-                    time: l + self.period,
-                    reason: None,
+                out.push(Change::new(
+                    h.clone(),
+                    true,
+                    l + self.period,
+                    None,
                     start,
-                    events: Vec::new(),
-                });
+                    Vec::new(),
+                ));
             }
         }
     }
@@ -1310,14 +1330,14 @@ impl Model for AbsRate {
             last: None,
         });
         if let Some(start) = g.firing.take() {
-            out.push(Change {
-                host: host.to_string(),
-                firing: false,
-                time: t,
-                reason: None,
+            out.push(Change::new(
+                host.to_string(),
+                false,
+                t,
+                None,
                 start,
-                events: Vec::new(),
-            });
+                Vec::new(),
+            ));
         }
         // A held-back absence ends unseen.
         g.held = None;
@@ -2082,14 +2102,14 @@ impl Model for EvAbsent {
             let deadline = g.last.max(begin) + self.d;
             if g.firing.is_none() && passed(deadline, t, inclusive) {
                 g.firing = Some(deadline);
-                out.push(Change {
-                    host: h.clone(),
-                    firing: true,
-                    time: deadline,
-                    reason: None,
-                    start: deadline,
-                    events: Vec::new(),
-                });
+                out.push(Change::new(
+                    h.clone(),
+                    true,
+                    deadline,
+                    None,
+                    deadline,
+                    Vec::new(),
+                ));
             }
         }
     }
@@ -2103,14 +2123,14 @@ impl Model for EvAbsent {
             late_after: None,
         });
         if let Some(start) = g.firing.take() {
-            out.push(Change {
-                host: host.to_string(),
-                firing: false,
-                time: t,
-                reason: None,
+            out.push(Change::new(
+                host.to_string(),
+                false,
+                t,
+                None,
                 start,
-                events: Vec::new(),
-            });
+                Vec::new(),
+            ));
         }
         g.last = g.last.max(t);
         g.late_after = None;
@@ -2137,14 +2157,14 @@ impl LateModel for EvAbsent {
                 g.firing = None;
                 g.last = t.max(g.late_after.unwrap_or(t));
                 g.late_after = None;
-                out.push(Change {
-                    host: host.to_string(),
-                    firing: false,
-                    time: w,
-                    reason: Some(LATE_EVENT),
-                    start: deadline,
-                    events: Vec::new(),
-                });
+                out.push(Change::new(
+                    host.to_string(),
+                    false,
+                    w,
+                    Some(LATE_EVENT),
+                    deadline,
+                    Vec::new(),
+                ));
             }
         }
     }
@@ -2174,14 +2194,14 @@ impl Model for EvSilent {
             {
                 *wait = None;
                 *firing = Some((a + self.d, a));
-                out.push(Change {
-                    host: h.clone(),
-                    firing: true,
-                    time: a + self.d,
-                    reason: None,
-                    start: a + self.d,
-                    events: vec![(a, A)],
-                });
+                out.push(Change::new(
+                    h.clone(),
+                    true,
+                    a + self.d,
+                    None,
+                    a + self.d,
+                    vec![(a, A)],
+                ));
             }
         }
     }
@@ -2196,14 +2216,14 @@ impl Model for EvSilent {
         {
             *wait = None;
             if let Some((start, _)) = firing.take() {
-                out.push(Change {
-                    host: host.to_string(),
-                    firing: false,
-                    time: t,
-                    reason: None,
+                out.push(Change::new(
+                    host.to_string(),
+                    false,
+                    t,
+                    None,
                     start,
-                    events: Vec::new(),
-                });
+                    Vec::new(),
+                ));
             }
         }
     }
@@ -2225,14 +2245,14 @@ impl LateModel for EvSilent {
             && t <= deadline
         {
             *firing = None;
-            out.push(Change {
-                host: host.to_string(),
-                firing: false,
-                time: w,
-                reason: Some(LATE_EVENT),
-                start: deadline,
-                events: Vec::new(),
-            });
+            out.push(Change::new(
+                host.to_string(),
+                false,
+                w,
+                Some(LATE_EVENT),
+                deadline,
+                Vec::new(),
+            ));
         }
     }
 }
