@@ -20,7 +20,7 @@ use cepheus_core::time::{Duration, Timestamp};
 
 use crate::flow::{FlowItem, MultiFlowReader, table::FlowConfig};
 use crate::ingest::dedup::{Dedup, SharedDedup};
-use crate::ingest::input::{Inputs, open_inputs};
+use crate::ingest::input::{Inputs, first_yearless_stamp, open_inputs};
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
 use crate::rulefiles;
 
@@ -49,10 +49,11 @@ pub struct ReplayArgs {
 /// The inputs of `cepheus replay` and `cepheus events`, and how to read them.
 #[derive(clap::Args, Debug)]
 pub struct InputArgs {
-    /// The year of the first RFC 3164 stamp (they carry none); default: resolved against
-    /// today. The stamps after it follow on (a log crossing New Year goes into the next year;
-    /// each takes the year within half a year of the latest before it; a 29 February in a
-    /// year without one, the leap year before).
+    /// The year of the first RFC 3164 stamp (they carry none) of the first file named;
+    /// default: resolved against today. The stamps after it, in that file and the others
+    /// (one log, rotated), follow on: a log crossing New Year goes into the next year; each
+    /// takes the year within half a year of the latest before it (another file's first, of
+    /// that first stamp); a 29 February in a year without one, the leap year before.
     #[arg(long, value_name = "YYYY", value_parser = clap::value_parser!(i32).range(1678..=2261))]
     pub year: Option<i32>,
     /// The zone of RFC 3164 stamps: `UTC` (default), an offset such as `+02:00`, or a name.
@@ -90,6 +91,11 @@ impl InputArgs {
         let dedup = SharedDedup::new(Dedup::new(window, DEDUP_CAPACITY).into());
         let mut sources = Vec::new();
         let mut captures = Vec::new();
+        // With `--year`, the files given are one log (rotated files): the first text file's
+        // first year-less stamp takes the year, and each other file's first stamp follows on
+        // from it (within half a year), as its own later lines do; else a log rotated over
+        // New Year would put its two files a year apart.
+        let mut follow_from: Option<(PathBuf, Timestamp)> = None;
         for p in &self.inputs {
             // (As `flows` says it: an empty file passes for a quiet log otherwise.)
             if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
@@ -104,7 +110,16 @@ impl InputArgs {
                     "{} is named as a capture but does not start as one (no pcap or pcapng magic number): it is damaged, or not a capture (a text log: rename it)",
                     p.display()
                 ),
-                InputKind::Text => sources.push(text_file_source(p, parser, dedup.clone())?),
+                InputKind::Text => {
+                    if self.year.is_some() && follow_from.is_none() && p != Path::new("-") {
+                        follow_from = first_yearless_stamp(p, parser).map(|t| (p.clone(), t));
+                    }
+                    let follow = follow_from
+                        .as_ref()
+                        .filter(|(first, _)| first != p)
+                        .map(|&(_, t)| t);
+                    sources.push(text_file_source(p, parser, follow, dedup.clone())?);
+                }
                 // Read as text it is all "not syslog" and no alert: refused, with the way round.
                 InputKind::Compressed(kind) => {
                     let tool = match kind {
@@ -509,14 +524,23 @@ impl Iterator for Reported {
 fn text_file_source(
     path: &Path,
     parser: SyslogParser,
+    follow_from: Option<Timestamp>,
     dedup: SharedDedup,
 ) -> anyhow::Result<Source> {
     // Year-less RFC 3164 stamps are resolved as a syslog daemon reading them now would
-    // (`--year` fixes the year instead, for replays that must not depend on the day).
-    let reference = crate::flow::live::wall_clock();
-    let inputs: Inputs = open_inputs(&[path.to_path_buf()], parser, reference)
-        .map_err(|e| anyhow::anyhow!("{e}"))?
-        .with_dedup_keys(dedup);
+    // (`--year` fixes the year instead, for replays that must not depend on the day), or
+    // follow on from the first file's first stamp.
+    let inputs: Inputs = open_inputs(
+        &[path.to_path_buf()],
+        parser,
+        crate::flow::live::wall_clock(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?
+    .with_dedup_keys(dedup);
+    let inputs = match follow_from {
+        Some(t) => inputs.follow_on_from(t),
+        None => inputs,
+    };
     Ok(lines_source(
         inputs,
         Box::new(|why| eprintln!("warning: {why}")),

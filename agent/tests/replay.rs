@@ -1832,3 +1832,45 @@ fn event_time_replay_ends_at_the_last_line_whatever_its_source() {
         .collect();
     assert_eq!(hosts, ["h1", "h2"], "{plain}");
 }
+
+/// With `--year`, rotated files named one after the other are one log: the second file's
+/// stamps follow on from the first file's, over New Year, in either order they are named,
+/// so the alerts are those of the two files written as one.
+#[test]
+fn year_carries_over_new_year_across_rotated_files() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("new-year-rotated");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut old = String::new();
+    for (i, s) in [50, 52, 54, 56, 58].iter().enumerate() {
+        old.push_str(&format!(
+            "Dec 31 23:59:{s} gw sshd[{}]: Failed password for root from 203.0.113.9 port {} ssh2\n",
+            100 + i,
+            50000 + i
+        ));
+    }
+    let new = "Jan  1 00:00:30 gw sshd[200]: Accepted password for root from 203.0.113.9 port 50100 ssh2\n";
+    let (rotated, current, whole) = (
+        dir.join("auth.log.1"),
+        dir.join("auth.log"),
+        dir.join("whole.log"),
+    );
+    std::fs::write(&rotated, &old).unwrap();
+    std::fs::write(&current, new).unwrap();
+    std::fs::write(&whole, format!("{old}{new}")).unwrap();
+    let rules = manifest().join("../rules/ssh.toml");
+    let fired = |files: &[&Path]| -> Vec<String> {
+        let mut args = vec!["--year", "2024", "--rules", rules.to_str().unwrap()];
+        args.extend(files.iter().map(|p| p.to_str().unwrap()));
+        alerts_of(&replay(&args))
+            .iter()
+            .filter(|a| a["rule"] == "ssh-bruteforce-then-success" && a["state"] == "firing")
+            .map(|a| a["time"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let expected = fired(&[&whole]);
+    assert_eq!(expected, ["2025-01-01T00:00:30Z"]);
+    assert_eq!(fired(&[&rotated, &current]), expected);
+    // Named newest first (as `auth.log*` expands), `--year` is the year of the first file
+    // named: the same alert a year earlier, the two files still one log.
+    assert_eq!(fired(&[&current, &rotated]), ["2024-01-01T00:00:30Z"]);
+}

@@ -104,6 +104,9 @@ pub struct Inputs {
     /// with a year of its own nor one that resolved into an earlier year, a device's wrong
     /// clock or a 29 February that had to go back to the last leap year, moves it back).
     latest_stamp: Option<Timestamp>,
+    /// The first year-less stamp too follows on from the reference (a later file of a replay
+    /// with `--year`, see [`Inputs::follow_on_from`]) instead of taking the parser's year.
+    first_follows: bool,
     max_line: usize,
     counters: Counters,
     dedup: Option<SharedDedup>,
@@ -117,6 +120,26 @@ pub struct Inputs {
     held_bytes: usize,
     /// Items ready to be returned, in input order.
     ready: VecDeque<InputItem>,
+}
+
+/// The time of the first year-less RFC 3164 stamp among the first lines of the file at
+/// `path`, as `parser` reads it (`None`: none there, or the file cannot be read): what the
+/// other files of a replay with `--year` follow on from.
+pub fn first_yearless_stamp(path: &Path, parser: SyslogParser) -> Option<Timestamp> {
+    /// How far into the file to look.
+    const LINES: usize = 1000;
+    let file = File::open(path).ok()?;
+    BufReader::new(file)
+        .split(b'\n')
+        .take(LINES)
+        .map_while(Result::ok)
+        .filter(|line| !is_json_line(line))
+        .find_map(
+            |line| match parser.parse_stamped(&line, Timestamp(0), None) {
+                Ok((e, Stamp::YearLess)) => Some(e.time),
+                _ => None,
+            },
+        )
 }
 
 /// Opens `paths` (`-` is stdin) for a replay with `parser`, `reference` as the instant before
@@ -156,6 +179,7 @@ impl Inputs {
             last_time: no_stamp_time(parser),
             reference,
             latest_stamp: None,
+            first_follows: false,
             max_line: MAX_LINE,
             counters: Counters::default(),
             buf: Vec::new(),
@@ -184,6 +208,15 @@ impl Inputs {
         self
     }
 
+    /// Resolves the first year-less stamp too as following on from `t` (within half a year
+    /// either way), as the lines after it do: a rotated file of a replay with `--year` takes
+    /// its year from the first file's first stamp, so a log rotated over New Year is one log.
+    pub fn follow_on_from(mut self, t: Timestamp) -> Self {
+        self.reference = t;
+        self.first_follows = true;
+        self
+    }
+
     /// Sets the cap on one line in bytes (at least 1).
     pub fn with_max_line(mut self, max_line: usize) -> Self {
         self.max_line = max_line.max(1);
@@ -207,6 +240,7 @@ impl Inputs {
         // ones after it follow on from the latest (over New Year, over gaps of months).
         let (parser, year_ref) = match self.latest_stamp {
             Some(t) => (self.parser.with_year(Year::Follow), t),
+            None if self.first_follows => (self.parser.with_year(Year::Follow), self.reference),
             None => (self.parser, self.reference),
         };
         let (mut event, stamp) = parser.parse_stamped(line, year_ref, None)?;
