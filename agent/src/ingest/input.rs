@@ -23,7 +23,7 @@ use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use cepheus_core::event::Event;
-use cepheus_core::time::Timestamp;
+use cepheus_core::time::{Duration, Timestamp};
 
 use super::Malformed;
 use super::dedup::SharedDedup;
@@ -247,14 +247,36 @@ impl Inputs {
         match stamp {
             Stamp::None => event.time = self.last_time,
             Stamp::YearLess => {
-                self.latest_stamp =
-                    Some(self.latest_stamp.map_or(event.time, |t| t.max(event.time)));
+                self.latest_stamp = match self.latest_stamp {
+                    Some(t) => Some(t.max(event.time)),
+                    // A first stamp that had to go back years (a 29 February in a year
+                    // without one) sets no year for the lines after it: they take `--year`
+                    // (or the reference) as if it were not there.
+                    None if self.went_back(event.time) => None,
+                    None => Some(event.time),
+                };
             }
             Stamp::Full => {}
         }
         // Replay: no recorded arrival, so the event's own time is its arrival.
         event.arrival = event.time;
         Ok((event, stamp != Stamp::None))
+    }
+
+    /// Whether `t`, the first year-less stamp, lies more than half a year before the year it
+    /// was resolved against (`--year`'s 1 January, or the reference it follows on from):
+    /// only a 29 February with no leap year that near does.
+    fn went_back(&self, t: Timestamp) -> bool {
+        const DAY: i64 = 86_400;
+        let (from, margin) = match self.parser.year() {
+            _ if self.first_follows => (self.reference, 184 * DAY),
+            // (Two days: 1 January in any zone.)
+            Year::Fixed(_) => (no_stamp_time(self.parser), 2 * DAY),
+            Year::Resolve | Year::Follow => return false,
+        };
+        t.0 < from
+            .0
+            .saturating_sub(Duration::from_secs(margin).as_nanos())
     }
 
     /// Dedup key and counters of one item about to be returned; an event's time becomes the
@@ -485,6 +507,31 @@ mod tests {
                 "2023-02-28T10:00:00Z",
                 "2020-02-29T10:00:00Z",
                 "2023-03-01T10:00:00Z"
+            ]
+        );
+    }
+
+    /// A first line on a 29 February that `--year` has not (a 2024 log replayed with
+    /// `--year 2023`) goes to the leap year before, and the lines after it still take
+    /// `--year`: it does not move the whole log back years.
+    #[test]
+    fn a_first_line_on_a_29_february_sets_no_year_for_the_others() {
+        let text = b"Feb 29 10:00:00 h sshd[1]: a\nMar  1 10:00:00 h sshd[1]: b\nJul 31 23:00:00 h sshd[1]: c\nDec 31 01:00:00 h sshd[1]: d\nJan  1 01:00:00 h sshd[1]: e\n";
+        let times: Vec<String> = Inputs::from_readers(
+            vec![("f".into(), reader(text))],
+            SyslogParser::new(Default::default(), Year::Fixed(2023)),
+            Timestamp::parse_rfc3339("2026-06-01T00:00:00Z").unwrap(),
+        )
+        .map(|i| i.unwrap().event.unwrap().time.to_rfc3339())
+        .collect();
+        assert_eq!(
+            times,
+            [
+                "2020-02-29T10:00:00Z",
+                "2023-03-01T10:00:00Z",
+                "2023-07-31T23:00:00Z",
+                "2023-12-31T01:00:00Z",
+                "2024-01-01T01:00:00Z"
             ]
         );
     }
