@@ -405,6 +405,16 @@ pub fn parse_until(s: &str) -> anyhow::Result<Until> {
         None if chrono::DateTime::parse_from_rfc3339(s).is_ok() => bail!(
             "`{s}`: times run from the year 1678 to 2261 (64-bit nanoseconds); use one in that range"
         ),
+        // A wall clock without its zone: which instant it is depends on the zone, said.
+        None if ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
+            .iter()
+            .any(|f| chrono::NaiveDateTime::parse_from_str(s, f).is_ok()) =>
+        {
+            bail!(
+                "`{s}` has no zone: add `Z` for UTC (`{}Z`) or the offset, such as `+01:00`",
+                s.replacen(' ', "T", 1)
+            )
+        }
         None => bail!(
             "`{s}`: expected an RFC 3339 time such as 2026-11-30T12:00:00Z, or +DURATION such as +10m"
         ),
@@ -715,6 +725,12 @@ mod tests {
             Timestamp::parse_rfc3339("2026-11-30T12:00:00Z").map(Until::At)
         );
         assert!(parse_until("tomorrow").is_err());
+        for s in ["2024-12-10T09:00:00", "2024-12-10 09:00:00.5"] {
+            let Err(e) = parse_until(s) else {
+                panic!("{s} has no zone")
+            };
+            assert!(e.to_string().contains("has no zone: add `Z`"), "{e}");
+        }
         let Err(e) = parse_until("2300-01-01T00:00:00Z") else {
             panic!("2300 parsed");
         };
