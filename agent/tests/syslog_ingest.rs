@@ -451,8 +451,21 @@ fn syslog_json_events_for_rule_tests() {
     assert_eq!(text(&e, Field::App), Some("heartbeat"));
     assert!(matches!(
         parse_json_event(r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","hots":"x"}"#),
-        Err(Malformed::UnknownField(k)) if k == "hots"
+        Err(Malformed::UnknownField { field, near: Some("host") }) if field == "hots"
     ));
+    let Err(e) = parse_json_event(r#"{"source":"flow","time":"2026-01-01T00:00:00Z","dprot":22}"#)
+    else {
+        panic!("an unknown field is an error")
+    };
+    assert_eq!(
+        e.to_string(),
+        "unknown field `dprot` (did you mean `dport`?)"
+    );
+    let Err(e) = parse_json_event(r#"{"source":"flow","time":"2026-01-01T00:00:00Z","zzzzzz":1}"#)
+    else {
+        panic!("an unknown field is an error")
+    };
+    assert_eq!(e.to_string(), "unknown field `zzzzzz`");
 }
 
 proptest! {

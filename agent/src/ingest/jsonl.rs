@@ -20,12 +20,15 @@ use cepheus_core::event::{Event, Field, FieldKey, Source, Value, ValueType};
 use cepheus_core::time::{Duration, Timestamp};
 use serde_json::Value as Json;
 
+use cepheus_core::rules::diag::did_you_mean;
+
 use super::Malformed;
 
 /// Parses one JSON event line into an [`Event`], or says which key is wrong.
 pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
+    let line = line.trim();
     let Object(obj) =
-        serde_json::from_str(line.trim()).map_err(|e| Malformed::Json(json_error(&e)))?;
+        serde_json::from_str(line).map_err(|e| Malformed::Json(json_error(&e, line)))?;
     let source = match obj.get("source") {
         None | Some(Json::Null) => return Err(Malformed::Missing("source")),
         Some(Json::String(s)) if s == "syslog" => Source::Syslog,
@@ -70,21 +73,48 @@ pub fn parse_json_event(line: &str) -> Result<Event, Malformed> {
                     "`matches` is what `cepheus events --rules` adds for reading: print the events without `--rules` to replay them".into(),
                 ));
             }
-            None => return Err(Malformed::UnknownField(key.clone())),
+            None => {
+                let names = Field::ALL
+                    .iter()
+                    .filter(|f| f.available_in(source))
+                    .map(|f| f.name())
+                    .chain(["source", "time", "arrival"]);
+                return Err(Malformed::UnknownField {
+                    field: key.clone(),
+                    near: did_you_mean(key, names),
+                });
+            }
         }
     }
     Ok(event)
 }
 
 /// serde_json's message with the position within the line only (the file's line number is
-/// said beside it; "line 1" of the JSON text read as the file's first line).
-fn json_error(e: &serde_json::Error) -> String {
+/// said beside it; "line 1" of the JSON text read as the file's first line). A key given
+/// twice is placed at its second occurrence (serde_json knows only the end of its value).
+fn json_error(e: &serde_json::Error, line: &str) -> String {
     let text = e.to_string();
     let at = format!(" at line {} column {}", e.line(), e.column());
     match text.strip_suffix(&at) {
-        Some(head) if e.line() == 1 => format!("{head} at column {}", e.column()),
+        Some(head) if e.line() == 1 => {
+            let column = duplicate_key_column(head, line).unwrap_or(e.column());
+            format!("{head} at column {column}")
+        }
         _ => text,
     }
+}
+
+/// The column (1-based, in characters) of the second `"key"` written as an object key in
+/// `line`, when `head` says that key was given twice and it is written without escapes.
+fn duplicate_key_column(head: &str, line: &str) -> Option<usize> {
+    let key = head.strip_prefix("duplicate key `")?.strip_suffix('`')?;
+    let quoted = format!("\"{key}\"");
+    let mut found = line
+        .match_indices(&quoted)
+        .filter(|&(i, _)| line[i + quoted.len()..].trim_start().starts_with(':'));
+    found.next()?;
+    let (i, _) = found.next()?;
+    Some(line[..i].chars().count() + 1)
 }
 
 /// A JSON object whose keys are all different: a key given twice is an error, not "the last
@@ -236,8 +266,9 @@ mod tests {
             r#"{"source":"syslog","time":"2026-01-01T00:00:00Z","app":"sshd","app":"cron"}"#,
         )
         .unwrap_err();
+        // At the second `"app"`, where the line must be edited.
         assert!(
-            e.to_string().contains("duplicate key `app` at column "),
+            e.to_string().contains("duplicate key `app` at column 63"),
             "{e}"
         );
         assert!(!e.to_string().contains("line"), "{e}");

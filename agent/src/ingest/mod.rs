@@ -37,9 +37,15 @@ pub enum Malformed {
     /// A JSON event without a required key.
     #[error("JSON event has no `{0}`")]
     Missing(&'static str),
-    /// A JSON event key that is neither a registry field nor `sd.*` (syslog).
-    #[error("unknown field `{0}`")]
-    UnknownField(String),
+    /// A JSON event key that is neither a registry field nor `sd.*` (syslog), and the
+    /// nearest field of the event's source when one is close (a typo).
+    #[error("unknown field `{field}`{}", near.map(|n| format!(" (did you mean `{n}`?)")).unwrap_or_default())]
+    UnknownField {
+        /// The key as written.
+        field: String,
+        /// The field of that source it is nearest to, if any is near.
+        near: Option<&'static str>,
+    },
     /// A registry field that events of this source do not carry.
     #[error("field `{field}` does not belong to {kind} events")]
     WrongSource {
