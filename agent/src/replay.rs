@@ -72,7 +72,8 @@ pub struct InputArgs {
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub dedup_window: String,
     /// Input files: syslog or JSON-lines text, pcap or pcapng captures (their flows, and the
-    /// syslog sent over UDP or TCP to port 514 or 5514); `-` is stdin, text or a capture.
+    /// syslog sent over UDP or TCP to port 514 or 5514); `-` is stdin, text or a capture
+    /// (named twice, read once, with a warning).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 }
@@ -96,7 +97,20 @@ impl InputArgs {
         // from it (within half a year), as its own later lines do; else a log rotated over
         // New Year would put its two files a year apart.
         let mut follow_from: Option<(PathBuf, Timestamp)> = None;
+        let mut stdin_given = false;
         for p in &self.inputs {
+            // Standard input is one stream: a second reader of it would take lines (or a
+            // capture's packets) from under the first, tearing lines in two. Named again, it
+            // is read once, as a capture file given twice is.
+            if p == Path::new("-") {
+                if stdin_given {
+                    eprintln!(
+                        "warning: -: standard input was given before: read once (a second reader would tear its lines, or its capture, in two)"
+                    );
+                    continue;
+                }
+                stdin_given = true;
+            }
             // (As `flows` says it: an empty file passes for a quiet log otherwise.)
             if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
                 eprintln!(
