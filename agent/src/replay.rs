@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufWriter, IsTerminal, Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -67,8 +68,8 @@ pub struct InputArgs {
     /// Drop a syslog message that repeats, byte for byte, one read this long before it in any
     /// of the inputs (a message relayed twice, perhaps into two files; in a capture, a syslog
     /// datagram seen twice), as the live agent's `[syslog] dedup_window` does; `0s` keeps
-    /// every line. Flow packets and JSON events are not deduplicated (a capture file given
-    /// twice is read once, with a warning).
+    /// every line. Flow packets and JSON events are not deduplicated (a file given twice is
+    /// read once, with a warning).
     #[arg(long, value_name = "DURATION", default_value = "2s")]
     pub dedup_window: String,
     /// Input files: syslog or JSON-lines text, pcap or pcapng captures (their flows, and the
@@ -98,6 +99,7 @@ impl InputArgs {
         // New Year would put its two files a year apart.
         let mut follow_from: Option<(PathBuf, Timestamp)> = None;
         let mut stdin_given = false;
+        let mut text_files = std::collections::HashSet::new();
         for p in &self.inputs {
             // Standard input is one stream: a second reader of it would take lines (or a
             // capture's packets) from under the first, tearing lines in two. Named again, it
@@ -125,6 +127,19 @@ impl InputArgs {
                     p.display()
                 ),
                 InputKind::Text => {
+                    // A text file given twice (also under another name: a link, `./x` and
+                    // `x`; by device and inode), read once, as a capture file is: its JSON
+                    // events would count twice (only syslog lines are dropped as duplicates).
+                    if let Ok(m) = std::fs::metadata(p)
+                        && m.is_file()
+                        && !text_files.insert((m.dev(), m.ino()))
+                    {
+                        eprintln!(
+                            "warning: {}: the same file was given before: read once (each line would count twice)",
+                            p.display()
+                        );
+                        continue;
+                    }
                     if self.year.is_some() && follow_from.is_none() && p != Path::new("-") {
                         follow_from = first_yearless_stamp(p, parser).map(|t| (p.clone(), t));
                     }

@@ -1759,6 +1759,45 @@ fn a_file_given_twice_gives_one_copy_in_its_order() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The same text file named twice (also under another name) is read once, with a warning,
+/// as a capture file is: its JSON events, which are never dropped as duplicates, would count
+/// twice, and with `--dedup-window 0s` its syslog lines too.
+#[test]
+fn the_same_text_file_named_twice_is_read_once() {
+    let (dir, _) = scratch_rules("text-twice", ANY_SYSLOG);
+    let log = dir.join("mixed.log");
+    std::fs::write(
+        &log,
+        "Feb 22 11:47:04 h a: A\n\
+         {\"source\":\"syslog\",\"time\":\"2024-02-22T11:47:05Z\",\"host\":\"h\",\"app\":\"j\",\"msg\":\"J\"}\n",
+    )
+    .unwrap();
+    let other_name = dir.join(".").join("mixed.log");
+    let out = cepheus()
+        .args(["events", "--year", "2024", "--dedup-window", "0s"])
+        .arg(&log)
+        .arg(&other_name)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let msgs: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["msg"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(msgs, ["A", "J"], "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: {}: the same file was given before: read once",
+            other_name.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("2 events, 0 malformed"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The summary counts per rule, shared or not: two rules that mean the same (one state when
 /// shared) each count the late event, the refused group and the suppressed match.
 #[test]
