@@ -70,7 +70,7 @@ pub struct InputArgs {
     /// datagram seen twice), as the live agent's `[syslog] dedup_window` does; `0s` keeps
     /// every line. Flow packets and JSON events are not deduplicated (a file given twice is
     /// read once, with a warning).
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_DEDUP_WINDOW)]
     pub dedup_window: String,
     /// Input files: syslog or JSON-lines text, pcap or pcapng captures (their flows, and the
     /// syslog sent over UDP or TCP to port 514 or 5514); `-` is stdin, text or a capture
@@ -90,7 +90,7 @@ impl InputArgs {
         let parser = SyslogParser::new(zone, year);
         let window = Duration::parse(&self.dedup_window)
             .map_err(|e| anyhow::anyhow!("--dedup-window {}: {e}", self.dedup_window))?;
-        let dedup = SharedDedup::new(Dedup::new(window, DEDUP_CAPACITY).into());
+        let dedup = dedup_filter(window);
         let mut sources = Vec::new();
         let mut captures = Vec::new();
         // With `--year`, the files given are one log (rotated files): the first text file's
@@ -456,6 +456,17 @@ pub type Source = Box<dyn Iterator<Item = Result<(Event, Option<u64>), Dropped>>
 /// Messages a duplicate filter remembers (as the live agent's default `dedup_capacity`).
 const DEDUP_CAPACITY: usize = 65_536;
 
+/// How long a syslog message is remembered to drop its exact repeats, unless told otherwise
+/// (`--dedup-window`, a rule test's `dedup_window`): the live agent's default
+/// `[syslog] dedup_window`.
+pub const DEFAULT_DEDUP_WINDOW: &str = "2s";
+
+/// A replay's duplicate filter: exact repeats of a syslog message within `window` (zero: the
+/// filter is off), as many remembered as the live agent's default `dedup_capacity`.
+pub fn dedup_filter(window: Duration) -> SharedDedup {
+    SharedDedup::new(Dedup::new(window, DEDUP_CAPACITY).into())
+}
+
 /// What an input holds, told by its first bytes.
 #[derive(Debug, PartialEq, Eq)]
 enum InputKind {
@@ -603,20 +614,23 @@ pub fn captures_source(
     })))
 }
 
-/// Text given in memory (a rule test's input) as a replay source; its lines are numbered
-/// from `first_line` in what it says of them, and `tell` hears why the first refused ones
-/// were.
+/// Text given in memory (a rule test's input) as a replay source, each syslog line with its
+/// key in `dedup` (as a file's: the [`Merger`] given that filter drops exact repeats, JSON
+/// events never); its lines are numbered from `first_line` in what it says of them, and
+/// `tell` hears why the first refused ones were.
 pub fn text_source(
     name: &str,
     text: String,
     parser: SyslogParser,
     first_line: u64,
+    dedup: SharedDedup,
     tell: Box<dyn FnMut(String) + Send>,
 ) -> Source {
     let reader: Box<dyn io::BufRead + Send> = Box::new(io::Cursor::new(text.into_bytes()));
     lines_source(
         Inputs::from_readers(vec![(name.to_string(), reader)], parser, Timestamp(0))
-            .first_line(first_line),
+            .first_line(first_line)
+            .with_dedup_keys(dedup),
         tell,
     )
 }

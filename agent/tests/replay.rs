@@ -1692,6 +1692,69 @@ pattern = "absent(hb) for 60s"
     );
 }
 
+/// A rule test reads its input as replay reads a file: a syslog line repeated byte for byte
+/// within the dedup window counts once (JSON events alike still count each), so the test
+/// expects replay's alerts; `dedup_window = "0s"` keeps every line, as `--dedup-window 0s`
+/// does, and a test that fails while lines were dropped says so.
+#[test]
+fn a_rule_test_drops_repeated_syslog_lines_as_replay_does() {
+    let (dir, rules) = scratch_rules(
+        "ruletest-dedup",
+        "[[rule]]\nname = \"two\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+         events.a = 'syslog and app == \"a\"'\npattern = \"a{2}\"\n",
+    );
+    // web-1: one line twice (one message); web-2: two messages (other stamps); web-3: two
+    // JSON events alike (two events).
+    let input = r#"Dec 10 10:00:00 web-1 a[1]: same
+Dec 10 10:00:00 web-1 a[1]: same
+Dec 10 10:00:00 web-2 a[1]: same
+Dec 10 10:00:01 web-2 a[1]: same
+{"source":"syslog","time":"2024-12-10T10:00:02Z","host":"web-3","app":"a","msg":"same"}
+{"source":"syslog","time":"2024-12-10T10:00:02Z","host":"web-3","app":"a","msg":"same"}
+"#;
+    let test = dir.join("x.test.toml");
+    let write_test = |header: &str, hosts: &[&str]| {
+        let mut t = format!("{header}\n[[test]]\nname = \"repeats\"\ninput = '''\n{input}'''\n");
+        for h in hosts {
+            t += &format!("[[test.expect]]\nrule = \"two\"\ngroup = {{ host = \"{h}\" }}\n");
+        }
+        std::fs::write(&test, t).unwrap();
+    };
+    write_test("", &["web-2", "web-3"]);
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(0), "{out}");
+    // Replay's alerts on the same input.
+    let log = dir.join("input.log");
+    std::fs::write(&log, input).unwrap();
+    let (stdout, stderr) = replay_with(&rules, &log);
+    let mut hosts: Vec<String> = alerts_of(&stdout)
+        .iter()
+        .map(|a| a["group"]["host"].as_str().unwrap_or_default().to_string())
+        .collect();
+    hosts.sort();
+    assert_eq!(hosts, ["web-2", "web-3"], "{stderr}");
+    // A test that expects the repeat to count fails, and says why it may have.
+    write_test("", &["web-1", "web-2", "web-3"]);
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("missing:    two firing {host=web-1}"), "{out}");
+    assert!(
+        out.contains(
+            "note: 1 input line(s) dropped as exact repeats of a syslog line within 2s, as replay drops them"
+        ),
+        "{out}"
+    );
+    // `dedup_window = "0s"`: every line counts.
+    write_test("dedup_window = \"0s\"", &["web-1", "web-2", "web-3"]);
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(0), "{out}");
+    write_test("dedup_window = \"soon\"", &[]);
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("dedup_window `soon`"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A message relayed twice may sit in two files: the duplicate filter spans the inputs, so
 /// splitting the input in two gives the same alerts.
 #[test]
