@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufWriter, IsTerminal, Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -67,12 +68,13 @@ pub struct InputArgs {
     /// Drop a syslog message that repeats, byte for byte, one read this long before it in any
     /// of the inputs (a message relayed twice, perhaps into two files; in a capture, a syslog
     /// datagram seen twice), as the live agent's `[syslog] dedup_window` does; `0s` keeps
-    /// every line. Flow packets and JSON events are not deduplicated (a capture file given
-    /// twice is read once, with a warning).
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    /// every line. Flow packets and JSON events are not deduplicated (a file given twice is
+    /// read once, with a warning).
+    #[arg(long, value_name = "DURATION", default_value = DEFAULT_DEDUP_WINDOW)]
     pub dedup_window: String,
     /// Input files: syslog or JSON-lines text, pcap or pcapng captures (their flows, and the
-    /// syslog sent over UDP or TCP to port 514 or 5514); `-` is stdin, text or a capture.
+    /// syslog sent over UDP or TCP to port 514 or 5514); `-` is stdin, text or a capture
+    /// (named twice, read once, with a warning).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
 }
@@ -88,7 +90,7 @@ impl InputArgs {
         let parser = SyslogParser::new(zone, year);
         let window = Duration::parse(&self.dedup_window)
             .map_err(|e| anyhow::anyhow!("--dedup-window {}: {e}", self.dedup_window))?;
-        let dedup = SharedDedup::new(Dedup::new(window, DEDUP_CAPACITY).into());
+        let dedup = dedup_filter(window);
         let mut sources = Vec::new();
         let mut captures = Vec::new();
         // With `--year`, the files given are one log (rotated files): the first text file's
@@ -96,7 +98,21 @@ impl InputArgs {
         // from it (within half a year), as its own later lines do; else a log rotated over
         // New Year would put its two files a year apart.
         let mut follow_from: Option<(PathBuf, Timestamp)> = None;
+        let mut stdin_given = false;
+        let mut text_files = std::collections::HashSet::new();
         for p in &self.inputs {
+            // Standard input is one stream: a second reader of it would take lines (or a
+            // capture's packets) from under the first, tearing lines in two. Named again, it
+            // is read once, as a capture file given twice is.
+            if p == Path::new("-") {
+                if stdin_given {
+                    eprintln!(
+                        "warning: -: standard input was given before: read once (a second reader would tear its lines, or its capture, in two)"
+                    );
+                    continue;
+                }
+                stdin_given = true;
+            }
             // (As `flows` says it: an empty file passes for a quiet log otherwise.)
             if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
                 eprintln!(
@@ -111,6 +127,19 @@ impl InputArgs {
                     p.display()
                 ),
                 InputKind::Text => {
+                    // A text file given twice (also under another name: a link, `./x` and
+                    // `x`; by device and inode), read once, as a capture file is: its JSON
+                    // events would count twice (only syslog lines are dropped as duplicates).
+                    if let Ok(m) = std::fs::metadata(p)
+                        && m.is_file()
+                        && !text_files.insert((m.dev(), m.ino()))
+                    {
+                        eprintln!(
+                            "warning: {}: the same file was given before: read once (each line would count twice)",
+                            p.display()
+                        );
+                        continue;
+                    }
                     if self.year.is_some() && follow_from.is_none() && p != Path::new("-") {
                         follow_from = first_yearless_stamp(p, parser).map(|t| (p.clone(), t));
                     }
@@ -437,6 +466,17 @@ pub type Source = Box<dyn Iterator<Item = Result<(Event, Option<u64>), Dropped>>
 /// Messages a duplicate filter remembers (as the live agent's default `dedup_capacity`).
 const DEDUP_CAPACITY: usize = 65_536;
 
+/// How long a syslog message is remembered to drop its exact repeats, unless told otherwise
+/// (`--dedup-window`, a rule test's `dedup_window`): the live agent's default
+/// `[syslog] dedup_window`.
+pub const DEFAULT_DEDUP_WINDOW: &str = "2s";
+
+/// A replay's duplicate filter: exact repeats of a syslog message within `window` (zero: the
+/// filter is off), as many remembered as the live agent's default `dedup_capacity`.
+pub fn dedup_filter(window: Duration) -> SharedDedup {
+    SharedDedup::new(Dedup::new(window, DEDUP_CAPACITY).into())
+}
+
 /// What an input holds, told by its first bytes.
 #[derive(Debug, PartialEq, Eq)]
 enum InputKind {
@@ -584,20 +624,23 @@ pub fn captures_source(
     })))
 }
 
-/// Text given in memory (a rule test's input) as a replay source; its lines are numbered
-/// from `first_line` in what it says of them, and `tell` hears why the first refused ones
-/// were.
+/// Text given in memory (a rule test's input) as a replay source, each syslog line with its
+/// key in `dedup` (as a file's: the [`Merger`] given that filter drops exact repeats, JSON
+/// events never); its lines are numbered from `first_line` in what it says of them, and
+/// `tell` hears why the first refused ones were.
 pub fn text_source(
     name: &str,
     text: String,
     parser: SyslogParser,
     first_line: u64,
+    dedup: SharedDedup,
     tell: Box<dyn FnMut(String) + Send>,
 ) -> Source {
     let reader: Box<dyn io::BufRead + Send> = Box::new(io::Cursor::new(text.into_bytes()));
     lines_source(
         Inputs::from_readers(vec![(name.to_string(), reader)], parser, Timestamp(0))
-            .first_line(first_line),
+            .first_line(first_line)
+            .with_dedup_keys(dedup),
         tell,
     )
 }

@@ -3,11 +3,13 @@
 //! A test file `NAME.test.toml` sits beside the rule file `NAME.toml` it tests. Each `[[test]]`
 //! gives input (syslog lines or JSON-lines events, mixed freely), optionally how far to run the
 //! clock past the input, and the alert changes expected. The command runs each test in a fresh
-//! engine, exactly as `cepheus replay` would, and reports every difference.
+//! engine, exactly as `cepheus replay` would (a syslog line repeated byte for byte within the
+//! duplicate window is dropped, as replay drops it), and reports every difference.
 //!
 //! ```toml
 //! rules = ["ssh.toml"]   # optional; default: the rule file with the same stem
 //! year  = 2024           # the year of RFC 3164 stamps (default 2024, so tests never age)
+//! dedup_window = "2s"    # optional, as replay's --dedup-window ("0s" keeps every line)
 //!
 //! [[test]]
 //! name  = "five failures then a success"
@@ -33,6 +35,7 @@ use anyhow::{Context, bail};
 use cepheus_core::alert::Alert;
 use cepheus_core::engine::{Engine, EngineConfig};
 use cepheus_core::rules::ir::RuleSet;
+use cepheus_core::time::Duration;
 use serde::Deserialize;
 
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
@@ -53,6 +56,8 @@ struct TestFile {
     rules: Option<Vec<PathBuf>>,
     year: Option<i32>,
     tz: Option<String>,
+    /// As replay's `--dedup-window` (default the same, [`replay::DEFAULT_DEDUP_WINDOW`]).
+    dedup_window: Option<String>,
     /// Each test read on its own ([`TestCase`]): one that is not valid is said and counted,
     /// and the others still run.
     #[serde(default, rename = "test")]
@@ -244,6 +249,12 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
         None => Zone::default(),
     };
     let parser = SyslogParser::new(zone, Year::Fixed(file.year.unwrap_or(2024)));
+    let dedup_window = file
+        .dedup_window
+        .as_deref()
+        .unwrap_or(replay::DEFAULT_DEDUP_WINDOW);
+    let dedup_window = Duration::parse(dedup_window)
+        .map_err(|e| anyhow::anyhow!("dedup_window `{dedup_window}`: {e}"))?;
     let spans = toml::from_str::<InputSpans>(&text).map_or_else(|_| Vec::new(), |s| s.tests);
     let (mut passed, mut failed, mut broken) = (0, 0, 0);
     for (i, table) in file.tests.iter().enumerate() {
@@ -273,7 +284,7 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
             .and_then(|s| s.input.as_ref())
             .map_or(1, |s| input_first_line(&text, s.span()));
         let t = &t;
-        let problems = match run_case(&rules, parser, t, path, first_line) {
+        let problems = match run_case(&rules, parser, dedup_window, t, path, first_line) {
             Ok(p) => p,
             Err(e) => {
                 broken += 1;
@@ -322,6 +333,7 @@ fn input_first_line(text: &str, span: std::ops::Range<usize>) -> u64 {
 fn run_case(
     rules: &RuleSet,
     parser: SyslogParser,
+    dedup_window: Duration,
     t: &TestCase,
     file: &Path,
     first_line: u64,
@@ -331,11 +343,15 @@ fn run_case(
     // Refused lines are said as `FILE:LINE: why`, the line of the test file, in the report.
     let refused = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let told = refused.clone();
+    // As replay reads a file: exact repeats of a syslog line within the window dropped (a
+    // fresh filter per test, as the engine is).
+    let dedup = replay::dedup_filter(dedup_window);
     let source = replay::text_source(
         &file.display().to_string(),
         t.input.clone(),
         parser,
         first_line,
+        dedup.clone(),
         Box::new(move |why| {
             if let Ok(mut v) = told.lock() {
                 v.push(why);
@@ -346,7 +362,7 @@ fn run_case(
     let mut got: Vec<Alert> = Vec::new();
     replay::drive(
         &mut engine,
-        Merger::new(vec![source], None),
+        Merger::new(vec![source], Some(dedup)),
         until,
         &mut summary,
         None,
@@ -486,6 +502,13 @@ fn run_case(
     }
     for a in unmatched.into_iter().flatten() {
         problems.push(format!("unexpected: {}", describe(a)));
+    }
+    // A test written as if every line counted fails for a reason the report must name.
+    if !problems.is_empty() && summary.duplicates > 0 {
+        problems.push(format!(
+            "note: {} input line(s) dropped as exact repeats of a syslog line within {dedup_window}, as replay drops them (`dedup_window = \"0s\"` in the test file keeps them)",
+            summary.duplicates
+        ));
     }
     Ok(problems)
 }

@@ -721,6 +721,17 @@ fn scan_rule_fires_on_masscan_and_not_on_ordinary_sessions() {
 
 /// Runs the binary with `stdin` piped in; returns stdout after asserting success.
 fn with_stdin(args: &[&str], stdin: &[u8]) -> String {
+    let out = run_with_stdin(args, stdin);
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs the binary with `stdin` piped in: its output, whatever the exit.
+fn run_with_stdin(args: &[&str], stdin: &[u8]) -> std::process::Output {
     use std::io::Write;
     let mut child = cepheus()
         .args(args)
@@ -733,13 +744,9 @@ fn with_stdin(args: &[&str], stdin: &[u8]) -> String {
     let bytes = stdin.to_vec();
     let writer = std::thread::spawn(move || input.write_all(&bytes));
     let out = child.wait_with_output().unwrap();
-    writer.join().unwrap().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    // (A reader that stopped early closes the pipe: what it said is the test's to judge.)
+    let _ = writer.join().unwrap();
+    out
 }
 
 /// A compressed log (a rotated `auth.log.2.gz`) is refused with the way round, not read as
@@ -810,6 +817,52 @@ fn a_capture_on_stdin_reads_as_the_file() {
     let text = events("-", line);
     assert_eq!(text.lines().count(), 1, "{text}");
     assert!(text.contains("\"app\":\"su\""), "{text}");
+}
+
+/// `-` named twice (`cepheus replay - - < log`) is read once, with a warning, as a file given
+/// twice is: two readers of the one stream would tear its lines between them (malformed
+/// events, lost alerts), and a piped capture's second reader would find no pcap header.
+#[test]
+fn stdin_named_twice_is_read_once() {
+    let rules = manifest().join("../rules/ssh.toml");
+    let rules = rules.to_str().unwrap();
+    // Large enough (about 200 KB) for two readers to take turns at its chunks.
+    let log = std::fs::read(manifest().join("tests/data/syslog/loghub_OpenSSH_2k.log")).unwrap();
+    let args = |inputs: &[&'static str]| {
+        let mut a = vec!["replay", "--year", "2024", "--rules", rules];
+        a.extend_from_slice(inputs);
+        a
+    };
+    let once = run_with_stdin(&args(&["-"]), &log);
+    assert!(once.status.success());
+    let once_err = String::from_utf8_lossy(&once.stderr);
+    assert!(once_err.contains(" 0 malformed"), "{once_err}");
+    assert!(!alerts_of(&String::from_utf8_lossy(&once.stdout)).is_empty());
+    let twice = run_with_stdin(&args(&["-", "-"]), &log);
+    let twice_err = String::from_utf8_lossy(&twice.stderr);
+    assert!(twice.status.success(), "{twice_err}");
+    // (Not `assert_eq!`: the alerts are some 40 KB.)
+    assert!(twice.stdout == once.stdout, "other alerts: {twice_err}");
+    assert!(twice_err.contains(" 0 malformed"), "{twice_err}");
+    assert!(
+        twice_err.contains("warning: -: standard input was given before: read once"),
+        "{twice_err}"
+    );
+    // A capture piped in, named twice: its flows once (the second reader found no header).
+    let scan = manifest().join("../rules/scan.toml");
+    let masscan =
+        std::fs::read(manifest().join("tests/data/pcap/esnet_masscan_tcp_0_1000_20190821.pcap"))
+            .unwrap();
+    let scan = ["replay", "--rules", scan.to_str().unwrap()];
+    let once = with_stdin(&[&scan[..], &["-"]].concat(), &masscan);
+    let twice = run_with_stdin(&[&scan[..], &["-", "-"]].concat(), &masscan);
+    let twice_err = String::from_utf8_lossy(&twice.stderr);
+    assert_eq!(twice.status.code(), Some(0), "{twice_err}");
+    assert!(twice.stdout == once.as_bytes(), "other alerts: {twice_err}");
+    assert!(
+        twice_err.contains("standard input was given before"),
+        "{twice_err}"
+    );
 }
 
 #[test]
@@ -1639,6 +1692,69 @@ pattern = "absent(hb) for 60s"
     );
 }
 
+/// A rule test reads its input as replay reads a file: a syslog line repeated byte for byte
+/// within the dedup window counts once (JSON events alike still count each), so the test
+/// expects replay's alerts; `dedup_window = "0s"` keeps every line, as `--dedup-window 0s`
+/// does, and a test that fails while lines were dropped says so.
+#[test]
+fn a_rule_test_drops_repeated_syslog_lines_as_replay_does() {
+    let (dir, rules) = scratch_rules(
+        "ruletest-dedup",
+        "[[rule]]\nname = \"two\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+         events.a = 'syslog and app == \"a\"'\npattern = \"a{2}\"\n",
+    );
+    // web-1: one line twice (one message); web-2: two messages (other stamps); web-3: two
+    // JSON events alike (two events).
+    let input = r#"Dec 10 10:00:00 web-1 a[1]: same
+Dec 10 10:00:00 web-1 a[1]: same
+Dec 10 10:00:00 web-2 a[1]: same
+Dec 10 10:00:01 web-2 a[1]: same
+{"source":"syslog","time":"2024-12-10T10:00:02Z","host":"web-3","app":"a","msg":"same"}
+{"source":"syslog","time":"2024-12-10T10:00:02Z","host":"web-3","app":"a","msg":"same"}
+"#;
+    let test = dir.join("x.test.toml");
+    let write_test = |header: &str, hosts: &[&str]| {
+        let mut t = format!("{header}\n[[test]]\nname = \"repeats\"\ninput = '''\n{input}'''\n");
+        for h in hosts {
+            t += &format!("[[test.expect]]\nrule = \"two\"\ngroup = {{ host = \"{h}\" }}\n");
+        }
+        std::fs::write(&test, t).unwrap();
+    };
+    write_test("", &["web-2", "web-3"]);
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(0), "{out}");
+    // Replay's alerts on the same input.
+    let log = dir.join("input.log");
+    std::fs::write(&log, input).unwrap();
+    let (stdout, stderr) = replay_with(&rules, &log);
+    let mut hosts: Vec<String> = alerts_of(&stdout)
+        .iter()
+        .map(|a| a["group"]["host"].as_str().unwrap_or_default().to_string())
+        .collect();
+    hosts.sort();
+    assert_eq!(hosts, ["web-2", "web-3"], "{stderr}");
+    // A test that expects the repeat to count fails, and says why it may have.
+    write_test("", &["web-1", "web-2", "web-3"]);
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("missing:    two firing {host=web-1}"), "{out}");
+    assert!(
+        out.contains(
+            "note: 1 input line(s) dropped as exact repeats of a syslog line within 2s, as replay drops them"
+        ),
+        "{out}"
+    );
+    // `dedup_window = "0s"`: every line counts.
+    write_test("dedup_window = \"0s\"", &["web-1", "web-2", "web-3"]);
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(0), "{out}");
+    write_test("dedup_window = \"soon\"", &[]);
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("dedup_window `soon`"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A message relayed twice may sit in two files: the duplicate filter spans the inputs, so
 /// splitting the input in two gives the same alerts.
 #[test]
@@ -1703,6 +1819,45 @@ fn a_file_given_twice_gives_one_copy_in_its_order() {
         k2.to_str().unwrap(),
     ]));
     assert_eq!(alerts.len(), 1, "{alerts:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The same text file named twice (also under another name) is read once, with a warning,
+/// as a capture file is: its JSON events, which are never dropped as duplicates, would count
+/// twice, and with `--dedup-window 0s` its syslog lines too.
+#[test]
+fn the_same_text_file_named_twice_is_read_once() {
+    let (dir, _) = scratch_rules("text-twice", ANY_SYSLOG);
+    let log = dir.join("mixed.log");
+    std::fs::write(
+        &log,
+        "Feb 22 11:47:04 h a: A\n\
+         {\"source\":\"syslog\",\"time\":\"2024-02-22T11:47:05Z\",\"host\":\"h\",\"app\":\"j\",\"msg\":\"J\"}\n",
+    )
+    .unwrap();
+    let other_name = dir.join(".").join("mixed.log");
+    let out = cepheus()
+        .args(["events", "--year", "2024", "--dedup-window", "0s"])
+        .arg(&log)
+        .arg(&other_name)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let msgs: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["msg"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(msgs, ["A", "J"], "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: {}: the same file was given before: read once",
+            other_name.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("2 events, 0 malformed"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
