@@ -3,7 +3,7 @@
 //!
 //! [`build`] turns a [`RuleSet`] into a [`Graph`] of nodes:
 //!
-//! - **predicate** nodes, one per distinct normalised condition ([`Cond::canonical`]), each
+//! - **predicate** nodes, one per distinct normalised condition ([`Cond::predicate_key`]), each
 //!   listing every (rule, event name) that uses it: a predicate is evaluated once per event
 //!   however many rules name it;
 //! - **event** nodes: a predicate plus the group mapping (which field supplies each `group_by`
@@ -536,7 +536,9 @@ impl Builder {
                         event: def.name.clone(),
                     }],
                 },
-                canonical: pc.clone(),
+                // Conditions that hold for the same events are one predicate (normalised
+                // further than the rule's meaning, which its event node keeps).
+                canonical: def.cond.predicate_key(),
                 // Predicates alike but apart are those a capture keeps in another order.
                 shape: def.cond.canonical_any_order(),
                 scope: String::new(),

@@ -1793,3 +1793,79 @@ fn a_control_character_in_a_string_is_named() {
     let help = d.help.as_deref().unwrap_or_default();
     assert!(help.contains("control character (U+0000)"), "{help}");
 }
+
+/// Conditions that hold for exactly the same events have one predicate key (they are one
+/// predicate when shared); conditions that differ on some event keep different keys, and a
+/// rule's meaning (its saved state's key) is not normalised.
+#[test]
+fn predicate_keys_normalise_only_what_cannot_change_a_result() {
+    let key = |cond: &str| {
+        let text = format!(
+            "[[rule]]\nname = \"a\"\nseverity = \"low\"\nevents.x = '{cond}'\npattern = \"x\"\n"
+        );
+        let c = compile_str("k.toml", &text);
+        let rules = c
+            .rules
+            .unwrap_or_else(|| panic!("{cond}: {:#?}", c.diagnostics));
+        let cond = &rules.rules[0].events[0].cond;
+        (cond.predicate_key(), cond.canonical())
+    };
+    let same = [
+        vec![
+            r#"syslog and app == "x""#,
+            r#"app == "x""#,
+            r#"app == "x" and syslog"#,
+            r#"app in ["x"]"#,
+            r#"syslog and (app == "x")"#,
+        ],
+        vec![
+            r#"app == "a" or app == "b""#,
+            r#"app in ["b", "a"]"#,
+            r#"syslog and app in ["a", "b", "a"]"#,
+            r#"(syslog and app == "a") or app == "b""#,
+            r#"app == "a" or (app == "b" or app == "a")"#,
+        ],
+        vec![
+            r#"flow and dport == 22 and proto == "tcp""#,
+            r#"dport == 22 and proto == "tcp""#,
+            r#"proto == "tcp" and flow and dport in [22]"#,
+        ],
+        vec![
+            r#"syslog and msg contains "x" and severity <= 3"#,
+            r#"msg contains "x" and severity <= 3"#,
+        ],
+        vec![r#"syslog and exists(msgid)"#, r#"exists(msgid)"#],
+    ];
+    for spellings in &same {
+        let first = key(spellings[0]).0;
+        for s in spellings {
+            assert_eq!(
+                key(s).0,
+                first,
+                "{s} and {} are one predicate",
+                spellings[0]
+            );
+        }
+    }
+    let different = [
+        // `not` holds on events without the field (a flow has no app).
+        (r#"syslog and not (app == "x")"#, r#"not (app == "x")"#),
+        // `time` is in every source's events.
+        (r#"syslog and hour(time) < 8"#, r#"hour(time) < 8"#),
+        (
+            r#"app == "a" or app == "b""#,
+            r#"app == "a" or host == "b""#,
+        ),
+        // A capture may stand for a registry field of another source (`src` out of a syslog
+        // message): conditions that capture are not normalised.
+        (
+            r#"syslog and msg =~ "from (?P<src>\S+)" and src in 10.0.0.0/8"#,
+            r#"msg =~ "from (?P<src>\S+)" and src in 10.0.0.0/8"#,
+        ),
+    ];
+    for (a, b) in different {
+        assert_ne!(key(a).0, key(b).0, "{a} and {b}");
+    }
+    // The meaning keeps the condition as written (normalised only by operand order).
+    assert_ne!(key(r#"syslog and app == "x""#).1, key(r#"app == "x""#).1);
+}

@@ -1,7 +1,7 @@
 //! The Filter stage: which event definitions of which rules an event satisfies.
 //!
 //! Definitions are grouped into *predicates*: with sharing on, every distinct condition (after
-//! normalisation, [`Cond::canonical`]) is one predicate, evaluated once per event for all the
+//! normalisation, [`Cond::predicate_key`]) is one predicate, evaluated once per event for all the
 //! definitions of all the rules that use it. Every predicate is filed under its source (a
 //! top-level `syslog`/`flow` conjunct) and, when it has one, under an equality conjunct on a
 //! registry field (`app == "sshd"`, `host in ["a", "b"]`, an `or` of such tests on one field):
@@ -279,7 +279,7 @@ impl Filter {
                     continue;
                 }
                 let owner = (ri as u32, di as u32);
-                match by_text.entry(def.cond.canonical()) {
+                match by_text.entry(def.cond.predicate_key()) {
                     std::collections::hash_map::Entry::Occupied(e) => {
                         groups[*e.get()].1.push(owner);
                         continue;

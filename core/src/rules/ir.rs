@@ -578,6 +578,146 @@ impl Cond {
         s
     }
 
+    /// The identity of the condition as a predicate: [`Cond::canonical`] of an equivalent
+    /// condition normalised further, so conditions written differently that hold for exactly
+    /// the same events are evaluated once (`syslog and app == "x"` and `app == "x"`;
+    /// `app == "a" or app == "b"` and `app in ["a", "b"]`). Only for predicates: a rule's
+    /// meaning (which keys its saved state) keeps [`Cond::canonical`].
+    pub fn predicate_key(&self) -> String {
+        if self.captures_any() {
+            // Captures flow left to right and may stand for registry fields (`src` read out
+            // of a syslog message): nothing is assumed about them.
+            return self.canonical();
+        }
+        self.normalised().canonical()
+    }
+
+    /// An equivalent condition (for a condition that captures nothing): nested `and`s and
+    /// `or`s flattened, a source test dropped where another operand reads a field only that
+    /// source has (every test on a missing field is false), `or`ed equalities on one field
+    /// made one `in`, and an `in` of one value an equality.
+    fn normalised(&self) -> Cond {
+        match self {
+            Cond::And(cs) => {
+                let mut parts = Vec::with_capacity(cs.len());
+                for c in cs.iter().map(Cond::normalised) {
+                    match c {
+                        Cond::And(inner) => parts.extend(inner),
+                        Cond::True => {}
+                        c => parts.push(c),
+                    }
+                }
+                let implied: Vec<Source> = parts
+                    .iter()
+                    .filter(|c| !matches!(c, Cond::Source(_)))
+                    .filter_map(Cond::implied_source)
+                    .collect();
+                parts.retain(|c| !matches!(c, Cond::Source(s) if implied.contains(s)));
+                match parts.len() {
+                    0 => Cond::True,
+                    1 => parts.pop().unwrap_or(Cond::True),
+                    _ => Cond::And(parts),
+                }
+            }
+            Cond::Or(cs) => {
+                let mut parts: Vec<Cond> = Vec::with_capacity(cs.len());
+                // (field, its values) of the equalities met so far, by first appearance.
+                let mut equal: Vec<(Field, Vec<Value>)> = Vec::new();
+                for c in cs.iter().map(Cond::normalised) {
+                    let flat = match c {
+                        Cond::Or(inner) => inner,
+                        c => vec![c],
+                    };
+                    for c in flat {
+                        match c.equality() {
+                            Some((f, vals)) => match equal.iter_mut().find(|(g, _)| *g == f) {
+                                Some((_, v)) => v.extend(vals),
+                                None => equal.push((f, vals)),
+                            },
+                            None => parts.push(c),
+                        }
+                    }
+                }
+                parts.extend(equal.into_iter().map(|(f, vals)| {
+                    Cond::In(Expr::Field(FieldKey::Known(f)), ValueList::new(vals)).normalised()
+                }));
+                match parts.len() {
+                    1 => parts.pop().unwrap_or(Cond::True),
+                    _ => Cond::Or(parts),
+                }
+            }
+            Cond::Not(c) => match c.normalised() {
+                Cond::Not(inner) => *inner,
+                c => Cond::Not(Box::new(c)),
+            },
+            Cond::Cmp(CmpOp::Eq, Expr::Lit(v), Expr::Field(k)) => {
+                Cond::Cmp(CmpOp::Eq, Expr::Field(k.clone()), Expr::Lit(v.clone()))
+            }
+            Cond::In(Expr::Field(k), list)
+                if list.values().len() == 1 && self.equality().is_some() =>
+            {
+                Cond::Cmp(
+                    CmpOp::Eq,
+                    Expr::Field(k.clone()),
+                    Expr::Lit(list.values()[0].clone()),
+                )
+            }
+            c => c.clone(),
+        }
+    }
+
+    /// `field == literal` (either way round) or `field in [literals]` on a registry field,
+    /// with literals of the field's own type that are not floats: the tests whose `or` is
+    /// exactly one `in` (same-typed equality, hashed or scanned alike).
+    fn equality(&self) -> Option<(Field, Vec<Value>)> {
+        let (f, vals) = match self {
+            Cond::Cmp(CmpOp::Eq, Expr::Field(FieldKey::Known(f)), Expr::Lit(v))
+            | Cond::Cmp(CmpOp::Eq, Expr::Lit(v), Expr::Field(FieldKey::Known(f))) => {
+                (*f, vec![v.clone()])
+            }
+            Cond::In(Expr::Field(FieldKey::Known(f)), list) => (*f, list.values().to_vec()),
+            _ => return None,
+        };
+        let same_type = |v: &Value| v.ty() == f.ty() && !matches!(v, Value::Float(_));
+        (f != Field::Time && !vals.is_empty() && vals.iter().all(same_type)).then_some((f, vals))
+    }
+
+    /// The one source whose events alone can satisfy this condition, when a test on a field
+    /// only that source has (false on an event without it) or a source test says so.
+    fn implied_source(&self) -> Option<Source> {
+        let of_field = |k: &FieldKey| match k {
+            FieldKey::Known(f) => match f.sources() {
+                [s] => Some(*s),
+                _ => None,
+            },
+            FieldKey::Named(_) => None,
+        };
+        let of_expr = |e: &Expr| match e {
+            Expr::Field(k) => of_field(k),
+            _ => None,
+        };
+        match self {
+            Cond::Source(s) => Some(*s),
+            Cond::Cmp(_, a, b) | Cond::Str(_, a, b) => of_expr(a).or_else(|| of_expr(b)),
+            Cond::Regex(r) => of_expr(&r.lhs),
+            Cond::In(e, _) | Cond::InCidr(e, _) => of_expr(e),
+            Cond::Exists(k) => of_field(k),
+            Cond::And(cs) => {
+                let mut found = cs.iter().filter_map(Cond::implied_source);
+                let first = found.next()?;
+                // (Two sources: never true; left as written.)
+                found.all(|s| s == first).then_some(first)
+            }
+            Cond::Or(cs) => {
+                let first = cs.first()?.implied_source()?;
+                cs.iter()
+                    .all(|c| c.implied_source() == Some(first))
+                    .then_some(first)
+            }
+            Cond::True | Cond::Not(_) => None,
+        }
+    }
+
     /// [`Cond::canonical`] with every `and`/`or` sorted, captures or not: equal for two
     /// conditions that differ only in the order of operands a capture pins (so the graph can
     /// say why they are not one predicate).

@@ -2293,3 +2293,81 @@ fn expect_lists_made_to_collide_under_fnv_are_still_two_meanings() {
         [format!("r1 firing {x} @60"), format!("r2 firing {y} @60")]
     );
 }
+
+/// `syslog and app == "n"` spelled one of the ways that holds for the same events: as it is,
+/// without the source test (`app` is syslog's alone), as an `in` of one value, the literal
+/// first, or (`with`) `or`ed with an equality on a second app, as an `or` or as an `in`.
+fn spelled(n: &str, way: u8, with: Option<&str>) -> cepheus_core::rules::ir::Cond {
+    use cepheus_core::event::FieldKey;
+    use cepheus_core::rules::ir::{CmpOp, Cond, Expr, ValueList};
+    let app = || Expr::Field(FieldKey::Known(Field::App));
+    let eq = |n: &str| Cond::Cmp(CmpOp::Eq, app(), Expr::Lit(Value::str(n)));
+    let one = |n: &str| match way % 4 {
+        0 => Cond::And(vec![Cond::Source(Source::Syslog), eq(n)]),
+        1 => eq(n),
+        2 => Cond::In(app(), ValueList::new(vec![Value::str(n)])),
+        _ => Cond::And(vec![
+            Cond::Cmp(CmpOp::Eq, Expr::Lit(Value::str(n)), app()),
+            Cond::Source(Source::Syslog),
+        ]),
+    };
+    match with {
+        None => one(n),
+        Some(m) if way.is_multiple_of(2) => Cond::Or(vec![one(n), one(m)]),
+        Some(m) => Cond::And(vec![
+            Cond::Source(Source::Syslog),
+            Cond::In(app(), ValueList::new(vec![Value::str(m), Value::str(n)])),
+        ]),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+    /// Conditions written differently that hold for the same events are one predicate when
+    /// shared (`Cond::predicate_key`): the alerts are still exactly the unshared ones, over
+    /// syslog events with and without an `app` and flow events (which have none).
+    #[test]
+    fn predicates_spelled_differently_share_and_agree_with_unshared(
+        picks in proptest::collection::vec((0u8..8, 0u8..3, any::<bool>(), any::<[u8; 4]>()), 2..10),
+        spec in proptest::collection::vec((0u8..6, 0u8..3, 1u16..12), 1..120),
+    ) {
+        let rules = set(
+            picks
+                .iter()
+                .enumerate()
+                .map(|(i, (p, w, g, ways))| {
+                    let mut r = pool_rule(i, *p, *w, *g);
+                    for (d, way) in r.0.events.iter_mut().zip(ways) {
+                        // One definition in four also takes the next app (a two-value `in`).
+                        let with = (way / 4 % 4 == 0).then(|| {
+                            let k = APPS.iter().position(|a| *a == d.name).unwrap_or(0);
+                            APPS[(k + 1) % APPS.len()]
+                        });
+                        let name = d.name.clone();
+                        d.cond = spelled(&name, *way, with);
+                    }
+                    r
+                })
+                .collect(),
+        );
+        let mut t = 1_000i64;
+        let evs: Vec<Event> = spec
+            .iter()
+            .map(|(a, h, gap)| {
+                t += i64::from(*gap);
+                let ts = Timestamp::from_secs(t);
+                let host = Value::str(HOSTS[*h as usize]);
+                match *a as usize {
+                    // A syslog line without an app (a PRI-only line), and a flow.
+                    4 => Event::new(Source::Syslog, ts, ts).with(Field::Host, host),
+                    5 => Event::new(Source::Flow, ts, ts).with(Field::Host, host),
+                    a => Event::new(Source::Syslog, ts, ts)
+                        .with(Field::App, Value::str(APPS[a]))
+                        .with(Field::Host, host),
+                }
+            })
+            .collect();
+        prop_assert_eq!(run_mode(&rules, &evs, true), run_mode(&rules, &evs, false));
+    }
+}
