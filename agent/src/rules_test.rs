@@ -8,7 +8,7 @@
 //!
 //! ```toml
 //! rules = ["ssh.toml"]   # optional; default: the rule file with the same stem
-//! year  = 2024           # the year of RFC 3164 stamps (default 2024, so tests never age)
+//! year  = 2024           # RFC 3164 stamps' year, 1678 to 2261 (default 2024: tests never age)
 //! dedup_window = "2s"    # optional, as replay's --dedup-window ("0s" keeps every line)
 //!
 //! [[test]]
@@ -37,6 +37,7 @@ use cepheus_core::engine::{Engine, EngineConfig};
 use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::Duration;
 use serde::Deserialize;
+use toml::Spanned;
 
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
 use crate::replay::{self, Merger, Summary};
@@ -54,10 +55,11 @@ pub struct TestArgs {
 #[serde(deny_unknown_fields)]
 struct TestFile {
     rules: Option<Vec<PathBuf>>,
-    year: Option<i32>,
-    tz: Option<String>,
+    /// Checked as replay's `--year` is ([`Year::checked`]), and said where it is written.
+    year: Option<Spanned<i64>>,
+    tz: Option<Spanned<String>>,
     /// As replay's `--dedup-window` (default the same, [`replay::DEFAULT_DEDUP_WINDOW`]).
-    dedup_window: Option<String>,
+    dedup_window: Option<Spanned<String>>,
     /// Each test read on its own ([`TestCase`]): one that is not valid is said and counted,
     /// and the others still run.
     #[serde(default, rename = "test")]
@@ -148,7 +150,13 @@ pub fn run(args: TestArgs) -> ExitCode {
             Err(e) => {
                 broken += 1;
                 println!("  {} {e:#}", paint("ERROR", "31", color));
-                eprintln!("error: {}: {e:#}", f.display());
+                // (Named once: most of these begin with the file, or where in it.)
+                let e = format!("{e:#}");
+                if e.starts_with(&f.display().to_string()) {
+                    eprintln!("error: {e}");
+                } else {
+                    eprintln!("error: {}: {e}", f.display());
+                }
             }
         }
     }
@@ -244,17 +252,31 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
     let Some(rules) = replay::load_rules(&rule_paths)? else {
         bail!("the rules under test have errors");
     };
+    let place = Place { path, text: &text };
     let zone: Zone = match &file.tz {
-        Some(z) => z.parse().map_err(|e| anyhow::anyhow!("tz: {e}"))?,
+        Some(z) => z
+            .get_ref()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{}: `tz`: {e}", place.at(z.span())))?,
         None => Zone::default(),
     };
-    let parser = SyslogParser::new(zone, Year::Fixed(file.year.unwrap_or(2024)));
-    let dedup_window = file
-        .dedup_window
-        .as_deref()
-        .unwrap_or(replay::DEFAULT_DEDUP_WINDOW);
-    let dedup_window = Duration::parse(dedup_window)
-        .map_err(|e| anyhow::anyhow!("dedup_window `{dedup_window}`: {e}"))?;
+    let year = match &file.year {
+        // Out of the range, every RFC 3164 line of every test would be refused.
+        Some(y) => Year::checked(*y.get_ref())
+            .map_err(|e| anyhow::anyhow!("{}: `year`: {e}", place.at(y.span())))?,
+        None => 2024,
+    };
+    let parser = SyslogParser::new(zone, Year::Fixed(year));
+    let dedup_window = match &file.dedup_window {
+        Some(w) => Duration::parse(w.get_ref()).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: dedup_window `{}`: {e}",
+                place.at(w.span()),
+                w.get_ref()
+            )
+        })?,
+        None => Duration::parse(replay::DEFAULT_DEDUP_WINDOW).map_err(anyhow::Error::msg)?,
+    };
     let spans = toml::from_str::<InputSpans>(&text).map_or_else(|_| Vec::new(), |s| s.tests);
     let (mut passed, mut failed, mut broken) = (0, 0, 0);
     for (i, table) in file.tests.iter().enumerate() {
@@ -305,6 +327,33 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
         }
     }
     Ok((passed, failed, broken))
+}
+
+/// A test file's name and text, to say where in it a value is written.
+struct Place<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Place<'_> {
+    /// `FILE:LINE:COLUMN` of where `span` begins (1-based; the column counts characters, as
+    /// the diagnostics of rule files do).
+    fn at(&self, span: std::ops::Range<usize>) -> String {
+        let (line, column) = line_column(self.text, span.start);
+        format!("{}:{line}:{column}", self.path.display())
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset of `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = text.get(..offset).unwrap_or_default();
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before.get(line_start..).unwrap_or_default().chars().count() + 1;
+    (before.matches('\n').count() + 1, column)
 }
 
 fn paint(s: &str, code: &str, color: bool) -> String {
@@ -610,5 +659,24 @@ mod tests {
         };
         assert_eq!(unknown_key_hint(e.message()), "did you mean `message`?");
         assert_eq!(unknown_key_hint("unknown field `zzz`, expected `a`"), "");
+    }
+
+    /// Positions are 1-based, columns in characters (as rule files' diagnostics count them);
+    /// an offset inside a character or past the end is taken back to one that is not.
+    #[test]
+    fn positions_count_lines_and_characters() {
+        let text = "a = 1\nnamé = \"x\"\n";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, 4), (1, 5));
+        assert_eq!(line_column(text, 6), (2, 1));
+        let x = text.find("\"x").unwrap();
+        assert_eq!(line_column(text, x), (2, 8));
+        assert_eq!(line_column(text, text.find('é').unwrap() + 1), (2, 4));
+        assert_eq!(line_column(text, 1000), (3, 1));
+        let place = Place {
+            path: Path::new("t.test.toml"),
+            text,
+        };
+        assert_eq!(place.at(x..x + 3), "t.test.toml:2:8");
     }
 }

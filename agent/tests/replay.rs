@@ -326,6 +326,66 @@ fn a_refused_test_input_line_is_said_at_its_line_in_the_test_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A `year` no time can be in (as `replay --year 3000` is refused) is an error for the file,
+/// said at the value, not a refusal of every input line.
+#[test]
+fn a_test_file_year_out_of_range_is_an_error_at_its_key() {
+    let (dir, _) = scratch_rules("ruletest-year", ANY_SYSLOG);
+    let test = dir.join("x.test.toml");
+    let input = "[[test]]\nname = \"t\"\ninput = \"<13>Dec 10 06:55:46 h a: x\"\n\
+                 [[test.expect]]\nrule = \"x\"\n";
+    for (year, ok) in [
+        ("3000", false),
+        ("1677", false),
+        ("-5", false),
+        ("1678", true),
+        ("2261", true),
+    ] {
+        std::fs::write(&test, format!("# the year\nyear  = {year}\n{input}")).unwrap();
+        let (code, out) = rules_test(&test);
+        if ok {
+            assert_eq!(code, Some(0), "{year}: {out}");
+            continue;
+        }
+        assert_eq!(code, Some(2), "{year}: {out}");
+        let at = format!(
+            "{}:2:9: `year`: {year} is not a year from 1678 to 2261",
+            test.display()
+        );
+        assert!(out.contains(&at), "{at} in {out}");
+        assert!(!out.contains("timestamp out of range"), "{out}");
+        assert!(
+            out.contains("0 passed, 0 failed, 1 could not be run"),
+            "{out}"
+        );
+    }
+    // The other values of the file's head are said where they are too.
+    for (head, why) in [
+        ("tz = \"Mars/Olympus\"", "2:6: `tz`: unknown time zone"),
+        ("dedup_window = \"soon\"", "2:16: dedup_window `soon`"),
+    ] {
+        std::fs::write(&test, format!("# the head\n{head}\n{input}")).unwrap();
+        let (code, out) = rules_test(&test);
+        assert_eq!(code, Some(2), "{out}");
+        let at = format!("{}:{why}", test.display());
+        assert!(out.contains(&at), "{at} in {out}");
+    }
+    // The same check as replay's `--year`.
+    let out = cepheus()
+        .args(["replay", "--year", "3000", "--rules"])
+        .arg(dir.join("x.toml"))
+        .arg(&test)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("3000 is not a year from 1678 to 2261"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_failing_rule_test_reports_the_difference_and_exits_1() {
     let dir = std::env::temp_dir().join(format!("cepheus-ruletest-{}", std::process::id()));
