@@ -150,9 +150,9 @@ pub fn run(args: TestArgs) -> ExitCode {
             Err(e) => {
                 broken += 1;
                 println!("  {} {e:#}", paint("ERROR", "31", color));
-                // (Named once: most of these begin with the file, or where in it.)
+                // (The file named once: most of these name it, or where in it.)
                 let e = format!("{e:#}");
-                if e.starts_with(&f.display().to_string()) {
+                if e.contains(&f.display().to_string()) {
                     eprintln!("error: {e}");
                 } else {
                     eprintln!("error: {}: {e}", f.display());
@@ -238,6 +238,15 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
             unknown_key_hint(e.message())
         )
     })?;
+    // A file with no test would pass while testing nothing (`[[tests]]` is an unknown key,
+    // but an empty file, or a head alone, reads as valid): it cannot be run, as pytest counts
+    // collecting no test a failure.
+    if file.tests.is_empty() {
+        bail!(
+            "no [[test]] in {}: a test file holds one `[[test]]` table per test (docs/rules.md, \"Testing rules\")",
+            path.display()
+        );
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     let rule_paths: Vec<PathBuf> = match &file.rules {
         Some(list) => list.iter().map(|p| dir.join(p)).collect(),

@@ -326,6 +326,34 @@ fn a_refused_test_input_line_is_said_at_its_line_in_the_test_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A test file that holds no test (empty, or a head with no `[[test]]`) is an error, as a
+/// file that cannot be run: it would pass while testing nothing.
+#[test]
+fn a_test_file_without_tests_is_an_error() {
+    let (dir, _) = scratch_rules("ruletest-none", ANY_SYSLOG);
+    std::fs::copy(dir.join("x.toml"), dir.join("y.toml")).unwrap();
+    std::fs::write(
+        dir.join("y.test.toml"),
+        "[[test]]\nname = \"fine\"\ninput = \"\"\n",
+    )
+    .unwrap();
+    let test = dir.join("x.test.toml");
+    for text in ["", "# to do\n", "year = 2024\ndedup_window = \"0s\"\n"] {
+        std::fs::write(&test, text).unwrap();
+        let (code, out) = rules_test(&dir);
+        assert_eq!(code, Some(2), "{text:?}: {out}");
+        let why = format!("no [[test]] in {}", test.display());
+        assert!(out.contains(&format!("ERROR {why}")), "{text:?}: {out}");
+        assert!(out.contains(&format!("error: {why}")), "{text:?}: {out}");
+        assert!(out.contains("ok fine"), "{out}");
+        assert!(
+            out.contains("2 test file(s): 1 passed, 0 failed, 1 could not be run"),
+            "{text:?}: {out}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A `year` no time can be in (as `replay --year 3000` is refused) is an error for the file,
 /// said at the value, not a refusal of every input line.
 #[test]
