@@ -55,7 +55,7 @@ pub struct InputArgs {
     /// (one log, rotated), follow on: a log crossing New Year goes into the next year; each
     /// takes the year within half a year of the latest before it (another file's first, of
     /// that first stamp); a 29 February in a year without one, the leap year before.
-    #[arg(long, value_name = "YYYY", value_parser = clap::value_parser!(i32).range(1678..=2261))]
+    #[arg(long, value_name = "YYYY", value_parser = parse_year)]
     pub year: Option<i32>,
     /// The zone of RFC 3164 stamps: `UTC` (default), an offset such as `+02:00`, or a name.
     #[arg(
@@ -77,6 +77,16 @@ pub struct InputArgs {
     /// (named twice, read once, with a warning).
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
+}
+
+/// `--year`: a year every RFC 3164 stamp of which is a time ([`Year::checked`], as a rule
+/// test's `year` is checked).
+fn parse_year(s: &str) -> Result<i32, String> {
+    let y: i64 = s
+        .trim()
+        .parse()
+        .map_err(|e| format!("`{s}` is not a year: {e}"))?;
+    Year::checked(y)
 }
 
 impl InputArgs {

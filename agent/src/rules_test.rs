@@ -8,7 +8,7 @@
 //!
 //! ```toml
 //! rules = ["ssh.toml"]   # optional; default: the rule file with the same stem
-//! year  = 2024           # the year of RFC 3164 stamps (default 2024, so tests never age)
+//! year  = 2024           # RFC 3164 stamps' year, 1678 to 2261 (default 2024: tests never age)
 //! dedup_window = "2s"    # optional, as replay's --dedup-window ("0s" keeps every line)
 //!
 //! [[test]]
@@ -37,9 +37,11 @@ use cepheus_core::engine::{Engine, EngineConfig};
 use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::Duration;
 use serde::Deserialize;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
 
 use crate::ingest::syslog::{SyslogParser, Year, Zone};
-use crate::replay::{self, Merger, Summary};
+use crate::replay::{self, Merger, Summary, Until};
 
 /// Arguments of `cepheus rules test`.
 #[derive(clap::Args, Debug)]
@@ -54,69 +56,77 @@ pub struct TestArgs {
 #[serde(deny_unknown_fields)]
 struct TestFile {
     rules: Option<Vec<PathBuf>>,
-    year: Option<i32>,
-    tz: Option<String>,
+    /// Checked as replay's `--year` is ([`Year::checked`]), and said where it is written.
+    year: Option<Spanned<i64>>,
+    tz: Option<Spanned<String>>,
     /// As replay's `--dedup-window` (default the same, [`replay::DEFAULT_DEDUP_WINDOW`]).
-    dedup_window: Option<String>,
-    /// Each test read on its own ([`TestCase`]): one that is not valid is said and counted,
-    /// and the others still run.
+    dedup_window: Option<Spanned<String>>,
+    /// Only that `test` is an array here: each test is read on its own ([`TestCase`], from
+    /// the document with its spans, [`read_test_file`]): one that is not valid is said and
+    /// counted, and the others still run.
     #[serde(default, rename = "test")]
-    tests: Vec<toml::Table>,
+    tests: Vec<serde::de::IgnoredAny>,
 }
 
-/// Where each test's `input` is in the file (for line numbers in what the input refuses),
-/// read leniently beside the strict [`TestFile`].
-#[derive(Debug, Deserialize)]
-struct InputSpans {
-    #[serde(default, rename = "test")]
-    tests: Vec<InputSpan>,
-}
-
-#[derive(Debug, Deserialize)]
-struct InputSpan {
-    input: Option<toml::Spanned<toml::Value>>,
-}
-
+/// One `[[test]]`. Values that can be wrong keep where they are written ([`Spanned`]), so
+/// what is said of them names `FILE:LINE:COLUMN`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TestCase {
     name: String,
-    input: String,
-    until: Option<String>,
-    rules_under_test: Option<Vec<String>>,
+    /// (Where it is: the line numbers of the lines it refuses.)
+    input: Spanned<String>,
+    until: Option<Spanned<String>>,
+    rules_under_test: Option<Vec<Spanned<String>>>,
     #[serde(default)]
-    expect: Vec<Expected>,
+    expect: Vec<Spanned<Expected>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Expected {
-    rule: String,
+    rule: Spanned<String>,
     #[serde(default = "firing")]
-    state: String,
-    #[serde(default)]
-    group: toml::Table,
-    #[serde(default, deserialize_with = "text_or_datetime")]
-    time: Option<String>,
+    state: Spanned<String>,
+    group: Option<Spanned<Group>>,
+    time: Option<Spanned<Time>>,
     message: Option<String>,
-    reason: Option<String>,
+    reason: Option<Spanned<String>>,
+}
+
+/// An expected alert's group: each `group_by` field's value (the keys spanned too).
+type Group = std::collections::BTreeMap<Spanned<String>, toml::Value>;
+
+/// The group of an expectation that names none.
+static NO_GROUP: Group = Group::new();
+
+impl Expected {
+    fn group(&self) -> &Group {
+        self.group.as_ref().map_or(&NO_GROUP, Spanned::get_ref)
+    }
 }
 
 /// A time written as a string or as a TOML datetime (`time = 2024-12-10T10:01:00Z`, which
 /// TOML reads as a date, not text).
-fn text_or_datetime<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    match toml::Value::deserialize(d)? {
-        toml::Value::String(s) => Ok(Some(s)),
-        toml::Value::Datetime(t) => Ok(Some(t.to_string())),
-        other => Err(serde::de::Error::custom(format!(
-            "a time such as \"2024-12-10T10:01:00Z\", found {}",
-            other.type_str()
-        ))),
+#[derive(Debug)]
+struct Time(String);
+
+impl<'de> Deserialize<'de> for Time {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => Ok(Time(s)),
+            toml::Value::Datetime(t) => Ok(Time(t.to_string())),
+            other => Err(serde::de::Error::custom(format!(
+                "a time such as \"2024-12-10T10:01:00Z\", found {}",
+                other.type_str()
+            ))),
+        }
     }
 }
 
-fn firing() -> String {
-    "firing".into()
+fn firing() -> Spanned<String> {
+    // (Never said to be wrong: where it is does not matter.)
+    Spanned::new(0..0, "firing".into())
 }
 
 /// Runs `cepheus rules test`: exit 0 when every test passes, 1 on any failure, 2 on
@@ -148,7 +158,13 @@ pub fn run(args: TestArgs) -> ExitCode {
             Err(e) => {
                 broken += 1;
                 println!("  {} {e:#}", paint("ERROR", "31", color));
-                eprintln!("error: {}: {e:#}", f.display());
+                // (The file named once: most of these name it, or where in it.)
+                let e = format!("{e:#}");
+                if e.contains(&f.display().to_string()) {
+                    eprintln!("error: {e}");
+                } else {
+                    eprintln!("error: {}: {e}", f.display());
+                }
             }
         }
     }
@@ -218,18 +234,49 @@ fn unknown_key_hint(msg: &str) -> String {
     }
 }
 
-/// Runs one test file: (passed, failed, tests that could not be run).
-fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
-    println!("{}", path.display());
-    let text = crate::rulefiles::read_text(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let file: TestFile = toml::from_str(&text).map_err(|e| {
+/// A test file's head, checked, and its `[[test]]` tables as written (with their spans in
+/// `text`), to be read one by one.
+fn read_test_file<'t>(
+    path: &Path,
+    text: &'t str,
+) -> anyhow::Result<(TestFile, Vec<Spanned<DeValue<'t>>>)> {
+    let invalid = |e: toml::de::Error| {
         anyhow::anyhow!(
             "{} is not a valid test file: {e}{}",
             path.display(),
             unknown_key_hint(e.message())
         )
-    })?;
+    };
+    let doc = DeTable::parse(text).map_err(invalid)?;
+    let file = TestFile::deserialize(toml::de::Deserializer::from(doc.clone())).map_err(
+        |mut e: toml::de::Error| {
+            // (The text, for the excerpt under the message.)
+            e.set_input(Some(text));
+            invalid(e)
+        },
+    )?;
+    let tests = match doc.into_inner().remove("test").map(Spanned::into_inner) {
+        Some(DeValue::Array(tests)) => tests.into_iter().collect(),
+        _ => Vec::new(),
+    };
+    Ok((file, tests))
+}
+
+/// Runs one test file: (passed, failed, tests that could not be run).
+fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
+    println!("{}", path.display());
+    let text = crate::rulefiles::read_text(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let (file, tests) = read_test_file(path, &text)?;
+    // A file with no test would pass while testing nothing (`[[tests]]` is an unknown key,
+    // but an empty file, or a head alone, reads as valid): it cannot be run, as pytest counts
+    // collecting no test a failure.
+    if file.tests.is_empty() {
+        bail!(
+            "no [[test]] in {}: a test file holds one `[[test]]` table per test (docs/rules.md, \"Testing rules\")",
+            path.display()
+        );
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     let rule_paths: Vec<PathBuf> = match &file.rules {
         Some(list) => list.iter().map(|p| dir.join(p)).collect(),
@@ -244,52 +291,79 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
     let Some(rules) = replay::load_rules(&rule_paths)? else {
         bail!("the rules under test have errors");
     };
+    let place = Place { path, text: &text };
     let zone: Zone = match &file.tz {
-        Some(z) => z.parse().map_err(|e| anyhow::anyhow!("tz: {e}"))?,
+        Some(z) => z
+            .get_ref()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{}: `tz`: {e}", place.at(z.span())))?,
         None => Zone::default(),
     };
-    let parser = SyslogParser::new(zone, Year::Fixed(file.year.unwrap_or(2024)));
-    let dedup_window = file
-        .dedup_window
-        .as_deref()
-        .unwrap_or(replay::DEFAULT_DEDUP_WINDOW);
-    let dedup_window = Duration::parse(dedup_window)
-        .map_err(|e| anyhow::anyhow!("dedup_window `{dedup_window}`: {e}"))?;
-    let spans = toml::from_str::<InputSpans>(&text).map_or_else(|_| Vec::new(), |s| s.tests);
+    let year = match &file.year {
+        // Out of the range, every RFC 3164 line of every test would be refused.
+        Some(y) => Year::checked(*y.get_ref())
+            .map_err(|e| anyhow::anyhow!("{}: `year`: {e}", place.at(y.span())))?,
+        None => 2024,
+    };
+    let parser = SyslogParser::new(zone, Year::Fixed(year));
+    let dedup_window = match &file.dedup_window {
+        Some(w) => Duration::parse(w.get_ref()).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: dedup_window `{}`: {e}",
+                place.at(w.span()),
+                w.get_ref()
+            )
+        })?,
+        None => Duration::parse(replay::DEFAULT_DEDUP_WINDOW).map_err(anyhow::Error::msg)?,
+    };
     let (mut passed, mut failed, mut broken) = (0, 0, 0);
-    for (i, table) in file.tests.iter().enumerate() {
-        let t: TestCase = match toml::Value::Table(table.clone()).try_into() {
+    for (i, table) in tests.into_iter().enumerate() {
+        let name = table
+            .get_ref()
+            .as_table()
+            .and_then(|t| t.get("name"))
+            .and_then(|n| n.get_ref().as_str());
+        let label = match name {
+            Some(n) => format!("`{n}`"),
+            None => format!("number {}", i + 1),
+        };
+        // Read from the document, its errors carry where (the key, the value) in the file.
+        let t = match TestCase::deserialize(toml::de::ValueDeserializer::from(table)) {
             Ok(t) => t,
             Err(e) => {
-                let e: toml::de::Error = e;
                 broken += 1;
-                let name = match table.get("name").and_then(toml::Value::as_str) {
-                    Some(n) => format!("`{n}`"),
-                    None => format!("number {}", i + 1),
-                };
                 let hint = unknown_key_hint(e.message());
                 let hint = if hint.is_empty() {
                     hint
                 } else {
                     format!(" ({hint})")
                 };
-                let why = format!("test {name} is not valid: {}{hint}", e.message().trim());
-                println!("  {} {why}", paint("ERROR", "31", color));
-                eprintln!("error: {}: {why}", path.display());
+                let at = e
+                    .span()
+                    .map_or_else(|| path.display().to_string(), |s| place.at(s));
+                let why = format!("{}{hint}", e.message().trim());
+                println!(
+                    "  {} test {label} is not valid: {at}: {why}",
+                    paint("ERROR", "31", color)
+                );
+                eprintln!("error: {at}: test {label} is not valid: {why}");
                 continue;
             }
         };
-        let first_line = spans
-            .get(i)
-            .and_then(|s| s.input.as_ref())
-            .map_or(1, |s| input_first_line(&text, s.span()));
         let t = &t;
-        let problems = match run_case(&rules, parser, dedup_window, t, path, first_line) {
+        let until = t.until.as_ref().map(|u| {
+            replay::parse_until(u.get_ref())
+                .map_err(|e| (place.at(u.span()), format!("`until`: {e:#}")))
+        });
+        let problems = match until.transpose().and_then(|until| {
+            run_case(&rules, parser, dedup_window, t, until, &place)
+                .map_err(|e| (path.display().to_string(), format!("{e:#}")))
+        }) {
             Ok(p) => p,
-            Err(e) => {
+            Err((at, why)) => {
                 broken += 1;
-                println!("  {} {}: {e:#}", paint("ERROR", "31", color), t.name);
-                eprintln!("error: {}: test `{}`: {e:#}", path.display(), t.name);
+                println!("  {} {}: {at}: {why}", paint("ERROR", "31", color), t.name);
+                eprintln!("error: {at}: test `{}`: {why}", t.name);
                 continue;
             }
         };
@@ -305,6 +379,33 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
         }
     }
     Ok((passed, failed, broken))
+}
+
+/// A test file's name and text, to say where in it a value is written.
+struct Place<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Place<'_> {
+    /// `FILE:LINE:COLUMN` of where `span` begins (1-based; the column counts characters, as
+    /// the diagnostics of rule files do).
+    fn at(&self, span: std::ops::Range<usize>) -> String {
+        let (line, column) = line_column(self.text, span.start);
+        format!("{}:{line}:{column}", self.path.display())
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset of `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = text.get(..offset).unwrap_or_default();
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before.get(line_start..).unwrap_or_default().chars().count() + 1;
+    (before.matches('\n').count() + 1, column)
 }
 
 fn paint(s: &str, code: &str, color: bool) -> String {
@@ -330,15 +431,17 @@ fn input_first_line(text: &str, span: std::ops::Range<usize>) -> u64 {
     }
 }
 
+/// Runs one test, its `until` read: what is wrong (empty when it passed), each thing said
+/// of a value of the test with where the value is.
 fn run_case(
     rules: &RuleSet,
     parser: SyslogParser,
     dedup_window: Duration,
     t: &TestCase,
-    file: &Path,
-    first_line: u64,
+    until: Option<Until>,
+    place: &Place,
 ) -> anyhow::Result<Vec<String>> {
-    let until = (t.until.as_deref().map(replay::parse_until).transpose()).context("`until`")?;
+    let first_line = input_first_line(place.text, t.input.span());
     let mut engine = Engine::new(rules, EngineConfig::default()).context("building the engine")?;
     // Refused lines are said as `FILE:LINE: why`, the line of the test file, in the report.
     let refused = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -347,8 +450,8 @@ fn run_case(
     // fresh filter per test, as the engine is).
     let dedup = replay::dedup_filter(dedup_window);
     let source = replay::text_source(
-        &file.display().to_string(),
-        t.input.clone(),
+        &place.path.display().to_string(),
+        t.input.get_ref().clone(),
         parser,
         first_line,
         dedup.clone(),
@@ -383,70 +486,83 @@ fn run_case(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // (Each wrong name said once, where it is first written.)
+    let mut unknown: Vec<(&str, &str)> = Vec::new();
     for (key, name) in t
         .rules_under_test
         .iter()
         .flatten()
         .map(|n| ("rules_under_test", n))
-        .chain(t.expect.iter().map(|e| ("expect.rule", &e.rule)))
+        .chain(t.expect.iter().map(|e| ("expect.rule", &e.get_ref().rule)))
     {
-        if !known(name) {
-            let p = format!(
-                "{key}: no rule named `{name}` in the rules under test ({})",
+        if !known(name.get_ref()) && !unknown.contains(&(key, name.get_ref())) {
+            unknown.push((key, name.get_ref()));
+            problems.push(format!(
+                "{}: {key}: no rule named `{}` in the rules under test ({})",
+                place.at(name.span()),
+                name.get_ref(),
                 names()
-            );
-            if !problems.contains(&p) {
-                problems.push(p);
-            }
+            ));
         }
     }
     // An expectation no alert can meet (a misspelt state, time, reason or group field)
-    // fails with what is wrong with it, not only with `missing:`.
-    for e in &t.expect {
+    // fails with what is wrong with it, where it is, not only with `missing:`.
+    for spanned in &t.expect {
         use cepheus_core::alert::{AlertState, Reason};
+        let e = spanned.get_ref();
         let states = AlertState::ALL.map(AlertState::name);
-        if !states.contains(&e.state.as_str()) {
+        if !states.contains(&e.state.get_ref().as_str()) {
             problems.push(format!(
-                "expect.state: `{}` is not an alert state ({})",
-                e.state,
+                "{}: expect.state: `{}` is not an alert state ({})",
+                place.at(e.state.span()),
+                e.state.get_ref(),
                 states.join(", ")
             ));
         }
         if let Some(time) = &e.time
-            && cepheus_core::time::Timestamp::parse_rfc3339(time).is_none()
+            && cepheus_core::time::Timestamp::parse_rfc3339(&time.get_ref().0).is_none()
         {
             problems.push(format!(
-                "expect.time: `{time}` is not an RFC 3339 time (e.g. 2024-12-10T10:01:00Z)"
+                "{}: expect.time: `{}` is not an RFC 3339 time (e.g. 2024-12-10T10:01:00Z)",
+                place.at(time.span()),
+                time.get_ref().0
             ));
         }
         if let Some(reason) = &e.reason
-            && !Reason::ALL.iter().any(|r| r.name() == reason)
+            && !Reason::ALL.iter().any(|r| r.name() == reason.get_ref())
         {
             problems.push(format!(
-                "expect.reason: `{reason}` is not a reason an alert gives ({})",
+                "{}: expect.reason: `{}` is not a reason an alert gives ({})",
+                place.at(reason.span()),
+                reason.get_ref(),
                 Reason::ALL.map(Reason::name).join(", ")
             ));
         }
-        if let Some(rule) = rules.rules.iter().find(|r| r.name == e.rule) {
+        if let Some(rule) = rules.rules.iter().find(|r| r.name == *e.rule.get_ref()) {
             let unnamed: Vec<&str> = rule
                 .group_by
                 .iter()
-                .filter(|g| !e.group.contains_key(g.as_str()))
+                .filter(|g| !e.group().contains_key(g.as_str()))
                 .map(String::as_str)
                 .collect();
             if !unnamed.is_empty() {
+                // At the group, or the expectation that has none.
+                let at = e.group.as_ref().map_or(spanned.span(), Spanned::span);
                 problems.push(format!(
-                    "expect.group: rule `{}` groups by {}: name every field, e.g. `group = {{ {} = \"...\" }}`",
-                    e.rule,
+                    "{}: expect.group: rule `{}` groups by {}: name every field, e.g. `group = {{ {} = \"...\" }}`",
+                    place.at(at),
+                    e.rule.get_ref(),
                     rule.group_by.join(", "),
                     unnamed.join(" = \"...\", ")
                 ));
             }
-            for k in e.group.keys() {
-                if !rule.group_by.iter().any(|g| g == k) {
+            for k in e.group().keys() {
+                if !rule.group_by.iter().any(|g| g == k.get_ref()) {
                     problems.push(format!(
-                        "expect.group: `{k}` is not a group_by field of rule `{}` ({})",
-                        e.rule,
+                        "{}: expect.group: `{}` is not a group_by field of rule `{}` ({})",
+                        place.at(k.span()),
+                        k.get_ref(),
+                        e.rule.get_ref(),
                         if rule.group_by.is_empty() {
                             "it has none: write `group = {}` or leave it out".to_string()
                         } else {
@@ -458,7 +574,7 @@ fn run_case(
         }
     }
     if let Some(only) = &t.rules_under_test {
-        got.retain(|a| only.iter().any(|r| r == a.rule()));
+        got.retain(|a| only.iter().any(|r| r.get_ref() == a.rule()));
     }
     if summary.malformed > 0 {
         problems.push(format!(
@@ -470,7 +586,7 @@ fn run_case(
         }
     }
     let mut unmatched: Vec<Option<&Alert>> = got.iter().map(Some).collect();
-    for e in &t.expect {
+    for e in t.expect.iter().map(Spanned::get_ref) {
         let found = unmatched
             .iter_mut()
             .find(|slot| slot.is_some_and(|a| matches(e, a)));
@@ -480,13 +596,14 @@ fn run_case(
                 problems.push(format!("missing:    {}", describe_expected(e)));
                 // A group value that cannot be one of this field's values (`10.0.0.002` for
                 // an IP address) is said to be, or the test reads as a mere mismatch.
-                for (k, want) in &e.group {
+                for (k, want) in e.group() {
                     let Some(want) = want.as_str() else {
                         continue;
                     };
+                    let k = k.get_ref();
                     let ty = got
                         .iter()
-                        .filter(|a| a.rule() == e.rule)
+                        .filter(|a| a.rule() == e.rule.get_ref())
                         .find_map(|a| a.group().iter().find(|(n, _)| n == k).map(|(_, v)| v.ty()));
                     if let Some(ty) = ty
                         && cepheus_core::event::Value::parse_as(ty, want).is_none()
@@ -514,14 +631,14 @@ fn run_case(
 }
 
 fn matches(e: &Expected, a: &Alert) -> bool {
-    if e.rule != a.rule() || e.state != a.state.name() {
+    if e.rule.get_ref() != a.rule() || e.state.get_ref() != a.state.name() {
         return false;
     }
-    if e.group.len() != a.group().len() {
+    if e.group().len() != a.group().len() {
         return false;
     }
     for (k, v) in a.group().iter() {
-        let want = match e.group.get(k) {
+        let want = match e.group().get(k.as_str()) {
             Some(toml::Value::String(s)) => s.clone(),
             Some(other) => other.to_string(),
             None => return false,
@@ -537,7 +654,7 @@ fn matches(e: &Expected, a: &Alert) -> bool {
         }
     }
     if let Some(t) = &e.time
-        && cepheus_core::time::Timestamp::parse_rfc3339(t) != Some(a.time)
+        && cepheus_core::time::Timestamp::parse_rfc3339(&t.get_ref().0) != Some(a.time)
     {
         return false;
     }
@@ -546,7 +663,7 @@ fn matches(e: &Expected, a: &Alert) -> bool {
     }
     if e.reason
         .as_ref()
-        .is_some_and(|r| Some(r.as_str()) != a.reason())
+        .is_some_and(|r| Some(r.get_ref().as_str()) != a.reason())
     {
         return false;
     }
@@ -555,21 +672,27 @@ fn matches(e: &Expected, a: &Alert) -> bool {
 
 fn describe_expected(e: &Expected) -> String {
     let group: Vec<String> = e
-        .group
+        .group()
         .iter()
         .map(|(k, v)| {
             format!(
-                "{k}={}",
+                "{}={}",
+                k.get_ref(),
                 v.as_str().map_or_else(|| v.to_string(), str::to_string)
             )
         })
         .collect();
-    let mut s = format!("{} {} {{{}}}", e.rule, e.state, group.join(", "));
+    let mut s = format!(
+        "{} {} {{{}}}",
+        e.rule.get_ref(),
+        e.state.get_ref(),
+        group.join(", ")
+    );
     if let Some(t) = &e.time {
-        s.push_str(&format!(" at {t}"));
+        s.push_str(&format!(" at {}", t.get_ref().0));
     }
     if let Some(r) = &e.reason {
-        s.push_str(&format!(" reason={r}"));
+        s.push_str(&format!(" reason={}", r.get_ref()));
     }
     if let Some(m) = &e.message {
         s.push_str(&format!(" message={m:?}"));
@@ -604,11 +727,31 @@ mod tests {
     fn a_mistyped_test_key_is_suggested() {
         let text =
             "[[test]]\nname = \"t\"\ninput = \"\"\n[[test.expect]]\nrule = \"r\"\nmesage = \"x\"\n";
-        let file = toml::from_str::<TestFile>(text).expect("a test file");
-        let Err(e) = toml::Value::Table(file.tests[0].clone()).try_into::<TestCase>() else {
+        let (_, tests) = read_test_file(Path::new("t.test.toml"), text).expect("a test file");
+        let test = tests.into_iter().next().expect("a test");
+        let Err(e) = TestCase::deserialize(toml::de::ValueDeserializer::from(test)) else {
             panic!("parsed");
         };
         assert_eq!(unknown_key_hint(e.message()), "did you mean `message`?");
         assert_eq!(unknown_key_hint("unknown field `zzz`, expected `a`"), "");
+    }
+
+    /// Positions are 1-based, columns in characters (as rule files' diagnostics count them);
+    /// an offset inside a character or past the end is taken back to one that is not.
+    #[test]
+    fn positions_count_lines_and_characters() {
+        let text = "a = 1\nnamé = \"x\"\n";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, 4), (1, 5));
+        assert_eq!(line_column(text, 6), (2, 1));
+        let x = text.find("\"x").unwrap();
+        assert_eq!(line_column(text, x), (2, 8));
+        assert_eq!(line_column(text, text.find('é').unwrap() + 1), (2, 4));
+        assert_eq!(line_column(text, 1000), (3, 1));
+        let place = Place {
+            path: Path::new("t.test.toml"),
+            text,
+        };
+        assert_eq!(place.at(x..x + 3), "t.test.toml:2:8");
     }
 }

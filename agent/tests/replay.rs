@@ -281,17 +281,23 @@ fn a_broken_test_file_does_not_stop_the_others() {
     std::fs::write(dir.join("b.test.toml"), "[[tests]]\n").unwrap();
     let (code, stdout) = rules_test(&dir);
     assert_eq!(code, Some(2), "{stdout}");
+    // Each said where it is (more of them in `per_test_errors_say_where_in_the_test_file`).
+    let a = dir.join("a.test.toml").display().to_string();
     assert!(
-        stdout.contains("ERROR late: `until`: `tomorrow`"),
+        stdout.contains(&format!("ERROR late: {a}:4:9: `until`: `tomorrow`")),
         "{stdout}"
     );
     assert!(
-        stdout.contains("ERROR test `typo` is not valid: unknown field `inputt`"),
+        stdout.contains(&format!(
+            "ERROR test `typo` is not valid: {a}:7:1: unknown field `inputt`"
+        )),
         "{stdout}"
     );
     assert!(stdout.contains("(did you mean `input`?)"), "{stdout}");
     assert!(
-        stdout.contains("ERROR test number 3 is not valid: missing field `name`"),
+        stdout.contains(&format!(
+            "ERROR test number 3 is not valid: {a}:8:1: missing field `name`"
+        )),
         "{stdout}"
     );
     assert!(stdout.contains("ok fine"), "{stdout}");
@@ -323,6 +329,176 @@ fn a_refused_test_input_line_is_said_at_its_line_in_the_test_file() {
         let at = format!("{}:{line}: ", file.display());
         assert!(out.contains(&at), "{at} in {out}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What is wrong with one test (its `until`, a key, a value's type, an expectation) is said
+/// at FILE:LINE:COLUMN of what is wrong, as a refused input line is said at its line.
+#[test]
+fn per_test_errors_say_where_in_the_test_file() {
+    let (dir, _) = scratch_rules(
+        "ruletest-where",
+        "[[rule]]\nname = \"x\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.a = 'syslog'\npattern = \"a\"\n",
+    );
+    let lines = [
+        "[[test]]",                               // 1
+        "name = \"late\"",                        // 2
+        "input = \"\"",                           // 3
+        "until = \"tomorrow\"",                   // 4
+        "[[test]]",                               // 5
+        "name = \"typo\"",                        // 6
+        "input = \"\"",                           // 7
+        "  inputt = \"\"",                        // 8
+        "[[test]]",                               // 9
+        "input = \"\"",                           // 10
+        "[[test]]",                               // 11
+        "name = \"type\"",                        // 12
+        "input = \"\"",                           // 13
+        "[[test.expect]]",                        // 14
+        "rule = \"x\"",                           // 15
+        "state = 3",                              // 16
+        "[[test]]",                               // 17
+        "name = \"expect key\"",                  // 18
+        "input = \"\"",                           // 19
+        "[[test.expect]]",                        // 20
+        "rule = \"x\"",                           // 21
+        "mesage = \"m\"",                         // 22
+        "[[test]]",                               // 23
+        "name = \"bad expectations\"",            // 24
+        "input = \"<13>Jan  1 00:00:00 h a: x\"", // 25
+        "rules_under_test = [\"x\", \"y\"]",      // 26
+        "[[test.expect]]",                        // 27
+        "rule = \"x\"",                           // 28
+        "state = \"fired\"",                      // 29
+        "group = { hots = \"h\" }",               // 30
+        "time = \"yesterday\"",                   // 31
+        "reason = \"because\"",                   // 32
+        "[[test.expect]]",                        // 33
+        "rule = \"z\"",                           // 34
+        "[[test.expect]]",                        // 35
+        "rule = \"x\"",                           // 36
+        "[[test]]",                               // 37
+        "name = \"fine\"",                        // 38
+        "input = \"\"",                           // 39
+    ];
+    let test = dir.join("x.test.toml");
+    std::fs::write(&test, lines.join("\n") + "\n").unwrap();
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(2), "{out}");
+    let file = test.display().to_string();
+    for want in [
+        // The test cannot run: ERROR, the position before what is wrong.
+        "ERROR late: {file}:4:9: `until`: `tomorrow`: expected an RFC 3339 time",
+        "ERROR test `typo` is not valid: {file}:8:3: unknown field `inputt`",
+        "ERROR test number 3 is not valid: {file}:9:1: missing field `name`",
+        "ERROR test `type` is not valid: {file}:16:9: invalid type: integer `3`, expected a string",
+        "ERROR test `expect key` is not valid: {file}:22:1: unknown field `mesage`",
+        // (stderr: the position first.)
+        "error: {file}:4:9: test `late`: `until`: `tomorrow`",
+        "error: {file}:8:3: test `typo` is not valid: unknown field `inputt`",
+        // The test fails: each bad expectation at its value.
+        "{file}:26:26: rules_under_test: no rule named `y` in the rules under test (x)",
+        "{file}:29:9: expect.state: `fired` is not an alert state",
+        "{file}:30:11: expect.group: `hots` is not a group_by field of rule `x` (host)",
+        "{file}:30:9: expect.group: rule `x` groups by host: name every field",
+        "{file}:31:8: expect.time: `yesterday` is not an RFC 3339 time",
+        "{file}:32:10: expect.reason: `because` is not a reason an alert gives",
+        "{file}:34:8: expect.rule: no rule named `z` in the rules under test (x)",
+        "{file}:35:1: expect.group: rule `x` groups by host: name every field",
+        "ok fine",
+        "1 test file(s): 1 passed, 1 failed, 5 could not be run",
+    ] {
+        let want = want.replace("{file}", &file);
+        assert!(out.contains(&want), "{want}\n{out}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A test file that holds no test (empty, or a head with no `[[test]]`) is an error, as a
+/// file that cannot be run: it would pass while testing nothing.
+#[test]
+fn a_test_file_without_tests_is_an_error() {
+    let (dir, _) = scratch_rules("ruletest-none", ANY_SYSLOG);
+    std::fs::copy(dir.join("x.toml"), dir.join("y.toml")).unwrap();
+    std::fs::write(
+        dir.join("y.test.toml"),
+        "[[test]]\nname = \"fine\"\ninput = \"\"\n",
+    )
+    .unwrap();
+    let test = dir.join("x.test.toml");
+    for text in ["", "# to do\n", "year = 2024\ndedup_window = \"0s\"\n"] {
+        std::fs::write(&test, text).unwrap();
+        let (code, out) = rules_test(&dir);
+        assert_eq!(code, Some(2), "{text:?}: {out}");
+        let why = format!("no [[test]] in {}", test.display());
+        assert!(out.contains(&format!("ERROR {why}")), "{text:?}: {out}");
+        assert!(out.contains(&format!("error: {why}")), "{text:?}: {out}");
+        assert!(out.contains("ok fine"), "{out}");
+        assert!(
+            out.contains("2 test file(s): 1 passed, 0 failed, 1 could not be run"),
+            "{text:?}: {out}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `year` no time can be in (as `replay --year 3000` is refused) is an error for the file,
+/// said at the value, not a refusal of every input line.
+#[test]
+fn a_test_file_year_out_of_range_is_an_error_at_its_key() {
+    let (dir, _) = scratch_rules("ruletest-year", ANY_SYSLOG);
+    let test = dir.join("x.test.toml");
+    let input = "[[test]]\nname = \"t\"\ninput = \"<13>Dec 10 06:55:46 h a: x\"\n\
+                 [[test.expect]]\nrule = \"x\"\n";
+    for (year, ok) in [
+        ("3000", false),
+        ("1677", false),
+        ("-5", false),
+        ("1678", true),
+        ("2261", true),
+    ] {
+        std::fs::write(&test, format!("# the year\nyear  = {year}\n{input}")).unwrap();
+        let (code, out) = rules_test(&test);
+        if ok {
+            assert_eq!(code, Some(0), "{year}: {out}");
+            continue;
+        }
+        assert_eq!(code, Some(2), "{year}: {out}");
+        let at = format!(
+            "{}:2:9: `year`: {year} is not a year from 1678 to 2261",
+            test.display()
+        );
+        assert!(out.contains(&at), "{at} in {out}");
+        assert!(!out.contains("timestamp out of range"), "{out}");
+        assert!(
+            out.contains("0 passed, 0 failed, 1 could not be run"),
+            "{out}"
+        );
+    }
+    // The other values of the file's head are said where they are too.
+    for (head, why) in [
+        ("tz = \"Mars/Olympus\"", "2:6: `tz`: unknown time zone"),
+        ("dedup_window = \"soon\"", "2:16: dedup_window `soon`"),
+    ] {
+        std::fs::write(&test, format!("# the head\n{head}\n{input}")).unwrap();
+        let (code, out) = rules_test(&test);
+        assert_eq!(code, Some(2), "{out}");
+        let at = format!("{}:{why}", test.display());
+        assert!(out.contains(&at), "{at} in {out}");
+    }
+    // The same check as replay's `--year`.
+    let out = cepheus()
+        .args(["replay", "--year", "3000", "--rules"])
+        .arg(dir.join("x.toml"))
+        .arg(&test)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("3000 is not a year from 1678 to 2261"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

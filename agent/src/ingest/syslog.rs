@@ -149,7 +149,7 @@ impl Zone {
     /// just ahead of it. `None` outside the years [`Timestamp`] can hold (no chrono arithmetic
     /// near its own limits, where it would panic).
     fn to_utc(self, naive: NaiveDateTime) -> Option<NaiveDateTime> {
-        if !(1678..=2261).contains(&naive.year()) {
+        if !Year::RANGE.contains(&naive.year()) {
             return None;
         }
         let offset = match self {
@@ -196,6 +196,25 @@ pub enum Year {
     /// within half a year of it. A 29 February with no leap year that near goes to the last
     /// leap year before.
     Follow,
+}
+
+impl Year {
+    /// The years a stamp can be in: those every instant of which a [`Timestamp`] holds (64-bit
+    /// nanoseconds since 1970 run from September 1677 to April 2262).
+    pub const RANGE: std::ops::RangeInclusive<i32> = 1678..=2261;
+
+    /// `y` as the year of [`Year::Fixed`] (`replay --year`, a rule test's `year`) when it is in
+    /// [`Year::RANGE`], else why not: in another year every RFC 3164 stamp would be refused.
+    pub fn checked(y: i64) -> Result<i32, String> {
+        match i32::try_from(y) {
+            Ok(y) if Self::RANGE.contains(&y) => Ok(y),
+            _ => Err(format!(
+                "{y} is not a year from {} to {} (times are 64-bit nanoseconds: every RFC 3164 stamp would be out of range)",
+                Self::RANGE.start(),
+                Self::RANGE.end()
+            )),
+        }
+    }
 }
 
 /// What kind of time stamp a line carried.
@@ -1636,6 +1655,34 @@ mod tests {
             p.parse(b"<13>Jan  1 00:00:00 h a: x", t, None),
             Err(Malformed::TimeOutOfRange(_))
         ));
+    }
+
+    /// A fixed year is one whose every stamp a [`Timestamp`] holds: its first and last
+    /// instants, in the farthest zones, parse; a year outside is refused with the range.
+    #[test]
+    fn a_fixed_year_is_checked_against_the_timestamp_range() {
+        let t = at("2026-01-01T00:00:00Z");
+        for y in [*Year::RANGE.start(), *Year::RANGE.end()] {
+            assert_eq!(Year::checked(i64::from(y)), Ok(y));
+            for zone in ["-12:00", "+14:00"] {
+                let p = SyslogParser::new(zone.parse().unwrap(), Year::Fixed(y));
+                for line in [
+                    &b"<13>Jan  1 00:00:00 h a: x"[..],
+                    b"<13>Dec 31 23:59:59 h a: x",
+                ] {
+                    assert!(p.parse(line, t, None).is_ok(), "{y} {zone}");
+                }
+            }
+        }
+        for y in [1677, 2262, 3000, -5, i64::from(i32::MAX) + 1] {
+            let Err(e) = Year::checked(y) else {
+                panic!("{y} passed")
+            };
+            assert!(
+                e.starts_with(&format!("{y} is not a year from 1678 to 2261")),
+                "{e}"
+            );
+        }
     }
 
     #[test]
