@@ -2820,6 +2820,7 @@ fn alerts_says_when_more_fire_than_it_lists() {
                     r#"{{"id":"{id:016x}","state":"firing","time":"2026-12-04T07:00:00Z","rule":"hb","group":{{"host":"h{id}"}}}}"#
                 ),
                 seq: None,
+                meaning: None,
             })
             .collect();
         store.record_changes(&mut changes).unwrap();
@@ -2923,6 +2924,73 @@ fn alerts_of_rules_changed_or_removed_while_down_are_resolved_at_restart() {
     // Nothing of theirs is left firing in the store.
     let (code, out, err) = alerts_cmd(&dir, &["--json"]);
     assert_eq!((code, out.as_str()), (0, ""), "{err}");
+}
+
+/// A crash after a reload's shards saved the new rules' state but before the sink resolved
+/// the changed rule's match alert (which no engine holds): the restart resolves it
+/// (`rule_changed`), since it was kept with its rule's earlier meaning; the unchanged
+/// rule's alert stays firing.
+#[test]
+fn a_crash_before_a_reload_resolved_a_changed_rules_match_alert_resolves_it_at_restart() {
+    let dir = scratch("reload-crash-retire");
+    let rule = |name: &str, within: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"{name}a\"'\nevents.b = 'syslog and app == \"{name}b\"'\npattern = \"seq(a, b) within {within}\"\n"
+        )
+    };
+    std::fs::write(
+        dir.join("rules/m.toml"),
+        [rule("m1", "1m"), rule("m3", "1m")].concat(),
+    )
+    .unwrap();
+    let mut first = Agent::start_env(
+        &dir,
+        "",
+        "",
+        "checkpoint_every = \"100ms\"\n",
+        &[("CEPHEUS_FAULT_ABORT_BEFORE_RETIRE", "1")],
+    );
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for name in ["m1", "m3"] {
+        for step in ["a", "b"] {
+            let line = format!("<13>Dec  2 05:40:00 web1 {name}{step}: x");
+            udp.send_to(line.as_bytes(), ("127.0.0.1", first.port))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let fired: Vec<Value> = ["m1", "m3"]
+        .iter()
+        .map(|n| first.wait_alert(10, |v| v["rule"] == *n && v["state"] == "firing"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(
+        dir.join("rules/m.toml"),
+        [rule("m1", "2m"), rule("m3", "1m")].concat(),
+    )
+    .unwrap();
+    first.hangup();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while first.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the injected abort did not come");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(first.stderr().contains("CEPHEUS_FAULT_ABORT_BEFORE_RETIRE"));
+    let second = Agent::start(&dir, "checkpoint_every = \"100ms\"\n");
+    let r1 = second.wait_alert(10, |v| v["rule"] == "m1" && v["state"] == "resolved");
+    assert_eq!(
+        (&r1["id"], &r1["reason"]),
+        (&fired[0]["id"], &"rule_changed".into())
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    let firing: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(firing.len(), 1, "{out}");
+    assert_eq!(firing[0]["id"], fired[1]["id"]);
 }
 
 /// A match's alert fires once and no engine holds it: a reload that changes or removes its

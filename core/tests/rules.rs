@@ -1869,3 +1869,21 @@ fn predicate_keys_normalise_only_what_cannot_change_a_result() {
     // The meaning keeps the condition as written (normalised only by operand order).
     assert_ne!(key(r#"syslog and app == "x""#).1, key(r#"app == "x""#).1);
 }
+
+/// A rule's meaning digest (kept with its alerts) is the same for another `expect` list, as
+/// the engine keeps such a rule's state, and differs for any other change of meaning.
+#[test]
+fn meaning_digests_ignore_only_the_expect_list() {
+    let digest = |expect: &str, pattern: &str| {
+        let text = format!(
+            "[[rule]]\nname = \"hb\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nexpect = {expect}\nevents.x = 'syslog and app == \"hb\"'\npattern = \"{pattern}\"\n"
+        );
+        let c = compile_str("d.toml", &text);
+        let rules = c.rules.unwrap_or_else(|| panic!("{:#?}", c.diagnostics));
+        rules.rules[0].meaning_digest()
+    };
+    let base = digest(r#"["a"]"#, "absent(x) for 1m");
+    assert_eq!(base, digest(r#"["a", "b"]"#, "absent(x) for 1m"));
+    assert_eq!(base, digest("[]", "absent(x) for 1m"));
+    assert_ne!(base, digest(r#"["a"]"#, "absent(x) for 2m"));
+}

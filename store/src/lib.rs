@@ -95,6 +95,10 @@ pub struct Change {
     /// Its position in the store's order of recording, once kept ([`Store::record_changes`]
     /// sets it for the changes it keeps); `None` for a change not kept.
     pub seq: Option<u64>,
+    /// A firing's rule meaning ([`cepheus_core::rules::ir::Rule::meaning_digest`]), kept
+    /// beside it (not in its JSON) while it fires: after a crash, what tells an alert of the
+    /// rule as it runs now from one of an earlier form. `None`: not known.
+    pub meaning: Option<u64>,
 }
 
 impl Change {
@@ -105,6 +109,7 @@ impl Change {
             state: a.state,
             json: a.to_json().to_string(),
             seq: None,
+            meaning: None,
         }
     }
 }
@@ -125,6 +130,9 @@ pub struct StoredAlert {
     pub seq: u64,
     /// The alert change, as the one JSON object of DESIGN.md ("Alerts").
     pub json: String,
+    /// For a firing alert ([`Store::firing`]; `None` in other listings): the meaning of the rule that fired it, if
+    /// it was kept with one ([`Change::meaning`]).
+    pub meaning: Option<u64>,
 }
 
 /// A shard's engine checkpoint as stored (the agent serialises it; the store keeps bytes).
@@ -150,6 +158,10 @@ pub struct Store {
     /// id (8 bytes BE) -> seq (u64 BE) + JSON of its firing: the alerts firing now (not yet
     /// resolved or retracted), whatever the pruning of changes.
     open: sled::Tree,
+    /// id (8 bytes BE) -> meaning (u64 BE): the rule meaning a firing alert was kept with
+    /// ([`Change::meaning`]); dropped with its row in `open`. (Added to format 1: a store
+    /// without it holds none.)
+    meanings: sled::Tree,
     /// id (8 bytes BE) -> JSON `{"by": ..., "time": ...}`: who acknowledged a firing alert,
     /// and when (dropped when it ends: its resolve carries it).
     acks: sled::Tree,
@@ -295,6 +307,7 @@ impl Store {
             seen: db.open_tree("seen").map_err(io)?,
             open,
             acks: db.open_tree("acks").map_err(io)?,
+            meanings: db.open_tree("meanings").map_err(io)?,
             meta,
             checkpoints: db.open_tree("checkpoints").map_err(io)?,
             db,
@@ -346,23 +359,23 @@ impl Store {
         // made the agent grow by gigabytes.
         let mut fresh = Vec::with_capacity(changes.len());
         for chunk in changes.chunks_mut(TXN_CHANGES) {
-            let rows: Vec<([u8; 9], Vec<u8>)> = chunk
+            let rows: Vec<([u8; 9], Vec<u8>, Option<u64>)> = chunk
                 .iter()
                 .map(|c| {
                     let key = seen_key(c.id, c.state);
                     let mut v = key.to_vec();
                     v.extend_from_slice(c.json.as_bytes());
-                    (key, v)
+                    (key, v, c.meaning)
                 })
                 .collect();
             let mut seqs = Vec::with_capacity(rows.len());
             for _ in &rows {
                 seqs.push(self.db.generate_id().map_err(|e| self.io(e))?);
             }
-            let outcomes = (&self.alerts, &self.seen, &self.open)
-                .transaction(|(alerts, seen, open)| {
+            let outcomes = (&self.alerts, &self.seen, &self.open, &self.meanings)
+                .transaction(|(alerts, seen, open, meanings)| {
                     let mut out = Vec::with_capacity(rows.len());
-                    for ((key, value), seq) in rows.iter().zip(&seqs) {
+                    for ((key, value, meaning), seq) in rows.iter().zip(&seqs) {
                         let mut o = Outcome {
                             fresh: false,
                             opened: None,
@@ -377,8 +390,13 @@ impl Store {
                                 let mut v = seq.to_be_bytes().to_vec();
                                 v.extend_from_slice(&value[9..]);
                                 open.insert(id, v)?;
+                                match meaning {
+                                    Some(m) => meanings.insert(id, &m.to_be_bytes())?,
+                                    None => meanings.remove(id)?,
+                                };
                                 o.opened = Some(*seq);
                             } else if let Some(v) = open.remove(id)? {
+                                meanings.remove(id)?;
                                 o.closed = v.get(..8).map(seq_of);
                                 // Its firing's change already pruned: its dedup key, kept while
                                 // it fired, goes now (nothing else would prune it).
@@ -460,6 +478,7 @@ impl Store {
                 break;
             };
             self.open.remove(id).map_err(|e| self.io(e))?;
+            self.meanings.remove(id).map_err(|e| self.io(e))?;
             self.acks.remove(id).map_err(|e| self.io(e))?;
             // Its change is gone already unless it is among the newest.
             if self
@@ -533,6 +552,7 @@ impl Store {
             out.push(StoredAlert {
                 seq: seq_of(&k),
                 json: json.to_string(),
+                meaning: None,
             });
         }
         out.reverse();
@@ -565,7 +585,13 @@ impl Store {
             Some(ack) => with_ack(json, &ack),
             None => json.to_string(),
         };
-        Ok(StoredAlert { seq, json })
+        let meaning = self
+            .meanings
+            .get(k)
+            .map_err(|e| self.io(e))?
+            .and_then(|m| <[u8; 8]>::try_from(m.as_ref()).ok())
+            .map(u64::from_be_bytes);
+        Ok(StoredAlert { seq, json, meaning })
     }
 
     fn damaged_open(&self, k: &[u8]) -> StoreError {
@@ -750,6 +776,7 @@ impl Store {
                 out.push(StoredAlert {
                     seq: seq_of(&k),
                     json: json.to_string(),
+                    meaning: None,
                 });
             }
         }
@@ -1128,6 +1155,33 @@ pattern = "absent(hb) for 10s"
 
     /// Kept changes get their place; an output's cursor says where it stands, across a
     /// reopening once flushed, and what follows it is what it has not dealt with.
+    /// A firing's rule meaning is kept beside it while it fires, across reopening, and goes
+    /// with its resolve; a firing kept without one has none.
+    #[test]
+    fn a_firing_keeps_its_rule_meaning_until_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = heartbeat_alerts();
+        {
+            let s = Store::open(dir.path(), 100).unwrap();
+            let mut firing = vec![Change {
+                meaning: Some(0xfeed),
+                ..Change::of(&alerts[0])
+            }];
+            s.record_changes(&mut firing).unwrap();
+            assert_eq!(s.firing().unwrap()[0].meaning, Some(0xfeed));
+        }
+        let s = Store::open(dir.path(), 100).unwrap();
+        assert_eq!(s.firing().unwrap()[0].meaning, Some(0xfeed));
+        s.record(&alerts[1..]).unwrap();
+        assert!(s.firing().unwrap().is_empty());
+        assert!(s.meanings.is_empty());
+        // Kept without a meaning (a change made before they were kept): none.
+        let d2 = tempfile::tempdir().unwrap();
+        let s2 = Store::open(d2.path(), 100).unwrap();
+        s2.record(&alerts[..1]).unwrap();
+        assert_eq!(s2.firing().unwrap()[0].meaning, None);
+    }
+
     #[test]
     fn an_output_cursor_names_what_the_output_has_not_dealt_with() {
         let dir = tempfile::tempdir().unwrap();

@@ -1303,6 +1303,7 @@ mod tests {
             state: AlertState::Firing,
             json: format!(r#"{{"id":"{id:016x}","state":"firing","time":"{time}"}}"#),
             seq: None,
+            meaning: None,
         };
         // Written in another order than they began (two shards, each in its own order).
         store

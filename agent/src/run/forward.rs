@@ -314,6 +314,7 @@ mod tests {
                 r#"{{"id":"{n:016x}","severity":"high","time":"2026-12-04T08:00:00Z"}}\n"#
             ),
             seq: None,
+            meaning: None,
         };
         // What the collector reads on `conn` until it holds `id` (or 10 s pass).
         let read_until = |mut conn: std::net::TcpStream, id: &str| {
@@ -383,6 +384,7 @@ mod tests {
             state: AlertState::Firing,
             json: json.to_string(),
             seq: None,
+            meaning: None,
         };
         let m = format_5424(&c, "h", 1);
         assert!(m.len() > MAX_DATAGRAM);
@@ -433,6 +435,7 @@ mod tests {
             state: AlertState::Firing,
             json: r#"{"id":"0000000000000001","rule":"hb","severity":"critical","state":"firing","time":"2026-12-03T05:00:00Z"}"#.into(),
             seq: None,
+            meaning: None,
         };
         let m = String::from_utf8(format_5424(&c, "sensor1", 42)).unwrap();
         assert_eq!(

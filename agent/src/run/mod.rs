@@ -883,10 +883,12 @@ fn start(
         let max_age = cfg.store.max_age.map(|a| a.0);
         let (changes_tx, _) = tokio::sync::broadcast::channel(api::STREAM_BACKLOG);
         let sink_changes = changes_tx.clone();
+        let meanings = sink::meanings_of(&rules);
         let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |ctx| {
             // Its capacity from the first message on: the shards send at once.
             ctx.set_mailbox_capacity(sink::MAILBOX);
             AlertSink::new(stdout, counters, Some(store))
+                .with_meanings(meanings)
                 .with_file(file)
                 .with_forwarder(forwarder)
                 .with_webhook(webhook)

@@ -522,6 +522,16 @@ impl Reloader {
         // number; the sink then resolves the retired rules' alerts that no engine held (a
         // match's), and not those the new rules made on a shard that reloaded first.
         self.generation += 1;
+        // The sink knows the new rules' meanings before any shard runs them (it keeps each
+        // firing with its rule's meaning).
+        if let Some(sink) = &self.sink {
+            let _ = sink
+                .send(super::sink::Meanings(
+                    self.generation,
+                    super::sink::meanings_of(plan.rules()),
+                ))
+                .await;
+        }
         let mut retired = Vec::new();
         for (i, s) in self.shards.iter().enumerate() {
             match s.send(Reload(plan.rules().clone(), self.generation)).await {
@@ -533,6 +543,15 @@ impl Reloader {
         }
         retired.sort_by(|a: &(String, _), b| a.0.cmp(&b.0));
         retired.dedup_by(|a, b| a.0 == b.0);
+        // Debug builds only (tests): a crash between the shards' saves of the new rules'
+        // state and the resolve of the old rules' match alerts.
+        #[cfg(debug_assertions)]
+        if std::env::var_os("CEPHEUS_FAULT_ABORT_BEFORE_RETIRE").is_some() {
+            // (Time for the shards' saves to be kept.)
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            tracing::error!("fault injected by CEPHEUS_FAULT_ABORT_BEFORE_RETIRE: aborting");
+            std::process::abort();
+        }
         // (Sent with no rule too: the sink forgets what it noted of this reload.)
         if let Some(sink) = &self.sink {
             sink.do_send(super::sink::Retire {

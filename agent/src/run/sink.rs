@@ -123,6 +123,31 @@ pub struct AlertSink {
     fired_since_reload: std::collections::HashMap<u64, u64>,
     /// The last reload whose `Retire` came.
     retired_through: u64,
+    /// The rules' meanings ([`Rule::meaning_digest`](cepheus_core::rules::ir::Rule::meaning_digest))
+    /// by rule name, for each reload whose rules may still make alerts (0: the rules the
+    /// agent started with): a firing is kept with its rule's meaning, so that the alerts of
+    /// an earlier form of a rule are told from the current one's after a crash.
+    meanings: std::collections::BTreeMap<u64, Arc<RuleMeanings>>,
+}
+
+/// Each rule's meaning by name ([`Meanings`]).
+pub type RuleMeanings = std::collections::HashMap<String, u64>;
+
+/// The rules' meanings of reload `.0` (0: the rules the agent started with), sent before
+/// any shard runs them.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Meanings(pub u64, pub Arc<RuleMeanings>);
+
+/// The meanings of `rules`, by name.
+pub fn meanings_of(rules: &cepheus_core::rules::ir::RuleSet) -> Arc<RuleMeanings> {
+    Arc::new(
+        rules
+            .rules
+            .iter()
+            .map(|r| (r.name.clone(), r.meaning_digest()))
+            .collect(),
+    )
 }
 
 /// The most JSON the changes waiting for the store may hold (the oldest go first, counted
@@ -358,7 +383,27 @@ impl AlertSink {
             unkept_max: UNKEPT_MAX_BYTES,
             fired_since_reload: Default::default(),
             retired_through: 0,
+            meanings: Default::default(),
         }
+    }
+
+    /// The meanings of the rules the agent starts with ([`meanings_of`]), kept with their
+    /// alerts.
+    pub fn with_meanings(mut self, meanings: Arc<RuleMeanings>) -> AlertSink {
+        self.meanings.insert(0, meanings);
+        self
+    }
+
+    /// The meaning of `rule` as reload `generation` made it (the latest known for a later
+    /// one), if known.
+    fn meaning(&self, generation: u64, rule: &str) -> Option<u64> {
+        let (_, m) = self.meanings.range(..=generation).next_back()?;
+        m.get(rule).copied()
+    }
+
+    /// The meaning of `rule` as it runs now (the latest reload's), if it runs.
+    fn meaning_now(&self, rule: &str) -> Option<u64> {
+        self.meanings.values().next_back()?.get(rule).copied()
     }
 
     /// Keeps the changes waiting for the store, if it can take them now (they were written
@@ -813,14 +858,22 @@ impl AlertSink {
     }
 
     /// One batch from a shard: counted, rendered (once), kept, and what is new written out.
-    fn take(&mut self, alerts: Vec<Alert>) {
+    fn take(&mut self, alerts: Vec<Alert>, generation: u64) {
         self.counters
             .alerts
             .fetch_add(alerts.len() as u64, Ordering::Relaxed);
         // Rendered, kept and written out a slice at a time: a storm's batch (150,000 alerts
         // from one shard) rendered whole held every JSON text at once (77 MB at 300,000).
         for part in alerts.chunks(TAKE_CHUNK) {
-            let changes: Vec<Change> = part.iter().map(Change::of).collect();
+            let changes: Vec<Change> = part
+                .iter()
+                .map(|a| Change {
+                    meaning: (a.state == AlertState::Firing)
+                        .then(|| self.meaning(generation, a.rule()))
+                        .flatten(),
+                    ..Change::of(a)
+                })
+                .collect();
             let fresh = self.keep(changes);
             self.emit(&fresh);
         }
@@ -979,7 +1032,15 @@ impl Handler<Alerts> for AlertSink {
                 self.fired_since_reload.insert(a.id().0, msg.1);
             }
         }
-        self.take(msg.0);
+        self.take(msg.0, msg.1);
+    }
+}
+
+impl Handler<Meanings> for AlertSink {
+    type Result = ();
+
+    fn handle(&mut self, msg: Meanings, _: &mut Self::Context) {
+        self.meanings.insert(msg.0, msg.1);
     }
 }
 
@@ -1043,6 +1104,10 @@ impl AlertSink {
                     // continued), else an episode no engine holds.
                     let reason = if !a.running.contains(rule) {
                         Reason::RuleRemoved
+                    } else if f.meaning.is_some_and(|m| self.meaning_now(rule) != Some(m)) {
+                        // Kept with a form of its rule that no longer runs (a crash between
+                        // a reload's saves and the resolve of its match alerts).
+                        Reason::RuleChanged
                     } else if a.episodic.contains(rule) {
                         Reason::StateLost
                     } else {
@@ -1077,6 +1142,11 @@ impl Handler<Retire> for AlertSink {
         let mut new_rules: std::collections::HashSet<u64> = Default::default();
         if let Some(g) = msg.reload {
             self.retired_through = self.retired_through.max(g);
+            // Every shard runs reload `g`'s rules, and sent what the earlier ones made before.
+            let newer = self.meanings.split_off(&g);
+            if !newer.is_empty() {
+                self.meanings = newer;
+            }
             new_rules.extend(
                 self.fired_since_reload
                     .iter()
@@ -1110,19 +1180,33 @@ impl Handler<Retire> for AlertSink {
                 .unkept
                 .iter()
                 .filter(|c| c.state == AlertState::Firing && last.get(&c.id) == Some(&c.state))
-                .map(|c| c.json.as_str());
+                .map(|c| (c.json.as_str(), c.meaning));
             // Only what was firing when the sink started: a changed rule's engine may already
             // have raised new alerts (its outages) before another shard's `Retire` comes.
             let at_start = self.adopting.as_ref().map(|a| &a.firing);
+            // An alert kept with its rule's meaning is the retired form's when that meaning
+            // is not the rule's now: that alone decides, so that neither an alert the new
+            // form made before a crash is resolved, nor one of the old form left firing.
+            let now = |rule: &str| match msg.reload {
+                Some(g) => self.meaning(g, rule),
+                None => self.meaning_now(rule),
+            };
             let mut seen = std::collections::HashSet::new();
             firing
                 .iter()
-                .map(|f| f.json.as_str())
+                .map(|f| (f.json.as_str(), f.meaning))
                 .chain(waiting_firing)
-                .filter_map(|json| retired_change(json, &msg.rules, msg.time))
+                .filter_map(|(json, meaning)| {
+                    let c = retired_change(json, &msg.rules, msg.time)?;
+                    let retired = match meaning {
+                        Some(m) => rule_of(json).is_none_or(|r| now(&r) != Some(m)),
+                        None => {
+                            !new_rules.contains(&c.id) && at_start.is_none_or(|s| s.contains(&c.id))
+                        }
+                    };
+                    retired.then_some(c)
+                })
                 .filter(|c| last.get(&c.id).is_none_or(|s| *s == AlertState::Firing))
-                .filter(|c| !new_rules.contains(&c.id))
-                .filter(|c| at_start.is_none_or(|s| s.contains(&c.id)))
                 .filter(|c| seen.insert(c.id))
                 .collect::<Vec<Change>>()
         };
@@ -1296,6 +1380,7 @@ impl QueuedOutput for super::webhook::Webhook {
 fn stored_change(a: cepheus_store::StoredAlert) -> Option<Change> {
     Some(Change {
         seq: Some(a.seq),
+        meaning: a.meaning,
         ..change_of(a.json)?
     })
 }
@@ -1312,7 +1397,14 @@ fn change_of(json: String) -> Option<Change> {
         state,
         json,
         seq: None,
+        meaning: None,
     })
+}
+
+/// The rule an alert change's JSON names.
+fn rule_of(json: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    Some(v.get("rule")?.as_str()?.to_string())
 }
 
 /// The `resolved` change of a kept firing alert: its object, in state `resolved` at `time`,
@@ -1329,6 +1421,7 @@ fn resolved_change(firing: &str, reason: Reason, time: Timestamp) -> Option<Chan
         state: AlertState::Resolved,
         json: v.to_string(),
         seq: None,
+        meaning: None,
     })
 }
 
@@ -1477,12 +1570,12 @@ mod tests {
         };
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
         let batch = alerts(5);
-        sink.take(batch.clone());
+        sink.take(batch.clone(), 0);
         assert_eq!(*lines.lock().unwrap(), 3);
         let snap = counters.snapshot();
         assert_eq!((snap.alerts, snap.alerts_unwritten), (5, 2));
         // The pipe is closed for good: later batches are counted, not attempted.
-        sink.take(batch.clone());
+        sink.take(batch.clone(), 0);
         let snap = counters.snapshot();
         assert_eq!((snap.alerts, snap.alerts_unwritten), (10, 7));
         // Another error (a full disk) is retried with the next batch.
@@ -1493,8 +1586,8 @@ mod tests {
             lines: Arc::new(Mutex::new(0)),
         };
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
-        sink.take(batch.clone());
-        sink.take(batch.clone());
+        sink.take(batch.clone(), 0);
+        sink.take(batch.clone(), 0);
         assert_eq!(counters.snapshot().alerts_unwritten, 10);
         assert!(!sink.closed);
     }
@@ -1576,13 +1669,13 @@ mod tests {
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink(&victim, &link).unwrap();
         let mut sink = sink.with_file(Some(link.clone()));
-        sink.take(alerts(1));
+        sink.take(alerts(1), 0);
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
         assert_eq!(counters.snapshot().file_unwritten, 1);
         // A regular file there: written.
         std::fs::remove_file(&link).unwrap();
         sink.file.as_mut().unwrap().checked = None;
-        sink.take(alerts(2)[1..].to_vec());
+        sink.take(alerts(2)[1..].to_vec(), 0);
         assert_eq!(std::fs::read_to_string(&link).unwrap().lines().count(), 1);
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
@@ -1593,14 +1686,14 @@ mod tests {
         let (dir, sink, store, _, _) = stored_sink("max-age");
         let mut sink = sink.with_max_age(Some(cepheus_core::time::Duration::from_secs(3600)));
         // Alerts of 1970 (one-shot matches: they stay listed as firing).
-        sink.take(alerts(3));
+        sink.take(alerts(3), 0);
         assert_eq!(store.counts(), (3, 3));
         sink.prune_by_age();
         assert_eq!(store.counts(), (0, 3));
         assert!(store.recent(10).unwrap().is_empty());
         // Without max_age nothing goes.
         let mut sink = sink.with_max_age(None);
-        sink.take(alerts(5)[3..].to_vec());
+        sink.take(alerts(5)[3..].to_vec(), 0);
         sink.prune_by_age();
         assert_eq!(store.counts().0, 2);
         drop((sink, store));
@@ -1611,8 +1704,8 @@ mod tests {
     fn changes_the_store_already_has_are_neither_kept_nor_written_again() {
         let (dir, mut sink, store, counters, lines) = stored_sink("kept");
         let batch = alerts(3);
-        sink.take(batch[..2].to_vec());
-        sink.take(batch.clone());
+        sink.take(batch[..2].to_vec(), 0);
+        sink.take(batch.clone(), 0);
         assert_eq!(*lines.lock().unwrap(), 3);
         let snap = counters.snapshot();
         assert_eq!(
@@ -1630,7 +1723,7 @@ mod tests {
         // As if less than the minimum were free: written out, not kept.
         sink.space.min_free = u64::MAX;
         let batch = alerts(3);
-        sink.take(batch[..2].to_vec());
+        sink.take(batch[..2].to_vec(), 0);
         assert_eq!(*lines.lock().unwrap(), 2);
         assert_eq!(store.counts().0, 0);
         assert!(counters.snapshot().store_errors >= 1);
@@ -1638,7 +1731,7 @@ mod tests {
         // Bounded: past the cap the oldest go, counted.
         let two = sink.unkept_bytes;
         sink.unkept_max = two;
-        sink.take(batch[2..].to_vec());
+        sink.take(batch[2..].to_vec(), 0);
         assert_eq!(counters.snapshot().store_waiting, 2);
         assert_eq!(counters.snapshot().store_dropped, 1);
         assert!(sink.unkept_bytes <= two);
@@ -1648,7 +1741,7 @@ mod tests {
         // again, is one the store has now.
         sink.space.min_free = 0;
         sink.space.checked = None;
-        sink.take(batch[2..].to_vec());
+        sink.take(batch[2..].to_vec(), 0);
         assert_eq!(*lines.lock().unwrap(), 3);
         assert_eq!(store.counts().0, 2);
         assert_eq!(counters.snapshot().store_waiting, 0);
@@ -1666,7 +1759,7 @@ mod tests {
         let (dir, sink, store, _, lines) = stored_sink("adopt-unkept");
         let mut sink = sink;
         let fired = alerts(1);
-        sink.take(fired.clone());
+        sink.take(fired.clone(), 0);
         let mut sink = sink.adopting(1);
         sink.space.min_free = u64::MAX;
         sink.space.checked = None;
@@ -1703,7 +1796,7 @@ mod tests {
             data: vec![n; 4],
         };
         sink.space.min_free = u64::MAX;
-        sink.take(alerts(2));
+        sink.take(alerts(2), 0);
         sink.save_checkpoint(SaveCheckpoint(saved(2), None));
         assert_eq!(store.checkpoints().unwrap(), vec![saved(2)]);
         assert_eq!(store.unkept().unwrap().len(), 2);
@@ -1766,8 +1859,8 @@ mod tests {
         };
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
         let batch = alerts(3);
-        sink.take(batch.clone());
-        sink.take(batch.clone());
+        sink.take(batch.clone(), 0);
+        sink.take(batch.clone(), 0);
         let text = String::from_utf8(data.lock().unwrap().clone()).unwrap();
         let whole = text
             .lines()
@@ -1817,6 +1910,48 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A firing is kept with the meaning of its rule as the reload that made it ran it; after
+    /// a crash in the middle of a reload (some shards ran the new form, whose alert fired),
+    /// the restart's resolves of the changed rule end only the old form's alert.
+    #[test]
+    fn a_restart_resolves_only_the_alerts_of_a_changed_rules_old_form() {
+        let (dir, mut sink, store, counters, _) = stored_sink("retire-meaning");
+        let all = alerts(2);
+        let one = |m: u64| Arc::new(RuleMeanings::from([("r".to_string(), m)]));
+        sink = sink.with_meanings(one(0xa));
+        let mut ctx = actix::Context::<AlertSink>::new();
+        <AlertSink as Handler<Meanings>>::handle(&mut sink, Meanings(1, one(0xb)), &mut ctx);
+        <AlertSink as Handler<Alerts>>::handle(&mut sink, Alerts(all[..1].to_vec(), 0), &mut ctx);
+        <AlertSink as Handler<Alerts>>::handle(&mut sink, Alerts(all[1..].to_vec(), 1), &mut ctx);
+        let kept: Vec<Option<u64>> = store.firing().unwrap().iter().map(|f| f.meaning).collect();
+        assert_eq!(kept, [Some(0xa), Some(0xb)]);
+        drop(sink);
+        // The restart runs the new form; a shard restored from a state saved before the
+        // reload names the rule as changed while the agent was down.
+        let mut again = AlertSink::with_writer(None, counters).with_meanings(one(0xb));
+        again.store = Some(store.clone());
+        let mut again = again.adopting(1);
+        <AlertSink as Handler<Retire>>::handle(
+            &mut again,
+            Retire {
+                rules: vec![("r".into(), Reason::RuleChanged)],
+                time: Timestamp::from_secs(10),
+                reload: None,
+            },
+            &mut ctx,
+        );
+        let firing: Vec<u64> = store
+            .firing()
+            .unwrap()
+            .iter()
+            .filter_map(|f| serde_json::from_str::<serde_json::Value>(&f.json).ok())
+            .filter_map(|v| u64::from_str_radix(v["id"].as_str()?, 16).ok())
+            .collect();
+        assert_eq!(firing, [all[1].id().0]);
+        drop((again, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// The store's disk is nearly full at a reload: the engine's own `rule_changed` resolve
     /// of an alert it held waits to be kept while the store still lists the alert firing;
     /// the reload's resolves of what no engine held do not end it a second time.
@@ -1824,7 +1959,7 @@ mod tests {
     fn a_reload_does_not_resolve_again_what_an_engine_resolved_while_the_store_waits() {
         let (dir, mut sink, store, _, lines) = stored_sink("retire-twice");
         let fired = alerts(1);
-        sink.take(fired.clone());
+        sink.take(fired.clone(), 0);
         assert_eq!(*lines.lock().unwrap(), 1);
         sink.space.min_free = u64::MAX;
         sink.space.checked = None;
@@ -1846,10 +1981,10 @@ mod tests {
     fn a_reload_resolves_a_removed_rules_alert_that_waits_for_the_store() {
         let (dir, mut sink, store, _, _) = stored_sink("retire-unkept");
         let all = alerts(2);
-        sink.take(all[..1].to_vec());
+        sink.take(all[..1].to_vec(), 0);
         sink.space.min_free = u64::MAX;
         sink.space.checked = None;
-        sink.take(all[1..].to_vec());
+        sink.take(all[1..].to_vec(), 0);
         retire(&mut sink, vec![("r".into(), Reason::RuleRemoved)]);
         sink.space.min_free = 0;
         sink.space.checked = None;
@@ -1867,7 +2002,7 @@ mod tests {
     fn the_store_mark_counts_alerts_firing_after_their_rows_were_pruned() {
         let (dir, sink, store, _, _) = stored_sink("mark-pruned");
         let mut sink = sink.with_max_age(Some(cepheus_core::time::Duration::from_secs(3600)));
-        sink.take(alerts(3));
+        sink.take(alerts(3), 0);
         sink.prune_by_age();
         assert_eq!(store.counts(), (0, 3));
         let mut ctx = actix::Context::<AlertSink>::new();

@@ -1132,6 +1132,27 @@ impl Rule {
         format!("{}#{}{}", &c[..from], digest_hex(h), &c[to..])
     }
 
+    /// A 64-bit fingerprint of the rule's meaning without its `expect` list: what an alert
+    /// is kept with, so that after a crash the sink can tell an alert of the rule as it runs
+    /// now from one of an earlier form (changed at a reload, or while the agent was down).
+    /// Equal for two forms exactly when [`Rule::canonicals_differ_only_in_expect`] or equal.
+    pub fn meaning_digest(&self) -> u64 {
+        let c = self.canonical();
+        let mut h = crate::fnv::Fnv::new();
+        let split = c
+            .rfind(";expect=")
+            .and_then(|from| Some((from, from + c[from..].find(";time=")?)));
+        match split {
+            Some((from, to)) => {
+                h.feed(&c.as_bytes()[..from]);
+                h.end();
+                h.feed(&c.as_bytes()[to..]);
+            }
+            _ => h.feed(c.as_bytes()),
+        }
+        h.finish()
+    }
+
     /// Whether two canonical forms ([`Rule::canonical`], possibly of rules no longer loaded)
     /// differ at most in their `expect` part: the same rule with another `expect` list. The
     /// part is found from the end, since only the parts before it hold user text.
