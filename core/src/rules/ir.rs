@@ -1136,6 +1136,8 @@ impl Rule {
     /// is kept with, so that after a crash the sink can tell an alert of the rule as it runs
     /// now from one of an earlier form (changed at a reload, or while the agent was down).
     /// Equal for two forms exactly when [`Rule::canonicals_differ_only_in_expect`] or equal.
+    /// Stored: a build that writes [`Rule::canonical`] differently must tell the digests of
+    /// the earlier form from changed rules, as a checkpoint's version does for saved states.
     pub fn meaning_digest(&self) -> u64 {
         let c = self.canonical();
         let mut h = crate::fnv::Fnv::new();
