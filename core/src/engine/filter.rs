@@ -281,7 +281,13 @@ impl Filter {
                 let owner = (ri as u32, di as u32);
                 match by_text.entry(def.cond.predicate_key()) {
                     std::collections::hash_map::Entry::Occupied(e) => {
-                        groups[*e.get()].1.push(owner);
+                        let g = &mut groups[*e.get()];
+                        g.1.push(owner);
+                        // Of conditions that hold for the same events, one that names its
+                        // source is evaluated: it is filed under that source only.
+                        if pinned_source(g.0).is_none() && pinned_source(&def.cond).is_some() {
+                            g.0 = &def.cond;
+                        }
                         continue;
                     }
                     std::collections::hash_map::Entry::Vacant(e) => {
