@@ -66,7 +66,11 @@ pub fn run(cmd: GroupsCommand) -> ExitCode {
         GroupsCommand::List(args) => list(&args),
         GroupsCommand::Forget(args) => match forget(&args) {
             Ok(None) => {
-                println!("forgot group `{}` of rule `{}`", args.key, args.rule);
+                println!(
+                    "forgot group `{}` of rule `{}`",
+                    printable(&args.key),
+                    printable(&args.rule)
+                );
                 ExitCode::SUCCESS
             }
             Ok(Some(answer)) => {
@@ -83,20 +87,29 @@ pub fn run(cmd: GroupsCommand) -> ExitCode {
                         "error: the agent runs no rule named `{}` (its API's /stats lists the rules it runs)",
                         args.rule
                     ),
-                    (_, Some(g)) if !g.is_empty() => eprintln!(
-                        "error: rule `{}` holds no group `{}` now: its key is {} (values in this order, comma-separated, as in `expect`), e.g. copy the `group` object of one of its alerts; `cepheus groups list {}` lists the groups it holds",
-                        args.rule,
-                        args.key,
-                        g.join(", "),
-                        args.rule
-                    ),
+                    (_, Some(g)) if !g.is_empty() => match key_shape_problem(&g, &args.key) {
+                        Some(why) => eprintln!(
+                            "error: `{}` is not a key of rule `{}`: {why}; its key is {} (values in this order, comma-separated, as in `expect`, or the `group` object of one of its alerts)",
+                            printable(&args.key),
+                            args.rule,
+                            g.join(", ")
+                        ),
+                        None => eprintln!(
+                            "error: rule `{}` holds no group `{}` now: its key is {} (values in this order, comma-separated, as in `expect`), e.g. copy the `group` object of one of its alerts; `cepheus groups list {}` lists the groups it holds",
+                            args.rule,
+                            printable(&args.key),
+                            g.join(", "),
+                            args.rule
+                        ),
+                    },
                     (_, Some(_)) => eprintln!(
                         "error: rule `{}` has no group_by: its one group's key is empty (`cepheus groups forget {} \"\"`), and it holds none now",
                         args.rule, args.rule
                     ),
                     _ => eprintln!(
                         "error: the agent holds no group `{}` of rule `{}` (check the rule name, and the key's values in group_by order, comma-separated)",
-                        args.key, args.rule
+                        printable(&args.key),
+                        args.rule
                     ),
                 }
                 ExitCode::from(1)
@@ -147,6 +160,55 @@ fn list(args: &ListArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `s` with the characters a terminal would act on written as escapes
+/// ([`cepheus_tui::ui::printable`]).
+fn printable(s: &str) -> String {
+    let mut v = serde_json::Value::String(s.to_string());
+    cepheus_tui::ui::printable(&mut v);
+    v.as_str().unwrap_or_default().to_string()
+}
+
+/// Why `key` cannot be a key of a rule grouping by `group_by` (more than one name), if it
+/// cannot: a `group` object with other fields, or another number of values.
+fn key_shape_problem(group_by: &[String], key: &str) -> Option<String> {
+    match serde_json::from_str::<serde_json::Value>(key.trim()) {
+        Ok(serde_json::Value::Object(obj)) => {
+            let unknown: Vec<&str> = obj
+                .keys()
+                .filter(|k| !group_by.contains(k))
+                .map(String::as_str)
+                .collect();
+            let missing: Vec<&str> = group_by
+                .iter()
+                .filter(|g| !obj.contains_key(*g))
+                .map(String::as_str)
+                .collect();
+            match (unknown.as_slice(), missing.as_slice()) {
+                ([], []) => None,
+                ([], m) => Some(format!("it lacks {}", m.join(", "))),
+                (u, _) => Some(format!(
+                    "it names {}, which the key does not have",
+                    u.iter()
+                        .map(|k| printable(k))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            }
+        }
+        _ if group_by.len() > 1 => {
+            let n = key.split(',').count();
+            (n != group_by.len()).then(|| {
+                format!(
+                    "{n} value{} given, the key has {}",
+                    if n == 1 { "" } else { "s" },
+                    group_by.len()
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
 /// A query value with every byte but `A-Za-z0-9-_.~` percent-encoded.
 fn query_escape(s: &str) -> String {
     s.bytes()
@@ -178,6 +240,11 @@ fn key_text(group_by: &[String], group: &serde_json::Value) -> String {
 
 /// The table of `groups list`, and a last line counting what was listed.
 fn write_groups(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::io::Result<()> {
+    // (A table on a terminal: what remote senders chose, a host name, is made printable;
+    // the JSON escapes it already.)
+    let mut doc = doc.clone();
+    cepheus_tui::ui::printable(&mut doc);
+    let doc = &doc;
     let group_by: Vec<String> = doc["group_by"]
         .as_array()
         .map(|a| {
@@ -230,5 +297,57 @@ fn forget(args: &ForgetArgs) -> anyhow::Result<Option<serde_json::Value>> {
         Answer::NotFound(text) => Ok(Some(
             serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host name a syslog sender chose, with a terminal's escape sequences (erase the line,
+    /// set the title), is listed written out, not acted on.
+    #[test]
+    fn a_listed_group_cannot_drive_the_terminal() {
+        let doc = serde_json::json!({
+            "rule": "r", "group_by": ["host"], "total": 1,
+            "groups": [{"group": {"host": "zz\u{1b}[2K\u{1b}]0;pwned\u{7}"}, "firing": true,
+                        "expected": false, "active_at": "2026-12-05T00:00:00Z"}]
+        });
+        let mut out = Vec::new();
+        write_groups(&mut out, &doc).unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert!(text.contains("zz\\u{1b}[2K"), "{text}");
+        assert_eq!(printable("a\u{1b}b"), "a\\u{1b}b");
+    }
+
+    /// A key of the wrong shape is said as such: another number of values, a `group` object
+    /// with a misspelt or a missing field.
+    #[test]
+    fn a_key_of_the_wrong_shape_says_what_is_wrong() {
+        let two = ["host".to_string(), "app".to_string()];
+        let one = ["host".to_string()];
+        assert_eq!(
+            key_shape_problem(&two, "web-1").as_deref(),
+            Some("1 value given, the key has 2")
+        );
+        assert_eq!(
+            key_shape_problem(&two, "a,b,c").as_deref(),
+            Some("3 values given, the key has 2")
+        );
+        assert_eq!(key_shape_problem(&two, "web-1, sshd"), None);
+        assert_eq!(
+            key_shape_problem(&one, r#"{"hots":"x"}"#).as_deref(),
+            Some("it names hots, which the key does not have")
+        );
+        assert_eq!(
+            key_shape_problem(&two, r#"{"host":"x"}"#).as_deref(),
+            Some("it lacks app")
+        );
+        // One name: a comma is part of the value.
+        assert_eq!(key_shape_problem(&one, "web,1"), None);
     }
 }

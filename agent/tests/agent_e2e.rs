@@ -4351,3 +4351,50 @@ fn a_save_during_a_stalls_catch_up_keeps_the_held_back_events_for_a_replay() {
         second.stderr()
     );
 }
+
+/// One raw HTTP/1.1 request to the API: the whole response.
+fn http_raw(port: u16, method: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    let _ = s.read_to_string(&mut resp);
+    resp
+}
+
+/// HEAD answers as GET does, without the body (a liveness probe may use it); a method a
+/// path does not take is 405 with `Allow`, and an unknown path 404, each saying the API's
+/// paths.
+#[test]
+fn the_api_answers_head_and_names_its_paths_for_a_wrong_method_or_path() {
+    let dir = scratch("api-methods");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let agent = Agent::start(&dir, "");
+    let head = http_raw(agent.api, "HEAD", "/health");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (_, body) = head.split_once("\r\n\r\n").unwrap();
+    assert_eq!(body, "", "HEAD sends no body");
+    assert!(http_raw(agent.api, "HEAD", "/stats").starts_with("HTTP/1.1 200"));
+    for (method, path, allow) in [
+        ("GET", "/alerts/ack", "POST"),
+        ("POST", "/alerts", "GET, HEAD"),
+        ("DELETE", "/groups", "GET, HEAD"),
+        ("GET", "/groups/forget", "POST"),
+    ] {
+        let r = http_raw(agent.api, method, path);
+        assert!(r.starts_with("HTTP/1.1 405"), "{method} {path}: {r}");
+        assert!(
+            r.to_ascii_lowercase()
+                .contains(&format!("allow: {}", allow.to_ascii_lowercase())),
+            "{method} {path}: {r}"
+        );
+        assert!(r.contains("POST /groups/forget"), "{r}");
+    }
+    let r = http_raw(agent.api, "GET", "/alert");
+    assert!(r.starts_with("HTTP/1.1 404"), "{r}");
+    assert!(r.contains("no such path; the API's are GET /health"), "{r}");
+}

@@ -1231,15 +1231,55 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         actix_web::error::InternalError::from_response(err, text(HttpResponse::BadRequest(), why))
             .into()
     });
+    // A read answers HEAD as GET (without the body: actix-http sends none for HEAD), as
+    // HTTP has it, so a probe that checks with HEAD sees the agent; another method is 405
+    // with `Allow`; an unknown path is 404 naming the paths.
+    fn read<F, Args>(path: &str, handler: F) -> actix_web::Resource
+    where
+        F: actix_web::Handler<Args>,
+        Args: actix_web::FromRequest + 'static,
+        F::Output: actix_web::Responder + 'static,
+    {
+        web::resource(path)
+            .route(web::get().to(handler.clone()))
+            .route(web::head().to(handler))
+            .default_service(web::to(|| async { not_allowed("GET, HEAD") }))
+    }
+    fn write<F, Args>(path: &str, handler: F) -> actix_web::Resource
+    where
+        F: actix_web::Handler<Args>,
+        Args: actix_web::FromRequest + 'static,
+        F::Output: actix_web::Responder + 'static,
+    {
+        web::resource(path)
+            .route(web::post().to(handler))
+            .default_service(web::to(|| async { not_allowed("POST") }))
+    }
     cfg.app_data(queries)
-        .route("/health", web::get().to(health))
-        .route("/stats", web::get().to(stats))
-        .route("/metrics", web::get().to(metrics))
-        .route("/alerts", web::get().to(alerts))
-        .route("/alerts/stream", web::get().to(alert_stream))
-        .route("/alerts/ack", web::post().to(ack_alert))
-        .route("/groups", web::get().to(list_groups))
-        .route("/groups/forget", web::post().to(forget_group));
+        .service(read("/health", health))
+        .service(read("/stats", stats))
+        .service(read("/metrics", metrics))
+        .service(read("/alerts", alerts))
+        .service(read("/alerts/stream", alert_stream))
+        .service(write("/alerts/ack", ack_alert))
+        .service(read("/groups", list_groups))
+        .service(write("/groups/forget", forget_group))
+        .default_service(web::to(|| async {
+            text(
+                HttpResponse::NotFound(),
+                format!("no such path; the API's are {PATHS}"),
+            )
+        }));
+}
+
+/// The API's paths and methods, for the answers to a wrong path or method.
+const PATHS: &str = "GET /health, GET /stats, GET /metrics, GET /alerts[?recent=N], GET /alerts/stream, POST /alerts/ack, GET /groups?rule=NAME[&limit=N], POST /groups/forget";
+
+/// 405 for a method the path does not take, saying which it takes.
+fn not_allowed(allow: &'static str) -> HttpResponse {
+    let mut r = HttpResponse::MethodNotAllowed();
+    r.insert_header((actix_web::http::header::ALLOW, allow));
+    text(r, format!("this path takes {allow}; the API's are {PATHS}"))
 }
 
 #[cfg(test)]

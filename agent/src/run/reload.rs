@@ -500,14 +500,14 @@ impl Reloader {
                 tracing::error!(
                     errors = errors.len(),
                     first = errors.first().map_or("", String::as_str),
-                    "the rules have errors (all above); the old rules keep running"
+                    "the rules have errors (all above); the old rules keep running until the agent restarts, which it will not do with these rules: fix them before then"
                 );
                 refused(errors.into_iter().take(MAX_RELOAD_ERRORS).collect());
                 return;
             }
             Err(e) => {
                 bump(&self.counters.reloads_failed, 1);
-                tracing::error!(error = %format!("{e:#}"), "cannot read the rules; the old rules keep running");
+                tracing::error!(error = %format!("{e:#}"), "cannot read the rules; the old rules keep running until the agent restarts, which it will not do while they cannot be read: fix this before then");
                 refused(vec![format!("{e:#}")]);
                 return;
             }
