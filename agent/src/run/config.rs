@@ -117,7 +117,7 @@ tick = "100ms"
 # is 1 while edited rules are refused), /alerts (what `cepheus alerts` shows), POST
 # /alerts/ack and /groups/forget (what `cepheus alerts ack` and `cepheus groups forget`
 # send). Loopback by default; without a token, only requests addressed to localhost are
-# answered.
+# answered (but /health, open to liveness probes).
 listen = "127.0.0.1:9514"
 # A file holding a token (one line, at least 16 characters). When set, every path but
 # /health needs the header "Authorization: Bearer <token>" (/health stays open for liveness
