@@ -2982,6 +2982,15 @@ fn a_crash_before_a_reload_resolved_a_changed_rules_match_alert_resolves_it_at_r
         (&r1["id"], &r1["reason"]),
         (&fired[0]["id"], &"rule_changed".into())
     );
+    // Resolved because of its meaning (the shards had saved the new rules' state), not
+    // because a shard restored the old rules and named m1 as changed while down.
+    assert!(
+        !second
+            .stderr()
+            .contains("rules changed or removed while the agent was down"),
+        "{}",
+        second.stderr()
+    );
     std::thread::sleep(Duration::from_millis(500));
     let (code, out, err) = alerts_cmd(&dir, &["--json"]);
     assert_eq!(code, 0, "{err}");

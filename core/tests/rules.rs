@@ -1886,4 +1886,7 @@ fn meaning_digests_ignore_only_the_expect_list() {
     assert_eq!(base, digest(r#"["a", "b"]"#, "absent(x) for 1m"));
     assert_eq!(base, digest("[]", "absent(x) for 1m"));
     assert_ne!(base, digest(r#"["a"]"#, "absent(x) for 2m"));
+    // Pinned: the digests are stored with firing alerts, so a build that writes a rule's
+    // canonical form differently must map the earlier digests (this fails to say so).
+    assert_eq!(base, 0x29b5_5124_d798_7e4a, "{base:#018x}");
 }

@@ -470,16 +470,22 @@ impl Reloader {
         // Compiled on a blocking thread: thousands of rules take seconds, during which the
         // API, the TCP accept loop and the watchdog's probes (on this thread) must go on.
         let source = self.source.clone();
-        let compiled = tokio::task::spawn_blocking(move || source.compile())
-            .await
-            .unwrap_or_else(|e| Err(anyhow::anyhow!("the rule compiler stopped: {e}")));
+        // (The rules' meanings, for the sink, made there too.)
+        let compiled = tokio::task::spawn_blocking(move || {
+            source.compile().map(|c| {
+                let meanings = c.rules.as_ref().map(super::sink::meanings_of);
+                (c, meanings)
+            })
+        })
+        .await
+        .unwrap_or_else(|e| Err(anyhow::anyhow!("the rule compiler stopped: {e}")));
         // The expect files this read found (a rule file just added may name one elsewhere).
         if let Some(w) = self.watcher.as_mut() {
             w.watch_expect_folders();
         }
-        let rules = match compiled {
-            Ok(Compiled { rules: Some(r), .. }) => r,
-            Ok(c) => {
+        let (rules, meanings) = match compiled {
+            Ok((Compiled { rules: Some(r), .. }, Some(m))) => (r, m),
+            Ok((c, _)) => {
                 bump(&self.counters.reloads_failed, 1);
                 let errors: Vec<String> = c
                     .diagnostics
@@ -526,10 +532,7 @@ impl Reloader {
         // firing with its rule's meaning).
         if let Some(sink) = &self.sink {
             let _ = sink
-                .send(super::sink::Meanings(
-                    self.generation,
-                    super::sink::meanings_of(plan.rules()),
-                ))
+                .send(super::sink::Meanings(self.generation, meanings))
                 .await;
         }
         let mut retired = Vec::new();

@@ -401,9 +401,11 @@ impl AlertSink {
         m.get(rule).copied()
     }
 
-    /// The meaning of `rule` as it runs now (the latest reload's), if it runs.
-    fn meaning_now(&self, rule: &str) -> Option<u64> {
-        self.meanings.values().next_back()?.get(rule).copied()
+    /// The meaning of `rule` in the rules the engines ran when the sink last heard that
+    /// all had taken them (at start, the rules the agent started with, even while a reload
+    /// goes from shard to shard), if they ran it.
+    fn meaning_settled(&self, rule: &str) -> Option<u64> {
+        self.meanings.values().next()?.get(rule).copied()
     }
 
     /// Keeps the changes waiting for the store, if it can take them now (they were written
@@ -1104,7 +1106,10 @@ impl AlertSink {
                     // continued), else an episode no engine holds.
                     let reason = if !a.running.contains(rule) {
                         Reason::RuleRemoved
-                    } else if f.meaning.is_some_and(|m| self.meaning_now(rule) != Some(m)) {
+                    } else if f
+                        .meaning
+                        .is_some_and(|m| self.meaning_settled(rule) != Some(m))
+                    {
                         // Kept with a form of its rule that no longer runs (a crash between
                         // a reload's saves and the resolve of its match alerts).
                         Reason::RuleChanged
@@ -1128,7 +1133,7 @@ impl AlertSink {
         }
         tracing::warn!(
             alerts = changes.len(),
-            "resolving the alerts firing before the restart that no engine holds any more (state_lost; rule_removed for rules no longer running)"
+            "resolving the alerts firing before the restart that no engine holds any more (state_lost; rule_removed for rules no longer running; rule_changed for a match an earlier form of its rule fired)"
         );
         self.resolve_held_by_none(changes);
     }
@@ -1189,7 +1194,7 @@ impl Handler<Retire> for AlertSink {
             // form made before a crash is resolved, nor one of the old form left firing.
             let now = |rule: &str| match msg.reload {
                 Some(g) => self.meaning(g, rule),
-                None => self.meaning_now(rule),
+                None => self.meaning_settled(rule),
             };
             let mut seen = std::collections::HashSet::new();
             firing
@@ -1198,12 +1203,11 @@ impl Handler<Retire> for AlertSink {
                 .chain(waiting_firing)
                 .filter_map(|(json, meaning)| {
                     let c = retired_change(json, &msg.rules, msg.time)?;
-                    let retired = match meaning {
-                        Some(m) => rule_of(json).is_none_or(|r| now(&r) != Some(m)),
-                        None => {
-                            !new_rules.contains(&c.id) && at_start.is_none_or(|s| s.contains(&c.id))
-                        }
-                    };
+                    let retired = at_start.is_none_or(|s| s.contains(&c.id))
+                        && match meaning {
+                            Some(m) => rule_of(json).is_none_or(|r| now(&r) != Some(m)),
+                            None => !new_rules.contains(&c.id),
+                        };
                     retired.then_some(c)
                 })
                 .filter(|c| last.get(&c.id).is_none_or(|s| *s == AlertState::Firing))

@@ -1079,16 +1079,16 @@ impl Rule {
     /// position or the names of its event definitions, which no alert shows): engine state
     /// survives a reload when this is unchanged, and rules with one meaning share one state.
     pub fn canonical(&self) -> String {
-        self.canonical_with(false)
+        self.canonical_with(ExpectAs::Digest)
     }
 
     /// The canonical form checkpoints of version 2 saved, with the whole `expect` list in
     /// it: what a restore maps to [`Rule::canonical`] when it reads one.
     pub fn canonical_v2(&self) -> String {
-        self.canonical_with(true)
+        self.canonical_with(ExpectAs::Whole)
     }
 
-    fn canonical_with(&self, whole_list: bool) -> String {
+    fn canonical_with(&self, expect: ExpectAs) -> String {
         let mut s = String::new();
         let _ = write!(s, "group_by={:?};", self.group_by);
         for (i, e) in self.events.iter().enumerate() {
@@ -1100,7 +1100,7 @@ impl Rule {
             "pattern={:?};within={:?};expect={};time={:?};delay={:?};late={:?};trigger={:?};forget={:?};budgets={:?}/{:?}",
             self.pattern,
             self.within,
-            ExpectPart(&self.expect, whole_list),
+            ExpectPart(&self.expect, expect),
             self.time,
             self.max_delay,
             self.allowed_lateness,
@@ -1139,19 +1139,9 @@ impl Rule {
     /// Stored: a build that writes [`Rule::canonical`] differently must tell the digests of
     /// the earlier form from changed rules, as a checkpoint's version does for saved states.
     pub fn meaning_digest(&self) -> u64 {
-        let c = self.canonical();
+        // (The list left out, not digested: a list of a million hosts costs nothing here.)
         let mut h = crate::fnv::Fnv::new();
-        let split = c
-            .rfind(";expect=")
-            .and_then(|from| Some((from, from + c[from..].find(";time=")?)));
-        match split {
-            Some((from, to)) => {
-                h.feed(&c.as_bytes()[..from]);
-                h.end();
-                h.feed(&c.as_bytes()[to..]);
-            }
-            _ => h.feed(c.as_bytes()),
-        }
+        h.feed(self.canonical_with(ExpectAs::Omitted).as_bytes());
         h.finish()
     }
 
@@ -1174,12 +1164,24 @@ impl Rule {
 /// How a rule's canonical form names its `expect` list: `[]` when empty, else `#` and the
 /// first 128 bits of the SHA-256 of the list written out (`{:?}`) in full (a list of a
 /// million hosts made a 45 MB identity, copied into each engine and written into every saved
-/// state); with `true`, the list written out (version-2 checkpoints).
-struct ExpectPart<'a>(&'a [Vec<Value>], bool);
+/// state); [`ExpectAs::Whole`], the list written out (version-2 checkpoints);
+/// [`ExpectAs::Omitted`], `-` (the meaning digest, which leaves the list out).
+struct ExpectPart<'a>(&'a [Vec<Value>], ExpectAs);
+
+/// How [`ExpectPart`] writes the list.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExpectAs {
+    Digest,
+    Whole,
+    Omitted,
+}
 
 impl fmt::Display for ExpectPart<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() || self.1 {
+        if self.1 == ExpectAs::Omitted {
+            return f.write_str("-");
+        }
+        if self.0.is_empty() || self.1 == ExpectAs::Whole {
             return write!(f, "{:?}", self.0);
         }
         let mut h = DigestWriter(Sha256::new());
