@@ -462,7 +462,17 @@ impl AlertSink {
         let Some(store) = self.store.as_ref() else {
             return;
         };
-        let jsons: Vec<&str> = self.unkept.iter().map(|c| c.json.as_str()).collect();
+        // A firing's rule meaning goes with it (a line of its own shape), so a restart tells
+        // an earlier form's alert from the current one's for these too.
+        let lines: Vec<std::borrow::Cow<'_, str>> = self
+            .unkept
+            .iter()
+            .map(|c| match c.meaning {
+                Some(m) => format!("{{\"meaning\":\"{m:016x}\",\"change\":{}}}", c.json).into(),
+                None => c.json.as_str().into(),
+            })
+            .collect();
+        let jsons: Vec<&str> = lines.iter().map(|l| l.as_ref()).collect();
         match store.save_unkept(&jsons) {
             Ok(()) => self.unkept_dirty = false,
             Err(e) => {
@@ -490,7 +500,20 @@ impl AlertSink {
         if jsons.is_empty() {
             return;
         }
-        let changes: Vec<Change> = jsons.into_iter().filter_map(change_of).collect();
+        let changes: Vec<Change> = jsons.into_iter().filter_map(unkept_change).collect();
+        // They were firing (or ended) when the last run died: the start's reckoning
+        // (`adopt`, the restart's `Retire`) counts them with the store's.
+        if let Some(a) = &mut self.adopting {
+            let mut last: std::collections::HashMap<u64, AlertState> = Default::default();
+            for c in &changes {
+                last.insert(c.id, c.state);
+            }
+            a.firing.extend(
+                last.into_iter()
+                    .filter(|(_, s)| *s == AlertState::Firing)
+                    .map(|(id, _)| id),
+            );
+        }
         tracing::info!(
             alert_changes = changes.len(),
             "the last run kept aside alert changes its store could not take: keeping them now"
@@ -1389,6 +1412,26 @@ fn stored_change(a: cepheus_store::StoredAlert) -> Option<Change> {
     })
 }
 
+/// A line of `state/unkept.jsonl` ([`AlertSink::save_unkept`]): an alert change's JSON, or
+/// `{"meaning": HEX, "change": JSON}` for a firing kept with its rule's meaning.
+fn unkept_change(line: String) -> Option<Change> {
+    // (Read by its fixed layout, so the change's JSON is kept byte for byte.)
+    let with_meaning = line
+        .strip_prefix("{\"meaning\":\"")
+        .and_then(|rest| rest.split_at_checked(16))
+        .and_then(|(hex, rest)| {
+            let change = rest.strip_prefix("\",\"change\":")?.strip_suffix('}')?;
+            Some((u64::from_str_radix(hex, 16).ok()?, change))
+        });
+    match with_meaning {
+        Some((m, change)) => Some(Change {
+            meaning: Some(m),
+            ..change_of(change.to_string())?
+        }),
+        None => change_of(line),
+    }
+}
+
 /// An alert change's JSON as a change not kept yet (`None` when it is not an alert's).
 fn change_of(json: String) -> Option<Change> {
     let v: serde_json::Value = serde_json::from_str(&json).ok()?;
@@ -1822,6 +1865,46 @@ mod tests {
         assert!(store.unkept().unwrap().is_empty());
         assert!(store.unwritten().unwrap().is_empty());
         assert_eq!(*lines.lock().unwrap(), 0, "written out again");
+        drop((again, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A firing waiting for the store when the agent stops keeps its rule's meaning across
+    /// the restart (kept aside with it), and counts among the alerts firing at start: an
+    /// earlier form's is resolved there like one the store had.
+    #[test]
+    fn a_waiting_firing_keeps_its_rule_meaning_across_a_restart() {
+        let (dir, mut sink, store, _, _) = stored_sink("full-meaning");
+        let one = |m: u64| Arc::new(RuleMeanings::from([("r".to_string(), m)]));
+        sink = sink.with_meanings(one(0xa));
+        sink.space.min_free = u64::MAX;
+        let fired = alerts(1);
+        sink.take(fired.clone(), 0);
+        sink.save_unkept();
+        assert_eq!(store.unkept().unwrap().len(), 1);
+        drop(sink);
+        // The restart runs another form of `r`.
+        let mut again =
+            AlertSink::with_writer(None, Arc::new(SinkCounters::default())).with_meanings(one(0xb));
+        again.store = Some(store.clone());
+        let mut again = again.adopting(1);
+        again.space.min_free = 0;
+        again.load_unkept();
+        let kept: Vec<Option<u64>> = store.firing().unwrap().iter().map(|f| f.meaning).collect();
+        assert_eq!(kept, [Some(0xa)]);
+        again.adopt(Adopt {
+            shard: 0,
+            ids: Vec::new(),
+            episodic: Vec::new(),
+            running: vec!["r".to_string()],
+        });
+        assert!(store.firing().unwrap().is_empty(), "left firing");
+        let last = store.recent(1).unwrap();
+        assert!(
+            last[0].json.contains("\"rule_changed\""),
+            "{}",
+            last[0].json
+        );
         drop((again, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
