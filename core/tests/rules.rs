@@ -1890,3 +1890,41 @@ fn meaning_digests_ignore_only_the_expect_list() {
     // canonical form differently must map the earlier digests (this fails to say so).
     assert_eq!(base, 0x29b5_5124_d798_7e4a, "{base:#018x}");
 }
+
+/// The mistakes a rule writer makes most get a hint that says the fix: a regex's backslash
+/// in a "..." string, `~=`, a misspelt operator word, a list in parentheses, a zero length.
+#[test]
+fn common_mistakes_get_a_hint_with_the_fix() {
+    let cases = [
+        (
+            r#"events.a = "syslog and msg =~ \"Accepted \w+\""
+pattern = "a""#,
+            "single quotes",
+        ),
+        (
+            "events.a = 'syslog and msg ~= \"x\"'\npattern = \"a\"",
+            "`=~`",
+        ),
+        (
+            "events.a = 'syslog and msg contain \"x\"'\npattern = \"a\"",
+            "did you mean `contains`?",
+        ),
+        (
+            "events.a = 'syslog and app in (\"a\", \"b\")'\npattern = \"a\"",
+            "[\"sshd\", \"dropbear\"]",
+        ),
+        (
+            "events.a = 'syslog'\npattern = \"absent(a) for 0s\"",
+            "absent(hb) for 1m",
+        ),
+        (
+            "events.a = 'syslog'\npattern = \"a{2,} within 0s\"",
+            "within 5m",
+        ),
+    ];
+    for (body, want) in cases {
+        let (msg, _, _, help) = one_error(&rule_text(body));
+        let help = help.unwrap_or_default();
+        assert!(help.contains(want), "{body}: {msg} / {help}");
+    }
+}

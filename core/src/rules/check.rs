@@ -1215,7 +1215,11 @@ fn window(
 ) -> Option<Window> {
     let lo = min.as_ref().map_or(Duration::ZERO, |(d, _)| *d);
     if max.0 == Duration::ZERO {
-        r.error(max.1.clone(), "`within` needs a duration above zero", None);
+        r.error(
+            max.1.clone(),
+            "`within` needs a duration above zero",
+            Some("the longest a whole match may take: `within 5m`".into()),
+        );
         return None;
     }
     if lo > max.0 {
@@ -1469,8 +1473,11 @@ impl PatChecker<'_, '_, '_, '_> {
                     && *d == Duration::ZERO
                 {
                     ok = false;
-                    self.r
-                        .error(ds.clone(), "`for` needs a duration above zero", None);
+                    self.r.error(
+                        ds.clone(),
+                        "`for` needs a duration above zero",
+                        Some("how long the event must be missing: `absent(hb) for 1m`".into()),
+                    );
                 }
                 if for_.is_none() {
                     let needs = match pos {

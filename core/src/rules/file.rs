@@ -221,6 +221,12 @@ fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Ru
                     "a control character (U+{:04X}) stands in the string: remove it (or, in a \"...\" string, write it escaped, `\\u{:04X}`)",
                     c as u32, c as u32
                 ))
+            } else if msg.contains("escape") {
+                h(
+                    "in a \"...\" string a backslash starts an escape: double it (`\\\\w`), or \
+                     write the condition in single quotes, which keep backslashes as written: \
+                     events.a = 'msg =~ \"\\w+\"'",
+                )
             } else if msg.contains("string") {
                 h(
                     "close the string on the same line; write conditions in single quotes, e.g. \

@@ -332,6 +332,7 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
             '&' => Some("write `and`".to_string()),
             '|' => Some("write `or`".to_string()),
             '!' => Some("write `not`, `!=` or `!~`".to_string()),
+            '~' => Some("match a regex with `=~` (`!~`: does not match)".to_string()),
             _ => None,
         };
         return Err(SyntaxError {
@@ -501,6 +502,27 @@ impl Parser {
         if t.tok == Tok::Eof {
             Ok(())
         } else {
+            // A misspelt operator word (`contain`) reads as a second expression.
+            if let Tok::Ident(w) = &t.tok
+                && let Some(near) = crate::rules::diag::did_you_mean(
+                    w,
+                    [
+                        "contains",
+                        "starts_with",
+                        "ends_with",
+                        "and",
+                        "or",
+                        "not",
+                        "in",
+                    ],
+                )
+            {
+                return err(
+                    t.span.clone(),
+                    format!("unexpected {} here", t.tok.describe()),
+                    format!("did you mean `{near}`?"),
+                );
+            }
             let help = if matches!(t.tok, Tok::Ident(_) | Tok::Str(_)) {
                 "combine conditions with `and` or `or`"
             } else {
@@ -710,6 +732,13 @@ impl Parser {
                     }
                     self.bump();
                     Ok(CondAst::In(lhs, items, t.span))
+                } else if self.is_punct("(") {
+                    let p = self.peek();
+                    err(
+                        p.span.clone(),
+                        "a list is written in square brackets",
+                        "`app in [\"sshd\", \"dropbear\"]`",
+                    )
                 } else {
                     let item = self.unary()?;
                     Ok(CondAst::In(lhs, vec![item], t.span))
