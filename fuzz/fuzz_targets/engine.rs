@@ -21,9 +21,10 @@ use std::fmt::Write as _;
 
 use arbitrary::{Result, Unstructured};
 use cepheus_core::alert::Alert;
-use cepheus_core::engine::{Engine, EngineConfig};
+use cepheus_core::engine::{Checkpoint, Engine, EngineConfig};
 use cepheus_core::event::{Event, Field, Source, Value};
 use cepheus_core::rules::compile_str;
+use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::Timestamp;
 use libfuzzer_sys::fuzz_target;
 
@@ -298,16 +299,38 @@ fn json(alerts: &[Alert]) -> Vec<String> {
     alerts.iter().map(|a| a.to_json().to_string()).collect()
 }
 
-fn run(mut e: Engine, steps: &[Step], end: Timestamp) -> Vec<Vec<String>> {
+/// Runs the script; with `cut = Some((i, rules, cfg))`, the engine is checkpointed before
+/// step `i` (through JSON, as the agent saves it) and a restored engine goes on from there.
+fn run(
+    mut e: Engine,
+    steps: &[Step],
+    end: Timestamp,
+    cut: Option<(usize, &RuleSet, EngineConfig)>,
+) -> Vec<Vec<String>> {
     let mut calls = Vec::with_capacity(steps.len() + 1);
     let mut out = Vec::new();
-    for s in steps {
+    let restore = |e: &Engine, rules: &RuleSet, cfg: &EngineConfig| {
+        let text = serde_json::to_string(&e.checkpoint()).expect("a checkpoint serialises");
+        let cp: Checkpoint = serde_json::from_str(&text).expect("a checkpoint reads back");
+        Engine::restore(rules, cfg.clone(), cp, false).expect("a checkpoint restores")
+    };
+    for (i, s) in steps.iter().enumerate() {
+        if let Some((at, rules, cfg)) = &cut
+            && *at == i
+        {
+            e = restore(&e, rules, cfg);
+        }
         out.clear();
         match s {
             Step::Push(ev) => e.push(ev.clone(), &mut out),
             Step::Advance(t) => e.advance_to(*t, &mut out),
         }
         calls.push(json(&out));
+    }
+    if let Some((at, rules, cfg)) = &cut
+        && *at == steps.len()
+    {
+        e = restore(&e, rules, cfg);
     }
     out.clear();
     e.finish(Some(end), &mut out);
@@ -380,7 +403,7 @@ fuzz_target!(|data: &[u8]| {
         .map_err(|e| e.to_string())
     });
     let (shared, unshared) = match built {
-        [Ok(s), Ok(u)] => (run(s, &steps, end), run(u, &steps, end)),
+        [Ok(s), Ok(u)] => (run(s, &steps, end, None), run(u, &steps, end, None)),
         [Err(a), Err(b)] if a == b => return,
         [a, b] => panic!(
             "Engine::new accepts the rules in one mode only: shared {:?}, unshared {:?}",
@@ -398,6 +421,35 @@ fuzz_target!(|data: &[u8]| {
         panic!(
             "shared and unshared alerts differ at call {at} ({what})\nshared:   {:#?}\nunshared: {:#?}\nrules:\n{text}",
             shared[at], unshared[at]
+        );
+    }
+
+    // Checkpoint, restore (through JSON) and go on, at a step the input picks, in the mode it
+    // picks: "Engine::restore continues exactly", so the alerts are those of never stopping.
+    let h = data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let at = (h % (steps.len() as u64 + 1)) as usize;
+    let share = h & (1 << 40) != 0;
+    let cfg = EngineConfig {
+        share,
+        ..EngineConfig::default()
+    };
+    let Ok(e) = Engine::new(&rules, cfg.clone()) else {
+        return;
+    };
+    let cut = run(e, &steps, end, Some((at, &rules, cfg)));
+    let whole = if share { &shared } else { &unshared };
+    if *whole != cut {
+        let call = whole
+            .iter()
+            .zip(&cut)
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        let what = steps.get(call).map_or("finish".to_string(), describe);
+        panic!(
+            "checkpoint before step {at} and restore (share: {share}) changes the alerts at call {call} ({what})\nwhole: {:#?}\ncut:   {:#?}\nrules:\n{text}",
+            whole[call], cut[call]
         );
     }
 });
