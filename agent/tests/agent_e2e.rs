@@ -2926,6 +2926,40 @@ fn alerts_of_rules_changed_or_removed_while_down_are_resolved_at_restart() {
     assert_eq!((code, out.as_str()), (0, ""), "{err}");
 }
 
+/// A rule `seq(a, b) within WITHIN` grouped by host, on the apps `NAMEa` and `NAMEb`: a
+/// match's alert, which fires once and no engine holds.
+fn match_rule(name: &str, within: &str) -> String {
+    format!(
+        "[[rule]]\nname = \"{name}\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"{name}a\"'\nevents.b = 'syslog and app == \"{name}b\"'\npattern = \"seq(a, b) within {within}\"\n"
+    )
+}
+
+/// Sends each [`match_rule`]'s two events, and waits for their alerts to fire (in order).
+fn fire_matches(agent: &Agent, names: &[&str]) -> Vec<Value> {
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for name in names {
+        for step in ["a", "b"] {
+            let line = format!("<13>Dec  2 05:40:00 web1 {name}{step}: x");
+            udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    names
+        .iter()
+        .map(|n| agent.wait_alert(10, |v| v["rule"] == *n && v["state"] == "firing"))
+        .collect()
+}
+
+/// The alerts the store has firing (`cepheus alerts --json`).
+fn firing_alerts(dir: &Path) -> Vec<Value> {
+    let (code, out, err) = alerts_cmd(dir, &["--json"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// A crash after a reload's shards saved the new rules' state but before the sink resolved
 /// the changed rule's match alert (which no engine holds): the restart resolves it
 /// (`rule_changed`), since it was kept with its rule's earlier meaning; the unchanged
@@ -2933,14 +2967,9 @@ fn alerts_of_rules_changed_or_removed_while_down_are_resolved_at_restart() {
 #[test]
 fn a_crash_before_a_reload_resolved_a_changed_rules_match_alert_resolves_it_at_restart() {
     let dir = scratch("reload-crash-retire");
-    let rule = |name: &str, within: &str| {
-        format!(
-            "[[rule]]\nname = \"{name}\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"{name}a\"'\nevents.b = 'syslog and app == \"{name}b\"'\npattern = \"seq(a, b) within {within}\"\n"
-        )
-    };
     std::fs::write(
         dir.join("rules/m.toml"),
-        [rule("m1", "1m"), rule("m3", "1m")].concat(),
+        [match_rule("m1", "1m"), match_rule("m3", "1m")].concat(),
     )
     .unwrap();
     let mut first = Agent::start_env(
@@ -2950,23 +2979,11 @@ fn a_crash_before_a_reload_resolved_a_changed_rules_match_alert_resolves_it_at_r
         "checkpoint_every = \"100ms\"\n",
         &[("CEPHEUS_FAULT_ABORT_BEFORE_RETIRE", "1")],
     );
-    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-    for name in ["m1", "m3"] {
-        for step in ["a", "b"] {
-            let line = format!("<13>Dec  2 05:40:00 web1 {name}{step}: x");
-            udp.send_to(line.as_bytes(), ("127.0.0.1", first.port))
-                .unwrap();
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    let fired: Vec<Value> = ["m1", "m3"]
-        .iter()
-        .map(|n| first.wait_alert(10, |v| v["rule"] == *n && v["state"] == "firing"))
-        .collect();
+    let fired = fire_matches(&first, &["m1", "m3"]);
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(
         dir.join("rules/m.toml"),
-        [rule("m1", "2m"), rule("m3", "1m")].concat(),
+        [match_rule("m1", "2m"), match_rule("m3", "1m")].concat(),
     )
     .unwrap();
     first.hangup();
@@ -2992,13 +3009,8 @@ fn a_crash_before_a_reload_resolved_a_changed_rules_match_alert_resolves_it_at_r
         second.stderr()
     );
     std::thread::sleep(Duration::from_millis(500));
-    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
-    assert_eq!(code, 0, "{err}");
-    let firing: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(firing.len(), 1, "{out}");
+    let firing = firing_alerts(&dir);
+    assert_eq!(firing.len(), 1, "{firing:?}");
     assert_eq!(firing[0]["id"], fired[1]["id"]);
 }
 
@@ -3008,32 +3020,20 @@ fn a_crash_before_a_reload_resolved_a_changed_rules_match_alert_resolves_it_at_r
 #[test]
 fn match_alerts_of_rules_a_reload_changes_or_removes_are_resolved() {
     let dir = scratch("reload-match");
-    let rule = |name: &str, within: &str| {
-        format!(
-            "[[rule]]\nname = \"{name}\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"{name}a\"'\nevents.b = 'syslog and app == \"{name}b\"'\npattern = \"seq(a, b) within {within}\"\n"
-        )
-    };
-    let three = [rule("m1", "1m"), rule("m2", "1m"), rule("m3", "1m")].concat();
+    let three = [
+        match_rule("m1", "1m"),
+        match_rule("m2", "1m"),
+        match_rule("m3", "1m"),
+    ]
+    .concat();
     std::fs::write(dir.join("rules/m.toml"), three).unwrap();
     let agent = Agent::start(&dir, "");
-    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-    for name in ["m1", "m2", "m3"] {
-        for step in ["a", "b"] {
-            let line = format!("<13>Dec  2 05:40:00 web1 {name}{step}: x");
-            udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
-                .unwrap();
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-    let fired: Vec<Value> = ["m1", "m2", "m3"]
-        .iter()
-        .map(|n| agent.wait_alert(10, |v| v["rule"] == *n && v["state"] == "firing"))
-        .collect();
+    let fired = fire_matches(&agent, &["m1", "m2", "m3"]);
     std::thread::sleep(Duration::from_millis(300));
     // m1 changed, m2 removed, m3 as it was.
     std::fs::write(
         dir.join("rules/m.toml"),
-        [rule("m1", "2m"), rule("m3", "1m")].concat(),
+        [match_rule("m1", "2m"), match_rule("m3", "1m")].concat(),
     )
     .unwrap();
     let r1 = agent.wait_alert(10, |v| v["rule"] == "m1" && v["state"] == "resolved");
@@ -3053,13 +3053,8 @@ fn match_alerts_of_rules_a_reload_changes_or_removes_are_resolved() {
         "{}",
         agent.stderr()
     );
-    let (code, out, err) = alerts_cmd(&dir, &["--json"]);
-    assert_eq!(code, 0, "{err}");
-    let firing: Vec<Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(firing.len(), 1, "{out}");
+    let firing = firing_alerts(&dir);
+    assert_eq!(firing.len(), 1, "{firing:?}");
     assert_eq!(firing[0]["id"], fired[2]["id"]);
     // The sink's own resolves count with the shards' changes: 3 firing, 2 resolved.
     assert_eq!(agent.stats()["sink"]["alerts"], 5);

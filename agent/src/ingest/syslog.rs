@@ -1076,6 +1076,12 @@ mod tests {
         e.get(f).and_then(Value::as_str)
     }
 
+    /// The text of structured-data field `k` (`sd.<id>.<param>`).
+    fn sd(e: &Event, k: &str) -> Option<String> {
+        e.get_key(&FieldKey::Named(Arc::from(k)))
+            .map(|v| v.to_string())
+    }
+
     #[test]
     fn structured_data_values_keep_backslashes_rfc_5424_does_not_escape() {
         let p = SyslogParser::default();
@@ -1086,14 +1092,10 @@ mod tests {
                 None,
             )
             .unwrap();
-        let sd = |k: &str| {
-            e.get_key(&FieldKey::Named(Arc::from(k)))
-                .map(|v| v.to_string())
-        };
-        assert_eq!(sd("sd.ex@1.a").as_deref(), Some(r"C:\new\temp"));
-        assert_eq!(sd("sd.ex@1.q").as_deref(), Some(r#"say "hi""#));
-        assert_eq!(sd("sd.ex@1.b").as_deref(), Some("x]y"));
-        assert_eq!(sd("sd.ex@1.s").as_deref(), Some(r"a\b"));
+        assert_eq!(sd(&e, "sd.ex@1.a").as_deref(), Some(r"C:\new\temp"));
+        assert_eq!(sd(&e, "sd.ex@1.q").as_deref(), Some(r#"say "hi""#));
+        assert_eq!(sd(&e, "sd.ex@1.b").as_deref(), Some("x]y"));
+        assert_eq!(sd(&e, "sd.ex@1.s").as_deref(), Some(r"a\b"));
     }
 
     /// RFC 5424 (6.3.3) lets a parameter be written more than once in an element (`origin`'s
@@ -1110,15 +1112,14 @@ mod tests {
                 None,
             )
             .unwrap();
-        let sd = |k: &str| {
-            e.get_key(&FieldKey::Named(Arc::from(k)))
-                .map(|v| v.to_string())
-        };
-        assert_eq!(sd("sd.origin.ip").as_deref(), Some("10.0.0.1,192.0.2.7"));
-        assert_eq!(sd("sd.origin.software").as_deref(), Some("x"));
-        assert_eq!(sd("sd.x@1.a").as_deref(), Some("1,2,3,4"));
-        assert_eq!(sd("sd.x@1.b").as_deref(), Some("2"));
-        assert_eq!(sd("sd.x@1.c").as_deref(), Some("5"));
+        assert_eq!(
+            sd(&e, "sd.origin.ip").as_deref(),
+            Some("10.0.0.1,192.0.2.7")
+        );
+        assert_eq!(sd(&e, "sd.origin.software").as_deref(), Some("x"));
+        assert_eq!(sd(&e, "sd.x@1.a").as_deref(), Some("1,2,3,4"));
+        assert_eq!(sd(&e, "sd.x@1.b").as_deref(), Some("2"));
+        assert_eq!(sd(&e, "sd.x@1.c").as_deref(), Some("5"));
         assert_eq!(get(&e, Field::Msg), Some("m"));
     }
 

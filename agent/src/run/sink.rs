@@ -394,18 +394,18 @@ impl AlertSink {
         self
     }
 
-    /// The meaning of `rule` as reload `generation` made it (the latest known for a later
+    /// The rules' meanings as reload `generation` made them (the latest known for a later
     /// one), if known.
-    fn meaning(&self, generation: u64, rule: &str) -> Option<u64> {
+    fn meanings_at(&self, generation: u64) -> Option<Arc<RuleMeanings>> {
         let (_, m) = self.meanings.range(..=generation).next_back()?;
-        m.get(rule).copied()
+        Some(m.clone())
     }
 
-    /// The meaning of `rule` in the rules the engines ran when the sink last heard that
-    /// all had taken them (at start, the rules the agent started with, even while a reload
-    /// goes from shard to shard), if they ran it.
-    fn meaning_settled(&self, rule: &str) -> Option<u64> {
-        self.meanings.values().next()?.get(rule).copied()
+    /// The meanings of the rules the engines ran when the sink last heard that all had
+    /// taken them (at start, the rules the agent started with, even while a reload goes
+    /// from shard to shard).
+    fn meanings_settled(&self) -> Option<Arc<RuleMeanings>> {
+        self.meanings.values().next().cloned()
     }
 
     /// Keeps the changes waiting for the store, if it can take them now (they were written
@@ -889,13 +889,15 @@ impl AlertSink {
             .fetch_add(alerts.len() as u64, Ordering::Relaxed);
         // Rendered, kept and written out a slice at a time: a storm's batch (150,000 alerts
         // from one shard) rendered whole held every JSON text at once (77 MB at 300,000).
+        let meanings = self.meanings_at(generation);
         for part in alerts.chunks(TAKE_CHUNK) {
             let changes: Vec<Change> = part
                 .iter()
                 .map(|a| Change {
-                    meaning: (a.state == AlertState::Firing)
-                        .then(|| self.meaning(generation, a.rule()))
-                        .flatten(),
+                    meaning: meanings
+                        .as_ref()
+                        .filter(|_| a.state == AlertState::Firing)
+                        .and_then(|m| m.get(a.rule()).copied()),
                     ..Change::of(a)
                 })
                 .collect();
@@ -1119,6 +1121,7 @@ impl AlertSink {
             return;
         };
         let now = crate::flow::live::wall_clock();
+        let settled = self.meanings_settled();
         let changes: Vec<Change> = match store.firing() {
             Ok(f) => f
                 .iter()
@@ -1129,10 +1132,9 @@ impl AlertSink {
                     // continued), else an episode no engine holds.
                     let reason = if !a.running.contains(rule) {
                         Reason::RuleRemoved
-                    } else if f
-                        .meaning
-                        .is_some_and(|m| self.meaning_settled(rule) != Some(m))
-                    {
+                    } else if f.meaning.is_some_and(|m| {
+                        settled.as_ref().and_then(|s| s.get(rule).copied()) != Some(m)
+                    }) {
                         // Kept with a form of its rule that no longer runs (a crash between
                         // a reload's saves and the resolve of its match alerts).
                         Reason::RuleChanged
@@ -1215,20 +1217,23 @@ impl Handler<Retire> for AlertSink {
             // An alert kept with its rule's meaning is the retired form's when that meaning
             // is not the rule's now: that alone decides, so that neither an alert the new
             // form made before a crash is resolved, nor one of the old form left firing.
-            let now = |rule: &str| match msg.reload {
-                Some(g) => self.meaning(g, rule),
-                None => self.meaning_settled(rule),
+            let now = match msg.reload {
+                Some(g) => self.meanings_at(g),
+                None => self.meanings_settled(),
             };
+            let now = |rule: &str| now.as_ref().and_then(|m| m.get(rule).copied());
             let mut seen = std::collections::HashSet::new();
             firing
                 .iter()
                 .map(|f| (f.json.as_str(), f.meaning))
                 .chain(waiting_firing)
                 .filter_map(|(json, meaning)| {
-                    let c = retired_change(json, &msg.rules, msg.time)?;
+                    let rule = rule_of(json)?;
+                    let reason = msg.rules.iter().find(|(r, _)| *r == rule)?.1;
+                    let c = resolved_change(json, reason, msg.time)?;
                     let retired = at_start.is_none_or(|s| s.contains(&c.id))
                         && match meaning {
-                            Some(m) => rule_of(json).is_none_or(|r| now(&r) != Some(m)),
+                            Some(m) => now(&rule) != Some(m),
                             None => !new_rules.contains(&c.id),
                         };
                     retired.then_some(c)
@@ -1334,15 +1339,6 @@ fn of_group(json: &str, rules: &[String], group_by: &[String], key: &[String]) -
             .get(name)
             .is_some_and(|g| cepheus_core::engine::group_value_text(g) == *want)
     })
-}
-
-/// The `resolved` change of a kept firing alert whose rule is among `rules`: the firing's
-/// object, in state `resolved` at `time`, with the rule's reason.
-fn retired_change(firing: &str, rules: &[(String, Reason)], time: Timestamp) -> Option<Change> {
-    let v: serde_json::Value = serde_json::from_str(firing).ok()?;
-    let rule = v.get("rule")?.as_str()?;
-    let reason = rules.iter().find(|(r, _)| r == rule)?.1;
-    resolved_change(firing, reason, time)
 }
 
 /// An output behind a queue of its own thread (`output.syslog`, `output.webhook`).
@@ -1875,8 +1871,7 @@ mod tests {
     #[test]
     fn a_waiting_firing_keeps_its_rule_meaning_across_a_restart() {
         let (dir, mut sink, store, _, _) = stored_sink("full-meaning");
-        let one = |m: u64| Arc::new(RuleMeanings::from([("r".to_string(), m)]));
-        sink = sink.with_meanings(one(0xa));
+        sink = sink.with_meanings(meanings_r(0xa));
         sink.space.min_free = u64::MAX;
         let fired = alerts(1);
         sink.take(fired.clone(), 0);
@@ -1884,8 +1879,8 @@ mod tests {
         assert_eq!(store.unkept().unwrap().len(), 1);
         drop(sink);
         // The restart runs another form of `r`.
-        let mut again =
-            AlertSink::with_writer(None, Arc::new(SinkCounters::default())).with_meanings(one(0xb));
+        let mut again = AlertSink::with_writer(None, Arc::new(SinkCounters::default()))
+            .with_meanings(meanings_r(0xb));
         again.store = Some(store.clone());
         let mut again = again.adopting(1);
         again.space.min_free = 0;
@@ -1960,6 +1955,22 @@ mod tests {
         assert_eq!(text.lines().count(), whole + 1, "{text}");
     }
 
+    /// The ids of the alerts `store` has firing.
+    fn firing_ids(store: &Store) -> Vec<u64> {
+        store
+            .firing()
+            .unwrap()
+            .iter()
+            .filter_map(|f| serde_json::from_str::<serde_json::Value>(&f.json).ok())
+            .filter_map(|v| u64::from_str_radix(v["id"].as_str()?, 16).ok())
+            .collect()
+    }
+
+    /// Rule `r`'s meaning is `m` ([`alerts`] are `r`'s).
+    fn meanings_r(m: u64) -> Arc<RuleMeanings> {
+        Arc::new(RuleMeanings::from([("r".to_string(), m)]))
+    }
+
     fn retire(sink: &mut AlertSink, rules: Vec<(String, Reason)>) {
         let mut ctx = actix::Context::<AlertSink>::new();
         <AlertSink as Handler<Retire>>::handle(
@@ -1984,14 +1995,7 @@ mod tests {
         <AlertSink as Handler<Alerts>>::handle(&mut sink, Alerts(all[..1].to_vec(), 0), &mut ctx);
         <AlertSink as Handler<Alerts>>::handle(&mut sink, Alerts(all[1..].to_vec(), 1), &mut ctx);
         retire(&mut sink, vec![("r".into(), Reason::RuleChanged)]);
-        let firing: Vec<u64> = store
-            .firing()
-            .unwrap()
-            .iter()
-            .filter_map(|f| serde_json::from_str::<serde_json::Value>(&f.json).ok())
-            .filter_map(|v| u64::from_str_radix(v["id"].as_str()?, 16).ok())
-            .collect();
-        assert_eq!(firing, [all[1].id().0]);
+        assert_eq!(firing_ids(&store), [all[1].id().0]);
         assert!(sink.fired_since_reload.is_empty());
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
@@ -2004,10 +2008,9 @@ mod tests {
     fn a_restart_resolves_only_the_alerts_of_a_changed_rules_old_form() {
         let (dir, mut sink, store, counters, _) = stored_sink("retire-meaning");
         let all = alerts(2);
-        let one = |m: u64| Arc::new(RuleMeanings::from([("r".to_string(), m)]));
-        sink = sink.with_meanings(one(0xa));
+        sink = sink.with_meanings(meanings_r(0xa));
         let mut ctx = actix::Context::<AlertSink>::new();
-        <AlertSink as Handler<Meanings>>::handle(&mut sink, Meanings(1, one(0xb)), &mut ctx);
+        <AlertSink as Handler<Meanings>>::handle(&mut sink, Meanings(1, meanings_r(0xb)), &mut ctx);
         <AlertSink as Handler<Alerts>>::handle(&mut sink, Alerts(all[..1].to_vec(), 0), &mut ctx);
         <AlertSink as Handler<Alerts>>::handle(&mut sink, Alerts(all[1..].to_vec(), 1), &mut ctx);
         let kept: Vec<Option<u64>> = store.firing().unwrap().iter().map(|f| f.meaning).collect();
@@ -2015,7 +2018,7 @@ mod tests {
         drop(sink);
         // The restart runs the new form; a shard restored from a state saved before the
         // reload names the rule as changed while the agent was down.
-        let mut again = AlertSink::with_writer(None, counters).with_meanings(one(0xb));
+        let mut again = AlertSink::with_writer(None, counters).with_meanings(meanings_r(0xb));
         again.store = Some(store.clone());
         let mut again = again.adopting(1);
         <AlertSink as Handler<Retire>>::handle(
@@ -2027,14 +2030,7 @@ mod tests {
             },
             &mut ctx,
         );
-        let firing: Vec<u64> = store
-            .firing()
-            .unwrap()
-            .iter()
-            .filter_map(|f| serde_json::from_str::<serde_json::Value>(&f.json).ok())
-            .filter_map(|v| u64::from_str_radix(v["id"].as_str()?, 16).ok())
-            .collect();
-        assert_eq!(firing, [all[1].id().0]);
+        assert_eq!(firing_ids(&store), [all[1].id().0]);
         drop((again, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
