@@ -1089,7 +1089,7 @@ mod tests {
     use cepheus_core::rules::compile_str;
     use cepheus_core::time::{Duration, Timestamp};
 
-    /// The store in `dir` opened again right after a handle to it was dropped: sled lets its
+    /// The store in `dir` opened, maybe right after a handle to it was dropped: sled lets its
     /// lock go when its last background task does, which under load can be a moment later
     /// (CI once saw `Locked` here).
     fn reopen(dir: &Path, max_alerts: u64) -> Store {
@@ -1145,13 +1145,13 @@ pattern = "absent(hb) for 10s"
             [AlertState::Firing, AlertState::Resolved]
         );
         {
-            let s = Store::open(dir.path(), 100).unwrap();
+            let s = reopen(dir.path(), 100);
             assert_eq!(s.record(&alerts[..1]).unwrap(), [true]);
             // The same firing again (an engine restored from an older checkpoint), and the
             // resolve, new.
             assert_eq!(s.record(&alerts).unwrap(), [false, true]);
         }
-        let s = Store::open(dir.path(), 100).unwrap();
+        let s = reopen(dir.path(), 100);
         assert_eq!(s.record(&alerts).unwrap(), [false, false]);
         let kept = s.recent(10).unwrap();
         assert_eq!(kept.len(), 2);
@@ -1168,7 +1168,7 @@ pattern = "absent(hb) for 10s"
         let dir = tempfile::tempdir().unwrap();
         let alerts = heartbeat_alerts();
         {
-            let s = Store::open(dir.path(), 100).unwrap();
+            let s = reopen(dir.path(), 100);
             let mut firing = vec![Change {
                 meaning: Some(0xfeed),
                 ..Change::of(&alerts[0])
@@ -1176,7 +1176,7 @@ pattern = "absent(hb) for 10s"
             s.record_changes(&mut firing).unwrap();
             assert_eq!(s.firing().unwrap()[0].meaning, Some(0xfeed));
         }
-        let s = Store::open(dir.path(), 100).unwrap();
+        let s = reopen(dir.path(), 100);
         assert_eq!(s.firing().unwrap()[0].meaning, Some(0xfeed));
         s.record(&alerts[1..]).unwrap();
         assert!(s.firing().unwrap().is_empty());
@@ -1186,11 +1186,11 @@ pattern = "absent(hb) for 10s"
             .insert(7u64.to_be_bytes(), &1u64.to_be_bytes())
             .unwrap();
         drop(s);
-        let s = Store::open(dir.path(), 100).unwrap();
+        let s = reopen(dir.path(), 100);
         assert!(s.meanings.is_empty());
         // Kept without a meaning (a change made before they were kept): none.
         let d2 = tempfile::tempdir().unwrap();
-        let s2 = Store::open(d2.path(), 100).unwrap();
+        let s2 = reopen(d2.path(), 100);
         s2.record(&alerts[..1]).unwrap();
         assert_eq!(s2.firing().unwrap()[0].meaning, None);
     }
@@ -1202,7 +1202,7 @@ pattern = "absent(hb) for 10s"
         let dir = tempfile::tempdir().unwrap();
         let alerts = heartbeat_alerts();
         {
-            let s = Store::open(dir.path(), 100).unwrap();
+            let s = reopen(dir.path(), 100);
             assert_eq!(s.output_cursor("webhook").unwrap(), OutputCursor::Unknown);
             assert_eq!(s.last_seq().unwrap(), None);
             s.set_output_cursor("webhook", None).unwrap();
@@ -1220,7 +1220,7 @@ pattern = "absent(hb) for 10s"
             s.set_output_cursor("webhook", Some(seqs[0])).unwrap();
             s.flush().unwrap();
         }
-        let s = Store::open(dir.path(), 100).unwrap();
+        let s = reopen(dir.path(), 100);
         let OutputCursor::After(Some(at)) = s.output_cursor("webhook").unwrap() else {
             panic!("no cursor");
         };
@@ -1252,7 +1252,7 @@ pattern = "absent(hb) for 10s"
                 ("a".to_string(), AlertState::Resolved),
             ]
         );
-        let s = Store::open(dir.path(), 2).unwrap();
+        let s = reopen(dir.path(), 2);
         assert!(s.firing().unwrap().is_empty());
         s.record(&alerts[..3]).unwrap();
         assert_eq!(s.counts(), (2, 1));
@@ -1278,7 +1278,7 @@ pattern = "absent(hb) for 10s"
     #[test]
     fn the_newest_firing_alerts_are_the_end_of_all_of_them() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), 100).unwrap();
+        let s = reopen(dir.path(), 100);
         let alerts = heartbeat_alerts_of(&["e", "a", "d", "b", "c"]);
         let firing: Vec<_> = alerts
             .iter()
@@ -1306,7 +1306,7 @@ pattern = "absent(hb) for 10s"
     #[test]
     fn a_batch_larger_than_a_transaction_is_kept_whole_and_once() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), 1_000_000).unwrap();
+        let s = reopen(dir.path(), 1_000_000);
         let hosts: Vec<String> = (0..TXN_CHANGES + 10).map(|i| format!("h{i}")).collect();
         let names: Vec<&str> = hosts.iter().map(String::as_str).collect();
         let firing: Vec<Alert> = heartbeat_alerts_of(&names)
@@ -1345,7 +1345,7 @@ pattern = "absent(hb) for 10s"
     fn an_acknowledged_alert_still_resolves_and_its_resolve_says_who_acked() {
         let dir = tempfile::tempdir().unwrap();
         let alerts = heartbeat_alerts();
-        let s = Store::open(dir.path(), 10).unwrap();
+        let s = reopen(dir.path(), 10);
         let id = alerts[0].id().0;
         assert_eq!(
             s.ack(id, "alice", "2026-12-03T05:00:00Z").unwrap(),
@@ -1386,14 +1386,14 @@ pattern = "absent(hb) for 10s"
         let dir = tempfile::tempdir().unwrap();
         let alerts = heartbeat_alerts();
         {
-            let s = Store::open(dir.path(), 10).unwrap();
+            let s = reopen(dir.path(), 10);
             assert!(s.unwritten().unwrap().is_empty());
             s.record(&alerts[..1]).unwrap();
             s.mark_written().unwrap();
             s.record(&alerts[1..]).unwrap();
             // Killed before writing the resolve out.
         }
-        let s = Store::open(dir.path(), 10).unwrap();
+        let s = reopen(dir.path(), 10);
         let left = s.unwritten().unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].json, alerts[1].to_json().to_string());
@@ -1404,7 +1404,7 @@ pattern = "absent(hb) for 10s"
     #[test]
     fn changes_older_than_the_cutoff_go_and_firing_alerts_stay() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), 100).unwrap();
+        let s = reopen(dir.path(), 100);
         // web1 fires, web2 fires, web2 resolves: then everything before the resolve goes.
         let alerts = two_hosts_alerts();
         s.record(&alerts[..3]).unwrap();
@@ -1427,11 +1427,11 @@ pattern = "absent(hb) for 10s"
         let dir = tempfile::tempdir().unwrap();
         let alerts = heartbeat_alerts();
         {
-            let s = Store::open(dir.path(), 10).unwrap();
+            let s = reopen(dir.path(), 10);
             s.record(&alerts[..1]).unwrap();
             // Killed before writing the very first change out.
         }
-        let s = Store::open(dir.path(), 10).unwrap();
+        let s = reopen(dir.path(), 10);
         let left = s.unwritten().unwrap();
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].json, alerts[0].to_json().to_string());
@@ -1441,7 +1441,7 @@ pattern = "absent(hb) for 10s"
     fn an_alert_that_outlived_its_firing_change_leaves_no_dedup_key_behind() {
         let dir = tempfile::tempdir().unwrap();
         let alerts = two_hosts_alerts();
-        let s = Store::open(dir.path(), 2).unwrap();
+        let s = reopen(dir.path(), 2);
         for a in &alerts {
             s.record(std::slice::from_ref(a)).unwrap();
         }
@@ -1454,7 +1454,7 @@ pattern = "absent(hb) for 10s"
     fn firing_alerts_beyond_the_cap_go_oldest_first() {
         let dir = tempfile::tempdir().unwrap();
         let alerts = two_hosts_alerts();
-        let s = Store::open(dir.path(), 1).unwrap();
+        let s = reopen(dir.path(), 1);
         s.record(&alerts[..2]).unwrap();
         let firing = s.firing().unwrap();
         assert_eq!(firing.len(), 1);
@@ -1481,7 +1481,7 @@ pattern = "absent(hb) for 10s"
     #[test]
     fn a_second_process_cannot_open_a_held_store() {
         let dir = tempfile::tempdir().unwrap();
-        let _held = Store::open(dir.path(), 100).unwrap();
+        let _held = reopen(dir.path(), 100);
         // sled locks the folder per process; a second open in this process shares the lock,
         // so the check is done by a child: this test binary, asked to open the store.
         if std::env::var_os("CEPHEUS_STORE_CHILD").is_some() {
@@ -1522,7 +1522,7 @@ pattern = "absent(hb) for 10s"
     fn the_oldest_changes_are_pruned_beyond_the_cap() {
         let dir = tempfile::tempdir().unwrap();
         let alerts = heartbeat_alerts();
-        let s = Store::open(dir.path(), 1).unwrap();
+        let s = reopen(dir.path(), 1);
         assert_eq!(s.record(&alerts[..1]).unwrap(), [true]);
         assert_eq!(s.record(&alerts[1..]).unwrap(), [true]);
         let kept = s.recent(10).unwrap();
@@ -1549,7 +1549,7 @@ pattern = "absent(hb) for 10s"
     #[test]
     fn a_state_saved_over_and_over_does_not_grow_the_store() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), 10).unwrap();
+        let s = reopen(dir.path(), 10);
         let state = |i: u8| SavedShard {
             shard: 0,
             shards: 1,
@@ -1569,7 +1569,7 @@ pattern = "absent(hb) for 10s"
     #[test]
     fn a_state_an_older_store_kept_in_sled_is_read_then_moved() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), 10).unwrap();
+        let s = reopen(dir.path(), 10);
         let mut v = 2u32.to_be_bytes().to_vec();
         v.extend_from_slice(b"old");
         s.checkpoints.insert(1u32.to_be_bytes(), v).unwrap();
@@ -1610,7 +1610,7 @@ pattern = "absent(hb) for 10s"
     #[test]
     fn a_state_file_that_cannot_be_read_costs_only_its_own_shard() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), 10).unwrap();
+        let s = reopen(dir.path(), 10);
         let a = |shard, data: &[u8]| SavedShard {
             shard,
             shards: 3,
@@ -1642,7 +1642,7 @@ pattern = "absent(hb) for 10s"
     #[test]
     fn checkpoints_are_replaced_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(dir.path(), 10).unwrap();
+        let s = reopen(dir.path(), 10);
         assert!(s.checkpoints().unwrap().is_empty());
         let a = |shard, data: &[u8]| SavedShard {
             shard,
