@@ -257,6 +257,7 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let until = (args.until.as_deref().map(parse_until).transpose()).context("--until")?;
     let cfg = EngineConfig {
         share: !args.no_share,
+        recorded: true,
         ..EngineConfig::default()
     };
     let mut engine = Engine::new(&rules, cfg).context("building the engine")?;

@@ -442,7 +442,12 @@ fn run_case(
     place: &Place,
 ) -> anyhow::Result<Vec<String>> {
     let first_line = input_first_line(place.text, t.input.span());
-    let mut engine = Engine::new(rules, EngineConfig::default()).context("building the engine")?;
+    // A test's events are a recording: monitoring begins at the first one's time.
+    let cfg = EngineConfig {
+        recorded: true,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(rules, cfg).context("building the engine")?;
     // Refused lines are said as `FILE:LINE: why`, the line of the test file, in the report.
     let refused = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let told = refused.clone();

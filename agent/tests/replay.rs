@@ -2205,3 +2205,46 @@ fn year_carries_over_new_year_across_rotated_files() {
     // named: the same alert a year earlier, the two files still one log.
     assert_eq!(fired(&[&current, &rotated]), ["2024-01-01T00:00:30Z"]);
 }
+
+/// DESIGN.md: "Monitoring begins ... in replay at the first event's time." The first event is
+/// a backlog line stamped 00:00:00 that arrived at 00:02:00: the expected host that never
+/// speaks is missing 60 s after that stamp, not 60 s after the line arrived.
+#[test]
+fn an_event_time_replay_begins_at_the_first_events_stamp_however_late_it_arrived() {
+    let (dir, rules) = scratch_rules(
+        "replay-begins-first",
+        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\ntime = \"event\"\n\
+         max_delay = \"5s\"\nevents.hb = 'syslog and app == \"heartbeat\"'\n\
+         pattern = \"absent(hb) for 60s\"\nexpect = [\"quiet\"]\n",
+    );
+    let events = dir.join("events.jsonl");
+    std::fs::write(
+        &events,
+        concat!(
+            r#"{"source":"syslog","time":"2024-01-01T00:00:00Z","arrival":"2024-01-01T00:02:00Z","host":"web","app":"heartbeat"}"#,
+            "\n",
+            r#"{"source":"syslog","time":"2024-01-01T00:02:00Z","host":"web","app":"heartbeat"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let (stdout, stderr) = replay_with(&rules, &events);
+    let firing: Vec<(String, String)> = alerts_of(&stdout)
+        .iter()
+        .filter(|a| a["state"] == "firing")
+        .map(|a| {
+            (
+                a["group"]["host"].as_str().unwrap().to_string(),
+                a["time"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let at = |h: &str, t: &str| (h.to_string(), format!("2024-01-01T{t}Z"));
+    // web itself was silent from its first stamp to 00:02:00 too.
+    assert_eq!(
+        firing,
+        vec![at("quiet", "00:01:00"), at("web", "00:01:00")],
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -47,6 +47,11 @@ pub struct EngineConfig {
     /// The share of the (rule, group) space this engine owns, when several engines (CEP shards)
     /// split the work; `None`: all of it.
     pub partition: Option<Partition>,
+    /// The input is a recording (replay, rule tests): event-time rules begin monitoring at
+    /// the earliest event's time (DESIGN.md), however late its first line arrived. Live, the
+    /// start is never put before the clock less the first sources' lag and `max_delay`, so a
+    /// relay's backlog cannot blame expected groups for a silence nobody could have heard.
+    pub recorded: bool,
 }
 
 /// One of `count` engines that split the (rule, group) space: a group of a rule with
@@ -129,6 +134,7 @@ impl Default for EngineConfig {
             max_partial_matches: 1_000,
             share: true,
             partition: None,
+            recorded: false,
         }
     }
 }
@@ -2015,7 +2021,7 @@ impl Engine {
     }
 
     /// Event time: the lane's rules begin monitoring at the earliest event seen, once the
-    /// watermark reaches it (nothing earlier can arrive in time after that), but never before
+    /// watermark reaches it (nothing earlier can arrive in time after that), but, live, never before
     /// the time the lane's most advanced source had when the first event arrived (less
     /// `max_delay`): a stale line (a relay's backlog, a host whose clock lags) must not
     /// back-date the start, or every expected group would be blamed for a silence from
@@ -2034,6 +2040,8 @@ impl Engine {
             return;
         };
         let floor = match (lane.first_arrival, lane.last_arrival, lane.max_event) {
+            // A recording begins at its first event, wherever its clock stood.
+            _ if self.cfg.recorded => Timestamp::MIN,
             // The leader's lag: how far its newest stamp trails the clock.
             (Some(f), Some(a), Some(m)) => f.sub(a.since(m).max(Duration(0))).sub(lane.delay),
             // None of its sources spoke (yet): the input's own lag (its newest stamp against

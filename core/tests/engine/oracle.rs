@@ -1984,13 +1984,16 @@ struct EvInput {
     steps: Vec<EvStep>,
     until: i64,
     finish: bool,
+    /// A recording (replay): monitoring begins at the earliest stamp, with no floor from the
+    /// first arrival's lag.
+    recorded: bool,
 }
 
 /// (kind, host, arrival gap in quarters, lag in quarters (stamp = arrival - lag), tick in the
 /// gap before this event)
 type EvSpec = Vec<(usize, usize, i64, i64, bool)>;
 
-fn ev_build(spec: &EvSpec, start_tick: bool, tail: i64, finish: bool) -> EvInput {
+fn ev_build(spec: &EvSpec, start_tick: bool, tail: i64, finish: bool, recorded: bool) -> EvInput {
     let mut arr = T0;
     let mut steps = Vec::new();
     for &(kind, host, gap, lag, tick) in spec {
@@ -2010,12 +2013,14 @@ fn ev_build(spec: &EvSpec, start_tick: bool, tail: i64, finish: bool) -> EvInput
         steps,
         until: arr + tail * QUARTER,
         finish,
+        recorded,
     }
 }
 
 fn ev_run_engine(rules: &RuleSet, input: &EvInput, share: bool) -> Vec<Alert> {
     let cfg = EngineConfig {
         share,
+        recorded: input.recorded,
         ..EngineConfig::default()
     };
     let mut e = Engine::new(rules, cfg).unwrap();
@@ -2289,6 +2294,8 @@ struct EvInputSeen {
     /// arrival).
     earliest: Option<i64>,
     newest: Option<i64>,
+    /// The input is a recording ([`EvInput::recorded`]).
+    recorded: bool,
 }
 
 impl EvRule {
@@ -2308,9 +2315,9 @@ impl EvRule {
     }
 
     /// Monitoring begins once the watermark reaches the later of the earliest stamp of the
-    /// input so far and the first arrival less the rule's lag (its last source event's
+    /// input so far and (live) the first arrival less the rule's lag (its last source event's
     /// arrival less its newest stamp; without one, the clock less the input's newest stamp)
-    /// and less `max_delay`.
+    /// and less `max_delay`; a recording begins at the earliest stamp.
     fn check_start(&mut self, w: i64, seen: &EvInputSeen) {
         if self.started {
             return;
@@ -2322,7 +2329,11 @@ impl EvRule {
             Some(m) => (self.last_arrival - m).max(0),
             None => (seen.clock - seen.newest.unwrap_or(seen.clock)).max(0),
         };
-        let start = earliest.max(seen.first_arrival - lag - self.delay);
+        let start = if seen.recorded {
+            earliest
+        } else {
+            earliest.max(seen.first_arrival - lag - self.delay)
+        };
         if w >= start {
             self.started = true;
             self.model.begin(start);
@@ -2445,6 +2456,7 @@ fn ev_oracle(p: &EvParams, input: &EvInput) -> BTreeMap<&'static str, Vec<String
                 first_arrival: c,
                 earliest: None,
                 newest: None,
+                recorded: input.recorded,
             }
         });
         s.clock = s.clock.max(c);
@@ -2471,6 +2483,7 @@ fn ev_oracle(p: &EvParams, input: &EvInput) -> BTreeMap<&'static str, Vec<String
                         first_arrival: arr,
                         earliest: None,
                         newest: None,
+                        recorded: input.recorded,
                     }
                 });
                 let c = s.clock.max(arr);
@@ -2589,8 +2602,9 @@ proptest! {
         start_tick in any::<bool>(),
         tail in 0i64..=120,
         finish in any::<bool>(),
+        recorded in any::<bool>(),
     ) {
-        let input = ev_build(&spec, start_tick, tail, finish);
+        let input = ev_build(&spec, start_tick, tail, finish, recorded);
         if let Err(e) = ev_compare(&p, &input) {
             return Err(TestCaseError::fail(format!("{e}\nrules:\n{}", ev_rules_text(&p))));
         }
@@ -2654,6 +2668,7 @@ fn a_late_event_within_the_lateness_moves_an_unfired_deadline() {
         ],
         until: q(40),
         finish: false,
+        recorded: false,
     };
     let lines = ev_abs_lines(&p, &input);
     assert!(lines[0].starts_with("ev_abs firing h1 @1.5 "), "{lines:?}");
@@ -2680,6 +2695,7 @@ fn a_late_event_at_the_deadline_itself_retracts() {
         ],
         until: q(9),
         finish: false,
+        recorded: false,
     };
     let lines = ev_abs_lines(&p, &input);
     assert!(
@@ -2689,11 +2705,10 @@ fn a_late_event_at_the_deadline_itself_retracts() {
 }
 
 /// DESIGN.md: "Monitoring begins ... in replay at the first event's time." The replay's first
-/// line is stamped -2 s: expected h1, silent, should fire 1 s later, at -1 s; the engine
-/// begins this event-time rule at -0.25 s (the leading line's stamp less `max_delay`: the
-/// first line lags) and fires h1 at 0.75 s.
+/// line is stamped -2 s though it arrived at 0 s: expected h1, silent, fires 1 s after it, at
+/// -1 s. Live, the same input begins at -0.25 s (the leading line's stamp less `max_delay`:
+/// a first line that lags does not back-date the start) and h1 fires at 0.75 s.
 #[test]
-#[ignore = "engine contradicts DESIGN.md: an event-time replay does not begin at the first event's time"]
 fn design_an_event_time_replay_begins_at_the_first_event() {
     let p = ev_design_params();
     let q = |n: i64| T0 + n * QUARTER;
@@ -2715,7 +2730,17 @@ fn design_an_event_time_replay_begins_at_the_first_event() {
         ],
         until: q(20),
         finish: true,
+        recorded: true,
     };
     let lines = ev_abs_lines(&p, &input);
     assert!(lines[0].starts_with("ev_abs firing h1 @-1 "), "{lines:?}");
+    let live = ev_abs_lines(
+        &p,
+        &EvInput {
+            recorded: false,
+            ..input
+        },
+    );
+    let h1: Vec<_> = live.iter().filter(|l| l.contains(" h1 ")).collect();
+    assert!(h1[0].starts_with("ev_abs firing h1 @0.75 "), "{live:?}");
 }
