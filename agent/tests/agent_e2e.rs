@@ -19,6 +19,8 @@ struct Agent {
     port: u16,
     api: u16,
     out: Arc<Mutex<Vec<Value>>>,
+    /// Set once the thread copying stdout has read it to its end (the agent exited).
+    out_done: Arc<std::sync::atomic::AtomicBool>,
     err: Arc<Mutex<String>>,
 }
 
@@ -159,12 +161,15 @@ impl Agent {
         let err = Arc::new(Mutex::new(String::new()));
         let (so, se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
         let o = out.clone();
+        let out_done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = out_done.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(so).lines().map_while(Result::ok) {
                 if let Ok(v) = serde_json::from_str::<Value>(&line) {
                     o.lock().unwrap().push(v);
                 }
             }
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
         });
         let e = err.clone();
         std::thread::spawn(move || {
@@ -181,6 +186,7 @@ impl Agent {
             port,
             api,
             out,
+            out_done,
             err,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -290,6 +296,63 @@ impl Agent {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    /// Once the agent has exited: waits until every line it wrote to stdout has been read
+    /// (the copying thread may still be parsing the pipe's last lines when it exits).
+    fn wait_stdout_read(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.out_done.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "stdout not read to its end");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Returns once the alert sink has dealt with everything sent to it before: its
+    /// writes done (stdout, then the store's note that they were written, each flushed),
+    /// a shard's state it was sent saved. (`POST /groups/forget` of a rule no agent runs:
+    /// the API asks the sink for its store mark first, through the sink's one mailbox;
+    /// nothing is forgotten.) Instead of a sleep before a kill -9, which a loaded machine
+    /// could outlast.
+    fn sink_settled(&self) {
+        let body = r#"{"rule":"no-such-rule-sink-barrier","key":"x"}"#;
+        let mut s = TcpStream::connect(("127.0.0.1", self.api)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "POST /groups/forget HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        assert!(resp.starts_with("HTTP/1.1 404"), "{resp}");
+    }
+}
+
+/// A TCP port held for a listener to come later: bound, not listening, so connections to it
+/// are refused meanwhile, and no other socket (another test's, an ephemeral client port)
+/// can take it in between, as it could a port found free and let go.
+struct ParkedPort(socket2::Socket);
+
+impl ParkedPort {
+    fn new() -> ParkedPort {
+        use socket2::{Domain, Socket, Type};
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        s.set_reuse_address(true).unwrap();
+        let addr: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        s.bind(&addr.into()).unwrap();
+        ParkedPort(s)
+    }
+
+    fn port(&self) -> u16 {
+        self.0.local_addr().unwrap().as_socket().unwrap().port()
+    }
+
+    /// The listener, on the port held.
+    fn listen(self) -> TcpListener {
+        self.0.listen(128).unwrap();
+        self.0.into()
+    }
 }
 
 fn http_get(port: u16, path: &str) -> Option<String> {
@@ -393,9 +456,11 @@ pattern = "absent(hb) for 2s"
         );
         logger(port, "--tcp", "--rfc3164", "sshd", &msg);
     }
-    // Each `logger` is a connection of its own, and connections are read side by side: give
-    // the failures time to be routed before the success, as minutes of sshd would.
-    std::thread::sleep(Duration::from_millis(300));
+    // Each `logger` is a connection of its own, and connections are read side by side: the
+    // failures are taken by the shards before the success is sent, as minutes of sshd
+    // would have them (waited for, not slept: a loaded machine may read them late). Two
+    // heartbeats and five failures so far.
+    agent.wait_events(7);
     logger(
         port,
         "--tcp",
@@ -882,7 +947,7 @@ fn sigterm_handles_what_open_tcp_connections_already_sent() {
     c.write_all(text.as_bytes()).unwrap();
     let st = agent.terminate();
     assert!(st.success(), "{st:?}: {}", agent.stderr());
-    std::thread::sleep(Duration::from_millis(300));
+    agent.wait_stdout_read();
     assert_eq!(
         agent.alerts(|a| a["rule"] == "echo"),
         n,
@@ -981,6 +1046,13 @@ fn idle_connections_cannot_lock_senders_out_under_a_low_open_files_limit() {
         .filter_map(|_| TcpStream::connect(("127.0.0.1", agent.port)).ok())
         .collect();
     assert!(idle.len() > 300, "only {} connections opened", idle.len());
+    // Idle from when the agent took them (a place is made only for one silent 1 s): waited
+    // until it has taken or refused every one, then the 1.5 s.
+    let n = idle.len() as u64;
+    agent.wait_stats(30, |s| {
+        let c = |k: &str| s["ingest"][k].as_u64().unwrap_or(0);
+        c("tcp_connections") + c("tcp_rejected") >= n
+    });
     std::thread::sleep(Duration::from_millis(1500));
     let mut fresh = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
     fresh
@@ -2211,7 +2283,9 @@ impl Agent {
 #[test]
 fn a_deadline_survives_kill_9_and_fires_for_the_outage() {
     let dir = scratch("kill9-deadline");
-    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    // 6 s, not 3: the kill must come before the deadline, and a loaded machine can take
+    // seconds to answer /stats.
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S.replace("for 3s", "for 6s")).unwrap();
     let extra = "checkpoint_every = \"100ms\"\n";
     let mut first = Agent::start(&dir, extra);
     heartbeat(first.port, "web1", 1);
@@ -2221,12 +2295,12 @@ fn a_deadline_survives_kill_9_and_fires_for_the_outage() {
     std::thread::sleep(Duration::from_millis(500));
     first.kill9();
     assert!(
-        sent.elapsed() < Duration::from_millis(2500),
+        sent.elapsed() < Duration::from_millis(5000),
         "too slow to test"
     );
     assert_eq!(first.alerts(|_| true), 0);
     // The deadline passes while the agent is down.
-    std::thread::sleep(Duration::from_millis(3500).saturating_sub(sent.elapsed()));
+    std::thread::sleep(Duration::from_millis(6500).saturating_sub(sent.elapsed()));
     let second = Agent::start(&dir, extra);
     let restarted = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -2265,8 +2339,8 @@ fn a_forgotten_group_stays_forgotten_across_kill_9() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // (The sink writes the state the shard sent at once.)
-    std::thread::sleep(Duration::from_millis(500));
+    // (The sink writes the state the shard sent at once: waited for.)
+    first.sink_settled();
     first.kill9();
     let second = Agent::start(&dir, extra);
     // Its deadline (3 s after the heartbeat) passes: nothing fires for it.
@@ -2296,7 +2370,7 @@ fn an_alert_shown_before_kill_9_is_not_shown_again() {
     assert!(sent.elapsed() < Duration::from_secs(10));
     // (Written out, then kept in the store: a kill between the two shows it again, which is
     // by design, at least once. Past that moment, as the sibling test below.)
-    std::thread::sleep(Duration::from_millis(300));
+    second.sink_settled();
     second.kill9();
     // The third run continues from the first run's state: the deadline passed, so its engine
     // fires that absence again, and the store knows it was shown already.
@@ -2601,8 +2675,8 @@ fn a_replayed_alert_is_not_shown_twice_and_the_journal_is_let_go_once_saved() {
     first.wait_alert(10, |v| v["rule"] == "pair");
     // The sink notes a change written out right after writing it; killed between the two, a
     // restart writes it again (at least once, by design), which is not what this tests: under
-    // load that gap was once hit here.
-    std::thread::sleep(Duration::from_millis(300));
+    // load that gap was once hit here (so waited for, not slept).
+    first.sink_settled();
     first.kill9();
     // Replayed, the match is made again: the store knows it, nothing is shown.
     let mut again = Agent::start(&dir, rare);
@@ -2649,14 +2723,25 @@ fn a_replayed_alert_is_not_shown_twice_and_the_journal_is_let_go_once_saved() {
 }
 
 /// `cepheus alerts` against the agent in `dir`: (exit code, stdout, stderr).
+///
+/// Tried again, for up to 30 s, while it finds the store locked: a test that wrote the store
+/// itself has let go of it, but sled lets go of its lock a moment after the drop.
 fn alerts_cmd(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
-        .arg("alerts")
-        .args(args)
-        .args(["--config", "cepheus.toml"])
-        .current_dir(dir)
-        .output()
-        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let out = loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .arg("alerts")
+            .args(args)
+            .args(["--config", "cepheus.toml"])
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        let locked = String::from_utf8_lossy(&out.stderr).contains("is in use by another process");
+        if !locked || Instant::now() >= deadline {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -3138,7 +3223,7 @@ fn alerts_are_appended_to_output_file_which_logrotate_may_move() {
             .collect()
     };
     // As on stdout.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while read(&file).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -3153,7 +3238,7 @@ fn alerts_are_appended_to_output_file_which_logrotate_may_move() {
     std::thread::sleep(Duration::from_millis(1100));
     heartbeat(agent.port, "web1", 2);
     let resolved = agent.wait_alert(10, |v| v["state"] == "resolved");
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while read(&file).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -3166,7 +3251,8 @@ fn alerts_are_forwarded_to_a_syslog_collector_over_tcp_and_udp() {
     let dir = scratch("forward");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
     // The TCP collector is not there at first: the alert waits, then goes when it comes.
-    let tcp_port = free_port();
+    let parked = ParkedPort::new();
+    let tcp_port = parked.port();
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let udp_port = udp.local_addr().unwrap().port();
@@ -3176,7 +3262,7 @@ fn alerts_are_forwarded_to_a_syslog_collector_over_tcp_and_udp() {
     );
     heartbeat(agent.port, "web1", 1);
     let fired = agent.wait_alert(10, |v| v["state"] == "firing");
-    let listener = TcpListener::bind(("127.0.0.1", tcp_port)).unwrap();
+    let listener = parked.listen();
     let (mut conn, _) = listener.accept().unwrap();
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -3219,15 +3305,14 @@ fn alerts_are_forwarded_to_a_syslog_collector_over_tcp_and_udp() {
 /// A minimal HTTP endpoint for the webhook: answers each request with the next status of
 /// `statuses` (then 200), and hands over (headers, body) of each.
 fn http_endpoint(statuses: Vec<u16>) -> (u16, std::sync::mpsc::Receiver<(String, String)>) {
-    http_endpoint_on(0, statuses)
+    http_endpoint_on(TcpListener::bind("127.0.0.1:0").unwrap(), statuses)
 }
 
-/// [`http_endpoint`] on port `port` (0: any free one).
+/// [`http_endpoint`] on `listener` (a [`ParkedPort`]'s, for a port known before).
 fn http_endpoint_on(
-    port: u16,
+    listener: TcpListener,
     statuses: Vec<u16>,
 ) -> (u16, std::sync::mpsc::Receiver<(String, String)>) {
-    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
     let port = listener.local_addr().unwrap().port();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -3330,7 +3415,7 @@ fn a_webhook_refusal_after_a_retry_is_said_in_the_log() {
         got.recv_timeout(Duration::from_secs(10)).unwrap();
     }
     agent.wait_stats(10, |s| s["sink"]["webhook_unsent"] == 1);
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while !agent.stderr().contains("(refused: 1 change(s) dropped)") {
         assert!(Instant::now() < deadline, "{}", agent.stderr());
         std::thread::sleep(Duration::from_millis(50));
@@ -3416,7 +3501,7 @@ fn a_wrong_octet_count_loses_only_its_frame() {
     let s = agent.wait_stats(10, |s| s["ingest"]["parsed"].as_u64() >= Some(6));
     assert_eq!(s["ingest"]["tcp_resynced"], 1, "{s}");
     assert_eq!(s["ingest"]["tcp_unframeable"], 0, "{s}");
-    agent.wait_stderr(5, "lost its octet counting");
+    agent.wait_stderr(30, "lost its octet counting");
     drop(c);
 }
 
@@ -3457,7 +3542,7 @@ webhook = \"http://127.0.0.1:{port}/hook\"\n"
     }
     // (The two refused requests carried changes sent again later: counted once by id.)
     assert_eq!(ids.len() as u64 + unsent, 20, "{ids:?} {s}");
-    agent.wait_stderr(5, "pruned from the store");
+    agent.wait_stderr(30, "pruned from the store");
 }
 
 /// Changes an output never took, more than its queue holds, are all sent at the next start,
@@ -3466,7 +3551,8 @@ webhook = \"http://127.0.0.1:{port}/hook\"\n"
 fn a_backlog_past_the_queue_is_sent_after_a_restart() {
     let dir = scratch("webhook-backlog");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
-    let port = free_port();
+    let parked = ParkedPort::new();
+    let port = parked.port();
     let config = format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n");
     let queue = [("CEPHEUS_TEST_OUTPUT_QUEUE", "3")];
     let mut first = Agent::start_env(&dir, "", "", &config, &queue);
@@ -3477,7 +3563,7 @@ fn a_backlog_past_the_queue_is_sent_after_a_restart() {
     assert!(first.terminate().success());
     first.wait_stderr(10, "still wait for output.webhook in the store");
     // The endpoint is there now: the 20 come, from the store, each once at least.
-    let (_, got) = http_endpoint_on(port, vec![]);
+    let (_, got) = http_endpoint_on(parked.listen(), vec![]);
     let second = Agent::start_env(&dir, "", "", &config, &queue);
     let mut ids = std::collections::BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -3500,7 +3586,8 @@ fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
     let dir = scratch("webhook-down");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
     // A port nothing listens on: every post fails and is tried again.
-    let port = free_port();
+    let parked = ParkedPort::new();
+    let port = parked.port();
     let config = format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n");
     let mut agent = Agent::start(&dir, &config);
     heartbeat(agent.port, "web1", 1);
@@ -3526,7 +3613,7 @@ fn alerts_a_webhook_never_took_are_counted_and_said_when_the_agent_stops() {
         "{log}"
     );
     // The endpoint is back, the agent restarts: what it never delivered is posted then, once.
-    let (again, got) = http_endpoint_on(port, vec![]);
+    let (again, got) = http_endpoint_on(parked.listen(), vec![]);
     assert_eq!(again, port);
     let mut second = Agent::start(&dir, &config);
     let (_, body) = got.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -4217,10 +4304,12 @@ fn a_removed_rules_match_made_while_the_reload_waits_for_its_shard_is_resolved()
     };
     send("m2a");
     agent.wait_events(1);
-    // m2 removed.
-    std::fs::write(dir.join("rules/m.toml"), rule("m1")).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    // The b that stalls the shard 2 s, then m2 removed: the reload (200 ms of quiet after
+    // the write) comes to the shard behind that b, while it is stalled. (The other way
+    // round, 50 ms apart, a loaded machine could route the b after the reload.)
     send("m2b");
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(dir.join("rules/m.toml"), rule("m1")).unwrap();
     let fired = agent.wait_alert(10, |v| v["rule"] == "m2" && v["state"] == "firing");
     let resolved = agent.wait_alert(10, |v| v["rule"] == "m2" && v["state"] == "resolved");
     assert_eq!(
@@ -4282,11 +4371,13 @@ fn a_kill_9_midway_through_a_reload_feeds_no_earlier_event_to_a_changed_rule() {
     // Before the reload: an `a` (the old rule waits for a `b` first).
     send(first.port, &a, "ma");
     std::thread::sleep(Duration::from_millis(200));
-    // m changed: seq(a, c), monitoring from the reload on.
-    std::fs::write(dir.join("rules/m.toml"), rule("seq(a, b)")).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    // Shard 1 stalled for 2 s, then m changed: seq(a, c), monitoring from the reload on.
+    // (The stall first, so that the reload, 200 ms of quiet after the write, reaches shard 1
+    // behind it even when a loaded machine routes the stall late.)
     send(first.port, &b, "stall");
-    first.wait_stderr(5, "reloading rules");
+    std::thread::sleep(Duration::from_millis(150));
+    std::fs::write(dir.join("rules/m.toml"), rule("seq(a, b)")).unwrap();
+    first.wait_stderr(30, "reloading rules");
     std::thread::sleep(Duration::from_millis(300));
     // After the reload: with the new rule's monitoring begun at the reload, no match.
     send(first.port, &a, "mb");

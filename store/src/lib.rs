@@ -1093,7 +1093,7 @@ mod tests {
     /// lock go when its last background task does, which under load can be a moment later
     /// (CI once saw `Locked` here).
     fn reopen(dir: &Path, max_alerts: u64) -> Store {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             match Store::open(dir, max_alerts) {
                 Err(StoreError::Locked(_)) if std::time::Instant::now() < deadline => {
