@@ -37,6 +37,9 @@ pub fn start(
     // Where following begins is decided here, before `run` reports itself started: a line
     // appended after that is read, whatever the reader thread's start-up takes.
     let mut start = 0;
+    // The file followed is the one opened here (a rotation before the reader thread runs
+    // must not make it start on the new file at the old one's offset).
+    let mut opened = None;
     if path != Path::new("-") {
         // A missing or unreadable file is a start-up error, and so is what cannot be
         // followed by offset: a folder, a FIFO, a device.
@@ -50,6 +53,7 @@ pub fn start(
         if from_end {
             start = end_of_last_line(&mut file)?;
         }
+        opened = Some(file);
     }
     let (tx, rx) = sync_channel::<Line>(QUEUE);
     let name = path.display().to_string();
@@ -57,10 +61,10 @@ pub fn start(
     std::thread::Builder::new()
         .name(format!("read {name}"))
         .spawn(move || {
-            let r = if path == Path::new("-") {
-                read_stream(BufReader::new(std::io::stdin().lock()), &tx, max, false).map(|_| ())
-            } else {
-                follow(&path, &tx, max, &stop, start)
+            let r = match opened {
+                None => read_stream(BufReader::new(std::io::stdin().lock()), &tx, max, false)
+                    .map(|_| ()),
+                Some(file) => follow(&path, file, &tx, max, &stop, start),
             };
             if let Err(e) = r {
                 tracing::error!(input = %path.display(), error = %e, "input file read error");
@@ -113,16 +117,16 @@ fn read_stream(
     }
 }
 
-/// Reads a file from byte `start` and keeps following it: new lines as they are appended;
-/// from the start again when it is truncated or replaced (log rotation).
+/// Reads `file` (opened at `path`) from byte `start` and keeps following `path`: new lines as
+/// they are appended; from the start again when it is truncated or replaced (log rotation).
 fn follow(
     path: &Path,
+    mut file: File,
     tx: &SyncSender<Line>,
     max: usize,
     stop: &watch::Receiver<bool>,
     start: u64,
 ) -> std::io::Result<()> {
-    let mut file = File::open(path)?;
     let mut pos = start;
     let mut id = identity(&file);
     while !*stop.borrow() {
