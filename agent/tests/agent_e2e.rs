@@ -1410,6 +1410,7 @@ fn systemd_hears_ready_watchdog_reloading_and_stopping() {
             ("NOTIFY_SOCKET", socket.to_str().unwrap()),
             ("WATCHDOG_USEC", "400000"),
             ("CEPHEUS_FAULT_STALL_APP", "cepheus-test-stall"),
+            ("CEPHEUS_FAULT_STALL_MS", "4000"),
         ],
     );
     let heard = std::cell::RefCell::new(Vec::<String>::new());
@@ -1450,8 +1451,8 @@ fn systemd_hears_ready_watchdog_reloading_and_stopping() {
                 .push(String::from_utf8_lossy(&buf[..n]).into_owned());
         }
     }
-    // A shard stuck for 2 s (injected; debug builds): no ping while it is, and the log says
-    // which stage did not answer; pings again once it is back.
+    // A shard stuck for 4 s (injected; debug builds): the log says which stage did not
+    // answer, no ping comes while it is stuck, and pings come again once it is back.
     if cfg!(debug_assertions) {
         let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
         for host in ["h1", "h2", "h3", "h4"] {
@@ -1459,18 +1460,28 @@ fn systemd_hears_ready_watchdog_reloading_and_stopping() {
             udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
                 .unwrap();
         }
-        std::thread::sleep(Duration::from_millis(300));
-        // What was sent before the shard got stuck.
+        // Stuck once the watchdog says so (waited for, not slept: a loaded machine may take
+        // the stalling event late); what it sent before is already in the socket.
+        agent.wait_stderr(10, "did not answer the watchdog probe");
+        let stuck_seen = Instant::now();
         while sd.recv(&mut buf).is_ok() {}
         heard.borrow_mut().clear();
-        std::thread::sleep(Duration::from_millis(1200));
-        while let Ok(n) = sd.recv(&mut buf) {
-            heard
-                .borrow_mut()
-                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        // Listened to for 1 s of the stall's 4 (the drain above took 0.2 s of quiet).
+        std::thread::sleep(Duration::from_millis(1000));
+        let listened = stuck_seen.elapsed();
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            if let Ok(n) = sd.recv(&mut buf) {
+                heard
+                    .borrow_mut()
+                    .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
         }
-        assert_eq!(pings(), 0, "pinged while a shard was stuck");
-        agent.wait_stderr(10, "did not answer the watchdog probe");
+        // (Judged only while the stall surely lasted: it began before the log line, which a
+        // loaded machine may show a moment late.)
+        if listened < Duration::from_millis(2500) {
+            assert_eq!(pings(), 0, "pinged while a shard was stuck");
+        }
         wait_for("WATCHDOG=1");
     }
     heard.borrow_mut().clear();

@@ -846,11 +846,15 @@ impl StreamHandler<Queued> for Shard {
         self.changed = true;
         #[cfg(debug_assertions)]
         let inject = fault_injected(&batch);
-        // Debug builds only (tests): an event with this app stalls the shard for 2 s, as a
-        // stuck engine would (the watchdog must stop pinging).
+        // Debug builds only (tests): an event with this app stalls the shard for 2 s (or
+        // `CEPHEUS_FAULT_STALL_MS`), as a stuck engine would (the watchdog must stop pinging).
         #[cfg(debug_assertions)]
         if batch_has_app(&batch, "CEPHEUS_FAULT_STALL_APP") {
-            std::thread::sleep(std::time::Duration::from_secs(2));
+            let ms = std::env::var("CEPHEUS_FAULT_STALL_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(2000);
+            std::thread::sleep(std::time::Duration::from_millis(ms));
         }
         self.caught_up(&mut batch);
         // Journalled before the engine sees it: a crash from here on loses none of it; with
