@@ -1113,14 +1113,26 @@ fn a_file_written_in_several_steps_reloads_once() {
     let dir = scratch("debounce");
     std::fs::write(dir.join("rules/r.toml"), one_step_rule("r0")).unwrap();
     let agent = Agent::start(&dir, "");
+    // Quiet spells of 150 ms or more between two writes (a loaded machine may pause this
+    // thread that long): a reload may come in each, 200 ms of quiet being the agent's cue.
+    let mut spells = 0;
+    let mut last = Instant::now();
     for i in 1..=15 {
         std::fs::write(dir.join("rules/r.toml"), one_step_rule(&format!("r{i}"))).unwrap();
+        if i > 1 && last.elapsed() >= Duration::from_millis(150) {
+            spells += 1;
+        }
+        last = Instant::now();
         std::thread::sleep(Duration::from_millis(20));
     }
     let s = agent.wait_stats(10, |s| s["sink"]["reloads"].as_u64() >= Some(1));
     std::thread::sleep(Duration::from_millis(1000));
     let s2 = agent.stats();
-    assert_eq!(s2["sink"]["reloads"], 1, "{s}\n{s2}");
+    let reloads = s2["sink"]["reloads"].as_u64().unwrap();
+    assert!(
+        reloads >= 1 && reloads <= 1 + spells,
+        "{reloads} reloads, {spells} quiet spells\n{s}\n{s2}"
+    );
     assert_eq!(Agent::rule_names(&s2), ["r15"], "{s2}");
 }
 
