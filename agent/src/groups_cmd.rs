@@ -65,15 +65,20 @@ pub fn run(cmd: GroupsCommand) -> ExitCode {
     match cmd {
         GroupsCommand::List(args) => list(&args),
         GroupsCommand::Forget(args) => match forget(&args) {
-            Ok(None) => {
+            Ok(Forgot::Done { expected }) => {
                 println!(
                     "forgot group `{}` of rule `{}`",
                     printable(&args.key),
                     printable(&args.rule)
                 );
+                if expected {
+                    println!(
+                        "note: it is listed in the rule's `expect`, so it is not watched (no alert if it falls silent) until the rules are next reloaded"
+                    );
+                }
                 ExitCode::SUCCESS
             }
-            Ok(Some(answer)) => {
+            Ok(Forgot::NotFound(answer)) => {
                 // The agent says whether it knows the rule, and its group_by (an older agent
                 // says neither).
                 let group_by: Option<Vec<String>> = answer
@@ -289,12 +294,25 @@ fn write_groups(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::
 }
 
 /// Sends the request: `None` when the agent retired the group, else its answer (404).
-fn forget(args: &ForgetArgs) -> anyhow::Result<Option<serde_json::Value>> {
+/// What `groups forget` got from the agent.
+enum Forgot {
+    /// Retired; `expected`: a group of the rule's `expect` list.
+    Done { expected: bool },
+    /// Nothing retired: the API's 404 document.
+    NotFound(serde_json::Value),
+}
+
+fn forget(args: &ForgetArgs) -> anyhow::Result<Forgot> {
     let client = Client::new(args.config.as_ref())?;
     let body = serde_json::json!({ "rule": args.rule, "key": args.key });
     match client.post_json("/groups/forget", body)? {
-        Answer::Ok(_) => Ok(None),
-        Answer::NotFound(text) => Ok(Some(
+        Answer::Ok(text) => {
+            let doc: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            Ok(Forgot::Done {
+                expected: doc["expected"].as_bool().unwrap_or(false),
+            })
+        }
+        Answer::NotFound(text) => Ok(Forgot::NotFound(
             serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
         )),
     }

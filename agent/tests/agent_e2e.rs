@@ -1628,7 +1628,10 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     std::fs::write(
         dir.join("rules/hb.toml"),
         "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
-         events.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 1s\"\n",
+         events.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 1s\"\n\
+         [[rule]]\nname = \"watched\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+         events.hb = 'syslog and app == \"beat\"'\npattern = \"absent(hb) for 1h\"\n\
+         expect = [\"web-9\"]\n",
     )
     .unwrap();
     let agent = Agent::start(&dir, "[engine]\nshards = 2\n");
@@ -1650,9 +1653,10 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
             })
             .unwrap_or_default()
     };
-    let mut per_shard = held(&agent.stats());
-    per_shard.sort();
-    assert_eq!(per_shard, [0, 1]);
+    // (web-1 of `hb`, and web-9 expected by `watched`: each held by one shard, once.)
+    let per_shard = held(&agent.stats());
+    assert_eq!(per_shard.len(), 2);
+    assert_eq!(per_shard.iter().sum::<u64>(), 2, "{per_shard:?}");
     // GET /alerts says how many fire in all (its listing may hold fewer).
     let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
     write!(
@@ -1728,6 +1732,29 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
         Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "forgot group `web-1` of rule `hb`\n"
+    );
+    // An expected group is retired too, and the operator told it is unwatched until a reload.
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args([
+            "groups",
+            "forget",
+            "watched",
+            "web-9",
+            "--config",
+            "cepheus.toml",
+        ])
+        .current_dir(&agent.dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("note: it is listed in the rule's `expect`, so it is not watched"),
+        "{said}"
     );
     let resolved = agent.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
     assert_eq!(resolved["reason"], "forgotten");

@@ -864,6 +864,7 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
         Err(refused) => return refused,
     };
     let mut forgotten = false;
+    let mut expected = false;
     let mut group_by: Option<Vec<String>> = None;
     let mut sharers = Vec::new();
     // What the store holds before the engines forget: only that may be resolved by the sink
@@ -881,6 +882,7 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
         match s.send(msg).await {
             Ok(f) => {
                 forgotten |= f.forgotten;
+                expected |= f.expected;
                 group_by = group_by.or(f.group_by);
                 if sharers.is_empty() {
                     sharers = f.sharers;
@@ -924,6 +926,8 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
         "rule": body.rule,
         "key": body.key,
         "forgotten": forgotten,
+        // Listed in `expect`: retired all the same, watched again from the next reload.
+        "expected": expected,
         "rule_known": group_by.is_some(),
         "group_by": group_by,
     });

@@ -23,12 +23,25 @@ pub struct BudgetWatch {
     rules: HashMap<String, Entry>,
 }
 
-/// One rule state: each shard's last counts, and per kind the total when last said, and when.
+/// One rule state: each shard's last counts and when it read them, and per kind the total
+/// when last said, when, and since when a count not said yet waits for the other shards.
 #[derive(Debug, Default)]
 struct Entry {
     shards: Vec<[u64; 3]>,
+    read: Vec<Option<Instant>>,
     said: [u64; 3],
     at: [Option<Instant>; 3],
+    pending: [Option<Instant>; 3],
+}
+
+impl Entry {
+    /// Room for `n` shards.
+    fn fit(&mut self, n: usize) {
+        if self.shards.len() < n {
+            self.shards.resize(n, [0; 3]);
+            self.read.resize(n, None);
+        }
+    }
 }
 
 /// One warning: which rules, what happened, how often since the last one.
@@ -77,9 +90,7 @@ impl BudgetWatch {
                 continue;
             }
             let e = self.rules.entry((*first).to_string()).or_default();
-            if e.shards.len() < shards.max(shard + 1) {
-                e.shards.resize(shards.max(shard + 1), [0; 3]);
-            }
+            e.fit(shards.max(shard + 1));
             e.shards[shard] = counts;
             for (said, n) in e.said.iter_mut().zip(counts) {
                 *said += n;
@@ -112,21 +123,32 @@ impl BudgetWatch {
             let Some(e) = self.rules.get_mut(*first) else {
                 continue;
             };
-            if e.shards.len() < shards.max(shard + 1) {
-                e.shards.resize(shards.max(shard + 1), [0; 3]);
-            }
+            e.fit(shards.max(shard + 1));
             e.shards[shard] = counts;
+            e.read[shard] = Some(now);
             for kind in 0..3 {
                 let total: u64 = e.shards.iter().map(|c| c[kind]).sum();
                 if total < e.said[kind] {
                     // A rule state rebuilt (a reload that changed it) counts anew.
                     e.said[kind] = total;
+                    e.pending[kind] = None;
                     continue;
                 }
                 let quiet = e.at[kind].is_none_or(|at| now.duration_since(at) >= REPEAT_AFTER);
                 if total == e.said[kind] || !quiet {
                     continue;
                 }
+                // Said once every shard has read its counts since this one saw them (a burst
+                // spread by key reaches all shards at once: one warning with the whole count),
+                // or two rounds later whatever a shard that stopped reading says.
+                let since = *e.pending[kind].get_or_insert(now);
+                let all_read = e.read[..shards.min(e.read.len())]
+                    .iter()
+                    .all(|r| r.is_some_and(|r| r >= since));
+                if !all_read && now.duration_since(since) < 2 * CHECK_EVERY {
+                    continue;
+                }
+                e.pending[kind] = None;
                 let n = total - e.said[kind];
                 let since = match e.at[kind] {
                     Some(at) => format!(" in the last {}s", now.duration_since(at).as_secs()),
@@ -255,8 +277,8 @@ mod tests {
 
     #[test]
     fn shards_are_said_together_once_per_rule() {
-        // Two shards' engines, each refusing groups of the same rule: one warning, with the
-        // total, and the rule's own budget.
+        // Two shards' engines, each refusing groups of the same rule in one burst: one
+        // warning, once both have read their counts, with the total and the rule's budget.
         let (mut a, mut b) = (engine(4), engine(4));
         for (i, h) in ["h1", "h2", "h3", "h4", "h5", "h6"].iter().enumerate() {
             push(&mut a, h, i as i64);
@@ -264,10 +286,12 @@ mod tests {
         }
         let mut w = BudgetWatch::default();
         let t0 = Instant::now();
-        let said = w.check(0, 2, a.budget_counters(), t0);
+        assert!(w.check(0, 2, a.budget_counters(), t0).is_empty());
+        let t1 = t0 + Duration::from_secs(1);
+        let said = w.check(1, 2, b.budget_counters(), t1);
         assert_eq!(said.len(), 1, "{said:?}");
         assert!(
-            said[0].text.starts_with("refused 2 new group(s)"),
+            said[0].text.starts_with("refused 4 new group(s):"),
             "{said:?}"
         );
         assert!(
@@ -276,18 +300,31 @@ mod tests {
                 .contains("(4 groups, spread over 2 shards by key)"),
             "{said:?}"
         );
-        // The other shard's share within the minute: counted, said with the next warning.
-        assert!(
-            w.check(1, 2, b.budget_counters(), t0 + CHECK_EVERY)
-                .is_empty()
-        );
+        assert!(w.check(0, 2, a.budget_counters(), t1).is_empty());
+        // A minute later, one more: said once the other shard has read too.
         push(&mut a, "h7", 7);
-        let said = w.check(0, 2, a.budget_counters(), t0 + REPEAT_AFTER);
+        let t2 = t1 + REPEAT_AFTER;
+        assert!(w.check(0, 2, a.budget_counters(), t2).is_empty());
+        let said = w.check(1, 2, b.budget_counters(), t2 + Duration::from_secs(1));
         assert_eq!(said.len(), 1, "{said:?}");
         assert!(
             said[0]
                 .text
-                .starts_with("refused 3 new group(s) in the last 60s"),
+                .starts_with("refused 1 new group(s) in the last 61s"),
+            "{said:?}"
+        );
+        // A shard that stops reading (stuck) holds the warning back two rounds at most.
+        push(&mut a, "h8", 8);
+        let t3 = t2 + 2 * REPEAT_AFTER;
+        assert!(w.check(0, 2, a.budget_counters(), t3).is_empty());
+        assert!(
+            w.check(0, 2, a.budget_counters(), t3 + CHECK_EVERY)
+                .is_empty()
+        );
+        let said = w.check(0, 2, a.budget_counters(), t3 + 2 * CHECK_EVERY);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].text.starts_with("refused 1 new group(s)"),
             "{said:?}"
         );
     }

@@ -640,7 +640,8 @@ impl Shard {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .check(self.id, self.count, e.budget_counters(), now);
             for w in said {
-                tracing::warn!(shard = self.id, rule = %w.rules, "rule {}: {}", w.rules, w.text);
+                // (Totals over all the shards: no one shard to name.)
+                tracing::warn!(rule = %w.rules, "rule {}: {}", w.rules, w.text);
             }
         }
         self.save_state(false);
@@ -944,6 +945,8 @@ pub struct ForgetOutcome {
     pub group_by: Option<Vec<String>>,
     /// The rules that share its groups (itself included).
     pub sharers: Vec<String>,
+    /// The group retired is listed in the rule's `expect`: unwatched until the next reload.
+    pub expected: bool,
 }
 
 impl Shard {
@@ -980,15 +983,23 @@ impl Handler<ForgetGroup> for Shard {
     fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> Self::Result {
         let group_by = self.group_by_of(&msg.rule);
         let mut forgotten = false;
+        let mut found = None;
         self.changed = true;
         self.guarded("forget", |e, out| {
             // Time has moved since the last tick: what was due fires first.
             e.advance_to(wall_clock(), out);
-            forgotten = match e.find_group(&msg.rule, &msg.key) {
-                Some(key) => e.forget_group(&msg.rule, &key, out),
+            found = e.find_group(&msg.rule, &msg.key);
+            forgotten = match &found {
+                Some(key) => e.forget_group(&msg.rule, key, out),
                 None => false,
             };
         });
+        let expected = forgotten
+            && found.is_some_and(|key| {
+                (self.rules.rules.iter())
+                    .find(|r| r.name == msg.rule)
+                    .is_some_and(|r| r.expect.contains(&key))
+            });
         self.flush();
         if forgotten {
             // Kept at once, not at the next save: a crash in between would bring the group
@@ -1003,6 +1014,7 @@ impl Handler<ForgetGroup> for Shard {
             forgotten,
             group_by,
             sharers,
+            expected,
         })
     }
 }
