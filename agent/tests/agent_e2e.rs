@@ -1995,6 +1995,21 @@ fn config_check_names_every_problem_run_would_refuse() {
     ] {
         assert!(err.contains(said), "{said}:\n{err}");
     }
+    // `run` too says a key of the wrong type and a bad value at once (exit 1, nothing
+    // started); a duration written as a number is told its unit.
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        "[store]\ncheckpoint_every = 5\n[syslog]\ntimezone = \"X/Y\"\nudp = []\ntcp = []\n",
+    )
+    .unwrap();
+    let (code, err) = cepheus_in(&dir, &["run", "--config", "cepheus.toml"]);
+    assert_eq!(code, Some(1), "{err}");
+    for said in [
+        "a duration is a string with its unit: write \"5s\"",
+        "cepheus.toml: `syslog.timezone`",
+    ] {
+        assert!(err.contains(said), "{said}:\n{err}");
+    }
     // A file that cannot be read: exit 2, for check as for run.
     for args in [
         &["config", "check", "no-such.toml"][..],

@@ -602,10 +602,31 @@ pub struct DurationText(pub Duration);
 
 impl<'de> Deserialize<'de> for DurationText {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Duration::parse(&s)
-            .map(DurationText)
-            .map_err(serde::de::Error::custom)
+        /// Text, or a number said to need its unit (`5` is not `"5s"`).
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = DurationText;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a duration as a string with its unit, e.g. \"5s\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<DurationText, E> {
+                Duration::parse(s).map(DurationText).map_err(E::custom)
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<DurationText, E> {
+                Err(E::custom(format!(
+                    "a duration is a string with its unit: write \"{n}s\" (seconds) or \"{n}ms\", not {n}"
+                )))
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<DurationText, E> {
+                self.visit_i64(n.min(i64::MAX as u64) as i64)
+            }
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<DurationText, E> {
+                Err(E::custom(format!(
+                    "a duration is a string with its unit: write e.g. \"{n}s\", not {n}"
+                )))
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 

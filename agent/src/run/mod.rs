@@ -180,8 +180,22 @@ fn init_tracing() {
 pub fn run(args: RunArgs) -> ExitCode {
     init_tracing();
     let cfg = match &args.config {
-        Some(p) => match Config::load(p) {
-            Ok(c) => c,
+        // Every error of the file at once, as `config check` says them (keys of a wrong name
+        // or type, then the values), not one round of fixes per kind.
+        Some(p) => match Config::read_setting_aside(p) {
+            Ok((c, set_aside)) => {
+                let problems = c.problems();
+                if let Some(e) = &set_aside {
+                    eprintln!("error: {e}");
+                }
+                for pr in &problems {
+                    eprintln!("error: {}: `{}`: {}", p.display(), pr.key, pr.message);
+                }
+                if set_aside.is_some() || !problems.is_empty() {
+                    return ExitCode::from(1);
+                }
+                c
+            }
             // A configuration file that cannot be read is a start-up failure (exit 2), as a
             // missing followed file is; one with errors is 1.
             Err(e @ config::ConfigError::Io { .. }) => {
