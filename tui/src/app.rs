@@ -84,6 +84,10 @@ pub struct App {
     /// The most lines the details can be scrolled past, as last drawn (their wrapped length
     /// less the box's height).
     pub detail_room: std::cell::Cell<u16>,
+    /// The list's rows on screen, as last drawn (what Page Up and Page Down move by).
+    pub list_room: std::cell::Cell<u16>,
+    /// The details' lines on screen, as last drawn (what Page Up and Page Down scroll by).
+    pub detail_page: std::cell::Cell<u16>,
     /// Only the alerts whose rule, group or message holds this text (any case) are listed.
     pub filter: String,
     /// The filter is being typed (keys go to it).
@@ -110,6 +114,10 @@ pub enum Key {
     Up,
     /// Down, `j`.
     Down,
+    /// Page Up: a screenful up.
+    PageUp,
+    /// Page Down: a screenful down.
+    PageDown,
     /// Home, `g`.
     Top,
     /// End, `G`.
@@ -152,6 +160,8 @@ impl App {
             details: false,
             detail_scroll: 0,
             detail_room: std::cell::Cell::new(0),
+            list_room: std::cell::Cell::new(0),
+            detail_page: std::cell::Cell::new(0),
             filter: String::new(),
             typing: false,
             quit: false,
@@ -283,6 +293,12 @@ impl App {
             let scroll = match key {
                 Key::Up => Some(self.detail_scroll.saturating_sub(1)),
                 Key::Down => Some(self.detail_scroll.saturating_add(1).min(room)),
+                Key::PageUp => Some(self.detail_scroll.saturating_sub(page(&self.detail_page))),
+                Key::PageDown => Some(
+                    self.detail_scroll
+                        .saturating_add(page(&self.detail_page))
+                        .min(room),
+                ),
                 Key::Top => Some(0),
                 Key::Bottom => Some(room),
                 _ => None,
@@ -296,6 +312,12 @@ impl App {
             Key::Quit => self.quit = true,
             Key::Up => self.selected = self.selected.saturating_sub(1),
             Key::Down => self.selected = (self.selected + 1).min(last),
+            Key::PageUp => {
+                self.selected = self.selected.saturating_sub(page(&self.list_room) as usize)
+            }
+            Key::PageDown => {
+                self.selected = (self.selected + page(&self.list_room) as usize).min(last)
+            }
             Key::Top => self.selected = 0,
             Key::Bottom => self.selected = last,
             Key::Switch => self.show(match self.view {
@@ -377,6 +399,12 @@ impl App {
 }
 
 /// Whether alert `a`'s rule, group (`k=v`) or message holds `needle` (lower case).
+/// What Page Up or Page Down moves by, given the rows on screen: a screenful less one, which
+/// stays in view for context (at least one).
+fn page(rows: &std::cell::Cell<u16>) -> u16 {
+    rows.get().saturating_sub(1).max(1)
+}
+
 fn matches_filter(a: &serde_json::Value, needle: &str) -> bool {
     let has = |t: &str| t.to_lowercase().contains(needle);
     a["rule"].as_str().is_some_and(has)
@@ -437,6 +465,30 @@ pub(crate) mod tests {
     fn alert(id: &str, state: &str) -> serde_json::Value {
         serde_json::json!({"id": id, "state": state, "rule": "hb", "severity": "critical",
             "group": {"host": id}, "time": "2026-12-03T05:00:00Z", "message": "m"})
+    }
+
+    /// Page Down and Page Up move the selection by a screenful less one (the list's rows as
+    /// last drawn), and stop at the ends.
+    #[test]
+    fn page_keys_move_by_a_screenful() {
+        let mut src = Fixed {
+            firing: (0..30).map(|i| alert(&format!("a{i}"), "firing")).collect(),
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        app.refresh(&mut src, Instant::now());
+        app.list_room.set(10);
+        app.key(Key::PageDown, &mut src);
+        assert_eq!(app.selected, 9);
+        app.key(Key::PageDown, &mut src);
+        app.key(Key::PageDown, &mut src);
+        app.key(Key::PageDown, &mut src);
+        assert_eq!(app.selected, 29);
+        app.key(Key::PageUp, &mut src);
+        assert_eq!(app.selected, 20);
+        app.list_room.set(0);
+        app.key(Key::PageUp, &mut src);
+        assert_eq!(app.selected, 19);
     }
 
     /// The firing list shows the most severe first, the newest first among them, and the

@@ -61,6 +61,8 @@ pub fn run(mut src: Box<dyn Source>, user: String) -> std::io::Result<()> {
                         KeyCode::Enter => Some(Key::Details),
                         KeyCode::Up | KeyCode::Char('k') => Some(Key::Up),
                         KeyCode::Down | KeyCode::Char('j') => Some(Key::Down),
+                        KeyCode::PageUp => Some(Key::PageUp),
+                        KeyCode::PageDown => Some(Key::PageDown),
                         KeyCode::Home | KeyCode::Char('g') => Some(Key::Top),
                         KeyCode::End | KeyCode::Char('G') => Some(Key::Bottom),
                         KeyCode::Tab => Some(Key::Switch),

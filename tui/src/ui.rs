@@ -229,6 +229,7 @@ fn draw_details(f: &mut Frame, app: &App, a: &serde_json::Value, area: Rect) {
     let room = u16::try_from(wrapped.saturating_sub(r.height.saturating_sub(2) as usize))
         .unwrap_or(u16::MAX);
     app.detail_room.set(room);
+    app.detail_page.set(r.height.saturating_sub(2));
     let scroll = app.detail_scroll.min(room);
     let title = if room > 0 {
         format!(
@@ -383,6 +384,8 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
         .block(Block::new().borders(Borders::TOP).title(title))
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
         .column_spacing(1);
+    // (The rows under the block's top border and the header.)
+    app.list_room.set(area.height.saturating_sub(2));
     let mut state = TableState::default();
     if !shown.is_empty() {
         state.select(Some(app.selected));
@@ -408,7 +411,7 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
 
 fn draw_help(f: &mut Frame, area: Rect) {
     let text = vec![
-        Line::from("↑/k ↓/j  select        g/G  first / last"),
+        Line::from("↑/k ↓/j  select        g/G  first / last   PgUp/PgDn  a page"),
         Line::from("⏎        the selected alert's details and events (↑↓ g/G scroll them)"),
         Line::from("/        filter by rule, group or message (esc clears it)"),
         Line::from("tab      other list    f/r  firing / latest changes"),
