@@ -346,7 +346,7 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
 pub fn warn_if_nothing_read(events: u64, malformed: u64) {
     if events == 0 && malformed > 0 {
         eprintln!(
-            "warning: none of the {malformed} lines read became an event (each was refused as malformed: a JSON event with a bad field is said above): are these the right files, in syslog or JSON-lines (one event object per line)?"
+            "warning: nothing read became an event ({malformed} lines or captured messages were refused as malformed; a JSON event's bad field is said above): are these the right inputs (syslog, JSON-lines events one object per line, or captures)?"
         );
     }
 }

@@ -1753,7 +1753,7 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     assert_eq!(out.status.code(), Some(0));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
-        said.contains("note: it is listed in the rule's `expect`, so it is not watched"),
+        said.contains("note: the rule watches this group from the start (it is in `expect`"),
         "{said}"
     );
     let resolved = agent.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
@@ -2005,7 +2005,7 @@ fn config_check_names_every_problem_run_would_refuse() {
     let (code, err) = cepheus_in(&dir, &["run", "--config", "cepheus.toml"]);
     assert_eq!(code, Some(1), "{err}");
     for said in [
-        "a duration is a string with its unit: write \"5s\"",
+        "a duration is a string with its unit: write \"5s\" for 5 seconds",
         "cepheus.toml: `syslog.timezone`",
     ] {
         assert!(err.contains(said), "{said}:\n{err}");
@@ -2491,11 +2491,23 @@ fn events_taken_after_the_last_save_are_replayed_after_kill_9() {
 fn a_shard_that_died_before_its_first_state_was_kept_replays_its_journal() {
     let dir = scratch("kill9-journal-fresh");
     std::fs::write(dir.join("rules/pair.toml"), SEQ_1H).unwrap();
+    // An expected host never heard from: timed from when the dead engine began.
+    std::fs::write(
+        dir.join("rules/quiet.toml"),
+        "[[rule]]\nname = \"quiet\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+         events.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 10s\"\n\
+         expect = [\"q\"]\n",
+    )
+    .unwrap();
     let rare = "checkpoint_every = \"1h\"\n";
     let mut first = Agent::start(&dir, rare);
     step(first.port, "web1", "one");
     first.wait_events(1);
     first.kill9();
+    // The mark names the clock the fresh engines began at (here 30 s ago, so that it cannot
+    // be mistaken for the first journalled event's arrival).
+    let began = chrono::Utc::now() - chrono::Duration::seconds(30);
+    let began_ns = began.timestamp_nanos_opt().unwrap();
     // As a kill before any shard's first state was kept leaves the store: no state, and
     // each journal still marked as begun with a fresh engine, from its first segment.
     std::fs::remove_dir_all(dir.join("data/state")).unwrap();
@@ -2513,16 +2525,23 @@ fn a_shard_that_died_before_its_first_state_was_kept_replays_its_journal() {
                     .parse::<u64>()
                     .ok()
             })
-            .min();
-        if let Some(first) = first {
-            std::fs::write(shard.path().join("fresh"), first.to_string()).unwrap();
-        }
+            .min()
+            // (A shard that journalled nothing was marked all the same, at its next segment.)
+            .unwrap_or(0);
+        std::fs::write(shard.path().join("fresh"), format!("{first} {began_ns}")).unwrap();
     }
     let second = Agent::start(&dir, rare);
     second.wait_replayed(1);
     step(second.port, "web1", "two");
     let fired = second.wait_alert(10, |v| v["rule"] == "pair");
     assert_eq!(fired["events"].as_array().map(Vec::len), Some(2), "{fired}");
+    let quiet = second.wait_alert(10, |v| v["rule"] == "quiet");
+    let at = chrono::DateTime::parse_from_rfc3339(quiet["time"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        at.timestamp_nanos_opt().unwrap(),
+        began_ns + 10_000_000_000,
+        "{quiet}"
+    );
 }
 
 #[test]

@@ -158,8 +158,14 @@ impl Journal {
     /// Notes that the segments from the one appended next follow an engine begun afresh (no
     /// saved state yet): if the agent dies before a state of it is kept, the next start
     /// replays them into a fresh engine ([`Journal::fresh_from`]) rather than losing them.
-    pub fn mark_fresh(&mut self) {
-        if let Err(e) = fs::write(self.dir.join(FRESH), self.seg.to_string()) {
+    /// `began`: the fresh engine's clock when it began, kept with the mark, so that the
+    /// engine continued from the journal begins monitoring when the dead one did.
+    pub fn mark_fresh(&mut self, began: Option<cepheus_core::time::Timestamp>) {
+        let text = match began {
+            Some(t) => format!("{} {}", self.seg, t.0),
+            None => self.seg.to_string(),
+        };
+        if let Err(e) = fs::write(self.dir.join(FRESH), text) {
             tracing::warn!(journal = %self.dir.display(), error = %e, "cannot mark the journal as begun afresh");
         }
     }
@@ -169,9 +175,22 @@ impl Journal {
     pub fn fresh_from(&self) -> Option<u64> {
         fs::read_to_string(self.dir.join(FRESH))
             .ok()?
-            .trim()
+            .split_whitespace()
+            .next()?
             .parse()
             .ok()
+    }
+
+    /// The clock of the engine begun afresh when it began, if its mark kept one (marks of
+    /// earlier versions did not).
+    pub fn fresh_began(&self) -> Option<cepheus_core::time::Timestamp> {
+        fs::read_to_string(self.dir.join(FRESH))
+            .ok()?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+            .map(cepheus_core::time::Timestamp)
     }
 
     /// Forgets the mark of [`Journal::mark_fresh`] (a state is kept now).
@@ -678,10 +697,12 @@ mod tests {
         let d = scratch("fresh");
         let mut j = Journal::open(&d).unwrap();
         j.clear();
-        j.mark_fresh();
+        let began = cepheus_core::time::Timestamp(1_700_000_000_123_456_789);
+        j.mark_fresh(Some(began));
         j.append(&[ev(1)]);
         let again = Journal::open(&d).unwrap();
         let from = again.fresh_from().unwrap();
+        assert_eq!(again.fresh_began(), Some(began));
         let mut again = again;
         let (got, _) = read_all(&mut again, from);
         assert_eq!(got, vec![(*ev(1)).clone()]);
@@ -694,9 +715,11 @@ mod tests {
     fn a_spent_journal_is_deleted_with_its_fresh_mark() {
         let d = scratch("spent");
         let mut j = Journal::open(&d).unwrap();
-        j.mark_fresh();
+        // (A mark of an earlier version: no clock.)
+        j.mark_fresh(None);
         let j = Journal::open(&d).unwrap().replay_only();
         assert!(j.is_empty() && j.fresh_from().is_some());
+        assert_eq!(j.fresh_began(), None);
         j.delete();
         assert!(!d.exists());
     }

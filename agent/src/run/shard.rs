@@ -182,8 +182,9 @@ pub struct Shard {
     /// Ids of the alerts its replay sent on before the start-up reckoning (`adopt`).
     startup_ids: Vec<u64>,
     /// The journal segment a fresh engine's events begin at, when the last run began afresh
-    /// and died before keeping a state (taken at start).
-    fresh_from: Option<u64>,
+    /// and died before keeping a state (taken at start), and that engine's clock when it
+    /// began, if the journal kept it.
+    fresh_from: Option<(u64, Option<cepheus_core::time::Timestamp>)>,
     /// Its engine was built from a saved state and has not caught up with now yet
     /// ([`Shard::replay`] does).
     continuing: bool,
@@ -310,7 +311,7 @@ impl Shard {
             // No saved state, but a journal begun with a fresh engine that died before its
             // first state was kept: that fresh engine is continued, from its journal.
             fresh_from: match (&persistence.resume, &persistence.journal) {
-                (None, Some(j)) => j.fresh_from(),
+                (None, Some(j)) => j.fresh_from().map(|k| (k, j.fresh_began())),
                 _ => None,
             },
             resume: persistence.resume.map(|r| r.engine),
@@ -371,7 +372,7 @@ impl Shard {
             if let Some(j) = self.journal.as_mut() {
                 j.clear();
                 if !j.is_replay_only() {
-                    j.mark_fresh();
+                    j.mark_fresh(self.engine.as_ref().and_then(Engine::clock));
                 }
             }
             return;
@@ -585,12 +586,21 @@ impl Shard {
                     Engine::new(rules, plan.shard_config(self.id))
                 }),
             None => {
-                if let Some(k) = self.fresh_from.take() {
+                let mut began = None;
+                if let Some((k, at)) = self.fresh_from.take() {
                     tracing::info!(shard = self.id, "continuing the engine the last run began afresh, from its journal");
                     self.continuing = true;
                     self.replay_from = Some(k);
+                    began = at;
                 }
-                Engine::new(rules, plan.shard_config(self.id))
+                // Begun when the dead engine began (its rules' monitoring, expected groups'
+                // deadlines), not at the first event its journal holds.
+                Engine::new(rules, plan.shard_config(self.id)).map(|mut e| {
+                    if let Some(t) = began {
+                        e.advance_to(t, &mut self.out);
+                    }
+                    e
+                })
             }
         };
         match built {
@@ -945,7 +955,8 @@ pub struct ForgetOutcome {
     pub group_by: Option<Vec<String>>,
     /// The rules that share its groups (itself included).
     pub sharers: Vec<String>,
-    /// The group retired is listed in the rule's `expect`: unwatched until the next reload.
+    /// The group retired was watched from the start (the rule's `expect`, or an ungrouped
+    /// absence's one group): unwatched until the next reload.
     pub expected: bool,
 }
 
@@ -983,23 +994,20 @@ impl Handler<ForgetGroup> for Shard {
     fn handle(&mut self, msg: ForgetGroup, _: &mut Self::Context) -> Self::Result {
         let group_by = self.group_by_of(&msg.rule);
         let mut forgotten = false;
-        let mut found = None;
+        let mut expected = false;
         self.changed = true;
         self.guarded("forget", |e, out| {
             // Time has moved since the last tick: what was due fires first.
             e.advance_to(wall_clock(), out);
-            found = e.find_group(&msg.rule, &msg.key);
-            forgotten = match &found {
-                Some(key) => e.forget_group(&msg.rule, key, out),
+            forgotten = match e.find_group(&msg.rule, &msg.key) {
+                Some(key) => {
+                    expected = e.group_expected(&msg.rule, &key) == Some(true);
+                    e.forget_group(&msg.rule, &key, out)
+                }
                 None => false,
             };
         });
-        let expected = forgotten
-            && found.is_some_and(|key| {
-                (self.rules.rules.iter())
-                    .find(|r| r.name == msg.rule)
-                    .is_some_and(|r| r.expect.contains(&key))
-            });
+        let expected = forgotten && expected;
         self.flush();
         if forgotten {
             // Kept at once, not at the next save: a crash in between would bring the group

@@ -373,6 +373,8 @@ pub fn group_key_texts(group_by: &[String], text: &str) -> Option<Vec<String>> {
                 .map(|g| obj.get(g).map(group_value_text))
                 .collect::<Option<_>>()?
         }
+        // (An ungrouped rule's one group: its key is empty.)
+        _ if group_by.is_empty() && text.trim().is_empty() => Vec::new(),
         _ if group_by.len() == 1 => vec![text.trim().to_string()],
         _ => text.split(',').map(|v| v.trim().to_string()).collect(),
     })
@@ -498,6 +500,10 @@ pub struct Engine {
     /// so that an event's deliveries know when what was read ahead may be stale.
     idle_freed: u64,
     outage_until: Timestamp,
+    /// The first event's time (at most its arrival) when the engine began with one: with
+    /// [`EngineConfig::recorded`], what an event-time lane's start may not go before, less
+    /// `max_delay` (nothing earlier can be matched). Not saved: a recording is not restored.
+    first_stamp: Option<Timestamp>,
     /// Restored after downtime: the next advance marks deadlines it passes as outages.
     outage_pending: bool,
     /// Event time: the earliest and the latest event time of any event seen (what a lane
@@ -1133,6 +1139,7 @@ impl Engine {
             next_seq: 0,
             idle_freed: 0,
             outage_until: Timestamp::MIN,
+            first_stamp: None,
             outage_pending: false,
             min_event_any: None,
             max_event_any: None,
@@ -1271,6 +1278,7 @@ impl Engine {
     /// the first event's time `first`.
     fn begin(&mut self, at: Timestamp, first: Timestamp, defer_event_time: bool) {
         self.clock = Some(at);
+        self.first_stamp = defer_event_time.then_some(first);
         for lane in &mut self.lanes {
             let t = match lane.mode {
                 TimeMode::Processing => at,
@@ -2040,8 +2048,12 @@ impl Engine {
             return;
         };
         let floor = match (lane.first_arrival, lane.last_arrival, lane.max_event) {
-            // A recording begins at its first event, wherever its clock stood.
-            _ if self.cfg.recorded => Timestamp::MIN,
+            // A recording begins at its earliest event, wherever its clock stood, but not
+            // before its first line's time less `max_delay` (the lane's time then: a stale
+            // line read later, of a clock never set, say, is late and moves nothing).
+            _ if self.cfg.recorded => self
+                .first_stamp
+                .map_or(Timestamp::MIN, |f| f.sub(lane.delay)),
             // The leader's lag: how far its newest stamp trails the clock.
             (Some(f), Some(a), Some(m)) => f.sub(a.since(m).max(Duration(0))).sub(lane.delay),
             // None of its sources spoke (yet): the input's own lag (its newest stamp against
@@ -2749,6 +2761,19 @@ impl Engine {
                 k.len() == want.len() && k.iter().zip(&want).all(|(v, w)| v.to_string() == *w)
             })
             .map(|k| k.to_vec())
+    }
+
+    /// Whether rule `rule`'s group `key` is watched from the start (listed in `expect`, or an
+    /// ungrouped absence's one group), which, once forgotten, only a reload brings back;
+    /// `None`: no such group.
+    pub fn group_expected(&self, rule: &str, key: &[Value]) -> Option<bool> {
+        let (ri, rt) = self
+            .rts
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.facts.members.iter().any(|m| m.rule.name == rule))?;
+        let slot = *rt.groups.get(&GroupKey::new(key))?;
+        Some(slot_at(&self.rts, ri as u32, slot)?.group.expected)
     }
 
     /// The `group_by` of rule `rule` and the names of every rule that shares its groups (the

@@ -1413,6 +1413,33 @@ fn forgetting_a_group_by_hand_resolves_its_alert() {
     assert_eq!(out.len(), 2);
 }
 
+/// The groups watched from the start (an `expect` list's, an ungrouped absence's one group,
+/// named by an empty key or `{}`) say so before they are forgotten: only a reload brings
+/// them back, which an operator must be told.
+#[test]
+fn groups_watched_from_the_start_are_told_apart_and_an_empty_key_names_the_one_group() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    let rules = set(vec![
+        rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["db"]),
+        rule("solo", &["beat"], absent(ev(0), Some(60))).ungrouped(),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("hb:web@0 tick@10"), &mut out);
+    let web = e.find_group("hb", "web").unwrap();
+    let db = e.find_group("hb", "db").unwrap();
+    assert_eq!(e.group_expected("hb", &web), Some(false));
+    assert_eq!(e.group_expected("hb", &db), Some(true));
+    assert_eq!(e.group_expected("hb", &[]), None);
+    for text in ["", " ", "{}"] {
+        assert_eq!(e.find_group("solo", text), Some(Vec::new()), "{text:?}");
+    }
+    assert_eq!(e.find_group("solo", "x"), None);
+    assert_eq!(e.group_expected("solo", &[]), Some(true));
+    assert!(e.forget_group("solo", &[], &mut out));
+    assert_eq!(e.group_expected("solo", &[]), None);
+}
+
 #[test]
 fn two_matches_starting_at_the_same_instant_have_different_ids() {
     let rules = set(vec![rule("r", &["a", "b"], seq(vec![ev(0), ev(1)]))]);

@@ -2296,6 +2296,8 @@ struct EvInputSeen {
     newest: Option<i64>,
     /// The input is a recording ([`EvInput::recorded`]).
     recorded: bool,
+    /// The first line's stamp (at most its arrival), when the input began with a line.
+    first_stamp: Option<i64>,
 }
 
 impl EvRule {
@@ -2317,7 +2319,8 @@ impl EvRule {
     /// Monitoring begins once the watermark reaches the later of the earliest stamp of the
     /// input so far and (live) the first arrival less the rule's lag (its last source event's
     /// arrival less its newest stamp; without one, the clock less the input's newest stamp)
-    /// and less `max_delay`; a recording begins at the earliest stamp.
+    /// and less `max_delay`; a recording begins at the earliest stamp, but not before its
+    /// first line's stamp less `max_delay`.
     fn check_start(&mut self, w: i64, seen: &EvInputSeen) {
         if self.started {
             return;
@@ -2330,7 +2333,7 @@ impl EvRule {
             None => (seen.clock - seen.newest.unwrap_or(seen.clock)).max(0),
         };
         let start = if seen.recorded {
-            earliest
+            earliest.max(seen.first_stamp.map_or(i64::MIN, |f| f - self.delay))
         } else {
             earliest.max(seen.first_arrival - lag - self.delay)
         };
@@ -2457,6 +2460,7 @@ fn ev_oracle(p: &EvParams, input: &EvInput) -> BTreeMap<&'static str, Vec<String
                 earliest: None,
                 newest: None,
                 recorded: input.recorded,
+                first_stamp: None,
             }
         });
         s.clock = s.clock.max(c);
@@ -2484,6 +2488,7 @@ fn ev_oracle(p: &EvParams, input: &EvInput) -> BTreeMap<&'static str, Vec<String
                         earliest: None,
                         newest: None,
                         recorded: input.recorded,
+                        first_stamp: Some(t.min(arr)),
                     }
                 });
                 let c = s.clock.max(arr);
@@ -2702,6 +2707,46 @@ fn a_late_event_at_the_deadline_itself_retracts() {
         lines[1].starts_with("ev_abs retracted h1 @1.75 (late_event)"),
         "{lines:?}"
     );
+}
+
+/// A recording's stale line read after its first (a device whose clock was never set) is late
+/// and moves nothing: monitoring still begins at the first line's time less `max_delay`, so
+/// expected h1 fires 1 s after that, not 1 s after the stale stamp.
+#[test]
+fn a_stale_line_after_the_first_does_not_back_date_a_recording() {
+    let p = ev_design_params();
+    let q = |n: i64| T0 + n * QUARTER;
+    let input = EvInput {
+        start_tick: false,
+        steps: vec![
+            EvStep::Ev {
+                t: q(0),
+                arr: q(0),
+                host: 1,
+                kind: A,
+            },
+            EvStep::Ev {
+                t: q(-40),
+                arr: q(1),
+                host: 2,
+                kind: A,
+            },
+            EvStep::Ev {
+                t: q(2),
+                arr: q(2),
+                host: 1,
+                kind: A,
+            },
+        ],
+        until: q(6),
+        finish: true,
+        recorded: true,
+    };
+    let lines = ev_abs_lines(&p, &input);
+    assert!(lines[0].starts_with("ev_abs firing h1 @0.75 "), "{lines:?}");
+    if let Err(e) = ev_compare(&p, &input) {
+        panic!("{e}");
+    }
 }
 
 /// DESIGN.md: "Monitoring begins ... in replay at the first event's time." The replay's first
