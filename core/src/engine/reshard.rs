@@ -32,7 +32,9 @@ pub enum ReshardError {
 
 /// The checkpoints of the engines that split the work before (`parts`, any order), as `count`
 /// engines would hold them: engine `i` gets the groups and buffered events it owns, the
-/// clocks of the most advanced part, and engine 0 the counters' sums (the agent reports the
+/// arrival clock and watermarks of the most advanced part, each lane's time where the least
+/// advanced part had it (so what that part had not reached yet still happens, in order),
+/// and engine 0 the counters' sums (the agent reports the
 /// sum over its engines). Every part must come from the same rules.
 pub fn reshard(parts: Vec<Checkpoint>, count: u32) -> Result<Vec<Checkpoint>, ReshardError> {
     let count = count.max(1);
@@ -93,7 +95,12 @@ pub fn reshard(parts: Vec<Checkpoint>, count: u32) -> Result<Vec<Checkpoint>, Re
                 .iter()
                 .enumerate()
                 .map(|(li, l)| LaneCheckpoint {
-                    now: parts.iter().map(|p| p.lanes[li].now).max().unwrap_or(l.now),
+                    // The least advanced part's time: a group from a shard that lagged (each
+                    // shard's clock moves with its own events between ticks) keeps deadlines
+                    // the others passed, and they must fire at their own instants, in order,
+                    // when time next moves, not all at once at the later time. The deadlines
+                    // of the other parts' groups are all after it (theirs fired already).
+                    now: parts.iter().map(|p| p.lanes[li].now).min().unwrap_or(l.now),
                     max_event: max_of(parts.iter().map(|p| p.lanes[li].max_event)),
                     last_arrival: max_of(parts.iter().map(|p| p.lanes[li].last_arrival)),
                     mark: max_of(parts.iter().map(|p| p.lanes[li].mark)),

@@ -2371,3 +2371,99 @@ proptest! {
         prop_assert_eq!(run_mode(&rules, &evs, true), run_mode(&rules, &evs, false));
     }
 }
+
+/// Shards' clocks differ when they stop (each moves with its own events between the agent's
+/// ticks): spread over another number of engines, a group from a shard that lagged keeps the
+/// deadlines it had not reached, and they fire at their own instants, in order, not all at the
+/// clock of the most advanced shard. Here the group's `forget_after` (3 s) lets it go before
+/// its absence (4 s) could fire, so one engine never alerts; with the lagging shard's timers
+/// fired together at the later clock, the absence fired, then was resolved `forgotten`
+/// (found by the `reshard` fuzz target).
+#[test]
+fn reshard_fires_a_lagging_shards_deadlines_at_their_instants() {
+    use cepheus_core::engine::Partition;
+    use cepheus_core::engine::reshard::reshard;
+    let compiled = cepheus_core::rules::compile_str(
+        "t.toml",
+        r#"
+[[rule]]
+name = "r"
+severity = "low"
+group_by = ["host"]
+events.e = 'syslog and app == "a"'
+pattern = "seq(e, absent(e) for 4s)"
+forget_after = "3s"
+"#,
+    );
+    let rules = compiled
+        .rules
+        .unwrap_or_else(|| panic!("{:?}", compiled.diagnostics));
+    let at = |s: i64| Timestamp::from_secs(1_000 + s);
+    let syslog = |host: &str, s: i64| {
+        Event::new(Source::Syslog, at(s), at(s))
+            .with(Field::App, Value::str("a"))
+            .with(Field::Host, Value::str(host))
+    };
+    // Two hosts owned by different shards of two.
+    let owner = |h: &str| {
+        Partition::owner(
+            &rules.rules[0],
+            &rules.rules[0].canonical(),
+            &[Value::str(h)],
+            2,
+        )
+    };
+    let hosts: Vec<String> = (0..20).map(|i| format!("h{i}")).collect();
+    let lagging = hosts.iter().find(|h| owner(h) == 0).unwrap();
+    let ahead = hosts.iter().find(|h| owner(h) == 1).unwrap();
+    // The lagging host's `e` at 10 s (deadline 14 s, forgotten at 13 s); every shard ticked at
+    // 12 s; the other host's `e` at 17 s moves only its own shard's clock; then the stop.
+    let script = |engines: &mut [Engine], route: bool, out: &mut Vec<Alert>| {
+        for e in engines.iter_mut() {
+            e.advance_to(at(0), out);
+        }
+        let n = engines.len();
+        let push = |engines: &mut [Engine], host: &str, s: i64, out: &mut Vec<Alert>| {
+            let to = if route { owner(host) as usize } else { 0 };
+            engines[to.min(n - 1)].push(syslog(host, s), out);
+        };
+        push(engines, lagging, 10, out);
+        for e in engines.iter_mut() {
+            e.advance_to(at(12), out);
+        }
+        push(engines, ahead, 17, out);
+    };
+    let mut one = vec![Engine::new(&rules, EngineConfig::default()).unwrap()];
+    let mut want = Vec::new();
+    script(&mut one, false, &mut want);
+    one[0].finish(Some(at(100)), &mut want);
+    assert!(want.is_empty(), "{want:?}");
+    for after in [1, 2, 3] {
+        let mut two: Vec<Engine> = (0..2)
+            .map(|index| {
+                let cfg = EngineConfig {
+                    partition: Some(Partition { index, count: 2 }),
+                    ..EngineConfig::default()
+                };
+                Engine::new(&rules, cfg).unwrap()
+            })
+            .collect();
+        let mut out = Vec::new();
+        script(&mut two, true, &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        let saved: Vec<Checkpoint> = two.iter().map(Engine::checkpoint).collect();
+        for (index, cp) in reshard(saved, after).unwrap().into_iter().enumerate() {
+            let cfg = EngineConfig {
+                partition: Some(Partition {
+                    index: index as u32,
+                    count: after,
+                }),
+                ..EngineConfig::default()
+            };
+            let mut e = Engine::restore(&rules, cfg, cp, false).unwrap();
+            e.finish(Some(at(100)), &mut out);
+        }
+        let got: Vec<String> = out.iter().map(|a| a.to_json().to_string()).collect();
+        assert!(got.is_empty(), "spread over {after}: {got:#?}");
+    }
+}
