@@ -710,12 +710,10 @@ impl Group {
         sum
     }
 
-    /// Whether an alert of this group is firing.
+    /// Whether an alert of this group is firing (an episode held back by the rule's trigger
+    /// period is not, until its alert is out).
     pub fn firing(&self) -> bool {
-        match &self.state {
-            GroupState::Absence(a) => a.firing.is_some(),
-            GroupState::Linear(l) => l.episode.is_some(),
-        }
+        self.open_episode().is_some()
     }
 
     /// Feeds one event at `t` that matched the definitions in `mask`. Returns whether the

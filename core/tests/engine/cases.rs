@@ -2159,3 +2159,27 @@ fn a_full_group_budget_lets_go_groups_that_hold_nothing_any_more() {
     assert_eq!(e.stats()[0].counters.groups_rejected, 1);
     assert_eq!(out.len(), 1);
 }
+
+/// An absence held back by its trigger's period is no firing alert: `groups list` says the
+/// group fires only once its alert is out (it was said firing with no alert open).
+#[test]
+fn a_held_back_absence_is_not_listed_as_firing_until_its_alert_is_out() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    let r = rule("r", &["hb"], absent(ev(0), Some(5)))
+        .ungrouped()
+        .within(100)
+        .every(None);
+    let rules = set(vec![r]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let firing = |e: &Engine| e.list_groups("r", 10).unwrap().1[0].firing;
+    run_on(&mut e, parse_script("x:h@920 tick@926"), &mut out);
+    assert!(firing(&e));
+    // Resolved at 930; silent again from there, held back until 1025 (925 + the period).
+    run_on(&mut e, parse_script("hb:h@930 tick@1000"), &mut out);
+    assert!(!firing(&e));
+    run_on(&mut e, parse_script("tick@1030"), &mut out);
+    assert!(firing(&e));
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(got, ["firing @925", "resolved @930", "firing @1025"]);
+}
