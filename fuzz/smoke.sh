@@ -13,7 +13,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")"
 SECS="${1:-20}"
-TARGETS="${TARGETS:-rules engine engine_batch reshard syslog pcap}"
+TARGETS="${TARGETS:-rules engine engine_batch reshard reload syslog pcap}"
 # shellcheck source=env.sh
 source env.sh
 
@@ -26,7 +26,7 @@ echo "smoke: build took $((built - start)) s"
 max_len() {
     case "$1" in
         rules) echo 8192 ;;
-        engine | engine_batch | reshard) echo 4096 ;;
+        engine | engine_batch | reshard | reload) echo 4096 ;;
         syslog) echo 4096 ;;
         pcap) echo 65536 ;;
     esac

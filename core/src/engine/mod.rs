@@ -3190,21 +3190,15 @@ impl Engine {
                 }
             }
         }
-        let mut by_canon: HashMap<String, Vec<usize>> = HashMap::new();
-        for (i, r) in e.rts.iter().enumerate() {
-            by_canon.entry(r.canonical.clone()).or_default().push(i);
-        }
+        // A saved state's pending events go where the state went: those of a state no new
+        // state took (its rules removed, renamed or changed) are freed with it, so a rule that
+        // begins now sees none of them (and one event is never given twice to one state).
         for lc in &cp.lanes {
             for p in &lc.pending {
-                let to: Vec<usize> = match saved_to.get(&(p.rule.clone(), p.rule_name.clone())) {
-                    Some(v) => v.clone(),
-                    None => by_canon
-                        .get(&p.rule)
-                        .and_then(|v| v.first().copied())
-                        .into_iter()
-                        .collect(),
+                let Some(to) = saved_to.get(&(p.rule.clone(), p.rule_name.clone())) else {
+                    continue;
                 };
-                for ri in to {
+                for &ri in to {
                     let lane = e.rts[ri].lane;
                     e.lanes[lane].pending.push(Reverse(Pending {
                         time: p.time,
@@ -3327,6 +3321,11 @@ impl Engine {
                     s.group.last_activity = s.group.last_activity.max(now);
                 }
             }
+        }
+        // An event-time lane that has not begun makes the expected groups itself, when the
+        // watermark reaches the earliest event time (as without a reload): none now.
+        if !self.lanes[self.rts[ri].lane].started {
+            return;
         }
         for key in expect {
             if self.rts[ri].groups.contains_key(&key) || !self.owns(ri, &key) {

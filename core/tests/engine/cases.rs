@@ -2183,3 +2183,98 @@ fn a_held_back_absence_is_not_listed_as_firing_until_its_alert_is_out() {
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
     assert_eq!(got, ["firing @925", "resolved @930", "firing @1025"]);
 }
+
+/// Found by the `reload` fuzz target (fuzz/artifacts/reload/event-time-kept-rule-restarts-
+/// monitoring.txt). An event-time absence rule whose monitoring has not begun yet (the
+/// watermark has not reached the earliest event time) is kept by a reload, unchanged: by
+/// docs/rules.md ("Reload and restart") its state goes on, so its expected group's deadline
+/// is the earliest event time plus `D`, as without the reload. `plain` reloads to the same
+/// rules; `joined` also adds a rule of the same meaning (which begins at the reload).
+#[test]
+fn a_kept_event_time_rule_not_begun_at_a_reload_begins_as_without_it() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::{Event, Field, Source, Value};
+    use cepheus_core::time::Timestamp;
+    let rule = |name: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\n\
+             events.b = 'syslog and app == \"b\"'\npattern = \"absent(b) for 3s\"\n\
+             time = \"event\"\nmax_delay = \"5s\"\nallowed_lateness = \"0s\"\n\n"
+        )
+    };
+    let r1 = cepheus_core::rules::compile_str("r.toml", &rule("r0"))
+        .rules
+        .unwrap();
+    let ms = |t: i64| Timestamp(t * 1_000_000);
+    // One event of another app, stamped 8 s before its arrival.
+    let ev = Event::new(Source::Syslog, ms(992_000), ms(1_000_000))
+        .with(Field::App, Value::str("a"))
+        .with(Field::Host, Value::str("h1"));
+    let run = |r2: Option<&str>| {
+        let mut e = Engine::new(&r1, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        e.push(ev.clone(), &mut out);
+        if let Some(text) = r2 {
+            let r2 = cepheus_core::rules::compile_str("r.toml", text)
+                .rules
+                .unwrap();
+            e.reload(&r2, &mut out).unwrap();
+        }
+        e.finish(Some(ms(1_100_000)), &mut out);
+        out.iter()
+            .filter(|a| a.rule() == "r0")
+            .map(|a| (a.state.name(), a.time))
+            .collect::<Vec<_>>()
+    };
+    let never = run(None);
+    assert_eq!(never, vec![("firing", ms(995_000))]);
+    assert_eq!(run(Some(&rule("r0"))), never, "plain");
+    assert_eq!(run(Some(&(rule("r0") + &rule("n1")))), never, "joined");
+}
+
+/// Found by the `reload` fuzz target (fuzz/artifacts/reload/pending-event-delivered-twice.txt).
+/// Two event-time rules of one meaning run unshared save an event still pending (its time
+/// after the watermark) once each; a reload that removed both and added a rule of that
+/// meaning gave it both, so it matched the one event twice (shared: once); with two rules
+/// added, unshared gave it to the first only. A rule added at a reload shares no state with
+/// rules that began before it (docs/rules.md), their pending events included: the retired
+/// states' pending events go with them, and shared and unshared give the same alerts.
+#[test]
+fn a_pending_event_of_rules_of_one_meaning_is_delivered_once_at_a_reload() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::{Event, Field, Source, Value};
+    use cepheus_core::time::Timestamp;
+    let rule = |name: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+             events.c = 'syslog and app == \"c\"'\npattern = \"c\"\n\
+             time = \"event\"\nmax_delay = \"3s\"\n\n"
+        )
+    };
+    let compile = |t: &str| cepheus_core::rules::compile_str("r.toml", t).rules.unwrap();
+    let r1 = compile(&(rule("r0") + &rule("r0-copy")));
+    for r2 in [rule("n1"), rule("n1") + &rule("n2")] {
+        let r2 = compile(&r2);
+        let ms = |t: i64| Timestamp(t * 1_000_000);
+        let ev = Event::new(Source::Syslog, ms(999_000), ms(1_000_000))
+            .with(Field::App, Value::str("c"))
+            .with(Field::Host, Value::str("h2"));
+        let run = |share: bool| {
+            let cfg = EngineConfig {
+                share,
+                ..EngineConfig::default()
+            };
+            let mut e = Engine::new(&r1, cfg).unwrap();
+            let mut out = Vec::new();
+            e.push(ev.clone(), &mut out);
+            e.reload(&r2, &mut out).unwrap();
+            e.finish(Some(ms(1_100_000)), &mut out);
+            out.iter()
+                .map(|a| a.to_json().to_string())
+                .collect::<Vec<_>>()
+        };
+        let shared = run(true);
+        assert!(shared.is_empty(), "{shared:#?}");
+        assert_eq!(shared, run(false));
+    }
+}

@@ -123,11 +123,11 @@ pub fn debug() -> bool {
     std::env::var_os("CEPHEUS_FUZZ_DEBUG").is_some()
 }
 
-fn pick<'a>(u: &mut Unstructured<'_>, xs: &[&'a str]) -> Result<&'a str> {
+pub fn pick<'a>(u: &mut Unstructured<'_>, xs: &[&'a str]) -> Result<&'a str> {
     Ok(*u.choose(xs)?)
 }
 
-fn dur(u: &mut Unstructured<'_>) -> Result<&'static str> {
+pub fn dur(u: &mut Unstructured<'_>) -> Result<&'static str> {
     pick(u, &DURS)
 }
 
@@ -192,7 +192,7 @@ fn seq(u: &mut Unstructured<'_>, depth: u8, has_within: bool) -> Result<String> 
 }
 
 /// The pattern, without `within`.
-fn pattern(u: &mut Unstructured<'_>, has_within: bool) -> Result<String> {
+pub fn pattern(u: &mut Unstructured<'_>, has_within: bool) -> Result<String> {
     Ok(match u.int_in_range(0..=7u8)? {
         0 => pick(u, &EVS)?.to_string(),
         1 => count(u)?,
@@ -227,7 +227,7 @@ fn pattern(u: &mut Unstructured<'_>, has_within: bool) -> Result<String> {
 }
 
 /// A condition on one of the apps.
-fn cond(u: &mut Unstructured<'_>) -> Result<String> {
+pub fn cond(u: &mut Unstructured<'_>) -> Result<String> {
     let x = pick(u, &APPS)?;
     Ok(match u.int_in_range(0..=7u8)? {
         0..=2 => format!(r#"syslog and app == "{x}""#),
@@ -252,7 +252,7 @@ fn cond(u: &mut Unstructured<'_>) -> Result<String> {
 }
 
 /// One rule's text (a `[[rule]]` table), and whether it should also be emitted as a copy.
-fn rule(u: &mut Unstructured<'_>, i: usize, menu: Menu) -> Result<(String, bool)> {
+pub fn rule(u: &mut Unstructured<'_>, i: usize, menu: Menu) -> Result<(String, bool)> {
     let mut r = String::new();
     let group = u.int_in_range(0..=4u8)?;
     let group_by: &[&str] = match group {
@@ -333,7 +333,7 @@ pub enum Step {
     Advance(Timestamp),
 }
 
-fn script(u: &mut Unstructured<'_>, menu: Menu) -> Result<Script> {
+pub fn script(u: &mut Unstructured<'_>, menu: Menu) -> Result<Script> {
     let mut steps = Vec::new();
     let mut cuts = Vec::new();
     let mut t: i64 = 1_000_000; // milliseconds
