@@ -349,11 +349,15 @@ impl RuleRt {
             facts: &facts,
             outage_until,
         };
-        for (s, c) in slots.iter().zip(cold.iter()) {
-            if let (Some(s), Some(c)) = (s, c) {
-                s.group
-                    .members_change(&ctx, &c.key, now, state, reason, counters, out);
-            }
+        // In key order: the same whichever slots the groups took (shared or not).
+        let mut held: Vec<(&GroupKey, &Group)> = slots
+            .iter()
+            .zip(cold.iter())
+            .filter_map(|(s, c)| Some((&c.as_ref()?.key, &s.as_ref()?.group)))
+            .collect();
+        held.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (key, group) in held {
+            group.members_change(&ctx, key, now, state, reason, counters, out);
         }
     }
 }
