@@ -98,28 +98,14 @@ pub fn config_cmd(cmd: ConfigCommand) -> ExitCode {
 /// names every problem at once: the values, then the files and folders they name (syslog
 /// files, rule paths, the token file, the store), then the rules those paths hold.
 fn config_check(file: &std::path::Path) -> ExitCode {
-    let (cfg, set_aside) = match Config::read_setting_aside(file) {
+    let (cfg, bad_keys) = match read_config(file) {
         Ok(c) => c,
-        Err(e @ config::ConfigError::Io { .. }) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
-    // Keys of a wrong name or type first; their defaults stand in for them below, so that
-    // everything else is checked too.
-    let mut bad_keys = false;
-    if let Some(e) = set_aside {
-        eprintln!("error: {e}");
-        bad_keys = true;
-    }
     let mut problems = cfg.problems();
     problems.extend(cfg.environment_problems());
     for p in &problems {
-        eprintln!("error: {}: `{}`: {}", file.display(), p.key, p.message);
+        say_problem(file, p);
     }
     for w in cfg.warnings().iter().chain(&cfg.environment_warnings()) {
         eprintln!("warning: {}: `{}`: {}", file.display(), w.key, w.message);
@@ -155,6 +141,34 @@ fn config_check(file: &std::path::Path) -> ExitCode {
     }
 }
 
+/// Reads the configuration file as `run` and `config check` do. One that cannot be read is a
+/// start-up failure (exit 2), as a missing followed file is, and one that does not parse is
+/// exit 1 (said). Keys of a wrong name or type are said first and set aside (`true`): their
+/// defaults stand in, so that everything else is checked too.
+fn read_config(file: &std::path::Path) -> Result<(Config, bool), ExitCode> {
+    match Config::read_setting_aside(file) {
+        Ok((cfg, set_aside)) => {
+            if let Some(e) = &set_aside {
+                eprintln!("error: {e}");
+            }
+            Ok((cfg, set_aside.is_some()))
+        }
+        Err(e @ config::ConfigError::Io { .. }) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(2))
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(ExitCode::from(1))
+        }
+    }
+}
+
+/// Says one problem of the configuration file `file`.
+fn say_problem(file: &std::path::Path, p: &config::Problem) {
+    eprintln!("error: {}: `{}`: {}", file.display(), p.key, p.message);
+}
+
 fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     // actix's own start-up lines ("starting 1 workers") are not the operator's business, nor
@@ -182,30 +196,18 @@ pub fn run(args: RunArgs) -> ExitCode {
     let cfg = match &args.config {
         // Every error of the file at once, as `config check` says them (keys of a wrong name
         // or type, then the values), not one round of fixes per kind.
-        Some(p) => match Config::read_setting_aside(p) {
-            Ok((c, set_aside)) => {
+        Some(p) => match read_config(p) {
+            Ok((c, bad_keys)) => {
                 let problems = c.problems();
-                if let Some(e) = &set_aside {
-                    eprintln!("error: {e}");
-                }
                 for pr in &problems {
-                    eprintln!("error: {}: `{}`: {}", p.display(), pr.key, pr.message);
+                    say_problem(p, pr);
                 }
-                if set_aside.is_some() || !problems.is_empty() {
+                if bad_keys || !problems.is_empty() {
                     return ExitCode::from(1);
                 }
                 c
             }
-            // A configuration file that cannot be read is a start-up failure (exit 2), as a
-            // missing followed file is; one with errors is 1.
-            Err(e @ config::ConfigError::Io { .. }) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(1);
-            }
+            Err(code) => return code,
         },
         None => Config::default(),
     };
