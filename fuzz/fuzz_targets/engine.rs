@@ -110,9 +110,7 @@ fuzz_target!(|data: &[u8]| {
 
     // Checkpoint, restore (through JSON) and go on, at a step the input picks, in the mode it
     // picks: "Engine::restore continues exactly", so the alerts are those of never stopping.
-    let h = data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
+    let h = cepheus_core::engine::stable_hash_bytes(data);
     let at = (h % (steps.len() as u64 + 1)) as usize;
     let share = h & (1 << 40) != 0;
     let cfg = EngineConfig {

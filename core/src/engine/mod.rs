@@ -118,7 +118,9 @@ pub fn stable_hash(key: &[Value]) -> u64 {
     h.finish()
 }
 
-fn stable_hash_bytes(b: &[u8]) -> u64 {
+/// FNV-1a of `b`: the same on every run, build and machine (an ungrouped rule's shard is
+/// that of its meaning's text; the fuzz targets draw their choices from their input with it).
+pub fn stable_hash_bytes(b: &[u8]) -> u64 {
     let mut h = Fnv::new();
     h.feed(b);
     h.finish()
