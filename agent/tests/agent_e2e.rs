@@ -1719,13 +1719,14 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     assert_eq!(doc["total"], 1, "{doc}");
     assert_eq!(doc["groups"][0]["group"], fired["group"], "{doc}");
     assert_eq!(list(&["hbb"]).status.code(), Some(1));
-    let forget = |key: &str| {
+    let forget_of = |rule: &str, key: &str| {
         Command::new(env!("CARGO_BIN_EXE_cepheus"))
-            .args(["groups", "forget", "hb", key, "--config", "cepheus.toml"])
+            .args(["groups", "forget", rule, key, "--config", "cepheus.toml"])
             .current_dir(&agent.dir)
             .output()
             .unwrap()
     };
+    let forget = |key: &str| forget_of("hb", key);
     let out = forget("web-1");
     assert_eq!(
         out.status.code(),
@@ -1738,18 +1739,7 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
         "forgot group `web-1` of rule `hb`\n"
     );
     // An expected group is retired too, and the operator told it is unwatched until a reload.
-    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
-        .args([
-            "groups",
-            "forget",
-            "watched",
-            "web-9",
-            "--config",
-            "cepheus.toml",
-        ])
-        .current_dir(&agent.dir)
-        .output()
-        .unwrap();
+    let out = forget_of("watched", "web-9");
     assert_eq!(out.status.code(), Some(0));
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -1772,18 +1762,7 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
         "{err}"
     );
     // A rule the agent does not run is named as such, not as a missing group.
-    let unknown = Command::new(env!("CARGO_BIN_EXE_cepheus"))
-        .args([
-            "groups",
-            "forget",
-            "hbb",
-            "web-1",
-            "--config",
-            "cepheus.toml",
-        ])
-        .current_dir(&agent.dir)
-        .output()
-        .unwrap();
+    let unknown = forget_of("hbb", "web-1");
     assert_eq!(unknown.status.code(), Some(1));
     let err = String::from_utf8_lossy(&unknown.stderr);
     assert!(err.contains("the agent runs no rule named `hbb`"), "{err}");
