@@ -173,24 +173,20 @@ impl Journal {
     /// The segment an engine begun afresh was journalled from, if no state of it was kept
     /// since ([`Journal::mark_fresh`]).
     pub fn fresh_from(&self) -> Option<u64> {
-        fs::read_to_string(self.dir.join(FRESH))
-            .ok()?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
+        self.fresh_mark().map(|(seg, _)| seg)
     }
 
-    /// The clock of the engine begun afresh when it began, if its mark kept one (marks of
-    /// earlier versions did not).
-    pub fn fresh_began(&self) -> Option<cepheus_core::time::Timestamp> {
-        fs::read_to_string(self.dir.join(FRESH))
-            .ok()?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()
-            .map(cepheus_core::time::Timestamp)
+    /// [`Journal::fresh_from`], with the fresh engine's clock when it began if its mark kept
+    /// one (marks of earlier versions did not): the file read once.
+    pub fn fresh_mark(&self) -> Option<(u64, Option<cepheus_core::time::Timestamp>)> {
+        let text = fs::read_to_string(self.dir.join(FRESH)).ok()?;
+        let mut words = text.split_whitespace();
+        let seg = words.next()?.parse().ok()?;
+        let began = words
+            .next()
+            .and_then(|w| w.parse().ok())
+            .map(cepheus_core::time::Timestamp);
+        Some((seg, began))
     }
 
     /// Forgets the mark of [`Journal::mark_fresh`] (a state is kept now).
@@ -701,8 +697,9 @@ mod tests {
         j.mark_fresh(Some(began));
         j.append(&[ev(1)]);
         let again = Journal::open(&d).unwrap();
-        let from = again.fresh_from().unwrap();
-        assert_eq!(again.fresh_began(), Some(began));
+        let (from, at) = again.fresh_mark().unwrap();
+        assert_eq!(at, Some(began));
+        assert_eq!(again.fresh_from(), Some(from));
         let mut again = again;
         let (got, _) = read_all(&mut again, from);
         assert_eq!(got, vec![(*ev(1)).clone()]);
@@ -719,7 +716,7 @@ mod tests {
         j.mark_fresh(None);
         let j = Journal::open(&d).unwrap().replay_only();
         assert!(j.is_empty() && j.fresh_from().is_some());
-        assert_eq!(j.fresh_began(), None);
+        assert_eq!(j.fresh_mark().map(|(_, at)| at), Some(None));
         j.delete();
         assert!(!d.exists());
     }

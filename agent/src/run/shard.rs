@@ -311,7 +311,7 @@ impl Shard {
             // No saved state, but a journal begun with a fresh engine that died before its
             // first state was kept: that fresh engine is continued, from its journal.
             fresh_from: match (&persistence.resume, &persistence.journal) {
-                (None, Some(j)) => j.fresh_from().map(|k| (k, j.fresh_began())),
+                (None, Some(j)) => j.fresh_mark(),
                 _ => None,
             },
             resume: persistence.resume.map(|r| r.engine),
