@@ -2752,14 +2752,18 @@ impl Engine {
         any
     }
 
+    /// The rule state that runs the rule named `rule` (its own, or one it shares), if any.
+    fn state_named(&self, rule: &str) -> Option<usize> {
+        self.rts
+            .iter()
+            .position(|r| r.facts.members.iter().any(|m| m.rule.name == rule))
+    }
+
     /// The key of rule `rule`'s group written as `text` (its values in `group_by` order,
     /// comma-separated, as in `expect`), if the rule holds such a group: how an operator
     /// names a group by hand without knowing its values' types.
     pub fn find_group(&self, rule: &str, text: &str) -> Option<Vec<Value>> {
-        let rt = self
-            .rts
-            .iter()
-            .find(|r| r.facts.members.iter().any(|m| m.rule.name == rule))?;
+        let rt = &self.rts[self.state_named(rule)?];
         let want = group_key_texts(&rt.facts.rule.group_by, text)?;
         rt.groups
             .keys()
@@ -2773,12 +2777,8 @@ impl Engine {
     /// ungrouped absence's one group), which, once forgotten, only a reload brings back;
     /// `None`: no such group.
     pub fn group_expected(&self, rule: &str, key: &[Value]) -> Option<bool> {
-        let (ri, rt) = self
-            .rts
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.facts.members.iter().any(|m| m.rule.name == rule))?;
-        let slot = *rt.groups.get(&GroupKey::new(key))?;
+        let ri = self.state_named(rule)?;
+        let slot = *self.rts[ri].groups.get(&GroupKey::new(key))?;
         Some(slot_at(&self.rts, ri as u32, slot)?.group.expected)
     }
 
@@ -2786,10 +2786,7 @@ impl Engine {
     /// same meaning, itself included), if this engine runs it: the rules whose alerts a
     /// group forgotten by hand concerns.
     pub fn group_sharers(&self, rule: &str) -> Option<(Vec<String>, Vec<String>)> {
-        let rt = self
-            .rts
-            .iter()
-            .find(|r| r.facts.members.iter().any(|m| m.rule.name == rule))?;
+        let rt = &self.rts[self.state_named(rule)?];
         let names = rt
             .facts
             .members
@@ -2803,11 +2800,8 @@ impl Engine {
     /// many it holds; `None` when it runs no rule of that name. What an operator reads to
     /// name a group that raises no alert (`cepheus groups list`, then `groups forget`).
     pub fn list_groups(&self, rule: &str, limit: usize) -> Option<(usize, Vec<GroupView>)> {
-        let (ri, rt) = self
-            .rts
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.facts.members.iter().any(|m| m.rule.name == rule))?;
+        let ri = self.state_named(rule)?;
+        let rt = &self.rts[ri];
         let mut keys: Vec<(&GroupKey, u32)> = rt.groups.iter().map(|(k, s)| (k, *s)).collect();
         // Only the first `limit` sorted (a rule may hold a million groups).
         if limit < keys.len() {
@@ -2857,11 +2851,7 @@ impl Engine {
     /// resolved with reason `forgotten` (appended to `out`); returns whether it existed. An
     /// expected group comes back at the next reload that still lists it.
     pub fn forget_group(&mut self, rule: &str, key: &[Value], out: &mut Vec<Alert>) -> bool {
-        let Some(ri) = self
-            .rts
-            .iter()
-            .position(|r| r.facts.members.iter().any(|m| m.rule.name == rule))
-        else {
+        let Some(ri) = self.state_named(rule) else {
             return false;
         };
         let key = GroupKey::new(key);
