@@ -613,28 +613,32 @@ impl<'de> Deserialize<'de> for DurationText {
                 Duration::parse(s).map(DurationText).map_err(E::custom)
             }
             fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<DurationText, E> {
-                Err(E::custom(if n < 0 {
-                    format!(
-                        "a duration is never negative, and is a string with its unit (e.g. \"5s\"), not {n}"
-                    )
+                Err(if n < 0 {
+                    negative(n)
                 } else {
-                    format!(
+                    E::custom(format!(
                         "a duration is a string with its unit: write \"{n}s\" for {n} seconds (or \"{n}ms\", \"{n}m\"), not {n}"
-                    )
-                }))
+                    ))
+                })
             }
             fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<DurationText, E> {
                 self.visit_i64(n.min(i64::MAX as u64) as i64)
             }
             fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<DurationText, E> {
-                Err(E::custom(if n < 0.0 {
-                    format!(
-                        "a duration is never negative, and is a string with its unit (e.g. \"5s\"), not {n}"
-                    )
+                Err(if n < 0.0 {
+                    negative(n)
                 } else {
-                    format!("a duration is a string with its unit: write e.g. \"{n}s\", not {n}")
-                }))
+                    E::custom(format!(
+                        "a duration is a string with its unit: write e.g. \"{n}s\", not {n}"
+                    ))
+                })
             }
+        }
+        /// A negative number where a duration was due.
+        fn negative<E: serde::de::Error>(n: impl std::fmt::Display) -> E {
+            E::custom(format!(
+                "a duration is never negative, and is a string with its unit (e.g. \"5s\"), not {n}"
+            ))
         }
         d.deserialize_any(Visitor)
     }
