@@ -296,7 +296,8 @@ fn write_groups(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::
 /// Sends the request: `None` when the agent retired the group, else its answer (404).
 /// What `groups forget` got from the agent.
 enum Forgot {
-    /// Retired; `expected`: a group of the rule's `expect` list.
+    /// Retired; `expected`: a group the rule watches from the start (its `expect` list, or
+    /// the one group of a rule without `group_by`).
     Done { expected: bool },
     /// Nothing retired: the API's 404 document.
     NotFound(serde_json::Value),

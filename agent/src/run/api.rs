@@ -926,7 +926,8 @@ async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Byte
         "rule": body.rule,
         "key": body.key,
         "forgotten": forgotten,
-        // Listed in `expect`: retired all the same, watched again from the next reload.
+        // Watched from the start (`expect`, or an ungrouped rule's one group): retired all the
+        // same, watched again from the next reload.
         "expected": expected,
         "rule_known": group_by.is_some(),
         "group_by": group_by,
