@@ -981,35 +981,32 @@ fn similar_rules_share_group_records() {
     assert!(!out.is_empty());
 }
 
-/// A family's group records are memory its members hold: `RuleStats::bytes` counts them
-/// (in equal shares), so the shared engine shows more per rule than the same states alone,
-/// and more again with more groups.
+/// The records of a compact scope (the rule states reading their group key from the same
+/// fields keep their groups in one record per key) are memory its members hold:
+/// `RuleStats::bytes` counts them in equal shares, so a rule's bytes fall when another rule
+/// shares its records, and grow with the number of keys.
 #[test]
-fn family_records_count_in_rule_bytes() {
-    let rules = set(vec![
-        rule("s1", &APPS, seq(vec![ev(0), ev(2)])).within(20),
-        rule("s2", &APPS, seq(vec![ev(0), ev(3)])).within(20),
-    ]);
-    let extra = |hosts: u8| {
+fn scope_records_count_in_rule_bytes() {
+    let s1 = || rule("s1", &APPS, seq(vec![ev(0), ev(2)])).within(20);
+    let s2 = || rule("s2", &APPS, seq(vec![ev(0), ev(3)])).within(20);
+    let (alone, both) = (set(vec![s1()]), set(vec![s1(), s2()]));
+    let bytes_of_s1 = |rules: &RuleSet, hosts: u8| {
         let spec: Vec<(u8, u8, u16)> = (0..hosts).map(|h| (0, h, 1)).collect();
-        let evs = build(&spec);
-        let bytes = |share: bool| {
-            let (e, _) = push_all(&rules, &evs, share);
-            e.stats().iter().map(|s| s.bytes).collect::<Vec<_>>()
-        };
-        let (shared, alone) = (bytes(true), bytes(false));
-        assert_eq!(shared.len(), 2);
-        shared
-            .iter()
-            .zip(&alone)
-            .map(|(s, a)| s.checked_sub(*a).unwrap())
-            .collect::<Vec<_>>()
+        let (e, _) = push_all(rules, &build(&spec), true);
+        let stats = e.stats();
+        assert_eq!(stats[0].rule, "s1");
+        assert_eq!(stats[0].groups, u64::from(hosts));
+        stats[0].bytes
     };
-    let (one, three) = (extra(1), extra(3));
-    assert!(one.iter().all(|&b| b > 0), "{one:?}");
+    let (a1, b1) = (bytes_of_s1(&alone, 1), bytes_of_s1(&both, 1));
+    let (a3, b3) = (bytes_of_s1(&alone, 3), bytes_of_s1(&both, 3));
     assert!(
-        one.iter().zip(&three).all(|(a, b)| b > a),
-        "{one:?} {three:?}"
+        b1 < a1 && b3 < a3,
+        "shared records: {b1} < {a1}, {b3} < {a3}"
+    );
+    assert!(
+        a3 > a1 && b3 > b1,
+        "more keys, more records: {a1} {a3} {b1} {b3}"
     );
 }
 

@@ -1,0 +1,530 @@
+//! Compact rule states: one record per (scope, group key) holding the groups of all its
+//! members inline, found once per event and scope.
+//!
+//! A *compact* state is a direct one (processing time, every definition read through one
+//! group field mapping, no captures). The compact
+//! states reading their key through the same fields form a *scope* (up to [`MAX_MEMBERS`]),
+//! which keeps one record per key holding each member's [`Group`] ([`Cell`]), with one timer
+//! entry for the whole record. An event's key is read and its record found once per scope,
+//! not once per delivery through each state's own map, slot and generation. The groups are
+//! the NFA's own and every transition is the NFA's ([`Group::on_event`],
+//! [`Group::on_timer`]): only where a group lives and how it is found change, so alerts,
+//! counters and checkpoints are those of the NFA path; a member's groups are even numbered
+//! as its slots would be ([`Slots`]), so that a full `max_groups` lets the same idle group
+//! go. This is the storage half of docs/compact-evaluator.md; its transitions (few-word
+//! states per template, shared occurrence logs) are still the NFA's.
+//!
+//! The engine drives the transitions and timers (it holds the rule contexts) and keeps the
+//! invariant that a compact state's groups are all here, none in its own slots, outside of
+//! the start of monitoring, a restore or a reload, which make groups in slots and then move
+//! them here (`Engine::absorb`).
+
+use std::collections::HashMap;
+
+use super::state::{Group, GroupKey};
+use crate::time::Timestamp;
+
+/// The most members of one scope (a record indexes its cells by position in 16 bits); more
+/// compact states reading the same fields make more scopes.
+pub const MAX_MEMBERS: usize = 1024;
+
+/// Marks a timer entry's `rule` as a compact scope's (the low bits number the scope).
+pub const TIMER_SCOPE: u32 = 1 << 31;
+
+/// One compact consumer of a predicate: the state, the definition it reads the predicate
+/// as, the rule (to read the key's fields from) and where its groups are.
+#[derive(Clone, Copy, Debug)]
+pub struct Use {
+    /// The rule state.
+    pub state: u32,
+    /// The definition (of `rule`) the predicate is.
+    pub def: u32,
+    /// The first rule of the state with this definition.
+    pub rule: u32,
+    /// The state's scope and position in it.
+    pub scope: u32,
+    /// See `scope`.
+    pub pos: u32,
+}
+
+/// The compact states, their scopes and records.
+#[derive(Default)]
+pub struct Compact {
+    /// Per rule state: its (scope, position), if compact.
+    pub of: Vec<Option<(u32, u32)>>,
+    /// The scopes.
+    pub scopes: Vec<Scope>,
+    /// Per predicate: its compact consumers, in the order of the engine's consumers.
+    pub uses: Vec<Vec<Use>>,
+}
+
+/// The compact states reading their group key through one field mapping.
+#[derive(Default)]
+pub struct Scope {
+    /// Member states by position, ascending.
+    pub members: Vec<u32>,
+    /// Groups held, per position.
+    pub counts: Vec<u64>,
+    /// Per position, its groups numbered as the NFA numbers a state's slots.
+    pub slots: Vec<Slots>,
+    keys: HashMap<GroupKey, u32>,
+    recs: Vec<Option<Rec>>,
+    free: Vec<u32>,
+    /// Bumped when a freed record is reused (a timer entry names a record and its generation).
+    generation: u32,
+    /// The event whose key was last read for this scope (see [`Scope::probe`]).
+    seen: u64,
+    /// That event's key (`None`: it has none) and its record, if any.
+    key: Option<GroupKey>,
+    rec: Option<u32>,
+}
+
+/// A compact state's groups numbered as its slots would be (a freed number is the next
+/// one taken), so that a full `max_groups` looks for an idle group to let go in the same
+/// order, and finds the same one, as the NFA's slots do ([`Scope::idle`]).
+#[derive(Default)]
+pub struct Slots {
+    /// Per number, the record holding that group.
+    pub at: Vec<Option<u32>>,
+    /// Numbers free for reuse, the next one last.
+    pub free: Vec<u32>,
+    /// Where the next look for an idle group starts.
+    pub scan: u32,
+}
+
+/// One key's record: the groups its members hold, by position.
+pub struct Rec {
+    /// The key.
+    pub key: GroupKey,
+    /// See [`Scope::generation`].
+    pub generation: u32,
+    /// The deadline of the record's timer entry (`MAX`: none); older entries in the wheel
+    /// with other deadlines are stale.
+    pub armed_at: Timestamp,
+    /// Per position, the index of its cell plus one (0: it holds no group).
+    index: Box<[u16]>,
+    /// The groups held, in no order.
+    cells: Vec<Cell>,
+}
+
+/// A member's group in a record, with its next wake as last computed (`MAX`: none), so a
+/// record's earliest wake is a scan of words, not of its groups' states.
+pub struct Cell {
+    /// The member's position.
+    pub pos: u32,
+    /// The group's number among its member's groups (see [`Slots`]).
+    pub slot: u32,
+    /// Its next wake ([`Group::next_wake`]) since its last transition.
+    pub wake: Timestamp,
+    /// The group.
+    pub group: Group,
+}
+
+impl Rec {
+    fn new(key: GroupKey, generation: u32, members: usize) -> Rec {
+        Rec {
+            key,
+            generation,
+            armed_at: Timestamp::MAX,
+            index: vec![0; members].into_boxed_slice(),
+            cells: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn slot(&self, pos: u32) -> Option<usize> {
+        match self.index.get(pos as usize) {
+            Some(&i) if i != 0 => Some(i as usize - 1),
+            _ => None,
+        }
+    }
+
+    /// The record's key beside member `pos`'s group, if it holds one.
+    #[inline]
+    pub fn with(&mut self, pos: u32) -> Option<(&GroupKey, &mut Cell)> {
+        let i = self.slot(pos)?;
+        Some((&self.key, self.cells.get_mut(i)?))
+    }
+
+    /// The group of member `pos`, if it holds one (read only).
+    pub fn get(&self, pos: u32) -> Option<&Group> {
+        self.cells.get(self.slot(pos)?).map(|c| &c.group)
+    }
+
+    /// Member `pos` holds `g` (it held none) as its group number `slot`, its wake not
+    /// computed yet (`MAX`).
+    fn put(&mut self, pos: u32, slot: u32, g: Group) {
+        if self.slot(pos).is_some() {
+            debug_assert!(false, "a compact group made twice");
+            return;
+        }
+        self.cells.push(Cell {
+            pos,
+            slot,
+            wake: Timestamp::MAX,
+            group: g,
+        });
+        self.index[pos as usize] = self.cells.len() as u16;
+    }
+
+    /// Member `pos` lets its group go: the group and its number.
+    fn take(&mut self, pos: u32) -> Option<(Group, u32)> {
+        let i = self.slot(pos)?;
+        self.index[pos as usize] = 0;
+        let cell = self.cells.swap_remove(i);
+        if let Some(moved) = self.cells.get(i) {
+            self.index[moved.pos as usize] = (i + 1) as u16;
+        }
+        Some((cell.group, cell.slot))
+    }
+
+    /// The groups held, with their positions, in no order.
+    pub fn cells_mut(&mut self) -> &mut [Cell] {
+        &mut self.cells
+    }
+
+    /// The earliest wake of its groups (`MAX`: none).
+    pub fn wake(&self) -> Timestamp {
+        self.cells
+            .iter()
+            .map(|c| c.wake)
+            .min()
+            .unwrap_or(Timestamp::MAX)
+    }
+
+    /// Whether no member holds a group.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+}
+
+impl Scope {
+    /// The key `read` gives for event `stamp` (`None`: it has none) and its record: read
+    /// once per event and scope (every member reads the same fields), then remembered; and
+    /// whether it was remembered (an earlier member's delivery of the event read it).
+    #[inline]
+    pub fn probe(
+        &mut self,
+        stamp: u64,
+        read: impl FnOnce() -> Option<GroupKey>,
+    ) -> (Option<&GroupKey>, Option<u32>, bool) {
+        let again = self.seen == stamp;
+        if !again {
+            self.seen = stamp;
+            self.key = read();
+            self.rec = self.key.as_ref().and_then(|k| self.keys.get(k).copied());
+        }
+        (self.key.as_ref(), self.rec, again)
+    }
+
+    /// The record of the key last probed, made if missing.
+    pub fn probed_record(&mut self) -> Option<u32> {
+        if let Some(r) = self.rec {
+            return Some(r);
+        }
+        let key = self.key.clone()?;
+        Some(self.record_for(&key))
+    }
+
+    /// The record of `key`, made if missing (and remembered for the event being probed).
+    pub fn record_for(&mut self, key: &GroupKey) -> u32 {
+        if let Some(&r) = self.keys.get(key) {
+            return r;
+        }
+        let r = match self.free.pop() {
+            Some(r) => {
+                self.generation = self.generation.wrapping_add(1);
+                self.recs[r as usize] =
+                    Some(Rec::new(key.clone(), self.generation, self.members.len()));
+                r
+            }
+            None => {
+                let rec = Rec::new(key.clone(), 0, self.members.len());
+                self.recs.push(Some(rec));
+                (self.recs.len() - 1) as u32
+            }
+        };
+        self.keys.insert(key.clone(), r);
+        if self.key.as_ref() == Some(key) {
+            self.rec = Some(r);
+        }
+        r
+    }
+
+    /// Member `pos` holds `g` in record `r` (it held none there): it takes the number its
+    /// slot would have, and counts one more group.
+    pub fn insert(&mut self, r: u32, pos: u32, g: Group) {
+        let slots = &mut self.slots[pos as usize];
+        let slot = match slots.free.pop() {
+            Some(n) => {
+                slots.at[n as usize] = Some(r);
+                n
+            }
+            None => {
+                slots.at.push(Some(r));
+                (slots.at.len() - 1) as u32
+            }
+        };
+        if let Some(rec) = self.recs.get_mut(r as usize).and_then(Option::as_mut) {
+            rec.put(pos, slot, g);
+            self.counts[pos as usize] += 1;
+        }
+    }
+
+    /// Member `pos` lets its group in record `r` go (the record stays, see
+    /// [`Scope::release_if_empty`]).
+    pub fn remove(&mut self, r: u32, pos: u32) -> Option<Group> {
+        let rec = self.recs.get_mut(r as usize)?.as_mut()?;
+        let (g, slot) = rec.take(pos)?;
+        let slots = &mut self.slots[pos as usize];
+        slots.at[slot as usize] = None;
+        slots.free.push(slot);
+        self.counts[pos as usize] -= 1;
+        Some(g)
+    }
+
+    /// The record of a group of member `pos` that `idle` says holds nothing, among the next
+    /// `limit` of its numbers from where the last look stopped (the NFA's `idle_group` over
+    /// its slots, in the same order).
+    pub fn idle(&mut self, pos: u32, limit: usize, idle: impl Fn(&Group) -> bool) -> Option<u32> {
+        let slots = &self.slots[pos as usize];
+        let n = slots.at.len();
+        if n == 0 {
+            return None;
+        }
+        let start = slots.scan as usize % n;
+        let mut found = None;
+        let mut next = start;
+        for i in 0..limit.min(n) {
+            let idx = (start + i) % n;
+            next = (idx + 1) % n;
+            if let Some(r) = slots.at[idx]
+                && let Some(rec) = self.recs.get(r as usize).and_then(Option::as_ref)
+                && rec.get(pos).is_some_and(&idle)
+            {
+                found = Some(r);
+                break;
+            }
+        }
+        self.slots[pos as usize].scan = next as u32;
+        found
+    }
+
+    /// Member `pos` holds `g`, due to wake at `wake`, in record `r` as its group number
+    /// `slot` (given by [`Scope::number`]).
+    pub fn adopt(&mut self, r: u32, pos: u32, slot: u32, g: Group, wake: Timestamp) {
+        let Some(rec) = self.recs.get_mut(r as usize).and_then(Option::as_mut) else {
+            return;
+        };
+        rec.put(pos, slot, g);
+        if let Some((_, cell)) = rec.with(pos) {
+            cell.wake = wake;
+            self.counts[pos as usize] += 1;
+        }
+    }
+
+    /// Member `pos`'s groups take the numbers `at` and `free` (its slots when it had them).
+    pub fn number(&mut self, pos: u32, at: Vec<Option<u32>>, free: Vec<u32>, scan: u32) {
+        self.slots[pos as usize] = Slots { at, free, scan };
+    }
+
+    /// About how many bytes the scope's records take beyond their groups' cells: the key
+    /// map, the records and their indexes (what its members share, for `RuleStats::bytes`).
+    pub fn bytes(&self) -> u64 {
+        let entry = std::mem::size_of::<(GroupKey, u32)>() + 16;
+        let index = 2 * self.members.len();
+        (self.keys.len() * (entry + index)
+            + self.recs.capacity() * std::mem::size_of::<Option<Rec>>()) as u64
+    }
+
+    /// Record `r`, if live.
+    #[inline]
+    pub fn rec(&mut self, r: u32) -> Option<&mut Rec> {
+        self.recs.get_mut(r as usize)?.as_mut()
+    }
+
+    /// The members by position beside record `r`, if live.
+    pub fn parts(&mut self, r: u32) -> (&[u32], Option<&mut Rec>) {
+        let rec = self.recs.get_mut(r as usize).and_then(Option::as_mut);
+        (&self.members, rec)
+    }
+
+    /// Record `r`, if live (read only).
+    pub fn rec_ref(&self, r: u32) -> Option<&Rec> {
+        self.recs.get(r as usize)?.as_ref()
+    }
+
+    /// The record of `key`, if any.
+    pub fn find(&self, key: &GroupKey) -> Option<u32> {
+        self.keys.get(key).copied()
+    }
+
+    /// Frees record `r` once no member holds a group in it.
+    pub fn release_if_empty(&mut self, r: u32) {
+        let Some(rec) = self.recs.get(r as usize).and_then(Option::as_ref) else {
+            return;
+        };
+        if !rec.is_empty() {
+            return;
+        }
+        self.keys.remove(&rec.key);
+        if self.rec == Some(r) {
+            self.rec = None;
+        }
+        self.recs[r as usize] = None;
+        self.free.push(r);
+    }
+
+    /// The live records.
+    pub fn records(&self) -> impl Iterator<Item = &Rec> {
+        self.recs.iter().flatten()
+    }
+}
+
+impl Compact {
+    /// The groups of compact state `ri`, with their keys, in no particular order (empty for a
+    /// state that is not compact).
+    pub fn groups_of(&self, ri: usize) -> impl Iterator<Item = (&GroupKey, &Group)> {
+        let at = self.of.get(ri).copied().flatten();
+        at.into_iter().flat_map(move |(s, pos)| {
+            self.scopes[s as usize]
+                .records()
+                .filter_map(move |r| Some((&r.key, r.get(pos)?)))
+        })
+    }
+
+    /// How many groups compact state `ri` holds.
+    pub fn count(&self, ri: usize) -> u64 {
+        match self.of.get(ri).copied().flatten() {
+            Some((s, pos)) => self.scopes[s as usize].counts[pos as usize],
+            None => 0,
+        }
+    }
+
+    /// Every compact group held.
+    pub fn total(&self) -> u64 {
+        self.scopes.iter().flat_map(|s| s.counts.iter()).sum()
+    }
+
+    /// Compact state `ri`'s group `key`: its scope, record and position, if it holds it.
+    pub fn locate(&self, ri: usize, key: &GroupKey) -> Option<(u32, u32, u32)> {
+        let (s, pos) = self.of.get(ri).copied().flatten()?;
+        let scope = &self.scopes[s as usize];
+        let r = scope.find(key)?;
+        scope.rec_ref(r)?.get(pos)?;
+        Some((s, r, pos))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::state::GroupState;
+    use crate::event::Value;
+
+    fn group(t: i64) -> Group {
+        Group {
+            expected: false,
+            generation: 0,
+            last_activity: Timestamp(t),
+            state: GroupState::Linear(Default::default()),
+        }
+    }
+
+    fn scope(members: u32) -> Scope {
+        let mut s = Scope::default();
+        for m in 0..members {
+            s.members.push(m);
+            s.counts.push(0);
+            s.slots.push(Slots::default());
+        }
+        s
+    }
+
+    #[test]
+    fn a_record_keeps_its_members_groups_by_position() {
+        let mut s = scope(70);
+        let key = GroupKey::one(Value::str("h1"));
+        let r = s.record_for(&key);
+        s.insert(r, 5, group(5));
+        s.insert(r, 1, group(1));
+        s.insert(r, 69, group(69));
+        assert_eq!(
+            (s.counts[1], s.counts[5], s.counts[69], s.counts[2]),
+            (1, 1, 1, 0)
+        );
+        let Some(rec) = s.rec(r) else {
+            panic!("the record was made");
+        };
+        let mut held: Vec<u32> = rec.cells_mut().iter().map(|c| c.pos).collect();
+        held.sort_unstable();
+        assert_eq!(held, [1, 5, 69]);
+        assert_eq!(rec.get(5).map(|g| g.last_activity), Some(Timestamp(5)));
+        assert!(rec.get(2).is_none());
+        assert_eq!(s.remove(r, 1).map(|g| g.last_activity), Some(Timestamp(1)));
+        // The others keep their groups whatever moved.
+        let Some(rec) = s.rec(r) else {
+            panic!("the record was kept");
+        };
+        assert_eq!(rec.get(5).map(|g| g.last_activity), Some(Timestamp(5)));
+        assert_eq!(rec.get(69).map(|g| g.last_activity), Some(Timestamp(69)));
+        assert!(s.remove(r, 1).is_none());
+        s.remove(r, 69);
+        s.release_if_empty(r);
+        assert!(s.find(&key).is_some(), "a record holding a group stays");
+        s.remove(r, 5);
+        s.release_if_empty(r);
+        assert!(s.find(&key).is_none());
+        assert_eq!(s.counts.iter().sum::<u64>(), 0);
+        // A reused record is another generation: an old timer entry does not name it.
+        let r2 = s.record_for(&GroupKey::one(Value::str("h2")));
+        assert_eq!(r2, r);
+        assert_ne!(s.rec(r2).map(|x| x.generation), Some(0));
+    }
+
+    /// A member's groups are numbered as its slots would be: a freed number is taken next,
+    /// and the look for an idle group goes through them in order from where it stopped.
+    #[test]
+    fn a_members_groups_are_numbered_as_slots() {
+        let mut s = scope(2);
+        let recs: Vec<u32> = (0..4)
+            .map(|h| s.record_for(&GroupKey::one(Value::str(&format!("h{h}")))))
+            .collect();
+        for &r in &recs[..3] {
+            s.insert(r, 1, group(i64::from(r)));
+        }
+        assert_eq!(s.slots[1].at, [Some(recs[0]), Some(recs[1]), Some(recs[2])]);
+        s.remove(recs[1], 1);
+        s.insert(recs[3], 1, group(3));
+        assert_eq!(
+            s.slots[1].at[1],
+            Some(recs[3]),
+            "the freed number is taken next"
+        );
+        // Idle: the groups of h0 and h2; the look starts at number 0, then goes on after it.
+        let idle = |g: &Group| g.last_activity != Timestamp(i64::from(recs[3]));
+        assert_eq!(s.idle(1, 64, idle), Some(recs[0]));
+        assert_eq!(s.idle(1, 64, idle), Some(recs[2]));
+        assert_eq!(s.idle(1, 1, |_| false), None);
+        assert_eq!(s.slots[1].scan, 1);
+    }
+
+    #[test]
+    fn a_scope_reads_an_events_key_once() {
+        let mut s = Scope::default();
+        let key = GroupKey::one(Value::str("h1"));
+        let r = s.record_for(&key);
+        let mut reads = 0;
+        for _ in 0..3 {
+            let (k, rec, _) = s.probe(7, || {
+                reads += 1;
+                Some(key.clone())
+            });
+            assert_eq!(k, Some(&key));
+            assert_eq!(rec, Some(r));
+        }
+        assert_eq!(reads, 1);
+        let (k, rec, again) = s.probe(8, || None);
+        assert!(k.is_none() && rec.is_none() && !again);
+    }
+}
