@@ -681,6 +681,32 @@ fn refile(
     r.unwrap_or(Refile::Stale)
 }
 
+/// Feeds a compact group one event (the NFA's transition) and returns its next wake, kept in
+/// its cell (`MAX`: none).
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn feed(
+    ctx: &RuleCtx<'_>,
+    key: &GroupKey,
+    cell: &mut compact::Cell,
+    t: Timestamp,
+    mask: EvSet,
+    ev: &Arc<Event>,
+    seq: u64,
+    counters: &mut RuleCounters,
+    out: &mut Vec<Alert>,
+) -> Timestamp {
+    let g = &mut cell.group;
+    let calm = g.on_event(ctx, key, t, mask, ev, seq, counters, out);
+    let wake = if calm {
+        g.forget_wake(ctx)
+    } else {
+        g.next_wake(ctx)
+    };
+    cell.wake = wake.unwrap_or(Timestamp::MAX);
+    cell.wake
+}
+
 /// Approximate bytes of one entry of a map from group key to slot or record: the entry and
 /// the table's control bytes and spare room (for `RuleStats::bytes`).
 const KEY_MAP_ENTRY: usize = std::mem::size_of::<(GroupKey, u32)>() + 16;
@@ -2863,60 +2889,64 @@ impl Engine {
                     Feeds::Two([a, b]) => seen(a) | seen(b),
                     Feeds::Many(f) => f.iter().map(seen).fold(0, |m, b| m | b),
                 };
-                let held = rec.and_then(|r| scope.rec_ref(r)?.get(u.pos)).is_some();
-                if held && again {
-                    // Found in the record another state's delivery of this event looked up.
-                    counters.family_lookups_saved += 1;
-                }
                 let ctx = RuleCtx {
                     facts: &rt.facts,
                     outage_until: *outage_until,
                 };
-                if !held {
-                    // As `deliver` and `slot_for` make a group: only for an event that can act
-                    // on it, and within the state's budget, which a full budget first makes
-                    // room in by letting go a group that holds nothing any more (found as
-                    // the NFA's slots find it).
-                    if mask & rt.opens == 0 {
-                        rt.counters.matched += 1;
-                        continue;
+                // Most deliveries find their group: fed at once.
+                if let Some(r) = rec
+                    && let Some(record) = scope.rec(r)
+                    && let Some((key, cell)) = record.with(u.pos)
+                {
+                    if again {
+                        // Found in the record another state's delivery of this event found.
+                        counters.family_lookups_saved += 1;
                     }
-                    if scope.counts[u.pos as usize] >= rt.max_groups
-                        && let Some(idle) =
-                            scope.idle(u.pos, IDLE_SCAN, |g| !g.expected && g.idle_at(&ctx, t))
-                    {
-                        rt.counters.forgotten += 1;
-                        *idle_freed += 1;
-                        scope.remove(idle, u.pos);
-                        scope.release_if_empty(idle);
+                    let wake = feed(&ctx, key, cell, t, mask, ev, seq, &mut rt.counters, out);
+                    if wake < record.armed_at {
+                        record.armed_at = wake;
+                        lanes[0].wheel.insert(TimerEntry {
+                            deadline: wake,
+                            rule: compact::TIMER_SCOPE | u.scope,
+                            slot: r,
+                            generation: record.generation,
+                        });
+                        armed = true;
                     }
-                    if scope.counts[u.pos as usize] >= rt.max_groups {
-                        rt.counters.groups_rejected += 1;
-                        continue;
-                    }
-                    let Some(r) = scope.probed_record() else {
-                        continue;
-                    };
-                    scope.insert(r, u.pos, Group::new(&ctx, false, t));
+                    continue;
+                }
+                // As `deliver` and `slot_for` make a group: only for an event that can act on
+                // it, and within the state's budget, which a full budget first makes room in by
+                // letting go a group that holds nothing any more (found as the NFA's slots
+                // find it).
+                if mask & rt.opens == 0 {
+                    rt.counters.matched += 1;
+                    continue;
+                }
+                if scope.counts[u.pos as usize] >= rt.max_groups
+                    && let Some(idle) =
+                        scope.idle(u.pos, IDLE_SCAN, |g| !g.expected && g.idle_at(&ctx, t))
+                {
+                    rt.counters.forgotten += 1;
+                    *idle_freed += 1;
+                    scope.remove(idle, u.pos);
+                    scope.release_if_empty(idle);
+                }
+                if scope.counts[u.pos as usize] >= rt.max_groups {
+                    rt.counters.groups_rejected += 1;
+                    continue;
                 }
                 let Some(r) = scope.probed_record() else {
                     continue;
                 };
+                scope.insert(r, u.pos, Group::new(&ctx, false, t));
                 let Some(record) = scope.rec(r) else {
                     continue;
                 };
                 let Some((key, cell)) = record.with(u.pos) else {
                     continue;
                 };
-                let g = &mut cell.group;
-                let calm = g.on_event(&ctx, key, t, mask, ev, seq, &mut rt.counters, out);
-                let wake = if calm {
-                    g.forget_wake(&ctx)
-                } else {
-                    g.next_wake(&ctx)
-                };
-                let wake = wake.unwrap_or(Timestamp::MAX);
-                cell.wake = wake;
+                let wake = feed(&ctx, key, cell, t, mask, ev, seq, &mut rt.counters, out);
                 if wake < record.armed_at {
                     record.armed_at = wake;
                     lanes[0].wheel.insert(TimerEntry {
