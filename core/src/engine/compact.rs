@@ -2,17 +2,17 @@
 //! members inline, found once per event and scope.
 //!
 //! A *compact* state is a direct one (processing time, every definition read through one
-//! group field mapping, no captures). The compact
-//! states reading their key through the same fields form a *scope* (up to [`MAX_MEMBERS`]),
-//! which keeps one record per key holding each member's [`Group`] ([`Cell`]), with one timer
-//! entry for the whole record. An event's key is read and its record found once per scope,
-//! not once per delivery through each state's own map, slot and generation. The groups are
-//! the NFA's own and every transition is the NFA's ([`Group::on_event`],
-//! [`Group::on_timer`]): only where a group lives and how it is found change, so alerts,
-//! counters and checkpoints are those of the NFA path; a member's groups are even numbered
-//! as its slots would be ([`Slots`]), so that a full `max_groups` lets the same idle group
-//! go. This is the storage half of docs/compact-evaluator.md; its transitions (few-word
-//! states per template, shared occurrence logs) are still the NFA's.
+//! group field mapping, no captures). The compact states reading their key through the same
+//! fields form a *scope* (up to [`MAX_MEMBERS`]), which keeps one record per key holding each
+//! member's [`Group`] ([`Cell`]). An event's key is read and its record found once per event
+//! and scope, not once per delivery through each state's own map, slot and generation. The
+//! groups are the NFA's own and every transition is the NFA's ([`Group::on_event`],
+//! [`Group::on_timer`]), and each group keeps the timer deadlines its slot would (one wheel
+//! entry each, naming scope, record and position): only where a group lives and how it is
+//! found change, so alerts, counters and checkpoints are those of the NFA path; a member's
+//! groups are even numbered as its slots would be ([`Slots`]), so that a full `max_groups`
+//! lets the same idle group go. This is the storage half of docs/compact-evaluator.md; its
+//! transitions (few-word states per template, shared occurrence logs) are still the NFA's.
 //!
 //! The engine drives the transitions and timers (it holds the rule contexts) and keeps the
 //! invariant that a compact state's groups are all here, none in its own slots, outside of
@@ -28,7 +28,9 @@ use crate::time::Timestamp;
 /// compact states reading the same fields make more scopes.
 pub const MAX_MEMBERS: usize = 1024;
 
-/// Marks a timer entry's `rule` as a compact scope's (the low bits number the scope).
+/// Marks a timer entry's `rule` as a compact group's: the low bits number the scope, its
+/// `slot` is the record and its `generation` the member's position (an entry is checked
+/// against the cell's deadlines when it comes due, as a slot's is).
 pub const TIMER_SCOPE: u32 = 1 << 31;
 
 /// One compact consumer of a predicate: the state, the definition it reads the predicate
@@ -70,8 +72,6 @@ pub struct Scope {
     keys: HashMap<GroupKey, u32>,
     recs: Vec<Option<Rec>>,
     free: Vec<u32>,
-    /// Bumped when a freed record is reused (a timer entry names a record and its generation).
-    generation: u32,
     /// The event whose key was last read for this scope (see [`Scope::probe`]).
     seen: u64,
     /// That event's key (`None`: it has none) and its record, if any.
@@ -96,46 +96,124 @@ pub struct Slots {
 pub struct Rec {
     /// The key.
     pub key: GroupKey,
-    /// See [`Scope::generation`].
-    pub generation: u32,
-    /// The deadline of the record's timer entry (`MAX`: none); older entries in the wheel
-    /// with other deadlines are stale.
-    pub armed_at: Timestamp,
-    /// Per position, the index of its cell plus one (0: it holds no group).
-    index: Box<[u16]>,
+    /// Which cell each position holds.
+    index: Index,
     /// The groups held, in no order.
     cells: Vec<Cell>,
 }
 
-/// A member's group in a record, with its next wake as last computed (`MAX`: none), so a
-/// record's earliest wake is a scan of words, not of its groups' states.
+/// A record's index from position to cell: dense (per position, its cell's index plus one; 0:
+/// none) in a scope of at most [`DENSE_MEMBERS`] or once an eighth of the members hold a group
+/// there, else sparse ((position, cell) pairs by position), so that a record's index takes at
+/// most 16 bytes per group it holds plus 128, however many members its scope has.
+enum Index {
+    Dense(Box<[u16]>),
+    Sparse(Vec<(u16, u16)>),
+}
+
+/// The most members of a scope whose records are dense from the start.
+const DENSE_MEMBERS: usize = 64;
+
+/// A member's group in a record, with its timer deadlines: the one it is armed at and the one
+/// it parked (`MAX`: none), kept exactly as a slot keeps them ([`Cell::arm`]), each an entry
+/// in the wheel naming the scope, the record and the position ([`TIMER_SCOPE`]). So a group's
+/// timer fires when a slot's would (a linear group's at its armed deadline even when an event
+/// moved its next wake later: it drops its partial matches past the window then, and a
+/// checkpoint holds what the slots' would), in the same order.
 pub struct Cell {
     /// The member's position.
     pub pos: u32,
     /// The group's number among its member's groups (see [`Slots`]).
     pub slot: u32,
-    /// Its next wake ([`Group::next_wake`]) since its last transition.
-    pub wake: Timestamp,
+    /// Where its slot's timer entry would be (`MAX`: none).
+    pub armed: Timestamp,
+    /// Where its slot's parked entry would be (`MAX`: none).
+    pub parked: Timestamp,
     /// The group.
     pub group: Group,
 }
 
+impl Cell {
+    /// The group's next wake is `wake` after a transition at `lane_now`: armed as a slot
+    /// arms it (the engine's `arm_slot`): only if earlier than the armed deadline, taking back
+    /// the parked deadline when it is not later than `wake`, else parking the armed one.
+    /// Returns whether a new entry is to be filed (at `armed`).
+    #[must_use]
+    pub fn arm(&mut self, wake: Option<Timestamp>, lane_now: Timestamp) -> bool {
+        let Some(wake) = wake else {
+            return false;
+        };
+        if wake >= self.armed {
+            return false;
+        }
+        // A parked deadline the lane has passed came due and was dropped.
+        let parked = if self.parked > lane_now {
+            self.parked
+        } else {
+            Timestamp::MAX
+        };
+        if parked != Timestamp::MAX && parked <= wake {
+            self.armed = parked;
+            self.parked = Timestamp::MAX;
+            return false;
+        }
+        self.parked = match (self.armed, parked) {
+            (Timestamp::MAX, p) => p,
+            (a, Timestamp::MAX) => a,
+            (a, p) => a.max(p),
+        };
+        self.armed = wake;
+        true
+    }
+}
+
 impl Rec {
-    fn new(key: GroupKey, generation: u32, members: usize) -> Rec {
+    fn new(key: GroupKey, members: usize) -> Rec {
+        let index = if members <= DENSE_MEMBERS {
+            Index::Dense(vec![0; members].into_boxed_slice())
+        } else {
+            Index::Sparse(Vec::new())
+        };
         Rec {
             key,
-            generation,
-            armed_at: Timestamp::MAX,
-            index: vec![0; members].into_boxed_slice(),
+            index,
             cells: Vec::new(),
         }
     }
 
     #[inline]
     fn slot(&self, pos: u32) -> Option<usize> {
-        match self.index.get(pos as usize) {
-            Some(&i) if i != 0 => Some(i as usize - 1),
-            _ => None,
+        match &self.index {
+            Index::Dense(d) => match d.get(pos as usize) {
+                Some(&i) if i != 0 => Some(i as usize - 1),
+                _ => None,
+            },
+            Index::Sparse(v) => v
+                .binary_search_by_key(&(pos as u16), |&(p, _)| p)
+                .ok()
+                .map(|k| v[k].1 as usize),
+        }
+    }
+
+    /// Position `pos` holds cell `i` (`None`: none).
+    fn set(&mut self, pos: u32, i: Option<usize>) {
+        match &mut self.index {
+            Index::Dense(d) => {
+                if let Some(e) = d.get_mut(pos as usize) {
+                    *e = i.map_or(0, |i| (i + 1) as u16);
+                }
+            }
+            Index::Sparse(v) => {
+                let at = v.binary_search_by_key(&(pos as u16), |&(p, _)| p);
+                match (at, i) {
+                    (Ok(k), Some(i)) => v[k].1 = i as u16,
+                    (Ok(k), None) => {
+                        v.remove(k);
+                    }
+                    (Err(k), Some(i)) => v.insert(k, (pos as u16, i as u16)),
+                    (Err(_), None) => {}
+                }
+            }
         }
     }
 
@@ -151,9 +229,9 @@ impl Rec {
         self.cells.get(self.slot(pos)?).map(|c| &c.group)
     }
 
-    /// Member `pos` holds `g` (it held none) as its group number `slot`, its wake not
-    /// computed yet (`MAX`).
-    fn put(&mut self, pos: u32, slot: u32, g: Group) {
+    /// Member `pos` (of `members`) holds `g` (it held none) as its group number `slot`, no
+    /// timer armed.
+    fn put(&mut self, pos: u32, slot: u32, g: Group, members: usize) {
         if self.slot(pos).is_some() {
             debug_assert!(false, "a compact group made twice");
             return;
@@ -161,35 +239,41 @@ impl Rec {
         self.cells.push(Cell {
             pos,
             slot,
-            wake: Timestamp::MAX,
+            armed: Timestamp::MAX,
+            parked: Timestamp::MAX,
             group: g,
         });
-        self.index[pos as usize] = self.cells.len() as u16;
+        // Dense once an eighth of the members hold a group here.
+        if let Index::Sparse(v) = &self.index
+            && self.cells.len() * 8 >= members
+        {
+            let mut d = vec![0u16; members].into_boxed_slice();
+            for &(p, c) in v {
+                if let Some(e) = d.get_mut(p as usize) {
+                    *e = c + 1;
+                }
+            }
+            self.index = Index::Dense(d);
+        }
+        self.set(pos, Some(self.cells.len() - 1));
     }
 
     /// Member `pos` lets its group go: the group and its number.
     fn take(&mut self, pos: u32) -> Option<(Group, u32)> {
         let i = self.slot(pos)?;
-        self.index[pos as usize] = 0;
+        self.set(pos, None);
         let cell = self.cells.swap_remove(i);
         if let Some(moved) = self.cells.get(i) {
-            self.index[moved.pos as usize] = (i + 1) as u16;
+            let p = moved.pos;
+            self.set(p, Some(i));
         }
         Some((cell.group, cell.slot))
     }
 
     /// The groups held, with their positions, in no order.
+    #[cfg(test)]
     pub fn cells_mut(&mut self) -> &mut [Cell] {
         &mut self.cells
-    }
-
-    /// The earliest wake of its groups (`MAX`: none).
-    pub fn wake(&self) -> Timestamp {
-        self.cells
-            .iter()
-            .map(|c| c.wake)
-            .min()
-            .unwrap_or(Timestamp::MAX)
     }
 
     /// Whether no member holds a group.
@@ -233,13 +317,11 @@ impl Scope {
         }
         let r = match self.free.pop() {
             Some(r) => {
-                self.generation = self.generation.wrapping_add(1);
-                self.recs[r as usize] =
-                    Some(Rec::new(key.clone(), self.generation, self.members.len()));
+                self.recs[r as usize] = Some(Rec::new(key.clone(), self.members.len()));
                 r
             }
             None => {
-                let rec = Rec::new(key.clone(), 0, self.members.len());
+                let rec = Rec::new(key.clone(), self.members.len());
                 self.recs.push(Some(rec));
                 (self.recs.len() - 1) as u32
             }
@@ -266,7 +348,7 @@ impl Scope {
             }
         };
         if let Some(rec) = self.recs.get_mut(r as usize).and_then(Option::as_mut) {
-            rec.put(pos, slot, g);
+            rec.put(pos, slot, g, self.members.len());
             self.counts[pos as usize] += 1;
         }
     }
@@ -310,15 +392,23 @@ impl Scope {
         found
     }
 
-    /// Member `pos` holds `g`, due to wake at `wake`, in record `r` as its group number
-    /// `slot` (given by [`Scope::number`]).
-    pub fn adopt(&mut self, r: u32, pos: u32, slot: u32, g: Group, wake: Timestamp) {
+    /// Member `pos` holds `g` in record `r` as its group number `slot` (given by
+    /// [`Scope::number`]), its slot's timer armed at `armed` with `parked` parked.
+    pub fn adopt(
+        &mut self,
+        r: u32,
+        pos: u32,
+        slot: u32,
+        g: Group,
+        (armed, parked): (Timestamp, Timestamp),
+    ) {
         let Some(rec) = self.recs.get_mut(r as usize).and_then(Option::as_mut) else {
             return;
         };
-        rec.put(pos, slot, g);
+        rec.put(pos, slot, g, self.members.len());
         if let Some((_, cell)) = rec.with(pos) {
-            cell.wake = wake;
+            cell.armed = armed;
+            cell.parked = parked;
             self.counts[pos as usize] += 1;
         }
     }
@@ -391,6 +481,23 @@ impl Compact {
                 .records()
                 .filter_map(move |r| Some((&r.key, r.get(pos)?)))
         })
+    }
+
+    /// The groups of every compact state, with their keys, by state index (`states` of
+    /// them; empty for a state that is not compact), in one pass over the records: what a
+    /// reader of every state's groups takes, instead of a scan of the scope per state.
+    pub fn by_state(&self, states: usize) -> Vec<Vec<(&GroupKey, &Group)>> {
+        let mut out: Vec<Vec<(&GroupKey, &Group)>> = vec![Vec::new(); states];
+        for scope in &self.scopes {
+            for rec in scope.records() {
+                for cell in &rec.cells {
+                    if let Some(v) = out.get_mut(scope.members[cell.pos as usize] as usize) {
+                        v.push((&rec.key, &cell.group));
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// How many groups compact state `ri` holds.
@@ -476,10 +583,48 @@ mod tests {
         s.release_if_empty(r);
         assert!(s.find(&key).is_none());
         assert_eq!(s.counts.iter().sum::<u64>(), 0);
-        // A reused record is another generation: an old timer entry does not name it.
+        // A freed record is reused for another key.
         let r2 = s.record_for(&GroupKey::one(Value::str("h2")));
         assert_eq!(r2, r);
-        assert_ne!(s.rec(r2).map(|x| x.generation), Some(0));
+    }
+
+    /// A record of a large scope indexes its cells sparsely until an eighth of the members
+    /// hold a group there, then densely: either way each position finds its own group, through
+    /// any order of makes and lets go (checked against a map).
+    #[test]
+    fn a_records_index_finds_each_group_sparse_or_dense() {
+        for members in [3u32, 64, 65, 200, 1024] {
+            let mut s = scope(members);
+            let r = s.record_for(&GroupKey::one(Value::str("h")));
+            let mut model: std::collections::HashMap<u32, i64> = Default::default();
+            let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ u64::from(members);
+            for step in 0..3000i64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let pos = (x % u64::from(members)) as u32;
+                if model.contains_key(&pos) && x % 3 == 0 {
+                    let g = s.remove(r, pos).map(|g| g.last_activity);
+                    assert_eq!(g, model.remove(&pos).map(Timestamp), "{members}: {pos}");
+                } else if !model.contains_key(&pos) {
+                    s.insert(r, pos, group(step));
+                    model.insert(pos, step);
+                }
+                if step % 97 == 0 {
+                    let Some(rec) = s.rec(r) else {
+                        panic!("the record holds groups");
+                    };
+                    for p in 0..members {
+                        assert_eq!(
+                            rec.get(p).map(|g| g.last_activity),
+                            model.get(&p).copied().map(Timestamp),
+                            "{members}: {p} at {step}"
+                        );
+                    }
+                }
+            }
+            assert_eq!(s.counts.iter().sum::<u64>(), model.len() as u64);
+        }
     }
 
     /// A member's groups are numbered as its slots would be: a freed number is taken next,

@@ -624,23 +624,36 @@ fn refile(
     e: &TimerEntry,
 ) -> Refile {
     if e.rule & compact::TIMER_SCOPE != 0 {
-        let Some(scope) = compact
+        // A compact group's entry, sorted as its slot's would be.
+        let Some((members, Some(rec))) = compact
             .scopes
             .get_mut((e.rule & !compact::TIMER_SCOPE) as usize)
+            .map(|s| s.parts(e.slot))
         else {
             return Refile::Stale;
         };
-        let _ = (rts, outage_until);
-        let Some(rec) = scope.rec(e.slot) else {
+        let Some((_, cell)) = rec.with(e.generation) else {
             return Refile::Stale;
         };
-        if rec.generation != e.generation || rec.armed_at != e.deadline {
-            return Refile::Stale;
+        if cell.armed != e.deadline {
+            return if cell.parked == e.deadline {
+                Refile::Due
+            } else {
+                Refile::Stale
+            };
         }
-        let wake = rec.wake();
-        return match wake {
-            wake if wake > now => {
-                rec.armed_at = wake;
+        if !matches!(cell.group.state, state::GroupState::Absence(_)) {
+            return Refile::Due;
+        }
+        let Some(rt) = members
+            .get(cell.pos as usize)
+            .and_then(|&m| rts.get(m as usize))
+        else {
+            return Refile::Stale;
+        };
+        return match cell.group.next_wake(&rt.ctx(outage_until)) {
+            Some(wake) if wake > now => {
+                cell.armed = wake;
                 Refile::Moved(TimerEntry {
                     deadline: wake,
                     ..*e
@@ -681,8 +694,8 @@ fn refile(
     r.unwrap_or(Refile::Stale)
 }
 
-/// Feeds a compact group one event (the NFA's transition) and returns its next wake, kept in
-/// its cell (`MAX`: none).
+/// Feeds a compact group one event (the NFA's transition) and arms its timer as its slot's
+/// would be (at `lane_now`); returns the deadline of the entry to file, if one is needed.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn feed(
@@ -693,9 +706,10 @@ fn feed(
     mask: EvSet,
     ev: &Arc<Event>,
     seq: u64,
+    lane_now: Timestamp,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
-) -> Timestamp {
+) -> Option<Timestamp> {
     let g = &mut cell.group;
     let calm = g.on_event(ctx, key, t, mask, ev, seq, counters, out);
     let wake = if calm {
@@ -703,8 +717,7 @@ fn feed(
     } else {
         g.next_wake(ctx)
     };
-    cell.wake = wake.unwrap_or(Timestamp::MAX);
-    cell.wake
+    cell.arm(wake, lane_now).then_some(cell.armed)
 }
 
 /// Approximate bytes of one entry of a map from group key to slot or record: the entry and
@@ -1193,6 +1206,11 @@ impl Engine {
             };
             let scope = &mut compact.scopes[s as usize];
             compact.of[ri] = Some((s, scope.members.len() as u32));
+            // (Its groups are cells in records: no room made in its slots.)
+            let rt = &mut rts[ri];
+            rt.groups = HashMap::new();
+            rt.slots = Vec::new();
+            rt.cold = Vec::new();
             scope.members.push(ri as u32);
             scope.counts.push(0);
             scope.slots.push(compact::Slots::default());
@@ -1352,6 +1370,7 @@ impl Engine {
 
     /// Per-rule counters and sizes.
     pub fn stats(&self) -> Vec<RuleStats> {
+        let compact = self.compact.by_state(self.rts.len());
         self.ruleset
             .rules
             .iter()
@@ -1369,14 +1388,14 @@ impl Engine {
                 let ctx = rt.ctx(self.outage_until);
                 let ri = ri as usize;
                 for g in (rt.slots.iter().flatten().map(|s| &s.group))
-                    .chain(self.compact.groups_of(ri).map(|(_, g)| g))
+                    .chain(compact[ri].iter().map(|&(_, g)| g))
                 {
                     partial += g.partial_matches(&ctx, now) as u64;
                     held += g.held_bytes() as u64;
                 }
                 // The keys' own text (a value over the inline size is on the heap).
                 let key_text: u64 = (rt.cold.iter().flatten().map(|c| &c.key))
-                    .chain(self.compact.groups_of(ri).map(|(k, _)| k))
+                    .chain(compact[ri].iter().map(|&(k, _)| k))
                     .flat_map(|k| k.as_slice())
                     .map(|v| v.heap_bytes() as u64)
                     .sum();
@@ -2360,26 +2379,32 @@ impl Engine {
             };
             if e.rule & compact::TIMER_SCOPE != 0 {
                 let s = (e.rule & !compact::TIMER_SCOPE) as usize;
-                let live = self
-                    .compact
-                    .scopes
-                    .get(s)
-                    .and_then(|sc| sc.rec_ref(e.slot))
-                    .is_some_and(|r| r.generation == e.generation && r.armed_at == e.deadline);
-                if !live {
+                let Some((_, cell)) = (self.compact.scopes.get_mut(s))
+                    .and_then(|sc| sc.rec(e.slot))
+                    .and_then(|rec| rec.with(e.generation))
+                else {
+                    continue;
+                };
+                if cell.armed != e.deadline {
+                    if cell.parked == e.deadline {
+                        // Parked and never taken back: it leaves the wheel here.
+                        cell.parked = Timestamp::MAX;
+                    }
                     continue;
                 }
                 let now = e.deadline.max(self.lanes[li].now);
                 self.lanes[li].now = now;
-                self.compact_timer(s, e.slot, now, out);
-                let rearmed = match self.compact.scopes[s].rec(e.slot) {
-                    Some(r) if r.armed_at <= now => {
+                self.compact_timer(s, e.slot, e.generation, now, out);
+                let rearmed = match (self.compact.scopes[s].rec(e.slot))
+                    .and_then(|rec| rec.with(e.generation))
+                {
+                    Some((_, cell)) if cell.armed <= now => {
                         debug_assert!(false, "a timer re-armed for the instant it fired ({now:?})");
-                        r.armed_at = Timestamp::MAX;
+                        cell.armed = Timestamp::MAX;
                         self.counters.stuck_timers += 1;
                         false
                     }
-                    Some(r) => r.armed_at <= to,
+                    Some((_, cell)) => cell.armed <= to,
                     None => false,
                 };
                 check_wheel |= rearmed;
@@ -2431,10 +2456,10 @@ impl Engine {
         self.lanes[li].now = self.lanes[li].now.max(to);
     }
 
-    /// Compact record `r` of scope `s` comes due at `now`: each group due then fires (by
-    /// position, so in state order; a forgotten one is let go), then the record is armed at
-    /// its groups' earliest wake, or freed when it holds none.
-    fn compact_timer(&mut self, s: usize, r: u32, now: Timestamp, out: &mut Vec<Alert>) {
+    /// The timer of the compact group of position `pos` in record `r` of scope `s` fires at
+    /// `now`, as a slot's does (`Engine::on_timer`): the group is let go if forgotten, else
+    /// armed again (its entry filed), and the record freed once it holds no group.
+    fn compact_timer(&mut self, s: usize, r: u32, pos: u32, now: Timestamp, out: &mut Vec<Alert>) {
         let Engine {
             rts,
             compact,
@@ -2446,40 +2471,29 @@ impl Engine {
         let (members, Some(rec)) = scope.parts(r) else {
             return;
         };
-        rec.armed_at = Timestamp::MAX;
-        let mut gone: Vec<u32> = Vec::new();
-        let key = rec.key.clone();
-        for cell in rec.cells_mut() {
-            if cell.wake > now {
-                continue;
-            }
-            let pos = cell.pos;
-            let rt = &mut rts[members[pos as usize] as usize];
-            let ctx = RuleCtx {
-                facts: &rt.facts,
-                outage_until: *outage_until,
-            };
-            if cell.group.on_timer(&ctx, &key, now, &mut rt.counters, out) {
-                gone.push(pos);
-            } else {
-                cell.wake = cell.group.next_wake(&ctx).unwrap_or(Timestamp::MAX);
-            }
-        }
-        for pos in gone {
-            scope.remove(r, pos);
-        }
-        scope.release_if_empty(r);
-        let Some(rec) = scope.rec(r) else {
+        let Some(rt) = members
+            .get(pos as usize)
+            .and_then(|&m| rts.get_mut(m as usize))
+        else {
             return;
         };
-        let wake = rec.wake();
-        if wake != Timestamp::MAX {
-            rec.armed_at = wake;
+        let Some((key, cell)) = rec.with(pos) else {
+            return;
+        };
+        let ctx = RuleCtx {
+            facts: &rt.facts,
+            outage_until: *outage_until,
+        };
+        cell.armed = Timestamp::MAX;
+        if cell.group.on_timer(&ctx, key, now, &mut rt.counters, out) {
+            scope.remove(r, pos);
+            scope.release_if_empty(r);
+        } else if cell.arm(cell.group.next_wake(&ctx), now) {
             lanes[0].wheel.insert(TimerEntry {
-                deadline: wake,
+                deadline: cell.armed,
                 rule: compact::TIMER_SCOPE | s as u32,
                 slot: r,
-                generation: rec.generation,
+                generation: pos,
             });
             lanes[0].skip_until = Timestamp::MIN;
         }
@@ -2902,14 +2916,25 @@ impl Engine {
                         // Found in the record another state's delivery of this event found.
                         counters.family_lookups_saved += 1;
                     }
-                    let wake = feed(&ctx, key, cell, t, mask, ev, seq, &mut rt.counters, out);
-                    if wake < record.armed_at {
-                        record.armed_at = wake;
+                    let lane_now = lanes[0].now;
+                    let wake = feed(
+                        &ctx,
+                        key,
+                        cell,
+                        t,
+                        mask,
+                        ev,
+                        seq,
+                        lane_now,
+                        &mut rt.counters,
+                        out,
+                    );
+                    if let Some(deadline) = wake {
                         lanes[0].wheel.insert(TimerEntry {
-                            deadline: wake,
+                            deadline,
                             rule: compact::TIMER_SCOPE | u.scope,
                             slot: r,
-                            generation: record.generation,
+                            generation: u.pos,
                         });
                         armed = true;
                     }
@@ -2946,14 +2971,25 @@ impl Engine {
                 let Some((key, cell)) = record.with(u.pos) else {
                     continue;
                 };
-                let wake = feed(&ctx, key, cell, t, mask, ev, seq, &mut rt.counters, out);
-                if wake < record.armed_at {
-                    record.armed_at = wake;
+                let lane_now = lanes[0].now;
+                let wake = feed(
+                    &ctx,
+                    key,
+                    cell,
+                    t,
+                    mask,
+                    ev,
+                    seq,
+                    lane_now,
+                    &mut rt.counters,
+                    out,
+                );
+                if let Some(deadline) = wake {
                     lanes[0].wheel.insert(TimerEntry {
-                        deadline: wake,
+                        deadline,
                         rule: compact::TIMER_SCOPE | u.scope,
                         slot: r,
-                        generation: record.generation,
+                        generation: u.pos,
                     });
                     armed = true;
                 }
@@ -2983,10 +3019,8 @@ impl Engine {
             rts,
             compact,
             lanes,
-            outage_until,
             ..
         } = self;
-        let mut touched: Vec<(usize, u32)> = Vec::new();
         for (ri, rt) in rts.iter_mut().enumerate() {
             let Some((s, pos)) = compact.of[ri] else {
                 continue;
@@ -2995,11 +3029,7 @@ impl Engine {
                 continue;
             }
             let scope = &mut compact.scopes[s as usize];
-            let ctx = RuleCtx {
-                facts: &rt.facts,
-                outage_until: *outage_until,
-            };
-            // The groups keep their slots' numbers (and the free ones theirs), so that the
+            // The groups keep their slots' numbers (and timer deadlines; the free numbers theirs), so that the
             // state goes on as it would in its slots.
             let mut at: Vec<Option<u32>> = Vec::with_capacity(rt.slots.len());
             for (slot, cold) in rt.slots.drain(..).zip(rt.cold.drain(..)) {
@@ -3012,31 +3042,23 @@ impl Engine {
                 at.push(Some(r));
                 let mut g = slot.group;
                 g.generation = 0;
-                let wake = g.next_wake(&ctx).unwrap_or(Timestamp::MAX);
-                scope.adopt(r, pos, n, g, wake);
-                touched.push((s as usize, r));
+                scope.adopt(r, pos, n, g, (slot.armed_at, cold.parked));
+                // Its entries, as its slot had them.
+                for deadline in [slot.armed_at, cold.parked] {
+                    if deadline != Timestamp::MAX {
+                        lanes[0].wheel.insert(TimerEntry {
+                            deadline,
+                            rule: compact::TIMER_SCOPE | s,
+                            slot: r,
+                            generation: pos,
+                        });
+                        lanes[0].skip_until = Timestamp::MIN;
+                    }
+                }
             }
             scope.number(pos, at, std::mem::take(&mut rt.free), rt.idle_scan);
             rt.groups.clear();
             rt.free.clear();
-        }
-        touched.sort_unstable();
-        touched.dedup();
-        for (s, r) in touched {
-            let Some(rec) = compact.scopes[s].rec(r) else {
-                continue;
-            };
-            let wake = rec.wake();
-            if wake < rec.armed_at {
-                rec.armed_at = wake;
-                lanes[0].wheel.insert(TimerEntry {
-                    deadline: wake,
-                    rule: compact::TIMER_SCOPE | s as u32,
-                    slot: r,
-                    generation: rec.generation,
-                });
-                lanes[0].skip_until = Timestamp::MIN;
-            }
         }
     }
 
@@ -3121,11 +3143,12 @@ impl Engine {
     pub fn resolve_all(&mut self, reason: Reason, out: &mut Vec<Alert>) {
         let start = out.len();
         let outage_until = self.outage_until;
-        for ri in 0..self.rts.len() {
-            let now = self.lanes[self.rts[ri].lane].now;
-            let who = self.rts[ri].facts.members.to_vec();
-            self.rts[ri].members_change(
-                self.compact.groups_of(ri),
+        let compact = self.compact.by_state(self.rts.len());
+        for (rt, groups) in self.rts.iter_mut().zip(compact) {
+            let now = self.lanes[rt.lane].now;
+            let who = rt.facts.members.to_vec();
+            rt.members_change(
+                groups.into_iter(),
                 who,
                 now,
                 AlertState::Resolved,
@@ -3175,6 +3198,7 @@ impl Engine {
 
     /// A snapshot of all state, from which [`Engine::restore`] continues exactly.
     pub fn checkpoint(&self) -> Checkpoint {
+        let compact = self.compact.by_state(self.rts.len());
         Checkpoint {
             version: CHECKPOINT_VERSION,
             clock: self.clock,
@@ -3238,11 +3262,7 @@ impl Engine {
                             .filter_map(|(s, c)| {
                                 Some(SavedGroup::new(&c.as_ref()?.key, &s.as_ref()?.group))
                             })
-                            .chain(
-                                self.compact
-                                    .groups_of(ri)
-                                    .map(|(k, g)| SavedGroup::new(k, g)),
-                            )
+                            .chain(compact[ri].iter().map(|&(k, g)| SavedGroup::new(k, g)))
                             .collect();
                         g.sort_by(|a, b| a.key.cmp(&b.key));
                         g
@@ -3690,6 +3710,7 @@ impl Engine {
                 );
             }
         }
+        let compact = self.compact.by_state(self.rts.len());
         // An old state's rules that no longer run it: their open alerts are resolved.
         let mut retired: Vec<(String, Reason)> = Vec::new();
         for (i, carried) in carried.iter().enumerate() {
@@ -3708,7 +3729,7 @@ impl Engine {
                 retired.extend(gone.iter().map(|m| (m.rule.name.clone(), reason)));
                 if !gone.is_empty() {
                     self.rts[i].members_change(
-                        self.compact.groups_of(i),
+                        compact[i].iter().copied(),
                         gone,
                         now,
                         AlertState::Resolved,

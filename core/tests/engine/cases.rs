@@ -1,6 +1,12 @@
 //! Table-driven cases: every operator, every position of `absent`, time modes, late events,
 //! `expect`, triggers and the alert lifecycle.
 
+use cepheus_core::alert::Alert;
+use cepheus_core::engine::{Engine, EngineConfig, Partition};
+use cepheus_core::event::Value;
+use cepheus_core::rules::ir::RuleSet;
+use cepheus_core::time::Timestamp;
+
 use super::support::*;
 
 // ---- The paper's worked example (section 3.5, Figure 9) ----
@@ -2277,4 +2283,156 @@ fn a_pending_event_of_rules_of_one_meaning_is_delivered_once_at_a_reload() {
         assert!(shared.is_empty(), "{shared:#?}");
         assert_eq!(shared, run(false));
     }
+}
+
+// Compact records (core/src/engine/compact.rs) against the slots: found by a review of the
+// change that put direct states' groups in records (session 39).
+
+fn compact_engine(rules: &RuleSet, share: bool) -> Engine {
+    Engine::new(
+        rules,
+        EngineConfig {
+            share,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+fn compact_run(e: &mut Engine, script: &str) -> Vec<String> {
+    let mut out: Vec<Alert> = Vec::new();
+    run_on(e, parse_script(script), &mut out);
+    out.iter().map(|a| fmt_alert(a, true)).collect()
+}
+
+fn saved_groups(e: &Engine) -> String {
+    let cp = e.checkpoint();
+    serde_json::to_string(
+        &cp.rules
+            .iter()
+            .map(|r| (&r.name, &r.groups))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap()
+}
+
+/// A group's timer fires when the slots' would, also when an event moved its next wake
+/// later meanwhile: the partial matches past their window are dropped then, so the shared
+/// engine's checkpoint holds what the unshared one's does.
+#[test]
+fn a_compact_group_drops_expired_runs_when_a_slot_would() {
+    let rules = set(vec![
+        rule("s", &["a", "b"], seq(vec![ev(0), ev(1)]))
+            .within(2)
+            .forget_after(10),
+    ]);
+    let script = "a:h1@0 a:h1@7 tick@11";
+    let (mut shared, mut alone) = (compact_engine(&rules, true), compact_engine(&rules, false));
+    assert_eq!(
+        compact_run(&mut shared, script),
+        compact_run(&mut alone, script)
+    );
+    assert_eq!(saved_groups(&shared), saved_groups(&alone));
+}
+
+/// Deadlines already passed when armed (a restore after a reshard begins lanes at the least
+/// advanced part's time) fire in (deadline, rule, key) order, as the slots' do: one rule's
+/// alerts at one instant in key order.
+#[test]
+fn overdue_compact_deadlines_fire_in_deadline_order() {
+    let owned = |count: u32, want: u32, n: usize| -> Vec<String> {
+        (0..1000)
+            .map(|i| format!("h{i}"))
+            .filter(|h| Partition::owner_of(true, "", &[Value::str(h)], count) == want)
+            .take(n)
+            .collect()
+    };
+    let hosts = owned(2, 1, 2);
+    let (x, y) = (hosts[0].as_str(), hosts[1].as_str());
+    let rules = set(vec![
+        rule("r", &["a"], absent(ev(0), Some(10))).expect(&[x, y]),
+        rule("q", &["b"], absent(ev(0), Some(8))).expect(&[y]),
+    ]);
+    let shard = |index: u32, start: i64, to: i64| {
+        let cfg = EngineConfig {
+            share: false,
+            partition: Some(Partition { index, count: 2 }),
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut out = Vec::new();
+        e.advance_to(Timestamp::from_secs(start), &mut out);
+        e.advance_to(Timestamp::from_secs(to), &mut out);
+        e.checkpoint()
+    };
+    let cp = cepheus_core::engine::reshard::reshard(vec![shard(0, 0, 20), shard(1, 5, 12)], 1)
+        .unwrap()
+        .remove(0);
+    let text = serde_json::to_string(&cp).unwrap();
+    let run = |share: bool| {
+        let cfg = EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        let mut e =
+            Engine::restore(&rules, cfg, serde_json::from_str(&text).unwrap(), false).unwrap();
+        let mut out = Vec::new();
+        e.advance_to(Timestamp::from_secs(13), &mut out);
+        out.iter().map(|a| fmt_alert(a, true)).collect::<Vec<_>>()
+    };
+    let shared = run(true);
+    assert!(shared.len() >= 3, "{shared:?}");
+    assert_eq!(shared, run(false));
+}
+
+fn wait_cycles() -> String {
+    let mut s = String::new();
+    for i in 0..200 {
+        let t = i * 10;
+        s.push_str(&format!("a:h1@{t} b:h1@{} ", t + 1));
+    }
+    s + "tick@2005"
+}
+
+/// A record whose groups want no timer leaves no entry in the wheel (an expected group
+/// whose wait an event ended, 200 times).
+#[test]
+fn a_compact_record_wanting_no_timer_leaves_no_entry() {
+    let rules = set(vec![
+        rule("w", &["a", "b"], seq(vec![ev(0), absent(ev(1), Some(3))])).expect(&["h1"]),
+    ]);
+    let (mut shared, mut alone) = (compact_engine(&rules, true), compact_engine(&rules, false));
+    assert_eq!(
+        compact_run(&mut shared, &wait_cycles()),
+        compact_run(&mut alone, &wait_cycles())
+    );
+    assert!(
+        shared.timer_entries() <= alone.timer_entries() + 1,
+        "{} vs {}",
+        shared.timer_entries(),
+        alone.timer_entries()
+    );
+}
+
+/// A record takes back its later entry when its groups want it again (as a slot takes back
+/// its parked one): a wait armed and ended 200 times under a 7-day `forget_after` leaves no
+/// pile of entries for that far deadline.
+#[test]
+fn a_compact_record_takes_back_its_far_entry() {
+    let rules = set(vec![rule(
+        "w",
+        &["a", "b"],
+        seq(vec![ev(0), absent(ev(1), Some(3))]),
+    )]);
+    let (mut shared, mut alone) = (compact_engine(&rules, true), compact_engine(&rules, false));
+    assert_eq!(
+        compact_run(&mut shared, &wait_cycles()),
+        compact_run(&mut alone, &wait_cycles())
+    );
+    assert!(
+        shared.timer_entries() <= alone.timer_entries() + 1,
+        "{} vs {}",
+        shared.timer_entries(),
+        alone.timer_entries()
+    );
 }
