@@ -603,12 +603,12 @@ mod tests {
                 x ^= x >> 7;
                 x ^= x << 17;
                 let pos = (x % u64::from(members)) as u32;
-                if model.contains_key(&pos) && x % 3 == 0 {
+                if model.contains_key(&pos) && x.is_multiple_of(3) {
                     let g = s.remove(r, pos).map(|g| g.last_activity);
                     assert_eq!(g, model.remove(&pos).map(Timestamp), "{members}: {pos}");
-                } else if !model.contains_key(&pos) {
+                } else if let std::collections::hash_map::Entry::Vacant(v) = model.entry(pos) {
                     s.insert(r, pos, group(step));
-                    model.insert(pos, step);
+                    v.insert(step);
                 }
                 if step % 97 == 0 {
                     let Some(rec) = s.rec(r) else {
