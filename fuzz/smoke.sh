@@ -13,7 +13,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")"
 SECS="${1:-20}"
-TARGETS="${TARGETS:-rules engine engine_batch reshard reload syslog pcap}"
+TARGETS="${TARGETS:-rules engine engine_batch reshard reload syslog pcap texts}"
 # shellcheck source=env.sh
 source env.sh
 
@@ -29,16 +29,19 @@ max_len() {
         engine | engine_batch | reshard | reload) echo 4096 ;;
         syslog) echo 4096 ;;
         pcap) echo 65536 ;;
+        texts) echo 8192 ;;
     esac
 }
 
-# Seeds: fuzz/seeds/<target>, plus the shipped rules (rules) and the test captures (pcap).
+# Seeds: fuzz/seeds/<target>, plus the shipped rules (rules), the test captures (pcap) and the
+# shipped configuration (texts).
 seed() {
     local t="$1" dir="corpus/$1"
     mkdir -p "$dir"
     if [ -d "seeds/$t" ]; then cp -n seeds/"$t"/* "$dir"/ 2>/dev/null || true; fi
     case "$t" in
         rules) cp -n ../rules/*.toml "$dir"/ 2>/dev/null || true ;;
+        texts) { printf '\0'; cat ../systemd/cepheus.toml; } > "$dir/shipped-config" ;;
         pcap)
             for f in ../agent/tests/data/pcap/*.pcap ../agent/tests/data/pcap/*.pcapng \
                 ../agent/tests/data/synthetic/*.pcap; do
