@@ -28,11 +28,6 @@ use crate::time::Timestamp;
 /// compact states reading the same fields make more scopes.
 pub const MAX_MEMBERS: usize = 1024;
 
-/// Marks a timer entry's `rule` as a compact group's: the low bits number the scope, its
-/// `slot` is the record and its `generation` the member's position (an entry is checked
-/// against the cell's deadlines when it comes due, as a slot's is).
-pub const TIMER_SCOPE: u32 = 1 << 31;
-
 /// One compact consumer of a predicate: the state, the definition it reads the predicate
 /// as, the rule (to read the key's fields from) and where its groups are.
 #[derive(Clone, Copy, Debug)]
@@ -116,10 +111,11 @@ const DENSE_MEMBERS: usize = 64;
 
 /// A member's group in a record, with its timer deadlines: the one it is armed at and the one
 /// it parked (`MAX`: none), kept exactly as a slot keeps them ([`Cell::arm`]), each an entry
-/// in the wheel naming the scope, the record and the position ([`TIMER_SCOPE`]). So a group's
-/// timer fires when a slot's would (a linear group's at its armed deadline even when an event
-/// moved its next wake later: it drops its partial matches past the window then, and a
-/// checkpoint holds what the slots' would), in the same order.
+/// in the wheel exactly as its slot's would be (its state, its number, its generation:
+/// [`Compact::entry_cell`]). So a group's timer fires when and in the order a slot's would (a
+/// linear group's at its armed deadline even when an event moved its next wake later: it
+/// drops its partial matches past the window then, and a checkpoint holds what the slots'
+/// would), and the wheel holds what it would hold with slots.
 pub struct Cell {
     /// The member's position.
     pub pos: u32,
@@ -334,12 +330,15 @@ impl Scope {
     }
 
     /// Member `pos` holds `g` in record `r` (it held none there): it takes the number its
-    /// slot would have, and counts one more group.
-    pub fn insert(&mut self, r: u32, pos: u32, g: Group) {
+    /// slot would have (a number taken again, the next generation from `bump`, as a slot
+    /// reused takes its lane's), and counts one more group.
+    pub fn insert(&mut self, r: u32, pos: u32, mut g: Group, bump: &mut u32) {
         let slots = &mut self.slots[pos as usize];
         let slot = match slots.free.pop() {
             Some(n) => {
                 slots.at[n as usize] = Some(r);
+                *bump = bump.wrapping_add(1);
+                g.generation = *bump;
                 n
             }
             None => {
@@ -433,12 +432,6 @@ impl Scope {
         self.recs.get_mut(r as usize)?.as_mut()
     }
 
-    /// The members by position beside record `r`, if live.
-    pub fn parts(&mut self, r: u32) -> (&[u32], Option<&mut Rec>) {
-        let rec = self.recs.get_mut(r as usize).and_then(Option::as_mut);
-        (&self.members, rec)
-    }
-
     /// Record `r`, if live (read only).
     pub fn rec_ref(&self, r: u32) -> Option<&Rec> {
         self.recs.get(r as usize)?.as_ref()
@@ -508,6 +501,37 @@ impl Compact {
         }
     }
 
+    /// The compact group a timer entry names, as a slot's entry names its group (state `ri`,
+    /// the group's number `slot`, its generation), with its key; `None` when that group is no
+    /// longer held (the entry is stale).
+    pub fn entry_cell(
+        &mut self,
+        ri: usize,
+        slot: u32,
+        generation: u32,
+    ) -> Option<(&GroupKey, &mut Cell)> {
+        let (s, pos) = self.of.get(ri).copied().flatten()?;
+        let scope = self.scopes.get_mut(s as usize)?;
+        let r = (*scope.slots.get(pos as usize)?.at.get(slot as usize)?)?;
+        let (key, cell) = scope.rec(r)?.with(pos)?;
+        (cell.slot == slot && cell.group.generation == generation).then_some((key, cell))
+    }
+
+    /// The key of the compact group a timer entry names (see [`Compact::entry_cell`]), if
+    /// its number is held.
+    pub fn entry_key(&self, ri: usize, slot: u32) -> Option<&GroupKey> {
+        let (s, pos) = self.of.get(ri).copied().flatten()?;
+        let scope = self.scopes.get(s as usize)?;
+        let r = (*scope.slots.get(pos as usize)?.at.get(slot as usize)?)?;
+        Some(&scope.rec_ref(r)?.key)
+    }
+
+    /// Whether state `ri` is compact.
+    #[inline]
+    pub fn holds(&self, ri: usize) -> bool {
+        self.of.get(ri).is_some_and(Option::is_some)
+    }
+
     /// Every compact group held.
     pub fn total(&self) -> u64 {
         self.scopes.iter().flat_map(|s| s.counts.iter()).sum()
@@ -553,9 +577,9 @@ mod tests {
         let mut s = scope(70);
         let key = GroupKey::one(Value::str("h1"));
         let r = s.record_for(&key);
-        s.insert(r, 5, group(5));
-        s.insert(r, 1, group(1));
-        s.insert(r, 69, group(69));
+        s.insert(r, 5, group(5), &mut 0);
+        s.insert(r, 1, group(1), &mut 0);
+        s.insert(r, 69, group(69), &mut 0);
         assert_eq!(
             (s.counts[1], s.counts[5], s.counts[69], s.counts[2]),
             (1, 1, 1, 0)
@@ -607,7 +631,7 @@ mod tests {
                     let g = s.remove(r, pos).map(|g| g.last_activity);
                     assert_eq!(g, model.remove(&pos).map(Timestamp), "{members}: {pos}");
                 } else if let std::collections::hash_map::Entry::Vacant(v) = model.entry(pos) {
-                    s.insert(r, pos, group(step));
+                    s.insert(r, pos, group(step), &mut 0);
                     v.insert(step);
                 }
                 if step % 97 == 0 {
@@ -636,11 +660,11 @@ mod tests {
             .map(|h| s.record_for(&GroupKey::one(Value::str(&format!("h{h}")))))
             .collect();
         for &r in &recs[..3] {
-            s.insert(r, 1, group(i64::from(r)));
+            s.insert(r, 1, group(i64::from(r)), &mut 0);
         }
         assert_eq!(s.slots[1].at, [Some(recs[0]), Some(recs[1]), Some(recs[2])]);
         s.remove(recs[1], 1);
-        s.insert(recs[3], 1, group(3));
+        s.insert(recs[3], 1, group(3), &mut 0);
         assert_eq!(
             s.slots[1].at[1],
             Some(recs[3]),

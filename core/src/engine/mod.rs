@@ -623,16 +623,9 @@ fn refile(
     now: Timestamp,
     e: &TimerEntry,
 ) -> Refile {
-    if e.rule & compact::TIMER_SCOPE != 0 {
+    if compact.holds(e.rule as usize) {
         // A compact group's entry, sorted as its slot's would be.
-        let Some((members, Some(rec))) = compact
-            .scopes
-            .get_mut((e.rule & !compact::TIMER_SCOPE) as usize)
-            .map(|s| s.parts(e.slot))
-        else {
-            return Refile::Stale;
-        };
-        let Some((_, cell)) = rec.with(e.generation) else {
+        let Some((_, cell)) = compact.entry_cell(e.rule as usize, e.slot, e.generation) else {
             return Refile::Stale;
         };
         if cell.armed != e.deadline {
@@ -645,10 +638,7 @@ fn refile(
         if !matches!(cell.group.state, state::GroupState::Absence(_)) {
             return Refile::Due;
         }
-        let Some(rt) = members
-            .get(cell.pos as usize)
-            .and_then(|&m| rts.get(m as usize))
-        else {
+        let Some(rt) = rts.get(e.rule as usize) else {
             return Refile::Stale;
         };
         return match cell.group.next_wake(&rt.ctx(outage_until)) {
@@ -695,7 +685,8 @@ fn refile(
 }
 
 /// Feeds a compact group one event (the NFA's transition) and arms its timer as its slot's
-/// would be (at `lane_now`); returns the deadline of the entry to file, if one is needed.
+/// would be (at `lane_now`); returns the entry to file, if one is needed: its deadline, and
+/// the group's number and generation.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn feed(
@@ -709,7 +700,7 @@ fn feed(
     lane_now: Timestamp,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
-) -> Option<Timestamp> {
+) -> Option<(Timestamp, u32, u32)> {
     let g = &mut cell.group;
     let calm = g.on_event(ctx, key, t, mask, ev, seq, counters, out);
     let wake = if calm {
@@ -717,7 +708,7 @@ fn feed(
     } else {
         g.next_wake(ctx)
     };
-    cell.arm(wake, lane_now).then_some(cell.armed)
+    (cell.arm(wake, lane_now)).then_some((cell.armed, cell.slot, cell.group.generation))
 }
 
 /// Approximate bytes of one entry of a map from group key to slot or record: the entry and
@@ -889,19 +880,13 @@ fn group_key_of<'a>(
     compact: &'a Compact,
     e: &TimerEntry,
 ) -> Option<&'a GroupKey> {
-    if e.rule & compact::TIMER_SCOPE != 0 {
-        let scope = compact
-            .scopes
-            .get((e.rule & !compact::TIMER_SCOPE) as usize)?;
-        return scope.rec_ref(e.slot).map(|r| &r.key);
+    if compact.holds(e.rule as usize) {
+        return compact.entry_key(e.rule as usize, e.slot);
     }
     key_at(rts, e.rule, e.slot)
 }
 
 /// Firing order of due timers: the order of their [`DueTimer`] tuples, without cloning keys.
-/// (A compact record's entry stands for several states' groups of one key: after the
-/// states' own entries of its deadline. Only the order of one rule's alerts at one instant
-/// is seen, and a compact state's groups are all in records, fired in key order.)
 fn timer_order(
     rts: &[RuleRt],
     compact: &Compact,
@@ -2377,12 +2362,9 @@ impl Engine {
             else {
                 break;
             };
-            if e.rule & compact::TIMER_SCOPE != 0 {
-                let s = (e.rule & !compact::TIMER_SCOPE) as usize;
-                let Some((_, cell)) = (self.compact.scopes.get_mut(s))
-                    .and_then(|sc| sc.rec(e.slot))
-                    .and_then(|rec| rec.with(e.generation))
-                else {
+            if self.compact.holds(e.rule as usize) {
+                let ri = e.rule as usize;
+                let Some((_, cell)) = self.compact.entry_cell(ri, e.slot, e.generation) else {
                     continue;
                 };
                 if cell.armed != e.deadline {
@@ -2394,10 +2376,8 @@ impl Engine {
                 }
                 let now = e.deadline.max(self.lanes[li].now);
                 self.lanes[li].now = now;
-                self.compact_timer(s, e.slot, e.generation, now, out);
-                let rearmed = match (self.compact.scopes[s].rec(e.slot))
-                    .and_then(|rec| rec.with(e.generation))
-                {
+                self.compact_timer(ri, e.slot, e.generation, now, out);
+                let rearmed = match self.compact.entry_cell(ri, e.slot, e.generation) {
                     Some((_, cell)) if cell.armed <= now => {
                         debug_assert!(false, "a timer re-armed for the instant it fired ({now:?})");
                         cell.armed = Timestamp::MAX;
@@ -2456,10 +2436,17 @@ impl Engine {
         self.lanes[li].now = self.lanes[li].now.max(to);
     }
 
-    /// The timer of the compact group of position `pos` in record `r` of scope `s` fires at
+    /// The timer of state `ri`'s compact group numbered `slot` (of `generation`) fires at
     /// `now`, as a slot's does (`Engine::on_timer`): the group is let go if forgotten, else
-    /// armed again (its entry filed), and the record freed once it holds no group.
-    fn compact_timer(&mut self, s: usize, r: u32, pos: u32, now: Timestamp, out: &mut Vec<Alert>) {
+    /// armed again (its entry filed), and its record freed once it holds no group.
+    fn compact_timer(
+        &mut self,
+        ri: usize,
+        slot: u32,
+        generation: u32,
+        now: Timestamp,
+        out: &mut Vec<Alert>,
+    ) {
         let Engine {
             rts,
             compact,
@@ -2467,17 +2454,10 @@ impl Engine {
             outage_until,
             ..
         } = self;
-        let scope = &mut compact.scopes[s];
-        let (members, Some(rec)) = scope.parts(r) else {
+        let Some(rt) = rts.get_mut(ri) else {
             return;
         };
-        let Some(rt) = members
-            .get(pos as usize)
-            .and_then(|&m| rts.get_mut(m as usize))
-        else {
-            return;
-        };
-        let Some((key, cell)) = rec.with(pos) else {
+        let Some((key, cell)) = compact.entry_cell(ri, slot, generation) else {
             return;
         };
         let ctx = RuleCtx {
@@ -2486,14 +2466,18 @@ impl Engine {
         };
         cell.armed = Timestamp::MAX;
         if cell.group.on_timer(&ctx, key, now, &mut rt.counters, out) {
-            scope.remove(r, pos);
-            scope.release_if_empty(r);
+            let key = key.clone();
+            if let Some((s, r, pos)) = compact.locate(ri, &key) {
+                let scope = &mut compact.scopes[s as usize];
+                scope.remove(r, pos);
+                scope.release_if_empty(r);
+            }
         } else if cell.arm(cell.group.next_wake(&ctx), now) {
             lanes[0].wheel.insert(TimerEntry {
                 deadline: cell.armed,
-                rule: compact::TIMER_SCOPE | s as u32,
-                slot: r,
-                generation: pos,
+                rule: ri as u32,
+                slot,
+                generation,
             });
             lanes[0].skip_until = Timestamp::MIN;
         }
@@ -2929,12 +2913,12 @@ impl Engine {
                         &mut rt.counters,
                         out,
                     );
-                    if let Some(deadline) = wake {
+                    if let Some((deadline, slot, generation)) = wake {
                         lanes[0].wheel.insert(TimerEntry {
                             deadline,
-                            rule: compact::TIMER_SCOPE | u.scope,
-                            slot: r,
-                            generation: u.pos,
+                            rule: u.state,
+                            slot,
+                            generation,
                         });
                         armed = true;
                     }
@@ -2964,7 +2948,12 @@ impl Engine {
                 let Some(r) = scope.probed_record() else {
                     continue;
                 };
-                scope.insert(r, u.pos, Group::new(&ctx, false, t));
+                scope.insert(
+                    r,
+                    u.pos,
+                    Group::new(&ctx, false, t),
+                    &mut lanes[0].generation_bump,
+                );
                 let Some(record) = scope.rec(r) else {
                     continue;
                 };
@@ -2984,12 +2973,12 @@ impl Engine {
                     &mut rt.counters,
                     out,
                 );
-                if let Some(deadline) = wake {
+                if let Some((deadline, slot, generation)) = wake {
                     lanes[0].wheel.insert(TimerEntry {
                         deadline,
-                        rule: compact::TIMER_SCOPE | u.scope,
-                        slot: r,
-                        generation: u.pos,
+                        rule: u.state,
+                        slot,
+                        generation,
                     });
                     armed = true;
                 }
@@ -3011,16 +3000,11 @@ impl Engine {
     }
 
     /// Moves the groups of compact states out of their slots (where a restore, a reload or
-    /// the start of monitoring made them) into their scopes' records, and arms the records:
-    /// afterwards a compact state holds no group in its slots. (Their slots' timer entries
-    /// are stale once the slots are empty.)
+    /// the start of monitoring made them) into their scopes' records, each keeping its slot's
+    /// number, generation and timer deadlines, so the entries its slot filed in the wheel are
+    /// its own: afterwards a compact state holds no group in its slots.
     fn absorb(&mut self) {
-        let Engine {
-            rts,
-            compact,
-            lanes,
-            ..
-        } = self;
+        let Engine { rts, compact, .. } = self;
         for (ri, rt) in rts.iter_mut().enumerate() {
             let Some((s, pos)) = compact.of[ri] else {
                 continue;
@@ -3040,21 +3024,9 @@ impl Engine {
                 let r = scope.record_for(&cold.key);
                 let n = at.len() as u32;
                 at.push(Some(r));
-                let mut g = slot.group;
-                g.generation = 0;
-                scope.adopt(r, pos, n, g, (slot.armed_at, cold.parked));
-                // Its entries, as its slot had them.
-                for deadline in [slot.armed_at, cold.parked] {
-                    if deadline != Timestamp::MAX {
-                        lanes[0].wheel.insert(TimerEntry {
-                            deadline,
-                            rule: compact::TIMER_SCOPE | s,
-                            slot: r,
-                            generation: pos,
-                        });
-                        lanes[0].skip_until = Timestamp::MIN;
-                    }
-                }
+                // Its number, generation and deadlines stay its slot's: the entries its slot
+                // filed in the wheel are its own.
+                scope.adopt(r, pos, n, slot.group, (slot.armed_at, cold.parked));
             }
             scope.number(pos, at, std::mem::take(&mut rt.free), rt.idle_scan);
             rt.groups.clear();
@@ -3180,7 +3152,7 @@ impl Engine {
             if let Some(mut g) = scope.remove(r, pos) {
                 g.forget(&ctx, &key, at, &mut rt.counters, out);
             }
-            // (Its timer entry, if the record goes, is stale; else it stands for the others.)
+            // (Its timer entries are stale: its number no longer names it.)
             scope.release_if_empty(r);
             self.order_alerts(out, start);
             return true;
