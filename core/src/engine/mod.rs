@@ -1472,6 +1472,12 @@ impl Engine {
             }
             let key = GroupKey::new(&key);
             if let Some(slot) = self.slot_for(ri, &key, true, start) {
+                // A group an event made before monitoring began (an event-time lane delivers
+                // what its watermark passed while it waits for its start) is the one watched
+                // from the start all the same: never forgotten.
+                if let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize) {
+                    s.group.expected = true;
+                }
                 self.arm(ri, slot);
             }
         }

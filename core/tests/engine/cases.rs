@@ -2488,3 +2488,55 @@ fn a_compact_groups_number_taken_again_keeps_no_stale_entry() {
     }
     assert_eq!(shared.timer_entries(), alone.timer_entries());
 }
+
+/// An ungrouped absence's one group is watched from the start and never forgotten, also when
+/// an event made it before monitoring began: an event-time lane delivers what its watermark
+/// passed while it waits for its start (here the start moved to 995 s when a fresher event
+/// showed the source lags 4 s, after an event stamped 992 s was buffered). Before, that group
+/// stayed a discovered one, was forgotten after `forget_after`, and the silence never fired;
+/// a reload of the same rules (which makes the watched group again) then fired it, so a kept
+/// rule alerted unlike one never reloaded (found by the `reload` fuzz target).
+#[test]
+fn an_ungrouped_absence_made_before_its_start_is_watched_and_kept() {
+    let text = r#"
+[[rule]]
+name = "r0"
+severity = "low"
+events.e = 'syslog and app == "a"'
+pattern = "absent(e) for 8s"
+time = "event"
+max_delay = "1s"
+allowed_lateness = "0s"
+forget_after = "3s"
+"#;
+    let rules = cepheus_core::rules::compile_str("r.toml", text)
+        .rules
+        .unwrap();
+    let ev = |t: i64| {
+        cepheus_core::event::Event::new(
+            cepheus_core::event::Source::Syslog,
+            Timestamp::from_secs(t),
+            Timestamp::from_secs(1000),
+        )
+        .with(cepheus_core::event::Field::App, Value::str("a"))
+    };
+    let run = |reload: bool| {
+        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        e.push(ev(992), &mut out);
+        e.push(ev(996), &mut out);
+        let (held, groups) = e.list_groups("r0", 10).unwrap();
+        assert_eq!(held, 1);
+        assert!(groups[0].expected, "the watched group");
+        if reload {
+            e.reload(&rules, &mut out).unwrap();
+        }
+        e.finish(Some(Timestamp::from_secs(1100)), &mut out);
+        out.iter().map(|a| fmt_alert(a, true)).collect::<Vec<_>>()
+    };
+    let alerts = run(false);
+    // Silent from the last event (996 s) for 8 s.
+    assert_eq!(alerts.len(), 1, "{alerts:?}");
+    assert!(alerts[0].contains("1004"), "{alerts:?}");
+    assert_eq!(run(true), alerts);
+}
