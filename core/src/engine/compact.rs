@@ -99,8 +99,9 @@ pub struct Rec {
 
 /// A record's index from position to cell: dense (per position, its cell's index plus one; 0:
 /// none) in a scope of at most [`DENSE_MEMBERS`] or once an eighth of the members hold a group
-/// there, else sparse ((position, cell) pairs by position), so that a record's index takes at
-/// most 16 bytes per group it holds plus 128, however many members its scope has.
+/// there (sparse again below a sixteenth), else sparse ((position, cell) pairs by position),
+/// so that a record's index takes at most 32 bytes per group it holds plus 128, however many
+/// members its scope has.
 enum Index {
     Dense(Box<[u16]>),
     Sparse(Vec<(u16, u16)>),
@@ -262,6 +263,18 @@ impl Rec {
         if let Some(moved) = self.cells.get(i) {
             let p = moved.pos;
             self.set(p, Some(i));
+        }
+        // Sparse again once few members hold a group here (not at once below the eighth that
+        // made it dense: a group coming and going there would convert it every time).
+        if let Index::Dense(d) = &self.index
+            && d.len() > DENSE_MEMBERS
+            && self.cells.len() * 16 < d.len()
+        {
+            let mut v: Vec<(u16, u16)> = (self.cells.iter().enumerate())
+                .map(|(c, cell)| (cell.pos as u16, c as u16))
+                .collect();
+            v.sort_unstable();
+            self.index = Index::Sparse(v);
         }
         Some((cell.group, cell.slot))
     }
@@ -648,6 +661,26 @@ mod tests {
                 }
             }
             assert_eq!(s.counts.iter().sum::<u64>(), model.len() as u64);
+            // Then every group goes, the index turning sparse again on the way.
+            let mut left: Vec<u32> = model.keys().copied().collect();
+            left.sort_unstable();
+            for (n, pos) in left.into_iter().enumerate() {
+                let g = s.remove(r, pos).map(|g| g.last_activity);
+                assert_eq!(g, model.remove(&pos).map(Timestamp), "{members}: {pos}");
+                if n % 7 == 0 {
+                    let Some(rec) = s.rec(r) else {
+                        panic!("the record holds groups");
+                    };
+                    for p in 0..members {
+                        assert_eq!(
+                            rec.get(p).map(|g| g.last_activity),
+                            model.get(&p).copied().map(Timestamp),
+                            "{members}: {p} after {n} went"
+                        );
+                    }
+                }
+            }
+            assert!(s.rec(r).is_some_and(|rec| rec.is_empty()));
         }
     }
 
