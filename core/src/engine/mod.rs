@@ -3121,9 +3121,10 @@ impl Engine {
     pub fn resolve_all(&mut self, reason: Reason, out: &mut Vec<Alert>) {
         let start = out.len();
         let outage_until = self.outage_until;
+        let times: Vec<Timestamp> = (0..self.lanes.len()).map(|li| self.lane_time(li)).collect();
         let compact = self.compact.by_state(self.rts.len());
         for (rt, groups) in self.rts.iter_mut().zip(compact) {
-            let now = self.lanes[rt.lane].now;
+            let now = times[rt.lane];
             let who = rt.facts.members.to_vec();
             rt.members_change(
                 groups.into_iter(),
@@ -3146,7 +3147,7 @@ impl Engine {
             return false;
         };
         let key = GroupKey::new(key);
-        let at = self.lanes[self.rts[ri].lane].now;
+        let at = self.lane_time(self.rts[ri].lane);
         let start = out.len();
         if let Some((s, r, pos)) = self.compact.locate(ri, &key) {
             let rt = &mut self.rts[ri];
@@ -3692,7 +3693,7 @@ impl Engine {
         // An old state's rules that no longer run it: their open alerts are resolved.
         let mut retired: Vec<(String, Reason)> = Vec::new();
         for (i, carried) in carried.iter().enumerate() {
-            let now = self.lanes[self.rts[i].lane].now;
+            let now = self.lane_time(self.rts[i].lane);
             for (reason, changed) in [(Reason::RuleChanged, true), (Reason::RuleRemoved, false)] {
                 let gone: Vec<Member> = self.rts[i]
                     .facts
@@ -3736,7 +3737,7 @@ impl Engine {
                 .cloned()
                 .collect();
             if !joined.is_empty() {
-                let now = next.lanes[next.rts[ri].lane].now;
+                let now = next.lane_time(next.rts[ri].lane);
                 let outage_until = next.outage_until;
                 next.rts[ri].members_change(
                     next.compact.groups_of(ri),
@@ -3765,6 +3766,18 @@ impl Engine {
         retired.sort_by(|a, b| a.0.cmp(&b.0));
         retired.dedup_by(|a, b| a.0 == b.0);
         Ok(retired)
+    }
+
+    /// Lane `li`'s time at the arrival clock: for an event-time lane that has begun, its
+    /// watermark then, whether or not the lane was brought up to it (an idle lane is, only
+    /// every `SWEEP_EVERY` of arrivals: how far it got depends on when the engine last swept
+    /// it, which a restore does not keep); else the lane's own time.
+    fn lane_time(&self, li: usize) -> Timestamp {
+        let lane = &self.lanes[li];
+        match (lane.mode, self.clock) {
+            (TimeMode::Event, Some(clock)) if lane.started => lane.watermark(clock),
+            _ => lane.now,
+        }
     }
 
     /// Says that the source of events was down since the clock's last reading (a restart

@@ -2540,3 +2540,73 @@ forget_after = "3s"
     assert!(alerts[0].contains("1004"), "{alerts:?}");
     assert_eq!(run(true), alerts);
 }
+
+/// A rule that a reload changes has its open alert resolved `rule_changed` at its watermark
+/// at the reload's clock, whether the engine was restored meanwhile or not: an idle event-time
+/// lane is brought up to its watermark only every so often, and how far it got is not what a
+/// checkpoint keeps (found by the `reload` fuzz target: shared and unshared, one of them
+/// restored, resolved 1 ms apart).
+#[test]
+fn a_changed_event_time_rule_is_resolved_at_its_watermark_restored_or_not() {
+    let rule = |unused: &str| {
+        format!(
+            r#"
+[[rule]]
+name = "r0"
+severity = "low"
+events.a = 'syslog and app == "a"'
+events.u = '{unused}'
+pattern = "absent(a) for 5s"
+time = "event"
+max_delay = "1s"
+allowed_lateness = "0s"
+"#
+        )
+    };
+    let compile = |t: &str| cepheus_core::rules::compile_str("r.toml", t).rules.unwrap();
+    let (r1, r2) = (
+        compile(&rule(r#"syslog and (app == "b" or host == "h1")"#)),
+        compile(&rule(r#"syslog and app == "b""#)),
+    );
+    let ev = |app: &str, t_ms: i64, arrival_ms: i64| {
+        cepheus_core::event::Event::new(
+            cepheus_core::event::Source::Syslog,
+            Timestamp(t_ms * 1_000_000),
+            Timestamp(arrival_ms * 1_000_000),
+        )
+        .with(cepheus_core::event::Field::App, Value::str(app))
+        .with(cepheus_core::event::Field::Host, Value::str("h3"))
+    };
+    let run = |restore: bool| {
+        let mut e = Engine::new(&r1, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        e.push(ev("a", 992_000, 1_000_000), &mut out);
+        e.advance_to(Timestamp(1_001_000_000 * 1_000_000), &mut out);
+        if restore {
+            let cp = serde_json::to_string(&e.checkpoint()).unwrap();
+            e = Engine::restore(
+                &r1,
+                EngineConfig::default(),
+                serde_json::from_str(&cp).unwrap(),
+                false,
+            )
+            .unwrap();
+        }
+        e.push(ev("b", 1_000_998_001, 1_001_000_001), &mut out);
+        let mut changed = Vec::new();
+        e.reload(&r2, &mut changed).unwrap();
+        (
+            out.iter().map(|a| fmt_alert(a, true)).collect::<Vec<_>>(),
+            changed
+                .iter()
+                .map(|a| fmt_alert(a, true))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (kept, restored) = (run(false), run(true));
+    assert_eq!(kept.0.len(), 1, "the silence fired: {kept:?}");
+    assert_eq!(kept.1.len(), 1, "and was resolved at the reload: {kept:?}");
+    // The watermark at the clock: 1,000,991.001 s (idle since its last arrival, 1,000 s).
+    assert!(kept.1[0].contains("1000991.001"), "{kept:?}");
+    assert_eq!(kept, restored);
+}
