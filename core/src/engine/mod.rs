@@ -964,28 +964,30 @@ impl Hit {
 impl Engine {
     /// Builds an engine for a rule set. Monitoring begins at the first event or advance.
     pub fn new(rules: &RuleSet, cfg: EngineConfig) -> Result<Engine, EngineError> {
-        Engine::with_cohorts(rules, cfg, &|_| 0)
+        Engine::with_cohorts(rules, cfg, &|_| (0, None))
     }
 
-    /// [`Engine::new`] with each rule's cohort (see `RuleRt::cohort`): rules share a state
-    /// when they have the same meaning and the same cohort.
+    /// [`Engine::new`] with each rule's cohort (see `RuleRt::cohort`) and the saved state it
+    /// goes on from, if any (a restore's): rules share a state when they have the same
+    /// meaning, the same cohort and go on from the same saved state (or none), so that rules
+    /// that ran apart before a restore or a reload go on apart, as they would unshared.
     fn with_cohorts(
         rules: &RuleSet,
         cfg: EngineConfig,
-        cohort_of: &dyn Fn(&Rule) -> u64,
+        cohort_of: &dyn Fn(&Rule) -> (u64, Option<usize>),
     ) -> Result<Engine, EngineError> {
         let mut lanes: Vec<Lane> = vec![Lane::new(TimeMode::Processing, Duration::ZERO)];
         let mut rts: Vec<RuleRt> = Vec::with_capacity(rules.rules.len());
         let mut rt_of = Vec::with_capacity(rules.rules.len());
-        let mut by_meaning: HashMap<(String, u64), usize> = HashMap::new();
+        let mut by_meaning: HashMap<(String, u64, Option<usize>), usize> = HashMap::new();
         // Each state's members, gathered before they are frozen into the state.
         let mut members: Vec<Vec<Member>> = Vec::with_capacity(rules.rules.len());
         for (rank, rule) in rules.rules.iter().enumerate() {
             let rank = rank as u32;
             let canonical = rule.canonical();
-            let cohort = cohort_of(rule);
+            let (cohort, from) = cohort_of(rule);
             if cfg.share
-                && let Some(&shared) = by_meaning.get(&(canonical.clone(), cohort))
+                && let Some(&shared) = by_meaning.get(&(canonical.clone(), cohort, from))
             {
                 // The same meaning under another name (SO at the root): one state, one more
                 // alert per change.
@@ -993,7 +995,7 @@ impl Engine {
                 rt_of.push(shared as u32);
                 continue;
             }
-            by_meaning.insert((canonical.clone(), cohort), rts.len());
+            by_meaning.insert((canonical.clone(), cohort, from), rts.len());
             rt_of.push(rts.len() as u32);
             let plan = plan::plan(rule)?;
             // (Shared engine only, as direct deliveries: the unshared one stays the reference
@@ -3366,18 +3368,25 @@ impl Engine {
             .map(|rc| rc.cohort)
             .max()
             .map_or(0, |m| m + 1);
-        let cohort_of = |rule: &Rule| -> u64 {
+        // The saved state a rule goes on from: one that served it with its meaning, else with
+        // its meaning but for its `expect` list (regrouped below).
+        let goes_on_from = |rule: &Rule| -> Option<usize> {
             let canonical = rule.canonical();
-            saved_by_member
-                .get(rule.name.as_str())
-                .into_iter()
-                .flatten()
-                .map(|&i| &cp.rules[i])
-                .find(|rc| {
-                    rc.canonical == canonical
-                        || Rule::canonicals_differ_only_in_expect(&rc.canonical, &canonical)
-                })
-                .map_or(fresh, |rc| rc.cohort)
+            let served = saved_by_member.get(rule.name.as_str());
+            let find = |ok: &dyn Fn(&RuleCheckpoint) -> bool| {
+                served
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .find(|&i| ok(&cp.rules[i]))
+            };
+            find(&|rc| rc.canonical == canonical).or_else(|| {
+                find(&|rc| Rule::canonicals_differ_only_in_expect(&rc.canonical, &canonical))
+            })
+        };
+        let cohort_of = |rule: &Rule| -> (u64, Option<usize>) {
+            let from = goes_on_from(rule);
+            (from.map_or(fresh, |i| cp.rules[i].cohort), from)
         };
         let mut e = Engine::with_cohorts(rules, cfg, &cohort_of)?;
         e.next_seq = cp.next_seq;
@@ -3430,41 +3439,22 @@ impl Engine {
         if outage {
             e.outage_pending = true;
         }
-        // Each new rule state takes the state of a saved one of its cohort, first found of:
-        // the same meaning that served one of its rules; the same rule with another `expect`
-        // list alone (regrouped below). A state of a fresh cohort takes none. Several new
-        // states may take copies of one saved state: rules that shared it and now go apart
-        // each keep it, as they would unshared.
-        let saved = cp.rules;
+        // Each new rule state takes the saved state its rules go on from (the same for all of
+        // them: they share it only then), regrouped when its `expect` list alone changed. A
+        // state of a fresh cohort takes none. Several new states may take copies of one saved
+        // state: rules that shared it and now go apart each keep it, as they would unshared.
         let mut source: Vec<Option<usize>> = vec![None; e.rts.len()];
         let mut regrouped: Vec<usize> = Vec::new();
         for (ri, rt) in e.rts.iter().enumerate() {
-            let names: Vec<&str> = rt
-                .facts
-                .members
-                .iter()
-                .map(|m| m.rule.name.as_str())
-                .collect();
-            let of_member = |ok: &dyn Fn(&RuleCheckpoint) -> bool| {
-                names.iter().find_map(|n| {
-                    saved_by_member
-                        .get(*n)?
-                        .iter()
-                        .copied()
-                        .find(|&i| ok(&saved[i]))
-                })
+            let Some(i) = goes_on_from(&rt.facts.rule) else {
+                continue;
             };
-            if let Some(i) = of_member(&|rc| rc.cohort == rt.cohort && rc.canonical == rt.canonical)
-            {
-                source[ri] = Some(i);
-            } else if let Some(i) = of_member(&|rc| {
-                rc.cohort == rt.cohort
-                    && Rule::canonicals_differ_only_in_expect(&rc.canonical, &rt.canonical)
-            }) {
-                source[ri] = Some(i);
+            source[ri] = Some(i);
+            if cp.rules[i].canonical != rt.canonical {
                 regrouped.push(ri);
             }
         }
+        let saved = cp.rules;
         let mut targets: Vec<Vec<usize>> = vec![Vec::new(); saved.len()];
         for (ri, s) in source.iter().enumerate() {
             if let Some(i) = s {

@@ -2610,3 +2610,52 @@ allowed_lateness = "0s"
     assert!(kept.1[0].contains("1000991.001"), "{kept:?}");
     assert_eq!(kept, restored);
 }
+
+/// Rules that ran apart go on apart after a reload, as they would unshared, even when their
+/// meanings became one: a copy whose `expect` list alone changed to its twin's keeps its own
+/// state (regrouped), and the reload retires neither (found by the `reload` fuzz target: the
+/// shared engine merged them into the twin's state and retired the copy `rule_changed`).
+#[test]
+fn rules_that_ran_apart_go_on_apart_when_their_meanings_become_one() {
+    let rule = |name: &str, expect: &str| {
+        format!(
+            r#"
+[[rule]]
+name = "{name}"
+severity = "low"
+group_by = ["host"]
+events.e = 'syslog and app == "a"'
+pattern = "e"
+forget_after = "5s"
+{expect}
+"#
+        )
+    };
+    let compile = |t: &str| cepheus_core::rules::compile_str("r.toml", t).rules.unwrap();
+    let r1 = compile(&(rule("r0", "") + &rule("copy", "")));
+    let r2 = compile(&(rule("r0", r#"expect = ["h1"]"#) + &rule("copy", "")));
+    let r3 = compile(&(rule("r0", r#"expect = ["h1"]"#) + &rule("copy", r#"expect = ["h1"]"#)));
+    let run = |share: bool| {
+        let cfg = EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&r1, cfg).unwrap();
+        let mut out = Vec::new();
+        let ev = cepheus_core::event::Event::new(
+            cepheus_core::event::Source::Syslog,
+            Timestamp::from_secs(995),
+            Timestamp::from_secs(1003),
+        )
+        .with(cepheus_core::event::Field::App, Value::str("a"))
+        .with(cepheus_core::event::Field::Host, Value::str("h1"));
+        e.push(ev, &mut out);
+        let first = e.reload(&r2, &mut out).unwrap();
+        let second = e.reload(&r3, &mut out).unwrap();
+        let alerts: Vec<String> = out.iter().map(|a| fmt_alert(a, true)).collect();
+        (first, second, alerts)
+    };
+    let shared = run(true);
+    assert!(shared.1.is_empty(), "nothing retired: {shared:?}");
+    assert_eq!(shared, run(false));
+}
