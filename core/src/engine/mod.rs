@@ -684,9 +684,8 @@ fn refile(
     r.unwrap_or(Refile::Stale)
 }
 
-/// Feeds a compact group one event (the NFA's transition) and arms its timer as its slot's
-/// would be (at `lane_now`); returns the entry to file, if one is needed: its deadline, and
-/// the group's number and generation.
+/// Feeds state `rule`'s compact group one event (the NFA's transition) and arms its timer
+/// in `lane` as its slot's would be; returns whether an entry was filed.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn feed(
@@ -697,10 +696,11 @@ fn feed(
     mask: EvSet,
     ev: &Arc<Event>,
     seq: u64,
-    lane_now: Timestamp,
+    rule: u32,
+    lane: &mut Lane,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
-) -> Option<(Timestamp, u32, u32)> {
+) -> bool {
     let g = &mut cell.group;
     let calm = g.on_event(ctx, key, t, mask, ev, seq, counters, out);
     let wake = if calm {
@@ -708,7 +708,30 @@ fn feed(
     } else {
         g.next_wake(ctx)
     };
-    (cell.arm(wake, lane_now)).then_some((cell.armed, cell.slot, cell.group.generation))
+    let lane_now = lane.now;
+    arm_cell(lane, cell, rule, wake, lane_now)
+}
+
+/// Arms state `rule`'s compact group at `wake` (at the lane's time `lane_now`) as its slot
+/// would be armed ([`compact::Cell::arm`]) and files the entry its slot would file, if any,
+/// in `lane`; returns whether one was filed.
+fn arm_cell(
+    lane: &mut Lane,
+    cell: &mut compact::Cell,
+    rule: u32,
+    wake: Option<Timestamp>,
+    lane_now: Timestamp,
+) -> bool {
+    if !cell.arm(wake, lane_now) {
+        return false;
+    }
+    lane.wheel.insert(TimerEntry {
+        deadline: cell.armed,
+        rule,
+        slot: cell.slot,
+        generation: cell.group.generation,
+    });
+    true
 }
 
 /// Approximate bytes of one entry of a map from group key to slot or record: the entry and
@@ -2480,14 +2503,11 @@ impl Engine {
                 scope.remove(r, pos);
                 scope.release_if_empty(r);
             }
-        } else if cell.arm(cell.group.next_wake(&ctx), now) {
-            lanes[0].wheel.insert(TimerEntry {
-                deadline: cell.armed,
-                rule: ri as u32,
-                slot,
-                generation,
-            });
-            lanes[0].skip_until = Timestamp::MIN;
+        } else {
+            let wake = cell.group.next_wake(&ctx);
+            if arm_cell(&mut lanes[0], cell, ri as u32, wake, now) {
+                lanes[0].skip_until = Timestamp::MIN;
+            }
         }
     }
 
@@ -2908,8 +2928,7 @@ impl Engine {
                         // Found in the record another state's delivery of this event found.
                         counters.family_lookups_saved += 1;
                     }
-                    let lane_now = lanes[0].now;
-                    let wake = feed(
+                    armed |= feed(
                         &ctx,
                         key,
                         cell,
@@ -2917,19 +2936,11 @@ impl Engine {
                         mask,
                         ev,
                         seq,
-                        lane_now,
+                        u.state,
+                        &mut lanes[0],
                         &mut rt.counters,
                         out,
                     );
-                    if let Some((deadline, slot, generation)) = wake {
-                        lanes[0].wheel.insert(TimerEntry {
-                            deadline,
-                            rule: u.state,
-                            slot,
-                            generation,
-                        });
-                        armed = true;
-                    }
                     continue;
                 }
                 // As `deliver` and `slot_for` make a group: only for an event that can act on
@@ -2968,8 +2979,7 @@ impl Engine {
                 let Some((key, cell)) = record.with(u.pos) else {
                     continue;
                 };
-                let lane_now = lanes[0].now;
-                let wake = feed(
+                armed |= feed(
                     &ctx,
                     key,
                     cell,
@@ -2977,19 +2987,11 @@ impl Engine {
                     mask,
                     ev,
                     seq,
-                    lane_now,
+                    u.state,
+                    &mut lanes[0],
                     &mut rt.counters,
                     out,
                 );
-                if let Some((deadline, slot, generation)) = wake {
-                    lanes[0].wheel.insert(TimerEntry {
-                        deadline,
-                        rule: u.state,
-                        slot,
-                        generation,
-                    });
-                    armed = true;
-                }
             }
         }
         if armed {
