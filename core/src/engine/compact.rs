@@ -523,20 +523,25 @@ impl Compact {
         slot: u32,
         generation: u32,
     ) -> Option<(&GroupKey, &mut Cell)> {
-        let (s, pos) = self.of.get(ri).copied().flatten()?;
-        let scope = self.scopes.get_mut(s as usize)?;
-        let r = (*scope.slots.get(pos as usize)?.at.get(slot as usize)?)?;
-        let (key, cell) = scope.rec(r)?.with(pos)?;
+        let (s, pos, r) = self.numbered(ri, slot)?;
+        let (key, cell) = self.scopes[s as usize].rec(r)?.with(pos)?;
         (cell.slot == slot && cell.group.generation == generation).then_some((key, cell))
     }
 
     /// The key of the compact group a timer entry names (see [`Compact::entry_cell`]), if
     /// its number is held.
     pub fn entry_key(&self, ri: usize, slot: u32) -> Option<&GroupKey> {
+        let (s, _, r) = self.numbered(ri, slot)?;
+        Some(&self.scopes[s as usize].rec_ref(r)?.key)
+    }
+
+    /// Where state `ri`'s group numbered `slot` is, if the number is held: its scope, its
+    /// position there and its record.
+    fn numbered(&self, ri: usize, slot: u32) -> Option<(u32, u32, u32)> {
         let (s, pos) = self.of.get(ri).copied().flatten()?;
         let scope = self.scopes.get(s as usize)?;
         let r = (*scope.slots.get(pos as usize)?.at.get(slot as usize)?)?;
-        Some(&scope.rec_ref(r)?.key)
+        Some((s, pos, r))
     }
 
     /// Whether state `ri` is compact.
@@ -630,10 +635,23 @@ mod tests {
     /// any order of makes and lets go (checked against a map).
     #[test]
     fn a_records_index_finds_each_group_sparse_or_dense() {
+        // Every position finds what the model says it holds.
+        let check = |s: &mut Scope, r: u32, model: &HashMap<u32, i64>, members: u32, at: &str| {
+            let Some(rec) = s.rec(r) else {
+                panic!("the record holds groups");
+            };
+            for p in 0..members {
+                assert_eq!(
+                    rec.get(p).map(|g| g.last_activity),
+                    model.get(&p).copied().map(Timestamp),
+                    "{members}: {p} {at}"
+                );
+            }
+        };
         for members in [3u32, 64, 65, 200, 1024] {
             let mut s = scope(members);
             let r = s.record_for(&GroupKey::one(Value::str("h")));
-            let mut model: std::collections::HashMap<u32, i64> = Default::default();
+            let mut model: HashMap<u32, i64> = HashMap::new();
             let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ u64::from(members);
             for step in 0..3000i64 {
                 x ^= x << 13;
@@ -648,16 +666,7 @@ mod tests {
                     v.insert(step);
                 }
                 if step % 97 == 0 {
-                    let Some(rec) = s.rec(r) else {
-                        panic!("the record holds groups");
-                    };
-                    for p in 0..members {
-                        assert_eq!(
-                            rec.get(p).map(|g| g.last_activity),
-                            model.get(&p).copied().map(Timestamp),
-                            "{members}: {p} at {step}"
-                        );
-                    }
+                    check(&mut s, r, &model, members, &format!("at {step}"));
                 }
             }
             assert_eq!(s.counts.iter().sum::<u64>(), model.len() as u64);
@@ -668,16 +677,7 @@ mod tests {
                 let g = s.remove(r, pos).map(|g| g.last_activity);
                 assert_eq!(g, model.remove(&pos).map(Timestamp), "{members}: {pos}");
                 if n % 7 == 0 {
-                    let Some(rec) = s.rec(r) else {
-                        panic!("the record holds groups");
-                    };
-                    for p in 0..members {
-                        assert_eq!(
-                            rec.get(p).map(|g| g.last_activity),
-                            model.get(&p).copied().map(Timestamp),
-                            "{members}: {p} after {n} went"
-                        );
-                    }
+                    check(&mut s, r, &model, members, &format!("after {n} went"));
                 }
             }
             assert!(s.rec(r).is_some_and(|rec| rec.is_empty()));
