@@ -2385,6 +2385,22 @@ fn overdue_compact_deadlines_fire_in_deadline_order() {
     assert_eq!(shared, run(false));
 }
 
+/// 200 waits armed and ended give the alerts of the slots, and leave the wheel no more
+/// entries than the slots'.
+fn waits_leave_no_more_entries_than_slots(rules: &RuleSet) {
+    let (mut shared, mut alone) = (compact_engine(rules, true), compact_engine(rules, false));
+    assert_eq!(
+        compact_run(&mut shared, &wait_cycles()),
+        compact_run(&mut alone, &wait_cycles())
+    );
+    assert!(
+        shared.timer_entries() <= alone.timer_entries(),
+        "{} vs {}",
+        shared.timer_entries(),
+        alone.timer_entries()
+    );
+}
+
 fn wait_cycles() -> String {
     let mut s = String::new();
     for i in 0..200 {
@@ -2401,17 +2417,7 @@ fn a_compact_record_wanting_no_timer_leaves_no_entry() {
     let rules = set(vec![
         rule("w", &["a", "b"], seq(vec![ev(0), absent(ev(1), Some(3))])).expect(&["h1"]),
     ]);
-    let (mut shared, mut alone) = (compact_engine(&rules, true), compact_engine(&rules, false));
-    assert_eq!(
-        compact_run(&mut shared, &wait_cycles()),
-        compact_run(&mut alone, &wait_cycles())
-    );
-    assert!(
-        shared.timer_entries() <= alone.timer_entries(),
-        "{} vs {}",
-        shared.timer_entries(),
-        alone.timer_entries()
-    );
+    waits_leave_no_more_entries_than_slots(&rules);
 }
 
 /// A record takes back its later entry when its groups want it again (as a slot takes back
@@ -2424,17 +2430,7 @@ fn a_compact_record_takes_back_its_far_entry() {
         &["a", "b"],
         seq(vec![ev(0), absent(ev(1), Some(3))]),
     )]);
-    let (mut shared, mut alone) = (compact_engine(&rules, true), compact_engine(&rules, false));
-    assert_eq!(
-        compact_run(&mut shared, &wait_cycles()),
-        compact_run(&mut alone, &wait_cycles())
-    );
-    assert!(
-        shared.timer_entries() <= alone.timer_entries(),
-        "{} vs {}",
-        shared.timer_entries(),
-        alone.timer_entries()
-    );
+    waits_leave_no_more_entries_than_slots(&rules);
 }
 
 /// Groups made in slots and moved into records (the start of monitoring's expected groups, a
