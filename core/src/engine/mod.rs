@@ -1497,12 +1497,6 @@ impl Engine {
             }
             let key = GroupKey::new(&key);
             if let Some(slot) = self.slot_for(ri, &key, true, start) {
-                // A group an event made before monitoring began (an event-time lane delivers
-                // what its watermark passed while it waits for its start) is the one watched
-                // from the start all the same: never forgotten.
-                if let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize) {
-                    s.group.expected = true;
-                }
                 self.arm(ri, slot);
             }
         }
@@ -1580,7 +1574,8 @@ impl Engine {
         self.hits = hits;
     }
 
-    /// Finds or creates a group slot; `None` when the rule is at `max_groups`.
+    /// Finds or creates a group slot; `None` when the rule is at `max_groups`. With
+    /// `expected`, the group found or made is watched from the start (never forgotten).
     fn slot_for(
         &mut self,
         ri: usize,
@@ -1612,7 +1607,16 @@ impl Engine {
         let held = groups.len() as u64;
         // One hash per lookup, found or created (the key is cheap to clone: inline or shared).
         let vacant = match groups.entry(key.clone()) {
-            std::collections::hash_map::Entry::Occupied(e) => return Some(*e.get()),
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let idx = *e.get();
+                // A group an event made before monitoring began (an event-time lane delivers
+                // what its watermark passed while it waits for its start) is, once its key is
+                // watched from the start, watched all the same: never forgotten.
+                if expected && let Some(Some(s)) = slots.get_mut(idx as usize) {
+                    s.group.expected = true;
+                }
+                return Some(idx);
+            }
             std::collections::hash_map::Entry::Vacant(v) => v,
         };
         if !expected && held >= max_groups {
