@@ -684,8 +684,8 @@ fn refile(
     r.unwrap_or(Refile::Stale)
 }
 
-/// Feeds state `rule`'s compact group one event (the NFA's transition) and arms its timer
-/// in `lane` as its slot's would be; returns whether an entry was filed.
+/// Feeds state `rule`'s compact group one event (the NFA's transition) and arms its timer as
+/// its slot's would be (at `lane_now`); returns the entry to file, if one is needed.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn feed(
@@ -697,10 +697,10 @@ fn feed(
     ev: &Arc<Event>,
     seq: u64,
     rule: u32,
-    lane: &mut Lane,
+    lane_now: Timestamp,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
-) -> bool {
+) -> Option<TimerEntry> {
     let g = &mut cell.group;
     let calm = g.on_event(ctx, key, t, mask, ev, seq, counters, out);
     let wake = if calm {
@@ -708,30 +708,24 @@ fn feed(
     } else {
         g.next_wake(ctx)
     };
-    let lane_now = lane.now;
-    arm_cell(lane, cell, rule, wake, lane_now)
+    arm_cell(cell, rule, wake, lane_now)
 }
 
 /// Arms state `rule`'s compact group at `wake` (at the lane's time `lane_now`) as its slot
-/// would be armed ([`compact::Cell::arm`]) and files the entry its slot would file, if any,
-/// in `lane`; returns whether one was filed.
+/// would be armed ([`compact::Cell::arm`]); returns the entry its slot would file, if any.
+#[inline]
 fn arm_cell(
-    lane: &mut Lane,
     cell: &mut compact::Cell,
     rule: u32,
     wake: Option<Timestamp>,
     lane_now: Timestamp,
-) -> bool {
-    if !cell.arm(wake, lane_now) {
-        return false;
-    }
-    lane.wheel.insert(TimerEntry {
+) -> Option<TimerEntry> {
+    cell.arm(wake, lane_now).then_some(TimerEntry {
         deadline: cell.armed,
         rule,
         slot: cell.slot,
         generation: cell.group.generation,
-    });
-    true
+    })
 }
 
 /// Approximate bytes of one entry of a map from group key to slot or record: the entry and
@@ -2509,7 +2503,8 @@ impl Engine {
             }
         } else {
             let wake = cell.group.next_wake(&ctx);
-            if arm_cell(&mut lanes[0], cell, ri as u32, wake, now) {
+            if let Some(e) = arm_cell(cell, ri as u32, wake, now) {
+                lanes[0].wheel.insert(e);
                 lanes[0].skip_until = Timestamp::MIN;
             }
         }
@@ -2932,7 +2927,8 @@ impl Engine {
                         // Found in the record another state's delivery of this event found.
                         counters.family_lookups_saved += 1;
                     }
-                    armed |= feed(
+                    let lane_now = lanes[0].now;
+                    if let Some(e) = feed(
                         &ctx,
                         key,
                         cell,
@@ -2941,10 +2937,13 @@ impl Engine {
                         ev,
                         seq,
                         u.state,
-                        &mut lanes[0],
+                        lane_now,
                         &mut rt.counters,
                         out,
-                    );
+                    ) {
+                        lanes[0].wheel.insert(e);
+                        armed = true;
+                    }
                     continue;
                 }
                 // As `deliver` and `slot_for` make a group: only for an event that can act on
@@ -2983,7 +2982,8 @@ impl Engine {
                 let Some((key, cell)) = record.with(u.pos) else {
                     continue;
                 };
-                armed |= feed(
+                let lane_now = lanes[0].now;
+                if let Some(e) = feed(
                     &ctx,
                     key,
                     cell,
@@ -2992,10 +2992,13 @@ impl Engine {
                     ev,
                     seq,
                     u.state,
-                    &mut lanes[0],
+                    lane_now,
                     &mut rt.counters,
                     out,
-                );
+                ) {
+                    lanes[0].wheel.insert(e);
+                    armed = true;
+                }
             }
         }
         if armed {
