@@ -222,6 +222,20 @@ pub struct EngineCounters {
 /// timing, then what a transition's context names, then its counters (Rust's own order spread
 /// them over six lines; modelled L1d misses at 1,000 rules -15 %).
 #[repr(C, align(64))]
+/// Where a rule's state comes from, besides its meaning: rules share a state only with the
+/// same lineage (see [`Engine::with_cohorts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+struct Lineage {
+    /// When its rules began monitoring (see `RuleRt::cohort`).
+    cohort: u64,
+    /// The saved state it goes on from, if any.
+    from: Option<usize>,
+    /// A rule a saved state served under its name that does not go on from one (its meaning
+    /// changed): it may carry discovered groups (`carry_discovered`), which a rule added now
+    /// must not take from it.
+    changed: bool,
+}
+
 struct RuleRt {
     slots: Vec<Option<Slot>>,
     /// Beside each occupied slot, its key and parked deadline.
@@ -981,30 +995,30 @@ impl Hit {
 impl Engine {
     /// Builds an engine for a rule set. Monitoring begins at the first event or advance.
     pub fn new(rules: &RuleSet, cfg: EngineConfig) -> Result<Engine, EngineError> {
-        Engine::with_cohorts(rules, cfg, &|_| (0, None))
+        Engine::with_cohorts(rules, cfg, &|_| Lineage::default())
     }
 
-    /// [`Engine::new`] with each rule's cohort (see `RuleRt::cohort`) and the saved state it
-    /// goes on from, if any (a restore's): rules share a state when they have the same
-    /// meaning, the same cohort and go on from the same saved state (or none), so that rules
-    /// that ran apart before a restore or a reload go on apart, as they would unshared.
+    /// [`Engine::new`] with each rule's [`Lineage`] (a restore's): rules share a state when
+    /// they have the same meaning and the same lineage, so that rules that ran apart before a
+    /// restore or a reload go on apart, as they would unshared.
     fn with_cohorts(
         rules: &RuleSet,
         cfg: EngineConfig,
-        cohort_of: &dyn Fn(&Rule) -> (u64, Option<usize>),
+        cohort_of: &dyn Fn(&Rule) -> Lineage,
     ) -> Result<Engine, EngineError> {
         let mut lanes: Vec<Lane> = vec![Lane::new(TimeMode::Processing, Duration::ZERO)];
         let mut rts: Vec<RuleRt> = Vec::with_capacity(rules.rules.len());
         let mut rt_of = Vec::with_capacity(rules.rules.len());
-        let mut by_meaning: HashMap<(String, u64, Option<usize>), usize> = HashMap::new();
+        let mut by_meaning: HashMap<(String, Lineage), usize> = HashMap::new();
         // Each state's members, gathered before they are frozen into the state.
         let mut members: Vec<Vec<Member>> = Vec::with_capacity(rules.rules.len());
         for (rank, rule) in rules.rules.iter().enumerate() {
             let rank = rank as u32;
             let canonical = rule.canonical();
-            let (cohort, from) = cohort_of(rule);
+            let lineage = cohort_of(rule);
+            let cohort = lineage.cohort;
             if cfg.share
-                && let Some(&shared) = by_meaning.get(&(canonical.clone(), cohort, from))
+                && let Some(&shared) = by_meaning.get(&(canonical.clone(), lineage))
             {
                 // The same meaning under another name (SO at the root): one state, one more
                 // alert per change.
@@ -1012,7 +1026,7 @@ impl Engine {
                 rt_of.push(shared as u32);
                 continue;
             }
-            by_meaning.insert((canonical.clone(), cohort, from), rts.len());
+            by_meaning.insert((canonical.clone(), lineage), rts.len());
             rt_of.push(rts.len() as u32);
             let plan = plan::plan(rule)?;
             // (Shared engine only, as direct deliveries: the unshared one stays the reference
@@ -3393,9 +3407,14 @@ impl Engine {
                 find(&|rc| Rule::canonicals_differ_only_in_expect(&rc.canonical, &canonical))
             })
         };
-        let cohort_of = |rule: &Rule| -> (u64, Option<usize>) {
+        let cohort_of = |rule: &Rule| -> Lineage {
             let from = goes_on_from(rule);
-            (from.map_or(fresh, |i| cp.rules[i].cohort), from)
+            Lineage {
+                cohort: from.map_or(fresh, |i| cp.rules[i].cohort),
+                from,
+                // (A rule going on from a saved state is no more changed than its state.)
+                changed: from.is_none() && saved_by_member.contains_key(rule.name.as_str()),
+            }
         };
         let mut e = Engine::with_cohorts(rules, cfg, &cohort_of)?;
         e.next_seq = cp.next_seq;
@@ -3567,6 +3586,16 @@ impl Engine {
             else {
                 continue;
             };
+            // A rule added now takes nothing from before it (its state holds no changed rule:
+            // they have another lineage).
+            if !rt
+                .facts
+                .members
+                .iter()
+                .any(|m| saved_by_member.contains_key(m.rule.name.as_str()))
+            {
+                continue;
+            }
             let types = key_types(&rt.facts.rule);
             let mut olds: Vec<usize> = by_meaning
                 .get(&(rt.canonical.as_str(), rt.cohort))

@@ -2655,3 +2655,59 @@ forget_after = "5s"
     assert!(shared.1.is_empty(), "nothing retired: {shared:?}");
     assert_eq!(shared, run(false));
 }
+
+/// A rule added by a reload takes nothing from before it, even beside a changed absence rule
+/// of its new meaning that carries the groups it had discovered: the two must not share a
+/// state (found by the `reload` fuzz target, fuzz/artifacts/reload/).
+#[test]
+fn a_rule_added_beside_a_changed_absence_rule_takes_none_of_its_groups() {
+    let rule = |name: &str, d: &str| {
+        format!(
+            r#"
+[[rule]]
+name = "{name}"
+severity = "low"
+group_by = ["host"]
+events.e = 'syslog and app == "hb"'
+pattern = "absent(e) for {d}"
+"#
+        )
+    };
+    let compile = |t: &str| cepheus_core::rules::compile_str("r.toml", t).rules.unwrap();
+    let r1 = compile(&rule("r0", "1s"));
+    let r2 = compile(&(rule("r0", "2s") + &rule("n", "2s")));
+    let run = |share: bool| {
+        let cfg = EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&r1, cfg).unwrap();
+        let mut out = Vec::new();
+        let ev = cepheus_core::event::Event::new(
+            cepheus_core::event::Source::Syslog,
+            Timestamp::from_secs(1000),
+            Timestamp::from_secs(1000),
+        )
+        .with(cepheus_core::event::Field::App, Value::str("hb"))
+        .with(cepheus_core::event::Field::Host, Value::str("h1"));
+        e.push(ev, &mut out);
+        e.advance_to(Timestamp::from_secs(1002), &mut out);
+        e.reload(&r2, &mut out).unwrap();
+        e.advance_to(Timestamp::from_secs(1010), &mut out);
+        out.iter().map(|a| fmt_alert(a, true)).collect::<Vec<_>>()
+    };
+    let shared = run(true);
+    assert_eq!(shared, run(false));
+    // r0 fires at 1001, is resolved by its change, and watches h1 again from the reload; n
+    // never heard of h1.
+    assert!(
+        shared.iter().all(|a| !a.starts_with("n ")),
+        "the new rule alerted: {shared:?}"
+    );
+    assert!(
+        shared
+            .iter()
+            .any(|a| a.starts_with("r0 firing") && a.contains("1004")),
+        "the changed rule kept h1: {shared:?}"
+    );
+}
