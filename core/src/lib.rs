@@ -10,7 +10,7 @@
 pub mod alert;
 pub mod engine;
 pub mod event;
-mod fnv;
+pub mod fnv;
 pub mod graph;
 pub mod rules;
 pub mod time;

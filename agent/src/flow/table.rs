@@ -977,26 +977,20 @@ fn make_key(pkt: &PacketInfo<'_>, sport: u16, dport: u16) -> (FlowKey, bool) {
 
 /// FNV-1a over the first stamp and the key: the same capture gives the same ids every run.
 fn stable_id(ts: Timestamp, key: &FlowKey) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    eat(&ts.0.to_le_bytes());
-    eat(&key.vlan_outer.to_le_bytes());
-    eat(&key.vlan.to_le_bytes());
-    eat(&[key.proto]);
+    let mut h = cepheus_core::fnv::Fnv::new();
+    h.feed(&ts.0.to_le_bytes());
+    h.feed(&key.vlan_outer.to_le_bytes());
+    h.feed(&key.vlan.to_le_bytes());
+    h.feed(&[key.proto]);
     for ip in [key.a, key.b] {
         match ip {
-            IpAddr::V4(v) => eat(&v.octets()),
-            IpAddr::V6(v) => eat(&v.octets()),
+            IpAddr::V4(v) => h.feed(&v.octets()),
+            IpAddr::V6(v) => h.feed(&v.octets()),
         }
     }
-    eat(&key.pa.to_le_bytes());
-    eat(&key.pb.to_le_bytes());
-    h
+    h.feed(&key.pa.to_le_bytes());
+    h.feed(&key.pb.to_le_bytes());
+    h.finish()
 }
 
 /// An IPv4 packet (a 20-byte header) cut in two fragments with IP identification `id`: the
