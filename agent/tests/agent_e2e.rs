@@ -4528,6 +4528,33 @@ fn http_raw(port: u16, method: &str, path: &str) -> String {
     resp
 }
 
+/// A body over the API's limit is refused with 413 saying the limit, and the agent goes on
+/// answering.
+#[test]
+fn an_oversized_api_body_is_refused_with_the_limit_stated() {
+    let dir = scratch("api-body-limit");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let agent = Agent::start(&dir, "");
+    let body = format!(r#"{{"rule": "hb", "key": "{}"}}"#, "x".repeat(100 * 1024));
+    for path in ["/groups/forget", "/alerts/ack"] {
+        let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        // (The agent may answer before reading it all and close: a failed write is fine.)
+        let _ = s.write_all(body.as_bytes());
+        let mut resp = String::new();
+        let _ = s.read_to_string(&mut resp);
+        assert!(resp.starts_with("HTTP/1.1 413"), "{path}: {resp}");
+        assert!(resp.contains("over 64 KiB"), "{path}: {resp}");
+    }
+    assert!(http_raw(agent.api, "GET", "/health").starts_with("HTTP/1.1 200"));
+}
+
 /// HEAD answers as GET does, without the body (a liveness probe may use it); a method a
 /// path does not take is 405 with `Allow`, and an unknown path 404, each saying the API's
 /// paths.

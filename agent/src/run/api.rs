@@ -849,16 +849,46 @@ fn json_body<T: serde::de::DeserializeOwned>(
         .map_err(|e| text(HttpResponse::BadRequest(), format!("expected {shape}: {e}")))
 }
 
+/// The most a request body may hold: the API's bodies are a few hundred bytes.
+const MAX_BODY: usize = 64 * 1024;
+
+/// A request's body, at most [`MAX_BODY`] bytes: a larger one is refused with 413 saying the
+/// limit (read after the token check, so a request without it sends its body for nothing).
+async fn read_body(payload: web::Payload) -> Result<bytes::Bytes, HttpResponse> {
+    match payload.to_bytes_limited(MAX_BODY).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(e)) => Err(text(
+            HttpResponse::BadRequest(),
+            format!("the body could not be read: {e}"),
+        )),
+        Err(_) => Err(text(
+            HttpResponse::PayloadTooLarge(),
+            format!(
+                "the body is over {} KiB, the most this API takes (a request is a few hundred bytes)",
+                MAX_BODY / 1024
+            ),
+        )),
+    }
+}
+
 /// A plain-text answer.
 fn text(mut r: actix_web::HttpResponseBuilder, what: impl std::fmt::Display) -> HttpResponse {
     r.content_type("text/plain").body(format!("{what}\n"))
 }
 
-async fn forget_group(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) -> HttpResponse {
+async fn forget_group(
+    req: HttpRequest,
+    st: web::Data<ApiState>,
+    payload: web::Payload,
+) -> HttpResponse {
     // (The token first: a request without it learns nothing, not even the body's shape.)
     if let Some(refused) = st.refusal(&req) {
         return refused;
     }
+    let body = match read_body(payload).await {
+        Ok(b) => b,
+        Err(refused) => return refused,
+    };
     let body: ForgetRequest = match json_body(&req, &body, r#"{"rule": "...", "key": "..."}"#) {
         Ok(b) => b,
         Err(refused) => return refused,
@@ -1091,10 +1121,18 @@ async fn alerts(
 /// `POST /alerts/ack` `{"id": "...", "by": "..."}`: acknowledges a firing alert (it stays
 /// firing and still resolves; listings and its resolve carry `ack`). 404 when no such alert
 /// is firing.
-async fn ack_alert(req: HttpRequest, st: web::Data<ApiState>, body: web::Bytes) -> HttpResponse {
+async fn ack_alert(
+    req: HttpRequest,
+    st: web::Data<ApiState>,
+    payload: web::Payload,
+) -> HttpResponse {
     if let Some(refused) = st.refusal(&req) {
         return refused;
     }
+    let body = match read_body(payload).await {
+        Ok(b) => b,
+        Err(refused) => return refused,
+    };
     let shape = r#"{"id": "<16 hex digits>", "by": "..."}"#;
     let body: AckRequest = match json_body(&req, &body, shape) {
         Ok(b) => b,
