@@ -3880,6 +3880,95 @@ fn alert_changes_are_streamed_as_server_sent_events() {
     assert!(seen.contains("event: alert\n"), "{seen}");
 }
 
+/// Opens `/alerts/stream` with `headers`, reads its head: the stream and what was read.
+fn sse_open(port: u16, headers: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /alerts/stream HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n{headers}\r\n"
+    )
+    .unwrap();
+    let mut seen = String::new();
+    let mut byte = [0u8; 1];
+    while !seen.ends_with("\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        seen.push(byte[0] as char);
+    }
+    (s, seen)
+}
+
+/// Reads until `n` alert events came: each with its `id`, if any.
+fn sse_alerts(s: &mut TcpStream, seen: &mut String, n: usize) -> Vec<(Option<u64>, Value)> {
+    let mut buf = [0u8; 4096];
+    loop {
+        let mut events = Vec::new();
+        for block in seen.split("\n\n") {
+            let mut id = None;
+            for l in block.lines() {
+                if let Some(v) = l.strip_prefix("id: ") {
+                    id = Some(v.parse::<u64>().unwrap());
+                }
+                if let Some(d) = l.strip_prefix("data: ")
+                    && block.contains("event: alert")
+                {
+                    events.push((id, serde_json::from_str::<Value>(d).unwrap()));
+                }
+            }
+        }
+        if events.len() >= n {
+            return events;
+        }
+        let k = s.read(&mut buf).unwrap();
+        assert!(k > 0, "the stream ended: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..k]));
+    }
+}
+
+/// Each kept change carries its place in the store as its event's `id`; a client that comes
+/// back with `Last-Event-ID` (as a browser's EventSource does) first gets what it missed.
+#[test]
+fn a_stream_resumed_with_last_event_id_gets_the_changes_it_missed() {
+    let dir = scratch("sse-resume");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let agent = Agent::start(&dir, "");
+    let (mut s, mut seen) = sse_open(agent.api, "");
+    heartbeat(agent.port, "web1", 1);
+    let fired = agent.wait_alert(10, |v| v["state"] == "firing");
+    let first = sse_alerts(&mut s, &mut seen, 1);
+    assert_eq!(first[0].1, fired);
+    let Some(id) = first[0].0 else {
+        panic!("a kept change without an id: {seen}");
+    };
+    drop(s);
+    // While no stream is open: the group comes back, its alert resolves.
+    heartbeat(agent.port, "web1", 2);
+    let resolved = agent.wait_alert(10, |v| v["state"] == "resolved");
+    let (mut s, mut seen) = sse_open(agent.api, &format!("Last-Event-ID: {id}\r\n"));
+    let missed = sse_alerts(&mut s, &mut seen, 1);
+    assert_eq!(missed.len(), 1, "only what came after {id}: {seen}");
+    assert_eq!(missed[0].1, resolved);
+    assert!(missed[0].0.is_some_and(|later| later > id), "{seen}");
+    // Then the live changes (web1 silent again, or web2's), with their ids.
+    heartbeat(agent.port, "web2", 1);
+    let live = sse_alerts(&mut s, &mut seen, 2);
+    assert_eq!(live[1].1["state"], "firing", "{seen}");
+    assert!(live[1].0 > missed[0].0, "{seen}");
+    let bad = {
+        let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            s,
+            "GET /alerts/stream HTTP/1.1\r\nHost: localhost\r\nLast-Event-ID: soon\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut r = String::new();
+        let _ = s.read_to_string(&mut r);
+        r
+    };
+    assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
+}
+
 #[test]
 fn the_api_client_follows_the_alert_stream_over_tcp_and_the_socket() {
     use std::io::BufRead;

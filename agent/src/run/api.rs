@@ -82,7 +82,7 @@ pub struct ApiState {
     /// The store, read for `/alerts` (none in some tests).
     pub store: Option<cepheus_store::Store>,
     /// The sink's live stream of alert changes, for `/alerts/stream`.
-    pub changes: Option<tokio::sync::broadcast::Sender<Arc<str>>>,
+    pub changes: Option<tokio::sync::broadcast::Sender<super::sink::Streamed>>,
     /// The alert streams' places (at most [`MAX_STREAMS`]).
     pub streams: Streams,
     /// The alert sink (none in some tests): a group forgotten by hand resolves through it the
@@ -251,8 +251,11 @@ impl Drop for StreamSlot {
 }
 
 /// `GET /alerts/stream`: server-sent events, one `alert` event per alert change as the sink
-/// writes it out (the one alert object as `data`), a `lagged` event with `{"missed": N}` when
-/// this client fell more than [`STREAM_BACKLOG`] behind, and a comment every 5 s of quiet.
+/// writes it out (the one alert object as `data`, and as `id` its place in the store, when
+/// kept), a `lagged` event with `{"missed": N}` when this client fell more than
+/// [`STREAM_BACKLOG`] behind, and a comment every 5 s of quiet. A client that comes back with
+/// `Last-Event-ID` (as a browser's `EventSource` does) first gets the changes the store kept
+/// after that one, at most [`STREAM_BACKLOG`] (a `lagged` event counts the older ones).
 async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
     use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     if let Some(refused) = st.refusal(&req) {
@@ -261,56 +264,140 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
     let Some(tx) = st.changes.as_ref() else {
         return text(HttpResponse::NotFound(), "this agent streams no alerts");
     };
+    let resume = match req.headers().get("last-event-id") {
+        None => None,
+        Some(v) => match v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+            Some(id) => Some(id),
+            None => {
+                return text(
+                    HttpResponse::BadRequest(),
+                    "Last-Event-ID is an `id` this stream sent (a number)",
+                );
+            }
+        },
+    };
     let Some(slot) = st.streams.admit(Instant::now()) else {
         return text(
             HttpResponse::ServiceUnavailable(),
             format!("{MAX_STREAMS} alert streams are open already, all of them read"),
         );
     };
+    // Subscribed before the store is read: a change kept meanwhile is in both, and the live
+    // one is skipped (its place is not after what was replayed).
     let rx = tx.subscribe();
-    let events = futures_util::stream::unfold((rx, slot), |(mut rx, slot)| async move {
-        if !slot.ask(Instant::now()) {
-            return None;
-        }
-        let mut chunk = String::new();
-        let write = |chunk: &mut String, got: Result<Arc<str>, RecvError>| match got {
-            Ok(json) => {
-                let _ = write!(chunk, "event: alert\ndata: {json}\n\n");
-                true
-            }
-            Err(RecvError::Lagged(n)) => {
-                let _ = write!(chunk, "event: lagged\ndata: {{\"missed\":{n}}}\n\n");
-                true
-            }
-            Err(RecvError::Closed) => false,
-        };
-        match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
-            Err(_) => chunk.push_str(": keep-alive\n\n"),
-            Ok(got) => {
-                if !write(&mut chunk, got) {
-                    return None;
+    let mut backlog: Vec<String> = Vec::new();
+    let mut replayed = None;
+    if let (Some(after), Some(store)) = (resume, st.store.clone()) {
+        match web::block(move || missed_changes(&store, after)).await {
+            Ok(Ok((missed, changes))) => {
+                let mut chunk = String::new();
+                if missed > 0 {
+                    let _ = write!(chunk, "event: lagged\ndata: {{\"missed\":{missed}}}\n\n");
                 }
-                // What else is there already goes in the same chunk (an alert storm: one write
-                // for many changes keeps the client from falling behind).
-                while chunk.len() < CHUNK_BYTES {
-                    let got = match rx.try_recv() {
-                        Ok(json) => Ok(json),
-                        Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
-                        Err(TryRecvError::Empty | TryRecvError::Closed) => break,
-                    };
-                    write(&mut chunk, got);
+                for c in changes {
+                    sse_alert(&mut chunk, Some(c.seq), &c.json);
+                    replayed = Some(c.seq);
+                    if chunk.len() >= CHUNK_BYTES {
+                        backlog.push(std::mem::take(&mut chunk));
+                    }
+                }
+                if !chunk.is_empty() {
+                    backlog.push(chunk);
                 }
             }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the store for a stream that resumes");
+                return text(HttpResponse::InternalServerError(), e);
+            }
+            Err(e) => return text(HttpResponse::InternalServerError(), e),
         }
-        Some((
-            Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)),
-            (rx, slot),
-        ))
-    });
+    }
+    let fresh = move |seq: Option<u64>| match (seq, replayed) {
+        (Some(s), Some(r)) => s > r,
+        _ => true,
+    };
+    let backlog = backlog.into_iter();
+    let events = futures_util::stream::unfold(
+        (rx, slot, backlog),
+        move |(mut rx, slot, mut backlog)| async move {
+            if !slot.ask(Instant::now()) {
+                return None;
+            }
+            if let Some(chunk) = backlog.next() {
+                return Some((
+                    Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)),
+                    (rx, slot, backlog),
+                ));
+            }
+            let mut chunk = String::new();
+            let write =
+                |chunk: &mut String, got: Result<super::sink::Streamed, RecvError>| match got {
+                    Ok((seq, json)) => {
+                        if fresh(seq) {
+                            sse_alert(chunk, seq, &json);
+                        }
+                        true
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        let _ = write!(chunk, "event: lagged\ndata: {{\"missed\":{n}}}\n\n");
+                        true
+                    }
+                    Err(RecvError::Closed) => false,
+                };
+            match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
+                Err(_) => chunk.push_str(": keep-alive\n\n"),
+                Ok(got) => {
+                    if !write(&mut chunk, got) {
+                        return None;
+                    }
+                    // What else is there already goes in the same chunk (an alert storm: one
+                    // write for many changes keeps the client from falling behind).
+                    while chunk.len() < CHUNK_BYTES {
+                        let got = match rx.try_recv() {
+                            Ok(c) => Ok(c),
+                            Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+                            Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+                        };
+                        write(&mut chunk, got);
+                    }
+                    if chunk.is_empty() {
+                        // (Only changes already replayed: a comment keeps the chunk non-empty.)
+                        chunk.push_str(": replayed\n\n");
+                    }
+                }
+            }
+            Some((
+                Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)),
+                (rx, slot, backlog),
+            ))
+        },
+    );
     HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("Cache-Control", "no-cache"))
         .streaming(events)
+}
+
+/// One alert change as a server-sent event.
+fn sse_alert(chunk: &mut String, seq: Option<u64>, json: &str) {
+    if let Some(seq) = seq {
+        let _ = writeln!(chunk, "id: {seq}");
+    }
+    let _ = write!(chunk, "event: alert\ndata: {json}\n\n");
+}
+
+/// The changes the store kept after `after`, at most [`STREAM_BACKLOG`] (the latest), and how
+/// many older ones that leaves out.
+fn missed_changes(
+    store: &cepheus_store::Store,
+    after: u64,
+) -> Result<(u64, Vec<cepheus_store::StoredAlert>), cepheus_store::StoreError> {
+    let Some(last) = store.last_seq()? else {
+        return Ok((0, Vec::new()));
+    };
+    let from = after.max(last.saturating_sub(STREAM_BACKLOG as u64));
+    let changes = store.changes_after(Some(from), STREAM_BACKLOG)?;
+    Ok((from - after, changes))
 }
 
 impl ApiState {

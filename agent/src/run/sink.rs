@@ -19,6 +19,10 @@ use cepheus_store::{Change, SavedShard, Store};
 
 use super::counters::{LogLimit, SinkCounters, bump};
 
+/// An alert change on the live stream: its place in the store's order (`None`: not kept, so
+/// a client cannot resume after it) and its JSON.
+pub type Streamed = (Option<u64>, Arc<str>);
+
 /// Alert changes from one shard, in the order they were made, with the number of the reload
 /// whose rules made them (0: the rules the agent started with).
 #[derive(Message)]
@@ -99,7 +103,7 @@ pub struct AlertSink {
     /// The live stream of alert changes (`GET /alerts/stream`): each change written out is
     /// offered to the subscribers, none of whom can hold up the sink (a slow one misses some
     /// and is told how many).
-    stream: Option<tokio::sync::broadcast::Sender<Arc<str>>>,
+    stream: Option<tokio::sync::broadcast::Sender<Streamed>>,
     /// `store.max_age`: changes older are dropped, checked every minute.
     max_age: Option<cepheus_core::time::Duration>,
     /// At start: the alerts the store had firing, and the shards still to say which of them
@@ -656,7 +660,7 @@ impl AlertSink {
     }
 
     /// Also offers the alert changes to the subscribers of `tx` (`GET /alerts/stream`).
-    pub fn with_stream(mut self, tx: tokio::sync::broadcast::Sender<Arc<str>>) -> AlertSink {
+    pub fn with_stream(mut self, tx: tokio::sync::broadcast::Sender<Streamed>) -> AlertSink {
         self.stream = Some(tx);
         self
     }
@@ -712,7 +716,7 @@ impl AlertSink {
         if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
             for c in fresh {
                 // (None listening any more: nothing to do.)
-                let _ = tx.send(Arc::from(c.json.as_str()));
+                let _ = tx.send((c.seq, Arc::from(c.json.as_str())));
             }
         }
         if !fresh.is_empty()
