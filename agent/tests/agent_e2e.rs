@@ -3967,6 +3967,9 @@ fn a_stream_resumed_with_last_event_id_gets_the_changes_it_missed() {
         r
     };
     assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
+    // An empty one is none: the live changes only.
+    let (_s, head) = sse_open(agent.api, "Last-Event-ID: \r\n");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }
 
 #[test]

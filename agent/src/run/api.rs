@@ -265,7 +265,9 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
         return text(HttpResponse::NotFound(), "this agent streams no alerts");
     };
     let resume = match req.headers().get("last-event-id") {
+        // (An empty one, as after a stream that sent no `id`, is none.)
         None => None,
+        Some(v) if v.as_bytes().trim_ascii().is_empty() => None,
         Some(v) => match v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) {
             Some(id) => Some(id),
             None => {
