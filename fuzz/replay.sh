@@ -13,7 +13,7 @@ start=$(date +%s)
 cargo build --release --target "$TRIPLE" --bins
 echo "fuzz replay: build took $(($(date +%s) - start)) s"
 
-for t in rules engine engine_batch reshard reload syslog pcap texts; do
+for t in rules engine engine_batch reshard reload syslog pcap texts rules_test; do
     inputs=()
     for d in "artifacts/$t" "seeds/$t"; do
         [ -d "$d" ] || continue
