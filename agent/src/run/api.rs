@@ -255,7 +255,8 @@ impl Drop for StreamSlot {
 /// kept), a `lagged` event with `{"missed": N}` when this client fell more than
 /// [`STREAM_BACKLOG`] behind, and a comment every 5 s of quiet. A client that comes back with
 /// `Last-Event-ID` (as a browser's `EventSource` does) first gets the changes the store kept
-/// after that one, at most [`STREAM_BACKLOG`] (a `lagged` event counts the older ones).
+/// after that one, at most [`STREAM_BACKLOG`] (a `lagged` event counts the older ones), read
+/// from the store a page at a time as the client takes them.
 async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
     use tokio::sync::broadcast::error::{RecvError, TryRecvError};
     if let Some(refused) = st.refusal(&req) {
@@ -284,29 +285,23 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
             format!("{MAX_STREAMS} alert streams are open already, all of them read"),
         );
     };
-    // Subscribed before the store is read: a change kept meanwhile is in both, and the live
-    // one is skipped (its place is not after what was replayed).
+    // Subscribed before the store is read: what the store holds now is replayed, what comes
+    // after is live (a change is kept, and so has its place, before it is sent).
     let rx = tx.subscribe();
-    let mut backlog: Vec<String> = Vec::new();
-    let mut replayed = None;
+    let mut replay = None;
     if let (Some(after), Some(store)) = (resume, st.store.clone()) {
-        match web::block(move || missed_changes(&store, after)).await {
-            Ok(Ok((missed, changes))) => {
-                let mut chunk = String::new();
-                if missed > 0 {
-                    let _ = write!(chunk, "event: lagged\ndata: {{\"missed\":{missed}}}\n\n");
-                }
-                for c in changes {
-                    sse_alert(&mut chunk, Some(c.seq), &c.json);
-                    replayed = Some(c.seq);
-                    if chunk.len() >= CHUNK_BYTES {
-                        backlog.push(std::mem::take(&mut chunk));
-                    }
-                }
-                if !chunk.is_empty() {
-                    backlog.push(chunk);
-                }
+        let read = store.clone();
+        match web::block(move || read.last_seq()).await {
+            Ok(Ok(Some(end))) if end > after => {
+                let from = after.max(end.saturating_sub(STREAM_BACKLOG as u64));
+                replay = Some(Replay {
+                    store,
+                    after: from,
+                    end,
+                    missed: from - after,
+                });
             }
+            Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "cannot read the store for a stream that resumes");
                 return text(HttpResponse::InternalServerError(), e);
@@ -314,22 +309,29 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
             Err(e) => return text(HttpResponse::InternalServerError(), e),
         }
     }
-    let fresh = move |seq: Option<u64>| match (seq, replayed) {
-        (Some(s), Some(r)) => s > r,
+    // The live changes a replay already gave are not given again.
+    let replayed_through = replay.as_ref().map(|r| r.end);
+    let fresh = move |seq: Option<u64>| match (seq, replayed_through) {
+        (Some(s), Some(end)) => s > end,
         _ => true,
     };
-    let backlog = backlog.into_iter();
     let events = futures_util::stream::unfold(
-        (rx, slot, backlog),
-        move |(mut rx, slot, mut backlog)| async move {
+        (rx, slot, replay),
+        move |(mut rx, slot, mut replay)| async move {
             if !slot.ask(Instant::now()) {
                 return None;
             }
-            if let Some(chunk) = backlog.next() {
-                return Some((
-                    Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)),
-                    (rx, slot, backlog),
-                ));
+            if let Some(r) = replay.as_mut() {
+                let (chunk, done) = r.next_chunk().await;
+                if done {
+                    replay = None;
+                }
+                if !chunk.is_empty() {
+                    return Some((
+                        Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)),
+                        (rx, slot, replay),
+                    ));
+                }
             }
             let mut chunk = String::new();
             let write =
@@ -370,7 +372,7 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
             }
             Some((
                 Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)),
-                (rx, slot, backlog),
+                (rx, slot, replay),
             ))
         },
     );
@@ -388,18 +390,65 @@ fn sse_alert(chunk: &mut String, seq: Option<u64>, json: &str) {
     let _ = write!(chunk, "event: alert\ndata: {json}\n\n");
 }
 
-/// The changes the store kept after `after`, at most [`STREAM_BACKLOG`] (the latest), and how
-/// many older ones that leaves out.
-fn missed_changes(
-    store: &cepheus_store::Store,
+/// How many changes a resumed stream reads from the store at a time: its memory is a page,
+/// whatever it missed.
+const REPLAY_PAGE: usize = 64;
+
+/// What a stream resumed with `Last-Event-ID` has still to replay from the store.
+struct Replay {
+    store: cepheus_store::Store,
+    /// The last change given (or skipped).
     after: u64,
-) -> Result<(u64, Vec<cepheus_store::StoredAlert>), cepheus_store::StoreError> {
-    let Some(last) = store.last_seq()? else {
-        return Ok((0, Vec::new()));
-    };
-    let from = after.max(last.saturating_sub(STREAM_BACKLOG as u64));
-    let changes = store.changes_after(Some(from), STREAM_BACKLOG)?;
-    Ok((from - after, changes))
+    /// The last change kept when the stream began: those after it come live.
+    end: u64,
+    /// How many changes before the replayed ones the client will not get (over
+    /// [`STREAM_BACKLOG`]), said first.
+    missed: u64,
+}
+
+impl Replay {
+    /// The next chunk of the replay, and whether the replay is over.
+    async fn next_chunk(&mut self) -> (String, bool) {
+        let mut chunk = String::new();
+        if self.missed > 0 {
+            let _ = write!(
+                chunk,
+                "event: lagged\ndata: {{\"missed\":{}}}\n\n",
+                self.missed
+            );
+            self.missed = 0;
+        }
+        let store = self.store.clone();
+        let after = self.after;
+        match web::block(move || store.changes_after(Some(after), REPLAY_PAGE)).await {
+            Ok(Ok(changes)) => {
+                let mut done = changes.len() < REPLAY_PAGE;
+                for c in changes {
+                    if c.seq > self.end {
+                        done = true;
+                        break;
+                    }
+                    sse_alert(&mut chunk, Some(c.seq), &c.json);
+                    self.after = c.seq;
+                }
+                (chunk, done || self.after >= self.end)
+            }
+            Ok(Err(e)) => self.give_up(chunk, &e),
+            Err(e) => self.give_up(chunk, &e),
+        }
+    }
+
+    /// Ends a replay the store cannot go on with: the client is told how many changes it
+    /// will not get.
+    fn give_up(&mut self, mut chunk: String, e: &dyn std::fmt::Display) -> (String, bool) {
+        tracing::warn!(error = %e, "cannot read the store for a stream that resumes");
+        let _ = write!(
+            chunk,
+            "event: lagged\ndata: {{\"missed\":{}}}\n\n",
+            self.end - self.after
+        );
+        (chunk, true)
+    }
 }
 
 impl ApiState {
@@ -1520,6 +1569,64 @@ mod tests {
         let firing = listing_within(&store, None, 3 * one).unwrap();
         assert_eq!(firing.len(), 3);
         drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_resumed_stream_replays_page_by_page_up_to_where_it_began() {
+        #![allow(clippy::unwrap_used)]
+        use cepheus_core::alert::AlertState;
+        let dir = std::env::temp_dir().join(format!("cepheus-api-replay-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = cepheus_store::Store::open(&dir, 10_000).unwrap();
+        let mut changes: Vec<cepheus_store::Change> = (0..200u64)
+            .map(|id| cepheus_store::Change {
+                id,
+                state: AlertState::Firing,
+                json: format!(r#"{{"id":"{id:016x}"}}"#),
+                seq: None,
+                meaning: None,
+            })
+            .collect();
+        store.record_changes(&mut changes).unwrap();
+        let seqs: Vec<u64> = changes.iter().filter_map(|c| c.seq).collect();
+        assert_eq!(seqs.len(), 200);
+        // Resumed after the 6th change, begun when the 150th was the last kept.
+        let (after, end) = (seqs[5], seqs[149]);
+        let mut replay = Replay {
+            store,
+            after,
+            end,
+            missed: 3,
+        };
+        let (given, chunks) = actix_web::rt::System::new().block_on(async move {
+            let mut given = String::new();
+            let mut chunks = 0;
+            loop {
+                let (chunk, done) = replay.next_chunk().await;
+                given.push_str(&chunk);
+                chunks += 1;
+                if done {
+                    return (given, chunks);
+                }
+                assert!(chunks < 10, "a replay that does not end");
+            }
+        });
+        let ids: Vec<u64> = given
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: "))
+            .map(|v| v.parse().unwrap())
+            .collect();
+        assert_eq!(
+            ids,
+            seqs[6..150],
+            "the changes after 6, up to 150, each once, in order"
+        );
+        assert_eq!(chunks, 3, "pages of {REPLAY_PAGE}");
+        assert!(
+            given.starts_with("event: lagged\ndata: {\"missed\":3}\n\n"),
+            "{given}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
