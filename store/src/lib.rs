@@ -123,6 +123,17 @@ pub enum OutputCursor {
     After(Option<u64>),
 }
 
+/// Where a resumed client goes on ([`Store::resume_point`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resume {
+    /// The change to replay after.
+    pub after: u64,
+    /// Kept changes left out, the oldest, beyond the replay's limit.
+    pub skipped: u64,
+    /// Changes after the client's were pruned (how many is not known).
+    pub pruned: bool,
+}
+
 /// One alert change as stored: its position in the order of recording and its JSON text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredAlert {
@@ -789,6 +800,56 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// Where a client that last saw change `after` goes on, replaying at most `max` of the
+    /// changes kept up to `through` (seqs only grow: they are not counts, so the changes are
+    /// counted, not subtracted).
+    pub fn resume_point(&self, after: u64, through: u64, max: usize) -> Result<Resume, StoreError> {
+        let nothing = Resume {
+            after,
+            ..Resume::default()
+        };
+        let Some(from) = after.checked_add(1) else {
+            return Ok(nothing);
+        };
+        if from > through {
+            return Ok(nothing);
+        }
+        let keys = || {
+            self.alerts
+                .range(from.to_be_bytes()..=through.to_be_bytes())
+                .keys()
+        };
+        let mut kept = 0usize;
+        for k in keys() {
+            k.map_err(|e| self.io(e))?;
+            kept += 1;
+        }
+        let skipped = kept.saturating_sub(max);
+        let mut resume_after = after;
+        if skipped > 0 {
+            for k in keys().take(skipped) {
+                resume_after = seq_of(&k.map_err(|e| self.io(e))?);
+            }
+        }
+        // Changes go oldest first: the client's own gone, and the oldest kept after it, those
+        // between went too (or were never: a count is not known).
+        let oldest = self
+            .alerts
+            .first()
+            .map_err(|e| self.io(e))?
+            .map(|(k, _)| seq_of(&k));
+        let pruned = oldest.is_some_and(|o| o > after)
+            && !self
+                .alerts
+                .contains_key(after.to_be_bytes())
+                .map_err(|e| self.io(e))?;
+        Ok(Resume {
+            after: resume_after,
+            skipped: skipped as u64,
+            pruned,
+        })
     }
 
     /// The changes recorded but not yet written to the outputs (the process died between
@@ -1530,6 +1591,86 @@ pattern = "absent(hb) for 10s"
         assert_eq!(kept[0].json, alerts[1].to_json().to_string());
         // The pruned change's dedup key went with it.
         assert_eq!(s.record(&alerts[..1]).unwrap(), [true]);
+    }
+
+    /// Resolved changes of alert `id`s, distinct.
+    fn resolved(ids: std::ops::Range<u64>) -> Vec<Change> {
+        ids.map(|id| Change {
+            id,
+            state: AlertState::Resolved,
+            json: format!(
+                r#"{{"id":"{id:016x}","state":"resolved","time":"2026-12-03T10:00:00Z"}}"#
+            ),
+            seq: None,
+            meaning: None,
+        })
+        .collect()
+    }
+
+    /// A resumed client's point is found by counting changes, not subtracting seqs (which
+    /// jump at a reopen): across a restart it misses nothing; beyond the limit it skips the
+    /// oldest, counted; after a prune it is told changes may be gone.
+    #[test]
+    fn a_resume_point_counts_changes_across_a_restart_a_limit_and_a_prune() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut before = resolved(0..2);
+        {
+            let s = reopen(dir.path(), 1000);
+            s.record_changes(&mut before).unwrap();
+        }
+        let s = reopen(dir.path(), 1000);
+        let mut after = resolved(2..3);
+        s.record_changes(&mut after).unwrap();
+        let (first, last) = (before[0].seq.unwrap(), after[0].seq.unwrap());
+        let r = s.resume_point(first, last, 1000).unwrap();
+        assert_eq!(
+            r,
+            Resume {
+                after: first,
+                skipped: 0,
+                pruned: false
+            }
+        );
+        let got: Vec<u64> = s
+            .changes_after(Some(r.after), 10)
+            .unwrap()
+            .iter()
+            .map(|c| c.seq)
+            .collect();
+        assert_eq!(got, [before[1].seq.unwrap(), last]);
+        // Beyond the limit: the oldest left out, counted.
+        let r = s.resume_point(first, last, 1).unwrap();
+        assert_eq!(
+            r,
+            Resume {
+                after: before[1].seq.unwrap(),
+                skipped: 1,
+                pruned: false
+            }
+        );
+        // Nothing after the last.
+        assert_eq!(
+            s.resume_point(last, last, 10).unwrap(),
+            Resume {
+                after: last,
+                ..Resume::default()
+            }
+        );
+        drop(s);
+        let dir = tempfile::tempdir().unwrap();
+        let s = reopen(dir.path(), 10);
+        let mut changes = resolved(0..30);
+        s.record_changes(&mut changes[..1]).unwrap();
+        s.record_changes(&mut changes[1..]).unwrap();
+        let (first, last) = (changes[0].seq.unwrap(), changes[29].seq.unwrap());
+        let r = s.resume_point(first, last, 1000).unwrap();
+        assert!(r.pruned, "{r:?}");
+        assert_eq!(r.skipped, 0);
+        assert!(
+            !s.resume_point(changes[25].seq.unwrap(), last, 1000)
+                .unwrap()
+                .pruned
+        );
     }
 
     /// Bytes under `dir`, recursively.

@@ -291,17 +291,23 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
     let mut replay = None;
     if let (Some(after), Some(store)) = (resume, st.store.clone()) {
         let read = store.clone();
-        match web::block(move || read.last_seq()).await {
-            Ok(Ok(Some(end))) if end > after => {
-                let from = after.max(end.saturating_sub(STREAM_BACKLOG as u64));
+        let point = move || -> Result<_, cepheus_store::StoreError> {
+            let Some(end) = read.last_seq()? else {
+                return Ok(None);
+            };
+            Ok(Some((end, read.resume_point(after, end, STREAM_BACKLOG)?)))
+        };
+        match web::block(point).await {
+            Ok(Ok(Some((end, at)))) => {
                 replay = Some(Replay {
                     store,
-                    after: from,
+                    after: at.after,
                     end,
-                    missed: from - after,
+                    missed: at.skipped,
+                    pruned: at.pruned,
                 });
             }
-            Ok(Ok(_)) => {}
+            Ok(Ok(None)) => {}
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "cannot read the store for a stream that resumes");
                 return text(HttpResponse::InternalServerError(), e);
@@ -322,7 +328,7 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
                 return None;
             }
             if let Some(r) = replay.as_mut() {
-                let (chunk, done) = r.next_chunk().await;
+                let (chunk, done) = r.next_chunk().await?;
                 if done {
                     replay = None;
                 }
@@ -394,6 +400,12 @@ fn sse_alert(chunk: &mut String, seq: Option<u64>, json: &str) {
 /// whatever it missed.
 const REPLAY_PAGE: usize = 64;
 
+/// A replay the store cannot go on with: said in the log, and the stream ends.
+fn give_up(e: &dyn std::fmt::Display) -> Option<(String, bool)> {
+    tracing::warn!(error = %e, "cannot read the store for a stream that resumes; it ends");
+    None
+}
+
 /// What a stream resumed with `Last-Event-ID` has still to replay from the store.
 struct Replay {
     store: cepheus_store::Store,
@@ -404,19 +416,25 @@ struct Replay {
     /// How many changes before the replayed ones the client will not get (over
     /// [`STREAM_BACKLOG`]), said first.
     missed: u64,
+    /// Changes after the client's may have been pruned from the store: said first too.
+    pruned: bool,
 }
 
 impl Replay {
-    /// The next chunk of the replay, and whether the replay is over.
-    async fn next_chunk(&mut self) -> (String, bool) {
+    /// The next chunk of the replay, and whether the replay is over; `None` when the store
+    /// cannot be read: the stream ends, and the client, back with the last `id` it got,
+    /// misses nothing.
+    async fn next_chunk(&mut self) -> Option<(String, bool)> {
         let mut chunk = String::new();
-        if self.missed > 0 {
+        if self.missed > 0 || self.pruned {
+            let pruned = if self.pruned { ",\"pruned\":true" } else { "" };
             let _ = write!(
                 chunk,
-                "event: lagged\ndata: {{\"missed\":{}}}\n\n",
+                "event: lagged\ndata: {{\"missed\":{}{pruned}}}\n\n",
                 self.missed
             );
             self.missed = 0;
+            self.pruned = false;
         }
         let store = self.store.clone();
         let after = self.after;
@@ -431,23 +449,11 @@ impl Replay {
                     sse_alert(&mut chunk, Some(c.seq), &c.json);
                     self.after = c.seq;
                 }
-                (chunk, done || self.after >= self.end)
+                Some((chunk, done || self.after >= self.end))
             }
-            Ok(Err(e)) => self.give_up(chunk, &e),
-            Err(e) => self.give_up(chunk, &e),
+            Ok(Err(e)) => give_up(&e),
+            Err(e) => give_up(&e),
         }
-    }
-
-    /// Ends a replay the store cannot go on with: the client is told how many changes it
-    /// will not get.
-    fn give_up(&mut self, mut chunk: String, e: &dyn std::fmt::Display) -> (String, bool) {
-        tracing::warn!(error = %e, "cannot read the store for a stream that resumes");
-        let _ = write!(
-            chunk,
-            "event: lagged\ndata: {{\"missed\":{}}}\n\n",
-            self.end - self.after
-        );
-        (chunk, true)
     }
 }
 
@@ -1598,12 +1604,13 @@ mod tests {
             after,
             end,
             missed: 3,
+            pruned: false,
         };
         let (given, chunks) = actix_web::rt::System::new().block_on(async move {
             let mut given = String::new();
             let mut chunks = 0;
             loop {
-                let (chunk, done) = replay.next_chunk().await;
+                let (chunk, done) = replay.next_chunk().await.unwrap();
                 given.push_str(&chunk);
                 chunks += 1;
                 if done {
