@@ -3835,42 +3835,16 @@ fn alert_changes_are_streamed_as_server_sent_events() {
     let dir = scratch("sse");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
     let agent = Agent::start(&dir, "");
-    let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /alerts/stream HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n\r\n"
-    )
-    .unwrap();
     // The stream is open (its head came: the subscription is made) before the first alert.
-    let mut seen = String::new();
-    let mut byte = [0u8; 1];
-    while !seen.ends_with("\r\n\r\n") {
-        s.read_exact(&mut byte).unwrap();
-        seen.push(byte[0] as char);
-    }
-    // Read until `n` `data:` lines came (the body is chunked: events are whole within a chunk).
-    let mut read_events = |n: usize| -> Vec<Value> {
-        let mut buf = [0u8; 4096];
-        loop {
-            let events: Vec<Value> = seen
-                .lines()
-                .filter_map(|l| l.strip_prefix("data: "))
-                .map(|d| serde_json::from_str(d).unwrap())
-                .collect();
-            if events.len() >= n {
-                return events;
-            }
-            let k = s.read(&mut buf).unwrap();
-            assert!(k > 0, "the stream ended: {seen}");
-            seen.push_str(&String::from_utf8_lossy(&buf[..k]));
-        }
-    };
+    let (mut s, mut seen) = sse_open(agent.api, "");
     heartbeat(agent.port, "web1", 1);
     let fired = agent.wait_alert(10, |v| v["state"] == "firing");
     heartbeat(agent.port, "web1", 2);
     let resolved = agent.wait_alert(10, |v| v["state"] == "resolved");
-    let events = read_events(2);
+    let events: Vec<Value> = sse_alerts(&mut s, &mut seen, 2)
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
     assert_eq!(events, [fired, resolved]);
     assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
     assert!(

@@ -2257,7 +2257,7 @@ fn a_pending_event_of_rules_of_one_meaning_is_delivered_once_at_a_reload() {
              time = \"event\"\nmax_delay = \"3s\"\n\n"
         )
     };
-    let compile = |t: &str| cepheus_core::rules::compile_str("r.toml", t).rules.unwrap();
+    let compile = compile_toml;
     let r1 = compile(&(rule("r0") + &rule("r0-copy")));
     for r2 in [rule("n1"), rule("n1") + &rule("n2")] {
         let r2 = compile(&r2);
@@ -2508,14 +2508,7 @@ forget_after = "3s"
     let rules = cepheus_core::rules::compile_str("r.toml", text)
         .rules
         .unwrap();
-    let ev = |t: i64| {
-        cepheus_core::event::Event::new(
-            cepheus_core::event::Source::Syslog,
-            Timestamp::from_secs(t),
-            Timestamp::from_secs(1000),
-        )
-        .with(cepheus_core::event::Field::App, Value::str("a"))
-    };
+    let ev = |t: i64| syslog_event("a", "", Timestamp::from_secs(t), Timestamp::from_secs(1000));
     let run = |reload: bool| {
         let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
         let mut out = Vec::new();
@@ -2559,19 +2552,18 @@ allowed_lateness = "0s"
 "#
         )
     };
-    let compile = |t: &str| cepheus_core::rules::compile_str("r.toml", t).rules.unwrap();
+    let compile = compile_toml;
     let (r1, r2) = (
         compile(&rule(r#"syslog and (app == "b" or host == "h1")"#)),
         compile(&rule(r#"syslog and app == "b""#)),
     );
     let ev = |app: &str, t_ms: i64, arrival_ms: i64| {
-        cepheus_core::event::Event::new(
-            cepheus_core::event::Source::Syslog,
+        syslog_event(
+            app,
+            "h3",
             Timestamp(t_ms * 1_000_000),
             Timestamp(arrival_ms * 1_000_000),
         )
-        .with(cepheus_core::event::Field::App, Value::str(app))
-        .with(cepheus_core::event::Field::Host, Value::str("h3"))
     };
     let run = |restore: bool| {
         let mut e = Engine::new(&r1, EngineConfig::default()).unwrap();
@@ -2627,7 +2619,7 @@ forget_after = "5s"
 "#
         )
     };
-    let compile = |t: &str| cepheus_core::rules::compile_str("r.toml", t).rules.unwrap();
+    let compile = compile_toml;
     let r1 = compile(&(rule("r0", "") + &rule("copy", "")));
     let r2 = compile(&(rule("r0", r#"expect = ["h1"]"#) + &rule("copy", "")));
     let r3 = compile(&(rule("r0", r#"expect = ["h1"]"#) + &rule("copy", r#"expect = ["h1"]"#)));
@@ -2638,13 +2630,12 @@ forget_after = "5s"
         };
         let mut e = Engine::new(&r1, cfg).unwrap();
         let mut out = Vec::new();
-        let ev = cepheus_core::event::Event::new(
-            cepheus_core::event::Source::Syslog,
+        let ev = syslog_event(
+            "a",
+            "h1",
             Timestamp::from_secs(995),
             Timestamp::from_secs(1003),
-        )
-        .with(cepheus_core::event::Field::App, Value::str("a"))
-        .with(cepheus_core::event::Field::Host, Value::str("h1"));
+        );
         e.push(ev, &mut out);
         let first = e.reload(&r2, &mut out).unwrap();
         let second = e.reload(&r3, &mut out).unwrap();
@@ -2673,7 +2664,7 @@ pattern = "absent(e) for {d}"
 "#
         )
     };
-    let compile = |t: &str| cepheus_core::rules::compile_str("r.toml", t).rules.unwrap();
+    let compile = compile_toml;
     let r1 = compile(&rule("r0", "1s"));
     let r2 = compile(&(rule("r0", "2s") + &rule("n", "2s")));
     let run = |share: bool| {
@@ -2683,13 +2674,12 @@ pattern = "absent(e) for {d}"
         };
         let mut e = Engine::new(&r1, cfg).unwrap();
         let mut out = Vec::new();
-        let ev = cepheus_core::event::Event::new(
-            cepheus_core::event::Source::Syslog,
+        let ev = syslog_event(
+            "hb",
+            "h1",
             Timestamp::from_secs(1000),
             Timestamp::from_secs(1000),
-        )
-        .with(cepheus_core::event::Field::App, Value::str("hb"))
-        .with(cepheus_core::event::Field::Host, Value::str("h1"));
+        );
         e.push(ev, &mut out);
         e.advance_to(Timestamp::from_secs(1002), &mut out);
         e.reload(&r2, &mut out).unwrap();

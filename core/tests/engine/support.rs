@@ -235,3 +235,21 @@ pub fn check(rules: Vec<R>, script: &str, expected: &[&str]) {
         .collect();
     assert_eq!(got, expected, "\nscript: {script}");
 }
+
+/// Rule-file text compiled (it must compile).
+pub fn compile_toml(text: &str) -> RuleSet {
+    cepheus_core::rules::compile_str("r.toml", text)
+        .rules
+        .expect("rules that compile")
+}
+
+/// A syslog event of `app` from `host` (none for `""`), stamped `time` and arriving at
+/// `arrival` (nanoseconds).
+pub fn syslog_event(app: &str, host: &str, time: Timestamp, arrival: Timestamp) -> Event {
+    let ev = Event::new(Source::Syslog, time, arrival).with(Field::App, Value::str(app));
+    if host.is_empty() {
+        ev
+    } else {
+        ev.with(Field::Host, Value::str(host))
+    }
+}
