@@ -3944,6 +3944,14 @@ fn a_stream_resumed_with_last_event_id_gets_the_changes_it_missed() {
     // An empty one is none: the live changes only.
     let (_s, head) = sse_open(agent.api, "Last-Event-ID: \r\n");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // One this store never gave (as after a store made anew): all it holds, said maybe missed.
+    let (mut s, mut seen) = sse_open(agent.api, "Last-Event-ID: 999999999999\r\n");
+    let all = sse_alerts(&mut s, &mut seen, 2);
+    assert_eq!(all[0], (Some(id), fired), "{seen}");
+    assert!(
+        seen.contains("event: lagged\ndata: {\"missed\":0,\"pruned\":true}"),
+        "{seen}"
+    );
 }
 
 #[test]

@@ -126,8 +126,8 @@ pub enum OutputCursor {
 /// Where a resumed client goes on ([`Store::resume_point`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resume {
-    /// The change to replay after.
-    pub after: u64,
+    /// The change to replay after (`None`: from the first kept).
+    pub after: Option<u64>,
     /// Kept changes left out, the oldest, beyond the replay's limit.
     pub skipped: u64,
     /// Changes after the client's were pruned (how many is not known).
@@ -804,33 +804,29 @@ impl Store {
 
     /// Where a client that last saw change `after` goes on, replaying at most `max` of the
     /// changes kept up to `through` (seqs only grow: they are not counts, so the changes are
-    /// counted, not subtracted).
+    /// counted, not subtracted). A change later than `through` is none this store kept (it
+    /// was made anew since, or the id is another's): all it holds is replayed, as possibly
+    /// missed.
     pub fn resume_point(&self, after: u64, through: u64, max: usize) -> Result<Resume, StoreError> {
-        let nothing = Resume {
-            after,
-            ..Resume::default()
-        };
-        let Some(from) = after.checked_add(1) else {
-            return Ok(nothing);
-        };
-        if from > through {
-            return Ok(nothing);
-        }
+        let foreign = after > through;
+        let from = if foreign { 0 } else { after.saturating_add(1) };
         let keys = || {
             self.alerts
                 .range(from.to_be_bytes()..=through.to_be_bytes())
                 .keys()
         };
         let mut kept = 0usize;
-        for k in keys() {
-            k.map_err(|e| self.io(e))?;
-            kept += 1;
+        if from <= through && after != u64::MAX {
+            for k in keys() {
+                k.map_err(|e| self.io(e))?;
+                kept += 1;
+            }
         }
         let skipped = kept.saturating_sub(max);
-        let mut resume_after = after;
+        let mut resume_after = (!foreign).then_some(after);
         if skipped > 0 {
             for k in keys().take(skipped) {
-                resume_after = seq_of(&k.map_err(|e| self.io(e))?);
+                resume_after = Some(seq_of(&k.map_err(|e| self.io(e))?));
             }
         }
         // Changes go oldest first: the client's own gone, and the oldest kept after it, those
@@ -840,11 +836,12 @@ impl Store {
             .first()
             .map_err(|e| self.io(e))?
             .map(|(k, _)| seq_of(&k));
-        let pruned = oldest.is_some_and(|o| o > after)
-            && !self
-                .alerts
-                .contains_key(after.to_be_bytes())
-                .map_err(|e| self.io(e))?;
+        let pruned = foreign
+            || (oldest.is_some_and(|o| o > after)
+                && !self
+                    .alerts
+                    .contains_key(after.to_be_bytes())
+                    .map_err(|e| self.io(e))?);
         Ok(Resume {
             after: resume_after,
             skipped: skipped as u64,
@@ -1626,13 +1623,13 @@ pattern = "absent(hb) for 10s"
         assert_eq!(
             r,
             Resume {
-                after: first,
+                after: Some(first),
                 skipped: 0,
                 pruned: false
             }
         );
         let got: Vec<u64> = s
-            .changes_after(Some(r.after), 10)
+            .changes_after(r.after, 10)
             .unwrap()
             .iter()
             .map(|c| c.seq)
@@ -1643,7 +1640,7 @@ pattern = "absent(hb) for 10s"
         assert_eq!(
             r,
             Resume {
-                after: before[1].seq.unwrap(),
+                after: before[1].seq,
                 skipped: 1,
                 pruned: false
             }
@@ -1652,8 +1649,27 @@ pattern = "absent(hb) for 10s"
         assert_eq!(
             s.resume_point(last, last, 10).unwrap(),
             Resume {
-                after: last,
+                after: Some(last),
                 ..Resume::default()
+            }
+        );
+        // An id this store never gave (it was made anew since): all it holds, maybe missed.
+        let r = s.resume_point(last + 5_000_000, last, 10).unwrap();
+        assert_eq!(
+            r,
+            Resume {
+                after: None,
+                skipped: 0,
+                pruned: true
+            }
+        );
+        let r = s.resume_point(last + 5_000_000, last, 2).unwrap();
+        assert_eq!(
+            r,
+            Resume {
+                after: before[0].seq,
+                skipped: 1,
+                pruned: true
             }
         );
         drop(s);

@@ -409,8 +409,8 @@ fn give_up(e: &dyn std::fmt::Display) -> Option<(String, bool)> {
 /// What a stream resumed with `Last-Event-ID` has still to replay from the store.
 struct Replay {
     store: cepheus_store::Store,
-    /// The last change given (or skipped).
-    after: u64,
+    /// The last change given (or skipped); `None`: none yet, from the first kept.
+    after: Option<u64>,
     /// The last change kept when the stream began: those after it come live.
     end: u64,
     /// How many changes before the replayed ones the client will not get (over
@@ -438,7 +438,7 @@ impl Replay {
         }
         let store = self.store.clone();
         let after = self.after;
-        match web::block(move || store.changes_after(Some(after), REPLAY_PAGE)).await {
+        match web::block(move || store.changes_after(after, REPLAY_PAGE)).await {
             Ok(Ok(changes)) => {
                 let mut done = changes.len() < REPLAY_PAGE;
                 for c in changes {
@@ -447,9 +447,9 @@ impl Replay {
                         break;
                     }
                     sse_alert(&mut chunk, Some(c.seq), &c.json);
-                    self.after = c.seq;
+                    self.after = Some(c.seq);
                 }
-                Some((chunk, done || self.after >= self.end))
+                Some((chunk, done || self.after.is_some_and(|a| a >= self.end)))
             }
             Ok(Err(e)) => give_up(&e),
             Err(e) => give_up(&e),
@@ -1601,7 +1601,7 @@ mod tests {
         let (after, end) = (seqs[5], seqs[149]);
         let mut replay = Replay {
             store,
-            after,
+            after: Some(after),
             end,
             missed: 3,
             pruned: false,
