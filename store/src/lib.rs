@@ -123,15 +123,33 @@ pub enum OutputCursor {
     After(Option<u64>),
 }
 
+/// How many changes left out of a replay [`Store::resume_point`] counts at most (the count
+/// says "at least" beyond): its cost stays bounded whatever the store holds.
+pub const MISSED_COUNTED: usize = 131_072;
+
 /// Where a resumed client goes on ([`Store::resume_point`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resume {
     /// The change to replay after (`None`: from the first kept).
     pub after: Option<u64>,
-    /// Kept changes left out, the oldest, beyond the replay's limit.
+    /// Kept changes left out, the oldest, beyond the replay's limit (at most
+    /// [`MISSED_COUNTED`]: at least that many beyond).
     pub skipped: u64,
-    /// Changes after the client's were pruned (how many is not known).
+    /// Changes after the client's were pruned, or the store was made anew since (how many
+    /// is not known).
     pub pruned: bool,
+}
+
+impl Resume {
+    /// A client's resume in a store that keeps no change: nothing to replay, and changes
+    /// after its own are gone (or the store was made anew).
+    pub fn nothing_kept() -> Resume {
+        Resume {
+            after: None,
+            skipped: 0,
+            pruned: true,
+        }
+    }
 }
 
 /// One alert change as stored: its position in the order of recording and its JSON text.
@@ -478,6 +496,7 @@ impl Store {
     /// (alerts that never resolve, such as a sequence's matches, would pile up).
     fn prune(&self) -> Result<(), StoreError> {
         let mut held = self.lock();
+        let mut last_gone = None;
         while held.changes > self.max_alerts {
             let Some((k, v)) = self.alerts.pop_min().map_err(|e| self.io(e))? else {
                 held.changes = 0;
@@ -485,6 +504,7 @@ impl Store {
             };
             held.changes -= 1;
             held.note_pruned(seq_of(&k));
+            last_gone = Some(seq_of(&k));
             let firing = held.firing.contains_key(&seq_of(&k));
             if let Some(key) = v.get(..9)
                 && !firing
@@ -511,7 +531,32 @@ impl Store {
                 self.seen.remove(key).map_err(|e| self.io(e))?;
             }
         }
+        self.note_pruned_through(last_gone)
+    }
+
+    /// Keeps the newest change pruned so far (changes go oldest first): what tells a client
+    /// that comes back after a change whether any after it is gone ([`Store::resume_point`]).
+    fn note_pruned_through(&self, seq: Option<u64>) -> Result<(), StoreError> {
+        let Some(seq) = seq else {
+            return Ok(());
+        };
+        if self.pruned_through()?.is_some_and(|p| p >= seq) {
+            return Ok(());
+        }
+        self.meta
+            .insert("pruned_through", &seq.to_be_bytes())
+            .map_err(|e| self.io(e))?;
         Ok(())
+    }
+
+    /// The newest change pruned (`None`: none since this was kept, before session 40's
+    /// format had it).
+    pub fn pruned_through(&self) -> Result<Option<u64>, StoreError> {
+        Ok(self
+            .meta
+            .get("pruned_through")
+            .map_err(|e| self.io(e))?
+            .map(|v| seq_of(&v)))
     }
 
     /// Drops alert changes whose time is before `cutoff`, oldest first, at most `limit` of
@@ -531,6 +576,7 @@ impl Store {
         }
         let mut held = self.lock();
         let mut gone = 0;
+        let mut last_gone = None;
         while gone < limit {
             let Some((k, v)) = self.alerts.first().map_err(|e| self.io(e))? else {
                 break;
@@ -546,6 +592,7 @@ impl Store {
             self.alerts.remove(&k).map_err(|e| self.io(e))?;
             held.changes = held.changes.saturating_sub(1);
             held.note_pruned(seq_of(&k));
+            last_gone = Some(seq_of(&k));
             gone += 1;
             if let Some(key) = v.get(..9)
                 && !held.firing.contains_key(&seq_of(&k))
@@ -553,6 +600,8 @@ impl Store {
                 self.seen.remove(key).map_err(|e| self.io(e))?;
             }
         }
+        drop(held);
+        self.note_pruned_through(last_gone)?;
         Ok(gone)
     }
 
@@ -803,50 +852,51 @@ impl Store {
     }
 
     /// Where a client that last saw change `after` goes on, replaying at most `max` of the
-    /// changes kept up to `through` (seqs only grow: they are not counts, so the changes are
-    /// counted, not subtracted). A change later than `through` is none this store kept (it
-    /// was made anew since, or the id is another's): all it holds is replayed, as possibly
-    /// missed.
+    /// changes kept up to `through`: found walking back from `through` (seqs only grow; they
+    /// are not counts), so at a cost of about `max` reads whatever the store holds. A change
+    /// later than `through` is none this store gave (it was made anew since, or the id is
+    /// another's): all it holds is replayed (at most `max`), as possibly missed.
     pub fn resume_point(&self, after: u64, through: u64, max: usize) -> Result<Resume, StoreError> {
         let foreign = after > through;
-        let from = if foreign { 0 } else { after.saturating_add(1) };
-        let keys = || {
-            self.alerts
-                .range(from.to_be_bytes()..=through.to_be_bytes())
-                .keys()
-        };
-        let mut kept = 0usize;
-        if from <= through && after != u64::MAX {
-            for k in keys() {
-                k.map_err(|e| self.io(e))?;
-                kept += 1;
-            }
-        }
-        let skipped = kept.saturating_sub(max);
-        let mut resume_after = (!foreign).then_some(after);
-        if skipped > 0 {
-            for k in keys().take(skipped) {
-                resume_after = Some(seq_of(&k.map_err(|e| self.io(e))?));
-            }
-        }
-        // Changes go oldest first: the client's own gone, and the oldest kept after it, those
-        // between went too (or were never: a count is not known).
-        let oldest = self
-            .alerts
-            .first()
-            .map_err(|e| self.io(e))?
-            .map(|(k, _)| seq_of(&k));
-        let pruned = foreign
-            || (oldest.is_some_and(|o| o > after)
-                && !self
-                    .alerts
-                    .contains_key(after.to_be_bytes())
-                    .map_err(|e| self.io(e))?);
-        Ok(Resume {
-            after: resume_after,
-            skipped: skipped as u64,
+        let pruned = foreign || self.pruned_since(Some(after))?;
+        let mut resume = Resume {
+            after: (!foreign).then_some(after),
+            skipped: 0,
             pruned,
-        })
+        };
+        let from = if foreign { 0 } else { after.saturating_add(1) };
+        if from > through {
+            return Ok(resume);
+        }
+        let mut newest = self
+            .alerts
+            .range(from.to_be_bytes()..=through.to_be_bytes())
+            .keys()
+            .rev();
+        for _ in 0..max {
+            match newest.next() {
+                Some(k) => drop(k.map_err(|e| self.io(e))?),
+                None => return Ok(resume),
+            }
+        }
+        // Beyond `max`: the first left out is where the replay goes on after; the others
+        // left out are counted, up to a bound.
+        if let Some(k) = newest.next() {
+            resume.after = Some(seq_of(&k.map_err(|e| self.io(e))?));
+            resume.skipped = 1;
+            for k in newest.take(MISSED_COUNTED - 1) {
+                k.map_err(|e| self.io(e))?;
+                resume.skipped += 1;
+            }
+        }
+        Ok(resume)
+    }
+
+    /// Whether changes after `after` (`None`: any) were pruned.
+    pub fn pruned_since(&self, after: Option<u64>) -> Result<bool, StoreError> {
+        Ok(self
+            .pruned_through()?
+            .is_some_and(|p| after.is_none_or(|a| p > a)))
     }
 
     /// The changes recorded but not yet written to the outputs (the process died between
@@ -1687,6 +1737,23 @@ pattern = "absent(hb) for 10s"
                 .unwrap()
                 .pruned
         );
+        // Only the client's own change gone: nothing after it is.
+        assert!(
+            !s.resume_point(changes[19].seq.unwrap(), last, 1000)
+                .unwrap()
+                .pruned
+        );
+        assert!(
+            s.resume_point(changes[18].seq.unwrap(), last, 1000)
+                .unwrap()
+                .pruned
+        );
+        // The largest id is as foreign as any, and held to the limit too.
+        assert_eq!(
+            s.resume_point(u64::MAX, last, 2).unwrap(),
+            s.resume_point(last + 1, last, 2).unwrap()
+        );
+        assert_eq!(s.resume_point(u64::MAX, last, 2).unwrap().skipped, 8);
     }
 
     /// Bytes under `dir`, recursively.

@@ -293,30 +293,29 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
         let read = store.clone();
         let point = move || -> Result<_, cepheus_store::StoreError> {
             let Some(end) = read.last_seq()? else {
-                return Ok(None);
+                // Nothing kept, though the client had a change: all went (or the store was
+                // made anew).
+                return Ok((None, cepheus_store::Resume::nothing_kept()));
             };
-            Ok(Some((end, read.resume_point(after, end, STREAM_BACKLOG)?)))
+            Ok((Some(end), read.resume_point(after, end, STREAM_BACKLOG)?))
         };
         match web::block(point).await {
-            Ok(Ok(Some((end, at)))) => {
+            Ok(Ok((end, at))) => {
                 replay = Some(Replay {
                     store,
                     after: at.after,
                     end,
                     missed: at.skipped,
                     pruned: at.pruned,
+                    told: None,
                 });
             }
-            Ok(Ok(None)) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot read the store for a stream that resumes");
-                return text(HttpResponse::InternalServerError(), e);
-            }
-            Err(e) => return text(HttpResponse::InternalServerError(), e),
+            Ok(Err(e)) => return come_back_later(&e),
+            Err(e) => return come_back_later(&e),
         }
     }
     // The live changes a replay already gave are not given again.
-    let replayed_through = replay.as_ref().map(|r| r.end);
+    let replayed_through = replay.as_ref().and_then(|r| r.end);
     let fresh = move |seq: Option<u64>| match (seq, replayed_through) {
         (Some(s), Some(end)) => s > end,
         _ => true,
@@ -406,18 +405,32 @@ fn give_up(e: &dyn std::fmt::Display) -> Option<(String, bool)> {
     None
 }
 
+/// A stream that cannot resume now (the store cannot be read): a stream that ends at once,
+/// asking the client to come back in 5 s (any answer but 200 would make a browser's
+/// `EventSource` give up for good).
+fn come_back_later(e: &dyn std::fmt::Display) -> HttpResponse {
+    tracing::warn!(error = %e, "cannot read the store for a stream that resumes");
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("Cache-Control", "no-cache"))
+        .body("retry: 5000\n: the store cannot be read now; come back\n\n")
+}
+
 /// What a stream resumed with `Last-Event-ID` has still to replay from the store.
 struct Replay {
     store: cepheus_store::Store,
     /// The last change given (or skipped); `None`: none yet, from the first kept.
     after: Option<u64>,
-    /// The last change kept when the stream began: those after it come live.
-    end: u64,
+    /// The last change kept when the stream began (`None`: none): those after it come live.
+    end: Option<u64>,
     /// How many changes before the replayed ones the client will not get (over
     /// [`STREAM_BACKLOG`]), said first.
     missed: u64,
-    /// Changes after the client's may have been pruned from the store: said first too.
+    /// Changes after the client's may have been pruned from the store (or it was made anew
+    /// since): said first too.
     pruned: bool,
+    /// The newest pruned change the client was told of (pruning may go on as it reads).
+    told: Option<u64>,
 }
 
 impl Replay {
@@ -425,9 +438,29 @@ impl Replay {
     /// cannot be read: the stream ends, and the client, back with the last `id` it got,
     /// misses nothing.
     async fn next_chunk(&mut self) -> Option<(String, bool)> {
+        let store = self.store.clone();
+        let after = self.after;
+        let page = move || -> Result<_, cepheus_store::StoreError> {
+            Ok((
+                store.pruned_through()?,
+                store.changes_after(after, REPLAY_PAGE)?,
+            ))
+        };
+        let (pruned_through, changes) = match web::block(page).await {
+            Ok(Ok(got)) => got,
+            Ok(Err(e)) => return give_up(&e),
+            Err(e) => return give_up(&e),
+        };
+        // Changes after the last one given pruned since (the oldest go first), not told yet.
+        let newly = pruned_through
+            .is_some_and(|p| self.after.is_none_or(|a| p > a) && self.told.is_none_or(|t| p > t));
         let mut chunk = String::new();
-        if self.missed > 0 || self.pruned {
-            let pruned = if self.pruned { ",\"pruned\":true" } else { "" };
+        if self.missed > 0 || self.pruned || newly {
+            let pruned = if self.pruned || newly {
+                ",\"pruned\":true"
+            } else {
+                ""
+            };
             let _ = write!(
                 chunk,
                 "event: lagged\ndata: {{\"missed\":{}{pruned}}}\n\n",
@@ -435,25 +468,20 @@ impl Replay {
             );
             self.missed = 0;
             self.pruned = false;
+            self.told = pruned_through;
         }
-        let store = self.store.clone();
-        let after = self.after;
-        match web::block(move || store.changes_after(after, REPLAY_PAGE)).await {
-            Ok(Ok(changes)) => {
-                let mut done = changes.len() < REPLAY_PAGE;
-                for c in changes {
-                    if c.seq > self.end {
-                        done = true;
-                        break;
-                    }
-                    sse_alert(&mut chunk, Some(c.seq), &c.json);
-                    self.after = Some(c.seq);
-                }
-                Some((chunk, done || self.after.is_some_and(|a| a >= self.end)))
+        // (A short page is not the end: the store leaves out a row it cannot read.)
+        let mut done = changes.is_empty();
+        for c in changes {
+            if self.end.is_none_or(|end| c.seq > end) {
+                done = true;
+                break;
             }
-            Ok(Err(e)) => give_up(&e),
-            Err(e) => give_up(&e),
+            sse_alert(&mut chunk, Some(c.seq), &c.json);
+            self.after = Some(c.seq);
         }
+        let through = matches!((self.after, self.end), (Some(a), Some(end)) if a >= end);
+        Some((chunk, done || through))
     }
 }
 
@@ -1602,9 +1630,10 @@ mod tests {
         let mut replay = Replay {
             store,
             after: Some(after),
-            end,
+            end: Some(end),
             missed: 3,
             pruned: false,
+            told: None,
         };
         let (given, chunks) = actix_web::rt::System::new().block_on(async move {
             let mut given = String::new();
@@ -1633,6 +1662,87 @@ mod tests {
         assert!(
             given.starts_with("event: lagged\ndata: {\"missed\":3}\n\n"),
             "{given}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Changes pruned while a resumed stream reads its replay are said missed, once; the
+    /// replay goes on with what is kept. (After a review's test.)
+    #[test]
+    fn changes_pruned_during_a_replay_are_said_missed() {
+        #![allow(clippy::unwrap_used)]
+        use cepheus_core::alert::AlertState;
+        let dir = std::env::temp_dir().join(format!("cepheus-api-pruned-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = cepheus_store::Store::open(&dir, 200).unwrap();
+        let changes = |ids: std::ops::Range<u64>| -> Vec<cepheus_store::Change> {
+            ids.map(|id| cepheus_store::Change {
+                id,
+                state: AlertState::Resolved,
+                json: format!(r#"{{"id":"{id:016x}"}}"#),
+                seq: None,
+                meaning: None,
+            })
+            .collect()
+        };
+        let mut first = changes(0..200);
+        store.record_changes(&mut first).unwrap();
+        let seqs: Vec<u64> = first.iter().filter_map(|c| c.seq).collect();
+        let mut replay = Replay {
+            store: store.clone(),
+            after: Some(seqs[0]),
+            end: Some(seqs[199]),
+            missed: 0,
+            pruned: false,
+            told: None,
+        };
+        let given = actix_web::rt::System::new().block_on(async move {
+            let mut given = replay.next_chunk().await.unwrap().0;
+            // 100 more: the oldest 100 go, 35 of them not given yet.
+            replay
+                .store
+                .record_changes(&mut changes(1000..1100))
+                .unwrap();
+            loop {
+                let (chunk, done) = replay.next_chunk().await.unwrap();
+                given.push_str(&chunk);
+                if done {
+                    return given;
+                }
+            }
+        });
+        let ids: Vec<u64> = given
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: "))
+            .map(|v| v.parse().unwrap())
+            .collect();
+        let want: Vec<u64> = seqs[1..65].iter().chain(&seqs[100..200]).copied().collect();
+        assert_eq!(ids, want);
+        assert_eq!(
+            given
+                .matches("event: lagged\ndata: {\"missed\":0,\"pruned\":true}")
+                .count(),
+            1,
+            "{given}"
+        );
+        // A store that keeps nothing: said, and nothing replayed.
+        let empty_dir = dir.join("empty");
+        let empty = cepheus_store::Store::open(&empty_dir, 10).unwrap();
+        let at = cepheus_store::Resume::nothing_kept();
+        let mut replay = Replay {
+            store: empty,
+            after: at.after,
+            end: None,
+            missed: at.skipped,
+            pruned: at.pruned,
+            told: None,
+        };
+        let (chunk, done) = actix_web::rt::System::new()
+            .block_on(async move { replay.next_chunk().await.unwrap() });
+        assert!(done);
+        assert_eq!(
+            chunk,
+            "event: lagged\ndata: {\"missed\":0,\"pruned\":true}\n\n"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -438,6 +438,15 @@ impl AlertSink {
                         output.mark(last);
                     }
                 }
+                // The live stream had them without a place: again, with it, so that a client
+                // that resumed meanwhile (its replay ended before they were kept) gets them.
+                if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
+                    for c in &waiting {
+                        if let Some(seq) = c.seq {
+                            let _ = tx.send((Some(seq), Arc::from(c.json.as_str())));
+                        }
+                    }
+                }
                 self.unkept_bytes = 0;
                 self.unkept_dirty = true;
                 self.counters.store_waiting.store(0, Ordering::Relaxed);
