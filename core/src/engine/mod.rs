@@ -507,6 +507,9 @@ struct Lane {
     /// Event time: the canonical conditions whose events make the lane's watermark (its rules'
     /// used definitions), sorted; empty for the processing-time lane.
     sources: Vec<String>,
+    /// Event time: beside each of `sources`, the fields its definitions key groups by (an
+    /// event without them is no source: see `lane_sources`).
+    keys: Vec<Vec<String>>,
     /// Event time: a sweep may pass the lane by while the arrival clock is before this: nothing
     /// of it can be due sooner (its watermark trails the clock by `max_delay` at least).
     /// `MIN` whenever a timer is armed outside a release of the lane.
@@ -879,17 +882,35 @@ fn group_key(def: &EventDef, ev: &Event, caps: &Captures) -> Option<GroupKey> {
 
 /// The canonical conditions of a rule's definitions in `used`, sorted and without repeats:
 /// the events that make an event-time rule's watermark.
-fn lane_sources(rule: &Rule, used: plan::EvSet) -> Vec<String> {
-    let mut out: Vec<String> = rule
+/// The canonical conditions of a rule's used definitions (sorted, each once), and beside each
+/// the fields its definitions read the group key from (sorted, each list once): an event is
+/// one of the rule's sources when a definition matches it and it holds those fields, so two
+/// rules with the same of both see the same events move their watermark.
+fn lane_sources(rule: &Rule, used: plan::EvSet) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut pairs: Vec<(String, String)> = rule
         .events
         .iter()
         .enumerate()
         .filter(|(i, _)| *i < 64 && used & (1u64 << i) != 0)
-        .map(|(_, d)| d.cond.canonical())
+        .map(|(_, d)| {
+            let fields: Vec<&str> = d.group_fields.iter().map(FieldKey::name).collect();
+            (d.cond.canonical(), fields.join(","))
+        })
         .collect();
-    out.sort();
-    out.dedup();
-    out
+    pairs.sort();
+    pairs.dedup();
+    let mut sources: Vec<String> = Vec::new();
+    let mut keys: Vec<Vec<String>> = Vec::new();
+    for (cond, fields) in pairs {
+        if sources.last() != Some(&cond) {
+            sources.push(cond);
+            keys.push(Vec::new());
+        }
+        if let Some(k) = keys.last_mut() {
+            k.push(fields);
+        }
+    }
+    (sources, keys)
 }
 
 fn slot_at(rts: &[RuleRt], rule: u32, slot: u32) -> Option<&Slot> {
@@ -1042,16 +1063,18 @@ impl Engine {
                 // A rule's watermark is made of its own sources' events: it shares a lane
                 // only with rules of the same delay over the same conditions.
                 TimeMode::Event => {
-                    let sources = lane_sources(rule, used);
+                    let (sources, keys) = lane_sources(rule, used);
                     match lanes.iter().position(|l| {
                         l.mode == TimeMode::Event
                             && l.delay == rule.max_delay
                             && l.sources == sources
+                            && l.keys == keys
                     }) {
                         Some(i) => i,
                         None => {
                             let mut lane = Lane::new(TimeMode::Event, rule.max_delay);
                             lane.sources = sources;
+                            lane.keys = keys;
                             lanes.push(lane);
                             lanes.len() - 1
                         }
@@ -3225,6 +3248,7 @@ impl Engine {
                     min_event: l.min_event,
                     started: l.started,
                     sources: l.sources.clone(),
+                    keys: Some(l.keys.clone()),
                     pending: l
                         .pending
                         .iter()
@@ -3436,7 +3460,9 @@ impl Engine {
                 .lanes
                 .iter()
                 .filter(like)
-                .find(|l| l.sources == lane.sources)
+                .find(|l| {
+                    l.sources == lane.sources && l.keys.as_ref().is_none_or(|k| *k == lane.keys)
+                })
                 .or_else(|| cp.lanes.iter().filter(like).find(|l| l.sources.is_empty()));
             // A lane new to the rules (a reload that adds an event-time rule over other
             // sources) begins from the clock, as a running agent's lanes do.
@@ -3841,6 +3867,7 @@ impl Lane {
             min_event: None,
             started: mode == TimeMode::Processing,
             sources: Vec::new(),
+            keys: Vec::new(),
             skip_until: Timestamp::MIN,
         }
     }
@@ -3929,6 +3956,10 @@ pub struct LaneCheckpoint {
     /// were kept per source: such a lane is matched by its delay alone).
     #[serde(default)]
     pub sources: Vec<String>,
+    /// Beside each of `sources`, the fields its rules key groups by (absent in checkpoints
+    /// before lanes were told apart by them: such a lane is matched by its sources alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<Vec<String>>>,
     /// Buffered events.
     pub pending: Vec<PendingCheckpoint>,
 }

@@ -2701,3 +2701,60 @@ pattern = "absent(e) for {d}"
         "the changed rule kept h1: {shared:?}"
     );
 }
+
+/// An event-time rule's watermark moves only with events it can key: an event without its
+/// group fields moves none of it, whether or not another rule over the same condition and
+/// delay (here ungrouped) takes that event (found by the `reload` fuzz target,
+/// fuzz/artifacts/reload/).
+#[test]
+fn an_event_a_rule_cannot_key_moves_its_watermark_beside_other_rules_as_alone() {
+    let rule = |name: &str, group_by: &str| {
+        format!(
+            r#"
+[[rule]]
+name = "{name}"
+severity = "low"
+{group_by}
+events.e = 'syslog and app == "a"'
+pattern = "e"
+time = "event"
+max_delay = "5s"
+"#
+        )
+    };
+    let grouped = rule("g", r#"group_by = ["host", "msg"]"#);
+    let run = |text: &str, share: bool| {
+        let cfg = EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&compile_toml(text), cfg).unwrap();
+        let mut out = Vec::new();
+        // No `msg`: the grouped rule cannot key it; its stamp is ahead of the other's.
+        let ahead = syslog_event(
+            "a",
+            "h3",
+            Timestamp::from_secs(1003),
+            Timestamp::from_secs(1000),
+        );
+        e.push(ahead, &mut out);
+        let keyed = syslog_event(
+            "a",
+            "h1",
+            Timestamp::from_secs(992),
+            Timestamp::from_secs(1000),
+        )
+        .with(cepheus_core::event::Field::Msg, Value::str("p"));
+        e.push(keyed, &mut out);
+        e.finish(Some(Timestamp::from_secs(1100)), &mut out);
+        out.iter()
+            .filter(|a| a.rule() == "g")
+            .map(|a| fmt_alert(a, true))
+            .collect::<Vec<_>>()
+    };
+    let alone = run(&grouped, true);
+    assert_eq!(alone.len(), 1, "{alone:?}");
+    let both = grouped.clone() + &rule("u", "");
+    assert_eq!(run(&both, true), alone);
+    assert_eq!(run(&both, false), alone);
+}
