@@ -2247,7 +2247,6 @@ fn a_kept_event_time_rule_not_begun_at_a_reload_begins_as_without_it() {
 /// states' pending events go with them, and shared and unshared give the same alerts.
 #[test]
 fn a_pending_event_of_rules_of_one_meaning_is_delivered_once_at_a_reload() {
-    use cepheus_core::engine::{Engine, EngineConfig};
     use cepheus_core::event::{Event, Field, Source, Value};
     use cepheus_core::time::Timestamp;
     let rule = |name: &str| {
@@ -2257,20 +2256,15 @@ fn a_pending_event_of_rules_of_one_meaning_is_delivered_once_at_a_reload() {
              time = \"event\"\nmax_delay = \"3s\"\n\n"
         )
     };
-    let compile = compile_toml;
-    let r1 = compile(&(rule("r0") + &rule("r0-copy")));
+    let r1 = compile_toml(&(rule("r0") + &rule("r0-copy")));
     for r2 in [rule("n1"), rule("n1") + &rule("n2")] {
-        let r2 = compile(&r2);
+        let r2 = compile_toml(&r2);
         let ms = |t: i64| Timestamp(t * 1_000_000);
         let ev = Event::new(Source::Syslog, ms(999_000), ms(1_000_000))
             .with(Field::App, Value::str("c"))
             .with(Field::Host, Value::str("h2"));
         let run = |share: bool| {
-            let cfg = EngineConfig {
-                share,
-                ..EngineConfig::default()
-            };
-            let mut e = Engine::new(&r1, cfg).unwrap();
+            let mut e = new_engine(&r1, share);
             let mut out = Vec::new();
             e.push(ev.clone(), &mut out);
             e.reload(&r2, &mut out).unwrap();
@@ -2287,17 +2281,6 @@ fn a_pending_event_of_rules_of_one_meaning_is_delivered_once_at_a_reload() {
 
 // Compact records (core/src/engine/compact.rs) against the slots: found by a review of the
 // change that put direct states' groups in records (session 39).
-
-fn compact_engine(rules: &RuleSet, share: bool) -> Engine {
-    Engine::new(
-        rules,
-        EngineConfig {
-            share,
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap()
-}
 
 fn compact_run(e: &mut Engine, script: &str) -> Vec<String> {
     let mut out: Vec<Alert> = Vec::new();
@@ -2327,7 +2310,7 @@ fn a_compact_group_drops_expired_runs_when_a_slot_would() {
             .forget_after(10),
     ]);
     let script = "a:h1@0 a:h1@7 tick@11";
-    let (mut shared, mut alone) = (compact_engine(&rules, true), compact_engine(&rules, false));
+    let (mut shared, mut alone) = (new_engine(&rules, true), new_engine(&rules, false));
     assert_eq!(
         compact_run(&mut shared, script),
         compact_run(&mut alone, script)
@@ -2388,7 +2371,7 @@ fn overdue_compact_deadlines_fire_in_deadline_order() {
 /// 200 waits armed and ended give the alerts of the slots, and leave the wheel no more
 /// entries than the slots'.
 fn waits_leave_no_more_entries_than_slots(rules: &RuleSet) {
-    let (mut shared, mut alone) = (compact_engine(rules, true), compact_engine(rules, false));
+    let (mut shared, mut alone) = (new_engine(rules, true), new_engine(rules, false));
     assert_eq!(
         compact_run(&mut shared, &wait_cycles()),
         compact_run(&mut alone, &wait_cycles())
@@ -2442,7 +2425,7 @@ fn absorbed_compact_groups_leave_no_second_entry() {
     let rules = set(vec![
         rule("w", &["a"], absent(ev(0), Some(30))).expect(&hosts),
     ]);
-    let (mut shared, mut alone) = (compact_engine(&rules, true), compact_engine(&rules, false));
+    let (mut shared, mut alone) = (new_engine(&rules, true), new_engine(&rules, false));
     assert_eq!(
         compact_run(&mut shared, "x:q@0"),
         compact_run(&mut alone, "x:q@0")
@@ -2473,7 +2456,7 @@ fn a_compact_groups_number_taken_again_keeps_no_stale_entry() {
             .within(3)
             .forget_after(7),
     ]);
-    let (mut shared, mut alone) = (compact_engine(&rules, true), compact_engine(&rules, false));
+    let (mut shared, mut alone) = (new_engine(&rules, true), new_engine(&rules, false));
     let mut out = Vec::new();
     for e in [&mut shared, &mut alone] {
         compact_run(e, "a:h2@18");
@@ -2552,10 +2535,9 @@ allowed_lateness = "0s"
 "#
         )
     };
-    let compile = compile_toml;
     let (r1, r2) = (
-        compile(&rule(r#"syslog and (app == "b" or host == "h1")"#)),
-        compile(&rule(r#"syslog and app == "b""#)),
+        compile_toml(&rule(r#"syslog and (app == "b" or host == "h1")"#)),
+        compile_toml(&rule(r#"syslog and app == "b""#)),
     );
     let ev = |app: &str, t_ms: i64, arrival_ms: i64| {
         syslog_event(
@@ -2619,16 +2601,12 @@ forget_after = "5s"
 "#
         )
     };
-    let compile = compile_toml;
-    let r1 = compile(&(rule("r0", "") + &rule("copy", "")));
-    let r2 = compile(&(rule("r0", r#"expect = ["h1"]"#) + &rule("copy", "")));
-    let r3 = compile(&(rule("r0", r#"expect = ["h1"]"#) + &rule("copy", r#"expect = ["h1"]"#)));
+    let r1 = compile_toml(&(rule("r0", "") + &rule("copy", "")));
+    let r2 = compile_toml(&(rule("r0", r#"expect = ["h1"]"#) + &rule("copy", "")));
+    let r3 =
+        compile_toml(&(rule("r0", r#"expect = ["h1"]"#) + &rule("copy", r#"expect = ["h1"]"#)));
     let run = |share: bool| {
-        let cfg = EngineConfig {
-            share,
-            ..EngineConfig::default()
-        };
-        let mut e = Engine::new(&r1, cfg).unwrap();
+        let mut e = new_engine(&r1, share);
         let mut out = Vec::new();
         let ev = syslog_event(
             "a",
@@ -2664,15 +2642,10 @@ pattern = "absent(e) for {d}"
 "#
         )
     };
-    let compile = compile_toml;
-    let r1 = compile(&rule("r0", "1s"));
-    let r2 = compile(&(rule("r0", "2s") + &rule("n", "2s")));
+    let r1 = compile_toml(&rule("r0", "1s"));
+    let r2 = compile_toml(&(rule("r0", "2s") + &rule("n", "2s")));
     let run = |share: bool| {
-        let cfg = EngineConfig {
-            share,
-            ..EngineConfig::default()
-        };
-        let mut e = Engine::new(&r1, cfg).unwrap();
+        let mut e = new_engine(&r1, share);
         let mut out = Vec::new();
         let ev = syslog_event(
             "hb",
@@ -2724,11 +2697,7 @@ max_delay = "5s"
     };
     let grouped = rule("g", r#"group_by = ["host", "msg"]"#);
     let run = |text: &str, share: bool| {
-        let cfg = EngineConfig {
-            share,
-            ..EngineConfig::default()
-        };
-        let mut e = Engine::new(&compile_toml(text), cfg).unwrap();
+        let mut e = new_engine(&compile_toml(text), share);
         let mut out = Vec::new();
         // No `msg`: the grouped rule cannot key it; its stamp is ahead of the other's.
         let ahead = syslog_event(

@@ -236,6 +236,18 @@ pub fn check(rules: Vec<R>, script: &str, expected: &[&str]) {
     assert_eq!(got, expected, "\nscript: {script}");
 }
 
+/// An engine for `rules`, shared or each rule on its own, otherwise as configured by default.
+pub fn new_engine(rules: &RuleSet, share: bool) -> Engine {
+    Engine::new(
+        rules,
+        EngineConfig {
+            share,
+            ..EngineConfig::default()
+        },
+    )
+    .expect("an engine for rules that compiled")
+}
+
 /// Rule-file text compiled (it must compile).
 pub fn compile_toml(text: &str) -> RuleSet {
     cepheus_core::rules::compile_str("r.toml", text)
