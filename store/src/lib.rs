@@ -858,7 +858,7 @@ impl Store {
     /// another's): all it holds is replayed (at most `max`), as possibly missed.
     pub fn resume_point(&self, after: u64, through: u64, max: usize) -> Result<Resume, StoreError> {
         let foreign = after > through;
-        let pruned = foreign || self.pruned_since(Some(after))?;
+        let pruned = foreign || self.pruned_after(after)?;
         let mut resume = Resume {
             after: (!foreign).then_some(after),
             skipped: 0,
@@ -892,11 +892,9 @@ impl Store {
         Ok(resume)
     }
 
-    /// Whether changes after `after` (`None`: any) were pruned.
-    pub fn pruned_since(&self, after: Option<u64>) -> Result<bool, StoreError> {
-        Ok(self
-            .pruned_through()?
-            .is_some_and(|p| after.is_none_or(|a| p > a)))
+    /// Whether changes after `after` were pruned.
+    fn pruned_after(&self, after: u64) -> Result<bool, StoreError> {
+        Ok(self.pruned_through()?.is_some_and(|p| p > after))
     }
 
     /// The changes recorded but not yet written to the outputs (the process died between

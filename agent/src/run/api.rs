@@ -348,7 +348,7 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
                         true
                     }
                     Err(RecvError::Lagged(n)) => {
-                        let _ = write!(chunk, "event: lagged\ndata: {{\"missed\":{n}}}\n\n");
+                        sse_lagged(chunk, n, false);
                         true
                     }
                     Err(RecvError::Closed) => false,
@@ -385,6 +385,16 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
         .content_type("text/event-stream")
         .insert_header(("Cache-Control", "no-cache"))
         .streaming(events)
+}
+
+/// A `lagged` event: `missed` changes this client will not get, and whether some after its
+/// last were pruned from the store.
+fn sse_lagged(chunk: &mut String, missed: u64, pruned: bool) {
+    let pruned = if pruned { ",\"pruned\":true" } else { "" };
+    let _ = write!(
+        chunk,
+        "event: lagged\ndata: {{\"missed\":{missed}{pruned}}}\n\n"
+    );
 }
 
 /// One alert change as a server-sent event.
@@ -456,16 +466,7 @@ impl Replay {
             .is_some_and(|p| self.after.is_none_or(|a| p > a) && self.told.is_none_or(|t| p > t));
         let mut chunk = String::new();
         if self.missed > 0 || self.pruned || newly {
-            let pruned = if self.pruned || newly {
-                ",\"pruned\":true"
-            } else {
-                ""
-            };
-            let _ = write!(
-                chunk,
-                "event: lagged\ndata: {{\"missed\":{}{pruned}}}\n\n",
-                self.missed
-            );
+            sse_lagged(&mut chunk, self.missed, self.pruned || newly);
             self.missed = 0;
             self.pruned = false;
             self.told = pruned_through;
