@@ -440,13 +440,7 @@ impl AlertSink {
                 }
                 // The live stream had them without a place: again, with it, so that a client
                 // that resumed meanwhile (its replay ended before they were kept) gets them.
-                if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
-                    for c in &waiting {
-                        if let Some(seq) = c.seq {
-                            let _ = tx.send((Some(seq), Arc::from(c.json.as_str())));
-                        }
-                    }
-                }
+                self.offer_to_stream(waiting.iter().filter(|c| c.seq.is_some()));
                 self.unkept_bytes = 0;
                 self.unkept_dirty = true;
                 self.counters.store_waiting.store(0, Ordering::Relaxed);
@@ -697,6 +691,17 @@ impl AlertSink {
         self
     }
 
+    /// Offers changes to the live stream's subscribers (`GET /alerts/stream`), with their
+    /// places in the store when kept.
+    fn offer_to_stream<'c>(&self, changes: impl Iterator<Item = &'c Change>) {
+        if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
+            for c in changes {
+                // (None listening any more: nothing to do.)
+                let _ = tx.send((c.seq, Arc::from(c.json.as_str())));
+            }
+        }
+    }
+
     /// Writes kept changes to every output (stdout, the file, the collector), then notes in
     /// the store that they were written.
     fn emit(&mut self, fresh: &[Change]) {
@@ -722,12 +727,7 @@ impl AlertSink {
             }
         }
         self.count_pruned();
-        if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
-            for c in fresh {
-                // (None listening any more: nothing to do.)
-                let _ = tx.send((c.seq, Arc::from(c.json.as_str())));
-            }
-        }
+        self.offer_to_stream(fresh.iter());
         if !fresh.is_empty()
             && let Some(store) = self.writable_store()
             && let Err(e) = store.mark_written()

@@ -1025,7 +1025,7 @@ impl Engine {
     fn with_cohorts(
         rules: &RuleSet,
         cfg: EngineConfig,
-        cohort_of: &dyn Fn(&Rule) -> Lineage,
+        lineage_of: &dyn Fn(&Rule) -> Lineage,
     ) -> Result<Engine, EngineError> {
         let mut lanes: Vec<Lane> = vec![Lane::new(TimeMode::Processing, Duration::ZERO)];
         let mut rts: Vec<RuleRt> = Vec::with_capacity(rules.rules.len());
@@ -1036,7 +1036,7 @@ impl Engine {
         for (rank, rule) in rules.rules.iter().enumerate() {
             let rank = rank as u32;
             let canonical = rule.canonical();
-            let lineage = cohort_of(rule);
+            let lineage = lineage_of(rule);
             let cohort = lineage.cohort;
             if cfg.share
                 && let Some(&shared) = by_meaning.get(&(canonical.clone(), lineage))
@@ -3431,7 +3431,7 @@ impl Engine {
                 find(&|rc| Rule::canonicals_differ_only_in_expect(&rc.canonical, &canonical))
             })
         };
-        let cohort_of = |rule: &Rule| -> Lineage {
+        let lineage_of = |rule: &Rule| -> Lineage {
             let from = goes_on_from(rule);
             Lineage {
                 cohort: from.map_or(fresh, |i| cp.rules[i].cohort),
@@ -3440,7 +3440,7 @@ impl Engine {
                 changed: from.is_none() && saved_by_member.contains_key(rule.name.as_str()),
             }
         };
-        let mut e = Engine::with_cohorts(rules, cfg, &cohort_of)?;
+        let mut e = Engine::with_cohorts(rules, cfg, &lineage_of)?;
         e.next_seq = cp.next_seq;
         e.min_event_any = cp.min_event_any;
         e.max_event_any = cp.max_event_any;
