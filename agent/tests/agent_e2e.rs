@@ -3854,6 +3854,16 @@ fn alert_changes_are_streamed_as_server_sent_events() {
     assert!(seen.contains("event: alert\n"), "{seen}");
 }
 
+/// An alert event's `id`: the change's seq and the store's instance.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd)]
+struct SseId(u64, String);
+
+impl std::fmt::Display for SseId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.0, self.1)
+    }
+}
+
 /// Opens `/alerts/stream` with `headers`, reads its head: the stream and what was read.
 fn sse_open(port: u16, headers: &str) -> (TcpStream, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -3872,8 +3882,8 @@ fn sse_open(port: u16, headers: &str) -> (TcpStream, String) {
     (s, seen)
 }
 
-/// Reads until `n` alert events came: each with its `id`, if any.
-fn sse_alerts(s: &mut TcpStream, seen: &mut String, n: usize) -> Vec<(Option<u64>, Value)> {
+/// Reads until `n` alert events came: each with its `id`, if any, as its seq and store.
+fn sse_alerts(s: &mut TcpStream, seen: &mut String, n: usize) -> Vec<(Option<SseId>, Value)> {
     let mut buf = [0u8; 4096];
     loop {
         let mut events = Vec::new();
@@ -3881,12 +3891,14 @@ fn sse_alerts(s: &mut TcpStream, seen: &mut String, n: usize) -> Vec<(Option<u64
             let mut id = None;
             for l in block.lines() {
                 if let Some(v) = l.strip_prefix("id: ") {
-                    id = Some(v.parse::<u64>().unwrap());
+                    let (seq, store) = v.split_once('@').unwrap();
+                    assert_eq!(store.len(), 8, "{v}");
+                    id = Some(SseId(seq.parse().unwrap(), store.to_string()));
                 }
                 if let Some(d) = l.strip_prefix("data: ")
                     && block.contains("event: alert")
                 {
-                    events.push((id, serde_json::from_str::<Value>(d).unwrap()));
+                    events.push((id.clone(), serde_json::from_str::<Value>(d).unwrap()));
                 }
             }
         }
@@ -3911,7 +3923,7 @@ fn a_stream_resumed_with_last_event_id_gets_the_changes_it_missed() {
     let fired = agent.wait_alert(10, |v| v["state"] == "firing");
     let first = sse_alerts(&mut s, &mut seen, 1);
     assert_eq!(first[0].1, fired);
-    let Some(id) = first[0].0 else {
+    let Some(id) = first[0].0.clone() else {
         panic!("a kept change without an id: {seen}");
     };
     drop(s);
@@ -3922,12 +3934,21 @@ fn a_stream_resumed_with_last_event_id_gets_the_changes_it_missed() {
     let missed = sse_alerts(&mut s, &mut seen, 1);
     assert_eq!(missed.len(), 1, "only what came after {id}: {seen}");
     assert_eq!(missed[0].1, resolved);
-    assert!(missed[0].0.is_some_and(|later| later > id), "{seen}");
+    assert!(
+        missed[0]
+            .0
+            .as_ref()
+            .is_some_and(|later| later.0 > id.0 && later.1 == id.1),
+        "{seen}"
+    );
     // Then the live changes (web1 silent again, or web2's), with their ids.
     heartbeat(agent.port, "web2", 1);
     let live = sse_alerts(&mut s, &mut seen, 2);
     assert_eq!(live[1].1["state"], "firing", "{seen}");
-    assert!(live[1].0 > missed[0].0, "{seen}");
+    assert!(
+        live[1].0.as_ref().map(|l| l.0) > missed[0].0.as_ref().map(|m| m.0),
+        "{seen}"
+    );
     let bad = {
         let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -3944,14 +3965,45 @@ fn a_stream_resumed_with_last_event_id_gets_the_changes_it_missed() {
     // An empty one is none: the live changes only.
     let (_s, head) = sse_open(agent.api, "Last-Event-ID: \r\n");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    // One this store never gave (as after a store made anew): all it holds, said maybe missed.
-    let (mut s, mut seen) = sse_open(agent.api, "Last-Event-ID: 999999999999\r\n");
-    let all = sse_alerts(&mut s, &mut seen, 2);
-    assert_eq!(all[0], (Some(id), fired), "{seen}");
-    assert!(
-        seen.contains("event: lagged\ndata: {\"missed\":0,\"pruned\":true}"),
-        "{seen}"
-    );
+    // One this store never gave (as after a store made anew): all it holds, said maybe
+    // missed. Whatever its seq: another store's (its instance differs), one above this
+    // store's last, one from before ids named their store.
+    let other = format!("{:08x}", u32::from_str_radix(&id.1, 16).unwrap() ^ 1);
+    for given in [
+        format!("{}@{other}", missed[0].0.as_ref().unwrap().0),
+        format!("0@{other}"),
+        "999999999999".to_string(),
+        format!("999999999999@{}", id.1),
+    ] {
+        let (mut s, mut seen) = sse_open(agent.api, &format!("Last-Event-ID: {given}\r\n"));
+        let all = sse_alerts(&mut s, &mut seen, 2);
+        assert_eq!(all[0], (Some(id.clone()), fired.clone()), "{given}: {seen}");
+        assert!(
+            seen.contains("event: lagged\ndata: {\"missed\":0,\"pruned\":true}"),
+            "{given}: {seen}"
+        );
+    }
+    // One from before ids named their store: this store's.
+    let (mut s, mut seen) = sse_open(agent.api, &format!("Last-Event-ID: {}\r\n", id.0));
+    let after = sse_alerts(&mut s, &mut seen, 1);
+    assert_eq!(after[0].1, resolved, "{seen}");
+    assert!(!seen.contains("event: lagged"), "{seen}");
+    for bad in [
+        format!("{}@{}x", id.0, id.1),
+        format!("{}@", id.0),
+        "@1".into(),
+    ] {
+        let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(
+            s,
+            "GET /alerts/stream HTTP/1.1\r\nHost: localhost\r\nLast-Event-ID: {bad}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut r = String::new();
+        let _ = s.read_to_string(&mut r);
+        assert!(r.starts_with("HTTP/1.1 400"), "{bad}: {r}");
+    }
 }
 
 #[test]

@@ -197,8 +197,12 @@ pub struct Store {
     /// shard (u32 BE) -> shards (u32 BE) + checkpoint: where stores before `state/` kept
     /// them (read when `state/` has none; emptied at the first save).
     checkpoints: sled::Tree,
-    /// "format" -> u32 BE; "written" -> the seq (u64 BE) of the last change written out.
+    /// "format" -> u32 BE; "written" -> the seq (u64 BE) of the last change written out;
+    /// "instance" -> u32 BE, drawn when the store was made (or first opened by a version that
+    /// keeps it).
     meta: sled::Tree,
+    /// This store's "instance": tells its seqs from those of a store made anew in its place.
+    instance: u32,
     /// Alert changes beyond this many are pruned, oldest first; firing alerts too.
     max_alerts: u64,
     /// What is held, counted as it changes (sled 0.34's `len` walks a tree).
@@ -308,6 +312,18 @@ impl Store {
                 });
             }
         }
+        let instance = match meta
+            .get("instance")
+            .map_err(io)?
+            .and_then(|v| <[u8; 4]>::try_from(v.as_ref()).ok())
+        {
+            Some(v) => u32::from_be_bytes(v),
+            None => {
+                let drawn = draw_instance();
+                meta.insert("instance", &drawn.to_be_bytes()).map_err(io)?;
+                drawn
+            }
+        };
         let alerts = db.open_tree("alerts").map_err(io)?;
         let open = db.open_tree("open").map_err(io)?;
         // A store without the mark (made before it was kept) counts all it holds as written;
@@ -338,6 +354,7 @@ impl Store {
             acks: db.open_tree("acks").map_err(io)?,
             meanings: db.open_tree("meanings").map_err(io)?,
             meta,
+            instance,
             checkpoints: db.open_tree("checkpoints").map_err(io)?,
             db,
             max_alerts: max_alerts.max(1),
@@ -851,20 +868,34 @@ impl Store {
         Ok(out)
     }
 
+    /// This store's instance: drawn when it was made, so that a client holding a seq of a
+    /// store since made anew in the same place is told so (see [`Store::resume_point`]).
+    pub fn instance(&self) -> u32 {
+        self.instance
+    }
+
     /// Where a client that last saw change `after` goes on, replaying at most `max` of the
     /// changes kept up to `through`: found walking back from `through` (seqs only grow; they
-    /// are not counts), so at a cost of about `max` reads whatever the store holds. A change
-    /// later than `through` is none this store gave (it was made anew since, or the id is
-    /// another's): all it holds is replayed (at most `max`), as possibly missed.
-    pub fn resume_point(&self, after: u64, through: u64, max: usize) -> Result<Resume, StoreError> {
-        let foreign = after > through;
-        let pruned = foreign || self.pruned_after(after)?;
+    /// are not counts), so at a cost of about `max` reads whatever the store holds. `None`,
+    /// or a change later than `through`, is none this store gave (it was made anew since, or
+    /// the id is another's): all it holds is replayed (at most `max`), as possibly missed.
+    pub fn resume_point(
+        &self,
+        after: Option<u64>,
+        through: u64,
+        max: usize,
+    ) -> Result<Resume, StoreError> {
+        let after = after.filter(|&a| a <= through);
+        let pruned = match after {
+            None => true,
+            Some(a) => self.pruned_after(a)?,
+        };
         let mut resume = Resume {
-            after: (!foreign).then_some(after),
+            after,
             skipped: 0,
             pruned,
         };
-        let from = if foreign { 0 } else { after.saturating_add(1) };
+        let from = after.map_or(0, |a| a.saturating_add(1));
         if from > through {
             return Ok(resume);
         }
@@ -1178,6 +1209,20 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 /// The written-out mark of a store that has written nothing out yet (sled numbers the first
 /// change 0, so "up to 0" would count it written).
 const NONE_WRITTEN: u64 = u64::MAX;
+
+/// A new store's instance: random (the standard library's per-process hash keys, which it
+/// draws from the system's randomness) mixed with the time, so two stores made in one place
+/// one after the other are told apart.
+fn draw_instance() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(d.as_nanos());
+    }
+    h.write_u32(std::process::id());
+    let x = h.finish();
+    (x ^ (x >> 32)) as u32
+}
 
 /// The sequence number an `alerts` key holds (0 for a malformed key, which prune and listing
 /// only use to order).
@@ -1667,7 +1712,7 @@ pattern = "absent(hb) for 10s"
         let mut after = resolved(2..3);
         s.record_changes(&mut after).unwrap();
         let (first, last) = (before[0].seq.unwrap(), after[0].seq.unwrap());
-        let r = s.resume_point(first, last, 1000).unwrap();
+        let r = s.resume_point(Some(first), last, 1000).unwrap();
         assert_eq!(
             r,
             Resume {
@@ -1684,7 +1729,7 @@ pattern = "absent(hb) for 10s"
             .collect();
         assert_eq!(got, [before[1].seq.unwrap(), last]);
         // Beyond the limit: the oldest left out, counted.
-        let r = s.resume_point(first, last, 1).unwrap();
+        let r = s.resume_point(Some(first), last, 1).unwrap();
         assert_eq!(
             r,
             Resume {
@@ -1695,14 +1740,14 @@ pattern = "absent(hb) for 10s"
         );
         // Nothing after the last.
         assert_eq!(
-            s.resume_point(last, last, 10).unwrap(),
+            s.resume_point(Some(last), last, 10).unwrap(),
             Resume {
                 after: Some(last),
                 ..Resume::default()
             }
         );
         // An id this store never gave (it was made anew since): all it holds, maybe missed.
-        let r = s.resume_point(last + 5_000_000, last, 10).unwrap();
+        let r = s.resume_point(Some(last + 5_000_000), last, 10).unwrap();
         assert_eq!(
             r,
             Resume {
@@ -1711,7 +1756,7 @@ pattern = "absent(hb) for 10s"
                 pruned: true
             }
         );
-        let r = s.resume_point(last + 5_000_000, last, 2).unwrap();
+        let r = s.resume_point(Some(last + 5_000_000), last, 2).unwrap();
         assert_eq!(
             r,
             Resume {
@@ -1727,31 +1772,32 @@ pattern = "absent(hb) for 10s"
         s.record_changes(&mut changes[..1]).unwrap();
         s.record_changes(&mut changes[1..]).unwrap();
         let (first, last) = (changes[0].seq.unwrap(), changes[29].seq.unwrap());
-        let r = s.resume_point(first, last, 1000).unwrap();
+        let r = s.resume_point(Some(first), last, 1000).unwrap();
         assert!(r.pruned, "{r:?}");
         assert_eq!(r.skipped, 0);
-        assert!(
-            !s.resume_point(changes[25].seq.unwrap(), last, 1000)
-                .unwrap()
-                .pruned
-        );
+        assert!(!s.resume_point(changes[25].seq, last, 1000).unwrap().pruned);
         // Only the client's own change gone: nothing after it is.
-        assert!(
-            !s.resume_point(changes[19].seq.unwrap(), last, 1000)
-                .unwrap()
-                .pruned
-        );
-        assert!(
-            s.resume_point(changes[18].seq.unwrap(), last, 1000)
-                .unwrap()
-                .pruned
-        );
+        assert!(!s.resume_point(changes[19].seq, last, 1000).unwrap().pruned);
+        assert!(s.resume_point(changes[18].seq, last, 1000).unwrap().pruned);
         // The largest id is as foreign as any, and held to the limit too.
         assert_eq!(
-            s.resume_point(u64::MAX, last, 2).unwrap(),
-            s.resume_point(last + 1, last, 2).unwrap()
+            s.resume_point(None, last, 2).unwrap(),
+            s.resume_point(Some(last + 1), last, 2).unwrap()
         );
-        assert_eq!(s.resume_point(u64::MAX, last, 2).unwrap().skipped, 8);
+        assert_eq!(s.resume_point(None, last, 2).unwrap().skipped, 8);
+    }
+
+    /// A store keeps its instance across reopens; one made anew in its place has another.
+    #[test]
+    fn a_store_keeps_its_instance_and_a_new_one_draws_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = reopen(dir.path(), 10).instance();
+        assert_eq!(reopen(dir.path(), 10).instance(), first);
+        std::fs::remove_dir_all(dir.path()).unwrap();
+        let again = reopen(dir.path(), 10).instance();
+        assert_ne!(again, first);
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(reopen(other.path(), 10).instance(), again);
     }
 
     /// Bytes under `dir`, recursively.

@@ -251,8 +251,8 @@ impl Drop for StreamSlot {
 }
 
 /// `GET /alerts/stream`: server-sent events, one `alert` event per alert change as the sink
-/// writes it out (the one alert object as `data`, and as `id` its place in the store, when
-/// kept), a `lagged` event with `{"missed": N}` when this client fell more than
+/// writes it out (the one alert object as `data`, and as `id` its place in the store and the
+/// store's instance, when kept), a `lagged` event with `{"missed": N}` when this client fell more than
 /// [`STREAM_BACKLOG`] behind, and a comment every 5 s of quiet. A client that comes back with
 /// `Last-Event-ID` (as a browser's `EventSource` does) first gets the changes the store kept
 /// after that one, at most [`STREAM_BACKLOG`] (a `lagged` event counts the older ones), read
@@ -265,16 +265,18 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
     let Some(tx) = st.changes.as_ref() else {
         return text(HttpResponse::NotFound(), "this agent streams no alerts");
     };
+    let instance = st.store.as_ref().map(cepheus_store::Store::instance);
     let resume = match req.headers().get("last-event-id") {
         // (An empty one, as after a stream that sent no `id`, is none.)
         None => None,
         Some(v) if v.as_bytes().trim_ascii().is_empty() => None,
-        Some(v) => match v.to_str().ok().and_then(|v| v.trim().parse::<u64>().ok()) {
-            Some(id) => Some(id),
+        Some(v) => match v.to_str().ok().and_then(|v| parse_event_id(v.trim())) {
+            // Another store's change (this one was made anew since): none of this one's.
+            Some((seq, of)) => Some(seq.filter(|_| of.is_none_or(|of| Some(of) == instance))),
             None => {
                 return text(
                     HttpResponse::BadRequest(),
-                    "Last-Event-ID is an `id` this stream sent (a number)",
+                    "Last-Event-ID is an `id` this stream sent (SEQ@STORE, as `1042@9f3a01bc`)",
                 );
             }
         },
@@ -302,6 +304,7 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
         match web::block(point).await {
             Ok(Ok((end, at))) => {
                 replay = Some(Replay {
+                    instance: store.instance(),
                     store,
                     after: at.after,
                     end,
@@ -343,7 +346,7 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
                 |chunk: &mut String, got: Result<super::sink::Streamed, RecvError>| match got {
                     Ok((seq, json)) => {
                         if fresh(seq) {
-                            sse_alert(chunk, seq, &json);
+                            sse_alert(chunk, seq.zip(instance), &json);
                         }
                         true
                     }
@@ -397,10 +400,11 @@ fn sse_lagged(chunk: &mut String, missed: u64, pruned: bool) {
     );
 }
 
-/// One alert change as a server-sent event.
-fn sse_alert(chunk: &mut String, seq: Option<u64>, json: &str) {
-    if let Some(seq) = seq {
-        let _ = writeln!(chunk, "id: {seq}");
+/// One alert change as a server-sent event; its `id`, when kept, is its place in the store
+/// and the store's instance ([`parse_event_id`] reads it back).
+fn sse_alert(chunk: &mut String, place: Option<(u64, u32)>, json: &str) {
+    if let Some((seq, instance)) = place {
+        let _ = writeln!(chunk, "id: {seq}@{instance:08x}");
     }
     let _ = write!(chunk, "event: alert\ndata: {json}\n\n");
 }
@@ -426,9 +430,26 @@ fn come_back_later(e: &dyn std::fmt::Display) -> HttpResponse {
         .body("retry: 5000\n: the store cannot be read now; come back\n\n")
 }
 
+/// An event `id` as [`sse_alert`] writes it: the seq (`None`: the id is another store's, too
+/// large for a seq) and the store's instance (`None` in an id from before instances were
+/// kept: taken as this store's). `None` for text that is no such id.
+fn parse_event_id(id: &str) -> Option<(Option<u64>, Option<u32>)> {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let (seq, of) = match id.split_once('@') {
+        Some((seq, of)) if of.len() == 8 && of.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            (seq, Some(u32::from_str_radix(of, 16).ok()?))
+        }
+        Some(_) => return None,
+        None => (id, None),
+    };
+    digits(seq).then(|| (seq.parse().ok(), of))
+}
+
 /// What a stream resumed with `Last-Event-ID` has still to replay from the store.
 struct Replay {
     store: cepheus_store::Store,
+    /// The store's instance, for the replayed changes' ids.
+    instance: u32,
     /// The last change given (or skipped); `None`: none yet, from the first kept.
     after: Option<u64>,
     /// The last change kept when the stream began (`None`: none): those after it come live.
@@ -478,7 +499,7 @@ impl Replay {
                 done = true;
                 break;
             }
-            sse_alert(&mut chunk, Some(c.seq), &c.json);
+            sse_alert(&mut chunk, Some((c.seq, self.instance)), &c.json);
             self.after = Some(c.seq);
         }
         let through = matches!((self.after, self.end), (Some(a), Some(end)) if a >= end);
@@ -1503,6 +1524,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn event_ids_read_back_as_written() {
+        let mut chunk = String::new();
+        sse_alert(&mut chunk, Some((1042, 0x9f3a_01bc)), "{}");
+        assert!(chunk.starts_with("id: 1042@9f3a01bc\n"), "{chunk}");
+        assert_eq!(
+            parse_event_id("1042@9f3a01bc"),
+            Some((Some(1042), Some(0x9f3a_01bc)))
+        );
+        // From before ids named their store; a seq beyond any; not ids.
+        assert_eq!(parse_event_id("17"), Some((Some(17), None)));
+        assert_eq!(
+            parse_event_id("99999999999999999999999@00000001"),
+            Some((None, Some(1)))
+        );
+        for bad in [
+            "",
+            "soon",
+            "-1",
+            "1@",
+            "@9f3a01bc",
+            "1@9f3a01b",
+            "1@9f3a01bcd",
+            "1@9g3a01bc",
+            "1 @9f3a01bc",
+        ] {
+            assert_eq!(parse_event_id(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn a_stream_stalled_for_the_limit_gives_its_place_to_a_new_one() {
         #![allow(clippy::expect_used)]
         use std::time::Duration;
@@ -1629,6 +1680,7 @@ mod tests {
         // Resumed after the 6th change, begun when the 150th was the last kept.
         let (after, end) = (seqs[5], seqs[149]);
         let mut replay = Replay {
+            instance: store.instance(),
             store,
             after: Some(after),
             end: Some(end),
@@ -1652,7 +1704,7 @@ mod tests {
         let ids: Vec<u64> = given
             .lines()
             .filter_map(|l| l.strip_prefix("id: "))
-            .map(|v| v.parse().unwrap())
+            .map(|v| parse_event_id(v).unwrap().0.unwrap())
             .collect();
         assert_eq!(
             ids,
@@ -1689,7 +1741,9 @@ mod tests {
         let mut first = changes(0..200);
         store.record_changes(&mut first).unwrap();
         let seqs: Vec<u64> = first.iter().filter_map(|c| c.seq).collect();
+        let instance = store.instance();
         let mut replay = Replay {
+            instance,
             store: store.clone(),
             after: Some(seqs[0]),
             end: Some(seqs[199]),
@@ -1712,12 +1766,16 @@ mod tests {
                 }
             }
         });
-        let ids: Vec<u64> = given
+        let ids: Vec<String> = given
             .lines()
             .filter_map(|l| l.strip_prefix("id: "))
-            .map(|v| v.parse().unwrap())
+            .map(str::to_string)
             .collect();
-        let want: Vec<u64> = seqs[1..65].iter().chain(&seqs[100..200]).copied().collect();
+        let want: Vec<String> = seqs[1..65]
+            .iter()
+            .chain(&seqs[100..200])
+            .map(|s| format!("{s}@{instance:08x}"))
+            .collect();
         assert_eq!(ids, want);
         assert_eq!(
             given
@@ -1731,6 +1789,7 @@ mod tests {
         let empty = cepheus_store::Store::open(&empty_dir, 10).unwrap();
         let at = cepheus_store::Resume::nothing_kept();
         let mut replay = Replay {
+            instance: empty.instance(),
             store: empty,
             after: at.after,
             end: None,
