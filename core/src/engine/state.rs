@@ -535,6 +535,21 @@ impl Rare {
     fn inert(&self) -> bool {
         self.waits.is_empty() && self.last_seen.is_empty() && !self.shadows
     }
+
+    /// Whether it holds nothing a later event or timer reads, at `now`: inert, with no alert
+    /// id of its group begun at `now` (a later episode begins at `now` at the earliest, so an
+    /// older seed can never give it the same id) and no rate limit still running. A group
+    /// that has alerted is then no different from one that never did.
+    fn spent(&self, ctx: &RuleCtx<'_>, now: Timestamp) -> bool {
+        let limit_over = match (self.last_emit, &ctx.rule.trigger) {
+            (None, _) | (_, Trigger::Event) => true,
+            // (No period and no window: the period is an absence's duration; kept.)
+            (Some(at), Trigger::Every(_)) => {
+                every_period(ctx, None).is_some_and(|p| at.add(p) <= now)
+            }
+        };
+        self.inert() && self.last_seed.is_none_or(|(at, _)| at < now) && limit_over
+    }
 }
 
 /// Per-group state.
@@ -876,14 +891,15 @@ impl Group {
     }
 
     /// Whether the group holds nothing at `now` that a later event or timer could see: a
-    /// discovered linear group with no episode, no wait, no remembered time or rate limit,
+    /// discovered linear group with no episode, no wait, no leading-absence time, no rate
+    /// limit still running, no alert begun at `now` (whose id a new episode's could repeat),
     /// and only partial matches past their window (its next transition would drop them). Such
     /// a group is no different from none, so a full `max_groups` may let it go.
     pub fn idle_at(&self, ctx: &RuleCtx<'_>, now: Timestamp) -> bool {
         let (GroupState::Linear(l), Plan::Linear { alts }) = (&self.state, &*ctx.plan) else {
             return false;
         };
-        if l.episode.is_some() || l.rare.is_some() {
+        if l.episode.is_some() || l.rare.as_ref().is_some_and(|r| !r.spent(ctx, now)) {
             return false;
         }
         match ctx.wmax() {

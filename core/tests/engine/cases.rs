@@ -2155,7 +2155,7 @@ fn a_full_group_budget_lets_go_groups_that_hold_nothing_any_more() {
     assert_eq!((st.groups, st.counters.groups_rejected), (3, 1));
     assert_eq!(st.counters.forgotten, 1);
     // A group that remembers something (here when it last alerted, for its rate limit) is
-    // never let go.
+    // not let go while it matters.
     let mut r = rule("one", &["a"], ev(0)).every(Some(1_000_000));
     r.0.max_groups = Some(1);
     let rules = set(vec![r]);
@@ -2164,6 +2164,102 @@ fn a_full_group_budget_lets_go_groups_that_hold_nothing_any_more() {
     run_on(&mut e, parse_script("a:x@0 a:y@100"), &mut out);
     assert_eq!(e.stats()[0].counters.groups_rejected, 1);
     assert_eq!(out.len(), 1);
+}
+
+/// Found by an audit against docs/rules.md ("a new discovered group first takes the place of
+/// one that holds nothing any more ... so a burst of forged keys blinds the rule for its
+/// window, not until `forget_after`"): a group that had alerted once kept its place for
+/// good (its alert id seed and last alert time were remembered), so keys that each
+/// completed a match blinded the rule for 7 days. Now it holds its place only while those
+/// matter: an alert begun at the same instant (whose id a new one could repeat) or a rate
+/// limit still running. Shared and unshared alike.
+#[test]
+fn a_group_that_alerted_gives_its_place_once_it_holds_nothing() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    let fmt = |out: &[cepheus_core::alert::Alert]| -> Vec<String> {
+        out.iter().map(|a| fmt_alert(a, false)).collect()
+    };
+    for share in [true, false] {
+        let cfg = || EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        // A sequence that matched: its group holds nothing once the match is made.
+        let mut r = rule("ab", &["a", "b"], seq(vec![ev(0), ev(1)])).within(5);
+        r.0.max_groups = Some(1);
+        let rules = set(vec![r]);
+        let mut e = Engine::new(&rules, cfg()).unwrap();
+        let mut out = Vec::new();
+        run_on(
+            &mut e,
+            parse_script("a:h1@0 b:h1@1 a:h2@10 b:h2@11"),
+            &mut out,
+        );
+        assert_eq!(
+            fmt(&out),
+            ["firing h1 @1", "firing h2 @11"],
+            "share {share}"
+        );
+        let st = &e.stats()[0];
+        assert_eq!(
+            (
+                st.groups,
+                st.counters.groups_rejected,
+                st.counters.forgotten
+            ),
+            (1, 0, 1)
+        );
+        // At the instant of its alert it still holds that alert's id: kept.
+        let mut e = Engine::new(&rules, cfg()).unwrap();
+        let mut out = Vec::new();
+        run_on(
+            &mut e,
+            parse_script("a:h1@0 b:h1@0 a:h2@0 a:h2@1 b:h2@2"),
+            &mut out,
+        );
+        assert_eq!(fmt(&out), ["firing h1 @0", "firing h2 @2"], "share {share}");
+        assert_eq!(e.stats()[0].counters.groups_rejected, 1);
+        // A closure's episode: once it ended, its group is let go too.
+        let mut r = rule("many", &["a"], rep(ev(0), 3, None)).within(5);
+        r.0.max_groups = Some(1);
+        let rules = set(vec![r]);
+        let mut e = Engine::new(&rules, cfg()).unwrap();
+        let mut out = Vec::new();
+        run_on(
+            &mut e,
+            parse_script("a:h1@0 a:h1@1 a:h1@2 tick@20 a:h2@30 a:h2@31 a:h2@32"),
+            &mut out,
+        );
+        assert_eq!(
+            fmt(&out),
+            [
+                "firing h1 @2",
+                "resolved h1 @7 (episode_end)",
+                "firing h2 @32"
+            ],
+            "share {share}"
+        );
+        // A rate limit holds its group's place until it is over (the period: 60 s, under
+        // the window of 120 s).
+        let mut r = rule("ab", &["a", "b"], seq(vec![ev(0), ev(1)]))
+            .within(120)
+            .every(Some(60));
+        r.0.max_groups = Some(1);
+        let rules = set(vec![r]);
+        let mut e = Engine::new(&rules, cfg()).unwrap();
+        let mut out = Vec::new();
+        run_on(
+            &mut e,
+            parse_script("a:h1@0 b:h1@3 a:h2@30 a:h2@70 b:h2@71"),
+            &mut out,
+        );
+        assert_eq!(
+            fmt(&out),
+            ["firing h1 @3", "firing h2 @71"],
+            "share {share}"
+        );
+        assert_eq!(e.stats()[0].counters.groups_rejected, 1);
+    }
 }
 
 /// An absence held back by its trigger's period is no firing alert: `groups list` says the
