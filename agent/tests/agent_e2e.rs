@@ -3465,6 +3465,43 @@ fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
     );
 }
 
+/// What the webhook took is not posted again after kill -9, even when nothing followed it
+/// (found by an audit: the note of what it took waited for the store's next flushed write,
+/// so a crash in a quiet spell posted again all it had taken since).
+#[test]
+fn a_webhook_gets_nothing_again_after_kill_9_in_a_quiet_spell() {
+    let dir = scratch("kill9-webhook");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let (port, got) = http_endpoint(vec![]);
+    let extra = format!(
+        "checkpoint_every = \"100ms\"\n[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n"
+    );
+    let mut first = Agent::start(&dir, &extra);
+    heartbeat(first.port, "web1", 1);
+    let fired = first.wait_alert(10, |v| v["state"] == "firing");
+    let (_, body) = got.recv_timeout(Duration::from_secs(10)).unwrap();
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["alerts"], Value::Array(vec![fired.clone()]));
+    first.wait_stats(10, |s| s["sink"]["webhook_sent"] == 1);
+    // A few saves of the engine (so the restart knows the alert), then the crash.
+    std::thread::sleep(Duration::from_millis(500));
+    first.kill9();
+    let second = Agent::start(&dir, &extra);
+    second.wait_stats(10, |s| s["sink"].is_object());
+    heartbeat(second.port, "web1", 2);
+    // The first post after the restart is the resolve, not the firing again.
+    let (_, body) = got.recv_timeout(Duration::from_secs(10)).unwrap();
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let states: Vec<&Value> = v["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| &a["state"])
+        .collect();
+    assert_eq!(states, ["resolved"], "{body}");
+    assert_eq!(v["alerts"][0]["id"], fired["id"]);
+}
+
 /// A change the endpoint refuses (4xx) is dropped and said in the log, even within a minute
 /// of a failure tried again (each has its own log limit).
 #[test]

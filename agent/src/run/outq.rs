@@ -356,12 +356,22 @@ impl<T> Drain<T> {
         }
     }
 
-    /// Notes at the cursor, if any, that every change up to `seq` is dealt with.
+    /// Notes at the cursor, if any, that every change up to `seq` is dealt with; durable at
+    /// once when nothing else waits, so a crash in the quiet that follows sends none of it
+    /// again (while changes flow, the store's flushed writes take the note along).
     fn note(&self, seq: u64) {
-        if let Some(c) = &self.shared.cursor
-            && let Err(e) = c.store.set_output_cursor(c.name, Some(seq))
-        {
+        let Some(c) = &self.shared.cursor else {
+            return;
+        };
+        if let Err(e) = c.store.set_output_cursor(c.name, Some(seq)) {
             tracing::debug!(output = c.name, error = %e, "cannot note the last alert change delivered");
+            return;
+        }
+        if self.shared.pending().load(Ordering::SeqCst) == 0
+            && self.taken.borrow().is_empty()
+            && let Err(e) = c.store.flush()
+        {
+            tracing::debug!(output = c.name, error = %e, "cannot make the last alert change delivered durable");
         }
     }
 
@@ -378,19 +388,20 @@ impl<T> Drain<T> {
                 }
             }
         }
+        let count = !self.shared.counted.load(Ordering::SeqCst);
+        if count {
+            let _ = self
+                .shared
+                .pending()
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| {
+                    Some(p.saturating_sub(n as u64))
+                });
+        }
+        // (After the count: the note is made durable when nothing waits any more.)
         if let Some(s) = last {
             self.note(s);
         }
-        if self.shared.counted.load(Ordering::SeqCst) {
-            return false;
-        }
-        let _ = self
-            .shared
-            .pending()
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| {
-                Some(p.saturating_sub(n as u64))
-            });
-        true
+        count
     }
 
     /// Waits `d` before trying again, or less once the agent stops; false when it stops
