@@ -666,7 +666,7 @@ fn bad_input_is_counted_and_good_lines_still_alert() {
     h.write_all(fail(4).trim_end().as_bytes()).unwrap();
     h.shutdown(Shutdown::Write).unwrap();
     // A connection that goes silent mid-frame: closed by the idle timeout, its unfinished
-    // frame read as its last message (as at the sender's own close).
+    // frame dropped and counted (cut mid-way, it is no message; the sender did not close).
     let mut idle = TcpStream::connect(("127.0.0.1", agent.port)).unwrap();
     idle.write_all(b"<13>never finished").unwrap();
     // UDP: garbage and an oversized datagram.
@@ -679,12 +679,16 @@ fn bad_input_is_counted_and_good_lines_still_alert() {
     assert_eq!(a["group"]["src"], "198.51.100.7");
     let s = agent.wait_stats(10, |s| {
         let n = |k: &str| s["ingest"][k].as_u64().unwrap_or(0);
-        n("tcp_idle_closed") >= 1 && n("parsed") == 6 && n("malformed") >= 2 && n("oversized") >= 3
+        n("tcp_idle_closed") >= 1
+            && n("tcp_idle_unfinished") == 1
+            && n("parsed") == 5
+            && n("malformed") >= 2
+            && n("oversized") >= 3
     });
     let ing = &s["ingest"];
     assert!(ing["malformed"].as_u64() >= Some(2), "{s}");
     assert!(ing["oversized"].as_u64() >= Some(3), "{s}");
-    assert_eq!(ing["parsed"].as_u64(), Some(6), "{s}");
+    assert_eq!(ing["parsed"].as_u64(), Some(5), "{s}");
     assert!(agent.stderr().contains("malformed"), "{}", agent.stderr());
     // Each listener says what came in on it: 2 datagrams on UDP; on TCP 3 connections so far
     // (the idle one included) and every frame, oversized ones too.
@@ -2118,6 +2122,10 @@ fn a_delivered_connection_that_only_trickles_bytes_is_closed_when_idle() {
     );
     let s = agent.wait_stats(10, |s| s["ingest"]["tcp_idle_closed"].as_u64() >= Some(1));
     assert!(s["ingest"]["tcp_idle_closed"].as_u64() >= Some(1), "{s}");
+    // The bytes it never finished are no message (found by an audit: a line cut mid-way,
+    // `... from 10.0.0.`, reached the rules).
+    assert_eq!(s["ingest"]["tcp_idle_unfinished"], 1, "{s}");
+    assert_eq!(s["ingest"]["tcp_frames"], 1, "{s}");
     let st = agent.terminate();
     assert!(st.success(), "{st:?}");
 }

@@ -715,18 +715,21 @@ async fn tcp_conn(
         // (Bytes are no progress: a connection that trickles bytes but never completes a
         // message stays as evictable as a silent one.)
         let now = wall_clock();
+        // Closed by us for idleness: what it sent after its last complete message is a
+        // message it did not finish (not one it ended by closing), dropped.
+        let mut idle_closed = false;
         let eof = match read {
             Err(_) => {
-                // Closed for idleness: what it sent last without a delimiter is its last
-                // message, as at the sender's own close.
                 bump(&shared.counters.tcp_idle_closed, 1);
                 tracing::debug!(%peer, "idle tcp connection closed");
+                idle_closed = true;
                 true
             }
             Ok(Ok(0)) => true,
             Ok(Ok(_)) if draining.is_none() && last_message.elapsed() >= shared.idle => {
                 bump(&shared.counters.tcp_idle_closed, 1);
                 tracing::debug!(%peer, "tcp connection closed: bytes but no message for the idle timeout");
+                idle_closed = true;
                 true
             }
             Ok(Ok(_)) => false,
@@ -775,7 +778,12 @@ async fn tcp_conn(
                 router.flush(true).await;
             }
         }
-        if eof && !fatal {
+        if eof && !fatal && idle_closed {
+            if !buf.trim_ascii().is_empty() {
+                bump(&shared.counters.tcp_idle_unfinished, 1);
+                tracing::debug!(%peer, bytes = buf.len(), "unfinished message of a tcp connection closed for idleness dropped");
+            }
+        } else if eof && !fatal {
             match framer.finish(&mut buf) {
                 Some(Frame::Msg(m)) => {
                     bump(&shared.counters.tcp_frames, 1);
