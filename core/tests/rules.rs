@@ -950,7 +950,7 @@ name = "a"
 severity = "low"
 events.x = 'msg =~ "for (?P<user>\S+) from \d+\n"'
 events.y = 'msg contains "say \"hi\" C:\dir"'
-events.z = 'msg contains "say \\"hi\\" C:\dir"'
+events.z = 'msg contains "say \\\"hi\\\" C:\dir"'
 pattern = "seq(x, y, z) within 1m"
 "#;
     let c = compile_str("q.toml", text);
@@ -1218,8 +1218,8 @@ fn a_string_ending_in_a_backslash_is_explained() {
         .expect("an error");
     assert_eq!(d.message, "unterminated string");
     let help = d.help.as_deref().unwrap_or_default();
-    assert!(help.contains("cannot end in a backslash"), "{help}");
-    assert!(help.contains(r#"msg =~ "C:[\\]""#), "{help}");
+    assert!(help.contains("cannot end in a single backslash"), "{help}");
+    assert!(help.contains(r#"msg =~ "C:\\""#), "{help}");
     // The caret is at the `\"` meant as the end, not at the last quote of the line.
     assert_eq!(d.column, 47, "{d:?}");
     let plain = compile_str(
@@ -1245,6 +1245,31 @@ fn a_string_ending_in_a_backslash_is_explained() {
         &rule_text("events.a = 'syslog and msg =~ \"C:[\\\\]\" and app == \"a\"'\npattern = \"a\""),
     );
     assert!(both.rules.is_some(), "{:?}", both.diagnostics);
+    // DESIGN.md: a regex's backslashes are kept as written, "so it reads as in any regex
+    // tool": one ending in an escaped backslash ends there (a backslash pair escapes no
+    // quote), and what follows is read.
+    use cepheus_core::event::Event;
+    use cepheus_core::rules::ir::Captures;
+    use cepheus_core::time::Timestamp;
+    let pair = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and msg =~ \"C:\\\\\" and app == \"a\"'\npattern = \"a\""),
+    );
+    let rules = pair
+        .rules
+        .unwrap_or_else(|| panic!("{:?}", pair.diagnostics));
+    let cond = &rules.rules[0].events[0].cond;
+    assert_eq!(
+        cond.canonical(),
+        r#"(app == "a" and msg =~ "C:\\" and syslog)"#
+    );
+    let ev = |msg: &str| {
+        Event::new(Source::Syslog, Timestamp(0), Timestamp(0))
+            .with(Field::App, Value::str("a"))
+            .with(Field::Msg, Value::str(msg))
+    };
+    assert!(cond.eval(&ev(r"copied to C:\"), &mut Captures::new()));
+    assert!(!cond.eval(&ev("copied to C:"), &mut Captures::new()));
 }
 
 /// What the engine cannot run is a diagnostic of `rules check`, not a rule set that

@@ -129,7 +129,7 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                     let q = q as char;
                     let help = if escaped_quote.is_some() {
                         format!(
-                            "`\\{q}` inside a string is a quote, not its end, so a string cannot end in a backslash (to test for text ending in one, use a regex: `msg =~ {q}\\\\${q}`; a regex whose last character is a backslash writes it `[\\\\]`: `msg =~ {q}C:[\\\\]{q}`)"
+                            "`\\{q}` inside a string is a quote, not its end, so a string cannot end in a single backslash (a regex matching text that ends in one writes it escaped, `\\\\`: `msg =~ {q}C:\\\\{q}`, or `msg =~ {q}\\\\${q}` for any such text)"
                         )
                     } else {
                         format!("close it with {q}")
@@ -145,6 +145,14 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                     offsets.push(i);
                     i += 1;
                     break;
+                }
+                // A backslash pair is kept as written and escapes nothing, so a regex may end
+                // in an escaped backslash (`"C:\\"`) as in any regex tool.
+                if d == b'\\' && b.get(i + 1) == Some(&b'\\') {
+                    text.push_str("\\\\");
+                    offsets.extend([i, i + 1]);
+                    i += 2;
+                    continue;
                 }
                 if d == b'\\' && b.get(i + 1) == Some(&q) {
                     escaped_quote.get_or_insert(i);
