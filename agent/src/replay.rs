@@ -227,6 +227,18 @@ pub fn load_rules(paths: &[PathBuf]) -> anyhow::Result<Option<RuleSet>> {
 
 /// Compiles rules, printing diagnostics (their `rules` is `None` when they have errors).
 pub fn compile_rules(paths: &[PathBuf]) -> anyhow::Result<cepheus_core::rules::Compiled> {
+    compile_rules_showing(paths, usize::MAX)
+}
+
+/// Diagnostics the agent writes to its log per compile of the rules, at most: a rule file
+/// with thousands of errors must not flood the journal (`cepheus rules check` lists all).
+pub const AGENT_DIAGNOSTICS_SHOWN: usize = 50;
+
+/// [`compile_rules`], writing at most `shown` diagnostics to stderr (then how many more).
+pub fn compile_rules_showing(
+    paths: &[PathBuf],
+    shown: usize,
+) -> anyhow::Result<cepheus_core::rules::Compiled> {
     let default = [PathBuf::from("rules")];
     let compiled = if paths.is_empty() && !default[0].exists() {
         // As `cepheus run`: with no `rules/` here, the rules built into the binary.
@@ -242,11 +254,21 @@ pub fn compile_rules(paths: &[PathBuf]) -> anyhow::Result<cepheus_core::rules::C
         };
         rulefiles::load(paths)?.compiled
     };
+    show_diagnostics(&compiled.diagnostics, shown);
+    Ok(compiled)
+}
+
+/// Writes at most `shown` of `diagnostics` to stderr, rendered, then how many were left out.
+pub fn show_diagnostics(diagnostics: &[cepheus_core::rules::Diagnostic], shown: usize) {
     let color = io::stderr().is_terminal();
-    for d in &compiled.diagnostics {
+    for d in diagnostics.iter().take(shown) {
         eprint!("{}", crate::rules_cmd::render(d, color));
     }
-    Ok(compiled)
+    if let Some(more) = diagnostics.len().checked_sub(shown).filter(|&n| n > 0) {
+        eprintln!(
+            "... and {more} more diagnostic(s) not shown here: `cepheus rules check` lists them all"
+        );
+    }
 }
 
 fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {

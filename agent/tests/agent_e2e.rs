@@ -1883,6 +1883,43 @@ fn cepheus_in(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     )
 }
 
+/// The agent writes at most 50 of a rule set's diagnostics to its log, then how many more
+/// (found by an audit: a file of 20,000 broken rules wrote 16 MB in one go); `rules check`
+/// lists them all.
+#[test]
+fn the_agent_logs_a_bounded_number_of_rule_diagnostics() {
+    let dir = scratch("many-diagnostics");
+    let broken: String = (0..60)
+        .map(|i| {
+            format!(
+                "[[rule]]\nname = \"r{i}\"\nseverity = \"low\"\nevents.a = 'syslog and nosuch == 1'\npattern = \"a\"\n"
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("rules/bad.toml"), broken).unwrap();
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        format!(
+            "[syslog]\nudp = []\ntcp = []\n[rules]\npaths = [\"rules\"]\n[api]\nlisten = \"127.0.0.1:{}\"\n[store]\npath = \"data\"\n",
+            free_port()
+        ),
+    )
+    .unwrap();
+    let (code, err) = cepheus_in(&dir, &["run", "--config", "cepheus.toml"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.matches("unknown field `nosuch`").count(), 50, "{err}");
+    assert!(
+        err.contains(
+            "... and 10 more diagnostic(s) not shown here: `cepheus rules check` lists them all"
+        ),
+        "{err}"
+    );
+    let (code, err) = cepheus_in(&dir, &["rules", "check", "rules"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.matches("unknown field `nosuch`").count(), 60, "{err}");
+    assert!(!err.contains("not shown here"), "{err}");
+}
+
 /// A token file that cannot be read stops `run` before it makes anything (no store folder
 /// left behind).
 #[test]

@@ -4,7 +4,6 @@
 //! rules keep running. On success every shard gets its new share first (engines of unchanged
 //! rules keep their state: `Engine::reload`), then the ingest side gets the new routing plan.
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
@@ -49,16 +48,18 @@ impl RuleSource {
     /// Compiles the rules, printing diagnostics to stderr.
     fn compile(&self) -> anyhow::Result<Compiled> {
         match self {
-            RuleSource::Paths(p) => crate::replay::compile_rules(p),
+            RuleSource::Paths(p) => {
+                crate::replay::compile_rules_showing(p, crate::replay::AGENT_DIAGNOSTICS_SHOWN)
+            }
             RuleSource::Builtin => {
                 tracing::info!(
                     "no rules/ folder and no rules.paths: running the built-in rules (heartbeat, ssh, scan, silent agent); make a rules/ folder here and send SIGHUP to run yours"
                 );
                 let c = builtin::compile_builtin();
-                let color = std::io::stderr().is_terminal();
-                for d in &c.diagnostics {
-                    eprint!("{}", crate::rules_cmd::render(d, color));
-                }
+                crate::replay::show_diagnostics(
+                    &c.diagnostics,
+                    crate::replay::AGENT_DIAGNOSTICS_SHOWN,
+                );
                 Ok(c)
             }
         }

@@ -167,6 +167,8 @@ pub struct FileText {
     pub text: Arc<str>,
     /// Byte offset of the start of every line.
     line_starts: Arc<[usize]>,
+    /// Whether the text holds a `\r` (found once: reading a span must not scan the file).
+    has_cr: bool,
 }
 
 impl FileText {
@@ -198,7 +200,7 @@ impl miette::SourceCode for FileText {
         let text = self.text.as_bytes();
         // miette counts a lone `\r` as a line end, the table does not: such a file is read
         // the slow way.
-        let (base, window) = if self.text.contains('\r') {
+        let (base, window) = if self.has_cr {
             (0, text)
         } else {
             let first = self.line_of(span.offset().min(text.len()));
@@ -268,6 +270,7 @@ impl FileCtx {
             .collect();
         let named = Arc::new(FileText {
             name: path.display().to_string(),
+            has_cr: text.contains('\r'),
             text: text.clone(),
             line_starts,
         });
