@@ -101,6 +101,10 @@ pub struct App {
     pub unreachable_secs: Option<u64>,
     /// When the counters were last read, and the events then (for the rate).
     last: Option<(Instant, u64)>,
+    /// The alert that was selected when a refresh found it gone from the list (resolved, or
+    /// pushed out of the latest changes): until a key moves the selection, `a` refuses, so it
+    /// never acknowledges the alert that took its row.
+    gone: Option<String>,
     /// When the agent stopped answering.
     down_since: Option<Instant>,
 }
@@ -168,6 +172,7 @@ impl App {
             user,
             unreachable_secs: None,
             last: None,
+            gone: None,
             down_since: None,
         }
     }
@@ -250,10 +255,24 @@ impl App {
                 self.status = Some(format!("cannot read the agent: {e}"));
             }
         }
-        if let Some(id) = kept
-            && let Some(i) = self.rows().iter().position(|a| a["id"] == id.as_str())
-        {
-            self.selected = i;
+        if let Some(id) = kept {
+            match self.rows().iter().position(|a| a["id"] == id.as_str()) {
+                Some(i) => self.selected = i,
+                None => {
+                    // Its details close (they would show another alert), and it is said.
+                    self.details = false;
+                    self.detail_scroll = 0;
+                    self.status = Some(match self.view {
+                        View::Firing => format!(
+                            "alert {id} is not firing any more (resolved): move to select another"
+                        ),
+                        View::Recent => {
+                            format!("alert {id} left the latest changes: move to select another")
+                        }
+                    });
+                    self.gone = Some(id);
+                }
+            }
         }
         self.selected = self.selected.min(self.rows().len().saturating_sub(1));
     }
@@ -285,6 +304,23 @@ impl App {
             .is_some_and(|s| s.starts_with("cannot read"))
         {
             self.status = None;
+        }
+        // A key that chooses what is selected ends the wait after a vanished alert.
+        if matches!(
+            key,
+            Key::Up
+                | Key::Down
+                | Key::PageUp
+                | Key::PageDown
+                | Key::Top
+                | Key::Bottom
+                | Key::Switch
+                | Key::Firing
+                | Key::Recent
+                | Key::Filter
+                | Key::Details
+        ) {
+            self.gone = None;
         }
         let last = self.rows().len().saturating_sub(1);
         if self.details {
@@ -366,6 +402,12 @@ impl App {
         if self.view != View::Firing {
             self.status =
                 Some("only a firing alert can be acknowledged (f: the firing alerts)".into());
+            return;
+        }
+        if let Some(id) = &self.gone {
+            self.status = Some(format!(
+                "alert {id} is not firing any more: move to the alert to acknowledge first"
+            ));
             return;
         }
         let Some(a) = self.selected_alert() else {
@@ -572,6 +614,15 @@ pub(crate) mod tests {
             assert_eq!(a["ack"]["by"], "eve\\u{d}");
             assert_eq!(a["rule"], "hb");
         }
+        // Zero-width and other format characters too (found by an audit: `web\u{200b}1` was
+        // shown as `web1` and upset the columns); emoji and accents stay.
+        let mut v = serde_json::json!({"host": "web\u{200b}1 w\u{200d}eb1 web\u{2060}1 \u{feff}x \u{e0041}", "ok": "é 日本 🔥"});
+        crate::ui::printable(&mut v);
+        assert_eq!(
+            v["host"],
+            "web\\u{200b}1 w\\u{200d}eb1 web\\u{2060}1 \\u{feff}x \\u{e0041}"
+        );
+        assert_eq!(v["ok"], "é 日本 🔥");
     }
 
     /// Changes a restarted engine made again (the store had them) are not counted as new.
@@ -684,5 +735,49 @@ pub(crate) mod tests {
         let mut empty = App::new("test".into(), "alice".into());
         empty.key(Key::Details, &mut src);
         assert!(!empty.details);
+    }
+
+    /// Found by an audit: the alert whose details were open resolved, the details went on
+    /// showing the alert that took its row, and `a` acknowledged that one.
+    #[test]
+    fn a_selected_alert_that_resolves_is_never_swapped_for_another() {
+        let mut src = Fixed {
+            firing: vec![alert("alpha", "firing"), alert("beta", "firing")],
+            stats: serde_json::json!({"uptime_secs": 5}),
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        let t0 = Instant::now();
+        app.refresh(&mut src, t0);
+        app.key(Key::Bottom, &mut src);
+        let chosen = app.selected_alert().unwrap()["id"].clone();
+        app.key(Key::Details, &mut src);
+        assert!(app.details);
+        // It resolves: gone from the firing list.
+        src.firing.retain(|a| a["id"] != chosen);
+        app.refresh(&mut src, t0);
+        assert!(!app.details, "the details closed");
+        let said = app.status.clone().unwrap_or_default();
+        assert!(
+            said.contains(chosen.as_str().unwrap()) && said.contains("not firing"),
+            "{said}"
+        );
+        app.key(Key::Ack, &mut src);
+        assert!(src.acked.is_empty(), "{:?}", src.acked);
+        assert!(
+            app.status
+                .as_deref()
+                .unwrap_or_default()
+                .contains("move to the alert")
+        );
+        // Once a key chooses the selection, `a` acknowledges what is shown.
+        app.key(Key::Top, &mut src);
+        app.key(Key::Ack, &mut src);
+        let other = app.selected_alert().unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_ne!(Some(other.as_str()), chosen.as_str());
+        assert_eq!(src.acked, [(other, "alice".to_string())]);
     }
 }

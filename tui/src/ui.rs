@@ -31,23 +31,14 @@ fn duration(secs: u64) -> String {
 
 /// Makes every text in an alert object safe to show on a terminal: control characters
 /// (escape sequences that clear the screen or set its title, a CR or LF that starts a
-/// forged row) and the bidirectional overrides that reorder what is shown are written as
-/// `\u{..}` escapes. Remote senders choose what alerts hold (a host name, a message), and
-/// the API's users the `by` of an acknowledgement.
+/// forged row) and Unicode's format characters (the bidirectional overrides that reorder
+/// what is shown, the zero-width ones that make two host names look alike or upset a
+/// terminal's columns) are written as `\u{..}` escapes. Remote senders choose what alerts
+/// hold (a host name, a message), and the API's users the `by` of an acknowledgement.
 pub fn printable(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::String(s) => {
-            let bad = |c: char| {
-                c.is_control()
-                    || matches!(
-                        c,
-                        '\u{061c}'
-                            | '\u{200e}'
-                            | '\u{200f}'
-                            | '\u{202a}'..='\u{202e}'
-                            | '\u{2066}'..='\u{2069}'
-                    )
-            };
+            let bad = |c: char| c.is_control() || is_format(c);
             if s.chars().any(bad) {
                 *s = s
                     .chars()
@@ -65,6 +56,35 @@ pub fn printable(v: &mut serde_json::Value) {
         serde_json::Value::Object(o) => o.values_mut().for_each(printable),
         _ => {}
     }
+}
+
+/// Whether `c` is one of Unicode's format characters (general category Cf, Unicode 15):
+/// invisible, they change how the text around them is shown.
+fn is_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{0600}'..='\u{0605}'
+            | '\u{061c}'
+            | '\u{06dd}'
+            | '\u{070f}'
+            | '\u{0890}'..='\u{0891}'
+            | '\u{08e2}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+            | '\u{fff9}'..='\u{fffb}'
+            | '\u{110bd}'
+            | '\u{110cd}'
+            | '\u{13430}'..='\u{1343f}'
+            | '\u{1bca0}'..='\u{1bca3}'
+            | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0001}'
+            | '\u{e0020}'..='\u{e007f}'
+    )
 }
 
 /// An alert's group object as `k=v,k=v` (how the dashboard and `cepheus alerts` show it).
