@@ -305,10 +305,13 @@ pub(crate) fn write_columns(
     if rows.is_empty() {
         return Ok(());
     }
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    // (Padded by the cells a text takes on a terminal, not its characters: CJK and emoji
+    // take two, combining accents none.)
+    use unicode_width::UnicodeWidthStr;
+    let mut widths: Vec<usize> = header.iter().map(|h| h.width()).collect();
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count().min(MAX_PAD));
+            *w = (*w).max(c.width().min(MAX_PAD));
         }
     }
     let last = header.len() - 1;
@@ -317,7 +320,8 @@ pub(crate) fn write_columns(
             if i == last {
                 writeln!(out, "{c}")?;
             } else {
-                write!(out, "{c:<w$}  ", w = widths[i])?;
+                let pad = widths[i].saturating_sub(c.width());
+                write!(out, "{c}{:pad$}  ", "")?;
             }
         }
         Ok(())
@@ -353,6 +357,34 @@ mod tests {
         assert_eq!(lines[1], format!("{long}  yes"));
         assert_eq!(lines[2], format!("{:<40}  no", "web1"));
         assert_eq!(lines[0], format!("{:<40}  FIRING", "GROUP"));
+    }
+
+    /// Found by an audit: wide (CJK, emoji) and combining characters shifted the columns
+    /// after them; the columns line up in terminal cells.
+    #[test]
+    fn wide_and_combining_characters_keep_the_columns_aligned() {
+        use unicode_width::UnicodeWidthStr;
+        let rows: Vec<Vec<String>> = [
+            "plainhost",
+            "日本語ホスト名",
+            "emoji🔥🔥host",
+            "combi\u{301}ned",
+        ]
+        .iter()
+        .map(|h| vec![h.to_string(), "no".to_string()])
+        .collect();
+        let mut out = Vec::new();
+        write_columns(&mut out, &["GROUP", "FIRING"], &rows).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let at: Vec<usize> = text
+            .lines()
+            .map(|l| {
+                let cut = l.rfind("  ").unwrap();
+                l[..cut + 2].width()
+            })
+            .collect();
+        assert!(at.iter().all(|&w| w == at[0]), "{at:?}\n{text}");
+        assert_eq!(at[0], "日本語ホスト名".width() + 2);
     }
 
     #[test]

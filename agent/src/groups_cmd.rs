@@ -227,7 +227,9 @@ fn query_escape(s: &str) -> String {
 }
 
 /// The key of a listed group as `groups forget` takes it: its values in `group_by` order,
-/// comma-separated, or the group object as JSON when a value holds a comma.
+/// comma-separated, or the group object as JSON when a value holds a comma or a character a
+/// terminal must not be given (written as a JSON `\u` escape, so the text shown is the key
+/// `groups forget` takes, copied as it is).
 fn key_text(group_by: &[String], group: &serde_json::Value) -> String {
     let values: Vec<String> = group_by
         .iter()
@@ -236,8 +238,19 @@ fn key_text(group_by: &[String], group: &serde_json::Value) -> String {
             other => other.to_string(),
         })
         .collect();
-    if values.iter().any(|v| v.contains(',')) {
-        group.to_string()
+    let escaped = |v: &String| v.chars().any(cepheus_tui::ui::needs_escape);
+    if values.iter().any(|v| v.contains(',') || escaped(v)) {
+        let mut out = String::new();
+        for c in group.to_string().chars() {
+            if cepheus_tui::ui::needs_escape(c) {
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            } else {
+                out.push(c);
+            }
+        }
+        out
     } else {
         values.join(",")
     }
@@ -246,7 +259,8 @@ fn key_text(group_by: &[String], group: &serde_json::Value) -> String {
 /// The table of `groups list`, and a last line counting what was listed.
 fn write_groups(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::io::Result<()> {
     // (A table on a terminal: what remote senders chose, a host name, is made printable;
-    // the JSON escapes it already.)
+    // the JSON escapes it already. A key is written as `groups forget` takes it.)
+    let raw = doc;
     let mut doc = doc.clone();
     cepheus_tui::ui::printable(&mut doc);
     let doc = &doc;
@@ -259,6 +273,7 @@ fn write_groups(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::
         })
         .unwrap_or_default();
     let groups = doc["groups"].as_array().cloned().unwrap_or_default();
+    let raw_groups = raw["groups"].as_array().cloned().unwrap_or_default();
     let yes = |v: &serde_json::Value| {
         if v.as_bool() == Some(true) {
             "yes"
@@ -268,9 +283,10 @@ fn write_groups(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std::
     };
     let rows: Vec<Vec<String>> = groups
         .iter()
-        .map(|g| {
+        .zip(&raw_groups)
+        .map(|(g, raw)| {
             vec![
-                key_text(&group_by, &g["group"]),
+                key_text(&group_by, &raw["group"]),
                 yes(&g["firing"]).to_string(),
                 yes(&g["expected"]).to_string(),
                 g["active_at"].as_str().unwrap_or("").to_string(),
@@ -339,8 +355,19 @@ mod tests {
             !text.contains('\u{1b}') && !text.contains('\u{7}'),
             "{text:?}"
         );
-        assert!(text.contains("zz\\u{1b}[2K"), "{text}");
+        // Written as the JSON key `groups forget` takes, its escapes JSON's.
+        assert!(
+            text.contains(r#"{"host":"zz\u001b[2K\u001b]0;pwned\u0007"}"#),
+            "{text}"
+        );
         assert_eq!(printable("a\u{1b}b"), "a\\u{1b}b");
+        // Found by an audit: a key with a bidi override or a zero-width character was listed
+        // as `bidi\u{202e}evil`, which `groups forget` does not take.
+        let group = serde_json::json!({"host": "bidi\u{202e}evil\u{200b}\u{e0041}"});
+        let shown = key_text(&["host".to_string()], &group);
+        assert_eq!(shown, r#"{"host":"bidi\u202eevil\u200b\udb40\udc41"}"#);
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap_or_default();
+        assert_eq!(back, group, "the key shown reads back as the key");
     }
 
     /// A key of the wrong shape is said as such: another number of values, a `group` object

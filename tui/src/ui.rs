@@ -38,7 +38,7 @@ fn duration(secs: u64) -> String {
 pub fn printable(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::String(s) => {
-            let bad = |c: char| c.is_control() || is_format(c);
+            let bad = needs_escape;
             if s.chars().any(bad) {
                 *s = s
                     .chars()
@@ -56,6 +56,11 @@ pub fn printable(v: &mut serde_json::Value) {
         serde_json::Value::Object(o) => o.values_mut().for_each(printable),
         _ => {}
     }
+}
+
+/// Whether [`printable`] writes `c` as an escape: a control or format character.
+pub fn needs_escape(c: char) -> bool {
+    c.is_control() || is_format(c)
 }
 
 /// Whether `c` is one of Unicode's format characters (general category Cf, Unicode 15):
