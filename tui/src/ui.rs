@@ -108,10 +108,17 @@ pub fn group(a: &serde_json::Value) -> String {
         .unwrap_or_default()
 }
 
-/// The widths of the TIME, RULE and GROUP columns on a list `width` wide, so that MESSAGE
-/// keeps room to be read: on a narrow terminal the time loses its year, then GROUP and RULE
-/// give up width (down to 12 each).
-fn fit_columns(width: u16, recent: bool, rule_w: u16, group_w: u16, ack_w: u16) -> (u16, u16, u16) {
+/// The widths of the TIME, RULE, GROUP and MESSAGE columns on a list `width` wide, so that
+/// MESSAGE keeps room to be read: on a narrow terminal the time loses its year, then RULE
+/// and last GROUP, which tells the alerts of one rule apart, give up width (down to 12
+/// each).
+fn fit_columns(
+    width: u16,
+    recent: bool,
+    rule_w: u16,
+    group_w: u16,
+    ack_w: u16,
+) -> (u16, u16, u16, u16) {
     const MESSAGE: u16 = 24;
     let state = if recent { 9 + 1 } else { 0 };
     // SEVERITY, ACK, and the spaces between the columns.
@@ -122,10 +129,23 @@ fn fit_columns(width: u16, recent: bool, rule_w: u16, group_w: u16, ack_w: u16) 
         time_w = 14;
     }
     let over = need(time_w, rule_w, group_w).saturating_sub(width);
-    let from_group = over.min(group_w.saturating_sub(12));
-    group_w -= from_group;
-    rule_w -= (over - from_group).min(rule_w.saturating_sub(12));
-    (time_w, rule_w, group_w)
+    let from_rule = over.min(rule_w.saturating_sub(12));
+    rule_w -= from_rule;
+    group_w -= (over - from_rule).min(group_w.saturating_sub(12));
+    let message_w = width.saturating_sub(fixed + time_w + rule_w + group_w);
+    (time_w, rule_w, group_w, message_w)
+}
+
+/// An alert's group as its list row shows it: the value alone when the group has one field
+/// (the details name it), else `k=v,k=v`.
+fn group_cell(a: &serde_json::Value) -> String {
+    match a["group"].as_object() {
+        Some(g) if g.len() == 1 => g
+            .values()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
+            .collect(),
+        _ => group(a),
+    }
 }
 
 /// `s` in at most `w` columns, its end replaced by `…` when cut (a rule name cut short must
@@ -356,13 +376,14 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
         4,
         32,
     );
-    let group_w = widest(&|a| group(a).chars().count(), 5, 40);
+    let group_w = widest(&|a| group_cell(a).chars().count(), 5, 40);
     let ack_w = widest(
         &|a| a["ack"]["by"].as_str().map_or(0, |s| s.chars().count()),
         3,
         8,
     );
-    let (time_w, rule_w, group_w) = fit_columns(area.width, recent, rule_w, group_w, ack_w);
+    let (time_w, rule_w, group_w, message_w) =
+        fit_columns(area.width, recent, rule_w, group_w, ack_w);
     let rows = shown.iter().map(|a| {
         let text = |k: &str| a[k].as_str().unwrap_or_default().to_string();
         let sev = text("severity");
@@ -383,12 +404,12 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
             Cell::from(time),
             Cell::from(sev.clone()).style(severity_style(&sev)),
             Cell::from(clip(&text("rule"), rule_w)),
-            Cell::from(clip(&group(a), group_w)),
+            Cell::from(clip(&group_cell(a), group_w)),
         ];
         if recent {
             cells.push(Cell::from(text("state")));
         }
-        cells.push(Cell::from(message));
+        cells.push(Cell::from(clip(&message, message_w)));
         cells.push(Cell::from(
             a["ack"]["by"].as_str().unwrap_or_default().to_string(),
         ));
@@ -584,6 +605,23 @@ mod tests {
             "{s}"
         );
         insta::assert_snapshot!(s);
+    }
+
+    /// Found by an audit: on 80 columns hosts sharing a prefix showed as the same
+    /// `host=db-eu-…`; the group gives up width last and shows its value alone, and a message
+    /// cut short says so.
+    #[test]
+    fn on_80_columns_hosts_sharing_a_prefix_are_told_apart() {
+        let mut a = app();
+        a.firing = ["db-eu-west-01", "db-eu-west-02", "web-eu-west-01"]
+            .iter()
+            .map(|h| serde_json::json!({"id": h, "time": "2026-12-03T05:01:00Z", "severity": "critical", "rule": "heartbeat-missing", "group": {"host": h}, "message": format!("no heartbeat from {h} for 60s, last seen at 05:00:00")}))
+            .collect();
+        let s = screen(&a, 80, 8);
+        for h in ["db-eu-west-01", "db-eu-west-02", "web-eu-west-01"] {
+            assert!(s.contains(&format!(" {h} ")), "{h}:\n{s}");
+        }
+        assert!(s.contains('…'), "{s}");
     }
 
     #[test]
