@@ -137,6 +137,15 @@ impl Duration {
             Err(_) if t.starts_with('-') => Err(format!(
                 "`{t}`: a duration cannot be negative; write `0s` for none"
             )),
+            // A fraction finer than a nanosecond overflows humantime too: said as such.
+            Err(humantime::DurationError::NumberOverflow)
+                if t.split_once('.')
+                    .is_some_and(|(whole, _)| whole.len() <= 12) =>
+            {
+                Err(format!(
+                    "`{t}` is finer than a nanosecond: durations are whole nanoseconds (at most 9 decimals of a second)"
+                ))
+            }
             Err(humantime::DurationError::NumberOverflow) => Err(format!("`{t}` is too long")),
             Err(_) => Err(format!(
                 "`{t}` is not a duration; write a number and a unit (ms, s, m, h, d or w), e.g. `30s`, `5m`, `1h30m`, `7d`"

@@ -1953,3 +1953,79 @@ pattern = "a""#,
         assert!(help.contains(want), "{body}: {msg} / {help}");
     }
 }
+
+/// Found by an audit of `rules check`: each of these said something wrong or gave no hint.
+#[test]
+fn small_mistakes_are_said_as_they_are() {
+    let first_error = |c: &Compiled| {
+        c.diagnostics
+            .iter()
+            .find(|d| d.severity == Level::Error)
+            .map(|d| (d.message.clone(), d.help.clone().unwrap_or_default()))
+            .unwrap_or_else(|| panic!("no error: {:?}", c.diagnostics))
+    };
+    // A duration finer than a nanosecond is not "too long".
+    for d in ["0.5ns", "0.0000000001s"] {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!(
+                "events.a = 'syslog'\npattern = \"seq(a, a) within {d}\""
+            )),
+        );
+        let (msg, help) = first_error(&c);
+        assert!(
+            format!("{msg} {help}").contains("finer than a nanosecond"),
+            "{d}: {msg} / {help}"
+        );
+    }
+    // A budget too large for an integer is not "not positive".
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'syslog'\npattern = \"a\"\nmax_partial_matches = 99999999999999999999",
+        ),
+    );
+    let errs = messages(&c);
+    assert!(
+        errs.iter()
+            .any(|(_, m)| m == "`max_partial_matches` is too large"),
+        "{errs:?}"
+    );
+    // Errors that had no hint.
+    let c = compile_str(
+        "t.toml",
+        "[[rule]]\nname = \"\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"a\"\n",
+    );
+    let (msg, help) = first_error(&c);
+    assert_eq!(msg, "the rule name is empty");
+    assert!(help.contains("name = "), "{help}");
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog'\npattern = \"séq(a, a)\""),
+    );
+    let (msg, help) = first_error(&c);
+    assert!(msg.contains("unexpected character `é`"), "{msg}");
+    assert!(help.contains("ASCII"), "{help}");
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"host\"]\nexpect = [\"web-1\", \"\"]\nevents.a = 'syslog'\npattern = \"absent(a) for 1m\"",
+        ),
+    );
+    let (_, help) = first_error(&c);
+    assert!(help.contains("empty value"), "{help}");
+    // A byte-order mark (as Windows editors write) is no part of an expect file's first key.
+    let c = with_hosts(DESIGN_EXAMPLES, "\u{feff}web-1\r\nweb-2\r\n");
+    assert!(c.rules.is_some(), "{:?}", errors(&c));
+    assert_eq!(
+        c.rules.unwrap().rules[0].expect.len(),
+        2,
+        "both hosts, the first without its mark"
+    );
+    // Text that is not UTF-8 is said at its line and column.
+    let e = String::from_utf8(b"web-1\nweb-\xff2\n".to_vec()).unwrap_err();
+    assert_eq!(
+        cepheus_core::rules::not_utf8(&e),
+        "not UTF-8 text: byte 0xff at line 2, column 5 (offset 10) is not valid here"
+    );
+}

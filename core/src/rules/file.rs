@@ -164,6 +164,18 @@ impl Cx<'_, '_> {
         };
         match n.and_then(|n| u64::try_from(n).ok()).filter(|n| *n > 0) {
             Some(n) => Some(n),
+            // An integer too large for one (TOML's own integers stop at 2^63 - 1).
+            None if matches!(v.get_ref(), DeValue::Integer(_)) && n.is_none() => {
+                self.error(
+                    v.span(),
+                    format!("`{what}` is too large"),
+                    Some(format!(
+                        "write a whole number up to {}, unquoted: `{what} = 1000`",
+                        i64::MAX
+                    )),
+                );
+                None
+            }
             None => {
                 self.error(
                     v.span(),
@@ -373,7 +385,14 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     };
     if let Some((n, sp)) = &name {
         if n.is_empty() {
-            cx.error(sp.clone(), "the rule name is empty", None);
+            cx.error(
+                sp.clone(),
+                "the rule name is empty",
+                Some(
+                    "name the rule: `name = \"ssh-bruteforce\"` (unique across the rule files)"
+                        .into(),
+                ),
+            );
         } else if n.chars().any(char::is_control) {
             // A name is written in logs, alerts and `cepheus groups forget RULE`: one line.
             cx.error(
@@ -1172,7 +1191,9 @@ fn expect_values(
                     return out;
                 }
             };
-            let ef = FileCtx::new(path, &text);
+            // (A byte-order mark, as Windows editors write, is no part of the first key.)
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            let ef = FileCtx::new(path, text);
             let mut offset = 0;
             for line in text.split_inclusive('\n') {
                 let start = offset;
@@ -1309,6 +1330,9 @@ fn parse_key(
                 return Err((
                     format!("`{}` is not a valid {t} for group field `{g}`", p.trim()),
                     match t {
+                        _ if p.trim().is_empty() => {
+                            h("an empty value names no group: remove it, or write the value")
+                        }
                         ValueType::Ip => h("write an IPv4 or IPv6 address such as 10.0.0.5"),
                         ValueType::Int => h("write a whole number"),
                         _ => None,

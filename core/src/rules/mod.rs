@@ -92,8 +92,19 @@ fn compile_within(
 /// the first bad byte and its offset.
 pub fn not_utf8(e: &std::string::FromUtf8Error) -> String {
     let at = e.utf8_error().valid_up_to();
-    let byte = e.as_bytes().get(at).copied().unwrap_or(0);
-    format!("not UTF-8 text: byte 0x{byte:02x} at offset {at} is not valid here")
+    let bytes = e.as_bytes();
+    let byte = bytes.get(at).copied().unwrap_or(0);
+    // Where, as an editor counts it (the text before it is valid).
+    let before = &bytes[..at.min(bytes.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = std::str::from_utf8(&before[line_start..]).map_or(0, |t| t.chars().count()) + 1;
+    format!(
+        "not UTF-8 text: byte 0x{byte:02x} at line {line}, column {column} (offset {at}) is not valid here"
+    )
 }
 
 /// A rule file read as bytes. When it is not UTF-8 the bad bytes are replaced (so the rest of

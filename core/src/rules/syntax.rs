@@ -341,6 +341,9 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
             '|' => Some("write `or`".to_string()),
             '!' => Some("write `not`, `!=` or `!~`".to_string()),
             '~' => Some("match a regex with `=~` (`!~`: does not match)".to_string()),
+            c if !c.is_ascii() => Some(
+                "names of fields, events and operators are ASCII letters, digits and `_`; other text goes in quotes".to_string(),
+            ),
             _ => None,
         };
         return Err(SyntaxError {
