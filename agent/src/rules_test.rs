@@ -55,7 +55,8 @@ pub struct TestArgs {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TestFile {
-    rules: Option<Vec<PathBuf>>,
+    /// (Spanned: a file that cannot be read is said where it is named.)
+    rules: Option<Vec<Spanned<PathBuf>>>,
     /// Checked as replay's `--year` is ([`Year::checked`]), and said where it is written.
     year: Option<Spanned<i64>>,
     tz: Option<Spanned<String>>,
@@ -278,8 +279,21 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
         );
     }
     let dir = path.parent().unwrap_or(Path::new("."));
+    let place = Place { path, text: &text };
     let rule_paths: Vec<PathBuf> = match &file.rules {
-        Some(list) => list.iter().map(|p| dir.join(p)).collect(),
+        Some(list) => {
+            for p in list {
+                let full = dir.join(p.get_ref());
+                if let Err(e) = std::fs::metadata(&full) {
+                    bail!(
+                        "{}: rules: cannot read {}: {e} (paths are relative to the test file's folder)",
+                        place.at(p.span()),
+                        full.display()
+                    );
+                }
+            }
+            list.iter().map(|p| dir.join(p.get_ref())).collect()
+        }
         None => {
             let name = path
                 .file_name()
@@ -291,7 +305,6 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
     let Some(rules) = replay::load_rules(&rule_paths)? else {
         bail!("the rules under test have errors");
     };
-    let place = Place { path, text: &text };
     let zone: Zone = match &file.tz {
         Some(z) => z
             .get_ref()
@@ -561,7 +574,36 @@ fn run_case(
                     unnamed.join(" = \"...\", ")
                 ));
             }
-            for k in e.group().keys() {
+            for (k, want) in e.group() {
+                // A value the field can never hold (an IP field given `not-ip` or a number)
+                // is said where it is written, whether or not any alert came.
+                if let Some(i) = rule.group_by.iter().position(|g| g == k.get_ref())
+                    && let Some(field) = rule.events.first().and_then(|d| d.group_fields.get(i))
+                {
+                    use cepheus_core::event::{FieldKey, Value, ValueType};
+                    let ty = match field {
+                        FieldKey::Known(f) => f.ty(),
+                        FieldKey::Named(_) => ValueType::Str,
+                    };
+                    let fits = match want {
+                        toml::Value::String(t) => Value::parse_as(ty, t).is_some(),
+                        toml::Value::Integer(_) => matches!(ty, ValueType::Int | ValueType::Float),
+                        toml::Value::Float(_) => ty == ValueType::Float,
+                        toml::Value::Boolean(_) => ty == ValueType::Bool,
+                        _ => false,
+                    };
+                    if !fits {
+                        problems.push(format!(
+                            "{}: expect.group: `{}` = {want} is not a valid {} (rule `{}` takes `{}` from `{}`)",
+                            place.at(k.span()),
+                            k.get_ref(),
+                            ty.name(),
+                            e.rule.get_ref(),
+                            k.get_ref(),
+                            field.name()
+                        ));
+                    }
+                }
                 if !rule.group_by.iter().any(|g| g == k.get_ref()) {
                     problems.push(format!(
                         "{}: expect.group: `{}` is not a group_by field of rule `{}` ({})",

@@ -414,6 +414,47 @@ fn per_test_errors_say_where_in_the_test_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Found by an audit: a group value the rule's field can never hold was only said as
+/// `missing:` when no alert of the rule came, and a rule file the head names that cannot be
+/// read was said without where it is named.
+#[test]
+fn group_values_of_the_wrong_type_and_missing_rule_files_are_said_where_written() {
+    let (dir, _) = scratch_rules(
+        "ruletest-types",
+        "[[rule]]\nname = \"x\"\nseverity = \"low\"\ngroup_by = [\"peer\", \"port\"]\nevents.a = { if = 'syslog', port = \"procid\" }\npattern = \"a\"\n",
+    );
+    let test = dir.join("x.test.toml");
+    std::fs::write(
+        &test,
+        "[[test]]\nname = \"t\"\ninput = \"\"\n[[test.expect]]\nrule = \"x\"\ngroup = { peer = \"not-ip\", port = \"p\" }\n[[test.expect]]\nrule = \"x\"\ngroup = { peer = 5, port = \"7\" }\n",
+    )
+    .unwrap();
+    let (code, out) = rules_test(&test);
+    assert_eq!(code, Some(1), "{out}");
+    let file = test.display().to_string();
+    for want in [
+        format!(
+            "{file}:6:11: expect.group: `peer` = \"not-ip\" is not a valid IP address (rule `x` takes `peer` from `peer`)"
+        ),
+        format!("{file}:9:11: expect.group: `peer` = 5 is not a valid IP address"),
+    ] {
+        assert!(out.contains(&want), "{want}\n{out}");
+    }
+    // (`procid` is text: any value fits.)
+    assert!(!out.contains("`port` ="), "{out}");
+    let named = dir.join("named.test.toml");
+    std::fs::write(
+        &named,
+        "rules = [\"x.toml\", \"nothere.toml\"]\n[[test]]\nname = \"t\"\ninput = \"\"\n",
+    )
+    .unwrap();
+    let (code, out) = rules_test(&named);
+    assert_eq!(code, Some(2), "{out}");
+    let want = format!("{}:1:20: rules: cannot read ", named.display());
+    assert!(out.contains(&want), "{want}\n{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A test file that holds no test (empty, or a head with no `[[test]]`) is an error, as a
 /// file that cannot be run: it would pass while testing nothing.
 #[test]
