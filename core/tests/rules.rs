@@ -1681,6 +1681,14 @@ fn a_regex_too_large_to_compile_is_refused_with_a_hint() {
     assert_eq!(m, "invalid regex: its compiled form would exceed 10 MB");
     assert_eq!((line, col), (4, 31));
     assert!(help.unwrap_or_default().contains("(?-u:\\w)"));
+    // A long list of plain words (an IOC list) is not told to use narrower classes (found by
+    // an audit).
+    let (m, _, _, help) = one_error(&rule_text(&format!(
+        "events.a = 'syslog and msg =~ \"{}\"'\npattern = \"a\"",
+        "a".repeat(1 << 20)
+    )));
+    assert_eq!(m, "invalid regex: its compiled form would exceed 10 MB");
+    assert!(help.unwrap_or_default().contains("split it"));
 }
 
 /// Rules that say something they cannot do are warned of, with the reason: a least duration

@@ -879,9 +879,14 @@ impl CondChecker<'_, '_> {
             ),
             None => {
                 let (last, help) = match e.size_limit() {
-                    Some(limit) => (
+                    // (What makes it large: counts and classes, or the text itself.)
+                    Some(limit) if re.contains(['{', '\\', '[', '*', '+']) => (
                         format!("its compiled form would exceed {} MB", limit >> 20),
                         "count less, or use narrower classes: `\\w`, `\\d` and `\\s` span all of Unicode (`[a-z0-9_]`, `[0-9]` and `[ \\t]` do not; `(?-u:\\w)` is `\\w` in ASCII)".to_string(),
+                    ),
+                    Some(limit) => (
+                        format!("its compiled form would exceed {} MB", limit >> 20),
+                        "the regex is too long: split it over several event definitions, e.g. `events.ioc1 = ...`, `events.ioc2 = ...` and `or(ioc1, ioc2)` in the pattern".to_string(),
                     ),
                     None => {
                         let text = e.to_string();
