@@ -53,6 +53,15 @@ pub fn render(d: &Diagnostic, color: bool) -> String {
             d.severity.name(),
             d.message
         );
+        // The part of the line around the place, with a caret under it.
+        if let Some((line, text, caret)) = d.excerpt() {
+            let n = line.to_string();
+            let pad = " ".repeat(n.len());
+            out.push_str(&format!(
+                " {pad} |\n {n} | {text}\n {pad} | {}^\n",
+                " ".repeat(caret)
+            ));
+        }
         if let Some(help) = &d.help {
             out.push_str(&format!("  help: {help}\n"));
         }

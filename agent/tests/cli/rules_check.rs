@@ -331,4 +331,27 @@ fn a_finding_far_along_a_long_line_is_written_plainly() {
         stderr.contains("help: did you mean `app`?"),
         "{stderr:.500}"
     );
+    // The part of the line around it is shown, the caret under the culprit (found by an
+    // audit: a long IOC regex lost its snippet, and a shorter long line put the caret
+    // thousands of columns to the right).
+    let x34 = "x".repeat(34);
+    let shown = format!(
+        " 4 | …{x34}\" and apps == \"b\"'\n   | {}^\n",
+        " ".repeat(41)
+    );
+    assert!(stderr.contains(&shown), "{shown}\n{stderr:.800}");
+    for len in [300, 8_000] {
+        std::fs::write(
+            dir.join("wide.toml"),
+            format!(
+                "[[rule]]\nname = \"w\"\nseverity = \"high\"\nevents.a = 'msg == \"{}\" and apps == \"b\"'\npattern = \"a\"\n",
+                "y".repeat(len)
+            ),
+        )
+        .unwrap();
+        let (_, _, stderr) = cepheus(&["rules", "check", &dir.to_string_lossy()]);
+        let widest = stderr.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest < 200, "{len}: a line of {widest}: {stderr:.600}");
+        assert!(stderr.contains("and apps"), "{stderr:.600}");
+    }
 }

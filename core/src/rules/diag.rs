@@ -66,9 +66,17 @@ pub struct Diagnostic {
     pub source: Arc<FileText>,
 }
 
-/// How far along its line a place may lie for a diagnostic to be drawn with its snippet:
-/// miette pads with format widths, which stop at 65,535 columns (a 70 KB line would panic it).
-const WIDEST_SNIPPET: usize = 10_000;
+/// How far along its line a place may lie for a diagnostic to be drawn with miette's
+/// snippet (whole lines: a caret 8,000 columns to the right helps no one, and miette pads
+/// with format widths, which stop at 65,535 columns); further along, [`Diagnostic::excerpt`]
+/// shows the part of the line around it.
+const WIDEST_SNIPPET: usize = 240;
+
+/// Characters of a long line [`Diagnostic::excerpt`] shows before the place.
+const EXCERPT_BEFORE: usize = 40;
+
+/// Characters of a long line [`Diagnostic::excerpt`] shows in all, at most.
+const EXCERPT_CHARS: usize = 90;
 
 impl Diagnostic {
     /// Whether a place it (or a related note) shows lies too far along its line for a
@@ -83,6 +91,37 @@ impl Diagnostic {
                     > WIDEST_SNIPPET
             })
             || self.related.iter().any(Diagnostic::too_wide)
+    }
+
+    /// The part of its line around the place, for a line too long to show whole: the line's
+    /// number, the text (`…` where cut) and how many characters precede the place in it.
+    pub fn excerpt(&self) -> Option<(usize, String, usize)> {
+        let text = &self.source.text;
+        let at = self.span.start.min(text.len());
+        let line = self.source.line_of(at);
+        let start = self.source.line_starts.get(line).copied().unwrap_or(0);
+        let end = text[start..]
+            .find(['\n', '\r'])
+            .map_or(text.len(), |i| start + i);
+        let body = text.get(start..end)?;
+        let before: Vec<char> = body.get(..at - start)?.chars().collect();
+        let skip = before.len().saturating_sub(EXCERPT_BEFORE);
+        let mut shown = String::new();
+        if skip > 0 {
+            shown.push('…');
+        }
+        let caret = shown.chars().count() + before.len() - skip;
+        let mut rest = body.chars().skip(skip);
+        shown.extend(rest.by_ref().take(EXCERPT_CHARS));
+        if rest.next().is_some() {
+            shown.push('…');
+        }
+        // (Shown on a terminal: a tab or control character would shift the caret.)
+        let shown = shown
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        Some((line + 1, shown, caret))
     }
 
     /// Whether this is an error.
