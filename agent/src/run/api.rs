@@ -252,8 +252,10 @@ impl Drop for StreamSlot {
 
 /// `GET /alerts/stream`: server-sent events, one `alert` event per alert change as the sink
 /// writes it out (the one alert object as `data`, and as `id` its place in the store and the
-/// store's instance, when kept), a `lagged` event with `{"missed": N}` when this client fell more than
-/// [`STREAM_BACKLOG`] behind, and a comment every 5 s of quiet. A client that comes back with
+/// store's instance, when kept), what the store kept after the last change a client had when
+/// it falls more than [`STREAM_BACKLOG`] behind the live ones ([`Follow::catch_up`]; a
+/// `lagged` event with `{"missed": N}` when the store cannot say), and a comment every 5 s of
+/// quiet. A client that comes back with
 /// `Last-Event-ID` (as a browser's `EventSource` does) first gets the changes the store kept
 /// after that one, at most [`STREAM_BACKLOG`] (a `lagged` event counts the older ones), read
 /// from the store a page at a time as the client takes them.
@@ -290,19 +292,29 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
     // Subscribed before the store is read: what the store holds now is replayed, what comes
     // after is live (a change is kept, and so has its place, before it is sent).
     let rx = tx.subscribe();
+    let store = st.store.clone();
     let mut replay = None;
-    if let (Some(after), Some(store)) = (resume, st.store.clone()) {
+    let mut given = None;
+    if let Some(store) = store.clone() {
         let read = store.clone();
         let point = move || -> Result<_, cepheus_store::StoreError> {
-            let Some(end) = read.last_seq()? else {
+            let end = read.last_seq()?;
+            let Some(after) = resume else {
+                return Ok((end, None));
+            };
+            let Some(end) = end else {
                 // Nothing kept, though the client had a change: all went (or the store was
                 // made anew).
-                return Ok((None, cepheus_store::Resume::nothing_kept()));
+                return Ok((None, Some(cepheus_store::Resume::nothing_kept())));
             };
-            Ok((Some(end), read.resume_point(after, end, STREAM_BACKLOG)?))
+            Ok((
+                Some(end),
+                Some(read.resume_point(after, end, STREAM_BACKLOG)?),
+            ))
         };
         match web::block(point).await {
-            Ok(Ok((end, at))) => {
+            Ok(Ok((end, Some(at)))) => {
+                given = at.after;
                 replay = Some(Replay {
                     instance: store.instance(),
                     store,
@@ -313,81 +325,159 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
                     told: None,
                 });
             }
-            Ok(Err(e)) => return come_back_later(&e),
-            Err(e) => return come_back_later(&e),
+            // A new client has what the store holds now: should it fall behind, it is given
+            // what it missed from there.
+            Ok(Ok((end, None))) => given = end,
+            Ok(Err(e)) if resume.is_some() => return come_back_later(&e),
+            Err(e) if resume.is_some() => return come_back_later(&e),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the store for a new alert stream; it goes on live");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the store for a new alert stream; it goes on live");
+            }
         }
     }
     // The live changes a replay already gave are not given again.
-    let replayed_through = replay.as_ref().and_then(|r| r.end);
-    let fresh = move |seq: Option<u64>| match (seq, replayed_through) {
-        (Some(s), Some(end)) => s > end,
-        _ => true,
+    let through = replay.as_ref().and_then(|r| r.end);
+    let follow = Follow {
+        rx,
+        slot,
+        replay,
+        given,
+        through,
+        store,
+        instance,
     };
-    let events = futures_util::stream::unfold(
-        (rx, slot, replay),
-        move |(mut rx, slot, mut replay)| async move {
-            if !slot.ask(Instant::now()) {
-                return None;
+    let events = futures_util::stream::unfold(follow, |mut f| async move {
+        if !f.slot.ask(Instant::now()) {
+            return None;
+        }
+        if let Some(r) = f.replay.as_mut() {
+            let (chunk, done) = r.next_chunk().await?;
+            if r.after.is_some() {
+                f.given = f.given.max(r.after);
             }
-            if let Some(r) = replay.as_mut() {
-                let (chunk, done) = r.next_chunk().await?;
-                if done {
-                    replay = None;
-                }
-                if !chunk.is_empty() {
-                    return Some((
-                        Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)),
-                        (rx, slot, replay),
-                    ));
-                }
+            if done {
+                f.replay = None;
             }
-            let mut chunk = String::new();
-            let write =
-                |chunk: &mut String, got: Result<super::sink::Streamed, RecvError>| match got {
-                    Ok((seq, json)) => {
-                        if fresh(seq) {
-                            sse_alert(chunk, seq.zip(instance), &json);
+            if !chunk.is_empty() {
+                return Some((Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)), f));
+            }
+        }
+        let mut chunk = String::new();
+        // Fallen behind the live changes: how many went by.
+        let mut lagged = None;
+        match tokio::time::timeout(KEEP_ALIVE, f.rx.recv()).await {
+            Err(_) => chunk.push_str(": keep-alive\n\n"),
+            Ok(Err(RecvError::Closed)) => return None,
+            Ok(Err(RecvError::Lagged(n))) => lagged = Some(n),
+            Ok(Ok(c)) => {
+                f.write(&mut chunk, c);
+                // What else is there already goes in the same chunk (an alert storm: one
+                // write for many changes keeps the client from falling behind).
+                while chunk.len() < CHUNK_BYTES {
+                    match f.rx.try_recv() {
+                        Ok(c) => f.write(&mut chunk, c),
+                        Err(TryRecvError::Lagged(n)) => {
+                            lagged = Some(n);
+                            break;
                         }
-                        true
-                    }
-                    Err(RecvError::Lagged(n)) => {
-                        sse_lagged(chunk, n, false);
-                        true
-                    }
-                    Err(RecvError::Closed) => false,
-                };
-            match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
-                Err(_) => chunk.push_str(": keep-alive\n\n"),
-                Ok(got) => {
-                    if !write(&mut chunk, got) {
-                        return None;
-                    }
-                    // What else is there already goes in the same chunk (an alert storm: one
-                    // write for many changes keeps the client from falling behind).
-                    while chunk.len() < CHUNK_BYTES {
-                        let got = match rx.try_recv() {
-                            Ok(c) => Ok(c),
-                            Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
-                            Err(TryRecvError::Empty | TryRecvError::Closed) => break,
-                        };
-                        write(&mut chunk, got);
-                    }
-                    if chunk.is_empty() {
-                        // (Only changes already replayed: a comment keeps the chunk non-empty.)
-                        chunk.push_str(": replayed\n\n");
+                        Err(TryRecvError::Empty | TryRecvError::Closed) => break,
                     }
                 }
             }
-            Some((
-                Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)),
-                (rx, slot, replay),
-            ))
-        },
-    );
+        }
+        if let Some(n) = lagged
+            && !f.catch_up().await
+        {
+            sse_lagged(&mut chunk, n, false);
+        }
+        if chunk.is_empty() {
+            // (Only changes already replayed, or a replay to come: a comment keeps the chunk
+            // non-empty.)
+            chunk.push_str(": replayed\n\n");
+        }
+        Some((Ok::<_, actix_web::Error>(bytes::Bytes::from(chunk)), f))
+    });
     HttpResponse::Ok()
         .content_type("text/event-stream")
         .insert_header(("Cache-Control", "no-cache"))
         .streaming(events)
+}
+
+/// One client's alert stream: the live changes, and a replay from the store when it resumed
+/// or fell behind them.
+struct Follow {
+    rx: tokio::sync::broadcast::Receiver<super::sink::Streamed>,
+    slot: StreamSlot,
+    replay: Option<Replay>,
+    /// The last kept change the client was given (or had when it came): where a replay
+    /// begins when it falls behind.
+    given: Option<u64>,
+    /// Live changes up to this one were given by a replay: not given again.
+    through: Option<u64>,
+    store: Option<cepheus_store::Store>,
+    instance: Option<u32>,
+}
+
+impl Follow {
+    /// A live change into the chunk, unless a replay gave it.
+    fn write(&mut self, chunk: &mut String, (seq, json): super::sink::Streamed) {
+        if let (Some(s), Some(end)) = (seq, self.through)
+            && s <= end
+        {
+            return;
+        }
+        sse_alert(chunk, seq.zip(self.instance), &json);
+        if seq.is_some() {
+            self.given = self.given.max(seq);
+        }
+    }
+
+    /// The client fell more than [`STREAM_BACKLOG`] behind the live changes: what the store
+    /// kept after the last one it was given is replayed (at most [`STREAM_BACKLOG`], the rest
+    /// counted), then the live ones after those. False when that cannot be (no store, or it
+    /// cannot be read): the caller says `lagged`.
+    async fn catch_up(&mut self) -> bool {
+        let (Some(store), Some(after)) = (self.store.clone(), self.given) else {
+            return false;
+        };
+        let read = store.clone();
+        let point = move || -> Result<_, cepheus_store::StoreError> {
+            let Some(end) = read.last_seq()? else {
+                return Ok(None);
+            };
+            Ok(Some((
+                end,
+                read.resume_point(Some(after), end, STREAM_BACKLOG)?,
+            )))
+        };
+        match web::block(point).await {
+            Ok(Ok(Some((end, at)))) => {
+                self.through = Some(end);
+                self.replay = Some(Replay {
+                    instance: store.instance(),
+                    store,
+                    after: at.after,
+                    end: Some(end),
+                    missed: at.skipped,
+                    pruned: at.pruned,
+                    told: None,
+                });
+                true
+            }
+            Ok(Ok(None)) => false,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the store for a stream that fell behind");
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the store for a stream that fell behind");
+                false
+            }
+        }
+    }
 }
 
 /// A `lagged` event: `missed` changes this client will not get, and whether some after its
@@ -1522,6 +1612,84 @@ fn not_allowed(allow: &'static str) -> HttpResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A live client that falls more than the broadcast's backlog behind is given what the
+    /// store kept after the last change it had, then the live ones not given by that: none
+    /// lost, none twice (it was told `lagged` and lost them).
+    #[test]
+    fn a_stream_that_falls_behind_catches_up_from_the_store() {
+        #![allow(clippy::unwrap_used)]
+        use cepheus_core::alert::AlertState;
+        let dir = std::env::temp_dir().join(format!("cepheus-api-behind-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = cepheus_store::Store::open(&dir, 10_000).unwrap();
+        let mut changes: Vec<cepheus_store::Change> = (0..20u64)
+            .map(|id| cepheus_store::Change {
+                id,
+                state: AlertState::Firing,
+                json: format!(r#"{{"id":"{id:016x}"}}"#),
+                seq: None,
+                meaning: None,
+            })
+            .collect();
+        store.record_changes(&mut changes).unwrap();
+        let seqs: Vec<u64> = changes.iter().filter_map(|c| c.seq).collect();
+        let (tx, rx) = tokio::sync::broadcast::channel::<super::super::sink::Streamed>(4);
+        let streams = Streams::default();
+        let instance = store.instance();
+        let mut f = Follow {
+            rx,
+            slot: streams.admit(Instant::now()).unwrap(),
+            replay: None,
+            given: None,
+            through: None,
+            store: Some(store),
+            instance: Some(instance),
+        };
+        // It was given the first 3 live; then 17 more went by while it did not read.
+        let mut given = String::new();
+        for (c, seq) in changes.iter().zip(&seqs).take(3) {
+            tx.send((Some(*seq), c.json.clone().into())).unwrap();
+        }
+        for _ in 0..3 {
+            let c = f.rx.try_recv().unwrap();
+            f.write(&mut given, c);
+        }
+        for (c, seq) in changes.iter().zip(&seqs).skip(3) {
+            tx.send((Some(*seq), c.json.clone().into())).unwrap();
+        }
+        // (And one the store could not keep, which comes live only.)
+        tx.send((None, r#"{"id":"unkept"}"#.into())).unwrap();
+        assert!(matches!(
+            f.rx.try_recv(),
+            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_))
+        ));
+        let caught = actix_web::rt::System::new().block_on(async move {
+            assert!(f.catch_up().await);
+            let mut out = String::new();
+            while let Some(r) = f.replay.as_mut() {
+                let (chunk, done) = r.next_chunk().await.unwrap();
+                out.push_str(&chunk);
+                if done {
+                    f.replay = None;
+                }
+            }
+            while let Ok(c) = f.rx.try_recv() {
+                f.write(&mut out, c);
+            }
+            out
+        });
+        given.push_str(&caught);
+        let ids: Vec<&str> = given
+            .lines()
+            .filter_map(|l| l.strip_prefix("id: "))
+            .collect();
+        let want: Vec<String> = seqs.iter().map(|s| format!("{s}@{instance:08x}")).collect();
+        assert_eq!(ids, want, "{given}");
+        assert!(!given.contains("lagged"), "{given}");
+        assert!(given.ends_with("data: {\"id\":\"unkept\"}\n\n"), "{given}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn event_ids_read_back_as_written() {
