@@ -55,11 +55,14 @@ pub fn render(d: &Diagnostic, color: bool) -> String {
         );
         // The part of the line around the place, with a caret under it.
         if let Some((line, text, caret)) = d.excerpt() {
+            use unicode_width::UnicodeWidthStr;
             let n = line.to_string();
             let pad = " ".repeat(n.len());
+            // (Under the place in terminal cells: CJK text takes two each.)
+            let before: String = text.chars().take(caret).collect();
             out.push_str(&format!(
                 " {pad} |\n {n} | {text}\n {pad} | {}^\n",
-                " ".repeat(caret)
+                " ".repeat(before.width())
             ));
         }
         if let Some(help) = &d.help {

@@ -585,11 +585,15 @@ fn run_case(
                         FieldKey::Known(f) => f.ty(),
                         FieldKey::Named(_) => ValueType::Str,
                     };
+                    // (A text field holds any value written as text: `port = 1234` for a
+                    // captured port is matched as "1234".)
                     let fits = match want {
                         toml::Value::String(t) => Value::parse_as(ty, t).is_some(),
-                        toml::Value::Integer(_) => matches!(ty, ValueType::Int | ValueType::Float),
-                        toml::Value::Float(_) => ty == ValueType::Float,
-                        toml::Value::Boolean(_) => ty == ValueType::Bool,
+                        toml::Value::Integer(_) => {
+                            matches!(ty, ValueType::Int | ValueType::Float | ValueType::Str)
+                        }
+                        toml::Value::Float(_) => matches!(ty, ValueType::Float | ValueType::Str),
+                        toml::Value::Boolean(_) => matches!(ty, ValueType::Bool | ValueType::Str),
                         _ => false,
                     };
                     if !fits {

@@ -321,6 +321,9 @@ impl Store {
             None => {
                 let drawn = draw_instance();
                 meta.insert("instance", &drawn.to_be_bytes()).map_err(io)?;
+                // Durable before any id names it (no write flushes it otherwise before the
+                // stream gives one out).
+                db.flush().map_err(io)?;
                 drawn
             }
         };

@@ -289,32 +289,49 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
             format!("{MAX_STREAMS} alert streams are open already, all of them read"),
         );
     };
-    // Subscribed before the store is read: what the store holds now is replayed, what comes
-    // after is live (a change is kept, and so has its place, before it is sent).
-    let rx = tx.subscribe();
     let store = st.store.clone();
-    let mut replay = None;
+    // A new client has what the store holds when it comes, read before it subscribes: a
+    // change kept after that read is sent to it live, or given by a catch-up should it fall
+    // behind (`Follow::catch_up`), never lost.
     let mut given = None;
-    if let Some(store) = store.clone() {
+    let mut empty_at_start = false;
+    if resume.is_none()
+        && let Some(read) = store.clone()
+    {
+        match web::block(move || read.last_seq()).await {
+            Ok(Ok(last)) => {
+                given = last;
+                empty_at_start = last.is_none();
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the store for a new alert stream; it goes on live");
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the store for a new alert stream; it goes on live");
+            }
+        }
+    }
+    // A resumed one subscribes before the store is read: what the store holds now is
+    // replayed, what comes after is live (a change is kept, and so has its place, before it
+    // is sent).
+    let rx = tx.subscribe();
+    let mut replay = None;
+    if let Some(after) = resume
+        && let Some(store) = store.clone()
+    {
         let read = store.clone();
         let point = move || -> Result<_, cepheus_store::StoreError> {
-            let end = read.last_seq()?;
-            let Some(after) = resume else {
-                return Ok((end, None));
-            };
-            let Some(end) = end else {
+            let Some(end) = read.last_seq()? else {
                 // Nothing kept, though the client had a change: all went (or the store was
                 // made anew).
-                return Ok((None, Some(cepheus_store::Resume::nothing_kept())));
+                return Ok((None, cepheus_store::Resume::nothing_kept()));
             };
-            Ok((
-                Some(end),
-                Some(read.resume_point(after, end, STREAM_BACKLOG)?),
-            ))
+            Ok((Some(end), read.resume_point(after, end, STREAM_BACKLOG)?))
         };
         match web::block(point).await {
-            Ok(Ok((end, Some(at)))) => {
+            Ok(Ok((end, at))) => {
                 given = at.after;
+                empty_at_start = at.after.is_none();
                 replay = Some(Replay {
                     instance: store.instance(),
                     store,
@@ -325,17 +342,8 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
                     told: None,
                 });
             }
-            // A new client has what the store holds now: should it fall behind, it is given
-            // what it missed from there.
-            Ok(Ok((end, None))) => given = end,
-            Ok(Err(e)) if resume.is_some() => return come_back_later(&e),
-            Err(e) if resume.is_some() => return come_back_later(&e),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot read the store for a new alert stream; it goes on live");
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the store for a new alert stream; it goes on live");
-            }
+            Ok(Err(e)) => return come_back_later(&e),
+            Err(e) => return come_back_later(&e),
         }
     }
     // The live changes a replay already gave are not given again.
@@ -345,6 +353,7 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
         slot,
         replay,
         given,
+        from_first: empty_at_start,
         through,
         store,
         instance,
@@ -415,6 +424,10 @@ struct Follow {
     /// The last kept change the client was given (or had when it came): where a replay
     /// begins when it falls behind.
     given: Option<u64>,
+    /// With no `given`: the client has none of the store's changes (it was empty, or all
+    /// were replayed as another store's), so a replay begins at the first kept. Else, with
+    /// none, where it stands is not known: it is told `lagged`.
+    from_first: bool,
     /// Live changes up to this one were given by a replay: not given again.
     through: Option<u64>,
     store: Option<cepheus_store::Store>,
@@ -440,18 +453,25 @@ impl Follow {
     /// counted), then the live ones after those. False when that cannot be (no store, or it
     /// cannot be read): the caller says `lagged`.
     async fn catch_up(&mut self) -> bool {
-        let (Some(store), Some(after)) = (self.store.clone(), self.given) else {
+        let Some(store) = self.store.clone() else {
             return false;
         };
+        if self.given.is_none() && !self.from_first {
+            return false;
+        }
+        let (after, from_first) = (self.given, self.from_first);
         let read = store.clone();
         let point = move || -> Result<_, cepheus_store::StoreError> {
             let Some(end) = read.last_seq()? else {
                 return Ok(None);
             };
-            Ok(Some((
-                end,
-                read.resume_point(Some(after), end, STREAM_BACKLOG)?,
-            )))
+            let mut at = read.resume_point(after, end, STREAM_BACKLOG)?;
+            if after.is_none() && from_first {
+                // (None is read as another store's change: this client has none of them,
+                // so only what was pruned since is missed.)
+                at.pruned = read.pruned_through()?.is_some();
+            }
+            Ok(Some((end, at)))
         };
         match web::block(point).await {
             Ok(Ok(Some((end, at)))) => {
@@ -1642,6 +1662,7 @@ mod tests {
             slot: streams.admit(Instant::now()).unwrap(),
             replay: None,
             given: None,
+            from_first: false,
             through: None,
             store: Some(store),
             instance: Some(instance),
@@ -1688,6 +1709,66 @@ mod tests {
         assert_eq!(ids, want, "{given}");
         assert!(!given.contains("lagged"), "{given}");
         assert!(given.ends_with("data: {\"id\":\"unkept\"}\n\n"), "{given}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A client that came to an empty store and fell behind is given every change kept
+    /// since, from the first, none said missed (a review found it told `lagged` only).
+    #[test]
+    fn a_stream_begun_on_an_empty_store_catches_up_from_its_first_change() {
+        #![allow(clippy::unwrap_used)]
+        use cepheus_core::alert::AlertState;
+        let dir = std::env::temp_dir().join(format!("cepheus-api-empty-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = cepheus_store::Store::open(&dir, 10_000).unwrap();
+        assert_eq!(store.last_seq().unwrap(), None);
+        let (tx, rx) = tokio::sync::broadcast::channel::<super::super::sink::Streamed>(4);
+        let streams = Streams::default();
+        let instance = store.instance();
+        let mut f = Follow {
+            rx,
+            slot: streams.admit(Instant::now()).unwrap(),
+            replay: None,
+            given: None,
+            from_first: true,
+            through: None,
+            store: Some(store.clone()),
+            instance: Some(instance),
+        };
+        let mut changes: Vec<cepheus_store::Change> = (0..10u64)
+            .map(|id| cepheus_store::Change {
+                id,
+                state: AlertState::Firing,
+                json: format!(r#"{{"id":"{id:016x}"}}"#),
+                seq: None,
+                meaning: None,
+            })
+            .collect();
+        store.record_changes(&mut changes).unwrap();
+        for c in &changes {
+            tx.send((c.seq, c.json.clone().into())).unwrap();
+        }
+        let seqs: Vec<u64> = changes.iter().filter_map(|c| c.seq).collect();
+        let got = actix_web::rt::System::new().block_on(async move {
+            assert!(f.rx.try_recv().is_err(), "lagged");
+            assert!(f.catch_up().await);
+            let mut out = String::new();
+            while let Some(r) = f.replay.as_mut() {
+                let (chunk, done) = r.next_chunk().await.unwrap();
+                out.push_str(&chunk);
+                if done {
+                    f.replay = None;
+                }
+            }
+            while let Ok(c) = f.rx.try_recv() {
+                f.write(&mut out, c);
+            }
+            out
+        });
+        let ids: Vec<&str> = got.lines().filter_map(|l| l.strip_prefix("id: ")).collect();
+        let want: Vec<String> = seqs.iter().map(|s| format!("{s}@{instance:08x}")).collect();
+        assert_eq!(ids, want, "{got}");
+        assert!(!got.contains("lagged"), "{got}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

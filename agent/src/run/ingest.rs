@@ -718,7 +718,7 @@ async fn tcp_conn(
         // Closed by us for idleness: what it sent after its last complete message is a
         // message it did not finish (not one it ended by closing), dropped.
         let mut idle_closed = false;
-        let eof = match read {
+        let mut eof = match read {
             Err(_) => {
                 bump(&shared.counters.tcp_idle_closed, 1);
                 tracing::debug!(%peer, "idle tcp connection closed");
@@ -726,12 +726,6 @@ async fn tcp_conn(
                 true
             }
             Ok(Ok(0)) => true,
-            Ok(Ok(_)) if draining.is_none() && last_message.elapsed() >= shared.idle => {
-                bump(&shared.counters.tcp_idle_closed, 1);
-                tracing::debug!(%peer, "tcp connection closed: bytes but no message for the idle timeout");
-                idle_closed = true;
-                true
-            }
             Ok(Ok(_)) => false,
             Ok(Err(e)) => {
                 bump(&shared.counters.read_errors, 1);
@@ -777,6 +771,13 @@ async fn tcp_conn(
             if router.full() {
                 router.flush(true).await;
             }
+        }
+        // Bytes, but no message completed for the idle timeout, this read's included.
+        if !eof && !fatal && draining.is_none() && last_message.elapsed() >= shared.idle {
+            bump(&shared.counters.tcp_idle_closed, 1);
+            tracing::debug!(%peer, "tcp connection closed: bytes but no message for the idle timeout");
+            idle_closed = true;
+            eof = true;
         }
         if eof && !fatal && idle_closed {
             if !buf.trim_ascii().is_empty() {

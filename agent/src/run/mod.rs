@@ -50,7 +50,7 @@ use sink::{AlertSink, Flush};
 /// Arguments of `cepheus run`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Exit status: 0 after a clean stop (SIGTERM or SIGINT); 1 when the configuration or the rules have errors (`cepheus config check FILE` and `cepheus rules check PATH` list them all); 2 when starting failed (the configuration file, a rule file, a followed file or the store's folder missing or unreadable, a port in use)."
+    after_help = "Exit status: 0 after a clean stop (SIGTERM or SIGINT); 1 when the configuration or the rules have errors (`cepheus config check FILE` and `cepheus rules check PATH` list them all: a missing capture interface or token file too); 2 when starting failed (the configuration file, a rule file, a followed file or the store's folder missing or unreadable, a port in use)."
 )]
 pub struct RunArgs {
     /// Configuration file (TOML; `cepheus config default` prints one). Default: built-in
@@ -193,24 +193,32 @@ fn init_tracing() {
 /// Runs `cepheus run`: exit 0 after a clean stop, 1 on bad rules/config, 2 on start-up errors.
 pub fn run(args: RunArgs) -> ExitCode {
     init_tracing();
-    let cfg = match &args.config {
-        // Every error of the file at once, as `config check` says them (keys of a wrong name
-        // or type, then the values), not one round of fixes per kind.
-        Some(p) => match read_config(p) {
-            Ok((c, bad_keys)) => {
-                let problems = c.problems();
-                for pr in &problems {
-                    say_problem(p, pr);
+    let cfg =
+        match &args.config {
+            // Every error of the file at once, as `config check` says them (keys of a wrong name
+            // or type, then the values), not one round of fixes per kind.
+            Some(p) => match read_config(p) {
+                Ok((c, bad_keys)) => {
+                    let mut problems = c.problems();
+                    // What `config check` finds beyond the values is a configuration error too
+                    // (exit 1: restarting cannot mend a misspelt interface or a missing token),
+                    // but for what may come right by itself, which starting says (exit 2): a
+                    // followed file, a rule path or the store's folder missing.
+                    problems.extend(c.environment_problems().into_iter().filter(|pr| {
+                        !matches!(pr.key, "syslog.files" | "rules.paths" | "store.path")
+                    }));
+                    for pr in &problems {
+                        say_problem(p, pr);
+                    }
+                    if bad_keys || !problems.is_empty() {
+                        return ExitCode::from(1);
+                    }
+                    c
                 }
-                if bad_keys || !problems.is_empty() {
-                    return ExitCode::from(1);
-                }
-                c
-            }
-            Err(code) => return code,
-        },
-        None => Config::default(),
-    };
+                Err(code) => return code,
+            },
+            None => Config::default(),
+        };
     for w in cfg.warnings().iter().chain(&cfg.store_owner_warning()) {
         tracing::warn!(key = w.key, "{}", w.message);
     }

@@ -880,7 +880,7 @@ impl CondChecker<'_, '_> {
             None => {
                 let (last, help) = match e.size_limit() {
                     // (What makes it large: counts and classes, or the text itself.)
-                    Some(limit) if re.contains(['{', '\\', '[', '*', '+']) => (
+                    Some(limit) if grows_when_compiled(re) => (
                         format!("its compiled form would exceed {} MB", limit >> 20),
                         "count less, or use narrower classes: `\\w`, `\\d` and `\\s` span all of Unicode (`[a-z0-9_]`, `[0-9]` and `[ \\t]` do not; `(?-u:\\w)` is `\\w` in ASCII)".to_string(),
                     ),
@@ -1555,4 +1555,26 @@ fn heavy_repetition(re: &str) -> Option<(u64, std::ops::Range<usize>)> {
     }
     let ast = regex_syntax::ast::parse::Parser::new().parse(re).ok()?;
     walk(&ast, 1)
+}
+
+/// Whether a regex holds what makes its compiled form large out of proportion to its text:
+/// counted repetitions and classes (`\\w`, `\\d`, `\\s` and `\\p{..}` span all of Unicode), as
+/// opposed to a long plain text such as a list of escaped domain names.
+fn grows_when_compiled(re: &str) -> bool {
+    let mut chars = re.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' | '[' => return true,
+            '\\' => {
+                if matches!(
+                    chars.next(),
+                    Some('w' | 'W' | 'd' | 'D' | 's' | 'S' | 'p' | 'P' | 'b' | 'B')
+                ) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
