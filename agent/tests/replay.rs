@@ -440,8 +440,15 @@ fn group_values_of_the_wrong_type_and_missing_rule_files_are_said_where_written(
     ] {
         assert!(out.contains(&want), "{want}\n{out}");
     }
-    // (`procid` is text: any value fits.)
+    // (`procid` is text: any value fits, a number too, as it is matched as text.)
     assert!(!out.contains("`port` ="), "{out}");
+    std::fs::write(
+        &test,
+        "[[test]]\nname = \"t\"\ninput = \"<13>1 2026-01-01T00:00:00Z h app 1234 - - x\"\n[[test.expect]]\nrule = \"x\"\ngroup = { peer = \"127.0.0.1\", port = 1234 }\n",
+    )
+    .unwrap();
+    let (_, out) = rules_test(&test);
+    assert!(!out.contains("expect.group"), "{out}");
     let named = dir.join("named.test.toml");
     std::fs::write(
         &named,

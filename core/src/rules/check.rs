@@ -1578,3 +1578,20 @@ fn grows_when_compiled(re: &str) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod grows_tests {
+    use super::grows_when_compiled;
+
+    /// Counts and classes make a regex large when compiled; a long text, escaped punctuation
+    /// included (a list of domain names), does not (found by a review).
+    #[test]
+    fn what_grows_when_compiled() {
+        for yes in [r"\w{900}", r"[a-z]+", r"\d", r"\p{L}", r"a{3}"] {
+            assert!(grows_when_compiled(yes), "{yes}");
+        }
+        for no in [r"evil\.com|bad\.org", "aaaa", r"C:\\dir", r"a\+b"] {
+            assert!(!grows_when_compiled(no), "{no}");
+        }
+    }
+}
