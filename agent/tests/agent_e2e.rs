@@ -2462,6 +2462,56 @@ fn a_deadline_survives_kill_9_and_fires_for_the_outage() {
     assert_eq!(resolved["id"], fired["id"]);
 }
 
+/// A host added to `expect` while the agent was down after a kill -9 is watched from about
+/// the crash, not from the last time something happened (found by an audit: an idle agent
+/// did not save its state, so a host added after days of quiet was dated days back and its
+/// absence fired at once as `outage`). Idle, a shard saves its clock now and then (every
+/// minute; 300 ms here).
+#[test]
+fn a_host_added_while_down_after_an_idle_spell_is_watched_from_the_crash() {
+    let dir = scratch("kill9-idle");
+    let rule = |hosts: &str| {
+        format!(
+            "[[rule]]\nname = \"hb\"\nseverity = \"critical\"\ngroup_by = [\"host\"]\nexpect = [{hosts}]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 60s\"\n"
+        )
+    };
+    std::fs::write(dir.join("rules/hb.toml"), rule("\"k1\"")).unwrap();
+    let extra = "checkpoint_every = \"100ms\"\n";
+    let env = [("CEPHEUS_TEST_IDLE_SAVE_MS", "300")];
+    let mut first = Agent::start_env(&dir, "", "", extra, &env);
+    first.wait_stats(10, |s| s["shards"].is_array());
+    // Idle: nothing comes.
+    std::thread::sleep(Duration::from_secs(5));
+    first.kill9();
+    let killed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    std::fs::write(dir.join("rules/hb.toml"), rule("\"k1\", \"k3\"")).unwrap();
+    let second = Agent::start_env(&dir, "", "", extra, &env);
+    second.wait_stats(10, |s| s["shards"].is_array());
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["groups", "list", "hb", "--json", "--config", "cepheus.toml"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let k3 = doc["groups"]
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["group"]["host"] == "k3"))
+        .unwrap_or_else(|| panic!("{doc}"));
+    let since = cepheus_core::time::Timestamp::parse_rfc3339(k3["active_at"].as_str().unwrap())
+        .unwrap()
+        .0 as f64
+        / 1e9;
+    // (Without the idle saves: the first run's start, 5 s or more before the crash.)
+    assert!(
+        since > killed - 2.5,
+        "k3 watched from {since}, the crash at {killed}: {doc}"
+    );
+    assert_eq!(second.alerts(|_| true), 0);
+}
+
 /// A group forgotten by hand stays forgotten across kill -9, even long before the next
 /// regular save: the forget is kept at once (the journal's heartbeat would bring it back).
 #[test]

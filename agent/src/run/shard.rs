@@ -168,9 +168,11 @@ pub struct Shard {
     /// The reload whose rules it runs ([`Reload`]'s number; 0: those it started with): its
     /// alert batches carry it, so the sink tells old rules' alerts from new ones.
     generation: u64,
-    /// Something happened since the last save (events, alerts, a reload): an idle shard does
-    /// not write its unchanged state again.
+    /// Something happened since the last save (events, alerts, a reload): an idle shard
+    /// writes its unchanged state only every [`IDLE_SAVE_EVERY`], for its clock.
     changed: bool,
+    /// When the state was last saved (or the shard began).
+    saved_at: std::time::Instant,
     /// The state saved by an earlier run, taken by the first engine it builds.
     resume: Option<Checkpoint>,
     /// Its event journal, if it keeps one.
@@ -305,6 +307,7 @@ impl Shard {
             // The first save at once (its first tick): the state it begins or continues with,
             // which the journal's events then follow.
             checkpoint_due: std::time::Instant::now(),
+            saved_at: std::time::Instant::now(),
             generation: 0,
             changed: true,
             replay_from: persistence.resume.as_ref().and_then(|r| r.journal),
@@ -725,7 +728,11 @@ impl Shard {
         }
         self.checkpoint_due = now + every;
         self.flush();
-        if !self.changed && !force {
+        // Idle, the state changes only in its clock, which a restart after a crash takes as
+        // when the rules and hosts added while the agent was down began: saved now and then,
+        // so that it is at most a minute old (found by an audit: days old, it dated them
+        // back and their absences fired at once as `outage`).
+        if !self.changed && !force && now.duration_since(self.saved_at) < idle_save_every() {
             return;
         }
         let Some(e) = &self.engine else {
@@ -769,7 +776,10 @@ impl Shard {
         };
         let kept = journal.and_then(|j| Some((self.me.clone()?.recipient(), j)));
         match self.sink.try_send(super::sink::SaveCheckpoint(saved, kept)) {
-            Ok(()) => self.changed = false,
+            Ok(()) => {
+                self.changed = false;
+                self.saved_at = now;
+            }
             Err(err) => {
                 // Tried again at the next tick, not a whole period later (a reload's or a
                 // forget's state must not wait that long).
@@ -810,6 +820,22 @@ fn retired_between(old: &RuleSet, new: &RuleSet) -> Vec<(String, cepheus_core::a
             Some(_) => None,
         })
         .collect()
+}
+
+/// How often a shard with nothing new saves its state anyway (its clock: see
+/// [`Shard::save_state`]).
+const IDLE_SAVE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// [`IDLE_SAVE_EVERY`], or in debug builds `CEPHEUS_TEST_IDLE_SAVE_MS` (tests).
+fn idle_save_every() -> std::time::Duration {
+    #[cfg(debug_assertions)]
+    if let Some(ms) = std::env::var("CEPHEUS_TEST_IDLE_SAVE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        return std::time::Duration::from_millis(ms);
+    }
+    IDLE_SAVE_EVERY
 }
 
 /// A shard spends at most one part in this many of its time making saved states.
