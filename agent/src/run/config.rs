@@ -30,7 +30,7 @@ udp = ["127.0.0.1:5514"]
 # detected per frame (a line that merely begins with a number, "200 OK", is a line).
 tcp = ["127.0.0.1:5514"]
 # A TCP connection that completes no message for this long is closed (bytes that never make
-# a message do not count, and are dropped at the close: tcp_idle_unfinished); at least 1s.
+# a message do not count, and are dropped at the close: tcp_unfinished); at least 1s.
 tcp_idle_timeout = "5m"
 # The senders whose syslog is taken, as networks or addresses ("10.0.0.0/8", "192.0.2.7",
 # "2001:db8::/32"); every other sender's datagrams are dropped and its TCP connections closed

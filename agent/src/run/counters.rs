@@ -63,9 +63,10 @@ counters!(
         senders_refused,
         /// TCP connections closed for idleness.
         tcp_idle_closed,
-        /// Unfinished messages dropped when a TCP connection was closed for idleness: the
-        /// bytes after its last complete message (cut mid-way, they must not reach a rule).
-        tcp_idle_unfinished,
+        /// Unfinished messages dropped when the agent closed a TCP connection (idle, or the
+        /// agent stopping): the bytes after its last complete message (cut mid-way, they must
+        /// not reach a rule; a sender's own close ends its last message instead).
+        tcp_unfinished,
         /// Silent TCP connections told to close to make room for a new one when
         /// `max_connections` were open: one that never delivered a message (silent 1 s), else
         /// the one silent longest (30 s).

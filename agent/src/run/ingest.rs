@@ -690,9 +690,10 @@ async fn tcp_conn(
                 break;
             }
             match tokio::time::timeout(SHUTDOWN_QUIET, stream.read_buf(&mut buf)).await {
-                // Quiet: all that was sent is in; it ends as at the sender's close.
-                Err(_) => Ok(Ok(0)),
-                r => r,
+                // Quiet: all that was sent is in; the agent closes it, and a message it had
+                // not finished is dropped, as at an idle close (`Err(false)`).
+                Err(_) => Err(false),
+                Ok(r) => Ok(r),
             }
         } else {
             tokio::select! {
@@ -709,20 +710,22 @@ async fn tcp_conn(
                 tracing::debug!(%peer, "idle tcp connection closed to make room for a new one");
                 break;
             }
-            r = tokio::time::timeout(shared.idle, stream.read_buf(&mut buf)) => r,
+            r = tokio::time::timeout(shared.idle, stream.read_buf(&mut buf)) => r.map_err(|_| true),
             }
         };
         // (Bytes are no progress: a connection that trickles bytes but never completes a
         // message stays as evictable as a silent one.)
         let now = wall_clock();
-        // Closed by us for idleness: what it sent after its last complete message is a
+        // Closed by us (idle, or stopping): what it sent after its last complete message is a
         // message it did not finish (not one it ended by closing), dropped.
-        let mut idle_closed = false;
+        let mut closed_by_us = false;
         let mut eof = match read {
-            Err(_) => {
-                bump(&shared.counters.tcp_idle_closed, 1);
-                tracing::debug!(%peer, "idle tcp connection closed");
-                idle_closed = true;
+            Err(idle) => {
+                if idle {
+                    bump(&shared.counters.tcp_idle_closed, 1);
+                    tracing::debug!(%peer, "idle tcp connection closed");
+                }
+                closed_by_us = true;
                 true
             }
             Ok(Ok(0)) => true,
@@ -776,12 +779,12 @@ async fn tcp_conn(
         if !eof && !fatal && draining.is_none() && last_message.elapsed() >= shared.idle {
             bump(&shared.counters.tcp_idle_closed, 1);
             tracing::debug!(%peer, "tcp connection closed: bytes but no message for the idle timeout");
-            idle_closed = true;
+            closed_by_us = true;
             eof = true;
         }
-        if eof && !fatal && idle_closed {
+        if eof && !fatal && closed_by_us {
             if !buf.trim_ascii().is_empty() {
-                bump(&shared.counters.tcp_idle_unfinished, 1);
+                bump(&shared.counters.tcp_unfinished, 1);
                 tracing::debug!(%peer, bytes = buf.len(), "unfinished message of a tcp connection closed for idleness dropped");
             }
         } else if eof && !fatal {
