@@ -38,9 +38,15 @@ pub enum CaptureError {
     },
     /// Not a pcap or pcapng file (by its first four bytes).
     #[error(
-        "not a pcap or pcapng file (its first bytes are {0:08x}): damaged, or not a capture (a text log is read by `cepheus replay` and `cepheus events`)"
+        "not a pcap or pcapng file (its first bytes are {}): {}",
+        hex4(.0),
+        if .0[..2] == [0x1f, 0x8b] {
+            "it is gzip-compressed: decompress it first (`gunzip -k FILE`)"
+        } else {
+            "damaged, or not a capture (a text log is read by `cepheus replay` and `cepheus events`)"
+        }
     )]
-    NotACapture(u32),
+    NotACapture([u8; 4]),
     /// The pcap/pcapng structure is broken (header, record or block).
     #[error("broken capture: {0}")]
     Format(String),
@@ -175,7 +181,7 @@ impl<R: Read> CaptureReader<R> {
                     last_ts: Timestamp(0),
                 }
             }
-            other => return Err(CaptureError::NotACapture(other)),
+            other => return Err(CaptureError::NotACapture(other.to_le_bytes())),
         };
         Ok(CaptureReader {
             inner,
@@ -323,9 +329,31 @@ fn ticks_to_ts(ticks: u64, resol: u8, offset_secs: i64) -> Timestamp {
     Timestamp(nanos.saturating_add(offset_secs.saturating_mul(1_000_000_000)))
 }
 
+/// Four bytes in the order a file holds them, as hex (`1f8b0808`).
+fn hex4(b: &[u8; 4]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first bytes are said in the file's order, and a gzip file is named as one (found
+    /// by an audit: `ABCD` was said `44434241`).
+    #[test]
+    fn a_file_that_is_no_capture_is_said_as_it_begins() {
+        let said = |bytes: &[u8]| match CaptureReader::new(std::io::Cursor::new(bytes.to_vec())) {
+            Err(e) => e.to_string(),
+            Ok(_) => String::new(),
+        };
+        let text = said(b"ABCDxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+        assert!(text.contains("its first bytes are 41424344"), "{text}");
+        let gz = said(&[0x1f, 0x8b, 0x08, 0x08, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(
+            gz.contains("1f8b0808") && gz.contains("gzip-compressed"),
+            "{gz}"
+        );
+    }
 
     #[test]
     fn tsresol() {
