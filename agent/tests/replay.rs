@@ -462,6 +462,49 @@ fn group_values_of_the_wrong_type_and_missing_rule_files_are_said_where_written(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A line from a host whose clock is years ahead does not drag replay's clock forward when
+/// the input goes on from where it was (found by an audit: it fired every absence, and an
+/// event-time rule threw the later heartbeats away as late); the live agent counts it as
+/// stamped ahead of its arrival, and so does replay now. A real gap (the input goes on from
+/// the later time) still moves the clock.
+#[test]
+fn a_line_stamped_years_ahead_does_not_drag_replays_clock() {
+    let rule = |time: &str| {
+        format!(
+            "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nexpect = [\"h1\"]\n{time}events.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 60s\"\n"
+        )
+    };
+    let beat = |t: &str| format!("<13>1 2026-05-01T{t}Z h1 heartbeat - - - alive\n");
+    let mut text = String::new();
+    for t in ["10:00:00", "10:00:30", "10:01:00", "10:01:30"] {
+        text.push_str(&beat(t));
+    }
+    text.push_str("<13>1 2036-05-01T10:01:40Z sw7 kernel - - - clock not set\n");
+    for t in ["10:02:00", "10:02:30", "10:03:00"] {
+        text.push_str(&beat(t));
+    }
+    for time in ["", "time = \"event\"\n"] {
+        let (dir, rules) = scratch_rules("replay-ahead", &rule(time));
+        let input = dir.join("mix.log");
+        std::fs::write(&input, &text).unwrap();
+        let (out, err) = replay_with(&rules, &input);
+        assert_eq!(out, "", "{time}: {err}");
+        assert!(
+            err.contains("1 event stamped ahead of its arrival"),
+            "{err}"
+        );
+        assert!(err.contains(" 0 late"), "{err}");
+        // A real gap: the input goes on from the later time; h1's silence fires.
+        let gap = format!(
+            "{text}<13>1 2026-05-01T12:00:00Z h1 heartbeat - - - alive\n<13>1 2026-05-01T12:00:30Z h1 heartbeat - - - alive\n"
+        );
+        std::fs::write(&input, &gap).unwrap();
+        let (out, err) = replay_with(&rules, &input);
+        assert!(out.contains("\"state\":\"firing\""), "{time}: {out}\n{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// A test file that holds no test (empty, or a head with no `[[test]]`) is an error, as a
 /// file that cannot be run: it would pass while testing nothing.
 #[test]
