@@ -811,7 +811,14 @@ pub async fn collect(st: &ApiState) -> Stats {
         ingest: st.ingest.snapshot(),
         udp_kernel_drops: kernel_udp_drops(&st.udp),
         listeners: st.listeners.iter().map(|l| l.snapshot()).collect(),
-        sink: st.sink.snapshot(),
+        // (Counted where the shards drop them: shown in the sink's counters, which /metrics
+        // exports, and at the top level, where /stats said it first. An audit found the
+        // sink's own field always 0.)
+        sink: {
+            let mut s = st.sink.snapshot();
+            s.alerts_dropped = super::sink::dropped();
+            s
+        },
         capture: st.capture.as_ref().map(|c| c.snapshot()),
         alerts_dropped: super::sink::dropped(),
         shards,
@@ -922,6 +929,8 @@ pub fn render_metrics(s: &Stats) -> String {
         let name = format!("cepheus_{k}");
         let help = if k.ends_with("_behind") {
             "1 while alert changes for the output wait in the store (they follow in order)."
+        } else if k == "store_waiting" {
+            "Alert changes written out that wait for the store to keep them now."
         } else {
             "Alert changes waiting in an output's queue now."
         };
@@ -2054,6 +2063,51 @@ mod tests {
             "event: lagged\ndata: {\"missed\":0,\"pruned\":true}\n\n"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Alerts a shard dropped at a full sink are counted in /stats' sink counters and in
+    /// /metrics (found by an audit: the metric was always 0); the store's waiting gauge has
+    /// its own help.
+    #[test]
+    fn dropped_alerts_reach_the_metrics() {
+        #![allow(clippy::unwrap_used)]
+        let st = ApiState {
+            shards: Vec::new(),
+            ingest: Arc::default(),
+            sink: Arc::default(),
+            capture: None,
+            udp: Vec::new(),
+            listeners: Vec::new(),
+            started: Instant::now(),
+            token: None,
+            reload_error: Default::default(),
+            store: None,
+            changes: None,
+            streams: Streams::default(),
+            alert_sink: None,
+            listings: Listings::default(),
+        };
+        super::super::sink::note_dropped(0, 7);
+        let stats = actix_web::rt::System::new().block_on(collect(&st));
+        // (Other tests of this process may drop some too: at least these.)
+        assert!(
+            stats.sink.alerts_dropped >= 7,
+            "{}",
+            stats.sink.alerts_dropped
+        );
+        assert_eq!(stats.sink.alerts_dropped, stats.alerts_dropped);
+        let metrics = render_metrics(&stats);
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with("cepheus_alerts_dropped_total "))
+            .unwrap();
+        assert_eq!(
+            line,
+            format!("cepheus_alerts_dropped_total {}", stats.alerts_dropped)
+        );
+        assert!(metrics.contains(
+            "# HELP cepheus_store_waiting Alert changes written out that wait for the store to keep them now."
+        ));
     }
 
     #[test]

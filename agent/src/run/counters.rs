@@ -112,7 +112,8 @@ counters!(
         /// `alerts_repeated` (the store had them: a restarted engine made them again) or in
         /// `alerts_unwritten`.
         alerts,
-        /// Alert batches dropped because the sink's mailbox was full.
+        /// Alert changes a shard could not hand to the sink (its mailbox was full), lost
+        /// (read from [`super::sink::dropped`] when the counters are shown).
         alerts_dropped,
         /// Alert changes that could not be written to stdout (a closed pipe, a full disk);
         /// the store still has them.

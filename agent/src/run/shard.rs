@@ -796,9 +796,8 @@ impl Shard {
         self.changed = true;
         let batch = std::mem::take(&mut self.out);
         let n = batch.len();
-        if let Err(e) = self.sink.try_send(Alerts(batch, self.generation)) {
-            tracing::error!(shard = self.id, alerts = n, error = %e, "alert sink full: alerts dropped");
-            super::sink::note_dropped(n);
+        if self.sink.try_send(Alerts(batch, self.generation)).is_err() {
+            super::sink::note_dropped(self.id, n);
         }
     }
 }
