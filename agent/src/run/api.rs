@@ -1642,6 +1642,62 @@ fn not_allowed(allow: &'static str) -> HttpResponse {
 mod tests {
     use super::*;
 
+    /// Alert changes of ids `ids` in state `state`, not kept yet (their JSON names the id).
+    fn test_changes(
+        ids: std::ops::Range<u64>,
+        state: cepheus_core::alert::AlertState,
+    ) -> Vec<cepheus_store::Change> {
+        ids.map(|id| cepheus_store::Change {
+            id,
+            state,
+            json: format!(r#"{{"id":"{id:016x}"}}"#),
+            seq: None,
+            meaning: None,
+        })
+        .collect()
+    }
+
+    /// The API's state over `store` and nothing else (no shards, no streams yet).
+    fn test_state(store: Option<cepheus_store::Store>) -> ApiState {
+        ApiState {
+            shards: Vec::new(),
+            ingest: Arc::default(),
+            sink: Arc::default(),
+            capture: None,
+            udp: Vec::new(),
+            listeners: Vec::new(),
+            started: Instant::now(),
+            token: None,
+            reload_error: Default::default(),
+            store,
+            changes: None,
+            streams: Streams::default(),
+            alert_sink: None,
+            listings: Listings::default(),
+        }
+    }
+
+    /// What a stream that fell behind writes: its catch-up from the store, then the live
+    /// changes still queued.
+    fn catch_up_all(mut f: Follow) -> String {
+        #![allow(clippy::unwrap_used)]
+        actix_web::rt::System::new().block_on(async move {
+            assert!(f.catch_up().await, "a catch-up");
+            let mut out = String::new();
+            while let Some(r) = f.replay.as_mut() {
+                let (chunk, done) = r.next_chunk().await.unwrap();
+                out.push_str(&chunk);
+                if done {
+                    f.replay = None;
+                }
+            }
+            while let Ok(c) = f.rx.try_recv() {
+                f.write(&mut out, c);
+            }
+            out
+        })
+    }
+
     /// A live client that falls more than the broadcast's backlog behind is given what the
     /// store kept after the last change it had, then the live ones not given by that: none
     /// lost, none twice (it was told `lagged` and lost them).
@@ -1652,15 +1708,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cepheus-api-behind-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = cepheus_store::Store::open(&dir, 10_000).unwrap();
-        let mut changes: Vec<cepheus_store::Change> = (0..20u64)
-            .map(|id| cepheus_store::Change {
-                id,
-                state: AlertState::Firing,
-                json: format!(r#"{{"id":"{id:016x}"}}"#),
-                seq: None,
-                meaning: None,
-            })
-            .collect();
+        let mut changes = test_changes(0..20, AlertState::Firing);
         store.record_changes(&mut changes).unwrap();
         let seqs: Vec<u64> = changes.iter().filter_map(|c| c.seq).collect();
         let (tx, rx) = tokio::sync::broadcast::channel::<super::super::sink::Streamed>(4);
@@ -1694,22 +1742,7 @@ mod tests {
             f.rx.try_recv(),
             Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_))
         ));
-        let caught = actix_web::rt::System::new().block_on(async move {
-            assert!(f.catch_up().await);
-            let mut out = String::new();
-            while let Some(r) = f.replay.as_mut() {
-                let (chunk, done) = r.next_chunk().await.unwrap();
-                out.push_str(&chunk);
-                if done {
-                    f.replay = None;
-                }
-            }
-            while let Ok(c) = f.rx.try_recv() {
-                f.write(&mut out, c);
-            }
-            out
-        });
-        given.push_str(&caught);
+        given.push_str(&catch_up_all(f));
         let ids: Vec<&str> = given
             .lines()
             .filter_map(|l| l.strip_prefix("id: "))
@@ -1744,36 +1777,14 @@ mod tests {
             store: Some(store.clone()),
             instance: Some(instance),
         };
-        let mut changes: Vec<cepheus_store::Change> = (0..10u64)
-            .map(|id| cepheus_store::Change {
-                id,
-                state: AlertState::Firing,
-                json: format!(r#"{{"id":"{id:016x}"}}"#),
-                seq: None,
-                meaning: None,
-            })
-            .collect();
+        let mut changes = test_changes(0..10, AlertState::Firing);
         store.record_changes(&mut changes).unwrap();
         for c in &changes {
             tx.send((c.seq, c.json.clone().into())).unwrap();
         }
         let seqs: Vec<u64> = changes.iter().filter_map(|c| c.seq).collect();
-        let got = actix_web::rt::System::new().block_on(async move {
-            assert!(f.rx.try_recv().is_err(), "lagged");
-            assert!(f.catch_up().await);
-            let mut out = String::new();
-            while let Some(r) = f.replay.as_mut() {
-                let (chunk, done) = r.next_chunk().await.unwrap();
-                out.push_str(&chunk);
-                if done {
-                    f.replay = None;
-                }
-            }
-            while let Ok(c) = f.rx.try_recv() {
-                f.write(&mut out, c);
-            }
-            out
-        });
+        assert!(f.rx.try_recv().is_err(), "lagged");
+        let got = catch_up_all(f);
         let ids: Vec<&str> = got.lines().filter_map(|l| l.strip_prefix("id: ")).collect();
         let want: Vec<String> = seqs.iter().map(|s| format!("{s}@{instance:08x}")).collect();
         assert_eq!(ids, want, "{got}");
@@ -1923,15 +1934,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cepheus-api-replay-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = cepheus_store::Store::open(&dir, 10_000).unwrap();
-        let mut changes: Vec<cepheus_store::Change> = (0..200u64)
-            .map(|id| cepheus_store::Change {
-                id,
-                state: AlertState::Firing,
-                json: format!(r#"{{"id":"{id:016x}"}}"#),
-                seq: None,
-                meaning: None,
-            })
-            .collect();
+        let mut changes = test_changes(0..200, AlertState::Firing);
         store.record_changes(&mut changes).unwrap();
         let seqs: Vec<u64> = changes.iter().filter_map(|c| c.seq).collect();
         assert_eq!(seqs.len(), 200);
@@ -1986,16 +1989,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cepheus-api-pruned-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = cepheus_store::Store::open(&dir, 200).unwrap();
-        let changes = |ids: std::ops::Range<u64>| -> Vec<cepheus_store::Change> {
-            ids.map(|id| cepheus_store::Change {
-                id,
-                state: AlertState::Resolved,
-                json: format!(r#"{{"id":"{id:016x}"}}"#),
-                seq: None,
-                meaning: None,
-            })
-            .collect()
-        };
+        let changes = |ids: std::ops::Range<u64>| test_changes(ids, AlertState::Resolved);
         let mut first = changes(0..200);
         store.record_changes(&mut first).unwrap();
         let seqs: Vec<u64> = first.iter().filter_map(|c| c.seq).collect();
@@ -2071,22 +2065,7 @@ mod tests {
     #[test]
     fn dropped_alerts_reach_the_metrics() {
         #![allow(clippy::unwrap_used)]
-        let st = ApiState {
-            shards: Vec::new(),
-            ingest: Arc::default(),
-            sink: Arc::default(),
-            capture: None,
-            udp: Vec::new(),
-            listeners: Vec::new(),
-            started: Instant::now(),
-            token: None,
-            reload_error: Default::default(),
-            store: None,
-            changes: None,
-            streams: Streams::default(),
-            alert_sink: None,
-            listings: Listings::default(),
-        };
+        let st = test_state(None);
         super::super::sink::note_dropped(0, 7);
         let stats = actix_web::rt::System::new().block_on(collect(&st));
         // (Other tests of this process may drop some too: at least these.)
@@ -2117,22 +2096,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cepheus-api-busy-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = cepheus_store::Store::open(&dir, 1000).unwrap();
-        let st = ApiState {
-            shards: Vec::new(),
-            ingest: Arc::default(),
-            sink: Arc::default(),
-            capture: None,
-            udp: Vec::new(),
-            listeners: Vec::new(),
-            started: Instant::now(),
-            token: None,
-            reload_error: Default::default(),
-            store: Some(store),
-            changes: None,
-            streams: Streams::default(),
-            alert_sink: None,
-            listings: Listings::default(),
-        };
+        let st = test_state(Some(store));
         let places = st.listings.0.clone();
         actix_web::rt::System::new().block_on(async move {
             let app = init_service(
