@@ -505,6 +505,52 @@ fn a_line_stamped_years_ahead_does_not_drag_replays_clock() {
     }
 }
 
+/// RFC 3164 stamps in local time across the autumn change: the hour written twice is read
+/// the second time as the later reading, following on from the lines before it (found by an
+/// audit: read as the first, time stood still for an hour, a heartbeat fired and a beat was
+/// dropped as a repeat). A heartbeat every 30 s, 00:00Z to 02:30Z on 25 October 2026, as
+/// Berlin writes it (02:00 to 02:59 CEST, then CET again).
+#[test]
+fn local_stamps_across_the_autumn_change_follow_on() {
+    let (dir, rules) = scratch_rules(
+        "replay-dst",
+        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nexpect = [\"h1\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 60s\"\n",
+    );
+    let mut text = String::new();
+    for i in 0..300u32 {
+        let utc = i * 30;
+        // CEST (+2) until 01:00Z, then CET (+1).
+        let local = utc + if utc < 3600 { 7200 } else { 3600 };
+        let (h, m, sec) = (local / 3600, local / 60 % 60, local % 60);
+        text.push_str(&format!(
+            "<13>Oct 25 {h:02}:{m:02}:{sec:02} h1 hb: alive {i}\n"
+        ));
+    }
+    let input = dir.join("berlin.log");
+    std::fs::write(&input, text).unwrap();
+    let out = cepheus()
+        .args([
+            "replay",
+            "--year",
+            "2026",
+            "--tz",
+            "Europe/Berlin",
+            "--rules",
+        ])
+        .arg(&rules)
+        .arg(&input)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout, "", "{stderr}");
+    assert!(stderr.contains("replay: 300 events"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A test file that holds no test (empty, or a head with no `[[test]]`) is an error, as a
 /// file that cannot be run: it would pass while testing nothing.
 #[test]

@@ -247,6 +247,17 @@ impl Inputs {
         match stamp {
             Stamp::None => event.time = self.last_time,
             Stamp::YearLess => {
+                // The second pass of an autumn overlap's hour, read as the first, would go
+                // back about an hour: the later reading follows on from the lines before it
+                // (found by an audit: time stood still for an hour, and a heartbeat rule
+                // fired). A line a few minutes out of order stays as read.
+                let back = Duration::from_secs(30 * 60);
+                if event.time < self.last_time.sub(back)
+                    && let Some(later) = parser.later_reading(event.time)
+                    && later >= self.last_time.sub(back)
+                {
+                    event.time = later;
+                }
                 self.latest_stamp = match self.latest_stamp {
                     Some(t) => Some(t.max(event.time)),
                     // A first stamp that had to go back years (a 29 February in a year

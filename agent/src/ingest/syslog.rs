@@ -256,6 +256,24 @@ impl SyslogParser {
         self.year
     }
 
+    /// The later reading of the zone-less stamp read as `t`, when its wall clock falls in an
+    /// autumn overlap of the zone (02:30 on the night clocks go back from 03:00 to 02:00 is
+    /// two instants, and `t` is the earlier): what the second pass of that hour means.
+    pub fn later_reading(&self, t: Timestamp) -> Option<Timestamp> {
+        let Zone::Iana(tz) = self.zone else {
+            return None;
+        };
+        let utc = naive_utc(t);
+        let wall = tz.from_utc_datetime(&utc).naive_local();
+        match tz.from_local_datetime(&wall) {
+            chrono::LocalResult::Ambiguous(a, b) if a.naive_utc() == utc => {
+                let shift = (b.naive_utc() - a.naive_utc()).num_nanoseconds()?;
+                Some(Timestamp(t.0.checked_add(shift)?))
+            }
+            _ => None,
+        }
+    }
+
     /// Parses one message (a datagram, a frame or a file line) received at `arrival` from
     /// `peer` into a syslog [`Event`], or says why it is [`Malformed`]. Never panics.
     pub fn parse(

@@ -55,7 +55,9 @@ max_message_size = 65536
 # Zone of stamps that carry none (RFC 3164's, and ISO 8601 ones written without an offset):
 # "UTC", an offset such as "+02:00", or an IANA
 # name such as "Europe/Paris" (a time in the spring-forward gap moves forward by the gap;
-# one in the autumn overlap is the earlier). Their year is resolved against the arrival time.
+# one in the autumn overlap is the earlier, but in `replay` the later when the lines before
+# it are already past the earlier: the hour's second pass). Their year is resolved against
+# the arrival time.
 timezone = "UTC"
 # Exact duplicates (same bytes from the same peer) within this window after the copy let
 # through are dropped and counted: a message relayed twice is seen once (one repeated more
