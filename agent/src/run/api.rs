@@ -298,13 +298,10 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
     if resume.is_none()
         && let Some(read) = store.clone()
     {
-        match web::block(move || read.last_seq()).await {
-            Ok(Ok(last)) => {
+        match on_store(move || read.last_seq()).await {
+            Ok(last) => {
                 given = last;
                 empty_at_start = last.is_none();
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot read the store for a new alert stream; it goes on live");
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the store for a new alert stream; it goes on live");
@@ -328,8 +325,8 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
             };
             Ok((Some(end), read.resume_point(after, end, STREAM_BACKLOG)?))
         };
-        match web::block(point).await {
-            Ok(Ok((end, at))) => {
+        match on_store(point).await {
+            Ok((end, at)) => {
                 given = at.after;
                 empty_at_start = at.after.is_none();
                 replay = Some(Replay {
@@ -342,7 +339,6 @@ async fn alert_stream(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse
                     told: None,
                 });
             }
-            Ok(Err(e)) => return come_back_later(&e),
             Err(e) => return come_back_later(&e),
         }
     }
@@ -473,8 +469,8 @@ impl Follow {
             }
             Ok(Some((end, at)))
         };
-        match web::block(point).await {
-            Ok(Ok(Some((end, at)))) => {
+        match on_store(point).await {
+            Ok(Some((end, at))) => {
                 self.through = Some(end);
                 self.replay = Some(Replay {
                     instance: store.instance(),
@@ -487,11 +483,7 @@ impl Follow {
                 });
                 true
             }
-            Ok(Ok(None)) => false,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot read the store for a stream that fell behind");
-                false
-            }
+            Ok(None) => false,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the store for a stream that fell behind");
                 false
@@ -555,6 +547,19 @@ fn parse_event_id(id: &str) -> Option<(Option<u64>, Option<u32>)> {
     digits(seq).then(|| (seq.parse().ok(), of))
 }
 
+/// Runs `read` (a store read: it walks sled's pages) off the server's thread; its error, or
+/// the blocking pool's, as text.
+async fn on_store<T, E>(read: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, String>
+where
+    T: Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    match web::block(read).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// What a stream resumed with `Last-Event-ID` has still to replay from the store.
 struct Replay {
     store: cepheus_store::Store,
@@ -587,9 +592,8 @@ impl Replay {
                 store.changes_after(after, REPLAY_PAGE)?,
             ))
         };
-        let (pruned_through, changes) = match web::block(page).await {
-            Ok(Ok(got)) => got,
-            Ok(Err(e)) => return give_up(&e),
+        let (pruned_through, changes) = match on_store(page).await {
+            Ok(got) => got,
             Err(e) => return give_up(&e),
         };
         // Changes after the last one given pruned since (the oldest go first), not told yet.
@@ -1401,10 +1405,8 @@ async fn alerts(
     };
     // How many fire in all: a listing of the firing alerts holds the newest that fit.
     let firing = store.counts().1;
-    // A store read walks sled's pages: off the server's thread.
-    let read = web::block(move || alert_listing(&store, recent)).await;
-    match read {
-        Ok(Ok(list)) => {
+    match on_store(move || alert_listing(&store, recent)).await {
+        Ok(list) => {
             let mut body = String::from("[");
             for (i, a) in list.iter().enumerate() {
                 if i > 0 {
@@ -1426,7 +1428,6 @@ async fn alerts(
                 _place: place,
             })
         }
-        Ok(Err(e)) => text(HttpResponse::InternalServerError(), e),
         Err(e) => text(HttpResponse::InternalServerError(), e),
     }
 }
@@ -1464,24 +1465,19 @@ async fn ack_alert(
         body.by.chars().take(200).collect()
     };
     let now = crate::flow::live::wall_clock().to_rfc3339();
-    match web::block(move || store.ack(id.0, &by, &now)).await {
-        Ok(Ok(cepheus_store::Acked::Now)) => {
+    match on_store(move || store.ack(id.0, &by, &now)).await {
+        Ok(cepheus_store::Acked::Now) => {
             HttpResponse::Ok().json(serde_json::json!({ "acked": true }))
         }
         // Who had acknowledged it, so the client can say whose acknowledgement it replaced.
-        Ok(Ok(cepheus_store::Acked::Again { before })) => {
-            HttpResponse::Ok().json(serde_json::json!({
-                "acked": true,
-                "before": serde_json::from_str::<serde_json::Value>(&before).unwrap_or_default(),
-            }))
-        }
-        Ok(Ok(cepheus_store::Acked::NotFiring)) => {
-            HttpResponse::NotFound().json(serde_json::json!({
-                "acked": false,
-                "error": format!("no alert {} is firing (`cepheus alerts` lists them)", body.id),
-            }))
-        }
-        Ok(Err(e)) => text(HttpResponse::InternalServerError(), e),
+        Ok(cepheus_store::Acked::Again { before }) => HttpResponse::Ok().json(serde_json::json!({
+            "acked": true,
+            "before": serde_json::from_str::<serde_json::Value>(&before).unwrap_or_default(),
+        })),
+        Ok(cepheus_store::Acked::NotFiring) => HttpResponse::NotFound().json(serde_json::json!({
+            "acked": false,
+            "error": format!("no alert {} is firing (`cepheus alerts` lists them)", body.id),
+        })),
         Err(e) => text(HttpResponse::InternalServerError(), e),
     }
 }

@@ -99,7 +99,7 @@ impl Diagnostic {
         let text = &self.source.text;
         let at = self.span.start.min(text.len());
         let line = self.source.line_of(at);
-        let start = self.source.line_starts.get(line).copied().unwrap_or(0);
+        let start = at - self.source.along_line(at);
         let end = text[start..]
             .find(['\n', '\r'])
             .map_or(text.len(), |i| start + i);
