@@ -785,7 +785,7 @@ async fn tcp_conn(
         if eof && !fatal && closed_by_us {
             if !buf.trim_ascii().is_empty() {
                 bump(&shared.counters.tcp_unfinished, 1);
-                tracing::debug!(%peer, bytes = buf.len(), "unfinished message of a tcp connection closed for idleness dropped");
+                tracing::debug!(%peer, bytes = buf.len(), "unfinished message of a tcp connection the agent closed (idle, or stopping) dropped");
             }
         } else if eof && !fatal {
             match framer.finish(&mut buf) {
