@@ -4,7 +4,7 @@
 use cepheus_core::alert::{Alert, Reason};
 use cepheus_core::engine::{Checkpoint, Engine, EngineConfig};
 use cepheus_core::event::{Event, Field, Source, Value};
-use cepheus_core::rules::ir::RuleSet;
+use cepheus_core::rules::ir::{Pattern, RuleSet};
 use cepheus_core::time::Timestamp;
 use proptest::prelude::*;
 
@@ -942,6 +942,71 @@ proptest! {
                     .with(Field::Procid, Value::str(HOSTS[*p as usize]))
             })
             .collect();
+        prop_assert_eq!(run_mode(&rules, &evs, true), run_mode(&rules, &evs, false));
+    }
+}
+
+/// One of the paper's overlapping sub-patterns (Tables 2 and 3), to be placed under a parent:
+/// an OA pair, an OS pair, an SS pair, a bounded closure and a `seq` drawn twice (SO).
+fn sub_pattern(pick: u8) -> Pattern {
+    match pick % 8 {
+        0 => or(vec![ev(0), ev(1)]),
+        1 => and(vec![ev(0), ev(1)]),
+        2 => or(vec![ev(2), ev(3)]),
+        3 => seq(vec![ev(2), ev(1)]),
+        4 => seq(vec![ev(1), ev(2)]),
+        5 => seq(vec![ev(1), ev(0)]),
+        6 => rep(ev(0), 2, Some(3)),
+        _ => seq(vec![ev(3), ev(0)]),
+    }
+}
+
+/// A rule whose pattern nests two of [`sub_pattern`]'s (or one and an event) under one of
+/// eight parents, so the same sub-pattern sits under different parents across rules.
+fn nested_rule(i: usize, (parent, x, y, k, window, grouped): (u8, u8, u8, u8, u8, bool)) -> R {
+    let (x, y, k) = (sub_pattern(x), sub_pattern(y), ev(usize::from(k % 4)));
+    let pattern = match parent % 8 {
+        0 => x,
+        1 => seq(vec![x, k]),
+        2 => seq(vec![k, x]),
+        3 => or(vec![x, k]),
+        4 => and(vec![x, k]),
+        5 => seq(vec![x, y]),
+        6 => or(vec![x, y]),
+        _ => and(vec![x, y]),
+    };
+    let mut r = rule(&format!("n{i}"), &APPS, pattern).within(10 + i64::from(window % 3) * 20);
+    if !grouped {
+        r = r.ungrouped();
+    }
+    r
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Shared and unshared give the same alerts when rules nest the paper's similar and
+    /// redundant sub-patterns (OA, OS, SS, SO) under different parents, on either clock.
+    #[test]
+    fn shared_and_unshared_agree_on_nested_overlapping_patterns(
+        picks in proptest::collection::vec(
+            (0u8..8, 0u8..8, 0u8..8, 0u8..4, 0u8..3, any::<bool>()),
+            2..10,
+        ),
+        event_time in any::<bool>(),
+        spec in events(),
+    ) {
+        let rules = set(
+            picks
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let r = nested_rule(i, *p);
+                    if event_time { r.event_time(3, 0) } else { r }
+                })
+                .collect(),
+        );
+        let evs = build(&spec);
         prop_assert_eq!(run_mode(&rules, &evs, true), run_mode(&rules, &evs, false));
     }
 }
