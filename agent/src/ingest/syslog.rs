@@ -306,9 +306,11 @@ impl SyslogParser {
         // Cisco's headers (sequence numbers, `*Mar  1 00:00:23.123:`, `%LINK-3-UPDOWN:`) as
         // the BSD ones they resemble.
         let cisco = cisco_header(text);
-        let text = cisco.as_deref().unwrap_or(text);
+        let (text, zone) = match &cisco {
+            Some((t, named)) => (t.as_str(), named.map_or(self.zone, Zone::Fixed)),
+            None => (text, self.zone),
+        };
         let arrival_utc = naive_utc(arrival);
-        let zone = self.zone;
         let year = self.year;
         // syslog_loose's year callback must be `Copy`: it captures plain values and a shared
         // reference (to learn whether the stamp lacked a year).
@@ -322,7 +324,11 @@ impl SyslogParser {
         // them (syslog_loose would lose the whole header), then they are added back.
         // Where a BSD stamp starts, looked for once: neither change below moves it.
         let stamp = bsd_stamp(text);
-        let (unfrac, frac) = match stamp.and_then(|s| strip_bsd_fraction(text, s)) {
+        let stripped = match stamp {
+            Some(s) => strip_bsd_fraction(text, s, 15),
+            None => bsd_year_stamp(text).and_then(|s| strip_bsd_fraction(text, s, 20)),
+        };
+        let (unfrac, frac) = match stripped {
             Some((t, ns)) => (Some(t), ns),
             None => (None, 0),
         };
@@ -359,7 +365,7 @@ impl SyslogParser {
                     Some(_) if year_less.get() => Stamp::YearLess,
                     Some(_) => Stamp::Full,
                 };
-                (self.event_from(text, msg, arrival, frac)?, stamped)
+                (self.event_from(text, msg, arrival, frac, zone)?, stamped)
             }
             Err(_) => {
                 let bare =
@@ -465,20 +471,22 @@ impl SyslogParser {
         ))
     }
 
-    /// Builds the event from a parsed message, applying the zone to zone-less stamps.
+    /// Builds the event from a parsed message, reading a zone-less stamp in `zone` (the
+    /// configured one, or the one a Cisco stamp names).
     fn event_from(
         &self,
         text: &str,
         msg: Message<&str>,
         arrival: Timestamp,
         frac_ns: i64,
+        zone: Zone,
     ) -> Result<Event, Malformed> {
         let time = match msg.timestamp {
             None => arrival,
             Some(ts) if is_bsd_stamp(text) => {
                 // Parsed with UTC as the zone: the UTC reading *is* the wall clock.
                 let wall = ts.naive_utc();
-                let utc = self.zone.to_utc(wall);
+                let utc = zone.to_utc(wall);
                 to_timestamp(utc.ok_or_else(|| Malformed::TimeOutOfRange(wall.to_string()))?)?
                     .add(cepheus_core::time::Duration(frac_ns))
             }
@@ -809,19 +817,43 @@ fn squeeze_bsd_header(text: &str, start: usize) -> Option<String> {
 /// A BSD header stamp with fractional seconds (`Dec  2 05:40:00.123 host ...`): the text
 /// without the fraction, and the fraction in nanoseconds. `None` for anything else. `start` is
 /// where [`bsd_stamp`] found the stamp.
-fn strip_bsd_fraction(text: &str, start: usize) -> Option<(String, i64)> {
-    if text.as_bytes().get(start + 15) != Some(&b'.') {
+fn strip_bsd_fraction(text: &str, start: usize, len: usize) -> Option<(String, i64)> {
+    if text.as_bytes().get(start + len) != Some(&b'.') {
         return None;
     }
-    let b = &text.as_bytes()[start..];
-    let digits = b[16..].iter().take_while(|c| c.is_ascii_digit()).count();
-    if !(1..=9).contains(&digits) || b.get(16 + digits) != Some(&b' ') {
+    let b = &text.as_bytes()[start + len + 1..];
+    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if !(1..=9).contains(&digits) || b.get(digits) != Some(&b' ') {
         return None;
     }
-    let frac = std::str::from_utf8(&b[16..16 + digits]).ok()?;
+    let frac = std::str::from_utf8(&b[..digits]).ok()?;
     let ns = format!("{frac:0<9}").parse::<i64>().ok()?;
-    let cut = start + 15;
+    let cut = start + len;
     Some((format!("{}{}", &text[..cut], &text[cut + 1 + digits..]), ns))
+}
+
+/// Where a BSD stamp with a year (`Mmm dd yyyy hh:mm:ss`, Cisco's and some appliances'; 20
+/// bytes) starts after the PRI, when one does.
+fn bsd_year_stamp(text: &str) -> Option<usize> {
+    let body = after_pri(text)?;
+    let start = text.len() - body.len();
+    let b = text.as_bytes().get(start..)?;
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let stamp = b.len() > 21
+        && b[..3].iter().all(u8::is_ascii_alphabetic)
+        && b[3] == b' '
+        && (b[4] == b' ' || digits(4..5))
+        && digits(5..6)
+        && b[6] == b' '
+        && digits(7..11)
+        && b[11] == b' '
+        && digits(12..14)
+        && b[14] == b':'
+        && digits(15..17)
+        && b[17] == b':'
+        && digits(18..20);
+    stamp.then_some(start)
 }
 
 /// `%FACILITY-SEVERITY-MNEMONIC: text` (Cisco IOS, ASA, NX-OS: `%LINK-3-UPDOWN`,
@@ -842,14 +874,48 @@ fn cisco_mnemonic(s: &str) -> Option<(&str, &str)> {
     ok.then(|| (tag, s.get(end + 2..).unwrap_or("")))
 }
 
-/// A Cisco header as the BSD one it resembles, which syslog_loose reads:
+/// The fixed offset of a zone word a device writes after its stamp (Cisco's `show-timezone`:
+/// `12:00:00.123 UTC:`), for the common abbreviations whose meaning is not in doubt on
+/// network equipment (`CST` is taken as US Central); `None` for any other word (`IST`, `BST`,
+/// a name of the operator's choosing), which is read in the configured zone.
+fn zone_word(word: &str) -> Option<FixedOffset> {
+    let hours: f32 = match word {
+        "UTC" | "GMT" | "UT" | "Z" | "WET" => 0.0,
+        "WEST" | "CET" | "MET" => 1.0,
+        "CEST" | "MEST" | "EET" => 2.0,
+        "EEST" | "MSK" => 3.0,
+        "AWST" | "SGT" | "HKT" => 8.0,
+        "JST" | "KST" => 9.0,
+        "ACST" => 9.5,
+        "AEST" => 10.0,
+        "ACDT" => 10.5,
+        "AEDT" => 11.0,
+        "NZST" => 12.0,
+        "NZDT" => 13.0,
+        "HST" => -10.0,
+        "AKST" => -9.0,
+        "AKDT" | "PST" => -8.0,
+        "PDT" | "MST" => -7.0,
+        "MDT" | "CST" => -6.0,
+        "CDT" | "EST" => -5.0,
+        "EDT" => -4.0,
+        _ => return None,
+    };
+    FixedOffset::east_opt((hours * 3600.0) as i32)
+}
+
+/// A Cisco header as the BSD one it resembles, which syslog_loose reads, and the zone its
+/// stamp names when it names a known one ([`zone_word`]):
 /// `<189>123: sw1: *Mar  1 00:00:23.123 UTC: %LINK-3-UPDOWN: text` (a sequence number, a
 /// host, `*` or `.` for a clock not in sync, a colon after the stamp, a zone word) becomes
-/// `<189>Mar  1 00:00:23.123 sw1 %LINK-3-UPDOWN: text`, and
+/// `<189>Mar  1 00:00:23.123 sw1 %LINK-3-UPDOWN: text` (in UTC);
 /// `<189>Mar  1 18:46:11 sw1 123: %LINK-3-UPDOWN: text` (a sequence number as the tag)
-/// becomes `<189>Mar  1 18:46:11 sw1 %LINK-3-UPDOWN: text`: the mnemonic is the app.
-/// `None` for any other line (a PRI is required).
-fn cisco_header(text: &str) -> Option<String> {
+/// becomes `<189>Mar  1 18:46:11 sw1 %LINK-3-UPDOWN: text`; NX-OS's year first
+/// (`<190>sw1: 2017 Jul 28 14:42:46 UTC: %AUTHPRIV-6-SYSTEM_MSG: text`, or `<187>: 2005 ...`
+/// with neither number nor host) becomes `Jul 28 2017 14:42:46`; ASA's device id after the
+/// stamp (`<166>Jan 10 2024 12:00:01 asa01 : %ASA-6-302014: text`) is the host. The
+/// mnemonic is the app. `None` for any other line (a PRI is required).
+fn cisco_header(text: &str) -> Option<(String, Option<FixedOffset>)> {
     let body = after_pri(text)?;
     let pri = &text[..text.len() - body.len()];
     // (Every line is looked at: one without a mnemonic's `%` is passed over at once.)
@@ -872,27 +938,41 @@ fn cisco_header(text: &str) -> Option<String> {
         let tail = &rest[host_end + 1..];
         let seq = word_colon(tail).filter(|&i| is_seq(&tail[..i]))?;
         cisco_mnemonic(&tail[seq + 2..])?;
-        return Some(format!(
-            "{}{}",
-            &text[..text.len() - tail.len()],
-            &tail[seq + 2..]
+        return Some((
+            format!("{}{}", &text[..text.len() - tail.len()], &tail[seq + 2..]),
+            None,
         ));
     }
-    let mut rest = body;
+    // NX-OS writes `<PRI>: ` when it sends neither sequence number nor host.
+    let mut rest = body.strip_prefix(": ").unwrap_or(body);
     if let Some(i) = word_colon(rest).filter(|&i| is_seq(&rest[..i])) {
         rest = &rest[i + 2..];
     }
     let month = |s: &str| s.len() > 3 && s.as_bytes()[..3].iter().all(u8::is_ascii_alphabetic);
+    let year_first = |s: &str| {
+        let b = s.as_bytes();
+        b.len() > 9 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b' ' && month(&s[5..])
+    };
     let mut host = None;
     if let Some(i) = word_colon(rest)
         && !rest.starts_with(['*', '.', '%'])
         && !(month(rest) && rest.as_bytes().get(3) == Some(&b' '))
+        && !year_first(rest)
     {
         host = Some(&rest[..i]);
         rest = &rest[i + 2..];
     }
     let rest = rest.strip_prefix(['*', '.']).unwrap_or(rest);
-    // `Mmm dd [yyyy ]hh:mm:ss[.fff]`, then an optional zone word, then `: %`.
+    // `yyyy Mmm dd ...` (NX-OS) as `Mmm dd yyyy ...` (IOS), which syslog_loose reads.
+    let reordered;
+    let rest = if year_first(rest) && rest.len() > 11 && rest.as_bytes()[11] == b' ' {
+        reordered = format!("{} {}{}", &rest[5..11], &rest[..4], &rest[11..]);
+        reordered.as_str()
+    } else {
+        rest
+    };
+    // `Mmm dd [yyyy ]hh:mm:ss[.fff]`, then a zone word and `: %`, `: %`, or (ASA's device
+    // id) a host and ` : %` or `: %`.
     let b = rest.as_bytes();
     let digit = |i: usize| b.get(i).is_some_and(u8::is_ascii_digit);
     if !(month(rest)
@@ -904,8 +984,7 @@ fn cisco_header(text: &str) -> Option<String> {
         return None;
     }
     let mut i = 7;
-    let year = (7..11).all(digit) && b.get(11) == Some(&b' ');
-    if year {
+    if (7..11).all(digit) && b.get(11) == Some(&b' ') {
         i = 12;
     }
     let clock = digit(i)
@@ -920,29 +999,46 @@ fn cisco_header(text: &str) -> Option<String> {
         return None;
     }
     let mut end = i + 8;
-    // (A fraction after a year is dropped: syslog_loose reads neither together.)
-    let mut stamp_end = end;
     if b.get(end) == Some(&b'.') {
-        let n = b[end + 1..]
+        end += 1 + b[end + 1..]
             .iter()
             .take_while(|c| c.is_ascii_digit())
             .count();
-        end += 1 + n;
-        if !year {
-            stamp_end = end;
-        }
     }
-    let mut after = &rest[end..];
-    if let Some(z) = after.strip_prefix(' ') {
-        let n = z.bytes().take_while(u8::is_ascii_alphabetic).count();
-        if (1..=5).contains(&n) {
-            after = &z[n..];
+    let mut zone = None;
+    let after = match rest[end..].strip_prefix(": ") {
+        Some(after) => after,
+        None => {
+            let z = rest[end..].strip_prefix(' ')?;
+            let n = z.find([' ', ':']).filter(|&n| n > 0)?;
+            let (word, tail) = z.split_at(n);
+            let (spaced, after) = match tail.strip_prefix(": ") {
+                Some(a) => (false, a),
+                None => (true, tail.strip_prefix(" : ")?),
+            };
+            // A zone word (IOS's `show-timezone`) stands where ASA writes its device id:
+            // a word of letters is a zone when the host came before the stamp, or when it is
+            // one a zone is spelt as; anything else there is the host.
+            let letters =
+                (1..=5).contains(&word.len()) && word.bytes().all(|c| c.is_ascii_alphabetic());
+            let known = zone_word(word);
+            if !spaced
+                && (known.is_some()
+                    || (letters
+                        && (host.is_some() || word.bytes().all(|c| c.is_ascii_uppercase()))))
+            {
+                zone = known;
+            } else if host.is_none() {
+                host = Some(word);
+            } else {
+                return None;
+            }
+            after
         }
-    }
-    let after = after.strip_prefix(": ")?;
+    };
     cisco_mnemonic(after)?;
     let host = host.map(|h| format!(" {h}")).unwrap_or_default();
-    Some(format!("{pri}{}{host} {after}", &rest[..stamp_end]))
+    Some((format!("{pri}{}{host} {after}", &rest[..end]), zone))
 }
 
 /// `text` with `- ` (no structured data) before its STRUCTURED-DATA field when it is an RFC
@@ -1083,7 +1179,7 @@ mod tests {
     }
 
     fn strip_fraction(text: &str) -> Option<(String, i64)> {
-        bsd_stamp(text).and_then(|s| strip_bsd_fraction(text, s))
+        bsd_stamp(text).and_then(|s| strip_bsd_fraction(text, s, 15))
     }
 
     fn at(s: &str) -> Timestamp {
@@ -1353,6 +1449,17 @@ mod tests {
             assert_eq!(get(&e, Field::Msg), Some("with ms"), "{line}");
             assert_eq!(e.time, at(time), "{line}");
         }
+        // A stamp with a year keeps its fraction too.
+        let e = SyslogParser::new(Zone::default(), Year::Fixed(2024))
+            .parse(
+                b"<13>Jan 10 2024 12:00:00.456 host app: x",
+                at("2024-06-01T00:00:00Z"),
+                None,
+            )
+            .unwrap();
+        assert_eq!(e.time, at("2024-01-10T12:00:00.456Z"));
+        assert_eq!(get(&e, Field::Host), Some("host"));
+        assert_eq!(get(&e, Field::Msg), Some("x"));
         // Not a stamp's fraction: left alone.
         assert_eq!(strip_fraction("<13>Dec  2 05:40:00 h a: 1.5 s"), None);
         assert_eq!(
@@ -1404,6 +1511,44 @@ mod tests {
                 "%OSPF-5-ADJCHG",
                 "Process 1, Nbr 10.0.0.2",
             ),
+            // A year and a fraction together keep the fraction.
+            (
+                "<189>123: *Jan 10 2024 12:00:00.123: %SYS-5-CONFIG_I: Configured",
+                "2024-01-10T12:00:00.123Z",
+                None,
+                "%SYS-5-CONFIG_I",
+                "Configured",
+            ),
+            // NX-OS: the year first, with a host or with `<PRI>: ` and neither number nor host.
+            (
+                "<190>sw01.pdx01: 2017 Jul 28 14:42:46 UTC: %AUTHPRIV-6-SYSTEM_MSG: pam_unix(dcos_sshd:session): session opened",
+                "2017-07-28T14:42:46Z",
+                Some("sw01.pdx01"),
+                "%AUTHPRIV-6-SYSTEM_MSG",
+                "pam_unix(dcos_sshd:session): session opened",
+            ),
+            (
+                "<187>: 2005 Sep 04 18:18:22 UTC: %AUTHPRIV-3-SYSTEM_MSG: ttyS1: togetattr: error",
+                "2005-09-04T18:18:22Z",
+                None,
+                "%AUTHPRIV-3-SYSTEM_MSG",
+                "ttyS1: togetattr: error",
+            ),
+            // ASA with its device id (a name or an address) after the stamp.
+            (
+                "<166>Jan 10 2024 12:00:01 asa01 : %ASA-6-302014: Teardown TCP connection 123",
+                "2024-01-10T12:00:01Z",
+                Some("asa01"),
+                "%ASA-6-302014",
+                "Teardown TCP connection 123",
+            ),
+            (
+                "<166>Jan 10 2024 12:00:02 10.1.1.1: %ASA-4-106023: Deny tcp src outside:1.2.3.4/5555",
+                "2024-01-10T12:00:02Z",
+                Some("10.1.1.1"),
+                "%ASA-4-106023",
+                "Deny tcp src outside:1.2.3.4/5555",
+            ),
         ];
         for (line, time, host, app, msg) in cases {
             let e = p.parse(line.as_bytes(), arrival, None).unwrap();
@@ -1422,6 +1567,31 @@ mod tests {
                 get(&e, Field::App).is_some_and(|a| a.starts_with('%')),
                 "{line}"
             );
+        }
+        // A zone the stamp names is its zone, whatever the configured one; a word that names
+        // no known zone is read in the configured one.
+        let berlin = SyslogParser::new(Zone::Iana(chrono_tz::Europe::Berlin), Year::Fixed(2024));
+        for (line, time) in [
+            (
+                "<189>124: router1: Jan 10 12:00:01.456 UTC: %LINK-3-UPDOWN: down",
+                "2024-01-10T12:00:01.456Z",
+            ),
+            (
+                "<189>125: router1: Jan 10 12:00:02.789 EST: %LINK-3-UPDOWN: up",
+                "2024-01-10T17:00:02.789Z",
+            ),
+            (
+                "<189>126: router1: Jan 10 2024 12:00:03 CET: %LINK-3-UPDOWN: up",
+                "2024-01-10T11:00:03Z",
+            ),
+            (
+                "<189>127: router1: Jan 10 12:00:04 LAB: %LINK-3-UPDOWN: up",
+                "2024-01-10T11:00:04Z",
+            ),
+        ] {
+            let e = berlin.parse(line.as_bytes(), arrival, None).unwrap();
+            assert_eq!(e.time, at(time), "{line}");
+            assert_eq!(get(&e, Field::App), Some("%LINK-3-UPDOWN"), "{line}");
         }
         // Not Cisco: left as they were.
         let e = p.parse(b"<13>12: not a mnemonic", arrival, None).unwrap();

@@ -57,7 +57,9 @@ max_message_size = 65536
 # name such as "Europe/Paris" (a time in the spring-forward gap moves forward by the gap;
 # one in the autumn overlap is the earlier, but in `replay` the later when the lines before
 # it are already past the earlier: the hour's second pass). Their year is resolved against
-# the arrival time.
+# the arrival time. A Cisco stamp that names its zone (`12:00:00.123 UTC:`) is read in that
+# zone when it is UTC/GMT or a common abbreviation (EST, CST = US Central, PDT, CET, EEST,
+# JST, AEST, ...; docs/rules.md, field `time`).
 timezone = "UTC"
 # Exact duplicates (same bytes from the same peer) within this window after the copy let
 # through are dropped and counted: a message relayed twice is seen once (one repeated more
