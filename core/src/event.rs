@@ -331,7 +331,7 @@ macro_rules! fields {
 }
 
 fields! {
-    /// Event time: the stamp written by the source (syslog header; a flow's first packet for `flow_start`, its last for `flow_end` and `attempt_failed`).
+    /// Event time: the stamp written by the source (syslog header; a flow's first packet for `flow_start`, its last for `flow_end` and `attempt_failed`). A stamp without a zone (RFC 3164's) is read in `[syslog] timezone` (`--tz`), except a Cisco stamp that names its zone (`*Jan 10 12:00:00.123 UTC:`, IOS's `show-timezone`) with UTC, GMT or one of the common abbreviations: WET/WEST, CET/CEST, MET/MEST, EET/EEST, MSK, EST/EDT, CST/CDT (US Central), MST/MDT, PST/PDT, AKST/AKDT, HST, AWST, SGT, HKT, JST, KST, ACST/ACDT, AEST/AEDT, NZST/NZDT; another word (`IST`, `BST`, a name the device's operator chose) is read in the configured zone.
     Time = "time": Time, [Syslog, Flow];
     /// syslog: the hostname in the message header.
     Host = "host": Str, [Syslog];
