@@ -1299,6 +1299,26 @@ fn patterns_the_engine_cannot_run_are_errors() {
             "two absent() at the start",
         ),
         (
+            "seq(e0, absent(e1) for 2s, absent(e2) for 1s)".to_string(),
+            "two adjacent absent() with different durations (for 2s and for 1s)",
+        ),
+        (
+            "seq(e0, seq(absent(e1) for 2s, e2)) within 1m".to_string(),
+            "absent() at the start of a seq() nested",
+        ),
+        (
+            "and(seq(absent(e1) for 2s, e2), e0) within 1m".to_string(),
+            "absent() at the start of a seq() nested",
+        ),
+        (
+            "and(e0, seq(e1, absent(e2) for 2s)) within 1m".to_string(),
+            "absent() at the end of a seq() nested",
+        ),
+        (
+            "seq(seq(e0, absent(e1) for 2s), e2) within 1m".to_string(),
+            "absent() at the end of a seq() nested",
+        ),
+        (
             format!("seq({}) within 1m", ["e0"; 1025].join(", ")),
             "a sequence of more than 1024 steps",
         ),

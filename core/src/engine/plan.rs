@@ -170,7 +170,19 @@ pub enum PlanError {
 #[derive(Clone, Debug)]
 enum Item {
     Step(Step),
-    Guard(EvSet, Option<Duration>),
+    /// An absence, and the edge of the nested `seq` it was written at, if any: it means
+    /// what it says only while it stays at that edge ([`Anchor`]).
+    Guard(EvSet, Option<Duration>, Anchor),
+}
+
+/// Where an absence was written in a `seq` nested in another pattern: at its start ("no `c`
+/// in the D before the next step") or its end ("no `c` in the D after the last step"), which
+/// a middle place would turn into another meaning ("no `c` in the D after the step before").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Anchor {
+    Free,
+    Start,
+    End,
 }
 
 fn simple_set(p: &Pattern) -> Option<EvSet> {
@@ -218,6 +230,15 @@ pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
         rule: rule.name.clone(),
         what: what.to_string(),
     };
+    let adjacent = |f: Option<Duration>, g: Option<Duration>, set: EvSet| {
+        let d = |f: Option<Duration>| f.map_or("no `for`".into(), |d| format!("for {d}"));
+        unsupported(&format!(
+            "two adjacent absent() with different durations ({} and {}); merge them into one: absent(or({})) for the D you mean",
+            d(f),
+            d(g),
+            event_names(rule, set)
+        ))
+    };
     let window = rule.within.map(|w| w.max);
     if let Pattern::Absent { inner, for_ } = &rule.pattern {
         let set = simple_set(inner)
@@ -237,7 +258,7 @@ pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
         let n = items.len();
         for (i, item) in items.into_iter().enumerate() {
             match item {
-                Item::Guard(set, for_) => {
+                Item::Guard(set, for_, _) => {
                     if steps.is_empty() && i + 1 < n {
                         if let Some((first, _)) = start_absent {
                             return Err(unsupported(&format!(
@@ -262,18 +283,19 @@ pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
                                 "absent() at the end of a seq needs `for D` or a `within`",
                             ));
                         }
+                        // Two absences side by side at the end, of one duration, are one:
+                        // no event of either set in the D after the last step.
+                        let set = match pending_guard.take() {
+                            None => set,
+                            Some((s, f)) if f == for_ => s | set,
+                            Some((s, f)) => {
+                                return Err(adjacent(f, for_, s | set));
+                            }
+                        };
                         end_absent = Some(EndAbsent { set, for_ });
                     } else if let Some((s, f)) = pending_guard {
                         if f != for_ {
-                            let d = |f: Option<Duration>| {
-                                f.map_or("no `for`".into(), |d| format!("for {d}"))
-                            };
-                            return Err(unsupported(&format!(
-                                "two adjacent absent() with different durations ({} and {}); merge them into one: absent(or({})) for the D you mean",
-                                d(f),
-                                d(for_),
-                                event_names(rule, s | set)
-                            )));
+                            return Err(adjacent(f, for_, s | set));
                         }
                         pending_guard = Some((s | set, f));
                     } else {
@@ -361,6 +383,46 @@ fn expand(p: &Pattern, rule: &str) -> Result<Vec<Vec<Item>>, PlanError> {
                 }
                 acc = next;
             }
+            for alt in &mut acc {
+                let len = alt.len();
+                let last = len.saturating_sub(1);
+                for (i, item) in alt.iter_mut().enumerate() {
+                    let Item::Guard(_, _, anchor) = item else {
+                        continue;
+                    };
+                    let moved = match *anchor {
+                        Anchor::Start => i != 0,
+                        Anchor::End => i != last,
+                        Anchor::Free => false,
+                    };
+                    if moved {
+                        let (edge, place, meant) = if *anchor == Anchor::Start {
+                            (
+                                "start",
+                                "follow another step",
+                                "in the D before the step after it",
+                            )
+                        } else {
+                            (
+                                "end",
+                                "be followed by another step",
+                                "D after the step before it, alerting then",
+                            )
+                        };
+                        return Err(unsupported(&format!(
+                            "absent() at the {edge} of a seq() nested in and() or in another seq() would {place} here, and between two steps an absence means no event in the D after the step before it (not {meant}); write the steps as one seq() with the absence where you mean it, or split the rule"
+                        )));
+                    }
+                    // This seq's own edges, for a pattern it is nested in.
+                    if len > 1 {
+                        *anchor = match i {
+                            0 => Anchor::Start,
+                            i if i == last => Anchor::End,
+                            _ => Anchor::Free,
+                        };
+                    }
+                }
+            }
             acc
         }
         Pattern::And(ps) => {
@@ -411,7 +473,7 @@ fn expand(p: &Pattern, rule: &str) -> Result<Vec<Vec<Item>>, PlanError> {
         Pattern::Absent { inner, for_ } => {
             let set = simple_set(inner)
                 .ok_or_else(|| unsupported("absent() takes an event or an or() of events"))?;
-            vec![vec![Item::Guard(set, *for_)]]
+            vec![vec![Item::Guard(set, *for_, Anchor::Free)]]
         }
     })
 }

@@ -2823,3 +2823,35 @@ max_delay = "5s"
     assert_eq!(run(&both, true), alone);
     assert_eq!(run(&both, false), alone);
 }
+
+/// Two absences side by side at the end, of one duration, are one: no event of either set in
+/// the D after the last step (an audit found the first one dropped: a `b` changed nothing).
+#[test]
+fn two_absences_of_one_duration_at_the_end_are_one() {
+    let two = || {
+        rule(
+            "r",
+            &["a", "b", "c"],
+            seq(vec![ev(0), absent(ev(1), Some(5)), absent(ev(2), Some(5))]),
+        )
+    };
+    check(vec![two()], "a:h@0 b:h@1 end@30", &[]);
+    check(vec![two()], "a:h@0 c:h@1 end@30", &[]);
+    check(vec![two()], "a:h@0 end@30", &["firing h @5"]);
+}
+
+/// An absence at the start of a nested `seq` that stays at the start once the pattern is
+/// flattened means what it says there: an `a` with no `c` in the 5 s before it, then a `b`.
+#[test]
+fn a_nested_seqs_start_absence_that_stays_first_keeps_its_meaning() {
+    let r = || {
+        rule(
+            "r",
+            &["a", "b", "c"],
+            seq(vec![seq(vec![absent(ev(2), Some(5)), ev(0)]), ev(1)]),
+        )
+        .within(30)
+    };
+    check(vec![r()], "c:h@10 a:h@12 b:h@13 end@60", &[]);
+    check(vec![r()], "c:h@10 a:h@20 b:h@21 end@60", &["firing h @21"]);
+}
