@@ -73,7 +73,7 @@ pub fn run(cmd: GroupsCommand) -> ExitCode {
                 );
                 if expected {
                     println!(
-                        "note: the rule watches this group from the start (it is in `expect`, or the one group of a rule without group_by), so nothing watches it now (no alert if it falls silent) until the rules are next reloaded"
+                        "note: the rule watches this group from the start (it is in `expect`, or the one group of a rule without group_by), so nothing watches it now (no alert if it falls silent) until the rules are next reloaded or the agent restarts"
                     );
                 }
                 ExitCode::SUCCESS

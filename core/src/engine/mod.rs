@@ -3111,7 +3111,8 @@ impl Engine {
     }
 
     /// Whether rule `rule`'s group `key` is watched from the start (listed in `expect`, or an
-    /// ungrouped absence's one group), which, once forgotten, only a reload brings back;
+    /// ungrouped absence's one group), which, once forgotten, only a reload or a restart
+    /// brings back;
     /// `None`: no such group.
     pub fn group_expected(&self, rule: &str, key: &[Value]) -> Option<bool> {
         let ri = self.state_named(rule)?;
@@ -3498,15 +3499,8 @@ impl Engine {
         // state of a fresh cohort takes none. Several new states may take copies of one saved
         // state: rules that shared it and now go apart each keep it, as they would unshared.
         let mut source: Vec<Option<usize>> = vec![None; e.rts.len()];
-        let mut regrouped: Vec<usize> = Vec::new();
         for (ri, rt) in e.rts.iter().enumerate() {
-            let Some(i) = goes_on_from(&rt.facts.rule) else {
-                continue;
-            };
-            source[ri] = Some(i);
-            if cp.rules[i].canonical != rt.canonical {
-                regrouped.push(ri);
-            }
+            source[ri] = goes_on_from(&rt.facts.rule);
         }
         let saved = cp.rules;
         let mut targets: Vec<Vec<usize>> = vec![Vec::new(); saved.len()];
@@ -3567,8 +3561,13 @@ impl Engine {
                 }
             }
         }
-        for ri in regrouped {
-            e.regroup(ri, clock);
+        // Every state that goes on has every group its `expect` lists now (a changed list's,
+        // and one forgotten by hand, which comes back watched from the checkpoint's clock:
+        // the rule files were read again, as at a reload).
+        for (ri, s) in source.iter().enumerate() {
+            if s.is_some() {
+                e.regroup(ri, clock);
+            }
         }
         for ri in 0..e.rts.len() {
             if e.rts[ri].monitor_start().is_none() && e.lanes[e.rts[ri].lane].started {

@@ -339,6 +339,35 @@ fn a_forgotten_expected_group_comes_back_at_a_reload() {
     );
 }
 
+/// A restart reads the rule files again, as a reload does: an expected group forgotten by hand
+/// comes back, watched from the saved state's time, so a deadline passed while the agent was
+/// down fires as `outage` (an audit found it left unwatched until the next reload).
+#[test]
+fn a_forgotten_expected_group_comes_back_at_a_restart() {
+    let rules = set(vec![
+        rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["web-1"]),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("hb:web-1@0 tick@70"), &mut out);
+    assert!(e.forget_group("hb", &[Value::str("web-1")], &mut out));
+    run_on(&mut e, parse_script("tick@100"), &mut out);
+    assert_eq!(e.group_expected("hb", &[Value::str("web-1")]), None);
+    let cp = e.checkpoint();
+    let mut e = Engine::restore(&rules, EngineConfig::default(), cp, true).unwrap();
+    assert_eq!(e.group_expected("hb", &[Value::str("web-1")]), Some(true));
+    run_on(&mut e, parse_script("tick@300"), &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(
+        got,
+        [
+            "firing web-1 @60",
+            "resolved web-1 @70 (forgotten)",
+            "firing web-1 @160 (outage)"
+        ]
+    );
+}
+
 /// An absence rule without `group_by` keeps its one group expected across a reload: never
 /// forgotten, it fires again after each heartbeat that resolves it.
 #[test]
