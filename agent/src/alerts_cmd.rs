@@ -80,6 +80,26 @@ pub enum AlertsCommand {
     },
 }
 
+/// What to say when fewer alerts are listed than are firing: a listing holds the newest
+/// 20,000 firing alerts at most, and 64 MiB of JSON; the note names the bound that cut it.
+fn cut_note(firing: u64, listed: usize) -> Option<String> {
+    use crate::run::api::{MAX_FIRING, MAX_LISTING_BYTES};
+    if firing <= listed as u64 {
+        return None;
+    }
+    let bound = if listed >= MAX_FIRING {
+        format!("a listing holds at most {MAX_FIRING}")
+    } else {
+        format!(
+            "a listing holds at most {} MiB of JSON",
+            MAX_LISTING_BYTES >> 20
+        )
+    };
+    Some(format!(
+        "note: {firing} alerts are firing; listed are the newest {listed} ({bound})"
+    ))
+}
+
 /// Runs `cepheus alerts`.
 pub fn run(args: AlertsArgs) -> ExitCode {
     if let Some(AlertsCommand::Ack { id, by }) = &args.command {
@@ -113,13 +133,8 @@ pub fn run(args: AlertsArgs) -> ExitCode {
                     crate::run::api::MAX_RECENT
                 );
             }
-            // A listing holds the newest 20,000 firing alerts at most: say when there are more.
-            if let Some(n) = firing.filter(|&n| n > list.len() as u64) {
-                eprintln!(
-                    "note: {n} alerts are firing; listed are the newest {} (a listing holds at most {})",
-                    list.len(),
-                    crate::run::api::MAX_FIRING
-                );
+            if let Some(note) = firing.and_then(|n| cut_note(n, list.len())) {
+                eprintln!("{note}");
             }
             if list.is_empty() && !args.json {
                 match args.recent {
@@ -241,7 +256,23 @@ fn from_store(
             ));
         }
     }
-    let store = cepheus_store::Store::open(dir, u64::MAX).map_err(|e| format!("and {e}"))?;
+    // Another `cepheus alerts` may be reading it for a moment (two operators at once).
+    let store = cepheus_store::Store::open_waiting(
+        dir,
+        u64::MAX,
+        std::time::Duration::from_secs(10),
+        || eprintln!("note: the store at {} is in use by another process: waiting up to 10 s for it", dir.display()),
+    )
+    .map_err(|e| {
+        if e.not_writable() {
+            format!(
+                "and {e}: the store's files are opened for writing even to be read; make the folder writable (`chmod -R u+w {d}`), or copy it (`cp -a {d} /tmp/cepheus-store-copy`) and name the copy in a config's store.path",
+                d = dir.display()
+            )
+        } else {
+            format!("and {e}")
+        }
+    })?;
     let list = crate::run::api::alert_listing(&store, recent).map_err(|e| format!("and {e}"))?;
     eprintln!(
         "note: no agent answers; read from its store at {}, as it was when the agent stopped",
@@ -341,6 +372,21 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// The note on a cut listing names the bound that cut it: the count, or the bytes (an
+    /// audit found 15,754 large alerts "cut at 20,000").
+    #[test]
+    fn a_cut_listing_names_what_cut_it() {
+        assert_eq!(cut_note(100, 100), None);
+        assert_eq!(
+            cut_note(25_000, 20_000).unwrap(),
+            "note: 25000 alerts are firing; listed are the newest 20000 (a listing holds at most 20000)"
+        );
+        assert_eq!(
+            cut_note(25_000, 15_754).unwrap(),
+            "note: 25000 alerts are firing; listed are the newest 15754 (a listing holds at most 64 MiB of JSON)"
+        );
+    }
 
     /// A cell wider than the padding cap is written whole and shifts its own row only.
     #[test]

@@ -255,7 +255,43 @@ fn seen_key(id: u64, state: AlertState) -> [u8; 9] {
     k
 }
 
+impl StoreError {
+    /// Whether the store's files could not be opened for writing (a permission refused, or a
+    /// read-only file system): sled opens them for writing even to read them.
+    pub fn not_writable(&self) -> bool {
+        matches!(self, StoreError::Io { source: sled::Error::Io(e), .. } if matches!(
+            e.kind(),
+            std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+        ))
+    }
+}
+
 impl Store {
+    /// [`Store::open`], waiting up to `wait` while another process holds the store (another
+    /// `cepheus run` stopping, or `cepheus alerts` reading it for a moment); `waiting` is
+    /// called once, when the wait begins, for the caller to say so.
+    pub fn open_waiting(
+        dir: &Path,
+        max_alerts: u64,
+        wait: std::time::Duration,
+        mut waiting: impl FnMut(),
+    ) -> Result<Store, StoreError> {
+        let deadline = std::time::Instant::now() + wait;
+        let mut said = false;
+        loop {
+            match Store::open(dir, max_alerts) {
+                Err(StoreError::Locked(_)) if std::time::Instant::now() < deadline => {
+                    if !said {
+                        said = true;
+                        waiting();
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Opens (or creates) the store in `dir`, keeping at most `max_alerts` alert changes.
     pub fn open(dir: &Path, max_alerts: u64) -> Result<Store, StoreError> {
         let io = |source: sled::Error| match &source {
@@ -1247,15 +1283,7 @@ mod tests {
     /// lock go when its last background task does, which under load can be a moment later
     /// (CI once saw `Locked` here).
     fn reopen(dir: &Path, max_alerts: u64) -> Store {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            match Store::open(dir, max_alerts) {
-                Err(StoreError::Locked(_)) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(20));
-                }
-                other => return other.unwrap(),
-            }
-        }
+        Store::open_waiting(dir, max_alerts, std::time::Duration::from_secs(30), || {}).unwrap()
     }
 
     /// The alerts of a heartbeat rule over one host that goes silent and comes back.

@@ -1404,10 +1404,29 @@ pub(crate) fn store_usable(path: &Path) -> Result<(), String> {
 
 /// For a permission refused on the store's folder: who this process runs as, and the fix.
 fn denied_hint(e: &std::io::Error, path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    if e.kind() == std::io::ErrorKind::ReadOnlyFilesystem {
+        return " (its file system is mounted read-only: remount it read-write, or set store.path to a folder on another)".into();
+    }
     if e.kind() != std::io::ErrorKind::PermissionDenied {
         return String::new();
     }
     let user = crate::api_client::current_user();
+    // A folder this user owns but whose mode refuses it writing: chown would change nothing.
+    let nearest = path
+        .ancestors()
+        .find_map(|q| Some((q, std::fs::metadata(q).ok()?)));
+    if let Some((q, m)) = nearest
+        && m.uid() == rustix::process::geteuid().as_raw()
+        && m.mode() & 0o200 == 0
+    {
+        return format!(
+            " (this agent runs as `{user}`, which owns {} but whose mode {:o} does not let it write there: `chmod u+w {}`)",
+            q.display(),
+            m.mode() & 0o7777,
+            q.display()
+        );
+    }
     format!(
         " (this agent runs as `{user}`: give it the folder, e.g. `sudo install -d -o {user} {p}` or `sudo chown -R {user}: {p}`, or set store.path to a folder it owns)",
         p = path.display()

@@ -774,20 +774,9 @@ fn start(
     // Held by another process: maybe `cepheus alerts` reading it for a moment while no agent
     // ran; waited for, up to 10 s, before giving up.
     let open_waiting = |path: &std::path::Path, max: u64| {
-        let deadline = Instant::now() + std::time::Duration::from_secs(10);
-        let mut said = false;
-        loop {
-            match cepheus_store::Store::open(path, max) {
-                Err(cepheus_store::StoreError::Locked(_)) if Instant::now() < deadline => {
-                    if !said {
-                        said = true;
-                        tracing::warn!(store = %path.display(), "the store is in use by another process (another `cepheus run` with this store.path, or `cepheus alerts` reading it): waiting up to 10 s for it");
-                    }
-                    std::thread::sleep(std::time::Duration::from_millis(200));
-                }
-                other => return other,
-            }
-        }
+        cepheus_store::Store::open_waiting(path, max, std::time::Duration::from_secs(10), || {
+            tracing::warn!(store = %path.display(), "the store is in use by another process (another `cepheus run` with this store.path, or `cepheus alerts` reading it): waiting up to 10 s for it");
+        })
     };
     let store = open_store(cfg.store.path(), cfg.store.max_alerts, open_waiting)
         .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
