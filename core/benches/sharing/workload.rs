@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use cepheus_core::event::{Event, Field, Source, Value};
+use cepheus_core::graph;
 use cepheus_core::rules::compile_str;
 use cepheus_core::rules::ir::RuleSet;
 use cepheus_core::time::Timestamp;
@@ -263,31 +264,23 @@ fn compile(specs: &[Spec], space: Space, preds: usize, gap_ms: u64) -> Workload 
 
 /// (redundant, similar, distinct meanings) of a compiled rule set, by the definitions of
 /// docs/benchmarks.md: a rule is redundant when another rule has the same
-/// `Rule::canonical()`, similar when one of its event conditions (`Cond::canonical()`) is
-/// also used by a rule of another meaning.
+/// `Rule::canonical()`, similar when the shared graph ([`graph::build`]) combines its
+/// operation with another into a virtual node (the paper's OA, SS or OS).
 pub fn measure(rules: &RuleSet) -> (usize, usize, usize) {
     let canon: Vec<String> = rules.rules.iter().map(|r| r.canonical()).collect();
     let mut per_meaning: HashMap<&str, usize> = HashMap::new();
     for c in &canon {
         *per_meaning.entry(c).or_default() += 1;
     }
-    let mut users: HashMap<String, HashSet<&str>> = HashMap::new();
-    for (r, c) in rules.rules.iter().zip(&canon) {
-        for e in &r.events {
-            users.entry(e.cond.canonical()).or_default().insert(c);
-        }
-    }
     let redundant = canon.iter().filter(|c| per_meaning[c.as_str()] > 1).count();
-    let similar = rules
-        .rules
+    let g = graph::build(rules, true);
+    let similar: HashSet<usize> = g
+        .nodes
         .iter()
-        .filter(|r| {
-            r.events
-                .iter()
-                .any(|e| users[&e.cond.canonical()].len() > 1)
-        })
-        .count();
-    (redundant, similar, per_meaning.len())
+        .filter(|n| matches!(n.kind, graph::NodeKind::Virtual { .. }))
+        .flat_map(|n| n.rules.iter().copied())
+        .collect();
+    (redundant, similar.len(), per_meaning.len())
 }
 
 /// Splits `n` rules into classes of equal meaning: the `red` redundant ones in pairs (one
@@ -341,8 +334,10 @@ pub fn mixed(n: usize, similar_pct: u32, redundant_pct: u32, seed: u64) -> Workl
         next_type - 1
     };
     // Similar part: classes grouped into families of two meanings (one of three when odd),
-    // each family on two fresh event types; one-event templates use the family's `a`, so every
-    // member shares `a` with every other.
+    // each family one of the paper's similar operations (Table 1) on fresh event types a, b,
+    // c: OA `or(a, b)` and `and(a, b)`; SS `seq(a, b)` and `seq(a, c)`; OS `or(a, c)` and
+    // `seq(a, b)`. A family of three adds `seq(a, c)` to OA, or `seq(a, d)` to SS. The `seq`
+    // and `and` of a family share one window (a virtual node combines one scope only).
     let mut sim = classes(s, x);
     rng.shuffle(&mut sim);
     let mut fams: Vec<Vec<usize>> = sim.chunks(2).map(<[usize]>::to_vec).collect();
@@ -353,12 +348,34 @@ pub fn mixed(n: usize, similar_pct: u32, redundant_pct: u32, seed: u64) -> Workl
         }
     }
     for fam in fams {
-        let (a, b) = (fresh(), fresh());
-        let mut ops = cat.clone();
-        rng.shuffle(&mut ops);
-        for (copies, op) in fam.into_iter().zip(ops) {
-            meanings.push((copies, Spec { op, a, b }));
-        }
+        let (a, b, c) = (fresh(), fresh(), fresh());
+        let w = rng.below(3) as u8;
+        let op = |t| Op { t, w };
+        let or = Op {
+            t: Template::Or,
+            w: 0,
+        };
+        let spec = |op, b| Spec { op, a, b };
+        let mut specs = match (fam.len(), rng.below(3)) {
+            (2, 0) => vec![spec(or, b), spec(op(Template::And), b)],
+            (2, 1) => vec![spec(op(Template::Seq), b), spec(op(Template::Seq), c)],
+            (2, _) => vec![spec(or, c), spec(op(Template::Seq), b)],
+            (_, 0 | 1) => vec![
+                spec(or, b),
+                spec(op(Template::And), b),
+                spec(op(Template::Seq), c),
+            ],
+            (_, _) => {
+                let d = fresh();
+                vec![
+                    spec(op(Template::Seq), b),
+                    spec(op(Template::Seq), c),
+                    spec(op(Template::Seq), d),
+                ]
+            }
+        };
+        rng.shuffle(&mut specs);
+        meanings.extend(fam.into_iter().zip(specs));
     }
     // The rest: each meaning alone on fresh event types.
     for copies in classes(n - s, rd - x) {
