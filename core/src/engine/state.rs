@@ -1413,36 +1413,61 @@ impl LinearState {
         // consumes the event and the copy with it, and the younger one still waits for its own
         // (`a@0 a@1 b@2 b@3 c@4 c@5` matches twice). A copy goes on itself with later such
         // events. One copy per partial match at most (the runs at most double), and per event.
+        //
+        // With several alternatives (the branches of an `or`, the orders of an `and`), "the
+        // oldest partial match that can take it" is per alternative: a younger partial match
+        // reading another alternative takes the event too, unless an older one took it
+        // there, so a start in one branch never starves another branch (`and(fail{3,}, probe)`
+        // over fail probe fail fail fail matches probe and the three fails after it). The
+        // first to complete still consumes the event: none younger than it takes it.
         let mut completed: Option<usize> = None;
+        let mut completed_origin: Option<Option<u64>> = None;
         let mut origin: Option<Option<u64>> = None;
         let mut moved: Option<(u16, u16)> = None;
         let mut stop = self.runs.len();
         let mut also_complete: SmallVec<[usize; 1]> = SmallVec::new();
         let mut takers: SmallVec<[usize; 2]> = SmallVec::new();
+        // Per alternative, the partial match that took the event there (by its first event).
+        let mut served: SmallVec<[Option<Option<u64>>; 4]> = smallvec::smallvec![None; alts.len()];
+        let mut unserved = alts.len();
         let shadows = self.rare.as_ref().is_some_and(|r| r.shadows) && self.settle_shadows();
         for (ri, r) in self.runs.iter_mut().enumerate() {
             if r.is_shadow() {
                 continue;
             }
             let first = r.items.front().map(|i| i.id);
-            match origin {
-                Some(o) if o != first || o.is_none() => {
-                    stop = ri;
+            let other = |o: Option<u64>| o != first || o.is_none();
+            if let Some(o) = origin
+                && other(o)
+            {
+                // A partial match younger than the first that took the event.
+                stop = stop.min(ri);
+                if unserved == 0 || completed_origin.is_some_and(other) {
                     break;
                 }
-                _ => {}
             }
-            let alt = &alts[r.alt_id() as usize];
+            let ai = r.alt_id() as usize;
+            if served[ai].is_some_and(other) {
+                continue;
+            }
+            let alt = &alts[ai];
             let pos = r.pos;
             if let Took::Yes = take(ctx, alt, r, t, mask, ev, id) {
-                origin = Some(first);
+                if origin.is_none() {
+                    origin = Some(first);
+                }
+                if served[ai].is_none() {
+                    served[ai] = Some(first);
+                    unserved -= 1;
+                }
                 takers.push(ri);
-                if moved.is_none() && copy_step(alt, pos) {
+                if moved.is_none() && origin == Some(first) && copy_step(alt, pos) {
                     moved = Some((r.alt_id(), pos));
                 }
                 if complete(ctx, alt, r, t) {
                     if completed.is_none() {
                         completed = Some(ri);
+                        completed_origin = Some(first);
                     } else {
                         // Another reading of the same partial match completed too (two
                         // branches of an `or`): handled with the first in G.

@@ -2855,3 +2855,48 @@ fn a_nested_seqs_start_absence_that_stays_first_keeps_its_meaning() {
     check(vec![r()], "c:h@10 a:h@12 b:h@13 end@60", &[]);
     check(vec![r()], "c:h@10 a:h@20 b:h@21 end@60", &["firing h @21"]);
 }
+
+/// In each alternative of an `and`/`or` of larger patterns, the oldest partial match that can
+/// take an event takes it: a start in one alternative never starves a younger partial match
+/// of another (an audit found `and(fail{3,}, probe)` silent over fail probe fail fail fail,
+/// whose first fail took every later one for the order that needs the probe last).
+#[test]
+fn a_start_in_one_alternative_does_not_starve_another() {
+    let both = || {
+        rule(
+            "r",
+            &["fail", "probe"],
+            and(vec![rep(ev(0), 3, None), ev(1)]),
+        )
+        .within(600)
+    };
+    check(
+        vec![both()],
+        "fail:h@0 probe:h@1 fail:h@2 fail:h@3 fail:h@4 fail:h@5",
+        &["firing h @4"],
+    );
+    // Without a count: the second branch matches probe fail fail.
+    let either = || {
+        rule(
+            "r",
+            &["fail", "probe", "ok"],
+            or(vec![
+                seq(vec![ev(0), ev(0), ev(2)]),
+                seq(vec![ev(1), ev(0), ev(0)]),
+            ]),
+        )
+        .within(600)
+    };
+    check(
+        vec![either()],
+        "fail:h@0 probe:h@1 fail:h@2 fail:h@3",
+        &["firing h @3"],
+    );
+    // The match consumes its events: the older partial match that held them goes, so the
+    // last fail starts afresh and nothing more matches.
+    check(
+        vec![either()],
+        "fail:h@0 probe:h@1 fail:h@2 fail:h@3 ok:h@4",
+        &["firing h @3"],
+    );
+}
