@@ -551,6 +551,41 @@ fn local_stamps_across_the_autumn_change_follow_on() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A Cisco stamp that names its zone is that instant, even where the configured zone's autumn
+/// hour would read a stamp as its second pass (a review found `00:45:00 UTC` moved to 01:45).
+#[test]
+fn a_stamp_that_names_its_zone_is_not_moved_by_the_configured_zones_overlap() {
+    let (dir, _) = scratch_rules("replay-named-zone", ANY_SYSLOG);
+    let input = dir.join("cisco.log");
+    std::fs::write(
+        &input,
+        "<13>Oct 27 03:05:00 host app: a\n<189>1: r1: Oct 27 00:45:00 UTC: %SYS-5-CONFIG_I: named\n",
+    )
+    .unwrap();
+    let out = cepheus()
+        .args(["events", "--year", "2024", "--tz", "Europe/Berlin"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let times: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split("\"time\":\"").nth(1))
+        .map(|t| t.split('"').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        times,
+        ["2024-10-27T02:05:00Z", "2024-10-27T00:45:00Z"],
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A test file that holds no test (empty, or a head with no `[[test]]`) is an error, as a
 /// file that cannot be run: it would pass while testing nothing.
 #[test]

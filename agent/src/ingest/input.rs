@@ -136,7 +136,7 @@ pub fn first_yearless_stamp(path: &Path, parser: SyslogParser) -> Option<Timesta
         .filter(|line| !is_json_line(line))
         .find_map(
             |line| match parser.parse_stamped(&line, Timestamp(0), None) {
-                Ok((e, Stamp::YearLess)) => Some(e.time),
+                Ok((e, Stamp::YearLess { .. })) => Some(e.time),
                 _ => None,
             },
         )
@@ -246,13 +246,16 @@ impl Inputs {
         let (mut event, stamp) = parser.parse_stamped(line, year_ref, None)?;
         match stamp {
             Stamp::None => event.time = self.last_time,
-            Stamp::YearLess => {
+            Stamp::YearLess { named_zone } => {
                 // The second pass of an autumn overlap's hour, read as the first, would go
                 // back about an hour: the later reading follows on from the lines before it
                 // (found by an audit: time stood still for an hour, and a heartbeat rule
                 // fired). A line a few minutes out of order stays as read.
+                // (Not for a stamp in a zone it names: the configured zone's overlap is not
+                // its own.)
                 let back = Duration::from_secs(30 * 60);
-                if event.time < self.last_time.sub(back)
+                if !named_zone
+                    && event.time < self.last_time.sub(back)
                     && let Some(later) = parser.later_reading(event.time)
                     && later >= self.last_time.sub(back)
                 {

@@ -222,8 +222,12 @@ impl Year {
 pub enum Stamp {
     /// None (RFC 5424 `-`, a PRI-only line): the event's time is its arrival.
     None,
-    /// A classic RFC 3164 stamp, whose year was resolved (or fixed by `replay --year`).
-    YearLess,
+    /// A classic RFC 3164 stamp, whose year was resolved (or fixed by `replay --year`);
+    /// `named_zone`: read in a zone the stamp names (a Cisco `UTC:`), not the configured one.
+    YearLess {
+        /// See the variant.
+        named_zone: bool,
+    },
     /// A stamp with its own year (RFC 5424, RFC 3339 inside RFC 3164, a year in the stamp).
     Full,
 }
@@ -362,7 +366,9 @@ impl SyslogParser {
             Ok(msg) => {
                 let stamped = match msg.timestamp {
                     None => Stamp::None,
-                    Some(_) if year_less.get() => Stamp::YearLess,
+                    Some(_) if year_less.get() => Stamp::YearLess {
+                        named_zone: zone != self.zone,
+                    },
                     Some(_) => Stamp::Full,
                 };
                 (self.event_from(text, msg, arrival, frac, zone)?, stamped)
@@ -928,7 +934,7 @@ fn cisco_header(text: &str) -> Option<(String, Option<FixedOffset>)> {
     };
     let is_seq = |w: &str| w.len() <= 10 && w.bytes().all(|b| b.is_ascii_digit());
     // A BSD header whose tag is a sequence number before the mnemonic.
-    if let Some(start) = bsd_stamp(text) {
+    let numbered = |start: usize| -> Option<String> {
         let after = &text[start + 15..];
         let frac = after
             .strip_prefix('.')
@@ -938,10 +944,16 @@ fn cisco_header(text: &str) -> Option<(String, Option<FixedOffset>)> {
         let tail = &rest[host_end + 1..];
         let seq = word_colon(tail).filter(|&i| is_seq(&tail[..i]))?;
         cisco_mnemonic(&tail[seq + 2..])?;
-        return Some((
-            format!("{}{}", &text[..text.len() - tail.len()], &tail[seq + 2..]),
-            None,
-        ));
+        Some(format!(
+            "{}{}",
+            &text[..text.len() - tail.len()],
+            &tail[seq + 2..]
+        ))
+    };
+    // (Else a stamp first may still be Cisco's: `Mar  1 00:00:23.123 UTC: %...`, with no
+    // sequence number or host before it, or ASA's `Jan 10 12:00:01 asa01 : %...`.)
+    if let Some(numbered) = bsd_stamp(text).and_then(numbered) {
+        return Some((numbered, None));
     }
     // NX-OS writes `<PRI>: ` when it sends neither sequence number nor host.
     let mut rest = body.strip_prefix(": ").unwrap_or(body);
@@ -1010,12 +1022,16 @@ fn cisco_header(text: &str) -> Option<(String, Option<FixedOffset>)> {
         Some(after) => after,
         None => {
             let z = rest[end..].strip_prefix(' ')?;
-            let n = z.find([' ', ':']).filter(|&n| n > 0)?;
-            let (word, tail) = z.split_at(n);
-            let (spaced, after) = match tail.strip_prefix(": ") {
-                Some(a) => (false, a),
-                None => (true, tail.strip_prefix(" : ")?),
+            // (The word may hold colons: an IPv6 device id, `2001:db8::1: %ASA-...`.)
+            let (word, spaced, after) = match (z.find(" : %"), z.find(": %")) {
+                (Some(i), Some(j)) if i < j => (&z[..i], true, &z[i + 3..]),
+                (_, Some(j)) => (&z[..j], false, &z[j + 2..]),
+                (Some(i), None) => (&z[..i], true, &z[i + 3..]),
+                (None, None) => return None,
             };
+            if word.is_empty() || word.contains([' ', '\t']) {
+                return None;
+            }
             // A zone word (IOS's `show-timezone`) stands where ASA writes its device id:
             // a word of letters is a zone when the host came before the stamp, or when it is
             // one a zone is spelt as; anything else there is the host.
@@ -1534,13 +1550,36 @@ mod tests {
                 "%AUTHPRIV-3-SYSTEM_MSG",
                 "ttyS1: togetattr: error",
             ),
-            // ASA with its device id (a name or an address) after the stamp.
+            // IOS with no sequence number nor host, its clock in sync (no `*`): the zone.
+            (
+                "<189>Mar  1 00:00:23.123 UTC: %LINK-3-UPDOWN: Interface Gi0/2",
+                "2024-03-01T00:00:23.123Z",
+                None,
+                "%LINK-3-UPDOWN",
+                "Interface Gi0/2",
+            ),
+            // ASA with its device id (a name or an address) after the stamp, with a year or
+            // without.
+            (
+                "<166>Jan 10 12:00:01 asa01 : %ASA-6-302014: Teardown",
+                "2024-01-10T12:00:01Z",
+                Some("asa01"),
+                "%ASA-6-302014",
+                "Teardown",
+            ),
             (
                 "<166>Jan 10 2024 12:00:01 asa01 : %ASA-6-302014: Teardown TCP connection 123",
                 "2024-01-10T12:00:01Z",
                 Some("asa01"),
                 "%ASA-6-302014",
                 "Teardown TCP connection 123",
+            ),
+            (
+                "<166>Jan 10 2024 12:00:03 2001:db8::1: %ASA-4-106023: Deny udp",
+                "2024-01-10T12:00:03Z",
+                Some("2001:db8::1"),
+                "%ASA-4-106023",
+                "Deny udp",
             ),
             (
                 "<166>Jan 10 2024 12:00:02 10.1.1.1: %ASA-4-106023: Deny tcp src outside:1.2.3.4/5555",
