@@ -3665,11 +3665,20 @@ impl Engine {
         }
     }
 
-    /// A restored state whose rule's `expect` list changed: its groups are expected exactly
-    /// when the new list names them (one no longer listed is a discovered group from now on,
-    /// forgotten after `forget_after` of silence), and a newly listed group exists from
-    /// `now`, its absence timed from `now`.
+    /// A state restored or kept at a reload: its groups are expected exactly when its rule's
+    /// `expect` list names them (one no longer listed is a discovered group from now on,
+    /// forgotten after `forget_after` of silence), and a listed group it lacks (newly
+    /// listed, or forgotten by hand) exists from `now` (an event-time rule's lane time), its
+    /// absence timed from then.
     fn regroup(&mut self, ri: usize, now: Timestamp) {
+        // An event-time rule's groups are watched from its lane's time, not the arrival clock
+        // (a review found a host forgotten by hand watched again a whole lag late).
+        let lane = self.rts[ri].lane;
+        let now = if self.lanes[lane].mode == TimeMode::Event {
+            self.lane_time(lane)
+        } else {
+            now
+        };
         let expect: Vec<GroupKey> = self
             .expected_keys(ri)
             .iter()

@@ -368,6 +368,43 @@ fn a_forgotten_expected_group_comes_back_at_a_restart() {
     );
 }
 
+/// The same for an event-time rule: the group comes back watched from the rule's event time,
+/// not the arrival clock (a review found it fired a whole lag late).
+#[test]
+fn a_forgotten_expected_group_of_an_event_time_rule_comes_back_on_its_time() {
+    let rules = set(vec![
+        rule("hb", &["hb"], absent(ev(0), Some(60)))
+            .expect(&["web-1"])
+            .event_time(3, 0),
+    ]);
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script("hb:web-1@0/1000 hb:web-2@50/1050 hb:web-2@70/1070 tick@1075"),
+        &mut out,
+    );
+    assert!(e.forget_group("hb", &[Value::str("web-1")], &mut out));
+    let cp = e.checkpoint();
+    let mut e = Engine::restore(&rules, EngineConfig::default(), cp, false).unwrap();
+    run_on(
+        &mut e,
+        parse_script("hb:web-2@100/1100 hb:web-2@150/1150 hb:web-2@200/1200 tick@1300"),
+        &mut out,
+    );
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    // Forgotten at the lane's time (the watermark, 1075 - 1000 - 3 = 72), back from there.
+    assert_eq!(
+        got,
+        [
+            "firing web-1 @60",
+            "resolved web-1 @72 (forgotten)",
+            "firing web-1 @132",
+            "firing web-2 @260"
+        ]
+    );
+}
+
 /// An absence rule without `group_by` keeps its one group expected across a reload: never
 /// forgotten, it fires again after each heartbeat that resolves it.
 #[test]
