@@ -385,14 +385,18 @@ fn expand(p: &Pattern, rule: &str) -> Result<Vec<Vec<Item>>, PlanError> {
             }
             for alt in &mut acc {
                 let len = alt.len();
-                let last = len.saturating_sub(1);
+                // Where the first and last steps are: an edge absence may have other absences
+                // beside it (side by side, they are merged or refused below), not steps.
+                let is_step = |it: &Item| matches!(it, Item::Step(_));
+                let first_step = alt.iter().position(is_step).unwrap_or(len);
+                let last_step = alt.iter().rposition(is_step);
                 for (i, item) in alt.iter_mut().enumerate() {
                     let Item::Guard(_, _, anchor) = item else {
                         continue;
                     };
                     let moved = match *anchor {
-                        Anchor::Start => i != 0,
-                        Anchor::End => i != last,
+                        Anchor::Start => i > first_step,
+                        Anchor::End => last_step.is_some_and(|s| i < s),
                         Anchor::Free => false,
                     };
                     if moved {
@@ -413,12 +417,15 @@ fn expand(p: &Pattern, rule: &str) -> Result<Vec<Vec<Item>>, PlanError> {
                             "absent() at the {edge} of a seq() nested in and() or in another seq() would {place} here, and between two steps an absence means no event in the D after the step before it (not {meant}); write the steps as one seq() with the absence where you mean it, or split the rule"
                         )));
                     }
-                    // This seq's own edges, for a pattern it is nested in.
-                    if len > 1 {
-                        *anchor = match i {
-                            0 => Anchor::Start,
-                            i if i == last => Anchor::End,
-                            _ => Anchor::Free,
+                    // This seq's own edges (before its first step, after its last), for a
+                    // pattern it is nested in.
+                    if let Some(last_step) = last_step {
+                        *anchor = if i < first_step {
+                            Anchor::Start
+                        } else if i > last_step {
+                            Anchor::End
+                        } else {
+                            Anchor::Free
                         };
                     }
                 }
