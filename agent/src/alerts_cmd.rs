@@ -81,7 +81,9 @@ pub enum AlertsCommand {
 }
 
 /// What to say when fewer alerts are listed than are firing: a listing holds the newest
-/// 20,000 firing alerts at most, and 64 MiB of JSON; the note names the bound that cut it.
+/// 20,000 firing alerts at most, and 64 MiB of JSON (a listing cut at 20,000 names that
+/// bound; a shorter one names both, since alerts may also have resolved between the count
+/// and the listing).
 fn cut_note(firing: u64, listed: usize) -> Option<String> {
     use crate::run::api::{MAX_FIRING, MAX_LISTING_BYTES};
     if firing <= listed as u64 {
@@ -91,7 +93,7 @@ fn cut_note(firing: u64, listed: usize) -> Option<String> {
         format!("a listing holds at most {MAX_FIRING}")
     } else {
         format!(
-            "a listing holds at most {} MiB of JSON",
+            "a listing holds at most {MAX_FIRING} alerts and {} MiB of JSON",
             MAX_LISTING_BYTES >> 20
         )
     };
@@ -384,7 +386,7 @@ mod tests {
         );
         assert_eq!(
             cut_note(25_000, 15_754).unwrap(),
-            "note: 25000 alerts are firing; listed are the newest 15754 (a listing holds at most 64 MiB of JSON)"
+            "note: 25000 alerts are firing; listed are the newest 15754 (a listing holds at most 20000 alerts and 64 MiB of JSON)"
         );
     }
 
