@@ -5,8 +5,7 @@
 //! recorded timestamps, which drive the engine's clock: processing-time rules replay
 //! deterministically. Alerts go to stdout as JSON lines; a summary goes to stderr.
 
-use std::fs::File;
-use std::io::{self, BufRead, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufRead, BufWriter, IsTerminal, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -553,15 +552,8 @@ fn input_kind(path: &Path) -> io::Result<InputKind> {
         magic[..n].copy_from_slice(&head[..n]);
         n
     } else {
-        let mut f = File::open(path)?;
-        let mut n = 0;
-        while n < magic.len() {
-            match f.read(&mut magic[n..])? {
-                0 => break,
-                k => n += k,
-            }
-        }
-        n
+        // (A pipe or FIFO is peeked in the buffer its reader takes over.)
+        crate::ingest::input::peek_input(path, &mut magic)?
     };
     let m = &magic[..n];
     let capture = m.len() >= 4

@@ -551,6 +551,56 @@ fn local_stamps_across_the_autumn_change_follow_on() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An input that can be read only once (a pipe, as `<(zcat old.log.gz)` gives; here
+/// `/dev/stdin` naming a pipe) loses nothing to the look at its first bytes: every line of a
+/// log, and a capture whole (an audit found the first 8 KiB gone, and a capture refused).
+#[test]
+fn an_input_read_once_loses_nothing_to_the_first_look() {
+    use std::io::Write as _;
+    let run = |args: &[&str], input: Vec<u8>| {
+        let mut child = cepheus()
+            .args(args)
+            .arg("/dev/stdin")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let data = |p: &str| manifest().join("tests/data").join(p);
+    let rules = manifest().join("../rules");
+    let rules = rules.to_str().unwrap();
+    let log = std::fs::read(data("syslog/loghub_OpenSSH_2k.log")).unwrap();
+    let stderr = run(&["events", "--year", "2024"], log);
+    assert!(
+        stderr.contains("events: 2000 events, 0 malformed"),
+        "{stderr}"
+    );
+    let pcap = std::fs::read(data("pcap/zeek_http_get.pcap")).unwrap();
+    let piped = run(&["replay", "--rules", rules], pcap);
+    let file = cepheus()
+        .args(["replay", "--rules", rules])
+        .arg(data("pcap/zeek_http_get.pcap"))
+        .output()
+        .unwrap();
+    let file = String::from_utf8_lossy(&file.stderr);
+    let events = |s: &str| {
+        s.lines()
+            .find(|l| l.starts_with("replay: "))
+            .and_then(|l| l.split(" events").next())
+            .map(str::to_string)
+    };
+    assert!(events(&piped).is_some(), "{piped}");
+    assert_eq!(events(&piped), events(&file), "{piped}\n{file}");
+}
+
 /// A Cisco stamp that names its zone is that instant, even where the configured zone's autumn
 /// hour would read a stamp as its second pass (a review found `00:45:00 UTC` moved to 01:45).
 #[test]

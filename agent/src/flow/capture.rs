@@ -11,7 +11,6 @@
 //! after being reported once; nothing here panics on any input.
 
 use std::borrow::Cow;
-use std::fs::File;
 use std::io::{self, Chain, Cursor, Read};
 use std::path::Path;
 
@@ -119,7 +118,8 @@ impl OpenedCapture {
         if path == Path::new("-") {
             return Self::new(Box::new(io::stdin()));
         }
-        let file = File::open(path).map_err(|source| CaptureError::Io {
+        // (A pipe or FIFO a look at its first bytes opened is taken over, as it was left.)
+        let file = crate::ingest::input::open_input(path).map_err(|source| CaptureError::Io {
             path: path.display().to_string(),
             source,
         })?;

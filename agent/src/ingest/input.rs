@@ -122,12 +122,79 @@ pub struct Inputs {
     ready: VecDeque<InputItem>,
 }
 
+/// Inputs that can be read only once (a pipe, a FIFO, `<(zcat old.log.gz)`): opened at their
+/// first look ([`peek_input`]) and kept, buffered, for the one reader that reads them
+/// ([`open_input`]). Opened again, one would have lost what the look read, or wait for
+/// ever for a writer that is gone.
+static STREAMS: std::sync::Mutex<Vec<(PathBuf, BufReader<File>)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Whether `path` names an input that can be read only once: not `-` (standard input has its
+/// own buffer) and not a regular file.
+pub fn is_stream(path: &Path) -> bool {
+    path != Path::new("-") && std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+}
+
+/// The first bytes of the input at `path` (at most `buf.len()`, fewer when its first read
+/// gives fewer), read without taking them from the reader that follows: a regular file is
+/// read from its start, a stream ([`is_stream`]) in the buffer kept for its reader.
+pub fn peek_input(path: &Path, buf: &mut [u8]) -> io::Result<usize> {
+    use std::io::Read as _;
+    if !is_stream(path) {
+        let mut f = File::open(path)?;
+        let mut n = 0;
+        while n < buf.len() {
+            match f.read(&mut buf[n..])? {
+                0 => break,
+                k => n += k,
+            }
+        }
+        return Ok(n);
+    }
+    let mut streams = STREAMS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let at = match streams.iter().position(|(p, _)| p == path) {
+        Some(i) => i,
+        None => {
+            streams.push((path.to_path_buf(), BufReader::new(File::open(path)?)));
+            streams.len() - 1
+        }
+    };
+    let head = streams[at].1.fill_buf()?;
+    let n = head.len().min(buf.len());
+    buf[..n].copy_from_slice(&head[..n]);
+    Ok(n)
+}
+
+/// The input at `path` opened for the one reader that reads it: a stream's kept reader
+/// (what [`peek_input`] looked at still in it), else the file.
+pub fn open_input(path: &Path) -> io::Result<Box<dyn BufRead + Send>> {
+    let kept = {
+        let mut streams = STREAMS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        streams
+            .iter()
+            .position(|(p, _)| p == path)
+            .map(|i| streams.swap_remove(i).1)
+    };
+    Ok(match kept {
+        Some(r) => Box::new(r),
+        None => Box::new(BufReader::new(File::open(path)?)),
+    })
+}
+
 /// The time of the first year-less RFC 3164 stamp among the first lines of the file at
-/// `path`, as `parser` reads it (`None`: none there, or the file cannot be read): what the
-/// other files of a replay with `--year` follow on from.
+/// `path`, as `parser` reads it (`None`: none there, the file cannot be read, or it is a
+/// stream, read once by its own reader): what the other files of a replay with `--year`
+/// follow on from.
 pub fn first_yearless_stamp(path: &Path, parser: SyslogParser) -> Option<Timestamp> {
     /// How far into the file to look.
     const LINES: usize = 1000;
+    if is_stream(path) {
+        return None;
+    }
     let file = File::open(path).ok()?;
     BufReader::new(file)
         .split(b'\n')
@@ -155,11 +222,11 @@ pub fn open_inputs(
         if path == Path::new("-") {
             sources.push((name, Box::new(BufReader::new(io::stdin()))));
         } else {
-            let file = File::open(path).map_err(|error| InputError {
+            let reader = open_input(path).map_err(|error| InputError {
                 name: name.clone(),
                 error,
             })?;
-            sources.push((name, Box::new(BufReader::new(file))));
+            sources.push((name, reader));
         }
     }
     Ok(Inputs::from_readers(sources, parser, reference))
