@@ -2057,3 +2057,31 @@ fn small_mistakes_are_said_as_they_are() {
         "not UTF-8 text: byte 0xff at line 2, column 5 (offset 10) is not valid here"
     );
 }
+
+/// Not given, `forget_after` is 7 days, or the pattern's longest wait when longer: a default
+/// never forgets a group before its rule could alert (an audit found "first `su` in 30 days"
+/// firing for a user seen 8 days before).
+#[test]
+fn the_default_forget_after_covers_the_patterns_longest_wait() {
+    let events = "events.su = 'syslog and app == \"su\"'\n";
+    for (pattern, days) in [
+        ("absent(su) for 60s", 7),
+        ("seq(absent(su) for 30d, su)", 30),
+        ("su{5,} within 14d", 14),
+    ] {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!(
+                "group_by = [\"host\"]\n{events}pattern = \"{pattern}\""
+            )),
+        );
+        let rules = c
+            .rules
+            .unwrap_or_else(|| panic!("{pattern}: {:?}", c.diagnostics));
+        assert_eq!(
+            rules.rules[0].forget_after,
+            cepheus_core::time::Duration::from_secs(days * 86_400),
+            "{pattern}"
+        );
+    }
+}

@@ -961,6 +961,13 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     }
     let checked = checked?;
     let (name, name_span) = name?;
+    // Not given, `forget_after` is 7 days, or the pattern's longest wait when that is longer:
+    // a default never forgets a group before the rule could alert on it.
+    let forget_after = forget_after.unwrap_or_else(|| {
+        let longest =
+            longest_wait(&checked.pattern).max(checked.within.map_or(Duration::ZERO, |w| w.max));
+        DEFAULT_FORGET_AFTER.max(longest)
+    });
     let (event_defs, pattern) = crate::rules::check::order_definitions(event_defs, checked.pattern);
     let rule = Rule {
         name,
@@ -976,7 +983,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         max_delay: max_delay.unwrap_or(DEFAULT_MAX_DELAY),
         allowed_lateness: allowed_lateness.unwrap_or(Duration::ZERO),
         trigger,
-        forget_after: forget_after.unwrap_or(DEFAULT_FORGET_AFTER),
+        forget_after,
         max_groups,
         max_partial_matches,
         file: cx.file.path.display().to_string(),
