@@ -2085,3 +2085,45 @@ fn the_default_forget_after_covers_the_patterns_longest_wait() {
         );
     }
 }
+
+/// `distinct(field)` needs a field every repeated event carries, as a group field does: a
+/// flow field on events a syslog-only test matches, or an optional capture, is refused (an
+/// audit found such rules accepted and never firing).
+#[test]
+fn a_distinct_field_some_events_lack_is_refused() {
+    for (def, pattern, want) in [
+        (
+            "events.a = 'app == \"sshd\"'",
+            "a{3,} distinct(dport) within 1m",
+            "event `a` cannot always provide `dport` to count distinct values of: it can match syslog events",
+        ),
+        (
+            "events.a = 'syslog and msg =~ \"closed by (?:user (?P<user>\\\\S+) )?(?P<src>\\\\S+) port\"'",
+            "a{3,} distinct(user) within 1m",
+            "event `a` cannot always provide `user` to count distinct values of: it can match without the capture",
+        ),
+    ] {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!("{def}\npattern = \"{pattern}\"")),
+        );
+        assert!(c.rules.is_none(), "{pattern}");
+        let errors: Vec<String> = messages(&c)
+            .into_iter()
+            .filter(|(l, _)| *l == Level::Error)
+            .map(|(_, m)| m)
+            .collect();
+        assert!(
+            errors.iter().any(|e| e.contains(want)),
+            "{pattern}: {errors:?}"
+        );
+    }
+    // Carried by every event: accepted.
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'flow and kind == \"flow_start\"'\npattern = \"a{3,} distinct(dport) within 1m\"",
+        ),
+    );
+    assert!(c.rules.is_some(), "{:?}", c.diagnostics);
+}

@@ -91,6 +91,28 @@ pub(crate) enum Missing {
     Capture,
 }
 
+impl Missing {
+    /// Why event `event` may lack field `field`, and what to do about it, for a diagnostic.
+    pub fn explain(&self, field: &str, event: &str) -> (String, String) {
+        match self {
+            Missing::Source(s) => (
+                format!("it can match {} events, which have no `{field}`", s.name()),
+                format!(
+                    "make every alternative of its condition provide `{field}` (the same source, or the same named capture), or split `{event}` into one event per source"
+                ),
+            ),
+            Missing::Capture => (
+                format!(
+                    "it can match without the capture `(?P<{field}>...)` (an alternative of its `or`, or a part of its regex under `|`, `?` or `*`)"
+                ),
+                format!(
+                    "make `(?P<{field}>...)` take part in every match (in every alternative of the `or`, outside the regex's `|`, `?` and `*`), or split `{event}` into one event per alternative"
+                ),
+            ),
+        }
+    }
+}
+
 impl EventInfo {
     /// The key and type of a field these events carry, if they do.
     pub fn provides(&self, name: &str) -> Option<(FieldKey, ValueType)> {
@@ -1439,7 +1461,24 @@ impl PatChecker<'_, '_, '_, '_> {
                                 continue;
                             };
                             match info.provides(name) {
-                                Some((k, _)) => key = Some(k),
+                                Some((k, _)) => {
+                                    key = Some(k);
+                                    // Counted only from the events that carry it: every one
+                                    // must (DESIGN: a field every repeated event carries).
+                                    if let Err(why) = info.always_provides(name) {
+                                        ok = false;
+                                        let event =
+                                            self.env.names.get(*i).map_or("?", String::as_str);
+                                        let (what, help) = why.explain(name, event);
+                                        self.r.error(
+                                            fspan.clone(),
+                                            format!(
+                                                "event `{event}` cannot always provide `{name}` to count distinct values of: {what}"
+                                            ),
+                                            Some(help),
+                                        );
+                                    }
+                                }
                                 None => {
                                     ok = false;
                                     let names = info.names();

@@ -8,7 +8,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use crate::event::{FieldKey, Value, ValueType};
-use crate::rules::check::{EventInfo, Missing, PatEnv, Reporter, compile_cond, compile_pattern};
+use crate::rules::check::{EventInfo, PatEnv, Reporter, compile_cond, compile_pattern};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
 use crate::rules::ir::{
     DEFAULT_FORGET_AFTER, DEFAULT_MAX_DELAY, EventDef, Rule, Severity, TemplatePart, TimeMode,
@@ -571,27 +571,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 match info.provides(fname) {
                     Some((key, ty)) => {
                         if let Err(why) = info.always_provides(fname) {
-                            let (what, help) = match why {
-                                Missing::Source(s) => (
-                                    format!(
-                                        "it can match {} events, which have no `{fname}`",
-                                        s.name()
-                                    ),
-                                    format!(
-                                        "make every alternative of its condition provide `{fname}` (the same source, or the same named capture), or split `{}` into one event per source",
-                                        ev.name
-                                    ),
-                                ),
-                                Missing::Capture => (
-                                    format!(
-                                        "it can match without the capture `(?P<{fname}>...)` (an alternative of its `or`, or a part of its regex under `|`, `?` or `*`)"
-                                    ),
-                                    format!(
-                                        "make `(?P<{fname}>...)` take part in every match (in every alternative of the `or`, outside the regex's `|`, `?` and `*`), or split `{}` into one event per alternative",
-                                        ev.name
-                                    ),
-                                ),
-                            };
+                            let (what, help) = why.explain(fname, &ev.name);
                             cx.error(
                                 fspan.clone(),
                                 format!(
