@@ -2127,3 +2127,28 @@ fn a_distinct_field_some_events_lack_is_refused() {
     );
     assert!(c.rules.is_some(), "{:?}", c.diagnostics);
 }
+
+/// `in` without brackets takes a network (or one address); a string or number there is
+/// refused, since `msg in "Failed password"` reads as a substring test and meant `==` (found
+/// by an audit).
+#[test]
+fn in_without_brackets_takes_only_a_network() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'msg in \"Failed password\"'\npattern = \"a\""),
+    );
+    assert!(c.rules.is_none());
+    let errors = messages(&c);
+    assert!(
+        errors.iter().any(|(l, m)| *l == Level::Error
+            && m.contains("`in` without square brackets takes a network")),
+        "{errors:?}"
+    );
+    for ok in ["src in 10.0.0.0/8", "peer in ::1", "app in [\"sshd\"]"] {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!("events.a = '{ok}'\npattern = \"a\"")),
+        );
+        assert!(c.rules.is_some(), "{ok}: {:?}", c.diagnostics);
+    }
+}

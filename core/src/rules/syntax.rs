@@ -752,6 +752,25 @@ impl Parser {
                     )
                 } else {
                     let item = self.unary()?;
+                    // Without brackets, `in` takes a network (or one address): `msg in "x"`
+                    // would read as a substring test and mean `==`.
+                    if let ExprAst::Lit(l, sp) = &item
+                        && !matches!(l, Lit::Cidr(_) | Lit::Ip(_))
+                    {
+                        let hint = match l {
+                            Lit::Str(_) => {
+                                "`in` takes a list (`app in [\"sshd\", \"dropbear\"]`) or a network (`src in 10.0.0.0/8`); for one value write `==`, for text inside a field a regex: `msg =~ \"Failed password\"`"
+                            }
+                            _ => {
+                                "`in` takes a list (`dport in [22, 2222]`) or a network (`src in 10.0.0.0/8`); for one value write `==`"
+                            }
+                        };
+                        return err(
+                            sp.clone(),
+                            "`in` without square brackets takes a network, such as `10.0.0.0/8`",
+                            hint,
+                        );
+                    }
                     Ok(CondAst::In(lhs, vec![item], t.span))
                 }
             }
