@@ -97,6 +97,10 @@ pub struct ApiState {
 /// would otherwise hold gigabytes (one more is answered 503 at once, to retry).
 pub const MAX_LISTINGS: usize = 8;
 
+/// The most connections each of the API's listeners (TCP, Unix socket) holds open at once;
+/// more wait in the kernel's queue until one closes (an idle keep-alive one after 5 s).
+pub const MAX_CONNECTIONS: usize = 256;
+
 /// The places of the `/alerts` listings.
 #[derive(Clone)]
 pub struct Listings(Arc<tokio::sync::Semaphore>);

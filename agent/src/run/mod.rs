@@ -1035,6 +1035,9 @@ fn start(
                 .configure(api::routes)
         })
         .workers(1)
+        // Open connections are file descriptors the syslog listeners, the journal and the
+        // store need too: a client holding thousands idle must not starve them.
+        .max_connections(api::MAX_CONNECTIONS)
         .disable_signals()
         .listen(api_listener)?
         .run();
@@ -1054,6 +1057,7 @@ fn start(
                         .configure(api::routes)
                 })
                 .workers(1)
+                .max_connections(api::MAX_CONNECTIONS)
                 .disable_signals()
                 .listen_uds(l)?
                 .run();
