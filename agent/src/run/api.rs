@@ -1266,12 +1266,19 @@ async fn forget_group(
             Err(e) => tracing::warn!(error = %e, "the alert sink did not answer"),
         }
     }
-    tracing::info!(
-        rule = %for_log(&body.rule),
-        key = %for_log(&body.key),
-        forgotten,
-        "groups forget"
-    );
+    // Each one said (an operator's act), but at most ten a second: a client looping over it
+    // must not flood the log (the line says how many it held back).
+    static FORGET_LOG: std::sync::LazyLock<super::counters::LogLimit> =
+        std::sync::LazyLock::new(|| super::counters::LogLimit::new(100));
+    if let Some(held_back) = FORGET_LOG.allow() {
+        tracing::info!(
+            rule = %for_log(&body.rule),
+            key = %for_log(&body.key),
+            forgotten,
+            held_back,
+            "groups forget"
+        );
+    }
     // `rule_known` and the rule's `group_by` let a client say which part was wrong.
     let doc = serde_json::json!({
         "rule": body.rule,
