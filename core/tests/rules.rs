@@ -385,6 +385,15 @@ fn messages(c: &Compiled) -> Vec<(Level, String)> {
         .collect()
 }
 
+/// The error messages of a compile, in order.
+fn error_messages(c: &Compiled) -> Vec<String> {
+    messages(c)
+        .into_iter()
+        .filter(|(l, _)| *l == Level::Error)
+        .map(|(_, m)| m)
+        .collect()
+}
+
 #[test]
 fn all_errors_of_a_file_in_one_pass() {
     let text = "[[rule]]\nname = \"a\"\nseverity = \"hi\"\nevents.x = 'syslog and dport == 1'\npattern = \"seq(x, y)\"\n\
@@ -1328,11 +1337,7 @@ fn patterns_the_engine_cannot_run_are_errors() {
             &rule_text(&format!("{events}pattern = \"{pattern}\"")),
         );
         assert!(c.rules.is_none(), "{pattern}");
-        let errors: Vec<String> = messages(&c)
-            .into_iter()
-            .filter(|(l, _)| *l == Level::Error)
-            .map(|(_, m)| m)
-            .collect();
+        let errors = error_messages(&c);
         assert_eq!(errors.len(), 1, "{pattern}: {errors:?}");
         assert!(errors[0].contains(want), "{pattern}: {errors:?}");
         assert!(errors[0].starts_with("rule `r`: "), "{errors:?}");
@@ -2108,11 +2113,7 @@ fn a_distinct_field_some_events_lack_is_refused() {
             &rule_text(&format!("{def}\npattern = \"{pattern}\"")),
         );
         assert!(c.rules.is_none(), "{pattern}");
-        let errors: Vec<String> = messages(&c)
-            .into_iter()
-            .filter(|(l, _)| *l == Level::Error)
-            .map(|(_, m)| m)
-            .collect();
+        let errors = error_messages(&c);
         assert!(
             errors.iter().any(|e| e.contains(want)),
             "{pattern}: {errors:?}"

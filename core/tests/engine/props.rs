@@ -314,10 +314,9 @@ fn a_rule_added_at_a_reload_takes_nothing_from_before_it() {
     );
 }
 
-/// An expected group forgotten by hand comes back at the next reload that still lists it,
-/// watched from the reload, even when the rule did not change.
-#[test]
-fn a_forgotten_expected_group_comes_back_at_a_reload() {
+/// A heartbeat rule expecting `web-1`, which fired at 60 and was forgotten by hand at 70; the
+/// clock at 100.
+fn web1_forgotten_at_70() -> (RuleSet, Engine, Vec<Alert>) {
     let rules = set(vec![
         rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["web-1"]),
     ]);
@@ -326,6 +325,14 @@ fn a_forgotten_expected_group_comes_back_at_a_reload() {
     run_on(&mut e, parse_script("hb:web-1@0 tick@70"), &mut out);
     assert!(e.forget_group("hb", &[Value::str("web-1")], &mut out));
     run_on(&mut e, parse_script("tick@100"), &mut out);
+    (rules, e, out)
+}
+
+/// An expected group forgotten by hand comes back at the next reload that still lists it,
+/// watched from the reload, even when the rule did not change.
+#[test]
+fn a_forgotten_expected_group_comes_back_at_a_reload() {
+    let (rules, mut e, mut out) = web1_forgotten_at_70();
     e.reload(&rules, &mut out).unwrap();
     run_on(&mut e, parse_script("end@200"), &mut out);
     let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
@@ -344,14 +351,7 @@ fn a_forgotten_expected_group_comes_back_at_a_reload() {
 /// down fires as `outage` (an audit found it left unwatched until the next reload).
 #[test]
 fn a_forgotten_expected_group_comes_back_at_a_restart() {
-    let rules = set(vec![
-        rule("hb", &["hb"], absent(ev(0), Some(60))).expect(&["web-1"]),
-    ]);
-    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
-    let mut out = Vec::new();
-    run_on(&mut e, parse_script("hb:web-1@0 tick@70"), &mut out);
-    assert!(e.forget_group("hb", &[Value::str("web-1")], &mut out));
-    run_on(&mut e, parse_script("tick@100"), &mut out);
+    let (rules, e, mut out) = web1_forgotten_at_70();
     assert_eq!(e.group_expected("hb", &[Value::str("web-1")]), None);
     let cp = e.checkpoint();
     let mut e = Engine::restore(&rules, EngineConfig::default(), cp, true).unwrap();
