@@ -489,6 +489,18 @@ impl Compact {
         })
     }
 
+    /// Every compact group, with the index of its state, to change in place.
+    pub fn groups_mut(&mut self) -> impl Iterator<Item = (usize, &mut Group)> {
+        self.scopes.iter_mut().flat_map(|scope| {
+            let members = &scope.members;
+            scope.recs.iter_mut().flatten().flat_map(move |rec| {
+                rec.cells
+                    .iter_mut()
+                    .map(move |c| (members[c.pos as usize] as usize, &mut c.group))
+            })
+        })
+    }
+
     /// The groups of every compact state, with their keys, by state index (`states` of
     /// them; empty for a state that is not compact), in one pass over the records: what a
     /// reader of every state's groups takes, instead of a scan of the scope per state.

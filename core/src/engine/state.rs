@@ -694,6 +694,19 @@ impl Group {
         }
     }
 
+    /// Drops the partial matches that can no longer complete at `now` (past the window): what
+    /// the group's next transition would drop first, done now, so that their events are let
+    /// go (a group holding a few runs keeps them past the window otherwise, see
+    /// [`LAZY_EXPIRY_ITEMS`]). Changes no alert: nothing later can match them.
+    pub fn drop_expired(&mut self, ctx: &RuleCtx<'_>, now: Timestamp) {
+        if let (GroupState::Linear(l), Plan::Linear { alts }, Some(w)) =
+            (&mut self.state, &*ctx.plan, ctx.wmax())
+            && !l.runs.is_empty()
+        {
+            l.expire(alts, now, w);
+        }
+    }
+
     /// About how many bytes the events its partial matches and waits hold take: each item,
     /// and its event with the event's text (shared with the event's other holders).
     pub fn held_bytes(&self) -> usize {
