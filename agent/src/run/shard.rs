@@ -732,17 +732,21 @@ impl Shard {
         // when the rules and hosts added while the agent was down began: saved now and then,
         // so that it is at most a minute old (found by an audit: days old, it dated them
         // back and their absences fired at once as `outage`).
-        if !self.changed && !force && now.duration_since(self.saved_at) < idle_save_every() {
-            return;
-        }
-        let Some(e) = self.engine.as_mut() else {
-            return;
-        };
         // Partial matches past their window are let go first, with the events only they held:
         // neither kept in memory nor saved until each group's next event (a hostile-input audit
         // found a stopped flood of large lines saved, 1.9 GB a minute, long after its window).
-        e.drop_expired();
-        let e = &*e;
+        // Their going is a change: the smaller state is saved.
+        if let Some(e) = self.engine.as_mut()
+            && e.drop_expired()
+        {
+            self.changed = true;
+        }
+        if !self.changed && !force && now.duration_since(self.saved_at) < idle_save_every() {
+            return;
+        }
+        let Some(e) = &self.engine else {
+            return;
+        };
         // Events taken from now on go to a new segment: the state below holds every earlier one,
         // but those held back during a stall's catch-up, not in the engine yet: written again
         // into the new segment, so that a replay still feeds them.

@@ -1413,24 +1413,26 @@ impl Engine {
     /// they held: what each group's next transition would drop first (see
     /// [`state::LAZY_EXPIRY_ITEMS`]). Changes no alert; a caller does it before saving the
     /// state and now and then, so that a flood of large events that stopped is not kept (and
-    /// saved) until each group's next event or `forget_after`.
-    pub fn drop_expired(&mut self) {
+    /// saved) until each group's next event or `forget_after`. Returns whether it dropped any.
+    pub fn drop_expired(&mut self) -> bool {
         let times: Vec<Timestamp> = (0..self.rts.len())
             .map(|ri| self.lane_time(self.rts[ri].lane))
             .collect();
         let outage_until = self.outage_until;
+        let mut dropped = false;
         for (rt, &now) in self.rts.iter_mut().zip(&times) {
             let split = rt.split(outage_until);
             for s in split.slots.iter_mut().flatten() {
-                s.group.drop_expired(&split.ctx, now);
+                dropped |= s.group.drop_expired(&split.ctx, now);
             }
         }
         let Engine { rts, compact, .. } = self;
         for (ri, g) in compact.groups_mut() {
             if let (Some(rt), Some(&now)) = (rts.get(ri), times.get(ri)) {
-                g.drop_expired(&rt.ctx(outage_until), now);
+                dropped |= g.drop_expired(&rt.ctx(outage_until), now);
             }
         }
+        dropped
     }
 
     /// Per-rule counters and sizes.

@@ -698,13 +698,17 @@ impl Group {
     /// the group's next transition would drop first, done now, so that their events are let
     /// go (a group holding a few runs keeps them past the window otherwise, see
     /// [`LAZY_EXPIRY_ITEMS`]). Changes no alert: nothing later can match them.
-    pub fn drop_expired(&mut self, ctx: &RuleCtx<'_>, now: Timestamp) {
+    /// Returns whether it dropped any.
+    pub fn drop_expired(&mut self, ctx: &RuleCtx<'_>, now: Timestamp) -> bool {
         if let (GroupState::Linear(l), Plan::Linear { alts }, Some(w)) =
             (&mut self.state, &*ctx.plan, ctx.wmax())
             && !l.runs.is_empty()
         {
+            let before = l.runs.len();
             l.expire(alts, now, w);
+            return l.runs.len() < before;
         }
+        false
     }
 
     /// About how many bytes the events its partial matches and waits hold take: each item,
