@@ -339,7 +339,10 @@ impl SyslogParser {
         let text = unfrac.as_deref().unwrap_or(text);
         // Runs of blanks between a BSD stamp and the tag (`20:07:26  h  a: x`, tabs) lose
         // syslog_loose the host and the tag: one space each.
-        let squeezed = stamp.and_then(|s| squeeze_bsd_header(text, s));
+        let squeezed = match stamp {
+            Some(s) => squeeze_bsd_header(text, s, 15),
+            None => bsd_year_stamp(text).and_then(|s| squeeze_bsd_header(text, s, 20)),
+        };
         let text = squeezed.as_deref().unwrap_or(text);
         // An RFC 5424 line whose structured data is never closed (`[x no end`) is read with
         // none, its text the message: syslog_loose would lose the whole header (host, app)
@@ -793,12 +796,12 @@ fn bsd_stamp(text: &str) -> Option<usize> {
 /// A BSD header (`Mmm dd hh:mm:ss host tag:`) whose host and tag are set apart by more than
 /// one space or by tabs: the same header with single spaces (the message after the tag's
 /// colon is left as it is). `None` when there is nothing to squeeze, or no such header.
-/// `start` is where [`bsd_stamp`] found the stamp.
-fn squeeze_bsd_header(text: &str, start: usize) -> Option<String> {
-    if !matches!(text.as_bytes().get(start + 15), Some(b' ' | b'\t')) {
+/// `start` is where [`bsd_stamp`] (`len` 15) or [`bsd_year_stamp`] (`len` 20) found the stamp.
+fn squeeze_bsd_header(text: &str, start: usize, len: usize) -> Option<String> {
+    if !matches!(text.as_bytes().get(start + len), Some(b' ' | b'\t')) {
         return None;
     }
-    let head_start = start + 15;
+    let head_start = start + len;
     let region = &text[head_start..];
     // The tag ends at the first colon, followed by a space or the end (`12:34`, `http://`
     // and an IPv6 host are no tag's end); a header is short.
@@ -842,7 +845,7 @@ fn strip_bsd_fraction(text: &str, start: usize, len: usize) -> Option<(String, i
 /// bytes) starts after the PRI, when one does.
 fn bsd_year_stamp(text: &str) -> Option<usize> {
     let body = after_pri(text)?;
-    let start = text.len() - body.len();
+    let start = text.len() - body.trim_start().len();
     let b = text.as_bytes().get(start..)?;
     let digits =
         |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
@@ -1191,7 +1194,7 @@ mod tests {
     use super::*;
 
     fn squeeze(text: &str) -> Option<String> {
-        bsd_stamp(text).and_then(|s| squeeze_bsd_header(text, s))
+        bsd_stamp(text).and_then(|s| squeeze_bsd_header(text, s, 15))
     }
 
     fn strip_fraction(text: &str) -> Option<(String, i64)> {
@@ -1476,6 +1479,20 @@ mod tests {
         assert_eq!(e.time, at("2024-01-10T12:00:00.456Z"));
         assert_eq!(get(&e, Field::Host), Some("host"));
         assert_eq!(get(&e, Field::Msg), Some("x"));
+        // With a blank after the PRI, or runs of blanks in the header, as a stamp without a
+        // year is read.
+        for line in [
+            "<13> Jan 10 2024 12:00:00.456 host app: x",
+            "<13>Jan 10 2024 12:00:00.456  host  app: x",
+        ] {
+            let e = SyslogParser::new(Zone::default(), Year::Fixed(2024))
+                .parse(line.as_bytes(), at("2024-06-01T00:00:00Z"), None)
+                .unwrap();
+            assert_eq!(e.time, at("2024-01-10T12:00:00.456Z"), "{line}");
+            assert_eq!(get(&e, Field::Host), Some("host"), "{line}");
+            assert_eq!(get(&e, Field::App), Some("app"), "{line}");
+            assert_eq!(get(&e, Field::Msg), Some("x"), "{line}");
+        }
         // Not a stamp's fraction: left alone.
         assert_eq!(strip_fraction("<13>Dec  2 05:40:00 h a: 1.5 s"), None);
         assert_eq!(
