@@ -225,6 +225,13 @@ impl Framer {
             }
             let delim = line_end(buf);
             let line = delim.unwrap_or(buf.len());
+            // The CR of a CRLF ending is the line end's, not the message's: a message of
+            // `max` bytes is whole with either ending (a CR last in the read may be one).
+            let line = if line > 0 && buf.get(line - 1) == Some(&b'\r') {
+                line - 1
+            } else {
+                line
+            };
             if line > self.max && self.counted {
                 // An octet-counting sender never sends a line end: past a frame it could not
                 // count, the rest would be one endless line.
@@ -553,6 +560,24 @@ mod tests {
             assert_eq!(got.len(), 1, "{got:?}");
             assert!(got[0].is_ok(), "{got:?}");
         }
+    }
+
+    /// A message of the maximum size is whole with a CRLF ending as with an LF one, however
+    /// the reads cut it (an audit found CRLF counted toward the size); one byte more is not.
+    #[test]
+    fn a_crlf_ending_is_not_part_of_the_message() {
+        for cut in 1..13 {
+            let stream = b"0123456789\r\n0123456789\n";
+            let (a, b) = stream.split_at(cut);
+            let got = frames(10, &[a, b]);
+            assert_eq!(got.len(), 2, "{cut}: {got:?}");
+            assert!(
+                got.iter()
+                    .all(|m| m.as_ref().is_ok_and(|m| m.trim_end() == "0123456789")),
+                "{cut}: {got:?}"
+            );
+        }
+        assert_eq!(frames(10, &[b"0123456789X\r\n"]), [Err("oversized")]);
     }
 
     proptest::proptest! {
