@@ -1415,8 +1415,10 @@ impl Engine {
     /// state and now and then, so that a flood of large events that stopped is not kept (and
     /// saved) until each group's next event or `forget_after`. Returns whether it dropped any.
     pub fn drop_expired(&mut self) -> bool {
-        let times: Vec<Timestamp> = (0..self.rts.len())
-            .map(|ri| self.lane_time(self.rts[ri].lane))
+        // Each lane's released time, not its watermark: an event-time lane not swept lately
+        // may still hold events below the watermark, to be delivered (a review's case).
+        let times: Vec<Timestamp> = (self.rts.iter())
+            .map(|rt| self.lanes[rt.lane].now)
             .collect();
         let outage_until = self.outage_until;
         let mut dropped = false;

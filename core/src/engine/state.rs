@@ -1484,17 +1484,30 @@ impl LinearState {
                 if complete(ctx, alt, r, t) {
                     if completed.is_none() {
                         completed = Some(ri);
-                        completed_origin = Some(first);
                     } else {
                         // Another reading of the same partial match completed too (two
-                        // branches of an `or`): handled with the first in G.
+                        // branches of an `or`), or a younger partial match after a wait:
+                        // handled with the first in G, in order.
                         also_complete.push(ri);
+                    }
+                    // A match consumes the event: no younger partial match takes it. A wait
+                    // (an alternative ending in an absence) consumes nothing yet, so a younger
+                    // one may still complete on it, and its match drops the wait.
+                    if alt.end_absent.is_none() && completed_origin.is_none() {
+                        completed_origin = Some(first);
                     }
                 }
             }
         }
         if let (None, Some(step)) = (completed, moved) {
-            self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id);
+            // (A copy inserted moves the runs after it: the takers younger than it with them.)
+            if let Some(at) = self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id) {
+                for i in &mut takers {
+                    if *i >= at {
+                        *i += 1;
+                    }
+                }
+            }
         }
         // Shadows (see F and `feed_shadows`).
         let mut shadow_done: Option<usize> = None;
@@ -1783,7 +1796,8 @@ impl LinearState {
     /// After an event moved the oldest partial match along `step` (see [`copy_step`]), the
     /// next younger partial match waiting on that step, among the few from `from`
     /// on, gets a copy of itself that takes the event too (or, if it is already such a copy,
-    /// goes on itself): see step E of [`LinearState::on_event`].
+    /// goes on itself): see step E of [`LinearState::on_event`]. Returns where it inserted a
+    /// copy, if it did (the runs from there on moved by one).
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn copy_for_younger(
@@ -1796,7 +1810,7 @@ impl LinearState {
         mask: EvSet,
         ev: &Arc<Event>,
         id: u64,
-    ) {
+    ) -> Option<usize> {
         // Among the next few only: an event costs at most one copy, whatever the flood. No
         // copy without a window (an older partial match never falls out of it), for an
         // alternative that ends in an absence (its match is a wait that consumes nothing, so
@@ -1808,7 +1822,7 @@ impl LinearState {
             .get(step.0 as usize)
             .is_some_and(|a| a.end_absent.is_some());
         if ctx.wmax().is_none() || ends_in_absence {
-            return;
+            return None;
         }
         let first_id = |r: &Run| r.items.front().map(|i| i.id);
         let end = self.runs.len().min(from + LOOK_AHEAD);
@@ -1825,7 +1839,7 @@ impl LinearState {
                 // A copy already (right after its partial match, same alternative): it goes
                 // on itself, the partial match it copies still waits.
                 let _ = take(ctx, alt, &mut self.runs[ri], t, mask, ev, id);
-                return;
+                return None;
             }
             if prev.is_none_or(|p| first_id(p) != first)
                 && next.is_none_or(|n| first_id(n) != first)
@@ -1835,10 +1849,11 @@ impl LinearState {
                 copy.alt |= COPY;
                 if let Took::Yes = take(ctx, alt, &mut copy, t, mask, ev, id) {
                     self.runs.insert(ri + 1, copy);
-                    return;
+                    return Some(ri + 1);
                 }
             }
         }
+        None
     }
 
     /// A late awaited event (within `allowed_lateness`) of an absence at the end of a

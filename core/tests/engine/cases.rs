@@ -2900,3 +2900,44 @@ fn a_start_in_one_alternative_does_not_starve_another() {
         &["firing h @3"],
     );
 }
+
+/// A copy made for a younger partial match moves the runs after it: the takers of an event
+/// among them are found where they went (a review found a stale index: a shadow read its own
+/// first event as taken by its origin and never completed, so `c@4 d@7 b@8` was lost).
+#[test]
+fn a_copy_made_beside_younger_takers_loses_no_match() {
+    let r = || {
+        rule(
+            "r",
+            &["a", "b", "c", "d"],
+            or(vec![
+                seq(vec![ev(0), ev(1), ev(2)]),
+                and(vec![ev(1), ev(3), ev(2)]),
+            ]),
+        )
+        .within(6)
+    };
+    check(
+        vec![r()],
+        "d:h@0 a:h@3 a:h@4 c:h@4 d:h@7 b:h@8 end@100",
+        &["firing h @8"],
+    );
+}
+
+/// A wait (an alternative ending in an absence) consumes nothing yet: a younger partial match
+/// of another alternative still completes on the same event, and its match drops the wait.
+#[test]
+fn a_wait_in_one_alternative_does_not_starve_another() {
+    let r = || {
+        rule(
+            "r",
+            &["a", "b", "c", "x"],
+            or(vec![
+                seq(vec![ev(0), ev(1), absent(ev(2), Some(10))]),
+                seq(vec![ev(3), ev(1)]),
+            ]),
+        )
+        .within(60)
+    };
+    check(vec![r()], "a:h@0 x:h@1 b:h@2 end@100", &["firing h @2"]);
+}

@@ -345,6 +345,39 @@ proptest! {
     }
 }
 
+/// An event-time lane not swept lately still holds events below its watermark: partial
+/// matches are let go only up to what the lane released, so the `b` still matches (a review
+/// found the match lost when they went at the watermark).
+#[test]
+fn dropping_expired_partial_matches_waits_for_what_the_lane_holds() {
+    let rules = set(vec![
+        rule("e", &["a", "b"], seq(vec![ev(0), ev(1)]))
+            .within(9)
+            .event_time(5, 0),
+        rule("p", &["x"], ev(0)),
+    ]);
+    let ms = |m: i64| Timestamp(m * 1_000_000);
+    for share in [true, false] {
+        let cfg = EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut out = Vec::new();
+        for (app, at) in [("a", 0), ("b", 9_000), ("x", 14_000), ("x", 14_050)] {
+            e.push(syslog_event(app, "h", ms(at), ms(at)), &mut out);
+        }
+        let _ = e.drop_expired();
+        e.advance_to(Timestamp::from_secs(100), &mut out);
+        let firing: Vec<&str> = out
+            .iter()
+            .filter(|a| a.state == cepheus_core::alert::AlertState::Firing)
+            .map(Alert::rule)
+            .collect();
+        assert!(firing.contains(&"e"), "{share}: {firing:?}");
+    }
+}
+
 /// A flood of partial matches that stopped is let go at once, not kept until each group's next
 /// event (a hostile-input audit found 285 MB kept past the window).
 #[test]
