@@ -637,6 +637,34 @@ fn duplicates_are_dropped_and_ungrouped_rules_spread() {
     assert_eq!(timers, 20, "{s}");
 }
 
+/// A datagram holding a message of exactly `max_message_size` (1,024 here) and its line end,
+/// `\n` or `\r\n`, is whole: the line end is not the message's; a byte more is oversized.
+#[test]
+fn a_datagram_of_the_maximum_size_with_its_line_end_is_whole() {
+    let dir = scratch("udp-max");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let agent = Agent::start(&dir, "");
+    let line = |len: usize| {
+        let head = "<13>Nov 30 10:00:00 gw app: ";
+        format!("{head}{}", "x".repeat(len - head.len()))
+    };
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for d in [
+        format!("{}\n", line(1024)),
+        format!("{}\r\n", line(1024)),
+        format!("{}\n", line(1025)),
+    ] {
+        udp.send_to(d.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    }
+    let s = agent.wait_stats(10, |s| {
+        let n = |k: &str| s["ingest"][k].as_u64().unwrap_or(0);
+        n("parsed") + n("oversized") >= 3
+    });
+    assert_eq!(s["ingest"]["parsed"].as_u64(), Some(2), "{s}");
+    assert_eq!(s["ingest"]["oversized"].as_u64(), Some(1), "{s}");
+}
+
 #[test]
 fn bad_input_is_counted_and_good_lines_still_alert() {
     let dir = scratch("bad");

@@ -45,7 +45,8 @@ allowed_senders = []
 # host holds at most a quarter of them (a sender on this host, any number). Cut (and said in
 # the log) to what the open-files limit leaves after 128 for the agent's own files.
 max_connections = 1024
-# Largest message in bytes. Larger UDP datagrams are dropped; larger TCP frames are skipped
+# Largest message in bytes, its line end (LF or CRLF) not counted. Larger UDP datagrams are
+# dropped; larger TCP frames are skipped
 # (newline framing, up to 16 times this; a longer line, like a huge length when octet
 # counting or a stream that lost its framing, ends the connection: the sender reconnects,
 # and what it had sent after it on that connection is lost). Counted. With octet counting, a

@@ -282,7 +282,9 @@ pub async fn udp_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let max = router.shared.max_message;
-    let mut buf = vec![0u8; max + 1];
+    // Room for a message of `max` bytes and its line end (CRLF at most), and one byte more to
+    // tell a longer datagram, which the kernel cuts to the buffer.
+    let mut buf = vec![0u8; max + 3];
     let counters = router.shared.counters.clone();
     loop {
         let first = tokio::select! {
@@ -298,7 +300,7 @@ pub async fn udp_loop(
                     counters.udp_datagrams.fetch_add(1, Ordering::Relaxed);
                     if !router.shared.admits(peer.ip(), "datagram") {
                         // (Not counted as the listener's message either.)
-                    } else if n > max {
+                    } else if n - line_end_len(&buf[..n]) > max {
                         listener.message(0, now);
                         router.oversized(Some(peer.ip()));
                     } else {
@@ -811,6 +813,16 @@ async fn tcp_conn(
         }
     }
     router.flush(true).await;
+}
+
+/// The length of the line end a datagram closes with (`\n` or `\r\n`; 0 for none): not part
+/// of the message, so a message of the maximum size is whole with or without one.
+fn line_end_len(d: &[u8]) -> usize {
+    match d {
+        [.., b'\r', b'\n'] => 2,
+        [.., b'\n'] => 1,
+        _ => 0,
+    }
 }
 
 /// A sender for a log line: its address, or `-` for a line read from a file.
