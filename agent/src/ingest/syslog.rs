@@ -326,12 +326,11 @@ impl SyslogParser {
         };
         // A BSD stamp with fractional seconds (syslog-ng's `frac-digits`) is parsed without
         // them (syslog_loose would lose the whole header), then they are added back.
-        // Where a BSD stamp starts, looked for once: neither change below moves it.
-        let stamp = bsd_stamp(text);
-        let stripped = match stamp {
-            Some(s) => strip_bsd_fraction(text, s, 15),
-            None => bsd_year_stamp(text).and_then(|s| strip_bsd_fraction(text, s, 20)),
-        };
+        // Where a BSD stamp starts and how long it is (a year in it: 20 bytes, else 15),
+        // looked for once: neither change below moves it.
+        let stamp =
+            (bsd_stamp(text).map(|s| (s, 15))).or_else(|| bsd_year_stamp(text).map(|s| (s, 20)));
+        let stripped = stamp.and_then(|(s, len)| strip_bsd_fraction(text, s, len));
         let (unfrac, frac) = match stripped {
             Some((t, ns)) => (Some(t), ns),
             None => (None, 0),
@@ -339,10 +338,7 @@ impl SyslogParser {
         let text = unfrac.as_deref().unwrap_or(text);
         // Runs of blanks between a BSD stamp and the tag (`20:07:26  h  a: x`, tabs) lose
         // syslog_loose the host and the tag: one space each.
-        let squeezed = match stamp {
-            Some(s) => squeeze_bsd_header(text, s, 15),
-            None => bsd_year_stamp(text).and_then(|s| squeeze_bsd_header(text, s, 20)),
-        };
+        let squeezed = stamp.and_then(|(s, len)| squeeze_bsd_header(text, s, len));
         let text = squeezed.as_deref().unwrap_or(text);
         // An RFC 5424 line whose structured data is never closed (`[x no end`) is read with
         // none, its text the message: syslog_loose would lose the whole header (host, app)

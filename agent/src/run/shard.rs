@@ -728,10 +728,6 @@ impl Shard {
         }
         self.checkpoint_due = now + every;
         self.flush();
-        // Idle, the state changes only in its clock, which a restart after a crash takes as
-        // when the rules and hosts added while the agent was down began: saved now and then,
-        // so that it is at most a minute old (found by an audit: days old, it dated them
-        // back and their absences fired at once as `outage`).
         // Partial matches past their window are let go first, with the events only they held:
         // neither kept in memory nor saved until each group's next event (a hostile-input audit
         // found a stopped flood of large lines saved, 1.9 GB a minute, long after its window).
@@ -741,6 +737,10 @@ impl Shard {
         {
             self.changed = true;
         }
+        // Idle, the state changes only in its clock, which a restart after a crash takes as
+        // when the rules and hosts added while the agent was down began: saved now and then,
+        // so that it is at most a minute old (found by an audit: days old, it dated them
+        // back and their absences fired at once as `outage`).
         if !self.changed && !force && now.duration_since(self.saved_at) < idle_save_every() {
             return;
         }

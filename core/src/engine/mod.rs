@@ -1417,21 +1417,24 @@ impl Engine {
     pub fn drop_expired(&mut self) -> bool {
         // Each lane's released time, not its watermark: an event-time lane not swept lately
         // may still hold events below the watermark, to be delivered (a review's case).
-        let times: Vec<Timestamp> = (self.rts.iter())
-            .map(|rt| self.lanes[rt.lane].now)
-            .collect();
-        let outage_until = self.outage_until;
+        let Engine {
+            rts,
+            compact,
+            lanes,
+            outage_until,
+            ..
+        } = self;
         let mut dropped = false;
-        for (rt, &now) in self.rts.iter_mut().zip(&times) {
-            let split = rt.split(outage_until);
+        for rt in rts.iter_mut() {
+            let now = lanes[rt.lane].now;
+            let split = rt.split(*outage_until);
             for s in split.slots.iter_mut().flatten() {
                 dropped |= s.group.drop_expired(&split.ctx, now);
             }
         }
-        let Engine { rts, compact, .. } = self;
         for (ri, g) in compact.groups_mut() {
-            if let (Some(rt), Some(&now)) = (rts.get(ri), times.get(ri)) {
-                dropped |= g.drop_expired(&rt.ctx(outage_until), now);
+            if let Some(rt) = rts.get(ri) {
+                dropped |= g.drop_expired(&rt.ctx(*outage_until), lanes[rt.lane].now);
             }
         }
         dropped
@@ -3526,10 +3529,11 @@ impl Engine {
         // them: they share it only then), regrouped when its `expect` list alone changed. A
         // state of a fresh cohort takes none. Several new states may take copies of one saved
         // state: rules that shared it and now go apart each keep it, as they would unshared.
-        let mut source: Vec<Option<usize>> = vec![None; e.rts.len()];
-        for (ri, rt) in e.rts.iter().enumerate() {
-            source[ri] = goes_on_from(&rt.facts.rule);
-        }
+        let source: Vec<Option<usize>> = e
+            .rts
+            .iter()
+            .map(|rt| goes_on_from(&rt.facts.rule))
+            .collect();
         let saved = cp.rules;
         let mut targets: Vec<Vec<usize>> = vec![Vec::new(); saved.len()];
         for (ri, s) in source.iter().enumerate() {
