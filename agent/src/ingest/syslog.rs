@@ -1104,8 +1104,51 @@ fn pri_only(text: &str, arrival: Timestamp) -> Option<Event> {
         Some((app, text)) => ev
             .with(Field::App, Value::str(app))
             .with(Field::Msg, Value::str(text.trim())),
-        None => ev.with(Field::Msg, Value::str(msg)),
+        None => match bare_tag(msg) {
+            // `<30>dnsmasq[12]: query ...` as busybox and some routers send it: the tag
+            // is read as after a header (syslog-ng and rsyslog do the same).
+            Some((app, procid, text)) => {
+                let ev = ev
+                    .with(Field::App, Value::str(app))
+                    .with(Field::Msg, Value::str(text));
+                match procid {
+                    Some(p) => ev.with(Field::Procid, Value::str(p)),
+                    None => ev,
+                }
+            }
+            None => ev.with(Field::Msg, Value::str(msg)),
+        },
     })
+}
+
+/// The RFC 3164 tag that starts a message with no header (`app: text`, `app[pid]: text`):
+/// the app, its process id and the text after the colon. `None` when the first word is no
+/// tag (spaces or other characters before the colon, no blank after it: `12:30:00 up`, only
+/// digits: a Cisco sequence number).
+fn bare_tag(msg: &str) -> Option<(&str, Option<&str>, &str)> {
+    let end = msg.find([':', '['])?;
+    let app = &msg[..end];
+    let tag_char = |b: u8| b.is_ascii_alphanumeric() || b"-_./@".contains(&b);
+    // All digits: a Cisco sequence number (`12: text`), not a tag.
+    if app.len() > 48 || !app.bytes().all(tag_char) || app.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut rest = &msg[end..];
+    let mut procid = None;
+    if let Some(r) = rest.strip_prefix('[') {
+        let close = r.find(']')?;
+        let p = &r[..close];
+        if p.is_empty() || p.len() > 128 || p.bytes().any(|b| b.is_ascii_whitespace()) {
+            return None;
+        }
+        procid = Some(p);
+        rest = &r[close + 1..];
+    }
+    let rest = rest.strip_prefix(':')?;
+    if !(rest.is_empty() || rest.starts_with([' ', '\t'])) {
+        return None;
+    }
+    Some((app, procid, rest.trim()))
 }
 
 /// A UTC wall clock as a [`Timestamp`], or malformed when out of range.
@@ -1960,6 +2003,39 @@ mod tests {
         assert_eq!(e.get(Field::Facility), Some(&Value::Int(1)));
         assert_eq!(e.get(Field::Severity), Some(&Value::Int(5)));
         assert_eq!(get(&e, Field::Msg), Some("hello there"));
+    }
+
+    /// A message with a PRI and a tag but no stamp nor host (busybox, dnsmasq on routers):
+    /// the tag is the app, as after a header; a first word that is no tag stays in the text.
+    #[test]
+    fn a_tag_without_a_header_is_the_app() {
+        let p = SyslogParser::default();
+        let t = at("2026-01-01T00:00:00Z");
+        for (line, app, procid, msg) in [
+            (
+                "<30>dnsmasq-dhcp[1234]: DHCPACK(br-lan) 10.0.0.5",
+                Some("dnsmasq-dhcp"),
+                Some("1234"),
+                "DHCPACK(br-lan) 10.0.0.5",
+            ),
+            (
+                "<13>su: pam_unix(su:session): opened",
+                Some("su"),
+                None,
+                "pam_unix(su:session): opened",
+            ),
+            ("<13>kernel:", Some("kernel"), None, ""),
+            ("<13>12:30:00 up 3 days", None, None, "12:30:00 up 3 days"),
+            ("<13>two words: here", None, None, "two words: here"),
+            ("<13>sshd[1 2]: x", None, None, "sshd[1 2]: x"),
+            ("<13>sshd[12] no colon", None, None, "sshd[12] no colon"),
+        ] {
+            let e = p.parse(line.as_bytes(), t, None).unwrap();
+            assert_eq!(e.time, t, "{line}");
+            assert_eq!(get(&e, Field::App), app, "{line}");
+            assert_eq!(get(&e, Field::Procid), procid, "{line}");
+            assert_eq!(get(&e, Field::Msg), Some(msg), "{line}");
+        }
     }
 
     #[test]
