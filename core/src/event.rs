@@ -337,7 +337,7 @@ fields! {
     Host = "host": Str, [Syslog];
     /// syslog: the IP address of the socket peer (or capture sender) that delivered the message.
     Peer = "peer": Ip, [Syslog];
-    /// syslog: the application name (RFC 3164 tag, RFC 5424 APP-NAME), e.g. `sshd`; for Cisco IOS, ASA and NX-OS messages the `%FACILITY-SEVERITY-MNEMONIC`, e.g. `%LINK-3-UPDOWN` (their sequence numbers, `*` of a clock not in sync and the colon after the stamp are read as such).
+    /// syslog: the application name (RFC 3164 tag, RFC 5424 APP-NAME), e.g. `sshd`; for Cisco IOS, ASA and NX-OS messages the `%FACILITY-SEVERITY-MNEMONIC`, e.g. `%LINK-3-UPDOWN` (their sequence numbers, `*` of a clock not in sync and the colon after the stamp are read as such). A message with a PRI but no header (`<30>dnsmasq[12]: query ...`, as busybox and some routers send it) has its tag read too.
     App = "app": Str, [Syslog];
     /// syslog: the process id as written (may be non-numeric).
     Procid = "procid": Str, [Syslog];

@@ -94,6 +94,10 @@ pub struct PacketInfo<'a> {
     pub payload: &'a [u8],
     /// IP fragment data, when the packet is a fragment.
     pub fragment: Option<Fragment>,
+    /// The headers claim more bytes than the frame holds, or fewer than they need (an IP
+    /// or UDP length, a TCP header length): harmless in a frame the capture cut (snaplen),
+    /// a lie in a whole one, which [`super::FlowEngine`] then counts as malformed.
+    pub claims_more: bool,
 }
 
 /// Where an IP fragment belongs: its datagram and its place in it.
@@ -201,6 +205,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
         Err(etherparse::err::ip::LaxHeaderSliceError::Len(_)) => return Decoded::Truncated,
         Err(etherparse::err::ip::LaxHeaderSliceError::Content(_)) => return Decoded::Malformed,
     };
+    let mut lie = false;
     let (ip_len, fragment) = match &ip {
         LaxIpSlice::Ipv4(v4) => {
             let h = v4.header();
@@ -209,6 +214,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
             let ip_len = if total >= hlen {
                 total
             } else {
+                lie = true;
                 data.len() as u32
             };
             let frag =
@@ -248,6 +254,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
         payload_len: ip_len.saturating_sub(headers_len),
         payload: payload.payload,
         fragment,
+        claims_more: lie || ip_len as usize > data.len(),
     };
     // Only a fragment at offset 0 carries the transport header.
     if fragment.is_some_and(|f| !f.first()) {
@@ -274,6 +281,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
                 // (a SYN's options at tcpdump's old 68-byte snaplen): ports and flags are
                 // there, which is all a flow needs; the packet counts.
                 Err(_) if seg.len() >= 20 && seg.len() < tcp_header_len(seg) => {
+                    info.claims_more = true;
                     info.sport = u16::from_be_bytes([seg[0], seg[1]]);
                     info.dport = u16::from_be_bytes([seg[2], seg[3]]);
                     info.tcp_flags = seg[13];
@@ -291,6 +299,9 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
             };
             info.sport = udp.source_port();
             info.dport = udp.destination_port();
+            let udp_len = u32::from(udp.length());
+            // A first fragment's UDP length is the whole datagram's.
+            info.claims_more |= udp_len < 8 || (udp_len > l4_len && fragment.is_none());
             info.payload_len = l4_len.saturating_sub(8);
             info.payload = udp.payload();
         }

@@ -722,6 +722,7 @@ mod tests {
             payload_len: 0,
             payload: &[],
             fragment: None,
+            claims_more: false,
         }
     }
 

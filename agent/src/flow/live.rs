@@ -57,6 +57,9 @@ pub enum LiveError {
     NotEthernet(String),
 }
 
+/// The largest frame read from the socket (loopback's MTU is 65,536; a longer one is cut).
+const READ_BUFFER: usize = 65_536;
+
 /// One frame captured live (owned; it crossed a thread).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LivePacket {
@@ -72,7 +75,9 @@ impl LivePacket {
         RawPacket {
             ts: self.ts,
             linktype: linktype::ETHERNET,
-            orig_len: self.data.len() as u32,
+            // A frame that filled the read buffer may have been cut (its length on the wire
+            // is unknown): said to be longer, so its headers' lengths are believed.
+            orig_len: self.data.len() as u32 + u32::from(self.data.len() >= READ_BUFFER),
             data: &self.data,
         }
     }
@@ -225,7 +230,7 @@ fn open(iface: &str) -> Result<Opened, LiveError> {
     let stats_fd = rustix::io::fcntl_dupfd_cloexec(&sock, 0).map_err(|e| refused(e.into()))?;
     let cfg = pnet_datalink::Config {
         read_timeout: Some(StdDuration::from_millis(100)),
-        read_buffer_size: 65_536,
+        read_buffer_size: READ_BUFFER,
         promiscuous: true,
         socket_fd: Some(std::os::fd::IntoRawFd::into_raw_fd(sock)),
         ..Default::default()

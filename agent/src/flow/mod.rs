@@ -180,6 +180,14 @@ impl FlowEngine {
         self.counters.packets += 1;
         self.last = self.last.max(pkt.ts);
         match decode::decode(pkt.linktype, pkt.data) {
+            // A frame the capture kept whole whose headers claim more than it holds: the
+            // lengths lie (tshark and Zeek count what is there; a 45-byte frame is not a
+            // flow of 60,000 bytes: found by an audit).
+            Decoded::Ip(info)
+                if info.claims_more && pkt.data.len() as u64 >= u64::from(pkt.orig_len) =>
+            {
+                self.counters.malformed += 1;
+            }
             Decoded::Ip(info) => {
                 self.counters.decoded += 1;
                 self.table.process(pkt.ts, pkt.orig_len, &info, out);
@@ -595,5 +603,55 @@ mod tests {
             (c.syslog, c.syslog_reassembled, c.syslog_fragments_lost),
             (1, 1, 0)
         );
+    }
+
+    /// Headers that claim more than a whole frame holds are a lie (malformed, in no flow);
+    /// in a frame the capture cut they are believed (the frame was longer on the wire).
+    #[test]
+    fn lengths_beyond_a_whole_frame_are_malformed() {
+        let mut good = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 7], [10, 0, 0, 1], 64)
+            .tcp(40000, 80, 1, 1000)
+            .write(&mut good, b"hello")
+            .unwrap();
+        let mut big_ip = good.clone();
+        big_ip[2..4].copy_from_slice(&60_000u16.to_be_bytes());
+        let mut small_ip = good.clone();
+        small_ip[2..4].copy_from_slice(&10u16.to_be_bytes());
+        let mut long_tcp = good.clone();
+        long_tcp[20 + 12] = 0xf0; // data offset 60 in a 25-byte segment
+        let mut udp = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 7], [10, 0, 0, 1], 64)
+            .udp(40000, 53)
+            .write(&mut udp, b"q")
+            .unwrap();
+        let mut short_udp = udp.clone();
+        short_udp[20 + 4..20 + 6].copy_from_slice(&2u16.to_be_bytes());
+        for (name, frame, lie) in [
+            ("good", &good, false),
+            ("good udp", &udp, false),
+            ("IP length 60000", &big_ip, true),
+            ("IP length 10", &small_ip, true),
+            ("TCP header 60", &long_tcp, true),
+            ("UDP length 2", &short_udp, true),
+        ] {
+            for cut in [false, true] {
+                let mut flows = FlowEngine::new(FlowConfig::default());
+                let pkt = RawPacket {
+                    ts: Timestamp(0),
+                    linktype: decode::linktype::RAW,
+                    orig_len: frame.len() as u32 + u32::from(cut) * 100,
+                    data: frame,
+                };
+                flows.push(&pkt, &mut Vec::new(), &mut Vec::new());
+                let c = flows.counters();
+                let malformed = lie && !cut;
+                assert_eq!(
+                    (c.malformed, c.decoded),
+                    (u64::from(malformed), u64::from(!malformed)),
+                    "{name}, cut: {cut}"
+                );
+            }
+        }
     }
 }

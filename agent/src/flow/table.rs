@@ -757,17 +757,23 @@ impl FlowTable {
             self.evict_one(out);
         }
         // SYN+ACK first: the receiver is the originator. A TCP flow picked up mid-stream (no
-        // SYN), or a UDP flow whose request was not seen (one-way tap, asymmetric routing),
-        // from a service-looking port to an ephemeral-looking one: the sender is the server,
-        // the receiver the originator (Zeek's likely-server-port flip), so a server
-        // answering many clients (DNS, NTP) is not an originator reaching many ports.
+        // SYN, an ACK: every segment after the handshake has one), or a UDP flow whose
+        // request was not seen (one-way tap, asymmetric routing), from a service-looking
+        // port to an ephemeral-looking one: the sender is the server, the receiver the
+        // originator (Zeek's likely-server-port flip), so a server answering many clients
+        // (DNS, NTP) is not an originator reaching many ports. Not a scan from a service
+        // port (nmap's `-g 53`): a FIN, NULL or Xmas probe carries no ACK, and a UDP probe
+        // goes to a port below the ephemeral range (a reply goes to a port in it), so the
+        // scanner stays the originator (found by an audit: the scan rule saw nothing).
         let tcp = pkt.proto == proto::TCP;
         let udp = pkt.proto == proto::UDP;
         let synack =
             pkt.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK) == (tcp_flags::SYN | tcp_flags::ACK);
-        let server_ports = (sport < 1024 && dport >= 1024) || (sport < 32_768 && dport >= 32_768);
-        let midstream_from_server = pkt.tcp_flags & tcp_flags::SYN == 0 && server_ports;
-        let flip = (tcp && (synack || midstream_from_server)) || (udp && server_ports);
+        let ephemeral_dst = sport < 32_768 && dport >= 32_768;
+        let server_ports = (sport < 1024 && dport >= 1024) || ephemeral_dst;
+        let midstream_from_server =
+            pkt.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::ACK && server_ports;
+        let flip = (tcp && (synack || midstream_from_server)) || (udp && ephemeral_dst);
         let (src, dst, sp, dp) = if flip {
             (pkt.dst, pkt.src, dport, sport)
         } else {
@@ -1355,12 +1361,27 @@ mod tests {
             .collect();
         let c = IpAddr::from(C);
         assert_eq!(starts, [(c, 40000, 5432), (c, 51000, 22), (c, 1500, 80)]);
+        // A FIN probe from port 53 (nmap's `-g 53`): no ACK, the scanner originates.
+        feed(&mut t, 0.3, &tcp(S, C, 53, 1500, "F"), &mut out);
+        let starts: Vec<(std::net::IpAddr, u16, u16)> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::Start))
+            .map(|n| (n.flow.src, n.flow.sport, n.flow.dport))
+            .collect();
+        assert_eq!(starts[3], (IpAddr::from(S), 53, 1500));
         // UDP seen only from the server's side (a DNS server's replies, requests not
-        // captured): the clients originate, so the server does not reach many ports.
+        // captured): the clients originate, so the server does not reach many ports. A UDP
+        // probe from port 53 to a port below the ephemeral range: the prober originates.
         let mut out = Vec::new();
-        for (i, (sp, dp)) in [(53, 40000), (53, 40001), (123, 123), (40002, 53)]
-            .into_iter()
-            .enumerate()
+        for (i, (sp, dp)) in [
+            (53, 40000),
+            (53, 40001),
+            (123, 123),
+            (40002, 53),
+            (53, 1500),
+        ]
+        .into_iter()
+        .enumerate()
         {
             let mut v = Vec::new();
             PacketBuilder::ipv4(S, C, 64)
@@ -1381,7 +1402,8 @@ mod tests {
                 (c, 40000, 53),
                 (c, 40001, 53),
                 (s, 123, 123),
-                (s, 40002, 53)
+                (s, 40002, 53),
+                (s, 53, 1500)
             ]
         );
     }

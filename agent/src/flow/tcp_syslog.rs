@@ -549,6 +549,7 @@ mod tests {
             payload_len: data.len() as u32,
             payload: data,
             fragment: None,
+            claims_more: false,
         }
     }
 
