@@ -13,7 +13,7 @@ use std::process::Command;
 use proptest::prelude::*;
 
 use crate::netns::Netns;
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
 
 use cepheus_agent::flow;
 
@@ -659,6 +659,79 @@ fn live_capture_on_veth() {
     assert_eq!(sf["state"], "SF");
     assert_eq!(sf["orig_payload_bytes"], 6);
     assert!(sf["orig_pkts"].as_u64().unwrap() >= 4 && sf["resp_pkts"].as_u64().unwrap() >= 2);
+    drop(ns);
+}
+
+/// `cepheus flows -i` without `--duration` runs until stopped: a record is written once its
+/// flow has ended (not held to the end), and SIGTERM ends the flows still open, writes them
+/// and the summary, and exits 0 (the default action lost them all).
+#[test]
+fn a_live_capture_stopped_by_a_signal_writes_its_flows() {
+    use std::io::BufRead as _;
+    let Some(ns) = Netns::create("a_live_capture_stopped_by_a_signal", "csg", 240) else {
+        return;
+    };
+    let here = ns.here.clone();
+    let _udp = std::net::UdpSocket::bind(format!("{here}:9999")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["flows", "--interface", &ns.veth, "--filter", "ip"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // A connect to a closed port (REJ: ended 5 s after its reset), then a datagram (its flow
+    // stays open, 60 s idle).
+    ns.exec(&[
+        "bash",
+        "-c",
+        &format!("(echo > /dev/tcp/{here}/9) 2>/dev/null; exec 3>/dev/udp/{here}/9999; echo a >&3"),
+    ]);
+    let rej: Json = serde_json::from_str(
+        &rx.recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the REJ flow's record, written while capturing"),
+    )
+    .unwrap();
+    assert_eq!(
+        (&rej["dport"], &rej["state"]),
+        (&json!(9), &json!("REJ")),
+        "{rej}"
+    );
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+    let rest: Vec<Json> = rx
+        .iter()
+        .map(|l| serde_json::from_str(&l).unwrap())
+        .collect();
+    let udp = rest
+        .iter()
+        .find(|f| f["proto"] == "udp" && f["dport"] == 9999)
+        .unwrap_or_else(|| panic!("no UDP flow after the signal: {rest:#?} {stderr}"));
+    assert_eq!(udp["orig_pkts"], 1);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with('{') && l.contains("\"interface\"")),
+        "no summary: {stderr}"
+    );
     drop(ns);
 }
 

@@ -2,7 +2,11 @@
 //!
 //! Prints one JSON object per flow, like `zeek -r` writes conn.log, sorted by first packet
 //! time then id; a summary of counters goes to stderr as one JSON object. Several files are
-//! read as one stream of frames in time order, through one flow table.
+//! read as one stream of frames in time order, through one flow table. A record is written
+//! once no flow still open can start before it, so memory holds the open flows and at most
+//! about `--max-flows` ended ones (beyond that the oldest go out, and a flow open since before
+//! them comes when it ends, out of order); a live capture writes as flows end, and ends the
+//! flows still open on Ctrl-C or SIGTERM.
 //!
 //! Byte counts, per direction (`orig_*` from the originator, `resp_*` back):
 //! - `orig_bytes` / `resp_bytes`: IP-level bytes (IP headers included), the registry's
@@ -14,6 +18,8 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration as StdDuration, Instant};
 
 use serde_json::json;
@@ -33,7 +39,8 @@ pub struct FlowsArgs {
     /// Capture live on this interface instead (needs root or CAP_NET_RAW).
     #[arg(long, short = 'i', conflicts_with = "files")]
     pub interface: Option<String>,
-    /// With --interface: stop after this long (e.g. `3s`, `1m`); default: until killed.
+    /// With --interface: stop after this long (e.g. `3s`, `1m`); default: until Ctrl-C or
+    /// SIGTERM (either ends the flows still open, prints them and the summary).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<StdDuration>,
     /// Keep only packets matching this filter, in tcpdump's words over IP packets, e.g.
@@ -76,7 +83,7 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         max_flows: args.max_flows,
         ..FlowConfig::default()
     };
-    let mut out = Output::new(args.events);
+    let mut out = Output::new(args.events, args.max_flows);
     if let Some(iface) = &args.interface {
         return run_live(iface, filter, args.duration, cfg, &mut out);
     }
@@ -105,6 +112,7 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         engine.push(&pkt, &mut notices, &mut syslog);
         out.notices(&mut notices);
         out.syslog(&mut syslog);
+        out.spill(&engine, false);
     }
     engine.finish(&mut notices, &mut syslog);
     out.notices(&mut notices);
@@ -166,11 +174,23 @@ fn run_live(
             return ExitCode::from(2);
         }
     };
+    // Ctrl-C or SIGTERM ends the capture as `--duration` does: the flows still open end, and
+    // they and the summary are printed (the default action would lose them all: found by an
+    // audit).
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&stop)) {
+            eprintln!("warning: cannot catch signal {sig} ({e}): stopping it loses the open flows");
+        }
+    }
     let started = Instant::now();
     let mut engine = FlowEngine::new(cfg);
     let (mut notices, mut syslog) = (Vec::new(), Vec::new());
     loop {
-        if out.closed() || duration.is_some_and(|d| started.elapsed() >= d) {
+        if out.closed()
+            || stop.load(Ordering::Relaxed)
+            || duration.is_some_and(|d| started.elapsed() >= d)
+        {
             break;
         }
         match cap.recv_timeout(StdDuration::from_millis(200)) {
@@ -178,13 +198,12 @@ fn run_live(
                 engine.push(&pkt.as_raw(), &mut notices, &mut syslog);
                 out.notices(&mut notices);
                 out.syslog(&mut syslog);
+                out.spill(&engine, false);
             }
             Ok(None) => {
                 engine.advance(wall_clock(), &mut notices);
                 out.notices(&mut notices);
-                if out.events {
-                    out.flush();
-                }
+                out.spill(&engine, true);
             }
             Err(()) => break,
         }
@@ -226,31 +245,48 @@ fn print_summary(summary: &serde_json::Value) {
     let _ = writeln!(std::io::stderr(), "{summary}");
 }
 
+/// Fewest ended records held before they are sorted and written (see [`Output::spill`]).
+const SPILL_MIN: usize = 4096;
+
 /// Collects ended flows (record mode) or prints events as they come (event mode).
-struct Output {
+struct Output<W: std::io::Write = std::io::Stdout> {
+    /// Where the lines go (standard output; a buffer in tests).
+    sink: W,
     events: bool,
     ended: Vec<(FlowRecord, &'static str)>,
+    /// Held records that make [`Output::spill`] look at the table again.
+    spill_at: usize,
+    /// Most ended records held back for order: beyond, the oldest are written anyway.
+    cap: usize,
     /// Standard output failed: a reader that went away (`| head`) ends the run quietly,
     /// anything else is reported and the run ends with exit code 2.
     failed: Option<std::io::Error>,
 }
 
 impl Output {
-    fn new(events: bool) -> Self {
+    fn new(events: bool, max_flows: usize) -> Self {
+        Output::with_sink(std::io::stdout(), events, max_flows)
+    }
+}
+
+impl<W: std::io::Write> Output<W> {
+    fn with_sink(sink: W, events: bool, max_flows: usize) -> Self {
         Output {
+            sink,
             events,
             ended: Vec::new(),
+            spill_at: SPILL_MIN,
+            cap: max_flows.max(SPILL_MIN),
             failed: None,
         }
     }
 
     /// Writes one line to standard output, unless it already failed.
     fn line(&mut self, v: impl std::fmt::Display) {
-        use std::io::Write as _;
         if self.failed.is_some() {
             return;
         }
-        if let Err(e) = writeln!(std::io::stdout().lock(), "{v}") {
+        if let Err(e) = writeln!(self.sink, "{v}") {
             self.failed = Some(e);
         }
     }
@@ -309,6 +345,29 @@ impl Output {
         }
     }
 
+    /// Writes, in order, the ended records no flow still open can come before (their first
+    /// packet is older than every open flow's), and past `cap` held the oldest half anyway;
+    /// looks at the table only every so many records (`force`: now, as a live capture does
+    /// when idle), so the cost per record stays small however many flows are open.
+    fn spill(&mut self, engine: &FlowEngine, force: bool) {
+        if self.events || self.ended.is_empty() || (!force && self.ended.len() < self.spill_at) {
+            return;
+        }
+        self.ended.sort_by_key(|(f, _)| (f.first, f.id));
+        let mut n = match engine.oldest_open() {
+            Some(t) => self.ended.partition_point(|(f, _)| f.first < t),
+            None => self.ended.len(),
+        };
+        if self.ended.len() - n > self.cap {
+            n = self.ended.len() - self.cap / 2;
+        }
+        let ready: Vec<_> = self.ended.drain(..n).collect();
+        for (f, reason) in ready {
+            self.line(record_json(&f, reason));
+        }
+        self.spill_at = (self.ended.len().max(engine.open_flows()).max(SPILL_MIN / 2)) * 2;
+    }
+
     fn flush(&mut self) {
         self.ended.sort_by_key(|(f, _)| (f.first, f.id));
         let ended = std::mem::take(&mut self.ended);
@@ -344,4 +403,76 @@ pub fn record_json(f: &FlowRecord, end_reason: &str) -> serde_json::Value {
         "resp_payload_bytes": f.resp.payload_bytes,
         "end_reason": end_reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use cepheus_core::time::Timestamp;
+    use etherparse::PacketBuilder;
+
+    use super::super::capture::RawPacket;
+    use super::super::decode::linktype;
+    use super::*;
+
+    /// Records are written sorted by first packet as the flows before them end, holding few
+    /// (not every flow of the capture until its end); a flow open since before many others
+    /// ended does not hold them all back.
+    #[test]
+    fn ended_records_are_written_in_order_in_bounded_memory() {
+        // About 1,000 flows open at once (one a millisecond, 1 s idle), none evicted.
+        let cfg = FlowConfig {
+            max_flows: 2_000,
+            udp_idle: cepheus_core::time::Duration(1_000_000_000),
+            ..FlowConfig::default()
+        };
+        let mut engine = FlowEngine::new(cfg);
+        let mut out = Output::with_sink(Vec::new(), false, cfg.max_flows);
+        let (mut notices, mut syslog) = (Vec::new(), Vec::new());
+        let mut most_held = 0;
+        let n = 30_000u32;
+        for i in 0..=n {
+            // Flow 0 from one address, sending again every 500 ms: open throughout.
+            let (src, port) = if i % 500 == 0 {
+                ([10, 0, 0, 1], 1000)
+            } else {
+                ([10, 0, 1, 1], 1024 + (i % 60_000) as u16)
+            };
+            let mut frame = Vec::new();
+            PacketBuilder::ipv4(src, [10, 0, 0, 2], 64)
+                .udp(port, 53)
+                .write(&mut frame, b"q")
+                .unwrap();
+            let pkt = RawPacket {
+                ts: Timestamp(i64::from(i) * 1_000_000),
+                linktype: linktype::RAW,
+                orig_len: frame.len() as u32,
+                data: &frame,
+            };
+            engine.push(&pkt, &mut notices, &mut syslog);
+            out.notices(&mut notices);
+            out.spill(&engine, false);
+            most_held = most_held.max(out.ended.len());
+        }
+        engine.finish(&mut notices, &mut syslog);
+        out.notices(&mut notices);
+        out.flush();
+        assert!(most_held <= 2 * SPILL_MIN, "{most_held} records held");
+        let text = String::from_utf8(out.sink).unwrap();
+        let ts: Vec<chrono::DateTime<chrono::FixedOffset>> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                chrono::DateTime::parse_from_rfc3339(v["ts"].as_str().unwrap()).unwrap()
+            })
+            .collect();
+        // Every flow once: the long one and the others.
+        assert_eq!(ts.len(), n as usize - (n / 500) as usize + 1);
+        // In order, but for the long flow, which came when it ended (at the end of the
+        // capture), after the records held past the cap had gone out.
+        let late: Vec<usize> = (1..ts.len()).filter(|&i| ts[i] < ts[i - 1]).collect();
+        assert_eq!(late.len(), 1, "{late:?}");
+        assert_eq!(ts[late[0]].timestamp(), 0);
+    }
 }

@@ -169,6 +169,17 @@ impl FlowEngine {
         }
     }
 
+    /// The earliest first-packet time of a flow still open: no flow ended later starts before
+    /// it (`cepheus flows` writes the records before it in order). `None` when none is open.
+    pub fn oldest_open(&self) -> Option<Timestamp> {
+        self.table.oldest_open()
+    }
+
+    /// The flows open now.
+    pub fn open_flows(&self) -> usize {
+        self.table.open_flows()
+    }
+
     /// Decodes one frame and feeds the table; the syslog messages it carried (a UDP datagram,
     /// or the messages a TCP segment completed) go to `syslog`.
     pub fn push(

@@ -655,6 +655,18 @@ impl FlowTable {
         }
     }
 
+    /// The earliest first-packet time of a flow still open or of fragments still waiting for
+    /// their first: no flow ended later starts before it. `None` when nothing is open.
+    pub fn oldest_open(&self) -> Option<Timestamp> {
+        let flows = self.slots.iter().flatten().map(|s| s.rec.first);
+        flows.chain(self.orphans.values().map(|o| o.since)).min()
+    }
+
+    /// The flows open now.
+    pub fn open_flows(&self) -> usize {
+        self.index.len()
+    }
+
     /// A fragment whose first fragment has not come: summed with its datagram's others until
     /// it does.
     fn hold_orphan(&mut self, ts: Timestamp, frame_len: u32, pkt: &PacketInfo<'_>) {
