@@ -104,6 +104,12 @@ pub struct Inputs {
     /// with a year of its own nor one that resolved into an earlier year, a device's wrong
     /// clock or a 29 February that had to go back to the last leap year, moves it back).
     latest_stamp: Option<Timestamp>,
+    /// The latest stamp with a year of its own (RFC 5424, ISO 8601) read before the first
+    /// year-less one: without `--year`, a first year-less stamp within a day of it follows on
+    /// from it, as a daemon receiving the lines then would, not from today (found by an audit:
+    /// a 2024 log's one RFC 3164 line was read as 2026 and moved the replay's end two years
+    /// on).
+    full_stamp: Option<Timestamp>,
     /// The first year-less stamp too follows on from the reference (a later file of a replay
     /// with `--year`, see [`Inputs::follow_on_from`]) instead of taking the parser's year.
     first_follows: bool,
@@ -246,6 +252,7 @@ impl Inputs {
             last_time: no_stamp_time(parser),
             reference,
             latest_stamp: None,
+            full_stamp: None,
             first_follows: false,
             max_line: MAX_LINE,
             counters: Counters::default(),
@@ -310,7 +317,24 @@ impl Inputs {
             None if self.first_follows => (self.parser.with_year(Year::Follow), self.reference),
             None => (self.parser, self.reference),
         };
-        let (mut event, stamp) = parser.parse_stamped(line, year_ref, None)?;
+        let (mut event, mut stamp) = parser.parse_stamped(line, year_ref, None)?;
+        // The first year-less stamp, without `--year`, right after a line with a year of its
+        // own: it goes on from that line, as a daemon receiving them then would have read it.
+        // (Not far from it: a device whose clock is stuck years back writes such lines too.)
+        if self.latest_stamp.is_none()
+            && !self.first_follows
+            && self.parser.year() == Year::Resolve
+            && matches!(stamp, Stamp::YearLess { .. })
+            && let Some(t) = self.full_stamp
+            && let Ok((near, s)) = self
+                .parser
+                .with_year(Year::Follow)
+                .parse_stamped(line, t, None)
+            && near.time.0.abs_diff(t.0) <= Duration::from_secs(86_400).as_nanos() as u64
+        {
+            event = near;
+            stamp = s;
+        }
         match stamp {
             Stamp::None => event.time = self.last_time,
             Stamp::YearLess { named_zone } => {
@@ -336,6 +360,9 @@ impl Inputs {
                     None if self.went_back(event.time) => None,
                     None => Some(event.time),
                 };
+            }
+            Stamp::Full if self.latest_stamp.is_none() => {
+                self.full_stamp = Some(event.time);
             }
             Stamp::Full => {}
         }
@@ -652,6 +679,32 @@ mod tests {
                 "2027-08-30T08:00:00Z"
             ]
         );
+    }
+
+    /// Without `--year`, a year-less stamp after lines with years of their own follows on
+    /// from them (the receipt time a daemon would have had), not from today; with `--year`
+    /// it takes that year.
+    #[test]
+    fn a_year_less_stamp_after_full_ones_follows_on_from_them() {
+        let text = b"<14>1 2024-12-10T10:00:30Z a hb - - - x\nDec 10 10:00:40 sw1 kernel: y\nJan  2 00:00:00 sw1 kernel: z\n";
+        let times = |year: Year| -> Vec<String> {
+            Inputs::from_readers(
+                vec![("f".into(), reader(text))],
+                SyslogParser::new(Default::default(), year),
+                Timestamp::parse_rfc3339("2026-12-05T00:00:00Z").unwrap(),
+            )
+            .map(|i| i.unwrap().event.unwrap().time.to_rfc3339())
+            .collect()
+        };
+        assert_eq!(
+            times(Year::Resolve),
+            [
+                "2024-12-10T10:00:30Z",
+                "2024-12-10T10:00:40Z",
+                "2025-01-02T00:00:00Z"
+            ]
+        );
+        assert_eq!(times(Year::Fixed(2023))[1], "2023-12-10T10:00:40Z");
     }
 
     #[test]
