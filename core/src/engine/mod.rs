@@ -2068,9 +2068,11 @@ impl Engine {
                 // The lane's first source (replay): its time begins here, as it would have at
                 // the first event, so a source whose stamps lag loses nothing from its first
                 // event on whatever other lines came before it. (Nothing ran in the lane yet:
-                // no rule began, no timer, nothing buffered.)
+                // no rule began, no timer, nothing buffered.) Not for a line stamped more than
+                // an hour before the input's start: a clock never set, not a lag (it would
+                // have matched, and fired alerts dated 1970; found by an audit); it is late.
                 let t = ev_time.sub(lane.delay);
-                if t < lane.now {
+                if t < lane.now && lane.now.since(t) <= STALE_FIRST_SOURCE {
                     lane.now = t;
                     lane.wheel = Wheel::new(t);
                 }
@@ -3930,6 +3932,10 @@ impl Lane {
         w.max(self.now)
     }
 }
+
+/// Most an event-time lane's first source may put its start before the input's first line in
+/// a replay (a source whose stamps lag): earlier, the line is stale (late), not lagging.
+const STALE_FIRST_SOURCE: Duration = Duration(3_600 * 1_000_000_000);
 
 /// How often, in arrival time, event-time lanes an event is no source of are brought up to
 /// date: deadlines passed meanwhile fire at most this late in the output (with their own

@@ -1710,6 +1710,32 @@ fn an_event_time_rule_s_watermark_is_made_of_its_own_sources() {
 }
 
 #[test]
+fn a_first_source_stamped_hours_before_the_input_is_late_not_a_lag() {
+    // A heartbeat stamped two hours before the input's first line (a clock never set), as
+    // the rule's first source event: late, not matched, so host b gets no silence dated
+    // then; as for a line of another source stamped at the input's start less `max_delay`,
+    // the expected host is timed from there. Within the hour it is a lag, kept: b's silence
+    // is timed from its own stamp.
+    let r = || {
+        rule("hb", &["hb"], absent(ev(0), Some(60)))
+            .event_time(5, 0)
+            .expect(&["a"])
+    };
+    let alerts = |script: &str| -> Vec<String> {
+        run(&set(vec![r()]), parse_script(script))
+            .iter()
+            .map(|a| fmt_alert(a, false))
+            .collect()
+    };
+    let same = alerts("cron:z@10000/10000 cron:y@9995/10000 end@10100");
+    let stale = alerts("cron:z@10000/10000 hb:b@2800/10000 end@10100");
+    assert_eq!(stale, same);
+    assert_eq!(stale.len(), 1, "{stale:?}");
+    let lag = alerts("cron:z@10000/10000 hb:b@7000/10000 end@10100");
+    assert!(lag.iter().any(|a| a == "firing b @7060"), "{lag:?}");
+}
+
+#[test]
 fn late_events_do_not_hold_the_watermark_back() {
     // skew logs an hour behind and sends every second: each of its heartbeats is late. They
     // are no arrivals for the watermark, which goes on with the clock once q falls silent, so
