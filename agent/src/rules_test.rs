@@ -195,6 +195,12 @@ fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             given.push(p.clone());
             continue;
         }
+        if p.extension().is_none_or(|e| e != "toml") {
+            anyhow::bail!(
+                "{} is neither a rule file nor a rule test file (not `.toml`): give a rule file NAME.toml, its tests NAME.test.toml, or a folder of them",
+                p.display()
+            );
+        }
         let stem = p
             .file_stem()
             .map_or_else(|| "NAME".into(), |s| s.to_string_lossy().into_owned());

@@ -1200,6 +1200,66 @@ fn an_absence_at_the_end_longer_than_within_is_warned_of() {
 }
 
 #[test]
+fn within_on_an_absence_alone_with_for_is_warned_of() {
+    let one = |pattern: &str| {
+        compile_str(
+            "t.toml",
+            &rule_text(&format!(
+                "events.a = 'syslog and app == \"a\"'\npattern = \"{pattern}\""
+            )),
+        )
+    };
+    let c = one("absent(a) for 2m within 1m");
+    assert!(c.rules.is_some(), "a warning only");
+    assert_eq!(c.diagnostics.len(), 1, "{:?}", c.diagnostics);
+    assert!(
+        c.diagnostics[0]
+            .message
+            .starts_with("`within 1m` does nothing here"),
+        "{:?}",
+        c.diagnostics
+    );
+    for fine in ["absent(a) within 1m", "absent(a) for 1m"] {
+        let c = one(fine);
+        assert!(c.diagnostics.is_empty(), "{fine}: {:?}", c.diagnostics);
+    }
+}
+
+/// Every hint fixes what it is about: a number in `group_by` is quoted in its list, a field
+/// listed twice is dropped, and two absences of one event merge into `absent(a)`, not
+/// `absent(or(a))`.
+#[test]
+fn hints_say_the_fix_in_place() {
+    let help = |text: &str| -> Vec<Option<String>> {
+        compile_str("t.toml", text)
+            .diagnostics
+            .iter()
+            .map(|d| d.help.clone())
+            .collect()
+    };
+    let r = |body: &str| format!("[[rule]]\nname = \"x\"\nseverity = \"low\"\n{body}\n");
+    assert_eq!(
+        help(&r("group_by = [5]\nevents.a = 'syslog'\npattern = \"a\"")),
+        [Some("quote it: `group_by = [\"5\"]`".to_string())]
+    );
+    assert_eq!(
+        help(&r(
+            "group_by = [\"host\", \"host\"]\nevents.a = 'syslog'\npattern = \"a\""
+        )),
+        [Some("list `host` once: drop this entry".to_string())]
+    );
+    let h = help(&r(
+        "events.a = 'syslog'\npattern = \"seq(a, absent(a) for 1m, absent(a) for 2m)\"",
+    ));
+    assert!(
+        h.iter()
+            .flatten()
+            .any(|h| h.contains("absent(a) for the D you mean")),
+        "{h:?}"
+    );
+}
+
+#[test]
 fn a_rule_name_is_one_line() {
     let c = compile_str(
         "t.toml",

@@ -211,6 +211,16 @@ impl Plan {
 }
 
 /// The names of the rule's event definitions in `set`, comma-separated, in definition order.
+/// `absent(...)` of the events of `set` as a rule would write it: `absent(a)` for one event,
+/// `absent(or(a, b))` for several (the merge a hint proposes).
+fn absent_of(rule: &Rule, set: EvSet) -> String {
+    if set.count_ones() == 1 {
+        format!("absent({})", event_names(rule, set))
+    } else {
+        format!("absent(or({}))", event_names(rule, set))
+    }
+}
+
 fn event_names(rule: &Rule, set: EvSet) -> String {
     rule.events
         .iter()
@@ -233,10 +243,10 @@ pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
     let adjacent = |f: Option<Duration>, g: Option<Duration>, set: EvSet| {
         let d = |f: Option<Duration>| f.map_or("no `for`".into(), |d| format!("for {d}"));
         unsupported(&format!(
-            "two adjacent absent() with different durations ({} and {}); merge them into one: absent(or({})) for the D you mean",
+            "two adjacent absent() with different durations ({} and {}); merge them into one: {} for the D you mean",
             d(f),
             d(g),
-            event_names(rule, set)
+            absent_of(rule, set)
         ))
     };
     let window = rule.within.map(|w| w.max);
@@ -262,8 +272,8 @@ pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
                     if steps.is_empty() && i + 1 < n {
                         if let Some((first, _)) = start_absent {
                             return Err(unsupported(&format!(
-                                "two absent() at the start of a seq; merge them into one: absent(or({})) for the D you mean",
-                                event_names(rule, first | set)
+                                "two absent() at the start of a seq; merge them into one: {} for the D you mean",
+                                absent_of(rule, first | set)
                             )));
                         }
                         let d = for_.or(window).ok_or_else(|| {

@@ -354,6 +354,11 @@ impl FileCtx {
 
 /// Builder helpers.
 impl Diagnostic {
+    pub(crate) fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+
     pub(crate) fn with_label(mut self, span: Range<usize>, message: impl Into<String>) -> Self {
         self.labels.push(Label {
             span,

@@ -125,10 +125,20 @@ impl Cx<'_, '_> {
             DeValue::String(s) => Some(s),
             other => {
                 let t = other.type_str();
+                // An entry of a list (`group_by = [5]`) is quoted where it stands.
+                let hint = match other {
+                    DeValue::Integer(_) | DeValue::Float(_) | DeValue::Boolean(_)
+                        if what == "group_by" =>
+                    {
+                        let raw = self.file.text.get(v.span()).unwrap_or("...");
+                        format!("quote it: `{what} = [\"{raw}\"]`")
+                    }
+                    _ => format!("quote it: `{what} = \"...\"`"),
+                };
                 self.error(
                     v.span(),
                     format!("`{what}` must be a string, found {t}"),
-                    Some(format!("quote it: `{what} = \"...\"`")),
+                    Some(hint),
                 );
                 None
             }
@@ -477,7 +487,8 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                                         it.span(),
                                         format!("`{s}` is listed twice in group_by"),
                                     )
-                                    .with_label(first, "first listed here"),
+                                    .with_label(first, "first listed here")
+                                    .with_help(format!("list `{s}` once: drop this entry")),
                             );
                         } else if s.is_empty() {
                             cx.error(it.span(), "empty group_by name", None);
@@ -1467,6 +1478,22 @@ fn absences_past_within(
     span: &Range<usize>,
 ) {
     use crate::rules::ir::Pattern;
+    if let (Some(w), Pattern::Absent { for_: Some(d), .. }) = (c.within, &c.pattern) {
+        // An absence alone with both: `for` times it, and `within` does nothing (found by an
+        // audit: `absent(hb) for 2m within 1m` fired after 2 minutes, with no word).
+        cx.warning(
+            span.clone(),
+            format!(
+                "`within {}` does nothing here: an absence alone fires once {d} (its `for`) has passed with no event",
+                w.max
+            ),
+            h(format!(
+                "drop `within`, or write `absent(..) within {}` if that is the silence meant",
+                w.max
+            )),
+        );
+        return;
+    }
     let (Some(w), Pattern::Seq(ps)) = (c.within, &c.pattern) else {
         return;
     };
