@@ -194,6 +194,10 @@ pub struct Summary {
     pub late: u64,
     /// Alert changes printed.
     pub alerts: u64,
+    /// The last event's time, when the end asked for (an absolute `--until`, a test's
+    /// `until`) was before it: the clock stopped there instead (the caller says so, in its
+    /// own words and place).
+    pub until_before_last: Option<Timestamp>,
 }
 
 /// Runs `cepheus replay`.
@@ -302,6 +306,13 @@ fn replay(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     out.flush().context("writing alerts")?;
     if let Some(pb) = progress {
         pb.finish_and_clear();
+    }
+    if let (Some(last), Some(Until::At(t))) = (summary.until_before_last, until) {
+        eprintln!(
+            "warning: --until {} is before the last event ({}): the clock stops at the last event",
+            t.to_rfc3339(),
+            last.to_rfc3339()
+        );
     }
     let wall = started.elapsed().as_secs_f64();
     let rate = if wall > 0.0 {
@@ -427,13 +438,7 @@ pub fn drive(
     summary.duplicates += duplicates;
     let until = match until {
         Some(Until::At(t)) => {
-            if let Some(last) = last_time.filter(|last| t < *last) {
-                eprintln!(
-                    "warning: --until {} is before the last event ({}): the clock stops at the last event",
-                    t.to_rfc3339(),
-                    last.to_rfc3339()
-                );
-            }
+            summary.until_before_last = last_time.filter(|last| t < *last);
             Some(t)
         }
         Some(Until::After(d)) => last_time.map(|t| t.add(d)),
@@ -462,7 +467,7 @@ fn progress_bar() -> Option<indicatif::ProgressBar> {
 }
 
 /// `--until`: an instant, or a duration past the last event.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Until {
     /// An RFC 3339 instant.
     At(Timestamp),

@@ -498,6 +498,14 @@ fn run_case(
             Ok(())
         },
     )?;
+    if let (Some(last), Some(u)) = (summary.until_before_last, &t.until) {
+        eprintln!(
+            "warning: {}: `until` ({}) is before the test's last event ({}): the clock stops at the last event",
+            place.at(u.span()),
+            u.get_ref(),
+            last.to_rfc3339()
+        );
+    }
     let mut problems = Vec::new();
     // A name that is no rule would make the test pass or fail for the wrong reason: a typo
     // in `rules_under_test` filtered every alert away and the test passed with no expect.

@@ -1469,6 +1469,37 @@ fn an_until_before_the_last_event_is_said_to_be() {
     assert!(!run("2024-12-10T11:00:00Z").contains("warning"));
 }
 
+/// A test's `until` before its last event is said where it is written, in the test's words
+/// (not as a `--until` nobody gave).
+#[test]
+fn a_test_until_before_its_last_event_is_said_where_written() {
+    let dir = std::env::temp_dir().join(format!("cepheus-ruletest-until-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["heartbeat.toml", "hosts.txt"] {
+        std::fs::copy(manifest().join("../rules").join(f), dir.join(f)).unwrap();
+    }
+    let test = r#"[[test]]
+name = "early"
+input = """
+<14>1 2024-12-10T10:00:00Z web-1 heartbeat - - - alive
+<14>1 2024-12-10T10:00:30Z web-1 heartbeat - - - alive
+"""
+until = "2024-12-10T10:00:10Z"
+"#;
+    std::fs::write(dir.join("heartbeat.test.toml"), test).unwrap();
+    let (_, out) = rules_test(&dir);
+    let at = dir.join("heartbeat.test.toml").display().to_string();
+    assert!(
+        out.contains(&format!(
+            "warning: {at}:7:9: `until` (2024-12-10T10:00:10Z) is before the test's last event"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("--until"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A refused JSON event is named with its line and the reason (the first few of them).
 #[test]
 fn refused_json_events_say_why() {
