@@ -933,9 +933,39 @@ fn what_a_capture_gives_in_no_flow_is_said_not_only_counted() {
     odd.extend_from_slice(&[1, 2, 3, 4]);
     let odd_path = dir.join("odd.pcap");
     std::fs::write(&odd_path, &odd).unwrap();
-    let err = flows_stderr(&[odd_path.to_str().unwrap()]);
+    // Beside a good capture and one whose frames are cut: each said of its own file.
+    let mut cut = pcap_header(1);
+    for _ in 0..2 {
+        cut.extend_from_slice(&[0; 8]);
+        cut.extend_from_slice(&10u32.to_le_bytes());
+        cut.extend_from_slice(&60u32.to_le_bytes());
+        cut.extend_from_slice(&[0; 10]);
+    }
+    let cut_path = dir.join("cut.pcap");
+    std::fs::write(&cut_path, &cut).unwrap();
+    let good = data_dir().join("zeek_http_get.pcap");
+    let err = flows_stderr(&[
+        good.to_str().unwrap(),
+        odd_path.to_str().unwrap(),
+        cut_path.to_str().unwrap(),
+    ]);
     assert!(
-        err.contains("1 frames of a link type cepheus does not decode"),
+        err.contains(&format!(
+            "warning: {}: 1 frames of link type 147, which cepheus does not decode",
+            odd_path.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "warning: {}: 2 frames cut before their headers ended or malformed",
+            cut_path.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.lines()
+            .any(|l| l.starts_with(&format!("warning: {}", good.display()))),
         "{err}"
     );
     // A filter that keeps nothing: the summary says how many frames it left out.

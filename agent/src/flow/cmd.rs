@@ -109,7 +109,12 @@ pub fn run(args: FlowsArgs) -> ExitCode {
             filtered_out += 1;
             continue;
         }
+        let before = engine.damaged();
         engine.push(&pkt, &mut notices, &mut syslog);
+        let damaged = engine.damaged() - before;
+        if damaged > 0 {
+            frames.note_damaged(damaged);
+        }
         out.notices(&mut notices);
         out.syslog(&mut syslog);
         out.spill(&engine, false);

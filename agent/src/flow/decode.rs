@@ -133,6 +133,24 @@ pub enum Decoded<'a> {
     UnsupportedLinktype,
 }
 
+/// Whether frames of link type `linktype` are decoded (others are
+/// [`Decoded::UnsupportedLinktype`]).
+pub const fn supported(linktype: u32) -> bool {
+    matches!(
+        linktype,
+        linktype::ETHERNET
+            | linktype::LINUX_SLL
+            | linktype::LINUX_SLL2
+            | linktype::NULL
+            | linktype::LOOP
+            | linktype::RAW
+            | linktype::RAW_12
+            | linktype::RAW_14
+            | linktype::IPV4
+            | linktype::IPV6
+    )
+}
+
 /// Decodes one frame of link type `linktype` (a pcap LINKTYPE_* value).
 pub fn decode(linktype: u32, frame: &[u8]) -> Decoded<'_> {
     match linktype {
@@ -428,6 +446,14 @@ mod tests {
         }
         assert_eq!(decode(linktype::ETHERNET, &[0; 5]), Decoded::Truncated);
         assert_eq!(decode(9999, &[0; 5]), Decoded::UnsupportedLinktype);
+        for lt in 0..400 {
+            let frame = [0x45u8; 64];
+            assert_eq!(
+                decode(lt, &frame) == Decoded::UnsupportedLinktype,
+                !supported(lt),
+                "link type {lt}"
+            );
+        }
     }
 
     #[test]

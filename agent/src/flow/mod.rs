@@ -100,27 +100,16 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// What of the captures read was not taken whole, one warning line each (frames in no
-    /// flow, syslog messages lost, a capture out of time order), so that partial results do
-    /// not pass for complete ones. Said by every command that reads capture files.
+    /// What of the captures read was not taken whole, one warning line each (syslog messages
+    /// lost, a capture out of time order), so that partial results do not pass for complete
+    /// ones; frames in no flow are said per file ([`MergedCaptures::file_warnings`]). Said by
+    /// every command that reads capture files.
     pub fn read_warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
         if self.syslog_fragments_lost > 0 {
             w.push(format!(
                 "captures: {} syslog datagrams in IP fragments could not be put back together (a fragment missing): those messages are lost",
                 self.syslog_fragments_lost
-            ));
-        }
-        if self.unsupported_linktype > 0 {
-            w.push(format!(
-                "captures: {} frames of a link type cepheus does not decode (it reads Ethernet, Linux cooked SLL and SLL2, BSD loopback and raw IP): not in any flow",
-                self.unsupported_linktype
-            ));
-        }
-        if self.truncated + self.malformed > 0 {
-            w.push(format!(
-                "captures: {} frames cut before their headers ended and {} malformed: counted, not in any flow",
-                self.truncated, self.malformed
             ));
         }
         if self.out_of_order > 0 {
@@ -178,6 +167,11 @@ impl FlowEngine {
     /// The flows open now.
     pub fn open_flows(&self) -> usize {
         self.table.open_flows()
+    }
+
+    /// Frames so far cut before their headers ended, or malformed (in no flow).
+    pub fn damaged(&self) -> u64 {
+        self.counters.truncated + self.counters.malformed
     }
 
     /// Decodes one frame and feeds the table; the syslog messages it carried (a UDP datagram,
@@ -399,6 +393,20 @@ pub struct MergedCaptures {
     errors: Vec<(std::path::PathBuf, CaptureError)>,
     /// Paths that named a file given before (read once: each packet would count twice).
     repeated: Vec<std::path::PathBuf>,
+    /// Beside each file, what of it is in no flow (said by [`MergedCaptures::file_warnings`]).
+    lost: Vec<FileLoss>,
+    /// The file of the frame returned last (what [`MergedCaptures::note_damaged`] is about).
+    last: usize,
+}
+
+/// What of one capture file is in no flow.
+#[derive(Debug, Default)]
+struct FileLoss {
+    /// Frames of each link type not decoded (a few link types at most: a file has one, a
+    /// pcapng one per interface).
+    foreign: std::collections::BTreeMap<u32, u64>,
+    /// Frames cut before their headers ended, or malformed.
+    damaged: u64,
 }
 
 impl MergedCaptures {
@@ -421,10 +429,13 @@ impl MergedCaptures {
             let r = CaptureReader::open(p).map_err(|e| (p.clone(), e))?;
             files.push((p.clone(), Some(r), None));
         }
+        let lost = files.iter().map(|_| FileLoss::default()).collect();
         let mut m = MergedCaptures {
             files,
             errors: Vec::new(),
             repeated,
+            lost,
+            last: 0,
         };
         for i in 0..m.files.len() {
             m.refill(i);
@@ -456,6 +467,14 @@ impl MergedCaptures {
         }
     }
 
+    /// Counts `n` frames of the file of the frame returned last as cut or malformed (as the
+    /// decoder found them), to be said of that file.
+    pub fn note_damaged(&mut self, n: u64) {
+        if let Some(l) = self.lost.get_mut(self.last) {
+            l.damaged += n;
+        }
+    }
+
     /// The files cut short, with the error that ended each.
     pub fn errors(&self) -> &[(std::path::PathBuf, CaptureError)] {
         &self.errors
@@ -476,7 +495,23 @@ impl MergedCaptures {
                 path.display()
             )
         });
-        cut.chain(again).collect()
+        let mut lost = Vec::new();
+        for ((path, _, _), l) in self.files.iter().zip(&self.lost) {
+            for (lt, n) in &l.foreign {
+                lost.push(format!(
+                    "warning: {}: {n} frames of link type {lt}, which cepheus does not decode (it reads Ethernet, Linux cooked SLL and SLL2, BSD loopback and raw IP): in no flow",
+                    path.display()
+                ));
+            }
+            if l.damaged > 0 {
+                lost.push(format!(
+                    "warning: {}: {} frames cut before their headers ended or malformed (lengths that contradict the frame): counted, in no flow",
+                    path.display(),
+                    l.damaged
+                ));
+            }
+        }
+        cut.chain(again).chain(lost).collect()
     }
 }
 
@@ -491,6 +526,16 @@ impl Iterator for MergedCaptures {
             .filter_map(|(i, (_, _, h))| h.as_ref().map(|h| (h.ts, i)))
             .min()?;
         let frame = self.files[i].2.take();
+        self.last = i;
+        if let Some(f) = &frame
+            && !decode::supported(f.linktype)
+        {
+            // At most a few link types a file (each pcapng interface has one).
+            let foreign = &mut self.lost[i].foreign;
+            if foreign.len() < 16 || foreign.contains_key(&f.linktype) {
+                *foreign.entry(f.linktype).or_default() += 1;
+            }
+        }
         self.refill(i);
         frame
     }
@@ -548,7 +593,14 @@ impl Iterator for MultiFlowReader {
                 return None;
             }
             match self.frames.next() {
-                Some(h) => self.engine.push_items(&h.raw(), &mut self.items),
+                Some(h) => {
+                    let before = self.engine.damaged();
+                    self.engine.push_items(&h.raw(), &mut self.items);
+                    let damaged = self.engine.damaged() - before;
+                    if damaged > 0 {
+                        self.frames.note_damaged(damaged);
+                    }
+                }
                 None => {
                     self.engine.finish_items(&mut self.items);
                     self.finished = true;
