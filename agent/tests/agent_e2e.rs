@@ -1109,6 +1109,29 @@ fn one_step_rule(name: &str) -> String {
     )
 }
 
+/// A SIGHUP while the agent is starting (before its reload handler runs: a `kill -HUP` from
+/// config management, logrotate) does not end it (the default action did, silently, and
+/// systemd counts that a clean exit): it starts, and reloads the rules.
+#[test]
+fn a_sighup_while_starting_reloads_instead_of_killing() {
+    let dir = scratch("early-hup");
+    std::fs::write(dir.join("rules/fresh.toml"), one_step_rule("fresh")).unwrap();
+    let agent = Agent::start_wrapped(
+        &dir,
+        "",
+        "",
+        "",
+        &[],
+        &[
+            "sh",
+            "-c",
+            "(sleep 0.03; kill -HUP $$) & exec \"$0\" \"$@\"",
+        ],
+    );
+    agent.wait_stderr(10, "reloading rules");
+    assert!(http_get(agent.api, "/health").is_some());
+}
+
 /// Started on the built-in rules (no `rules/` folder, no `rules.paths`): a `rules/` folder
 /// made later is read at the next SIGHUP and watched from then on; its rule tests
 /// (`*.test.toml`) are not rules, and a change to one reloads nothing.

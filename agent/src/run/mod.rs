@@ -32,7 +32,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration as StdDuration, Instant};
 
 use actix::prelude::*;
@@ -192,6 +192,12 @@ fn init_tracing() {
 
 /// Runs `cepheus run`: exit 0 after a clean stop, 1 on bad rules/config, 2 on start-up errors.
 pub fn run(args: RunArgs) -> ExitCode {
+    // A SIGHUP before the reload handler is in place (config management, logrotate's
+    // `kill -HUP` while the store opens) would end the agent silently, and systemd counts
+    // that as a clean exit, not restarted (found by an audit): from here on it is caught,
+    // and a reload follows once the agent runs.
+    let early_hup = Arc::new(AtomicBool::new(false));
+    let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&early_hup));
     init_tracing();
     let cfg =
         match &args.config {
@@ -268,7 +274,7 @@ pub fn run(args: RunArgs) -> ExitCode {
         .config
         .as_ref()
         .and_then(|p| Some((p.clone(), std::fs::read_to_string(p).ok()?)));
-    match start(cfg, source, rules, config_text) {
+    match start(cfg, source, rules, config_text, early_hup) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             let said = format!("{e:#}");
@@ -761,6 +767,7 @@ fn start(
     source: RuleSource,
     rules: cepheus_core::rules::ir::RuleSet,
     config_text: Option<(PathBuf, String)>,
+    early_hup: Arc<AtomicBool>,
 ) -> anyhow::Result<u8> {
     // The secrets first: a refusal leaves nothing made behind (no store folder).
     let api_token = cfg.api.token()?;
@@ -1090,6 +1097,10 @@ fn start(
         );
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
         let hup_tx = reload_tx;
+        if early_hup.swap(false, Ordering::SeqCst) {
+            tracing::info!("SIGHUP came while starting: reloading the rules");
+            let _ = hup_tx.try_send(Trigger::Hangup);
+        }
         actix::spawn(async move {
             while hup.recv().await.is_some() {
                 let _ = hup_tx.try_send(Trigger::Hangup);
