@@ -22,6 +22,12 @@ pub struct AlertsArgs {
     /// alerts firing now (at most 20,000).
     #[arg(long, value_name = "N", value_parser = at_least_one)]
     pub recent: Option<usize>,
+    /// Only the alerts of this rule (with --recent: among the last 20,000 changes).
+    #[arg(long, value_name = "NAME")]
+    pub rule: Option<String>,
+    /// Only the alerts at least this severe: critical, high, medium, low or info.
+    #[arg(long, value_name = "LEVEL", value_parser = severity)]
+    pub severity: Option<String>,
     /// Print the alert objects as JSON lines (the shape of `replay` and the store) instead of
     /// a table.
     #[arg(long)]
@@ -42,6 +48,14 @@ fn at_least_one(s: &str) -> Result<usize, String> {
         }
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--severity LEVEL`: a rule file's spelling.
+fn severity(s: &str) -> Result<String, String> {
+    match cepheus_core::rules::ir::Severity::parse(s) {
+        Some(_) => Ok(s.to_string()),
+        None => Err("give one of critical, high, medium, low, info".into()),
     }
 }
 
@@ -98,15 +112,17 @@ fn cut_note(firing: u64, listed: usize) -> Option<String> {
         )
     };
     Some(format!(
-        "note: {firing} alerts are firing; listed are the newest {listed} ({bound})"
+        "note: {firing} alerts are firing; listed are {listed}, the most severe then the newest ({bound}; --rule and --severity narrow it)"
     ))
 }
 
 /// Runs `cepheus alerts`.
 pub fn run(args: AlertsArgs) -> ExitCode {
     if let Some(AlertsCommand::Ack { id, by }) = &args.command {
-        if args.recent.is_some() || args.json {
-            eprintln!("error: --recent and --json shape a listing; `ack` lists nothing");
+        if args.recent.is_some() || args.json || args.rule.is_some() || args.severity.is_some() {
+            eprintln!(
+                "error: --recent, --rule, --severity and --json shape a listing; `ack` lists nothing"
+            );
             return ExitCode::from(2);
         }
         return ack(id, by.as_deref(), args.config.as_ref());
@@ -140,9 +156,15 @@ pub fn run(args: AlertsArgs) -> ExitCode {
             }
             if list.is_empty() && !args.json {
                 match args.recent {
+                    None if args.rule.is_some() || args.severity.is_some() => {
+                        eprintln!("no such alert is firing")
+                    }
                     None => eprintln!(
                         "no alert is firing (`cepheus alerts --recent 20` lists the latest changes)"
                     ),
+                    Some(_) if args.rule.is_some() || args.severity.is_some() => {
+                        eprintln!("no such alert change among the last 20,000")
+                    }
                     Some(_) => eprintln!("the store holds no alert change"),
                 }
             }
@@ -197,27 +219,47 @@ fn ack(id: &str, by: Option<&str>, config: Option<&PathBuf>) -> ExitCode {
 /// known).
 fn fetch(args: &AlertsArgs) -> anyhow::Result<(Vec<serde_json::Value>, Option<u64>)> {
     let client = Client::new(args.config.as_ref())?;
-    let path = match args.recent {
-        Some(n) => format!("/alerts?recent={n}"),
-        None => "/alerts".to_string(),
+    let mut query = Vec::new();
+    if let Some(n) = args.recent {
+        query.push(format!("recent={n}"));
+    }
+    if let Some(r) = &args.rule {
+        query.push(format!("rule={}", crate::groups_cmd::query_escape(r)));
+    }
+    if let Some(s) = &args.severity {
+        query.push(format!("severity={s}"));
+    }
+    let path = if query.is_empty() {
+        "/alerts".to_string()
+    } else {
+        format!("/alerts?{}", query.join("&"))
+    };
+    let listing = crate::run::api::Listing {
+        recent: args.recent,
+        rule: args.rule.clone(),
+        severity: args
+            .severity
+            .as_deref()
+            .and_then(cepheus_core::rules::ir::Severity::parse),
     };
     // No agent answers: the store itself, as the agent left it.
     let from_store_instead = |e: anyhow::Error| match e.downcast_ref::<Unreachable>() {
         Some(_) => {
-            from_store(client.store(), args.recent).map_err(|why| anyhow::anyhow!("{e}; {why}"))
+            from_store(client.store(), &listing).map_err(|why| anyhow::anyhow!("{e}; {why}"))
         }
         None => Err(e),
     };
     // The count first: alerts that fire between the two reads are not taken for a cut.
+    let filtered = args.rule.is_some() || args.severity.is_some();
     let firing = match args.recent {
-        None => match client.get("/stats") {
+        None if !filtered => match client.get("/stats") {
             Ok(Answer::Ok(stats)) => serde_json::from_str::<serde_json::Value>(&stats)
                 .ok()
                 .and_then(|v| v["store"]["firing"].as_u64()),
             Err(e) if e.downcast_ref::<Unreachable>().is_some() => return from_store_instead(e),
             _ => None,
         },
-        Some(_) => None,
+        _ => None,
     };
     let answer = match client.get(&path) {
         Ok(a) => a,
@@ -237,7 +279,7 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<(Vec<serde_json::Value>, Option<u6
 /// reason the agent could not be reached).
 fn from_store(
     dir: &Path,
-    recent: Option<usize>,
+    listing: &crate::run::api::Listing,
 ) -> Result<(Vec<serde_json::Value>, Option<u64>), String> {
     // Never make a store where there is none (sled would create one).
     if !dir.join("conf").is_file() {
@@ -275,12 +317,13 @@ fn from_store(
             format!("and {e}")
         }
     })?;
-    let list = crate::run::api::alert_listing(&store, recent).map_err(|e| format!("and {e}"))?;
+    let list = crate::run::api::alert_listing(&store, listing).map_err(|e| format!("and {e}"))?;
     eprintln!(
         "note: no agent answers; read from its store at {}, as it was when the agent stopped",
         dir.display()
     );
-    let firing = recent.is_none().then(|| store.counts().1);
+    let firing = (listing.recent.is_none() && listing.rule.is_none() && listing.severity.is_none())
+        .then(|| store.counts().1);
     Ok((
         list.iter()
             .filter_map(|a| serde_json::from_str(&a.json).ok())
@@ -382,11 +425,11 @@ mod tests {
         assert_eq!(cut_note(100, 100), None);
         assert_eq!(
             cut_note(25_000, 20_000).unwrap(),
-            "note: 25000 alerts are firing; listed are the newest 20000 (a listing holds at most 20000)"
+            "note: 25000 alerts are firing; listed are 20000, the most severe then the newest (a listing holds at most 20000; --rule and --severity narrow it)"
         );
         assert_eq!(
             cut_note(25_000, 15_754).unwrap(),
-            "note: 25000 alerts are firing; listed are the newest 15754 (a listing holds at most 20000 alerts and 64 MiB of JSON)"
+            "note: 25000 alerts are firing; listed are 15754, the most severe then the newest (a listing holds at most 20000 alerts and 64 MiB of JSON; --rule and --severity narrow it)"
         );
     }
 

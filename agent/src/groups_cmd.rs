@@ -215,7 +215,7 @@ fn key_shape_problem(group_by: &[String], key: &str) -> Option<String> {
 }
 
 /// A query value with every byte but `A-Za-z0-9-_.~` percent-encoded.
-fn query_escape(s: &str) -> String {
+pub(crate) fn query_escape(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

@@ -729,23 +729,44 @@ impl Store {
     /// the sequence numbers of the others are held meanwhile, so listing the newest thousands
     /// of a million firing alerts does not load them all.
     pub fn firing_newest(&self, n: usize) -> Result<Vec<StoredAlert>, StoreError> {
+        self.firing_top(n, |_| Some(0))
+    }
+
+    /// The `n` firing alerts ranked first by `rank` (of each one's JSON as recorded, without
+    /// its `ack`; `None` leaves it out), the newest first among equal ranks: a listing that
+    /// must hold the most severe of a million, or one rule's. Lowest rank and oldest first.
+    pub fn firing_top(
+        &self,
+        n: usize,
+        rank: impl Fn(&str) -> Option<u8>,
+    ) -> Result<Vec<StoredAlert>, StoreError> {
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
-        let mut newest: BinaryHeap<Reverse<(u64, sled::IVec)>> = BinaryHeap::new();
+        let mut newest: BinaryHeap<Reverse<(u8, u64, sled::IVec)>> = BinaryHeap::new();
         for row in self.open.iter() {
             let (k, v) = row.map_err(|e| self.io(e))?;
-            let Some(seq) = v.get(..8).map(seq_of) else {
+            let parsed = v
+                .get(..8)
+                .map(seq_of)
+                .zip(v.get(8..).and_then(|b| std::str::from_utf8(b).ok()));
+            let Some((seq, json)) = parsed else {
                 return Err(self.damaged_open(&k));
             };
+            let Some(r) = rank(json) else {
+                continue;
+            };
             if newest.len() < n {
-                newest.push(Reverse((seq, k)));
-            } else if newest.peek().is_some_and(|Reverse((low, _))| *low < seq) {
+                newest.push(Reverse((r, seq, k)));
+            } else if newest
+                .peek()
+                .is_some_and(|Reverse((low_r, low, _))| (*low_r, *low) < (r, seq))
+            {
                 newest.pop();
-                newest.push(Reverse((seq, k)));
+                newest.push(Reverse((r, seq, k)));
             }
         }
         let mut out = Vec::with_capacity(newest.len());
-        for Reverse((_, k)) in newest.into_sorted_vec().into_iter().rev() {
+        for Reverse((_, _, k)) in newest.into_sorted_vec().into_iter().rev() {
             // Resolved meanwhile: no longer firing. (Read again whole: fired anew meanwhile,
             // its number is the new change's.)
             let Some(v) = self.open.get(&k).map_err(|e| self.io(e))? else {

@@ -1404,6 +1404,10 @@ async fn alerts(
             "recent=0 lists nothing: give the number of latest changes to list (1 or more)",
         );
     }
+    let listing = match Listing::of(&query) {
+        Ok(l) => l,
+        Err(why) => return text(HttpResponse::BadRequest(), why),
+    };
     let Ok(place) = st.listings.0.clone().try_acquire_owned() else {
         let mut busy = HttpResponse::ServiceUnavailable();
         busy.insert_header(("Retry-After", "1"));
@@ -1416,7 +1420,7 @@ async fn alerts(
     };
     // How many fire in all: a listing of the firing alerts holds the newest that fit.
     let firing = store.counts().1;
-    match on_store(move || alert_listing(&store, recent)).await {
+    match on_store(move || alert_listing(&store, &listing)).await {
         Ok(list) => {
             let mut body = String::from("[");
             for (i, a) in list.iter().enumerate() {
@@ -1502,26 +1506,94 @@ struct AckRequest {
     by: String,
 }
 
-/// What `/alerts` (and `cepheus alerts` reading the store itself) lists: the last `recent`
-/// changes (at most [`MAX_RECENT`]), or the alerts firing now (the newest [`MAX_FIRING`]: the
-/// firing list can hold a million one-shot matches).
+/// What a listing of `/alerts` (and of `cepheus alerts`) holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// The last N changes instead of the alerts firing now.
+    pub recent: Option<usize>,
+    /// Only this rule's alerts.
+    pub rule: Option<String>,
+    /// Only alerts at least this severe.
+    pub severity: Option<cepheus_core::rules::ir::Severity>,
+}
+
+impl Listing {
+    /// The listing a query asks for; `Err` says what of it is wrong.
+    fn of(q: &AlertsQuery) -> Result<Listing, String> {
+        let severity = match q.severity.as_deref() {
+            None => None,
+            Some(s) => Some(cepheus_core::rules::ir::Severity::parse(s).ok_or_else(|| {
+                format!(
+                    "severity={s}: give one of critical, high, medium, low, info (the alerts at least that severe are listed)"
+                )
+            })?),
+        };
+        Ok(Listing {
+            recent: q.recent,
+            rule: q.rule.clone(),
+            severity,
+        })
+    }
+
+    /// Whether an alert (its JSON) is one this listing names, and its rank (the more severe,
+    /// the higher) when it is.
+    fn rank(&self, json: &str) -> Option<u8> {
+        #[derive(serde::Deserialize)]
+        struct Head<'a> {
+            #[serde(borrow)]
+            rule: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            severity: std::borrow::Cow<'a, str>,
+        }
+        let head: Head<'_> = serde_json::from_str(json).ok()?;
+        let sev = cepheus_core::rules::ir::Severity::parse(&head.severity)
+            .unwrap_or(cepheus_core::rules::ir::Severity::Info);
+        if self.rule.as_deref().is_some_and(|r| r != head.rule) {
+            return None;
+        }
+        if self.severity.is_some_and(|least| sev > least) {
+            return None;
+        }
+        Some(4 - sev as u8)
+    }
+}
+
+/// What `/alerts` (and `cepheus alerts` reading the store itself) lists: the last changes
+/// (at most [`MAX_RECENT`] looked at), or the alerts firing now ([`MAX_FIRING`] at most: the
+/// firing list can hold a million one-shot matches; past that, the most severe, then the
+/// newest, so a flood of minor alerts hides no critical one), of one rule or severity if
+/// asked.
 pub fn alert_listing(
     store: &cepheus_store::Store,
-    recent: Option<usize>,
+    listing: &Listing,
 ) -> Result<Vec<cepheus_store::StoredAlert>, cepheus_store::StoreError> {
-    listing_within(store, recent, MAX_LISTING_BYTES)
+    listing_within(store, listing, MAX_LISTING_BYTES)
 }
 
 /// [`alert_listing`] with at most `max_bytes` of JSON.
 fn listing_within(
     store: &cepheus_store::Store,
-    recent: Option<usize>,
+    listing: &Listing,
     max_bytes: usize,
 ) -> Result<Vec<cepheus_store::StoredAlert>, cepheus_store::StoreError> {
-    let mut list = match recent {
+    let filtered = listing.rule.is_some() || listing.severity.is_some();
+    let mut list = match listing.recent {
+        Some(n) if filtered => {
+            let mut all = store.recent(MAX_RECENT)?;
+            all.retain(|a| listing.rank(&a.json).is_some());
+            let cut = all.len().saturating_sub(n);
+            all.drain(..cut);
+            all
+        }
         Some(n) => store.recent(n.min(MAX_RECENT))?,
         None => {
-            let mut f = store.firing_newest(MAX_FIRING)?;
+            // Ranked (each read) only when some are left out: the rule or severity asked,
+            // or more firing than a listing holds.
+            let mut f = if filtered || store.counts().1 > MAX_FIRING as u64 {
+                store.firing_top(MAX_FIRING, |json| listing.rank(json))?
+            } else {
+                store.firing_newest(MAX_FIRING)?
+            };
             // Oldest first by when each began firing (shards write theirs independently, so
             // the store's order is only nearly that), then as stored.
             f.sort_by_cached_key(|a| began(&a.json));
@@ -1572,6 +1644,10 @@ pub const MAX_FIRING: usize = 20_000;
 pub struct AlertsQuery {
     /// The last N alert changes instead of the firing alerts.
     pub recent: Option<usize>,
+    /// Only this rule's alerts.
+    pub rule: Option<String>,
+    /// Only alerts at least this severe (`critical`, `high`, `medium`, `low`, `info`).
+    pub severity: Option<String>,
 }
 
 async fn metrics(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
@@ -1589,7 +1665,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     // A query that does not parse is answered in words, naming what the routes take.
     let queries = web::QueryConfig::default().error_handler(|err, _| {
         let why = format!(
-            "bad query string ({err}): /alerts takes recent=N (1 or more), /groups rule=NAME and limit=N"
+            "bad query string ({err}): /alerts takes recent=N (1 or more), rule=NAME and severity=LEVEL, /groups rule=NAME and limit=N"
         );
         actix_web::error::InternalError::from_response(err, text(HttpResponse::BadRequest(), why))
             .into()
@@ -1636,7 +1712,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 /// The API's paths and methods, for the answers to a wrong path or method.
-const PATHS: &str = "GET /health, GET /stats, GET /metrics, GET /alerts[?recent=N], GET /alerts/stream, POST /alerts/ack, GET /groups?rule=NAME[&limit=N], POST /groups/forget";
+const PATHS: &str = "GET /health, GET /stats, GET /metrics, GET /alerts[?recent=N&rule=NAME&severity=LEVEL], GET /alerts/stream, POST /alerts/ack, GET /groups?rule=NAME[&limit=N], POST /groups/forget";
 
 /// 405 for a method the path does not take, saying which it takes.
 fn not_allowed(allow: &'static str) -> HttpResponse {
@@ -1897,7 +1973,7 @@ mod tests {
                 change(4, "2026-12-03T10:00:12Z"),
             ])
             .unwrap();
-        let ids: Vec<String> = alert_listing(&store, None)
+        let ids: Vec<String> = alert_listing(&store, &Listing::default())
             .unwrap()
             .iter()
             .map(|a| serde_json::from_str::<serde_json::Value>(&a.json).unwrap()["id"].to_string())
@@ -1908,7 +1984,11 @@ mod tests {
             "by time, not by the order written"
         );
         // The latest changes stay in the order they were written.
-        let recent: Vec<u64> = alert_listing(&store, Some(4))
+        let recent4 = Listing {
+            recent: Some(4),
+            ..Listing::default()
+        };
+        let recent: Vec<u64> = alert_listing(&store, &recent4)
             .unwrap()
             .iter()
             .map(|a| a.seq)
@@ -1922,14 +2002,81 @@ mod tests {
             .map(|a| a.json.len() + 1)
             .collect();
         let one = sizes.iter().max().copied().unwrap_or(0);
-        let fit: Vec<u64> = listing_within(&store, Some(4), sizes[2] + sizes[3])
+        let fit: Vec<u64> = listing_within(&store, &recent4, sizes[2] + sizes[3])
             .unwrap()
             .iter()
             .map(|a| a.seq)
             .collect();
         assert_eq!(fit, recent[2..], "the newest two");
-        let firing = listing_within(&store, None, 3 * one).unwrap();
+        let firing = listing_within(&store, &Listing::default(), 3 * one).unwrap();
         assert_eq!(firing.len(), 3);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A listing of one rule or of the alerts at least so severe holds only those, however
+    /// many others fire; and past what a listing holds, the most severe are kept, not only
+    /// the newest (a flood of minor alerts hides no critical one).
+    #[test]
+    fn listings_name_a_rule_or_a_severity_and_keep_the_most_severe() {
+        #![allow(clippy::unwrap_used)]
+        use cepheus_core::alert::AlertState;
+        let dir = std::env::temp_dir().join(format!("cepheus-api-rank-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = cepheus_store::Store::open(&dir, 100_000).unwrap();
+        let change = |id: u64, rule: &str, severity: &str| cepheus_store::Change {
+            id,
+            state: AlertState::Firing,
+            json: format!(
+                r#"{{"id":"{id:016x}","rule":"{rule}","severity":"{severity}","state":"firing","time":"2026-12-03T10:00:00Z"}}"#
+            ),
+            seq: None,
+            meaning: None,
+        };
+        // Two critical alerts first, then more low ones than a listing holds.
+        let mut changes = vec![change(1, "ssh", "critical"), change(2, "scan", "high")];
+        changes.extend((0..MAX_FIRING as u64 + 5).map(|i| change(100 + i, "hb", "low")));
+        store.record_changes(&mut changes).unwrap();
+        let ids = |l: &Listing| -> Vec<u64> {
+            alert_listing(&store, l)
+                .unwrap()
+                .iter()
+                .map(|a| {
+                    let v: serde_json::Value = serde_json::from_str(&a.json).unwrap();
+                    u64::from_str_radix(v["id"].as_str().unwrap(), 16).unwrap()
+                })
+                .collect()
+        };
+        let all = ids(&Listing::default());
+        assert_eq!(all.len(), MAX_FIRING);
+        assert!(all.contains(&1) && all.contains(&2), "the most severe kept");
+        let ssh = Listing {
+            rule: Some("ssh".into()),
+            ..Listing::default()
+        };
+        assert_eq!(ids(&ssh), [1]);
+        let high = Listing {
+            severity: Some(cepheus_core::rules::ir::Severity::High),
+            ..Listing::default()
+        };
+        let mut got = ids(&high);
+        got.sort_unstable();
+        assert_eq!(got, [1, 2]);
+        // The last changes of one rule, among the last MAX_RECENT changes (the scan alert is
+        // older than those).
+        let last = 100 + MAX_FIRING as u64 + 4;
+        let recent_hb = Listing {
+            recent: Some(2),
+            rule: Some("hb".into()),
+            ..Listing::default()
+        };
+        assert_eq!(ids(&recent_hb), [last - 1, last]);
+        let recent_scan = Listing {
+            recent: Some(2),
+            rule: Some("scan".into()),
+            ..Listing::default()
+        };
+        assert_eq!(ids(&recent_scan), Vec::<u64>::new());
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
