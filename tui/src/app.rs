@@ -399,12 +399,9 @@ impl App {
     }
 
     fn ack(&mut self, src: &mut dyn Source) {
-        if self.view != View::Firing {
-            self.status =
-                Some("only a firing alert can be acknowledged (f: the firing alerts)".into());
-            return;
-        }
-        if let Some(id) = &self.gone {
+        if self.view == View::Firing
+            && let Some(id) = &self.gone
+        {
             self.status = Some(format!(
                 "alert {id} is not firing any more: move to the alert to acknowledge first"
             ));
@@ -415,6 +412,22 @@ impl App {
             return;
         };
         let id = a["id"].as_str().unwrap_or_default().to_string();
+        // Another list (the latest changes): its firing row is acknowledged as the alert
+        // (found by an audit: it said a firing alert was not firing); a resolve or a
+        // retraction is no alert to acknowledge. The firing list's own record says whether
+        // it is acknowledged already.
+        let firing_now = self
+            .firing
+            .iter()
+            .find(|f| f["id"].as_str() == Some(id.as_str()));
+        if self.view != View::Firing && a["state"].as_str() != Some("firing") {
+            self.status = Some(format!(
+                "this row is a {} change: only a firing alert can be acknowledged (f: the firing alerts)",
+                a["state"].as_str().unwrap_or("past")
+            ));
+            return;
+        }
+        let a = firing_now.unwrap_or(a);
         if a["ack"].is_object() {
             self.status = Some(format!("{id} is acknowledged already"));
             return;
@@ -663,12 +676,30 @@ pub(crate) mod tests {
         assert_eq!(app.status, None);
         app.key(Key::Ack, &mut src);
         assert_eq!(src.acked.len(), 1, "acknowledged already");
-        // The latest changes, newest first; acknowledging there is refused.
+        // The latest changes, newest first: a firing row acknowledges its alert (b is
+        // already), a resolve is no alert to acknowledge.
         app.key(Key::Switch, &mut src);
         assert_eq!((app.view, app.selected), (View::Recent, 0));
         assert_eq!(app.rows()[0]["id"], "b");
         app.key(Key::Ack, &mut src);
         assert_eq!(src.acked.len(), 1);
+        assert_eq!(app.status.as_deref(), Some("b is acknowledged already"));
+        app.key(Key::Down, &mut src);
+        app.key(Key::Ack, &mut src);
+        assert_eq!(src.acked.len(), 1);
+        assert!(
+            app.status
+                .as_deref()
+                .is_some_and(|s| s.starts_with("this row is a resolved change")),
+            "{:?}",
+            app.status
+        );
+        app.key(Key::Down, &mut src);
+        app.key(Key::Ack, &mut src);
+        assert_eq!(src.acked[1], ("a".to_string(), "alice".to_string()));
+        assert_eq!(app.firing[0]["ack"]["by"], "alice");
+        app.key(Key::Up, &mut src);
+        app.key(Key::Up, &mut src);
         // The rate, from the next refresh.
         src.stats = serde_json::json!({"ingest": {"parsed": 300}});
         app.refresh(&mut src, t0 + std::time::Duration::from_secs(2));
