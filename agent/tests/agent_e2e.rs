@@ -2421,6 +2421,16 @@ fn senders_outside_the_allowed_networks_are_refused() {
     agent.wait_stats(10, |_| {
         agent.stderr().contains("not in syslog.allowed_senders")
     });
+    // A burst: the first said, the others held back and told within a second or so, not
+    // only when the next refusal comes (maybe hours later).
+    for _ in 0..5 {
+        udp.send_to(line("by-udp").as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    }
+    agent.wait_stderr(
+        10,
+        "more messages or connections from senders not in syslog.allowed_senders dropped",
+    );
     assert_eq!(agent.alerts(|v| v["rule"] == "hello"), 0);
     assert!(agent.terminate().success());
     // Listed, loopback is taken.

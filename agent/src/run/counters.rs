@@ -352,6 +352,10 @@ pub async fn tell_held_back(
                 "batches dropped on a full shard queue (`queue_full` counts their events)",
             ),
             (&l.connection, "connection problems"),
+            (
+                &l.refused,
+                "messages or connections from senders not in syslog.allowed_senders dropped",
+            ),
         ] {
             if let Some(n) = limit.overdue() {
                 tracing::warn!(

@@ -91,7 +91,7 @@ impl Shared {
         }
         bump(&self.counters.senders_refused, 1);
         if let Some(held) = self.limits.refused.allow() {
-            tracing::warn!(peer = %ip, suppressed = held, "syslog {how} from a sender not in syslog.allowed_senders: dropped");
+            tracing::warn!(peer = %ip, suppressed = held, "syslog {how} from a sender not in syslog.allowed_senders: dropped (and any more within a second, counted in senders_refused)");
         }
         false
     }
