@@ -584,12 +584,19 @@ fn duplicates_are_dropped_and_ungrouped_rules_spread() {
         udp.send_to(l.as_bytes(), ("127.0.0.1", agent.port))
             .unwrap();
     }
+    // The same garbage three times: malformed each time, no duplicate (only messages are
+    // remembered as seen).
+    for _ in 0..3 {
+        udp.send_to(b"\xff\xfe not syslog", ("127.0.0.1", agent.port))
+            .unwrap();
+    }
     // A datagram is counted when read, before it is told a duplicate or parsed.
     let s = agent.wait_stats(10, |s| {
         let n = |k: &str| s["ingest"][k].as_u64().unwrap_or(0);
-        n("udp_datagrams") >= 22 && n("duplicates") + n("parsed") >= 22
+        n("udp_datagrams") >= 25 && n("duplicates") + n("parsed") + n("malformed") >= 25
     });
     assert_eq!(s["ingest"]["duplicates"], 1, "{s}");
+    assert_eq!(s["ingest"]["malformed"], 3, "{s}");
     agent.wait_alert(10, |v| v["rule"] == "r3");
     let deadline = Instant::now() + Duration::from_secs(10);
     while agent.alerts(|v| v["rule"] == "r3") < 2 || agent.alerts(|_| true) < 21 {

@@ -150,10 +150,9 @@ impl Router {
     pub fn accept(&mut self, bytes: &[u8], peer: Option<IpAddr>, arrival: Timestamp) -> bool {
         self.refresh_plan();
         let sh = &*self.shared;
-        if sh.duplicate(bytes, peer, arrival) {
-            bump(&sh.counters.duplicates, 1);
-            return true;
-        }
+        // Parsed first: what is not syslog is malformed however often it comes (a flood of
+        // one garbage line was counted as one malformed and thousands of duplicates; found
+        // by an audit), and only messages are remembered as seen.
         let ev = match sh.parser.parse(bytes, arrival, peer) {
             Ok(ev) => ev,
             Err(e) => {
@@ -161,6 +160,10 @@ impl Router {
                 return false;
             }
         };
+        if sh.duplicate(bytes, peer, arrival) {
+            bump(&sh.counters.duplicates, 1);
+            return true;
+        }
         // Counted once routed, so a reader who sees `parsed` also sees where it went
         // (`keyless`, `unmatched`).
         self.route(ev);
