@@ -1068,6 +1068,61 @@ fn expect_lists_are_sets() {
     );
 }
 
+/// A key of several fields may be a JSON object naming them, so a value may hold a comma
+/// (as `groups forget` takes a key); it means the same as the comma-separated form.
+#[test]
+fn expect_keys_may_name_their_fields_in_json() {
+    let text = |expect: &str| {
+        format!(
+            "[[rule]]\nname = \"r\"\nseverity = \"high\"\ngroup_by = [\"host\", \"severity\"]\nexpect = {expect}\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 60s\"\n"
+        )
+    };
+    let c = compile_str(
+        "t.toml",
+        &text(
+            r#"['{"host": "web,1", "severity": 2}', '{"severity": "4", "host": "db"}', "app,5"]"#,
+        ),
+    );
+    assert_eq!(messages(&c), vec![]);
+    assert_eq!(
+        c.rules.unwrap().rules[0].expect,
+        vec![
+            vec![Value::str("app"), Value::Int(5)],
+            vec![Value::str("db"), Value::Int(4)],
+            vec![Value::str("web,1"), Value::Int(2)],
+        ]
+    );
+    for (bad, said) in [
+        (
+            r#"['{"host": "x"}']"#,
+            "has no value for group field `severity`",
+        ),
+        (
+            r#"['{"host": "x", "severity": 1, "app": "y"}']"#,
+            "`app` is no group_by field",
+        ),
+        (
+            r#"['{"host": "x", "severity": 9}']"#,
+            "`9` is not a valid value for group field `severity`",
+        ),
+        (
+            r#"['{"host": "x", "severity": [1]}']"#,
+            "write a string or a number",
+        ),
+        (
+            r#"['{host: x}']"#,
+            "is not a JSON object of the group's fields",
+        ),
+    ] {
+        let m = messages(&compile_str("t.toml", &text(bad)));
+        assert!(
+            m.iter()
+                .any(|(l, t)| *l == Level::Error && t.contains(said)),
+            "{bad}: {m:?}"
+        );
+    }
+}
+
 #[test]
 fn a_network_with_host_bits_set_is_warned_of() {
     let c = compile_str(

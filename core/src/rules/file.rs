@@ -1264,6 +1264,21 @@ fn parse_key(
     types: &[ValueType],
     fields: &[Option<crate::event::Field>],
 ) -> Result<Vec<Value>, KeyError> {
+    // A JSON object names each field (`{"host": "web,1", "app": "nginx"}`, as `groups
+    // forget` takes a key): a value may then hold a comma.
+    if s.trim_start().starts_with('{') {
+        return json_key(s, groups, types, fields);
+    }
+    plain_key(s, groups, types, fields)
+}
+
+/// A key as values comma-separated in `group_by` order (see [`parse_key`]).
+fn plain_key(
+    s: &str,
+    groups: &[&str],
+    types: &[ValueType],
+    fields: &[Option<crate::event::Field>],
+) -> Result<Vec<Value>, KeyError> {
     // One text field takes a comma as text (`web-1,22` may be a name); another type cannot,
     // so there a comma means values for fields group_by does not have.
     let one_text = groups.len() == 1 && types.first() == Some(&ValueType::Str);
@@ -1281,8 +1296,9 @@ fn parse_key(
                 groups.join(", ")
             ),
             h(format!(
-                "write the values comma-separated in group_by order: {}",
-                groups.join(",")
+                "write the values comma-separated in group_by order: {}; or, for a value with a comma, a JSON object: '{{\"{}\": \"...\", ...}}'",
+                groups.join(","),
+                groups.first().copied().unwrap_or("field")
             )),
             0..s.len(),
         ));
@@ -1338,6 +1354,77 @@ fn parse_key(
                     sub,
                 ));
             }
+        }
+    }
+    Ok(out)
+}
+
+/// An `expect` key written as a JSON object of the group's fields: each value (a string, or
+/// a number for a number field) read as the comma-separated form reads it.
+fn json_key(
+    s: &str,
+    groups: &[&str],
+    types: &[ValueType],
+    fields: &[Option<crate::event::Field>],
+) -> Result<Vec<Value>, KeyError> {
+    let whole = 0..s.len();
+    let example = format!(
+        "write {{{}}}",
+        groups
+            .iter()
+            .map(|g| format!("\"{g}\": \"...\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let obj: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(s.trim()).map_err(|e| {
+            (
+                format!("`{s}` is not a JSON object of the group's fields ({e})"),
+                h(example.clone()),
+                whole.clone(),
+            )
+        })?;
+    if let Some(extra) = obj.keys().find(|k| !groups.contains(&k.as_str())) {
+        return Err((
+            format!(
+                "`{extra}` is no group_by field of this rule ({})",
+                groups.join(", ")
+            ),
+            h(example),
+            whole,
+        ));
+    }
+    let mut out = Vec::with_capacity(groups.len());
+    for (i, g) in groups.iter().enumerate() {
+        let text = match obj.get(*g) {
+            Some(serde_json::Value::String(t)) => t.clone(),
+            Some(serde_json::Value::Number(n)) => n.to_string(),
+            Some(other) => {
+                return Err((
+                    format!("the value of `{g}` is {other}: write a string or a number"),
+                    h(example),
+                    whole,
+                ));
+            }
+            None => {
+                return Err((
+                    format!("`{s}` has no value for group field `{g}`"),
+                    h(example),
+                    whole,
+                ));
+            }
+        };
+        // Each value as a key of that one field would be read (its type, its range).
+        let one = plain_key(
+            &text,
+            &groups[i..=i],
+            &types[i..=i.min(types.len().saturating_sub(1))],
+            fields.get(i..=i).unwrap_or(&[]),
+        );
+        match one {
+            Ok(mut v) if v.len() == 1 => out.append(&mut v),
+            Ok(_) => return Err((format!("`{s}`: no value for `{g}`"), None, whole)),
+            Err((msg, help, _)) => return Err((msg, help, whole)),
         }
     }
     Ok(out)
