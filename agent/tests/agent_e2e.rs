@@ -3163,7 +3163,7 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
 }
 
 /// More alerts fire than a listing holds: `cepheus alerts` says how many and that it lists the
-/// newest (read from the store here: the count comes from the agent's `/stats` otherwise).
+/// most severe then the newest (read from the store here: the count comes from the agent's `/stats` otherwise).
 #[test]
 fn alerts_says_when_more_fire_than_it_lists() {
     let dir = scratch("alerts-cut");
@@ -3198,7 +3198,7 @@ fn alerts_says_when_more_fire_than_it_lists() {
     assert_eq!(out.lines().count(), max);
     assert!(
         err.contains(&format!(
-            "note: {} alerts are firing; listed are the newest {max}",
+            "note: {} alerts are firing; listed are {max}, the most severe then the newest",
             max + 3
         )),
         "{err}"

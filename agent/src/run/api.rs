@@ -1538,17 +1538,29 @@ impl Listing {
     /// Whether an alert (its JSON) is one this listing names, and its rank (the more severe,
     /// the higher) when it is.
     fn rank(&self, json: &str) -> Option<u8> {
-        #[derive(serde::Deserialize)]
+        #[derive(Default, serde::Deserialize)]
         struct Head<'a> {
-            #[serde(borrow)]
-            rule: std::borrow::Cow<'a, str>,
-            #[serde(borrow)]
-            severity: std::borrow::Cow<'a, str>,
+            #[serde(borrow, default)]
+            rule: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow, default)]
+            severity: Option<std::borrow::Cow<'a, str>>,
         }
-        let head: Head<'_> = serde_json::from_str(json).ok()?;
-        let sev = cepheus_core::rules::ir::Severity::parse(&head.severity)
+        // (An object without them, which the agent never writes, ranks last and matches no
+        // rule or severity asked for.)
+        let head: Head<'_> = serde_json::from_str(json).unwrap_or_default();
+        let sev = head
+            .severity
+            .as_deref()
+            .and_then(cepheus_core::rules::ir::Severity::parse)
             .unwrap_or(cepheus_core::rules::ir::Severity::Info);
-        if self.rule.as_deref().is_some_and(|r| r != head.rule) {
+        if self
+            .rule
+            .as_deref()
+            .is_some_and(|r| head.rule.as_deref() != Some(r))
+        {
+            return None;
+        }
+        if self.severity.is_some() && head.severity.is_none() {
             return None;
         }
         if self.severity.is_some_and(|least| sev > least) {
