@@ -527,7 +527,6 @@ impl Builder {
                 evs.push(None);
                 continue;
             }
-            let pc = def.cond.canonical();
             let p = self.push(Inst {
                 kind: NodeKind::Predicate {
                     uses: vec![Use {
@@ -552,7 +551,10 @@ impl Builder {
                 .zip(&def.group_fields)
                 .map(|(n, f)| (n.clone(), f.name().to_string()))
                 .collect();
-            let shape = format!("event({pc})");
+            // As the predicate: conditions spelled apart that hold for the same events are one
+            // event node (found by an audit: `app == "x"` and `syslog and app == "x"` made two,
+            // said to be the only use of their predicate, and their operators went unshared).
+            let shape = format!("event({})", def.cond.predicate_key());
             let mut canonical = shape.clone();
             if !group.is_empty() {
                 let _ = write!(canonical, " by [{}]", mapping(&group));
@@ -569,12 +571,24 @@ impl Builder {
             evs.push(Some(e));
         }
         let top = self.walk(&rule.pattern, &evs, ri, &scope);
+        // A rule's state is keyed by its meaning as written ([`Rule::canonical`]): rules whose
+        // conditions are spelled apart run as states apart, whatever their operators share.
+        let mut spelled: Vec<String> = rule
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(di, _)| rule.pattern.uses(*di))
+            .map(|(_, d)| d.cond.canonical())
+            .collect();
+        spelled.sort();
+        spelled.dedup();
         let root = top.map(|top| {
             let canonical = format!(
-                "rule({}) {} {}",
+                "rule({}) {} {}{WRITTEN}{}",
                 self.insts[top].canonical,
                 scope,
-                settings_text(&root_set)
+                settings_text(&root_set),
+                spelled.join(" | ")
             );
             let shape = format!("rule({})", self.insts[top].shape);
             self.push(Inst {
@@ -1260,7 +1274,23 @@ fn not_shared_twins(
                         let (sb, rb) = &settings[cb.rule];
                         let all_a: Settings = sa.iter().chain(ra).cloned().collect();
                         let all_b: Settings = sb.iter().chain(rb).cloned().collect();
-                        settings_diff(&all_a, &all_b)
+                        let diff = settings_diff(&all_a, &all_b);
+                        let written = |c: &Class| {
+                            c.canonical
+                                .split(WRITTEN)
+                                .nth(1)
+                                .unwrap_or_default()
+                                .to_string()
+                        };
+                        if diff.is_empty() && written(ca) != written(cb) {
+                            format!(
+                                "the same operators and settings, its conditions written otherwise ({} vs {}): a rule's state is kept by its conditions as written, so each runs its own",
+                                written(ca),
+                                written(cb)
+                            )
+                        } else {
+                            diff
+                        }
                     }
                     _ => settings_diff(&settings[ca.rule].0, &settings[cb.rule].0),
                 };
@@ -1380,6 +1410,9 @@ fn similar_unshared(
 }
 
 /// Why a node that has no counterpart in the rule set stands alone.
+/// What separates, in a root's canonical form, its conditions as written (its state's key).
+const WRITTEN: &str = " as written: ";
+
 fn alone_reason(kind: &NodeKind) -> &'static str {
     match kind {
         NodeKind::Predicate { .. } => "no other event definition has this condition",

@@ -156,6 +156,85 @@ fn paper_tables_2_and_3() {
     }
 }
 
+/// Conditions spelled apart that hold for the same events (`app == "e1"`, `"e1" == app`,
+/// `syslog and app == "e1"`) are one predicate and one event node, so the paper's shared
+/// operators are found over them; the rules' roots stay apart (a rule's state is kept by its
+/// conditions as written), and say so.
+#[test]
+fn spellings_of_one_predicate_share_their_event_node_and_operators() {
+    let spelled = PAPER.replacen(
+        "events.e1 = 'syslog and app == \"e1\"'",
+        "events.e1 = '\"e1\" == app'",
+        1,
+    );
+    assert_ne!(spelled, PAPER);
+    let g = build(&rules(&spelled), true);
+    let paper = build(&rules(PAPER), true);
+    let shared = |g: &Graph| -> Vec<(Vec<ShareKind>, Vec<(Op, usize)>)> {
+        g.nodes
+            .iter()
+            .filter(|n| is_operator(&n.kind) && n.is_shared())
+            .map(|n| {
+                let mut k: Vec<ShareKind> = n.sharing.iter().map(|s| s.kind).collect();
+                k.sort();
+                let o = ops(g, n.id)
+                    .into_iter()
+                    .map(|(op, parents)| (op, parents.len()))
+                    .collect();
+                (k, o)
+            })
+            .collect()
+    };
+    assert_eq!(shared(&g), shared(&paper), "{}", g.to_text());
+    let events = |g: &Graph| {
+        g.nodes
+            .iter()
+            .filter(|n| matches!(n.kind, NodeKind::Event { .. }))
+            .count()
+    };
+    assert_eq!(events(&g), events(&paper));
+    let root = |name: &str| {
+        let r = g.rules.iter().find(|r| r.name == name).unwrap();
+        &g.nodes[r.root.unwrap()]
+    };
+    assert!(
+        root("q-left")
+            .not_shared
+            .iter()
+            .all(|n| !n.contains("written otherwise")),
+        "q-left and q-right differ in their operators, not only in spelling"
+    );
+    // The same rule twice, spelled apart: one operator, two roots that say why.
+    let twice = r#"
+[[rule]]
+name = "a"
+severity = "low"
+events.x = 'syslog and app == "x"'
+events.y = 'syslog and app == "y"'
+pattern = "seq(x, y) within 1m"
+
+[[rule]]
+name = "b"
+severity = "low"
+events.x = 'app == "x"'
+events.y = 'syslog and app == "y"'
+pattern = "seq(x, y) within 1m"
+"#;
+    let g = build(&rules(twice), true);
+    let (a, b) = (top(&g, "a"), top(&g, "b"));
+    assert_eq!(a, b, "{}", g.to_text());
+    let ra = g.rules[0].root.unwrap();
+    assert_ne!(ra, g.rules[1].root.unwrap());
+    assert!(
+        g.nodes[ra]
+            .not_shared
+            .iter()
+            .any(|n| n.contains("its conditions written otherwise")),
+        "{}",
+        g.to_text()
+    );
+}
+
 #[test]
 fn no_share_has_no_shared_node() {
     let rs = rules(PAPER);
