@@ -170,7 +170,8 @@ fn spellings_of_one_predicate_share_their_event_node_and_operators() {
     assert_ne!(spelled, PAPER);
     let g = build(&rules(&spelled), true);
     let paper = build(&rules(PAPER), true);
-    let shared = |g: &Graph| -> Vec<(Vec<ShareKind>, Vec<(Op, usize)>)> {
+    type Shared = Vec<(Vec<ShareKind>, Vec<(Op, usize)>)>;
+    let shared = |g: &Graph| -> Shared {
         g.nodes
             .iter()
             .filter(|n| is_operator(&n.kind) && n.is_shared())
