@@ -2069,8 +2069,9 @@ impl Engine {
                 // the first event, so a source whose stamps lag loses nothing from its first
                 // event on whatever other lines came before it. (Nothing ran in the lane yet:
                 // no rule began, no timer, nothing buffered.) Not for a line stamped more than
-                // an hour before the input's start: a clock never set, not a lag (it would
-                // have matched, and fired alerts dated 1970; found by an audit); it is late.
+                // a day before the input's start: a clock never set, not a lag (it would have
+                // matched, and fired alerts dated 1970; found by an audit); it is late. (A
+                // zone's offset, up to 14 hours, is a lag.)
                 let t = ev_time.sub(lane.delay);
                 if t < lane.now && lane.now.since(t) <= STALE_FIRST_SOURCE {
                     lane.now = t;
@@ -3934,8 +3935,9 @@ impl Lane {
 }
 
 /// Most an event-time lane's first source may put its start before the input's first line in
-/// a replay (a source whose stamps lag): earlier, the line is stale (late), not lagging.
-const STALE_FIRST_SOURCE: Duration = Duration(3_600 * 1_000_000_000);
+/// a replay (a source whose stamps lag, a device logging its local time read as UTC: up to
+/// 14 hours): earlier, the line is stale (a clock never set), late, not lagging.
+const STALE_FIRST_SOURCE: Duration = Duration(86_400 * 1_000_000_000);
 
 /// How often, in arrival time, event-time lanes an event is no source of are brought up to
 /// date: deadlines passed meanwhile fire at most this late in the output (with their own

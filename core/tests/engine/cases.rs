@@ -1710,12 +1710,12 @@ fn an_event_time_rule_s_watermark_is_made_of_its_own_sources() {
 }
 
 #[test]
-fn a_first_source_stamped_hours_before_the_input_is_late_not_a_lag() {
-    // A heartbeat stamped two hours before the input's first line (a clock never set), as
+fn a_first_source_stamped_days_before_the_input_is_late_not_a_lag() {
+    // A heartbeat stamped two days before the input's first line (a clock never set), as
     // the rule's first source event: late, not matched, so host b gets no silence dated
     // then; as for a line of another source stamped at the input's start less `max_delay`,
-    // the expected host is timed from there. Within the hour it is a lag, kept: b's silence
-    // is timed from its own stamp.
+    // the expected host is timed from there. Within a day (a device logging its local time,
+    // 14 hours behind) it is a lag, kept: b's silence is timed from its own stamp.
     let r = || {
         rule("hb", &["hb"], absent(ev(0), Some(60)))
             .event_time(5, 0)
@@ -1727,12 +1727,12 @@ fn a_first_source_stamped_hours_before_the_input_is_late_not_a_lag() {
             .map(|a| fmt_alert(a, false))
             .collect()
     };
-    let same = alerts("cron:z@10000/10000 cron:y@9995/10000 end@10100");
-    let stale = alerts("cron:z@10000/10000 hb:b@2800/10000 end@10100");
+    let same = alerts("cron:z@200000/200000 cron:y@199995/200000 end@200100");
+    let stale = alerts("cron:z@200000/200000 hb:b@20000/200000 end@200100");
     assert_eq!(stale, same);
     assert_eq!(stale.len(), 1, "{stale:?}");
-    let lag = alerts("cron:z@10000/10000 hb:b@7000/10000 end@10100");
-    assert!(lag.iter().any(|a| a == "firing b @7060"), "{lag:?}");
+    let lag = alerts("cron:z@200000/200000 hb:b@149600/200000 end@200100");
+    assert!(lag.iter().any(|a| a == "firing b @149660"), "{lag:?}");
 }
 
 #[test]
