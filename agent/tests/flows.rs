@@ -662,9 +662,9 @@ fn live_capture_on_veth() {
     drop(ns);
 }
 
-/// `cepheus flows -i` without `--duration` runs until stopped: a record is written once its
-/// flow has ended (not held to the end), and SIGTERM ends the flows still open, writes them
-/// and the summary, and exits 0 (the default action lost them all).
+/// `cepheus flows -i` without `--duration` runs until stopped: a record is written as its flow
+/// ends (not held to the end, nor behind an older flow still open), and SIGTERM ends the flows
+/// still open, writes them and the summary, and exits 0 (the default action lost them all).
 #[test]
 fn a_live_capture_stopped_by_a_signal_writes_its_flows() {
     use std::io::BufRead as _;
@@ -690,12 +690,12 @@ fn a_live_capture_stopped_by_a_signal_writes_its_flows() {
         }
     });
     std::thread::sleep(std::time::Duration::from_millis(800));
-    // A connect to a closed port (REJ: ended 5 s after its reset), then a datagram (its flow
-    // stays open, 60 s idle).
+    // A datagram (its flow stays open, 60 s idle), then a connect to a closed port (REJ:
+    // ended 5 s after its reset), written as it ends although the older flow is open.
     ns.exec(&[
         "bash",
         "-c",
-        &format!("(echo > /dev/tcp/{here}/9) 2>/dev/null; exec 3>/dev/udp/{here}/9999; echo a >&3"),
+        &format!("exec 3>/dev/udp/{here}/9999; echo a >&3; (echo > /dev/tcp/{here}/9) 2>/dev/null"),
     ]);
     let rej: Json = serde_json::from_str(
         &rx.recv_timeout(std::time::Duration::from_secs(20))

@@ -5,8 +5,9 @@
 //! read as one stream of frames in time order, through one flow table. A record is written
 //! once no flow still open can start before it, so memory holds the open flows and at most
 //! about `--max-flows` ended ones (beyond that the oldest go out, and a flow open since before
-//! them comes when it ends, out of order); a live capture writes as flows end, and ends the
-//! flows still open on Ctrl-C or SIGTERM.
+//! them comes when it ends, out of order); a live capture writes each flow as it ends (in
+//! the order they end, as Zeek writes conn.log), and ends the flows still open on Ctrl-C or
+//! SIGTERM.
 //!
 //! Byte counts, per direction (`orig_*` from the originator, `resp_*` back):
 //! - `orig_bytes` / `resp_bytes`: IP-level bytes (IP headers included), the registry's
@@ -117,7 +118,7 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         }
         out.notices(&mut notices);
         out.syslog(&mut syslog);
-        out.spill(&engine, false);
+        out.spill(&engine);
     }
     engine.finish(&mut notices, &mut syslog);
     out.notices(&mut notices);
@@ -191,6 +192,7 @@ fn run_live(
     let started = Instant::now();
     let mut engine = FlowEngine::new(cfg);
     let (mut notices, mut syslog) = (Vec::new(), Vec::new());
+    out.as_they_end = true;
     loop {
         if out.closed()
             || stop.load(Ordering::Relaxed)
@@ -203,12 +205,10 @@ fn run_live(
                 engine.push(&pkt.as_raw(), &mut notices, &mut syslog);
                 out.notices(&mut notices);
                 out.syslog(&mut syslog);
-                out.spill(&engine, false);
             }
             Ok(None) => {
                 engine.advance(wall_clock(), &mut notices);
                 out.notices(&mut notices);
-                out.spill(&engine, true);
             }
             Err(()) => break,
         }
@@ -263,6 +263,9 @@ struct Output<W: std::io::Write = std::io::Stdout> {
     spill_at: usize,
     /// Most ended records held back for order: beyond, the oldest are written anyway.
     cap: usize,
+    /// Each record written as its flow ends, in that order (a live capture: a long flow or
+    /// steady traffic would hold the sorted ones back for minutes; found by a review).
+    as_they_end: bool,
     /// Standard output failed: a reader that went away (`| head`) ends the run quietly,
     /// anything else is reported and the run ends with exit code 2.
     failed: Option<std::io::Error>,
@@ -282,6 +285,7 @@ impl<W: std::io::Write> Output<W> {
             ended: Vec::new(),
             spill_at: SPILL_MIN,
             cap: max_flows.max(SPILL_MIN),
+            as_they_end: false,
             failed: None,
         }
     }
@@ -318,7 +322,11 @@ impl<W: std::io::Write> Output<W> {
             if self.events {
                 self.line(crate::events_cmd::event_json(&notice_to_event(&n)));
             } else if let NoticeKind::End(r) = n.kind {
-                self.ended.push((n.flow, r.name()));
+                if self.as_they_end {
+                    self.line(record_json(&n.flow, r.name()));
+                } else {
+                    self.ended.push((n.flow, r.name()));
+                }
             }
         }
     }
@@ -352,10 +360,10 @@ impl<W: std::io::Write> Output<W> {
 
     /// Writes, in order, the ended records no flow still open can come before (their first
     /// packet is older than every open flow's), and past `cap` held the oldest half anyway;
-    /// looks at the table only every so many records (`force`: now, as a live capture does
-    /// when idle), so the cost per record stays small however many flows are open.
-    fn spill(&mut self, engine: &FlowEngine, force: bool) {
-        if self.events || self.ended.is_empty() || (!force && self.ended.len() < self.spill_at) {
+    /// looks at the table only every so many records, so the cost per record stays small
+    /// however many flows are open.
+    fn spill(&mut self, engine: &FlowEngine) {
+        if self.events || self.ended.len() < self.spill_at {
             return;
         }
         self.ended.sort_by_key(|(f, _)| (f.first, f.id));
@@ -457,7 +465,7 @@ mod tests {
             };
             engine.push(&pkt, &mut notices, &mut syslog);
             out.notices(&mut notices);
-            out.spill(&engine, false);
+            out.spill(&engine);
             most_held = most_held.max(out.ended.len());
         }
         engine.finish(&mut notices, &mut syslog);

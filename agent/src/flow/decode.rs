@@ -224,15 +224,21 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
         Err(etherparse::err::ip::LaxHeaderSliceError::Content(_)) => return Decoded::Malformed,
     };
     let mut lie = false;
+    // An IPv6 jumbogram (RFC 2675: payload length 0) or a TSO-sized one: its UDP length may
+    // be 0 too.
+    let mut jumbo = false;
     let (ip_len, fragment) = match &ip {
         LaxIpSlice::Ipv4(v4) => {
             let h = v4.header();
             let total = u32::from(h.total_len());
             let hlen = u32::from(h.ihl()) * 4;
+            // Total length 0: a segment the sending host's NIC was to cut (TSO), captured on
+            // that host before it was: the frame's length is the datagram's, as tshark reads
+            // it (found by a review). Another length below the header's is a lie.
             let ip_len = if total >= hlen {
                 total
             } else {
-                lie = true;
+                lie = total != 0;
                 data.len() as u32
             };
             let frag =
@@ -245,6 +251,7 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
         }
         LaxIpSlice::Ipv6(v6) => {
             let plen = u32::from(v6.header().payload_length());
+            jumbo = plen == 0;
             let ip_len = if plen == 0 {
                 data.len() as u32
             } else {
@@ -318,8 +325,9 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
             info.sport = udp.source_port();
             info.dport = udp.destination_port();
             let udp_len = u32::from(udp.length());
-            // A first fragment's UDP length is the whole datagram's.
-            info.claims_more |= udp_len < 8 || (udp_len > l4_len && fragment.is_none());
+            // A first fragment's UDP length is the whole datagram's; a jumbogram's is 0.
+            let short = udp_len < 8 && !(udp_len == 0 && jumbo);
+            info.claims_more |= short || (udp_len > l4_len && fragment.is_none());
             info.payload_len = l4_len.saturating_sub(8);
             info.payload = udp.payload();
         }

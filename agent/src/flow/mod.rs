@@ -690,9 +690,23 @@ mod tests {
             .unwrap();
         let mut short_udp = udp.clone();
         short_udp[20 + 4..20 + 6].copy_from_slice(&2u16.to_be_bytes());
+        // Captured on the sender before its NIC cut it (TSO): total length 0.
+        let mut tso = good.clone();
+        tso[2..4].copy_from_slice(&0u16.to_be_bytes());
+        tso[10..12].copy_from_slice(&[0, 0]);
+        // An IPv6 jumbogram's lengths (RFC 2675): payload 0, UDP 0.
+        let mut jumbo = Vec::new();
+        PacketBuilder::ipv6([0xfe; 16], [0xfd; 16], 64)
+            .udp(40000, 53)
+            .write(&mut jumbo, b"q")
+            .unwrap();
+        jumbo[4..6].copy_from_slice(&0u16.to_be_bytes());
+        jumbo[40 + 4..40 + 6].copy_from_slice(&0u16.to_be_bytes());
         for (name, frame, lie) in [
             ("good", &good, false),
             ("good udp", &udp, false),
+            ("IP length 0 (TSO)", &tso, false),
+            ("IPv6 jumbogram", &jumbo, false),
             ("IP length 60000", &big_ip, true),
             ("IP length 10", &small_ip, true),
             ("TCP header 60", &long_tcp, true),

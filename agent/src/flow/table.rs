@@ -769,23 +769,23 @@ impl FlowTable {
             self.evict_one(out);
         }
         // SYN+ACK first: the receiver is the originator. A TCP flow picked up mid-stream (no
-        // SYN, an ACK: every segment after the handshake has one), or a UDP flow whose
-        // request was not seen (one-way tap, asymmetric routing), from a service-looking
+        // SYN; an ACK, as every segment after the handshake has, or a reset), or a UDP flow
+        // whose request was not seen (one-way tap, asymmetric routing), from a service-looking
         // port to an ephemeral-looking one: the sender is the server, the receiver the
         // originator (Zeek's likely-server-port flip), so a server answering many clients
-        // (DNS, NTP) is not an originator reaching many ports. Not a scan from a service
-        // port (nmap's `-g 53`): a FIN, NULL or Xmas probe carries no ACK, and a UDP probe
-        // goes to a port below the ephemeral range (a reply goes to a port in it), so the
-        // scanner stays the originator (found by an audit: the scan rule saw nothing).
+        // (DNS, NTP) is not an originator reaching many ports. Not a TCP scan from a service
+        // port (nmap's `-g 53`): a FIN, NULL or Xmas probe carries neither, so the scanner
+        // stays the originator (found by an audit: the scan rule saw nothing). A UDP probe
+        // from a service port to a port of 1024 or more looks like a reply, as in Zeek.
         let tcp = pkt.proto == proto::TCP;
         let udp = pkt.proto == proto::UDP;
         let synack =
             pkt.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK) == (tcp_flags::SYN | tcp_flags::ACK);
-        let ephemeral_dst = sport < 32_768 && dport >= 32_768;
-        let server_ports = (sport < 1024 && dport >= 1024) || ephemeral_dst;
-        let midstream_from_server =
-            pkt.tcp_flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::ACK && server_ports;
-        let flip = (tcp && (synack || midstream_from_server)) || (udp && ephemeral_dst);
+        let server_ports = (sport < 1024 && dport >= 1024) || (sport < 32_768 && dport >= 32_768);
+        let midstream_from_server = pkt.tcp_flags & tcp_flags::SYN == 0
+            && pkt.tcp_flags & (tcp_flags::ACK | tcp_flags::RST) != 0
+            && server_ports;
+        let flip = (tcp && (synack || midstream_from_server)) || (udp && server_ports);
         let (src, dst, sp, dp) = if flip {
             (pkt.dst, pkt.src, dport, sport)
         } else {
@@ -1373,17 +1373,20 @@ mod tests {
             .collect();
         let c = IpAddr::from(C);
         assert_eq!(starts, [(c, 40000, 5432), (c, 51000, 22), (c, 1500, 80)]);
-        // A FIN probe from port 53 (nmap's `-g 53`): no ACK, the scanner originates.
+        // A FIN probe from port 53 (nmap's `-g 53`): no ACK, the scanner originates. A reset
+        // from port 443 picked up mid-stream: the server's, its client originates.
         feed(&mut t, 0.3, &tcp(S, C, 53, 1500, "F"), &mut out);
+        feed(&mut t, 0.4, &tcp(S, C, 443, 51000, "R"), &mut out);
         let starts: Vec<(std::net::IpAddr, u16, u16)> = out
             .iter()
             .filter(|n| matches!(n.kind, NoticeKind::Start))
             .map(|n| (n.flow.src, n.flow.sport, n.flow.dport))
             .collect();
         assert_eq!(starts[3], (IpAddr::from(S), 53, 1500));
+        assert_eq!(starts[4], (IpAddr::from(C), 51000, 443));
         // UDP seen only from the server's side (a DNS server's replies, requests not
-        // captured): the clients originate, so the server does not reach many ports. A UDP
-        // probe from port 53 to a port below the ephemeral range: the prober originates.
+        // captured): the clients originate, so the server does not reach many ports (a client
+        // on a port below the ephemeral range too: Windows' 1025-5000, NAT).
         let mut out = Vec::new();
         for (i, (sp, dp)) in [
             (53, 40000),
@@ -1415,7 +1418,7 @@ mod tests {
                 (c, 40001, 53),
                 (s, 123, 123),
                 (s, 40002, 53),
-                (s, 53, 1500)
+                (c, 1500, 53)
             ]
         );
     }
