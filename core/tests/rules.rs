@@ -1295,7 +1295,7 @@ fn hints_say_the_fix_in_place() {
     let r = |body: &str| format!("[[rule]]\nname = \"x\"\nseverity = \"low\"\n{body}\n");
     assert_eq!(
         help(&r("group_by = [5]\nevents.a = 'syslog'\npattern = \"a\"")),
-        [Some("quote it: `group_by = [\"5\"]`".to_string())]
+        [Some("quote it: `\"5\"`".to_string())]
     );
     assert_eq!(
         help(&r(

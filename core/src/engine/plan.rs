@@ -210,7 +210,6 @@ impl Plan {
     }
 }
 
-/// The names of the rule's event definitions in `set`, comma-separated, in definition order.
 /// `absent(...)` of the events of `set` as a rule would write it: `absent(a)` for one event,
 /// `absent(or(a, b))` for several (the merge a hint proposes).
 fn absent_of(rule: &Rule, set: EvSet) -> String {
@@ -221,6 +220,7 @@ fn absent_of(rule: &Rule, set: EvSet) -> String {
     }
 }
 
+/// The names of the rule's event definitions in `set`, comma-separated, in definition order.
 fn event_names(rule: &Rule, set: EvSet) -> String {
     rule.events
         .iter()

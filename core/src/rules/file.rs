@@ -125,13 +125,13 @@ impl Cx<'_, '_> {
             DeValue::String(s) => Some(s),
             other => {
                 let t = other.type_str();
-                // An entry of a list (`group_by = [5]`) is quoted where it stands.
+                // An entry of a list (`group_by = ["host", 5]`) is quoted where it stands.
                 let hint = match other {
                     DeValue::Integer(_) | DeValue::Float(_) | DeValue::Boolean(_)
                         if what == "group_by" =>
                     {
                         let raw = self.file.text.get(v.span()).unwrap_or("...");
-                        format!("quote it: `{what} = [\"{raw}\"]`")
+                        format!("quote it: `\"{raw}\"`")
                     }
                     _ => format!("quote it: `{what} = \"...\"`"),
                 };
