@@ -120,9 +120,16 @@ pub fn run(args: FlowsArgs) -> ExitCode {
         out.syslog(&mut syslog);
         out.spill(&engine);
     }
-    engine.finish(&mut notices, &mut syslog);
-    out.notices(&mut notices);
-    out.syslog(&mut syslog);
+    // The flows open at the end, a few thousand at a time, written as they go.
+    loop {
+        let done = engine.finish_some(super::FINISH_STEP, &mut notices, &mut syslog);
+        out.notices(&mut notices);
+        out.syslog(&mut syslog);
+        out.spill(&engine);
+        if done || out.closed() {
+            break;
+        }
+    }
     out.flush();
     let mut summary = serde_json::to_value(engine.counters()).unwrap_or_default();
     summary["read_errors"] = json!(frames.errors().len());

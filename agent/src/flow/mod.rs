@@ -256,13 +256,27 @@ impl FlowEngine {
     /// Ends every open flow and TCP syslog stream (end of capture): a stream's last message
     /// without its delimiter counts, as when a sender closes its connection.
     pub fn finish(&mut self, out: &mut Vec<FlowNotice>, syslog: &mut Vec<SyslogDatagram>) {
-        self.table.finish(out);
+        while !self.finish_some(usize::MAX, out, syslog) {}
+    }
+
+    /// [`FlowEngine::finish`] a part at a time: at most `max` flows ended per call (the
+    /// oldest first); `true` once everything is ended and said.
+    pub fn finish_some(
+        &mut self,
+        max: usize,
+        out: &mut Vec<FlowNotice>,
+        syslog: &mut Vec<SyslogDatagram>,
+    ) -> bool {
+        if !self.table.finish_some(max, out) {
+            return false;
+        }
         self.frags.finish();
         if let Some(tcp) = self.tcp_syslog.as_mut() {
             let before = syslog.len();
             tcp.finish(self.last, syslog);
             self.counters.syslog += (syslog.len() - before) as u64;
         }
+        true
     }
 
     /// [`FlowEngine::push`] with its output as [`FlowItem`]s in order (flow events, then the
@@ -294,9 +308,14 @@ impl FlowEngine {
 
     /// [`FlowEngine::finish`] with its output as [`FlowItem`]s (end of capture).
     pub fn finish_items(&mut self, out: &mut Vec<FlowItem>) {
+        while !self.finish_items_some(usize::MAX, out) {}
+    }
+
+    /// [`FlowEngine::finish_items`] a part at a time (see [`FlowEngine::finish_some`]).
+    pub fn finish_items_some(&mut self, max: usize, out: &mut Vec<FlowItem>) -> bool {
         let mut notices = std::mem::take(&mut self.scratch);
         let mut syslog = Vec::new();
-        self.finish(&mut notices, &mut syslog);
+        let done = self.finish_some(max, &mut notices, &mut syslog);
         out.extend(
             notices
                 .drain(..)
@@ -304,6 +323,7 @@ impl FlowEngine {
         );
         out.extend(syslog.into_iter().map(FlowItem::Syslog));
         self.scratch = notices;
+        done
     }
 
     /// All counters so far.
@@ -541,6 +561,9 @@ impl Iterator for MergedCaptures {
     }
 }
 
+/// Flows ended at a time when a capture ends (see [`FlowEngine::finish_some`]).
+pub const FINISH_STEP: usize = 4096;
+
 /// Several capture files as one stream of flow items: their frames in time order
 /// ([`MergedCaptures`]) through one flow table, so a flow that goes on from one file to the
 /// next stays one flow, and only the end of the last file ends open flows.
@@ -601,10 +624,9 @@ impl Iterator for MultiFlowReader {
                         self.frames.note_damaged(damaged);
                     }
                 }
-                None => {
-                    self.engine.finish_items(&mut self.items);
-                    self.finished = true;
-                }
+                // The flows open at the end, a few thousand at a time (a capture may end
+                // with a million open: their events are not all held at once).
+                None => self.finished = self.engine.finish_items_some(FINISH_STEP, &mut self.items),
             }
             self.pending.extend(self.items.drain(..));
         }

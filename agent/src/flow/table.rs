@@ -382,6 +382,8 @@ pub struct FlowTable {
     /// then (its first came) is stale, and skipped.
     orphan_order: VecDeque<(FragKey, Timestamp)>,
     now: Timestamp,
+    /// The flows still to end when the capture ended (see [`FlowTable::finish_some`]).
+    finishing: Option<Vec<(Timestamp, u64, u32)>>,
     /// The latest `at` of a notice made: a flow timed out is stamped when its timer ran
     /// out, but never before a notice already made (arrival order stays non-decreasing).
     last_at: Timestamp,
@@ -409,6 +411,7 @@ impl FlowTable {
             orphans: HashMap::new(),
             orphan_order: VecDeque::new(),
             now: Timestamp::MIN,
+            finishing: None,
             last_at: Timestamp::MIN,
             stats: TableStats::default(),
         }
@@ -626,14 +629,31 @@ impl FlowTable {
 
     /// Ends every flow (end of capture), in start order; the table is empty afterwards.
     pub fn finish(&mut self, out: &mut Vec<FlowNotice>) {
-        let mut live: Vec<(Timestamp, u64, u32)> = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|s| (s.rec.first, s.rec.id, i as u32)))
-            .collect();
-        live.sort_unstable();
-        for (_, _, slot) in live {
+        while !self.finish_some(usize::MAX, out) {}
+    }
+
+    /// [`FlowTable::finish`] a part at a time: ends at most `max` flows (the oldest first) and
+    /// says whether all are ended, so a capture that ends with a million flows open is not a
+    /// million events at once.
+    pub fn finish_some(&mut self, max: usize, out: &mut Vec<FlowNotice>) -> bool {
+        let mut live = match self.finishing.take() {
+            Some(l) => l,
+            None => {
+                let mut live: Vec<(Timestamp, u64, u32)> = self
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| s.as_ref().map(|s| (s.rec.first, s.rec.id, i as u32)))
+                    .collect();
+                // Newest first: taken from the end.
+                live.sort_unstable_by(|a, b| b.cmp(a));
+                live
+            }
+        };
+        for _ in 0..max {
+            let Some((_, _, slot)) = live.pop() else {
+                break;
+            };
             // A flow already closed (FIN both ways, or RST), waiting out its linger for the
             // last ACKs, ended as closed: only open flows end with the capture.
             let closed = self
@@ -647,12 +667,17 @@ impl FlowTable {
             };
             self.end_slot(slot, reason, out);
         }
+        if !live.is_empty() {
+            self.finishing = Some(live);
+            return false;
+        }
         self.wheel.clear();
         self.wheel_len = 0;
         // Fragments still waiting for their first never get a flow.
         while !self.orphans.is_empty() {
             self.give_up_orphan();
         }
+        true
     }
 
     /// The earliest first-packet time of a flow still open or of fragments still waiting for
@@ -1421,6 +1446,46 @@ mod tests {
                 (c, 1500, 53)
             ]
         );
+    }
+
+    /// Ending the open flows a part at a time gives what ending them at once gives, in the
+    /// same order (the oldest first), and says when all are ended.
+    #[test]
+    fn finishing_in_parts_ends_the_same_flows_in_the_same_order() {
+        let fill = |t: &mut FlowTable| {
+            let mut out = Vec::new();
+            for i in 0..10u16 {
+                feed(
+                    t,
+                    f64::from(i) * 0.1,
+                    &tcp(C, S, 40000 + i, 80, "S"),
+                    &mut out,
+                );
+            }
+        };
+        let ends = |out: &[FlowNotice]| -> Vec<(u16, EndReason)> {
+            out.iter()
+                .filter_map(|n| match n.kind {
+                    NoticeKind::End(r) => Some((n.flow.sport, r)),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut whole = FlowTable::new(FlowConfig::default());
+        fill(&mut whole);
+        let mut at_once = Vec::new();
+        whole.finish(&mut at_once);
+        let mut parts = FlowTable::new(FlowConfig::default());
+        fill(&mut parts);
+        let mut by_three = Vec::new();
+        let mut calls = 1;
+        while !parts.finish_some(3, &mut by_three) {
+            calls += 1;
+        }
+        assert_eq!(calls, 4);
+        assert_eq!(ends(&by_three), ends(&at_once));
+        assert_eq!(ends(&at_once).len(), 10);
+        assert_eq!(parts.open_flows(), 0);
     }
 
     #[test]
