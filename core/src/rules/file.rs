@@ -1295,11 +1295,18 @@ fn plain_key(
                 groups.len(),
                 groups.join(", ")
             ),
-            h(format!(
-                "write the values comma-separated in group_by order: {}; or, for a value with a comma, a JSON object: '{{\"{}\": \"...\", ...}}'",
-                groups.join(","),
-                groups.first().copied().unwrap_or("field")
-            )),
+            h(if types.contains(&ValueType::Str) {
+                format!(
+                    "write the values comma-separated in group_by order: {}; or, for a value with a comma, a JSON object: '{{\"{}\": \"...\", ...}}'",
+                    groups.join(","),
+                    groups.first().copied().unwrap_or("field")
+                )
+            } else {
+                format!(
+                    "write the values comma-separated in group_by order: {}",
+                    groups.join(",")
+                )
+            }),
             0..s.len(),
         ));
     }
