@@ -240,7 +240,14 @@ struct FileOutput {
     open: Option<(std::fs::File, u64)>,
     checked: Option<std::time::Instant>,
     limit: LogLimit,
+    /// Changes the file refused (a full disk, no descriptor left), oldest first: written
+    /// before the next ones, each second or with the next change (at most
+    /// [`FILE_HELD_BYTES`]; past that the oldest are given up, logged: the store has them).
+    held: Vec<Change>,
 }
+
+/// Most JSON held for the output file while it refuses changes.
+const FILE_HELD_BYTES: usize = 64 << 20;
 
 impl FileOutput {
     /// The file to write to now: the one open, unless the path names another file or none.
@@ -346,25 +353,65 @@ impl FileOutput {
             .collect()
     }
 
-    /// Appends the batch; a failure is counted and logged at most once a minute, and the
-    /// file opened again for the next batch.
+    /// Appends the changes it holds (those the file's end does not have already), then the
+    /// batch; a failure is counted (`file_unwritten`, each change once) and logged at most
+    /// once a minute, the changes held for the next try, and the file opened again then
+    /// (found by an audit: a change refused once was never written).
     fn write(&mut self, alerts: &[Change], counters: &SinkCounters) {
-        if alerts.is_empty() {
+        let retried = std::mem::take(&mut self.held);
+        let retried = if retried.is_empty() {
+            retried
+        } else {
+            self.missing(&retried)
+        };
+        if alerts.is_empty() && retried.is_empty() {
             return;
         }
         let mut text = Vec::new();
-        for a in alerts {
+        for a in retried.iter().chain(alerts) {
             text.extend_from_slice(a.json.as_bytes());
             text.push(b'\n');
         }
         let written = self.current().and_then(|f| f.write_all(&text));
-        if let Err(e) = written {
-            self.open = None;
-            bump(&counters.file_unwritten, alerts.len() as u64);
-            if let Some(held) = self.limit.allow() {
-                tracing::error!(error = %e, file = %self.path.display(), held_back = held, "cannot append alerts to output.file (the store keeps them)");
+        match written {
+            Ok(()) if !retried.is_empty() => {
+                tracing::info!(
+                    alert_changes = retried.len(),
+                    file = %self.path.display(),
+                    "output.file takes changes again: the ones it refused are written"
+                );
+            }
+            Ok(()) => {}
+            Err(e) => {
+                self.open = None;
+                bump(&counters.file_unwritten, alerts.len() as u64);
+                if let Some(held) = self.limit.allow() {
+                    tracing::error!(error = %e, file = %self.path.display(), held_back = held, "cannot append alerts to output.file: held, and tried again each second (the store keeps them)");
+                }
+                let mut held = retried;
+                held.extend_from_slice(alerts);
+                let mut bytes: usize = held.iter().map(|c| c.json.len() + 1).sum();
+                let mut drop = 0;
+                while bytes > FILE_HELD_BYTES && drop < held.len() {
+                    bytes -= held[drop].json.len() + 1;
+                    drop += 1;
+                }
+                if drop > 0 {
+                    held.drain(..drop);
+                    tracing::error!(
+                        given_up = drop,
+                        file = %self.path.display(),
+                        "output.file refused more changes than are held for it: the oldest given up (the store keeps them)"
+                    );
+                }
+                self.held = held;
             }
         }
+    }
+
+    /// Whether it holds changes the file refused.
+    fn holds(&self) -> bool {
+        !self.held.is_empty()
     }
 }
 
@@ -702,6 +749,7 @@ impl AlertSink {
             open: None,
             checked: None,
             limit: LogLimit::new(60_000),
+            held: Vec::new(),
         });
         self
     }
@@ -743,7 +791,26 @@ impl AlertSink {
         }
         self.count_pruned();
         self.offer_to_stream(fresh.iter());
+        // Not while the file holds changes it refused: a restart writes them out again.
+        let file_holds = self.file.as_ref().is_some_and(FileOutput::holds);
         if !fresh.is_empty()
+            && !file_holds
+            && let Some(store) = self.writable_store()
+            && let Err(e) = store.mark_written()
+        {
+            bump(&self.counters.store_errors, 1);
+            tracing::warn!(error = %e, "cannot note the alerts written out (a restart may write them again)");
+        }
+    }
+
+    /// The changes the output file refused, tried again (each second), and noted written
+    /// in the store once the file took them.
+    fn retry_file(&mut self) {
+        let Some(f) = self.file.as_mut().filter(|f| f.holds()) else {
+            return;
+        };
+        f.write(&[], &self.counters);
+        if !f.holds()
             && let Some(store) = self.writable_store()
             && let Err(e) = store.mark_written()
         {
@@ -1068,6 +1135,7 @@ impl Actor for AlertSink {
         });
         ctx.run_interval(std::time::Duration::from_secs(1), |act, _| {
             act.page_outputs();
+            act.retry_file();
         });
         if self.max_age.is_some() {
             self.prune_by_age();
@@ -1550,6 +1618,8 @@ impl Handler<Flush> for AlertSink {
         if let Some(out) = self.out.as_mut() {
             let _ = out.flush();
         }
+        // A last try for what the output file refused (else the next start writes it).
+        self.retry_file();
         if !self.catch_up() {
             tracing::error!(
                 alert_changes = self.unkept.len(),
@@ -1729,7 +1799,8 @@ mod tests {
     }
 
     /// The output file is never written through a symbolic link (another user could plant
-    /// one where the file is made anew after a rotation): counted as unwritten instead.
+    /// one where the file is made anew after a rotation): counted as unwritten instead, held,
+    /// and written once a regular file can be.
     #[test]
     fn the_output_file_is_not_written_through_a_symlink() {
         let (dir, sink, store, counters, _) = stored_sink("file-link");
@@ -1743,11 +1814,18 @@ mod tests {
         sink.take(alerts(1), 0);
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
         assert_eq!(counters.snapshot().file_unwritten, 1);
-        // A regular file there: written.
+        // Held, and not noted written in the store (a restart would write it out again).
+        assert_eq!(store.unwritten().unwrap().len(), 1);
+        // A regular file there: written, the refused change first, on the next try (each
+        // second) with no new change.
         std::fs::remove_file(&link).unwrap();
         sink.file.as_mut().unwrap().checked = None;
-        sink.take(alerts(2)[1..].to_vec(), 0);
+        sink.retry_file();
         assert_eq!(std::fs::read_to_string(&link).unwrap().lines().count(), 1);
+        assert!(store.unwritten().unwrap().is_empty());
+        sink.take(alerts(2)[1..].to_vec(), 0);
+        assert_eq!(std::fs::read_to_string(&link).unwrap().lines().count(), 2);
+        assert_eq!(counters.snapshot().file_unwritten, 1);
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
