@@ -154,6 +154,21 @@ pub fn run(args: AlertsArgs) -> ExitCode {
             if let Some(note) = firing.and_then(|n| cut_note(n, list.len())) {
                 eprintln!("{note}");
             }
+            // Filtered, the total is not known: a listing as full as one can be is said.
+            let filtered = args.rule.is_some() || args.severity.is_some();
+            let bytes: usize = list.iter().map(|a| a.to_string().len() + 1).sum();
+            if filtered
+                && args.recent.is_none()
+                && (list.len() >= crate::run::api::MAX_FIRING
+                    || bytes + (1 << 16) >= crate::run::api::MAX_LISTING_BYTES)
+            {
+                eprintln!(
+                    "note: listed are {}, the most severe then the newest; more may match (a listing holds at most {} alerts and {} MiB of JSON)",
+                    list.len(),
+                    crate::run::api::MAX_FIRING,
+                    crate::run::api::MAX_LISTING_BYTES >> 20
+                );
+            }
             if list.is_empty() && !args.json {
                 match args.recent {
                     None if args.rule.is_some() || args.severity.is_some() => {

@@ -69,14 +69,25 @@ impl cepheus_tui::Source for Api {
         self.get_json("/stats")
     }
 
-    fn ack(&mut self, id: &str, by: &str) -> Result<(), String> {
+    fn ack(&mut self, id: &str, by: &str) -> Result<Option<String>, String> {
         let body = serde_json::json!({ "id": id, "by": by });
         match self
             .0
             .post_json("/alerts/ack", body)
             .map_err(|e| format!("{e:#}"))?
         {
-            Answer::Ok(_) => Ok(()),
+            Answer::Ok(text) => {
+                let said: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                Ok(
+                    match (
+                        said["before"]["by"].as_str(),
+                        said["before"]["time"].as_str(),
+                    ) {
+                        (Some(who), Some(when)) => Some(format!("{who} at {when}")),
+                        _ => None,
+                    },
+                )
+            }
             Answer::NotFound(text) => Err(serde_json::from_str::<serde_json::Value>(&text)
                 .ok()
                 .and_then(|v| v["error"].as_str().map(String::from))

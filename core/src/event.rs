@@ -355,8 +355,10 @@ fields! {
     /// `kind == "flow_end"` also sees the failed attempts; `state` tells them apart).
     Kind = "kind": Str, [Flow];
     /// flow: the originator's address: the side that sent the first packet, except that a flow
-    /// first seen from its server (a SYN-ACK first, TCP picked up mid-stream or UDP from a
-    /// service port to an ephemeral one) is turned round to its client.
+    /// first seen from its server (a SYN-ACK first; TCP picked up mid-stream, an ACK or a reset
+    /// from a service port; UDP from a port below 1024 to one of 1024 or more, or from below
+    /// 32768 to 32768 or more) is turned round to its client, as Zeek does; a FIN, NULL or
+    /// Xmas probe from a service port (a scan's `-g 53`) is not.
     Src = "src": Ip, [Flow];
     /// flow: the responder's address.
     Dst = "dst": Ip, [Flow];

@@ -571,24 +571,22 @@ impl Builder {
             evs.push(Some(e));
         }
         let top = self.walk(&rule.pattern, &evs, ri, &scope);
-        // A rule's state is keyed by its meaning as written ([`Rule::canonical`]): rules whose
-        // conditions are spelled apart run as states apart, whatever their operators share.
-        let mut spelled: Vec<String> = rule
-            .events
-            .iter()
-            .enumerate()
-            .filter(|(di, _)| rule.pattern.uses(*di))
-            .map(|(_, d)| d.cond.canonical())
-            .collect();
-        spelled.sort();
-        spelled.dedup();
+        // A rule's state is keyed by its meaning as written ([`Rule::canonical`], which the
+        // engine keys its states by): rules whose conditions are spelled apart run as states
+        // apart, whatever their operators share.
+        // (A digest: the text holds definitions the pattern does not use, which are no node.)
+        let spelled = {
+            let mut h = crate::fnv::Fnv::new();
+            h.feed(rule.canonical().as_bytes());
+            format!("{:016x}", h.finish())
+        };
         let root = top.map(|top| {
             let canonical = format!(
                 "rule({}) {} {}{WRITTEN}{}",
                 self.insts[top].canonical,
                 scope,
                 settings_text(&root_set),
-                spelled.join(" | ")
+                spelled
             );
             let shape = format!("rule({})", self.insts[top].shape);
             self.push(Inst {
@@ -1283,11 +1281,7 @@ fn not_shared_twins(
                                 .to_string()
                         };
                         if diff.is_empty() && written(ca) != written(cb) {
-                            format!(
-                                "the same operators and settings, its conditions written otherwise ({} vs {}): a rule's state is kept by its conditions as written, so each runs its own",
-                                written(ca),
-                                written(cb)
-                            )
+                            "the same operators and settings, its rule written otherwise (conditions spelled apart, or definitions in another order or unused): a rule's state is kept by its rule as written, so each runs its own".to_string()
                         } else {
                             diff
                         }
@@ -1410,7 +1404,8 @@ fn similar_unshared(
 }
 
 /// Why a node that has no counterpart in the rule set stands alone.
-/// What separates, in a root's canonical form, its conditions as written (its state's key).
+/// What separates, in a root's canonical form, a digest of its rule as written (its state's
+/// key, [`Rule::canonical`]).
 const WRITTEN: &str = " as written: ";
 
 fn alone_reason(kind: &NodeKind) -> &'static str {

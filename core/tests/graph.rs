@@ -221,6 +221,25 @@ events.x = 'app == "x"'
 events.y = 'syslog and app == "y"'
 pattern = "seq(x, y) within 1m"
 "#;
+    // Two conditions swapped between the definitions: the engine runs two states (a rule's
+    // meaning keeps which definition holds which), so two roots.
+    let swapped = r#"
+[[rule]]
+name = "a"
+severity = "low"
+events.x = 'syslog and app == "x"'
+events.y = 'app == "x"'
+pattern = "seq(x, y) within 1m"
+
+[[rule]]
+name = "b"
+severity = "low"
+events.x = 'app == "x"'
+events.y = 'syslog and app == "x"'
+pattern = "seq(x, y) within 1m"
+"#;
+    let g = build(&rules(swapped), true);
+    assert_ne!(g.rules[0].root, g.rules[1].root, "{}", g.to_text());
     let g = build(&rules(twice), true);
     let (a, b) = (top(&g, "a"), top(&g, "b"));
     assert_eq!(a, b, "{}", g.to_text());
@@ -230,7 +249,7 @@ pattern = "seq(x, y) within 1m"
         g.nodes[ra]
             .not_shared
             .iter()
-            .any(|n| n.contains("its conditions written otherwise")),
+            .any(|n| n.contains("its rule written otherwise")),
         "{}",
         g.to_text()
     );

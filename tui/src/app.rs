@@ -16,8 +16,14 @@ pub enum View {
 /// How many changes the Recent view asks for.
 pub const RECENT: usize = 200;
 
-/// Longest the firing list is kept without being read again while nothing else changed.
-const FULL_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+/// Longest the firing list is kept without being read again while nothing else changed (an
+/// acknowledgement by someone else changes no count).
+const FULL_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A firing list this long is read again at most every [`FULL_EVERY`], however often it
+/// changes (a million firing take the agent seconds to rank and list; the latest changes
+/// still show every second).
+const BIG_LISTING: u64 = 5_000;
 
 /// What the agent's counters said, reduced to what the header shows.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -241,9 +247,9 @@ impl App {
             recent.iter_mut().for_each(crate::ui::printable);
             self.recent = recent;
             let same = self.full.as_ref().is_some_and(|(n, f, at)| {
-                *n == newest
-                    && *f == firing_count
-                    && now.saturating_duration_since(*at) < FULL_EVERY
+                let fresh = now.saturating_duration_since(*at) < FULL_EVERY;
+                let big = firing_count.is_some_and(|c| c >= BIG_LISTING);
+                fresh && (big || (*n == newest && *f == firing_count))
             });
             if same {
                 return Ok(());
@@ -423,9 +429,9 @@ impl App {
     }
 
     fn ack(&mut self, src: &mut dyn Source) {
-        if self.view == View::Firing
-            && let Some(id) = &self.gone
-        {
+        // In either list: the row under the cursor is not the alert that was chosen (found by
+        // a review: in the latest changes, `a` took the row that slid under it).
+        if let Some(id) = &self.gone {
             self.status = Some(format!(
                 "alert {id} is not firing any more: move to the alert to acknowledge first"
             ));
@@ -457,7 +463,7 @@ impl App {
             return;
         }
         self.status = Some(match src.ack(&id, &self.user) {
-            Ok(()) => {
+            Ok(before) => {
                 // Shown at once; the next refresh brings the agent's own record.
                 if let Some(o) = self
                     .firing
@@ -470,7 +476,11 @@ impl App {
                         serde_json::json!({ "by": self.user, "time": "now" }),
                     );
                 }
-                format!("acknowledged {id}")
+                match before {
+                    // Someone acknowledged it meanwhile (the list had not shown it yet).
+                    Some(b) => format!("acknowledged {id} (it was acknowledged by {b})"),
+                    None => format!("acknowledged {id}"),
+                }
             }
             Err(e) => format!("cannot acknowledge {id}: {e}"),
         });
@@ -534,9 +544,9 @@ pub(crate) mod tests {
             }
             Ok(self.stats.clone())
         }
-        fn ack(&mut self, id: &str, by: &str) -> Result<(), String> {
+        fn ack(&mut self, id: &str, by: &str) -> Result<Option<String>, String> {
             self.acked.push((id.into(), by.into()));
-            Ok(())
+            Ok(None)
         }
         fn name(&self) -> String {
             "test".into()
@@ -576,6 +586,37 @@ pub(crate) mod tests {
         assert_eq!(src.firing_reads, 2);
         app.refresh(&mut src, t0 + secs(3) + FULL_EVERY);
         assert_eq!(src.firing_reads, 3);
+    }
+
+    /// In the latest changes too, a selected row that left the list is not swapped for the
+    /// one that slid under the cursor: `a` refuses until a key moves the selection.
+    #[test]
+    fn a_row_gone_from_the_latest_changes_is_never_acknowledged_for_another() {
+        let rows = |n: usize| -> Vec<serde_json::Value> {
+            (0..n).map(|i| alert(&format!("r{i}"), "firing")).collect()
+        };
+        let mut src = Fixed {
+            firing: rows(RECENT + 1),
+            recent: rows(RECENT),
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        let t0 = Instant::now();
+        app.refresh(&mut src, t0);
+        app.key(Key::Switch, &mut src);
+        app.key(Key::Bottom, &mut src);
+        assert_eq!(app.selected_alert().unwrap()["id"], "r0");
+        src.recent.push(alert(&format!("r{RECENT}"), "firing"));
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(1));
+        app.key(Key::Ack, &mut src);
+        assert!(src.acked.is_empty(), "{:?}", src.acked);
+        assert!(
+            app.status
+                .as_deref()
+                .is_some_and(|s| s.contains("move to the alert")),
+            "{:?}",
+            app.status
+        );
     }
 
     /// Page Down and Page Up move the selection by a screenful less one (the list's rows as

@@ -21,8 +21,9 @@ pub trait Source {
     fn recent(&mut self, n: usize) -> Result<Vec<serde_json::Value>, String>;
     /// The agent's `/stats` document.
     fn stats(&mut self) -> Result<serde_json::Value, String>;
-    /// Acknowledges the firing alert `id` as `by`.
-    fn ack(&mut self, id: &str, by: &str) -> Result<(), String>;
+    /// Acknowledges the firing alert `id` as `by`; `Some` says whose acknowledgement it
+    /// replaced (`bob at 2026-12-05T10:00:00Z`).
+    fn ack(&mut self, id: &str, by: &str) -> Result<Option<String>, String>;
     /// Where the agent is, for the title.
     fn name(&self) -> String;
     /// Whether alerts changed since the last call (a live source, such as the agent's alert

@@ -323,7 +323,7 @@ fn draw_head(f: &mut Frame, app: &App, area: Rect) {
     }
     let total = app.firing_total();
     let listed = if total > app.firing.len() {
-        format!(" (the newest {} listed)", app.firing.len())
+        format!(" ({} listed, most severe first)", app.firing.len())
     } else {
         String::new()
     };
@@ -352,7 +352,7 @@ fn draw_list(f: &mut Frame, app: &App, area: Rect) {
     let total = app.firing_total();
     let title = match app.view {
         View::Firing if total > app.firing.len() => {
-            format!(" Firing ({count}: the newest of {total}) ")
+            format!(" Firing ({count} of {total}, most severe first) ")
         }
         View::Firing => format!(" Firing ({count}) "),
         View::Recent => format!(" Latest changes ({count}) "),

@@ -58,6 +58,9 @@ pub mod tcp_flags {
     pub const ACK: u8 = 0x10;
 }
 
+/// Ethernet's least payload (46 bytes): a shorter packet is padded up to it.
+const MIN_ETHERNET_PAYLOAD: usize = 46;
+
 /// Most VLAN tags the decoder walks through before calling a frame malformed.
 const MAX_VLAN_TAGS: usize = 4;
 
@@ -234,11 +237,13 @@ fn decode_raw(data: &[u8], vlan_outer: u16, vlan: u16) -> Decoded<'_> {
             let hlen = u32::from(h.ihl()) * 4;
             // Total length 0: a segment the sending host's NIC was to cut (TSO), captured on
             // that host before it was: the frame's length is the datagram's, as tshark reads
-            // it (found by a review). Another length below the header's is a lie.
+            // it (found by a review). Only a large one: in a minimum-size frame the length
+            // would take Ethernet's padding for data. Another length below the header's is a
+            // lie.
             let ip_len = if total >= hlen {
                 total
             } else {
-                lie = total != 0;
+                lie = total != 0 || data.len() <= MIN_ETHERNET_PAYLOAD;
                 data.len() as u32
             };
             let frag =

@@ -712,10 +712,16 @@ mod tests {
             .unwrap();
         let mut short_udp = udp.clone();
         short_udp[20 + 4..20 + 6].copy_from_slice(&2u16.to_be_bytes());
-        // Captured on the sender before its NIC cut it (TSO): total length 0.
-        let mut tso = good.clone();
+        // Captured on the sender before its NIC cut it (TSO): total length 0 (a large
+        // segment; in a minimum-size frame, 0 is a lie).
+        let mut tso = Vec::new();
+        PacketBuilder::ipv4([10, 0, 0, 7], [10, 0, 0, 1], 64)
+            .tcp(40000, 80, 1, 1000)
+            .write(&mut tso, &[b'x'; 3000])
+            .unwrap();
         tso[2..4].copy_from_slice(&0u16.to_be_bytes());
-        tso[10..12].copy_from_slice(&[0, 0]);
+        let mut zero_small = good.clone();
+        zero_small[2..4].copy_from_slice(&0u16.to_be_bytes());
         // An IPv6 jumbogram's lengths (RFC 2675): payload 0, UDP 0.
         let mut jumbo = Vec::new();
         PacketBuilder::ipv6([0xfe; 16], [0xfd; 16], 64)
@@ -728,6 +734,7 @@ mod tests {
             ("good", &good, false),
             ("good udp", &udp, false),
             ("IP length 0 (TSO)", &tso, false),
+            ("IP length 0, small", &zero_small, true),
             ("IPv6 jumbogram", &jumbo, false),
             ("IP length 60000", &big_ip, true),
             ("IP length 10", &small_ip, true),

@@ -1612,18 +1612,45 @@ fn listing_within(
             f
         }
     };
-    // The newest that fit in `max_bytes` of JSON.
+    let total: usize = list.iter().map(|a| a.json.len() + 1).sum();
+    if total <= max_bytes {
+        return Ok(list);
+    }
+    if listing.recent.is_some() {
+        // The latest changes: the newest that fit in `max_bytes` of JSON.
+        let mut bytes = 0usize;
+        let keep = list
+            .iter()
+            .rev()
+            .take_while(|a| {
+                bytes = bytes.saturating_add(a.json.len() + 1);
+                bytes <= max_bytes
+            })
+            .count();
+        let cut = list.len() - keep;
+        list.drain(..cut);
+        return Ok(list);
+    }
+    // The firing alerts: the most severe, then the newest, that fit (found by a review: the
+    // oldest went first, and a critical alert is often the oldest), still oldest first.
+    let mut order: Vec<usize> = (0..list.len()).collect();
+    order.sort_by_key(|&i| {
+        (
+            std::cmp::Reverse(Listing::default().rank(&list[i].json)),
+            std::cmp::Reverse(list[i].seq),
+        )
+    });
+    let mut keep = vec![false; list.len()];
     let mut bytes = 0usize;
-    let keep = list
-        .iter()
-        .rev()
-        .take_while(|a| {
-            bytes = bytes.saturating_add(a.json.len() + 1);
-            bytes <= max_bytes
-        })
-        .count();
-    let cut = list.len() - keep;
-    list.drain(..cut);
+    for i in order {
+        bytes = bytes.saturating_add(list[i].json.len() + 1);
+        if bytes > max_bytes {
+            break;
+        }
+        keep[i] = true;
+    }
+    let mut kept = keep.iter();
+    list.retain(|_| kept.next().copied().unwrap_or(false));
     Ok(list)
 }
 
@@ -2062,6 +2089,20 @@ mod tests {
         let all = ids(&Listing::default());
         assert_eq!(all.len(), MAX_FIRING);
         assert!(all.contains(&1) && all.contains(&2), "the most severe kept");
+        // Cut by bytes too: the most severe stay, then the newest, oldest first.
+        let one = changes[5].json.len() + 1;
+        let fit: Vec<u64> = listing_within(&store, &Listing::default(), 10 * one)
+            .unwrap()
+            .iter()
+            .map(|a| {
+                let v: serde_json::Value = serde_json::from_str(&a.json).unwrap();
+                u64::from_str_radix(v["id"].as_str().unwrap(), 16).unwrap()
+            })
+            .collect();
+        assert!((8..=10).contains(&fit.len()), "{fit:?}");
+        assert!(fit.contains(&1) && fit.contains(&2), "{fit:?}");
+        let newest = 100 + MAX_FIRING as u64 + 4;
+        assert!(fit.contains(&newest), "{fit:?}");
         let ssh = Listing {
             rule: Some("ssh".into()),
             ..Listing::default()

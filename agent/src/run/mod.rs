@@ -174,8 +174,20 @@ fn init_tracing() {
     // actix's own start-up lines ("starting 1 workers") are not the operator's business, nor
     // are actix_http's, one ERROR line per malformed request a client sends (20,000 garbage
     // requests made 20,000 lines, before any token is checked: a log flood at will).
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,actix_server=warn,actix_web=warn,actix_http=off"));
+    // `RUST_LOG` sets the level, and keeps these unless it names actix itself (found by a
+    // review: `RUST_LOG=info` brought the flood back).
+    const QUIET: &str = "actix_server=warn,actix_web=warn,actix_http=off";
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => {
+            let spec = if v.contains("actix") {
+                v
+            } else {
+                format!("{v},{QUIET}")
+            };
+            EnvFilter::try_new(spec).unwrap_or_else(|_| EnvFilter::new(format!("info,{QUIET}")))
+        }
+        _ => EnvFilter::new(format!("info,{QUIET}")),
+    };
     let tty = std::io::stderr().is_terminal();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

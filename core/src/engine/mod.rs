@@ -2071,7 +2071,7 @@ impl Engine {
                 // no rule began, no timer, nothing buffered.) Not for a line stamped more than
                 // a day before the input's start: a clock never set, not a lag (it would have
                 // matched, and fired alerts dated 1970; found by an audit); it is late. (A
-                // zone's offset, up to 14 hours, is a lag.)
+                // zone's offset, up to 12 hours behind, is a lag.)
                 let t = ev_time.sub(lane.delay);
                 if t < lane.now && lane.now.since(t) <= STALE_FIRST_SOURCE {
                     lane.now = t;
@@ -3936,7 +3936,7 @@ impl Lane {
 
 /// Most an event-time lane's first source may put its start before the input's first line in
 /// a replay (a source whose stamps lag, a device logging its local time read as UTC: up to
-/// 14 hours): earlier, the line is stale (a clock never set), late, not lagging.
+/// 12 hours): earlier, the line is stale (a clock never set), late, not lagging.
 const STALE_FIRST_SOURCE: Duration = Duration(86_400 * 1_000_000_000);
 
 /// How often, in arrival time, event-time lanes an event is no source of are brought up to

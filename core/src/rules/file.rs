@@ -1266,7 +1266,8 @@ fn parse_key(
 ) -> Result<Vec<Value>, KeyError> {
     // A JSON object names each field (`{"host": "web,1", "app": "nginx"}`, as `groups
     // forget` takes a key): a value may then hold a comma.
-    if s.trim_start().starts_with('{') {
+    // (Several fields only: one text field's key may begin with a brace, as it did before.)
+    if groups.len() > 1 && s.trim_start().starts_with('{') {
         return json_key(s, groups, types, fields);
     }
     plain_key(s, groups, types, fields)

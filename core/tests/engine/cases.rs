@@ -1715,7 +1715,7 @@ fn a_first_source_stamped_days_before_the_input_is_late_not_a_lag() {
     // the rule's first source event: late, not matched, so host b gets no silence dated
     // then; as for a line of another source stamped at the input's start less `max_delay`,
     // the expected host is timed from there. Within a day (a device logging its local time,
-    // 14 hours behind) it is a lag, kept: b's silence is timed from its own stamp.
+    // 14 hours, more than a zone's) it is a lag, kept: b's silence is timed from its own stamp.
     let r = || {
         rule("hb", &["hb"], absent(ev(0), Some(60)))
             .event_time(5, 0)
