@@ -98,5 +98,6 @@ fn packet(b: &[u8]) -> PacketInfo<'static> {
         payload_len: 0,
         payload: &[],
         fragment: None,
+        claims_more: false,
     }
 }
