@@ -287,6 +287,18 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let place = Place { path, text: &text };
     let rule_paths: Vec<PathBuf> = match &file.rules {
+        // Nothing named would load whatever `./rules` holds where the command runs, or the
+        // built-in rules: the test would pass or fail by the folder (found by an audit).
+        Some(list) if list.is_empty() => bail!(
+            "{}: `rules = []` names no rule file: name the files under test (relative to this file), or leave `rules` out for {}",
+            path.display(),
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .trim_end_matches(".test.toml")
+                .to_string()
+                + ".toml"
+        ),
         Some(list) => {
             for p in list {
                 let full = dir.join(p.get_ref());
@@ -346,6 +358,12 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
             Some(n) => format!("`{n}`"),
             None => format!("number {}", i + 1),
         };
+        // (Where `rules_under_test` is, should it name nothing.)
+        let under_test_at = table
+            .get_ref()
+            .as_table()
+            .and_then(|t| t.get("rules_under_test"))
+            .map(|v| place.at(v.span()));
         // Read from the document, its errors carry where (the key, the value) in the file.
         let t = match TestCase::deserialize(toml::de::ValueDeserializer::from(table)) {
             Ok(t) => t,
@@ -370,6 +388,16 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
             }
         };
         let t = &t;
+        // An empty list leaves every alert out: a test that nothing should fire could never
+        // fail (found by an audit).
+        if t.rules_under_test.as_ref().is_some_and(Vec::is_empty) {
+            broken += 1;
+            let at = under_test_at.unwrap_or_else(|| path.display().to_string());
+            let why = "`rules_under_test = []` names no rule, so every alert would be left out and the test could not fail: name the rules whose alerts count, or leave it out";
+            println!("  {} {}: {at}: {why}", paint("ERROR", "31", color), t.name);
+            eprintln!("error: {at}: test `{}`: {why}", t.name);
+            continue;
+        }
         let until = t.until.as_ref().map(|u| {
             replay::parse_until(u.get_ref())
                 .map_err(|e| (place.at(u.span()), format!("`until`: {e:#}")))

@@ -1472,6 +1472,41 @@ fn an_until_before_the_last_event_is_said_to_be() {
     assert!(!run("2024-12-10T11:00:00Z").contains("warning"));
 }
 
+/// Lists that name nothing cannot be run: `rules_under_test = []` would leave every alert
+/// out (a test that nothing fires could never fail), `rules = []` would load whatever the
+/// folder the command runs in holds.
+#[test]
+fn empty_rule_lists_in_a_test_file_are_refused() {
+    let dir = std::env::temp_dir().join(format!("cepheus-ruletest-empty-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["heartbeat.toml", "hosts.txt"] {
+        std::fs::copy(manifest().join("../rules").join(f), dir.join(f)).unwrap();
+    }
+    let test = r#"[[test]]
+name = "nothing"
+input = ""
+rules_under_test = []
+"#;
+    std::fs::write(dir.join("heartbeat.test.toml"), test).unwrap();
+    let (code, out) = rules_test(&dir);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("`rules_under_test = []` names no rule"),
+        "{out}"
+    );
+    assert!(out.contains("heartbeat.test.toml:4:20"), "{out}");
+    std::fs::write(
+        dir.join("heartbeat.test.toml"),
+        "rules = []\n[[test]]\nname = \"x\"\ninput = \"\"\n",
+    )
+    .unwrap();
+    let (code, out) = rules_test(&dir);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("`rules = []` names no rule file"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// A test's `until` before its last event is said where it is written, in the test's words
 /// (not as a `--until` nobody gave).
 #[test]
