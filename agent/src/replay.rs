@@ -387,6 +387,43 @@ pub fn warn_if_nothing_read(events: u64, malformed: u64) {
 /// clock, when the next line goes back (see [`drive`]).
 const OUTLIER_JUMP: cepheus_core::time::Duration = cepheus_core::time::Duration::from_secs(3600);
 
+/// Most events stamped far ahead in a row, after the one being judged, that can still be a
+/// wrong clock's (see [`goes_back`]).
+const OUTLIER_RUN: usize = 16;
+
+/// Most items read ahead to find the events after a line stamped far ahead.
+const OUTLIER_LOOKAHEAD: usize = 256;
+
+/// Whether the input goes back before `bound` after the line being judged: the first event
+/// read ahead (into `ahead`, from `items`) below it, past refused and duplicate lines and at
+/// most [`OUTLIER_RUN`] events also at or past it (the same wrong clock's), within
+/// [`OUTLIER_LOOKAHEAD`] items.
+fn goes_back(
+    ahead: &mut std::collections::VecDeque<Result<Event, Dropped>>,
+    items: &mut dyn Iterator<Item = Result<Event, Dropped>>,
+    bound: Timestamp,
+) -> bool {
+    let mut far = 0;
+    for i in 0..OUTLIER_LOOKAHEAD {
+        if i == ahead.len() {
+            match items.next() {
+                Some(item) => ahead.push_back(item),
+                None => return false,
+            }
+        }
+        if let Ok(next) = &ahead[i] {
+            if next.arrival < bound {
+                return true;
+            }
+            far += 1;
+            if far > OUTLIER_RUN {
+                return false;
+            }
+        }
+    }
+    false
+}
+
 /// Feeds a merged input through the engine, then ends it (`until`), handing every alert to
 /// `sink` as soon as it is made.
 pub fn drive(
@@ -399,8 +436,11 @@ pub fn drive(
 ) -> anyhow::Result<()> {
     let mut alerts: Vec<Alert> = Vec::new();
     let mut last_time: Option<Timestamp> = None;
-    let mut items = merger.by_ref().peekable();
-    while let Some(item) = items.next() {
+    let mut items = merger.by_ref();
+    // Items read ahead of the one being handled (see the wrong clock below).
+    let mut ahead: std::collections::VecDeque<Result<Event, Dropped>> =
+        std::collections::VecDeque::new();
+    while let Some(item) = ahead.pop_front().or_else(|| items.next()) {
         match item {
             Ok(mut ev) => {
                 // A line stamped far ahead of the input's clock, after which the input goes
@@ -408,10 +448,13 @@ pub fn drive(
                 // around it, as the live agent would see it: stamped ahead of its arrival, it
                 // cannot drag the clock forward (found by an audit: one line of 2036 among
                 // 2026's fired every absence). Only for an arrival read from the stamp itself.
+                // "Goes on" is the next event, past lines refused or dropped as duplicates
+                // and a few more from the same wrong clock (found by an audit: a `-- MARK --`
+                // line after it, or the line relayed twice, fired every absence).
                 if let Some(clock) = last_time
                     && ev.arrival == ev.time
                     && ev.arrival > clock.add(OUTLIER_JUMP)
-                    && matches!(items.peek(), Some(Ok(next)) if next.arrival < clock.add(OUTLIER_JUMP))
+                    && goes_back(&mut ahead, &mut items, clock.add(OUTLIER_JUMP))
                 {
                     ev.arrival = clock;
                 }
@@ -432,7 +475,6 @@ pub fn drive(
             pb.set_position(summary.events);
         }
     }
-    drop(items);
     let (malformed, duplicates) = merger.dropped();
     summary.malformed += malformed;
     summary.duplicates += duplicates;

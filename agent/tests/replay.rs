@@ -494,6 +494,22 @@ fn a_line_stamped_years_ahead_does_not_drag_replays_clock() {
             "{err}"
         );
         assert!(err.contains(" 0 late"), "{err}");
+        // The same with what comes right after it refused (a `-- MARK --`), dropped as a
+        // duplicate (the line relayed twice), or a second line of that clock (found by an
+        // audit: the input's going back was looked for in the next item only).
+        let bad = "<13>1 2036-05-01T10:01:40Z sw7 kernel - - - clock not set\n";
+        for after in [
+            "-- MARK --\n",
+            bad,
+            "<13>1 2036-05-01T10:01:45Z sw7 kernel - - - again\n",
+        ] {
+            let with = text.replacen(bad, &format!("{bad}{after}"), 1);
+            std::fs::write(&input, &with).unwrap();
+            let (out, err) = replay_with(&rules, &input);
+            assert_eq!(out, "", "{time} {after}: {err}");
+            assert!(err.contains(" 0 late"), "{err}");
+        }
+        std::fs::write(&input, &text).unwrap();
         // A real gap: the input goes on from the later time; h1's silence fires.
         let gap = format!(
             "{text}<13>1 2026-05-01T12:00:00Z h1 heartbeat - - - alive\n<13>1 2026-05-01T12:00:30Z h1 heartbeat - - - alive\n"
