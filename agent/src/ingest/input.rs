@@ -2,9 +2,10 @@
 //!
 //! One message per line. A line whose first non-blank byte is `{` is a JSON event
 //! ([`parse_json_event`]); any other line is syslog ([`SyslogParser`]). Blank lines are
-//! skipped. Lines are read through a fixed cap ([`MAX_LINE`] by default): a longer line is
-//! discarded as it streams past (never held in memory) and reported as
-//! [`Malformed::Oversized`]. Files are opened up front (a missing file fails before any event
+//! skipped. Lines are read through a fixed cap ([`MAX_LINE`] by default; a JSON event line
+//! [`JSON_LINE_FACTOR`] times that, since `cepheus events` writes a message of that size
+//! escaped, up to six times longer): a longer line is discarded as it streams past (never
+//! held in memory) and reported as [`Malformed::Oversized`]. Files are opened up front (a missing file fails before any event
 //! flows) and read one after the other.
 //!
 //! Replay has no recorded arrival for a syslog line, so a syslog event's arrival is its own
@@ -32,6 +33,12 @@ use super::syslog::{Stamp, SyslogParser, Year, trim_bytes};
 
 /// The default cap on one line, in bytes (a syslog message larger than this is abuse).
 pub const MAX_LINE: usize = 64 * 1024;
+
+/// How many times the line cap a JSON event line may take: a syslog message at the cap,
+/// written by `cepheus events` with its control bytes escaped (`\u0001`, six bytes for one)
+/// and its fields named, still reads back (found by an audit: `events X | replay -` lost what
+/// `replay X` kept).
+pub const JSON_LINE_FACTOR: usize = 8;
 
 /// Most lines held while they wait for the input's first stamp.
 pub const MAX_HELD: usize = 10_000;
@@ -420,13 +427,19 @@ impl Inputs {
     }
 }
 
-/// Reads one line of at most `max` bytes into `buf` (without the newline). Returns
-/// `Ok(None)` at end of input, else whether the line was longer than `max` (then `buf` holds
-/// only its first `max` bytes and the rest was skipped).
-fn read_capped(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Option<bool>> {
+/// Reads one line of at most `max` bytes (`max_json` for a JSON event line) into `buf`
+/// (without the newline). Returns `Ok(None)` at end of input, else whether the line was
+/// longer than its cap (then `buf` holds only its first bytes and the rest was skipped).
+fn read_capped(
+    r: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    max_text: usize,
+    max_json: usize,
+) -> io::Result<Option<bool>> {
     buf.clear();
     let mut any = false;
     let mut oversized = false;
+    let mut max = max_text;
     loop {
         let chunk = match r.fill_buf() {
             Ok(c) => c,
@@ -441,6 +454,10 @@ fn read_capped(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result
             Some(i) => (i, true),
             None => (chunk.len(), false),
         };
+        // (Known from the line's first bytes: a `{` after blanks or a byte-order mark.)
+        if buf.is_empty() && is_json_line(&chunk[..take.min(64)]) {
+            max = max_json;
+        }
         let room = max.saturating_sub(buf.len());
         if take > room {
             oversized = true;
@@ -476,7 +493,12 @@ impl Iterator for Inputs {
             }
             let (name, reader, line_no) = self.current.as_mut()?;
             let mut buf = std::mem::take(&mut self.buf);
-            let read = read_capped(reader.as_mut(), &mut buf, self.max_line);
+            let read = read_capped(
+                reader.as_mut(),
+                &mut buf,
+                self.max_line,
+                self.max_line.saturating_mul(JSON_LINE_FACTOR),
+            );
             let outcome = match read {
                 Err(error) => {
                     let name = name.clone();
@@ -504,7 +526,11 @@ impl Iterator for Inputs {
             let parsed = if oversized {
                 self.counters.oversized += 1;
                 Err(Malformed::Oversized {
-                    limit: self.max_line,
+                    limit: if is_json_line(&buf) {
+                        self.max_line.saturating_mul(JSON_LINE_FACTOR)
+                    } else {
+                        self.max_line
+                    },
                 })
             } else {
                 self.parse_line(&buf)
@@ -705,6 +731,36 @@ mod tests {
             ]
         );
         assert_eq!(times(Year::Fixed(2023))[1], "2023-12-10T10:00:40Z");
+    }
+
+    /// A JSON event line may be longer than a syslog line (what `cepheus events` writes of a
+    /// message at the cap, escaped): read whole up to its own cap; a syslog line that long is
+    /// oversized.
+    #[test]
+    fn a_json_line_has_room_for_an_escaped_message_at_the_cap() {
+        let msg = "\\u0001".repeat(MAX_LINE / 4);
+        let json = format!(
+            "{{\"source\":\"syslog\",\"time\":\"2026-01-01T00:00:00Z\",\"app\":\"a\",\"msg\":\"{msg}\"}}\n"
+        );
+        assert!(json.len() > MAX_LINE);
+        let text = format!("Jan  1 00:00:00 h a: {}\n", "x".repeat(MAX_LINE + 10));
+        let items: Vec<_> = Inputs::from_readers(
+            vec![
+                ("j".into(), reader(json.as_bytes())),
+                ("t".into(), reader(text.as_bytes())),
+            ],
+            SyslogParser::new(Default::default(), Year::Fixed(2026)),
+            Timestamp(0),
+        )
+        .map(|i| i.unwrap().event)
+        .collect();
+        assert_eq!(items.len(), 2);
+        let ev = items[0].as_ref().unwrap();
+        assert_eq!(
+            ev.get(Field::Msg).map(|v| v.to_string().len()),
+            Some(MAX_LINE / 4)
+        );
+        assert!(matches!(items[1], Err(Malformed::Oversized { .. })));
     }
 
     #[test]
