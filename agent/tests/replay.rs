@@ -1488,6 +1488,50 @@ fn an_until_before_the_last_event_is_said_to_be() {
     assert!(!run("2024-12-10T11:00:00Z").contains("warning"));
 }
 
+/// Expectations are paired with alerts as a whole, not first fit in the order written: one
+/// without `time` does not take the alert a more precise one needs; a missing one says
+/// where it is written.
+#[test]
+fn expectations_pair_with_alerts_whatever_their_order() {
+    let dir = std::env::temp_dir().join(format!("cepheus-ruletest-pair-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("hb.toml"),
+        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nexpect = [\"w\"]\nevents.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 60s\"\n",
+    )
+    .unwrap();
+    // w is silent from 10:00:00: fires at 10:01, resolved at 10:02, fires again at 10:03.
+    let input = "<14>1 2024-12-10T10:00:00Z w heartbeat - - - alive\n<14>1 2024-12-10T10:02:00Z w heartbeat - - - alive\n";
+    let any = "[[test.expect]]\nrule = \"hb\"\ngroup = { host = \"w\" }\n";
+    let at = "[[test.expect]]\nrule = \"hb\"\ngroup = { host = \"w\" }\ntime = \"2024-12-10T10:01:00Z\"\n";
+    let resolved =
+        "[[test.expect]]\nrule = \"hb\"\nstate = \"resolved\"\ngroup = { host = \"w\" }\n";
+    for order in [[any, at], [at, any]] {
+        let test = format!(
+            "[[test]]\nname = \"t\"\ninput = \"\"\"\n{input}\"\"\"\nuntil = \"2024-12-10T10:03:30Z\"\n{}{}{resolved}",
+            order[0], order[1]
+        );
+        std::fs::write(dir.join("hb.test.toml"), test).unwrap();
+        let (code, out) = rules_test(&dir);
+        assert_eq!(code, Some(0), "{out}");
+    }
+    // One expectation too many: said missing, with where it is written.
+    let test = format!(
+        "[[test]]\nname = \"t\"\ninput = \"\"\"\n{input}\"\"\"\nuntil = \"2024-12-10T10:03:30Z\"\n{any}{at}{resolved}{at}"
+    );
+    std::fs::write(dir.join("hb.test.toml"), test).unwrap();
+    let (code, out) = rules_test(&dir);
+    assert_eq!(code, Some(1), "{out}");
+    let file = dir.join("hb.test.toml").display().to_string();
+    assert!(
+        out.contains("missing:    hb firing {host=w} at 2024-12-10T10:01:00Z")
+            && out.contains(&format!("({file}:")),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Lists that name nothing cannot be run: `rules_under_test = []` would leave every alert
 /// out (a test that nothing fires could never fail), `rules = []` would load whatever the
 /// folder the command runs in holds.
