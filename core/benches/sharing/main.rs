@@ -3,8 +3,9 @@
 //! `docs/plot_sharing.py`.
 //!
 //! `cargo bench -p cepheus-core --bench sharing` (add `-- --quick` or set
-//! `CEPHEUS_BENCH_QUICK=1` for a smoke run; `CEPHEUS_BENCH_CSV=path` moves the CSV from
-//! `target/sharing.csv`; `CEPHEUS_BENCH_ONLY=section,..` runs some sections only;
+//! `CEPHEUS_BENCH_QUICK=1` for a smoke run, which writes no CSV unless `CEPHEUS_BENCH_CSV`
+//! names one; `CEPHEUS_BENCH_CSV=path` moves the CSV from `target/sharing.csv` (or
+//! `$CARGO_TARGET_DIR/sharing.csv`); `CEPHEUS_BENCH_ONLY=section,..` runs some sections only;
 //! `CEPHEUS_BENCH_DUMP=dir` writes each rule set's TOML there; `CEPHEUS_BENCH_REPEAT=n` times
 //! each mode n times, interleaved, and keeps the fastest; for profiling,
 //! `CEPHEUS_BENCH_MODE=shared|unshared` runs one mode and `CEPHEUS_BENCH_RULES=n,..` only the
@@ -514,9 +515,14 @@ fn main() {
 
     let path = match std::env::var("CEPHEUS_BENCH_CSV") {
         Ok(p) => p,
-        // A smoke run does not overwrite the last real CSV.
-        Err(_) if !benching => return,
-        Err(_) => concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sharing.csv").to_string(),
+        // A smoke run (`cargo test`, `--quick`) does not overwrite the last real CSV (found
+        // by an audit: `-- --quick` did).
+        Err(_) if quick => return,
+        // In the target folder cargo uses (`CARGO_TARGET_DIR` if set).
+        Err(_) => match std::env::var("CARGO_TARGET_DIR") {
+            Ok(dir) if !dir.is_empty() => format!("{dir}/sharing.csv"),
+            _ => concat!(env!("CARGO_MANIFEST_DIR"), "/../target/sharing.csv").to_string(),
+        },
     };
     let mut csv = String::from(
         "section,rules,similar,redundant,states,event_types,events,events_unshared,shared_wall_s,shared_cpu_s,shared_cpu_s_same_events,unshared_wall_s,unshared_cpu_s,shared_evals,unshared_evals,alerts,family_saved,timer_entries\n",
