@@ -148,8 +148,10 @@ fuzz_target!(|data: &[u8]| {
         "the framer's output depends on how the stream is cut into reads (max {max})"
     );
     for m in whole.iter().flatten() {
+        // (The CR of a CRLF ending is the line end's, not the message's: the parser trims it.)
+        let end = usize::from(m.last() == Some(&b'\r'));
         assert!(
-            m.len() <= max,
+            m.len() <= max + end,
             "a frame of {} bytes passed the maximum {max}",
             m.len()
         );

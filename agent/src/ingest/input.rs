@@ -427,9 +427,10 @@ impl Inputs {
     }
 }
 
-/// Reads one line of at most `max` bytes (`max_json` for a JSON event line) into `buf`
-/// (without the newline). Returns `Ok(None)` at end of input, else whether the line was
-/// longer than its cap (then `buf` holds only its first bytes and the rest was skipped).
+/// Reads one line of at most `max_text` bytes (`max_json` for a JSON event line, whose
+/// first byte after a byte-order mark and blanks is `{`) into `buf` (without the newline).
+/// Returns `Ok(None)` at end of input, else whether the line was longer than its cap (then
+/// `buf` holds only its first bytes and the rest was skipped). Whatever the reads' sizes.
 fn read_capped(
     r: &mut dyn BufRead,
     buf: &mut Vec<u8>,
@@ -439,7 +440,8 @@ fn read_capped(
     buf.clear();
     let mut any = false;
     let mut oversized = false;
-    let mut max = max_text;
+    // Whether the line is JSON, once its first byte past a mark and blanks is read.
+    let mut json: Option<bool> = None;
     loop {
         let chunk = match r.fill_buf() {
             Ok(c) => c,
@@ -447,6 +449,11 @@ fn read_capped(
             Err(e) => return Err(e),
         };
         if chunk.is_empty() {
+            // The input's end ends the line: one never known to be JSON is text.
+            if json.is_none() && buf.len() > max_text {
+                buf.truncate(max_text);
+                oversized = true;
+            }
             return Ok(any.then_some(oversized));
         }
         any = true;
@@ -454,10 +461,11 @@ fn read_capped(
             Some(i) => (i, true),
             None => (chunk.len(), false),
         };
-        // (Known from the line's first bytes: a `{` after blanks or a byte-order mark.)
-        if buf.is_empty() && is_json_line(&chunk[..take.min(64)]) {
-            max = max_json;
-        }
+        let max = if json == Some(false) {
+            max_text
+        } else {
+            max_json
+        };
         let room = max.saturating_sub(buf.len());
         if take > room {
             oversized = true;
@@ -465,6 +473,22 @@ fn read_capped(
         buf.extend_from_slice(&chunk[..take.min(room)]);
         let consumed = if done { take + 1 } else { take };
         r.consume(consumed);
+        if json.is_none() {
+            let body = buf.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(buf);
+            let mark_maybe = body.len() == buf.len() && b"\xEF\xBB\xBF".starts_with(buf);
+            if let Some(b) = body.iter().find(|b| !b.is_ascii_whitespace())
+                && !mark_maybe
+            {
+                json = Some(*b == b'{');
+            } else if done || oversized {
+                // All blanks (or a mark's start) to its end or its cap: a text line.
+                json = Some(false);
+            }
+            if json == Some(false) && buf.len() > max_text {
+                buf.truncate(max_text);
+                oversized = true;
+            }
+        }
         if done {
             return Ok(Some(oversized));
         }
