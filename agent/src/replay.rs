@@ -387,41 +387,35 @@ pub fn warn_if_nothing_read(events: u64, malformed: u64) {
 /// clock, when the next line goes back (see [`drive`]).
 const OUTLIER_JUMP: cepheus_core::time::Duration = cepheus_core::time::Duration::from_secs(3600);
 
-/// Most events stamped far ahead in a row, after the one being judged, that can still be a
-/// wrong clock's (see [`goes_back`]).
-const OUTLIER_RUN: usize = 16;
-
-/// Most items read ahead to find the events after a line stamped far ahead.
-const OUTLIER_LOOKAHEAD: usize = 256;
-
-/// Whether the input goes back before `bound` after the line being judged: the first event
-/// read ahead (into `ahead`, from `items`) below it, past refused and duplicate lines and at
-/// most [`OUTLIER_RUN`] events also at or past it (the same wrong clock's), within
-/// [`OUTLIER_LOOKAHEAD`] items.
+/// Whether the input goes back before `bound` after the line being judged: the next event
+/// (read into `ahead`, from `items`) is below it. The lines refused or dropped as duplicates
+/// on the way are counted in `summary` as they are passed (not held: any number of them).
+/// Only the next event: a real gap followed a few lines later by one old message (a buffered
+/// one) is a gap (found by a review: looking further took a return for a wrong clock).
 fn goes_back(
     ahead: &mut std::collections::VecDeque<Result<Event, Dropped>>,
     items: &mut dyn Iterator<Item = Result<Event, Dropped>>,
     bound: Timestamp,
+    summary: &mut Summary,
 ) -> bool {
-    let mut far = 0;
-    for i in 0..OUTLIER_LOOKAHEAD {
-        if i == ahead.len() {
-            match items.next() {
-                Some(item) => ahead.push_back(item),
+    loop {
+        let item = match ahead.pop_front() {
+            Some(item) => item,
+            None => match items.next() {
+                Some(item) => item,
                 None => return false,
+            },
+        };
+        match item {
+            Ok(next) => {
+                let back = next.arrival < bound;
+                ahead.push_front(Ok(next));
+                return back;
             }
-        }
-        if let Ok(next) = &ahead[i] {
-            if next.arrival < bound {
-                return true;
-            }
-            far += 1;
-            if far > OUTLIER_RUN {
-                return false;
-            }
+            Err(Dropped::Malformed) => summary.malformed += 1,
+            Err(Dropped::Duplicate) => summary.duplicates += 1,
         }
     }
-    false
 }
 
 /// Feeds a merged input through the engine, then ends it (`until`), handing every alert to
@@ -448,13 +442,13 @@ pub fn drive(
                 // around it, as the live agent would see it: stamped ahead of its arrival, it
                 // cannot drag the clock forward (found by an audit: one line of 2036 among
                 // 2026's fired every absence). Only for an arrival read from the stamp itself.
-                // "Goes on" is the next event, past lines refused or dropped as duplicates
-                // and a few more from the same wrong clock (found by an audit: a `-- MARK --`
-                // line after it, or the line relayed twice, fired every absence).
+                // "Goes on" is the next event, past any lines refused or dropped as
+                // duplicates (found by an audit: a `-- MARK --` line after it, or the line
+                // relayed twice, fired every absence).
                 if let Some(clock) = last_time
                     && ev.arrival == ev.time
                     && ev.arrival > clock.add(OUTLIER_JUMP)
-                    && goes_back(&mut ahead, &mut items, clock.add(OUTLIER_JUMP))
+                    && goes_back(&mut ahead, &mut items, clock.add(OUTLIER_JUMP), summary)
                 {
                     ev.arrival = clock;
                 }

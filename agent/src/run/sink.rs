@@ -484,9 +484,17 @@ impl AlertSink {
             return false;
         };
         let mut waiting: Vec<Change> = std::mem::take(&mut self.unkept).into();
-        let result = store
-            .record_changes(&mut waiting)
-            .and_then(|_| store.mark_written());
+        // Not noted written out while the output file holds changes it refused: a restart
+        // writes them out again (found by a review: a store that had been low on space
+        // noted them here, and the file never got them).
+        let file_holds = self.file.as_ref().is_some_and(FileOutput::holds);
+        let result = store.record_changes(&mut waiting).and_then(|_| {
+            if file_holds {
+                Ok(())
+            } else {
+                store.mark_written()
+            }
+        });
         match result {
             Ok(()) => {
                 tracing::info!(
@@ -1814,8 +1822,18 @@ mod tests {
         sink.take(alerts(1), 0);
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
         assert_eq!(counters.snapshot().file_unwritten, 1);
-        // Held, and not noted written in the store (a restart would write it out again).
+        // Held, and not noted written in the store (a restart would write it out again),
+        // not either when changes kept aside while the store was short of room are kept.
         assert_eq!(store.unwritten().unwrap().len(), 1);
+        sink.unkept.push_back(cepheus_store::Change {
+            id: 77,
+            state: cepheus_core::alert::AlertState::Firing,
+            json: r#"{"id":"000000000000004d","state":"firing"}"#.to_string(),
+            seq: None,
+            meaning: None,
+        });
+        assert!(sink.catch_up());
+        assert_eq!(store.unwritten().unwrap().len(), 2);
         // A regular file there: written, the refused change first, on the next try (each
         // second) with no new change.
         std::fs::remove_file(&link).unwrap();
