@@ -487,7 +487,7 @@ impl AlertSink {
         // Not noted written out while the output file holds changes it refused: a restart
         // writes them out again (found by a review: a store that had been low on space
         // noted them here, and the file never got them).
-        let file_holds = self.file.as_ref().is_some_and(FileOutput::holds);
+        let file_holds = self.file_holds();
         let result = store.record_changes(&mut waiting).and_then(|_| {
             if file_holds {
                 Ok(())
@@ -799,10 +799,21 @@ impl AlertSink {
         }
         self.count_pruned();
         self.offer_to_stream(fresh.iter());
-        // Not while the file holds changes it refused: a restart writes them out again.
-        let file_holds = self.file.as_ref().is_some_and(FileOutput::holds);
-        if !fresh.is_empty()
-            && !file_holds
+        if !fresh.is_empty() {
+            self.note_written_out();
+        }
+    }
+
+    /// Whether the output file holds changes it refused: until it takes them, the store must
+    /// not note changes written out, so that a restart writes them out again.
+    fn file_holds(&self) -> bool {
+        self.file.as_ref().is_some_and(FileOutput::holds)
+    }
+
+    /// Notes in the store that the changes kept so far are written out (not while the
+    /// output file holds refused ones); a failure is counted and said.
+    fn note_written_out(&mut self) {
+        if !self.file_holds()
             && let Some(store) = self.writable_store()
             && let Err(e) = store.mark_written()
         {
@@ -818,13 +829,7 @@ impl AlertSink {
             return;
         };
         f.write(&[], &self.counters);
-        if !f.holds()
-            && let Some(store) = self.writable_store()
-            && let Err(e) = store.mark_written()
-        {
-            bump(&self.counters.store_errors, 1);
-            tracing::warn!(error = %e, "cannot note the alerts written out (a restart may write them again)");
-        }
+        self.note_written_out();
     }
 
     /// The changes an earlier run kept but did not write out (it died between the two):
