@@ -7,7 +7,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use cepheus_core::rules::ir::Severity;
+
 use crate::api_client::{Answer, Client, Unreachable};
+use crate::run::api::Listing;
 
 /// Arguments of `cepheus alerts`.
 #[derive(clap::Args, Debug)]
@@ -27,7 +30,7 @@ pub struct AlertsArgs {
     pub rule: Option<String>,
     /// Only the alerts at least this severe: critical, high, medium, low or info.
     #[arg(long, value_name = "LEVEL", value_parser = severity)]
-    pub severity: Option<String>,
+    pub severity: Option<Severity>,
     /// Print the alert objects as JSON lines (the shape of `replay` and the store) instead of
     /// a table.
     #[arg(long)]
@@ -52,10 +55,18 @@ fn at_least_one(s: &str) -> Result<usize, String> {
 }
 
 /// `--severity LEVEL`: a rule file's spelling.
-fn severity(s: &str) -> Result<String, String> {
-    match cepheus_core::rules::ir::Severity::parse(s) {
-        Some(_) => Ok(s.to_string()),
-        None => Err("give one of critical, high, medium, low, info".into()),
+fn severity(s: &str) -> Result<Severity, String> {
+    Severity::parse(s).ok_or_else(|| "give one of critical, high, medium, low, info".into())
+}
+
+impl AlertsArgs {
+    /// The listing its flags ask for (of the API, or of the store itself).
+    fn listing(&self) -> Listing {
+        Listing {
+            recent: self.recent,
+            rule: self.rule.clone(),
+            severity: self.severity,
+        }
     }
 }
 
@@ -119,7 +130,7 @@ fn cut_note(firing: u64, listed: usize) -> Option<String> {
 /// Runs `cepheus alerts`.
 pub fn run(args: AlertsArgs) -> ExitCode {
     if let Some(AlertsCommand::Ack { id, by }) = &args.command {
-        if args.recent.is_some() || args.json || args.rule.is_some() || args.severity.is_some() {
+        if args.recent.is_some() || args.json || args.listing().filtered() {
             eprintln!(
                 "error: --recent, --rule, --severity and --json shape a listing; `ack` lists nothing"
             );
@@ -155,12 +166,12 @@ pub fn run(args: AlertsArgs) -> ExitCode {
                 eprintln!("{note}");
             }
             // Filtered, the total is not known: a listing as full as one can be is said.
-            let filtered = args.rule.is_some() || args.severity.is_some();
-            let bytes: usize = list.iter().map(|a| a.to_string().len() + 1).sum();
+            let filtered = args.listing().filtered();
+            let bytes = || list.iter().map(|a| a.to_string().len() + 1).sum::<usize>();
             if filtered
                 && args.recent.is_none()
                 && (list.len() >= crate::run::api::MAX_FIRING
-                    || bytes + (1 << 16) >= crate::run::api::MAX_LISTING_BYTES)
+                    || bytes() + (1 << 16) >= crate::run::api::MAX_LISTING_BYTES)
             {
                 eprintln!(
                     "note: listed are {}, the most severe then the newest; more may match (a listing holds at most {} alerts and {} MiB of JSON)",
@@ -171,13 +182,13 @@ pub fn run(args: AlertsArgs) -> ExitCode {
             }
             if list.is_empty() && !args.json {
                 match args.recent {
-                    None if args.rule.is_some() || args.severity.is_some() => {
+                    None if filtered => {
                         eprintln!("no such alert is firing")
                     }
                     None => eprintln!(
                         "no alert is firing (`cepheus alerts --recent 20` lists the latest changes)"
                     ),
-                    Some(_) if args.rule.is_some() || args.severity.is_some() => {
+                    Some(_) if filtered => {
                         eprintln!("no such alert change among the last 20,000")
                     }
                     Some(_) => eprintln!("the store holds no alert change"),
@@ -241,22 +252,15 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<(Vec<serde_json::Value>, Option<u6
     if let Some(r) = &args.rule {
         query.push(format!("rule={}", crate::groups_cmd::query_escape(r)));
     }
-    if let Some(s) = &args.severity {
-        query.push(format!("severity={s}"));
+    if let Some(s) = args.severity {
+        query.push(format!("severity={}", s.name()));
     }
     let path = if query.is_empty() {
         "/alerts".to_string()
     } else {
         format!("/alerts?{}", query.join("&"))
     };
-    let listing = crate::run::api::Listing {
-        recent: args.recent,
-        rule: args.rule.clone(),
-        severity: args
-            .severity
-            .as_deref()
-            .and_then(cepheus_core::rules::ir::Severity::parse),
-    };
+    let listing = args.listing();
     // No agent answers: the store itself, as the agent left it.
     let from_store_instead = |e: anyhow::Error| match e.downcast_ref::<Unreachable>() {
         Some(_) => {
@@ -265,9 +269,8 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<(Vec<serde_json::Value>, Option<u6
         None => Err(e),
     };
     // The count first: alerts that fire between the two reads are not taken for a cut.
-    let filtered = args.rule.is_some() || args.severity.is_some();
     let firing = match args.recent {
-        None if !filtered => match client.get("/stats") {
+        None if !listing.filtered() => match client.get("/stats") {
             Ok(Answer::Ok(stats)) => serde_json::from_str::<serde_json::Value>(&stats)
                 .ok()
                 .and_then(|v| v["store"]["firing"].as_u64()),
@@ -294,7 +297,7 @@ fn fetch(args: &AlertsArgs) -> anyhow::Result<(Vec<serde_json::Value>, Option<u6
 /// reason the agent could not be reached).
 fn from_store(
     dir: &Path,
-    listing: &crate::run::api::Listing,
+    listing: &Listing,
 ) -> Result<(Vec<serde_json::Value>, Option<u64>), String> {
     // Never make a store where there is none (sled would create one).
     if !dir.join("conf").is_file() {
@@ -337,8 +340,7 @@ fn from_store(
         "note: no agent answers; read from its store at {}, as it was when the agent stopped",
         dir.display()
     );
-    let firing = (listing.recent.is_none() && listing.rule.is_none() && listing.severity.is_none())
-        .then(|| store.counts().1);
+    let firing = (listing.recent.is_none() && !listing.filtered()).then(|| store.counts().1);
     Ok((
         list.iter()
             .filter_map(|a| serde_json::from_str(&a.json).ok())

@@ -1518,6 +1518,11 @@ pub struct Listing {
 }
 
 impl Listing {
+    /// Whether it names a rule or a least severity (so it may leave firing alerts out).
+    pub fn filtered(&self) -> bool {
+        self.rule.is_some() || self.severity.is_some()
+    }
+
     /// The listing a query asks for; `Err` says what of it is wrong.
     fn of(q: &AlertsQuery) -> Result<Listing, String> {
         let severity = match q.severity.as_deref() {
@@ -1588,7 +1593,7 @@ fn listing_within(
     listing: &Listing,
     max_bytes: usize,
 ) -> Result<Vec<cepheus_store::StoredAlert>, cepheus_store::StoreError> {
-    let filtered = listing.rule.is_some() || listing.severity.is_some();
+    let filtered = listing.filtered();
     let mut list = match listing.recent {
         Some(n) if filtered => {
             let mut all = store.recent(MAX_RECENT)?;
@@ -1634,7 +1639,8 @@ fn listing_within(
     // The firing alerts: the most severe, then the newest, that fit (found by a review: the
     // oldest went first, and a critical alert is often the oldest), still oldest first.
     let mut order: Vec<usize> = (0..list.len()).collect();
-    order.sort_by_key(|&i| {
+    // (Each alert's rank read once: it parses the alert.)
+    order.sort_by_cached_key(|&i| {
         (
             std::cmp::Reverse(Listing::default().rank(&list[i].json)),
             std::cmp::Reverse(list[i].seq),
