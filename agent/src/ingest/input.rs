@@ -474,13 +474,8 @@ fn read_capped(
         let consumed = if done { take + 1 } else { take };
         r.consume(consumed);
         if json.is_none() {
-            let body = buf.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(buf);
-            let mark_maybe = body.len() == buf.len() && b"\xEF\xBB\xBF".starts_with(buf);
-            if let Some(b) = body.iter().find(|b| !b.is_ascii_whitespace())
-                && !mark_maybe
-            {
-                json = Some(*b == b'{');
-            } else if done || oversized {
+            json = json_start(buf);
+            if json.is_none() && (done || oversized) {
                 // All blanks (or a mark's start) to its end or its cap: a text line.
                 json = Some(false);
             }
@@ -601,8 +596,20 @@ impl Iterator for Inputs {
 /// A JSON event line (its first non-blank byte after any byte-order mark opens an object);
 /// any other line is syslog.
 fn is_json_line(line: &[u8]) -> bool {
-    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+    json_start(line) == Some(true)
+}
+
+/// Whether a line beginning with `start` is a JSON event (its first byte past a byte-order
+/// mark and blanks is `{`); `None` while `start` holds only blanks or a mark's beginning.
+fn json_start(start: &[u8]) -> Option<bool> {
+    const MARK: &[u8] = b"\xEF\xBB\xBF";
+    if MARK.starts_with(start) && start.len() < MARK.len() {
+        return None;
+    }
+    let body = start.strip_prefix(MARK).unwrap_or(start);
+    body.iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .map(|b| *b == b'{')
 }
 
 #[cfg(test)]
