@@ -286,18 +286,20 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
     }
     let dir = path.parent().unwrap_or(Path::new("."));
     let place = Place { path, text: &text };
+    // The rule file a test file stands beside: NAME.toml for NAME.test.toml.
+    let beside = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .trim_end_matches(".test.toml")
+        .to_string()
+        + ".toml";
     let rule_paths: Vec<PathBuf> = match &file.rules {
         // Nothing named would load whatever `./rules` holds where the command runs, or the
         // built-in rules: the test would pass or fail by the folder (found by an audit).
         Some(list) if list.is_empty() => bail!(
-            "{}: `rules = []` names no rule file: name the files under test (relative to this file), or leave `rules` out for {}",
+            "{}: `rules = []` names no rule file: name the files under test (relative to this file), or leave `rules` out for {beside}",
             path.display(),
-            path.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default()
-                .trim_end_matches(".test.toml")
-                .to_string()
-                + ".toml"
         ),
         Some(list) => {
             for p in list {
@@ -312,13 +314,7 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
             }
             list.iter().map(|p| dir.join(p.get_ref())).collect()
         }
-        None => {
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            vec![dir.join(name.trim_end_matches(".test.toml").to_string() + ".toml")]
-        }
+        None => vec![dir.join(&beside)],
     };
     let Some(rules) = replay::load_rules(&rule_paths)? else {
         bail!("the rules under test have errors");
@@ -390,19 +386,19 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
         let t = &t;
         // An empty list leaves every alert out: a test that nothing should fire could never
         // fail (found by an audit).
-        if t.rules_under_test.as_ref().is_some_and(Vec::is_empty) {
-            broken += 1;
-            let at = under_test_at.unwrap_or_else(|| path.display().to_string());
-            let why = "`rules_under_test = []` names no rule, so every alert would be left out and the test could not fail: name the rules whose alerts count, or leave it out";
-            println!("  {} {}: {at}: {why}", paint("ERROR", "31", color), t.name);
-            eprintln!("error: {at}: test `{}`: {why}", t.name);
-            continue;
-        }
+        let named = if t.rules_under_test.as_ref().is_some_and(Vec::is_empty) {
+            Err((
+                under_test_at.unwrap_or_else(|| path.display().to_string()),
+                "`rules_under_test = []` names no rule, so every alert would be left out and the test could not fail: name the rules whose alerts count, or leave it out".to_string(),
+            ))
+        } else {
+            Ok(())
+        };
         let until = t.until.as_ref().map(|u| {
             replay::parse_until(u.get_ref())
                 .map_err(|e| (place.at(u.span()), format!("`until`: {e:#}")))
         });
-        let problems = match until.transpose().and_then(|until| {
+        let problems = match named.and(until.transpose()).and_then(|until| {
             run_case(&rules, parser, dedup_window, t, until, &place)
                 .map_err(|e| (path.display().to_string(), format!("{e:#}")))
         }) {
