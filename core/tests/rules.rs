@@ -2008,6 +2008,13 @@ fn predicate_keys_normalise_only_what_cannot_change_a_result() {
             r#"msg contains "x" and severity <= 3"#,
         ],
         vec![r#"syslog and exists(msgid)"#, r#"exists(msgid)"#],
+        // A condition that captures: its source test goes where an operand reading no
+        // captured name says the source (only syslog events have `msg`).
+        vec![
+            r#"syslog and app == "sshd" and msg =~ "from (?P<src>\S+)" and src in 10.0.0.0/8"#,
+            r#"app == "sshd" and msg =~ "from (?P<src>\S+)" and src in 10.0.0.0/8"#,
+            r#"app == "sshd" and (syslog and msg =~ "from (?P<src>\S+)") and src in 10.0.0.0/8"#,
+        ],
     ];
     for spellings in &same {
         let first = key(spellings[0]).0;
@@ -2029,11 +2036,17 @@ fn predicate_keys_normalise_only_what_cannot_change_a_result() {
             r#"app == "a" or app == "b""#,
             r#"app == "a" or host == "b""#,
         ),
-        // A capture may stand for a registry field of another source (`src` out of a syslog
-        // message): conditions that capture are not normalised.
+        // A capture may stand for a registry field of another source (`src` out of a
+        // structured-data parameter): a test on it says nothing of the source, so `syslog`
+        // stays (a structured-data field is not taken to say it either).
         (
-            r#"syslog and msg =~ "from (?P<src>\S+)" and src in 10.0.0.0/8"#,
-            r#"msg =~ "from (?P<src>\S+)" and src in 10.0.0.0/8"#,
+            r#"syslog and sd.x.p =~ "(?P<src>\S+)" and src in 10.0.0.0/8"#,
+            r#"sd.x.p =~ "(?P<src>\S+)" and src in 10.0.0.0/8"#,
+        ),
+        // Captures flow left to right: the order of operands around one stays.
+        (
+            r#"msg =~ "(?P<src>\S+)" and app == "x""#,
+            r#"app == "x" and msg =~ "(?P<src>\S+)""#,
         ),
     ];
     for (a, b) in different {

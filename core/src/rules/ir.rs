@@ -585,11 +585,54 @@ impl Cond {
     /// meaning (which keys its saved state) keeps [`Cond::canonical`].
     pub fn predicate_key(&self) -> String {
         if self.captures_any() {
-            // Captures flow left to right and may stand for registry fields (`src` read out
-            // of a syslog message): nothing is assumed about them.
-            return self.canonical();
+            return self.normalised_capturing().canonical();
         }
         self.normalised().canonical()
+    }
+
+    /// An equivalent condition for one that captures: captures flow left to right and may
+    /// stand for registry fields (`src` read out of a syslog message), so only nested `and`s
+    /// are flattened (the order kept) and a source test dropped where another operand, reading
+    /// no captured name, implies that source.
+    fn normalised_capturing(&self) -> Cond {
+        fn flatten(cs: &[Cond], out: &mut Vec<Cond>) {
+            for c in cs {
+                match c {
+                    Cond::And(inner) => flatten(inner, out),
+                    Cond::True => {}
+                    c => out.push(c.clone()),
+                }
+            }
+        }
+        let Cond::And(cs) = self else {
+            return self.clone();
+        };
+        let mut parts = Vec::with_capacity(cs.len());
+        flatten(cs, &mut parts);
+        let mut captured = Vec::new();
+        for c in &parts {
+            c.captured_keys(&mut captured);
+        }
+        let implied: Vec<Source> = parts
+            .iter()
+            .filter(|c| !matches!(c, Cond::Source(_)))
+            .filter_map(|c| c.implied_source_except(&captured))
+            .collect();
+        parts.retain(|c| !matches!(c, Cond::Source(s) if implied.contains(s)));
+        match parts.len() {
+            0 => Cond::True,
+            1 => parts.pop().unwrap_or(Cond::True),
+            _ => Cond::And(parts),
+        }
+    }
+
+    /// The fields its regexes capture, appended to `out`.
+    fn captured_keys(&self, out: &mut Vec<FieldKey>) {
+        match self {
+            Cond::Regex(r) if !r.negate => out.extend(r.captures.iter().map(|(_, k)| k.clone())),
+            Cond::And(cs) | Cond::Or(cs) => cs.iter().for_each(|c| c.captured_keys(out)),
+            _ => {}
+        }
     }
 
     /// An equivalent condition (for a condition that captures nothing): nested `and`s and
@@ -685,7 +728,14 @@ impl Cond {
     /// The one source whose events alone can satisfy this condition, when a test on a field
     /// only that source has (false on an event without it) or a source test says so.
     fn implied_source(&self) -> Option<Source> {
+        self.implied_source_except(&[])
+    }
+
+    /// [`Cond::implied_source`], where a test on a field in `captured` implies nothing (a
+    /// capture may give any event that field).
+    fn implied_source_except(&self, captured: &[FieldKey]) -> Option<Source> {
         let of_field = |k: &FieldKey| match k {
+            _ if captured.contains(k) => None,
             FieldKey::Known(f) => match f.sources() {
                 [s] => Some(*s),
                 _ => None,
@@ -703,15 +753,15 @@ impl Cond {
             Cond::In(e, _) | Cond::InCidr(e, _) => of_expr(e),
             Cond::Exists(k) => of_field(k),
             Cond::And(cs) => {
-                let mut found = cs.iter().filter_map(Cond::implied_source);
+                let mut found = cs.iter().filter_map(|c| c.implied_source_except(captured));
                 let first = found.next()?;
                 // (Two sources: never true; left as written.)
                 found.all(|s| s == first).then_some(first)
             }
             Cond::Or(cs) => {
-                let first = cs.first()?.implied_source()?;
+                let first = cs.first()?.implied_source_except(captured)?;
                 cs.iter()
-                    .all(|c| c.implied_source() == Some(first))
+                    .all(|c| c.implied_source_except(captured) == Some(first))
                     .then_some(first)
             }
             Cond::True | Cond::Not(_) => None,

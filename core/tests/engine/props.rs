@@ -2696,3 +2696,64 @@ forget_after = "3s"
         assert!(got.is_empty(), "spread over {after}: {got:#?}");
     }
 }
+
+/// Conditions that capture, spelled with and without their source test (`msg` is syslog's
+/// alone), are one predicate when shared, evaluated once per event; each rule still reads the
+/// capture into its group, and the alerts are exactly the unshared ones.
+#[test]
+fn capturing_conditions_spelled_apart_are_one_predicate() {
+    let text = r#"
+[[rule]]
+name = "with-source"
+severity = "low"
+group_by = ["src"]
+events.f = 'syslog and app == "sshd" and msg =~ "from (?P<src>\S+)"'
+pattern = "f{2,} within 1m"
+
+[[rule]]
+name = "without"
+severity = "low"
+group_by = ["src"]
+events.f = 'app == "sshd" and msg =~ "from (?P<src>\S+)"'
+pattern = "seq(f, f) within 1m"
+"#;
+    let rules = cepheus_core::rules::compile_str("c.toml", text)
+        .rules
+        .unwrap();
+    let at = |s: i64| Timestamp::from_secs(1_000 + s);
+    let line = |s: i64, app: &str, ip: &str| {
+        Event::new(Source::Syslog, at(s), at(s))
+            .with(Field::App, Value::str(app))
+            .with(Field::Msg, Value::str(&format!("failure from {ip}")))
+    };
+    let evs = [
+        line(0, "sshd", "10.0.0.1"),
+        line(1, "cron", "10.0.0.1"),
+        line(2, "sshd", "10.0.0.2"),
+        line(3, "sshd", "10.0.0.1"),
+        Event::new(Source::Flow, at(4), at(4)),
+    ];
+    let mut shared = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut unshared = Engine::new(
+        &rules,
+        EngineConfig {
+            share: false,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    let (mut o1, mut o2) = (Vec::new(), Vec::new());
+    for ev in &evs {
+        shared.push(ev.clone(), &mut o1);
+        unshared.push(ev.clone(), &mut o2);
+    }
+    assert_eq!(json(&o1), json(&o2));
+    let fired: Vec<String> = o1
+        .iter()
+        .map(|a| format!("{} {}", a.rule(), a.group()[0].1))
+        .collect();
+    assert_eq!(fired, ["with-source 10.0.0.1", "without 10.0.0.1"]);
+    // The four syslog lines filed under their app: the three of `sshd` tested once each
+    // against the one condition, the `cron` one and the flow not at all.
+    assert_eq!(shared.counters().predicate_evals, 3);
+}
