@@ -333,7 +333,7 @@ macro_rules! fields {
 fields! {
     /// Event time: the stamp written by the source (syslog header; a flow's first packet for `flow_start`, its last for `flow_end` and `attempt_failed`). A stamp without a zone (RFC 3164's) is read in `[syslog] timezone` (`--tz`), except a Cisco stamp that names its zone (`*Jan 10 12:00:00.123 UTC:`, IOS's `show-timezone`) with UTC, GMT or one of the common abbreviations: WET/WEST, CET/CEST, MET/MEST, EET/EEST, MSK, EST/EDT, CST/CDT (US Central), MST/MDT, PST/PDT, AKST/AKDT, HST, AWST, SGT, HKT, JST, KST, ACST/ACDT, AEST/AEDT, NZST/NZDT; another word (`IST`, `BST`, a name the device's operator chose) is read in the configured zone.
     Time = "time": Time, [Syslog, Flow];
-    /// syslog: the hostname in the message header.
+    /// syslog: the hostname in the message header; a message received without one (no header, or RFC 5424's `-`) has its sender's address (`peer`) written out, as rsyslog and syslog-ng fill it.
     Host = "host": Str, [Syslog];
     /// syslog: the IP address of the socket peer (or capture sender) that delivered the message.
     Peer = "peer": Ip, [Syslog];

@@ -384,7 +384,14 @@ impl SyslogParser {
             }
         };
         if let Some(ip) = peer {
-            event.set(Field::Peer, Value::ip(ip));
+            let ip = Value::ip(ip);
+            // A message without a hostname (`<14>heartbeat: alive`, as Python's
+            // SysLogHandler and busybox send it) is its sender's, as rsyslog and syslog-ng
+            // fill HOSTNAME/HOST: a rule grouped by host still sees it.
+            if event.get(Field::Host).is_none() {
+                event.set(Field::Host, Value::str(&ip.to_string()));
+            }
+            event.set(Field::Peer, ip);
         }
         Ok((event, stamped))
     }
@@ -1466,6 +1473,30 @@ mod tests {
             e.get(Field::Peer),
             Some(&Value::Ip(IpAddr::from([10, 0, 0, 7])))
         );
+    }
+
+    /// A message received without a hostname is its sender's (as rsyslog and syslog-ng fill
+    /// it); one with a hostname keeps it, and a line of a file (no sender) has none.
+    #[test]
+    fn a_message_without_a_hostname_is_its_senders() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        let peer: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        for line in [
+            &b"<14>heartbeat: alive"[..],
+            b"<14>1 2026-12-19T23:59:00Z - heartbeat - - - alive",
+        ] {
+            let e = p.parse(line, now, Some(peer)).unwrap();
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(get(&e, Field::Host), Some("10.0.0.7"), "{text}");
+            assert_eq!(get(&e, Field::App), Some("heartbeat"), "{text}");
+            let e = p.parse(line, now, None).unwrap();
+            assert_eq!(e.get(Field::Host), None, "{text}");
+        }
+        let e = p
+            .parse(b"<13>Feb 13 20:07:26 h a: x", now, Some(peer))
+            .unwrap();
+        assert_eq!(get(&e, Field::Host), Some("h"));
     }
 
     #[test]
