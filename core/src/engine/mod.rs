@@ -1056,6 +1056,7 @@ impl Engine {
                 cfg.share && plan.simple() && rule.within.is_some_and(|w| w.min == Duration::ZERO);
             let single =
                 cfg.share && plan.single() && rule.within.is_none_or(|w| w.min == Duration::ZERO);
+            let slides = plan.slides();
             let used = plan.used();
             let opens = plan.opens();
             let lane = match rule.time {
@@ -1097,6 +1098,7 @@ impl Engine {
                     forget_after: rule.forget_after,
                     simple,
                     single,
+                    slides,
                 },
                 lane,
                 groups: HashMap::new(),

@@ -68,6 +68,15 @@ impl Plan {
         }
     }
 
+    /// Whether a partial match of the plan may slide past its first step (see
+    /// [`slides`]).
+    pub fn slides(&self) -> bool {
+        match self {
+            Plan::Absence { .. } => false,
+            Plan::Linear { alts } => slides(alts),
+        }
+    }
+
     /// Whether the plan is one alternative of one plain step, perhaps with an absence after
     /// it (`or(a, b)`, `seq(a, absent(b) for D)`): each event of the step is a match at once,
     /// so a group of it never holds a partial match.
@@ -509,4 +518,12 @@ fn permutations(
         idx.swap(k, i);
     }
     Ok(())
+}
+
+/// Whether a partial match of these alternatives may still slide its first step's window
+/// once past it: one alternative (several tell one partial match by its first event) of three
+/// steps or more, the first a closure without `distinct`.
+pub fn slides(alts: &[Alt]) -> bool {
+    matches!(alts, [a] if a.steps.len() >= 3
+        && a.steps[0].repeat.as_ref().is_some_and(|r| r.distinct.is_none()))
 }

@@ -183,6 +183,9 @@ pub struct RuleFacts {
     /// The plan is [`Plan::single`] and the window, if any, has no least distance: an event
     /// of its step may be finished at once by [`LinearState::single`].
     pub single: bool,
+    /// The plan is [`Plan::slides`]: a partial match past its first step may still slide
+    /// (see [`Run::lead`]).
+    pub slides: bool,
 }
 
 /// What a group transition reads: its rule's facts, and the engine's outage mark.
@@ -307,6 +310,16 @@ impl Items {
 
     fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The items, by value, oldest first.
+    fn into_iter_items(self) -> impl Iterator<Item = Item> {
+        let (one, many) = match self {
+            Items::One(x) => (Some(x), None),
+            Items::Many(Some(d)) => (None, Some(*d)),
+            Items::Many(None) => (None, None),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
     }
 
     fn iter(&self) -> impl Iterator<Item = &Item> {
@@ -677,7 +690,7 @@ impl Group {
             GroupState::Linear(l) => {
                 let live = |r: &Run| match (ctx.wmax(), &*ctx.plan) {
                     (Some(w), Plan::Linear { alts }) => {
-                        r.live(&alts[r.alt_id() as usize], now.sub(w))
+                        r.live(&alts[r.alt_id() as usize], now.sub(w), ctx.slides)
                     }
                     _ => true,
                 };
@@ -925,7 +938,7 @@ impl Group {
                 let horizon = now.sub(w);
                 !l.runs
                     .iter()
-                    .any(|r| r.live(&alts[r.alt_id() as usize], horizon))
+                    .any(|r| r.live(&alts[r.alt_id() as usize], horizon, ctx.slides))
             }
         }
     }
@@ -1121,6 +1134,26 @@ impl Run {
         self.items.push_back(item);
     }
 
+    /// Drops the events holding distinct value `v` (a closure at its cap seeing `v` again).
+    fn drop_value(&mut self, v: &Value) {
+        let before = self.items.len();
+        let kept: Vec<Item> = std::mem::take(&mut self.items)
+            .into_iter_items()
+            .filter(|i| i.dv.as_deref() != Some(v))
+            .collect();
+        for it in kept {
+            self.items.push_back(it);
+        }
+        let gone = before - self.items.len();
+        self.count = self.count.saturating_sub(gone as u32);
+        if let Some(d) = &mut self.distinct {
+            d.remove(v);
+        }
+        if let Some(f) = self.items.front() {
+            self.start = f.time;
+        }
+    }
+
     fn pop_front(&mut self, step: &Step) {
         if let Some(it) = self.items.pop_front() {
             if step.repeat.as_ref().is_some_and(|r| r.distinct.is_some())
@@ -1222,13 +1255,66 @@ impl Run {
     }
 
     /// Whether the run survives expiry at `horizon` (the window's start): what
-    /// [`LinearState::expire`] keeps.
-    fn live(&self, alt: &Alt, horizon: Timestamp) -> bool {
+    /// [`LinearState::expire`] keeps. `slides`: its plan is [`Plan::slides`].
+    #[inline(always)]
+    fn live(&self, alt: &Alt, horizon: Timestamp, slides: bool) -> bool {
         if self.is_collector(alt) {
             self.items.iter().any(|i| i.time >= horizon)
         } else {
-            self.start >= horizon
+            self.start >= horizon || (slides && self.latest_start(alt) >= horizon)
         }
+    }
+
+    /// For a run past a closure at the start (no `distinct`) whose later steps up to its own
+    /// are plain, in a plan of one alternative: how many of its events are that closure's, and
+    /// its minimum. Its window slides there still: the oldest of them may go while it keeps
+    /// the minimum (`seq(fail{5,}, ok, sudo) within 10m` must not lose its match to a sixth,
+    /// stale failure). Several alternatives tell one partial match by its first event, so
+    /// their runs do not slide.
+    fn lead(&self, alt: &Alt) -> Option<(usize, usize)> {
+        let pos = self.pos as usize;
+        if pos == 0 {
+            return None;
+        }
+        let rep = alt.steps[0].repeat.as_ref()?;
+        if rep.distinct.is_some() || alt.steps.get(1..pos)?.iter().any(|s| s.repeat.is_some()) {
+            return None;
+        }
+        let cur = match alt.steps.get(pos) {
+            Some(s) if s.repeat.is_some() && self.count > 0 => self.count as usize,
+            _ => 0,
+        };
+        let k0 = self.items.len().checked_sub(pos - 1 + cur)?;
+        Some((k0, rep.min as usize))
+    }
+
+    /// The latest start the run may slide to (see [`Run::lead`]): its own, or the time of
+    /// the first of the closure's last `min` events.
+    #[cold]
+    #[inline(never)]
+    fn latest_start(&self, alt: &Alt) -> Timestamp {
+        match self.lead(alt) {
+            Some((k0, min)) if k0 > min => {
+                (self.items.iter().nth(k0 - min)).map_or(self.start, |i| i.time)
+            }
+            _ => self.start,
+        }
+    }
+
+    /// Lets go the closure's oldest events before `horizon` while it keeps its minimum (see
+    /// [`Run::lead`]); returns whether it is then inside the window.
+    fn slide(&mut self, alt: &Alt, horizon: Timestamp) -> bool {
+        let Some((mut k0, min)) = self.lead(alt) else {
+            return self.start >= horizon;
+        };
+        while k0 > min && self.items.front().is_some_and(|i| i.time < horizon) {
+            self.items.pop_front();
+            k0 -= 1;
+        }
+        if let Some(f) = self.items.front() {
+            self.start = f.time;
+        }
+        self.start >= horizon
     }
 
     /// The alert's events: the most recent [`MAX_ALERT_EVENTS`]; a `distinct` closure's
@@ -1241,7 +1327,8 @@ impl Run {
     /// [`Run::events`], and for a `distinct` closure how many of them, at the front, are of
     /// the steps before it (they carry no distinct value).
     fn events_and_prefix(&self) -> (Vec<Arc<Event>>, u16) {
-        if self.distinct.is_none() {
+        // (Not `distinct`, which a run leaving its closure drops: the items keep their values.)
+        if !self.items.iter().any(|i| i.dv.is_some()) {
             let skip = self.items.len().saturating_sub(MAX_ALERT_EVENTS);
             return (
                 self.items.iter().skip(skip).map(|i| i.ev.clone()).collect(),
@@ -1394,24 +1481,37 @@ impl LinearState {
         }
         // D. Absences in the middle kill the runs they guard: with `for D`, an awaited event
         // up to and at the D's end (in time, as at an absence's deadline at the end).
+        // An event that is also the guarded step's own, without `for`, is that step, not
+        // between: `seq(boot, absent(any), ok)` matches an `ok` that is also an `any`.
+        let wmin = ctx.wmin();
         self.runs.retain(|r| {
             let alt = &alts[r.alt_id() as usize];
             let step = &alt.steps[r.pos as usize];
-            let guard = if step.repeat.is_some() && r.count > 0 {
+            let guarded = if step.repeat.is_some() && r.count > 0 {
                 let satisfied =
                     effective_count(r, step) >= step.repeat.as_ref().map_or(1, |x| x.min);
                 if satisfied {
                     alt.steps
                         .get(r.pos as usize + 1)
-                        .and_then(|s| s.guard.as_ref())
+                        .map(|s| (r.pos as usize + 1, s))
                 } else {
                     None
                 }
             } else {
-                step.guard.as_ref()
+                Some((r.pos as usize, step))
             };
-            match guard {
-                Some((g, f)) if g & mask != 0 => !f.is_none_or(|d| t <= r.last_end.add(d)),
+            let Some((at, gs)) = guarded else {
+                return true;
+            };
+            match &gs.guard {
+                Some((g, None)) if g & mask != 0 => {
+                    let completes =
+                        at + 1 == alt.steps.len() && gs.repeat.as_ref().is_none_or(|x| x.min <= 1);
+                    gs.set & mask != 0
+                        && distinct_value(gs, ev).is_some()
+                        && !(completes && t.since(r.start) < wmin)
+                }
+                Some((g, Some(d))) if g & mask != 0 => t > r.last_end.add(*d),
                 _ => true,
             }
         });
@@ -1429,7 +1529,7 @@ impl LinearState {
         // a@0 b@1 a@5 b@6 b@7 c@12 matches a@5 b@6 b@7 c@12); if the older one matches, it
         // consumes the event and the copy with it, and the younger one still waits for its own
         // (`a@0 a@1 b@2 b@3 c@4 c@5` matches twice). A copy goes on itself with later such
-        // events. One copy per partial match at most (the runs at most double), and per event.
+        // events. One copy per partial match at most (the runs at most double), for each younger one.
         //
         // With several alternatives (the branches of an `or`, the orders of an `and`), "the
         // oldest partial match that can take it" is per alternative: a younger partial match
@@ -1501,11 +1601,11 @@ impl LinearState {
         }
         if let (None, Some(step)) = (completed, moved) {
             // (A copy inserted moves the runs after it: the takers younger than it with them.)
-            if let Some(at) = self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id) {
+            let after = self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id);
+            if !after.is_empty() {
+                // (A taker moves by the copies inserted after runs before it.)
                 for i in &mut takers {
-                    if *i >= at {
-                        *i += 1;
-                    }
+                    *i += after.partition_point(|&o| o < *i);
                 }
             }
         }
@@ -1793,11 +1893,11 @@ impl LinearState {
         done
     }
 
-    /// After an event moved the oldest partial match along `step` (see [`copy_step`]), the
-    /// next younger partial match waiting on that step, among the few from `from`
-    /// on, gets a copy of itself that takes the event too (or, if it is already such a copy,
-    /// goes on itself): see step E of [`LinearState::on_event`]. Returns where it inserted a
-    /// copy, if it did (the runs from there on moved by one).
+    /// After an event moved the oldest partial match along `step` (see [`copy_step`]), each
+    /// younger partial match waiting on that step, from `from` on, gets a copy of itself that
+    /// takes the event too (or, if it is already such a copy, goes on itself): see step E of
+    /// [`LinearState::on_event`]. Returns how many copies it inserted before each run: the
+    /// original indices of the runs a copy was inserted right after, ascending.
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn copy_for_younger(
@@ -1810,26 +1910,32 @@ impl LinearState {
         mask: EvSet,
         ev: &Arc<Event>,
         id: u64,
-    ) -> Option<usize> {
-        // Among the next few only: an event costs at most one copy, whatever the flood. No
-        // copy without a window (an older partial match never falls out of it), for an
+    ) -> SmallVec<[usize; 2]> {
+        // No copy without a window (an older partial match never falls out of it), nor for an
         // alternative that ends in an absence (its match is a wait that consumes nothing, so
         // a copy would outlive it with a shared event). A copy is part of its partial match:
         // it does not count against `max_partial_matches` (one per partial match at most, so
-        // the runs at most double), and goes when its partial match is pushed out.
-        const LOOK_AHEAD: usize = 8;
+        // the runs at most double; an event copies each partial match once, and those with a
+        // copy already cost it no clone), and goes when its partial match is pushed out. Every
+        // younger one, not only the next: two stale starts must not hide a third
+        // (`seq(a, b, c) within 10s` over `a@0 a@3 a@6 b@8 c@14` matches `a@6 b@8 c@14`).
+        let mut after: SmallVec<[usize; 2]> = SmallVec::new();
         let ends_in_absence = alts
             .get(step.0 as usize)
             .is_some_and(|a| a.end_absent.is_some());
         if ctx.wmax().is_none() || ends_in_absence {
-            return None;
+            return after;
         }
         let first_id = |r: &Run| r.items.front().map(|i| i.id);
-        let end = self.runs.len().min(from + LOOK_AHEAD);
-        for ri in from..end {
+        let mut ri = from;
+        // (The original index of `ri`: copies inserted so far moved it.)
+        let mut orig = from;
+        while ri < self.runs.len() {
             let r = &self.runs[ri];
             let first = first_id(r);
             if first.is_none() || r.is_shadow() || (r.alt_id(), r.pos) != step {
+                ri += 1;
+                orig += 1;
                 continue;
             }
             let alt = &alts[r.alt_id() as usize];
@@ -1839,9 +1945,7 @@ impl LinearState {
                 // A copy already (right after its partial match, same alternative): it goes
                 // on itself, the partial match it copies still waits.
                 let _ = take(ctx, alt, &mut self.runs[ri], t, mask, ev, id);
-                return None;
-            }
-            if prev.is_none_or(|p| first_id(p) != first)
+            } else if prev.is_none_or(|p| first_id(p) != first)
                 && next.is_none_or(|n| first_id(n) != first)
             {
                 // Alone in its origin (no copy yet, not one of several alternatives).
@@ -1849,11 +1953,14 @@ impl LinearState {
                 copy.alt |= COPY;
                 if let Took::Yes = take(ctx, alt, &mut copy, t, mask, ev, id) {
                     self.runs.insert(ri + 1, copy);
-                    return Some(ri + 1);
+                    after.push(orig);
+                    ri += 1;
                 }
             }
+            ri += 1;
+            orig += 1;
         }
-        None
+        after
     }
 
     /// A late awaited event (within `allowed_lateness`) of an absence at the end of a
@@ -1929,7 +2036,7 @@ impl LinearState {
         if self
             .runs
             .iter()
-            .any(|r| r.live(&alts[r.alt_id() as usize], horizon))
+            .any(|r| r.live(&alts[r.alt_id() as usize], horizon, ctx.slides))
         {
             return None;
         }
@@ -2081,6 +2188,7 @@ impl LinearState {
 
     fn expire(&mut self, alts: &[Alt], t: Timestamp, w: Duration) {
         let horizon = t.sub(w);
+        let single = super::plan::slides(alts);
         self.runs.retain_mut(|r| {
             let alt = &alts[r.alt_id() as usize];
             if r.is_collector(alt) {
@@ -2088,8 +2196,10 @@ impl LinearState {
                     r.pop_front(&alt.steps[0]);
                 }
                 !r.items.is_empty()
+            } else if r.start >= horizon {
+                true
             } else {
-                r.start >= horizon
+                single && r.slide(alt, horizon)
             }
         });
     }
@@ -2358,6 +2468,11 @@ fn take(
             if !completes || t.since(r.start) >= ctx.wmin() {
                 r.pos += 1;
                 r.count = 0;
+                if step.repeat.as_ref().is_some_and(|x| x.distinct.is_some()) {
+                    // Its values are counted: a later `distinct` closure counts its own
+                    // (`seq(a{2,} distinct(msg), b{2,} distinct(msg))` must not take the a's).
+                    r.distinct = None;
+                }
                 r.enter(
                     next,
                     Item {
@@ -2401,7 +2516,29 @@ fn take(
             if (at_max || full) && !r.is_collector(alt) {
                 return Took::No;
             }
-            if at_max || full {
+            let again = dv
+                .as_deref()
+                .filter(|v| r.distinct.as_ref().is_some_and(|d| d.contains_key(*v)));
+            if let (true, Some(v)) = (at_max, again) {
+                // A value seen again at the cap: its older events give way, so the closure
+                // keeps the latest `m` values (a scanner retrying a port is still a scan of
+                // `m` ports), not the latest `m` events.
+                r.drop_value(v);
+            } else if at_max {
+                // A new value at the cap: the oldest values go, each with its repeats.
+                while r
+                    .distinct
+                    .as_ref()
+                    .is_some_and(|d| d.len() as u32 >= rep.1.unwrap_or(0))
+                    && !r.items.is_empty()
+                {
+                    r.pop_front(step);
+                }
+                if step.repeat.as_ref().is_some_and(|x| x.distinct.is_none()) {
+                    r.pop_front(step);
+                }
+            }
+            if r.items.len() >= cap {
                 r.pop_front(step);
             }
             r.push(

@@ -112,6 +112,20 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
         "a:h@0 a:h@5 b:h@6 c:h@12 b:h@13 c:h@14",
         &["firing h @12"],
     );
+    // Every younger partial match waiting gets its copy, not only the next: two stale starts
+    // do not hide a third (each of a@3 and a@6 takes b@8 through a copy; a@6's matches).
+    let alerts = run(
+        &set(vec![r()]),
+        parse_script("a:h@0 a:h@3 a:h@6 b:h@8 c:h@14 end@60"),
+    );
+    let times: Vec<Vec<i64>> = (alerts.iter())
+        .map(|a| {
+            (a.events().iter())
+                .map(|e| e.time.0 / 1_000_000_000)
+                .collect()
+        })
+        .collect();
+    assert_eq!(times, vec![vec![6, 8, 14]]);
     let four = || {
         rule(
             "r",
@@ -592,6 +606,151 @@ fn closure_distinct_counts_values() {
     );
 }
 
+/// A closure at the start of a longer sequence keeps sliding once the partial match has moved
+/// past it: a stale event it holds beyond its minimum goes, instead of taking the match out
+/// of its window (`seq(fail{5,}, ok, sudo) within 10m` lost its match to one more failure).
+#[test]
+fn a_start_closure_slides_after_the_match_moved_past_it() {
+    let r = || {
+        rule(
+            "r",
+            &["a", "b", "c"],
+            seq(vec![rep(ev(0), 2, None), ev(1), ev(2)]),
+        )
+        .within(10)
+    };
+    let times = |script: &str| -> Vec<Vec<i64>> {
+        (run(&set(vec![r()]), parse_script(script)).iter())
+            .map(|a| {
+                (a.events().iter())
+                    .map(|e| e.time.0 / 1_000_000_000)
+                    .collect()
+            })
+            .collect()
+    };
+    assert_eq!(
+        times("a:h@0 a:h@5 a:h@6 b:h@7 c:h@12 end@60"),
+        [[5, 6, 7, 12]]
+    );
+    // Without the minimum inside the window, nothing.
+    assert!(times("a:h@0 a:h@5 b:h@7 c:h@12 end@60").is_empty());
+    // Sliding only as far as the window needs: all three when they fit.
+    assert_eq!(
+        times("a:h@3 a:h@5 a:h@6 b:h@7 c:h@12 end@60"),
+        [[3, 5, 6, 7, 12]]
+    );
+    // At a timer too (no event to expire it), and until its minimum leaves the window.
+    let bf = || {
+        rule(
+            "r",
+            &["fail", "ok", "sudo"],
+            seq(vec![rep(ev(0), 5, None), ev(1), ev(2)]),
+        )
+        .within(600)
+    };
+    check(
+        vec![bf()],
+        "fail:h@0 fail:h@360 fail:h@361 fail:h@362 fail:h@363 fail:h@364 ok:h@390 tick@700 sudo:h@701",
+        &["firing h @701"],
+    );
+    check(
+        vec![bf()],
+        "fail:h@0 fail:h@360 fail:h@361 fail:h@362 fail:h@363 fail:h@364 ok:h@390 tick@961 sudo:h@961",
+        &[],
+    );
+    check(
+        vec![bf()],
+        "fail:h@0 fail:h@360 fail:h@361 fail:h@362 fail:h@363 fail:h@364 ok:h@390 sudo:h@630",
+        &["firing h @630"],
+    );
+}
+
+/// Each `distinct` closure counts its own values: a second one does not start from the
+/// first's (`seq(a{2,} distinct(msg), b{2,} distinct(msg))` fired on a single `b`).
+#[test]
+fn each_distinct_closure_counts_its_own_values() {
+    let drep = |i: usize, min: u32, max: Option<u32>| cepheus_core::rules::ir::Pattern::Repeat {
+        inner: Box::new(ev(i)),
+        min,
+        max,
+        distinct: Some(cepheus_core::event::FieldKey::Known(
+            cepheus_core::event::Field::Msg,
+        )),
+    };
+    let r = || {
+        rule(
+            "r",
+            &["a", "b", "x"],
+            seq(vec![drep(0, 2, None), drep(1, 2, None)]),
+        )
+        .within(60)
+    };
+    check(vec![r()], "a:s:p@1 a:s:q@2 b:s:p@13", &[]);
+    check(vec![r()], "a:s:p@1 a:s:q@2 b:s:p@13 b:s:p@14", &[]);
+    check(
+        vec![r()],
+        "a:s:p@1 a:s:q@2 b:s:p@13 b:s:q@14",
+        &["firing s @14"],
+    );
+    let r = rule(
+        "r",
+        &["a", "b", "x"],
+        seq(vec![drep(1, 2, None), ev(2), drep(1, 2, None)]),
+    )
+    .within(60);
+    check(vec![r], "b:s:q@1 b:s:r@2 b:s:s@3 x:s:t@4 b:s:u@5", &[]);
+    let r = rule(
+        "r",
+        &["a", "b"],
+        and(vec![drep(0, 2, None), drep(1, 2, None)]),
+    )
+    .within(60);
+    check(vec![r], "a:s:p@1 b:s:q@2 b:s:r@10 b:s:s@11 a:s:t@12", &[]);
+}
+
+/// A `distinct` closure with an upper count at the start holds the latest `m` values: a value
+/// tried again replaces its older event (a scanner retrying a port is still seen).
+#[test]
+fn a_capped_distinct_start_keeps_the_latest_values() {
+    let drep = |min: u32, max: Option<u32>| cepheus_core::rules::ir::Pattern::Repeat {
+        inner: Box::new(ev(0)),
+        min,
+        max,
+        distinct: Some(cepheus_core::event::FieldKey::Known(
+            cepheus_core::event::Field::Msg,
+        )),
+    };
+    let r = |max: u32| rule("r", &["p", "hit"], seq(vec![drep(3, Some(max)), ev(1)])).within(300);
+    check(
+        vec![r(3)],
+        "p:s:22@0 p:s:23@1 p:s:80@2 hit:s:x@3",
+        &["firing s @3"],
+    );
+    check(
+        vec![r(3)],
+        "p:s:22@0 p:s:23@1 p:s:80@2 p:s:80@3 hit:s:x@4",
+        &["firing s @4"],
+    );
+    check(
+        vec![r(4)],
+        "p:s:22@0 p:s:23@1 p:s:80@2 p:s:80@3 hit:s:x@4",
+        &["firing s @4"],
+    );
+    // A new value at the cap lets the oldest value go (with its repeats): 23, 80, 443.
+    let alerts = run(
+        &set(vec![r(3)]),
+        parse_script("p:s:22@0 p:s:22@1 p:s:23@2 p:s:80@3 p:s:443@4 hit:s:x@5 end@60"),
+    );
+    let msgs: Vec<Vec<String>> = (alerts.iter())
+        .map(|a| {
+            (a.to_json()["events"].as_array().unwrap().iter())
+                .map(|e| e["msg"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .collect();
+    assert_eq!(msgs, [["23", "80", "443", "x"]]);
+}
+
 /// A `distinct` closure's alerts show the most recent event of each value counted: at its
 /// firing, and at its episode's end too (a port tried again is not shown twice).
 #[test]
@@ -788,6 +947,37 @@ fn absence_in_the_middle() {
     check(vec![r()], "a:h@0 c:h@1 b:h@2", &[]);
     check(vec![r()], "a:h@0 b:h@2", &["firing h @2"]);
     check(vec![r()], "a:h@0 c:h@1 a:h@3 b:h@4", &["firing h @4"]);
+}
+
+/// The event that completes a match after an absence in the middle (without `for`) is not
+/// between, even when it is also the absent one: `seq(boot, absent(any), ok)` matches an
+/// `ok` that is also an `any`; another `any` before it still breaks the match.
+#[test]
+fn absence_in_the_middle_is_not_broken_by_the_completing_event() {
+    let rules = compile_toml(
+        r#"
+[[rule]]
+name = "r"
+severity = "low"
+group_by = ["host"]
+events.boot = 'app == "kernel"'
+events.any = 'app == "sshd"'
+events.ok = 'app == "sshd" and msg starts_with "Accepted"'
+pattern = "seq(boot, absent(any), ok) within 10m"
+"#,
+    );
+    let fired = |script: &str| -> Vec<String> {
+        run(&rules, parse_script(script))
+            .iter()
+            .map(|a| fmt_alert(a, false))
+            .collect()
+    };
+    assert_eq!(fired("kernel:h1@0 sshd:h1:Accepted@5"), ["firing h1 @5"]);
+    assert!(fired("kernel:h1@0 sshd:h1:Failed@3 sshd:h1:Accepted@5").is_empty());
+    assert_eq!(
+        fired("kernel:h1@0 sshd:h1:Failed@3 kernel:h1@4 sshd:h1:Accepted@5"),
+        ["firing h1 @5"]
+    );
 }
 
 #[test]
