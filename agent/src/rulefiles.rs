@@ -57,8 +57,8 @@ fn count_rules(sources: &[SourceFile]) -> usize {
 }
 
 /// The rule files named by `paths`: files as given, folders searched recursively for `*.toml`
-/// (except `*.test.toml`, the rule tests beside them, hidden entries and links to nothing).
-/// A missing path is an error.
+/// (except `*.test.toml`, the rule tests beside them, and hidden entries). A missing path is
+/// an error, and so is a `*.toml` in a folder that links to nothing.
 pub fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     if let Some(t) = paths
         .iter()
@@ -78,8 +78,8 @@ pub fn collect(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 /// Files named by `paths`: files as given, folders searched recursively for files that
 /// satisfy `wanted`; sorted, without repeats. Symbolic links are followed, but a folder is
 /// searched once however many links lead to it (so a link back up is no loop), and a file
-/// reached by several paths is read once, under the first of them in order. A missing path
-/// is an error.
+/// reached by several paths is read once, under the first of them in order. A missing path,
+/// or a wanted name in a folder that links to nothing, is an error.
 pub fn collect_matching(
     paths: &[PathBuf],
     wanted: &dyn Fn(&Path) -> bool,
@@ -101,8 +101,8 @@ pub fn collect_matching(
     Ok(out)
 }
 
-/// The `expect` files the last [`load`] read (canonical paths): with the rule files, what a
-/// change to reloads the rules.
+/// The `expect` files the last [`load`] read, and its rule files reached through a link
+/// (canonical paths): with the rule folders, what a change to reloads the rules.
 static EXPECT_FILES: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
@@ -117,14 +117,15 @@ pub fn is_rule_file_name(p: &Path) -> bool {
 }
 
 /// Whether `p` is an `expect` file the last [`load`] read, or tried to read (one missing
-/// then is watched for its return).
+/// then is watched for its return), or the real path of a rule file it read through a link.
 pub fn is_expect_file(p: &Path) -> bool {
     EXPECT_FILES
         .lock()
         .is_ok_and(|f| f.contains(&identity(p)) || f.contains(p))
 }
 
-/// The `expect` files the last [`load`] read or tried to read.
+/// The `expect` files the last [`load`] read or tried to read, and the real paths of the rule
+/// files it read through a link.
 pub fn expect_files() -> Vec<PathBuf> {
     EXPECT_FILES
         .lock()
@@ -180,6 +181,14 @@ fn walk(
             .symlink_metadata()
             .is_ok_and(|m| m.file_type().is_symlink())
             && std::fs::metadata(&p).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        if dangling && !hidden && wanted(&p) {
+            // A rule file whose link lost its target (a package moved it, a mount is gone):
+            // its rules would go unseen, their alerts resolved as removed.
+            let to = std::fs::read_link(&p)
+                .map(|t| format!(" (a link to {}, which does not exist)", t.display()))
+                .unwrap_or_default();
+            anyhow::bail!("cannot read {}{to}", p.display());
+        }
         if hidden || dangling {
             tracing::debug!(path = %p.display(), "skipped in a rule folder (hidden, or a link to nothing)");
             continue;
@@ -214,6 +223,15 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
             paths.iter().map(shown).collect::<Vec<_>>().join(", ")
         );
     }
+    // A rule file reached through a link is watched where it really is too: an edit there
+    // (the link's target) is an edit of the rules.
+    let mut read: Vec<PathBuf> = files
+        .iter()
+        .filter_map(|f| {
+            let real = identity(f);
+            (std::path::absolute(f).ok().as_ref() != Some(&real)).then_some(real)
+        })
+        .collect();
     let mut sources = Vec::new();
     let mut not_utf8 = Vec::new();
     for f in files {
@@ -222,7 +240,6 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
         sources.push(src);
         not_utf8.extend(bad);
     }
-    let mut read = Vec::new();
     let mut compiled = compile(&sources, &mut |p| {
         read.push(identity(p));
         read_text(p)

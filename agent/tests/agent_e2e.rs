@@ -1382,6 +1382,33 @@ fn an_expect_file_of_a_rule_added_by_a_reload_is_watched() {
     agent.wait_stats(10, |s| reloads(s) >= 2);
 }
 
+/// A rule file that is a link to a file elsewhere: an edit of its target reloads (its folder
+/// was not watched, so the edit went unread until a SIGHUP), and a target gone makes the
+/// reload fail, the old rules going on (the rules were dropped without a word).
+#[test]
+fn a_linked_rule_files_target_is_watched_and_its_loss_refused() {
+    let dir = scratch("linked-rule-file");
+    std::fs::create_dir_all(dir.join("ext")).unwrap();
+    std::fs::write(dir.join("rules/r.toml"), one_step_rule("r0")).unwrap();
+    std::fs::write(dir.join("ext/lnk.toml"), one_step_rule("lnk")).unwrap();
+    std::os::unix::fs::symlink(dir.join("ext/lnk.toml"), dir.join("rules/lnk.toml")).unwrap();
+    let agent = Agent::start(&dir, "");
+    let reloads = |s: &Value| s["sink"]["reloads"].as_u64().unwrap_or(0);
+    let failed = |s: &Value| s["sink"]["reloads_failed"].as_u64().unwrap_or(0);
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(dir.join("ext/lnk.toml"), one_step_rule("lnk2")).unwrap();
+    agent.wait_stats(10, |s| reloads(s) >= 1);
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::remove_file(dir.join("ext/lnk.toml")).unwrap();
+    let s = agent.wait_stats(10, |s| failed(s) >= 1);
+    assert!(
+        s["reload_error"]["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("which does not exist")),
+        "{s}"
+    );
+}
+
 /// A panic in a shard's engine (a bug; injected here) is caught: the shard rebuilds its
 /// engine, counts it, and the agent goes on alerting. (The injection exists in debug builds
 /// only.)

@@ -2183,6 +2183,12 @@ fn small_mistakes_are_said_as_they_are() {
         2,
         "both hosts, the first without its mark"
     );
+    // Nor of a later line's key (lists joined with `cat`, each with its mark).
+    let c = with_hosts(DESIGN_EXAMPLES, "web-1\n\u{feff}web-5\n");
+    let keys: Vec<String> = (c.rules.unwrap().rules[0].expect.iter())
+        .map(|k| k[0].to_string())
+        .collect();
+    assert_eq!(keys, ["web-1", "web-5"]);
     // Text that is not UTF-8 is said at its line and column.
     let e = String::from_utf8(b"web-1\nweb-\xff2\n".to_vec()).unwrap_err();
     assert_eq!(

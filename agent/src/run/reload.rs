@@ -259,8 +259,9 @@ impl RuleWatcher {
     }
 
     /// Watches the folders of the `expect` files outside the rule folders (`file =
-    /// "../hosts.txt"`), as the rules last read them: again after each read of the rules, so
-    /// a rule file a reload brought in has its list watched at once.
+    /// "../hosts.txt"`), and of the targets of rule files that are links, as the rules last
+    /// read them: again after each read of the rules, so a rule file a reload brought in has
+    /// its list watched at once.
     pub fn watch_expect_folders(&mut self) {
         use notify::Watcher;
         // (Compared by their real paths: an expect file's folder is canonical, a rule folder

@@ -148,10 +148,12 @@ fn linked_folders_and_files_are_read_once() {
 }
 
 /// An editor's lock file (Emacs writes `.#name.toml`, a link to nothing) and other hidden
-/// entries in a rule folder are not rule files: the folder still checks (and so reloads).
+/// entries in a rule folder are not rule files: the folder still checks (and so reloads). A
+/// rule file that links to nothing (its target moved) is an error, said with the link: its
+/// rules would go unwatched without a word.
 #[cfg(unix)]
 #[test]
-fn hidden_entries_and_dangling_links_in_a_rule_folder_are_skipped() {
+fn hidden_entries_are_skipped_and_a_dangling_rule_file_is_an_error() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rules_check_hidden");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join(".git")).unwrap();
@@ -162,10 +164,18 @@ fn hidden_entries_and_dangling_links_in_a_rule_folder_are_skipped() {
     .unwrap();
     std::fs::write(dir.join(".git/broken.toml"), "not toml [").unwrap();
     std::os::unix::fs::symlink("root@vm.1234:1700000000", dir.join(".#a.toml")).unwrap();
-    std::os::unix::fs::symlink("/nonexistent/b.toml", dir.join("b.toml")).unwrap();
+    // A link to nothing that is not named as a rule file is no concern of the rules.
+    std::os::unix::fs::symlink("/nonexistent/notes", dir.join("notes")).unwrap();
     let (code, _, stderr) = cepheus(&["rules", "check", &dir.to_string_lossy()]);
     assert_eq!(code, 0, "{stderr}");
     assert!(stderr.contains("1 file, 1 rule:"), "{stderr}");
+    std::os::unix::fs::symlink("/nonexistent/b.toml", dir.join("b.toml")).unwrap();
+    let (code, _, stderr) = cepheus(&["rules", "check", &dir.to_string_lossy()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("b.toml (a link to /nonexistent/b.toml, which does not exist)"),
+        "{stderr}"
+    );
 }
 
 fn cases() -> Vec<PathBuf> {

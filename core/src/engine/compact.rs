@@ -585,6 +585,7 @@ mod tests {
 
     fn group(t: i64) -> Group {
         Group {
+            heard: true,
             expected: false,
             generation: 0,
             last_activity: Timestamp(t),

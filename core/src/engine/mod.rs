@@ -3638,6 +3638,22 @@ impl Engine {
                 .or_default()
                 .extend(rt.facts.members.iter().map(|m| m.rule.name.as_str()));
         }
+        // Saved states none of whose rules runs now (removed, or renamed): a rule added with
+        // the meaning of one is taken for it renamed, and takes its discovered groups (a
+        // heartbeat rule renamed must not stop watching every host that is already silent:
+        // none of them would ever be heard from again).
+        let running: std::collections::HashSet<&str> =
+            by_meaning.values().flatten().copied().collect();
+        let renamed_from = |canonical: &str| -> Vec<usize> {
+            (0..saved.len())
+                .filter(|&i| {
+                    let old = &saved[i];
+                    old.served().all(|n| !running.contains(n))
+                        && (old.canonical == canonical
+                            || Rule::canonicals_differ_only_in_expect(&old.canonical, canonical))
+                })
+                .collect()
+        };
         // (new state, its start, (last activity, key) of the groups to carry)
         type Carry = (usize, Timestamp, Vec<(Timestamp, GroupKey)>);
         let mut carry: Vec<Carry> = Vec::new();
@@ -3649,12 +3665,14 @@ impl Engine {
                 continue;
             };
             // A rule added now takes nothing from before it (its state holds no changed rule:
-            // they have another lineage).
-            if !rt
-                .facts
-                .members
-                .iter()
-                .any(|m| saved_by_member.contains_key(m.rule.name.as_str()))
+            // they have another lineage), unless it is a rule renamed.
+            let renamed = renamed_from(&rt.canonical);
+            if renamed.is_empty()
+                && !rt
+                    .facts
+                    .members
+                    .iter()
+                    .any(|m| saved_by_member.contains_key(m.rule.name.as_str()))
             {
                 continue;
             }
@@ -3666,6 +3684,7 @@ impl Engine {
                 .filter_map(|n| saved_by_member.get(*n))
                 .flatten()
                 .copied()
+                .chain(renamed)
                 .filter(|&i| {
                     let old = &saved[i];
                     old.group_by.as_ref() == Some(&rt.facts.rule.group_by)
@@ -3722,14 +3741,22 @@ impl Engine {
             .map(|k| GroupKey::new(k))
             .collect();
         let rt = &mut self.rts[ri];
+        let forget_after = rt.facts.forget_after;
         for (s, c) in rt.slots.iter_mut().zip(&rt.cold) {
             if let (Some(s), Some(c)) = (s.as_mut(), c.as_ref()) {
                 let was = s.group.expected;
                 s.group.expected = expect.contains(&c.key);
                 if was && !s.group.expected {
-                    // Discovered from now: its silence counts from the reload, so it is not
-                    // forgotten (and its alert resolved) at a time already past.
-                    s.group.last_activity = s.group.last_activity.max(now);
+                    s.group.last_activity = if s.group.never_heard_from() {
+                        // Listed, never heard from, listed no more (a typo put right): it was
+                        // only ever the list's, so it is forgotten now, its open alert
+                        // resolved `forgotten` (it stayed firing for `forget_after`).
+                        now.sub(forget_after)
+                    } else {
+                        // Discovered from now: its silence counts from the reload, so it is
+                        // not forgotten (and its alert resolved) at a time already past.
+                        s.group.last_activity.max(now)
+                    };
                 }
             }
         }

@@ -580,6 +580,8 @@ pub enum GroupState {
 pub struct Group {
     /// Listed in `expect` (never forgotten).
     pub expected: bool,
+    /// An event of the group has come (an expected group may never have had one).
+    pub heard: bool,
     /// Which group the engine's slot holds (bumped when a freed slot is reused; not saved).
     pub generation: u32,
     /// The last event of this group.
@@ -595,10 +597,19 @@ pub struct SavedGroup {
     pub key: GroupKey,
     /// Listed in `expect` (never forgotten).
     pub expected: bool,
+    /// An event of the group has come (`true` in checkpoints made before it was kept).
+    #[serde(default = "heard_before")]
+    pub heard: bool,
     /// The last event of this group.
     pub last_activity: Timestamp,
     /// The state.
     pub state: GroupState,
+}
+
+/// A group saved before [`SavedGroup::heard`] was kept is taken as heard from (what a
+/// reload did with all of them then).
+fn heard_before() -> bool {
+    true
 }
 
 impl SavedGroup {
@@ -607,6 +618,7 @@ impl SavedGroup {
         SavedGroup {
             key: key.clone(),
             expected: g.expected,
+            heard: g.heard,
             last_activity: g.last_activity,
             state: g.state.clone(),
         }
@@ -616,6 +628,7 @@ impl SavedGroup {
     pub fn into_parts(self) -> (GroupKey, Group) {
         let g = Group {
             expected: self.expected,
+            heard: self.heard,
             generation: 0,
             last_activity: self.last_activity,
             state: self.state,
@@ -666,6 +679,7 @@ impl Group {
         };
         Group {
             expected,
+            heard: !expected,
             generation: 0,
             last_activity: now,
             state,
@@ -755,6 +769,11 @@ impl Group {
         sum
     }
 
+    /// Whether no event of the group has come (an expected host never heard from).
+    pub fn never_heard_from(&self) -> bool {
+        !self.heard
+    }
+
     /// Whether an alert of this group is firing (an episode held back by the rule's trigger
     /// period is not, until its alert is out).
     pub fn firing(&self) -> bool {
@@ -776,6 +795,7 @@ impl Group {
         out: &mut Vec<Alert>,
     ) -> bool {
         self.last_activity = self.last_activity.max(t);
+        self.heard = true;
         counters.matched += 1;
         match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => {
@@ -817,6 +837,7 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) -> bool {
+        self.heard = true;
         let (a, set) = match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => (a, *set),
             (GroupState::Linear(l), Plan::Linear { alts }) => {

@@ -1194,8 +1194,17 @@ fn expect_values(
             let ef = FileCtx::new(path, text);
             let mut offset = 0;
             for line in text.split_inclusive('\n') {
-                let start = offset;
+                let mut start = offset;
                 offset += line.len();
+                // Nor of a later line's (lists joined with `cat` each keep theirs): a key
+                // holding it would be invisible, and never match what the host sends.
+                let line = match line.strip_prefix('\u{feff}') {
+                    Some(rest) => {
+                        start += '\u{feff}'.len_utf8();
+                        rest
+                    }
+                    None => line,
+                };
                 let body = line.trim_end_matches(['\n', '\r']);
                 // A comment may follow a key after a blank: `web-1  # rack 4`.
                 let comment = body

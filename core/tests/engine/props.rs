@@ -701,6 +701,46 @@ fn reload_with_another_expect_list_keeps_the_groups() {
     assert_eq!(ids[0], ids[1], "the alert resolved is the one that fired");
 }
 
+/// A host listed, never heard from, then listed no more (a typo put right in hosts.txt) is
+/// forgotten at the reload, its alert resolved `forgotten`: it was only ever the list's (it
+/// stayed firing for `forget_after`). One listed before it was removed is not fired at all.
+#[test]
+fn a_listed_host_never_heard_from_goes_with_its_line() {
+    let hb = |hosts: &[&str]| {
+        rule("hb", &["hb"], absent(ev(0), Some(60)))
+            .expect(hosts)
+            .forget_after(1_000)
+    };
+    for share in [true, false] {
+        let cfg = EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&set(vec![hb(&["web-1", "wbe-1"])]), cfg).unwrap();
+        let mut out = Vec::new();
+        run_on(
+            &mut e,
+            parse_script("hb:web-1@0 hb:web-1@50 tick@70"),
+            &mut out,
+        );
+        e.reload(&set(vec![hb(&["web-1", "web-9"])]), &mut out)
+            .unwrap();
+        run_on(&mut e, parse_script("hb:web-1@80 tick@100"), &mut out);
+        e.reload(&set(vec![hb(&["web-1"])]), &mut out).unwrap();
+        run_on(&mut e, parse_script("hb:web-1@120 end@400"), &mut out);
+        let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+        assert_eq!(
+            got,
+            [
+                "firing wbe-1 @60",
+                "resolved wbe-1 @70 (forgotten)",
+                "firing web-1 @180",
+            ],
+            "share: {share}"
+        );
+    }
+}
+
 /// A restart with other rules: the rules whose state does not go on are named, changed
 /// (still running under that name) or removed, as a reload would resolve their alerts.
 #[test]
