@@ -4749,6 +4749,57 @@ fn a_stall_raises_no_false_silence() {
     agent.wait_stderr(10, "the shard kept no time for over 2 s");
 }
 
+/// A shard too busy to tick (here an event that stalls it 4 s, as a flood would) is no stopped
+/// process: the listeners went on receiving, and the heartbeats that came meanwhile keep the
+/// times they came (moved back to the stall's start, they made the next deadline fire early:
+/// a host beating every 0.5 s raised a 3 s absence).
+#[cfg(debug_assertions)]
+#[test]
+fn a_busy_shard_raises_no_false_silence() {
+    let dir = scratch("busy-shard");
+    std::fs::write(
+        dir.join("rules/hb.toml"),
+        "[[rule]]\nname = \"hb\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 3s\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("rules/stall.toml"),
+        "[[rule]]\nname = \"stall\"\nseverity = \"info\"\nevents.s = 'syslog and app == \"stall\"'\npattern = \"s\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start_env(
+        &dir,
+        "",
+        "",
+        "[engine]\nshards = 1\n",
+        &[
+            ("CEPHEUS_FAULT_STALL_APP", "stall"),
+            ("CEPHEUS_FAULT_STALL_MS", "4000"),
+        ],
+    );
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // No stamp: the arrival is all the agent knows of when a beat came.
+    let beat = |n: u32| {
+        let line = format!("<14>1 - h1 hb - - - alive {n}");
+        udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    };
+    for n in 0..4 {
+        beat(n);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    udp.send_to(b"<14>1 - h9 stall - - - x", ("127.0.0.1", agent.port))
+        .unwrap();
+    for n in 4..24 {
+        beat(n);
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    agent.wait_events(25);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(agent.alerts(|v| v["rule"] == "hb"), 0, "{}", agent.stderr());
+    agent.wait_stderr(10, "too busy to tick, not stopped");
+}
+
 /// A removed rule's match made on a shard still busy with the old rules when the reload
 /// began (here an event that stalls it 2 s, as a burst would) is an old-rule alert no engine
 /// holds: the reload resolves it too (`rule_removed`), nothing of the rule stays firing.

@@ -205,6 +205,9 @@ pub struct Shard {
     /// After a stall: the instant its clock was held at, and until when it waits for the
     /// input that waited in the buffers meanwhile (see [`Shard::tick_now`]).
     catch_up: Option<(Timestamp, std::time::Instant)>,
+    /// While it is not yet known whether a stall was the process stopped or this shard too
+    /// busy to tick: when it was seen (see [`Shard::caught_up`]).
+    stall_seen: Option<Timestamp>,
     /// The events taken while catching up, pushed in the order of their stamps when it
     /// ends: several sockets' backlogs are read one after another, and the engine's clock,
     /// which never goes back, must move through the stall in time order, not read order.
@@ -220,6 +223,10 @@ const STALL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How long after a stall the shard's clock waits for the input that waited meanwhile.
 const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// An arrival this far inside a stall (after its start, before it was seen) was received
+/// during it: the process was not stopped (see [`Shard::caught_up`]).
+const STALL_MARGIN: cepheus_core::time::Duration = cepheus_core::time::Duration::from_millis(500);
 
 /// A shard's saved state as the store keeps it: its engine's checkpoint and the first journal
 /// segment whose events it does not hold.
@@ -327,6 +334,7 @@ impl Shard {
             stopped: false,
             last_tick: None,
             catch_up: None,
+            stall_seen: None,
             held_back: Vec::new(),
         };
         s.install(rules);
@@ -639,6 +647,7 @@ impl Shard {
             }
             Some(_) => {
                 self.catch_up = None;
+                self.stall_seen = None;
                 self.release_held_back();
             }
             None => {}
@@ -692,6 +701,7 @@ impl Shard {
                 "the shard kept no time for over 2 s (the process stopped, its VM paused, it swapped, or it was too busy to tick): deadlines that fell meanwhile wait up to 2 s while the input that waited is read, at its senders' stamps"
             );
             self.catch_up = Some((prev, std::time::Instant::now() + CATCH_UP));
+            self.stall_seen = Some(now);
         }
     }
 
@@ -699,11 +709,37 @@ impl Shard {
     /// between the stall's start and its reading (a message sent during the stall), else at
     /// the stall's start; never later, so the clock moves through the stall as the senders
     /// saw it, and no deadline fires before the messages that came before it.
+    ///
+    /// Only after the process stood still: then nothing was received meanwhile (the input
+    /// waited in the sockets and is stamped as it is read, after the stall). A shard merely
+    /// too busy to tick (a flood) is told by its input: the listeners went on receiving,
+    /// and stamped each message when it came, during the stall; those arrivals are right,
+    /// and moved back to the stall's start they made the next deadlines fire early (a
+    /// heartbeat every 4 s raised a 5 s absence). Its catch-up is called off.
     fn caught_up(&mut self, batch: &mut Batch) {
         self.note_stall(wall_clock());
         let Some((held, _)) = self.catch_up else {
             return;
         };
+        if let Some(seen) = self.stall_seen {
+            let during = |t: Timestamp| t > held.add(STALL_MARGIN) && t < seen.sub(STALL_MARGIN);
+            if batch.iter().any(|ev| during(ev.arrival)) {
+                tracing::info!(
+                    shard = self.id,
+                    "the shard was too busy to tick, not stopped: its input keeps the times it came"
+                );
+                self.catch_up = None;
+                self.stall_seen = None;
+                // (As if it had ticked then: the same stall is not seen again.)
+                self.last_tick = Some(seen);
+                self.release_held_back();
+                return;
+            }
+            if batch.iter().any(|ev| ev.arrival >= seen.sub(STALL_MARGIN)) {
+                // Read after the stall, none during it: the process stood still.
+                self.stall_seen = None;
+            }
+        }
         for ev in batch.iter_mut() {
             let at = if ev.time >= held && ev.time < ev.arrival {
                 ev.time
@@ -933,6 +969,7 @@ impl StreamHandler<Queued> for Shard {
     fn finished(&mut self, _: &mut Self::Context) {
         // The ingest side is gone (shutdown): everything queued has been handled.
         self.catch_up = None;
+        self.stall_seen = None;
         self.release_held_back();
         self.tick_now();
         self.save_state(true);
