@@ -5,6 +5,11 @@
 //! Each batch takes one place of room per event (at least one, at most the whole queue), and
 //! gives it back once the shard has handled it: `queue_size` bounds the events waiting and
 //! being handled.
+//!
+//! Senders that wait for room (a TCP connection, the capture) may take three quarters of it
+//! at most: the rest is kept for those that cannot wait (UDP datagrams, dropped when there
+//! is no room), so one TCP sender flooding a shard does not make every datagram of other
+//! hosts' heartbeats drop (an audit saw half of them go, and false silences follow).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +24,8 @@ pub struct Queued {
     pub batch: Batch,
     /// Given back when dropped (once the shard has handled the batch).
     pub room: OwnedSemaphorePermit,
+    /// A waiting sender's share of it, given back with it.
+    pub waited: Option<OwnedSemaphorePermit>,
 }
 
 /// The sending side of a shard's queue (cloned for every ingest task).
@@ -27,6 +34,9 @@ pub struct ShardTx {
     tx: mpsc::Sender<Queued>,
     room: Arc<Semaphore>,
     size: usize,
+    /// The room senders that wait may take (see the module's notes), of `waiting_size`.
+    waiting: Arc<Semaphore>,
+    waiting_size: usize,
 }
 
 /// What the shard reads of its own queue for `/stats`, without keeping it open.
@@ -42,7 +52,18 @@ pub fn shard_queue(size: usize) -> (ShardTx, mpsc::Receiver<Queued>) {
     // A batch holds one event at least, so the channel is never full while there is room.
     let (tx, rx) = mpsc::channel(size);
     let room = Arc::new(Semaphore::new(size));
-    (ShardTx { tx, room, size }, rx)
+    let waiting_size = (size - size / 4).max(1);
+    let waiting = Arc::new(Semaphore::new(waiting_size));
+    (
+        ShardTx {
+            tx,
+            room,
+            size,
+            waiting,
+            waiting_size,
+        },
+        rx,
+    )
 }
 
 impl ShardTx {
@@ -51,8 +72,25 @@ impl ShardTx {
         batch.len().clamp(1, self.size).min(u32::MAX as usize) as u32
     }
 
-    /// Queues `batch`, waiting for room; `Err` (the batch) when the shard is gone.
+    /// The waiting senders' share `batch` takes.
+    fn waiting_places(&self, batch: &Batch) -> u32 {
+        batch
+            .len()
+            .clamp(1, self.waiting_size)
+            .min(u32::MAX as usize) as u32
+    }
+
+    /// Queues `batch`, waiting for room within the waiting senders' share; `Err` (the batch)
+    /// when the shard is gone.
     pub async fn send(&self, batch: Batch) -> Result<(), Batch> {
+        let Ok(waited) = self
+            .waiting
+            .clone()
+            .acquire_many_owned(self.waiting_places(&batch))
+            .await
+        else {
+            return Err(batch);
+        };
         let Ok(room) = self
             .room
             .clone()
@@ -62,7 +100,11 @@ impl ShardTx {
             return Err(batch);
         };
         self.tx
-            .send(Queued { batch, room })
+            .send(Queued {
+                batch,
+                room,
+                waited: Some(waited),
+            })
             .await
             .map_err(|e| e.0.batch)
     }
@@ -78,14 +120,33 @@ impl ShardTx {
             return Err(batch);
         };
         self.tx
-            .try_send(Queued { batch, room })
+            .try_send(Queued {
+                batch,
+                room,
+                waited: None,
+            })
             .map_err(|e| e.into_inner().batch)
     }
 
     /// [`ShardTx::send`] from a plain thread (the capture thread, outside the runtime): waits
     /// for room a millisecond at a time.
     pub fn blocking_send(&self, batch: Batch) -> Result<(), Batch> {
+        let mut waited = None;
         loop {
+            if waited.is_none() {
+                match self
+                    .waiting
+                    .clone()
+                    .try_acquire_many_owned(self.waiting_places(&batch))
+                {
+                    Ok(w) => waited = Some(w),
+                    Err(TryAcquireError::NoPermits) if !self.tx.is_closed() => {
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    }
+                    Err(_) => return Err(batch),
+                }
+            }
             match self
                 .room
                 .clone()
@@ -94,7 +155,11 @@ impl ShardTx {
                 Ok(room) => {
                     return self
                         .tx
-                        .blocking_send(Queued { batch, room })
+                        .blocking_send(Queued {
+                            batch,
+                            room,
+                            waited,
+                        })
                         .map_err(|e| e.0.batch);
                 }
                 Err(TryAcquireError::NoPermits) if !self.tx.is_closed() => {
@@ -140,6 +205,27 @@ mod tests {
         (0..n)
             .map(|_| Arc::new(Event::new(Source::Syslog, Timestamp(0), Timestamp(0))))
             .collect()
+    }
+
+    /// Senders that wait take three quarters of the room at most: the rest stays for
+    /// datagrams, which cannot wait (a TCP flood made half of other hosts' datagrams drop).
+    #[test]
+    fn waiting_senders_leave_a_quarter_of_the_queue_to_datagrams() {
+        let (tx, mut rx) = shard_queue(100);
+        for _ in 0..75 {
+            assert!(tx.blocking_send(batch(1)).is_ok());
+        }
+        assert_eq!(tx.waiting.available_permits(), 0, "a 76th would wait");
+        assert!(tx.try_send(batch(25)).is_ok());
+        assert!(tx.try_send(batch(1)).is_err());
+        assert_eq!(tx.probe().queued(), (76, 100));
+        // Handled: a waiting sender's batch gives its share back.
+        drop(rx.try_recv().unwrap());
+        assert_eq!(tx.waiting.available_permits(), 1);
+        // A datagram's batch takes none of the waiting senders' share.
+        let (tx, _rx) = shard_queue(100);
+        assert!(tx.try_send(batch(90)).is_ok());
+        assert_eq!(tx.waiting.available_permits(), 75);
     }
 
     #[test]

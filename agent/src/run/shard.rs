@@ -921,6 +921,7 @@ impl StreamHandler<Queued> for Shard {
         let Queued {
             mut batch,
             room: _room,
+            waited: _waited,
         } = queued;
         self.stats.batches += 1;
         self.stats.events += batch.len() as u64;
