@@ -3638,17 +3638,19 @@ impl Engine {
                 .or_default()
                 .extend(rt.facts.members.iter().map(|m| m.rule.name.as_str()));
         }
-        // Saved states none of whose rules runs now (removed, or renamed): a rule added with
-        // the meaning of one is taken for it renamed, and takes its discovered groups (a
-        // heartbeat rule renamed must not stop watching every host that is already silent:
-        // none of them would ever be heard from again).
+        // Saved states that served a rule that runs no more (removed, or renamed): a rule
+        // added with the meaning of one is taken for that rule renamed, and takes its
+        // discovered groups (a heartbeat rule renamed must not stop watching every host that
+        // is already silent: none of them would ever be heard from again). Told by each rule
+        // gone, not by the whole state, so that shared and unshared engines agree (a state
+        // shared with a rule that stays is that rule's too).
         let running: std::collections::HashSet<&str> =
             by_meaning.values().flatten().copied().collect();
         let renamed_from = |canonical: &str| -> Vec<usize> {
             (0..saved.len())
                 .filter(|&i| {
                     let old = &saved[i];
-                    old.served().all(|n| !running.contains(n))
+                    old.served().any(|n| !running.contains(n))
                         && (old.canonical == canonical
                             || Rule::canonicals_differ_only_in_expect(&old.canonical, canonical))
                 })

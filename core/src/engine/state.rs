@@ -349,6 +349,18 @@ impl<'de> Deserialize<'de> for Items {
     }
 }
 
+/// What tells a partial match apart at one instant (its first event, alternative, step and
+/// count): a run still so after an event did not take it.
+type RunMark = (Option<u64>, u16, u16, u32);
+
+/// The largest upper count of a `distinct` closure that keeps one event per value (see
+/// `take`): replacing a value's older event scans the closure's events.
+const ONE_PER_VALUE: u32 = 256;
+
+/// The younger partial matches after the one an event moved along that are looked at for a
+/// copy (see `LinearState::copy_for_younger`), copies and shadows aside.
+const COPY_LOOK_AHEAD: usize = 8;
+
 /// The most shadow runs a group holds (a shadow partial match is one run per alternative it
 /// reads, up to 24 for an `and` of five).
 const MAX_SHADOW_RUNS: usize = 24;
@@ -1286,19 +1298,18 @@ impl Run {
         }
     }
 
-    /// For a run past a closure at the start (no `distinct`) whose later steps up to its own
-    /// are plain, in a plan of one alternative: how many of its events are that closure's, and
-    /// its minimum. Its window slides there still: the oldest of them may go while it keeps
-    /// the minimum (`seq(fail{5,}, ok, sudo) within 10m` must not lose its match to a sixth,
-    /// stale failure). Several alternatives tell one partial match by its first event, so
-    /// their runs do not slide.
-    fn lead(&self, alt: &Alt) -> Option<(usize, usize)> {
+    /// For a run past a closure at the start whose later steps up to its own are plain, in a
+    /// plan that [`Plan::slides`]: how many of its events are that closure's, and the
+    /// closure. Its window slides there still: the oldest of them may go while it keeps its
+    /// minimum (`seq(fail{5,}, ok, sudo) within 10m` must not lose its match to a sixth,
+    /// stale failure).
+    fn lead<'a>(&self, alt: &'a Alt) -> Option<(usize, &'a super::plan::Repeat)> {
         let pos = self.pos as usize;
         if pos == 0 {
             return None;
         }
         let rep = alt.steps[0].repeat.as_ref()?;
-        if rep.distinct.is_some() || alt.steps.get(1..pos)?.iter().any(|s| s.repeat.is_some()) {
+        if alt.steps.get(1..pos)?.iter().any(|s| s.repeat.is_some()) {
             return None;
         }
         let cur = match alt.steps.get(pos) {
@@ -1306,18 +1317,56 @@ impl Run {
             _ => 0,
         };
         let k0 = self.items.len().checked_sub(pos - 1 + cur)?;
-        Some((k0, rep.min as usize))
+        Some((k0, rep))
     }
 
-    /// The latest start the run may slide to (see [`Run::lead`]): its own, or the time of
-    /// the first of the closure's last `min` events.
+    /// How many of the closure's oldest events may go (see [`Run::lead`]), before `horizon`
+    /// if given: while it keeps its minimum count (of distinct values, for `distinct`).
+    fn slidable(&self, alt: &Alt, horizon: Option<Timestamp>) -> usize {
+        let Some((k0, rep)) = self.lead(alt) else {
+            return 0;
+        };
+        let min = rep.min as usize;
+        let before = |i: &Item| horizon.is_none_or(|h| i.time < h);
+        if rep.distinct.is_none() {
+            return (self.items.iter().take(k0.saturating_sub(min)))
+                .take_while(|i| before(i))
+                .count();
+        }
+        let mut counts: BTreeMap<&Value, u32> = BTreeMap::new();
+        for i in self.items.iter().take(k0) {
+            if let Some(v) = i.dv.as_deref() {
+                *counts.entry(v).or_insert(0) += 1;
+            }
+        }
+        let mut gone = 0;
+        for i in self.items.iter().take(k0) {
+            if !before(i) {
+                break;
+            }
+            let Some(v) = i.dv.as_deref() else {
+                break;
+            };
+            let values = counts.len();
+            match counts.get_mut(v) {
+                Some(n) if *n > 1 => *n -= 1,
+                Some(_) if values > min => {
+                    counts.remove(v);
+                }
+                _ => break,
+            }
+            gone += 1;
+        }
+        gone
+    }
+
+    /// The latest start the run may slide to (see [`Run::lead`]).
     #[cold]
     #[inline(never)]
     fn latest_start(&self, alt: &Alt) -> Timestamp {
-        match self.lead(alt) {
-            Some((k0, min)) if k0 > min => {
-                (self.items.iter().nth(k0 - min)).map_or(self.start, |i| i.time)
-            }
+        let gone = self.slidable(alt, None);
+        match self.items.iter().nth(gone) {
+            Some(i) if gone > 0 => i.time,
             _ => self.start,
         }
     }
@@ -1325,12 +1374,8 @@ impl Run {
     /// Lets go the closure's oldest events before `horizon` while it keeps its minimum (see
     /// [`Run::lead`]); returns whether it is then inside the window.
     fn slide(&mut self, alt: &Alt, horizon: Timestamp) -> bool {
-        let Some((mut k0, min)) = self.lead(alt) else {
-            return self.start >= horizon;
-        };
-        while k0 > min && self.items.front().is_some_and(|i| i.time < horizon) {
+        for _ in 0..self.slidable(alt, Some(horizon)) {
             self.items.pop_front();
-            k0 -= 1;
         }
         if let Some(f) = self.items.front() {
             self.start = f.time;
@@ -1503,8 +1548,11 @@ impl LinearState {
         // D. Absences in the middle kill the runs they guard: with `for D`, an awaited event
         // up to and at the D's end (in time, as at an absence's deadline at the end).
         // An event that is also the guarded step's own, without `for`, is that step, not
-        // between: `seq(boot, absent(any), ok)` matches an `ok` that is also an `any`.
+        // between: `seq(boot, absent(any), ok)` matches an `ok` that is also an `any`. Only for
+        // the partial match that takes it there (E): the others it passes over saw an `any`
+        // between, and go once the event is handled (`exempt`, by what each was then).
         let wmin = ctx.wmin();
+        let mut exempt: SmallVec<[RunMark; 2]> = SmallVec::new();
         self.runs.retain(|r| {
             let alt = &alts[r.alt_id() as usize];
             let step = &alt.steps[r.pos as usize];
@@ -1528,9 +1576,13 @@ impl LinearState {
                 Some((g, None)) if g & mask != 0 => {
                     let completes =
                         at + 1 == alt.steps.len() && gs.repeat.as_ref().is_none_or(|x| x.min <= 1);
-                    gs.set & mask != 0
+                    let may_take = gs.set & mask != 0
                         && distinct_value(gs, ev).is_some()
-                        && !(completes && t.since(r.start) < wmin)
+                        && !(completes && t.since(r.start) < wmin);
+                    if may_take {
+                        exempt.push((r.items.front().map(|i| i.id), r.alt, r.pos, r.count));
+                    }
+                    may_take
                 }
                 Some((g, Some(d))) if g & mask != 0 => t > r.last_end.add(*d),
                 _ => true,
@@ -1734,6 +1786,12 @@ impl LinearState {
         } else if !done_at.is_empty() {
             self.finish_all(ctx, alts, key, &done_at, t, counters, out);
         }
+        if !exempt.is_empty() {
+            // The partial matches D spared that did not take the event (still as they were).
+            self.runs.retain(|r| {
+                !exempt.contains(&(r.items.front().map(|i| i.id), r.alt, r.pos, r.count))
+            });
+        }
         self.note_seen(mask, t);
     }
 
@@ -1936,10 +1994,12 @@ impl LinearState {
         // alternative that ends in an absence (its match is a wait that consumes nothing, so
         // a copy would outlive it with a shared event). A copy is part of its partial match:
         // it does not count against `max_partial_matches` (one per partial match at most, so
-        // the runs at most double; an event copies each partial match once, and those with a
-        // copy already cost it no clone), and goes when its partial match is pushed out. Every
-        // younger one, not only the next: two stale starts must not hide a third
-        // (`seq(a, b, c) within 10s` over `a@0 a@3 a@6 b@8 c@14` matches `a@6 b@8 c@14`).
+        // the runs at most double), and goes when its partial match is pushed out. Each of the
+        // next few younger ones, not only the next: two stale starts must not hide a third
+        // (`seq(a, b, c) within 10s` over `a@0 a@3 a@6 b@8 c@14` matches `a@6 b@8 c@14`); but
+        // among the next [`COPY_LOOK_AHEAD`] only, so that an event costs a few copies
+        // whatever the flood (every younger one made a flood cost its partial matches' number
+        // in clones per event: a review measured 12x).
         let mut after: SmallVec<[usize; 2]> = SmallVec::new();
         let ends_in_absence = alts
             .get(step.0 as usize)
@@ -1951,8 +2011,16 @@ impl LinearState {
         let mut ri = from;
         // (The original index of `ri`: copies inserted so far moved it.)
         let mut orig = from;
+        // (Partial matches looked at: a copy is part of its own, a shadow of none.)
+        let mut looked = 0;
         while ri < self.runs.len() {
             let r = &self.runs[ri];
+            if !r.is_copy() && !r.is_shadow() {
+                if looked == COPY_LOOK_AHEAD {
+                    break;
+                }
+                looked += 1;
+            }
             let first = first_id(r);
             if first.is_none() || r.is_shadow() || (r.alt_id(), r.pos) != step {
                 ri += 1;
@@ -2540,10 +2608,15 @@ fn take(
             let again = dv
                 .as_deref()
                 .filter(|v| r.distinct.as_ref().is_some_and(|d| d.contains_key(*v)));
-            if let (true, Some(v)) = (at_max, again) {
-                // A value seen again at the cap: its older events give way, so the closure
-                // keeps the latest `m` values (a scanner retrying a port is still a scan of
-                // `m` ports), not the latest `m` events.
+            // A `distinct` closure with a small upper count keeps one event per value, the
+            // latest: a value seen again replaces its older event, so the closure holds the
+            // latest `m` values (a scanner retrying a port is still a scan of `m` ports, not
+            // one short of it), and no more than `m` events (each repeat costs at most `m`).
+            let one_per_value = step
+                .repeat
+                .as_ref()
+                .is_some_and(|x| x.distinct.is_some() && x.max.is_some_and(|m| m <= ONE_PER_VALUE));
+            if let (true, Some(v)) = (one_per_value, again) {
                 r.drop_value(v);
             } else if at_max {
                 // A new value at the cap: the oldest values go, each with its repeats.
