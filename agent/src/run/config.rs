@@ -111,7 +111,8 @@ journal = true
 # CEP shards (each an actor on its own thread); 0 means one per CPU core, or as many as
 # the saved state has (so a VM given more or fewer cores keeps its groups and deadlines).
 shards = 0
-# Events queued per shard before the ingest side waits (TCP) or drops and counts (UDP).
+# Events queued per shard before the ingest side drops and counts (UDP); TCP waits at three
+# quarters of it, so that one TCP sender flooding a shard leaves room for datagrams.
 queue_size = 65536
 # How often each shard moves its clock to the wall clock (fires absences); 1ms to 1m.
 tick = "100ms"
