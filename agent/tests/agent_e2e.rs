@@ -1009,14 +1009,15 @@ fn events_without_a_group_field_are_counted_keyless() {
     let dir = scratch("keyless");
     std::fs::write(
         dir.join("rules/hb.toml"),
-        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 1m\"\n",
+        "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"procid\"]\nevents.hb = 'syslog and app == \"heartbeat\"'\npattern = \"absent(hb) for 1m\"\n",
     )
     .unwrap();
     let agent = Agent::start(&dir, "");
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-    // No hostname: the tag is the app, and there is no host to group by.
+    // No process id: nothing to group by. (A message without a hostname has its sender's
+    // address as host: it is not keyless by host.)
     udp.send_to(
-        b"<13>Dec  2 05:40:00 heartbeat: no host here",
+        b"<13>Dec  2 05:40:00 web-1 heartbeat: no pid here",
         ("127.0.0.1", agent.port),
     )
     .unwrap();
