@@ -20,9 +20,7 @@
 //!    part keep a copy each; a rule added with its meaning shares nothing with it); and a
 //!    rule under a new name (added, renamed, copied) in processing time gives the alerts of a
 //!    fresh engine started with it at the reload's clock ("a rule added at a reload begins
-//!    monitoring there, whatever its meaning"), call by call, unless it has the meaning of a
-//!    rule gone by name at that reload (a rename: an absence rule renamed keeps watching the
-//!    groups its old name discovered);
+//!    monitoring there, whatever its meaning"), call by call;
 //! 4. no panic, no hang.
 //!
 //! Set `CEPHEUS_FUZZ_DEBUG=1` to print the rule sets, where each reload falls and the script.
@@ -563,27 +561,11 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             w.log_tested(&oa, &at);
-            // Rules under new names in processing time: against an engine started now. Not
-            // one with the meaning of a rule gone by name (a rename: an absence rule renamed
-            // keeps watching the groups its old name discovered, which no fresh engine knows).
+            // Rules under new names in processing time: against an engine started now.
             let old: HashSet<&str> = cur.iter().map(|e| e.name.as_str()).collect();
-            let now_names: HashSet<&str> = new.iter().map(|e| e.name.as_str()).collect();
-            let canonical =
-                |e: &Entry| compile(&[e]).and_then(|r| r.rules.first().map(|r| r.canonical()));
-            let gone: Vec<String> = cur
-                .iter()
-                .filter(|e| !now_names.contains(e.name.as_str()))
-                .filter_map(|e| canonical(e))
-                .collect();
-            let renamed = |e: &Entry| {
-                canonical(e).is_some_and(|c| {
-                    gone.iter()
-                        .any(|g| *g == c || Rule::canonicals_differ_only_in_expect(g, &c))
-                })
-            };
             let newbies: Vec<&Entry> = new
                 .iter()
-                .filter(|e| !old.contains(e.name.as_str()) && !e.event_time() && !renamed(e))
+                .filter(|e| !old.contains(e.name.as_str()) && !e.event_time())
                 .collect();
             if !newbies.is_empty() {
                 let Some(nr) = compile(&newbies) else {

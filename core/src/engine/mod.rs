@@ -3638,24 +3638,6 @@ impl Engine {
                 .or_default()
                 .extend(rt.facts.members.iter().map(|m| m.rule.name.as_str()));
         }
-        // Saved states that served a rule that runs no more (removed, or renamed): a rule
-        // added with the meaning of one is taken for that rule renamed, and takes its
-        // discovered groups (a heartbeat rule renamed must not stop watching every host that
-        // is already silent: none of them would ever be heard from again). Told by each rule
-        // gone, not by the whole state, so that shared and unshared engines agree (a state
-        // shared with a rule that stays is that rule's too).
-        let running: std::collections::HashSet<&str> =
-            by_meaning.values().flatten().copied().collect();
-        let renamed_from = |canonical: &str| -> Vec<usize> {
-            (0..saved.len())
-                .filter(|&i| {
-                    let old = &saved[i];
-                    old.served().any(|n| !running.contains(n))
-                        && (old.canonical == canonical
-                            || Rule::canonicals_differ_only_in_expect(&old.canonical, canonical))
-                })
-                .collect()
-        };
         // (new state, its start, (last activity, key) of the groups to carry)
         type Carry = (usize, Timestamp, Vec<(Timestamp, GroupKey)>);
         let mut carry: Vec<Carry> = Vec::new();
@@ -3667,14 +3649,12 @@ impl Engine {
                 continue;
             };
             // A rule added now takes nothing from before it (its state holds no changed rule:
-            // they have another lineage), unless it is a rule renamed.
-            let renamed = renamed_from(&rt.canonical);
-            if renamed.is_empty()
-                && !rt
-                    .facts
-                    .members
-                    .iter()
-                    .any(|m| saved_by_member.contains_key(m.rule.name.as_str()))
+            // they have another lineage).
+            if !rt
+                .facts
+                .members
+                .iter()
+                .any(|m| saved_by_member.contains_key(m.rule.name.as_str()))
             {
                 continue;
             }
@@ -3686,7 +3666,6 @@ impl Engine {
                 .filter_map(|n| saved_by_member.get(*n))
                 .flatten()
                 .copied()
-                .chain(renamed)
                 .filter(|&i| {
                     let old = &saved[i];
                     old.group_by.as_ref() == Some(&rt.facts.rule.group_by)

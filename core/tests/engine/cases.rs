@@ -3053,54 +3053,6 @@ pattern = "absent(e) for {d}"
     );
 }
 
-/// A rule renamed at a reload (its meaning the same, its old name gone) keeps watching the
-/// groups the old name had discovered, from the reload on: a heartbeat rule renamed must not
-/// stop watching the hosts already silent (none of them would be heard from again). A rule
-/// added beside one that stays takes none (above).
-#[test]
-fn a_renamed_absence_rule_keeps_watching_its_discovered_groups() {
-    let rule = |name: &str| {
-        format!(
-            r#"
-[[rule]]
-name = "{name}"
-severity = "low"
-group_by = ["host"]
-events.e = 'syslog and app == "hb"'
-pattern = "absent(e) for 2s"
-"#
-        )
-    };
-    let r1 = compile_toml(&rule("old"));
-    let r2 = compile_toml(&rule("new"));
-    let run = |share: bool| {
-        let mut e = new_engine(&r1, share);
-        let mut out = Vec::new();
-        for (h, t) in [("h1", 1000), ("h2", 1000), ("h2", 1003)] {
-            let at = Timestamp::from_secs(t);
-            e.push(syslog_event("hb", h, at, at), &mut out);
-        }
-        e.advance_to(Timestamp::from_secs(1004), &mut out);
-        e.reload(&r2, &mut out).unwrap();
-        e.advance_to(Timestamp::from_secs(1010), &mut out);
-        out.iter().map(|a| fmt_alert(a, true)).collect::<Vec<_>>()
-    };
-    let shared = run(true);
-    assert_eq!(shared, run(false));
-    assert_eq!(
-        shared,
-        [
-            "old firing h1 @1002",
-            "old firing h2 @1002",
-            "old resolved h2 @1003",
-            "old resolved h1 @1004 (rule_removed)",
-            // Watched from the reload, as a changed rule's groups are.
-            "new firing h1 @1006",
-            "new firing h2 @1006",
-        ]
-    );
-}
-
 /// An event-time rule's watermark moves only with events it can key: an event without its
 /// group fields moves none of it, whether or not another rule over the same condition and
 /// delay (here ungrouped) takes that event (found by the `reload` fuzz target,
