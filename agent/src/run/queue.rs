@@ -91,10 +91,12 @@ impl ShardTx {
         else {
             return Err(batch);
         };
+        // (No more of the room than of the share: a batch larger than the share would take
+        // the datagrams' part of a small queue too.)
         let Ok(room) = self
             .room
             .clone()
-            .acquire_many_owned(self.places(&batch))
+            .acquire_many_owned(self.waiting_places(&batch))
             .await
         else {
             return Err(batch);
@@ -150,7 +152,7 @@ impl ShardTx {
             match self
                 .room
                 .clone()
-                .try_acquire_many_owned(self.places(&batch))
+                .try_acquire_many_owned(self.waiting_places(&batch))
             {
                 Ok(room) => {
                     return self
@@ -222,6 +224,11 @@ mod tests {
         // Handled: a waiting sender's batch gives its share back.
         drop(rx.try_recv().unwrap());
         assert_eq!(tx.waiting.available_permits(), 1);
+        // A waiting sender's batch larger than the share takes no more of the room than
+        // the share: a quarter stays for datagrams.
+        let (tx, _rx) = shard_queue(1000);
+        assert!(tx.blocking_send(batch(1024)).is_ok());
+        assert!(tx.try_send(batch(250)).is_ok());
         // A datagram's batch takes none of the waiting senders' share.
         let (tx, _rx) = shard_queue(100);
         assert!(tx.try_send(batch(90)).is_ok());

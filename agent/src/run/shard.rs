@@ -723,7 +723,12 @@ impl Shard {
         };
         if let Some(seen) = self.stall_seen {
             let during = |t: Timestamp| t > held.add(STALL_MARGIN) && t < seen.sub(STALL_MARGIN);
-            if batch.iter().any(|ev| during(ev.arrival)) {
+            // (Messages only: a flow's end is stamped with the flow table's deadline, which
+            // may fall inside a pause; a message is stamped when a listener read it.)
+            let received = |ev: &Arc<cepheus_core::event::Event>| {
+                ev.source == cepheus_core::event::Source::Syslog
+            };
+            if batch.iter().any(|ev| received(ev) && during(ev.arrival)) {
                 tracing::info!(
                     shard = self.id,
                     "the shard was too busy to tick, not stopped: its input keeps the times it came"

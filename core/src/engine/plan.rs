@@ -522,13 +522,15 @@ fn permutations(
 
 /// Whether a partial match of these alternatives may still slide its first step's window
 /// once past it: one alternative (several tell one partial match by its first event) of a
-/// closure then two plain steps. Not with more steps, nor a closure after the first: a
+/// closure then two plain steps, with no absence before it (whose time counts from the
+/// match's start). Not with more steps, nor a closure after the first: a
 /// partial match kept alive so would take, as the oldest, a middle event a younger one needed,
 /// and might still die before its end (a review found `seq(a{2,}, b{2,}, c)` and
 /// `seq(a{2,}, b, b, c)` losing matches so); with two plain steps after it, the only event it
 /// takes past the middle completes it.
 pub fn slides(alts: &[Alt]) -> bool {
     matches!(alts, [a] if a.steps.len() == 3
+        && a.start_absent.is_none()
         && a.steps[0].repeat.is_some()
         && a.steps[1..].iter().all(|s| s.repeat.is_none()))
 }

@@ -357,10 +357,6 @@ type RunMark = (Option<u64>, u16, u16, u32);
 /// `take`): replacing a value's older event scans the closure's events.
 const ONE_PER_VALUE: u32 = 256;
 
-/// The younger partial matches after the one an event moved along that are looked at for a
-/// copy (see `LinearState::copy_for_younger`), copies and shadows aside.
-const COPY_LOOK_AHEAD: usize = 8;
-
 /// The most shadow runs a group holds (a shadow partial match is one run per alternative it
 /// reads, up to 24 for an `and` of five).
 const MAX_SHADOW_RUNS: usize = 24;
@@ -1167,12 +1163,17 @@ impl Run {
         self.items.push_back(item);
     }
 
-    /// Drops the events holding distinct value `v` (a closure at its cap seeing `v` again).
+    /// Drops the events of the closure it collects (its last `count`) that hold distinct
+    /// value `v`: the closure sees `v` again. An earlier closure's events stay, whatever
+    /// their values.
     fn drop_value(&mut self, v: &Value) {
         let before = self.items.len();
+        let own_from = before.saturating_sub(self.count as usize);
         let kept: Vec<Item> = std::mem::take(&mut self.items)
             .into_iter_items()
-            .filter(|i| i.dv.as_deref() != Some(v))
+            .enumerate()
+            .filter(|(k, i)| *k < own_from || i.dv.as_deref() != Some(v))
+            .map(|(_, i)| i)
             .collect();
         for it in kept {
             self.items.push_back(it);
@@ -1602,7 +1603,7 @@ impl LinearState {
         // a@0 b@1 a@5 b@6 b@7 c@12 matches a@5 b@6 b@7 c@12); if the older one matches, it
         // consumes the event and the copy with it, and the younger one still waits for its own
         // (`a@0 a@1 b@2 b@3 c@4 c@5` matches twice). A copy goes on itself with later such
-        // events. One copy per partial match at most (the runs at most double), for each younger one.
+        // events. One copy per partial match at most (the runs at most double), and per event.
         //
         // With several alternatives (the branches of an `or`, the orders of an `and`), "the
         // oldest partial match that can take it" is per alternative: a younger partial match
@@ -1674,11 +1675,11 @@ impl LinearState {
         }
         if let (None, Some(step)) = (completed, moved) {
             // (A copy inserted moves the runs after it: the takers younger than it with them.)
-            let after = self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id);
-            if !after.is_empty() {
-                // (A taker moves by the copies inserted after runs before it.)
+            if let Some(at) = self.copy_for_younger(ctx, alts, stop, step, t, mask, ev, id) {
                 for i in &mut takers {
-                    *i += after.partition_point(|&o| o < *i);
+                    if *i >= at {
+                        *i += 1;
+                    }
                 }
             }
         }
@@ -1972,11 +1973,11 @@ impl LinearState {
         done
     }
 
-    /// After an event moved the oldest partial match along `step` (see [`copy_step`]), each
-    /// younger partial match waiting on that step, from `from` on, gets a copy of itself that
-    /// takes the event too (or, if it is already such a copy, goes on itself): see step E of
-    /// [`LinearState::on_event`]. Returns how many copies it inserted before each run: the
-    /// original indices of the runs a copy was inserted right after, ascending.
+    /// After an event moved the oldest partial match along `step` (see [`copy_step`]), the
+    /// next younger partial match waiting on that step, among the few from `from`
+    /// on, gets a copy of itself that takes the event too (or, if it is already such a copy,
+    /// goes on itself): see step E of [`LinearState::on_event`]. Returns where it inserted a
+    /// copy, if it did (the runs from there on moved by one).
     #[inline(never)]
     #[allow(clippy::too_many_arguments)]
     fn copy_for_younger(
@@ -1989,42 +1990,26 @@ impl LinearState {
         mask: EvSet,
         ev: &Arc<Event>,
         id: u64,
-    ) -> SmallVec<[usize; 2]> {
-        // No copy without a window (an older partial match never falls out of it), nor for an
+    ) -> Option<usize> {
+        // Among the next few only: an event costs at most one copy, whatever the flood. No
+        // copy without a window (an older partial match never falls out of it), for an
         // alternative that ends in an absence (its match is a wait that consumes nothing, so
         // a copy would outlive it with a shared event). A copy is part of its partial match:
         // it does not count against `max_partial_matches` (one per partial match at most, so
-        // the runs at most double), and goes when its partial match is pushed out. Each of the
-        // next few younger ones, not only the next: two stale starts must not hide a third
-        // (`seq(a, b, c) within 10s` over `a@0 a@3 a@6 b@8 c@14` matches `a@6 b@8 c@14`); but
-        // among the next [`COPY_LOOK_AHEAD`] only, so that an event costs a few copies
-        // whatever the flood (every younger one made a flood cost its partial matches' number
-        // in clones per event: a review measured 12x).
-        let mut after: SmallVec<[usize; 2]> = SmallVec::new();
+        // the runs at most double), and goes when its partial match is pushed out.
+        const LOOK_AHEAD: usize = 8;
         let ends_in_absence = alts
             .get(step.0 as usize)
             .is_some_and(|a| a.end_absent.is_some());
         if ctx.wmax().is_none() || ends_in_absence {
-            return after;
+            return None;
         }
         let first_id = |r: &Run| r.items.front().map(|i| i.id);
-        let mut ri = from;
-        // (The original index of `ri`: copies inserted so far moved it.)
-        let mut orig = from;
-        // (Partial matches looked at: a copy is part of its own, a shadow of none.)
-        let mut looked = 0;
-        while ri < self.runs.len() {
+        let end = self.runs.len().min(from + LOOK_AHEAD);
+        for ri in from..end {
             let r = &self.runs[ri];
-            if !r.is_copy() && !r.is_shadow() {
-                if looked == COPY_LOOK_AHEAD {
-                    break;
-                }
-                looked += 1;
-            }
             let first = first_id(r);
             if first.is_none() || r.is_shadow() || (r.alt_id(), r.pos) != step {
-                ri += 1;
-                orig += 1;
                 continue;
             }
             let alt = &alts[r.alt_id() as usize];
@@ -2034,7 +2019,9 @@ impl LinearState {
                 // A copy already (right after its partial match, same alternative): it goes
                 // on itself, the partial match it copies still waits.
                 let _ = take(ctx, alt, &mut self.runs[ri], t, mask, ev, id);
-            } else if prev.is_none_or(|p| first_id(p) != first)
+                return None;
+            }
+            if prev.is_none_or(|p| first_id(p) != first)
                 && next.is_none_or(|n| first_id(n) != first)
             {
                 // Alone in its origin (no copy yet, not one of several alternatives).
@@ -2042,14 +2029,11 @@ impl LinearState {
                 copy.alt |= COPY;
                 if let Took::Yes = take(ctx, alt, &mut copy, t, mask, ev, id) {
                     self.runs.insert(ri + 1, copy);
-                    after.push(orig);
-                    ri += 1;
+                    return Some(ri + 1);
                 }
             }
-            ri += 1;
-            orig += 1;
         }
-        after
+        None
     }
 
     /// A late awaited event (within `allowed_lateness`) of an absence at the end of a

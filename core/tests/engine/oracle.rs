@@ -999,8 +999,8 @@ struct Run3 {
 /// `seq(a, b, c) within W` (docs/rules.md, "Matching"): skip-till-next-match; "each event
 /// goes to the oldest partial match that can take it; if none can, it starts a new partial
 /// match"; "an event that moves the oldest partial match along a step before its last ... is
-/// also taken by a copy of each younger partial match waiting on that step (among the next
-/// 8; one that has no copy yet), which keeps its place: if the older one falls out of the window, the copy goes
+/// also taken by a copy of the next younger partial match waiting on that step (among the
+/// next 8), which keeps its place: if the older one falls out of the window, the copy goes
 /// on ...; if the older one matches, it consumes the event and the copy with it, and the
 /// younger one still waits for its own"; "a match consumes its events: other partial matches
 /// holding any of them are dropped". A partial match's own reading goes before its copy: the
@@ -1030,10 +1030,12 @@ impl Model for Seq3 {
             B => {
                 if let Some(i) = runs.iter().position(|r| r.b.is_none()) {
                     runs[i].b = Some(me);
-                    for r in runs.iter_mut().skip(i + 1).take(8) {
-                        if r.b.is_none() && r.copy.is_none() {
-                            r.copy = Some(me);
-                        }
+                    let younger = runs.iter_mut().skip(i + 1).take(8);
+                    if let Some(r) = younger
+                        .into_iter()
+                        .find(|r| r.b.is_none() && r.copy.is_none())
+                    {
+                        r.copy = Some(me);
                     }
                 }
             }
