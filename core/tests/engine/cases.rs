@@ -229,15 +229,7 @@ fn each_event_goes_to_the_oldest_partial_match_that_can_take_it() {
         &set(vec![mid().max_partial(2)]),
         parse_script("a:h@0 b:h@1 a:h@5 b:h@6 a:h@7 a:h@8 b:h@9 b:h@10 c:h@11"),
     );
-    let times: Vec<Vec<i64>> = (alerts.iter())
-        .map(|a| {
-            a.events()
-                .iter()
-                .map(|e| e.time.0 / 1_000_000_000)
-                .collect()
-        })
-        .collect();
-    assert_eq!(times, vec![vec![7, 9, 10, 11]]);
+    assert_eq!(event_secs(&alerts), vec![vec![7, 9, 10, 11]]);
     // The alternatives of an `and`: b@4 goes to the partial match from a@0 and starts a
     // shadow, which goes on once the older one has fallen out of the window...
     let and3 = || rule("r", &["a", "b", "c"], and(vec![ev(0), ev(1), ev(2)])).within(5);
@@ -605,15 +597,7 @@ fn a_start_closure_slides_after_the_match_moved_past_it() {
         )
         .within(10)
     };
-    let times = |script: &str| -> Vec<Vec<i64>> {
-        (run(&set(vec![r()]), parse_script(script)).iter())
-            .map(|a| {
-                (a.events().iter())
-                    .map(|e| e.time.0 / 1_000_000_000)
-                    .collect()
-            })
-            .collect()
-    };
+    let times = |script: &str| event_secs(&run(&set(vec![r()]), parse_script(script)));
     assert_eq!(
         times("a:h@0 a:h@5 a:h@6 b:h@7 c:h@12 end@60"),
         [[5, 6, 7, 12]]
@@ -658,15 +642,7 @@ fn a_start_closure_slides_after_the_match_moved_past_it() {
 #[test]
 fn only_a_closure_then_two_plain_steps_slides() {
     let script = "a:h@0 a:h@2 a:h@10 b:h@12 a:h@14 a:h@16 b:h@21 b:h@24 c:h@26 end@60";
-    let times = |r: R| -> Vec<Vec<i64>> {
-        (run(&set(vec![r]), parse_script(script)).iter())
-            .map(|a| {
-                (a.events().iter())
-                    .map(|e| e.time.0 / 1_000_000_000)
-                    .collect()
-            })
-            .collect()
-    };
+    let times = |r: R| event_secs(&run(&set(vec![r]), parse_script(script)));
     let mid = rule(
         "r",
         &["a", "b", "c"],

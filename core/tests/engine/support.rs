@@ -186,6 +186,17 @@ pub fn parse_script(script: &str) -> Vec<Step> {
         .collect()
 }
 
+/// The times (whole seconds) of each alert's events: which events a match took.
+pub fn event_secs(alerts: &[Alert]) -> Vec<Vec<i64>> {
+    (alerts.iter())
+        .map(|a| {
+            (a.events().iter())
+                .map(|e| e.time.0 / 1_000_000_000)
+                .collect()
+        })
+        .collect()
+}
+
 /// `state host @secs` per alert (rule name prefixed when several rules), plus ` (reason)`.
 pub fn fmt_alert(a: &Alert, with_rule: bool) -> String {
     let group: Vec<String> = a.group().iter().map(|(_, v)| v.to_string()).collect();
