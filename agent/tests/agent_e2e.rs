@@ -1399,6 +1399,8 @@ fn a_linked_rule_files_target_is_watched_and_its_loss_refused() {
     std::thread::sleep(Duration::from_millis(500));
     std::fs::write(dir.join("ext/lnk.toml"), one_step_rule("lnk2")).unwrap();
     agent.wait_stats(10, |s| reloads(s) >= 1);
+    // The log names what the reload did, not a count only.
+    agent.wait_stderr(10, "added=lnk2 changed= removed=lnk");
     std::thread::sleep(Duration::from_millis(500));
     std::fs::remove_file(dir.join("ext/lnk.toml")).unwrap();
     let s = agent.wait_stats(10, |s| failed(s) >= 1);

@@ -557,6 +557,28 @@ impl Reloader {
             tracing::error!("fault injected by CEPHEUS_FAULT_ABORT_BEFORE_RETIRE: aborting");
             std::process::abort();
         }
+        // What changed, for the log: an operator reading it at 3 a.m. learns which rules a
+        // reload added, changed or removed (and so whose alerts it resolved), not a count.
+        let named = |reason: cepheus_core::alert::Reason| -> String {
+            (retired.iter())
+                .filter(|(_, r)| *r == reason)
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let changed = named(cepheus_core::alert::Reason::RuleChanged);
+        let removed = named(cepheus_core::alert::Reason::RuleRemoved);
+        let added = {
+            let before = self.plan_tx.borrow();
+            let old: std::collections::HashSet<&str> = (before.rules().rules.iter())
+                .map(|r| r.name.as_str())
+                .collect();
+            (rules.rules.iter())
+                .map(|r| r.name.as_str())
+                .filter(|n| !old.contains(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         // (Sent with no rule too: the sink forgets what it noted of this reload.)
         if let Some(sink) = &self.sink {
             sink.do_send(super::sink::Retire {
@@ -567,7 +589,13 @@ impl Reloader {
         }
         let _ = self.plan_tx.send(Arc::new(plan));
         bump(&self.counters.reloads, 1);
-        tracing::info!(rules = rules.rules.len(), "rules reloaded");
+        tracing::info!(
+            rules = rules.rules.len(),
+            added = %added,
+            changed = %changed,
+            removed = %removed,
+            "rules reloaded"
+        );
     }
 }
 
