@@ -83,22 +83,13 @@ impl ShardTx {
     /// Queues `batch`, waiting for room within the waiting senders' share; `Err` (the batch)
     /// when the shard is gone.
     pub async fn send(&self, batch: Batch) -> Result<(), Batch> {
-        let Ok(waited) = self
-            .waiting
-            .clone()
-            .acquire_many_owned(self.waiting_places(&batch))
-            .await
-        else {
+        // (As many places of the room as of the share: a batch larger than the share would
+        // take the datagrams' part of a small queue too.)
+        let n = self.waiting_places(&batch);
+        let Ok(waited) = self.waiting.clone().acquire_many_owned(n).await else {
             return Err(batch);
         };
-        // (No more of the room than of the share: a batch larger than the share would take
-        // the datagrams' part of a small queue too.)
-        let Ok(room) = self
-            .room
-            .clone()
-            .acquire_many_owned(self.waiting_places(&batch))
-            .await
-        else {
+        let Ok(room) = self.room.clone().acquire_many_owned(n).await else {
             return Err(batch);
         };
         self.tx
@@ -133,41 +124,32 @@ impl ShardTx {
     /// [`ShardTx::send`] from a plain thread (the capture thread, outside the runtime): waits
     /// for room a millisecond at a time.
     pub fn blocking_send(&self, batch: Batch) -> Result<(), Batch> {
-        let mut waited = None;
+        let n = self.waiting_places(&batch);
+        let (Some(waited), Some(room)) = (
+            self.blocking_acquire(&self.waiting, n),
+            self.blocking_acquire(&self.room, n),
+        ) else {
+            return Err(batch);
+        };
+        self.tx
+            .blocking_send(Queued {
+                batch,
+                room,
+                waited: Some(waited),
+            })
+            .map_err(|e| e.0.batch)
+    }
+
+    /// `n` places of `places`, waited for a millisecond at a time; `None` once the shard is
+    /// gone.
+    fn blocking_acquire(&self, places: &Arc<Semaphore>, n: u32) -> Option<OwnedSemaphorePermit> {
         loop {
-            if waited.is_none() {
-                match self
-                    .waiting
-                    .clone()
-                    .try_acquire_many_owned(self.waiting_places(&batch))
-                {
-                    Ok(w) => waited = Some(w),
-                    Err(TryAcquireError::NoPermits) if !self.tx.is_closed() => {
-                        std::thread::sleep(Duration::from_millis(1));
-                        continue;
-                    }
-                    Err(_) => return Err(batch),
-                }
-            }
-            match self
-                .room
-                .clone()
-                .try_acquire_many_owned(self.waiting_places(&batch))
-            {
-                Ok(room) => {
-                    return self
-                        .tx
-                        .blocking_send(Queued {
-                            batch,
-                            room,
-                            waited,
-                        })
-                        .map_err(|e| e.0.batch);
-                }
+            match places.clone().try_acquire_many_owned(n) {
+                Ok(p) => return Some(p),
                 Err(TryAcquireError::NoPermits) if !self.tx.is_closed() => {
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                Err(_) => return Err(batch),
+                Err(_) => return None,
             }
         }
     }

@@ -3728,7 +3728,7 @@ impl Engine {
                 let was = s.group.expected;
                 s.group.expected = expect.contains(&c.key);
                 if was && !s.group.expected {
-                    s.group.last_activity = if s.group.never_heard_from() {
+                    s.group.last_activity = if !s.group.heard {
                         // Listed, never heard from, listed no more (a typo put right): it was
                         // only ever the list's, so it is forgotten now, its open alert
                         // resolved `forgotten` (it stayed firing for `forget_after`).

@@ -68,13 +68,25 @@ impl Plan {
         }
     }
 
-    /// Whether a partial match of the plan may slide past its first step (see
-    /// [`slides`]).
+    /// Whether a partial match of the plan may still slide its first step's window once past
+    /// it: one alternative (several tell one partial match by its first event) of a closure
+    /// then two plain steps, with no absence before it (whose time counts from the match's
+    /// start). Not with more steps, nor a closure after the first: a partial match kept alive
+    /// so would take, as the oldest, a middle event a younger one needed, and might still die
+    /// before its end (a review found `seq(a{2,}, b{2,}, c)` and `seq(a{2,}, b, b, c)` losing
+    /// matches so); with two plain steps after it, the only event it takes past the middle
+    /// completes it.
     pub fn slides(&self) -> bool {
-        match self {
-            Plan::Absence { .. } => false,
-            Plan::Linear { alts } => slides(alts),
-        }
+        let Plan::Linear { alts } = self else {
+            return false;
+        };
+        let [a] = &alts[..] else {
+            return false;
+        };
+        a.steps.len() == 3
+            && a.start_absent.is_none()
+            && a.steps[0].repeat.is_some()
+            && a.steps[1..].iter().all(|s| s.repeat.is_none())
     }
 
     /// Whether the plan is one alternative of one plain step, perhaps with an absence after
@@ -518,19 +530,4 @@ fn permutations(
         idx.swap(k, i);
     }
     Ok(())
-}
-
-/// Whether a partial match of these alternatives may still slide its first step's window
-/// once past it: one alternative (several tell one partial match by its first event) of a
-/// closure then two plain steps, with no absence before it (whose time counts from the
-/// match's start). Not with more steps, nor a closure after the first: a
-/// partial match kept alive so would take, as the oldest, a middle event a younger one needed,
-/// and might still die before its end (a review found `seq(a{2,}, b{2,}, c)` and
-/// `seq(a{2,}, b, b, c)` losing matches so); with two plain steps after it, the only event it
-/// takes past the middle completes it.
-pub fn slides(alts: &[Alt]) -> bool {
-    matches!(alts, [a] if a.steps.len() == 3
-        && a.start_absent.is_none()
-        && a.steps[0].repeat.is_some()
-        && a.steps[1..].iter().all(|s| s.repeat.is_none()))
 }

@@ -312,14 +312,23 @@ impl Items {
         self.len() == 0
     }
 
-    /// The items, by value, oldest first.
-    fn into_iter_items(self) -> impl Iterator<Item = Item> {
-        let (one, many) = match self {
-            Items::One(x) => (Some(x), None),
-            Items::Many(Some(d)) => (None, Some(*d)),
-            Items::Many(None) => (None, None),
-        };
-        one.into_iter().chain(many.into_iter().flatten())
+    /// Keeps the items `keep` says to, by their position (oldest first) and value.
+    fn retain(&mut self, mut keep: impl FnMut(usize, &Item) -> bool) {
+        match self {
+            Items::One(x) => {
+                if !keep(0, x) {
+                    *self = Items::default();
+                }
+            }
+            Items::Many(Some(d)) => {
+                let mut k = 0;
+                d.retain(|i| {
+                    k += 1;
+                    keep(k - 1, i)
+                });
+            }
+            Items::Many(None) => {}
+        }
     }
 
     fn iter(&self) -> impl Iterator<Item = &Item> {
@@ -349,8 +358,7 @@ impl<'de> Deserialize<'de> for Items {
     }
 }
 
-/// What tells a partial match apart at one instant (its first event, alternative, step and
-/// count): a run still so after an event did not take it.
+/// What tells a partial match apart at one instant (see [`Run::mark`]).
 type RunMark = (Option<u64>, u16, u16, u32);
 
 /// The largest upper count of a `distinct` closure that keeps one event per value (see
@@ -740,7 +748,7 @@ impl Group {
             && !l.runs.is_empty()
         {
             let before = l.runs.len();
-            l.expire(alts, now, w);
+            l.expire(alts, now, w, ctx.slides);
             return l.runs.len() < before;
         }
         false
@@ -775,11 +783,6 @@ impl Group {
             }
         }
         sum
-    }
-
-    /// Whether no event of the group has come (an expected host never heard from).
-    pub fn never_heard_from(&self) -> bool {
-        !self.heard
     }
 
     /// Whether an alert of this group is firing (an episode held back by the rule's trigger
@@ -1163,21 +1166,25 @@ impl Run {
         self.items.push_back(item);
     }
 
+    /// Its first event, alternative, step and count: a run still so after an event did not
+    /// take it.
+    fn mark(&self) -> RunMark {
+        (
+            self.items.front().map(|i| i.id),
+            self.alt,
+            self.pos,
+            self.count,
+        )
+    }
+
     /// Drops the events of the closure it collects (its last `count`) that hold distinct
     /// value `v`: the closure sees `v` again. An earlier closure's events stay, whatever
     /// their values.
     fn drop_value(&mut self, v: &Value) {
         let before = self.items.len();
         let own_from = before.saturating_sub(self.count as usize);
-        let kept: Vec<Item> = std::mem::take(&mut self.items)
-            .into_iter_items()
-            .enumerate()
-            .filter(|(k, i)| *k < own_from || i.dv.as_deref() != Some(v))
-            .map(|(_, i)| i)
-            .collect();
-        for it in kept {
-            self.items.push_back(it);
-        }
+        self.items
+            .retain(|k, i| k < own_from || i.dv.as_deref() != Some(v));
         let gone = before - self.items.len();
         self.count = self.count.saturating_sub(gone as u32);
         if let Some(d) = &mut self.distinct {
@@ -1544,7 +1551,7 @@ impl LinearState {
         self.end_waits(alts, mask);
         // C. Expiry by the window (closures at the start slide).
         if let Some(w) = ctx.wmax() {
-            self.expire(alts, t, w);
+            self.expire(alts, t, w, ctx.slides);
         }
         // D. Absences in the middle kill the runs they guard: with `for D`, an awaited event
         // up to and at the D's end (in time, as at an absence's deadline at the end).
@@ -1581,7 +1588,7 @@ impl LinearState {
                         && distinct_value(gs, ev).is_some()
                         && !(completes && t.since(r.start) < wmin);
                     if may_take {
-                        exempt.push((r.items.front().map(|i| i.id), r.alt, r.pos, r.count));
+                        exempt.push(r.mark());
                     }
                     may_take
                 }
@@ -1789,9 +1796,7 @@ impl LinearState {
         }
         if !exempt.is_empty() {
             // The partial matches D spared that did not take the event (still as they were).
-            self.runs.retain(|r| {
-                !exempt.contains(&(r.items.front().map(|i| i.id), r.alt, r.pos, r.count))
-            });
+            self.runs.retain(|r| !exempt.contains(&r.mark()));
         }
         self.note_seen(mask, t);
     }
@@ -2259,9 +2264,8 @@ impl LinearState {
         }
     }
 
-    fn expire(&mut self, alts: &[Alt], t: Timestamp, w: Duration) {
+    fn expire(&mut self, alts: &[Alt], t: Timestamp, w: Duration, slides: bool) {
         let horizon = t.sub(w);
-        let single = super::plan::slides(alts);
         self.runs.retain_mut(|r| {
             let alt = &alts[r.alt_id() as usize];
             if r.is_collector(alt) {
@@ -2272,7 +2276,7 @@ impl LinearState {
             } else if r.start >= horizon {
                 true
             } else {
-                single && r.slide(alt, horizon)
+                slides && r.slide(alt, horizon)
             }
         });
     }
@@ -2475,7 +2479,7 @@ impl LinearState {
             );
         }
         if let Some(w) = ctx.wmax() {
-            self.expire(alts, now, w);
+            self.expire(alts, now, w, ctx.slides);
         }
     }
 

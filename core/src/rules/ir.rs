@@ -613,10 +613,16 @@ impl Cond {
         for c in &parts {
             c.captured_keys(&mut captured);
         }
+        Cond::and_of(parts, &captured)
+    }
+
+    /// The `and` of `parts` (flat: no `and` or `true` among them), without a source test
+    /// another operand implies (one reading no field of `captured`), one part as itself.
+    fn and_of(mut parts: Vec<Cond>, captured: &[FieldKey]) -> Cond {
         let implied: Vec<Source> = parts
             .iter()
             .filter(|c| !matches!(c, Cond::Source(_)))
-            .filter_map(|c| c.implied_source_except(&captured))
+            .filter_map(|c| c.implied_source(captured))
             .collect();
         parts.retain(|c| !matches!(c, Cond::Source(s) if implied.contains(s)));
         match parts.len() {
@@ -650,17 +656,7 @@ impl Cond {
                         c => parts.push(c),
                     }
                 }
-                let implied: Vec<Source> = parts
-                    .iter()
-                    .filter(|c| !matches!(c, Cond::Source(_)))
-                    .filter_map(Cond::implied_source)
-                    .collect();
-                parts.retain(|c| !matches!(c, Cond::Source(s) if implied.contains(s)));
-                match parts.len() {
-                    0 => Cond::True,
-                    1 => parts.pop().unwrap_or(Cond::True),
-                    _ => Cond::And(parts),
-                }
+                Cond::and_of(parts, &[])
             }
             Cond::Or(cs) => {
                 let mut parts: Vec<Cond> = Vec::with_capacity(cs.len());
@@ -726,14 +722,9 @@ impl Cond {
     }
 
     /// The one source whose events alone can satisfy this condition, when a test on a field
-    /// only that source has (false on an event without it) or a source test says so.
-    fn implied_source(&self) -> Option<Source> {
-        self.implied_source_except(&[])
-    }
-
-    /// [`Cond::implied_source`], where a test on a field in `captured` implies nothing (a
-    /// capture may give any event that field).
-    fn implied_source_except(&self, captured: &[FieldKey]) -> Option<Source> {
+    /// only that source has (false on an event without it) or a source test says so; a test
+    /// on a field in `captured` says nothing (a capture may give any event that field).
+    fn implied_source(&self, captured: &[FieldKey]) -> Option<Source> {
         let of_field = |k: &FieldKey| match k {
             _ if captured.contains(k) => None,
             FieldKey::Known(f) => match f.sources() {
@@ -753,15 +744,15 @@ impl Cond {
             Cond::In(e, _) | Cond::InCidr(e, _) => of_expr(e),
             Cond::Exists(k) => of_field(k),
             Cond::And(cs) => {
-                let mut found = cs.iter().filter_map(|c| c.implied_source_except(captured));
+                let mut found = cs.iter().filter_map(|c| c.implied_source(captured));
                 let first = found.next()?;
                 // (Two sources: never true; left as written.)
                 found.all(|s| s == first).then_some(first)
             }
             Cond::Or(cs) => {
-                let first = cs.first()?.implied_source_except(captured)?;
+                let first = cs.first()?.implied_source(captured)?;
                 cs.iter()
-                    .all(|c| c.implied_source_except(captured) == Some(first))
+                    .all(|c| c.implied_source(captured) == Some(first))
                     .then_some(first)
             }
             Cond::True | Cond::Not(_) => None,

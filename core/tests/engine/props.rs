@@ -712,11 +712,7 @@ fn a_listed_host_never_heard_from_goes_with_its_line() {
             .forget_after(1_000)
     };
     for share in [true, false] {
-        let cfg = EngineConfig {
-            share,
-            ..EngineConfig::default()
-        };
-        let mut e = Engine::new(&set(vec![hb(&["web-1", "wbe-1"])]), cfg).unwrap();
+        let mut e = new_engine(&set(vec![hb(&["web-1", "wbe-1"])]), share);
         let mut out = Vec::new();
         run_on(
             &mut e,
@@ -2757,9 +2753,7 @@ group_by = ["src"]
 events.f = 'app == "sshd" and msg =~ "from (?P<src>\S+)"'
 pattern = "seq(f, f) within 1m"
 "#;
-    let rules = cepheus_core::rules::compile_str("c.toml", text)
-        .rules
-        .unwrap();
+    let rules = compile_toml(text);
     let at = |s: i64| Timestamp::from_secs(1_000 + s);
     let line = |s: i64, app: &str, ip: &str| {
         Event::new(Source::Syslog, at(s), at(s))
@@ -2773,20 +2767,8 @@ pattern = "seq(f, f) within 1m"
         line(3, "sshd", "10.0.0.1"),
         Event::new(Source::Flow, at(4), at(4)),
     ];
-    let mut shared = Engine::new(&rules, EngineConfig::default()).unwrap();
-    let mut unshared = Engine::new(
-        &rules,
-        EngineConfig {
-            share: false,
-            ..EngineConfig::default()
-        },
-    )
-    .unwrap();
-    let (mut o1, mut o2) = (Vec::new(), Vec::new());
-    for ev in &evs {
-        shared.push(ev.clone(), &mut o1);
-        unshared.push(ev.clone(), &mut o2);
-    }
+    let (shared, o1) = push_all(&rules, &evs, true);
+    let (_, o2) = push_all(&rules, &evs, false);
     assert_eq!(json(&o1), json(&o2));
     let fired: Vec<String> = o1
         .iter()
