@@ -302,6 +302,11 @@ impl SyslogParser {
         if text.is_empty() {
             return Err(Malformed::Empty);
         }
+        // A byte-order mark before the message or right after its PRI (a Windows agent's, an
+        // editor's) is no part of it: the header after it is read, as rsyslog reads it, live
+        // as in files.
+        let bom_less = without_bom(text);
+        let text = bom_less.as_deref().unwrap_or(text);
         // An ISO 8601 stamp without an offset (`2019-02-13T19:48:34`, some devices and
         // scripts write it) is read in the configured zone and written back in UTC, or
         // syslog_loose would lose the whole header with it.
@@ -383,6 +388,7 @@ impl SyslogParser {
                 (pri_only(text, arrival).ok_or(why)?, Stamp::None)
             }
         };
+        relayed_cisco(&mut event);
         if let Some(ip) = peer {
             let ip = Value::ip(ip);
             // A message without a hostname (`<14>heartbeat: alive`, as Python's
@@ -538,6 +544,12 @@ impl SyslogParser {
             event.set(Field::Msgid, Value::str(m));
         }
         let body = match msg.protocol {
+            // Structured data that is not RFC 5424's (`[Originator@6876 sub=Vimsvc opID=x]`,
+            // as ESXi writes it: values without quotes) yields no parameter: it stays in the
+            // MSG, as rsyslog and syslog-ng keep it, rather than vanish unseen.
+            Protocol::RFC5424(_) if msg.structured_data.is_empty() => {
+                unread_sd(text, msg.msg).unwrap_or_else(|| msg_5424(text, msg.msg))
+            }
             Protocol::RFC5424(_) => msg_5424(text, msg.msg),
             // (Not when syslog_loose dropped host and tag: that `-` was the nil tag.)
             Protocol::RFC3164
@@ -631,6 +643,29 @@ fn msg_3164<'a>(text: &'a str, parsed: &'a str) -> &'a str {
     match before.strip_suffix('-') {
         Some(head) if head.ends_with([' ', '\t', ':']) => text.get(head.len()..).unwrap_or(parsed),
         _ => parsed,
+    }
+}
+
+/// The text of an RFC 5424 message from its structured data on, when that part is not nil
+/// (`-`) and yet gave no parameter (`parsed`, the MSG `syslog_loose` read after it, is a
+/// slice of `text`); `None` otherwise.
+fn unread_sd<'a>(text: &'a str, parsed: &str) -> Option<&'a str> {
+    // The structured data follows six header fields: `<PRI>1`, stamp, host, app, procid,
+    // msgid, each ended by one space.
+    let mut rest = text;
+    for _ in 0..6 {
+        let end = rest.find(' ')?;
+        rest = &rest[end + 1..];
+    }
+    if !rest.starts_with('[') {
+        return None;
+    }
+    let start = text.len() - rest.len();
+    // Where the MSG begins, if it is in the text (else the whole rest is structured data).
+    let msg_at = offset_in(text, parsed).filter(|&m| m >= start && !parsed.is_empty());
+    match msg_at {
+        Some(m) if text[start..m].trim().is_empty() => None,
+        _ => Some(rest.trim_end()),
     }
 }
 
@@ -764,6 +799,24 @@ fn is_bsd_stamp(text: &str) -> bool {
 }
 
 /// The text after a leading `<PRI>` (all of it without one); `None` for a `<` never closed.
+/// `text` without a byte-order mark at its start or right after its PRI (`None`: it has
+/// none there). RFC 5424's own BOM, before the MSG, is the parser's.
+fn without_bom(text: &str) -> Option<String> {
+    const BOM: char = '\u{feff}';
+    if let Some(rest) = text.strip_prefix(BOM) {
+        let rest = rest.trim_start_matches(BOM);
+        return Some(without_bom(rest).unwrap_or_else(|| rest.to_string()));
+    }
+    let pri = text.strip_prefix('<')?;
+    let close = pri.find('>')?;
+    let digits = &pri[..close];
+    if digits.is_empty() || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let body = pri[close + 1..].strip_prefix(BOM)?;
+    Some(format!("<{digits}>{}", body.trim_start_matches(BOM)))
+}
+
 fn after_pri(text: &str) -> Option<&str> {
     match text.strip_prefix('<') {
         Some(r) => r.find('>').map(|i| &r[i + 1..]),
@@ -866,6 +919,90 @@ fn bsd_year_stamp(text: &str) -> Option<usize> {
         && b[17] == b':'
         && digits(18..20);
     stamp.then_some(start)
+}
+
+/// A Cisco message a relay wrapped in a header of its own (rsyslog's RFC 5424 template:
+/// `<189>1 2026-12-06T01:52:22Z sw1 123 - - - *Mar  1 00:00:01.123: %LINK-3-UPDOWN: text`,
+/// or its BSD one, `sw1 123: *Mar ...`): the relay took the device's sequence number (or
+/// its stamp's first word) for the app, and the rest for the message. The mnemonic becomes
+/// the app and the text after it the message, as for the device's own header; the time
+/// stays the relay's (the device's clock may not be in sync: its `*`).
+fn relayed_cisco(event: &mut Event) {
+    let (Some(msg), app) = (
+        event.get(Field::Msg).and_then(Value::as_str),
+        event.get(Field::App).and_then(Value::as_str),
+    ) else {
+        return;
+    };
+    // Cheap test first: every such message holds `: %`.
+    if !msg.contains('%') {
+        return;
+    }
+    // What the device wrote after its sequence number: the message, or (a stamp's first
+    // word taken for the app: `*Mar`) the app and the message.
+    let joined;
+    let tail = match app {
+        None => msg,
+        Some(a) if !a.is_empty() && a.len() <= 10 && a.bytes().all(|b| b.is_ascii_digit()) => msg,
+        Some(a) if is_month_word(a.trim_start_matches(['*', '.'])) => {
+            joined = format!("{a} {msg}");
+            joined.as_str()
+        }
+        Some(_) => return,
+    };
+    let Some(rest) = after_device_stamp(tail) else {
+        return;
+    };
+    let Some((mnemonic, text)) = cisco_mnemonic(rest) else {
+        return;
+    };
+    let (mnemonic, text) = (Value::str(mnemonic), Value::str(text));
+    event.set(Field::App, mnemonic);
+    event.set(Field::Msg, text);
+}
+
+/// Whether `w` is an English month's abbreviation (`Mar`), as Cisco writes its stamps.
+fn is_month_word(w: &str) -> bool {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    MONTHS.contains(&w)
+}
+
+/// `s` after a Cisco device's stamp and the colon after it (`*Mar  1 00:00:01.123 UTC: `,
+/// `.Mar 1 2026 00:00:01: `), or `s` itself when it starts with the mnemonic's `%`; `None`
+/// when it starts with neither.
+fn after_device_stamp(s: &str) -> Option<&str> {
+    if s.starts_with('%') {
+        return Some(s);
+    }
+    let s = s.strip_prefix(['*', '.']).unwrap_or(s);
+    let mut words = s.split(' ').filter(|w| !w.is_empty());
+    if !is_month_word(words.next()?) {
+        return None;
+    }
+    let day = words.next()?;
+    if day.is_empty() || day.len() > 2 || !day.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // The clock (`hh:mm:ss[.fff]`), maybe after a year, then maybe a zone word; the colon
+    // ends the last of them.
+    let colon = s.find(": %")?;
+    let clock = s[..colon]
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .skip(2)
+        .find(|w| w.contains(':'))?;
+    let b = clock.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    let ok = b.len() >= 8
+        && digits(0..2)
+        && b[2] == b':'
+        && digits(3..5)
+        && b[5] == b':'
+        && digits(6..8);
+    ok.then(|| &s[colon + 2..])
 }
 
 /// `%FACILITY-SEVERITY-MNEMONIC: text` (Cisco IOS, ASA, NX-OS: `%LINK-3-UPDOWN`,
@@ -1300,6 +1437,104 @@ mod tests {
         assert_eq!(sd(&e, "sd.x@1.b").as_deref(), Some("2"));
         assert_eq!(sd(&e, "sd.x@1.c").as_deref(), Some("5"));
         assert_eq!(get(&e, Field::Msg), Some("m"));
+    }
+
+    /// A byte-order mark before the PRI, or right after it, is no part of the message: the
+    /// header after it is read (the live agent dropped such a datagram as malformed).
+    #[test]
+    fn a_byte_order_mark_before_the_header_is_skipped() {
+        let p = SyslogParser::default();
+        let now = at("2026-03-02T00:00:00Z");
+        for line in [
+            &b"\xEF\xBB\xBF<38>Mar  1 00:00:01 web-1 sshd[3]: bom"[..],
+            b"<38>\xEF\xBB\xBFMar  1 00:00:01 web-1 sshd[3]: bom",
+            b"\xEF\xBB\xBF\xEF\xBB\xBF<38>\xEF\xBB\xBFMar  1 00:00:01 web-1 sshd[3]: bom",
+        ] {
+            let e = p.parse(line, now, None).unwrap();
+            assert_eq!(get(&e, Field::Host), Some("web-1"), "{line:?}");
+            assert_eq!(get(&e, Field::App), Some("sshd"), "{line:?}");
+            assert_eq!(get(&e, Field::Msg), Some("bom"), "{line:?}");
+            assert_eq!(e.time, at("2026-03-01T00:00:01Z"), "{line:?}");
+        }
+    }
+
+    /// Structured data that is not RFC 5424's (ESXi's values without quotes) stays in the
+    /// MSG, as rsyslog and syslog-ng keep it: it vanished, and no rule could see it.
+    #[test]
+    fn structured_data_that_gives_no_parameter_stays_in_the_message() {
+        let p = SyslogParser::default();
+        let now = at("2026-03-02T00:00:00Z");
+        let e = p
+            .parse(
+                b"<166>1 2026-03-01T00:00:01.123Z esxi1 Hostd - - [Originator@6876 sub=Vimsvc.TaskManager opID=abc] Task Created",
+                now,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&e, Field::App), Some("Hostd"));
+        assert_eq!(get(&e, Field::Host), Some("esxi1"));
+        assert_eq!(
+            get(&e, Field::Msg),
+            Some("[Originator@6876 sub=Vimsvc.TaskManager opID=abc] Task Created")
+        );
+        let e = p
+            .parse(b"<14>1 2026-03-01T00:00:01Z h a - - [id@1 k=v]", now, None)
+            .unwrap();
+        assert_eq!(get(&e, Field::Msg), Some("[id@1 k=v]"));
+        // Well-formed structured data, and none (`-`), are read as before.
+        let e = p
+            .parse(
+                b"<14>1 2026-03-01T00:00:01Z h a - - [id@1 k=\"v\"] text",
+                now,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&e, Field::Msg), Some("text"));
+        assert_eq!(sd(&e, "sd.id@1.k").as_deref(), Some("v"));
+        let e = p
+            .parse(
+                b"<14>1 2026-03-01T00:00:01Z h a - - - [not sd] text",
+                now,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&e, Field::Msg), Some("[not sd] text"));
+    }
+
+    /// A Cisco message relayed in rsyslog's RFC 5424 or BSD header: the mnemonic is the app
+    /// (the relay took the sequence number, or the stamp's first word, for it).
+    #[test]
+    fn a_relayed_cisco_message_keeps_its_mnemonic_as_the_app() {
+        let p = SyslogParser::new(Zone::default(), Year::Fixed(2026));
+        let now = at("2026-12-06T02:00:00Z");
+        for line in [
+            "<189>1 2026-12-06T01:52:22Z sw1 123 - - - *Mar  1 00:00:01.123: %LINK-3-UPDOWN: Interface Gi0/1, changed state to down",
+            "<189>Dec  6 01:52:22 sw1 123: *Mar  1 00:00:01.123: %LINK-3-UPDOWN: Interface Gi0/1, changed state to down",
+            "<189>Dec  6 01:52:22 sw1 *Mar  1 00:00:01.123: %LINK-3-UPDOWN: Interface Gi0/1, changed state to down",
+            "<189>1 2026-12-06T01:52:22Z sw1 - - - - Mar  1 2026 00:00:01 UTC: %LINK-3-UPDOWN: Interface Gi0/1, changed state to down",
+            "<189>1 2026-12-06T01:52:22Z sw1 4711 - - - %LINK-3-UPDOWN: Interface Gi0/1, changed state to down",
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::App), Some("%LINK-3-UPDOWN"), "{line}");
+            assert_eq!(
+                get(&e, Field::Msg),
+                Some("Interface Gi0/1, changed state to down"),
+                "{line}"
+            );
+            assert_eq!(get(&e, Field::Host), Some("sw1"), "{line}");
+            assert_eq!(e.time, at("2026-12-06T01:52:22Z"), "{line}");
+        }
+        // Not Cisco's: left as read.
+        for (line, app) in [
+            ("<13>1 2026-12-06T01:52:22Z h 123 - - - 50% done: %x", "123"),
+            (
+                "<13>1 2026-12-06T01:52:22Z h cron - - - Mar  1 00:00:01: %LINK-3-UPDOWN: x",
+                "cron",
+            ),
+        ] {
+            let e = p.parse(line.as_bytes(), now, None).unwrap();
+            assert_eq!(get(&e, Field::App), Some(app), "{line}");
+        }
     }
 
     #[test]

@@ -62,8 +62,8 @@ max_message_size = 65536
 # zone when it is UTC/GMT or a common abbreviation (EST, CST = US Central, PDT, CET, EEST,
 # JST, AEST, ...; docs/rules.md, field `time`).
 timezone = "UTC"
-# Exact duplicates (same bytes from the same peer) within this window after the copy let
-# through are dropped and counted: a message relayed twice is seen once (one repeated more
+# Exact duplicates (same bytes from the same peer, the line ending aside) within this window
+# after the copy let through are dropped and counted: a message relayed twice is seen once (one repeated more
 # often, a stamp-less heartbeat, gets through once per window). "0s" turns the filter off.
 dedup_window = "2s"
 # Most messages remembered by the duplicate filter (oldest forgotten first).

@@ -160,7 +160,9 @@ impl Router {
                 return false;
             }
         };
-        if sh.duplicate(bytes, peer, arrival) {
+        // The line ending is no part of the message (as in replay's inputs): one relayed with
+        // CRLF and again with LF, or over TCP and again over UDP, is one message.
+        if sh.duplicate(crate::ingest::syslog::trim_bytes(bytes), peer, arrival) {
             bump(&sh.counters.duplicates, 1);
             return true;
         }
