@@ -337,7 +337,7 @@ fields! {
     Host = "host": Str, [Syslog];
     /// syslog: the IP address of the socket peer (or capture sender) that delivered the message.
     Peer = "peer": Ip, [Syslog];
-    /// syslog: the application name (RFC 3164 tag, RFC 5424 APP-NAME), e.g. `sshd`; for Cisco IOS, ASA and NX-OS messages the `%FACILITY-SEVERITY-MNEMONIC`, e.g. `%LINK-3-UPDOWN` (their sequence numbers, `*` of a clock not in sync and the colon after the stamp are read as such). A message with a PRI but no header (`<30>dnsmasq[12]: query ...`, as busybox and some routers send it) has its tag read too.
+    /// syslog: the application name (RFC 3164 tag, RFC 5424 APP-NAME), e.g. `sshd`; for Cisco IOS, ASA and NX-OS messages the `%FACILITY-SEVERITY-MNEMONIC`, e.g. `%LINK-3-UPDOWN` (their sequence numbers, `*` of a clock not in sync and the colon after the stamp are read as such), also when a relay wrapped the message in a header of its own (rsyslog's RFC 5424 template gives `sw1 123 - - - *Mar  1 00:00:01.123: %LINK-3-UPDOWN: ...`: the app is still the mnemonic, the time the relay's). A message with a PRI but no header (`<30>dnsmasq[12]: query ...`, as busybox and some routers send it) has its tag read too.
     App = "app": Str, [Syslog];
     /// syslog: the process id as written (may be non-numeric).
     Procid = "procid": Str, [Syslog];
@@ -404,6 +404,7 @@ impl Field {
                 "S0", "S1", "SF", "REJ", "S2", "S3", "RSTO", "RSTR", "RSTOS0", "RSTRH", "SH",
                 "SHR", "OTH",
             ],
+            Field::Proto => &["tcp", "udp", "icmp", "icmpv6"],
             _ => &[],
         }
     }
@@ -412,7 +413,12 @@ impl Field {
     /// ports, VLANs, counts, syslog codes, flow kinds and connection states. A test rule fed
     /// such an event would match what the live agent never sees.
     pub fn out_of_range(self, v: &Value) -> Option<&'static str> {
-        let int = |lo: i64, hi: i64| matches!(v, Value::Int(i) if (lo..=hi).contains(i));
+        // (A whole float compares equal to its integer: `dport == 22.0` is `dport == 22`.)
+        let int = |lo: i64, hi: i64| match v {
+            Value::Int(i) => (lo..=hi).contains(i),
+            Value::Float(x) => x.fract() == 0.0 && (lo as f64..=hi as f64).contains(x),
+            _ => false,
+        };
         let ok = match self {
             Field::Sport | Field::Dport => int(0, 65_535),
             Field::Vlan => int(0, 4_095),
@@ -427,6 +433,15 @@ impl Field {
             Field::Kind | Field::State => {
                 matches!(v, Value::Str(k) if self.enumerated().contains(&&**k))
             }
+            // A name in lower case, or the number of a protocol that has none here.
+            Field::Proto => match v {
+                Value::Str(p) => {
+                    self.enumerated().contains(&&**p)
+                        || p.parse::<u8>()
+                            .is_ok_and(|n| !matches!(n, 1 | 6 | 17 | 58) && **p == *n.to_string())
+                }
+                _ => true,
+            },
             _ => true,
         };
         (!ok).then_some(match self {
@@ -437,6 +452,9 @@ impl Field {
             Field::Kind => "\"flow_start\", \"flow_end\" or \"attempt_failed\"",
             Field::State => {
                 "a Zeek conn_state (S0, S1, SF, REJ, S2, S3, RSTO, RSTR, RSTOS0, RSTRH, SH, SHR, OTH)"
+            }
+            Field::Proto => {
+                "\"tcp\", \"udp\", \"icmp\", \"icmpv6\" or another protocol's number (\"47\")"
             }
             _ => "a count, 0 or more",
         })

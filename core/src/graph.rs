@@ -831,11 +831,18 @@ impl Builder {
                 let mut forms: Vec<&str> = ops.iter().map(|o| o.canonical.as_str()).collect();
                 forms.sort_unstable();
                 let canonical = format!("virtual{{{}}}", forms.join(" | "));
+                // The scope of its operators that keep state: an `or` of events without a
+                // window (which keeps none) joins one whose scope is its own but for the
+                // window, whatever the order the rules came in.
+                let home = members
+                    .iter()
+                    .find(|m| classes[**m].kind != NodeKind::Or)
+                    .map_or(class, |m| &classes[*m]);
                 Node {
                     id,
                     kind: NodeKind::Virtual { ops },
                     canonical,
-                    scope: class.scope.clone(),
+                    scope: home.scope.clone(),
                     children: bits,
                     parents: parents.into_iter().collect(),
                     rules: rules_served.into_iter().collect(),
@@ -885,6 +892,10 @@ impl Builder {
         }
         for (kind, a, b, why_a, why_b) in &sim.near_misses {
             for (x, y, why) in [(*a, *b, why_a), (*b, *a, why_b)] {
+                // Combined after all, through another relation: one node.
+                if id_of[x] == id_of[y] {
+                    continue;
+                }
                 let note = format!("not combined ({}) with #{}: {why}", kind.name(), id_of[y]);
                 nodes[id_of[x]].note_not_shared(note);
             }
@@ -1257,7 +1268,12 @@ fn not_shared_twins(
                     "not shared with {others} alike nodes in other scopes; the first {MAX_NOTES}:"
                 ));
             }
-            for b in group.iter().filter(|b| *b != a).take(MAX_NOTES) {
+            // (Two alike in one virtual node are one node: nothing to say.)
+            for b in group
+                .iter()
+                .filter(|b| *b != a && id_of[**b] != id_of[*a])
+                .take(MAX_NOTES)
+            {
                 let (ca, cb) = (&classes[*a], &classes[*b]);
                 let why = match (&ca.kind, &cb.kind) {
                     (NodeKind::Event { group: ga }, NodeKind::Event { group: gb }) => {
@@ -1633,11 +1649,35 @@ fn dot_escape(s: &str) -> String {
         match ch {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
+            // The label's own line breaks.
             '\n' => out.push_str("\\n"),
+            c if c.is_control() => out.push_str(&visible(&c.to_string()).replace('\\', "\\\\")),
             c => out.push(c),
         }
     }
     out
+}
+
+/// `s` with its control characters written as escapes (`\n`, `\r`, `\t`, `\u{7}`): a
+/// condition's literal may hold them, and a dump must keep one node per line and never send
+/// them raw to a terminal or to Graphviz.
+fn visible(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 impl Graph {
@@ -1678,7 +1718,7 @@ impl Graph {
             .collect();
         let first = refs.first().cloned().unwrap_or_default();
         match &n.kind {
-            NodeKind::Predicate { .. } => n.canonical.clone(),
+            NodeKind::Predicate { .. } => visible(&n.canonical).into_owned(),
             NodeKind::Event { group } => {
                 let mut s = format!("event({first})");
                 if !group.is_empty() {
@@ -1829,7 +1869,7 @@ impl Graph {
                 let _ = writeln!(s, "    scope: {}", n.scope);
             }
             if matches!(n.kind, NodeKind::Root { .. }) {
-                let _ = writeln!(s, "    canonical: {}", n.canonical);
+                let _ = writeln!(s, "    canonical: {}", visible(&n.canonical));
             }
             for sh in &n.sharing {
                 let _ = writeln!(s, "    shared {}: {}", sh.kind.name(), sh.reason);

@@ -706,6 +706,37 @@ fn a_windowless_or_combines_with_operators_that_have_a_window() {
         .collect();
     assert_eq!(virtuals.len(), 1, "{}", g.to_text());
     assert_eq!(virtuals[0].rules.len(), 2, "{}", g.to_text());
+    // The virtual node's scope is the stateful operator's (its window), whichever rule came
+    // first; and a node never says it was not shared with itself.
+    for text in [
+        [rule("o", "or(e1, e2)"), rule("a", "and(e1, e2) within 1m")].concat(),
+        [rule("a", "and(e1, e2) within 1m"), rule("o", "or(e1, e2)")].concat(),
+        [
+            rule("o", "or(e1, e4)"),
+            rule("o30", "or(e4, e1) within 30s"),
+            rule("s", "seq(e4, e6) within 30s"),
+        ]
+        .concat(),
+    ] {
+        let g = build(&rules(&text), true);
+        let v: Vec<&Node> = g
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.kind, NodeKind::Virtual { .. }))
+            .collect();
+        assert_eq!(v.len(), 1, "{}", g.to_text());
+        assert!(!v[0].scope.contains("within=-"), "{}", g.to_text());
+        for n in &g.nodes {
+            let me = format!("#{}:", n.id);
+            assert!(
+                n.not_shared.iter().all(|w| !w.contains(&me)),
+                "#{} {:?}\n{}",
+                n.id,
+                n.not_shared,
+                g.to_text()
+            );
+        }
+    }
 }
 
 /// Two conditions that differ only in the order of operands a regex capture pins are two
@@ -1007,4 +1038,60 @@ fn absences_in_nested_sequences_stay_small_and_placed() {
         dump.contains("timed from other steps (both after a step of a seq)"),
         "{dump}"
     );
+}
+
+/// A condition's literal may hold control characters (a TOML escape): the dumps write them
+/// as escapes, one node per line, and never raw to a terminal or to Graphviz.
+#[test]
+fn control_characters_in_literals_are_escaped_in_dumps() {
+    let text = "[[rule]]\nname = \"ctrl\"\nseverity = \"low\"\nevents.a = \"app == 'a\\nb' and msg == 'x\\u0000y\\u0007z\\ttab\\r'\"\npattern = \"a\"\n";
+    let g = build(&rules(text), true);
+    let dump = g.to_text();
+    assert!(
+        dump.contains(r#"app == "a\nb""#) && dump.contains(r#"msg == "x\u{0}y\u{7}z\ttab\r""#),
+        "{dump}"
+    );
+    let dot = g.to_dot();
+    for (out, name) in [(&dump, "text"), (&dot, "dot")] {
+        assert!(
+            !out.chars().any(|c| c.is_control() && c != '\n'),
+            "{name}: {out:?}"
+        );
+    }
+    // In the text, each node's line starts with its id: the newline in the literal did not
+    // split one.
+    for line in dump.lines().filter(|l| l.contains("app ==")) {
+        assert!(line.starts_with('#') || line.starts_with("    "), "{dump}");
+    }
+    assert!(dot.contains(r#"app == \"a\\nb\""#), "{dot}");
+}
+
+/// `and` is every order of its parts: written in any order (nested or not), it is one
+/// meaning, one rule state and one root in the graph.
+#[test]
+fn the_order_of_an_and_s_parts_is_no_part_of_its_meaning() {
+    let rule = |name: &str, pattern: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\nevents.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\nevents.c = 'syslog and app == \"c\"'\npattern = \"{pattern}\"\n"
+        )
+    };
+    let set = rules(
+        &[
+            rule("abc", "and(a, b, c) within 5m"),
+            rule("cba", "and(c, b, a) within 5m"),
+            rule("nested", "and(and(b, c), a) within 5m"),
+            rule("seqs", "and(seq(b, c), a) within 5m"),
+            rule("seqs2", "and(a, seq(b, c)) within 5m"),
+        ]
+        .concat(),
+    );
+    let canon: Vec<String> = set.rules.iter().map(|r| r.canonical()).collect();
+    assert_eq!(canon[0], canon[1]);
+    assert_eq!(canon[0], canon[2]);
+    assert_eq!(canon[3], canon[4]);
+    assert_ne!(canon[0], canon[3]);
+    let g = build(&set, true);
+    assert_eq!(top(&g, "abc"), top(&g, "cba"), "{}", g.to_text());
+    assert_eq!(top(&g, "abc"), top(&g, "nested"), "{}", g.to_text());
+    assert_eq!(top(&g, "seqs"), top(&g, "seqs2"), "{}", g.to_text());
 }

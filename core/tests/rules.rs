@@ -354,7 +354,7 @@ fn field_table() -> String {
             f.doc().replace('|', "\\|")
         ));
     }
-    s.push_str("| `sd.<id>.<param>` | string | syslog | RFC 5424 structured data, e.g. `sd.origin.ip`; SD-IDs may contain `@`; a parameter written more than once (`[origin ip=\"a\" ip=\"b\"]`, which RFC 5424 allows) keeps every value, in order and each once, joined by `,` (`a,b`) |\n");
+    s.push_str("| `sd.<id>.<param>` | string | syslog | RFC 5424 structured data, e.g. `sd.origin.ip`; SD-IDs may contain `@`; a parameter written more than once (`[origin ip=\"a\" ip=\"b\"]`, which RFC 5424 allows) keeps every value, in order and each once, joined by `,` (`a,b`); structured data that is not RFC 5424's (values without quotes, as ESXi writes `[Originator@6876 sub=Vimsvc opID=x]`) gives no field and stays at the start of `msg`, as rsyslog and syslog-ng keep it |\n");
     s
 }
 
@@ -1016,6 +1016,24 @@ fn every_alternative_of_an_event_must_provide_the_group_fields() {
             "event `a` cannot always provide group field `ip`: it can match syslog events, which have no `src`",
         ),
     ];
+    // A negation, or `true`, names no source: flows satisfy it too (a missing field makes a
+    // negated test true), and they have no `host`.
+    let flows = "event `a` cannot always provide group field `host`: it can match flow events, which have no `host`";
+    let bad: Vec<(&str, &str)> = bad
+        .into_iter()
+        .chain([
+            ("group_by = [\"host\"]\nevents.a = 'not syslog'", flows),
+            (
+                "group_by = [\"host\"]\nevents.a = 'not (app == \"cron\")'",
+                flows,
+            ),
+            ("group_by = [\"host\"]\nevents.a = 'true'", flows),
+            (
+                "group_by = [\"host\"]\nevents.a = 'app == \"x\" or not (dport == 1)'",
+                flows,
+            ),
+        ])
+        .collect();
     for (body, want) in bad {
         let c = compile_str("t.toml", &rule_text(&format!("{body}\npattern = \"a\"")));
         assert_eq!(
@@ -1027,7 +1045,8 @@ fn every_alternative_of_an_event_must_provide_the_group_fields() {
     let good = [
         "group_by = [\"user\"]\nevents.a = 'syslog and (msg =~ \"u=(?P<user>\\w+)\" or msg =~ \"v=(?P<user>\\w+)\")'",
         "group_by = [\"ip\"]\nevents.a = { if = '(flow and dport == 22) or (flow and dport == 23)', ip = \"src\" }",
-        "group_by = [\"host\"]\nevents.a = 'app == \"x\" or msg contains \"y\" or not (dport == 1)'",
+        "group_by = [\"host\"]\nevents.a = 'app == \"x\" or msg contains \"y\" or (syslog and not (dport == 1))'",
+        "group_by = [\"host\"]\nevents.a = 'not flow and not (app == \"cron\")'",
         // An alternative that can never match (two sources at once) needs nothing.
         "group_by = [\"host\"]\nevents.a = 'syslog or (dport == 22 and app == \"x\")'",
         "group_by = [\"host\"]\nevents.a = 'syslog and (app == \"x\" or false)'",
@@ -1227,6 +1246,42 @@ fn a_value_a_flow_field_never_takes_is_warned_of_with_the_right_spelling() {
         ),
     );
     assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+    // A whole float is its integer (integers and floats mix): no false warning; `proto`'s
+    // names are lower case, and the common protocols go by name, not number.
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'flow and dport == 22.0 and orig_bytes == 100.0 and proto in [\"tcp\", \"47\"]'\nevents.b = 'syslog and severity != 3.0 and facility == 4.0'\npattern = \"or(a, b)\"",
+        ),
+    );
+    assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'flow and proto == \"TCP\" and dport != 22.5'\nevents.b = 'flow and state in [\"s0\", \"REJ\"] and proto in [\"udp\", \"6\"]'\npattern = \"or(a, b)\"",
+        ),
+    );
+    assert!(c.rules.is_some(), "warnings only");
+    let d: Vec<&str> = c.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        d,
+        [
+            "`proto` never takes the value \"TCP\": this test is never true",
+            "`dport` never takes the value 22.5: this test is always true",
+            "`state` never takes the value \"s0\": this item never matches",
+            "`proto` never takes the value \"6\": this item never matches",
+        ],
+        "{:?}",
+        c.diagnostics
+    );
+    assert!(
+        c.diagnostics[0]
+            .help
+            .as_deref()
+            .is_some_and(|h| h.starts_with("did you mean \"tcp\"?")),
+        "{:?}",
+        c.diagnostics
+    );
 }
 
 #[test]
@@ -2286,4 +2341,30 @@ fn in_without_brackets_takes_only_a_network() {
         );
         assert!(c.rules.is_some(), "{ok}: {:?}", c.diagnostics);
     }
+}
+
+/// A capture named `time` would show one time in an alert's events while the match used
+/// the event's own: refused, with the capture's regex under the caret.
+#[test]
+fn a_capture_named_time_is_refused() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and msg =~ \"^ts=(?P<time>\\S+) \"'\npattern = \"a\""),
+    );
+    assert!(c.rules.is_none(), "{:?}", c.diagnostics);
+    assert!(
+        c.diagnostics
+            .iter()
+            .any(|d| d.message == "a capture cannot be named `time`: an event's time is its own"),
+        "{:?}",
+        c.diagnostics
+    );
+    // Other names, a registry field's included, stay captures.
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'syslog and msg =~ \"^ts=(?P<ts>\\S+) h=(?P<host>\\S+)\"'\npattern = \"a\"",
+        ),
+    );
+    assert!(c.rules.is_some(), "{:?}", c.diagnostics);
 }

@@ -143,14 +143,20 @@ impl EventInfo {
             if b.captures.iter().any(|c| c == name) {
                 continue;
             }
-            let known = if name.starts_with("sd.") {
-                Some(b.source != Some(Source::Flow))
-            } else {
-                Field::from_name(name).map(|f| b.source.is_none_or(|s| f.available_in(s)))
+            // A branch that names no source (`true`, `not (app == "cron")`) matches events of
+            // every source: a flow satisfies a negated syslog test.
+            let lacking = |f: &dyn Fn(Source) -> bool| match b.source {
+                Some(s) => (!f(s)).then_some(s),
+                None => [Source::Syslog, Source::Flow].into_iter().find(|&s| !f(s)),
             };
-            match (known, b.source) {
-                (Some(true), _) => {}
-                (Some(false), Some(s)) if !captured => return Err(Missing::Source(s)),
+            let known = if name.starts_with("sd.") {
+                Some(lacking(&|s| s != Source::Flow))
+            } else {
+                Field::from_name(name).map(|f| lacking(&|s| f.available_in(s)))
+            };
+            match known {
+                Some(None) => {}
+                Some(Some(s)) if !captured => return Err(Missing::Source(s)),
                 _ => return Err(Missing::Capture),
             }
         }
@@ -345,7 +351,20 @@ fn branches(c: &CondAst, captured: &BTreeSet<&str>) -> Option<Vec<Branch>> {
             }
             acc
         }
-        // Nothing is known of what a negation matches, and its captures are dropped.
+        // `not syslog` is a flow (an event is one or the other).
+        CondAst::Not(inner, _) if matches!(&**inner, CondAst::Source(..)) => {
+            let CondAst::Source(s, _) = &**inner else {
+                return Some(vec![Branch::default()]);
+            };
+            vec![Branch {
+                source: Some(match s {
+                    Source::Syslog => Source::Flow,
+                    Source::Flow => Source::Syslog,
+                }),
+                captures: Vec::new(),
+            }]
+        }
+        // Nothing else is known of what a negation matches, and its captures are dropped.
         CondAst::Not(..) | CondAst::Bool(true, _) | CondAst::Bare(_) => vec![Branch::default()],
         CondAst::Bool(false, _) => Vec::new(),
         CondAst::Source(s, _) => vec![Branch {
@@ -423,6 +442,37 @@ struct CondChecker<'r, 'a> {
     r: &'r mut Reporter<'a>,
 }
 
+impl CondChecker<'_, '_> {
+    /// Warns when field `f` never takes the value `l` (a port of 70000, `kind ==
+    /// "flow_started"`, `proto == "TCP"`): the test or item at `lit` is constant
+    /// (`consequence` says how), surely not what was meant.
+    fn warn_out_of_range(&mut self, f: Field, l: &Value, lit: &ExprAst, consequence: &str) {
+        let Some(want) = f.out_of_range(l) else {
+            return;
+        };
+        let help = match l {
+            Value::Str(text) => f
+                .enumerated()
+                .iter()
+                .find(|c| c.eq_ignore_ascii_case(text))
+                .copied()
+                .or_else(|| did_you_mean(text, f.enumerated().iter().copied()))
+                .map(|c| format!("did you mean \"{c}\"? `{}` is {want}", f.name())),
+            _ => None,
+        }
+        .unwrap_or_else(|| format!("`{}` is {want}", f.name()));
+        self.r.warning(
+            lit.span(),
+            format!(
+                "`{}` never takes the value {}: {consequence}",
+                f.name(),
+                describe(lit)
+            ),
+            Some(help),
+        );
+    }
+}
+
 fn lit_value(l: &Lit) -> Option<Value> {
     Some(match l {
         Lit::Str(s) => Value::str(s),
@@ -444,6 +494,15 @@ fn as_event_set(ps: &mut Vec<Pattern>) {
     };
     ps.sort_by_key(key);
     ps.dedup_by_key(|p| key(p));
+}
+
+/// The parts of an `and` in one order (events by definition, then other parts by their
+/// form): `and` is every order of its parts, so the order written is no part of its meaning.
+fn as_part_order(ps: &mut [Pattern]) {
+    ps.sort_by_cached_key(|p| match p {
+        Pattern::Event(i) => (0, *i, String::new()),
+        other => (1, 0, format!("{other:?}")),
+    });
 }
 
 /// The definitions sorted by what they match (their conditions) and the pattern's
@@ -470,7 +529,12 @@ pub(crate) fn order_definitions(defs: Vec<EventDef>, pattern: Pattern) -> (Vec<E
         match p {
             Pattern::Event(i) => Pattern::Event(to.get(i).copied().unwrap_or(i)),
             Pattern::Seq(ps) => Pattern::Seq(ps.into_iter().map(|p| remap(p, to)).collect()),
-            Pattern::And(ps) => Pattern::And(ps.into_iter().map(|p| remap(p, to)).collect()),
+            Pattern::And(ps) => {
+                let mut ps: Vec<Pattern> = ps.into_iter().map(|p| remap(p, to)).collect();
+                // In one order again (see `as_part_order`), the definitions renumbered.
+                as_part_order(&mut ps);
+                Pattern::And(ps)
+            }
             Pattern::Or(ps) => {
                 let mut ps: Vec<Pattern> = ps.into_iter().map(|p| remap(p, to)).collect();
                 // An `or` of events is a set in index order (see `as_event_set`).
@@ -626,30 +690,9 @@ impl CondChecker<'_, '_> {
                         (Expr::Lit(l), Expr::Field(FieldKey::Known(f))) => Some((*f, l, a)),
                         _ => None,
                     };
-                    if let Some((f, l, lit)) = fixed
-                        && let Some(want) = f.out_of_range(l)
-                    {
+                    if let Some((f, l, lit)) = fixed {
                         let always = if *op == CmpOp::Eq { "never" } else { "always" };
-                        let help = match l {
-                            Value::Str(text) => f
-                                .enumerated()
-                                .iter()
-                                .find(|c| c.eq_ignore_ascii_case(text))
-                                .copied()
-                                .or_else(|| did_you_mean(text, f.enumerated().iter().copied()))
-                                .map(|c| format!("did you mean \"{c}\"? `{}` is {want}", f.name())),
-                            _ => None,
-                        }
-                        .unwrap_or_else(|| format!("`{}` is {want}", f.name()));
-                        self.r.warning(
-                            lit.span(),
-                            format!(
-                                "`{}` never takes the value {}: this test is {always} true",
-                                f.name(),
-                                describe(lit)
-                            ),
-                            Some(help),
-                        );
+                        self.warn_out_of_range(f, l, lit, &format!("this test is {always} true"));
                     }
                 }
                 // `"sshd" == app` is `app == "sshd"`: the field first, as the index and the
@@ -745,6 +788,19 @@ impl CondChecker<'_, '_> {
                 for (idx, name) in compiled.capture_names().enumerate() {
                     let Some(name) = name else { continue };
                     let key = FieldKey::from_name(name);
+                    // The event's time is what windows, deadlines and alerts read: a capture
+                    // would show one time in the alert's events while the match used another.
+                    if key == FieldKey::Known(Field::Time) {
+                        self.r.error(
+                            re_span.clone(),
+                            "a capture cannot be named `time`: an event's time is its own",
+                            Some(
+                                "name it otherwise, e.g. `(?P<ts>...)`; `time` stays the stamp the event was read with"
+                                    .into(),
+                            ),
+                        );
+                        return None;
+                    }
                     let ty = key.ty();
                     if !*negate {
                         self.info.captures.push((name.to_string(), ty));
@@ -831,6 +887,13 @@ impl CondChecker<'_, '_> {
                         }
                         (_, ExprAst::Lit(l, sp)) => {
                             let Some(v) = lit_value(l) else { continue };
+                            // `state in ["s0", "rej"]`: an item the field never takes matches
+                            // nothing, as `==` with it would.
+                            if let Expr::Field(FieldKey::Known(f)) = &x
+                                && compatible(t, v.ty())
+                            {
+                                self.warn_out_of_range(*f, &v, it, "this item never matches");
+                            }
                             if !compatible(t, v.ty()) {
                                 ok = false;
                                 self.r.error(
@@ -1418,10 +1481,14 @@ impl PatChecker<'_, '_, '_, '_> {
                     }
                     Pattern::Or(ps)
                 } else {
-                    Pattern::And(flatten(parts, |p| match p {
+                    let mut ps = flatten(parts, |p| match p {
                         Pattern::And(ps) => Ok(ps),
                         other => Err(other),
-                    }))
+                    });
+                    // Its parts in every order are its alternatives: written in any order,
+                    // `and(c, b, a)` and `and(a, b, c)` are one meaning.
+                    as_part_order(&mut ps);
+                    Pattern::And(ps)
                 })
             }
             PatAst::Repeat {

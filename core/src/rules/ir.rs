@@ -561,7 +561,15 @@ impl Cond {
             },
             Cond::InCidr(e, nets) => match e.eval(ev, caps) {
                 Some(v) => match v.get() {
-                    Value::Ip(ip) => nets.iter().any(|n| n.contains(&canonical_ip(*ip))),
+                    Value::Ip(ip) => {
+                        let ip = canonical_ip(*ip);
+                        nets.iter().any(|n| match (n, ip) {
+                            // An IPv4 address is its mapped form too: in an IPv6 network wider
+                            // than `::ffff:0:0/96` that holds it (`::/0`, as Zeek reads it).
+                            (IpNet::V6(n6), IpAddr::V4(v4)) => n6.contains(&v4.to_ipv6_mapped()),
+                            _ => n.contains(&ip),
+                        })
+                    }
                     _ => false,
                 },
                 None => false,
@@ -1472,6 +1480,19 @@ mod tests {
         assert!(
             Cond::InCidr(field(Field::Peer), vec![net("::ffff:10.9.9.9/128")]).eval(&e, &mut caps)
         );
+        // An IPv6 network that holds the mapped addresses holds IPv4 ones (`::/0` is every
+        // address, as Zeek reads it); one that does not, does not.
+        for (n, holds) in [
+            ("::/0", true),
+            ("::fffe:0:0/95", true),
+            ("2001:db8::/32", false),
+        ] {
+            assert_eq!(
+                Cond::InCidr(field(Field::Peer), vec![net(n)]).eval(&e, &mut caps),
+                holds,
+                "{n}"
+            );
+        }
         let c = Cond::In(
             field(Field::App),
             ValueList::new(vec![Value::str("dropbear"), Value::str("sshd")]),
