@@ -2293,9 +2293,15 @@ impl LinearState {
     ) {
         let alt = &alts[r.alt_id() as usize];
         if let Some(end) = &alt.end_absent {
-            // The absence at the end starts now; one wait per alternative, none while firing.
-            let waiting = self.waits().iter().any(|w| w.alt == r.alt_id());
-            if self.episode.is_none() && !waiting {
+            // The absence at the end starts now, none while firing. A wait already pending
+            // for this alternative covers a younger one (it fires first, and the younger
+            // would fire while it fires), except where another alternative's match may take
+            // the older one's events first (`or(seq(a, absent(b) for D), seq(a, c))` over
+            // `a a c`): there the younger waits too, behind it (up to the partial-match
+            // budget), and fires at its own deadline if the older is gone.
+            let waiting = self.waits().iter().filter(|w| w.alt == r.alt_id()).count();
+            let queue = alts.len() > 1 && waiting < ctx.max_partial;
+            if self.episode.is_none() && (waiting == 0 || queue) {
                 let deadline = match end.for_ {
                     Some(d) => t.add(d),
                     None => r.start.add(ctx.wmax().unwrap_or(Duration::ZERO)),

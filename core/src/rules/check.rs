@@ -1222,6 +1222,14 @@ fn mismatch_fix(want: ValueType, other: &ExprAst) -> Option<String> {
             ))
         }
         (ValueType::Duration, ExprAst::Lit(Lit::Int(i), _)) => Some(format!("give a unit: {i}s")),
+        (ValueType::Duration, ExprAst::Lit(Lit::Float(x), _)) => {
+            Some(format!("give a unit: {x}s"))
+        }
+        // There is no timestamp literal: times are compared through their parts.
+        (ValueType::Time, ExprAst::Lit(..)) => Some(
+            "there is no timestamp literal: compare the time's parts, e.g. `hour(time) >= 22`, or write the window in the pattern (`within`)"
+                .into(),
+        ),
         _ => None,
     }
 }

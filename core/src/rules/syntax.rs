@@ -294,7 +294,11 @@ pub fn lex(src: &str) -> Result<Vec<Token>, SyntaxError> {
                             return err(
                                 i..j,
                                 format!("`{word}` is not a number"),
-                                "write a number with one decimal point, e.g. `1.5`",
+                                if word.matches('.').count() == 2 {
+                                    "write a number with one decimal point, e.g. `1.5`; an IPv4 address has four parts, e.g. `10.0.0.1`"
+                                } else {
+                                    "write a number with one decimal point, e.g. `1.5`, or an IPv4 address, e.g. `10.0.0.1`"
+                                },
                             );
                         }
                     }
@@ -513,6 +517,16 @@ impl Parser {
         if t.tok == Tok::Eof {
             Ok(())
         } else {
+            // `app not in [...]`, `msg not contains "x"`: the negation goes first.
+            if let Tok::Ident(w) = &t.tok
+                && w == "not"
+            {
+                return err(
+                    t.span.clone(),
+                    "unexpected `not` here",
+                    "a negation goes before the test: `not (app in [\"a\", \"b\"])`, `not (msg contains \"x\")`; `!=` and `!~` negate one comparison",
+                );
+            }
             // A misspelt operator word (`contain`) reads as a second expression.
             if let Tok::Ident(w) = &t.tok
                 && let Some(near) = crate::rules::diag::did_you_mean(

@@ -1038,6 +1038,56 @@ pattern = "seq(boot, absent(any), ok) within 10m"
     );
 }
 
+/// A wait for an absence at the end that another alternative's match takes away leaves the
+/// younger start's own wait: `or(seq(a, absent(b) for 10s), seq(a, c))` over `a@0 a@3 c@5`
+/// matches `a@0 c@5`, then fires for `a@3` at 13 (an audit found the `a@3` lost: a wait
+/// pending for the alternative took no second one). While the older one fires, or after a
+/// `b`, the younger one raises nothing.
+#[test]
+fn a_younger_wait_goes_on_when_another_alternative_takes_the_older_one() {
+    let rules = compile_toml(
+        r#"
+[[rule]]
+name = "r"
+severity = "low"
+group_by = ["host"]
+events.a = 'app == "a"'
+events.b = 'app == "b"'
+events.c = 'app == "c"'
+pattern = "or(seq(a, absent(b) for 10s), seq(a, c)) within 20s"
+"#,
+    );
+    let fired = |script: &str| -> Vec<String> {
+        for share in [true, false] {
+            let mut e = new_engine(&rules, share);
+            let mut out = Vec::new();
+            run_on(&mut e, parse_script(script), &mut out);
+            let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+            if !share {
+                return got;
+            }
+            let mut u = new_engine(&rules, false);
+            let mut uo = Vec::new();
+            run_on(&mut u, parse_script(script), &mut uo);
+            assert_eq!(out, uo, "{script}: shared and unshared differ");
+        }
+        unreachable!()
+    };
+    assert_eq!(
+        fired("a:h@0 a:h@3 c:h@5 tick@60"),
+        ["firing h @5", "firing h @13"]
+    );
+    // The older wait fires: the younger raises nothing while it fires.
+    assert_eq!(fired("a:h@0 a:h@3 tick@60"), ["firing h @10"]);
+    // A `b` ends both.
+    assert!(fired("a:h@0 a:h@3 b:h@4 tick@60").is_empty());
+    // The younger one is taken too: nothing left.
+    assert_eq!(
+        fired("a:h@0 a:h@3 c:h@5 c:h@6 tick@60"),
+        ["firing h @5", "firing h @6"]
+    );
+}
+
 #[test]
 fn absence_in_the_middle_with_time() {
     // a, then 10 s with no c, then b (b before the 10 s are over is skipped).
