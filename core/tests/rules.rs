@@ -2368,3 +2368,34 @@ fn a_capture_named_time_is_refused() {
     );
     assert!(c.rules.is_some(), "{:?}", c.diagnostics);
 }
+
+/// Hints that say what to write: a negation before the test, an address's four parts, no
+/// timestamp literal, a unit for a float duration.
+#[test]
+fn hints_for_common_slips_say_what_to_write() {
+    for (cond, help) in [
+        (
+            "app not in [\"a\"]",
+            "a negation goes before the test: `not (app in",
+        ),
+        ("src == 10.0.0", "an IPv4 address has four parts"),
+        (
+            "time > \"2026-01-01T00:00:00Z\"",
+            "there is no timestamp literal",
+        ),
+        ("duration > 1.5", "give a unit: 1.5s"),
+    ] {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!("events.a = '{cond}'\npattern = \"a\"")),
+        );
+        assert!(c.rules.is_none(), "{cond}");
+        assert!(
+            c.diagnostics
+                .iter()
+                .any(|d| d.help.as_deref().is_some_and(|h| h.contains(help))),
+            "{cond}: {:?}",
+            c.diagnostics
+        );
+    }
+}
