@@ -5062,3 +5062,65 @@ fn the_api_answers_head_and_names_its_paths_for_a_wrong_method_or_path() {
     assert!(r.starts_with("HTTP/1.1 404"), "{r}");
     assert!(r.contains("no such path; the API's are GET /health"), "{r}");
 }
+
+/// A stdout nobody reads (a paused pager, a FIFO whose reader sleeps) holds the sink inside a
+/// write: `/stats` says so (`stdout_stalled`), the log too, and a SIGTERM still stops the
+/// agent, once the sink's grace is over (an audit saw it wait for ever).
+#[test]
+fn a_stdout_nobody_reads_is_said_and_does_not_hold_a_stop() {
+    let dir = scratch("stdout-stall");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let fifo = dir.join("stall");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // The reader: opens the FIFO, never reads.
+    let mut reader = Command::new("sh")
+        .args(["-c", "exec sleep 120 < stall"])
+        .current_dir(&dir)
+        .spawn()
+        .unwrap();
+    let mut agent = Agent::start_wrapped(
+        &dir,
+        "",
+        "",
+        "",
+        &[],
+        &["sh", "-c", "exec \"$0\" \"$@\" > stall"],
+    );
+    // 400 brute forces: 400 alerts, far more than a pipe holds.
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for i in 0..400u32 {
+        for k in 0..5u32 {
+            let line = format!(
+                "<38>Nov 30 10:00:0{k} gw sshd[1]: Failed password for root from 10.9.{}.{} port {} ssh2",
+                i / 250,
+                i % 250,
+                40000 + k
+            );
+            udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+                .unwrap();
+        }
+        if i % 50 == 49 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    agent.wait_stats(30, |s| s["sink"]["stdout_stalled"] == 1);
+    agent.wait_stderr(10, "stdout has not taken alert changes");
+    // (`terminate` fails the test if the agent has not stopped within 30 s.)
+    let status = agent.terminate();
+    assert!(status.success(), "{status}: {}", agent.stderr());
+    assert!(
+        agent
+            .stderr()
+            .contains("the alert sink did not finish in time"),
+        "{}",
+        agent.stderr()
+    );
+    let _ = reader.kill();
+    let _ = reader.wait();
+}

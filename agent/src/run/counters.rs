@@ -167,6 +167,10 @@ counters!(
         syslog_behind,
         /// 1 while alert changes for `output.webhook` wait in the store, as for syslog.
         webhook_behind,
+        /// 1 while a write of alert changes to stdout has waited 2 s or more for its reader
+        /// (a paused pager, a pipe nobody reads): the store, the API and the other outputs
+        /// wait behind it (set `output.stdout = false` when nothing reads it).
+        stdout_stalled,
     }
 );
 
@@ -329,6 +333,36 @@ impl LogLimit {
                     Ordering::Relaxed,
                 )
                 .is_ok()
+    }
+}
+
+/// Says, in `stdout_stalled` and in the log (once a minute at most), when a write of alert
+/// changes to stdout has waited for its reader for 2 s or more: the sink is held inside it
+/// and cannot say so itself.
+pub async fn watch_stdout(
+    counters: std::sync::Arc<SinkCounters>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut said: Option<std::time::Instant> = None;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let waited = super::sink::stdout_waiting().filter(|w| w.as_secs() >= 2);
+        counters
+            .stdout_stalled
+            .store(u64::from(waited.is_some()), Ordering::Relaxed);
+        if let Some(w) = waited
+            && said.is_none_or(|t| t.elapsed().as_secs() >= 60)
+        {
+            said = Some(std::time::Instant::now());
+            tracing::warn!(
+                waited_s = w.as_secs(),
+                "stdout has not taken alert changes for {} s: the store, the API and the other outputs wait behind it; read it, or set `output.stdout = false` when nothing does",
+                w.as_secs()
+            );
+        }
     }
 }
 

@@ -339,6 +339,10 @@ fn in_config(config: Option<&std::path::Path>, said: &str) -> String {
 /// folder's watches, the API's connections, the store.
 const FD_RESERVE: u64 = 128;
 
+/// How long a stop waits for the alert sink to write out and keep what it has (its outputs'
+/// own grace included) before it stops without it.
+const SINK_GRACE: StdDuration = StdDuration::from_secs(20);
+
 /// `max_connections` as the open-files limit allows: the soft limit is raised to the hard one
 /// first (systemd's default soft limit, 1,024, is below the default `max_connections` plus
 /// what the agent itself opens). Past the limit, `accept` would fail for every new sender
@@ -1134,7 +1138,15 @@ fn start(
             if drained.load(Ordering::SeqCst) < n {
                 tracing::warn!("shards did not drain in time; stopping anyway");
             }
-            let _ = sink.send(Flush).await;
+            // A sink held by a stdout nobody reads would hold the stop for ever: after its
+            // grace it is left behind. What it had not kept, the shards' journals hold: the
+            // next start makes it again (as after a kill -9).
+            if tokio::time::timeout(SINK_GRACE, sink.send(Flush)).await.is_err() {
+                tracing::error!(
+                    waited_s = SINK_GRACE.as_secs(),
+                    "the alert sink did not finish in time (is stdout read?); stopping without it: the next start makes again, from the journals, the alert changes it had not kept"
+                );
+            }
             sink_arbiter.stop();
             let _ = tokio::time::timeout(StdDuration::from_secs(1), server_handle.stop(true)).await;
             if let Some(h) = socket_handle {
@@ -1152,6 +1164,10 @@ fn start(
             tracing::info!("stopped");
             System::current().stop_with_code(0);
         });
+        actix::spawn(counters::watch_stdout(
+            sink_counters.clone(),
+            shutdown_rx.clone(),
+        ));
         actix::spawn(counters::tell_held_back(
             shared.clone(),
             shutdown_rx.clone(),

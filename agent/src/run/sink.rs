@@ -67,6 +67,23 @@ pub struct Flush;
 
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
+/// When the write to stdout under way began, in milliseconds since the Unix epoch (0: none
+/// under way): a reader that stops reading holds the sink inside that write, where it cannot
+/// tell anyone; [`stdout_waiting`] lets another task say so.
+static STDOUT_SINCE: AtomicU64 = AtomicU64::new(0);
+
+/// How long the write to stdout under way has waited for its reader, if one is under way.
+pub fn stdout_waiting() -> Option<std::time::Duration> {
+    let since = STDOUT_SINCE.load(Ordering::Relaxed);
+    (since != 0).then(|| std::time::Duration::from_millis(epoch_ms().saturating_sub(since)))
+}
+
+fn epoch_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// The log's limit for alerts dropped at a full sink: one line a second for all shards (an
 /// audit saw 11,187 lines in 3 s of a storm).
 static DROPPED_SAID: std::sync::LazyLock<super::counters::LogLimit> =
@@ -1068,6 +1085,7 @@ impl AlertSink {
         let mut written = 0;
         let mut failure = None;
         if !self.closed {
+            STDOUT_SINCE.store(epoch_ms().max(1), Ordering::Relaxed);
             if self.cut {
                 match out.write_all(b"\n") {
                     Ok(()) => self.cut = false,
@@ -1093,6 +1111,7 @@ impl AlertSink {
             {
                 failure = Some(e);
             }
+            STDOUT_SINCE.store(0, Ordering::Relaxed);
         }
         let lost = alerts.len() - written;
         if lost == 0 && failure.is_none() {
