@@ -299,16 +299,18 @@ fn from_store(
     dir: &Path,
     listing: &Listing,
 ) -> Result<(Vec<serde_json::Value>, Option<u64>), String> {
-    // Never make a store where there is none (sled would create one).
-    if !dir.join("conf").is_file() {
-        return Err(format!("and there is no store at {}", dir.display()));
-    }
     // A store opened by another user than the agent's may gain files the agent cannot write
-    // (root's, say): only its owner reads it here.
+    // (root's, say): only its owner reads it here. (Asked first: a folder this user cannot
+    // look into holds a store all the same.)
     {
         use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(dir)
-            .map_err(|e| format!("and its store at {}: {e}", dir.display()))?;
+        let meta = match std::fs::metadata(dir) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(format!("and there is no store at {}", dir.display()));
+            }
+            Err(e) => return Err(format!("and its store at {}: {e}", dir.display())),
+        };
         if meta.uid() != rustix::process::geteuid().as_raw() {
             return Err(format!(
                 "and its store at {} belongs to another user (uid {}): read it as that user, e.g. `sudo -u '#{}' cepheus alerts`",
@@ -317,6 +319,14 @@ fn from_store(
                 meta.uid()
             ));
         }
+    }
+    // Never make a store where there is none (sled would create one).
+    match std::fs::metadata(dir.join("conf")) {
+        Ok(m) if m.is_file() => {}
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(format!("and its store at {}: {e}", dir.display()));
+        }
+        _ => return Err(format!("and there is no store at {}", dir.display())),
     }
     // Another `cepheus alerts` may be reading it for a moment (two operators at once).
     let store = cepheus_store::Store::open_waiting(

@@ -1394,6 +1394,8 @@ fn an_expect_file_of_a_rule_added_by_a_reload_is_watched() {
     std::thread::sleep(Duration::from_millis(500));
     std::fs::write(dir.join("lists/q.txt"), "q1\nq2\n").unwrap();
     agent.wait_stats(10, |s| reloads(s) >= 2);
+    // The log says the list's rule was edited (its state goes on: not `changed`).
+    agent.wait_stderr(10, "changed= edited=hbq removed=");
 }
 
 /// A rule file that is a link to a file elsewhere: an edit of its target reloads (its folder
@@ -1413,7 +1415,7 @@ fn a_linked_rule_files_target_is_watched_and_its_loss_refused() {
     std::fs::write(dir.join("ext/lnk.toml"), one_step_rule("lnk2")).unwrap();
     agent.wait_stats(10, |s| reloads(s) >= 1);
     // The log names what the reload did, not a count only.
-    agent.wait_stderr(10, "added=lnk2 changed= removed=lnk");
+    agent.wait_stderr(10, "added=lnk2 changed= edited= removed=lnk");
     std::thread::sleep(Duration::from_millis(500));
     std::fs::remove_file(dir.join("ext/lnk.toml")).unwrap();
     let s = agent.wait_stats(10, |s| failed(s) >= 1);

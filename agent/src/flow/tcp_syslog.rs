@@ -52,6 +52,9 @@ pub struct TcpSyslogCounters {
     pub resynced: u64,
     /// Streams evicted to make room for a new one.
     pub evicted: u64,
+    /// Counted messages a stream ended inside (its connection, or the capture, stopped
+    /// mid-message): dropped.
+    pub unfinished: u64,
 }
 
 /// One direction of a connection: client to server.
@@ -217,6 +220,8 @@ impl Stream {
                 Frame::Msg(m) => to.message(c, m),
                 Frame::Oversized => c.oversized += 1,
                 Frame::Resynced => c.resynced += 1,
+                // (Only at the stream's end, from `finish`.)
+                Frame::Unfinished => c.unfinished += 1,
                 Frame::Fatal(_) => {
                     c.unframeable += 1;
                     self.dead = true;
@@ -490,6 +495,7 @@ impl TcpSyslog {
             Some(Frame::Oversized) => c.oversized += 1,
             Some(Frame::Fatal(_)) => c.unframeable += 1,
             Some(Frame::Resynced) => c.resynced += 1,
+            Some(Frame::Unfinished) => c.unfinished += 1,
             None => {}
         }
     }

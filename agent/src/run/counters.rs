@@ -65,7 +65,8 @@ counters!(
         tcp_idle_closed,
         /// Unfinished messages dropped when the agent closed a TCP connection (idle, or the
         /// agent stopping): the bytes after its last complete message (cut mid-way, they must
-        /// not reach a rule; a sender's own close ends its last message instead).
+        /// not reach a rule; a sender's own close ends its last line instead); and counted
+        /// messages (`LEN <PRI>...`) a sender's close cut short.
         tcp_unfinished,
         /// Silent TCP connections told to close to make room for a new one when
         /// `max_connections` were open: one that never delivered a message (silent 1 s), else

@@ -58,6 +58,9 @@ pub enum Frame {
     Resynced,
     /// The stream cannot be framed any more (why); close the connection.
     Fatal(&'static str),
+    /// The stream ended inside a counted frame (`50 <13>...` with fewer bytes): dropped,
+    /// cut short (a line's end is its delimiter, but a count says the message goes on).
+    Unfinished,
 }
 
 /// The framing state of one connection.
@@ -274,6 +277,12 @@ impl Framer {
             buf.clear();
             return Some(Frame::Oversized);
         }
+        if let Some((digits, len)) = octet_count(buf)
+            && buf.len() < digits + 1 + len
+        {
+            buf.clear();
+            return Some(Frame::Unfinished);
+        }
         Some(Frame::Msg(buf.split()))
     }
 }
@@ -401,6 +410,7 @@ mod tests {
             Frame::Oversized => out.push(Err("oversized")),
             Frame::Fatal(_) => out.push(Err("fatal")),
             Frame::Resynced => out.push(Err("resynced")),
+            Frame::Unfinished => out.push(Err("unfinished")),
         };
         for c in chunks {
             buf.extend_from_slice(c);
@@ -416,6 +426,21 @@ mod tests {
             push(fr, &mut out);
         }
         out
+    }
+
+    /// A sender that closes inside a counted frame cut it short: dropped as unfinished, not
+    /// read as a line (it was counted `malformed`, its count read as its text); a line
+    /// without its end is still a message.
+    #[test]
+    fn a_counted_frame_cut_short_by_the_close_is_unfinished() {
+        assert_eq!(
+            frames(1024, &[b"9 <13>x y z50 <13>1 - h hb - - - partial"]),
+            vec![Ok("<13>x y z".into()), Err("unfinished")]
+        );
+        assert_eq!(
+            frames(1024, &[b"<13>no line end"]),
+            vec![Ok("<13>no line end".into())]
+        );
     }
 
     #[test]

@@ -763,6 +763,8 @@ async fn tcp_conn(
                     listener.message(0, now);
                     router.oversized(ip);
                 }
+                // (Only at the stream's end, from `finish`.)
+                Frame::Unfinished => bump(&shared.counters.tcp_unfinished, 1),
                 Frame::Resynced => {
                     bump(&shared.counters.tcp_resynced, 1);
                     if let Some(held) = shared.limits.connection.allow() {
@@ -804,6 +806,10 @@ async fn tcp_conn(
                 Some(Frame::Oversized) => {
                     listener.message(0, now);
                     router.oversized(ip);
+                }
+                Some(Frame::Unfinished) => {
+                    bump(&shared.counters.tcp_unfinished, 1);
+                    tracing::debug!(%peer, "a counted message the sender's close cut short dropped");
                 }
                 Some(Frame::Fatal(_) | Frame::Resynced) | None => {}
             }

@@ -568,16 +568,38 @@ impl Reloader {
         };
         let changed = named(cepheus_core::alert::Reason::RuleChanged);
         let removed = named(cepheus_core::alert::Reason::RuleRemoved);
-        let added = {
+        let (added, edited) = {
             let before = self.plan_tx.borrow();
-            let old: std::collections::HashSet<&str> = (before.rules().rules.iter())
+            let old: std::collections::HashMap<&str, &cepheus_core::rules::ir::Rule> =
+                (before.rules().rules.iter())
+                    .map(|r| (r.name.as_str(), &**r))
+                    .collect();
+            let added = (rules.rules.iter())
                 .map(|r| r.name.as_str())
-                .collect();
-            (rules.rules.iter())
-                .map(|r| r.name.as_str())
-                .filter(|n| !old.contains(n))
+                .filter(|n| !old.contains_key(n))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", ");
+            // Edited without a change of meaning (severity, message, description, the hosts
+            // an `expect` lists): its state and alerts go on, the next alerts as edited.
+            let looks = |r: &cepheus_core::rules::ir::Rule| {
+                format!(
+                    "{:?} {:?} {:?} {}",
+                    r.severity,
+                    r.message,
+                    r.description,
+                    r.canonical()
+                )
+            };
+            let edited = (rules.rules.iter())
+                .filter(|r| !changed.split(", ").any(|c| c == r.name))
+                .filter(|r| {
+                    old.get(r.name.as_str())
+                        .is_some_and(|o| looks(o) != looks(r))
+                })
+                .map(|r| r.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            (added, edited)
         };
         // (Sent with no rule too: the sink forgets what it noted of this reload.)
         if let Some(sink) = &self.sink {
@@ -593,6 +615,7 @@ impl Reloader {
             rules = rules.rules.len(),
             added = %added,
             changed = %changed,
+            edited = %edited,
             removed = %removed,
             "rules reloaded"
         );
