@@ -413,12 +413,7 @@ impl Field {
     /// ports, VLANs, counts, syslog codes, flow kinds and connection states. A test rule fed
     /// such an event would match what the live agent never sees.
     pub fn out_of_range(self, v: &Value) -> Option<&'static str> {
-        // (A whole float compares equal to its integer: `dport == 22.0` is `dport == 22`.)
-        let int = |lo: i64, hi: i64| match v {
-            Value::Int(i) => (lo..=hi).contains(i),
-            Value::Float(x) => x.fract() == 0.0 && (lo as f64..=hi as f64).contains(x),
-            _ => false,
-        };
+        let int = |lo: i64, hi: i64| matches!(v, Value::Int(i) if (lo..=hi).contains(i));
         let ok = match self {
             Field::Sport | Field::Dport => int(0, 65_535),
             Field::Vlan => int(0, 4_095),
@@ -433,15 +428,6 @@ impl Field {
             Field::Kind | Field::State => {
                 matches!(v, Value::Str(k) if self.enumerated().contains(&&**k))
             }
-            // A name in lower case, or the number of a protocol that has none here.
-            Field::Proto => match v {
-                Value::Str(p) => {
-                    self.enumerated().contains(&&**p)
-                        || p.parse::<u8>()
-                            .is_ok_and(|n| !matches!(n, 1 | 6 | 17 | 58) && **p == *n.to_string())
-                }
-                _ => true,
-            },
             _ => true,
         };
         (!ok).then_some(match self {
@@ -452,9 +438,6 @@ impl Field {
             Field::Kind => "\"flow_start\", \"flow_end\" or \"attempt_failed\"",
             Field::State => {
                 "a Zeek conn_state (S0, S1, SF, REJ, S2, S3, RSTO, RSTR, RSTOS0, RSTRH, SH, SHR, OTH)"
-            }
-            Field::Proto => {
-                "\"tcp\", \"udp\", \"icmp\", \"icmpv6\" or another protocol's number (\"47\")"
             }
             _ => "a count, 0 or more",
         })

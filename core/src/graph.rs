@@ -1297,7 +1297,7 @@ fn not_shared_twins(
                                 .to_string()
                         };
                         if diff.is_empty() && written(ca) != written(cb) {
-                            "the same operators and settings, its rule written otherwise (conditions spelled apart, or definitions in another order or unused): a rule's state is kept by its rule as written, so each runs its own".to_string()
+                            "the same operators and settings, its rule written otherwise (conditions spelled apart, definitions in another order or unused, or an `and`'s parts in another order, which decides the match when one event completes two of its orders): a rule's state is kept by its rule as written, so each runs its own".to_string()
                         } else {
                             diff
                         }

@@ -1047,6 +1047,9 @@ fn every_alternative_of_an_event_must_provide_the_group_fields() {
         "group_by = [\"ip\"]\nevents.a = { if = '(flow and dport == 22) or (flow and dport == 23)', ip = \"src\" }",
         "group_by = [\"host\"]\nevents.a = 'app == \"x\" or msg contains \"y\" or (syslog and not (dport == 1))'",
         "group_by = [\"host\"]\nevents.a = 'not flow and not (app == \"cron\")'",
+        // `not not x` is `x`.
+        "group_by = [\"host\"]\nevents.a = 'not not (app == \"x\")'",
+        "group_by = [\"host\"]\nevents.a = 'not not syslog and not (app == \"x\")'",
         // An alternative that can never match (two sources at once) needs nothing.
         "group_by = [\"host\"]\nevents.a = 'syslog or (dport == 22 and app == \"x\")'",
         "group_by = [\"host\"]\nevents.a = 'syslog and (app == \"x\" or false)'",

@@ -281,6 +281,20 @@ mod tests {
         assert!(e.to_string().contains("expected a JSON object"), "{e}");
     }
 
+    /// A protocol this agent names otherwise (Zeek's `sctp`, an upper-case name, a number)
+    /// is still an event: only a rule's test of it is warned of (it never matches what the
+    /// agent makes).
+    #[test]
+    fn a_flow_event_may_name_its_protocol_its_own_way() {
+        for proto in ["sctp", "TCP", "6", "unknown_transport"] {
+            let line = format!(
+                r#"{{"source":"flow","time":"2026-01-01T00:00:00Z","kind":"flow_start","proto":"{proto}"}}"#
+            );
+            let e = parse_json_event(&line).unwrap();
+            assert_eq!(e.get(Field::Proto), Some(&Value::str(proto)));
+        }
+    }
+
     #[test]
     fn flow_event_typed() {
         let e = parse_json_event(

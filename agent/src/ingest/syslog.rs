@@ -651,11 +651,11 @@ fn msg_3164<'a>(text: &'a str, parsed: &'a str) -> &'a str {
 /// slice of `text`); `None` otherwise.
 fn unread_sd<'a>(text: &'a str, parsed: &str) -> Option<&'a str> {
     // The structured data follows six header fields: `<PRI>1`, stamp, host, app, procid,
-    // msgid, each ended by one space.
+    // msgid, each ended by a space (more than one, as some senders write, read as one).
     let mut rest = text;
     for _ in 0..6 {
         let end = rest.find(' ')?;
-        rest = &rest[end + 1..];
+        rest = rest[end..].trim_start_matches(' ');
     }
     if !rest.starts_with('[') {
         return None;
@@ -798,7 +798,6 @@ fn is_bsd_stamp(text: &str) -> bool {
         .is_some_and(|c| c.is_ascii_alphabetic())
 }
 
-/// The text after a leading `<PRI>` (all of it without one); `None` for a `<` never closed.
 /// `text` without a byte-order mark at its start or right after its PRI (`None`: it has
 /// none there). RFC 5424's own BOM, before the MSG, is the parser's.
 fn without_bom(text: &str) -> Option<String> {
@@ -817,6 +816,7 @@ fn without_bom(text: &str) -> Option<String> {
     Some(format!("<{digits}>{}", body.trim_start_matches(BOM)))
 }
 
+/// The text after a leading `<PRI>` (all of it without one); `None` for a `<` never closed.
 fn after_pri(text: &str) -> Option<&str> {
     match text.strip_prefix('<') {
         Some(r) => r.find('>').map(|i| &r[i + 1..]),
@@ -1481,6 +1481,14 @@ mod tests {
             .parse(b"<14>1 2026-03-01T00:00:01Z h a - - [id@1 k=v]", now, None)
             .unwrap();
         assert_eq!(get(&e, Field::Msg), Some("[id@1 k=v]"));
+        let e = p
+            .parse(
+                b"<14>1 2026-03-01T00:00:01Z  h a - - [id@1 k=v] x",
+                now,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&e, Field::Msg), Some("[id@1 k=v] x"));
         // Well-formed structured data, and none (`-`), are read as before.
         let e = p
             .parse(

@@ -277,8 +277,11 @@ impl Framer {
             buf.clear();
             return Some(Frame::Oversized);
         }
+        // (A count on a connection that counts, or one a PRI follows: a last line that
+        // merely begins with a number, `200 OK`, is a line.)
         if let Some((digits, len)) = octet_count(buf)
             && buf.len() < digits + 1 + len
+            && (self.counted || buf.get(digits + 1) == Some(&b'<'))
         {
             buf.clear();
             return Some(Frame::Unfinished);
@@ -440,6 +443,14 @@ mod tests {
         assert_eq!(
             frames(1024, &[b"<13>no line end"]),
             vec![Ok("<13>no line end".into())]
+        );
+        assert_eq!(
+            frames(1024, &[b"50 <13>1 - h hb - - - partial"]),
+            vec![Err("unfinished")]
+        );
+        assert_eq!(
+            frames(1024, &[b"200 OK done"]),
+            vec![Ok("200 OK done".into())]
         );
     }
 

@@ -591,7 +591,7 @@ impl Reloader {
                 )
             };
             let edited = (rules.rules.iter())
-                .filter(|r| !changed.split(", ").any(|c| c == r.name))
+                .filter(|r| !retired.iter().any(|(n, _)| *n == r.name))
                 .filter(|r| {
                     old.get(r.name.as_str())
                         .is_some_and(|o| looks(o) != looks(r))

@@ -67,21 +67,30 @@ pub struct Flush;
 
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// When the write to stdout under way began, in milliseconds since the Unix epoch (0: none
-/// under way): a reader that stops reading holds the sink inside that write, where it cannot
-/// tell anyone; [`stdout_waiting`] lets another task say so.
+/// When the write to stdout under way (one line, or the flush) began, in milliseconds of
+/// [`mono_ms`] (0: none under way): a reader that stops reading holds the sink inside that
+/// write, where it cannot tell anyone; [`stdout_waiting`] lets another task say so.
 static STDOUT_SINCE: AtomicU64 = AtomicU64::new(0);
 
 /// How long the write to stdout under way has waited for its reader, if one is under way.
 pub fn stdout_waiting() -> Option<std::time::Duration> {
     let since = STDOUT_SINCE.load(Ordering::Relaxed);
-    (since != 0).then(|| std::time::Duration::from_millis(epoch_ms().saturating_sub(since)))
+    (since != 0).then(|| std::time::Duration::from_millis(mono_ms().saturating_sub(since)))
 }
 
-fn epoch_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+/// Milliseconds on a monotonic clock (a step of the wall clock is no stall), at least 1.
+fn mono_ms() -> u64 {
+    static START: std::sync::LazyLock<std::time::Instant> =
+        std::sync::LazyLock::new(std::time::Instant::now);
+    (START.elapsed().as_millis() as u64).max(1)
+}
+
+/// `write` timed in [`STDOUT_SINCE`].
+fn timed<T>(write: impl FnOnce() -> T) -> T {
+    STDOUT_SINCE.store(mono_ms(), Ordering::Relaxed);
+    let r = write();
+    STDOUT_SINCE.store(0, Ordering::Relaxed);
+    r
 }
 
 /// The log's limit for alerts dropped at a full sink: one line a second for all shards (an
@@ -1085,9 +1094,8 @@ impl AlertSink {
         let mut written = 0;
         let mut failure = None;
         if !self.closed {
-            STDOUT_SINCE.store(epoch_ms().max(1), Ordering::Relaxed);
             if self.cut {
-                match out.write_all(b"\n") {
+                match timed(|| out.write_all(b"\n")) {
                     Ok(()) => self.cut = false,
                     Err(e) => failure = Some(e),
                 }
@@ -1100,18 +1108,17 @@ impl AlertSink {
                 let mut line = Vec::with_capacity(a.json.len() + 1);
                 line.extend_from_slice(a.json.as_bytes());
                 line.push(b'\n');
-                if let Err(e) = out.write_all(&line) {
+                if let Err(e) = timed(|| out.write_all(&line)) {
                     failure = Some(e);
                     break;
                 }
                 written += 1;
             }
             if failure.is_none()
-                && let Err(e) = out.flush()
+                && let Err(e) = timed(|| out.flush())
             {
                 failure = Some(e);
             }
-            STDOUT_SINCE.store(0, Ordering::Relaxed);
         }
         let lost = alerts.len() - written;
         if lost == 0 && failure.is_none() {
@@ -1648,7 +1655,7 @@ impl Handler<Flush> for AlertSink {
 
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
         if let Some(out) = self.out.as_mut() {
-            let _ = out.flush();
+            let _ = timed(|| out.flush());
         }
         // A last try for what the output file refused (else the next start writes it).
         self.retry_file();

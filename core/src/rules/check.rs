@@ -351,6 +351,19 @@ fn branches(c: &CondAst, captured: &BTreeSet<&str>) -> Option<Vec<Branch>> {
             }
             acc
         }
+        // `not not x` holds where `x` does (its captures dropped, as under any `not`).
+        CondAst::Not(inner, _) if matches!(&**inner, CondAst::Not(..)) => {
+            let CondAst::Not(x, _) = &**inner else {
+                return Some(vec![Branch::default()]);
+            };
+            branches(x, captured)?
+                .into_iter()
+                .map(|b| Branch {
+                    source: b.source,
+                    captures: Vec::new(),
+                })
+                .collect()
+        }
         // `not syslog` is a flow (an event is one or the other).
         CondAst::Not(inner, _) if matches!(&**inner, CondAst::Source(..)) => {
             let CondAst::Source(s, _) = &**inner else {
@@ -442,12 +455,35 @@ struct CondChecker<'r, 'a> {
     r: &'r mut Reporter<'a>,
 }
 
+/// What a value field `f` never takes in an event the agent makes should have been (`None`:
+/// fine): [`Field::out_of_range`] (which also refuses JSON events), a whole float read as its
+/// integer (`dport == 22.0` is `dport == 22`, integers and floats mix), and `proto`'s
+/// spellings (its names in lower case; the common protocols by name, not number), which
+/// JSON events from elsewhere may still use.
+fn never_written(f: Field, l: &Value) -> Option<&'static str> {
+    match (f, l) {
+        (_, Value::Float(x)) if x.fract() == 0.0 && x.abs() < 9.0e15 => {
+            f.out_of_range(&Value::Int(*x as i64))
+        }
+        (Field::Proto, Value::Str(p)) => {
+            let named = ["tcp", "udp", "icmp", "icmpv6"].contains(&p.as_str());
+            let number = p
+                .parse::<u8>()
+                .is_ok_and(|n| !matches!(n, 1 | 6 | 17 | 58) && p.as_str() == n.to_string());
+            (!named && !number).then_some(
+                "\"tcp\", \"udp\", \"icmp\", \"icmpv6\" or another protocol's number (\"47\")",
+            )
+        }
+        _ => f.out_of_range(l),
+    }
+}
+
 impl CondChecker<'_, '_> {
     /// Warns when field `f` never takes the value `l` (a port of 70000, `kind ==
     /// "flow_started"`, `proto == "TCP"`): the test or item at `lit` is constant
     /// (`consequence` says how), surely not what was meant.
     fn warn_out_of_range(&mut self, f: Field, l: &Value, lit: &ExprAst, consequence: &str) {
-        let Some(want) = f.out_of_range(l) else {
+        let Some(want) = never_written(f, l) else {
             return;
         };
         let help = match l {
@@ -496,15 +532,6 @@ fn as_event_set(ps: &mut Vec<Pattern>) {
     ps.dedup_by_key(|p| key(p));
 }
 
-/// The parts of an `and` in one order (events by definition, then other parts by their
-/// form): `and` is every order of its parts, so the order written is no part of its meaning.
-fn as_part_order(ps: &mut [Pattern]) {
-    ps.sort_by_cached_key(|p| match p {
-        Pattern::Event(i) => (0, *i, String::new()),
-        other => (1, 0, format!("{other:?}")),
-    });
-}
-
 /// The definitions sorted by what they match (their conditions) and the pattern's
 /// references renumbered to follow: the order a file lists `events.*` in is no part of a
 /// rule's meaning (state is kept across a reload that only reorders them, and such rules
@@ -529,12 +556,7 @@ pub(crate) fn order_definitions(defs: Vec<EventDef>, pattern: Pattern) -> (Vec<E
         match p {
             Pattern::Event(i) => Pattern::Event(to.get(i).copied().unwrap_or(i)),
             Pattern::Seq(ps) => Pattern::Seq(ps.into_iter().map(|p| remap(p, to)).collect()),
-            Pattern::And(ps) => {
-                let mut ps: Vec<Pattern> = ps.into_iter().map(|p| remap(p, to)).collect();
-                // In one order again (see `as_part_order`), the definitions renumbered.
-                as_part_order(&mut ps);
-                Pattern::And(ps)
-            }
+            Pattern::And(ps) => Pattern::And(ps.into_iter().map(|p| remap(p, to)).collect()),
             Pattern::Or(ps) => {
                 let mut ps: Vec<Pattern> = ps.into_iter().map(|p| remap(p, to)).collect();
                 // An `or` of events is a set in index order (see `as_event_set`).
@@ -1489,14 +1511,13 @@ impl PatChecker<'_, '_, '_, '_> {
                     }
                     Pattern::Or(ps)
                 } else {
-                    let mut ps = flatten(parts, |p| match p {
+                    // (Its parts stay in the order written: when one event completes two of
+                    // its orders at once, the first written wins, and what the match holds
+                    // and opens may differ: `and(a{2,}, b)` is not `and(b, a{2,})`.)
+                    Pattern::And(flatten(parts, |p| match p {
                         Pattern::And(ps) => Ok(ps),
                         other => Err(other),
-                    });
-                    // Its parts in every order are its alternatives: written in any order,
-                    // `and(c, b, a)` and `and(a, b, c)` are one meaning.
-                    as_part_order(&mut ps);
-                    Pattern::And(ps)
+                    }))
                 })
             }
             PatAst::Repeat {
