@@ -84,6 +84,7 @@ fn frames(
                 Frame::Msg(m) => out.push(Ok(m.to_vec())),
                 Frame::Oversized => out.push(Err("oversized")),
                 Frame::Resynced => out.push(Err("resynced")),
+                Frame::Unfinished => out.push(Err("unfinished")),
                 Frame::Fatal(_) => {
                     out.push(Err("fatal"));
                     return out;
@@ -99,6 +100,7 @@ fn frames(
         Some(Frame::Oversized) => out.push(Err("oversized")),
         Some(Frame::Fatal(_)) => out.push(Err("fatal")),
         Some(Frame::Resynced) => out.push(Err("resynced")),
+        Some(Frame::Unfinished) => out.push(Err("unfinished")),
         None => {}
     }
     out
