@@ -1058,20 +1058,19 @@ pattern = "or(seq(a, absent(b) for 10s), seq(a, c)) within 20s"
 "#,
     );
     let fired = |script: &str| -> Vec<String> {
-        for share in [true, false] {
+        let alerts = |share: bool| {
             let mut e = new_engine(&rules, share);
             let mut out = Vec::new();
             run_on(&mut e, parse_script(script), &mut out);
-            let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
-            if !share {
-                return got;
-            }
-            let mut u = new_engine(&rules, false);
-            let mut uo = Vec::new();
-            run_on(&mut u, parse_script(script), &mut uo);
-            assert_eq!(out, uo, "{script}: shared and unshared differ");
-        }
-        unreachable!()
+            out
+        };
+        let shared = alerts(true);
+        assert_eq!(
+            shared,
+            alerts(false),
+            "{script}: shared and unshared differ"
+        );
+        shared.iter().map(|a| fmt_alert(a, false)).collect()
     };
     assert_eq!(
         fired("a:h@0 a:h@3 c:h@5 tick@60"),
