@@ -851,9 +851,16 @@ impl AlertSink {
     /// The changes the output file refused, tried again (each second), and noted written
     /// in the store once the file took them.
     fn retry_file(&mut self) {
-        let Some(f) = self.file.as_mut().filter(|f| f.holds()) else {
+        let Some(f) = self.file.as_mut() else {
             return;
         };
+        if !f.holds() {
+            // Moved away by logrotate or removed: made anew now (within a second), not at
+            // the next change, so a shipper following the path finds it. (A failure is the
+            // next write's to say.)
+            let _ = f.current();
+            return;
+        }
         f.write(&[], &self.counters);
         self.note_written_out();
     }
@@ -1875,6 +1882,11 @@ mod tests {
         sink.take(alerts(2)[1..].to_vec(), 0);
         assert_eq!(std::fs::read_to_string(&link).unwrap().lines().count(), 2);
         assert_eq!(counters.snapshot().file_unwritten, 1);
+        // Moved away (a rotation): made anew at the next second's try, with no new change.
+        std::fs::rename(&link, dir.join("alerts.jsonl.1")).unwrap();
+        sink.file.as_mut().unwrap().checked = None;
+        sink.retry_file();
+        assert_eq!(std::fs::read_to_string(&link).unwrap(), "");
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
