@@ -2402,3 +2402,27 @@ fn hints_for_common_slips_say_what_to_write() {
         );
     }
 }
+
+/// `sd.origin` names an SD-ID, not a parameter: no event carries it, so a test of it is
+/// warned of (it was silently never true).
+#[test]
+fn a_structured_data_id_alone_is_warned_of() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and exists(sd.origin)'\npattern = \"a\""),
+    );
+    assert!(c.rules.is_some(), "a warning only");
+    assert!(
+        c.diagnostics.iter().any(|d| d.message
+            == "`sd.origin` is never set: structured data gives one field per parameter"),
+        "{:?}",
+        c.diagnostics
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'syslog and exists(sd.origin.ip) and sd.x@1.a == \"1\"'\npattern = \"a\"",
+        ),
+    );
+    assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+}

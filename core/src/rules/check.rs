@@ -1010,6 +1010,19 @@ impl CondChecker<'_, '_> {
     }
 
     fn field(&mut self, name: &str, span: Span) -> Option<(FieldKey, ValueType)> {
+        // `sd.origin`: an SD-ID alone, which no event carries (its fields are its
+        // parameters).
+        if let Some(id) = name.strip_prefix("sd.")
+            && !id.contains('.')
+        {
+            self.r.warning(
+                span.clone(),
+                format!("`{name}` is never set: structured data gives one field per parameter"),
+                Some(format!(
+                    "name a parameter, `sd.{id}.<param>` (e.g. `sd.origin.ip`); an SD-ID without parameters gives no field"
+                )),
+            );
+        }
         if let Some(p) = self.info.provides(name) {
             return Some(p);
         }
