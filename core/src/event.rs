@@ -26,6 +26,9 @@ pub enum Source {
 }
 
 impl Source {
+    /// Every source, in order.
+    pub const ALL: [Source; 2] = [Source::Syslog, Source::Flow];
+
     /// The keyword for this source in rule conditions and JSON.
     pub const fn name(self) -> &'static str {
         match self {

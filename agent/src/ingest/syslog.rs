@@ -806,14 +806,20 @@ fn without_bom(text: &str) -> Option<String> {
         let rest = rest.trim_start_matches(BOM);
         return Some(without_bom(rest).unwrap_or_else(|| rest.to_string()));
     }
-    let pri = text.strip_prefix('<')?;
-    let close = pri.find('>')?;
-    let digits = &pri[..close];
+    let (digits, body) = split_pri(text)?;
+    let body = body.strip_prefix(BOM)?;
+    Some(format!("<{digits}>{}", body.trim_start_matches(BOM)))
+}
+
+/// A leading `<PRI>` of one to three digits: its digits and the text after it.
+fn split_pri(text: &str) -> Option<(&str, &str)> {
+    let rest = text.strip_prefix('<')?;
+    let close = rest.find('>')?;
+    let digits = &rest[..close];
     if digits.is_empty() || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let body = pri[close + 1..].strip_prefix(BOM)?;
-    Some(format!("<{digits}>{}", body.trim_start_matches(BOM)))
+    Some((digits, &rest[close + 1..]))
 }
 
 /// The text after a leading `<PRI>` (all of it without one); `None` for a `<` never closed.
@@ -1221,17 +1227,12 @@ fn unclosed_sd(text: &str) -> Option<String> {
 /// A line that starts with a valid PRI but has no parsable header: kept with the PRI's
 /// facility and severity, the rest as `msg`, and the arrival as its time.
 fn pri_only(text: &str, arrival: Timestamp) -> Option<Event> {
-    let rest = text.strip_prefix('<')?;
-    let close = rest.find('>')?;
-    let digits = &rest[..close];
-    if digits.is_empty() || digits.len() > 3 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
+    let (digits, body) = split_pri(text)?;
     let pri: i64 = digits.parse().ok()?;
     if pri > 191 {
         return None;
     }
-    let msg = rest[close + 1..].trim();
+    let msg = body.trim();
     if msg.is_empty() {
         return None;
     }

@@ -353,7 +353,7 @@ impl Filter {
                 key_field: values.map(|(f, _)| f),
                 key_values: values.map_or(0, |(_, n)| n),
             });
-            for src in [Source::Syslog, Source::Flow] {
+            for src in Source::ALL {
                 if pinned.is_some_and(|p| p != src) {
                     continue;
                 }

@@ -147,7 +147,7 @@ impl EventInfo {
             // every source: a flow satisfies a negated syslog test.
             let lacking = |f: &dyn Fn(Source) -> bool| match b.source {
                 Some(s) => (!f(s)).then_some(s),
-                None => [Source::Syslog, Source::Flow].into_iter().find(|&s| !f(s)),
+                None => Source::ALL.into_iter().find(|&s| !f(s)),
             };
             let known = if name.starts_with("sd.") {
                 Some(lacking(&|s| s != Source::Flow))
@@ -351,34 +351,24 @@ fn branches(c: &CondAst, captured: &BTreeSet<&str>) -> Option<Vec<Branch>> {
             }
             acc
         }
-        // `not not x` holds where `x` does (its captures dropped, as under any `not`).
-        CondAst::Not(inner, _) if matches!(&**inner, CondAst::Not(..)) => {
-            let CondAst::Not(x, _) = &**inner else {
-                return Some(vec![Branch::default()]);
-            };
-            branches(x, captured)?
+        // A negation's captures are dropped. `not not x` holds where `x` does, `not syslog`
+        // is a flow (an event is one or the other); nothing else is known of what a
+        // negation matches.
+        CondAst::Not(inner, _) => match &**inner {
+            CondAst::Not(x, _) => branches(x, captured)?
                 .into_iter()
                 .map(|b| Branch {
                     source: b.source,
                     captures: Vec::new(),
                 })
-                .collect()
-        }
-        // `not syslog` is a flow (an event is one or the other).
-        CondAst::Not(inner, _) if matches!(&**inner, CondAst::Source(..)) => {
-            let CondAst::Source(s, _) = &**inner else {
-                return Some(vec![Branch::default()]);
-            };
-            vec![Branch {
-                source: Some(match s {
-                    Source::Syslog => Source::Flow,
-                    Source::Flow => Source::Syslog,
-                }),
+                .collect(),
+            CondAst::Source(s, _) => vec![Branch {
+                source: Source::ALL.into_iter().find(|o| o != s),
                 captures: Vec::new(),
-            }]
-        }
-        // Nothing else is known of what a negation matches, and its captures are dropped.
-        CondAst::Not(..) | CondAst::Bool(true, _) | CondAst::Bare(_) => vec![Branch::default()],
+            }],
+            _ => vec![Branch::default()],
+        },
+        CondAst::Bool(true, _) | CondAst::Bare(_) => vec![Branch::default()],
         CondAst::Bool(false, _) => Vec::new(),
         CondAst::Source(s, _) => vec![Branch {
             source: Some(*s),
@@ -466,7 +456,7 @@ fn never_written(f: Field, l: &Value) -> Option<&'static str> {
             f.out_of_range(&Value::Int(*x as i64))
         }
         (Field::Proto, Value::Str(p)) => {
-            let named = ["tcp", "udp", "icmp", "icmpv6"].contains(&p.as_str());
+            let named = f.enumerated().contains(&p.as_str());
             let number = p
                 .parse::<u8>()
                 .is_ok_and(|n| !matches!(n, 1 | 6 | 17 | 58) && p.as_str() == n.to_string());
