@@ -307,6 +307,7 @@ impl SyslogParser {
         // as in files.
         let bom_less = without_bom(text);
         let text = bom_less.as_deref().unwrap_or(text);
+        let sent_pri = split_pri(text).is_some();
         // An ISO 8601 stamp without an offset (`2019-02-13T19:48:34`, some devices and
         // scripts write it) is read in the configured zone and written back in UTC, or
         // syslog_loose would lose the whole header with it.
@@ -396,6 +397,14 @@ impl SyslogParser {
             // fill HOSTNAME/HOST: a rule grouped by host still sees it.
             if event.get(Field::Host).is_none() {
                 event.set(Field::Host, Value::str(&ip.to_string()));
+            }
+            // A message received without a PRI is `user.notice`, as RFC 3164 (4.3.3) has a
+            // relay write it and rsyslog and syslog-ng read it: `severity <= 3` is not true of
+            // it, `severity >= 5` is. A line of a file keeps none (/var/log/auth.log has no
+            // PRI, and its lines are not `user`).
+            if !sent_pri && event.get(Field::Severity).is_none() {
+                event.set(Field::Facility, Value::Int(1));
+                event.set(Field::Severity, Value::Int(5));
             }
             event.set(Field::Peer, ip);
         }
@@ -1741,6 +1750,29 @@ mod tests {
             .parse(b"<13>Feb 13 20:07:26 h a: x", now, Some(peer))
             .unwrap();
         assert_eq!(get(&e, Field::Host), Some("h"));
+    }
+
+    /// A message received without a PRI is `user.notice` (facility 1, severity 5), as RFC
+    /// 3164 has a relay assign it; a line of a file without one has neither, and a PRI sent
+    /// is kept.
+    #[test]
+    fn a_message_received_without_a_pri_is_user_notice() {
+        let p = SyslogParser::default();
+        let now = at("2026-12-20T00:00:00Z");
+        let peer: IpAddr = "10.0.0.7".parse().unwrap();
+        let line = &b"Feb 13 20:07:26 h sshd[1]: x"[..];
+        let e = p.parse(line, now, Some(peer)).unwrap();
+        assert_eq!(e.get(Field::Facility), Some(&Value::Int(1)));
+        assert_eq!(e.get(Field::Severity), Some(&Value::Int(5)));
+        assert_eq!(get(&e, Field::App), Some("sshd"));
+        let e = p.parse(line, now, None).unwrap();
+        assert_eq!(e.get(Field::Facility), None);
+        assert_eq!(e.get(Field::Severity), None);
+        let e = p
+            .parse(b"<11>Feb 13 20:07:26 h sshd[1]: x", now, Some(peer))
+            .unwrap();
+        assert_eq!(e.get(Field::Severity), Some(&Value::Int(3)));
+        assert_eq!(e.get(Field::Facility), Some(&Value::Int(1)));
     }
 
     #[test]
