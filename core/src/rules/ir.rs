@@ -437,6 +437,9 @@ fn compare(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
             as_f64(a)?.partial_cmp(&as_f64(b)?)
         }
         (Value::Float(x), Value::Float(y)) => x.partial_cmp(y),
+        // An IPv6 address is neither above nor below an IPv4 one (`src > 10.0.0.1` is not
+        // true of every IPv6 source); mapped ones are IPv4 already (`Value::ip`).
+        (Value::Ip(x), Value::Ip(y)) if x.is_ipv4() != y.is_ipv4() => None,
         _ if a.ty() == b.ty() => Some(a.cmp(b)),
         _ => None,
     }
@@ -1500,6 +1503,28 @@ mod tests {
         assert!(c.eval(&e, &mut caps));
         assert!(Cond::Exists(FieldKey::Known(Field::Time)).eval(&e, &mut caps));
         assert!(!Cond::Exists(FieldKey::from_name("sd.origin.ip")).eval(&e, &mut caps));
+    }
+
+    /// Addresses are ordered within a family only: an IPv6 peer is neither above nor below
+    /// an IPv4 literal (it is not equal to it either), a mapped one is IPv4.
+    #[test]
+    fn addresses_of_two_families_are_not_ordered() {
+        let cmp = |op, peer: &str, lit: &str| {
+            let e = ev().with(
+                Field::Peer,
+                Value::ip(peer.parse().unwrap_or_else(|_| unreachable!())),
+            );
+            let lit = Value::ip(lit.parse().unwrap_or_else(|_| unreachable!()));
+            Cond::Cmp(op, field(Field::Peer), Expr::Lit(lit)).eval(&e, &mut Captures::new())
+        };
+        for op in [CmpOp::Lt, CmpOp::Le, CmpOp::Gt, CmpOp::Ge, CmpOp::Eq] {
+            assert!(!cmp(op, "2001:db8::1", "10.0.0.1"), "{op:?}");
+            assert!(!cmp(op, "10.0.0.1", "2001:db8::1"), "{op:?}");
+        }
+        assert!(cmp(CmpOp::Ne, "2001:db8::1", "10.0.0.1"));
+        assert!(cmp(CmpOp::Gt, "::ffff:10.0.0.2", "10.0.0.1"));
+        assert!(cmp(CmpOp::Gt, "2001:db8::2", "2001:db8::1"));
+        assert!(cmp(CmpOp::Le, "10.0.0.1", "10.0.0.1"));
     }
 
     #[test]
