@@ -555,11 +555,10 @@ impl SyslogParser {
         let body = match msg.protocol {
             // Structured data that is not RFC 5424's (`[Originator@6876 sub=Vimsvc opID=x]`,
             // as ESXi writes it: values without quotes) yields no parameter: it stays in the
-            // MSG, as rsyslog and syslog-ng keep it, rather than vanish unseen.
-            Protocol::RFC5424(_) if msg.structured_data.is_empty() => {
-                unread_sd(text, msg.msg).unwrap_or_else(|| msg_5424(text, msg.msg))
-            }
-            Protocol::RFC5424(_) => msg_5424(text, msg.msg),
+            // MSG, as rsyslog and syslog-ng keep it, rather than vanish unseen; so does all of
+            // it when one element of several is such (the others' parameters are still read).
+            Protocol::RFC5424(_) => unread_sd(text, msg.msg, msg.structured_data.len())
+                .unwrap_or_else(|| msg_5424(text, msg.msg)),
             // (Not when syslog_loose dropped host and tag: that `-` was the nil tag.)
             Protocol::RFC3164
                 if msg.structured_data.is_empty()
@@ -656,9 +655,9 @@ fn msg_3164<'a>(text: &'a str, parsed: &'a str) -> &'a str {
 }
 
 /// The text of an RFC 5424 message from its structured data on, when that part is not nil
-/// (`-`) and yet gave no parameter (`parsed`, the MSG `syslog_loose` read after it, is a
-/// slice of `text`); `None` otherwise.
-fn unread_sd<'a>(text: &'a str, parsed: &str) -> Option<&'a str> {
+/// (`-`) and yet `syslog_loose` read fewer elements from it than it holds (`read` of them;
+/// `parsed`, the MSG it read after them, is a slice of `text`); `None` otherwise.
+fn unread_sd<'a>(text: &'a str, parsed: &str, read: usize) -> Option<&'a str> {
     // The structured data follows six header fields: `<PRI>1`, stamp, host, app, procid,
     // msgid, each ended by a space (more than one, as some senders write, read as one).
     let mut rest = text;
@@ -674,8 +673,32 @@ fn unread_sd<'a>(text: &'a str, parsed: &str) -> Option<&'a str> {
     let msg_at = offset_in(text, parsed).filter(|&m| m >= start && !parsed.is_empty());
     match msg_at {
         Some(m) if text[start..m].trim().is_empty() => None,
+        Some(m) if read > 0 && sd_elements(&text[start..m]) <= read => None,
         _ => Some(rest.trim_end()),
     }
+}
+
+/// How many `[...]` elements `sd` begins with, one after the other (a `]` inside a quoted
+/// value, or escaped there, ends none; one never closed counts).
+fn sd_elements(sd: &str) -> usize {
+    let b = sd.as_bytes();
+    let (mut i, mut n) = (0, 0);
+    while b.get(i) == Some(&b'[') {
+        n += 1;
+        let mut quoted = false;
+        i += 1;
+        while let Some(&c) = b.get(i) {
+            match c {
+                b'\\' if quoted => i += 1,
+                b'"' => quoted = !quoted,
+                b']' if !quoted => break,
+                _ => {}
+            }
+            i += 1;
+        }
+        i += 1;
+    }
+    n
 }
 
 /// An RFC 5424 MSG as sent: one space separates it from the structured data and any further
@@ -1517,6 +1540,28 @@ mod tests {
             )
             .unwrap();
         assert_eq!(get(&e, Field::Msg), Some("[not sd] text"));
+        // One element of several that is not RFC 5424's keeps them all in the MSG, before or
+        // after a well-formed one (whose parameters are still read); several well-formed ones,
+        // a `]` in a quoted value among them, are read as such.
+        for (line, msg) in [
+            (
+                &b"<14>1 2026-03-01T00:00:01Z h a - - [id@1 k=\"v\"][b y=2] text"[..],
+                "[id@1 k=\"v\"][b y=2] text",
+            ),
+            (
+                b"<14>1 2026-03-01T00:00:01Z h a - - [b y=2][id@1 k=\"v\"] text",
+                "[b y=2][id@1 k=\"v\"] text",
+            ),
+            (
+                b"<14>1 2026-03-01T00:00:01Z h a - - [id@1 k=\"v\"][b y=\"a]\\\"b\"] text",
+                "text",
+            ),
+        ] {
+            let e = p.parse(line, now, None).unwrap();
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(get(&e, Field::Msg), Some(msg), "{text}");
+            assert_eq!(sd(&e, "sd.id@1.k").as_deref(), Some("v"), "{text}");
+        }
     }
 
     /// A Cisco message relayed in rsyslog's RFC 5424 or BSD header: the mnemonic is the app
