@@ -181,6 +181,9 @@ pub fn run(args: AlertsArgs) -> ExitCode {
                 );
             }
             if list.is_empty() && !args.json {
+                if let Some(why) = args.rule.as_deref().and_then(|r| no_such_rule(&args, r)) {
+                    eprintln!("{why}");
+                }
                 match args.recent {
                     None if filtered => {
                         eprintln!("no such alert is firing")
@@ -201,6 +204,31 @@ pub fn run(args: AlertsArgs) -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// What to say when the running agent has no rule `name` (a typo in `--rule` lists nothing,
+/// as a rule that is quiet does): `None` when it has, or no agent answers.
+fn no_such_rule(args: &AlertsArgs, name: &str) -> Option<String> {
+    let client = Client::new(args.config.as_ref()).ok()?;
+    let Ok(Answer::Ok(stats)) = client.get("/stats") else {
+        return None;
+    };
+    let stats: serde_json::Value = serde_json::from_str(&stats).ok()?;
+    let mut names: Vec<&str> = (stats["rules"].as_array()?.iter())
+        .filter_map(|r| r["rule"].as_str())
+        .collect();
+    if names.contains(&name) {
+        return None;
+    }
+    names.sort_unstable();
+    const SHOWN: usize = 20;
+    let mut list = names[..names.len().min(SHOWN)].join(", ");
+    if names.len() > SHOWN {
+        list.push_str(&format!(" and {} more", names.len() - SHOWN));
+    }
+    Some(format!(
+        "note: the agent runs no rule named `{name}` (its rules: {list})"
+    ))
 }
 
 /// `cepheus alerts ack`.

@@ -3089,6 +3089,15 @@ fn alerts_lists_what_fires_now_and_the_latest_changes() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "");
     assert!(err.contains("no alert is firing"), "{err}");
+    // A rule name the agent does not run is said (a quiet rule lists nothing alike).
+    let (code, _, err) = alerts_cmd(&dir, &["--rule", "hbb"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("the agent runs no rule named `hbb` (its rules: hb)"),
+        "{err}"
+    );
+    let (_, _, err) = alerts_cmd(&dir, &["--rule", "hb"]);
+    assert!(!err.contains("no rule named"), "{err}");
     heartbeat(agent.port, "web1", 1);
     heartbeat(agent.port, "web2", 1);
     let fired = agent.wait_alert(10, |v| {
