@@ -658,17 +658,11 @@ fn msg_3164<'a>(text: &'a str, parsed: &'a str) -> &'a str {
 /// (`-`) and yet `syslog_loose` read fewer elements from it than it holds (`read` of them;
 /// `parsed`, the MSG it read after them, is a slice of `text`); `None` otherwise.
 fn unread_sd<'a>(text: &'a str, parsed: &str, read: usize) -> Option<&'a str> {
-    // The structured data follows six header fields: `<PRI>1`, stamp, host, app, procid,
-    // msgid, each ended by a space (more than one, as some senders write, read as one).
-    let mut rest = text;
-    for _ in 0..6 {
-        let end = rest.find(' ')?;
-        rest = rest[end..].trim_start_matches(' ');
-    }
+    let start = sd_field(text)?;
+    let rest = &text[start..];
     if !rest.starts_with('[') {
         return None;
     }
-    let start = text.len() - rest.len();
     // Where the MSG begins, if it is in the text (else the whole rest is structured data).
     let msg_at = offset_in(text, parsed).filter(|&m| m >= start && !parsed.is_empty());
     match msg_at {
@@ -676,6 +670,19 @@ fn unread_sd<'a>(text: &'a str, parsed: &str, read: usize) -> Option<&'a str> {
         Some(m) if read > 0 && sd_elements(&text[start..m]) <= read => None,
         _ => Some(rest.trim_end()),
     }
+}
+
+/// Where the STRUCTURED-DATA field of an RFC 5424 line (`<PRI>1 ` first) begins: after six
+/// header fields (`<PRI>1`, stamp, host, app, procid, msgid), each ended by a space or more
+/// (some senders write more; `syslog_loose` reads them as one). `None` for another line.
+fn sd_field(text: &str) -> Option<usize> {
+    after_pri(text)?.strip_prefix("1 ")?;
+    let mut rest = text;
+    for _ in 0..6 {
+        let end = rest.find(' ')?;
+        rest = rest[end..].trim_start_matches(' ');
+    }
+    Some(text.len() - rest.len())
 }
 
 /// How many `[...]` elements `sd` begins with, one after the other (a `]` inside a quoted
@@ -1242,16 +1249,7 @@ fn cisco_header(text: &str) -> Option<(String, Option<FixedOffset>)> {
 /// 5424 line (`<PRI>1 ` and five header fields) whose structured data opens (`[`) and is never
 /// closed: no `]` follows. `None` otherwise.
 fn unclosed_sd(text: &str) -> Option<String> {
-    let rest = after_pri(text)?.strip_prefix("1 ")?;
-    // TIMESTAMP HOSTNAME APP-NAME PROCID MSGID, each one word.
-    let mut at = text.len() - rest.len();
-    for _ in 0..5 {
-        let word = text[at..].find(' ')?;
-        if word == 0 {
-            return None;
-        }
-        at += word + 1;
-    }
+    let at = sd_field(text)?;
     let sd = &text[at..];
     (sd.starts_with('[') && !sd.contains(']')).then(|| format!("{}- {sd}", &text[..at]))
 }
@@ -1700,6 +1698,17 @@ mod tests {
         assert_eq!(get(&e, Field::Procid), Some("12"));
         assert_eq!(get(&e, Field::Msgid), Some("ID1"));
         assert_eq!(get(&e, Field::Msg), Some("[bad sd no close msg"));
+        // Runs of spaces between the header's fields too (as the parser reads them).
+        let e = p
+            .parse(
+                b"<13>1 2024-03-01T00:00:00Z  host1 app1  12 ID1 [bad sd",
+                now,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&e, Field::Host), Some("host1"));
+        assert_eq!(get(&e, Field::Msgid), Some("ID1"));
+        assert_eq!(get(&e, Field::Msg), Some("[bad sd"));
         // Closed, it is structured data as before.
         let e = p
             .parse(
