@@ -346,9 +346,13 @@ fields! {
     Procid = "procid": Str, [Syslog];
     /// syslog: the RFC 5424 MSGID.
     Msgid = "msgid": Str, [Syslog];
-    /// syslog: the facility number, 0 (kern) to 23 (local7).
+    /// syslog: the facility number, 0 (kern) to 23 (local7). A message received without a
+    /// PRI is `user.notice` (facility 1, severity 5), as RFC 3164 has a relay assign it and
+    /// rsyslog and syslog-ng read it; a line of a file without one has neither field
+    /// (`/var/log/auth.log`'s lines are not `user`), nor has one whose PRI is above 191.
     Facility = "facility": Int, [Syslog];
-    /// syslog: the severity, 0 (emerg) to 7 (debug).
+    /// syslog: the severity, 0 (emerg) to 7 (debug); see `facility` for a message without a
+    /// PRI.
     Severity = "severity": Int, [Syslog];
     /// syslog: the free-form message text.
     Msg = "msg": Str, [Syslog];

@@ -555,6 +555,14 @@ struct Rare {
     /// a group that never had one pays nothing for them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     shadows: bool,
+    /// The ids of events a start closure after a leading absence took that could not start
+    /// a match themselves (an awaited event came within the absence's time before them):
+    /// when the closure's window slides onto one, it goes too, so that the match's first
+    /// event always has its absence before it (`seq(absent(x) for 10s, a{2,}, b) within 5s`
+    /// over a@11 x@12 a@13 a@14 b@17 matches nothing). With their times; none older than
+    /// the closures' fronts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    bad_starts: Vec<(Timestamp, u64)>,
 }
 
 impl Rare {
@@ -1462,6 +1470,84 @@ impl LinearState {
         self.rare.get_or_insert_with(Box::default)
     }
 
+    /// Whether an event at `t` can start no match of an alternative with the leading absence
+    /// `(set, d)`: the absence's time since monitoring began has not passed, or an awaited
+    /// event came within it.
+    fn lead_blocked(&self, ctx: &RuleCtx<'_>, (set, d): (EvSet, Duration), t: Timestamp) -> bool {
+        if t < ctx.monitor_start.add(d) {
+            return true;
+        }
+        let last = self
+            .last_seen()
+            .iter()
+            .enumerate()
+            .filter(|(e, _)| set & (1u64 << e) != 0)
+            .filter_map(|(_, ts)| *ts)
+            .max();
+        last.is_some_and(|l| l.add(d) > t)
+    }
+
+    /// Notes event `id` (at `t`) as no start of the closures after a leading absence it may
+    /// join (see `Rare::bad_starts`).
+    fn note_bad_start(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        t: Timestamp,
+        mask: EvSet,
+        id: u64,
+    ) {
+        let blocked = alts.iter().any(|alt| {
+            alt.steps[0].repeat.is_some()
+                && alt.steps[0].set & mask != 0
+                && alt
+                    .start_absent
+                    .is_some_and(|lead| self.lead_blocked(ctx, lead, t))
+        });
+        if blocked {
+            self.rare().bad_starts.push((t, id));
+        }
+    }
+
+    /// The start closures after a leading absence let go the events at their front that could
+    /// not start a match (see `Rare::bad_starts`); a closure left with none goes.
+    #[cold]
+    #[inline(never)]
+    fn drop_bad_fronts(&mut self, alts: &[Alt]) {
+        let Some(rare) = self.rare.as_mut() else {
+            return;
+        };
+        if rare.bad_starts.is_empty() {
+            return;
+        }
+        let bad = &rare.bad_starts;
+        let mut oldest: Option<Timestamp> = None;
+        self.runs.retain_mut(|r| {
+            let alt = &alts[r.alt_id() as usize];
+            if alt.start_absent.is_none() || !r.is_collector(alt) {
+                return true;
+            }
+            while r
+                .items
+                .front()
+                .is_some_and(|i| bad.iter().any(|&(_, b)| b == i.id))
+            {
+                r.pop_front(&alt.steps[0]);
+            }
+            let front = r.items.front().map(|i| i.time);
+            oldest = match (oldest, front) {
+                (Some(o), Some(f)) => Some(o.min(f)),
+                (o, f) => o.or(f),
+            };
+            !r.items.is_empty()
+        });
+        // (A closure's events are in time order: none it holds is older than its front.)
+        match oldest {
+            Some(o) => rare.bad_starts.retain(|&(t, _)| t >= o),
+            None => rare.bad_starts.clear(),
+        }
+    }
+
     fn on_event(
         &mut self,
         ctx: &RuleCtx<'_>,
@@ -1547,8 +1633,12 @@ impl LinearState {
                 _ => {}
             }
         }
-        // B. An awaited event cancels the waits of absences at the end.
+        // B. An awaited event cancels the waits of absences at the end. An event that cannot
+        // start a match after a leading absence is noted as such for the closures it joins.
         self.end_waits(alts, mask);
+        if self.rare.as_ref().is_some_and(|r| !r.last_seen.is_empty()) {
+            self.note_bad_start(ctx, alts, t, mask, id);
+        }
         // C. Expiry by the window (closures at the start slide).
         if let Some(w) = ctx.wmax() {
             self.expire(alts, t, w, ctx.slides);
@@ -1727,20 +1817,11 @@ impl LinearState {
                 if first.set & mask == 0 {
                     continue;
                 }
-                if let Some((s, d)) = alt.start_absent {
-                    if t < ctx.monitor_start.add(d) {
-                        continue;
-                    }
-                    let last = self
-                        .last_seen()
-                        .iter()
-                        .enumerate()
-                        .filter(|(e, _)| s & (1u64 << e) != 0)
-                        .filter_map(|(_, ts)| *ts)
-                        .max();
-                    if last.is_some_and(|l| l.add(d) > t) {
-                        continue;
-                    }
+                if alt
+                    .start_absent
+                    .is_some_and(|lead| self.lead_blocked(ctx, lead, t))
+                {
+                    continue;
                 }
                 let Some(dv) = distinct_value(first, ev) else {
                     continue;
@@ -1797,6 +1878,10 @@ impl LinearState {
         if !exempt.is_empty() {
             // The partial matches D spared that did not take the event (still as they were).
             self.runs.retain(|r| !exempt.contains(&r.mark()));
+        }
+        if self.rare.as_ref().is_some_and(|r| !r.bad_starts.is_empty()) {
+            // (A closure at its upper count let its front go for the event.)
+            self.drop_bad_fronts(alts);
         }
         self.note_seen(mask, t);
     }
@@ -2279,6 +2364,9 @@ impl LinearState {
                 slides && r.slide(alt, horizon)
             }
         });
+        if self.rare.as_ref().is_some_and(|r| !r.bad_starts.is_empty()) {
+            self.drop_bad_fronts(alts);
+        }
     }
 
     fn finish(
@@ -2585,6 +2673,7 @@ fn take(
             // match consumes by the events it holds), nor with an absence at the end, whose
             // wait may be reckoned from the match's start.
             let cap = if r.is_collector(alt)
+                && alt.start_absent.is_none()
                 && rep.1.is_none()
                 && step.repeat.as_ref().is_some_and(|x| x.distinct.is_none())
                 && ctx.wmin() == Duration::ZERO

@@ -708,6 +708,59 @@ pattern = "seq(absent(x) for 5s, a{2,}, b, c) within 10s"
     assert!(fired.is_empty(), "{fired:?}");
 }
 
+/// A start closure after a leading absence whose window slides onto an event that had an
+/// awaited event within the absence's time before it lets that event go too: the match's first
+/// event always has its absence before it (over a@11 x@12 a@13 a@14 b@17 the partial match
+/// from a@11 slid onto a@13, and fired though x@12 lies in the 10 s before it).
+#[test]
+fn a_sliding_start_closure_keeps_its_leading_absence() {
+    let rules = compile_toml(
+        r#"
+[[rule]]
+name = "r"
+severity = "low"
+group_by = ["host"]
+events.a = 'app == "a"'
+events.b = 'app == "b"'
+events.x = 'app == "x"'
+events.z = 'app == "z"'
+pattern = "seq(absent(x) for 10s, a{2,}, b) within 5s"
+"#,
+    );
+    let fired = |script: &str| -> Vec<String> {
+        let alerts = |share: bool| {
+            let mut e = new_engine(&rules, share);
+            let mut out = Vec::new();
+            run_on(&mut e, parse_script(script), &mut out);
+            out
+        };
+        let shared = alerts(true);
+        assert_eq!(
+            shared,
+            alerts(false),
+            "{script}: shared and unshared differ"
+        );
+        shared.iter().map(|a| fmt_alert(a, false)).collect()
+    };
+    assert!(fired("z:h@0 a:h@11 x:h@12 a:h@13 a:h@14 b:h@17 end@60").is_empty());
+    // Without the x, the slid match fires; and a start clear of the x fires after it.
+    assert_eq!(
+        fired("z:h@0 a:h@11 a:h@13 a:h@14 b:h@17 end@60"),
+        ["firing h @17"]
+    );
+    assert_eq!(
+        fired("z:h@0 a:h@11 x:h@12 a:h@13 a:h@14 a:h@23 a:h@24 b:h@25 end@60"),
+        ["firing h @25"]
+    );
+    // The front let go is the bad one only: a@13 had x@2 more than 10 s before it.
+    assert_eq!(
+        fired("z:h@0 x:h@2 a:h@11 a:h@13 a:h@14 b:h@17 end@60"),
+        ["firing h @17"]
+    );
+    // Through a timer too: the window slides with no event, then an `a` and a `b` come.
+    assert!(fired("z:h@0 a:h@11 x:h@12 a:h@13 tick@17 a:h@17 b:h@18 end@60").is_empty());
+}
+
 /// Each `distinct` closure counts its own values: a second one does not start from the
 /// first's (`seq(a{2,} distinct(msg), b{2,} distinct(msg))` fired on a single `b`).
 #[test]
