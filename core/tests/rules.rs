@@ -1022,7 +1022,11 @@ fn every_alternative_of_an_event_must_provide_the_group_fields() {
     let bad: Vec<(&str, &str)> = bad
         .into_iter()
         .chain([
-            ("group_by = [\"host\"]\nevents.a = 'not syslog'", flows),
+            // (`not syslog` says `flow`: it can match nothing else.)
+            (
+                "group_by = [\"host\"]\nevents.a = 'not syslog'",
+                "event `a` cannot provide group field `host`",
+            ),
             (
                 "group_by = [\"host\"]\nevents.a = 'not (app == \"cron\")'",
                 flows,
@@ -1729,10 +1733,47 @@ fn two_sources_in_nested_conjuncts_are_an_error() {
         "(app == \"x\" and syslog) and (flow)",
         "syslog and not not flow",
         "not not (syslog and app == \"x\") and flow",
+        "syslog and not syslog",
+        "not flow and not syslog",
+        "flow and not flow",
     ] {
         let text = rule_text(&format!("events.a = '{cond}'\npattern = \"a\""));
         let (msg, _, _, _) = one_error(&text);
         assert!(msg.contains("never both"), "{cond}: {msg}");
+    }
+}
+
+/// `not flow` says `syslog` as `syslog` does: a flow field after it is unknown, as after
+/// `syslog` (`not flow and dport == 22` was accepted, and never matched).
+#[test]
+fn a_negated_source_says_the_other_one() {
+    for (cond, msg) in [
+        (
+            "not flow and dport == 22",
+            "unknown field `dport` for syslog events",
+        ),
+        (
+            "not syslog and app == \"sshd\"",
+            "unknown field `app` for flow events",
+        ),
+        (
+            "(not syslog) and host == \"h\"",
+            "unknown field `host` for flow events",
+        ),
+    ] {
+        let text = rule_text(&format!("events.a = '{cond}'\npattern = \"a\""));
+        let (m, _, _, _) = one_error(&text);
+        assert!(m.contains(msg), "{cond}: {m}");
+    }
+    // Still accepted: a negated source with its own fields, or inside an `or`.
+    for cond in [
+        "not flow and app == \"sshd\"",
+        "not syslog and dport == 22",
+        "not flow or dport == 22",
+    ] {
+        let text = rule_text(&format!("events.a = '{cond}'\npattern = \"a\""));
+        let c = compile_str("t.toml", &text);
+        assert!(c.rules.is_some(), "{cond}: {:?}", errors(&c));
     }
 }
 

@@ -193,7 +193,23 @@ fn pinned(c: &CondAst, r: &mut Reporter<'_>) -> Option<Source> {
     conjuncts(c, &mut parts);
     let mut found: Option<(Source, Span)> = None;
     for p in parts {
-        if let CondAst::Source(s, span) = p {
+        // `not flow` says `syslog` as well as `syslog` does (with two sources).
+        let said = match p {
+            CondAst::Source(s, span) => Some((*s, span)),
+            CondAst::Not(inner, span) => match &**inner {
+                CondAst::Source(s, _) => {
+                    let mut others = Source::ALL.into_iter().filter(|o| o != s);
+                    match (others.next(), others.next()) {
+                        (Some(o), None) => Some((o, span)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some((s, span)) = said {
+            let s = &s;
             match &found {
                 Some((f, _)) if f != s => {
                     r.error(
