@@ -2296,16 +2296,20 @@ fn small_mistakes_are_said_as_they_are() {
     );
 }
 
-/// Not given, `forget_after` is 7 days, or the pattern's longest wait when longer: a default
-/// never forgets a group before its rule could alert (an audit found "first `su` in 30 days"
-/// firing for a user seen 8 days before).
+/// Not given, `forget_after` is 7 days, or twice the pattern's longest wait when longer: a
+/// default never forgets a group before its rule could alert (an audit found "first `su` in 30
+/// days" firing for a user seen 8 days before), nor as it alerts (`absent(ok) for 7d` fired
+/// and was resolved `forgotten` at the same instant).
 #[test]
 fn the_default_forget_after_covers_the_patterns_longest_wait() {
     let events = "events.su = 'syslog and app == \"su\"'\n";
     for (pattern, days) in [
         ("absent(su) for 60s", 7),
-        ("seq(absent(su) for 30d, su)", 30),
-        ("su{5,} within 14d", 14),
+        ("absent(su) for 3d", 7),
+        ("absent(su) for 7d", 14),
+        ("seq(su, absent(su) for 8d)", 16),
+        ("seq(absent(su) for 30d, su)", 60),
+        ("su{5,} within 14d", 28),
     ] {
         let c = compile_str(
             "t.toml",
@@ -2321,6 +2325,79 @@ fn the_default_forget_after_covers_the_patterns_longest_wait() {
             cepheus_core::time::Duration::from_secs(days * 86_400),
             "{pattern}"
         );
+    }
+}
+
+/// A misspelt time mode is the error, alone: `max_delay` beside it is not also said to have
+/// no effect with processing time (the author meant event time).
+#[test]
+fn a_misspelt_time_mode_is_said_alone() {
+    let text =
+        rule_text("time = \"evnt\"\nmax_delay = \"10s\"\nevents.a = 'syslog'\npattern = \"a\"");
+    let c = compile_str("t.toml", &text);
+    let all: Vec<String> = c.diagnostics.iter().map(|d| d.message.clone()).collect();
+    assert_eq!(all, ["unknown time mode `evnt`"], "{all:?}");
+}
+
+/// An absence-only rule per group watches only groups it has seen or is told of: with no
+/// `expect`, or one that lists no group (an empty list, a file with no key yet), it is warned
+/// of; with a group listed, not.
+#[test]
+fn an_absence_rule_with_no_group_to_expect_is_warned_of() {
+    let text = |expect: &str| {
+        rule_text(&format!(
+            "group_by = [\"host\"]\n{expect}events.ok = 'syslog and app == \"ok\"'\npattern = \"absent(ok) for 1m\""
+        ))
+    };
+    let warned = |c: &Compiled| -> Vec<String> {
+        assert!(c.rules.is_some(), "{:?}", errors(c));
+        (c.diagnostics.iter())
+            .filter(|d| d.severity == Level::Warning)
+            .map(|d| d.message.clone())
+            .collect()
+    };
+    let never = "a group never seen will never alert";
+    for expect in ["", "expect = []\n"] {
+        let w = warned(&compile_str("t.toml", &text(expect)));
+        assert!(w.len() == 1 && w[0].contains(never), "{expect}: {w:?}");
+    }
+    let file = "expect = { file = \"hosts.txt\" }\n";
+    let w = warned(&with_hosts(&text(file), "# none yet\n"));
+    assert!(
+        w.len() == 1 && w[0].contains("`expect` lists no group"),
+        "{w:?}"
+    );
+    assert!(warned(&with_hosts(&text(file), "web-1\n")).is_empty());
+    assert!(warned(&compile_str("t.toml", &text("expect = [\"web-1\"]\n"))).is_empty());
+}
+
+/// A `forget_after` shorter than the pattern's longest wait, or equal to it, is warned of:
+/// the group would be forgotten before it could alert, or as it alerts.
+#[test]
+fn a_forget_after_no_longer_than_the_wait_is_warned_of() {
+    let body = |f: &str| {
+        rule_text(&format!(
+            "group_by = [\"host\"]\nforget_after = \"{f}\"\nevents.ok = 'syslog and app == \"ok\"'\npattern = \"absent(ok) for 7d\""
+        ))
+    };
+    for (f, want) in [
+        ("6d", Some("is shorter than the pattern's 7d")),
+        (
+            "7d",
+            Some("is the pattern's 7d: a silent group is forgotten as it alerts"),
+        ),
+        ("8d", None),
+    ] {
+        let c = compile_str("t.toml", &body(f));
+        assert!(c.rules.is_some(), "{f}: {:?}", errors(&c));
+        let warned: Vec<&str> = (c.diagnostics.iter())
+            .filter(|d| d.severity == Level::Warning && d.message.contains("forget_after"))
+            .map(|d| d.message.as_str())
+            .collect();
+        match want {
+            Some(w) => assert!(warned.iter().any(|m| m.contains(w)), "{f}: {warned:?}"),
+            None => assert!(warned.is_empty(), "{f}: {warned:?}"),
+        }
     }
 }
 

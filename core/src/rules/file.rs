@@ -753,6 +753,19 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             h("list the groups that must be present: `expect = { file = \"hosts.txt\" }` or `expect = [\"web-1\", ...]`"),
         );
     }
+    if let (Some(c), Some(v)) = (&checked, val("expect"))
+        && c.absence_only
+        && !group_by.is_empty()
+        && expect.is_empty()
+        && cx.errors == errors_before
+    {
+        // (An empty list, or a file with no key yet, watches nothing as no `expect` does.)
+        cx.warning(
+            v.span(),
+            "`expect` lists no group: this rule only detects an absence, per group, so a group never seen will never alert",
+            h("list the groups that must be present, one key per line of the file or in the list"),
+        );
+    }
 
     // message
     let mut message = None;
@@ -778,26 +791,27 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         );
     }
 
-    // time model
+    // time model (`None`: a mode not understood, already said)
     let time = match val("time") {
-        None => TimeMode::Processing,
+        None => Some(TimeMode::Processing),
         Some(v) => match cx.string(v, "time") {
-            Some("processing") => TimeMode::Processing,
-            Some("event") => TimeMode::Event,
+            Some("processing") => Some(TimeMode::Processing),
+            Some("event") => Some(TimeMode::Event),
             Some(other) => {
                 cx.error(
                     v.span(),
                     format!("unknown time mode `{other}`"),
                     h("use \"processing\" (arrival time) or \"event\" (the stamp the source wrote)"),
                 );
-                TimeMode::Processing
+                None
             }
-            None => TimeMode::Processing,
+            None => None,
         },
     };
     let max_delay = val("max_delay").and_then(|v| cx.duration(v, "max_delay"));
     let allowed_lateness = val("allowed_lateness").and_then(|v| cx.duration(v, "allowed_lateness"));
-    if time == TimeMode::Processing {
+    // (Not after a mode misspelt: `max_delay` says the author meant event time.)
+    if time == Some(TimeMode::Processing) {
         for k in ["max_delay", "allowed_lateness"] {
             if let Some(v) = val(k) {
                 cx.warning(
@@ -906,7 +920,13 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             cx.warning(
                 v.span(),
                 format!("`forget_after` ({f}) is shorter than the pattern's {longest}: a silent group is forgotten before it can alert"),
-                h(format!("use at least `forget_after = \"{longest}\"`")),
+                h(format!("use at least `forget_after = \"{}\"`", twice(longest))),
+            );
+        } else if f == longest && longest > Duration::ZERO {
+            cx.warning(
+                v.span(),
+                format!("`forget_after` ({f}) is the pattern's {longest}: a silent group is forgotten as it alerts, its alert resolved `forgotten` at once"),
+                h(format!("use a longer one, such as `forget_after = \"{}\"`", twice(longest))),
             );
         }
     }
@@ -952,12 +972,13 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     }
     let checked = checked?;
     let (name, name_span) = name?;
-    // Not given, `forget_after` is 7 days, or the pattern's longest wait when that is longer:
-    // a default never forgets a group before the rule could alert on it.
+    // Not given, `forget_after` is 7 days, or twice the pattern's longest wait when that is
+    // longer: a default never forgets a group before the rule could alert on it, nor as it
+    // alerts (`absent(ok) for 7d` under 7 days fired and was resolved `forgotten` at once).
     let forget_after = forget_after.unwrap_or_else(|| {
         let longest =
             longest_wait(&checked.pattern).max(checked.within.map_or(Duration::ZERO, |w| w.max));
-        DEFAULT_FORGET_AFTER.max(longest)
+        DEFAULT_FORGET_AFTER.max(twice(longest))
     });
     let (event_defs, pattern) = crate::rules::check::order_definitions(event_defs, checked.pattern);
     let rule = Rule {
@@ -970,7 +991,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         pattern,
         within: checked.within,
         expect,
-        time,
+        time: time?,
         max_delay: max_delay.unwrap_or(DEFAULT_MAX_DELAY),
         allowed_lateness: allowed_lateness.unwrap_or(Duration::ZERO),
         trigger,
@@ -1768,6 +1789,11 @@ fn most_events(p: &crate::rules::ir::Pattern) -> Option<u64> {
         }
         Pattern::Absent { .. } => Some(0),
     }
+}
+
+/// `d` twice over (the default `forget_after` of a pattern that waits `d`).
+fn twice(d: Duration) -> Duration {
+    Duration(d.0.saturating_mul(2))
 }
 
 fn longest_wait(p: &crate::rules::ir::Pattern) -> Duration {
