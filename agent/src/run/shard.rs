@@ -576,8 +576,15 @@ impl Shard {
             // The state an earlier run saved: its groups, deadlines and partial matches go
             // on; [`Shard::replay`] then feeds it what was journalled after it and moves it to
             // now (deadlines passed meanwhile fire then, with reason `outage`).
-            Some(cp) => Engine::restore_retiring(rules, plan.shard_config(self.id), cp, false)
-                .map(|(e, retired)| {
+            // Rules added or changed while it was down begin monitoring now, as at start-up.
+            Some(cp) => Engine::restore_retiring_at(
+                rules,
+                plan.shard_config(self.id),
+                cp,
+                false,
+                Some(now),
+            )
+            .map(|(e, retired)| {
                     tracing::info!(shard = self.id, "continuing from the saved state");
                     self.continuing = true;
                     // Rules removed or changed while the agent was down: their kept alerts

@@ -3347,7 +3347,7 @@ impl Engine {
         cp: Checkpoint,
         outage: bool,
     ) -> Result<Engine, EngineError> {
-        Engine::restore_marking(rules, cfg, cp, outage).map(|(mut e, _)| {
+        Engine::restore_marking(rules, cfg, cp, outage, None).map(|(mut e, _)| {
             e.absorb();
             e
         })
@@ -3364,12 +3364,26 @@ impl Engine {
         cp: Checkpoint,
         outage: bool,
     ) -> Result<(Engine, Vec<(String, Reason)>), EngineError> {
+        Engine::restore_retiring_at(rules, cfg, cp, outage, None)
+    }
+
+    /// [`Engine::restore_retiring`] at a restart at `begin` (the agent's clock as it starts
+    /// again): processing-time rules added or changed while it was down, and groups added to
+    /// an `expect` list meanwhile, begin monitoring then, not at the checkpoint's clock (they
+    /// did not run while it was down: an absence of theirs has no deadline in that time).
+    pub fn restore_retiring_at(
+        rules: &RuleSet,
+        cfg: EngineConfig,
+        cp: Checkpoint,
+        outage: bool,
+        begin: Option<Timestamp>,
+    ) -> Result<(Engine, Vec<(String, Reason)>), EngineError> {
         let saved: Vec<Vec<String>> = cp
             .rules
             .iter()
             .map(|rc| rc.served().map(String::from).collect())
             .collect();
-        let (mut e, source) = Engine::restore_marking(rules, cfg, cp, outage)?;
+        let (mut e, source) = Engine::restore_marking(rules, cfg, cp, outage, begin)?;
         e.absorb();
         let running: std::collections::HashSet<&str> =
             rules.rules.iter().map(|r| r.name.as_str()).collect();
@@ -3401,6 +3415,7 @@ impl Engine {
         cfg: EngineConfig,
         mut cp: Checkpoint,
         outage: bool,
+        begin: Option<Timestamp>,
     ) -> Result<(Engine, Vec<Option<usize>>), EngineError> {
         match cp.version {
             CHECKPOINT_VERSION => {}
@@ -3601,14 +3616,22 @@ impl Engine {
         // Every state that goes on has every group its `expect` lists now (a changed list's,
         // and one forgotten by hand, which comes back watched from the checkpoint's clock:
         // the rule files were read again, as at a reload).
+        // (At a restart, from when the agent runs again: see `restore_retiring_at`.)
+        let begin = begin.map_or(clock, |b| b.max(clock));
         for (ri, s) in source.iter().enumerate() {
             if s.is_some() {
-                e.regroup(ri, clock);
+                e.regroup(ri, begin);
             }
         }
         for ri in 0..e.rts.len() {
-            if e.rts[ri].monitor_start().is_none() && e.lanes[e.rts[ri].lane].started {
-                e.start_rule(ri, clock);
+            let lane = &e.lanes[e.rts[ri].lane];
+            if e.rts[ri].monitor_start().is_none() && lane.started {
+                let at = if lane.mode == TimeMode::Processing {
+                    begin
+                } else {
+                    clock
+                };
+                e.start_rule(ri, at);
             }
             for slot in 0..e.rts[ri].slots.len() as u32 {
                 e.arm(ri, slot);
@@ -3774,7 +3797,7 @@ impl Engine {
         out: &mut Vec<Alert>,
     ) -> Result<Vec<(String, Reason)>, EngineError> {
         let cp = self.checkpoint();
-        let (mut next, source) = Engine::restore_marking(rules, self.cfg.clone(), cp, false)?;
+        let (mut next, source) = Engine::restore_marking(rules, self.cfg.clone(), cp, false, None)?;
         next.outage_until = self.outage_until;
         next.outage_pending = self.outage_pending;
         let start = out.len();

@@ -655,6 +655,48 @@ fn an_absence_rule_changed_while_down_keeps_its_discovered_groups() {
     );
 }
 
+/// At a restart, a rule added while the agent was down (and a host added to an `expect` list
+/// meanwhile) begins monitoring when the agent runs again, not at the saved state's clock: it
+/// did not run while the agent was down, so no deadline of its fell in the outage. A rule that
+/// ran goes on from the saved state (its deadline in the outage fires as such).
+#[test]
+fn a_rule_added_while_down_begins_at_the_restart() {
+    let hb = |hosts: &[&str]| rule("hb", &["hb"], absent(ev(0), Some(30))).expect(hosts);
+    let ghost = || rule("ghost", &["hb"], absent(ev(0), Some(20))).expect(&["ghost"]);
+    let mut e = Engine::new(&set(vec![hb(&["h"])]), EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    run_on(&mut e, parse_script("hb:h@0 tick@10"), &mut out);
+    let cp = e.checkpoint();
+    let at = |begin: Option<i64>| {
+        let (mut e, _) = Engine::restore_retiring_at(
+            &set(vec![hb(&["h", "h2"]), ghost()]),
+            EngineConfig::default(),
+            cp.clone(),
+            true,
+            begin.map(Timestamp::from_secs),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script("tick@45 end@100"), &mut out);
+        let mut got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+        got.sort();
+        got
+    };
+    assert_eq!(
+        at(Some(40)),
+        ["firing ghost @60", "firing h @30 (outage)", "firing h2 @70"]
+    );
+    // Without a restart's time, from the saved state's clock (as before).
+    assert_eq!(
+        at(None),
+        [
+            "firing ghost @30 (outage)",
+            "firing h @30 (outage)",
+            "firing h2 @40 (outage)"
+        ]
+    );
+}
+
 /// Editing a rule's `expect` list (a host added to hosts.txt) keeps its groups: an open
 /// alert stays open under its id and resolves as before, a newly listed host is watched from
 /// the reload, and a host no longer listed is a discovered group, forgotten after
