@@ -2399,6 +2399,12 @@ fn a_forget_after_no_longer_than_the_wait_is_warned_of() {
             None => assert!(warned.is_empty(), "{f}: {warned:?}"),
         }
     }
+    // A `within` alone alerts on an event: one as long is no trouble.
+    let text = rule_text(
+        "group_by = [\"host\"]\nforget_after = \"1h\"\nevents.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\npattern = \"seq(a, b) within 1h\"",
+    );
+    let c = compile_str("t.toml", &text);
+    assert!(c.diagnostics.is_empty(), "{:?}", errors(&c));
 }
 
 /// `distinct(field)` needs a field every repeated event carries, as a group field does: a

@@ -665,9 +665,11 @@ fn unread_sd<'a>(text: &'a str, parsed: &str, read: usize) -> Option<&'a str> {
     }
     // Where the MSG begins, if it is in the text (else the whole rest is structured data).
     let msg_at = offset_in(text, parsed).filter(|&m| m >= start && !parsed.is_empty());
+    if read > 0 && sd_elements(&text[start..msg_at.unwrap_or(text.len())]) <= read {
+        return None;
+    }
     match msg_at {
         Some(m) if text[start..m].trim().is_empty() => None,
-        Some(m) if read > 0 && sd_elements(&text[start..m]) <= read => None,
         _ => Some(rest.trim_end()),
     }
 }
@@ -1560,6 +1562,19 @@ mod tests {
             assert_eq!(get(&e, Field::Msg), Some(msg), "{text}");
             assert_eq!(sd(&e, "sd.id@1.k").as_deref(), Some("v"), "{text}");
         }
+        // Well-formed structured data and no MSG (RFC 5424's example 4): an empty message.
+        let e = p
+            .parse(
+                b"<165>1 2003-10-11T22:14:15.003Z mymachine.example.com evntslog - ID47 [exampleSDID@32473 iut=\"3\" eventSource=\"Application\" eventID=\"1011\"][examplePriority@32473 class=\"high\"]",
+                now,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&e, Field::Msg), Some(""));
+        assert_eq!(
+            sd(&e, "sd.examplePriority@32473.class").as_deref(),
+            Some("high")
+        );
     }
 
     /// A Cisco message relayed in rsyslog's RFC 5424 or BSD header: the mnemonic is the app

@@ -785,10 +785,9 @@ impl Shard {
         {
             self.changed = true;
         }
-        // Idle, the state changes only in its clock, which a restart after a crash takes as
-        // when the rules and hosts added while the agent was down began: saved now and then,
-        // so that it is at most a minute old (found by an audit: days old, it dated them
-        // back and their absences fired at once as `outage`).
+        // Idle, the state changes only in its clock: saved now and then all the same, so that
+        // a restart after a crash finds it at most a minute old (the journal after it is
+        // replayed; days old, a restart read days of journal).
         if !self.changed && !force && now.duration_since(self.saved_at) < idle_save_every() {
             return;
         }

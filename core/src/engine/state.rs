@@ -559,10 +559,10 @@ struct Rare {
     /// a match themselves (an awaited event came within the absence's time before them):
     /// when the closure's window slides onto one, it goes too, so that the match's first
     /// event always has its absence before it (`seq(absent(x) for 10s, a{2,}, b) within 5s`
-    /// over a@11 x@12 a@13 a@14 b@17 matches nothing). With their times; none older than
-    /// the closures' fronts.
+    /// over a@11 x@12 a@13 a@14 b@17 matches nothing). With their times and the alternative
+    /// whose absence they break (another's may hold); none older than the closures' fronts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    bad_starts: Vec<(Timestamp, u64)>,
+    bad_starts: Vec<(Timestamp, u64, u16)>,
 }
 
 impl Rare {
@@ -1497,15 +1497,15 @@ impl LinearState {
         mask: EvSet,
         id: u64,
     ) {
-        let blocked = alts.iter().any(|alt| {
-            alt.steps[0].repeat.is_some()
+        for (ai, alt) in alts.iter().enumerate() {
+            let blocked = alt.steps[0].repeat.is_some()
                 && alt.steps[0].set & mask != 0
                 && alt
                     .start_absent
-                    .is_some_and(|lead| self.lead_blocked(ctx, lead, t))
-        });
-        if blocked {
-            self.rare().bad_starts.push((t, id));
+                    .is_some_and(|lead| self.lead_blocked(ctx, lead, t));
+            if blocked {
+                self.rare().bad_starts.push((t, id, ai as u16));
+            }
         }
     }
 
@@ -1527,10 +1527,11 @@ impl LinearState {
             if alt.start_absent.is_none() || !r.is_collector(alt) {
                 return true;
             }
+            let ai = r.alt_id();
             while r
                 .items
                 .front()
-                .is_some_and(|i| bad.iter().any(|&(_, b)| b == i.id))
+                .is_some_and(|i| bad.iter().any(|&(_, b, a)| b == i.id && a == ai))
             {
                 r.pop_front(&alt.steps[0]);
             }
@@ -1543,7 +1544,7 @@ impl LinearState {
         });
         // (A closure's events are in time order: none it holds is older than its front.)
         match oldest {
-            Some(o) => rare.bad_starts.retain(|&(t, _)| t >= o),
+            Some(o) => rare.bad_starts.retain(|&(t, _, _)| t >= o),
             None => rare.bad_starts.clear(),
         }
     }

@@ -922,7 +922,8 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 format!("`forget_after` ({f}) is shorter than the pattern's {longest}: a silent group is forgotten before it can alert"),
                 h(format!("use at least `forget_after = \"{}\"`", twice(longest))),
             );
-        } else if f == longest && longest > Duration::ZERO {
+        } else if f == longest && f == longest_wait(&c.pattern) && longest > Duration::ZERO {
+            // (An absence's wait: a `within` alone fires on an event, nothing to forget then.)
             cx.warning(
                 v.span(),
                 format!("`forget_after` ({f}) is the pattern's {longest}: a silent group is forgotten as it alerts, its alert resolved `forgotten` at once"),

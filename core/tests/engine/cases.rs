@@ -757,8 +757,36 @@ pattern = "seq(absent(x) for 10s, a{2,}, b) within 5s"
         fired("z:h@0 x:h@2 a:h@11 a:h@13 a:h@14 b:h@17 end@60"),
         ["firing h @17"]
     );
-    // Through a timer too: the window slides with no event, then an `a` and a `b` come.
+    // With time passing first, then an `a` and a `b`.
     assert!(fired("z:h@0 a:h@11 x:h@12 a:h@13 tick@17 a:h@17 b:h@18 end@60").is_empty());
+    // An `x` breaks its own alternative's absence only: the other branch (absent `y`) still
+    // matches a@13 a@14 c@17.
+    let rules = compile_toml(
+        r#"
+[[rule]]
+name = "r"
+severity = "low"
+group_by = ["host"]
+events.a = 'app == "a"'
+events.b = 'app == "b"'
+events.c = 'app == "c"'
+events.x = 'app == "x"'
+events.y = 'app == "y"'
+events.z = 'app == "z"'
+pattern = "or(seq(absent(x) for 10s, a{2,}, b), seq(absent(y) for 10s, a{2,}, c)) within 5s"
+"#,
+    );
+    let script = "z:h@0 a:h@11 x:h@12 a:h@13 a:h@14 c:h@17 end@60";
+    let run = |share: bool| {
+        let mut e = new_engine(&rules, share);
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script(script), &mut out);
+        out
+    };
+    let shared = run(true);
+    assert_eq!(shared, run(false), "shared and unshared differ");
+    let got: Vec<String> = shared.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(got, ["firing h @17"]);
 }
 
 /// Each `distinct` closure counts its own values: a second one does not start from the
