@@ -385,13 +385,18 @@ fn messages(c: &Compiled) -> Vec<(Level, String)> {
         .collect()
 }
 
-/// The error messages of a compile, in order.
-fn error_messages(c: &Compiled) -> Vec<String> {
+/// The messages of a compile at `level`, in order.
+fn messages_at(c: &Compiled, level: Level) -> Vec<String> {
     messages(c)
         .into_iter()
-        .filter(|(l, _)| *l == Level::Error)
+        .filter(|(l, _)| *l == level)
         .map(|(_, m)| m)
         .collect()
+}
+
+/// The error messages of a compile, in order.
+fn error_messages(c: &Compiled) -> Vec<String> {
+    messages_at(c, Level::Error)
 }
 
 #[test]
@@ -2335,8 +2340,10 @@ fn a_misspelt_time_mode_is_said_alone() {
     let text =
         rule_text("time = \"evnt\"\nmax_delay = \"10s\"\nevents.a = 'syslog'\npattern = \"a\"");
     let c = compile_str("t.toml", &text);
-    let all: Vec<String> = c.diagnostics.iter().map(|d| d.message.clone()).collect();
-    assert_eq!(all, ["unknown time mode `evnt`"], "{all:?}");
+    assert_eq!(
+        messages(&c),
+        [(Level::Error, "unknown time mode `evnt`".to_string())]
+    );
 }
 
 /// An absence-only rule per group watches only groups it has seen or is told of: with no
@@ -2351,10 +2358,7 @@ fn an_absence_rule_with_no_group_to_expect_is_warned_of() {
     };
     let warned = |c: &Compiled| -> Vec<String> {
         assert!(c.rules.is_some(), "{:?}", errors(c));
-        (c.diagnostics.iter())
-            .filter(|d| d.severity == Level::Warning)
-            .map(|d| d.message.clone())
-            .collect()
+        messages_at(c, Level::Warning)
     };
     let never = "a group never seen will never alert";
     for expect in ["", "expect = []\n"] {
@@ -2390,10 +2394,8 @@ fn a_forget_after_no_longer_than_the_wait_is_warned_of() {
     ] {
         let c = compile_str("t.toml", &body(f));
         assert!(c.rules.is_some(), "{f}: {:?}", errors(&c));
-        let warned: Vec<&str> = (c.diagnostics.iter())
-            .filter(|d| d.severity == Level::Warning && d.message.contains("forget_after"))
-            .map(|d| d.message.as_str())
-            .collect();
+        let mut warned = messages_at(&c, Level::Warning);
+        warned.retain(|m| m.contains("forget_after"));
         match want {
             Some(w) => assert!(warned.iter().any(|m| m.contains(w)), "{f}: {warned:?}"),
             None => assert!(warned.is_empty(), "{f}: {warned:?}"),

@@ -187,6 +187,16 @@ fn conjuncts<'a>(c: &'a CondAst, out: &mut Vec<&'a CondAst>) {
     }
 }
 
+/// The source an event that is not of source `s` is of: the other one, while there are two
+/// (`not syslog` is a flow).
+fn other_source(s: Source) -> Option<Source> {
+    let mut others = Source::ALL.into_iter().filter(|&o| o != s);
+    match (others.next(), others.next()) {
+        (Some(o), None) => Some(o),
+        _ => None,
+    }
+}
+
 /// The source pinned by a top-level `syslog`/`flow` conjunct.
 fn pinned(c: &CondAst, r: &mut Reporter<'_>) -> Option<Source> {
     let mut parts: Vec<&CondAst> = Vec::new();
@@ -197,28 +207,21 @@ fn pinned(c: &CondAst, r: &mut Reporter<'_>) -> Option<Source> {
         let said = match p {
             CondAst::Source(s, span) => Some((*s, span)),
             CondAst::Not(inner, span) => match &**inner {
-                CondAst::Source(s, _) => {
-                    let mut others = Source::ALL.into_iter().filter(|o| o != s);
-                    match (others.next(), others.next()) {
-                        (Some(o), None) => Some((o, span)),
-                        _ => None,
-                    }
-                }
+                CondAst::Source(s, _) => other_source(*s).map(|o| (o, span)),
                 _ => None,
             },
             _ => None,
         };
         if let Some((s, span)) = said {
-            let s = &s;
             match &found {
-                Some((f, _)) if f != s => {
+                Some((f, _)) if *f != s => {
                     r.error(
                         span.clone(),
                         "an event is either syslog or flow, never both: this condition can never match",
                         Some("use `or` to accept either source".into()),
                     );
                 }
-                _ => found = Some((*s, span.clone())),
+                _ => found = Some((s, span.clone())),
             }
         }
     }
@@ -379,7 +382,7 @@ fn branches(c: &CondAst, captured: &BTreeSet<&str>) -> Option<Vec<Branch>> {
                 })
                 .collect(),
             CondAst::Source(s, _) => vec![Branch {
-                source: Source::ALL.into_iter().find(|o| o != s),
+                source: other_source(*s),
                 captures: Vec::new(),
             }],
             _ => vec![Branch::default()],

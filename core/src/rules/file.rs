@@ -727,7 +727,6 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
 
     // expect
     let mut expect: Vec<Vec<Value>> = Vec::new();
-    let has_expect = val("expect").is_some();
     if let Some(v) = val("expect") {
         if group_by.is_empty() {
             cx.error(
@@ -742,29 +741,27 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             expect_shape(cx, v);
         }
     }
+    // An absence rule per group watches only the groups it has seen or is told of: with no
+    // `expect`, or one that lists no group (an empty list, a file with no key yet), a group
+    // never seen never alerts.
     if let Some(c) = &checked
         && c.absence_only
         && !group_by.is_empty()
-        && !has_expect
-    {
-        cx.warning(
-            pattern_span.clone(),
-            "this rule only detects an absence, per group, with no `expect`: a group never seen will never alert",
-            h("list the groups that must be present: `expect = { file = \"hosts.txt\" }` or `expect = [\"web-1\", ...]`"),
-        );
-    }
-    if let (Some(c), Some(v)) = (&checked, val("expect"))
-        && c.absence_only
-        && !group_by.is_empty()
         && expect.is_empty()
-        && cx.errors == errors_before
     {
-        // (An empty list, or a file with no key yet, watches nothing as no `expect` does.)
-        cx.warning(
-            v.span(),
-            "`expect` lists no group: this rule only detects an absence, per group, so a group never seen will never alert",
-            h("list the groups that must be present, one key per line of the file or in the list"),
-        );
+        match val("expect") {
+            None => cx.warning(
+                pattern_span.clone(),
+                "this rule only detects an absence, per group, with no `expect`: a group never seen will never alert",
+                h("list the groups that must be present: `expect = { file = \"hosts.txt\" }` or `expect = [\"web-1\", ...]`"),
+            ),
+            Some(v) if cx.errors == errors_before => cx.warning(
+                v.span(),
+                "`expect` lists no group: this rule only detects an absence, per group, so a group never seen will never alert",
+                h("list the groups that must be present, one key per line of the file or in the list"),
+            ),
+            Some(_) => {}
+        }
     }
 
     // message
@@ -914,15 +911,20 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
         }
     }
     let forget_after = val("forget_after").and_then(|v| cx.duration(v, "forget_after"));
-    if let (Some(f), Some(v), Some(c)) = (forget_after, val("forget_after"), &checked) {
-        let longest = longest_wait(&c.pattern).max(c.within.map_or(Duration::ZERO, |w| w.max));
+    // The pattern's longest wait: its longest absence, and its window.
+    let absence_wait = checked.as_ref().map(|c| longest_wait(&c.pattern));
+    let longest = checked
+        .as_ref()
+        .zip(absence_wait)
+        .map(|(c, a)| a.max(c.within.map_or(Duration::ZERO, |w| w.max)));
+    if let (Some(f), Some(v), Some(longest)) = (forget_after, val("forget_after"), longest) {
         if f < longest {
             cx.warning(
                 v.span(),
                 format!("`forget_after` ({f}) is shorter than the pattern's {longest}: a silent group is forgotten before it can alert"),
                 h(format!("use at least `forget_after = \"{}\"`", twice(longest))),
             );
-        } else if f == longest && f == longest_wait(&c.pattern) && longest > Duration::ZERO {
+        } else if f == longest && Some(f) == absence_wait && longest > Duration::ZERO {
             // (An absence's wait: a `within` alone fires on an event, nothing to forget then.)
             cx.warning(
                 v.span(),
@@ -976,11 +978,8 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     // Not given, `forget_after` is 7 days, or twice the pattern's longest wait when that is
     // longer: a default never forgets a group before the rule could alert on it, nor as it
     // alerts (`absent(ok) for 7d` under 7 days fired and was resolved `forgotten` at once).
-    let forget_after = forget_after.unwrap_or_else(|| {
-        let longest =
-            longest_wait(&checked.pattern).max(checked.within.map_or(Duration::ZERO, |w| w.max));
-        DEFAULT_FORGET_AFTER.max(twice(longest))
-    });
+    let forget_after = forget_after
+        .unwrap_or_else(|| DEFAULT_FORGET_AFTER.max(twice(longest.unwrap_or(Duration::ZERO))));
     let (event_defs, pattern) = crate::rules::check::order_definitions(event_defs, checked.pattern);
     let rule = Rule {
         name,

@@ -727,21 +727,7 @@ events.z = 'app == "z"'
 pattern = "seq(absent(x) for 10s, a{2,}, b) within 5s"
 "#,
     );
-    let fired = |script: &str| -> Vec<String> {
-        let alerts = |share: bool| {
-            let mut e = new_engine(&rules, share);
-            let mut out = Vec::new();
-            run_on(&mut e, parse_script(script), &mut out);
-            out
-        };
-        let shared = alerts(true);
-        assert_eq!(
-            shared,
-            alerts(false),
-            "{script}: shared and unshared differ"
-        );
-        shared.iter().map(|a| fmt_alert(a, false)).collect()
-    };
+    let fired = |script: &str| fired_alike(&rules, script);
     assert!(fired("z:h@0 a:h@11 x:h@12 a:h@13 a:h@14 b:h@17 end@60").is_empty());
     // Without the x, the slid match fires; and a start clear of the x fires after it.
     assert_eq!(
@@ -776,17 +762,10 @@ events.z = 'app == "z"'
 pattern = "or(seq(absent(x) for 10s, a{2,}, b), seq(absent(y) for 10s, a{2,}, c)) within 5s"
 "#,
     );
-    let script = "z:h@0 a:h@11 x:h@12 a:h@13 a:h@14 c:h@17 end@60";
-    let run = |share: bool| {
-        let mut e = new_engine(&rules, share);
-        let mut out = Vec::new();
-        run_on(&mut e, parse_script(script), &mut out);
-        out
-    };
-    let shared = run(true);
-    assert_eq!(shared, run(false), "shared and unshared differ");
-    let got: Vec<String> = shared.iter().map(|a| fmt_alert(a, false)).collect();
-    assert_eq!(got, ["firing h @17"]);
+    assert_eq!(
+        fired_alike(&rules, "z:h@0 a:h@11 x:h@12 a:h@13 a:h@14 c:h@17 end@60"),
+        ["firing h @17"]
+    );
 }
 
 /// Each `distinct` closure counts its own values: a second one does not start from the
@@ -1138,21 +1117,7 @@ events.c = 'app == "c"'
 pattern = "or(seq(a, absent(b) for 10s), seq(a, c)) within 20s"
 "#,
     );
-    let fired = |script: &str| -> Vec<String> {
-        let alerts = |share: bool| {
-            let mut e = new_engine(&rules, share);
-            let mut out = Vec::new();
-            run_on(&mut e, parse_script(script), &mut out);
-            out
-        };
-        let shared = alerts(true);
-        assert_eq!(
-            shared,
-            alerts(false),
-            "{script}: shared and unshared differ"
-        );
-        shared.iter().map(|a| fmt_alert(a, false)).collect()
-    };
+    let fired = |script: &str| fired_alike(&rules, script);
     assert_eq!(
         fired("a:h@0 a:h@3 c:h@5 tick@60"),
         ["firing h @5", "firing h @13"]

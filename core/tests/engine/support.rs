@@ -259,6 +259,25 @@ pub fn new_engine(rules: &RuleSet, share: bool) -> Engine {
     .expect("an engine for rules that compiled")
 }
 
+/// The alerts `script` raises under `rules`, formatted without the rule, once it is checked
+/// that the shared engine and the unshared one (each rule on its own) raise the same.
+#[track_caller]
+pub fn fired_alike(rules: &RuleSet, script: &str) -> Vec<String> {
+    let alerts = |share: bool| {
+        let mut e = new_engine(rules, share);
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script(script), &mut out);
+        out
+    };
+    let shared = alerts(true);
+    assert_eq!(
+        shared,
+        alerts(false),
+        "{script}: shared and unshared differ"
+    );
+    shared.iter().map(|a| fmt_alert(a, false)).collect()
+}
+
 /// Rule-file text compiled (it must compile).
 pub fn compile_toml(text: &str) -> RuleSet {
     cepheus_core::rules::compile_str("r.toml", text)
