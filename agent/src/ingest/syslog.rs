@@ -990,7 +990,7 @@ fn relayed_cisco(event: &mut Event) {
     let joined;
     let tail = match app {
         None => msg,
-        Some(a) if !a.is_empty() && a.len() <= 10 && a.bytes().all(|b| b.is_ascii_digit()) => msg,
+        Some(a) if is_cisco_seq(a) => msg,
         Some(a) if is_month_word(a.trim_start_matches(['*', '.'])) => {
             joined = format!("{a} {msg}");
             joined.as_str()
@@ -1006,6 +1006,11 @@ fn relayed_cisco(event: &mut Event) {
     let (mnemonic, text) = (Value::str(mnemonic), Value::str(text));
     event.set(Field::App, mnemonic);
     event.set(Field::Msg, text);
+}
+
+/// Whether `w` is a Cisco sequence number (`123` of `123: *Mar  1 ...`): one to ten digits.
+fn is_cisco_seq(w: &str) -> bool {
+    !w.is_empty() && w.len() <= 10 && w.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Whether `w` is an English month's abbreviation (`Mar`), as Cisco writes its stamps.
@@ -1122,7 +1127,6 @@ fn cisco_header(text: &str) -> Option<(String, Option<FixedOffset>)> {
         let i = s.find(": ")?;
         (i > 0 && !s[..i].contains([' ', '\t'])).then_some(i)
     };
-    let is_seq = |w: &str| w.len() <= 10 && w.bytes().all(|b| b.is_ascii_digit());
     // A BSD header whose tag is a sequence number before the mnemonic.
     let numbered = |start: usize| -> Option<String> {
         let after = &text[start + 15..];
@@ -1132,7 +1136,7 @@ fn cisco_header(text: &str) -> Option<(String, Option<FixedOffset>)> {
         let rest = after[frac..].strip_prefix(' ')?;
         let host_end = rest.find(' ')?;
         let tail = &rest[host_end + 1..];
-        let seq = word_colon(tail).filter(|&i| is_seq(&tail[..i]))?;
+        let seq = word_colon(tail).filter(|&i| is_cisco_seq(&tail[..i]))?;
         cisco_mnemonic(&tail[seq + 2..])?;
         Some(format!(
             "{}{}",
@@ -1147,7 +1151,7 @@ fn cisco_header(text: &str) -> Option<(String, Option<FixedOffset>)> {
     }
     // NX-OS writes `<PRI>: ` when it sends neither sequence number nor host.
     let mut rest = body.strip_prefix(": ").unwrap_or(body);
-    if let Some(i) = word_colon(rest).filter(|&i| is_seq(&rest[..i])) {
+    if let Some(i) = word_colon(rest).filter(|&i| is_cisco_seq(&rest[..i])) {
         rest = &rest[i + 2..];
     }
     let month = |s: &str| s.len() > 3 && s.as_bytes()[..3].iter().all(u8::is_ascii_alphabetic);
