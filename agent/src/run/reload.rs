@@ -580,16 +580,12 @@ impl Reloader {
                 .collect::<Vec<_>>()
                 .join(", ");
             // Edited without a change of meaning (severity, message, description, the hosts
-            // an `expect` lists): its state and alerts go on, the next alerts as edited.
-            let looks = |r: &cepheus_core::rules::ir::Rule| {
-                format!(
-                    "{:?} {:?} {:?} {}",
-                    r.severity,
-                    r.message,
-                    r.description,
-                    r.canonical()
-                )
-            };
+            // an `expect` lists): its state and alerts go on, the next alerts as edited. (A
+            // rule not retired has its meaning but for its `expect` list: compared as is, no
+            // canonical form made again.)
+            fn looks(r: &cepheus_core::rules::ir::Rule) -> impl PartialEq + '_ {
+                (r.severity, &r.message, &r.description, &r.expect)
+            }
             let edited = (rules.rules.iter())
                 .filter(|r| !retired.iter().any(|(n, _)| *n == r.name))
                 .filter(|r| {
