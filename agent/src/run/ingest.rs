@@ -404,15 +404,6 @@ impl Conns {
         }
     }
 
-    /// The clock the entries' times are read on (monotonic, process-wide).
-    fn now_ms() -> u64 {
-        static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-        EPOCH
-            .get_or_init(std::time::Instant::now)
-            .elapsed()
-            .as_millis() as u64
-    }
-
     /// Registers a new connection from `peer`; it leaves when the guard drops. `None` when
     /// that peer holds its share already (a local peer, a relay on this host, has no cap).
     fn register(self: &Arc<Self>, peer: std::net::IpAddr) -> Option<ConnGuard> {
@@ -437,7 +428,7 @@ impl Conns {
         }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
-            last: AtomicU64::new(Conns::now_ms()),
+            last: AtomicU64::new(super::mono_ms()),
             ..Conn::default()
         });
         if let Ok(mut open) = self.open.lock() {
@@ -454,7 +445,7 @@ impl Conns {
     /// Tells a connection to close to make room, if one may ([`EVICT_AFTER_IDLE`],
     /// [`EVICT_DELIVERED_AFTER_IDLE`]): `Some(delivered)`, whether it had delivered a message.
     fn evict_idlest(&self) -> Option<bool> {
-        self.evict_idlest_at(Conns::now_ms())
+        self.evict_idlest_at(super::mono_ms())
     }
 
     /// [`Conns::evict_idlest`] at `now` (ms on [`Conns::now_ms`]'s clock): the one silent
@@ -500,7 +491,7 @@ struct ConnGuard {
 impl ConnGuard {
     /// It made progress now (delivered).
     fn touch(&self) {
-        self.conn.last.store(Conns::now_ms(), Ordering::Relaxed);
+        self.conn.last.store(super::mono_ms(), Ordering::Relaxed);
     }
 
     /// It delivered a message: evicted only when no silent connection that never did is left.
@@ -511,7 +502,7 @@ impl ConnGuard {
     /// How long since it opened or last delivered.
     fn silent_for(&self) -> StdDuration {
         StdDuration::from_millis(
-            Conns::now_ms().saturating_sub(self.conn.last.load(Ordering::Relaxed)),
+            super::mono_ms().saturating_sub(self.conn.last.load(Ordering::Relaxed)),
         )
     }
 }

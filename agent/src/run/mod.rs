@@ -80,6 +80,16 @@ pub enum ConfigCommand {
 /// Why rule files that hold no rule do not start the agent (an empty folder does not either).
 const NO_RULE: &str = "the rule files hold no rule, so nothing would be watched: add `[[rule]]` tables, or leave rules.paths out to run the built-in rules";
 
+/// Milliseconds on a monotonic clock, process-wide (a step of the wall clock is no idle
+/// time and no stall): what the listeners' idle times and the stdout stall are read on.
+pub(crate) fn mono_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    EPOCH
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_millis() as u64
+}
+
 /// Runs `cepheus config ...`.
 pub fn config_cmd(cmd: ConfigCommand) -> ExitCode {
     match cmd {

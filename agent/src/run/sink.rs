@@ -68,26 +68,20 @@ pub struct Flush;
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// When the write to stdout under way (one line, or the flush) began, in milliseconds of
-/// [`mono_ms`] (0: none under way): a reader that stops reading holds the sink inside that
+/// [`super::mono_ms`] (0: none under way): a reader that stops reading holds the sink inside that
 /// write, where it cannot tell anyone; [`stdout_waiting`] lets another task say so.
 static STDOUT_SINCE: AtomicU64 = AtomicU64::new(0);
 
 /// How long the write to stdout under way has waited for its reader, if one is under way.
 pub fn stdout_waiting() -> Option<std::time::Duration> {
     let since = STDOUT_SINCE.load(Ordering::Relaxed);
-    (since != 0).then(|| std::time::Duration::from_millis(mono_ms().saturating_sub(since)))
-}
-
-/// Milliseconds on a monotonic clock (a step of the wall clock is no stall), at least 1.
-fn mono_ms() -> u64 {
-    static START: std::sync::LazyLock<std::time::Instant> =
-        std::sync::LazyLock::new(std::time::Instant::now);
-    (START.elapsed().as_millis() as u64).max(1)
+    (since != 0).then(|| std::time::Duration::from_millis(super::mono_ms().saturating_sub(since)))
 }
 
 /// `write` timed in [`STDOUT_SINCE`].
 fn timed<T>(write: impl FnOnce() -> T) -> T {
-    STDOUT_SINCE.store(mono_ms(), Ordering::Relaxed);
+    // (At least 1: 0 says no write is under way.)
+    STDOUT_SINCE.store(super::mono_ms().max(1), Ordering::Relaxed);
     let r = write();
     STDOUT_SINCE.store(0, Ordering::Relaxed);
     r
