@@ -20,16 +20,6 @@ use crate::time::{Duration, Timestamp};
 /// started at the same instant (0 almost always), so two episodes never share an id.
 pub type IdSeed = (Timestamp, u32);
 
-/// The next id seed of a group for an episode starting at `start`.
-fn next_seed(last: &mut Option<IdSeed>, start: Timestamp) -> IdSeed {
-    let seed = match *last {
-        Some((s, n)) if s == start => (start, n + 1),
-        _ => (start, 0),
-    };
-    *last = Some(seed);
-    seed
-}
-
 /// A group key: the values of the rule's `group_by` fields, in order (empty: one group).
 ///
 /// One value (the common case) is held inline, so the group map compares keys without
@@ -550,7 +540,14 @@ struct Rare {
     /// Per event definition, when it last occurred (only for rules with a leading absence).
     last_seen: Vec<Option<Timestamp>>,
     last_emit: Option<Timestamp>,
+    /// The last id seed taken (see `seeds`).
     last_seed: Option<IdSeed>,
+    /// The id seeds taken that a later episode of the group may still start at the same
+    /// instant as (see `LinearState::next_seed`): episodes do not begin in order (a match
+    /// begins at its first event, an absence at the end at its deadline), so the last seed
+    /// alone cannot tell a later one's rank. Empty in older checkpoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    seeds: Vec<IdSeed>,
     /// Shadows may stand among the runs (set when one is made, cleared when none is left):
     /// a group that never had one pays nothing for them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -585,7 +582,9 @@ impl Rare {
                 every_period(ctx, None).is_some_and(|p| at.add(p) <= now)
             }
         };
-        self.inert() && self.last_seed.is_none_or(|(at, _)| at < now) && limit_over
+        self.inert()
+            && (self.seeds.iter().chain(&self.last_seed)).all(|&(at, _)| at < now)
+            && limit_over
     }
 }
 
@@ -2313,7 +2312,7 @@ impl LinearState {
         match &alt.end_absent {
             Some(_) if self.waits().iter().any(|w| w.alt == 0) => return Some(false),
             None if held_until(ctx, self.last_emit(), t, None).is_some() => {
-                next_seed(&mut self.rare().last_seed, t);
+                self.next_seed(t, t);
                 counters.suppressed += 1;
                 // (No wait without an absence at the end, no episode, no run.)
                 return Some(true);
@@ -2324,6 +2323,32 @@ impl LinearState {
         debug_assert!(complete(ctx, alt, &r, t), "a one-step run did not complete");
         self.finish(ctx, alts, key, r, t, counters, out);
         Some(false)
+    }
+
+    /// The id seed of an episode beginning at `start`, taken at `now` (the earliest time a
+    /// later event or deadline can have): `start` and how many episodes of the group began
+    /// at that instant before it, so two episodes never share an id (DESIGN: rule + group +
+    /// episode start). The seeds a later episode may still begin at the same instant as are
+    /// kept: those at `now` or later, at a pending wait's deadline or later, and at the time
+    /// of an event a partial match holds (a match begins at its first event, or at a later
+    /// one once a closure slides); the others go, so the list stays as short as the partial
+    /// matches.
+    fn next_seed(&mut self, start: Timestamp, now: Timestamp) -> IdSeed {
+        let runs = &self.runs;
+        let rare = self.rare.get_or_insert_with(Default::default);
+        let floor = (rare.waits.iter().map(|w| w.deadline)).fold(start.min(now), Timestamp::min);
+        rare.seeds.retain(|&(at, _)| {
+            at >= floor || runs.iter().any(|r| r.items.iter().any(|i| i.time == at))
+        });
+        let n = (rare.seeds.iter().chain(&rare.last_seed))
+            .filter(|&&(at, _)| at == start)
+            .map(|&(_, n)| n + 1)
+            .max()
+            .unwrap_or(0);
+        let seed = (start, n);
+        rare.seeds.push(seed);
+        rare.last_seed = Some(seed);
+        seed
     }
 
     /// Step B of [`LinearState::on_event`]: the waits of absences at the end that an event
@@ -2433,7 +2458,7 @@ impl LinearState {
             cap_events(&mut ep.events);
             return;
         }
-        let id = next_seed(&mut self.rare().last_seed, r.start);
+        let id = self.next_seed(r.start, t);
         if last.repeat.is_some() {
             // A closure episode is one alert already, ended by a window of quiet: not
             // rate-limited. Only the closure's events extend it (and keep it from being
@@ -2510,7 +2535,7 @@ impl LinearState {
                 .end_absent
                 .as_ref()
                 .map_or(0, |e| e.set);
-            let id = next_seed(&mut self.rare().last_seed, w.deadline);
+            let id = self.next_seed(w.deadline, w.deadline);
             let for_ = alts[w.alt as usize]
                 .end_absent
                 .as_ref()

@@ -3310,3 +3310,37 @@ fn a_wait_in_one_alternative_does_not_starve_another() {
     };
     check(vec![r()], "a:h@0 x:h@1 b:h@2 end@100", &["firing h @2"]);
 }
+
+/// Episodes of one group do not begin in order (a match at its first event, an absence at
+/// the end at its deadline), so the last id seed alone cannot rank a new one: in
+/// `or(seq(a, absent(b) for 10s), seq(a, c))` over a@0 a@1 a@10 c@11 c@12 the absence fired
+/// at 10 (seed 10), a match began at 1, and the match beginning at 10 took the absence's id
+/// while it still fired. Every episode now has its own id, in shared and unshared engines, and
+/// the oracle's ranks (earlier episodes of the group beginning at the same instant) give it.
+#[test]
+fn episodes_beginning_out_of_order_never_share_an_id() {
+    let rules = compile_toml(
+        r#"
+[[rule]]
+name = "r"
+severity = "low"
+group_by = ["host"]
+pattern = "or(seq(a, absent(b) for 10s), seq(a, c))"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+events.c = 'syslog and app == "c"'
+"#,
+    );
+    for share in [true, false] {
+        let mut e = new_engine(&rules, share);
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script("a@0 a@1 a@10 c@11 c@12"), &mut out);
+        let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+        assert_eq!(got, ["firing h @10", "firing h @11", "firing h @12"]);
+        let ids: Vec<u64> = out.iter().map(|a| a.id().0).collect();
+        let ranked =
+            |rank| Alert::make_id_ranked("r", &[Value::str("h")], Timestamp::from_secs(10), rank).0;
+        assert_eq!((ids[0], ids[2]), (ranked(0), ranked(1)), "share {share}");
+        assert_ne!(ids[1], ids[0]);
+    }
+}

@@ -1834,16 +1834,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     /// For any script: no panic; within one call alerts come in time order; an alert id is
-    /// resolved or retracted only after it fired, and never more often than it fired. (An id is
-    /// rule + group + start, so two matches that start at the same instant share one; see the
-    /// review notes.)
+    /// resolved or retracted only after it fired, and never more often than it fired; and
+    /// every episode has its own id (rule + group + start, and the rank of episodes of the
+    /// group that began at the same instant): no id fires twice.
     #[test]
     fn alert_lifecycle_is_consistent_for_any_script(spec in wild(), event_time in any::<bool>()) {
-        use std::collections::HashMap;
+        use std::collections::{HashMap, HashSet};
         let rules = adversarial(event_time);
         let calls = run_wild(&rules, &spec, true);
         // id -> fired minus closed
         let mut open: HashMap<String, i64> = HashMap::new();
+        let mut fired: HashSet<String> = HashSet::new();
         for call in &calls {
             for w in call.windows(2) {
                 prop_assert!(w[0].time <= w[1].time, "out of order: {:?}", call);
@@ -1851,6 +1852,9 @@ proptest! {
             for a in call {
                 let j = a.to_json();
                 let id = j["id"].as_str().unwrap().to_string();
+                if a.state.name() == "firing" {
+                    prop_assert!(fired.insert(id.clone()), "an id fired twice: {}", j);
+                }
                 let n = open.entry(id).or_insert(0);
                 if a.state.name() == "firing" {
                     *n += 1;
