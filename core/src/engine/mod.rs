@@ -2262,20 +2262,24 @@ impl Engine {
             let lane = &self.lanes[li];
             // A lane whose sources never spoke stops with the input: its last event's time.
             let last = lane.max_event.or(self.max_event_any).unwrap_or(clock);
+            // The input's last line, whatever its source (docs/rules.md, "Time"): a line no
+            // definition of the lane's rules matches moves its time too, so a log whose last
+            // lines come from another program fires the silences they cover.
+            let input_end = last.max(self.max_event_any.unwrap_or(last));
             // `until` is on the arrival clock; the lane's time reaches as far past where the
             // last arrival left it (its watermark then, plus the delay) as `until` is past that
             // arrival (a lagging source keeps its lag). A lane that saw no event: `until`.
+            // Never short of the input's end: `--until` stops the clock there or later, so it
+            // takes back no alert the end of the input gives (a lagging source's lag would).
             let stop = match (until, lane.mark, lane.last_arrival) {
-                (Some(u), Some(m), Some(a)) => last.max(m.add(lane.delay).add(u.since(a))),
+                (Some(u), Some(m), Some(a)) => m.add(lane.delay).add(u.since(a)),
                 (Some(u), None, _) if lane.max_event.is_none() => {
-                    last.max(last.add(u.since(clock).max(Duration(0))))
+                    last.add(u.since(clock).max(Duration(0)))
                 }
-                (Some(u), _, _) => u.max(last),
-                // The input's last line, whatever its source (docs/rules.md, "Time"): a line
-                // no definition of the lane's rules matches moves its time too, so a log whose
-                // last lines come from another program fires the silences they cover.
-                (None, _, _) => last.max(self.max_event_any.unwrap_or(last)),
-            };
+                (Some(u), _, _) => u,
+                (None, _, _) => input_end,
+            }
+            .max(input_end);
             self.release(li, Timestamp::MAX, out);
             self.advance_lane(li, stop, out);
         }

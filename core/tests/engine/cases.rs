@@ -1205,6 +1205,26 @@ fn event_time_reorders_within_max_delay() {
     check(vec![r()], "b:h@3/3 a:h@2/4 b:h@4/4 end", &["firing h @3"]);
 }
 
+/// `--until` stops the clock at the input's end or later (DESIGN, "End of replay"), so it
+/// takes back nothing the input's end gives: an awaited source that lags (stamped 0, heard at
+/// 5) kept its lag to `until`, and its silence, which the last line (another program's, at
+/// 60) covers, went unseen with `until` at 60 to 64 (the lane stopped at 55 to 59).
+#[test]
+fn until_at_or_after_the_input_end_takes_back_no_alert() {
+    let r = || {
+        rule("r", &["x", "d"], absent(ev(0), Some(60)))
+            .expect(&["h1"])
+            .event_time(10, 0)
+    };
+    for end in ["end", "end@60", "end@64", "end@65", "end@70"] {
+        check(
+            vec![r()],
+            &format!("x:h1@0/5 d:h1@60 {end}"),
+            &["firing h1 @60"],
+        );
+    }
+}
+
 #[test]
 fn late_events_are_not_matched() {
     let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).event_time(5, 0);
