@@ -1864,6 +1864,9 @@ fn groups_forget_retires_a_group_of_the_running_agent() {
     let resolved = agent.wait_alert(10, |v| v["rule"] == "hb" && v["state"] == "resolved");
     assert_eq!(resolved["reason"], "forgotten");
     assert_eq!(resolved["id"], fired["id"]);
+    // Each group retired is in the agent's log by name, however close the two requests came.
+    agent.wait_stderr(10, "key=\"web-1\" forgotten=true");
+    agent.wait_stderr(10, "key=\"web-9\" forgotten=true");
     let out = list(&["hb"]);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),

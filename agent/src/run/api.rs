@@ -1266,11 +1266,20 @@ async fn forget_group(
             Err(e) => tracing::warn!(error = %e, "the alert sink did not answer"),
         }
     }
-    // Each one said (an operator's act), but at most ten a second: a client looping over it
-    // must not flood the log (the line says how many it held back).
+    // Each group retired is said by name (an operator's act that switches monitoring off:
+    // there are at most as many as groups); a request that retired nothing, at most ten a
+    // second, so a client looping over it does not flood the log (the line says how many it
+    // held back).
     static FORGET_LOG: std::sync::LazyLock<super::counters::LogLimit> =
         std::sync::LazyLock::new(|| super::counters::LogLimit::new(100));
-    if let Some(held_back) = FORGET_LOG.allow() {
+    if forgotten {
+        tracing::info!(
+            rule = %for_log(&body.rule),
+            key = %for_log(&body.key),
+            forgotten,
+            "groups forget"
+        );
+    } else if let Some(held_back) = FORGET_LOG.allow() {
         tracing::info!(
             rule = %for_log(&body.rule),
             key = %for_log(&body.key),
