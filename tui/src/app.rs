@@ -84,6 +84,9 @@ pub struct App {
     pub summary: Summary,
     /// The last refresh's failure, or what the last action did.
     pub status: Option<String>,
+    /// `status` says what an acknowledgement did: it stays until the next key, whatever the
+    /// refreshes meanwhile (the header says when the agent does not answer).
+    ack_said: bool,
     /// Whether the help is shown.
     pub help: bool,
     /// Whether the selected alert's details (its fields and events) are shown.
@@ -174,6 +177,7 @@ impl App {
             selected: 0,
             summary: Summary::default(),
             status: None,
+            ack_said: false,
             help: false,
             details: false,
             detail_scroll: 0,
@@ -282,7 +286,9 @@ impl App {
             Err(e) => {
                 let since = *self.down_since.get_or_insert(now);
                 self.unreachable_secs = Some(now.saturating_duration_since(since).as_secs());
-                self.status = Some(format!("cannot read the agent: {e}"));
+                if !self.ack_said {
+                    self.status = Some(format!("cannot read the agent: {e}"));
+                }
             }
         }
         if let Some(id) = kept {
@@ -309,6 +315,7 @@ impl App {
 
     /// Applies a key; `src` takes an acknowledgement.
     pub fn key(&mut self, key: Key, src: &mut dyn Source) {
+        self.ack_said = false;
         if self.typing {
             match key {
                 Key::Char(c) => self.filter.push(c),
@@ -484,6 +491,7 @@ impl App {
             }
             Err(e) => format!("cannot acknowledge {id}: {e}"),
         });
+        self.ack_said = true;
     }
 }
 
@@ -528,6 +536,7 @@ pub(crate) mod tests {
         pub acked: Vec<(String, String)>,
         pub fail: bool,
         pub firing_reads: usize,
+        pub ack_fail: bool,
     }
 
     impl Source for Fixed {
@@ -545,6 +554,9 @@ pub(crate) mod tests {
             Ok(self.stats.clone())
         }
         fn ack(&mut self, id: &str, by: &str) -> Result<Option<String>, String> {
+            if self.ack_fail {
+                return Err("connection refused".into());
+            }
             self.acked.push((id.into(), by.into()));
             Ok(None)
         }
@@ -616,6 +628,32 @@ pub(crate) mod tests {
                 .is_some_and(|s| s.contains("move to the alert")),
             "{:?}",
             app.status
+        );
+    }
+
+    /// What an acknowledgement did stays on the status line until the next key, though the
+    /// refreshes meanwhile fail (the agent stopped: the header says so), then goes.
+    #[test]
+    fn a_failed_acknowledgement_stays_said_until_the_next_key() {
+        let mut src = Fixed {
+            firing: vec![alert("a", "firing")],
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        let t0 = Instant::now();
+        app.refresh(&mut src, t0);
+        (src.fail, src.ack_fail) = (true, true);
+        app.key(Key::Ack, &mut src);
+        let said = "cannot acknowledge a: connection refused";
+        assert_eq!(app.status.as_deref(), Some(said));
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(1));
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(2));
+        assert_eq!(app.status.as_deref(), Some(said));
+        app.key(Key::Down, &mut src);
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(3));
+        assert_eq!(
+            app.status.as_deref(),
+            Some("cannot read the agent: connection refused")
         );
     }
 

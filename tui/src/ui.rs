@@ -162,14 +162,6 @@ fn clip(s: &str, w: u16) -> String {
 
 /// Draws the dashboard.
 pub fn draw(f: &mut Frame, app: &App) {
-    let [head, body, foot] = Layout::vertical([
-        Constraint::Length(2),
-        Constraint::Min(3),
-        Constraint::Length(1),
-    ])
-    .areas(f.area());
-    draw_head(f, app, head);
-    draw_list(f, app, body);
     let status = app.status.clone().unwrap_or_else(|| {
         if app.typing {
             "type to filter by rule, group or message  ⏎ keep  esc drop".to_string()
@@ -180,8 +172,25 @@ pub fn draw(f: &mut Frame, app: &App) {
                 .to_string()
         }
     });
+    // A long status (an error's whole chain) wraps onto up to three lines: its cause is at
+    // its end.
+    let width = f.area().width.max(1);
+    let lines = u16::try_from(status.chars().count())
+        .unwrap_or(u16::MAX)
+        .div_ceil(width)
+        .clamp(1, 3);
+    let [head, body, foot] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(3),
+        Constraint::Length(lines),
+    ])
+    .areas(f.area());
+    draw_head(f, app, head);
+    draw_list(f, app, body);
     f.render_widget(
-        Paragraph::new(status).style(Style::new().fg(Color::DarkGray)),
+        Paragraph::new(status)
+            .style(Style::new().fg(Color::DarkGray))
+            .wrap(Wrap { trim: false }),
         foot,
     );
     if app.details
@@ -532,6 +541,22 @@ mod tests {
         a.unreachable_secs = Some(75);
         a.status = Some("cannot read the agent: connection refused".into());
         insta::assert_snapshot!(screen(&a, 110, 6));
+    }
+
+    /// A status longer than the screen is wide wraps (up to three lines): the cause at the
+    /// end of an error's chain is seen.
+    #[test]
+    fn a_long_status_wraps_to_show_its_cause() {
+        let mut a = app();
+        a.status = Some(format!(
+            "cannot read the agent: GET http://127.0.0.1:19514/stats: {}: Connection refused (os error 111)",
+            "x".repeat(40)
+        ));
+        let shown = screen(&a, 80, 10);
+        assert!(
+            shown.contains("Connection refused (os error 111)"),
+            "{shown}"
+        );
     }
 
     #[test]
