@@ -100,7 +100,8 @@ pub struct App {
     pub list_room: std::cell::Cell<u16>,
     /// The details' lines on screen, as last drawn (what Page Up and Page Down scroll by).
     pub detail_page: std::cell::Cell<u16>,
-    /// Only the alerts whose rule, group or message holds this text (any case) are listed.
+    /// Only the alerts whose rule, severity, group or message holds this text (any case) are
+    /// listed.
     pub filter: String,
     /// The filter is being typed (keys go to it).
     pub typing: bool,
@@ -495,16 +496,18 @@ impl App {
     }
 }
 
-/// Whether alert `a`'s rule, group (`k=v`) or message holds `needle` (lower case).
 /// What Page Up or Page Down moves by, given the rows on screen: a screenful less one, which
 /// stays in view for context (at least one).
 fn page(rows: &std::cell::Cell<u16>) -> u16 {
     rows.get().saturating_sub(1).max(1)
 }
 
+/// Whether alert `a`'s rule, severity (as the list shows it), group (`k=v`) or message holds
+/// `needle` (lower case).
 fn matches_filter(a: &serde_json::Value, needle: &str) -> bool {
     let has = |t: &str| t.to_lowercase().contains(needle);
     a["rule"].as_str().is_some_and(has)
+        || a["severity"].as_str().is_some_and(has)
         || a["message"].as_str().is_some_and(has)
         || has(&crate::ui::group(a))
 }
@@ -629,6 +632,25 @@ pub(crate) mod tests {
             "{:?}",
             app.status
         );
+    }
+
+    /// The filter reads the severity the list shows: `/low` keeps the low alerts only.
+    #[test]
+    fn the_filter_matches_the_severity() {
+        let mut low = alert("b", "firing");
+        low["severity"] = "low".into();
+        let mut src = Fixed {
+            firing: vec![alert("a", "firing"), low],
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        app.refresh(&mut src, Instant::now());
+        app.key(Key::Filter, &mut src);
+        for c in "low".chars() {
+            app.key(Key::Char(c), &mut src);
+        }
+        let ids: Vec<&str> = app.rows().iter().filter_map(|a| a["id"].as_str()).collect();
+        assert_eq!(ids, ["b"]);
     }
 
     /// What an acknowledgement did stays on the status line until the next key, though the
@@ -868,7 +890,7 @@ pub(crate) mod tests {
         assert!(!app.details && !app.quit);
         app.key(Key::Back, &mut src);
         assert!(app.quit);
-        // A filter: only the alerts whose rule, group or message holds it; the selection and
+        // A filter: only the alerts whose rule, severity, group or message holds it; the selection and
         // an acknowledgement follow the filtered list.
         let mut app = App::new("test".into(), "alice".into());
         src.firing = vec![
