@@ -678,23 +678,41 @@ fn port(w: &str) -> Option<u16> {
         "http" | "www" => 80,
         "kerberos" => 88,
         "pop3" => 110,
+        "sunrpc" | "portmapper" => 111,
         "ntp" => 123,
+        "epmap" | "loc-srv" => 135,
+        "netbios-ns" => 137,
+        "netbios-dgm" => 138,
+        "netbios-ssn" => 139,
         "imap" => 143,
         "snmp" => 161,
         "snmptrap" => 162,
         "ldap" => 389,
         "https" => 443,
         "microsoft-ds" | "smb" => 445,
+        "kpasswd" => 464,
+        "isakmp" => 500,
         "syslog" => 514,
+        "rtsp" => 554,
         "submission" => 587,
         "ldaps" => 636,
+        "rsync" => 873,
         "imaps" => 993,
         "pop3s" => 995,
+        "socks" => 1080,
+        "openvpn" => 1194,
         "ms-sql-s" => 1433,
+        "radius" => 1812,
+        "nfs" => 2049,
         "mysql" => 3306,
         "rdp" | "ms-wbt-server" => 3389,
+        "sip" => 5060,
         "postgresql" => 5432,
+        "x11" => 6000,
+        "redis" => 6379,
         "syslog-tls" => 6514,
+        "ircd" => 6667,
+        "http-alt" | "webcache" => 8080,
         _ => return None,
     })
 }
@@ -783,6 +801,15 @@ mod tests {
         assert!(!pass("src net 10", &p));
         assert!(pass("tcp src port https", &p));
         assert!(!pass("udp port 443", &p));
+        // Names as Debian's /etc/services spells them, for the services a monitor filters on.
+        for (name, n) in [
+            ("netbios-ssn", 139),
+            ("rsync", 873),
+            ("http-alt", 8080),
+            ("nfs", 2049),
+        ] {
+            assert_eq!(port(name), Some(n), "{name}");
+        }
         assert!(pass("dst portrange 50000-52000", &p));
         assert!(pass("dst portrange 52000-50000", &p));
         assert!(pass("portrange 443", &p));
