@@ -224,23 +224,6 @@ pub fn is_test_file(p: &Path) -> bool {
         .is_some_and(|n| n.ends_with(".test.toml"))
 }
 
-/// "did you mean `message`?" for serde's "unknown field `mesage`, expected one of `rule`,
-/// ..." (as rule files suggest a key), else nothing.
-fn unknown_key_hint(msg: &str) -> String {
-    let ticked =
-        |s: &str| -> Vec<String> { s.split('`').skip(1).step_by(2).map(String::from).collect() };
-    let Some((head, tail)) = msg.split_once("expected one of") else {
-        return String::new();
-    };
-    let (Some(name), known) = (ticked(head).pop(), ticked(tail)) else {
-        return String::new();
-    };
-    match cepheus_core::rules::diag::did_you_mean(&name, known.iter().map(String::as_str)) {
-        Some(k) => format!("did you mean `{k}`?"),
-        None => String::new(),
-    }
-}
-
 /// A test file's head, checked, and its `[[test]]` tables as written (with their spans in
 /// `text`), to be read one by one.
 fn read_test_file<'t>(
@@ -251,7 +234,7 @@ fn read_test_file<'t>(
         anyhow::anyhow!(
             "{} is not a valid test file: {e}{}",
             path.display(),
-            unknown_key_hint(e.message())
+            cepheus_core::rules::diag::unknown_key_hint(e.message())
         )
     };
     let doc = DeTable::parse(text).map_err(invalid)?;
@@ -365,7 +348,7 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
             Ok(t) => t,
             Err(e) => {
                 broken += 1;
-                let hint = unknown_key_hint(e.message());
+                let hint = cepheus_core::rules::diag::unknown_key_hint(e.message());
                 let hint = if hint.is_empty() {
                     hint
                 } else {
@@ -868,8 +851,9 @@ mod tests {
         let Err(e) = TestCase::deserialize(toml::de::ValueDeserializer::from(test)) else {
             panic!("parsed");
         };
-        assert_eq!(unknown_key_hint(e.message()), "did you mean `message`?");
-        assert_eq!(unknown_key_hint("unknown field `zzz`, expected `a`"), "");
+        let hint = cepheus_core::rules::diag::unknown_key_hint;
+        assert_eq!(hint(e.message()), "did you mean `message`?");
+        assert_eq!(hint("unknown field `zzz`, expected `a`"), "");
     }
 
     /// Positions are 1-based, columns in characters (as rule files' diagnostics count them);

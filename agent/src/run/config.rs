@@ -717,6 +717,40 @@ impl DurationText {
     }
 }
 
+/// serde's names of Rust's number types in a message (`expected usize`) in words an operator
+/// reads (`expected a whole number, 0 or more`).
+fn plain_types(message: &str) -> String {
+    const WORDS: [(&str, &str); 9] = [
+        ("expected usize", "expected a whole number, 0 or more"),
+        ("expected u64", "expected a whole number, 0 or more"),
+        (
+            "expected u32",
+            "expected a whole number from 0 to 4294967295",
+        ),
+        ("expected u16", "expected a whole number from 0 to 65535"),
+        ("expected u8", "expected a whole number from 0 to 255"),
+        ("expected i64", "expected a whole number"),
+        ("expected i32", "expected a whole number"),
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+    ];
+    let mut out = message.to_string();
+    for (rust, words) in WORDS {
+        // (Whole words only: `expected u8` is not the start of `expected u80`.)
+        let mut from = 0;
+        while let Some(i) = out[from..].find(rust).map(|i| from + i) {
+            let end = i + rust.len();
+            if out[end..].starts_with(|c: char| c.is_ascii_alphanumeric()) {
+                from = end;
+                continue;
+            }
+            out.replace_range(i..end, words);
+            from = i + words.len();
+        }
+    }
+    out
+}
+
 impl Config {
     /// Parses a configuration text (`path` only names it in errors) and validates it.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -765,7 +799,12 @@ impl Config {
                 Err(e) => e,
             };
             let at = e.span().map_or(usize::MAX, |r| r.start);
-            let message = e.to_string().trim_end().to_string();
+            let mut message = plain_types(e.to_string().trim_end());
+            let hint = cepheus_core::rules::diag::unknown_key_hint(e.message());
+            if !hint.is_empty() {
+                message.push_str("\n  = hint: ");
+                message.push_str(&hint);
+            }
             // A required key set aside for its type is missing now: said once, as mistyped.
             let echo = set_aside
                 .iter()
@@ -1991,6 +2030,10 @@ mod tests {
             assert!(e.contains(key), "{key} not said: {e}");
         }
         assert!(e.contains("line 2") && e.contains("line 6"), "{e}");
+        // A misspelt key is suggested, as in rule files; a number's type is said in words.
+        assert!(e.contains("hint: did you mean `max_connections`?"), "{e}");
+        assert!(e.contains("expected a whole number, 0 or more"), "{e}");
+        assert!(!e.contains("usize"), "{e}");
         // An unknown table hides no other mistake, and its keys are not taken for another's.
         let e = Config::parse(
             Path::new("x"),
@@ -2005,6 +2048,14 @@ mod tests {
         // Syntax that does not parse: one error.
         let e = Config::parse(Path::new("x"), "[syslog\nudp = 1\n").unwrap_err();
         assert_eq!(e.to_string().matches("TOML parse error").count(), 1, "{e}");
+    }
+
+    #[test]
+    fn numbers_types_are_said_in_words() {
+        assert_eq!(
+            plain_types("invalid value: integer `70000`, expected u16; expected u8x"),
+            "invalid value: integer `70000`, expected a whole number from 0 to 65535; expected u8x"
+        );
     }
 
     #[test]

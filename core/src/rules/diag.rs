@@ -474,6 +474,24 @@ fn hex(s: &str) -> Option<char> {
     char::from_u32(u32::from_str_radix(s, 16).ok()?)
 }
 
+/// "did you mean `message`?" for serde's "unknown field `mesage`, expected one of `rule`,
+/// ..." (as rule files suggest a key; said for test files and the configuration too), else
+/// nothing.
+pub fn unknown_key_hint(msg: &str) -> String {
+    let ticked =
+        |s: &str| -> Vec<String> { s.split('`').skip(1).step_by(2).map(String::from).collect() };
+    let Some((head, tail)) = msg.split_once("expected one of") else {
+        return String::new();
+    };
+    let (Some(name), known) = (ticked(head).pop(), ticked(tail)) else {
+        return String::new();
+    };
+    match did_you_mean(&name, known.iter().map(String::as_str)) {
+        Some(k) => format!("did you mean `{k}`?"),
+        None => String::new(),
+    }
+}
+
 /// The closest name to `name` among `candidates`, if close enough to suggest.
 pub fn did_you_mean<'a>(
     name: &str,
