@@ -412,8 +412,12 @@ fn bind_error(key: &str, addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
         std::io::ErrorKind::AddrInUse if key == "api.listen" => {
             "another cepheus running? `ss -ltnp` shows who holds it; set `[api] listen` to a free port"
         }
-        std::io::ErrorKind::AddrInUse => {
+        // (Syslog daemons hold the standard ports: 514, 601, 6514.)
+        std::io::ErrorKind::AddrInUse if matches!(addr.port(), 514 | 601 | 6514) => {
             "another cepheus, or another syslog daemon (`ss -ltunp` shows who holds it)? forward from a syslog daemon instead: README.md, \"Forwarding from rsyslog or syslog-ng\""
+        }
+        std::io::ErrorKind::AddrInUse => {
+            "another cepheus running? `ss -ltunp` shows who holds it; set the listener to a free port"
         }
         _ => "check the address",
     };
@@ -1350,6 +1354,15 @@ mod tests {
         )
         .to_string();
         assert!(taken.contains("another syslog daemon"), "{taken}");
+        // A port of cepheus's own (the default 5514) is not a syslog daemon's.
+        let own = bind_error(
+            "syslog.tcp",
+            "127.0.0.1:5514".parse().unwrap(),
+            std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        )
+        .to_string();
+        assert!(own.contains("set the listener to a free port"), "{own}");
+        assert!(!own.contains("syslog daemon"), "{own}");
         let api = bind_error(
             "api.listen",
             addr,
