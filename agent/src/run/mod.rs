@@ -1354,6 +1354,10 @@ mod tests {
         )
         .to_string();
         assert!(taken.contains("another syslog daemon"), "{taken}");
+        assert!(
+            taken.contains("README.md, \"Forwarding from rsyslog or syslog-ng\""),
+            "{taken}"
+        );
         // A port of cepheus's own (the default 5514) is not a syslog daemon's.
         let own = bind_error(
             "syslog.tcp",
