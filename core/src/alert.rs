@@ -186,28 +186,70 @@ pub const MAX_ALERT_TEXT: usize = 2048;
 /// What ends a text an alert shows cut.
 pub const CUT_MARK: &str = "…[cut]";
 
+/// The most bytes the texts of one event an alert shows take together, names included:
+/// beyond it, the longest texts are cut further (see [`event_json`]). With at most
+/// [`MAX_ALERT_EVENTS`] events, an alert's events stay within 256 KiB however many fields a
+/// sender packed into its messages.
+pub const MAX_ALERT_EVENT_TEXT: usize = 16 * 1024;
+
 /// `s`, cut to [`MAX_ALERT_TEXT`] bytes (marked) when longer.
 fn capped(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.len() <= MAX_ALERT_TEXT {
+    cut_to(s, MAX_ALERT_TEXT)
+}
+
+/// `s`, cut to `max` bytes (marked, at a character boundary) when longer; a `max` shorter
+/// than the mark leaves the mark alone.
+fn cut_to(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if s.len() <= max {
         return std::borrow::Cow::Borrowed(s);
     }
-    let mut end = MAX_ALERT_TEXT - CUT_MARK.len();
+    let mut end = max.saturating_sub(CUT_MARK.len());
     while !s.is_char_boundary(end) {
         end -= 1;
     }
     std::borrow::Cow::Owned(format!("{}{CUT_MARK}", &s[..end]))
 }
 
-/// An event as an alert shows it: its JSON, each text cut by [`capped`].
+/// An event as an alert shows it: its JSON, each text cut by [`capped`], and, when its
+/// texts and names still take more than [`MAX_ALERT_EVENT_TEXT`] bytes, the longest texts
+/// cut to one length, the longest that fits (a short text is never cut for a long one).
 fn event_json(e: &Event) -> serde_json::Value {
     let mut v = e.to_json();
-    if let Some(o) = v.as_object_mut() {
-        for x in o.values_mut() {
-            if let serde_json::Value::String(t) = x
-                && t.len() > MAX_ALERT_TEXT
-            {
-                *t = capped(t).into_owned();
-            }
+    let Some(o) = v.as_object_mut() else {
+        return v;
+    };
+    for x in o.values_mut() {
+        if let serde_json::Value::String(t) = x
+            && t.len() > MAX_ALERT_TEXT
+        {
+            *t = capped(t).into_owned();
+        }
+    }
+    let names: usize = o.keys().map(String::len).sum();
+    let texts: Vec<usize> = (o.values())
+        .filter_map(|x| x.as_str().map(str::len))
+        .collect();
+    if names + texts.iter().sum::<usize>() <= MAX_ALERT_EVENT_TEXT {
+        return v;
+    }
+    // The longest length every text may keep, found by halving: the texts (none longer than
+    // it) then fit what the names leave. The other values (numbers, addresses) are short.
+    let room = MAX_ALERT_EVENT_TEXT.saturating_sub(names);
+    let fits = |c: usize| texts.iter().map(|&n| n.min(c)).sum::<usize>() <= room;
+    let (mut lo, mut hi) = (0, MAX_ALERT_TEXT);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    for x in o.values_mut() {
+        if let serde_json::Value::String(t) = x
+            && t.len() > lo
+        {
+            *t = cut_to(t, lo.max(CUT_MARK.len())).into_owned();
         }
     }
     v
@@ -432,6 +474,39 @@ mod tests {
         let msg = v["msg"].as_str().unwrap_or_default();
         assert_eq!(msg.len(), MAX_ALERT_TEXT);
         assert!(msg.ends_with(CUT_MARK));
+    }
+
+    /// An event whose many texts together pass MAX_ALERT_EVENT_TEXT is shown with its
+    /// longest texts cut to one length, so it fits; its short texts and every name stay.
+    #[test]
+    fn an_event_of_many_long_fields_is_cut_to_fit() {
+        let mut e = Event::new(crate::event::Source::Syslog, Timestamp(0), Timestamp(0));
+        e.set(crate::event::Field::Host, Value::str("web1"));
+        e.set(crate::event::Field::Msg, Value::str(&"m".repeat(65_536)));
+        for i in 0..64 {
+            e.set_key(
+                crate::event::FieldKey::Named(std::sync::Arc::from(format!("sd.x@1.p{i}"))),
+                Value::str(&"v".repeat(1000)),
+            );
+        }
+        let v = event_json(&e);
+        let Some(o) = v.as_object() else {
+            panic!("an object: {v}")
+        };
+        let size: usize = o
+            .iter()
+            .map(|(k, x)| k.len() + x.as_str().map_or(0, str::len))
+            .sum();
+        assert!(size <= MAX_ALERT_EVENT_TEXT, "{size}");
+        assert_eq!(o.keys().filter(|k| k.starts_with("sd.")).count(), 64);
+        assert_eq!(v["host"], "web1");
+        let p0 = v["sd.x@1.p0"].as_str().unwrap_or_default();
+        assert!(p0.ends_with(CUT_MARK) && p0.len() > 100, "{p0}");
+        assert_eq!(v["msg"].as_str().map(str::len), Some(p0.len()));
+        // Small events are shown whole.
+        let mut small = Event::new(crate::event::Source::Syslog, Timestamp(0), Timestamp(0));
+        small.set(crate::event::Field::Msg, Value::str("hello"));
+        assert_eq!(event_json(&small), small.to_json());
     }
 
     /// docs/rules.md lists every reason an alert can carry, in the enum's order, and no other.

@@ -354,7 +354,7 @@ fn field_table() -> String {
             f.doc().replace('|', "\\|")
         ));
     }
-    s.push_str("| `sd.<id>.<param>` | string | syslog | RFC 5424 structured data, e.g. `sd.origin.ip`; SD-IDs may contain `@`; a parameter written more than once (`[origin ip=\"a\" ip=\"b\"]`, which RFC 5424 allows) keeps every value, in order and each once, joined by `,` (`a,b`); structured data that is not RFC 5424's (values without quotes, as ESXi writes `[Originator@6876 sub=Vimsvc opID=x]`) gives no field and stays at the start of `msg`, as rsyslog and syslog-ng keep it; where one element of several is such, all the structured data stays at the start of `msg` (the well-formed elements still give their fields) |\n");
+    s.push_str("| `sd.<id>.<param>` | string | syslog | RFC 5424 structured data, e.g. `sd.origin.ip`; SD-IDs may contain `@`; a parameter written more than once (`[origin ip=\"a\" ip=\"b\"]`, which RFC 5424 allows) keeps every value, in order and each once, joined by `,` (`a,b`); structured data that is not RFC 5424's (values without quotes, as ESXi writes `[Originator@6876 sub=Vimsvc opID=x]`) gives no field and stays at the start of `msg`, as rsyslog and syslog-ng keep it; where one element of several is such, all the structured data stays at the start of `msg` (the well-formed elements still give their fields); at most 64 distinct parameters of a message become fields, the first written (an SD bomb of thousands would each be held in every partial match and alert) |\n");
     s
 }
 

@@ -582,11 +582,17 @@ impl SyslogParser {
     }
 }
 
+/// The most distinct `sd.<id>.<param>` fields one message gives (see [`sd_fields`]).
+pub const MAX_SD_FIELDS: usize = 64;
+
 /// The `sd.<id>.<param>` fields of a message's structured data, in the order first written.
 /// A parameter written more than once (RFC 5424 allows it: `origin`'s `ip`, one per address)
 /// keeps every value, in the order written and each once, joined by [`SD_JOIN`]; the last
 /// one alone would hide the others from rules and alerts. A repeated SD-ID (which RFC 5424
-/// forbids, but senders write) is read the same way.
+/// forbids, but senders write) is read the same way. At most [`MAX_SD_FIELDS`] distinct
+/// parameters become fields, the first written: a sender's thousands of tiny parameters
+/// would each be a field held in every partial match and alert that holds the event (ten
+/// times the message's size in memory, and as much in the store).
 fn sd_fields(msg: &Message<&str>) -> Vec<(String, String)> {
     let mut fields: Vec<(String, String)> = Vec::new();
     // Where each key is in `fields`, and the values it holds: an SD bomb of many parameters
@@ -608,11 +614,12 @@ fn sd_fields(msg: &Message<&str>) -> Vec<(String, String)> {
                         joined.push_str(&value);
                     }
                 }
-                None => {
+                None if fields.len() < MAX_SD_FIELDS => {
                     at.insert(key.clone(), fields.len());
                     seen.insert((fields.len(), value.clone()));
                     fields.push((key, value));
                 }
+                None => {}
             }
         }
     }
@@ -1473,6 +1480,31 @@ mod tests {
         assert_eq!(sd(&e, "sd.x@1.a").as_deref(), Some("1,2,3,4"));
         assert_eq!(sd(&e, "sd.x@1.b").as_deref(), Some("2"));
         assert_eq!(sd(&e, "sd.x@1.c").as_deref(), Some("5"));
+        assert_eq!(get(&e, Field::Msg), Some("m"));
+    }
+
+    /// An SD bomb (thousands of tiny parameters) gives at most MAX_SD_FIELDS fields, the
+    /// first written; a parameter already taken still gathers its values; the message is read.
+    #[test]
+    fn structured_data_gives_at_most_max_sd_fields_fields() {
+        let p = SyslogParser::default();
+        let params: String = (0..1000).map(|i| format!(" p{i}=\"v\"")).collect();
+        let line = format!("<14>1 2024-06-01T12:00:00Z h app 1 ID [x@1{params} p0=\"w\"] m");
+        let e = p
+            .parse(line.as_bytes(), at("2024-06-02T00:00:00Z"), None)
+            .unwrap();
+        let n = |e: &Event| {
+            e.to_json()
+                .as_object()
+                .map_or(0, |o| o.keys().filter(|k| k.starts_with("sd.")).count())
+        };
+        assert_eq!(n(&e), MAX_SD_FIELDS);
+        assert_eq!(sd(&e, "sd.x@1.p0").as_deref(), Some("v,w"));
+        assert_eq!(
+            sd(&e, &format!("sd.x@1.p{}", MAX_SD_FIELDS - 1)).as_deref(),
+            Some("v")
+        );
+        assert_eq!(sd(&e, &format!("sd.x@1.p{MAX_SD_FIELDS}")), None);
         assert_eq!(get(&e, Field::Msg), Some("m"));
     }
 
