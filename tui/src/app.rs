@@ -276,10 +276,11 @@ impl App {
             Ok(()) => {
                 self.down_since = None;
                 self.unreachable_secs = None;
-                if self
-                    .status
-                    .as_deref()
-                    .is_some_and(|s| s.starts_with("cannot"))
+                if !self.ack_said
+                    && self
+                        .status
+                        .as_deref()
+                        .is_some_and(|s| s.starts_with("cannot"))
                 {
                     self.status = None;
                 }
@@ -437,6 +438,8 @@ impl App {
     }
 
     fn ack(&mut self, src: &mut dyn Source) {
+        // (Whatever it says, it says it until the next key.)
+        self.ack_said = true;
         // In either list: the row under the cursor is not the alert that was chosen (found by
         // a review: in the latest changes, `a` took the row that slid under it).
         if let Some(id) = &self.gone {
@@ -492,7 +495,6 @@ impl App {
             }
             Err(e) => format!("cannot acknowledge {id}: {e}"),
         });
-        self.ack_said = true;
     }
 }
 
@@ -671,6 +673,11 @@ pub(crate) mod tests {
         app.refresh(&mut src, t0 + std::time::Duration::from_secs(1));
         app.refresh(&mut src, t0 + std::time::Duration::from_secs(2));
         assert_eq!(app.status.as_deref(), Some(said));
+        // The agent back (it refused the acknowledgement, say): still said.
+        src.fail = false;
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(3));
+        assert_eq!(app.status.as_deref(), Some(said));
+        src.fail = true;
         app.key(Key::Down, &mut src);
         app.refresh(&mut src, t0 + std::time::Duration::from_secs(3));
         assert_eq!(

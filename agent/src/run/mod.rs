@@ -312,22 +312,30 @@ pub fn run(args: RunArgs) -> ExitCode {
 /// made later inherit the sets). Refused (the unit's system call filter, an old kernel), it
 /// is said and the agent goes on.
 fn drop_capture_capability() {
-    use rustix::thread::{CapabilitySet, capabilities, set_capabilities};
+    drop_capability(
+        rustix::thread::CapabilitySet::NET_RAW,
+        "CAP_NET_RAW",
+        "no [capture] is configured",
+    );
+}
+
+/// Gives up `cap` (named `name`) for good, from every set (the ambient one follows the
+/// permitted one), saying so with `why`; a process that does not hold it changes nothing.
+fn drop_capability(cap: rustix::thread::CapabilitySet, name: &str, why: &str) {
+    use rustix::thread::{capabilities, set_capabilities};
     let dropped = capabilities(None).and_then(|mut sets| {
-        if !(sets.permitted | sets.effective | sets.inheritable).contains(CapabilitySet::NET_RAW) {
+        if !(sets.permitted | sets.effective | sets.inheritable).contains(cap) {
             return Ok(false);
         }
-        sets.permitted.remove(CapabilitySet::NET_RAW);
-        sets.effective.remove(CapabilitySet::NET_RAW);
-        sets.inheritable.remove(CapabilitySet::NET_RAW);
+        sets.permitted.remove(cap);
+        sets.effective.remove(cap);
+        sets.inheritable.remove(cap);
         set_capabilities(None, sets).map(|()| true)
     });
     match dropped {
-        Ok(true) => tracing::info!("CAP_NET_RAW given up: no [capture] is configured"),
+        Ok(true) => tracing::info!("{name} given up: {why}"),
         Ok(false) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot give up CAP_NET_RAW (no [capture] is configured)")
-        }
+        Err(e) => tracing::warn!(error = %e, "cannot give up {name} ({why})"),
     }
 }
 
@@ -815,8 +823,6 @@ fn start(
             tracing::warn!(store = %path.display(), "the store is in use by another process (another `cepheus run` with this store.path, or `cepheus alerts` reading it): waiting up to 10 s for it");
         })
     };
-    let store = open_store(cfg.store.path(), cfg.store.max_alerts, open_waiting)
-        .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
     let udp: Vec<_> = cfg
         .syslog
         .udp
@@ -837,6 +843,18 @@ fn start(
         .as_deref()
         .map(api::bind_socket)
         .transpose()?;
+    // Every listener is bound: binding a port below 1024 is never needed again (a reload
+    // applies rules only; outputs bind none), so a service's user gives it up (root keeps its
+    // own, warned of above), before the store starts its threads, which would keep it.
+    if !running_as_root() {
+        drop_capability(
+            rustix::thread::CapabilitySet::NET_BIND_SERVICE,
+            "CAP_NET_BIND_SERVICE",
+            "the listeners are bound",
+        );
+    }
+    let store = open_store(cfg.store.path(), cfg.store.max_alerts, open_waiting)
+        .map_err(|e| anyhow::anyhow!("store.path: {e}"))?;
     let udp_addrs: Vec<SocketAddr> = udp.iter().filter_map(|s| s.local_addr().ok()).collect();
     // Each listener's own counters, by its bound address (`/stats` `listeners`).
     let bound = |proto: &str, addr: std::io::Result<SocketAddr>, asked: SocketAddr| {

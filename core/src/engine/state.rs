@@ -290,6 +290,15 @@ impl Items {
         }
     }
 
+    /// Whether an item is of time `at` (items are in time order: a binary search).
+    fn holds_time(&self, at: Timestamp) -> bool {
+        match self {
+            Items::One(x) => x.time == at,
+            Items::Many(Some(d)) => d.binary_search_by_key(&at, |i| i.time).is_ok(),
+            Items::Many(None) => false,
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Items::One(_) => 1,
@@ -2337,9 +2346,8 @@ impl LinearState {
         let runs = &self.runs;
         let rare = self.rare.get_or_insert_with(Default::default);
         let floor = (rare.waits.iter().map(|w| w.deadline)).fold(start.min(now), Timestamp::min);
-        rare.seeds.retain(|&(at, _)| {
-            at >= floor || runs.iter().any(|r| r.items.iter().any(|i| i.time == at))
-        });
+        rare.seeds
+            .retain(|&(at, _)| at >= floor || runs.iter().any(|r| r.items.holds_time(at)));
         let n = (rare.seeds.iter().chain(&rare.last_seed))
             .filter(|&&(at, _)| at == start)
             .map(|&(_, n)| n + 1)
