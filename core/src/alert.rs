@@ -193,7 +193,7 @@ pub const CUT_MARK: &str = "…[cut]";
 pub const MAX_ALERT_EVENT_TEXT: usize = 16 * 1024;
 
 /// `s`, cut to [`MAX_ALERT_TEXT`] bytes (marked) when longer.
-fn capped(s: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn capped(s: &str) -> std::borrow::Cow<'_, str> {
     cut_to(s, MAX_ALERT_TEXT)
 }
 

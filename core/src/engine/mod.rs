@@ -576,6 +576,8 @@ pub struct Engine {
     ready: Vec<TimerEntry>,
     /// The last event's allocation, reused for the next event when nothing kept it.
     spare: Option<Arc<Event>>,
+    /// The fields some rule's `distinct` closure counts: held whole ([`cap_held_texts`]).
+    distinct_keys: Vec<FieldKey>,
     /// `push_batch`'s look-ahead window.
     ahead: Vec<Event>,
     /// `push_batch`: the group slots the look-ahead window will touch.
@@ -699,6 +701,23 @@ fn refile(
         }
     });
     r.unwrap_or(Refile::Stale)
+}
+
+/// Cuts each text of `e` longer than an alert shows ([`crate::alert::MAX_ALERT_TEXT`]) as an
+/// alert cuts it, but those of the fields in `keep` (a `distinct` closure's, whose whole value
+/// tells values apart). Partial matches, waits and episodes hold their events for the alerts
+/// they make (which show no more than that) and for `{field}` in messages (cut to the same
+/// length, and from the start: the same text), so they show the same; what a sender's 64 KiB
+/// messages cost held in every group of every rule is 2 KiB each.
+fn cap_held_texts(e: &mut Event, keep: &[FieldKey]) {
+    for (k, v) in &mut e.fields {
+        if let Value::Str(s) = v
+            && s.len() > crate::alert::MAX_ALERT_TEXT
+            && !keep.contains(k)
+        {
+            *v = Value::str(&crate::alert::capped(s));
+        }
+    }
 }
 
 /// Feeds state `rule`'s compact group one event (the NFA's transition) and arms its timer as
@@ -1305,6 +1324,17 @@ impl Engine {
             })
             .collect();
         let pred_seen = vec![0; via_direct.len()];
+        let mut distinct_keys: Vec<FieldKey> = Vec::new();
+        for rt in &rts {
+            if let Plan::Linear { alts } = &*rt.facts.plan {
+                let steps = alts.iter().flat_map(|a| &a.steps);
+                for k in steps.filter_map(|s| s.repeat.as_ref()?.distinct.as_ref()) {
+                    if !distinct_keys.contains(k) {
+                        distinct_keys.push(k.clone());
+                    }
+                }
+            }
+        }
         Ok(Engine {
             via_hits,
             direct_feeds,
@@ -1345,6 +1375,7 @@ impl Engine {
             fired: Vec::new(),
             ready: Vec::new(),
             spare: None,
+            distinct_keys,
             ahead: Vec::with_capacity(LOOKAHEAD),
             touch: Vec::new(),
             ahead_cands: Vec::new(),
@@ -1986,6 +2017,8 @@ impl Engine {
         let mut hits = std::mem::take(&mut self.hits);
         hits.clear();
         self.evaluate(&ev, &mut hits);
+        // What the groups hold of it (the conditions have read it whole).
+        let ev = self.held(ev);
         // Processing-time lane: timers strictly before now, then the event at now.
         self.advance_lane(0, arrival.sub(Duration(1)), out);
         let seq = self.next_seq;
@@ -2205,6 +2238,22 @@ impl Engine {
 
     /// The event in an `Arc`, reusing the previous event's allocation when nothing (a partial
     /// match, an alert, a reorder buffer) kept it: no allocation per event in the common case.
+    /// The event as groups hold it: `ev` itself, or, when it has a text longer than an alert
+    /// shows ([`crate::alert::MAX_ALERT_TEXT`]), a copy with such texts cut as alerts cut them
+    /// ([`cap_held_texts`]).
+    fn held(&mut self, ev: Arc<Event>) -> Arc<Event> {
+        let long = |(k, v): &(FieldKey, Value)| {
+            matches!(v, Value::Str(s) if s.len() > crate::alert::MAX_ALERT_TEXT)
+                && !self.distinct_keys.contains(k)
+        };
+        if !ev.fields.iter().any(long) {
+            return ev;
+        }
+        let mut e = (*ev).clone();
+        cap_held_texts(&mut e, &self.distinct_keys);
+        Arc::new(e)
+    }
+
     fn wrap(&mut self, ev: Event) -> Arc<Event> {
         if let Some(mut spare) = self.spare.take()
             && let Some(slot) = Arc::get_mut(&mut spare)
@@ -2846,6 +2895,7 @@ impl Engine {
                                 for (k, v) in &caps {
                                     e.set_key(k.clone(), v.clone());
                                 }
+                                cap_held_texts(&mut e, &self.distinct_keys);
                                 Arc::new(e)
                             })
                             .clone(),

@@ -1579,17 +1579,24 @@ fn a_group_value_longer_than_the_key_limit_makes_no_group() {
 #[test]
 fn stats_bytes_count_the_text_of_held_events_and_keys() {
     use cepheus_core::engine::{Engine, EngineConfig};
-    // 100 messages of 10 KB held by one partial match: /stats says so (it counted each held
-    // event as 96 bytes, so an operator could not see a flood of long lines).
+    // 100 messages of 1,500 bytes held by one partial match: /stats says so (it counted each
+    // held event as 96 bytes, so an operator could not see a flood of long lines).
     let rules = set(vec![rule("c", &["a"], rep(ev(0), 200, None)).within(3600)]);
-    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
-    let mut out = Vec::new();
-    let msg = "m".repeat(10_000);
-    let script: String = (0..100).map(|i| format!("a:h:{msg}@{i} ")).collect();
-    run_on(&mut e, parse_script(&script), &mut out);
-    let bytes = e.stats()[0].bytes;
-    assert!(bytes > 100 * 10_000, "{bytes}");
-    assert!(bytes < 100 * 12_000, "{bytes}");
+    let held = |len: usize| {
+        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        let msg = "m".repeat(len);
+        let script: String = (0..100).map(|i| format!("a:h:{msg}@{i} ")).collect();
+        run_on(&mut e, parse_script(&script), &mut out);
+        e.stats()[0].bytes
+    };
+    let bytes = held(1_500);
+    assert!(bytes > 100 * 1_500, "{bytes}");
+    assert!(bytes < 100 * 3_000, "{bytes}");
+    // Messages of 10 KB are held cut as alerts show them (2 KiB each).
+    let bytes = held(10_000);
+    assert!(bytes > 100 * 2_000, "{bytes}");
+    assert!(bytes < 100 * 3_000, "{bytes}");
 }
 
 #[test]
@@ -3362,5 +3369,73 @@ events.c = 'syslog and app == "c"'
             |rank| Alert::make_id_ranked("r", &[Value::str("h")], Timestamp::from_secs(10), rank).0;
         assert_eq!((ids[0], ids[2]), (ranked(0), ranked(1)), "share {share}");
         assert_ne!(ids[1], ids[0]);
+    }
+}
+
+/// Groups hold an event's long texts cut as alerts cut them (2 KiB): a sender's 64 KiB
+/// messages cost 2 KiB each in every partial match, and nothing shown changes (the alert's
+/// events and its `{msg}` are cut the same); a field a `distinct` closure counts is held whole,
+/// so two long values that differ late still count twice. Shared and unshared alike.
+#[test]
+fn groups_hold_long_texts_cut_as_alerts_show_them() {
+    use cepheus_core::alert::{CUT_MARK, MAX_ALERT_TEXT};
+    let rules = compile_toml(
+        r#"
+[[rule]]
+name = "pair"
+severity = "low"
+group_by = ["host"]
+message = "{msg}"
+events.a = 'syslog and app == "a"'
+events.b = 'syslog and app == "b"'
+pattern = "seq(a, b) within 1m"
+
+[[rule]]
+name = "kinds"
+severity = "low"
+group_by = ["host"]
+events.c = 'syslog and app == "c"'
+pattern = "c{2,} distinct(msgid) within 1m"
+"#,
+    );
+    let long = |tail: &str| format!("{}{tail}", "x".repeat(3000));
+    let ev = |app: &str, secs: i64, msg: &str| {
+        let t = Timestamp::from_secs(secs);
+        let mut e = syslog_event(app, "h", t, t);
+        let field = if app == "c" {
+            cepheus_core::event::Field::Msgid
+        } else {
+            cepheus_core::event::Field::Msg
+        };
+        e.set(field, Value::str(msg));
+        e
+    };
+    for share in [true, false] {
+        let mut e = new_engine(&rules, share);
+        let mut out = Vec::new();
+        e.push(ev("a", 0, &long("zq-tail")), &mut out);
+        // Held cut: the checkpoint holds 2 KiB of the message, not 3.
+        let saved = match serde_json::to_string(&e.checkpoint()) {
+            Ok(j) => j,
+            Err(err) => panic!("checkpoint: {err}"),
+        };
+        assert!(saved.contains(CUT_MARK), "share {share}");
+        assert!(!saved.contains("zq-tail"), "share {share}");
+        e.push(ev("b", 1, "second"), &mut out);
+        e.push(ev("c", 2, &long("one")), &mut out);
+        e.push(ev("c", 3, &long("two")), &mut out);
+        let pair: Vec<_> = out.iter().filter(|a| a.rule() == "pair").collect();
+        assert_eq!(pair.len(), 1, "share {share}");
+        let j = pair[0].to_json();
+        let shown = j["events"][0]["msg"].as_str().unwrap_or_default();
+        assert_eq!(shown.len(), MAX_ALERT_TEXT, "share {share}");
+        assert!(shown.ends_with(CUT_MARK), "share {share}");
+        // `{msg}` is the most recent event's: `second`.
+        assert_eq!(j["message"], "second", "share {share}");
+        let kinds = out.iter().filter(|a| a.rule() == "kinds").count();
+        assert_eq!(
+            kinds, 1,
+            "share {share}: two values that differ past 2 KiB count twice"
+        );
     }
 }
