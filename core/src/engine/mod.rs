@@ -2241,15 +2241,21 @@ impl Engine {
     /// The event as groups hold it: `ev` itself, or, when it has a text longer than an alert
     /// shows ([`crate::alert::MAX_ALERT_TEXT`]), a copy with such texts cut as alerts cut them
     /// ([`cap_held_texts`]).
-    fn held(&mut self, ev: Arc<Event>) -> Arc<Event> {
-        let long = |(k, v): &(FieldKey, Value)| {
-            matches!(v, Value::Str(s) if s.len() > crate::alert::MAX_ALERT_TEXT)
-                && !self.distinct_keys.contains(k)
-        };
+    #[inline]
+    fn held(&self, ev: Arc<Event>) -> Arc<Event> {
+        // (A long text is on the heap: the inline ones, most, are passed over at once.)
+        let long = |(_, v): &(FieldKey, Value)| matches!(v, Value::Str(s) if s.is_heap_allocated() && s.len() > crate::alert::MAX_ALERT_TEXT);
         if !ev.fields.iter().any(long) {
             return ev;
         }
-        let mut e = (*ev).clone();
+        self.held_cut(&ev)
+    }
+
+    /// [`Engine::held`]'s copy, out of line (rare).
+    #[cold]
+    #[inline(never)]
+    fn held_cut(&self, ev: &Arc<Event>) -> Arc<Event> {
+        let mut e = (**ev).clone();
         cap_held_texts(&mut e, &self.distinct_keys);
         Arc::new(e)
     }
