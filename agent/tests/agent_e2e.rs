@@ -43,6 +43,14 @@ fn free_port() -> u16 {
     panic!("no free port");
 }
 
+/// Writes a secret (a token file) as an operator should: readable by its owner and group
+/// only (the agent refuses one every user may read).
+fn write_secret(path: &Path, text: impl AsRef<[u8]>) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640)).unwrap();
+}
+
 fn scratch(name: &str) -> PathBuf {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -1705,7 +1713,7 @@ fn api_token_guards_stats_and_metrics() {
     let dir = scratch("token");
     std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
     let token = "0123456789abcdef-test-token";
-    std::fs::write(dir.join("api.token"), format!("{token}\n")).unwrap();
+    write_secret(&dir.join("api.token"), format!("{token}\n"));
     let agent = Agent::start_full(&dir, "", "token_file = \"api.token\"", "");
     let get = |path: &str, auth: Option<&str>| -> String {
         let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
@@ -2228,7 +2236,7 @@ fn config_check_reads_the_token_file_as_run_does() {
             .output()
             .unwrap()
     };
-    std::fs::write(dir.join("tok"), "s3cret\n").unwrap();
+    write_secret(&dir.join("tok"), "s3cret\n");
     let out = check();
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -2236,7 +2244,7 @@ fn config_check_reads_the_token_file_as_run_does() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::write(dir.join("tok"), "0123456789abcdef0123\n").unwrap();
+    write_secret(&dir.join("tok"), "0123456789abcdef0123\n");
     let out = check();
     assert!(
         out.status.success(),
@@ -3092,7 +3100,7 @@ fn alerts_cmd(dir: &Path, args: &[&str]) -> (i32, String, String) {
 fn alerts_lists_what_fires_now_and_the_latest_changes() {
     let dir = scratch("alerts-cmd");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
-    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    write_secret(&dir.join("token"), "s3cret-0123456789abcdef\n");
     let agent = Agent::start_full(&dir, "", "token_file = \"token\"\n", "");
     let (code, out, err) = alerts_cmd(&dir, &[]);
     assert_eq!(code, 0, "{err}");
@@ -3498,7 +3506,7 @@ fn the_api_answers_on_its_unix_socket_without_the_token() {
     use std::os::unix::fs::PermissionsExt;
     let dir = scratch("api-socket");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
-    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    write_secret(&dir.join("token"), "s3cret-0123456789abcdef\n");
     let api = "token_file = \"token\"\nsocket = \"api.sock\"\n";
     let keep = "checkpoint_every = \"100ms\"\n";
     let mut agent = Agent::start_full(&dir, "", api, keep);
@@ -3508,7 +3516,7 @@ fn the_api_answers_on_its_unix_socket_without_the_token() {
     // Over TCP the token is needed; the client, given the configuration, takes the socket
     // even when it cannot read the token.
     assert!(http_get(agent.api, "/stats").is_none());
-    std::fs::write(dir.join("token"), "").unwrap();
+    write_secret(&dir.join("token"), "");
     heartbeat(agent.port, "web1", 1);
     agent.wait_alert(10, |v| v["state"] == "firing");
     let (code, out, err) = alerts_cmd(&dir, &["--json"]);
@@ -3523,7 +3531,7 @@ fn the_api_answers_on_its_unix_socket_without_the_token() {
     // A crash leaves the socket file: the next start replaces it.
     agent.kill9();
     assert!(sock.exists());
-    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    write_secret(&dir.join("token"), "s3cret-0123456789abcdef\n");
     let mut again = Agent::start_full(&dir, "", api, keep);
     let (code, out, err) = alerts_cmd(&dir, &["--json"]);
     assert_eq!(code, 0, "{err}");
@@ -3702,7 +3710,7 @@ fn http_endpoint_on(
 fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
     let dir = scratch("webhook");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
-    std::fs::write(dir.join("hook.token"), "hook-s3cret\n").unwrap();
+    write_secret(&dir.join("hook.token"), "hook-s3cret\n");
     // The endpoint fails the first request (503): the same alerts come again.
     let (port, got) = http_endpoint(vec![503]);
     let agent = Agent::start(
@@ -4329,7 +4337,7 @@ fn the_api_client_follows_the_alert_stream_over_tcp_and_the_socket() {
     use std::io::BufRead;
     let dir = scratch("sse-client");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
-    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    write_secret(&dir.join("token"), "s3cret-0123456789abcdef\n");
     // Over TCP (with the token), then over the socket (without it).
     for (api, host) in [
         ("token_file = \"token\"\n", "web1"),
@@ -4712,7 +4720,7 @@ garbage [[[
 fn a_refused_request_says_why_it_had_no_token() {
     let dir = scratch("no-token-hint");
     std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
-    std::fs::write(dir.join("token"), "s3cret-0123456789abcdef\n").unwrap();
+    write_secret(&dir.join("token"), "s3cret-0123456789abcdef\n");
     let _agent = Agent::start_full(&dir, "", "token_file = \"token\"\n", "");
     let cfg = std::fs::read_to_string(dir.join("cepheus.toml")).unwrap();
     std::fs::write(

@@ -125,9 +125,10 @@ tick = "100ms"
 # send). Loopback by default; without a token, only requests addressed to localhost are
 # answered (but /health, open to liveness probes).
 listen = "127.0.0.1:9514"
-# A file holding a token (one line, at least 16 characters). When set, every path but
-# /health needs the header "Authorization: Bearer <token>" (/health stays open for liveness
-# probes). Required when `listen` is not a loopback address.
+# A file holding a token (one line, at least 16 characters; refused if every user may read
+# or write it: mode 0640). When set, every path but /health needs the header
+# "Authorization: Bearer <token>" (/health stays open for liveness probes). Required when
+# `listen` is not a loopback address.
 # token_file = "/etc/cepheus/api.token"
 # A Unix socket the API answers on too, created at start (mode 0660: the agent's user and
 # group), without the token: who may open the socket may ask. `cepheus alerts` and
@@ -1248,25 +1249,34 @@ impl Config {
         if let Err(e) = self.api.token() {
             out.push(Problem::keyed("api.token_file", &e));
         }
-        // A secret every user may rewrite is no secret: refused.
+        // A secret every user may read or rewrite is no secret: refused (as OpenSSH refuses
+        // such a private key). Any local user would use the API with it.
         for (key, f) in [
             ("api.token_file", &self.api.token_file),
             ("output.webhook_token_file", &self.output.webhook_token_file),
         ] {
             use std::os::unix::fs::PermissionsExt;
-            if let Some(f) = f
-                && let Ok(m) = std::fs::metadata(f)
-                && m.permissions().mode() & 0o002 != 0
-            {
-                out.push(Problem::new(
-                    key,
-                    format!(
-                        "{} is writable by every user (mode {:04o}), who could set the token: `chmod 0640` it (owner and the agent's group)",
-                        f.display(),
-                        m.permissions().mode() & 0o7777
-                    ),
-                ));
-            }
+            let Some((f, mode)) = f.as_ref().and_then(|f| {
+                let m = std::fs::metadata(f).ok()?;
+                Some((f, m.permissions().mode()))
+            }) else {
+                continue;
+            };
+            let who = if mode & 0o002 != 0 {
+                "writable by every user, who could set the token"
+            } else if mode & 0o004 != 0 {
+                "readable by every user, who could use the token"
+            } else {
+                continue;
+            };
+            out.push(Problem::new(
+                key,
+                format!(
+                    "{} is {who} (mode {:04o}): `chmod 0640` it (owner and the agent's group)",
+                    f.display(),
+                    mode & 0o7777
+                ),
+            ));
         }
         // `run` makes the socket where nothing is, or where a socket was left.
         if let Some(sock) = &self.api.socket
@@ -1504,11 +1514,9 @@ fn open_to_all(key: &'static str, f: &Path) -> Option<Problem> {
             ),
         ));
     }
-    // (Writable by every user is refused: `environment_problems`.)
-    let who = if mode & 0o002 != 0 {
+    // (Readable or writable by every user is refused: `environment_problems`.)
+    let who = if mode & 0o006 != 0 {
         return None;
-    } else if mode & 0o004 != 0 {
-        "readable by every user"
     } else if mode & 0o020 != 0 {
         "writable by its group"
     } else {
@@ -2118,7 +2126,7 @@ mod tests {
     }
 
     #[test]
-    fn a_token_file_every_user_can_read_is_a_warning() {
+    fn a_token_file_every_user_can_read_is_refused() {
         use std::os::unix::fs::PermissionsExt;
         let f = std::env::temp_dir().join(format!("cepheus-token-{}", std::process::id()));
         std::fs::write(&f, "0123456789abcdef0123\n").unwrap();
@@ -2128,24 +2136,28 @@ mod tests {
             Config::parse(Path::new("x"), &text).unwrap().warnings()
         };
         assert!(cfg(0o640).is_empty());
-        let w = cfg(0o644);
-        assert_eq!(w[0].key, "api.token_file");
-        assert!(
-            w[0].message.contains("readable by every user (mode 0644)"),
-            "{w:?}"
-        );
-        // Writable by every user: refused (an environment problem), not only warned of.
+        // Readable or writable by every user: refused (an environment problem), not only
+        // warned of.
         let refused = |mode: u32| {
             std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
             let text = format!("[api]\ntoken_file = \"{}\"\n", f.display());
             let c = Config::parse(Path::new("x"), &text).unwrap();
             (c.warnings(), c.environment_problems())
         };
+        let (w, e) = refused(0o644);
+        assert!(w.is_empty(), "{w:?}");
+        assert!(
+            e.iter().any(|p| p.key == "api.token_file"
+                && p.message
+                    .contains("readable by every user, who could use the token (mode 0644)")),
+            "{e:?}"
+        );
         let (w, e) = refused(0o662);
         assert!(w.is_empty(), "{w:?}");
         assert!(
             e.iter().any(|p| p.key == "api.token_file"
-                && p.message.contains("writable by every user (mode 0662)")),
+                && p.message
+                    .contains("writable by every user, who could set the token (mode 0662)")),
             "{e:?}"
         );
         // A group that may write it may put in a token it knows.
@@ -2175,7 +2187,8 @@ mod tests {
             .environment_problems();
         assert!(
             e.iter().any(|p| p.key == "output.webhook_token_file"
-                && p.message.contains("writable by every user (mode 0622)")),
+                && p.message
+                    .contains("writable by every user, who could set the token (mode 0622)")),
             "{e:?}"
         );
         // Owned by another user (not root, not the agent's): that user may replace it.
