@@ -1477,7 +1477,8 @@ async fn ack_alert(
         Err(refused) => return refused,
     };
     let Ok(id) = body.id.parse::<cepheus_core::alert::AlertId>() else {
-        let what = format!("`{}` is no alert id (16 hex digits)", body.id);
+        // (Quoted and cut: what a client sent is not echoed raw.)
+        let what = format!("{} is no alert id (16 hex digits)", for_log(&body.id));
         return text(HttpResponse::BadRequest(), what);
     };
     let Some(store) = st.store.clone() else {
