@@ -34,28 +34,41 @@ fn duration(secs: u64) -> String {
 /// forged row) and Unicode's format characters (the bidirectional overrides that reorder
 /// what is shown, the zero-width ones that make two host names look alike or upset a
 /// terminal's columns) are written as `\u{..}` escapes. Remote senders choose what alerts
-/// hold (a host name, a message), and the API's users the `by` of an acknowledgement.
+/// hold (a host name, a message, the names of a message's structured-data parameters), and
+/// the API's users the `by` of an acknowledgement: names are made safe as values are.
 pub fn printable(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::String(s) => {
-            let bad = needs_escape;
-            if s.chars().any(bad) {
-                *s = s
-                    .chars()
-                    .map(|c| {
-                        if bad(c) {
-                            c.escape_unicode().to_string()
-                        } else {
-                            c.to_string()
-                        }
-                    })
-                    .collect();
+            if s.chars().any(needs_escape) {
+                *s = escaped(s);
             }
         }
         serde_json::Value::Array(a) => a.iter_mut().for_each(printable),
-        serde_json::Value::Object(o) => o.values_mut().for_each(printable),
+        serde_json::Value::Object(o) => {
+            if o.keys().any(|k| k.chars().any(needs_escape)) {
+                for (k, mut x) in std::mem::take(o) {
+                    printable(&mut x);
+                    o.insert(escaped(&k), x);
+                }
+            } else {
+                o.values_mut().for_each(printable);
+            }
+        }
         _ => {}
     }
+}
+
+/// `s` with each character [`needs_escape`] says written as a `\u{..}` escape.
+fn escaped(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if needs_escape(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Whether [`printable`] writes `c` as an escape: a control or format character.
@@ -541,6 +554,16 @@ mod tests {
         a.unreachable_secs = Some(75);
         a.status = Some("cannot read the agent: connection refused".into());
         insta::assert_snapshot!(screen(&a, 110, 6));
+    }
+
+    /// A field's name is made printable as its value is (a structured-data parameter's name
+    /// is the sender's choice).
+    #[test]
+    fn names_are_made_printable_too() {
+        let mut v = serde_json::json!({"events": [{"sd.x\u{1b}[2J@1.p\u{202e}": "a\u{7}b"}]});
+        printable(&mut v);
+        let e = &v["events"][0];
+        assert_eq!(e["sd.x\\u{1b}[2J@1.p\\u{202e}"], "a\\u{7}b", "{v}");
     }
 
     /// A status longer than the screen is wide wraps (up to three lines): the cause at the
