@@ -38,11 +38,7 @@ fn duration(secs: u64) -> String {
 /// the API's users the `by` of an acknowledgement: names are made safe as values are.
 pub fn printable(v: &mut serde_json::Value) {
     match v {
-        serde_json::Value::String(s) => {
-            if s.chars().any(needs_escape) {
-                *s = escaped(s);
-            }
-        }
+        serde_json::Value::String(s) if s.chars().any(needs_escape) => *s = escaped(s),
         serde_json::Value::Array(a) => a.iter_mut().for_each(printable),
         serde_json::Value::Object(o) => {
             if o.keys().any(|k| k.chars().any(needs_escape)) {
