@@ -370,7 +370,7 @@ pub struct FlowTable {
     slots: Vec<Option<Slot>>,
     gens: Vec<u32>,
     free: Vec<u32>,
-    /// Bucket (second) -> (slot, generation) to check then.
+    /// Bucket (millisecond, see [`BUCKET`]) -> (slot, generation) to check then.
     wheel: BTreeMap<i64, Vec<(u32, u32)>>,
     wheel_len: usize,
     frags: HashMap<FragKey, (u16, u16)>,
@@ -391,6 +391,11 @@ pub struct FlowTable {
 }
 
 const SEC: i64 = 1_000_000_000;
+
+/// The wheel's bucket: a flow's timer is looked at within this of its deadline, so a flow
+/// whose timer ran out ends before a later packet's notices (stamped at its deadline, not a
+/// second late behind another flow's start: notices are made in time order).
+const BUCKET: i64 = 1_000_000;
 
 impl FlowTable {
     /// An empty table.
@@ -441,9 +446,9 @@ impl FlowTable {
             self.now = now;
         }
         let now = self.now;
-        let due_sec = now.0.div_euclid(SEC);
+        let due = now.0.div_euclid(BUCKET);
         while let Some(entry) = self.wheel.first_entry() {
-            if *entry.key() > due_sec {
+            if *entry.key() > due {
                 break;
             }
             let items = entry.remove();
@@ -520,8 +525,8 @@ impl FlowTable {
                 self.end_slot(id, EndReason::Reused, out);
                 slot_id = None;
             } else if ts.0 > self.deadline(s).0 {
-                // Past its deadline, though its wheel bucket (whole seconds) is not due yet:
-                // the timeout is exact, wherever the packets fall within the seconds.
+                // Past its deadline, though its wheel bucket (milliseconds) is not due yet:
+                // the timeout is exact, wherever the packets fall within the buckets.
                 let reason = self.expiry_reason(s);
                 let deadline = self.deadline(s);
                 self.end_slot_at(id, reason, deadline, out);
@@ -894,8 +899,8 @@ impl FlowTable {
         let Some(&gen_) = self.gens.get(slot as usize) else {
             return;
         };
-        // Bucket b is processed once the clock reaches second b, so round the deadline up.
-        let bucket = at.0.div_euclid(SEC).saturating_add(1);
+        // Bucket b is processed once the clock reaches b, so round the deadline up.
+        let bucket = at.0.div_euclid(BUCKET).saturating_add(1);
         self.wheel.entry(bucket).or_default().push((slot, gen_));
         self.wheel_len += 1;
         // At most two live entries per flow (its timer and a close-linger check): 3x leaves slack.
@@ -1544,6 +1549,36 @@ mod tests {
                 assert!(matches!(ends[0].kind, NoticeKind::End(EndReason::Idle)));
             }
         }
+    }
+
+    /// A flow whose timer ran out ends stamped at its deadline, before the notices of a later
+    /// packet of another flow (it was stamped at that packet, up to a second late: the wheel
+    /// looked at whole seconds, and notices are made in time order).
+    #[test]
+    fn a_timed_out_flow_ends_at_its_deadline_before_a_later_packets_notices() {
+        let udp = |t: &mut FlowTable, at: f64, sport: u16, out: &mut Vec<FlowNotice>| {
+            let mut v = Vec::new();
+            PacketBuilder::ipv4(C, S, 64)
+                .udp(sport, 514)
+                .write(&mut v, &[1, 2, 3])
+                .unwrap();
+            feed(t, at, &v, out);
+        };
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        udp(&mut t, 0.538, 40013, &mut out);
+        udp(&mut t, 60.4, 40011, &mut out);
+        udp(&mut t, 60.686, 40014, &mut out);
+        let end = out
+            .iter()
+            .position(|n| matches!(n.kind, NoticeKind::End(_)))
+            .expect("the first flow ended");
+        assert_eq!(out[end].at, Timestamp((60.538 * 1e9) as i64));
+        let started = |sport: u16| {
+            out.iter()
+                .position(|n| matches!(n.kind, NoticeKind::Start) && n.flow.sport == sport)
+        };
+        assert!(started(40014).is_some_and(|i| i > end), "{out:?}");
     }
 
     #[test]
