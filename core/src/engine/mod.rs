@@ -2059,7 +2059,15 @@ impl Engine {
         let mut lane_hit = std::mem::take(&mut self.lane_hit);
         let sweep = arrival >= self.sweep_at;
         if self.lanes.len() > 1 {
-            self.min_event_any = Some(self.min_event_any.map_or(ev_time, |m| m.min(ev_time)));
+            // (In a replay, a line stamped more than a day before the first is stale, a clock
+            // never set: late, it moves nothing, where monitoring begins included.)
+            let stale = self.cfg.recorded
+                && self
+                    .first_stamp
+                    .is_some_and(|f| f.since(ev_time) > STALE_FIRST_SOURCE);
+            if !stale {
+                self.min_event_any = Some(self.min_event_any.map_or(ev_time, |m| m.min(ev_time)));
+            }
             self.max_event_any = Some(self.max_event_any.map_or(ev_time, |m| m.max(ev_time)));
             if sweep {
                 self.sweep_at = arrival.add(SWEEP_EVERY);

@@ -1225,6 +1225,40 @@ fn until_at_or_after_the_input_end_takes_back_no_alert() {
     }
 }
 
+/// DESIGN: in replay, monitoring begins at the first event's time. A line stamped more than
+/// a day before the first (a clock never set) read after it is stale: late, it moves nothing.
+/// It moved the start of an event-time rule's monitoring back by `max_delay` (to the first
+/// line's stamp less the delay), so `absent(x) for 90s` fired after 80 s of silence (found on
+/// `beats_system_auth_test.log`). A line 4 s before the first is in time: monitoring begins
+/// at it.
+#[test]
+fn a_stale_line_in_a_replay_does_not_move_monitorings_start() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    let fired = |script: &str| -> Vec<String> {
+        let r = rule("r", &["x", "d"], absent(ev(0), Some(90)))
+            .expect(&["h1"])
+            .event_time(10, 0);
+        let rules = set(vec![r]);
+        let cfg = EngineConfig {
+            recorded: true,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script(script), &mut out);
+        out.iter().map(|a| fmt_alert(a, false)).collect()
+    };
+    assert_eq!(fired("d:h2@100000 d:h2@100240 end"), ["firing h1 @100090"]);
+    assert_eq!(
+        fired("d:h2@100000 d:h2@0/100001 d:h2@100240 end"),
+        ["firing h1 @100090"]
+    );
+    assert_eq!(
+        fired("d:h2@100000 d:h2@99996/100001 d:h2@100240 end"),
+        ["firing h1 @100086"]
+    );
+}
+
 #[test]
 fn late_events_are_not_matched() {
     let r = rule("r", &["a", "b"], seq(vec![ev(0), ev(1)])).event_time(5, 0);
