@@ -711,13 +711,21 @@ fn refile(
 /// messages cost held in every group of every rule is 2 KiB each.
 fn cap_held_texts(e: &mut Event, keep: &[FieldKey]) {
     for (k, v) in &mut e.fields {
-        if let Value::Str(s) = v
-            && s.len() > crate::alert::MAX_ALERT_TEXT
+        if held_cut_off(v)
             && !keep.contains(k)
+            && let Value::Str(s) = v
         {
             *v = Value::str(&crate::alert::capped(s));
         }
     }
+}
+
+/// Whether `v` is a text longer than an alert shows, which groups hold cut
+/// ([`cap_held_texts`]). (A long text is on the heap: the inline ones, most, are passed over
+/// at once.)
+#[inline]
+fn held_cut_off(v: &Value) -> bool {
+    matches!(v, Value::Str(s) if s.is_heap_allocated() && s.len() > crate::alert::MAX_ALERT_TEXT)
 }
 
 /// Feeds state `rule`'s compact group one event (the NFA's transition) and arms its timer as
@@ -2244,16 +2252,12 @@ impl Engine {
         found
     }
 
-    /// The event in an `Arc`, reusing the previous event's allocation when nothing (a partial
-    /// match, an alert, a reorder buffer) kept it: no allocation per event in the common case.
     /// The event as groups hold it: `ev` itself, or, when it has a text longer than an alert
     /// shows ([`crate::alert::MAX_ALERT_TEXT`]), a copy with such texts cut as alerts cut them
     /// ([`cap_held_texts`]).
     #[inline]
     fn held(&self, ev: Arc<Event>) -> Arc<Event> {
-        // (A long text is on the heap: the inline ones, most, are passed over at once.)
-        let long = |(_, v): &(FieldKey, Value)| matches!(v, Value::Str(s) if s.is_heap_allocated() && s.len() > crate::alert::MAX_ALERT_TEXT);
-        if !ev.fields.iter().any(long) {
+        if !ev.fields.iter().any(|(_, v)| held_cut_off(v)) {
             return ev;
         }
         self.held_cut(&ev)
@@ -2268,6 +2272,8 @@ impl Engine {
         Arc::new(e)
     }
 
+    /// The event in an `Arc`, reusing the previous event's allocation when nothing (a partial
+    /// match, an alert, a reorder buffer) kept it: no allocation per event in the common case.
     fn wrap(&mut self, ev: Event) -> Arc<Event> {
         if let Some(mut spare) = self.spare.take()
             && let Some(slot) = Arc::get_mut(&mut spare)
