@@ -2144,22 +2144,24 @@ mod tests {
             let c = Config::parse(Path::new("x"), &text).unwrap();
             (c.warnings(), c.environment_problems())
         };
-        let (w, e) = refused(0o644);
-        assert!(w.is_empty(), "{w:?}");
-        assert!(
-            e.iter().any(|p| p.key == "api.token_file"
-                && p.message
-                    .contains("readable by every user, who could use the token (mode 0644)")),
-            "{e:?}"
-        );
-        let (w, e) = refused(0o662);
-        assert!(w.is_empty(), "{w:?}");
-        assert!(
-            e.iter().any(|p| p.key == "api.token_file"
-                && p.message
-                    .contains("writable by every user, who could set the token (mode 0662)")),
-            "{e:?}"
-        );
+        for (mode, said) in [
+            (
+                0o644,
+                "readable by every user, who could use the token (mode 0644)",
+            ),
+            (
+                0o662,
+                "writable by every user, who could set the token (mode 0662)",
+            ),
+        ] {
+            let (w, e) = refused(mode);
+            assert!(w.is_empty(), "{w:?}");
+            assert!(
+                e.iter()
+                    .any(|p| p.key == "api.token_file" && p.message.contains(said)),
+                "{e:?}"
+            );
+        }
         // A group that may write it may put in a token it knows.
         assert!(
             cfg(0o660)[0]
