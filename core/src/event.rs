@@ -361,11 +361,13 @@ fields! {
     /// `S0`, `REJ`, `RSTOS0` or `SH`; made right after that flow's `flow_end`, so a rule on
     /// `kind == "flow_end"` also sees the failed attempts; `state` tells them apart).
     Kind = "kind": Str, [Flow];
-    /// flow: the originator's address: the side that sent the first packet, except that a flow
-    /// first seen from its server (a SYN-ACK first; TCP picked up mid-stream, an ACK or a reset
-    /// from a service port; UDP from a port below 1024 to one of 1024 or more, or from below
-    /// 32768 to 32768 or more) is turned round to its client, as Zeek does; a FIN, NULL or
-    /// Xmas probe from a service port (a scan's `-g 53`) is not.
+    /// flow: the originator's address: the side that sent the first packet, except that a
+    /// flow first seen from its server (a SYN-ACK first; TCP picked up mid-stream, an ACK
+    /// or a reset from a port below 1024 to one of 1024 or more, or from below 32768 to
+    /// 32768 or more; UDP from a service port, below 1024 or a known one such as 5353 or
+    /// 1900, to a port that is none) is turned round to its client, as Zeek does; a FIN,
+    /// NULL or Xmas probe from a service port (a scan's `-g 53`) is not, nor a UDP probe
+    /// from a port that is no service's.
     Src = "src": Ip, [Flow];
     /// flow: the responder's address.
     Dst = "dst": Ip, [Flow];

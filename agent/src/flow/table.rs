@@ -345,6 +345,21 @@ impl SeqReach {
 /// Fragment key: source, destination, protocol, IP identification.
 type FragKey = (IpAddr, IpAddr, u8, u32);
 
+/// UDP services of port 1024 or more that answer clients on ephemeral ports (Zeek's
+/// `likely_server_ports` for UDP, and syslog's own): OpenVPN, RADIUS, SSDP, GTP, STUN, Teredo,
+/// IPsec NAT-T, VXLAN, SIP, mDNS, LLMNR, syslog (5514: cepheus's default), Geneve, syslog over
+/// DTLS. Sorted (a binary search).
+const UDP_SERVICE_PORTS: [u16; 16] = [
+    1194, 1812, 1813, 1900, 2123, 2152, 3478, 3544, 4500, 4789, 5060, 5353, 5355, 5514, 6081, 6514,
+];
+
+/// Whether a UDP port is a service's: below 1024, or a known service above (see
+/// [`UDP_SERVICE_PORTS`]). A datagram first seen from a service port to a port that is none is
+/// the service's reply, and the flow is turned round to its client.
+fn udp_service_port(port: u16) -> bool {
+    port < 1024 || UDP_SERVICE_PORTS.binary_search(&port).is_ok()
+}
+
 /// Most first fragments remembered to give later fragments their ports.
 const MAX_FRAGS: usize = 4096;
 
@@ -806,7 +821,11 @@ impl FlowTable {
         // (DNS, NTP) is not an originator reaching many ports. Not a TCP scan from a service
         // port (nmap's `-g 53`): a FIN, NULL or Xmas probe carries neither, so the scanner
         // stays the originator (found by an audit: the scan rule saw nothing). A UDP probe
-        // from a service port to a port of 1024 or more looks like a reply, as in Zeek.
+        // from a service port to a port that is none looks like a reply, as in Zeek. UDP
+        // knows its services by name (Zeek's `likely_server_ports`), not by the ephemeral
+        // range as TCP picked up mid-stream does: a UDP scan from a fixed source port such as
+        // 12345 to high ports would otherwise turn every probe round (its targets
+        // "originating" to port 12345) and the scan rule would see one port.
         let tcp = pkt.proto == proto::TCP;
         let udp = pkt.proto == proto::UDP;
         let synack =
@@ -815,7 +834,8 @@ impl FlowTable {
         let midstream_from_server = pkt.tcp_flags & tcp_flags::SYN == 0
             && pkt.tcp_flags & (tcp_flags::ACK | tcp_flags::RST) != 0
             && server_ports;
-        let flip = (tcp && (synack || midstream_from_server)) || (udp && server_ports);
+        let udp_reply = udp && udp_service_port(sport) && !udp_service_port(dport);
+        let flip = (tcp && (synack || midstream_from_server)) || udp_reply;
         let (src, dst, sp, dp) = if flip {
             (pkt.dst, pkt.src, dport, sport)
         } else {
@@ -1424,6 +1444,10 @@ mod tests {
             (123, 123),
             (40002, 53),
             (53, 1500),
+            // A probe from a fixed port that is no service's to a high port (a UDP scan): its
+            // sender originates, whatever the ports' ranges. mDNS's answer: the service's.
+            (12345, 40003),
+            (5353, 40004),
         ]
         .into_iter()
         .enumerate()
@@ -1448,9 +1472,42 @@ mod tests {
                 (c, 40001, 53),
                 (s, 123, 123),
                 (s, 40002, 53),
-                (c, 1500, 53)
+                (c, 1500, 53),
+                (s, 12345, 40003),
+                (c, 40004, 5353),
             ]
         );
+        assert!(
+            UDP_SERVICE_PORTS.is_sorted(),
+            "binary search needs them sorted"
+        );
+    }
+
+    /// A UDP scan from one fixed source port to high ports (each probe unanswered): the
+    /// scanner originates every probe, so a rule counting its distinct destination ports sees
+    /// them all (they were turned round when the source port was below 32768 and the
+    /// destination above, and the scan rule saw one port).
+    #[test]
+    fn a_udp_scan_from_a_fixed_port_keeps_the_scanner_as_originator() {
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        for i in 0..30u16 {
+            let mut v = Vec::new();
+            PacketBuilder::ipv4(C, S, 64)
+                .udp(12345, 40000 + i)
+                .write(&mut v, &[])
+                .unwrap();
+            feed(&mut t, f64::from(i) * 0.01, &v, &mut out);
+        }
+        let starts: Vec<(std::net::IpAddr, u16)> = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::Start))
+            .map(|n| (n.flow.src, n.flow.dport))
+            .collect();
+        assert_eq!(starts.len(), 30);
+        assert!(starts.iter().all(|&(src, _)| src == IpAddr::from(C)));
+        let ports: std::collections::BTreeSet<u16> = starts.iter().map(|&(_, p)| p).collect();
+        assert_eq!(ports.len(), 30);
     }
 
     /// Ending the open flows a part at a time gives what ending them at once gives, in the
