@@ -40,10 +40,12 @@ tcp_idle_timeout = "5m"
 allowed_senders = []
 # Most concurrent TCP connections. When all are open, a new one takes the place of the one
 # silent longest among those that never delivered a syslog message (if silent for 1 s), else
-# of the one silent longest of all (if silent for 30 s; its sender reconnects at its next
-# message), both counted as tcp_evicted; else it is accepted and closed at once (tcp_rejected). One remote
-# host holds at most a quarter of them (a sender on this host, any number). Cut (and said in
-# the log) to what the open-files limit leaves after 128 for the agent's own files.
+# of the one silent longest of all (if silent for 30 s), else of the one silent longest of
+# the host holding the most, if it holds more than the newcomer's host (its senders reconnect
+# at their next message), all counted as tcp_evicted; else it is accepted and closed at once
+# (tcp_rejected). One remote host holds at most a quarter of them (a sender on this host, any
+# number). Cut (and said in the log) to what the open-files limit leaves after 128 for the
+# agent's own files.
 max_connections = 1024
 # Largest message in bytes, its line end (LF or CRLF) not counted. Larger UDP datagrams are
 # dropped; larger TCP frames are skipped

@@ -391,6 +391,21 @@ struct Conn {
     told: std::sync::atomic::AtomicBool,
     /// It delivered a message: a real sender, evicted only after the others.
     delivered: std::sync::atomic::AtomicBool,
+    /// The remote peer it counts against (`None`: a local one).
+    peer: Option<std::net::IpAddr>,
+}
+
+/// Why a connection was told to close to make room for a new one (see
+/// [`Conns::evict_idlest`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Evicted {
+    /// It never delivered a message and was silent for [`EVICT_AFTER_IDLE`].
+    Idle,
+    /// It delivered, and was silent for [`EVICT_DELIVERED_AFTER_IDLE`].
+    Silent,
+    /// Its peer held more places than the newcomer's: places are shared out between peers
+    /// before a peer keeps more than its share.
+    Share,
 }
 
 impl Conns {
@@ -429,6 +444,7 @@ impl Conns {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let conn = Arc::new(Conn {
             last: AtomicU64::new(super::mono_ms()),
+            peer,
             ..Conn::default()
         });
         if let Ok(mut open) = self.open.lock() {
@@ -442,40 +458,76 @@ impl Conns {
         })
     }
 
-    /// Tells a connection to close to make room, if one may ([`EVICT_AFTER_IDLE`],
-    /// [`EVICT_DELIVERED_AFTER_IDLE`]): `Some(delivered)`, whether it had delivered a message.
-    fn evict_idlest(&self) -> Option<bool> {
-        self.evict_idlest_at(super::mono_ms())
+    /// Tells a connection to close to make room for `new` (registered already), if one may
+    /// ([`EVICT_AFTER_IDLE`], [`EVICT_DELIVERED_AFTER_IDLE`], a peer's share): why it was.
+    fn evict_idlest(&self, new: &ConnGuard) -> Option<Evicted> {
+        self.evict_idlest_at(super::mono_ms(), new.id, new.peer)
     }
 
-    /// [`Conns::evict_idlest`] at `now` (ms on [`Conns::now_ms`]'s clock): the one silent
-    /// longest among those that never delivered, silent at least [`EVICT_AFTER_IDLE`]; else
-    /// the one silent longest of all, silent at least [`EVICT_DELIVERED_AFTER_IDLE`].
-    fn evict_idlest_at(&self, now: u64) -> Option<bool> {
+    /// [`Conns::evict_idlest`] at `now` (ms on [`Conns::now_ms`]'s clock), for the newcomer
+    /// `new_id` from `new` (`None`: a local peer), never itself: the one silent longest among those that never delivered,
+    /// silent at least [`EVICT_AFTER_IDLE`]; else the one silent longest of all, silent at least
+    /// [`EVICT_DELIVERED_AFTER_IDLE`]; else the one silent longest of the peer that holds the
+    /// most places, if it holds more than the newcomer's peer (itself included): a few hosts
+    /// that open their quarter each and deliver now and then cannot lock others out.
+    fn evict_idlest_at(
+        &self,
+        now: u64,
+        new_id: u64,
+        new: Option<std::net::IpAddr>,
+    ) -> Option<Evicted> {
+        // (The peers' counts first, apart: the two locks are never held together.)
+        // The peers holding the most places, when more than the newcomer's peer holds.
+        let (heavy, held) = {
+            let per_peer = self.per_peer.lock().ok()?;
+            let newcomer = new.and_then(|ip| per_peer.get(&ip).copied()).unwrap_or(1);
+            let most = per_peer.values().copied().max().unwrap_or(0);
+            let heavy: Vec<std::net::IpAddr> = if most > newcomer {
+                (per_peer.iter().filter(|&(_, &n)| n == most))
+                    .map(|(&ip, _)| ip)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            (heavy, most)
+        };
         let open = self.open.lock().ok()?;
         let silent = |c: &Arc<Conn>| now.saturating_sub(c.last.load(Ordering::Relaxed));
         let silent_enough = |c: &Arc<Conn>, min: StdDuration| silent(c) >= min.as_millis() as u64;
+        // (The newcomer, registered already and silent since it opened, is not a candidate:
+        // it would stand for "young connections that never delivered" and refuse itself.)
+        let others = || open.iter().filter(|&(&id, _)| id != new_id).map(|(_, c)| c);
         let idlest = |delivered: bool| {
-            open.values()
+            others()
                 .filter(|c| {
                     c.delivered.load(Ordering::Relaxed) == delivered
                         && !c.told.load(Ordering::Relaxed)
                 })
                 .max_by_key(|c| silent(c))
         };
-        let (c, delivered) = match idlest(false) {
-            Some(c) if silent_enough(c, EVICT_AFTER_IDLE) => (c, false),
+        let (c, why) = match idlest(false) {
+            Some(c) if silent_enough(c, EVICT_AFTER_IDLE) => (c, Evicted::Idle),
             // Connections that never delivered, all too young yet (a flood of new ones): the
             // newcomer is refused rather than a real sender pushed out.
             Some(_) => return None,
-            None => (
-                idlest(true).filter(|c| silent_enough(c, EVICT_DELIVERED_AFTER_IDLE))?,
-                true,
-            ),
+            None => match idlest(true).filter(|c| silent_enough(c, EVICT_DELIVERED_AFTER_IDLE)) {
+                Some(c) => (c, Evicted::Silent),
+                None => {
+                    // The one silent longest of theirs.
+                    let c = others()
+                        .filter(|c| {
+                            c.peer.is_some_and(|p| heavy.contains(&p))
+                                && !c.told.load(Ordering::Relaxed)
+                        })
+                        .max_by_key(|c| silent(c))?;
+                    tracing::debug!(peer = ?c.peer, held, "a peer's place given to a newcomer");
+                    (c, Evicted::Share)
+                }
+            },
         };
         c.told.store(true, Ordering::Relaxed);
         c.close.notify_one();
-        Some(delivered)
+        Some(why)
     }
 }
 
@@ -593,12 +645,23 @@ async fn admit_connection(
     };
     let mut permit = ing.slots.clone().try_acquire_owned().ok();
     if permit.is_none()
-        && let Some(delivered) = ing.conns.evict_idlest()
+        && let Some(why) = ing.conns.evict_idlest(&guard)
     {
         // The evicted connection's task ends and hands its permit back.
         bump(&ing.shared.counters.tcp_evicted, 1);
-        if delivered && let Some(held) = ing.shared.limits.connection.allow() {
-            tracing::warn!(%peer, suppressed = held, "all tcp connections are taken (syslog.max_connections) and each delivered: the one silent longest (30 s or more) is closed for a new sender; its sender reconnects at its next message");
+        let said = match why {
+            Evicted::Idle => None,
+            Evicted::Silent => Some(
+                "all tcp connections are taken (syslog.max_connections) and each delivered: the one silent longest (30 s or more) is closed for a new sender; its sender reconnects at its next message",
+            ),
+            Evicted::Share => Some(
+                "all tcp connections are taken (syslog.max_connections), each delivered within 30 s: one of the peer holding the most is closed for a sender from a peer holding fewer; its sender reconnects at its next message",
+            ),
+        };
+        if let Some(said) = said
+            && let Some(held) = ing.shared.limits.connection.allow()
+        {
+            tracing::warn!(%peer, suppressed = held, "{said}");
         }
         permit = tokio::time::timeout(
             StdDuration::from_millis(500),
@@ -936,22 +999,99 @@ mod tests {
         b.delivered();
         // c never delivered: it goes first, once silent 1 s, though a is silent longer; until
         // then no sender that delivered is pushed out for a newcomer either.
-        assert_eq!(conns.evict_idlest_at(3_500), None);
-        assert_eq!(conns.evict_idlest_at(3_900), None);
-        assert_eq!(conns.evict_idlest_at(4_000), Some(false));
+        assert_eq!(conns.evict_idlest_at(3_500, u64::MAX, None), None);
+        assert_eq!(conns.evict_idlest_at(3_900, u64::MAX, None), None);
+        assert_eq!(
+            conns.evict_idlest_at(4_000, u64::MAX, None),
+            Some(Evicted::Idle)
+        );
         assert!(c.conn.told.load(Ordering::Relaxed));
         // Then the one silent longest of those that delivered, once silent 30 s.
-        assert_eq!(conns.evict_idlest_at(30_000), None);
-        assert_eq!(conns.evict_idlest_at(31_000), Some(true));
+        assert_eq!(conns.evict_idlest_at(30_000, u64::MAX, None), None);
+        assert_eq!(
+            conns.evict_idlest_at(31_000, u64::MAX, None),
+            Some(Evicted::Silent)
+        );
         assert!(a.conn.told.load(Ordering::Relaxed));
         assert!(!b.conn.told.load(Ordering::Relaxed));
-        assert_eq!(conns.evict_idlest_at(31_500), None);
+        assert_eq!(conns.evict_idlest_at(31_500, u64::MAX, None), None);
         // A flood of new connections, too young to go: no sender that delivered goes instead.
         let d = conns.register(local).unwrap();
         d.conn.last.store(60_000, Ordering::Relaxed);
-        assert_eq!(conns.evict_idlest_at(60_500), None);
+        assert_eq!(conns.evict_idlest_at(60_500, u64::MAX, None), None);
         assert!(!b.conn.told.load(Ordering::Relaxed));
-        assert_eq!(conns.evict_idlest_at(61_000), Some(false));
+        assert_eq!(
+            conns.evict_idlest_at(61_000, u64::MAX, None),
+            Some(Evicted::Idle)
+        );
+    }
+
+    /// The newcomer is registered before room is made for it, and has delivered nothing yet:
+    /// it is no candidate, so it does not stand for "young connections that never delivered"
+    /// and get itself refused while a sender silent 30 s could make room (it did: the 30 s
+    /// rule never ran for a real newcomer).
+    #[test]
+    fn the_newcomer_is_not_its_own_reason_to_be_refused() {
+        #![allow(clippy::unwrap_used)]
+        let conns = Arc::new(Conns::new(2));
+        let local: std::net::IpAddr = [127, 0, 0, 1].into();
+        let old = conns.register(local).unwrap();
+        old.delivered();
+        old.conn.last.store(1_000, Ordering::Relaxed);
+        let new = conns.register(local).unwrap();
+        new.conn.last.store(40_000, Ordering::Relaxed);
+        assert_eq!(
+            conns.evict_idlest_at(40_000, new.id, new.peer),
+            Some(Evicted::Silent)
+        );
+        assert!(old.conn.told.load(Ordering::Relaxed));
+        assert!(!new.conn.told.load(Ordering::Relaxed));
+    }
+
+    /// Four peers that hold their quarter each and deliver now and then (never silent 30 s)
+    /// do not lock a fifth out: a place of the peer holding the most goes to the newcomer's
+    /// peer while that holds fewer, and no further.
+    #[test]
+    fn peers_holding_their_quarter_each_make_room_for_a_new_peer() {
+        #![allow(clippy::unwrap_used)]
+        let conns = Arc::new(Conns::new(8));
+        let peer = |i: u8| -> std::net::IpAddr { [192, 0, 2, i].into() };
+        let mut held = Vec::new();
+        for i in 1..=4u8 {
+            for k in 0..2u64 {
+                let g = conns.register(peer(i)).unwrap();
+                g.delivered();
+                g.conn.last.store(u64::from(i) * 100 + k, Ordering::Relaxed);
+                held.push(g);
+            }
+        }
+        // All delivered within 30 s: before, the newcomer was refused.
+        let new = conns.register(peer(5)).unwrap();
+        assert_eq!(
+            conns.evict_idlest_at(10_000, new.id, new.peer),
+            Some(Evicted::Share)
+        );
+        // The one silent longest of a peer holding two: peer 1's first.
+        let told: Vec<usize> = (held.iter().enumerate())
+            .filter(|(_, g)| g.conn.told.load(Ordering::Relaxed))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(told, [0]);
+        // Its task ends (its guard drops); the newcomer takes the place.
+        held.remove(0);
+        new.delivered();
+        new.conn.last.store(9_000, Ordering::Relaxed);
+        held.push(new);
+        // A second from peer 5 (holding two with it) finds no peer holding more: refused.
+        let again = conns.register(peer(5)).unwrap();
+        assert_eq!(conns.evict_idlest_at(10_000, again.id, again.peer), None);
+        drop(again);
+        // A local newcomer (a relay on this host, counted as one) may take from a peer
+        // holding two.
+        assert_eq!(
+            conns.evict_idlest_at(10_000, u64::MAX, None),
+            Some(Evicted::Share)
+        );
     }
 
     #[test]
