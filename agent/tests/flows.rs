@@ -1021,3 +1021,23 @@ fn a_capture_given_twice_is_read_once() {
         "{stderr}"
     );
 }
+
+/// A full flow table is said, not only counted in the summary: flows ended early show as
+/// two, so partial results must not pass for complete ones (as cut frames are said).
+#[test]
+fn a_full_flow_table_is_said_on_stderr() {
+    let cap = data_dir().join("esnet_masscan_tcp_0_1000_20190821.pcap");
+    let cap = cap.to_str().unwrap();
+    let (_, stderr) = flows_output(&["--max-flows", "2", cap]);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("warning: captures: ") && l.contains("ended early"))
+        .unwrap_or_else(|| panic!("no eviction warning: {stderr}"));
+    let (_, summary) = cepheus_flows(&["--max-flows", "2", cap]);
+    let evicted = summary.iter().find_map(|s| s["evicted"].as_u64()).unwrap();
+    assert!(evicted > 0);
+    assert!(line.contains(&format!(" {evicted} flows")), "{line}");
+    // With room for all, nothing said.
+    let (_, stderr) = flows_output(&[cap]);
+    assert!(!stderr.contains("ended early"), "{stderr}");
+}

@@ -112,6 +112,12 @@ impl Counters {
                 self.syslog_fragments_lost
             ));
         }
+        if self.evicted > 0 {
+            w.push(format!(
+                "captures: {} flows were ended early because the flow table was full (the flows closest to their timeouts first; `cepheus flows --max-flows` sets its size, 1,000,000 otherwise): a flow that went on after it shows as two",
+                self.evicted
+            ));
+        }
         if self.out_of_order > 0 {
             w.push(format!(
                 "captures: {} packets are stamped earlier than a packet before them in the same file: each was taken at the later time, so flows around them may be split or cut short (`reordercap` from Wireshark sorts a capture)",

@@ -895,33 +895,58 @@ impl FlowTable {
         id
     }
 
+    /// Ends the flow closest to its timeout, to make room. A flow's wheel entry may be older
+    /// than its deadline (an entry is moved on only when it runs out: a session's first
+    /// packet's entry stays first while later packets push its deadline on), so an entry whose
+    /// flow ends later is moved to its deadline first, and the next one looked at: a flood of
+    /// one-packet flows pushes out each other, not the long sessions (it did: the oldest entry
+    /// was a session's).
     fn evict_one(&mut self, out: &mut Vec<FlowNotice>) {
-        while let Some(mut entry) = self.wheel.first_entry() {
+        loop {
+            let Some(mut entry) = self.wheel.first_entry() else {
+                return;
+            };
+            let bucket = *entry.key();
             let items = entry.get_mut();
-            while let Some((slot, gen_)) = items.pop() {
-                self.wheel_len = self.wheel_len.saturating_sub(1);
-                if self.gens.get(slot as usize) == Some(&gen_)
-                    && self.slots.get(slot as usize).is_some_and(|s| s.is_some())
-                {
-                    if items.is_empty() {
-                        entry.remove();
-                    }
-                    self.stats.evicted += 1;
-                    self.end_slot(slot, EndReason::Evicted, out);
-                    return;
-                }
+            let Some((slot, gen_)) = items.pop() else {
+                entry.remove();
+                continue;
+            };
+            if items.is_empty() {
+                entry.remove();
             }
-            entry.remove();
+            self.wheel_len = self.wheel_len.saturating_sub(1);
+            if self.gens.get(slot as usize) != Some(&gen_) {
+                continue;
+            }
+            let Some(s) = self.slots.get(slot as usize).and_then(|s| s.as_ref()) else {
+                continue;
+            };
+            let deadline = self.deadline(s);
+            if Self::bucket_of(deadline) > bucket {
+                self.schedule(slot, deadline);
+                continue;
+            }
+            self.stats.evicted += 1;
+            self.end_slot(slot, EndReason::Evicted, out);
+            return;
         }
+    }
+
+    /// The wheel bucket a deadline is filed in: bucket b is processed once the clock reaches
+    /// b, so a deadline is rounded up.
+    fn bucket_of(at: Timestamp) -> i64 {
+        at.0.div_euclid(BUCKET).saturating_add(1)
     }
 
     fn schedule(&mut self, slot: u32, at: Timestamp) {
         let Some(&gen_) = self.gens.get(slot as usize) else {
             return;
         };
-        // Bucket b is processed once the clock reaches b, so round the deadline up.
-        let bucket = at.0.div_euclid(BUCKET).saturating_add(1);
-        self.wheel.entry(bucket).or_default().push((slot, gen_));
+        self.wheel
+            .entry(Self::bucket_of(at))
+            .or_default()
+            .push((slot, gen_));
         self.wheel_len += 1;
         // At most two live entries per flow (its timer and a close-linger check): 3x leaves slack.
         if self.wheel_len > self.cfg.max_flows.saturating_mul(3).max(1024) {
@@ -1721,6 +1746,42 @@ mod tests {
             .count();
         assert_eq!(failed, 2);
         assert_eq!(t.stats().active, 1);
+    }
+
+    /// A full table evicts the flow closest to its timeout: one-packet UDP flows (a minute
+    /// of idle time) before an established TCP session (five minutes) that began before them.
+    #[test]
+    fn eviction_takes_the_flow_closest_to_its_timeout_not_the_oldest() {
+        let mut t = FlowTable::new(FlowConfig {
+            max_flows: 3,
+            ..FlowConfig::default()
+        });
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &tcp(C, S, 50000, 22, "S"), &mut out);
+        feed(&mut t, 0.01, &tcp(S, C, 22, 50000, "SA"), &mut out);
+        feed(&mut t, 0.02, &tcp(C, S, 50000, 22, "A"), &mut out);
+        feed(&mut t, 0.5, &tcp(C, S, 50000, 22, "PA"), &mut out);
+        for (i, at) in [1.0, 2.0, 3.0].into_iter().enumerate() {
+            let mut v = Vec::new();
+            PacketBuilder::ipv4(C, S, 64)
+                .udp(40000 + i as u16, 53)
+                .write(&mut v, &[1])
+                .unwrap();
+            feed(&mut t, at, &v, &mut out);
+        }
+        let evicted: Vec<(u8, u16)> = out
+            .iter()
+            .filter(|n| n.kind == NoticeKind::End(EndReason::Evicted))
+            .map(|n| (n.flow.proto, n.flow.sport))
+            .collect();
+        assert_eq!(evicted, [(proto::UDP, 40000)]);
+        // The session goes on as one flow.
+        feed(&mut t, 4.0, &tcp(C, S, 50000, 22, "PA"), &mut out);
+        let ssh_starts = out
+            .iter()
+            .filter(|n| matches!(n.kind, NoticeKind::Start) && n.flow.dport == 22)
+            .count();
+        assert_eq!(ssh_starts, 1);
     }
 
     #[test]
