@@ -3442,7 +3442,7 @@ impl Engine {
     }
 
     /// [`Engine::restore_retiring`] at a restart at `begin` (the agent's clock as it starts
-    /// again): processing-time rules added or changed while it was down, and groups added to
+    /// again): rules added or changed while it was down (of either time), and groups added to
     /// an `expect` list meanwhile, begin monitoring then, not at the checkpoint's clock (they
     /// did not run while it was down: an absence of theirs has no deadline in that time).
     pub fn restore_retiring_at(
@@ -3698,14 +3698,12 @@ impl Engine {
             }
         }
         for ri in 0..e.rts.len() {
-            let lane = &e.lanes[e.rts[ri].lane];
-            if e.rts[ri].monitor_start().is_none() && lane.started {
-                let at = if lane.mode == TimeMode::Processing {
-                    begin
-                } else {
-                    clock
-                };
-                e.start_rule(ri, at);
+            if e.rts[ri].monitor_start().is_none() && e.lanes[e.rts[ri].lane].started {
+                // (Event-time rules too: a running agent's event-time lanes follow its clock
+                // less their `max_delay`, and a rule begun at a clock `c` is watched from `c`,
+                // as at start-up; from the saved clock, an absence added while the agent was
+                // down fired as an outage at the restart.)
+                e.start_rule(ri, begin);
             }
             for slot in 0..e.rts[ri].slots.len() as u32 {
                 e.arm(ri, slot);

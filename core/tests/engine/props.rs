@@ -697,6 +697,48 @@ fn a_rule_added_while_down_begins_at_the_restart() {
     );
 }
 
+/// The same for an event-time rule (whose lane follows the agent's clock less `max_delay`):
+/// added or changed while the agent was down, it begins at the restart, not at the saved
+/// clock (from which its absence fired at once at the restart, as an outage).
+#[test]
+fn an_event_time_rule_added_or_changed_while_down_begins_at_the_restart() {
+    let other = || rule("other", &["x"], absent(ev(0), Some(1_000))).expect(&["o"]);
+    let ev_hb = |secs| {
+        rule("newevt", &["hb"], absent(ev(0), Some(secs)))
+            .expect(&["n2"])
+            .event_time(1, 0)
+    };
+    let run_from = |before: Vec<R>, after: Vec<R>| {
+        let mut e = Engine::new(&set(before), EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script("tick@0 tick@10"), &mut out);
+        let (mut e, _) = Engine::restore_retiring_at(
+            &set(after),
+            EngineConfig::default(),
+            e.checkpoint(),
+            true,
+            Some(Timestamp::from_secs(22)),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script("tick@22 tick@25 end@40"), &mut out);
+        out.iter()
+            .filter(|a| a.rule() == "newevt")
+            .map(|a| fmt_alert(a, false))
+            .collect::<Vec<String>>()
+    };
+    // Added while down: watched from 22, silent 5 s at 27 (no outage).
+    assert_eq!(
+        run_from(vec![other()], vec![other(), ev_hb(5)]),
+        ["firing n2 @27"]
+    );
+    // Changed from 30 s to 10 s while down: from 22 as well.
+    assert_eq!(
+        run_from(vec![other(), ev_hb(30)], vec![other(), ev_hb(10)]),
+        ["firing n2 @32"]
+    );
+}
+
 /// Editing a rule's `expect` list (a host added to hosts.txt) keeps its groups: an open
 /// alert stays open under its id and resolves as before, a newly listed host is watched from
 /// the reload, and a host no longer listed is a discovered group, forgotten after
