@@ -2472,6 +2472,43 @@ fn in_without_brackets_takes_only_a_network() {
     }
 }
 
+/// A capture named as a field the matched event has itself replaces its value with message
+/// text, which the sender writes: `peer` (the socket's address) is refused, any other is
+/// warned about; a field of another source (`src` in a syslog message, for its type) is not.
+#[test]
+fn a_capture_replacing_the_events_own_field_is_refused_or_warned() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and msg =~ \"from (?P<peer>\\S+)\"'\npattern = \"a\""),
+    );
+    assert!(c.rules.is_none(), "{:?}", c.diagnostics);
+    assert!(
+        messages(&c)
+            .iter()
+            .any(|(l, m)| *l == Level::Error && m.starts_with("a capture cannot be named `peer`")),
+        "{:?}",
+        c.diagnostics
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "events.a = 'syslog and msg =~ \"from (?P<host>\\S+) port (?P<src>\\S+)\"'\npattern = \"a\"",
+        ),
+    );
+    assert!(c.rules.is_some(), "{:?}", c.diagnostics);
+    let said = messages(&c);
+    assert_eq!(
+        said.iter()
+            .filter(|(l, m)| *l == Level::Warning && m.contains("replaces the event's own"))
+            .map(|(_, m)| m.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "the capture `host` replaces the event's own `host` with text from the message, in grouping, conditions and the alert's events"
+        ],
+        "{said:?}"
+    );
+}
+
 /// A capture named `time` would show one time in an alert's events while the match used
 /// the event's own: refused, with the capture's regex under the caret.
 #[test]

@@ -832,6 +832,32 @@ impl CondChecker<'_, '_> {
                         );
                         return None;
                     }
+                    // A capture named as a field the matched event has itself replaces its
+                    // value with text from the message (which its sender writes).
+                    let own = match (&key, lhs) {
+                        (&FieldKey::Known(f), ExprAst::Field(n, _)) => Field::from_name(n)
+                            .is_some_and(|g| g.sources().iter().any(|s| f.sources().contains(s))),
+                        _ => false,
+                    };
+                    if own && key == FieldKey::Known(Field::Peer) {
+                        self.r.error(
+                            re_span.clone(),
+                            "a capture cannot be named `peer`: the sender's address is the socket's, which no message text may replace",
+                            Some("name it otherwise, e.g. `(?P<client>...)`".into()),
+                        );
+                        return None;
+                    }
+                    if own && !*negate {
+                        self.r.warning(
+                            re_span.clone(),
+                            format!(
+                                "the capture `{name}` replaces the event's own `{name}` with text from the message, in grouping, conditions and the alert's events"
+                            ),
+                            Some(format!(
+                                "name it otherwise to keep both, e.g. `(?P<msg_{name}>...)`; keep it only if the message's value is the one meant (a relay's origin host)"
+                            )),
+                        );
+                    }
                     let ty = key.ty();
                     if !*negate {
                         self.info.captures.push((name.to_string(), ty));
