@@ -494,25 +494,80 @@ impl Episode {
 }
 
 /// The state of one group of an absence-only rule.
-#[derive(Clone, Debug, Serialize, Deserialize)]
 ///
 /// Its two instants are one word each, [`NO_TIME`] for none (checkpointed as `null`, as the
-/// `Option`s they were): then it fits beside a linear group's state and a group's state is 40
-/// bytes. `NO_TIME` is below every time the engine sees, and the identity of the `max` both
-/// are read through, so none and `NO_TIME` mean the same.
+/// `Option`s they were), and what only late events read is behind one pointer: then it fits
+/// beside a linear group's state and a group's state is 40 bytes. `NO_TIME` is below every
+/// time the engine sees, and the identity of the `max` both are read through, so none and
+/// `NO_TIME` mean the same. Checkpointed flat ([`SavedAbsence`]).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(from = "SavedAbsence", into = "SavedAbsence")]
 pub struct AbsenceState {
     /// The last awaited event (`NO_TIME`: none).
-    #[serde(with = "opt_time")]
     last_seen: Timestamp,
     firing: Option<Box<Episode>>,
     /// When the group last alerted, for `trigger = { every = .. }` (`NO_TIME`: never).
-    #[serde(with = "opt_time", default = "no_time")]
     last_fired: Timestamp,
+    /// What late events read (`None`: nothing).
+    late: Option<Box<AbsenceLate>>,
+}
+
+/// What only late awaited events of an absence group read.
+#[derive(Clone, Debug)]
+struct AbsenceLate {
     /// While firing: the latest awaited event that came late, stamped after the deadline
     /// (`NO_TIME`: none). Not matched, but if an earlier late one retracts the alert, the
     /// absence is re-armed from it: the engine knows the silence ended no earlier.
+    after: Timestamp,
+    /// The last alert an awaited event in time resolved, with when its silence began (only
+    /// for rules with an `allowed_lateness`): a late awaited event stamped in that silence
+    /// still turns it into `retracted` (DESIGN: a late event before a fired absence's deadline
+    /// retracts that alert), as it does while it fires.
+    resolved: Option<(Episode, Timestamp)>,
+}
+
+/// An absence group's state as checkpoints hold it (flat, as before [`AbsenceLate`]).
+#[derive(Serialize, Deserialize)]
+struct SavedAbsence {
+    #[serde(with = "opt_time")]
+    last_seen: Timestamp,
+    firing: Option<Box<Episode>>,
+    #[serde(with = "opt_time", default = "no_time")]
+    last_fired: Timestamp,
     #[serde(with = "opt_time", default = "no_time")]
     late_after: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resolved: Option<Box<(Episode, Timestamp)>>,
+}
+
+impl From<SavedAbsence> for AbsenceState {
+    fn from(s: SavedAbsence) -> AbsenceState {
+        let mut a = AbsenceState {
+            last_seen: s.last_seen,
+            firing: s.firing,
+            last_fired: s.last_fired,
+            late: None,
+        };
+        a.set_late_after(s.late_after);
+        if let Some(r) = s.resolved {
+            a.late_mut().resolved = Some(*r);
+        }
+        a
+    }
+}
+
+impl From<AbsenceState> for SavedAbsence {
+    fn from(a: AbsenceState) -> SavedAbsence {
+        let late_after = a.late_after();
+        let resolved = a.late.and_then(|l| l.resolved).map(Box::new);
+        SavedAbsence {
+            last_seen: a.last_seen,
+            firing: a.firing,
+            last_fired: a.last_fired,
+            late_after,
+            resolved,
+        }
+    }
 }
 
 fn no_time() -> Timestamp {
@@ -529,6 +584,47 @@ impl AbsenceState {
     /// of monitoring.
     fn watched_since(&self, ctx: &RuleCtx<'_>) -> Timestamp {
         self.last_seen.max(ctx.monitor_start)
+    }
+
+    /// [`AbsenceLate::after`] (`NO_TIME`: none).
+    fn late_after(&self) -> Timestamp {
+        self.late.as_ref().map_or(NO_TIME, |l| l.after)
+    }
+
+    /// Sets [`AbsenceLate::after`]; the box goes when it holds nothing.
+    fn set_late_after(&mut self, t: Timestamp) {
+        if t != NO_TIME {
+            self.late_mut().after = t;
+        } else if let Some(l) = &mut self.late {
+            l.after = NO_TIME;
+            if l.resolved.is_none() {
+                self.late = None;
+            }
+        }
+    }
+
+    fn late_mut(&mut self) -> &mut AbsenceLate {
+        self.late.get_or_insert_with(|| {
+            Box::new(AbsenceLate {
+                after: NO_TIME,
+                resolved: None,
+            })
+        })
+    }
+
+    /// Takes the resolved alert whose silence `t` falls in, if any (the box goes when it
+    /// holds nothing more).
+    fn take_resolved_at(&mut self, t: Timestamp) -> Option<Episode> {
+        let l = self.late.as_mut()?;
+        let (ep, since) = l.resolved.as_ref()?;
+        if !(t > *since && t <= ep.last) {
+            return None;
+        }
+        let (ep, _) = l.resolved.take()?;
+        if l.after == NO_TIME {
+            self.late = None;
+        }
+        Some(ep)
     }
 }
 
@@ -694,7 +790,7 @@ impl Group {
                 last_seen: NO_TIME,
                 firing: None,
                 last_fired: NO_TIME,
-                late_after: NO_TIME,
+                late: None,
             }),
             Plan::Linear { alts } => {
                 let tracks = alts.iter().any(|a| a.start_absent.is_some());
@@ -829,10 +925,17 @@ impl Group {
                 if mask & set == 0 {
                     return false;
                 }
+                let silent_since = a.watched_since(ctx);
                 a.last_seen = a.last_seen.max(t);
-                a.late_after = NO_TIME;
+                if a.late.is_some() {
+                    a.set_late_after(NO_TIME);
+                }
                 if let Some(ep) = a.firing.take() {
                     end_by_event(ctx, key, &ep, AlertState::Resolved, t, ev, counters, out);
+                    // (A held-back absence resolved unseen has nothing to retract.)
+                    if ctx.rule.allowed_lateness > Duration::ZERO && ep.held_until.is_none() {
+                        a.late_mut().resolved = Some((*ep, silent_since));
+                    }
                 }
                 false
             }
@@ -875,6 +978,12 @@ impl Group {
         if mask & set == 0 {
             return false;
         }
+        // An alert an awaited event in time resolved, whose silence this one falls in: it
+        // should not have fired.
+        if let Some(ep) = a.take_resolved_at(t) {
+            end_by_event(ctx, key, &ep, AlertState::Retracted, now, ev, counters, out);
+            return false;
+        }
         let base = a.watched_since(ctx);
         let Some(ep) = &a.firing else {
             // Not fired yet: the late event still moves the deadline (arriving after the
@@ -890,15 +999,16 @@ impl Group {
             return false;
         }
         if t > ep.last {
-            a.late_after = a.late_after.max(t);
+            let after = a.late_after().max(t);
+            a.set_late_after(after);
             return false;
         }
         let Some(ep) = a.firing.take() else {
             return false;
         };
         // Re-armed from the latest `a` known, this one or one that came late before it.
-        a.last_seen = t.max(a.late_after);
-        a.late_after = NO_TIME;
+        a.last_seen = t.max(a.late_after());
+        a.set_late_after(NO_TIME);
         if ep.held_until.is_none() {
             // A withdrawn alert does not count against the trigger's period.
             a.last_fired = NO_TIME;
@@ -1003,7 +1113,7 @@ impl Group {
     ) {
         let firing = match &mut self.state {
             GroupState::Absence(a) => {
-                a.late_after = NO_TIME;
+                a.set_late_after(NO_TIME);
                 a.firing.take()
             }
             GroupState::Linear(l) => l.episode.take(),

@@ -1340,6 +1340,47 @@ fn late_heartbeat_retracts_absence() {
     );
 }
 
+/// A fired absence an awaited event in time resolved is still retracted by a late awaited
+/// event (within `allowed_lateness`) stamped in its silence, as DESIGN says of a fired
+/// absence: the alert should not have fired. Not by one stamped before its silence, nor
+/// without a lateness.
+#[test]
+fn late_heartbeat_retracts_a_resolved_absence() {
+    let r = |late| rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, late);
+    check(
+        vec![r(300)],
+        "hb:h@0/0 tick@70 hb:h@90/90 tick@100 hb:h@50/101 tick@200 end",
+        &[
+            "firing h @60",
+            "resolved h @90",
+            "retracted h @96 (late_event)",
+            "firing h @150",
+        ],
+    );
+    // Twice late in that silence: retracted once.
+    check(
+        vec![r(300)],
+        "hb:h@0/0 tick@70 hb:h@90/90 tick@100 hb:h@50/101 hb:h@40/102 tick@120 end",
+        &[
+            "firing h @60",
+            "resolved h @90",
+            "retracted h @96 (late_event)",
+        ],
+    );
+    // Stamped before the silence began (the heartbeat at 20): nothing.
+    check(
+        vec![r(300)],
+        "hb:h@20/20 tick@90 hb:h@100/100 tick@110 hb:h@15/111 tick@120 end",
+        &["firing h @80", "resolved h @100"],
+    );
+    // No lateness: late is only counted.
+    check(
+        vec![r(0)],
+        "hb:h@0/0 tick@70 hb:h@90/90 tick@100 hb:h@50/101 tick@120 end",
+        &["firing h @60", "resolved h @90"],
+    );
+}
+
 #[test]
 fn late_event_retracts_or_cancels_an_absence_at_the_end_of_a_sequence() {
     let r = || {

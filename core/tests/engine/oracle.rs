@@ -1375,6 +1375,9 @@ fn changes_lines(rule: &str, changes: Vec<Change>) -> Vec<String> {
     // at the same instant also hashes its rank".
     let mut rank: BTreeMap<(String, i64), u32> = BTreeMap::new();
     let mut open: BTreeMap<String, u64> = BTreeMap::new();
+    // The id of the latest episode of each (group, start): a late event may retract one that
+    // an event in time resolved already, while another is open.
+    let mut by_start: BTreeMap<(String, i64), u64> = BTreeMap::new();
     let mut lines = Vec::new();
     for c in changes {
         if c.reason == Some(SUPPRESSED) {
@@ -1386,9 +1389,18 @@ fn changes_lines(rule: &str, changes: Vec<Change>) -> Vec<String> {
             let id = Alert::make_id_ranked(rule, &[Value::str(&c.host)], Timestamp(c.start), *r).0;
             *r += 1;
             open.insert(c.host.clone(), id);
+            by_start.insert((c.host.clone(), c.start), id);
             id
         } else {
-            open.remove(&c.host).unwrap_or(0)
+            match by_start.get(&(c.host.clone(), c.start)) {
+                Some(&id) => {
+                    if open.get(&c.host) == Some(&id) {
+                        open.remove(&c.host);
+                    }
+                    id
+                }
+                None => open.remove(&c.host).unwrap_or(0),
+            }
         };
         let state = if c.firing {
             "firing"
@@ -2066,6 +2078,9 @@ struct EvAbsGroup {
     firing: Option<i64>,
     /// The latest late `a` stamped after the fired deadline (it retracts nothing).
     late_after: Option<i64>,
+    /// The last alert an `a` in time resolved: its deadline and when its silence began (a
+    /// late `a` stamped in that silence retracts it).
+    resolved: Option<(i64, i64)>,
 }
 
 /// `absent(a) for D` in event time: as [`Absent`] (the silence is timed from the later of
@@ -2073,8 +2088,9 @@ struct EvAbsGroup {
 /// the silence began: if the absence fired and the `a` is at or before its deadline, the
 /// alert is `retracted` at the watermark and the absence re-armed from the later of the `a`
 /// and any late `a` stamped after the deadline; if the `a` is after the deadline it is only
-/// remembered; if the absence has not fired, its silence is timed from the `a`. A late event
-/// makes no group.
+/// remembered; if the absence has not fired, its silence is timed from the `a`. A late `a`
+/// stamped in the silence of the last alert an `a` in time resolved retracts that alert (at
+/// the watermark). A late event makes no group.
 struct EvAbsent {
     d: i64,
     expect: Vec<String>,
@@ -2098,6 +2114,7 @@ impl Model for EvAbsent {
                 last: i64::MIN,
                 firing: None,
                 late_after: None,
+                resolved: None,
             });
         }
     }
@@ -2122,12 +2139,15 @@ impl Model for EvAbsent {
         if kind != A {
             return;
         }
+        let begin = self.begin;
         let g = self.groups.entry(host.to_string()).or_insert(EvAbsGroup {
             last: t,
             firing: None,
             late_after: None,
+            resolved: None,
         });
         if let Some(start) = g.firing.take() {
+            g.resolved = Some((start, g.last.max(begin)));
             out.push(Change::new(
                 host.to_string(),
                 false,
@@ -2152,6 +2172,21 @@ impl LateModel for EvAbsent {
         };
         let base = self.from(g);
         let g = self.groups.get_mut(host).unwrap();
+        if let Some((deadline, since)) = g.resolved
+            && t > since
+            && t <= deadline
+        {
+            g.resolved = None;
+            out.push(Change::new(
+                host.to_string(),
+                false,
+                w,
+                Some(LATE_EVENT),
+                deadline,
+                Vec::new(),
+            ));
+            return;
+        }
         if t <= base {
             return;
         }
