@@ -1041,3 +1041,79 @@ fn a_full_flow_table_is_said_on_stderr() {
     let (_, stderr) = flows_output(&[cap]);
     assert!(!stderr.contains("ended early"), "{stderr}");
 }
+
+/// `orig_flags` and `resp_flags` are the TCP flags each side's packets carried, as tshark's
+/// `tcp.flags.str` shows them per frame (its last 8 places: CWR, ECE, URG, ACK, PSH, RST,
+/// SYN, FIN), ORed over every frame of each direction, for every TCP flow of every capture.
+#[test]
+fn tcp_flags_per_side_match_tshark() {
+    let letters = "CEUAPRSF";
+    let mut checked = 0;
+    for pcap in captures() {
+        let name = pcap.file_name().unwrap().to_string_lossy().to_string();
+        let tsv = std::fs::read_to_string(format!("{}.packets.tsv", pcap.display())).unwrap();
+        let mut lines = tsv.lines();
+        let header: Vec<&str> = lines.next().unwrap().split('\t').collect();
+        let col = |n: &str| header.iter().position(|h| *h == n).unwrap();
+        let (src4, dst4, src6, dst6, sp, dp, fl, stream) = (
+            col("ip.src"),
+            col("ip.dst"),
+            col("ipv6.src"),
+            col("ipv6.dst"),
+            col("tcp.srcport"),
+            col("tcp.dstport"),
+            col("tcp.flags.str"),
+            col("tcp.stream"),
+        );
+        // (sender, receiver) -> the flags letters its frames carried
+        let mut truth: BTreeMap<(Ep, Ep), BTreeSet<char>> = BTreeMap::new();
+        for line in lines {
+            let f: Vec<&str> = line.split('\t').collect();
+            let get = |i: usize| f.get(i).copied().unwrap_or("");
+            if get(stream).is_empty() || get(fl).is_empty() {
+                continue;
+            }
+            let (s, d) = if get(src4).is_empty() {
+                (get(src6), get(dst6))
+            } else {
+                (get(src4), get(dst4))
+            };
+            let key = (
+                (s.to_string(), get(sp).parse().unwrap()),
+                (d.to_string(), get(dp).parse().unwrap()),
+            );
+            let chars: Vec<char> = get(fl).chars().collect();
+            let last8 = &chars[chars.len() - 8..];
+            let set = truth.entry(key).or_default();
+            for (c, l) in last8.iter().zip(letters.chars()) {
+                if *c != '·' {
+                    set.insert(l);
+                }
+            }
+        }
+        let (flows, _) = cepheus_flows(&[pcap.to_str().unwrap()]);
+        // Ours, ORed over the flows of one pair of endpoints (tshark may split a reused pair).
+        let mut ours: BTreeMap<(Ep, Ep), BTreeSet<char>> = BTreeMap::new();
+        for f in flows.iter().filter(|f| f["proto"] == "tcp") {
+            let ep = |a: &str, p: &str| -> Ep {
+                (
+                    f[a].as_str().unwrap().to_string(),
+                    f[p].as_u64().unwrap() as u16,
+                )
+            };
+            let (s, d) = (ep("src", "sport"), ep("dst", "dport"));
+            for (from, to, k) in [(&s, &d, "orig_flags"), (&d, &s, "resp_flags")] {
+                let text = f[k].as_str().unwrap();
+                // In the header's order, each letter once.
+                let order: String = letters.chars().filter(|l| text.contains(*l)).collect();
+                assert_eq!(text, order, "{name}: {k} {text}");
+                let set = ours.entry((from.clone(), to.clone())).or_default();
+                set.extend(text.chars());
+            }
+        }
+        ours.retain(|_, s| !s.is_empty());
+        assert_eq!(ours, truth, "{name}");
+        checked += truth.len();
+    }
+    assert!(checked >= 100, "only {checked} directions checked");
+}

@@ -396,6 +396,10 @@ fields! {
     OrigPayloadBytes = "orig_payload_bytes": Int, [Flow];
     /// flow: transport payload bytes sent by the responder.
     RespPayloadBytes = "resp_payload_bytes": Int, [Flow];
+    /// flow: every TCP flag the originator's packets carried, as letters in the header's order (Wireshark's): `C` CWR, `E` ECE, `U` URG, `A` ACK, `P` PSH, `R` RST, `S` SYN, `F` FIN; `""` for none (a NULL probe) and for flows not TCP. An Xmas probe is `UPF`, a finished client `APSF`.
+    OrigFlags = "orig_flags": Str, [Flow];
+    /// flow: every TCP flag the responder's packets carried, as `orig_flags` spells them (`AS` a SYN-ACK and nothing more, `AR` a refusal).
+    RespFlags = "resp_flags": Str, [Flow];
 }
 
 impl Field {

@@ -421,6 +421,8 @@ pub fn record_json(f: &FlowRecord, end_reason: &str) -> serde_json::Value {
         "resp_frame_bytes": f.resp.frame_bytes,
         "orig_payload_bytes": f.orig.payload_bytes,
         "resp_payload_bytes": f.resp.payload_bytes,
+        "orig_flags": super::table::flag_letters(f.orig_flags.all),
+        "resp_flags": super::table::flag_letters(f.resp_flags.all),
         "end_reason": end_reason,
     })
 }

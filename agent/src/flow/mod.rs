@@ -362,7 +362,7 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
     };
     let int = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
     let mut e = Event::new(Source::Flow, time, n.at);
-    e.fields.reserve(15);
+    e.fields.reserve(17);
     e.set(Field::Kind, Value::str(kind));
     e.set(Field::Src, Value::ip(f.src));
     e.set(Field::Dst, Value::ip(f.dst));
@@ -378,6 +378,14 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
     e.set(Field::OrigPkts, int(f.orig.pkts));
     e.set(Field::RespPkts, int(f.resp.pkts));
     e.set(Field::Duration, Value::Duration(f.duration()));
+    e.set(
+        Field::OrigFlags,
+        Value::str(&table::flag_letters(f.orig_flags.all)),
+    );
+    e.set(
+        Field::RespFlags,
+        Value::str(&table::flag_letters(f.resp_flags.all)),
+    );
     e
 }
 

@@ -113,6 +113,30 @@ pub struct SideFlags {
     pub fin: bool,
     /// A RST.
     pub rst: bool,
+    /// Every TCP flag its packets carried (their flags bytes ORed): what `orig_flags` and
+    /// `resp_flags` spell ([`flag_letters`]).
+    pub all: u8,
+}
+
+/// TCP flags as letters, in the header's order from its high bit (Wireshark's
+/// `tcp.flags.str`): `C` CWR, `E` ECE, `U` URG, `A` ACK, `P` PSH, `R` RST, `S` SYN, `F` FIN;
+/// none is the empty text (a NULL probe, or a flow not TCP).
+pub fn flag_letters(bits: u8) -> String {
+    const LETTERS: [(u8, char); 8] = [
+        (0x80, 'C'),
+        (0x40, 'E'),
+        (0x20, 'U'),
+        (0x10, 'A'),
+        (0x08, 'P'),
+        (0x04, 'R'),
+        (0x02, 'S'),
+        (0x01, 'F'),
+    ];
+    LETTERS
+        .iter()
+        .filter(|&&(b, _)| bits & b != 0)
+        .map(|&(_, c)| c)
+        .collect()
 }
 
 /// A flow as the table knows it (a copy is handed out with every notice).
@@ -599,6 +623,7 @@ impl FlowTable {
             }
             side.fin |= flags & tcp_flags::FIN != 0;
             side.rst |= flags & tcp_flags::RST != 0;
+            side.all |= flags;
             if s.closed_at.is_none()
                 && (flags & tcp_flags::RST != 0 || (rec.orig_flags.fin && rec.resp_flags.fin))
             {
