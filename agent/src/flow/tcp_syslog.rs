@@ -490,13 +490,17 @@ impl TcpSyslog {
         if !last_message || s.resync || s.dead {
             return;
         }
-        match s.framer.finish(&mut s.buf) {
-            Some(Frame::Msg(m)) => to.message(c, m),
-            Some(Frame::Oversized) => c.oversized += 1,
-            Some(Frame::Fatal(_)) => c.unframeable += 1,
-            Some(Frame::Resynced) => c.resynced += 1,
-            Some(Frame::Unfinished) => c.unfinished += 1,
-            None => {}
+        while let Some(fr) = s.framer.finish(&mut s.buf) {
+            match fr {
+                Frame::Msg(m) => to.message(c, m),
+                Frame::Oversized => c.oversized += 1,
+                Frame::Fatal(_) => {
+                    c.unframeable += 1;
+                    break;
+                }
+                Frame::Resynced => c.resynced += 1,
+                Frame::Unfinished => c.unfinished += 1,
+            }
         }
     }
 

@@ -26,8 +26,9 @@ pub const DEFAULT_CONFIG: &str = r#"# cepheus configuration (`cepheus run --conf
 # Each listener (API too) takes its own address family: list "0.0.0.0:514" and "[::]:514"
 # for both (a "[::]" entry is skipped, with a warning, on a host booted without IPv6).
 udp = ["127.0.0.1:5514"]
-# TCP listeners: RFC 6587 framing, octet counting ("LEN <PRI>MSG") or newline/NUL-terminated,
-# detected per frame (a line that merely begins with a number, "200 OK", is a line).
+# TCP listeners: RFC 6587 framing, octet counting ("LEN <PRI>MSG", or "LEN MSG" without PRI
+# once the next frame shows a count too) or newline/NUL-terminated, detected per frame (a
+# line that merely begins with a number, "200 OK", is a line).
 tcp = ["127.0.0.1:5514"]
 # A TCP connection that completes no message for this long is closed (bytes that never make
 # a message do not count, and are dropped at the close: tcp_unfinished); at least 1s.

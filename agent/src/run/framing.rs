@@ -13,7 +13,9 @@
 //! anything else is delimiter-framed, so a line that begins with a number (`200 OK`) does
 //! not swallow the messages after it; but a count without PRI on a connection that has not
 //! counted yet frames its message when that message holds no line end and is followed right
-//! away by another count and a PRI (an octet-counting sender whose first message has no PRI).
+//! away by another count and a PRI, or by another count whose message (all of it come) holds
+//! no line end either, line ends between frames skipped (an octet-counting sender whose
+//! first message, or every message, has no PRI: a log file's lines sent octet-counted).
 //! A frame longer than the maximum message size is
 //! skipped: a delimited frame up to its next delimiter, an octet-counted frame by its
 //! declared length.
@@ -124,6 +126,12 @@ impl Framer {
             return Some(false);
         }
         let rest = buf.get(end..)?;
+        // (A sender may end each counted frame with a line end as well: a separator.)
+        let sep = rest
+            .iter()
+            .take_while(|&&b| b == b'\n' || b == b'\r')
+            .count();
+        let rest = &rest[sep..];
         let d = count_digits(rest);
         if d == rest.len() {
             return (d > 10).then_some(false);
@@ -131,9 +139,18 @@ impl Framer {
         if d == 0 || rest[d] != b' ' {
             return Some(false);
         }
-        let pri = *rest.get(d + 1)? == b'<' && octet_count(rest).is_some();
-        self.counted |= pri;
-        Some(pri)
+        let Some((nd, nlen)) = octet_count(rest) else {
+            return Some(false);
+        };
+        // The next count frames its message as well: a PRI follows it, or that message (all
+        // of it come) holds no line end either (a sender whose messages have no PRI at all,
+        // a log file's lines sent octet-counted: read as lines, each would keep its count
+        // and the lines without one would be one line never ending).
+        let pri = *rest.get(nd + 1)? == b'<';
+        let counted =
+            pri || (nlen <= self.max && line_end(rest.get(nd + 1..nd + 1 + nlen)?).is_none());
+        self.counted |= counted;
+        Some(counted)
     }
 
     /// Takes the next frame out of `buf`; `None` when more bytes are needed.
@@ -261,7 +278,9 @@ impl Framer {
     }
 
     /// At end of stream: what is left in `buf` (a last message without its delimiter, as
-    /// `logger` and `nc` send it), if any.
+    /// `logger` and `nc` send it), one frame per call, `None` once nothing is left (call it
+    /// until then: counted frames whose verdict waited for the bytes after them are framed
+    /// now, one by one).
     pub fn finish(&mut self, buf: &mut BytesMut) -> Option<Frame> {
         if self.skip > 0 || self.skip_to_delim {
             // Counted when it began.
@@ -269,6 +288,26 @@ impl Framer {
             self.skip = 0;
             self.skip_to_delim = false;
             return None;
+        }
+        if skip_separators(buf) {
+            return None;
+        }
+        // A count without PRI on a connection that has not counted, whose message holds no
+        // line end and is followed by more (the first frames of a sender whose messages have
+        // no PRI, whose verdict waited for what would come after them): counted, as a next
+        // frame would have shown.
+        if !self.counted
+            && let Some((digits, len)) = octet_count(buf)
+            && len <= self.max
+            && buf.len() > digits + 1 + len
+            && line_end(&buf[digits + 1..digits + 1 + len]).is_none()
+        {
+            self.counted = true;
+        }
+        if self.counted
+            && let Some(fr) = self.decode(buf)
+        {
+            return Some(fr);
         }
         if skip_separators(buf) {
             return None;
@@ -425,8 +464,12 @@ mod tests {
                 }
             }
         }
-        if let Some(fr) = f.finish(&mut buf) {
+        while let Some(fr) = f.finish(&mut buf) {
+            let fatal = matches!(fr, Frame::Fatal(_));
             push(fr, &mut out);
+            if fatal {
+                break;
+            }
         }
         out
     }
@@ -645,6 +688,47 @@ mod tests {
                 proptest::prop_assert!(m.len() <= max, "{:?}", whole);
             }
         }
+    }
+
+    /// A sender whose messages have no PRI at all (a log file's lines sent octet-counted),
+    /// back to back, each followed by a line end, or one alone: each message framed by its
+    /// count (all were lost: the first was read as a line holding the rest), however reads
+    /// cut the stream; a line-framed stream whose lines begin with numbers stays lines.
+    #[test]
+    fn counted_frames_without_any_pri_are_framed_by_their_counts() {
+        let msgs: Vec<String> = (0..5)
+            .map(|i| format!("Dec 10 06:55:4{i} LabSZ sshd[2420{i}]: Failed password for root"))
+            .chain(std::iter::once(
+                "1 2026-12-06T08:00:00Z host app - - - five four two four without PRI".to_string(),
+            ))
+            .collect();
+        let want: Vec<Result<String, &str>> = msgs.iter().map(|m| Ok(m.clone())).collect();
+        let lf: Vec<u8> = msgs
+            .iter()
+            .flat_map(|m| format!("{} {m}\n", m.len()).into_bytes())
+            .collect();
+        for input in [counted(&msgs), lf] {
+            for size in [1, 2, 7, 4096] {
+                let pieces: Vec<&[u8]> = input.chunks(size).collect();
+                assert_eq!(frames(1000, &pieces), want, "pieces of {size}");
+            }
+        }
+        let one = &msgs[0];
+        assert_eq!(
+            frames(1000, &[format!("{} {one}", one.len()).as_bytes()]),
+            [Ok(format!("{} {one}", one.len()))],
+            "one alone, nothing after it to tell: a line, as before"
+        );
+        // Lines beginning with numbers whose counts land on text: lines.
+        let lines = b"12 apples and 3 pears\n40 more lines here\n7 days\n";
+        assert_eq!(
+            frames(1000, &[lines]),
+            [
+                Ok("12 apples and 3 pears".to_string()),
+                Ok("40 more lines here".to_string()),
+                Ok("7 days".to_string())
+            ]
+        );
     }
 
     /// An octet-counting sender whose first message has no PRI: its count frames it when

@@ -851,21 +851,24 @@ async fn tcp_conn(
                 tracing::debug!(%peer, bytes = buf.len(), "unfinished message of a tcp connection the agent closed (idle, or stopping) dropped");
             }
         } else if eof && !fatal {
-            match framer.finish(&mut buf) {
-                Some(Frame::Msg(m)) => {
-                    bump(&shared.counters.tcp_frames, 1);
-                    listener.message(m.len(), now);
-                    delivered_now |= router.accept(&m, ip, now);
+            while let Some(fr) = framer.finish(&mut buf) {
+                match fr {
+                    Frame::Msg(m) => {
+                        bump(&shared.counters.tcp_frames, 1);
+                        listener.message(m.len(), now);
+                        delivered_now |= router.accept(&m, ip, now);
+                    }
+                    Frame::Oversized => {
+                        listener.message(0, now);
+                        router.oversized(ip);
+                    }
+                    Frame::Unfinished => {
+                        bump(&shared.counters.tcp_unfinished, 1);
+                        tracing::debug!(%peer, "a counted message the sender's close cut short dropped");
+                    }
+                    Frame::Fatal(_) => break,
+                    Frame::Resynced => {}
                 }
-                Some(Frame::Oversized) => {
-                    listener.message(0, now);
-                    router.oversized(ip);
-                }
-                Some(Frame::Unfinished) => {
-                    bump(&shared.counters.tcp_unfinished, 1);
-                    tracing::debug!(%peer, "a counted message the sender's close cut short dropped");
-                }
-                Some(Frame::Fatal(_) | Frame::Resynced) | None => {}
             }
         }
         router.flush(true).await;
