@@ -2415,6 +2415,8 @@ fn idle_connections_make_room_for_a_new_sender() {
     let _ = late.write_all(line("late").as_bytes());
     let s = agent.wait_stats(10, |s| s["ingest"]["tcp_rejected"].as_u64() >= Some(1));
     assert_eq!(s["ingest"]["tcp_evicted"].as_u64(), Some(2), "{s}");
+    // The trickled bytes, no message, dropped with the connection: counted as unfinished.
+    assert_eq!(s["ingest"]["tcp_unfinished"].as_u64(), Some(1), "{s}");
     // The first sender, silent all along, still gets through.
     sender.write_all(line("sender-again").as_bytes()).unwrap();
     agent.wait_alert(10, |v| v["group"]["host"] == "sender-again");

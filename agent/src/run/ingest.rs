@@ -769,6 +769,10 @@ async fn tcp_conn(
                     continue;
                 }
                 tracing::debug!(%peer, "idle tcp connection closed to make room for a new one");
+                // What it sent after its last message is dropped, as at an idle close.
+                if !buf.trim_ascii().is_empty() {
+                    bump(&shared.counters.tcp_unfinished, 1);
+                }
                 break;
             }
             r = tokio::time::timeout(shared.idle, stream.read_buf(&mut buf)) => r.map_err(|_| true),
