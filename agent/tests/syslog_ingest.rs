@@ -102,11 +102,30 @@ fn check_loghub(
             text(&e, Field::Procid),
             text(&e, Field::Msg).map(str::trim),
         );
+        // A line rsyslog folded (`message repeated 5 times: [ MSG]`): the event is MSG, with
+        // the count in `repeat`.
+        let content = row[cols.3].trim();
+        let content = match content
+            .strip_prefix("message repeated ")
+            .and_then(|r| r.split_once(" times: ["))
+            .and_then(|(n, m)| Some((n.parse::<i64>().ok()?, m.strip_suffix(']')?)))
+        {
+            Some((n, inner)) => {
+                assert_eq!(
+                    e.get(Field::Repeat),
+                    Some(&cepheus_core::event::Value::Int(n)),
+                    "line {}",
+                    i + 1
+                );
+                inner.trim()
+            }
+            None => content,
+        };
         let want = (
             Some(row[cols.0].as_str()),
             Some(want_app),
             (!pid.is_empty()).then_some(pid),
-            Some(row[cols.3].trim()),
+            Some(content),
         );
         if divergent.contains(&(i + 1)) {
             assert_ne!(

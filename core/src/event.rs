@@ -400,7 +400,13 @@ fields! {
     OrigFlags = "orig_flags": Str, [Flow];
     /// flow: every TCP flag the responder's packets carried, as `orig_flags` spells them (`AS` a SYN-ACK and nothing more, `AR` a refusal).
     RespFlags = "resp_flags": Str, [Flow];
+    /// syslog: how many times the message came, when its sender folded copies into one line (rsyslog's repeated-message reduction: `message repeated 5 times: [ Failed password ...]` has `msg` the message and `repeat` 5); the rules see such an event that many times (at most 64), so a counted pattern counts them all. Absent for a plain message.
+    Repeat = "repeat": Int, [Syslog];
 }
+
+/// The most times one event stands for ([`Field::Repeat`]): a forged count cannot make one
+/// line cost the engine more than this many events.
+pub const MAX_REPEAT: i64 = 64;
 
 impl Field {
     /// Whether events of `source` carry this field.
@@ -438,6 +444,7 @@ impl Field {
             | Field::RespPayloadBytes
             | Field::OrigPkts
             | Field::RespPkts => int(0, i64::MAX),
+            Field::Repeat => int(1, i64::MAX),
             Field::Kind | Field::State => {
                 matches!(v, Value::Str(k) if self.enumerated().contains(&&**k))
             }
@@ -452,6 +459,7 @@ impl Field {
             Field::State => {
                 "a Zeek conn_state (S0, S1, SF, REJ, S2, S3, RSTO, RSTR, RSTOS0, RSTRH, SH, SHR, OTH)"
             }
+            Field::Repeat => "a count, 1 or more",
             _ => "a count, 0 or more",
         })
     }
@@ -564,6 +572,18 @@ impl Event {
             .iter()
             .find(|(k, _)| matches!(k, FieldKey::Known(f) if *f == field))
             .map(|(_, v)| v)
+    }
+
+    /// How many times the event stands for ([`Field::Repeat`], at most [`MAX_REPEAT`]): 1 but
+    /// for a syslog line that folded copies of its message.
+    pub fn copies(&self) -> usize {
+        if self.source != Source::Syslog {
+            return 1;
+        }
+        match self.get(Field::Repeat) {
+            Some(Value::Int(n)) if *n > 1 => (*n).min(MAX_REPEAT) as usize,
+            _ => 1,
+        }
     }
 
     /// Any field's value by key, if present.

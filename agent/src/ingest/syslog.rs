@@ -390,6 +390,7 @@ impl SyslogParser {
             }
         };
         relayed_cisco(&mut event);
+        folded_repeats(&mut event);
         if let Some(ip) = peer {
             let ip = Value::ip(ip);
             // A message without a hostname (`<14>heartbeat: alive`, as Python's
@@ -973,6 +974,38 @@ fn bsd_year_stamp(text: &str) -> Option<usize> {
         && b[17] == b':'
         && digits(18..20);
     stamp.then_some(start)
+}
+
+/// A message rsyslog's repeated-message reduction folded (`message repeated 5 times: [ Failed
+/// password for root from 5.36.59.76 port 42393 ssh2]`, as `$RepeatedMsgReduction on` writes
+/// it after the first copy): the message is the one repeated and `repeat` says how many times
+/// it came, so that rules see every copy (a brute force folded into one line counted once).
+fn folded_repeats(event: &mut Event) {
+    let Some(msg) = event.get(Field::Msg).and_then(Value::as_str) else {
+        return;
+    };
+    let Some(rest) = msg.strip_prefix("message repeated ") else {
+        return;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let Some(inner) = rest[digits..]
+        .strip_prefix(" times: [")
+        .and_then(|r| r.strip_suffix(']'))
+    else {
+        return;
+    };
+    let Ok(n) = rest[..digits].parse::<i64>() else {
+        return;
+    };
+    if n < 1 {
+        return;
+    }
+    // (rsyslog writes the message as it came after the tag: with its leading space.)
+    let inner = Value::str(inner.strip_prefix(' ').unwrap_or(inner));
+    event.set(Field::Msg, inner);
+    if n > 1 {
+        event.set(Field::Repeat, Value::Int(n));
+    }
 }
 
 /// A Cisco message a relay wrapped in a header of its own (rsyslog's RFC 5424 template:
@@ -2474,6 +2507,56 @@ mod tests {
         let fixed = SyslogParser::new(Zone::default(), Year::Fixed(2005));
         let e = fixed.parse(line, at("2027-01-01T00:00:30Z"), None).unwrap();
         assert_eq!(e.time, at("2005-12-31T23:59:00Z"));
+    }
+
+    /// rsyslog's repeated-message reduction: the folded message is the message, `repeat` how
+    /// many times it came; a line that merely mentions it, or a malformed count, stays as is.
+    #[test]
+    fn a_folded_repeat_is_its_message_with_a_count() {
+        let p = SyslogParser::new(Zone::default(), Year::Fixed(2024));
+        let t = at("2024-12-10T08:00:00Z");
+        let line = b"Dec 10 07:13:56 LabSZ sshd[24227]: message repeated 5 times: [ Failed password for root from 5.36.59.76 port 42393 ssh2]";
+        let e = p.parse(line, t, None).unwrap();
+        assert_eq!(
+            get(&e, Field::Msg),
+            Some("Failed password for root from 5.36.59.76 port 42393 ssh2")
+        );
+        assert_eq!(e.get(Field::Repeat), Some(&Value::Int(5)));
+        assert_eq!(e.copies(), 5);
+        let once = p
+            .parse(
+                b"<13>Dec 10 07:13:56 h app: message repeated 1 times: [ x]",
+                t,
+                None,
+            )
+            .unwrap();
+        assert_eq!(get(&once, Field::Msg), Some("x"));
+        assert_eq!(once.get(Field::Repeat), None);
+        assert_eq!(once.copies(), 1);
+        // A count past the cap stands for at most MAX_REPEAT events.
+        let flood = p
+            .parse(
+                b"<13>Dec 10 07:13:56 h app: message repeated 99999 times: [ x]",
+                t,
+                None,
+            )
+            .unwrap();
+        assert_eq!(flood.copies(), cepheus_core::event::MAX_REPEAT as usize);
+        for text in [
+            &b"<13>Dec 10 07:13:56 h app: the message repeated 5 times: [ x]"[..],
+            b"<13>Dec 10 07:13:56 h app: message repeated many times: [ x]",
+            b"<13>Dec 10 07:13:56 h app: message repeated 5 times: [ x",
+            b"<13>Dec 10 07:13:56 h app: message repeated 0 times: [ x]",
+        ] {
+            let e = p.parse(text, t, None).unwrap();
+            assert_eq!(
+                e.get(Field::Repeat),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
+            assert!(get(&e, Field::Msg).unwrap().contains("repeated"));
+        }
     }
 
     #[test]

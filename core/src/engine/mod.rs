@@ -1928,8 +1928,16 @@ impl Engine {
     }
 
     /// Pushes one event; alerts it causes (and timers due before it) are appended to `out`.
+    /// An event that stands for several ([`Event::copies`]: a syslog line folding repeats of
+    /// its message) is pushed that many times, each a separate event at the same instant.
     pub fn push(&mut self, ev: Event, out: &mut Vec<Alert>) {
         let start = out.len();
+        let copies = ev.copies();
+        if copies > 1 {
+            for _ in 1..copies {
+                self.push_inner(ev.clone(), out);
+            }
+        }
         self.push_inner(ev, out);
         self.order_alerts(out, start);
     }

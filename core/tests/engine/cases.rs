@@ -3514,3 +3514,46 @@ pattern = "c{2,} distinct(msgid) within 1m"
         );
     }
 }
+
+/// A syslog event standing for several (`repeat`: a line rsyslog folded) is that many events
+/// at its instant: `fail{5,}` fires on two failures and a line folding three more, in shared
+/// and unshared engines alike; a forged count makes at most `MAX_REPEAT` events.
+#[test]
+fn an_event_folding_repeats_counts_as_that_many() {
+    let rules = compile_toml(
+        r#"
+[[rule]]
+name = "bf"
+severity = "low"
+group_by = ["host"]
+events.fail = 'syslog and app == "sshd"'
+pattern = "fail{5,} within 5m"
+"#,
+    );
+    let at = |s: i64| Timestamp::from_secs(s);
+    for share in [true, false] {
+        let run = |folded: i64| {
+            let mut e = new_engine(&rules, share);
+            let mut out = Vec::new();
+            e.push(syslog_event("sshd", "h", at(0), at(0)), &mut out);
+            e.push(syslog_event("sshd", "h", at(1), at(1)), &mut out);
+            let ev = syslog_event("sshd", "h", at(2), at(2))
+                .with(cepheus_core::event::Field::Repeat, Value::Int(folded));
+            e.push(ev, &mut out);
+            out.iter().map(|a| fmt_alert(a, false)).collect::<Vec<_>>()
+        };
+        assert_eq!(run(3), ["firing h @2"], "share {share}");
+        assert!(run(2).is_empty(), "share {share}");
+        // A forged count is capped: it makes at most MAX_REPEAT events.
+        let mut e = new_engine(&rules, share);
+        let mut out = Vec::new();
+        let ev = syslog_event("sshd", "h", at(0), at(0))
+            .with(cepheus_core::event::Field::Repeat, Value::Int(1 << 40));
+        e.push(ev, &mut out);
+        assert_eq!(
+            e.stats()[0].counters.matched as i64,
+            cepheus_core::event::MAX_REPEAT,
+            "share {share}"
+        );
+    }
+}
