@@ -125,12 +125,24 @@ impl Framer {
         if line_end(&buf[digits + 1..end.min(buf.len())]).is_some() {
             return Some(false);
         }
+        // Without a PRI, a count is believed only before a syslog message: one that begins
+        // with a stamp (decided on its first bytes, which come before the rest).
+        let stamped = match stamp_begins(&buf[digits + 1..end.min(buf.len())]) {
+            Some(v) => v,
+            // (A whole message too short to tell is no stamp.)
+            None if end <= buf.len() => false,
+            None => return None,
+        };
         let rest = buf.get(end..)?;
-        // (A sender may end each counted frame with a line end as well: a separator.)
-        let sep = rest
-            .iter()
-            .take_while(|&&b| b == b'\n' || b == b'\r')
-            .count();
+        // (A sender of stamped messages may end each counted frame with a line end as well:
+        // a separator. After any other message a line end is a line's.)
+        let sep = if stamped {
+            rest.iter()
+                .take_while(|&&b| b == b'\n' || b == b'\r')
+                .count()
+        } else {
+            0
+        };
         let rest = &rest[sep..];
         let d = count_digits(rest);
         if d == rest.len() {
@@ -142,15 +154,35 @@ impl Framer {
         let Some((nd, nlen)) = octet_count(rest) else {
             return Some(false);
         };
-        // The next count frames its message as well: a PRI follows it, or that message (all
-        // of it come) holds no line end either (a sender whose messages have no PRI at all,
-        // a log file's lines sent octet-counted: read as lines, each would keep its count
-        // and the lines without one would be one line never ending).
+        // The next count frames its message as well: a PRI follows it, or (this message
+        // stamped) that message begins with a stamp too and holds no line end, all of it come
+        // (a sender whose messages have no PRI at all, a log file's lines sent
+        // octet-counted: read as lines, each would keep its count and run into the next).
+        // A line end in what has come of it decides at once.
         let pri = *rest.get(nd + 1)? == b'<';
-        let counted =
-            pri || (nlen <= self.max && line_end(rest.get(nd + 1..nd + 1 + nlen)?).is_none());
-        self.counted |= counted;
-        Some(counted)
+        if pri {
+            self.counted = true;
+            return Some(true);
+        }
+        if !stamped || nlen > self.max {
+            return Some(false);
+        }
+        let next = &rest[nd + 1..];
+        let came = &next[..nlen.min(next.len())];
+        if line_end(came).is_some() {
+            return Some(false);
+        }
+        match stamp_begins(came) {
+            Some(true) => {}
+            Some(false) => return Some(false),
+            None if next.len() >= nlen => return Some(false),
+            None => return None,
+        }
+        if next.len() < nlen {
+            return None;
+        }
+        self.counted = true;
+        Some(true)
     }
 
     /// Takes the next frame out of `buf`; `None` when more bytes are needed.
@@ -292,17 +324,13 @@ impl Framer {
         if skip_separators(buf) {
             return None;
         }
-        // A count without PRI on a connection that has not counted, whose message holds no
-        // line end and is followed by more (the first frames of a sender whose messages have
-        // no PRI, whose verdict waited for what would come after them): counted, as a next
-        // frame would have shown.
+        // A count without PRI on a connection that has not counted, whose verdict waited for
+        // what would come after it (the first frames of a sender whose messages have no
+        // PRI): decided on what came, as [`Framer::frames`] decides (it counts the connection).
         if !self.counted
             && let Some((digits, len)) = octet_count(buf)
-            && len <= self.max
-            && buf.len() > digits + 1 + len
-            && line_end(&buf[digits + 1..digits + 1 + len]).is_none()
         {
-            self.counted = true;
+            let _ = self.frames(buf, digits, len);
         }
         if self.counted
             && let Some(fr) = self.decode(buf)
@@ -414,6 +442,46 @@ fn pri_begins(b: &[u8]) -> Option<bool> {
         None if digits < 4 => None,
         Some(b'>') => Some((1..=3).contains(&digits)),
         _ => Some(false),
+    }
+}
+
+/// Whether `b` begins with a syslog stamp: RFC 3164's (`Dec 10 06:55:46`), an RFC 3339 date
+/// (`2026-12-06`), or RFC 5424's version and stamp without PRI (`1 2026-...`, `1 -`); `None`
+/// while the bytes that decide have not come (at most 15).
+fn stamp_begins(b: &[u8]) -> Option<bool> {
+    const MONTHS: [&[u8]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    // `d` a digit, `D` a digit or a space, `a` a letter, anything else itself.
+    let fits = |pat: &[u8]| -> Option<bool> {
+        for (i, &p) in pat.iter().enumerate() {
+            let c = *b.get(i)?;
+            let ok = match p {
+                b'd' => c.is_ascii_digit(),
+                b'D' => c.is_ascii_digit() || c == b' ',
+                b'a' => c.is_ascii_alphabetic(),
+                x => c == x,
+            };
+            if !ok {
+                return Some(false);
+            }
+        }
+        Some(true)
+    };
+    let bsd = fits(b"aaa Dd dd:dd:dd").map(|ok| ok && MONTHS.contains(&&b[..3]));
+    let verdicts = [
+        bsd,
+        fits(b"dddd-dd-dd"),
+        fits(b"1 dddd-dd-dd"),
+        fits(b"1 - "),
+    ];
+    if verdicts.contains(&Some(true)) {
+        Some(true)
+    } else if verdicts.iter().all(|v| *v == Some(false)) {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -718,6 +786,40 @@ mod tests {
             frames(1000, &[format!("{} {one}", one.len()).as_bytes()]),
             [Ok(format!("{} {one}", one.len()))],
             "one alone, nothing after it to tell: a line, as before"
+        );
+        // Lines of a newline-framed sender that begin with numbers, whose counts land on
+        // more numbers (found by a review): lines, at once, however reads cut them.
+        for (input, want) in [
+            (
+                &b"4 of 15 tests failed\nnext line\n200 OK done here\nanother line\n"[..],
+                &[
+                    "4 of 15 tests failed",
+                    "next line",
+                    "200 OK done here",
+                    "another line",
+                ][..],
+            ),
+            (
+                b"3 abc\n5 hello world\nx\n",
+                &["3 abc", "5 hello world", "x"],
+            ),
+            (b"3 abc\n", &["3 abc"]),
+            (b"2 ok\n", &["2 ok"]),
+            (b"2 disks failed on host7", &["2 disks failed on host7"]),
+            (b"3 foo and more text", &["3 foo and more text"]),
+        ] {
+            let want: Vec<Result<String, &str>> = want.iter().map(|w| Ok(w.to_string())).collect();
+            for size in [1, 3, 4096] {
+                let pieces: Vec<&[u8]> = input.chunks(size).collect();
+                assert_eq!(frames(1000, &pieces), want, "pieces of {size}: {input:?}");
+            }
+        }
+        // Each line is out as soon as its line end has come, not held for what follows.
+        let mut f = Framer::new(1000);
+        let mut buf = BytesMut::from(&b"2 ok\n"[..]);
+        assert_eq!(
+            f.decode(&mut buf),
+            Some(Frame::Msg(BytesMut::from(&b"2 ok"[..])))
         );
         // Lines beginning with numbers whose counts land on text: lines.
         let lines = b"12 apples and 3 pears\n40 more lines here\n7 days\n";
