@@ -391,6 +391,10 @@ struct Conn {
     told: std::sync::atomic::AtomicBool,
     /// It delivered a message: a real sender, evicted only after the others.
     delivered: std::sync::atomic::AtomicBool,
+    /// Told to close whether or not it is delivering now (a place taken from a sender that
+    /// delivered: [`Evicted::Silent`], [`Evicted::Share`]); otherwise a connection told while
+    /// it delivers stays.
+    binding: std::sync::atomic::AtomicBool,
     /// The remote peer it counts against (`None`: a local one).
     peer: Option<std::net::IpAddr>,
 }
@@ -525,6 +529,7 @@ impl Conns {
                 }
             },
         };
+        c.binding.store(why != Evicted::Idle, Ordering::Relaxed);
         c.told.store(true, Ordering::Relaxed);
         c.close.notify_one();
         Some(why)
@@ -716,6 +721,10 @@ async fn admit_connection(
 
 /// At shutdown, the longest a TCP connection is still read, and the quiet that ends it sooner.
 const SHUTDOWN_DRAIN: StdDuration = StdDuration::from_millis(1500);
+
+/// A sender's connection closed to make room is read for at most this long first (within the
+/// newcomer's wait for its place), so that what it sent before it was told is not lost.
+const EVICT_DRAIN: StdDuration = StdDuration::from_millis(300);
 const SHUTDOWN_QUIET: StdDuration = StdDuration::from_millis(100);
 
 /// Reads one TCP connection: frames, parses, routes; closes on EOF, idleness, or shutdown
@@ -738,6 +747,9 @@ async fn tcp_conn(
     // (Taken while the agent stops already: drained at once.)
     let mut draining: Option<std::time::Instant> =
         (*shutdown.borrow()).then(std::time::Instant::now);
+    // How long a drain lasts: SHUTDOWN_DRAIN, or EVICT_DRAIN for a connection closed to make
+    // room.
+    let mut drain_for = SHUTDOWN_DRAIN;
     // When it last completed a message (or opened): bytes that never make one are no
     // progress, so a sender that trickles them is closed after the idle timeout like a
     // silent one (else a delivered-then-trickling connection held its slot for good).
@@ -747,7 +759,7 @@ async fn tcp_conn(
             buf.reserve(64 * 1024);
         }
         let read = if let Some(since) = draining {
-            if since.elapsed() >= SHUTDOWN_DRAIN {
+            if since.elapsed() >= drain_for {
                 break;
             }
             match tokio::time::timeout(SHUTDOWN_QUIET, stream.read_buf(&mut buf)).await {
@@ -764,8 +776,17 @@ async fn tcp_conn(
             }
             _ = guard.conn.close.notified() => {
                 // Told while it was delivering (a full shard queue): it is not idle, it stays.
-                if guard.silent_for() < EVICT_AFTER_IDLE {
+                let binding = guard.conn.binding.load(Ordering::Relaxed);
+                if !binding && guard.silent_for() < EVICT_AFTER_IDLE {
                     guard.conn.told.store(false, Ordering::Relaxed);
+                    continue;
+                }
+                if binding {
+                    // A sender: what it sent is read first (the kernel acknowledged it),
+                    // briefly, then it is closed as at shutdown.
+                    tracing::debug!(%peer, "tcp connection of a sender closed to make room for a new one");
+                    draining = Some(std::time::Instant::now());
+                    drain_for = EVICT_DRAIN;
                     continue;
                 }
                 tracing::debug!(%peer, "idle tcp connection closed to make room for a new one");
@@ -1013,6 +1034,8 @@ mod tests {
             Some(Evicted::Idle)
         );
         assert!(c.conn.told.load(Ordering::Relaxed));
+        // (One that never delivered stays if it delivers before it is closed.)
+        assert!(!c.conn.binding.load(Ordering::Relaxed));
         // Then the one silent longest of those that delivered, once silent 30 s.
         assert_eq!(conns.evict_idlest_at(30_000, u64::MAX, None), None);
         assert_eq!(
@@ -1020,6 +1043,7 @@ mod tests {
             Some(Evicted::Silent)
         );
         assert!(a.conn.told.load(Ordering::Relaxed));
+        assert!(a.conn.binding.load(Ordering::Relaxed));
         assert!(!b.conn.told.load(Ordering::Relaxed));
         assert_eq!(conns.evict_idlest_at(31_500, u64::MAX, None), None);
         // A flood of new connections, too young to go: no sender that delivered goes instead.
