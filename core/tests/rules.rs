@@ -2489,6 +2489,12 @@ fn a_capture_replacing_the_events_own_field_is_refused_or_warned() {
         "{:?}",
         c.diagnostics
     );
+    // Over a structured-data parameter too (a syslog field).
+    let c = compile_str(
+        "t.toml",
+        &rule_text("events.a = 'syslog and sd.origin.ip =~ \"(?P<peer>\\S+)\"'\npattern = \"a\""),
+    );
+    assert!(c.rules.is_none(), "{:?}", c.diagnostics);
     let c = compile_str(
         "t.toml",
         &rule_text(

@@ -612,6 +612,20 @@ impl AbsenceState {
         })
     }
 
+    /// Drops the resolved alert kept for late events if its deadline is before `horizon`
+    /// (the box goes when it holds nothing more).
+    fn forget_resolved_before(&mut self, horizon: Timestamp) {
+        let Some(l) = self.late.as_mut() else {
+            return;
+        };
+        if l.resolved.as_ref().is_some_and(|(ep, _)| ep.last < horizon) {
+            l.resolved = None;
+            if l.after == NO_TIME {
+                self.late = None;
+            }
+        }
+    }
+
     /// Takes the resolved alert whose silence `t` falls in, if any (the box goes when it
     /// holds nothing more).
     fn take_resolved_at(&mut self, t: Timestamp) -> Option<Episode> {
@@ -929,6 +943,10 @@ impl Group {
                 a.last_seen = a.last_seen.max(t);
                 if a.late.is_some() {
                     a.set_late_after(NO_TIME);
+                    // A resolved alert no late event can reach any more (stamped at or before
+                    // its deadline, yet not more than `allowed_lateness` below this one's
+                    // time) goes.
+                    a.forget_resolved_before(t.sub(ctx.rule.allowed_lateness));
                 }
                 if let Some(ep) = a.firing.take() {
                     end_by_event(ctx, key, &ep, AlertState::Resolved, t, ev, counters, out);
@@ -981,6 +999,10 @@ impl Group {
         // An alert an awaited event in time resolved, whose silence this one falls in: it
         // should not have fired.
         if let Some(ep) = a.take_resolved_at(t) {
+            if ep.held_until.is_none() && a.last_fired == ep.last {
+                // A withdrawn alert does not count against the trigger's period.
+                a.last_fired = NO_TIME;
+            }
             end_by_event(ctx, key, &ep, AlertState::Retracted, now, ev, counters, out);
             return false;
         }

@@ -835,8 +835,11 @@ impl CondChecker<'_, '_> {
                     // A capture named as a field the matched event has itself replaces its
                     // value with text from the message (which its sender writes).
                     let own = match (&key, lhs) {
-                        (&FieldKey::Known(f), ExprAst::Field(n, _)) => Field::from_name(n)
-                            .is_some_and(|g| g.sources().iter().any(|s| f.sources().contains(s))),
+                        (&FieldKey::Known(f), ExprAst::Field(n, _)) => match Field::from_name(n) {
+                            Some(g) => g.sources().iter().any(|s| f.sources().contains(s)),
+                            // (`sd.<id>.<param>`: a syslog field too.)
+                            None => n.starts_with("sd.") && f.sources().contains(&Source::Syslog),
+                        },
                         _ => false,
                     };
                     if own && key == FieldKey::Known(Field::Peer) {

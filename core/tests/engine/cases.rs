@@ -1381,6 +1381,36 @@ fn late_heartbeat_retracts_a_resolved_absence() {
     );
 }
 
+/// The resolved alert an absence group keeps for late events goes once no late event can
+/// reach it (an event in time more than `allowed_lateness` after its deadline): not held in
+/// memory and checkpoints for good.
+#[test]
+fn a_resolved_absence_is_kept_only_while_a_late_event_can_retract_it() {
+    let rules = set(vec![
+        rule("hb", &["hb"], absent(ev(0), Some(60))).event_time(5, 60),
+    ]);
+    let mut e = new_engine(&rules, true);
+    let mut out = Vec::new();
+    let keeps = |e: &Engine| {
+        serde_json::to_string(&e.checkpoint())
+            .unwrap()
+            .contains("\"resolved\"")
+    };
+    run_on(
+        &mut e,
+        parse_script("hb:h@0/0 tick@70 hb:h@90/90 tick@100"),
+        &mut out,
+    );
+    assert!(keeps(&e), "kept while a late heartbeat may come");
+    run_on(
+        &mut e,
+        parse_script("hb:h@120/120 hb:h@170/170 tick@180"),
+        &mut out,
+    );
+    assert_eq!(out.len(), 2, "no other alert: {out:?}");
+    assert!(!keeps(&e), "gone past the lateness");
+}
+
 #[test]
 fn late_event_retracts_or_cancels_an_absence_at_the_end_of_a_sequence() {
     let r = || {
