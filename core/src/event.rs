@@ -621,7 +621,7 @@ mod tests {
     fn the_registrys_positions_are_stable() {
         let names: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
         assert_eq!(
-            names[..22],
+            names[..27],
             [
                 "time",
                 "host",
@@ -645,6 +645,11 @@ mod tests {
                 "orig_pkts",
                 "resp_pkts",
                 "duration",
+                "orig_payload_bytes",
+                "resp_payload_bytes",
+                "orig_flags",
+                "resp_flags",
+                "repeat",
             ]
         );
     }

@@ -114,7 +114,7 @@ impl Counters {
         }
         if self.evicted > 0 {
             w.push(format!(
-                "captures: {} flows were ended early because the flow table was full (the flows closest to their timeouts first; `cepheus flows --max-flows` sets its size, 1,000,000 otherwise): a flow that went on after it shows as two",
+                "captures: {} flows were ended early because the flow table was full (1,000,000 open flows at most, the ones closest to their timeouts going first; `cepheus flows --max-flows` sets another size): a flow that went on after it shows as two",
                 self.evicted
             ));
         }

@@ -5,13 +5,13 @@
 //! TCP SYN+ACK makes its *receiver* the originator (the handshake's SYN was missed).
 //!
 //! Time only moves when the caller says so (a packet stamp, [`FlowTable::advance`] or
-//! [`FlowTable::finish`]). Timers sit in a coarse wheel (one bucket per second) holding one
+//! [`FlowTable::finish`]). Timers sit in a coarse wheel (one bucket per millisecond) holding one
 //! entry per flow; when a bucket comes due each flow in it is either ended or rescheduled at its
 //! real deadline, so a packet costs one hash lookup and no timer work.
 //!
 //! Memory is bounded by [`FlowConfig::max_flows`]: a new flow that finds the table full evicts
-//! the flow whose timer is due soonest (the earliest wheel bucket: in practice the oldest idle
-//! flow), and the eviction is counted.
+//! the flow closest to its timeout (a stale wheel entry is first moved to its flow's deadline),
+//! and the eviction is counted.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
