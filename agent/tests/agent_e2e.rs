@@ -5152,3 +5152,64 @@ fn a_stdout_nobody_reads_is_said_and_does_not_hold_a_stop() {
     let _ = reader.kill();
     let _ = reader.wait();
 }
+
+/// Under systemd's journal (`JOURNAL_STREAM` naming stderr), each log line begins with its
+/// level as a syslog priority, so `journalctl -p warning` finds the warnings (all were filed
+/// as info); on another stderr, no prefix.
+#[test]
+fn log_lines_carry_their_priority_for_the_journal() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = scratch("journal-priority");
+    std::fs::write(dir.join("rules/ssh.toml"), SSH_RULES).unwrap();
+    let (port, api) = (free_port(), free_port());
+    std::fs::write(
+        dir.join("cepheus.toml"),
+        format!(
+            "[syslog]\nudp = [\"127.0.0.1:{port}\"]\ntcp = []\n[api]\nlisten = \"127.0.0.1:{api}\"\n\
+             [rules]\npaths = [\"rules\"]\n[store]\npath = \"data\"\n"
+        ),
+    )
+    .unwrap();
+    for journal in [true, false] {
+        let log = dir.join(format!("err-{journal}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let meta = file.metadata().unwrap();
+        let stream = if journal {
+            format!("{}:{}", meta.dev(), meta.ino())
+        } else {
+            format!("{}:{}", meta.dev(), meta.ino() + 1)
+        };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .args(["run", "--config", "cepheus.toml"])
+            .current_dir(&dir)
+            .env("JOURNAL_STREAM", stream)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let text = loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let exited = child.try_wait().ok().flatten().is_some();
+            if text.contains("cepheus running") || exited || Instant::now() > deadline {
+                break text;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        let running = text
+            .lines()
+            .find(|l| l.contains("cepheus running"))
+            .unwrap_or_else(|| panic!("no start line: {text}"));
+        if journal {
+            assert!(running.starts_with("<6>"), "{running}");
+            for l in text.lines().filter(|l| l.contains(" WARN ")) {
+                assert!(l.starts_with("<4>"), "{l}");
+            }
+        } else {
+            assert!(!text.lines().any(|l| l.starts_with('<')), "{text}");
+        }
+    }
+}

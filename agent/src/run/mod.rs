@@ -203,13 +203,71 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(tty);
-    // On a terminal: the default human format; otherwise plain lines (journald adds its own
-    // time stamps, and colour codes would only be noise in a file).
+    // On a terminal: the default human format; under systemd's journal, each line with its
+    // level as a syslog priority (`<4>`: journald reads it, so `journalctl -p warning` finds
+    // the warnings) and no time stamp (journald adds its own); otherwise plain lines (colour
+    // codes would only be noise in a file).
     let _ = if tty {
         builder.try_init()
+    } else if stderr_is_journal() {
+        builder
+            .with_target(false)
+            .event_format(JournalPriority(
+                tracing_subscriber::fmt::format()
+                    .with_target(false)
+                    .without_time(),
+            ))
+            .try_init()
     } else {
         builder.with_target(false).try_init()
     };
+}
+
+/// Whether stderr is systemd's journal stream (`JOURNAL_STREAM` names its device and inode,
+/// as systemd.exec(5) says to check before speaking the journal's prefixes).
+fn stderr_is_journal() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(stream) = std::env::var("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = stream.split_once(':') else {
+        return false;
+    };
+    let Ok(meta) = std::fs::metadata("/proc/self/fd/2") else {
+        return false;
+    };
+    dev.parse() == Ok(meta.dev()) && ino.parse() == Ok(meta.ino())
+}
+
+/// A log line format that begins each event with its level as a syslog priority (`<3>`
+/// error, `<4>` warning, `<6>` info, `<7>` debug), for journald (sd-daemon(3)).
+struct JournalPriority<F>(F);
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for JournalPriority<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        write!(writer, "<{}>", journal_priority(*event.metadata().level()))?;
+        self.0.format_event(ctx, writer, event)
+    }
+}
+
+/// The syslog priority journald files a line of `level` under.
+fn journal_priority(level: tracing::Level) -> u8 {
+    match level {
+        tracing::Level::ERROR => 3,
+        tracing::Level::WARN => 4,
+        tracing::Level::INFO => 6,
+        _ => 7,
+    }
 }
 
 /// Runs `cepheus run`: exit 0 after a clean stop, 1 on bad rules/config, 2 on start-up errors.
