@@ -16,6 +16,18 @@ fn unit_for_test(dir: &Path) -> std::path::PathBuf {
     // Each host's own token, made before the first start; a log folder it may write.
     assert!(text.contains("ExecStartPre=+/usr/lib/cepheus/make-token /etc/cepheus/api.token"));
     assert!(text.contains("LogsDirectory=cepheus"));
+    // A reload checks the configuration and rules before the signal: a bad edit fails it.
+    let reload: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("ExecReload="))
+        .collect();
+    assert_eq!(
+        reload,
+        [
+            "/usr/bin/cepheus config check /etc/cepheus/cepheus.toml",
+            "/bin/kill -HUP $MAINPID"
+        ]
+    );
     let unit = dir.join("cepheus.service");
     let token_script = systemd_dir().join("make-token.sh");
     std::fs::write(
