@@ -198,6 +198,20 @@ struct Opened {
     up: bool,
 }
 
+/// Whether an interface named `iface` is there ([`LiveError::NoSuchInterface`] naming those
+/// that are, if not).
+pub fn interface_exists(iface: &str) -> Result<(), LiveError> {
+    let all = pnet_datalink::interfaces();
+    if all.iter().any(|i| i.name == iface) {
+        return Ok(());
+    }
+    let names: Vec<String> = all.into_iter().map(|i| i.name).collect();
+    Err(LiveError::NoSuchInterface(
+        iface.to_string(),
+        names.join(", "),
+    ))
+}
+
 /// Opens a packet socket on `iface` (its interfaces listed once, also for the error).
 fn open(iface: &str) -> Result<Opened, LiveError> {
     let mut all = pnet_datalink::interfaces();
@@ -298,20 +312,42 @@ impl LiveCapture {
         capacity: usize,
         recovery: Recovery,
     ) -> Result<LiveCapture, LiveError> {
-        let Opened {
-            mut rx,
-            mut stats_fd,
-            loopback,
-            ..
-        } = open(iface)?;
+        // An interface not there yet (a mirror port's NIC whose driver or bridge comes up
+        // after the agent) is waited for as one that went away is, when the capture is kept
+        // going: starting would otherwise fail for good.
+        let first = match open(iface) {
+            Ok(o) => Some(o),
+            Err(LiveError::NoSuchInterface(..)) if recovery == Recovery::Reopen => None,
+            Err(e) => return Err(e),
+        };
         let (tx, chan_rx): (SyncSender<LivePacket>, _) = sync_channel(capacity.max(1));
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(LiveStats::default());
+        stats.down.store(first.is_none(), Ordering::Relaxed);
         let (stop2, stats2, name) = (stop.clone(), stats.clone(), iface.to_string());
-        let mut twins = loopback.then(Twins::default);
         let thread = std::thread::Builder::new()
             .name(format!("capture-{iface}"))
             .spawn(move || {
+                let first = match first {
+                    Some(o) => o,
+                    None => {
+                        tracing::error!(iface = %name, "no network interface named {name:?} yet: opened every {}s until it can be (counted in /stats capture.down)", REOPEN_EVERY.as_secs());
+                        let Some(o) = reopen(&name, &stop2) else {
+                            return;
+                        };
+                        stats2.down.store(false, Ordering::Relaxed);
+                        stats2.reopened.fetch_add(1, Ordering::Relaxed);
+                        tracing::info!(iface = %name, "capture started");
+                        o
+                    }
+                };
+                let Opened {
+                    mut rx,
+                    mut stats_fd,
+                    loopback,
+                    ..
+                } = first;
+                let mut twins = loopback.then(Twins::default);
                 let kernel = |fd: &rustix::fd::OwnedFd| {
                     if let Some(n) = kernel_drops(fd) {
                         stats2.kernel_dropped.fetch_add(n, Ordering::Relaxed);

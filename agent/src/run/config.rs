@@ -170,8 +170,9 @@ stdout = true
 # webhook_token_file = "/etc/cepheus/webhook.token"
 
 # Live capture (optional, needs root or CAP_NET_RAW): flows of one interface become events.
-# If the interface goes down or is removed, it is opened again every 5 s (capture.down in
-# /stats is 1 meanwhile). capture.dropped counts the frames cepheus itself could not keep up
+# If the interface goes down or is removed, or is not there yet at start (a mirror port's
+# NIC that comes up later; `config check` warns of it), it is opened every 5 s until it can
+# be (capture.down in /stats is 1 meanwhile). capture.dropped counts the frames cepheus itself could not keep up
 # with, capture.kernel_dropped those the kernel dropped before cepheus read them (its socket
 # buffer was full): either one above 0 means flows are missing packets.
 # [capture]
@@ -1246,6 +1247,8 @@ impl Config {
                 Ok(cap) => {
                     cap.stop();
                 }
+                // (Not there yet: `run` waits for it, a warning.)
+                Err(crate::flow::live::LiveError::NoSuchInterface(..)) => {}
                 Err(e) => out.push(Problem::new("capture.interface", e.to_string())),
             }
         }
@@ -1305,6 +1308,15 @@ impl Config {
     /// one, /run/cepheus, as it starts the unit).
     pub fn environment_warnings(&self) -> Vec<Problem> {
         let mut out = Vec::new();
+        if let Some(c) = &self.capture
+            && let Err(e @ crate::flow::live::LiveError::NoSuchInterface(..)) =
+                crate::flow::live::interface_exists(&c.interface)
+        {
+            out.push(Problem::new(
+                "capture.interface",
+                format!("{e}: `run` waits for it, opening it every 5s (a misspelt name waits for ever: /stats says capture.down)"),
+            ));
+        }
         if let Some(sock) = &self.api.socket {
             let dir = match sock.parent() {
                 Some(d) if !d.as_os_str().is_empty() => d,
@@ -2228,15 +2240,23 @@ mod tests {
         assert!(tcp.warnings().is_empty());
     }
 
+    /// A capture interface not there is waited for by `run` (a mirror port's NIC may come up
+    /// after the agent): a warning, naming the interfaces there are, not an error that would
+    /// keep the service down for good.
     #[test]
-    fn a_capture_interface_that_does_not_exist_is_a_problem() {
+    fn a_capture_interface_that_does_not_exist_is_a_warning() {
         let cfg = Config::parse(
             Path::new("x"),
             "[store]\npath = \"/tmp\"\n[capture]\ninterface = \"nosuch0\"\n",
         )
         .unwrap();
+        assert!(
+            !cfg.environment_problems()
+                .iter()
+                .any(|p| p.key == "capture.interface")
+        );
         let p: Vec<Problem> = cfg
-            .environment_problems()
+            .environment_warnings()
             .into_iter()
             .filter(|p| p.key == "capture.interface")
             .collect();

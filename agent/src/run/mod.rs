@@ -287,7 +287,7 @@ pub fn run(args: RunArgs) -> ExitCode {
                 Ok((c, bad_keys)) => {
                     let mut problems = c.problems();
                     // What `config check` finds beyond the values is a configuration error too
-                    // (exit 1: restarting cannot mend a misspelt interface or a missing token),
+                    // (exit 1: restarting cannot mend a missing token),
                     // but for what may come right by itself, which starting says (exit 2): a
                     // followed file, a rule path or the store's folder missing.
                     problems.extend(c.environment_problems().into_iter().filter(|pr| {
