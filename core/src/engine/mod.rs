@@ -2010,6 +2010,10 @@ impl Engine {
         self.touch = touch;
     }
 
+    /// One event's work ([`Engine::push`]). Not inlined: inlined into `push` it cost about
+    /// 50 M more instructions on the pool-100 cell at 10,000 rules (register pressure in the
+    /// delivery loop; docs/compact-evaluator.md, "Session 48").
+    #[inline(never)]
     fn push_inner(&mut self, ev: Event, out: &mut Vec<Alert>) {
         self.counters.events += 1;
         let arrival = match self.clock {
