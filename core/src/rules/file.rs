@@ -727,6 +727,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
 
     // expect
     let mut expect: Vec<Vec<Value>> = Vec::new();
+    let mut commented = false;
     if let Some(v) = val("expect") {
         if group_by.is_empty() {
             cx.error(
@@ -736,7 +737,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             );
         } else if group_types.iter().all(Option::is_some) {
             let types: Vec<ValueType> = group_types.iter().flatten().map(|(t, _)| *t).collect();
-            expect = expect_values(cx, v, &group_names, &types, &group_fields);
+            expect = expect_values(cx, v, &group_names, &types, &group_fields, &mut commented);
         } else {
             expect_shape(cx, v);
         }
@@ -755,7 +756,8 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 "this rule only detects an absence, per group, with no `expect`: a group never seen will never alert",
                 h("list the groups that must be present: `expect = { file = \"hosts.txt\" }` or `expect = [\"web-1\", ...]`"),
             ),
-            Some(v) if cx.errors == errors_before => cx.warning(
+            // (Not for a file that says, in comments only, that none is listed yet.)
+            Some(v) if cx.errors == errors_before && !commented => cx.warning(
                 v.span(),
                 "`expect` lists no group: this rule only detects an absence, per group, so a group never seen will never alert",
                 h("list the groups that must be present, one key per line of the file or in the list"),
@@ -1125,12 +1127,16 @@ fn event<'t, 'i>(
     out
 }
 
+/// The keys an `expect` lists (sorted), read from the rule or its file; `commented` is set
+/// when a file holds comments and no key (a list left empty on purpose, as the installer
+/// leaves `hosts.txt`: "none listed yet").
 fn expect_values(
     cx: &mut Cx<'_, '_>,
     v: &Val<'_>,
     groups: &[&str],
     types: &[ValueType],
     fields: &[Option<crate::event::Field>],
+    commented: &mut bool,
 ) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
     // Keys already listed: an expect list is a set (its order and repeats change nothing, and
@@ -1234,6 +1240,9 @@ fn expect_values(
                     .find(|&i| body[..i].ends_with([' ', '\t']));
                 let body = comment.map_or(body, |c| &body[..c]);
                 let trimmed = body.trim();
+                if trimmed.starts_with('#') {
+                    *commented = true;
+                }
                 if trimmed.is_empty() || trimmed.starts_with('#') {
                     continue;
                 }
