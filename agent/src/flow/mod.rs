@@ -380,11 +380,11 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
     e.set(Field::Duration, Value::Duration(f.duration()));
     e.set(
         Field::OrigFlags,
-        Value::str(&table::flag_letters(f.orig_flags.all)),
+        Value::str(table::flag_letters(f.orig_flags.all)),
     );
     e.set(
         Field::RespFlags,
-        Value::str(&table::flag_letters(f.resp_flags.all)),
+        Value::str(table::flag_letters(f.resp_flags.all)),
     );
     e
 }

@@ -120,23 +120,30 @@ pub struct SideFlags {
 
 /// TCP flags as letters, in the header's order from its high bit (Wireshark's
 /// `tcp.flags.str`): `C` CWR, `E` ECE, `U` URG, `A` ACK, `P` PSH, `R` RST, `S` SYN, `F` FIN;
-/// none is the empty text (a NULL probe, or a flow not TCP).
-pub fn flag_letters(bits: u8) -> String {
-    const LETTERS: [(u8, char); 8] = [
-        (0x80, 'C'),
-        (0x40, 'E'),
-        (0x20, 'U'),
-        (0x10, 'A'),
-        (0x08, 'P'),
-        (0x04, 'R'),
-        (0x02, 'S'),
-        (0x01, 'F'),
-    ];
-    LETTERS
-        .iter()
-        .filter(|&&(b, _)| bits & b != 0)
-        .map(|&(_, c)| c)
-        .collect()
+/// none is the empty text (a NULL probe, or a flow not TCP). Spelt once per flags byte.
+pub fn flag_letters(bits: u8) -> &'static str {
+    static SPELT: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        const LETTERS: [(u8, char); 8] = [
+            (0x80, 'C'),
+            (0x40, 'E'),
+            (0x20, 'U'),
+            (0x10, 'A'),
+            (0x08, 'P'),
+            (0x04, 'R'),
+            (0x02, 'S'),
+            (0x01, 'F'),
+        ];
+        (0..=255u8)
+            .map(|bits| {
+                LETTERS
+                    .iter()
+                    .filter(|&&(b, _)| bits & b != 0)
+                    .map(|&(_, c)| c)
+                    .collect()
+            })
+            .collect()
+    });
+    SPELT.get(usize::from(bits)).map_or("", String::as_str)
 }
 
 /// A flow as the table knows it (a copy is handed out with every notice).
