@@ -225,11 +225,20 @@ impl App {
     /// in `status` and the last data stays shown.
     pub fn refresh(&mut self, src: &mut dyn Source, now: Instant) {
         // The selection follows its alert, wherever the new lists put it (a resolved alert
-        // above it, a new critical one on top): `a` must never acknowledge another one.
-        let kept = self
-            .selected_alert()
-            .and_then(|a| a["id"].as_str())
-            .map(String::from);
+        // above it, a new critical one on top): `a` must never acknowledge another one. In
+        // the latest changes it follows its change (an alert's `firing` and `resolved` are
+        // rows of their own: followed by id alone, it jumped to the newer one).
+        let view = self.view;
+        let ident = move |a: &serde_json::Value| -> String {
+            match view {
+                View::Firing => a["id"].as_str().unwrap_or_default().to_string(),
+                View::Recent => format!("{}/{}/{}", a["id"], a["state"], a["time"]),
+            }
+        };
+        let kept = self.selected_alert().and_then(|a| {
+            let id = a["id"].as_str()?.to_string();
+            Some((id, ident(a)))
+        });
         let read = (|| -> Result<(), String> {
             let stats = src.stats()?;
             let mut summary = Summary::from_stats(&stats);
@@ -293,8 +302,8 @@ impl App {
                 }
             }
         }
-        if let Some(id) = kept {
-            match self.rows().iter().position(|a| a["id"] == id.as_str()) {
+        if let Some((id, which)) = kept {
+            match self.rows().iter().position(|a| ident(a) == which) {
                 Some(i) => self.selected = i,
                 None => {
                     // Its details close (they would show another alert), and it is said.
@@ -603,6 +612,45 @@ pub(crate) mod tests {
         assert_eq!(src.firing_reads, 2);
         app.refresh(&mut src, t0 + secs(3) + FULL_EVERY);
         assert_eq!(src.firing_reads, 3);
+    }
+
+    /// In the latest changes an alert's `firing` and `resolved` are two rows: the selection
+    /// stays on the change chosen (it jumped to the newest row of that alert at the next
+    /// refresh, so older rows could not be reached, and Enter opened another change).
+    #[test]
+    fn the_selection_in_the_latest_changes_stays_on_its_change() {
+        let at = |id: &str, state: &str, t: &str| {
+            let mut a = alert(id, state);
+            a["time"] = t.into();
+            a
+        };
+        let mut src = Fixed {
+            recent: vec![
+                at("a", "firing", "2026-12-03T05:00:00Z"),
+                at("b", "firing", "2026-12-03T05:00:01Z"),
+                at("a", "resolved", "2026-12-03T05:00:02Z"),
+            ],
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        let t0 = Instant::now();
+        app.refresh(&mut src, t0);
+        app.key(Key::Switch, &mut src);
+        // Newest first: a resolved, b firing, a firing. The oldest, a's firing:
+        app.key(Key::Bottom, &mut src);
+        assert_eq!(app.selected, 2);
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(1));
+        assert_eq!(app.selected, 2);
+        let sel = app.selected_alert().unwrap();
+        assert_eq!(
+            (sel["id"].as_str(), sel["state"].as_str()),
+            (Some("a"), Some("firing"))
+        );
+        // A newer change on top moves the row down: the selection follows it.
+        src.recent.push(at("c", "firing", "2026-12-03T05:00:03Z"));
+        app.refresh(&mut src, t0 + std::time::Duration::from_secs(2));
+        assert_eq!(app.selected, 3);
+        assert_eq!(app.selected_alert().unwrap()["state"], "firing");
     }
 
     /// In the latest changes too, a selected row that left the list is not swapped for the
