@@ -513,13 +513,18 @@ fn page(rows: &std::cell::Cell<u16>) -> u16 {
     rows.get().saturating_sub(1).max(1)
 }
 
-/// Whether alert `a`'s rule, severity (as the list shows it), group (`k=v`) or message holds
-/// `needle` (lower case).
+/// Whether alert `a`'s rule, severity (as the list shows it), group (`k=v`), message, reason,
+/// state, time (as the list shows it: `10:03` finds the changes of that minute) or
+/// acknowledger holds `needle` (lower case): the filter finds what the screen shows.
 fn matches_filter(a: &serde_json::Value, needle: &str) -> bool {
     let has = |t: &str| t.to_lowercase().contains(needle);
-    a["rule"].as_str().is_some_and(has)
-        || a["severity"].as_str().is_some_and(has)
-        || a["message"].as_str().is_some_and(has)
+    ["rule", "severity", "message", "reason", "state"]
+        .iter()
+        .any(|k| a[*k].as_str().is_some_and(has))
+        || a["time"]
+            .as_str()
+            .is_some_and(|t| has(&t.replace('T', " ")))
+        || a["ack"]["by"].as_str().is_some_and(has)
         || has(&crate::ui::group(a))
 }
 
@@ -682,6 +687,29 @@ pub(crate) mod tests {
             "{:?}",
             app.status
         );
+    }
+
+    /// The filter finds what the rows show: a reason (`outage`), a state (`resolved`), a
+    /// minute (`05:00`), who acknowledged (found by an operator's audit: all gave nothing).
+    #[test]
+    fn the_filter_reads_reason_state_time_and_acknowledger() {
+        let mut a = alert("a", "firing");
+        a["reason"] = "outage".into();
+        a["ack"] = serde_json::json!({"by": "oncall-ann", "at": "2026-12-03T05:01:00Z"});
+        let b = alert("b", "resolved");
+        for (needle, want) in [
+            ("outage", true),
+            ("resolved", false),
+            ("firing", true),
+            ("05:00", true),
+            ("2026-12-03 05:00", true),
+            ("oncall-ann", true),
+            ("06:00", false),
+        ] {
+            assert_eq!(matches_filter(&a, needle), want, "{needle}");
+        }
+        assert!(matches_filter(&b, "resolved"));
+        assert!(!matches_filter(&b, "outage"));
     }
 
     /// The filter reads the severity the list shows: `/low` keeps the low alerts only.

@@ -173,7 +173,7 @@ fn clip(s: &str, w: u16) -> String {
 pub fn draw(f: &mut Frame, app: &App) {
     let status = app.status.clone().unwrap_or_else(|| {
         if app.typing {
-            "type to filter by rule, severity, group or message  ⏎ keep  esc drop".to_string()
+            "type to filter by any text a row shows (rule, group, message, state, time)  ⏎ keep  esc drop".to_string()
         } else if app.details {
             "↑↓ scroll  g/G top/bottom  esc/⏎ close  a acknowledge  q quit".to_string()
         } else {
@@ -477,7 +477,7 @@ fn draw_help(f: &mut Frame, area: Rect) {
     let text = vec![
         Line::from("↑/k ↓/j  select        g/G  first / last   PgUp/PgDn  a page"),
         Line::from("⏎        the selected alert's details and events (↑↓ g/G scroll them)"),
-        Line::from("/        filter by rule, severity, group or message (esc clears it)"),
+        Line::from("/        filter by any text a row shows (esc clears it)"),
         Line::from("tab      other list    f/r  firing / latest changes"),
         Line::from("a        acknowledge the selected firing alert (it still resolves)"),
         Line::from("?        this help     esc  close, clear, quit   q  quit"),
