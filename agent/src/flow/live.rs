@@ -201,19 +201,11 @@ struct Opened {
 /// Whether an interface named `iface` is there ([`LiveError::NoSuchInterface`] naming those
 /// that are, if not).
 pub fn interface_exists(iface: &str) -> Result<(), LiveError> {
-    let all = pnet_datalink::interfaces();
-    if all.iter().any(|i| i.name == iface) {
-        return Ok(());
-    }
-    let names: Vec<String> = all.into_iter().map(|i| i.name).collect();
-    Err(LiveError::NoSuchInterface(
-        iface.to_string(),
-        names.join(", "),
-    ))
+    find_interface(iface).map(|_| ())
 }
 
-/// Opens a packet socket on `iface` (its interfaces listed once, also for the error).
-fn open(iface: &str) -> Result<Opened, LiveError> {
+/// The interface named `iface` (the interfaces listed once, also for the error).
+fn find_interface(iface: &str) -> Result<pnet_datalink::NetworkInterface, LiveError> {
     let mut all = pnet_datalink::interfaces();
     let Some(at) = all.iter().position(|i| i.name == iface) else {
         let names: Vec<String> = all.into_iter().map(|i| i.name).collect();
@@ -222,7 +214,12 @@ fn open(iface: &str) -> Result<Opened, LiveError> {
             names.join(", "),
         ));
     };
-    let ni = all.swap_remove(at);
+    Ok(all.swap_remove(at))
+}
+
+/// Opens a packet socket on `iface`.
+fn open(iface: &str) -> Result<Opened, LiveError> {
+    let ni = find_interface(iface)?;
     let refused = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::PermissionDenied => LiveError::Permission {
             iface: iface.to_string(),
