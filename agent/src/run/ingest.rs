@@ -790,11 +790,9 @@ async fn tcp_conn(
                     continue;
                 }
                 tracing::debug!(%peer, "idle tcp connection closed to make room for a new one");
-                // What it sent after its last message is dropped, as at an idle close.
-                if !buf.trim_ascii().is_empty() {
-                    bump(&shared.counters.tcp_unfinished, 1);
-                }
-                break;
+                // Closed by the agent, as at an idle close (what it sent after its last message
+                // is dropped, counted below).
+                Err(false)
             }
             r = tokio::time::timeout(shared.idle, stream.read_buf(&mut buf)) => r.map_err(|_| true),
             }
@@ -802,7 +800,7 @@ async fn tcp_conn(
         // (Bytes are no progress: a connection that trickles bytes but never completes a
         // message stays as evictable as a silent one.)
         let now = wall_clock();
-        // Closed by us (idle, or stopping): what it sent after its last complete message is a
+        // Closed by us (idle, evicted, or stopping): what it sent after its last complete message is a
         // message it did not finish (not one it ended by closing), dropped.
         let mut closed_by_us = false;
         let mut eof = match read {
@@ -873,7 +871,7 @@ async fn tcp_conn(
         if eof && !fatal && closed_by_us {
             if !buf.trim_ascii().is_empty() {
                 bump(&shared.counters.tcp_unfinished, 1);
-                tracing::debug!(%peer, bytes = buf.len(), "unfinished message of a tcp connection the agent closed (idle, or stopping) dropped");
+                tracing::debug!(%peer, bytes = buf.len(), "unfinished message of a tcp connection the agent closed (idle, evicted, or stopping) dropped");
             }
         } else if eof && !fatal {
             while let Some(fr) = framer.finish(&mut buf) {
