@@ -1510,8 +1510,9 @@ fn overlap(a: &SocketAddr, b: &SocketAddr) -> bool {
         && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
-/// A secret file (`key`) that every user may read or write, or its group may write (and so
-/// replace the secret with one it knows): said, with the mode to give it.
+/// A secret file (`key`) owned by another user, or that its group may write (and so replace
+/// the secret with one it knows): said, with the mode to give it. (One every user may read or
+/// write is refused: `environment_problems`.)
 fn open_to_all(key: &'static str, f: &Path) -> Option<Problem> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let meta = std::fs::metadata(f).ok();
@@ -1529,18 +1530,13 @@ fn open_to_all(key: &'static str, f: &Path) -> Option<Problem> {
             ),
         ));
     }
-    // (Readable or writable by every user is refused: `environment_problems`.)
-    let who = if mode & 0o006 != 0 {
+    if mode & 0o006 != 0 || mode & 0o020 == 0 {
         return None;
-    } else if mode & 0o020 != 0 {
-        "writable by its group"
-    } else {
-        return None;
-    };
+    }
     Some(Problem::new(
         key,
         format!(
-            "{} is {who} (mode {:04o}): `chmod 0640` it (owner and the agent's group)",
+            "{} is writable by its group (mode {:04o}): `chmod 0640` it (owner and the agent's group)",
             f.display(),
             mode & 0o7777
         ),

@@ -1932,11 +1932,8 @@ impl Engine {
     /// its message) is pushed that many times, each a separate event at the same instant.
     pub fn push(&mut self, ev: Event, out: &mut Vec<Alert>) {
         let start = out.len();
-        let copies = ev.copies();
-        if copies > 1 {
-            for _ in 1..copies {
-                self.push_inner(ev.clone(), out);
-            }
+        for _ in 1..ev.copies() {
+            self.push_inner(ev.clone(), out);
         }
         self.push_inner(ev, out);
         self.order_alerts(out, start);

@@ -597,9 +597,18 @@ impl AbsenceState {
             self.late_mut().after = t;
         } else if let Some(l) = &mut self.late {
             l.after = NO_TIME;
-            if l.resolved.is_none() {
-                self.late = None;
-            }
+            self.drop_empty_late();
+        }
+    }
+
+    /// Lets the [`AbsenceLate`] box go when it holds nothing.
+    fn drop_empty_late(&mut self) {
+        if self
+            .late
+            .as_ref()
+            .is_some_and(|l| l.after == NO_TIME && l.resolved.is_none())
+        {
+            self.late = None;
         }
     }
 
@@ -620,9 +629,7 @@ impl AbsenceState {
         };
         if l.resolved.as_ref().is_some_and(|(ep, _)| ep.last < horizon) {
             l.resolved = None;
-            if l.after == NO_TIME {
-                self.late = None;
-            }
+            self.drop_empty_late();
         }
     }
 
@@ -635,9 +642,7 @@ impl AbsenceState {
             return None;
         }
         let (ep, _) = l.resolved.take()?;
-        if l.after == NO_TIME {
-            self.late = None;
-        }
+        self.drop_empty_late();
         Some(ep)
     }
 }

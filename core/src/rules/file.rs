@@ -1128,8 +1128,8 @@ fn event<'t, 'i>(
 }
 
 /// The keys an `expect` lists (sorted), read from the rule or its file; `commented` is set
-/// when a file holds comments and no key (a list left empty on purpose, as the installer
-/// leaves `hosts.txt`: "none listed yet").
+/// when a file holds a comment line (read when it lists no key: a list left empty on purpose,
+/// as the installer leaves `hosts.txt`, "none listed yet").
 fn expect_values(
     cx: &mut Cx<'_, '_>,
     v: &Val<'_>,
