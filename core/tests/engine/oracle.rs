@@ -2172,11 +2172,8 @@ impl LateModel for EvAbsent {
         };
         let base = self.from(g);
         let g = self.groups.get_mut(host).unwrap();
-        if let Some((deadline, since)) = g.resolved
-            && t > since
-            && t <= deadline
-        {
-            g.resolved = None;
+        // The alert of the episode that began at `deadline` retracted, at the watermark.
+        let retract = |out: &mut Vec<Change>, deadline: i64| {
             out.push(Change::new(
                 host.to_string(),
                 false,
@@ -2185,6 +2182,13 @@ impl LateModel for EvAbsent {
                 deadline,
                 Vec::new(),
             ));
+        };
+        if let Some((deadline, since)) = g.resolved
+            && t > since
+            && t <= deadline
+        {
+            g.resolved = None;
+            retract(out, deadline);
             return;
         }
         if t <= base {
@@ -2197,14 +2201,7 @@ impl LateModel for EvAbsent {
                 g.firing = None;
                 g.last = t.max(g.late_after.unwrap_or(t));
                 g.late_after = None;
-                out.push(Change::new(
-                    host.to_string(),
-                    false,
-                    w,
-                    Some(LATE_EVENT),
-                    deadline,
-                    Vec::new(),
-                ));
+                retract(out, deadline);
             }
         }
     }
