@@ -501,10 +501,7 @@ impl FlowTable {
             self.wheel_len = self.wheel_len.saturating_sub(items.len());
             let mut due = Vec::new();
             for (slot, gen_) in items {
-                if self.gens.get(slot as usize) != Some(&gen_) {
-                    continue;
-                }
-                let Some(s) = self.slots.get(slot as usize).and_then(|s| s.as_ref()) else {
+                let Some(s) = self.entry_slot(slot, gen_) else {
                     continue;
                 };
                 let deadline = self.deadline(s);
@@ -948,10 +945,7 @@ impl FlowTable {
                 entry.remove();
             }
             self.wheel_len = self.wheel_len.saturating_sub(1);
-            if self.gens.get(slot as usize) != Some(&gen_) {
-                continue;
-            }
-            let Some(s) = self.slots.get(slot as usize).and_then(|s| s.as_ref()) else {
+            let Some(s) = self.entry_slot(slot, gen_) else {
                 continue;
             };
             let deadline = self.deadline(s);
@@ -963,6 +957,15 @@ impl FlowTable {
             self.end_slot(slot, EndReason::Evicted, out);
             return;
         }
+    }
+
+    /// The flow a wheel entry (`slot`, `gen_`) is for, if it is still that flow's (a slot
+    /// freed or taken again since leaves its old entries stale).
+    fn entry_slot(&self, slot: u32, gen_: u32) -> Option<&Slot> {
+        if self.gens.get(slot as usize) != Some(&gen_) {
+            return None;
+        }
+        self.slots.get(slot as usize)?.as_ref()
     }
 
     /// The wheel bucket a deadline is filed in: bucket b is processed once the clock reaches
