@@ -2547,17 +2547,16 @@ fn ev_oracle(p: &EvParams, input: &EvInput) -> BTreeMap<&'static str, Vec<String
         Some(s) if input.finish => {
             // The end of a replay with `--until U`: every buffer drained, then the watermark
             // stops at max(M, K + d + (U - A)), or, with no source event, at the input's
-            // newest stamp moved on as far as U is past the clock.
+            // newest stamp moved on as far as U is past the clock; never short of the input's
+            // newest stamp, whatever its source (docs/rules.md, "End of a replay").
             let clock = s.clock;
             let u = input.until;
             s.clock = u.max(clock);
             for r in rules.iter_mut() {
+                let last = s.newest.unwrap_or(clock);
                 let stop = match r.newest {
-                    Some(m) => m.max(r.mark + r.delay + (u - r.last_arrival)),
-                    None => {
-                        let last = s.newest.unwrap_or(clock);
-                        last.max(last + (u - clock).max(0))
-                    }
+                    Some(m) => m.max(r.mark + r.delay + (u - r.last_arrival)).max(last),
+                    None => last.max(last + (u - clock).max(0)),
                 };
                 r.release(i64::MAX, s);
                 if stop >= r.now {
@@ -2820,4 +2819,64 @@ fn design_an_event_time_replay_begins_at_the_first_event() {
     );
     let h1: Vec<_> = live.iter().filter(|l| l.contains(" h1 ")).collect();
     assert!(h1[0].starts_with("ev_abs firing h1 @0.75 "), "{live:?}");
+}
+
+/// The end of a replay stops a rule's time at the input's newest stamp even when a line of
+/// another source holds it (docs/rules.md, "End of a replay"): h1's last `a` at 0.25 s with a
+/// 250 ms silence fires at 0.5 s, the stamp of a `b` that no `ev_abs` definition matches.
+/// Found by the event-time property (the oracle had stopped at the rule's own sources).
+#[test]
+fn a_replay_ends_at_the_newest_stamp_of_any_source() {
+    let p = EvParams {
+        d_abs: 1,
+        delay_abs: 3,
+        late_abs: 0,
+        d_silent: 4,
+        delay_silent: 4,
+        late_silent: 4,
+        w_pair: 4,
+        delay_pair: 1,
+    };
+    let spec: EvSpec = vec![
+        (A, 0, 0, -1, false),
+        (B, 0, 2, -1, false),
+        (A, 0, 0, 1, false),
+    ];
+    let input = ev_build(&spec, false, 0, true, false);
+    if let Err(e) = ev_compare(&p, &input) {
+        panic!("{e}");
+    }
+    let lines = ev_abs_lines(&p, &input);
+    assert!(lines[0].starts_with("ev_abs firing h1 @0.5 "), "{lines:?}");
+}
+
+/// An engine begun by a live event (not a clock advance, not a recording) begins a rule at
+/// the first line's arrival less its source's lag: here before the lane's own time (h1's `a`
+/// stamped 0 s arrives 1.75 s late; a stale `b` brought the earliest stamp down to -3.75 s).
+/// h1's expected silence, timed from -1.75 s, fires at -1.5 s before that `a`, which resolves
+/// it (docs/rules.md, "Monitoring begins"); the engine had let the deadline pass unfired.
+/// Found by the event-time property.
+#[test]
+fn a_start_before_the_lanes_time_fires_the_silences_it_holds() {
+    let p = EvParams {
+        d_abs: 1,
+        delay_abs: 0,
+        late_abs: 0,
+        d_silent: 1,
+        delay_silent: 0,
+        late_silent: 0,
+        w_pair: 1,
+        delay_pair: 0,
+    };
+    let spec: EvSpec = vec![
+        (B, 0, 0, -1, false),
+        (B, 0, 0, 15, false),
+        (A, 0, 7, 7, false),
+    ];
+    let input = ev_build(&spec, false, 0, false, false);
+    if let Err(e) = ev_compare(&p, &input) {
+        panic!("{e}");
+    }
+    let lines = ev_abs_lines(&p, &input);
+    assert!(lines[0].starts_with("ev_abs firing h1 @-1.5 "), "{lines:?}");
 }
