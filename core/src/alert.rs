@@ -150,6 +150,9 @@ pub(crate) struct Body {
     /// it late): the episode's events, where the message finds the fields that event lacks
     /// (`{src}` of a silent agent's traffic, resolved by a heartbeat). Not output.
     pub(crate) context: Box<[Arc<Event>]>,
+    /// How many events the match or episode took, all of them (`events` keeps the last
+    /// [`MAX_ALERT_EVENTS`]): the message's `{count}`.
+    pub(crate) count: u32,
     pub(crate) reason: Option<Reason>,
     /// What the id hashes after the rule's name ([`Alert::id_tail`]).
     pub(crate) id_tail: Box<[u8]>,
@@ -370,6 +373,7 @@ impl Alert {
             self.group(),
             self.events(),
             &self.body.context,
+            self.body.count,
         )
     }
 

@@ -2597,3 +2597,29 @@ fn a_structured_data_id_alone_is_warned_of() {
     );
     assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
 }
+
+/// `{count}` is the alert's own (how many events its match or episode took): a message may
+/// name it in any rule, an absence's included, without a warning; a group field named
+/// `count` is shown instead.
+#[test]
+fn a_message_may_name_the_count_of_its_events() {
+    for (body, shows) in [
+        (
+            "group_by = [\"host\"]\nmessage = \"{count} failures on {host}\"\nevents.f = 'syslog and app == \"f\"'\npattern = \"f{5,} within 1m\"",
+            true,
+        ),
+        (
+            "group_by = [\"host\"]\nexpect = [\"a\"]\nmessage = \"{host} silent ({count})\"\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 1m\"",
+            true,
+        ),
+        (
+            "group_by = [\"count\"]\nmessage = \"{count}\"\nevents.f = { if = 'syslog and app == \"f\"', count = \"host\" }\npattern = \"f\"",
+            false,
+        ),
+    ] {
+        let c = compile_str("t.toml", &rule_text(body));
+        assert!(c.diagnostics.is_empty(), "{body}: {:?}", c.diagnostics);
+        let rules = c.rules.expect("compiles");
+        assert_eq!(rules.rules[0].shows_count(), shows, "{body}");
+    }
+}

@@ -1126,6 +1126,7 @@ impl Engine {
                     simple,
                     single,
                     slides,
+                    counts: false,
                 },
                 lane,
                 groups: HashMap::new(),
@@ -1141,6 +1142,7 @@ impl Engine {
             });
         }
         for (rt, m) in rts.iter_mut().zip(members) {
+            rt.facts.counts = m.iter().any(|m| m.rule.shows_count());
             rt.facts.members = m.into();
         }
         let filter = Filter::new(rules, cfg.share);

@@ -176,6 +176,9 @@ pub struct RuleFacts {
     /// The plan is [`Plan::slides`]: a partial match past its first step may still slide
     /// (see [`Run::lead`]).
     pub slides: bool,
+    /// A member's message shows `{count}`: a closure at the start keeps the events it counts
+    /// (up to [`MAX_CLOSURE_ITEMS`]) rather than only those an alert shows.
+    pub counts: bool,
 }
 
 /// What a group transition reads: its rule's facts, and the engine's outage mark.
@@ -459,9 +462,19 @@ pub struct Episode {
     /// steps before the closure (kept whatever the closure's values).
     #[serde(default)]
     prefix: u16,
+    /// How many events the episode took, all of them (`events` keeps the last few): the
+    /// message's `{count}`. 0 in checkpoints made before it was kept (then `events` counts).
+    #[serde(default)]
+    count: u32,
 }
 
 impl Episode {
+    /// How many events the episode took ([`Episode::count`], or, from an older checkpoint,
+    /// those it holds).
+    fn taken(&self) -> u32 {
+        self.count.max(len_u32(self.events.len()))
+    }
+
     /// A held-back absence still open when its period ends fires then (at that instant),
     /// and counts as the group's last alert (`last`).
     fn release(
@@ -485,7 +498,7 @@ impl Episode {
             self.id,
             AlertState::Firing,
             at,
-            self.events.clone(),
+            (self.events.clone(), self.taken()),
             reason,
             counters,
             out,
@@ -1069,7 +1082,7 @@ impl Group {
                             id,
                             AlertState::Firing,
                             deadline,
-                            Vec::new(),
+                            (Vec::new(), 0),
                             reason,
                             counters,
                             out,
@@ -1084,6 +1097,7 @@ impl Group {
                         held_until,
                         from: None,
                         prefix: 0,
+                        count: 0,
                     }));
                 }
                 if let Some(ep) = a.firing.as_mut() {
@@ -1149,13 +1163,14 @@ impl Group {
             counters.suppressed += 1;
         } else if let Some(ep) = firing {
             // With the episode's events, so the message is filled as the firing one was.
+            let count = ep.taken();
             emit(
                 ctx,
                 key,
                 ep.id,
                 AlertState::Resolved,
                 at,
-                ep.events,
+                (ep.events, count),
                 Some(Reason::Forgotten),
                 counters,
                 out,
@@ -1198,7 +1213,7 @@ impl Group {
             ep.id,
             state,
             at,
-            ep.events.clone(),
+            (ep.events.clone(), ep.taken()),
             reason,
             counters,
             out,
@@ -1767,6 +1782,7 @@ impl LinearState {
                                 || distinct_value(step, e).flatten().as_deref() != Some(&*v)
                         });
                     }
+                    ep.count = ep.taken().saturating_add(1);
                     ep.events.push(ev.clone());
                     let cut = ep.events.len().saturating_sub(MAX_ALERT_EVENTS);
                     cap_events(&mut ep.events);
@@ -2599,6 +2615,7 @@ impl LinearState {
         {
             ep.kind = EpisodeKind::Closure(set | last.set);
             ep.last = ep.last.max(t);
+            ep.count = ep.taken().saturating_add(len_u32(r.items.len()));
             ep.events.extend(r.events());
             cap_events(&mut ep.events);
             return;
@@ -2610,13 +2627,14 @@ impl LinearState {
             // quiet): `seq(login, get{10,})` must not be held open by routine logins.
             let set = last.set;
             let (events, prefix) = r.events_and_prefix();
+            let count = len_u32(r.items.len());
             emit(
                 ctx,
                 key,
                 id,
                 AlertState::Firing,
                 t,
-                events.clone(),
+                (events.clone(), count),
                 None,
                 counters,
                 out,
@@ -2629,6 +2647,7 @@ impl LinearState {
                 held_until: None,
                 from: None,
                 prefix,
+                count,
             }));
             return;
         }
@@ -2643,7 +2662,7 @@ impl LinearState {
             id,
             AlertState::Firing,
             t,
-            r.events(),
+            (r.events(), len_u32(r.items.len())),
             None,
             counters,
             out,
@@ -2686,6 +2705,8 @@ impl LinearState {
                 .as_ref()
                 .and_then(|e| e.for_);
             let held_until = held_until(ctx, self.last_emit(), w.deadline, for_);
+            // (`ids` holds every event of the match; older waits have none.)
+            let count = len_u32(w.ids.len().max(w.events.len()));
             if held_until.is_none() {
                 let reason = (w.deadline < ctx.outage_until).then_some(Reason::Outage);
                 emit(
@@ -2694,7 +2715,7 @@ impl LinearState {
                     id,
                     AlertState::Firing,
                     w.deadline,
-                    w.events.clone(),
+                    (w.events.clone(), count),
                     reason,
                     counters,
                     out,
@@ -2714,6 +2735,7 @@ impl LinearState {
                 held_until,
                 from,
                 prefix: 0,
+                count,
             }));
         }
         if let Some(ep) = self.episode.as_mut()
@@ -2729,7 +2751,7 @@ impl LinearState {
         {
             let at = ep.last.add(w);
             let ep_id = ep.id;
-            let events = ep.events.clone();
+            let events = (ep.events.clone(), ep.taken());
             self.episode = None;
             emit(
                 ctx,
@@ -2849,6 +2871,7 @@ fn take(
                 && step.repeat.as_ref().is_some_and(|x| x.distinct.is_none())
                 && ctx.wmin() == Duration::ZERO
                 && alt.end_absent.is_none()
+                && !ctx.counts
                 && matches!(&*ctx.plan, Plan::Linear { alts } if alts.len() == 1)
             {
                 (rep.0 as usize).clamp(MAX_ALERT_EVENTS, 100_000)
@@ -2966,7 +2989,7 @@ fn end_by_event(
         ep.id,
         state,
         at,
-        vec![ev.clone()],
+        (vec![ev.clone()], ep.taken()),
         &ep.events,
         reason,
         counters,
@@ -2974,14 +2997,16 @@ fn end_by_event(
     );
 }
 
-/// Appends one alert change per rule the state serves (its message is rendered by the reader).
+/// Appends one alert change per rule the state serves (its message is rendered by the reader):
+/// `events` are the match's or episode's (the last [`MAX_ALERT_EVENTS`] kept) and how many
+/// it took in all.
 fn emit(
     ctx: &RuleCtx<'_>,
     key: &GroupKey,
     id: IdSeed,
     state: AlertState,
     time: Timestamp,
-    events: Vec<Arc<Event>>,
+    events: (Vec<Arc<Event>>, u32),
     reason: Option<Reason>,
     counters: &mut RuleCounters,
     out: &mut Vec<Alert>,
@@ -3009,7 +3034,7 @@ fn emit_ending(
     id: IdSeed,
     state: AlertState,
     time: Timestamp,
-    mut events: Vec<Arc<Event>>,
+    (mut events, count): (Vec<Arc<Event>>, u32),
     episode: &[Arc<Event>],
     reason: Option<Reason>,
     counters: &mut RuleCounters,
@@ -3031,6 +3056,7 @@ fn emit_ending(
             .collect(),
         events: events.into(),
         context: episode.into(),
+        count,
         reason,
         id_tail: tail.into(),
     });
@@ -3060,6 +3086,7 @@ pub fn render_message(
     group: &[(String, Value)],
     events: &[Arc<Event>],
     context: &[Arc<Event>],
+    count: u32,
 ) -> String {
     // Values are written straight into the message (no String per value): alert storms make
     // one message per alert.
@@ -3088,6 +3115,9 @@ pub fn render_message(
                     // The alert's own severity (as in its JSON), in every state of the
                     // episode: not a syslog event's severity number.
                     s.push_str(rule.severity.name());
+                } else if k.name() == "count" {
+                    // How many events the match or episode took (an absence: none).
+                    s.push_str(&count.to_string());
                 } else if let Some(v) = events
                     .iter()
                     .rev()
@@ -3145,6 +3175,11 @@ mod pairs {
         let v: Vec<(Value, u32)> = Vec::deserialize(d)?;
         Ok((!v.is_empty()).then(|| Box::new(v.into_iter().collect())))
     }
+}
+
+/// `n` as a count of events (they are far fewer than `u32::MAX`; saturating all the same).
+fn len_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

@@ -40,6 +40,10 @@ const RESERVED: &[&str] = &[
     "seq", "or", "and", "absent", "within", "for", "distinct", "not", "in", "syslog", "flow",
 ];
 
+/// What a message's `{name}` reads from the alert itself, not from its group or events: the
+/// rule's name, its severity, and how many events the match or episode took.
+const ALERT_NAMES: &[&str] = &["rule", "severity", "count"];
+
 type Val<'i> = Spanned<DeValue<'i>>;
 
 /// Where a rule name was first defined.
@@ -1520,7 +1524,7 @@ fn template(
                         .iter()
                         .flatten()
                         .any(|inf| inf.provides(name).is_some())
-                    || ["rule", "severity"].contains(&name);
+                    || ALERT_NAMES.contains(&name);
                 if name.is_empty() {
                     cx.error(
                         map.span(i..end + 1),
@@ -1531,7 +1535,7 @@ fn template(
                 } else if known
                     && absence_only
                     && !groups.contains(&name)
-                    && !["rule", "severity"].contains(&name)
+                    && !ALERT_NAMES.contains(&name)
                 {
                     // An absence fires for want of an event: there is none to fill it from.
                     cx.warning(
@@ -1540,14 +1544,14 @@ fn template(
                             "`{{{name}}}` stays as written when this absence fires (no event is there to fill it); only its resolved alert, ended by an event, has one"
                         ),
                         h(if groups.is_empty() {
-                            "an absence's message can name `{rule}` and `{severity}`".to_string()
+                            "an absence's message can name `{rule}`, `{severity}` and `{count}`".to_string()
                         } else {
                             format!("an absence's message can name its group: {}", groups.iter().map(|g| format!("`{{{g}}}`")).collect::<Vec<_>>().join(", "))
                         }),
                     );
                 } else if known
                     && !groups.contains(&name)
-                    && !["rule", "severity"].contains(&name)
+                    && !ALERT_NAMES.contains(&name)
                     && let Some(present) = present
                     && !present.iter().any(|&e| {
                         infos

@@ -1127,6 +1127,13 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Whether its message shows `{count}` (how many events the match or episode took).
+    pub fn shows_count(&self) -> bool {
+        self.message.iter().flatten().any(
+            |p| matches!(p, TemplatePart::Field(k) if k.name() == "count" && !self.group_by.iter().any(|g| g == "count")),
+        )
+    }
+
     /// A text that changes exactly when the rule's meaning changes (not its name, file,
     /// position or the names of its event definitions, which no alert shows): engine state
     /// survives a reload when this is unchanged, and rules with one meaning share one state.

@@ -3587,3 +3587,71 @@ pattern = "fail{5,} within 5m"
         );
     }
 }
+
+/// `{count}` in a message is how many events the alert's match or episode took, all of them
+/// where `events` keeps the last 16: a sequence's closure and its end, an episode growing
+/// until its end (the resolved alert says the whole episode), a match waiting for an absence
+/// at its end, and an absence (none).
+#[test]
+fn a_message_counts_the_events_of_its_match_or_episode() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::time::Timestamp;
+    let rules = compile_toml(concat!(
+        "[[rule]]\nname = \"brute\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n",
+        "message = \"{count} events from {host}\"\n",
+        "events.fail = 'syslog and app == \"fail\"'\nevents.ok = 'syslog and app == \"ok\"'\n",
+        "pattern = \"seq(fail{3,}, ok) within 10m\"\n",
+        "[[rule]]\nname = \"flood\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n",
+        "message = \"{count} fails\"\n",
+        "events.fail = 'syslog and app == \"fail\"'\n",
+        "pattern = \"fail{20,} within 1m\"\n",
+        "[[rule]]\nname = \"quiet\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n",
+        "message = \"{count} oks then silence\"\n",
+        "events.ok = 'syslog and app == \"ok\"'\nevents.hb = 'syslog and app == \"hb\"'\n",
+        "pattern = \"seq(ok{2,}, absent(hb) for 1m)\"\n",
+        "[[rule]]\nname = \"gone\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n",
+        "expect = [\"h1\"]\nmessage = \"{count} heard\"\n",
+        "events.hb = 'syslog and app == \"hb\"'\n",
+        "pattern = \"absent(hb) for 30s\"\n",
+    ));
+    for share in [true, false] {
+        let cfg = EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut out = Vec::new();
+        let at = |ms: i64| Timestamp::from_millis(ms);
+        let mut t = 0;
+        // 25 failures a second apart, then two successes.
+        for _ in 0..25 {
+            e.push(syslog_event("fail", "h1", at(t), at(t)), &mut out);
+            t += 1000;
+        }
+        e.push(syslog_event("ok", "h1", at(t), at(t)), &mut out);
+        t += 1000;
+        e.push(syslog_event("ok", "h1", at(t), at(t)), &mut out);
+        e.advance_to(at(t + 120_000), &mut out);
+        let mut got: Vec<String> = out
+            .iter()
+            .map(|a| format!("{} {} {}", a.rule(), a.state.name(), a.message()))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                // The 25 failures and the first success (the alert shows the last 16).
+                "brute firing 26 events from h1",
+                "flood firing 20 fails",
+                // The episode went on with five more failures.
+                "flood resolved 25 fails",
+                "gone firing 0 heard",
+                // Both successes, then a minute with no heartbeat.
+                "quiet firing 2 oks then silence",
+            ],
+            "share {share}"
+        );
+        let brute = out.iter().find(|a| a.rule() == "brute").unwrap();
+        assert_eq!(brute.events().len(), 16);
+    }
+}
