@@ -4536,7 +4536,9 @@ fn a_saved_state_from_ahead_of_the_clock_is_not_continued() {
     // The saved clock an hour ahead (as after a clock stepped back by an hour).
     {
         let store = cepheus_store::Store::open(&dir.join("data"), 100).unwrap();
-        let mut saved = store.checkpoints().unwrap();
+        let mut saved: Vec<_> = (store.checkpoints().unwrap().iter())
+            .map(|s| s.loaded().unwrap())
+            .collect();
         for s in &mut saved {
             let mut state: Value = serde_json::from_slice(&s.data).unwrap();
             let cp = &mut state["engine"];

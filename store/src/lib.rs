@@ -171,8 +171,44 @@ pub struct SavedShard {
     pub shard: u32,
     /// How many shards there were when it was saved (groups are spread by this count).
     pub shards: u32,
-    /// The serialised checkpoint.
+    /// The serialised checkpoint (empty when read from a state file: see `file`).
     pub data: Vec<u8>,
+    /// Read from this state file ([`Store::readable_checkpoints`]), its bytes not held: they
+    /// are read as they are decoded ([`SavedShard::reader`]), so that a restart does not hold
+    /// every shard's state twice at its peak, as text and as read. `None`: `data` holds them.
+    pub file: Option<PathBuf>,
+}
+
+impl SavedShard {
+    /// The serialised checkpoint, read as it goes: from its state file, or from `data`.
+    pub fn reader(&self) -> Result<Box<dyn std::io::Read + '_>, StoreError> {
+        use std::io::Read;
+        let Some(path) = &self.file else {
+            return Ok(Box::new(&self.data[..]));
+        };
+        let err = |source| StoreError::State {
+            path: path.clone(),
+            source,
+        };
+        let mut f =
+            std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(err)?);
+        // (Past the header: the shard count, already read.)
+        f.read_exact(&mut [0u8; 4]).map_err(err)?;
+        Ok(Box::new(f))
+    }
+
+    /// The same state with its bytes held in `data` (read from its file, if it has one).
+    pub fn loaded(&self) -> Result<SavedShard, StoreError> {
+        let mut data = Vec::new();
+        let path = self.file.clone().unwrap_or_default();
+        std::io::Read::read_to_end(&mut self.reader()?, &mut data)
+            .map_err(|source| StoreError::State { path, source })?;
+        Ok(SavedShard {
+            data,
+            file: None,
+            ..self.clone()
+        })
+    }
 }
 
 /// The agent's store.
@@ -1000,8 +1036,9 @@ impl Store {
         (held.changes, held.firing.len() as u64)
     }
 
-    /// Replaces every shard's checkpoint with `saved` (one per shard of one run): what a
-    /// restart continues from. Durable on return.
+    /// Replaces every shard's checkpoint with `saved` (one per shard of one run, each holding
+    /// its bytes: the state files are removed first): what a restart continues from. Durable
+    /// on return.
     pub fn save_checkpoints(&self, saved: &[SavedShard]) -> Result<(), StoreError> {
         let dir = self.state_dir();
         std::fs::create_dir_all(&dir).map_err(|source| StoreError::State {
@@ -1086,9 +1123,11 @@ impl Store {
         std::fs::create_dir_all(&dir).map_err(err(&dir))?;
         let path = dir.join(state_name(saved.shard));
         let aside = dir.join(format!("{}.new", state_name(saved.shard)));
+        // (A state read from a file is copied from it: its bytes are not held.)
+        let mut from = saved.reader()?;
         let mut f = std::fs::File::create(&aside).map_err(err(&aside))?;
         f.write_all(&saved.shards.to_be_bytes())
-            .and_then(|()| f.write_all(&saved.data))
+            .and_then(|()| std::io::copy(&mut from, &mut f).map(drop))
             .and_then(|()| f.sync_all())
             .map_err(err(&aside))?;
         drop(f);
@@ -1120,22 +1159,25 @@ impl Store {
             .filter(|l| !files.iter().any(|(shard, _)| *shard == l.shard))
             .collect();
         for (shard, path) in files {
-            let bytes = match std::fs::read(&path) {
-                Ok(b) => b,
+            // Only the header now: the state is read as it is decoded (`SavedShard::reader`).
+            let mut header = [0u8; 4];
+            let read = std::fs::File::open(&path)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header));
+            match read {
+                Ok(()) => {}
+                // A file shorter than its header (cut by a disk that filled, or by hand) is
+                // no state: that shard has none, and begins afresh; the others go on.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => continue,
                 Err(source) => {
                     unreadable.push(StoreError::State { path, source });
                     continue;
                 }
-            };
-            // A file shorter than its header (cut by a disk that filled, or by hand) is no
-            // state: that shard has none, and begins afresh; the others go on.
-            let Some(Ok(shards)) = bytes.get(..4).map(<[u8; 4]>::try_from) else {
-                continue;
-            };
+            }
             out.push(SavedShard {
                 shard,
-                shards: u32::from_be_bytes(shards),
-                data: bytes[4..].to_vec(),
+                shards: u32::from_be_bytes(header),
+                data: Vec::new(),
+                file: Some(path),
             });
         }
         out.sort_by_key(|s| s.shard);
@@ -1194,6 +1236,7 @@ impl Store {
                 shard: u32::from_be_bytes(shard),
                 shards: u32::from_be_bytes(shards),
                 data: v.get(4..).unwrap_or_default().to_vec(),
+                file: None,
             });
         }
         Ok(out)
@@ -1295,6 +1338,11 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+
+    /// States as read, their bytes read too (to compare with those saved).
+    fn held(v: Vec<SavedShard>) -> Vec<SavedShard> {
+        v.iter().map(|s| s.loaded().unwrap()).collect()
+    }
     use cepheus_core::engine::{Engine, EngineConfig};
     use cepheus_core::event::{Event, Source, Value};
     use cepheus_core::rules::compile_str;
@@ -1874,13 +1922,14 @@ pattern = "absent(hb) for 10s"
             shard: 0,
             shards: 1,
             data: vec![i; 1 << 20],
+            file: None,
         };
         for i in 0..40 {
             s.save_checkpoint(&state(i)).unwrap();
         }
         drop(s);
         let s = reopen(dir.path(), 10);
-        assert_eq!(s.checkpoints().unwrap(), [state(39)]);
+        assert_eq!(held(s.checkpoints().unwrap()), [state(39)]);
         // One state of 1 MiB, and sled's own files: not 40 MiB of replaced states.
         let used = disk_use(dir.path());
         assert!(used < 8 << 20, "{used} bytes on disk");
@@ -1897,8 +1946,9 @@ pattern = "absent(hb) for 10s"
             shard: 1,
             shards: 2,
             data: b"old".to_vec(),
+            file: None,
         };
-        assert_eq!(s.checkpoints().unwrap(), std::slice::from_ref(&old));
+        assert_eq!(held(s.checkpoints().unwrap()), std::slice::from_ref(&old));
         // Shard 0 was kept in sled too: until it has its file, shard 1's sled state stays
         // (a crash between the two would otherwise leave one shard without any state).
         let mut v0 = 2u32.to_be_bytes().to_vec();
@@ -1906,6 +1956,7 @@ pattern = "absent(hb) for 10s"
         s.checkpoints.insert(0u32.to_be_bytes(), v0).unwrap();
         let new = SavedShard {
             data: b"new".to_vec(),
+            file: None,
             ..old.clone()
         };
         s.save_checkpoint(&new).unwrap();
@@ -1913,16 +1964,18 @@ pattern = "absent(hb) for 10s"
             shard: 0,
             shards: 2,
             data: b"zero".to_vec(),
+            file: None,
         };
-        assert_eq!(s.checkpoints().unwrap(), [zero.clone(), new.clone()]);
+        assert_eq!(held(s.checkpoints().unwrap()), [zero.clone(), new.clone()]);
         assert!(!s.checkpoints.is_empty());
         let zero_new = SavedShard {
             data: b"zero-new".to_vec(),
+            file: None,
             ..zero
         };
         s.save_checkpoint(&zero_new).unwrap();
         assert!(s.checkpoints.is_empty());
-        assert_eq!(s.checkpoints().unwrap(), [zero_new, new]);
+        assert_eq!(held(s.checkpoints().unwrap()), [zero_new, new]);
         s.save_checkpoints(&[]).unwrap();
         assert!(s.checkpoints().unwrap().is_empty());
     }
@@ -1935,6 +1988,7 @@ pattern = "absent(hb) for 10s"
             shard,
             shards: 3,
             data: data.to_vec(),
+            file: None,
         };
         s.save_checkpoints(&[a(0, b"x"), a(1, b"y"), a(2, b"z")])
             .unwrap();
@@ -1943,7 +1997,7 @@ pattern = "absent(hb) for 10s"
         std::fs::remove_file(&one).unwrap();
         std::os::unix::fs::symlink("shard-1.state", &one).unwrap();
         let (saved, unreadable) = s.readable_checkpoints().unwrap();
-        assert_eq!(saved, [a(0, b"x"), a(2, b"z")]);
+        assert_eq!(held(saved), [a(0, b"x"), a(2, b"z")]);
         assert_eq!(unreadable.len(), 1);
         assert!(
             unreadable[0].to_string().contains("shard-1.state"),
@@ -1954,7 +2008,7 @@ pattern = "absent(hb) for 10s"
         // The shard's next save replaces it.
         s.save_checkpoint(&a(1, b"y2")).unwrap();
         assert_eq!(
-            s.checkpoints().unwrap(),
+            held(s.checkpoints().unwrap()),
             [a(0, b"x"), a(1, b"y2"), a(2, b"z")]
         );
     }
@@ -1968,24 +2022,27 @@ pattern = "absent(hb) for 10s"
             shard,
             shards: 2,
             data: data.to_vec(),
+            file: None,
         };
         s.save_checkpoints(&[a(0, b"x"), a(1, b"y")]).unwrap();
         s.save_checkpoint(&a(1, b"z")).unwrap();
-        assert_eq!(s.checkpoints().unwrap(), [a(0, b"x"), a(1, b"z")]);
+        assert_eq!(held(s.checkpoints().unwrap()), [a(0, b"x"), a(1, b"z")]);
         s.save_checkpoints(&[SavedShard {
             shard: 0,
             shards: 1,
             data: b"w".to_vec(),
+            file: None,
         }])
         .unwrap();
         drop(s);
         let s = reopen(dir.path(), 10);
         assert_eq!(
-            s.checkpoints().unwrap(),
+            held(s.checkpoints().unwrap()),
             [SavedShard {
                 shard: 0,
                 shards: 1,
-                data: b"w".to_vec()
+                data: b"w".to_vec(),
+                file: None,
             }]
         );
     }

@@ -721,7 +721,7 @@ fn saved_states(
         );
     }
     for s in saved {
-        match shard::SavedState::decode(&s.data) {
+        match shard::SavedState::read(&s) {
             Ok(cp) => {
                 if let Some(slot) = out.get_mut(s.shard as usize) {
                     *slot = Some(cp);
@@ -759,7 +759,7 @@ fn resharded(
     }
     let mut parts = Vec::with_capacity(then);
     for s in saved {
-        let state = shard::SavedState::decode(&s.data)
+        let state = shard::SavedState::read(s)
             .map_err(|e| format!("shard {}'s saved state cannot be read: {e}", s.shard))?;
         let dir = journals.join(format!("shard-{}", s.shard));
         if dir.is_dir() {
@@ -809,6 +809,7 @@ fn resharded(
                     shard: i as u32,
                     shards: n as u32,
                     data,
+                    file: None,
                 })
                 .map_err(|e| format!("cannot write the spread state: {e}"))
         })

@@ -239,17 +239,31 @@ pub struct SavedState {
     pub engine: Checkpoint,
 }
 
+/// Why a stored state could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadStateError {
+    /// Its file could not be read.
+    #[error(transparent)]
+    Store(#[from] cepheus_store::StoreError),
+    /// It is not a state this version reads.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 impl SavedState {
     /// Reads a stored state: this form, or the bare checkpoint that earlier versions stored.
-    pub fn decode(data: &[u8]) -> Result<SavedState, serde_json::Error> {
-        serde_json::from_slice(data).or_else(|e| {
-            serde_json::from_slice::<Checkpoint>(data)
+    /// Decoded as it is read (a state of hundreds of MB is not held as text beside what is
+    /// made of it).
+    pub fn read(saved: &cepheus_store::SavedShard) -> Result<SavedState, ReadStateError> {
+        match serde_json::from_reader(saved.reader()?) {
+            Ok(s) => Ok(s),
+            Err(e) => serde_json::from_reader::<_, Checkpoint>(saved.reader()?)
                 .map(|engine| SavedState {
                     journal: None,
                     engine,
                 })
-                .map_err(|_| e)
-        })
+                .map_err(|_| ReadStateError::Json(e)),
+        }
     }
 }
 
@@ -829,6 +843,7 @@ impl Shard {
             shard: self.id as u32,
             shards: self.count as u32,
             data,
+            file: None,
         };
         let kept = journal.and_then(|j| Some((self.me.clone()?.recipient(), j)));
         match self.sink.try_send(super::sink::SaveCheckpoint(saved, kept)) {

@@ -1998,11 +1998,15 @@ mod tests {
             shard: 0,
             shards: 1,
             data: vec![n; 4],
+            file: None,
         };
         sink.space.min_free = u64::MAX;
         sink.take(alerts(2), 0);
         sink.save_checkpoint(SaveCheckpoint(saved(2), None));
-        assert_eq!(store.checkpoints().unwrap(), vec![saved(2)]);
+        let kept: Vec<SavedShard> = (store.checkpoints().unwrap().iter())
+            .map(|s| s.loaded().unwrap())
+            .collect();
+        assert_eq!(kept, vec![saved(2)]);
         assert_eq!(store.unkept().unwrap().len(), 2);
         assert_eq!(store.counts().0, 0);
         drop(sink);

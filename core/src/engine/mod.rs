@@ -3184,14 +3184,20 @@ impl Engine {
             let Some((s, pos)) = compact.of[ri] else {
                 continue;
             };
-            if rt.slots.is_empty() {
+            // The slots, their keys and their map go with their room (a million expected
+            // groups made there at the start took about 140 MB of it, kept for nothing: a
+            // compact state's groups live in its records).
+            let slots = std::mem::take(&mut rt.slots);
+            let colds = std::mem::take(&mut rt.cold);
+            rt.groups = HashMap::default();
+            if slots.is_empty() {
                 continue;
             }
             let scope = &mut compact.scopes[s as usize];
             // The groups keep their slots' numbers (and timer deadlines; the free numbers theirs), so that the
             // state goes on as it would in its slots.
-            let mut at: Vec<Option<u32>> = Vec::with_capacity(rt.slots.len());
-            for (slot, cold) in rt.slots.drain(..).zip(rt.cold.drain(..)) {
+            let mut at: Vec<Option<u32>> = Vec::with_capacity(slots.len());
+            for (slot, cold) in slots.into_iter().zip(colds) {
                 let (Some(slot), Some(cold)) = (slot, cold) else {
                     at.push(None);
                     continue;
@@ -3204,8 +3210,6 @@ impl Engine {
                 scope.adopt(r, pos, n, slot.group, (slot.armed_at, cold.parked));
             }
             scope.number(pos, at, std::mem::take(&mut rt.free), rt.idle_scan);
-            rt.groups.clear();
-            rt.free.clear();
         }
     }
 
@@ -3639,7 +3643,7 @@ impl Engine {
             .iter()
             .map(|rt| goes_on_from(&rt.facts.rule))
             .collect();
-        let saved = cp.rules;
+        let mut saved = cp.rules;
         let mut targets: Vec<Vec<usize>> = vec![Vec::new(); saved.len()];
         for (ri, s) in source.iter().enumerate() {
             if let Some(i) = s {
@@ -3647,23 +3651,33 @@ impl Engine {
             }
         }
         let mut saved_to: HashMap<(String, String), Vec<usize>> = HashMap::new();
-        for (i, rc) in saved.iter().enumerate() {
+        for (i, rc) in saved.iter_mut().enumerate() {
             if targets[i].is_empty() {
                 continue;
             }
             saved_to.insert((rc.canonical.clone(), rc.name.clone()), targets[i].clone());
-            for &ri in &targets[i] {
+            let last = targets[i].len() - 1;
+            for (n, &ri) in targets[i].iter().enumerate() {
                 e.rts[ri].facts.monitor_start = rc.monitor_start.unwrap_or(Timestamp::MIN);
                 e.rts[ri].counters = rc.counters.clone();
-                for g in &rc.groups {
+                for g in &mut rc.groups {
                     let rt = &mut e.rts[ri];
-                    let (key, group) = g.clone().into_parts();
                     // A checkpoint this engine wrote lists each group once; an edited or
                     // damaged one may not, and a second slot under one key would be forgotten
                     // through the first's map entry. The first listed is kept.
-                    if rt.groups.contains_key(&key) {
+                    if rt.groups.contains_key(&g.key) {
                         continue;
                     }
+                    // Copied (a copy holds no spare room, as what was read may), and the last
+                    // state to take a saved group lets its state go at once: a restart would
+                    // otherwise hold every group twice, the checkpoint's and the engine's, at
+                    // its peak. (What is left, its key and times, is what
+                    // `carry_discovered` reads.)
+                    let group = g.clone().into_parts().1;
+                    if n == last {
+                        g.state = state::GroupState::Linear(state::LinearState::default());
+                    }
+                    let key = g.key.clone();
                     rt.slots.push(Some(Slot {
                         group,
                         armed_at: Timestamp::MAX,
