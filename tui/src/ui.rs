@@ -318,7 +318,12 @@ fn draw_head(f: &mut Frame, app: &App, area: Rect) {
     let rate = s.rate.map_or(String::new(), |r| format!(" ({r:.0}/s)"));
     let mut first = vec![
         Span::styled("cepheus ", Style::new().add_modifier(Modifier::BOLD)),
-        Span::raw(format!("{}  up {}", app.name, duration(s.uptime_secs))),
+        // (Every time shown is the agent's, in UTC: said once, not beside each.)
+        Span::raw(format!(
+            "{}  up {}  times UTC",
+            app.name,
+            duration(s.uptime_secs)
+        )),
     ];
     if let Some(secs) = app.unreachable_secs {
         first = vec![
