@@ -120,7 +120,20 @@ fn restart_peak() {
         }
     }
     let steady = LIVE.load(Ordering::Relaxed) - base;
+    // Saving: what the shard holds while it makes the state, written to a file as it is
+    // made, then with its text in memory.
+    let path =
+        std::env::temp_dir().join(format!("cepheus-bench-save-{}.state", std::process::id()));
+    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
+    {
+        let f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path).unwrap());
+        serde_json::to_writer(f, &engine.checkpoint()).unwrap();
+    }
+    let stream_save_peak = PEAK.load(Ordering::Relaxed) - base;
+    let _ = std::fs::remove_file(&path);
+    PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
     let json = serde_json::to_vec(&engine.checkpoint()).unwrap();
+    let save_peak = PEAK.load(Ordering::Relaxed) - base;
     drop(engine);
     let with_json = LIVE.load(Ordering::Relaxed) - base;
     // Read back whole, as the agent did until 2026-12-06, and as it does now: decoded from its
@@ -149,6 +162,13 @@ fn restart_peak() {
     assert_eq!(engine.stats()[0].groups, HOSTS as u64);
     let mb = |b: isize| b as f64 / (1 << 20) as f64;
     let x = |b: isize| b as f64 / steady as f64;
+    println!(
+        "saving {HOSTS} groups: peak {:.0} MiB ({:.2}x the engine) with the text in memory, {:.0} MiB ({:.2}x) written to a file as made",
+        mb(save_peak),
+        x(save_peak),
+        mb(stream_save_peak),
+        x(stream_save_peak)
+    );
     println!(
         "restart of {HOSTS} groups: engine {:.0} MiB; its JSON {:.0} MiB, read back {:.0} MiB; peak reading it whole {:.0} MiB ({:.2}x the engine, {whole_secs:.1} s), read from its file as decoded {:.0} MiB ({:.2}x, {stream_secs:.1} s), restoring from what was read {:.0} MiB ({:.2}x); restored engine {:.0} MiB",
         mb(steady),

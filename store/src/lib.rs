@@ -243,6 +243,8 @@ pub struct Store {
     max_alerts: u64,
     /// What is held, counted as it changes (sled 0.34's `len` walks a tree).
     held: Arc<Mutex<Held>>,
+    /// The last number given to a state written aside ([`Store::state_aside`]).
+    asides: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// The counts [`Store`] keeps of its trees.
@@ -434,6 +436,7 @@ impl Store {
             db,
             max_alerts: max_alerts.max(1),
             held: Arc::new(Mutex::new(held)),
+            asides: Arc::default(),
         };
         // A meaning whose firing row is gone (a prune interrupted between the two, an older
         // build that removed only the row) says nothing of a later firing of that id.
@@ -1112,7 +1115,8 @@ impl Store {
         }
     }
 
-    /// Saves one shard's checkpoint, keeping the others'. Durable on return.
+    /// Saves one shard's checkpoint, keeping the others'. Durable on return. A state written
+    /// aside ([`Store::state_aside`]) is put in place (and removed if it cannot be).
     pub fn save_checkpoint(&self, saved: &SavedShard) -> Result<(), StoreError> {
         use std::io::Write;
         let dir = self.state_dir();
@@ -1120,8 +1124,20 @@ impl Store {
             let path = path.to_path_buf();
             move |source| StoreError::State { path, source }
         };
-        std::fs::create_dir_all(&dir).map_err(err(&dir))?;
         let path = dir.join(state_name(saved.shard));
+        if let Some(aside) = saved.file.as_deref().filter(|p| self.is_aside(p)) {
+            let placed = std::fs::File::open(aside)
+                .and_then(|f| f.sync_all())
+                .map_err(err(aside))
+                .and_then(|()| std::fs::rename(aside, &path).map_err(err(&path)))
+                .and_then(|()| sync_dir(&dir));
+            if placed.is_err() {
+                let _ = std::fs::remove_file(aside);
+            }
+            placed?;
+            return self.forget_legacy_checkpoints();
+        }
+        std::fs::create_dir_all(&dir).map_err(err(&dir))?;
         let aside = dir.join(format!("{}.new", state_name(saved.shard)));
         // (A state read from a file is copied from it: its bytes are not held.)
         let mut from = saved.reader()?;
@@ -1151,7 +1167,7 @@ impl Store {
     /// files that could not be read: one damaged or unreadable file costs its own shard its
     /// state, not the others theirs.
     pub fn readable_checkpoints(&self) -> Result<(Vec<SavedShard>, Vec<StoreError>), StoreError> {
-        let files = self.state_files()?;
+        let files = self.state_files_tidied(true)?;
         let mut unreadable = Vec::new();
         let mut out: Vec<SavedShard> = self
             .legacy_checkpoints()?
@@ -1188,8 +1204,39 @@ impl Store {
         self.path.join("state")
     }
 
-    /// The state files there are, by shard number (leftovers of an interrupted write aside).
+    /// The state files there are, by shard number (states on their way aside).
     fn state_files(&self) -> Result<Vec<(u32, PathBuf)>, StoreError> {
+        self.state_files_tidied(false)
+    }
+
+    /// Where shard `shard` writes a state as it makes it, for [`Store::save_checkpoint`] to
+    /// put in place (a `SavedShard` naming it as its `file`): a name of its own in the state
+    /// folder, so a state need not be held in memory as text, and several may wait at once.
+    /// The next start removes one a crash left there.
+    pub fn state_aside(&self, shard: u32) -> Result<PathBuf, StoreError> {
+        let dir = self.state_dir();
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::State {
+            path: dir.clone(),
+            source,
+        })?;
+        let n = self
+            .asides
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(dir.join(format!("shard-{shard}.{n}.state.new")))
+    }
+
+    /// Whether `path` is a state written aside ([`Store::state_aside`]).
+    fn is_aside(&self, path: &Path) -> bool {
+        path.parent() == Some(self.state_dir().as_path())
+            && path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".state.new"))
+    }
+
+    /// The state files there are, by shard number; with `tidy` (at start), the states a crash
+    /// left written aside are removed (while the agent runs, they are states on their way).
+    fn state_files_tidied(&self, tidy: bool) -> Result<Vec<(u32, PathBuf)>, StoreError> {
         let dir = self.state_dir();
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
@@ -1201,7 +1248,9 @@ impl Store {
             let name = entry.file_name();
             // A state a crash caught while it was written aside: never renamed, never read.
             if name.to_str().is_some_and(|n| n.ends_with(".state.new")) {
-                let _ = std::fs::remove_file(entry.path());
+                if tidy {
+                    let _ = std::fs::remove_file(entry.path());
+                }
                 continue;
             }
             let shard = name.to_str().and_then(|n| {
@@ -2011,6 +2060,53 @@ pattern = "absent(hb) for 10s"
             held(s.checkpoints().unwrap()),
             [a(0, b"x"), a(1, b"y2"), a(2, b"z")]
         );
+    }
+
+    /// A shard writes its state aside as it makes it; saving puts it in place. States on
+    /// their way for other shards are left alone meanwhile, and one a crash left aside is
+    /// removed at the next start.
+    #[test]
+    fn a_state_written_aside_is_put_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = reopen(dir.path(), 10);
+        let aside = |shard: u32, data: &[u8]| {
+            let path = s.state_aside(shard).unwrap();
+            let mut bytes = 2u32.to_be_bytes().to_vec();
+            bytes.extend_from_slice(data);
+            std::fs::write(&path, bytes).unwrap();
+            SavedShard {
+                shard,
+                shards: 2,
+                data: Vec::new(),
+                file: Some(path),
+            }
+        };
+        let zero = aside(0, b"state zero");
+        let one = aside(1, b"state one");
+        assert_ne!(zero.file, one.file);
+        s.save_checkpoint(&zero).unwrap();
+        assert!(!zero.file.as_ref().unwrap().exists());
+        // Shard 1's is still on its way.
+        assert!(one.file.as_ref().unwrap().exists());
+        s.save_checkpoint(&one).unwrap();
+        let held = |v: Vec<SavedShard>| -> Vec<(u32, Vec<u8>)> {
+            v.iter()
+                .map(|x| (x.shard, x.loaded().unwrap().data))
+                .collect()
+        };
+        assert_eq!(
+            held(s.checkpoints().unwrap()),
+            [(0, b"state zero".to_vec()), (1, b"state one".to_vec())]
+        );
+        // A crash left one aside: gone at the next start, the state in place kept.
+        let left = aside(0, b"never put in place");
+        drop(s);
+        let s = reopen(dir.path(), 10);
+        assert_eq!(
+            held(s.readable_checkpoints().unwrap().0)[0].1,
+            b"state zero"
+        );
+        assert!(!left.file.as_ref().unwrap().exists());
     }
 
     #[test]

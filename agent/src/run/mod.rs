@@ -1011,6 +1011,8 @@ fn start(
         let (changes_tx, _) = tokio::sync::broadcast::channel(api::STREAM_BACKLOG);
         let sink_changes = changes_tx.clone();
         let meanings = sink::meanings_of(&rules);
+        // The shards write their states into it (aside, for the sink to put in place).
+        let shard_store = store.clone();
         let sink = AlertSink::start_in_arbiter(&sink_arbiter.handle(), move |ctx| {
             // Its capacity from the first message on: the shards send at once.
             ctx.set_mailbox_capacity(sink::MAILBOX);
@@ -1050,6 +1052,7 @@ fn start(
                 every: checkpoint_every,
                 resume,
                 journal,
+                store: Some(shard_store.clone()),
             };
             let addr = Shard::start_in_arbiter(&arb.handle(), move |_| {
                 Shard::new(

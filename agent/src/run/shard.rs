@@ -190,9 +190,11 @@ pub struct Shard {
     /// Its engine was built from a saved state and has not caught up with now yet
     /// ([`Shard::replay`] does).
     continuing: bool,
-    /// The length of the last state it serialised: the next one's buffer is made this size
-    /// (and a little more) at once, not doubled up to twice what it needs.
+    /// The length of the last state it serialised in memory: the next one's buffer is made
+    /// this size (and a little more) at once, not doubled up to twice what it needs.
     state_len: usize,
+    /// The store its states are written aside in ([`Persistence::store`]).
+    store: Option<cepheus_store::Store>,
     /// Its engine was begun afresh in this run (not from a saved state or a journal):
     /// everything it holds open, it made in this run.
     afresh: bool,
@@ -290,6 +292,9 @@ pub struct Persistence {
     pub resume: Option<SavedState>,
     /// The shard's event journal, if it keeps one.
     pub journal: Option<Journal>,
+    /// The store its states go to: each is written to a file there as it is made
+    /// ([`cepheus_store::Store::state_aside`]), not held as text; `None`: sent as bytes.
+    pub store: Option<cepheus_store::Store>,
 }
 
 impl Shard {
@@ -344,6 +349,7 @@ impl Shard {
             startup_ids: Vec::new(),
             continuing: false,
             state_len: 0,
+            store: persistence.store,
             afresh: false,
             stopped: false,
             last_tick: None,
@@ -820,18 +826,14 @@ impl Shard {
             journal,
             engine: e.checkpoint(),
         };
-        let mut buf = Vec::with_capacity(self.state_len + self.state_len / 16);
-        let data = serde_json::to_writer(&mut buf, &state).map(|()| buf);
+        let made = self.write_state(&state);
         drop(state);
         self.live.saving.store(false, Ordering::SeqCst);
         self.live.progress.fetch_add(1, Ordering::Relaxed);
-        let data = match data {
-            Ok(d) => {
-                self.state_len = d.len();
-                d
-            }
+        let saved = match made {
+            Ok(saved) => saved,
             Err(err) => {
-                tracing::error!(shard = self.id, error = %err, "cannot serialise the engine's state");
+                tracing::error!(shard = self.id, error = %err, "cannot write the engine's state");
                 return;
             }
         };
@@ -839,12 +841,6 @@ impl Shard {
         // that saving takes at most 1/SAVE_SHARE of the shard's time; the journal holds what
         // comes between.
         self.checkpoint_due = next_save(now, every, now.elapsed());
-        let saved = cepheus_store::SavedShard {
-            shard: self.id as u32,
-            shards: self.count as u32,
-            data,
-            file: None,
-        };
         let kept = journal.and_then(|j| Some((self.me.clone()?.recipient(), j)));
         match self.sink.try_send(super::sink::SaveCheckpoint(saved, kept)) {
             Ok(()) => {
@@ -852,12 +848,53 @@ impl Shard {
                 self.saved_at = now;
             }
             Err(err) => {
+                let why = err.to_string();
+                // (What it was written to goes: the sink will not put it in place.)
+                let super::sink::SaveCheckpoint(unsent, _) = err.into_inner();
+                if let Some(f) = &unsent.file {
+                    let _ = std::fs::remove_file(f);
+                }
                 // Tried again at the next tick, not a whole period later (a reload's or a
                 // forget's state must not wait that long).
                 self.checkpoint_due = std::time::Instant::now();
-                tracing::warn!(shard = self.id, error = %err, "alert sink full: state not saved this time")
+                tracing::warn!(shard = self.id, error = %why, "alert sink full: state not saved this time")
             }
         }
+    }
+
+    /// The state as the store keeps it: written to a file aside in the store as it is made
+    /// (a state of hundreds of MB is not also held as text), or, with no store, its bytes.
+    fn write_state(&mut self, state: &SavedState) -> Result<cepheus_store::SavedShard, String> {
+        let (shard, shards) = (self.id as u32, self.count as u32);
+        let Some(store) = &self.store else {
+            let mut buf = Vec::with_capacity(self.state_len + self.state_len / 16);
+            serde_json::to_writer(&mut buf, state).map_err(|e| e.to_string())?;
+            self.state_len = buf.len();
+            return Ok(cepheus_store::SavedShard {
+                shard,
+                shards,
+                data: buf,
+                file: None,
+            });
+        };
+        let path = store.state_aside(shard).map_err(|e| e.to_string())?;
+        let written = (|| -> std::io::Result<()> {
+            use std::io::Write;
+            let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);
+            f.write_all(&shards.to_be_bytes())?;
+            serde_json::to_writer(&mut f, state)?;
+            f.flush()
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&path);
+            return Err(format!("{}: {e}", path.display()));
+        }
+        Ok(cepheus_store::SavedShard {
+            shard,
+            shards,
+            data: Vec::new(),
+            file: Some(path),
+        })
     }
 
     fn flush(&mut self) {
