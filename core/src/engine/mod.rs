@@ -1141,8 +1141,19 @@ impl Engine {
                 idle_scan: 0,
             });
         }
-        for (rt, m) in rts.iter_mut().zip(members) {
-            rt.facts.counts = m.iter().any(|m| m.rule.shows_count());
+        // A closure counting for `{count}` keeps more events (see `RuleFacts::counts`), which
+        // moves the start of some matches, and so their ids: decided per meaning over the
+        // whole rule set, so that shared and unshared engines keep the same partial matches.
+        let counting: std::collections::HashSet<&str> = (rts.iter().zip(&members))
+            .filter(|(_, m)| m.iter().any(|m| m.rule.shows_count()))
+            .map(|(rt, _)| rt.canonical.as_str())
+            .collect();
+        let counts: Vec<bool> = rts
+            .iter()
+            .map(|rt| counting.contains(rt.canonical.as_str()))
+            .collect();
+        for ((rt, m), c) in rts.iter_mut().zip(members).zip(counts) {
+            rt.facts.counts = c;
             rt.facts.members = m.into();
         }
         let filter = Filter::new(rules, cfg.share);

@@ -176,8 +176,9 @@ pub struct RuleFacts {
     /// The plan is [`Plan::slides`]: a partial match past its first step may still slide
     /// (see [`Run::lead`]).
     pub slides: bool,
-    /// A member's message shows `{count}`: a closure at the start keeps the events it counts
-    /// (up to [`MAX_CLOSURE_ITEMS`]) rather than only those an alert shows.
+    /// A rule of this meaning (in the whole rule set, shared or not) shows `{count}` in its
+    /// message: a closure at the start keeps the events it counts (up to
+    /// [`MAX_CLOSURE_ITEMS`]) rather than only those an alert shows.
     pub counts: bool,
 }
 

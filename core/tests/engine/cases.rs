@@ -3655,3 +3655,41 @@ fn a_message_counts_the_events_of_its_match_or_episode() {
         assert_eq!(brute.events().len(), 16);
     }
 }
+
+/// Two rules of one meaning, one showing `{count}`: the closure keeps what it counts for
+/// both, shared or not, so the other's alerts (their ids hash the match's start) are the same
+/// in a shared and an unshared engine.
+#[test]
+fn a_count_in_one_rules_message_changes_no_alert_between_shared_and_unshared() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::time::Timestamp;
+    let rules = compile_toml(concat!(
+        "[[rule]]\nname = \"counted\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n",
+        "message = \"{count} events\"\n",
+        "events.fail = 'syslog and app == \"fail\"'\nevents.ok = 'syslog and app == \"ok\"'\n",
+        "pattern = \"seq(fail{3,}, ok) within 10m\"\n",
+        "[[rule]]\nname = \"plain\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n",
+        "events.fail = 'syslog and app == \"fail\"'\nevents.ok = 'syslog and app == \"ok\"'\n",
+        "pattern = \"seq(fail{3,}, ok) within 10m\"\n",
+    ));
+    let run = |share: bool| {
+        let cfg = EngineConfig {
+            share,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut out = Vec::new();
+        let at = |s: i64| Timestamp::from_secs(s);
+        for t in 0..25 {
+            e.push(syslog_event("fail", "h1", at(t), at(t)), &mut out);
+        }
+        e.push(syslog_event("ok", "h1", at(30), at(30)), &mut out);
+        out.iter()
+            .map(|a| format!("{} {} {}", a.rule(), a.id(), a.message()))
+            .collect::<Vec<_>>()
+    };
+    let shared = run(true);
+    assert_eq!(shared.len(), 2, "{shared:?}");
+    assert!(shared[0].ends_with(" 26 events"), "{shared:?}");
+    assert_eq!(shared, run(false));
+}
