@@ -3324,6 +3324,19 @@ impl Engine {
         self.order_alerts(out, start);
     }
 
+    /// The ids of the alerts the engine holds open (those [`Engine::resolve_all`] would
+    /// resolve), the engine left as it was: no copy of it is made to list them.
+    pub fn open_alert_ids(&mut self) -> Vec<u64> {
+        // (`resolve_all` changes no group, only the counters of the alerts it makes.)
+        let counters: Vec<RuleCounters> = self.rts.iter().map(|rt| rt.counters.clone()).collect();
+        let mut out = Vec::new();
+        self.resolve_all(Reason::StateLost, &mut out);
+        for (rt, c) in self.rts.iter_mut().zip(counters) {
+            rt.counters = c;
+        }
+        out.iter().map(|a| a.id().0).collect()
+    }
+
     /// Retires a group by hand (`cepheus groups forget RULE KEY`): its open alert, if any, is
     /// resolved with reason `forgotten` (appended to `out`); returns whether it existed. An
     /// expected group comes back at the next reload that still lists it.
