@@ -3116,9 +3116,6 @@ pub fn render_message(
                     // The alert's own severity (as in its JSON), in every state of the
                     // episode: not a syslog event's severity number.
                     s.push_str(rule.severity.name());
-                } else if k.name() == "count" {
-                    // How many events the match or episode took (an absence: none).
-                    s.push_str(&count.to_string());
                 } else if let Some(v) = events
                     .iter()
                     .rev()
@@ -3126,6 +3123,10 @@ pub fn render_message(
                     .find_map(|e| lookup(e, &caps, k))
                 {
                     let _ = v.get().write_to(&mut s);
+                } else if k.name() == "count" {
+                    // How many events the match or episode took (an absence: none), unless
+                    // an event has a field of that name (a capture), shown above.
+                    s.push_str(&count.to_string());
                 } else {
                     s.push('{');
                     s.push_str(k.name());

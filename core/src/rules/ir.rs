@@ -848,6 +848,15 @@ impl Cond {
         }
     }
 
+    /// Whether a regex of this condition captures a field named `name`.
+    pub fn captures_named(&self, name: &str) -> bool {
+        match self {
+            Cond::Regex(r) => !r.negate && r.captures.iter().any(|(_, k)| k.name() == name),
+            Cond::And(cs) | Cond::Or(cs) => cs.iter().any(|c| c.captures_named(name)),
+            _ => false,
+        }
+    }
+
     /// Whether evaluating this condition can capture fields.
     pub fn captures_any(&self) -> bool {
         match self {
@@ -1127,11 +1136,15 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Whether its message shows `{count}` (how many events the match or episode took).
+    /// Whether its message shows `{count}` (how many events the match or episode took): not
+    /// when a group field or a regex capture is named `count` (the message shows that).
     pub fn shows_count(&self) -> bool {
-        self.message.iter().flatten().any(
-            |p| matches!(p, TemplatePart::Field(k) if k.name() == "count" && !self.group_by.iter().any(|g| g == "count")),
-        )
+        self.message
+            .iter()
+            .flatten()
+            .any(|p| matches!(p, TemplatePart::Field(k) if k.name() == "count"))
+            && !self.group_by.iter().any(|g| g == "count")
+            && !self.events.iter().any(|e| e.cond.captures_named("count"))
     }
 
     /// A text that changes exactly when the rule's meaning changes (not its name, file,

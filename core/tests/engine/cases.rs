@@ -3739,3 +3739,23 @@ fn listing_the_open_alerts_changes_nothing() {
     assert_eq!(want.len(), 3, "{resolved:?}");
     assert_eq!(ids, want);
 }
+
+/// A regex capture named `count` is the event's field, as any capture: `{count}` shows it,
+/// not how many events the match took (which it did before `{count}` existed).
+#[test]
+fn a_capture_named_count_is_shown_as_itself() {
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::time::Timestamp;
+    let rules = compile_toml(concat!(
+        "[[rule]]\nname = \"rep\"\nseverity = \"low\"\n",
+        "message = \"{count} retries\"\n",
+        "events.r = 'syslog and app =~ \"^r(?P<count>[0-9]+)$\"'\npattern = \"r\"\n",
+    ));
+    assert!(!rules.rules[0].shows_count());
+    let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+    let mut out = Vec::new();
+    let at = Timestamp::from_secs(1);
+    e.push(syslog_event("r42", "h1", at, at), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].message(), "42 retries");
+}
