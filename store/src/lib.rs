@@ -1222,7 +1222,7 @@ impl Store {
         let n = self
             .asides
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(dir.join(format!("shard-{shard}.{n}.state.new")))
+        Ok(dir.join(format!("shard-{shard}.{n}{ASIDE}")))
     }
 
     /// Whether `path` is a state written aside ([`Store::state_aside`]).
@@ -1231,7 +1231,7 @@ impl Store {
             && path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.ends_with(".state.new"))
+                .is_some_and(|n| n.ends_with(ASIDE))
     }
 
     /// The state files there are, by shard number; with `tidy` (at start), the states a crash
@@ -1247,7 +1247,7 @@ impl Store {
         for entry in entries.flatten() {
             let name = entry.file_name();
             // A state a crash caught while it was written aside: never renamed, never read.
-            if name.to_str().is_some_and(|n| n.ends_with(".state.new")) {
+            if name.to_str().is_some_and(|n| n.ends_with(ASIDE)) {
                 if tidy {
                     let _ = std::fs::remove_file(entry.path());
                 }
@@ -1341,6 +1341,9 @@ const CACHE_BYTES: u64 = 64 << 20;
 const TXN_CHANGES: usize = 1024;
 
 /// A shard's state file.
+/// How a state written aside ends (the store's own, and a shard's: [`Store::state_aside`]).
+const ASIDE: &str = ".state.new";
+
 fn state_name(shard: u32) -> String {
     format!("shard-{shard}.state")
 }

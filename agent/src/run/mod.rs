@@ -1052,7 +1052,7 @@ fn start(
                 every: checkpoint_every,
                 resume,
                 journal,
-                store: Some(shard_store.clone()),
+                store: shard_store.clone(),
             };
             let addr = Shard::start_in_arbiter(&arb.handle(), move |_| {
                 Shard::new(

@@ -190,11 +190,8 @@ pub struct Shard {
     /// Its engine was built from a saved state and has not caught up with now yet
     /// ([`Shard::replay`] does).
     continuing: bool,
-    /// The length of the last state it serialised in memory: the next one's buffer is made
-    /// this size (and a little more) at once, not doubled up to twice what it needs.
-    state_len: usize,
     /// The store its states are written aside in ([`Persistence::store`]).
-    store: Option<cepheus_store::Store>,
+    store: cepheus_store::Store,
     /// Its engine was begun afresh in this run (not from a saved state or a journal):
     /// everything it holds open, it made in this run.
     afresh: bool,
@@ -293,8 +290,8 @@ pub struct Persistence {
     /// The shard's event journal, if it keeps one.
     pub journal: Option<Journal>,
     /// The store its states go to: each is written to a file there as it is made
-    /// ([`cepheus_store::Store::state_aside`]), not held as text; `None`: sent as bytes.
-    pub store: Option<cepheus_store::Store>,
+    /// ([`cepheus_store::Store::state_aside`]), not held as text.
+    pub store: cepheus_store::Store,
 }
 
 impl Shard {
@@ -348,7 +345,6 @@ impl Shard {
             me: None,
             startup_ids: Vec::new(),
             continuing: false,
-            state_len: 0,
             store: persistence.store,
             afresh: false,
             stopped: false,
@@ -848,21 +844,10 @@ impl Shard {
     }
 
     /// The state as the store keeps it: written to a file aside in the store as it is made
-    /// (a state of hundreds of MB is not also held as text), or, with no store, its bytes.
-    fn write_state(&mut self, state: &SavedState) -> Result<cepheus_store::SavedShard, String> {
+    /// (a state of hundreds of MB is not also held as text).
+    fn write_state(&self, state: &SavedState) -> Result<cepheus_store::SavedShard, String> {
         let (shard, shards) = (self.id as u32, self.count as u32);
-        let Some(store) = &self.store else {
-            let mut buf = Vec::with_capacity(self.state_len + self.state_len / 16);
-            serde_json::to_writer(&mut buf, state).map_err(|e| e.to_string())?;
-            self.state_len = buf.len();
-            return Ok(cepheus_store::SavedShard {
-                shard,
-                shards,
-                data: buf,
-                file: None,
-            });
-        };
-        let path = store.state_aside(shard).map_err(|e| e.to_string())?;
+        let path = self.store.state_aside(shard).map_err(|e| e.to_string())?;
         let written = (|| -> std::io::Result<()> {
             use std::io::Write;
             let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&path)?);

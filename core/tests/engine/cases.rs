@@ -3594,7 +3594,6 @@ pattern = "fail{5,} within 5m"
 /// at its end, and an absence (none).
 #[test]
 fn a_message_counts_the_events_of_its_match_or_episode() {
-    use cepheus_core::engine::{Engine, EngineConfig};
     use cepheus_core::time::Timestamp;
     let rules = compile_toml(concat!(
         "[[rule]]\nname = \"brute\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n",
@@ -3615,11 +3614,7 @@ fn a_message_counts_the_events_of_its_match_or_episode() {
         "pattern = \"absent(hb) for 30s\"\n",
     ));
     for share in [true, false] {
-        let cfg = EngineConfig {
-            share,
-            ..EngineConfig::default()
-        };
-        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut e = new_engine(&rules, share);
         let mut out = Vec::new();
         let at = |ms: i64| Timestamp::from_millis(ms);
         let mut t = 0;
@@ -3661,7 +3656,6 @@ fn a_message_counts_the_events_of_its_match_or_episode() {
 /// in a shared and an unshared engine.
 #[test]
 fn a_count_in_one_rules_message_changes_no_alert_between_shared_and_unshared() {
-    use cepheus_core::engine::{Engine, EngineConfig};
     use cepheus_core::time::Timestamp;
     let rules = compile_toml(concat!(
         "[[rule]]\nname = \"counted\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n",
@@ -3673,11 +3667,7 @@ fn a_count_in_one_rules_message_changes_no_alert_between_shared_and_unshared() {
         "pattern = \"seq(fail{3,}, ok) within 10m\"\n",
     ));
     let run = |share: bool| {
-        let cfg = EngineConfig {
-            share,
-            ..EngineConfig::default()
-        };
-        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut e = new_engine(&rules, share);
         let mut out = Vec::new();
         let at = |s: i64| Timestamp::from_secs(s);
         for t in 0..25 {

@@ -358,11 +358,7 @@ fn dropping_expired_partial_matches_waits_for_what_the_lane_holds() {
     ]);
     let ms = |m: i64| Timestamp(m * 1_000_000);
     for share in [true, false] {
-        let cfg = EngineConfig {
-            share,
-            ..EngineConfig::default()
-        };
-        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut e = new_engine(&rules, share);
         let mut out = Vec::new();
         for (app, at) in [("a", 0), ("b", 9_000), ("x", 14_000), ("x", 14_050)] {
             e.push(syslog_event(app, "h", ms(at), ms(at)), &mut out);
@@ -386,11 +382,7 @@ fn expired_partial_matches_are_let_go() {
         rule("pair", &APPS, seq(vec![ev(0), ev(1)])).within(10),
     ]);
     for share in [true, false] {
-        let cfg = EngineConfig {
-            share,
-            ..EngineConfig::default()
-        };
-        let mut e = Engine::new(&rules, cfg).unwrap();
+        let mut e = new_engine(&rules, share);
         let mut out = Vec::new();
         for h in 0..200 {
             let ts = Timestamp::from_secs(1_000);
