@@ -1743,6 +1743,46 @@ fn api_token_guards_stats_and_metrics() {
     assert!(get("/stats", Some(&format!("Basic {token}"))).starts_with("HTTP/1.1 401"));
 }
 
+/// `groups list` says a group fires when a match of it fired: its alert stays firing in the
+/// store, though the group holds no open episode (a match fires once).
+#[test]
+fn groups_list_says_a_matched_group_fires() {
+    let dir = scratch("list-match");
+    std::fs::write(
+        dir.join("rules/pair.toml"),
+        "[[rule]]\nname = \"pair\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+         events.a = 'syslog and app == \"login\"'\nevents.b = 'syslog and app == \"sudo\"'\n\
+         pattern = \"seq(a, b) within 1m\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "[engine]\nshards = 2\n");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for line in [
+        "<13>1 2026-11-30T10:00:00Z web-1 login - - - in",
+        "<13>1 2026-11-30T10:00:01Z web-2 login - - - in",
+        "<13>1 2026-11-30T10:00:02Z web-1 sudo - - - root",
+    ] {
+        udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let fired = agent.wait_alert(10, |v| v["rule"] == "pair" && v["state"] == "firing");
+    assert_eq!(fired["group"]["host"], "web-1");
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["groups", "list", "pair", "--config", "cepheus.toml"])
+        .current_dir(&agent.dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(table.contains("\nweb-1         yes     no"), "{table}");
+    assert!(table.contains("\nweb-2         no      no"), "{table}");
+    assert!(
+        table.ends_with("2 of 2 group(s) of rule `pair`\n"),
+        "{table}"
+    );
+}
+
 /// `cepheus groups forget RULE KEY` against a running agent (two shards): the group's open
 /// alert is resolved with reason `forgotten` and its state dropped; an unknown group exits 1.
 #[test]

@@ -1319,7 +1319,8 @@ pub const MAX_LISTED_GROUPS: usize = 10_000;
 /// `GET /groups?rule=NAME[&limit=N]`: the rule's groups across the shards, in key order (at
 /// most `limit`, default and cap [`MAX_LISTED_GROUPS`]): `{"rule", "group_by", "total",
 /// "groups": [{"group": {..}, "expected", "firing", "active_at"}]}`; 404 when no rule has
-/// that name. How an operator finds the key of a group that raises no alert.
+/// that name. How an operator finds the key of a group that raises no alert. `firing`: an
+/// alert of the group fires (an open episode, or a match's alert the store holds firing).
 async fn list_groups(
     req: HttpRequest,
     st: web::Data<ApiState>,
@@ -1358,6 +1359,27 @@ async fn list_groups(
     };
     groups.sort_unstable_by(|a, b| a.key.cmp(&b.key));
     groups.truncate(limit);
+    // A match fires once and stays firing in the store while its group holds no open episode
+    // (its partial matches may even be gone): the store's firing alerts of the rule say which
+    // of the other groups fire.
+    let stored = match &st.store {
+        Some(store) if groups.iter().any(|g| !g.firing) => {
+            let store = store.clone();
+            let listing = Listing {
+                recent: None,
+                rule: Some(query.rule.clone()),
+                severity: None,
+            };
+            match on_store(move || store.firing_top(MAX_FIRING, |json| listing.rank(json))).await {
+                Ok(list) => firing_groups(&list, &group_by),
+                Err(e) => {
+                    tracing::warn!(error = %e, "groups list: the store's firing alerts could not be read");
+                    std::collections::HashSet::new()
+                }
+            }
+        }
+        _ => std::collections::HashSet::new(),
+    };
     let listed: Vec<serde_json::Value> = groups
         .iter()
         .map(|g| {
@@ -1366,10 +1388,11 @@ async fn list_groups(
                 .zip(&g.key)
                 .map(|(name, v)| (name.clone(), v.to_json()))
                 .collect();
+            let firing = g.firing || stored.contains(&group_text(&group, &group_by));
             serde_json::json!({
                 "group": group,
                 "expected": g.expected,
-                "firing": g.firing,
+                "firing": firing,
                 "active_at": g.active_at.to_rfc3339(),
             })
         })
@@ -1380,6 +1403,32 @@ async fn list_groups(
         "total": total,
         "groups": listed,
     }))
+}
+
+/// A group's values as text, in `group_by` order (a value missing: `null`): what tells two
+/// alerts' groups apart whatever the order of their objects' keys.
+fn group_text(group: &serde_json::Map<String, serde_json::Value>, group_by: &[String]) -> String {
+    let values: Vec<&serde_json::Value> = group_by
+        .iter()
+        .map(|n| group.get(n).unwrap_or(&serde_json::Value::Null))
+        .collect();
+    serde_json::to_string(&values).unwrap_or_default()
+}
+
+/// The groups (as [`group_text`]) of the alerts in `list`, each an alert's JSON.
+fn firing_groups(
+    list: &[cepheus_store::StoredAlert],
+    group_by: &[String],
+) -> std::collections::HashSet<String> {
+    #[derive(serde::Deserialize)]
+    struct Grouped {
+        #[serde(default)]
+        group: serde_json::Map<String, serde_json::Value>,
+    }
+    list.iter()
+        .filter_map(|a| serde_json::from_str::<Grouped>(&a.json).ok())
+        .map(|a| group_text(&a.group, group_by))
+        .collect()
 }
 
 async fn health() -> HttpResponse {
