@@ -411,6 +411,9 @@ fn write_table(
             if let Some(by) = a["ack"]["by"].as_str() {
                 message.push_str(&format!(" [acked by {by}]"));
             }
+            if let Some(id) = a["silenced"]["id"].as_str() {
+                message.push_str(&format!(" [silenced by {id}]"));
+            }
             row.push(message);
             row
         })

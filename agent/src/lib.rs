@@ -47,4 +47,5 @@ pub mod rules_cmd;
 pub mod rules_graph;
 pub mod rules_test;
 pub mod run;
+pub mod silence_cmd;
 pub mod tui_cmd;

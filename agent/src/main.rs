@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand};
 
 use cepheus_agent::{
     alerts_cmd, events_cmd, flow, groups_cmd, replay, rules_cmd, rules_graph, rules_test, run,
-    tui_cmd,
+    silence_cmd, tui_cmd,
 };
 
 /// The process allocator: the CEP shards free events and partial matches long after they
@@ -56,6 +56,12 @@ enum Command {
     /// The alerts of a running agent, from its store: those firing now, or the latest
     /// changes (`--recent N`).
     Alerts(alerts_cmd::AlertsArgs),
+    /// Mute, for a while, the notifications (webhook, syslog) of a rule's or a group's
+    /// alerts on a running agent: `add`, `list`, `expire`.
+    Silence {
+        #[command(subcommand)]
+        command: silence_cmd::SilenceCommand,
+    },
     /// The terminal dashboard of a running agent: firing alerts, latest changes, counters;
     /// acknowledge with `a`.
     Tui(tui_cmd::TuiArgs),
@@ -87,6 +93,7 @@ fn main() -> ExitCode {
         Command::Config { command } => run::config_cmd(command),
         Command::Groups { command } => groups_cmd::run(command),
         Command::Alerts(args) => alerts_cmd::run(args),
+        Command::Silence { command } => silence_cmd::run(command),
         Command::Tui(args) => tui_cmd::run(args),
     }
 }

@@ -3792,6 +3792,131 @@ fn alerts_are_posted_to_a_webhook_and_a_failed_post_is_tried_again() {
     );
 }
 
+/// A silence (`cepheus silence add`) mutes the webhook's notifications of the alerts of its
+/// group that begin firing while it is active, and of their ends; the alerts are kept and
+/// written to stdout with `silenced`. One still firing when the silence is expired is posted
+/// then; another group's alerts are posted throughout.
+#[test]
+fn a_silence_mutes_the_webhook_until_it_ends() {
+    let dir = scratch("silence");
+    std::fs::write(dir.join("rules/hb.toml"), HB_3S).unwrap();
+    let (port, got) = http_endpoint(vec![]);
+    let agent = Agent::start(
+        &dir,
+        &format!("[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n"),
+    );
+    let cli = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_cepheus"))
+            .arg("silence")
+            .args(args)
+            .args(["--config", "cepheus.toml"])
+            .current_dir(&agent.dir)
+            .output()
+            .unwrap()
+    };
+    // Refused in words: a silence of everything.
+    let out = cli(&["add", "--for", "1h"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("must name a rule, a group or both"), "{err}");
+    let out = cli(&[
+        "add",
+        "--group",
+        "host=web1",
+        "--for",
+        "1h",
+        "--comment",
+        "maint",
+        "--by",
+        "ops",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        said.starts_with("silence ") && said.contains(" active until "),
+        "{said}"
+    );
+    let id = said.split_whitespace().nth(1).unwrap().to_string();
+    // Every alert posted, in order.
+    let mut posted: Vec<Value> = Vec::new();
+    let pump = |posted: &mut Vec<Value>, until: &dyn Fn(&[Value]) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !until(posted) {
+            assert!(Instant::now() < deadline, "posted: {posted:?}");
+            if let Ok((_, body)) = got.recv_timeout(Duration::from_millis(100)) {
+                let v: Value = serde_json::from_str(&body).unwrap();
+                posted.extend(v["alerts"].as_array().unwrap().iter().cloned());
+            }
+        }
+    };
+    let of = |host: &'static str, state: &'static str| {
+        move |v: &Value| v["group"]["host"] == host && v["state"] == state
+    };
+    heartbeat(agent.port, "web1", 1);
+    heartbeat(agent.port, "web2", 1);
+    let muted = agent.wait_alert(10, of("web1", "firing"));
+    assert_eq!(muted["silenced"]["id"], id.as_str(), "{muted}");
+    assert_eq!(muted["silenced"]["by"], "ops");
+    pump(&mut posted, &|p: &[Value]| {
+        p.iter().any(of("web2", "firing"))
+    });
+    // Listed silenced, and its end muted too (it was never posted).
+    let out = Command::new(env!("CARGO_BIN_EXE_cepheus"))
+        .args(["alerts", "--config", "cepheus.toml"])
+        .current_dir(&agent.dir)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains(&format!("[silenced by {id}]")), "{table}");
+    heartbeat(agent.port, "web1", 2);
+    let end = agent.wait_alert(10, of("web1", "resolved"));
+    assert_eq!(end["silenced"]["id"], id.as_str(), "{end}");
+    // Another group's end is posted (after web1's muted one).
+    heartbeat(agent.port, "web2", 2);
+    pump(&mut posted, &|p: &[Value]| {
+        p.iter().any(of("web2", "resolved"))
+    });
+    // web1 falls silent again within the silence: muted; expired, it is posted then.
+    agent.wait_alert(10, |v| {
+        of("web1", "firing")(v) && v["id"] != muted["id"] && v.get("silenced").is_some()
+    });
+    assert!(
+        !posted.iter().any(|v| v["group"]["host"] == "web1"),
+        "{posted:?}"
+    );
+    let out = cli(&["expire", &id]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    pump(&mut posted, &|p: &[Value]| {
+        p.iter().any(of("web1", "firing"))
+    });
+    let web1: Vec<&Value> = posted
+        .iter()
+        .filter(|v| v["group"]["host"] == "web1")
+        .collect();
+    assert_eq!(web1.len(), 1, "{posted:?}");
+    assert!(web1[0].get("silenced").is_none(), "{posted:?}");
+    assert_ne!(web1[0]["id"], muted["id"]);
+    let out = cli(&["list"]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains(&format!("{id}  expired  *     host=web1")),
+        "{table}"
+    );
+    assert!(cli(&["expire", "00000000000000ff"]).status.code() == Some(1));
+    let s = agent.stats();
+    assert_eq!(s["sink"]["alerts_silenced"], 2, "{s}");
+}
+
 /// What the webhook took is not posted again after kill -9, even when nothing followed it
 /// (found by an audit: the note of what it took waited for the store's next flushed write,
 /// so a crash in a quiet spell posted again all it had taken since).

@@ -102,6 +102,12 @@ pub struct Change {
 }
 
 impl Change {
+    /// Whether a silence muted it (its JSON says `silenced`): the notifying outputs (webhook,
+    /// syslog) leave it out.
+    pub fn is_silenced(&self) -> bool {
+        silenced_of(&self.json).is_some()
+    }
+
     /// An engine's alert change, rendered.
     pub fn of(a: &Alert) -> Change {
         Change {
@@ -230,6 +236,13 @@ pub struct Store {
     /// id (8 bytes BE) -> JSON `{"by": ..., "time": ...}`: who acknowledged a firing alert,
     /// and when (dropped when it ends: its resolve carries it).
     acks: sled::Tree,
+    /// id (8 bytes BE) -> JSON of the silence that muted its firing (`{"id", "by", "until"}`,
+    /// as its firing's `silenced` says): the notifying outputs did not send it, nor will
+    /// they send its end, which carries it too. Dropped when it ends, or when the silence
+    /// ends while it fires ([`Store::unmute`]).
+    muted: sled::Tree,
+    /// silence id (u64 BE) -> the silence as the agent wrote it (JSON).
+    silences: sled::Tree,
     /// shard (u32 BE) -> shards (u32 BE) + checkpoint: where stores before `state/` kept
     /// them (read when `state/` has none; emptied at the first save).
     checkpoints: sled::Tree,
@@ -429,6 +442,8 @@ impl Store {
             seen: db.open_tree("seen").map_err(io)?,
             open,
             acks: db.open_tree("acks").map_err(io)?,
+            muted: db.open_tree("muted").map_err(io)?,
+            silences: db.open_tree("silences").map_err(io)?,
             meanings: db.open_tree("meanings").map_err(io)?,
             meta,
             instance,
@@ -479,10 +494,16 @@ impl Store {
             return Ok(Vec::new());
         }
         for c in changes.iter_mut() {
-            if c.state != AlertState::Firing
-                && let Some(ack) = self.acks.get(c.id.to_be_bytes()).map_err(|e| self.io(e))?
-            {
-                c.json = with_ack(&c.json, &ack);
+            if c.state == AlertState::Firing {
+                continue;
+            }
+            if let Some(ack) = self.acks.get(c.id.to_be_bytes()).map_err(|e| self.io(e))? {
+                c.json = with_field(&c.json, "ack", &ack);
+            }
+            // The end of an alert whose firing a silence muted is muted too (the receivers
+            // never heard of it), and says so.
+            if let Some(m) = self.muted.get(c.id.to_be_bytes()).map_err(|e| self.io(e))? {
+                c.json = with_field(&c.json, SILENCED, &m);
             }
         }
         // In transactions of at most TXN_CHANGES changes (each change's rows are written
@@ -491,23 +512,33 @@ impl Store {
         // made the agent grow by gigabytes.
         let mut fresh = Vec::with_capacity(changes.len());
         for chunk in changes.chunks_mut(TXN_CHANGES) {
-            let rows: Vec<([u8; 9], Vec<u8>, Option<u64>)> = chunk
+            let rows: Vec<Row> = chunk
                 .iter()
                 .map(|c| {
                     let key = seen_key(c.id, c.state);
                     let mut v = key.to_vec();
                     v.extend_from_slice(c.json.as_bytes());
-                    (key, v, c.meaning)
+                    let muted = (c.state == AlertState::Firing)
+                        .then(|| silenced_of(&c.json))
+                        .flatten();
+                    (key, v, c.meaning, muted)
                 })
                 .collect();
             let mut seqs = Vec::with_capacity(rows.len());
             for _ in &rows {
                 seqs.push(self.db.generate_id().map_err(|e| self.io(e))?);
             }
-            let outcomes = (&self.alerts, &self.seen, &self.open, &self.meanings)
-                .transaction(|(alerts, seen, open, meanings)| {
+            let trees = (
+                &self.alerts,
+                &self.seen,
+                &self.open,
+                &self.meanings,
+                &self.muted,
+            );
+            let outcomes = trees
+                .transaction(|(alerts, seen, open, meanings, muted_by)| {
                     let mut out = Vec::with_capacity(rows.len());
-                    for ((key, value, meaning), seq) in rows.iter().zip(&seqs) {
+                    for ((key, value, meaning, muted), seq) in rows.iter().zip(&seqs) {
                         let mut o = Outcome {
                             fresh: false,
                             opened: None,
@@ -526,9 +557,14 @@ impl Store {
                                     Some(m) => meanings.insert(id, &m.to_be_bytes())?,
                                     None => meanings.remove(id)?,
                                 };
+                                match muted {
+                                    Some(m) => muted_by.insert(id, m.as_slice())?,
+                                    None => muted_by.remove(id)?,
+                                };
                                 o.opened = Some(*seq);
                             } else if let Some(v) = open.remove(id)? {
                                 meanings.remove(id)?;
+                                muted_by.remove(id)?;
                                 o.closed = v.get(..8).map(seq_of);
                                 // Its firing's change already pruned: its dedup key, kept while
                                 // it fired, goes now (nothing else would prune it).
@@ -545,13 +581,7 @@ impl Store {
                     }
                     Ok(out)
                 })
-                .map_err(|e: sled::transaction::TransactionError<()>| match e {
-                    sled::transaction::TransactionError::Storage(e) => self.io(e),
-                    sled::transaction::TransactionError::Abort(()) => StoreError::Damaged {
-                        path: self.path.clone(),
-                        what: "an aborted transaction".into(),
-                    },
-                })?;
+                .map_err(|e| self.txn_error(e))?;
             {
                 let mut held = self.lock();
                 for (o, key) in outcomes.iter().zip(&rows) {
@@ -577,6 +607,18 @@ impl Store {
         self.prune()?;
         self.db.flush().map_err(|e| self.io(e))?;
         Ok(fresh)
+    }
+
+    /// A failed transaction of this store as its error (none of its transactions aborts of
+    /// itself: an abort says the store is damaged).
+    fn txn_error(&self, e: sled::transaction::TransactionError<()>) -> StoreError {
+        match e {
+            sled::transaction::TransactionError::Storage(e) => self.io(e),
+            sled::transaction::TransactionError::Abort(()) => StoreError::Damaged {
+                path: self.path.clone(),
+                what: "an aborted transaction".into(),
+            },
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
@@ -614,6 +656,7 @@ impl Store {
             self.open.remove(id).map_err(|e| self.io(e))?;
             self.meanings.remove(id).map_err(|e| self.io(e))?;
             self.acks.remove(id).map_err(|e| self.io(e))?;
+            self.muted.remove(id).map_err(|e| self.io(e))?;
             // Its change is gone already unless it is among the newest.
             if self
                 .alerts
@@ -745,7 +788,7 @@ impl Store {
             return Err(self.damaged_open(k));
         };
         let json = match self.acks.get(k).map_err(|e| self.io(e))? {
-            Some(ack) => with_ack(json, &ack),
+            Some(ack) => with_field(json, "ack", &ack),
             None => json.to_string(),
         };
         let meaning = self
@@ -837,15 +880,120 @@ impl Store {
                     None => Acked::Now,
                 })
             })
-            .map_err(|e: sled::transaction::TransactionError<()>| match e {
-                sled::transaction::TransactionError::Storage(e) => self.io(e),
-                sled::transaction::TransactionError::Abort(()) => StoreError::Damaged {
-                    path: self.path.clone(),
-                    what: "an aborted transaction".into(),
-                },
-            })?;
+            .map_err(|e| self.txn_error(e))?;
         self.db.flush().map_err(|e| self.io(e))?;
         Ok(acked)
+    }
+
+    /// A new silence's id (never one given before by this store).
+    pub fn new_silence_id(&self) -> Result<u64, StoreError> {
+        self.db.generate_id().map_err(|e| self.io(e))
+    }
+
+    /// Keeps silence `id` as `json` (replacing it if kept). Durable on return.
+    pub fn put_silence(&self, id: u64, json: &str) -> Result<(), StoreError> {
+        self.silences
+            .insert(id.to_be_bytes(), json.as_bytes())
+            .map_err(|e| self.io(e))?;
+        self.db.flush().map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    /// Drops silence `id`. Durable on return.
+    pub fn remove_silence(&self, id: u64) -> Result<(), StoreError> {
+        self.silences
+            .remove(id.to_be_bytes())
+            .map_err(|e| self.io(e))?;
+        self.db.flush().map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    /// The silences kept, by id (ascending), each as the agent wrote it.
+    pub fn silences(&self) -> Result<Vec<(u64, String)>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.silences.iter() {
+            let (k, v) = row.map_err(|e| self.io(e))?;
+            let Ok(id) = <[u8; 8]>::try_from(k.as_ref()) else {
+                continue;
+            };
+            out.push((
+                u64::from_be_bytes(id),
+                String::from_utf8_lossy(&v).into_owned(),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Firing alert `id` is muted by the silence `mark` (its `silenced` object) from now: its
+    /// firing row says so, and its end will be muted. Nothing when it does not fire.
+    pub fn mute(&self, id: u64, mark: &str) -> Result<(), StoreError> {
+        let key = id.to_be_bytes();
+        (&self.open, &self.muted)
+            .transaction(|(open, muted)| {
+                let Some(row) = open.get(key)? else {
+                    return Ok(());
+                };
+                let (Some(seq), Some(json)) = (
+                    row.get(..8),
+                    row.get(8..).and_then(|b| std::str::from_utf8(b).ok()),
+                ) else {
+                    return Ok(());
+                };
+                let json = with_field(json, SILENCED, mark.as_bytes());
+                let mut v = seq.to_vec();
+                v.extend_from_slice(json.as_bytes());
+                open.insert(&key[..], v)?;
+                muted.insert(&key[..], mark.as_bytes())?;
+                Ok(())
+            })
+            .map_err(|e| self.txn_error(e))?;
+        self.db.flush().map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    /// Silence `silence` (its id as its `silenced` objects give it) ended: the alerts it
+    /// muted that still fire are muted no more (their firing rows lose `silenced`; their end
+    /// will be sent). Returns their firing changes as they are now, for the notifying
+    /// outputs to send (not kept again: the store has them).
+    pub fn unmute(&self, silence: &str) -> Result<Vec<Change>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.muted.iter() {
+            let (k, v) = row.map_err(|e| self.io(e))?;
+            let by: Option<serde_json::Value> = serde_json::from_slice(&v).ok();
+            if by.as_ref().and_then(|b| b["id"].as_str()) != Some(silence) {
+                continue;
+            }
+            let renewed = (&self.open, &self.muted)
+                .transaction(|(open, muted)| {
+                    muted.remove(&k)?;
+                    let Some(row) = open.get(&k)? else {
+                        return Ok(None);
+                    };
+                    let (Some(seq), Some(json)) = (
+                        row.get(..8),
+                        row.get(8..).and_then(|b| std::str::from_utf8(b).ok()),
+                    ) else {
+                        return Ok(None);
+                    };
+                    let json = without_field(json, SILENCED);
+                    let mut v = seq.to_vec();
+                    v.extend_from_slice(json.as_bytes());
+                    open.insert(&k, v)?;
+                    Ok(Some(json))
+                })
+                .map_err(|e| self.txn_error(e))?;
+            if let (Some(json), Ok(id)) = (renewed, <[u8; 8]>::try_from(k.as_ref())) {
+                out.push(Change {
+                    id: u64::from_be_bytes(id),
+                    state: AlertState::Firing,
+                    json,
+                    seq: None,
+                    meaning: None,
+                });
+            }
+        }
+        self.db.flush().map_err(|e| self.io(e))?;
+        Ok(out)
     }
 
     /// Notes that every change recorded so far has been written to the outputs. Durable on
@@ -1318,19 +1466,54 @@ impl Store {
 
 /// `json` (an alert object) with `ack` set to the stored `ack` object (unchanged when either
 /// is not what it should be).
-fn with_ack(json: &str, ack: &[u8]) -> String {
+fn with_field(json: &str, name: &str, value: &[u8]) -> String {
     let parsed = serde_json::from_str::<serde_json::Value>(json)
         .ok()
-        .zip(serde_json::from_slice::<serde_json::Value>(ack).ok());
+        .zip(serde_json::from_slice::<serde_json::Value>(value).ok());
     match parsed {
-        Some((mut v, ack)) => match v.as_object_mut() {
+        Some((mut v, value)) => match v.as_object_mut() {
             Some(o) => {
-                o.insert("ack".into(), ack);
+                o.insert(name.into(), value);
                 v.to_string()
             }
             None => json.to_string(),
         },
         None => json.to_string(),
+    }
+}
+
+/// A change as [`Store::record_changes`] writes it: its dedup key, its row in `alerts`, its
+/// rule's meaning, and the silence that muted it (its `silenced` object).
+type Row = ([u8; 9], Vec<u8>, Option<u64>, Option<Vec<u8>>);
+
+/// The field of an alert change a silence that muted it adds (DESIGN.md's object, plus this).
+pub const SILENCED: &str = "silenced";
+
+/// The `silenced` object of an alert change's JSON, as text, if it has one (at its top level:
+/// the text alone can hold it in an event or a message).
+pub fn silenced_of(json: &str) -> Option<Vec<u8>> {
+    if !json.contains("\"silenced\":") {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Head {
+        silenced: Option<serde_json::Value>,
+    }
+    let head: Head = serde_json::from_str(json).ok()?;
+    Some(head.silenced?.to_string().into_bytes())
+}
+
+/// `json` without its top-level field `name` (as it was when not an object or not JSON).
+fn without_field(json: &str, name: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(mut v) => match v.as_object_mut() {
+            Some(o) => {
+                o.remove(name);
+                v.to_string()
+            }
+            None => json.to_string(),
+        },
+        Err(_) => json.to_string(),
     }
 }
 
@@ -1682,6 +1865,69 @@ pattern = "absent(hb) for 10s"
             Acked::NotFiring,
             "resolved"
         );
+    }
+
+    #[test]
+    fn a_muted_alerts_end_is_muted_until_its_silence_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = heartbeat_alerts();
+        let s = reopen(dir.path(), 10);
+        let silence = r#"{"id":"00000000000000a1","by":"ops","until":"2026-12-03T06:00:00Z"}"#;
+        let silenced = |c: &Change| with_field(&c.json, SILENCED, silence.as_bytes());
+        // A firing the sink marked silenced: kept so, its end muted too (and saying so).
+        let mut fire = vec![Change::of(&alerts[0])];
+        fire[0].json = silenced(&fire[0]);
+        assert!(fire[0].is_silenced());
+        assert_eq!(s.record_changes(&mut fire).unwrap(), [true]);
+        let mut resolve = vec![Change::of(&alerts[1])];
+        assert!(!resolve[0].is_silenced());
+        assert_eq!(s.record_changes(&mut resolve).unwrap(), [true]);
+        assert!(resolve[0].is_silenced(), "{}", resolve[0].json);
+        let kept: serde_json::Value = serde_json::from_str(&s.recent(1).unwrap()[0].json).unwrap();
+        assert_eq!(kept["silenced"]["by"], "ops");
+        // Ended, it is muted no more: nothing to unmute, and a later firing is not muted.
+        assert!(s.unmute("00000000000000a1").unwrap().is_empty());
+
+        // Another store: the silence ends while the alert fires.
+        let dir = tempfile::tempdir().unwrap();
+        let s = reopen(dir.path(), 10);
+        let mut fire = vec![Change::of(&alerts[0])];
+        fire[0].json = silenced(&fire[0]);
+        s.record_changes(&mut fire).unwrap();
+        assert!(
+            s.unmute("00000000000000ff").unwrap().is_empty(),
+            "another silence"
+        );
+        let back = s.unmute("00000000000000a1").unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].id, alerts[0].id().0);
+        assert!(!back[0].is_silenced(), "{}", back[0].json);
+        assert_eq!(back[0].json, Change::of(&alerts[0]).json);
+        // Listed without it, and its end goes out.
+        assert!(!s.firing().unwrap()[0].json.contains("silenced"));
+        let mut resolve = vec![Change::of(&alerts[1])];
+        s.record_changes(&mut resolve).unwrap();
+        assert!(!resolve[0].is_silenced(), "{}", resolve[0].json);
+        assert!(s.unmute("00000000000000a1").unwrap().is_empty());
+    }
+
+    #[test]
+    fn silences_are_kept_and_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let s = reopen(dir.path(), 10);
+            let a = s.new_silence_id().unwrap();
+            let b = s.new_silence_id().unwrap();
+            assert_ne!(a, b);
+            s.put_silence(a, "{\"a\":1}").unwrap();
+            s.put_silence(b, "{\"b\":1}").unwrap();
+            s.put_silence(a, "{\"a\":2}").unwrap();
+            s.remove_silence(b).unwrap();
+        }
+        let s = reopen(dir.path(), 10);
+        let kept = s.silences().unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].1, "{\"a\":2}");
     }
 
     #[test]

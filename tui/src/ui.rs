@@ -270,6 +270,17 @@ fn draw_details(f: &mut Frame, app: &App, a: &serde_json::Value, area: Rect) {
             ),
         ));
     }
+    if a["silenced"].is_object() {
+        lines.push(field(
+            "silenced",
+            format!(
+                "by {} until {} (silence {}: not sent to the webhook or syslog)",
+                a["silenced"]["by"].as_str().unwrap_or_default(),
+                a["silenced"]["until"].as_str().unwrap_or_default(),
+                a["silenced"]["id"].as_str().unwrap_or_default()
+            ),
+        ));
+    }
     let events = a["events"]
         .as_array()
         .map(Vec::as_slice)
@@ -617,6 +628,23 @@ mod tests {
         })];
         a.details = true;
         insta::assert_snapshot!(screen(&a, 110, 16));
+    }
+
+    #[test]
+    fn a_silenced_alerts_details_say_so() {
+        let mut a = app();
+        a.firing = vec![serde_json::json!({
+            "id": "00000000000000a1", "time": "2026-12-03T05:01:00Z", "severity": "high",
+            "state": "firing", "rule": "hb", "group": {"host": "web-1"}, "message": "silent",
+            "silenced": {"id": "0000000000000007", "by": "ops", "until": "2026-12-03T07:00:00Z"},
+            "events": []
+        })];
+        a.details = true;
+        let shown = screen(&a, 110, 14);
+        assert!(
+            shown.contains("silenced by ops until 2026-12-03T07:00:00Z (silence 0000000000000007"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -1556,6 +1556,102 @@ async fn ack_alert(
     }
 }
 
+/// `GET /silences`: the silences the agent keeps (pending, active, and those ended in the
+/// last 7 days), by id, each with its `state` (see [`super::silence`]). 404 without a store.
+async fn list_silences(req: HttpRequest, st: web::Data<ApiState>) -> HttpResponse {
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
+    }
+    let Some(sink) = &st.alert_sink else {
+        return text(HttpResponse::NotFound(), "this agent keeps no store");
+    };
+    match sink.send(super::sink::ListSilences).await {
+        Ok(list) => {
+            let now = crate::flow::live::wall_clock();
+            let listed: Vec<serde_json::Value> = list.iter().map(|s| s.listed(now)).collect();
+            HttpResponse::Ok().json(listed)
+        }
+        Err(e) => text(
+            HttpResponse::ServiceUnavailable(),
+            format!("the alert sink did not answer: {e}"),
+        ),
+    }
+}
+
+/// `POST /silences/add` `{"rule": .., "group": {..}, "for": "2h" | "ends_at": RFC 3339,
+/// "starts_at": .., "by": .., "comment": ..}`: a new silence, answered as `GET /silences`
+/// lists it (201); 400 saying what is wrong with it; 409 when the agent keeps as many as it
+/// can.
+async fn add_silence(
+    req: HttpRequest,
+    st: web::Data<ApiState>,
+    payload: web::Payload,
+) -> HttpResponse {
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
+    }
+    let body = match read_body(payload).await {
+        Ok(b) => b,
+        Err(refused) => return refused,
+    };
+    let shape = r#"{"rule": "...", "group": {"field": "value"}, "for": "2h", "by": "...", "comment": "..."}"#;
+    let new: super::silence::NewSilence = match json_body(&req, &body, shape) {
+        Ok(b) => b,
+        Err(refused) => return refused,
+    };
+    let Some(sink) = &st.alert_sink else {
+        return text(HttpResponse::NotFound(), "this agent keeps no store");
+    };
+    match sink.send(super::sink::AddSilence(new)).await {
+        Ok(Ok(s)) => HttpResponse::Created().json(s.listed(crate::flow::live::wall_clock())),
+        Ok(Err((code, why))) => {
+            let status = actix_web::http::StatusCode::from_u16(code)
+                .unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR);
+            text(HttpResponse::build(status), why)
+        }
+        Err(e) => text(
+            HttpResponse::ServiceUnavailable(),
+            format!("the alert sink did not answer: {e}"),
+        ),
+    }
+}
+
+/// `POST /silences/expire` `{"id": "<16 hex digits>"}`: the silence ends now (the alerts it
+/// muted that still fire are sent); answered as listed. 404 when there is no such silence.
+async fn expire_silence(
+    req: HttpRequest,
+    st: web::Data<ApiState>,
+    payload: web::Payload,
+) -> HttpResponse {
+    if let Some(refused) = st.refusal(&req) {
+        return refused;
+    }
+    let body = match read_body(payload).await {
+        Ok(b) => b,
+        Err(refused) => return refused,
+    };
+    #[derive(serde::Deserialize)]
+    struct Expire {
+        id: String,
+    }
+    let body: Expire = match json_body(&req, &body, r#"{"id": "<16 hex digits>"}"#) {
+        Ok(b) => b,
+        Err(refused) => return refused,
+    };
+    let Some(sink) = &st.alert_sink else {
+        return text(HttpResponse::NotFound(), "this agent keeps no store");
+    };
+    let id = body.id.trim().to_ascii_lowercase();
+    match sink.send(super::sink::ExpireSilence(id)).await {
+        Ok(Ok(Some(s))) => HttpResponse::Ok().json(s.listed(crate::flow::live::wall_clock())),
+        Ok(Ok(None)) => HttpResponse::NotFound().json(serde_json::json!({
+            "error": format!("no silence {} (`cepheus silence list` lists them)", for_log(&body.id)),
+        })),
+        Ok(Err(why)) => text(HttpResponse::InternalServerError(), why),
+        Err(e) => text(HttpResponse::ServiceUnavailable(), format!("the alert sink did not answer: {e}")),
+    }
+}
+
 /// `/alerts/ack` body.
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1807,6 +1903,9 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(write("/alerts/ack", ack_alert))
         .service(read("/groups", list_groups))
         .service(write("/groups/forget", forget_group))
+        .service(read("/silences", list_silences))
+        .service(write("/silences/add", add_silence))
+        .service(write("/silences/expire", expire_silence))
         .default_service(web::to(|| async {
             text(
                 HttpResponse::NotFound(),
@@ -1816,7 +1915,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 /// The API's paths and methods, for the answers to a wrong path or method.
-const PATHS: &str = "GET /health, GET /stats, GET /metrics, GET /alerts[?recent=N&rule=NAME&severity=LEVEL], GET /alerts/stream, POST /alerts/ack, GET /groups?rule=NAME[&limit=N], POST /groups/forget";
+const PATHS: &str = "GET /health, GET /stats, GET /metrics, GET /alerts[?recent=N&rule=NAME&severity=LEVEL], GET /alerts/stream, POST /alerts/ack, GET /groups?rule=NAME[&limit=N], POST /groups/forget, GET /silences, POST /silences/add, POST /silences/expire";
 
 /// 405 for a method the path does not take, saying which it takes.
 fn not_allowed(allow: &'static str) -> HttpResponse {

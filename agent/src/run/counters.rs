@@ -122,6 +122,10 @@ counters!(
         /// Alert changes the store already had (an engine restored from a checkpoint made
         /// them again after a restart): neither kept nor written twice.
         alerts_repeated,
+        /// Alert changes a silence muted (`cepheus silence`): kept and written to stdout and
+        /// `output.file` with `silenced`, not sent to `output.syslog` nor `output.webhook`.
+        /// Firing changes only: their ends are muted with them.
+        alerts_silenced,
         /// Alert changes that could not be appended to `output.file` (the store has them).
         file_unwritten,
         /// Alert changes handed to `output.syslog`'s connection (TCP: written to a connection

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod reload;
 pub mod route;
 pub mod shard;
+pub mod silence;
 pub mod sink;
 pub mod watchdog;
 pub mod webhook;

@@ -198,11 +198,20 @@ impl<T: Send + 'static> OutQueue<T> {
     /// Feeds it while it is behind: `items` are the changes kept after [`OutQueue::behind`],
     /// in order, and `all` says they are every one there is: then it is caught up, and takes
     /// new changes directly again.
-    pub fn page(&self, items: impl IntoIterator<Item = (u64, T)>, all: bool) {
+    /// An item `None` is a change the output leaves out (a silence muted it): the cursor
+    /// passes it once what was queued before it is dealt with.
+    pub fn page(&self, items: impl IntoIterator<Item = (u64, Option<T>)>, all: bool) {
         let Some(tx) = &self.tx else {
             return;
         };
         for (seq, item) in items {
+            let Some(item) = item else {
+                if tx.try_send(Slot::Mark(seq)).is_err() {
+                    return;
+                }
+                self.set_behind(Some(Some(seq)));
+                continue;
+            };
             self.shared.pending().fetch_add(1, Ordering::SeqCst);
             if tx.try_send(Slot::Item(Some(seq), item)).is_err() {
                 // Full again: the rest at the next page.
@@ -250,6 +259,33 @@ impl<T: Send + 'static> OutQueue<T> {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
                 self.shared.unsent(1);
             }
+        }
+    }
+
+    /// Leaves out the change kept at `seq` (a silence muted it): the output's cursor passes
+    /// it in order, as if sent. (Behind, paging leaves it out: [`OutQueue::page`].)
+    pub fn skip(&self, seq: Option<u64>) {
+        if let Some(seq) = seq {
+            self.mark(seq);
+        }
+    }
+
+    /// Queues `item`, which has no place of its own in the store (an alert sent again when
+    /// the silence that muted it ends): sent if there is room and the queue is not behind,
+    /// else counted as unsent.
+    pub fn push_extra(&self, item: T) {
+        let Some(tx) = &self.tx else {
+            self.shared.unsent(1);
+            return;
+        };
+        if self.behind.get().is_some() {
+            self.shared.unsent(1);
+            return;
+        }
+        self.shared.pending().fetch_add(1, Ordering::SeqCst);
+        if tx.try_send(Slot::Item(None, item)).is_err() {
+            self.shared.pending().fetch_sub(1, Ordering::SeqCst);
+            self.shared.unsent(1);
         }
     }
 
@@ -518,9 +554,9 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         // Paged from the store (two at a time here), in order, then caught up.
-        q.page([(5, 5), (6, 6)], false);
+        q.page([(5, Some(5)), (6, Some(6))], false);
         assert_eq!(q.behind(), Some(Some(6)));
-        q.page([(7, 7), (8, 8)], true);
+        q.page([(7, Some(7)), (8, Some(8))], true);
         assert_eq!(q.behind(), None);
         assert_eq!(counters.webhook_behind.load(Ordering::SeqCst), 0);
         let until = |n: usize| {
@@ -540,7 +576,7 @@ mod tests {
         assert_eq!(q.behind(), Some(None));
         q.push(None, 100);
         q.mark(50);
-        q.page([(10, 10), (11, 11)], true);
+        q.page([(10, Some(10)), (11, Some(11))], true);
         until(11);
         assert_eq!(*got.lock().unwrap(), (1..=11).collect::<Vec<u64>>());
         assert_eq!(q.close(Instant::now() + Duration::from_secs(5)), 0);
@@ -555,6 +591,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let store = cepheus_store::Store::open(&dir, 100).unwrap();
         let counters = Arc::new(SinkCounters::default());
+        let counters_of_test = counters.clone();
         let (go_tx, go) = std::sync::mpsc::channel::<()>();
         let (dealt_tx, dealt) = std::sync::mpsc::channel::<u32>();
         let mut q = OutQueue::start(
@@ -605,6 +642,23 @@ mod tests {
         // A mark with nothing outstanding moves it at once.
         q.mark(12);
         reaches(Some(12));
+        // A change left out (a silence muted it) is passed as if sent, and so are those
+        // paged in from the store while behind.
+        q.skip(Some(14));
+        reaches(Some(14));
+        q.resume(Some(14));
+        q.page([(15, None), (16, None)], true);
+        assert_eq!(q.behind(), None);
+        reaches(Some(16));
+        // An alert sent again at a silence's end has no place: the cursor stays.
+        q.push_extra(7);
+        go_tx.send(()).unwrap();
+        assert_eq!(dealt.recv_timeout(Duration::from_secs(5)).unwrap(), 7);
+        assert_eq!(at(), cepheus_store::OutputCursor::After(Some(16)));
+        // Behind, it is counted as unsent rather than sent out of order.
+        q.resume(Some(16));
+        q.push_extra(8);
+        assert_eq!(counters_of_test.webhook_unsent.load(Ordering::SeqCst), 1);
         drop(go_tx);
         q.close(Instant::now() + Duration::from_secs(5));
         drop(store);

@@ -167,6 +167,8 @@ pub struct AlertSink {
     /// agent started with): a firing is kept with its rule's meaning, so that the alerts of
     /// an earlier form of a rule are told from the current one's after a crash.
     meanings: std::collections::BTreeMap<u64, Arc<RuleMeanings>>,
+    /// The silences, as the store keeps them (read at start; only the sink changes them).
+    silences: Vec<super::silence::Silence>,
 }
 
 /// Each rule's meaning by name ([`Meanings`]).
@@ -470,6 +472,7 @@ impl AlertSink {
             fired_since_reload: Default::default(),
             retired_through: 0,
             meanings: Default::default(),
+            silences: Vec::new(),
         }
     }
 
@@ -1025,15 +1028,25 @@ impl AlertSink {
         // Rendered, kept and written out a slice at a time: a storm's batch (150,000 alerts
         // from one shard) rendered whole held every JSON text at once (77 MB at 300,000).
         let meanings = self.meanings_at(generation);
+        let now = crate::flow::live::wall_clock();
         for part in alerts.chunks(TAKE_CHUNK) {
             let changes: Vec<Change> = part
                 .iter()
-                .map(|a| Change {
-                    meaning: meanings
-                        .as_ref()
-                        .filter(|_| a.state == AlertState::Firing)
-                        .and_then(|m| m.get(a.rule()).copied()),
-                    ..Change::of(a)
+                .map(|a| {
+                    let mut c = Change {
+                        meaning: meanings
+                            .as_ref()
+                            .filter(|_| a.state == AlertState::Firing)
+                            .and_then(|m| m.get(a.rule()).copied()),
+                        ..Change::of(a)
+                    };
+                    if a.state == AlertState::Firing
+                        && let Some(s) = self.silencing(a, now)
+                    {
+                        c.json = with_silenced(&c.json, s.mark());
+                        bump(&self.counters.alerts_silenced, 1);
+                    }
+                    c
                 })
                 .collect();
             let fresh = self.keep(changes);
@@ -1165,6 +1178,9 @@ impl Actor for AlertSink {
         ctx.set_mailbox_capacity(MAILBOX);
         self.resend_undelivered();
         self.emit_unwritten();
+        self.load_silences();
+        // (Those that ended while the agent was down: their alerts still firing are sent.)
+        self.end_silences();
         // (After those: keeping these notes them written out, and moves the outputs past
         // them, as they had them.)
         self.load_unkept();
@@ -1176,6 +1192,7 @@ impl Actor for AlertSink {
         ctx.run_interval(std::time::Duration::from_secs(1), |act, _| {
             act.page_outputs();
             act.retry_file();
+            act.end_silences();
         });
         if self.max_age.is_some() {
             self.prune_by_age();
@@ -1410,6 +1427,105 @@ impl Handler<StoreMark> for AlertSink {
     }
 }
 
+/// `POST /silences`: a new silence (made at `now` by the sink, which gives it its id and
+/// keeps it). Answers it, or what is wrong with it (`Err((409, ..))` when there are too many).
+#[derive(Message)]
+#[rtype(result = "Result<super::silence::Silence, (u16, String)>")]
+pub struct AddSilence(pub super::silence::NewSilence);
+
+impl Handler<AddSilence> for AlertSink {
+    type Result = Result<super::silence::Silence, (u16, String)>;
+
+    fn handle(&mut self, msg: AddSilence, _: &mut Self::Context) -> Self::Result {
+        let Some(store) = self.store.clone() else {
+            return Err((
+                404,
+                "this agent keeps no store: no silence can be kept".into(),
+            ));
+        };
+        let now = crate::flow::live::wall_clock();
+        // Room: the oldest ended silence goes first; one that may still mute never does.
+        if self.silences.len() >= super::silence::MAX_SILENCES {
+            let oldest = (self.silences.iter().enumerate())
+                .filter(|(_, s)| s.ended)
+                .min_by_key(|(_, s)| s.ends_at)
+                .map(|(i, _)| i);
+            let Some(i) = oldest else {
+                return Err((
+                    409,
+                    format!(
+                        "{} silences are pending or active, the most the agent keeps: expire some first (`cepheus silence list`)",
+                        super::silence::MAX_SILENCES
+                    ),
+                ));
+            };
+            let id = u64::from_str_radix(&self.silences[i].id, 16).unwrap_or(0);
+            if let Err(e) = store.remove_silence(id) {
+                return Err((500, format!("cannot drop an old silence: {e}")));
+            }
+            self.silences.remove(i);
+        }
+        let id = store
+            .new_silence_id()
+            .map_err(|e| (500, format!("cannot keep the silence: {e}")))?;
+        let silence = msg.0.into_silence(id, now).map_err(|why| (400, why))?;
+        let json = serde_json::to_string(&silence).unwrap_or_default();
+        store
+            .put_silence(id, &json)
+            .map_err(|e| (500, format!("cannot keep the silence: {e}")))?;
+        tracing::info!(silence = %silence.id, rule = ?silence.rule, group = ?silence.group, by = %silence.by, until = %silence.ends_at.to_rfc3339(), "silence added");
+        self.silences.push(silence.clone());
+        Ok(silence)
+    }
+}
+
+/// `POST /silences/expire`: silence `.0` (its id) ends now. Answers it as it is now; `None`
+/// when there is no such silence.
+#[derive(Message)]
+#[rtype(result = "Result<Option<super::silence::Silence>, String>")]
+pub struct ExpireSilence(pub String);
+
+impl Handler<ExpireSilence> for AlertSink {
+    type Result = Result<Option<super::silence::Silence>, String>;
+
+    fn handle(&mut self, msg: ExpireSilence, _: &mut Self::Context) -> Self::Result {
+        let Some(store) = self.store.clone() else {
+            return Ok(None);
+        };
+        let now = crate::flow::live::wall_clock();
+        let Some(s) = self.silences.iter_mut().find(|s| s.id == msg.0) else {
+            return Ok(None);
+        };
+        if s.ends_at > now {
+            s.ends_at = now;
+            if s.starts_at > now {
+                s.starts_at = now;
+            }
+            let json = serde_json::to_string(&*s).unwrap_or_default();
+            store
+                .put_silence(u64::from_str_radix(&s.id, 16).unwrap_or(0), &json)
+                .map_err(|e| format!("cannot end the silence: {e}"))?;
+            tracing::info!(silence = %s.id, "silence expired");
+        }
+        self.end_silences();
+        Ok(self.silences.iter().find(|s| s.id == msg.0).cloned())
+    }
+}
+
+/// `GET /silences`: the silences kept (pending, active, and ended within
+/// [`super::silence::KEPT_AFTER_END`]), by id.
+#[derive(Message)]
+#[rtype(result = "Vec<super::silence::Silence>")]
+pub struct ListSilences;
+
+impl Handler<ListSilences> for AlertSink {
+    type Result = Vec<super::silence::Silence>;
+
+    fn handle(&mut self, _: ListSilences, _: &mut Self::Context) -> Self::Result {
+        self.silences.clone()
+    }
+}
+
 /// A group forgotten by hand (`cepheus groups forget`): the store's alerts of it still firing
 /// that no engine resolved (a match fires once and is held by none) are resolved at `time`,
 /// `forgotten`, as the engine resolved those it held. Answers how many.
@@ -1489,6 +1605,8 @@ trait QueuedOutput {
     fn resume(&self, after: Option<u64>);
     /// Feeds its queue from the store while it is behind.
     fn page(&self, changes: &[Change], all: bool);
+    /// Queues firing alerts again, at the end of the silence that muted them.
+    fn send_again(&self, changes: &[Change]);
     /// Counts `n` changes it was behind on that the store pruned ([`super::outq::OutQueue::lost`]).
     fn lost(&self, n: u64);
 }
@@ -1508,6 +1626,9 @@ impl QueuedOutput for super::forward::Forwarder {
     }
     fn page(&self, changes: &[Change], all: bool) {
         super::forward::Forwarder::page(self, changes, all);
+    }
+    fn send_again(&self, changes: &[Change]) {
+        super::forward::Forwarder::send_again(self, changes);
     }
     fn lost(&self, n: u64) {
         self.queue().lost(n);
@@ -1530,8 +1651,173 @@ impl QueuedOutput for super::webhook::Webhook {
     fn page(&self, changes: &[Change], all: bool) {
         super::webhook::Webhook::page(self, changes, all);
     }
+    fn send_again(&self, changes: &[Change]) {
+        super::webhook::Webhook::send_again(self, changes);
+    }
     fn lost(&self, n: u64) {
         self.queue().lost(n);
+    }
+}
+
+/// `json` (an alert change) with `silenced` set to `mark`.
+fn with_silenced(json: &str, mark: serde_json::Value) -> String {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(mut v) => match v.as_object_mut() {
+            Some(o) => {
+                o.insert(cepheus_store::SILENCED.into(), mark);
+                v.to_string()
+            }
+            None => json.to_string(),
+        },
+        Err(_) => json.to_string(),
+    }
+}
+
+impl AlertSink {
+    /// The silence that mutes alert `a` beginning to fire at `now`, if any (the one ending
+    /// last, so the alert is muted as long as any silence would).
+    fn silencing(&self, a: &Alert, now: Timestamp) -> Option<&super::silence::Silence> {
+        self.silences
+            .iter()
+            .filter(|s| s.active(now) && s.matches(a.rule(), a.group()))
+            .max_by_key(|s| s.ends_at)
+    }
+
+    /// Reads the silences the store keeps (one it cannot read is said and left out).
+    fn load_silences(&mut self) {
+        let Some(store) = &self.store else {
+            return;
+        };
+        match store.silences() {
+            Ok(kept) => {
+                self.silences = kept
+                    .into_iter()
+                    .filter_map(|(id, json)| match serde_json::from_str(&json) {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            tracing::error!(silence = format!("{id:016x}"), error = %e, "a silence the store keeps cannot be read: left out");
+                            None
+                        }
+                    })
+                    .collect();
+            }
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                tracing::error!(error = %e, "cannot read the silences: none mutes until the agent restarts");
+            }
+        }
+        self.silences.sort_by(|a, b| a.id.cmp(&b.id));
+    }
+
+    /// The silences whose end came and was not dealt with: the alerts they muted that still
+    /// fire are sent to the notifying outputs (and listed without `silenced`); and those
+    /// ended longer than [`super::silence::KEPT_AFTER_END`] ago go.
+    fn end_silences(&mut self) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let now = crate::flow::live::wall_clock();
+        let mut i = 0;
+        while i < self.silences.len() {
+            let s = &self.silences[i];
+            if s.ends_at > now {
+                i += 1;
+                continue;
+            }
+            if !s.ended {
+                // (Another silence may still mute some of them: they stay muted.)
+                let back = match store.unmute(&s.id) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        bump(&self.counters.store_errors, 1);
+                        tracing::warn!(silence = %s.id, error = %e, "cannot end a silence in the store: tried again in a second");
+                        return;
+                    }
+                };
+                let id = s.id.clone();
+                let (again, still): (Vec<Change>, Vec<Change>) = back
+                    .into_iter()
+                    .partition(|c| !self.still_muted(c, &id, now));
+                for c in still {
+                    self.mute_again(&store, c, now);
+                }
+                if !again.is_empty() {
+                    tracing::info!(silence = %id, alerts = again.len(), "a silence ended: the alerts it muted that still fire are sent");
+                    for (_, output) in self.queued() {
+                        output.send_again(&again);
+                    }
+                }
+                let s = &mut self.silences[i];
+                s.ended = true;
+                let json = serde_json::to_string(&*s).unwrap_or_default();
+                if let Err(e) =
+                    store.put_silence(u64::from_str_radix(&s.id, 16).unwrap_or(0), &json)
+                {
+                    bump(&self.counters.store_errors, 1);
+                    tracing::warn!(silence = %s.id, error = %e, "cannot note that a silence ended (a restart sends its alerts again)");
+                }
+            }
+            let s = &self.silences[i];
+            if s.ends_at.add(super::silence::KEPT_AFTER_END) <= now {
+                let id = u64::from_str_radix(&s.id, 16).unwrap_or(0);
+                if let Err(e) = store.remove_silence(id) {
+                    bump(&self.counters.store_errors, 1);
+                    tracing::warn!(silence = %s.id, error = %e, "cannot drop an old silence");
+                    i += 1;
+                    continue;
+                }
+                self.silences.remove(i);
+                continue;
+            }
+            i += 1;
+        }
+    }
+
+    /// Whether firing alert `c`, unmuted by silence `ended`, is muted by another one active
+    /// at `now`.
+    fn still_muted(&self, c: &Change, ended: &str, now: Timestamp) -> bool {
+        self.other_silence(c, ended, now).is_some()
+    }
+
+    fn other_silence(
+        &self,
+        c: &Change,
+        ended: &str,
+        now: Timestamp,
+    ) -> Option<&super::silence::Silence> {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            rule: String,
+            #[serde(default)]
+            group: serde_json::Map<String, serde_json::Value>,
+        }
+        let head: Head = serde_json::from_str(&c.json).ok()?;
+        let group: Vec<(String, cepheus_core::event::Value)> = head
+            .group
+            .into_iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::String(s) => cepheus_core::event::Value::str(&s),
+                    other => cepheus_core::event::Value::str(&other.to_string()),
+                };
+                (k, v)
+            })
+            .collect();
+        self.silences
+            .iter()
+            .filter(|s| s.id != ended && s.active(now) && s.matches(&head.rule, &group))
+            .max_by_key(|s| s.ends_at)
+    }
+
+    /// Firing alert `c`, unmuted by a silence's end, muted again by another one.
+    fn mute_again(&self, store: &Store, c: Change, now: Timestamp) {
+        let Some(s) = self.other_silence(&c, "", now) else {
+            return;
+        };
+        if let Err(e) = store.mute(c.id, &s.mark().to_string()) {
+            bump(&self.counters.store_errors, 1);
+            tracing::warn!(error = %e, "cannot note an alert muted by another silence");
+        }
     }
 }
 

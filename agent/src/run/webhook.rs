@@ -76,9 +76,22 @@ impl Webhook {
     }
 
     /// Queues the changes; what does not fit is counted as `webhook_unsent`.
+    /// A change a silence muted is left out (see [`super::silence`]).
     pub fn send(&self, changes: &[Change]) {
         for c in changes {
-            self.q.push(c.seq, c.json.clone());
+            if c.is_silenced() {
+                self.q.skip(c.seq);
+            } else {
+                self.q.push(c.seq, c.json.clone());
+            }
+        }
+    }
+
+    /// Queues firing alerts a silence muted, at its end (they have no place of their own in
+    /// the store: see [`OutQueue::push_extra`]).
+    pub fn send_again(&self, changes: &[Change]) {
+        for c in changes {
+            self.q.push_extra(c.json.clone());
         }
     }
 
@@ -91,7 +104,7 @@ impl Webhook {
     pub fn page(&self, changes: &[Change], all: bool) {
         let items = changes
             .iter()
-            .filter_map(|c| Some((c.seq?, c.json.clone())));
+            .filter_map(|c| Some((c.seq?, (!c.is_silenced()).then(|| c.json.clone()))));
         self.q.page(items, all);
     }
 
