@@ -1117,3 +1117,81 @@ fn tcp_flags_per_side_match_tshark() {
     }
     assert!(checked >= 100, "only {checked} directions checked");
 }
+
+/// A capture of UDP datagrams from 10.0.0.1 to 10.0.0.2, one per (seconds, destination
+/// port), each a flow of its own (raw IP).
+fn udp_capture(frames: &[(u32, u16)]) -> Vec<u8> {
+    let mut pcap = pcap_header(101);
+    for &(secs, port) in frames {
+        let mut frame = Vec::new();
+        etherparse::PacketBuilder::ipv4([10, 0, 0, 1], [10, 0, 0, 2], 64)
+            .udp(40000, port)
+            .write(&mut frame, b"x")
+            .unwrap();
+        pcap.extend_from_slice(&secs.to_le_bytes());
+        pcap.extend_from_slice(&0u32.to_le_bytes());
+        pcap.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        pcap.extend_from_slice(&frame);
+    }
+    pcap
+}
+
+/// The flow events of a capture file: (time, arrival) in seconds, and the file's warnings.
+fn flow_times(name: &str, pcap: Vec<u8>) -> (Vec<(i64, i64)>, Vec<String>) {
+    let dir = std::env::temp_dir().join(format!("cepheus-outlier-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cap.pcap");
+    std::fs::write(&path, pcap).unwrap();
+    let mut r = flow::MultiFlowReader::open(&[path], flow::table::FlowConfig::default()).unwrap();
+    let times = r
+        .by_ref()
+        .filter_map(|i| match i {
+            flow::FlowItem::Flow(e) => Some((
+                e.time.as_nanos() / 1_000_000_000,
+                e.arrival.as_nanos() / 1_000_000_000,
+            )),
+            flow::FlowItem::Syslog(_) => None,
+        })
+        .collect();
+    let warnings = r.file_warnings();
+    let _ = std::fs::remove_dir_all(&dir);
+    (times, warnings)
+}
+
+/// One frame of a wrong clock (years ahead, the next frame back at the capture's time) is
+/// taken at the time of the frame before it and said: it neither moves the flows' times nor
+/// holds the capture's clock years ahead (found by an audit: one such frame fired every
+/// absence of a replay). A capture whose time really jumps keeps its times.
+#[test]
+fn a_frame_stamped_years_ahead_of_its_capture_does_not_move_its_clock() {
+    const T: u32 = 1_780_000_000;
+    const LATER: u32 = T + 10 * 365 * 86_400;
+    let (times, warnings) = flow_times(
+        "wrong",
+        udp_capture(&[(T, 1), (T + 1, 2), (LATER, 3), (T + 2, 4), (T + 3, 5)]),
+    );
+    assert!(!times.is_empty());
+    assert!(
+        times
+            .iter()
+            .all(|&(t, a)| t < i64::from(T) + 3600 && a < i64::from(T) + 3600),
+        "{times:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("1 frames stamped more than an hour after the frame before them")),
+        "{warnings:?}"
+    );
+    // The clock really moved on: kept, and nothing said.
+    let (times, warnings) = flow_times(
+        "jump",
+        udp_capture(&[(T, 1), (T + 1, 2), (LATER, 3), (LATER + 1, 4)]),
+    );
+    assert!(
+        times.iter().any(|&(t, _)| t == i64::from(LATER)),
+        "{times:?}"
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+}

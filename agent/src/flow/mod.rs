@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use cepheus_core::event::{Event, Field, Source, Value};
-use cepheus_core::time::Timestamp;
+use cepheus_core::time::{Duration, Timestamp};
 
 use capture::{CaptureError, CaptureReader, RawPacket};
 use decode::{Decoded, proto};
@@ -390,6 +390,7 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
 }
 
 /// One frame copied out of its capture (a reader's next frame, waiting its turn).
+#[derive(Debug)]
 pub struct OwnedFrame {
     /// Capture stamp.
     pub ts: Timestamp,
@@ -441,7 +442,18 @@ struct FileLoss {
     foreign: std::collections::BTreeMap<u32, u64>,
     /// Frames cut before their headers ended, or malformed.
     damaged: u64,
+    /// Frames stamped far ahead of the file's clock and followed by frames of the earlier
+    /// time (a wrong clock): read at the file's clock ([`MergedCaptures::refill`]).
+    outliers: u64,
+    /// The file's clock: the latest stamp it gave.
+    clock: Option<Timestamp>,
+    /// Its frame after the next one, read to judge the next (see `outliers`).
+    ahead: Option<OwnedFrame>,
 }
+
+/// How far ahead of its file's clock a frame's stamp may jump before it is read as a wrong
+/// clock, when the frame after it goes back (as `cepheus replay` judges a syslog line).
+pub const OUTLIER_JUMP: Duration = Duration::from_secs(3600);
 
 impl MergedCaptures {
     /// Opens the capture files (an unreadable one is an error).
@@ -478,26 +490,58 @@ impl MergedCaptures {
     }
 
     /// Reads file `i`'s next frame into its slot (or closes it: at its end, or on an error).
+    /// A frame stamped more than [`OUTLIER_JUMP`] after the file's clock, whose next frame
+    /// goes back below that, is read at the file's clock (counted, and said): one frame of a
+    /// wrong clock (a device's, a damaged record) would otherwise move every flow's time and
+    /// the rules' clock years ahead, firing every absence, and hold back the file's later
+    /// frames in the merge.
     fn refill(&mut self, i: usize) {
-        let (path, reader, head) = &mut self.files[i];
-        *head = None;
-        let Some(r) = reader.as_mut() else {
-            return;
-        };
-        match r.next_packet() {
-            Some(Ok(p)) => {
-                *head = Some(OwnedFrame {
-                    ts: p.ts,
-                    linktype: p.linktype,
-                    orig_len: p.orig_len,
-                    data: p.data.to_vec(),
-                });
+        self.files[i].2 = None;
+        let mut next = self.read(i);
+        if let (Some(f), Some(clock)) = (next.as_mut(), self.lost[i].clock)
+            && f.ts > clock.add(OUTLIER_JUMP)
+        {
+            let after = self.read(i);
+            if after
+                .as_ref()
+                .is_some_and(|a| a.ts <= clock.add(OUTLIER_JUMP))
+            {
+                f.ts = clock;
+                self.lost[i].outliers += 1;
             }
+            self.lost[i].ahead = after;
+        }
+        if let Some(f) = &next {
+            let l = &mut self.lost[i];
+            l.clock = Some(l.clock.map_or(f.ts, |c| c.max(f.ts)));
+        }
+        self.files[i].2 = next;
+    }
+
+    /// File `i`'s next frame: the one read ahead, else from its reader (closed at its end or
+    /// on an error).
+    fn read(&mut self, i: usize) -> Option<OwnedFrame> {
+        if let Some(f) = self.lost[i].ahead.take() {
+            return Some(f);
+        }
+        let (path, reader, _) = &mut self.files[i];
+        let r = reader.as_mut()?;
+        match r.next_packet() {
+            Some(Ok(p)) => Some(OwnedFrame {
+                ts: p.ts,
+                linktype: p.linktype,
+                orig_len: p.orig_len,
+                data: p.data.to_vec(),
+            }),
             Some(Err(e)) => {
                 self.errors.push((path.clone(), e));
                 *reader = None;
+                None
             }
-            None => *reader = None,
+            None => {
+                *reader = None;
+                None
+            }
         }
     }
 
@@ -535,6 +579,13 @@ impl MergedCaptures {
                 lost.push(format!(
                     "warning: {}: {n} frames of link type {lt}, which cepheus does not decode (it reads Ethernet, Linux cooked SLL and SLL2, BSD loopback and raw IP): in no flow",
                     path.display()
+                ));
+            }
+            if l.outliers > 0 {
+                lost.push(format!(
+                    "warning: {}: {} frames stamped more than an hour after the frame before them, and followed by frames of that earlier time (a wrong clock), were taken at the time of the frame before them",
+                    path.display(),
+                    l.outliers
                 ));
             }
             if l.damaged > 0 {
