@@ -414,6 +414,9 @@ fn write_table(
             if let Some(id) = a["silenced"]["id"].as_str() {
                 message.push_str(&format!(" [silenced by {id}]"));
             }
+            if let Some(rule) = a["inhibited"]["rule"].as_str() {
+                message.push_str(&format!(" [inhibited by {rule}]"));
+            }
             row.push(message);
             row
         })

@@ -3917,6 +3917,75 @@ fn a_silence_mutes_the_webhook_until_it_ends() {
     assert_eq!(s["sink"]["alerts_silenced"], 2, "{s}");
 }
 
+/// `[[inhibit]]`: while a host's heartbeat alert fires, its service alert that begins firing
+/// is not posted (kept and written with `inhibited`); when the heartbeat alert resolves, the
+/// service alert still firing is posted, and its end after it.
+#[test]
+fn an_inhibiting_alert_mutes_the_webhook_until_it_ends() {
+    let dir = scratch("inhibit");
+    std::fs::write(
+        dir.join("rules/up.toml"),
+        "[[rule]]\nname = \"up\"\nseverity = \"critical\"\ngroup_by = [\"host\"]\n\
+         events.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 2s\"\n\
+         [[rule]]\nname = \"svc\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+         events.s = 'syslog and app == \"svc\"'\npattern = \"absent(s) for 4s\"\n",
+    )
+    .unwrap();
+    let (port, got) = http_endpoint(vec![]);
+    let agent = Agent::start(
+        &dir,
+        &format!(
+            "[output]\nwebhook = \"http://127.0.0.1:{port}/hook\"\n\
+             [[inhibit]]\nsource = \"up\"\ntargets = [\"svc\"]\nequal = [\"host\"]\n"
+        ),
+    );
+    let send = |app: &str, n: u32| {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let line = format!("<14>1 2026-12-03T05:00:00Z web1 {app} - - - alive {n}");
+        udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    };
+    let mut posted: Vec<Value> = Vec::new();
+    let pump = |posted: &mut Vec<Value>, until: &dyn Fn(&[Value]) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !until(posted) {
+            assert!(Instant::now() < deadline, "posted: {posted:?}");
+            if let Ok((_, body)) = got.recv_timeout(Duration::from_millis(100)) {
+                let v: Value = serde_json::from_str(&body).unwrap();
+                posted.extend(v["alerts"].as_array().unwrap().iter().cloned());
+            }
+        }
+    };
+    let of = |rule: &'static str, state: &'static str| {
+        move |v: &Value| v["rule"] == rule && v["state"] == state
+    };
+    send("hb", 1);
+    send("svc", 1);
+    let up = agent.wait_alert(10, of("up", "firing"));
+    let svc = agent.wait_alert(10, of("svc", "firing"));
+    assert_eq!(svc["inhibited"]["by"], up["id"], "{svc}");
+    assert_eq!(svc["inhibited"]["rule"], "up");
+    pump(&mut posted, &|p: &[Value]| p.iter().any(of("up", "firing")));
+    // The host is back: its heartbeat alert resolves, and the service's, still firing, is
+    // posted then (without `inhibited`), its end after it.
+    send("hb", 2);
+    pump(&mut posted, &|p: &[Value]| {
+        p.iter().any(of("svc", "firing"))
+    });
+    let i_up = posted.iter().position(of("up", "resolved")).unwrap();
+    let i_svc = posted.iter().position(of("svc", "firing")).unwrap();
+    assert!(i_up < i_svc, "{posted:?}");
+    assert!(posted[i_svc].get("inhibited").is_none(), "{posted:?}");
+    assert_eq!(posted[i_svc]["id"], svc["id"]);
+    send("svc", 2);
+    pump(&mut posted, &|p: &[Value]| {
+        p.iter().any(of("svc", "resolved"))
+    });
+    let end = posted.iter().find(|v| of("svc", "resolved")(v)).unwrap();
+    assert!(end.get("inhibited").is_none(), "{end}");
+    assert_eq!(agent.stats()["sink"]["alerts_inhibited"], 1);
+}
+
 /// What the webhook took is not posted again after kill -9, even when nothing followed it
 /// (found by an audit: the note of what it took waited for the store's next flushed write,
 /// so a crash in a quiet spell posted again all it had taken since).

@@ -102,10 +102,10 @@ pub struct Change {
 }
 
 impl Change {
-    /// Whether a silence muted it (its JSON says `silenced`): the notifying outputs (webhook,
-    /// syslog) leave it out.
-    pub fn is_silenced(&self) -> bool {
-        silenced_of(&self.json).is_some()
+    /// Whether a silence or an inhibition muted it (its JSON says `silenced` or
+    /// `inhibited`): the notifying outputs (webhook, syslog) leave it out.
+    pub fn is_muted(&self) -> bool {
+        mutes_of(&self.json).is_some()
     }
 
     /// An engine's alert change, rendered.
@@ -500,10 +500,10 @@ impl Store {
             if let Some(ack) = self.acks.get(c.id.to_be_bytes()).map_err(|e| self.io(e))? {
                 c.json = with_field(&c.json, "ack", &ack);
             }
-            // The end of an alert whose firing a silence muted is muted too (the receivers
-            // never heard of it), and says so.
+            // The end of an alert whose firing was muted is muted too (the receivers never
+            // heard of it), and says what muted it.
             if let Some(m) = self.muted.get(c.id.to_be_bytes()).map_err(|e| self.io(e))? {
-                c.json = with_field(&c.json, SILENCED, &m);
+                c.json = with_fields(&c.json, &m);
             }
         }
         // In transactions of at most TXN_CHANGES changes (each change's rows are written
@@ -519,7 +519,7 @@ impl Store {
                     let mut v = key.to_vec();
                     v.extend_from_slice(c.json.as_bytes());
                     let muted = (c.state == AlertState::Firing)
-                        .then(|| silenced_of(&c.json))
+                        .then(|| mutes_of(&c.json))
                         .flatten();
                     (key, v, c.meaning, muted)
                 })
@@ -924,9 +924,10 @@ impl Store {
         Ok(out)
     }
 
-    /// Firing alert `id` is muted by the silence `mark` (its `silenced` object) from now: its
-    /// firing row says so, and its end will be muted. Nothing when it does not fire.
-    pub fn mute(&self, id: u64, mark: &str) -> Result<(), StoreError> {
+    /// Firing alert `id` is muted from now by what `field` (one of [`MUTED_BY`]) says,
+    /// `mark`: its firing row says so, and its end will be muted. Nothing when it does not
+    /// fire.
+    pub fn mute(&self, id: u64, field: &str, mark: &str) -> Result<(), StoreError> {
         let key = id.to_be_bytes();
         (&self.open, &self.muted)
             .transaction(|(open, muted)| {
@@ -939,11 +940,19 @@ impl Store {
                 ) else {
                     return Ok(());
                 };
-                let json = with_field(json, SILENCED, mark.as_bytes());
+                let json = with_field(json, field, mark.as_bytes());
                 let mut v = seq.to_vec();
                 v.extend_from_slice(json.as_bytes());
                 open.insert(&key[..], v)?;
-                muted.insert(&key[..], mark.as_bytes())?;
+                let mut by: serde_json::Map<String, serde_json::Value> = muted
+                    .get(key)?
+                    .and_then(|m| serde_json::from_slice(&m).ok())
+                    .unwrap_or_default();
+                by.insert(field.into(), serde_json::from_str(mark).unwrap_or_default());
+                muted.insert(
+                    &key[..],
+                    serde_json::Value::Object(by).to_string().as_bytes(),
+                )?;
                 Ok(())
             })
             .map_err(|e| self.txn_error(e))?;
@@ -951,21 +960,36 @@ impl Store {
         Ok(())
     }
 
-    /// Silence `silence` (its id as its `silenced` objects give it) ended: the alerts it
-    /// muted that still fire are muted no more (their firing rows lose `silenced`; their end
-    /// will be sent). Returns their firing changes as they are now, for the notifying
-    /// outputs to send (not kept again: the store has them).
-    pub fn unmute(&self, silence: &str) -> Result<Vec<Change>, StoreError> {
+    /// What muted alerts ended: a silence (`field` [`SILENCED`], `key` `id`, `value` its
+    /// id), or a firing alert that inhibited others ([`INHIBITED`], `by`, its id). The alerts
+    /// it muted lose that field in their firing rows; those muted by nothing else any more
+    /// will have their end sent, and are returned as their firing changes are now, for the
+    /// notifying outputs to send (not kept again: the store has them).
+    pub fn unmute(&self, field: &str, key: &str, value: &str) -> Result<Vec<Change>, StoreError> {
         let mut out = Vec::new();
         for row in self.muted.iter() {
             let (k, v) = row.map_err(|e| self.io(e))?;
             let by: Option<serde_json::Value> = serde_json::from_slice(&v).ok();
-            if by.as_ref().and_then(|b| b["id"].as_str()) != Some(silence) {
+            if by.as_ref().and_then(|b| b[field][key].as_str()) != Some(value) {
                 continue;
             }
             let renewed = (&self.open, &self.muted)
                 .transaction(|(open, muted)| {
-                    muted.remove(&k)?;
+                    let mut left: serde_json::Map<String, serde_json::Value> = muted
+                        .get(&k)?
+                        .and_then(|m| serde_json::from_slice(&m).ok())
+                        .unwrap_or_default();
+                    left.remove(field);
+                    if left.is_empty() {
+                        muted.remove(&k)?;
+                    } else {
+                        muted.insert(
+                            &k,
+                            serde_json::Value::Object(left.clone())
+                                .to_string()
+                                .as_bytes(),
+                        )?;
+                    }
                     let Some(row) = open.get(&k)? else {
                         return Ok(None);
                     };
@@ -975,11 +999,11 @@ impl Store {
                     ) else {
                         return Ok(None);
                     };
-                    let json = without_field(json, SILENCED);
+                    let json = without_field(json, field);
                     let mut v = seq.to_vec();
                     v.extend_from_slice(json.as_bytes());
                     open.insert(&k, v)?;
-                    Ok(Some(json))
+                    Ok(left.is_empty().then_some(json))
                 })
                 .map_err(|e| self.txn_error(e))?;
             if let (Some(json), Ok(id)) = (renewed, <[u8; 8]>::try_from(k.as_ref())) {
@@ -1483,24 +1507,55 @@ fn with_field(json: &str, name: &str, value: &[u8]) -> String {
 }
 
 /// A change as [`Store::record_changes`] writes it: its dedup key, its row in `alerts`, its
-/// rule's meaning, and the silence that muted it (its `silenced` object).
+/// rule's meaning, and what muted it ([`mutes_of`]).
 type Row = ([u8; 9], Vec<u8>, Option<u64>, Option<Vec<u8>>);
 
 /// The field of an alert change a silence that muted it adds (DESIGN.md's object, plus this).
 pub const SILENCED: &str = "silenced";
 
-/// The `silenced` object of an alert change's JSON, as text, if it has one (at its top level:
-/// the text alone can hold it in an event or a message).
-pub fn silenced_of(json: &str) -> Option<Vec<u8>> {
-    if !json.contains("\"silenced\":") {
+/// The field of an alert change an inhibition (another alert firing) that muted it adds.
+pub const INHIBITED: &str = "inhibited";
+
+/// The fields that say an alert change is muted.
+pub const MUTED_BY: [&str; 2] = [SILENCED, INHIBITED];
+
+/// What muted an alert change: an object of its top-level [`MUTED_BY`] fields (as text), if
+/// it has any (at its top level: the text alone can hold them in an event or a message).
+pub fn mutes_of(json: &str) -> Option<Vec<u8>> {
+    if !MUTED_BY.iter().any(|f| json.contains(&format!("\"{f}\":"))) {
         return None;
     }
     #[derive(serde::Deserialize)]
     struct Head {
         silenced: Option<serde_json::Value>,
+        inhibited: Option<serde_json::Value>,
     }
     let head: Head = serde_json::from_str(json).ok()?;
-    Some(head.silenced?.to_string().into_bytes())
+    let mut by = serde_json::Map::new();
+    for (f, v) in [(SILENCED, head.silenced), (INHIBITED, head.inhibited)] {
+        if let Some(v) = v {
+            by.insert(f.into(), v);
+        }
+    }
+    (!by.is_empty()).then(|| serde_json::Value::Object(by).to_string().into_bytes())
+}
+
+/// `json` with each field of the object `fields` set (as it was when either is not an
+/// object).
+fn with_fields(json: &str, fields: &[u8]) -> String {
+    let parsed = serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .zip(serde_json::from_slice::<serde_json::Value>(fields).ok());
+    match parsed {
+        Some((mut v, serde_json::Value::Object(fields))) => match v.as_object_mut() {
+            Some(o) => {
+                o.extend(fields);
+                v.to_string()
+            }
+            None => json.to_string(),
+        },
+        _ => json.to_string(),
+    }
 }
 
 /// `json` without its top-level field `name` (as it was when not an object or not JSON).
@@ -1877,16 +1932,20 @@ pattern = "absent(hb) for 10s"
         // A firing the sink marked silenced: kept so, its end muted too (and saying so).
         let mut fire = vec![Change::of(&alerts[0])];
         fire[0].json = silenced(&fire[0]);
-        assert!(fire[0].is_silenced());
+        assert!(fire[0].is_muted());
         assert_eq!(s.record_changes(&mut fire).unwrap(), [true]);
         let mut resolve = vec![Change::of(&alerts[1])];
-        assert!(!resolve[0].is_silenced());
+        assert!(!resolve[0].is_muted());
         assert_eq!(s.record_changes(&mut resolve).unwrap(), [true]);
-        assert!(resolve[0].is_silenced(), "{}", resolve[0].json);
+        assert!(resolve[0].is_muted(), "{}", resolve[0].json);
         let kept: serde_json::Value = serde_json::from_str(&s.recent(1).unwrap()[0].json).unwrap();
         assert_eq!(kept["silenced"]["by"], "ops");
         // Ended, it is muted no more: nothing to unmute, and a later firing is not muted.
-        assert!(s.unmute("00000000000000a1").unwrap().is_empty());
+        assert!(
+            s.unmute(SILENCED, "id", "00000000000000a1")
+                .unwrap()
+                .is_empty()
+        );
 
         // Another store: the silence ends while the alert fires.
         let dir = tempfile::tempdir().unwrap();
@@ -1895,20 +1954,53 @@ pattern = "absent(hb) for 10s"
         fire[0].json = silenced(&fire[0]);
         s.record_changes(&mut fire).unwrap();
         assert!(
-            s.unmute("00000000000000ff").unwrap().is_empty(),
+            s.unmute(SILENCED, "id", "00000000000000ff")
+                .unwrap()
+                .is_empty(),
             "another silence"
         );
-        let back = s.unmute("00000000000000a1").unwrap();
+        let back = s.unmute(SILENCED, "id", "00000000000000a1").unwrap();
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].id, alerts[0].id().0);
-        assert!(!back[0].is_silenced(), "{}", back[0].json);
+        assert!(!back[0].is_muted(), "{}", back[0].json);
         assert_eq!(back[0].json, Change::of(&alerts[0]).json);
         // Listed without it, and its end goes out.
         assert!(!s.firing().unwrap()[0].json.contains("silenced"));
         let mut resolve = vec![Change::of(&alerts[1])];
         s.record_changes(&mut resolve).unwrap();
-        assert!(!resolve[0].is_silenced(), "{}", resolve[0].json);
-        assert!(s.unmute("00000000000000a1").unwrap().is_empty());
+        assert!(!resolve[0].is_muted(), "{}", resolve[0].json);
+        assert!(
+            s.unmute(SILENCED, "id", "00000000000000a1")
+                .unwrap()
+                .is_empty()
+        );
+
+        // Muted twice (a silence, then another alert's inhibition): sent once both ended.
+        let dir = tempfile::tempdir().unwrap();
+        let s = reopen(dir.path(), 10);
+        let mut fire = vec![Change::of(&alerts[0])];
+        fire[0].json = silenced(&fire[0]);
+        s.record_changes(&mut fire).unwrap();
+        s.mute(
+            alerts[0].id().0,
+            INHIBITED,
+            r#"{"by":"00000000000000b2","rule":"up"}"#,
+        )
+        .unwrap();
+        assert!(s.firing().unwrap()[0].json.contains("\"inhibited\":"));
+        assert!(
+            s.unmute(SILENCED, "id", "00000000000000a1")
+                .unwrap()
+                .is_empty()
+        );
+        let listed = s.firing().unwrap()[0].json.clone();
+        assert!(
+            !listed.contains("silenced") && listed.contains("inhibited"),
+            "{listed}"
+        );
+        let back = s.unmute(INHIBITED, "by", "00000000000000b2").unwrap();
+        assert_eq!(back.len(), 1);
+        assert!(!back[0].is_muted(), "{}", back[0].json);
     }
 
     #[test]

@@ -281,6 +281,16 @@ fn draw_details(f: &mut Frame, app: &App, a: &serde_json::Value, area: Rect) {
             ),
         ));
     }
+    if a["inhibited"].is_object() {
+        lines.push(field(
+            "inhibit",
+            format!(
+                "by alert {} of {} (not sent to the webhook or syslog while it fires)",
+                a["inhibited"]["by"].as_str().unwrap_or_default(),
+                a["inhibited"]["rule"].as_str().unwrap_or_default()
+            ),
+        ));
+    }
     let events = a["events"]
         .as_array()
         .map(Vec::as_slice)
@@ -637,10 +647,15 @@ mod tests {
             "id": "00000000000000a1", "time": "2026-12-03T05:01:00Z", "severity": "high",
             "state": "firing", "rule": "hb", "group": {"host": "web-1"}, "message": "silent",
             "silenced": {"id": "0000000000000007", "by": "ops", "until": "2026-12-03T07:00:00Z"},
+            "inhibited": {"by": "00000000000000b2", "rule": "up"},
             "events": []
         })];
         a.details = true;
         let shown = screen(&a, 110, 14);
+        assert!(
+            shown.contains("inhibit  by alert 00000000000000b2 of up"),
+            "{shown}"
+        );
         assert!(
             shown.contains("silenced by ops until 2026-12-03T07:00:00Z (silence 0000000000000007"),
             "{shown}"

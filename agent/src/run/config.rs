@@ -169,6 +169,17 @@ stdout = true
 # webhook = "https://alerts.example.com/cepheus"
 # webhook_token_file = "/etc/cepheus/webhook.token"
 
+# Inhibition (as Alertmanager's): while an alert of rule `source` fires, the alerts of the
+# `targets` rules (every rule when left out) whose groups have the same values of the
+# `equal` fields, and that begin firing then, do not go to the webhook nor to syslog (they
+# are kept, listed and written to stdout and the file with `"inhibited": {"by": ID, "rule":
+# ...}`, and so are their ends); when the source alert ends, those still firing are sent.
+# Best with a source that resolves (an absence); `cepheus silence` mutes by hand instead.
+# [[inhibit]]
+# source = "heartbeat-missing"
+# targets = ["sshd-down", "disk-full"]
+# equal = ["host"]
+
 # Live capture (optional, needs root or CAP_NET_RAW): flows of one interface become events.
 # If the interface goes down or is removed, or is not there yet at start (a mirror port's
 # NIC that comes up later; `config check` warns of it), it is opened every 5 s until it can
@@ -261,6 +272,8 @@ pub struct Config {
     pub output: OutputConfig,
     /// Optional live capture.
     pub capture: Option<CaptureConfig>,
+    /// `[[inhibit]]`: alerts that mute others while they fire.
+    pub inhibit: Vec<super::silence::InhibitRule>,
 }
 
 /// `[syslog]`.
@@ -966,6 +979,17 @@ impl Config {
                 "must be at least 1 (set dedup_window = \"0s\" to turn the filter off)".into(),
             );
         }
+        if self.inhibit.len() > super::silence::MAX_INHIBIT_RULES {
+            bad(
+                "inhibit",
+                format!("at most {} rules", super::silence::MAX_INHIBIT_RULES),
+            );
+        }
+        for r in &self.inhibit {
+            if let Some(why) = r.problem() {
+                bad("inhibit", why);
+            }
+        }
         if self.engine.shards > 256 {
             bad("engine.shards", "at most 256".into());
         }
@@ -1575,6 +1599,28 @@ mod tests {
             e.contains("c.toml") && e.contains("the network is 10.0.0.0/8"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn inhibit_rules_are_read_and_a_blank_source_refused() {
+        let c = Config::parse(
+            Path::new("x"),
+            "[[inhibit]]\nsource = \"up\"\nequal = [\"host\"]\n[[inhibit]]\nsource = \"dc-down\"\ntargets = [\"up\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.inhibit.len(), 2);
+        assert!(c.inhibit[0].targets("anything"));
+        assert!(!c.inhibit[1].targets("svc") && c.inhibit[1].targets("up"));
+        let e = Config::parse(Path::new("x"), "[[inhibit]]\nsource = \" \"\n");
+        assert!(matches!(
+            e,
+            Err(ConfigError::Invalid { problems, .. }) if problems[0].key == "inhibit"
+        ));
+        let e = Config::parse(
+            Path::new("x"),
+            "[[inhibit]]\nsource = \"up\"\nequals = [\"host\"]\n",
+        );
+        assert!(matches!(e, Err(ConfigError::Toml { .. })), "{e:?}");
     }
 
     #[test]

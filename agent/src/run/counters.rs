@@ -126,6 +126,9 @@ counters!(
         /// `output.file` with `silenced`, not sent to `output.syslog` nor `output.webhook`.
         /// Firing changes only: their ends are muted with them.
         alerts_silenced,
+        /// Alert changes an `[[inhibit]]` rule muted (another alert fired): as
+        /// `alerts_silenced`.
+        alerts_inhibited,
         /// Alert changes that could not be appended to `output.file` (the store has them).
         file_unwritten,
         /// Alert changes handed to `output.syslog`'s connection (TCP: written to a connection

@@ -67,7 +67,7 @@ impl Forwarder {
     /// A change a silence muted is left out (see [`super::silence`]).
     pub fn send(&self, changes: &[Change]) {
         for c in changes {
-            if c.is_silenced() {
+            if c.is_muted() {
                 self.q.skip(c.seq);
             } else {
                 self.q.push(c.seq, format_5424(c, &self.host, self.pid));
@@ -91,7 +91,7 @@ impl Forwarder {
     /// Feeds its queue from the store while it is behind ([`OutQueue::page`]).
     pub fn page(&self, changes: &[Change], all: bool) {
         let items = changes.iter().filter_map(|c| {
-            let line = (!c.is_silenced()).then(|| format_5424(c, &self.host, self.pid));
+            let line = (!c.is_muted()).then(|| format_5424(c, &self.host, self.pid));
             Some((c.seq?, line))
         });
         self.q.page(items, all);

@@ -1009,6 +1009,7 @@ fn start(
             .transpose()
             .context("output.webhook: starting the posting thread")?;
         let max_age = cfg.store.max_age.map(|a| a.0);
+        let inhibits = cfg.inhibit.clone();
         let (changes_tx, _) = tokio::sync::broadcast::channel(api::STREAM_BACKLOG);
         let sink_changes = changes_tx.clone();
         let meanings = sink::meanings_of(&rules);
@@ -1019,6 +1020,7 @@ fn start(
             ctx.set_mailbox_capacity(sink::MAILBOX);
             AlertSink::new(stdout, counters, Some(store))
                 .with_meanings(meanings)
+                .with_inhibits(inhibits)
                 .with_file(file)
                 .with_forwarder(forwarder)
                 .with_webhook(webhook)

@@ -205,10 +205,7 @@ impl Silence {
             group
                 .iter()
                 .find(|(n, _)| n == name)
-                .is_some_and(|(_, v)| match v.to_json() {
-                    serde_json::Value::String(s) => s == *want,
-                    other => want.as_str() == other.to_string().as_str(),
-                })
+                .is_some_and(|(_, v)| value_text(v) == *want)
         })
     }
 
@@ -229,6 +226,69 @@ impl Silence {
             o.remove("ended");
         }
         v
+    }
+}
+
+/// `[[inhibit]]` of the configuration: while an alert of rule `source` fires, the alerts of
+/// `targets` (every rule when empty) whose groups have the same values of the `equal` fields
+/// and that begin firing then are muted as a silence mutes them, marked `inhibited` (a host
+/// that stopped sending heartbeats need not also page for each of its services). When that
+/// alert ends, those still firing are sent.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InhibitRule {
+    /// The rule whose firing alerts inhibit.
+    pub source: String,
+    /// The rules whose alerts they inhibit (every rule when empty; an alert never inhibits
+    /// itself).
+    #[serde(default)]
+    pub targets: Vec<String>,
+    /// The group fields whose values must be the same in both alerts (each must be in
+    /// both groups); none: every alert of the targets.
+    #[serde(default)]
+    pub equal: Vec<String>,
+}
+
+/// `[[inhibit]]` rules at most.
+pub const MAX_INHIBIT_RULES: usize = 256;
+
+impl InhibitRule {
+    /// Whether it inhibits alerts of rule `rule`.
+    pub fn targets(&self, rule: &str) -> bool {
+        self.targets.is_empty() || self.targets.iter().any(|t| t == rule)
+    }
+
+    /// The values of its `equal` fields in `group`, as text (`None`: one is missing).
+    pub fn key(&self, group: &[(String, cepheus_core::event::Value)]) -> Option<Vec<String>> {
+        self.equal
+            .iter()
+            .map(|f| {
+                group
+                    .iter()
+                    .find(|(n, _)| n == f)
+                    .map(|(_, v)| value_text(v))
+            })
+            .collect()
+    }
+
+    /// What is wrong with it, if anything.
+    pub fn problem(&self) -> Option<String> {
+        if self.source.trim().is_empty() {
+            return Some("`source` is blank: name the rule whose alerts inhibit".into());
+        }
+        if self.equal.iter().any(|f| f.trim().is_empty()) {
+            return Some("`equal` holds a blank field name".into());
+        }
+        None
+    }
+}
+
+/// A group value as a silence or an inhibition compares it: a string as itself, another
+/// value as its JSON text.
+pub fn value_text(v: &cepheus_core::event::Value) -> String {
+    match v.to_json() {
+        serde_json::Value::String(s) => s,
+        other => other.to_string(),
     }
 }
 

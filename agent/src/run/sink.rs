@@ -169,6 +169,11 @@ pub struct AlertSink {
     meanings: std::collections::BTreeMap<u64, Arc<RuleMeanings>>,
     /// The silences, as the store keeps them (read at start; only the sink changes them).
     silences: Vec<super::silence::Silence>,
+    /// `[[inhibit]]` of the configuration.
+    inhibits: Vec<super::silence::InhibitRule>,
+    /// The firing alerts of their sources, by (rule's index, values of its `equal` fields):
+    /// what inhibits now (as many as firing alerts, at most).
+    inhibitors: std::collections::HashMap<(usize, Vec<String>), std::collections::BTreeSet<u64>>,
 }
 
 /// Each rule's meaning by name ([`Meanings`]).
@@ -473,7 +478,15 @@ impl AlertSink {
             retired_through: 0,
             meanings: Default::default(),
             silences: Vec::new(),
+            inhibits: Vec::new(),
+            inhibitors: Default::default(),
         }
+    }
+
+    /// The `[[inhibit]]` rules of the configuration.
+    pub fn with_inhibits(mut self, inhibits: Vec<super::silence::InhibitRule>) -> AlertSink {
+        self.inhibits = inhibits;
+        self
     }
 
     /// The meanings of the rules the agent starts with ([`meanings_of`]), kept with their
@@ -1030,27 +1043,40 @@ impl AlertSink {
         let meanings = self.meanings_at(generation);
         let now = crate::flow::live::wall_clock();
         for part in alerts.chunks(TAKE_CHUNK) {
-            let changes: Vec<Change> = part
-                .iter()
-                .map(|a| {
-                    let mut c = Change {
-                        meaning: meanings
-                            .as_ref()
-                            .filter(|_| a.state == AlertState::Firing)
-                            .and_then(|m| m.get(a.rule()).copied()),
-                        ..Change::of(a)
+            let mut changes: Vec<Change> = Vec::with_capacity(part.len());
+            let mut ended = Vec::new();
+            for a in part {
+                let mut c = Change {
+                    meaning: meanings
+                        .as_ref()
+                        .filter(|_| a.state == AlertState::Firing)
+                        .and_then(|m| m.get(a.rule()).copied()),
+                    ..Change::of(a)
+                };
+                if a.state == AlertState::Firing
+                    && let Some((field, mark)) =
+                        self.muting(c.id, a.rule(), a.group(), now, Besides::default())
+                {
+                    c.json = with_mark(&c.json, field, mark);
+                    let n = if field == cepheus_store::SILENCED {
+                        &self.counters.alerts_silenced
+                    } else {
+                        &self.counters.alerts_inhibited
                     };
-                    if a.state == AlertState::Firing
-                        && let Some(s) = self.silencing(a, now)
-                    {
-                        c.json = with_silenced(&c.json, s.mark());
-                        bump(&self.counters.alerts_silenced, 1);
-                    }
-                    c
-                })
-                .collect();
+                    bump(n, 1);
+                }
+                // (In order: an inhibitor firing mutes what fires after it in the batch.)
+                if !self.inhibits.is_empty()
+                    && self.note_inhibitor(c.id, a.rule(), a.group(), a.state == AlertState::Firing)
+                {
+                    ended.push(c.id);
+                }
+                changes.push(c);
+            }
             let fresh = self.keep(changes);
             self.emit(&fresh);
+            // (After the batch is kept: what the ended inhibitors muted is in the store.)
+            self.unmute_inhibited(&ended);
         }
     }
 
@@ -1061,6 +1087,7 @@ impl AlertSink {
         bump(&self.counters.alerts, changes.len() as u64);
         let fresh = self.keep(changes);
         self.emit(&fresh);
+        self.note_inhibitors_ended(&fresh);
     }
 
     /// Keeps a batch in the store; returns the changes it did not have before (all of them
@@ -1179,6 +1206,7 @@ impl Actor for AlertSink {
         self.resend_undelivered();
         self.emit_unwritten();
         self.load_silences();
+        self.load_inhibitors();
         // (Those that ended while the agent was down: their alerts still firing are sent.)
         self.end_silences();
         // (After those: keeping these notes them written out, and moves the outputs past
@@ -1659,12 +1687,12 @@ impl QueuedOutput for super::webhook::Webhook {
     }
 }
 
-/// `json` (an alert change) with `silenced` set to `mark`.
-fn with_silenced(json: &str, mark: serde_json::Value) -> String {
+/// `json` (an alert change) with its field `field` set to `mark`.
+fn with_mark(json: &str, field: &str, mark: serde_json::Value) -> String {
     match serde_json::from_str::<serde_json::Value>(json) {
         Ok(mut v) => match v.as_object_mut() {
             Some(o) => {
-                o.insert(cepheus_store::SILENCED.into(), mark);
+                o.insert(field.into(), mark);
                 v.to_string()
             }
             None => json.to_string(),
@@ -1673,14 +1701,204 @@ fn with_silenced(json: &str, mark: serde_json::Value) -> String {
     }
 }
 
+/// A group as an alert's JSON gives it, its values as [`super::silence::value_text`] reads
+/// them (a string as itself, another value as its JSON text).
+type Group = Vec<(String, cepheus_core::event::Value)>;
+
+/// The id, rule and group of an alert change's JSON.
+fn head_of(json: &str) -> Option<(u64, String, Group)> {
+    #[derive(serde::Deserialize)]
+    struct Head {
+        id: String,
+        rule: String,
+        #[serde(default)]
+        group: serde_json::Map<String, serde_json::Value>,
+    }
+    let head: Head = serde_json::from_str(json).ok()?;
+    let id = u64::from_str_radix(&head.id, 16).ok()?;
+    let group = (head.group.into_iter())
+        .map(|(k, v)| {
+            let v = match v {
+                serde_json::Value::String(s) => cepheus_core::event::Value::str(&s),
+                other => cepheus_core::event::Value::str(&other.to_string()),
+            };
+            (k, v)
+        })
+        .collect();
+    Some((id, head.rule, group))
+}
+
+/// What may mute an alert besides what ended ([`AlertSink::muting`]).
+#[derive(Clone, Copy, Default)]
+struct Besides<'a> {
+    /// A silence that ended (its id).
+    silence: Option<&'a str>,
+    /// An alert that inhibited and ended (its id).
+    inhibitor: Option<u64>,
+}
+
 impl AlertSink {
-    /// The silence that mutes alert `a` beginning to fire at `now`, if any (the one ending
-    /// last, so the alert is muted as long as any silence would).
-    fn silencing(&self, a: &Alert, now: Timestamp) -> Option<&super::silence::Silence> {
-        self.silences
+    /// What mutes alert `id` of `rule` and `group` beginning to fire at `now`, if anything,
+    /// besides what `besides` names: the field that says so and its mark. An active silence
+    /// first (the one ending last, so the alert is muted as long as any would), else a firing
+    /// alert that inhibits it (`[[inhibit]]`; never itself).
+    fn muting(
+        &self,
+        id: u64,
+        rule: &str,
+        group: &[(String, cepheus_core::event::Value)],
+        now: Timestamp,
+        besides: Besides<'_>,
+    ) -> Option<(&'static str, serde_json::Value)> {
+        let silence = (self.silences.iter())
+            .filter(|s| Some(s.id.as_str()) != besides.silence)
+            .filter(|s| s.active(now) && s.matches(rule, group))
+            .max_by_key(|s| s.ends_at);
+        if let Some(s) = silence {
+            return Some((cepheus_store::SILENCED, s.mark()));
+        }
+        for (i, r) in self.inhibits.iter().enumerate() {
+            if !r.targets(rule) {
+                continue;
+            }
+            let Some(key) = r.key(group) else {
+                continue;
+            };
+            let by = (self.inhibitors.get(&(i, key)).into_iter().flatten())
+                .find(|&&by| by != id && Some(by) != besides.inhibitor);
+            if let Some(by) = by {
+                let mark = serde_json::json!({
+                    "by": cepheus_core::alert::AlertId(*by).to_string(),
+                    "rule": r.source,
+                });
+                return Some((cepheus_store::INHIBITED, mark));
+            }
+        }
+        None
+    }
+
+    /// Alert `id` of `rule` and `group` fires (`firing`) or ends: as an `[[inhibit]]` source,
+    /// it inhibits from now, or no more. Returns whether it ended as one (its muted alerts
+    /// are then to be sent: [`AlertSink::unmute_inhibited`]).
+    fn note_inhibitor(
+        &mut self,
+        id: u64,
+        rule: &str,
+        group: &[(String, cepheus_core::event::Value)],
+        firing: bool,
+    ) -> bool {
+        let mut ended = false;
+        for (i, r) in self.inhibits.iter().enumerate() {
+            if r.source != rule {
+                continue;
+            }
+            let Some(key) = r.key(group) else {
+                continue;
+            };
+            if firing {
+                self.inhibitors.entry((i, key)).or_default().insert(id);
+            } else if let Some(set) = self.inhibitors.get_mut(&(i, key.clone())) {
+                ended |= set.remove(&id);
+                if set.is_empty() {
+                    self.inhibitors.remove(&(i, key));
+                }
+            }
+        }
+        ended
+    }
+
+    /// The `[[inhibit]]` sources firing in the store (at start), noted.
+    fn load_inhibitors(&mut self) {
+        if self.inhibits.is_empty() {
+            return;
+        }
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        match store.firing() {
+            Ok(firing) => {
+                for f in firing {
+                    if let Some((id, rule, group)) = head_of(&f.json) {
+                        self.note_inhibitor(id, &rule, &group, true);
+                    }
+                }
+            }
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                tracing::error!(error = %e, "cannot read the firing alerts: none inhibits others until it fires again");
+            }
+        }
+    }
+
+    /// Kept changes the sink made itself (resolves of alerts no engine holds): those of
+    /// `[[inhibit]]` sources end their inhibition.
+    fn note_inhibitors_ended(&mut self, changes: &[Change]) {
+        if self.inhibits.is_empty() {
+            return;
+        }
+        let ended: Vec<u64> = changes
             .iter()
-            .filter(|s| s.active(now) && s.matches(a.rule(), a.group()))
-            .max_by_key(|s| s.ends_at)
+            .filter(|c| c.state != AlertState::Firing)
+            .filter_map(|c| head_of(&c.json))
+            .filter_map(|(id, rule, group)| {
+                self.note_inhibitor(id, &rule, &group, false).then_some(id)
+            })
+            .collect();
+        self.unmute_inhibited(&ended);
+    }
+
+    /// The alerts inhibited by `ended` (alerts that ended) that still fire are sent, unless
+    /// something else mutes them now.
+    fn unmute_inhibited(&mut self, ended: &[u64]) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        for &by in ended {
+            let hex = cepheus_core::alert::AlertId(by).to_string();
+            match store.unmute(cepheus_store::INHIBITED, "by", &hex) {
+                Ok(back) => self.send_unmuted(
+                    &store,
+                    back,
+                    Besides {
+                        inhibitor: Some(by),
+                        silence: None,
+                    },
+                ),
+                Err(e) => {
+                    bump(&self.counters.store_errors, 1);
+                    tracing::warn!(alert = %hex, error = %e, "cannot end an inhibition in the store: the alerts it muted stay muted");
+                }
+            }
+        }
+    }
+
+    /// Firing alerts muted by what ended (`besides`), as the store gives them back: muted
+    /// again by whatever else mutes them now, the others sent to the notifying outputs.
+    fn send_unmuted(&self, store: &Store, back: Vec<Change>, besides: Besides<'_>) {
+        let now = crate::flow::live::wall_clock();
+        let mut again = Vec::new();
+        for c in back {
+            let muted = head_of(&c.json)
+                .and_then(|(id, rule, group)| self.muting(id, &rule, &group, now, besides));
+            match muted {
+                Some((field, mark)) => {
+                    if let Err(e) = store.mute(c.id, field, &mark.to_string()) {
+                        bump(&self.counters.store_errors, 1);
+                        tracing::warn!(error = %e, "cannot note an alert muted anew");
+                    }
+                }
+                None => again.push(c),
+            }
+        }
+        if !again.is_empty() {
+            tracing::info!(
+                alerts = again.len(),
+                "what muted alerts ended: those still firing are sent"
+            );
+            for (_, output) in self.queued() {
+                output.send_again(&again);
+            }
+        }
     }
 
     /// Reads the silences the store keeps (one it cannot read is said and left out).
@@ -1725,8 +1943,7 @@ impl AlertSink {
                 continue;
             }
             if !s.ended {
-                // (Another silence may still mute some of them: they stay muted.)
-                let back = match store.unmute(&s.id) {
+                let back = match store.unmute(cepheus_store::SILENCED, "id", &s.id) {
                     Ok(b) => b,
                     Err(e) => {
                         bump(&self.counters.store_errors, 1);
@@ -1735,18 +1952,15 @@ impl AlertSink {
                     }
                 };
                 let id = s.id.clone();
-                let (again, still): (Vec<Change>, Vec<Change>) = back
-                    .into_iter()
-                    .partition(|c| !self.still_muted(c, &id, now));
-                for c in still {
-                    self.mute_again(&store, c, now);
-                }
-                if !again.is_empty() {
-                    tracing::info!(silence = %id, alerts = again.len(), "a silence ended: the alerts it muted that still fire are sent");
-                    for (_, output) in self.queued() {
-                        output.send_again(&again);
-                    }
-                }
+                // (Another silence or an inhibition may still mute some of them.)
+                self.send_unmuted(
+                    &store,
+                    back,
+                    Besides {
+                        silence: Some(&id),
+                        inhibitor: None,
+                    },
+                );
                 let s = &mut self.silences[i];
                 s.ended = true;
                 let json = serde_json::to_string(&*s).unwrap_or_default();
@@ -1770,53 +1984,6 @@ impl AlertSink {
                 continue;
             }
             i += 1;
-        }
-    }
-
-    /// Whether firing alert `c`, unmuted by silence `ended`, is muted by another one active
-    /// at `now`.
-    fn still_muted(&self, c: &Change, ended: &str, now: Timestamp) -> bool {
-        self.other_silence(c, ended, now).is_some()
-    }
-
-    fn other_silence(
-        &self,
-        c: &Change,
-        ended: &str,
-        now: Timestamp,
-    ) -> Option<&super::silence::Silence> {
-        #[derive(serde::Deserialize)]
-        struct Head {
-            rule: String,
-            #[serde(default)]
-            group: serde_json::Map<String, serde_json::Value>,
-        }
-        let head: Head = serde_json::from_str(&c.json).ok()?;
-        let group: Vec<(String, cepheus_core::event::Value)> = head
-            .group
-            .into_iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    serde_json::Value::String(s) => cepheus_core::event::Value::str(&s),
-                    other => cepheus_core::event::Value::str(&other.to_string()),
-                };
-                (k, v)
-            })
-            .collect();
-        self.silences
-            .iter()
-            .filter(|s| s.id != ended && s.active(now) && s.matches(&head.rule, &group))
-            .max_by_key(|s| s.ends_at)
-    }
-
-    /// Firing alert `c`, unmuted by a silence's end, muted again by another one.
-    fn mute_again(&self, store: &Store, c: Change, now: Timestamp) {
-        let Some(s) = self.other_silence(&c, "", now) else {
-            return;
-        };
-        if let Err(e) = store.mute(c.id, &s.mark().to_string()) {
-            bump(&self.counters.store_errors, 1);
-            tracing::warn!(error = %e, "cannot note an alert muted by another silence");
         }
     }
 }

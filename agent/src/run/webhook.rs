@@ -79,7 +79,7 @@ impl Webhook {
     /// A change a silence muted is left out (see [`super::silence`]).
     pub fn send(&self, changes: &[Change]) {
         for c in changes {
-            if c.is_silenced() {
+            if c.is_muted() {
                 self.q.skip(c.seq);
             } else {
                 self.q.push(c.seq, c.json.clone());
@@ -104,7 +104,7 @@ impl Webhook {
     pub fn page(&self, changes: &[Change], all: bool) {
         let items = changes
             .iter()
-            .filter_map(|c| Some((c.seq?, (!c.is_silenced()).then(|| c.json.clone()))));
+            .filter_map(|c| Some((c.seq?, (!c.is_muted()).then(|| c.json.clone()))));
         self.q.page(items, all);
     }
 
