@@ -69,6 +69,33 @@ impl cepheus_tui::Source for Api {
         self.get_json("/stats")
     }
 
+    fn silence(
+        &mut self,
+        rule: &str,
+        group: &serde_json::Value,
+        by: &str,
+    ) -> Result<String, String> {
+        let mut body = serde_json::json!({
+            "rule": rule, "for": cepheus_tui::SILENCE_FOR, "by": by,
+            "comment": "from the dashboard",
+        });
+        // (A rule without group_by has an empty group: the rule alone is silenced.)
+        if group.as_object().is_some_and(|g| !g.is_empty()) {
+            body["group"] = group.clone();
+        }
+        match self
+            .0
+            .post_json("/silences/add", body)
+            .map_err(|e| format!("{e:#}"))?
+        {
+            Answer::Ok(text) => {
+                let said: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                Ok(said["id"].as_str().unwrap_or("?").to_string())
+            }
+            Answer::NotFound(text) => Err(text.trim().to_string()),
+        }
+    }
+
     fn ack(&mut self, id: &str, by: &str) -> Result<Option<String>, String> {
         let body = serde_json::json!({ "id": id, "by": by });
         match self

@@ -152,6 +152,8 @@ pub enum Key {
     Recent,
     /// `a`: acknowledge the selected firing alert.
     Ack,
+    /// Silence the selected alert's rule and group for [`crate::SILENCE_FOR`].
+    Silence,
     /// `?`: help on or off.
     Help,
     /// Enter: the selected alert's details on or off.
@@ -431,6 +433,7 @@ impl App {
             }
             Key::Char(_) | Key::Backspace => {}
             Key::Ack => self.ack(src),
+            Key::Silence => self.silence(src),
         }
     }
 
@@ -444,6 +447,24 @@ impl App {
     /// The selected alert, if the list shown has one.
     pub fn selected_alert(&self) -> Option<&serde_json::Value> {
         self.rows().get(self.selected).copied()
+    }
+
+    fn silence(&mut self, src: &mut dyn Source) {
+        self.ack_said = true;
+        let Some(a) = self.selected_alert() else {
+            self.status = Some("no alert is selected".into());
+            return;
+        };
+        let rule = a["rule"].as_str().unwrap_or_default().to_string();
+        let group = a["group"].clone();
+        let shown = crate::ui::group(a);
+        self.status = Some(match src.silence(&rule, &group, &self.user) {
+            Ok(id) => format!(
+                "silenced {rule} {shown} for {} (silence {id}: its new alerts go to no webhook or syslog; `cepheus silence expire {id}` ends it)",
+                crate::SILENCE_FOR
+            ),
+            Err(e) => format!("cannot silence {rule} {shown}: {e}"),
+        });
     }
 
     fn ack(&mut self, src: &mut dyn Source) {
@@ -553,6 +574,7 @@ pub(crate) mod tests {
         pub recent: Vec<serde_json::Value>,
         pub stats: serde_json::Value,
         pub acked: Vec<(String, String)>,
+        pub silenced: Vec<(String, serde_json::Value, String)>,
         pub fail: bool,
         pub firing_reads: usize,
         pub ack_fail: bool,
@@ -579,6 +601,18 @@ pub(crate) mod tests {
             self.acked.push((id.into(), by.into()));
             Ok(None)
         }
+        fn silence(
+            &mut self,
+            rule: &str,
+            group: &serde_json::Value,
+            by: &str,
+        ) -> Result<String, String> {
+            if self.ack_fail {
+                return Err("connection refused".into());
+            }
+            self.silenced.push((rule.into(), group.clone(), by.into()));
+            Ok("0000000000000007".into())
+        }
         fn name(&self) -> String {
             "test".into()
         }
@@ -587,6 +621,40 @@ pub(crate) mod tests {
     fn alert(id: &str, state: &str) -> serde_json::Value {
         serde_json::json!({"id": id, "state": state, "rule": "hb", "severity": "critical",
             "group": {"host": id}, "time": "2026-12-03T05:00:00Z", "message": "m"})
+    }
+
+    /// `s` silences the selected alert's rule and group, and says so with the silence's id.
+    #[test]
+    fn s_silences_the_selected_alerts_rule_and_group() {
+        let mut src = Fixed {
+            firing: vec![alert("a", "firing"), alert("b", "firing")],
+            stats: serde_json::json!({"store": {"firing": 2}}),
+            ..Fixed::default()
+        };
+        let mut app = App::new("test".into(), "alice".into());
+        app.refresh(&mut src, std::time::Instant::now());
+        app.key(Key::Down, &mut src);
+        app.key(Key::Silence, &mut src);
+        assert_eq!(
+            src.silenced,
+            [(
+                "hb".to_string(),
+                serde_json::json!({"host": "b"}),
+                "alice".to_string()
+            )]
+        );
+        let said = app.status.clone().unwrap_or_default();
+        assert!(
+            said.starts_with("silenced hb host=b for 1h (silence 0000000000000007"),
+            "{said}"
+        );
+        src.ack_fail = true;
+        app.key(Key::Silence, &mut src);
+        let said = app.status.clone().unwrap_or_default();
+        assert!(
+            said.contains("cannot silence hb host=b: connection refused"),
+            "{said}"
+        );
     }
 
     /// The firing list (up to 20,000 alerts) is read again only when the store recorded a

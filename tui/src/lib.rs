@@ -14,6 +14,10 @@ pub use app::App;
 pub use run::run;
 
 /// Where the dashboard reads alerts and counters, and sends acknowledgements.
+/// How long `s` silences the selected alert's rule and group (`cepheus silence` takes any).
+pub const SILENCE_FOR: &str = "1h";
+
+/// Where the dashboard reads from.
 pub trait Source {
     /// The alerts firing now (alert objects, oldest first).
     fn firing(&mut self) -> Result<Vec<serde_json::Value>, String>;
@@ -24,6 +28,14 @@ pub trait Source {
     /// Acknowledges the firing alert `id` as `by`; `Some` says whose acknowledgement it
     /// replaced (`bob at 2026-12-05T10:00:00Z`).
     fn ack(&mut self, id: &str, by: &str) -> Result<Option<String>, String>;
+    /// Silences the alerts of rule `rule` and group `group` (the alert's object) for
+    /// [`SILENCE_FOR`], as `by`; answers the silence's id.
+    fn silence(
+        &mut self,
+        rule: &str,
+        group: &serde_json::Value,
+        by: &str,
+    ) -> Result<String, String>;
     /// Where the agent is, for the title.
     fn name(&self) -> String;
     /// Whether alerts changed since the last call (a live source, such as the agent's alert

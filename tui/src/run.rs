@@ -69,6 +69,7 @@ pub fn run(mut src: Box<dyn Source>, user: String) -> std::io::Result<()> {
                         KeyCode::Char('f') => Some(Key::Firing),
                         KeyCode::Char('r') => Some(Key::Recent),
                         KeyCode::Char('a') => Some(Key::Ack),
+                        KeyCode::Char('s') => Some(Key::Silence),
                         KeyCode::Char('?') => Some(Key::Help),
                         KeyCode::Char('/') => Some(Key::Filter),
                         _ => None,

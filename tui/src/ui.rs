@@ -508,7 +508,7 @@ fn draw_help(f: &mut Frame, area: Rect) {
         Line::from("⏎        the selected alert's details and events (↑↓ g/G scroll them)"),
         Line::from("/        filter by any text a row shows (esc clears it)"),
         Line::from("tab      other list    f/r  firing / latest changes"),
-        Line::from("a        acknowledge the selected firing alert (it still resolves)"),
+        Line::from("a / s    acknowledge (it still resolves) / silence its group 1h"),
         Line::from("?        this help     esc  close, clear, quit   q  quit"),
         Line::from(""),
         Line::from("Follows the agent's alert changes as they come; counters every second."),
