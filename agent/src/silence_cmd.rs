@@ -202,8 +202,8 @@ fn write_silences(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std
                 } else {
                     group.join(",")
                 },
-                text(&s["starts_at"]),
-                text(&s["ends_at"]),
+                to_second(&text(&s["starts_at"])),
+                to_second(&text(&s["ends_at"])),
                 text(&s["by"]),
                 text(&s["comment"]),
             ]
@@ -214,6 +214,14 @@ fn write_silences(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std
     ];
     crate::alerts_cmd::write_columns(out, &header, &rows)?;
     writeln!(out, "{} silence(s)", rows.len())
+}
+
+/// An RFC 3339 time without its fraction of a second (`2026-12-06T15:06:43Z`).
+fn to_second(t: &str) -> String {
+    match (t.find('.'), t.strip_suffix('Z')) {
+        (Some(dot), Some(_)) => format!("{}Z", &t[..dot]),
+        _ => t.to_string(),
+    }
 }
 
 fn expire(args: &ExpireArgs) -> ExitCode {
@@ -250,7 +258,7 @@ mod tests {
     fn the_list_is_a_table_with_stars_for_any() {
         let doc = serde_json::json!([
             {"id": "00000000000000a1", "state": "active", "group": {"host": "web-1"},
-             "starts_at": "2026-12-06T14:00:00Z", "ends_at": "2026-12-06T16:00:00Z",
+             "starts_at": "2026-12-06T14:00:00.123456789Z", "ends_at": "2026-12-06T16:00:00Z",
              "by": "ops", "comment": "maintenance", "created_at": "2026-12-06T14:00:00Z"},
             {"id": "00000000000000a2", "state": "expired", "rule": "hb",
              "starts_at": "2026-12-06T10:00:00Z", "ends_at": "2026-12-06T11:00:00Z",
@@ -267,6 +275,7 @@ mod tests {
         );
         assert!(lines[2].contains("expired  hb    *"), "{table}");
         assert_eq!(lines[3], "2 silence(s)");
+        assert!(lines[1].contains("  2026-12-06T14:00:00Z  "), "{table}");
     }
 
     #[test]
