@@ -493,8 +493,13 @@ impl Store {
         if changes.is_empty() {
             return Ok(Vec::new());
         }
+        // What muted the firings of this batch, by id: an end after its firing in the same
+        // batch finds it here, not yet in `muted`.
+        let mut batch_mutes: std::collections::HashMap<u64, Option<Vec<u8>>> =
+            std::collections::HashMap::new();
         for c in changes.iter_mut() {
             if c.state == AlertState::Firing {
+                batch_mutes.insert(c.id, mutes_of(&c.json));
                 continue;
             }
             if let Some(ack) = self.acks.get(c.id.to_be_bytes()).map_err(|e| self.io(e))? {
@@ -502,7 +507,15 @@ impl Store {
             }
             // The end of an alert whose firing was muted is muted too (the receivers never
             // heard of it), and says what muted it.
-            if let Some(m) = self.muted.get(c.id.to_be_bytes()).map_err(|e| self.io(e))? {
+            let mutes = match batch_mutes.get(&c.id) {
+                Some(m) => m.clone(),
+                None => self
+                    .muted
+                    .get(c.id.to_be_bytes())
+                    .map_err(|e| self.io(e))?
+                    .map(|m| m.to_vec()),
+            };
+            if let Some(m) = mutes {
                 c.json = with_fields(&c.json, &m);
             }
         }
@@ -885,6 +898,15 @@ impl Store {
         Ok(acked)
     }
 
+    /// What muted firing alert `id` ([`mutes_of`] of its firing), if anything.
+    pub fn mutes(&self, id: u64) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .muted
+            .get(id.to_be_bytes())
+            .map_err(|e| self.io(e))?
+            .map(|m| m.to_vec()))
+    }
+
     /// A new silence's id (never one given before by this store).
     pub fn new_silence_id(&self) -> Result<u64, StoreError> {
         self.db.generate_id().map_err(|e| self.io(e))
@@ -973,39 +995,7 @@ impl Store {
             if by.as_ref().and_then(|b| b[field][key].as_str()) != Some(value) {
                 continue;
             }
-            let renewed = (&self.open, &self.muted)
-                .transaction(|(open, muted)| {
-                    let mut left: serde_json::Map<String, serde_json::Value> = muted
-                        .get(&k)?
-                        .and_then(|m| serde_json::from_slice(&m).ok())
-                        .unwrap_or_default();
-                    left.remove(field);
-                    if left.is_empty() {
-                        muted.remove(&k)?;
-                    } else {
-                        muted.insert(
-                            &k,
-                            serde_json::Value::Object(left.clone())
-                                .to_string()
-                                .as_bytes(),
-                        )?;
-                    }
-                    let Some(row) = open.get(&k)? else {
-                        return Ok(None);
-                    };
-                    let (Some(seq), Some(json)) = (
-                        row.get(..8),
-                        row.get(8..).and_then(|b| std::str::from_utf8(b).ok()),
-                    ) else {
-                        return Ok(None);
-                    };
-                    let json = without_field(json, field);
-                    let mut v = seq.to_vec();
-                    v.extend_from_slice(json.as_bytes());
-                    open.insert(&k, v)?;
-                    Ok(left.is_empty().then_some(json))
-                })
-                .map_err(|e| self.txn_error(e))?;
+            let renewed = self.unmute_row(&k, field)?;
             if let (Some(json), Ok(id)) = (renewed, <[u8; 8]>::try_from(k.as_ref())) {
                 out.push(Change {
                     id: u64::from_be_bytes(id),
@@ -1018,6 +1008,55 @@ impl Store {
         }
         self.db.flush().map_err(|e| self.io(e))?;
         Ok(out)
+    }
+
+    /// Firing alert `id` is muted by `field` no more (what muted it ended before the store
+    /// kept it). Returns its firing change as it is now when nothing else mutes it (for the
+    /// notifying outputs to send), `None` when something does or it does not fire.
+    pub fn unmute_one(&self, id: u64, field: &str) -> Result<Option<Change>, StoreError> {
+        let json = self.unmute_row(&id.to_be_bytes(), field)?;
+        self.db.flush().map_err(|e| self.io(e))?;
+        Ok(json.map(|json| Change {
+            id,
+            state: AlertState::Firing,
+            json,
+            seq: None,
+            meaning: None,
+        }))
+    }
+
+    /// Drops `field` from what muted firing alert `k` (its `muted` row and its firing row);
+    /// returns its firing's JSON as it is now when nothing mutes it any more.
+    fn unmute_row(&self, k: &[u8], field: &str) -> Result<Option<String>, StoreError> {
+        (&self.open, &self.muted)
+            .transaction(|(open, muted)| {
+                let mut left: serde_json::Map<String, serde_json::Value> = muted
+                    .get(k)?
+                    .and_then(|m| serde_json::from_slice(&m).ok())
+                    .unwrap_or_default();
+                left.remove(field);
+                if left.is_empty() {
+                    muted.remove(k)?;
+                } else {
+                    let v = serde_json::Value::Object(left.clone()).to_string();
+                    muted.insert(k, v.as_bytes())?;
+                }
+                let Some(row) = open.get(k)? else {
+                    return Ok(None);
+                };
+                let (Some(seq), Some(json)) = (
+                    row.get(..8),
+                    row.get(8..).and_then(|b| std::str::from_utf8(b).ok()),
+                ) else {
+                    return Ok(None);
+                };
+                let json = without_field(json, field);
+                let mut v = seq.to_vec();
+                v.extend_from_slice(json.as_bytes());
+                open.insert(k, v)?;
+                Ok(left.is_empty().then_some(json))
+            })
+            .map_err(|e| self.txn_error(e))
     }
 
     /// Notes that every change recorded so far has been written to the outputs. Durable on
@@ -1542,7 +1581,7 @@ pub fn mutes_of(json: &str) -> Option<Vec<u8>> {
 
 /// `json` with each field of the object `fields` set (as it was when either is not an
 /// object).
-fn with_fields(json: &str, fields: &[u8]) -> String {
+pub fn with_fields(json: &str, fields: &[u8]) -> String {
     let parsed = serde_json::from_str::<serde_json::Value>(json)
         .ok()
         .zip(serde_json::from_slice::<serde_json::Value>(fields).ok());
@@ -1919,6 +1958,28 @@ pattern = "absent(hb) for 10s"
             s.ack(id, "bob", "2026-12-03T05:01:00Z").unwrap(),
             Acked::NotFiring,
             "resolved"
+        );
+    }
+
+    /// A muted firing and its end in one `record_changes` call (one shard batch: the
+    /// engine fires and resolves an absence in one push, as `heartbeat_alerts` does): the
+    /// end must be muted too, but `muted` is read before the batch's firing is written.
+    #[test]
+    fn a_muted_firing_and_its_end_in_one_batch_mute_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = heartbeat_alerts();
+        let s = reopen(dir.path(), 10);
+        let silence = r#"{"id":"00000000000000a1","by":"ops","until":"2026-12-03T06:00:00Z"}"#;
+        let mut both = vec![Change::of(&alerts[0]), Change::of(&alerts[1])];
+        assert_eq!(both[0].state, AlertState::Firing);
+        assert_ne!(both[1].state, AlertState::Firing);
+        both[0].json = with_field(&both[0].json, SILENCED, silence.as_bytes());
+        assert_eq!(s.record_changes(&mut both).unwrap(), [true, true]);
+        assert!(both[0].is_muted());
+        assert!(
+            both[1].is_muted(),
+            "the end of a muted firing goes to the webhook: {}",
+            both[1].json
         );
     }
 

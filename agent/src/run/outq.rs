@@ -204,18 +204,25 @@ impl<T: Send + 'static> OutQueue<T> {
         let Some(tx) = &self.tx else {
             return;
         };
+        // (Left-out changes before an item sent are passed with it: only those after the
+        // last one need a mark.)
+        let mut skipped = None;
         for (seq, item) in items {
             let Some(item) = item else {
-                if tx.try_send(Slot::Mark(seq)).is_err() {
-                    return;
-                }
-                self.set_behind(Some(Some(seq)));
+                skipped = Some(seq);
                 continue;
             };
             self.shared.pending().fetch_add(1, Ordering::SeqCst);
             if tx.try_send(Slot::Item(Some(seq), item)).is_err() {
                 // Full again: the rest at the next page.
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
+                return;
+            }
+            skipped = None;
+            self.set_behind(Some(Some(seq)));
+        }
+        if let Some(seq) = skipped {
+            if tx.try_send(Slot::Mark(seq)).is_err() {
                 return;
             }
             self.set_behind(Some(Some(seq)));

@@ -63,7 +63,7 @@ pub struct Silence {
     pub ended: bool,
 }
 
-/// A silence asked for (`POST /silences`), before the agent gives it an id.
+/// A silence asked for (`POST /silences/add`), before the agent gives it an id.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewSilence {
@@ -180,14 +180,17 @@ impl NewSilence {
 }
 
 impl Silence {
-    /// Whether it mutes at `now`.
+    /// Whether it mutes at `now`: between its times, and its end not dealt with (once it
+    /// was, it mutes nothing more, even if the clock is stepped back before its end).
     pub fn active(&self, now: Timestamp) -> bool {
-        self.starts_at <= now && now < self.ends_at
+        !self.ended && self.starts_at <= now && now < self.ends_at
     }
 
     /// `pending`, `active` or `expired` at `now`.
     pub fn state(&self, now: Timestamp) -> &'static str {
-        if now < self.starts_at {
+        if self.ended {
+            "expired"
+        } else if now < self.starts_at {
             "pending"
         } else if now < self.ends_at {
             "active"

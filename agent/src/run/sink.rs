@@ -547,6 +547,8 @@ impl AlertSink {
                 // The live stream had them without a place: again, with it, so that a client
                 // that resumed meanwhile (its replay ended before they were kept) gets them.
                 self.offer_to_stream(waiting.iter().filter(|c| c.seq.is_some()));
+                // What muted a firing written out meanwhile may have ended meanwhile.
+                self.recheck_mutes(&waiting);
                 self.unkept_bytes = 0;
                 self.unkept_dirty = true;
                 self.counters.store_waiting.store(0, Ordering::Relaxed);
@@ -1058,12 +1060,6 @@ impl AlertSink {
                         self.muting(c.id, a.rule(), a.group(), now, Besides::default())
                 {
                     c.json = with_mark(&c.json, field, mark);
-                    let n = if field == cepheus_store::SILENCED {
-                        &self.counters.alerts_silenced
-                    } else {
-                        &self.counters.alerts_inhibited
-                    };
-                    bump(n, 1);
                 }
                 // (In order: an inhibitor firing mutes what fires after it in the batch.)
                 if !self.inhibits.is_empty()
@@ -1073,7 +1069,9 @@ impl AlertSink {
                 }
                 changes.push(c);
             }
+            self.mark_muted_ends(&mut changes);
             let fresh = self.keep(changes);
+            self.count_muted(&fresh);
             self.emit(&fresh);
             // (After the batch is kept: what the ended inhibitors muted is in the store.)
             self.unmute_inhibited(&ended);
@@ -1083,8 +1081,9 @@ impl AlertSink {
     /// Resolves made by the sink itself, of alerts no engine holds (`forgotten`,
     /// `rule_changed`, `rule_removed`, `state_lost`): counted as the shards' are, kept, and
     /// what is new written out.
-    fn resolve_held_by_none(&mut self, changes: Vec<Change>) {
+    fn resolve_held_by_none(&mut self, mut changes: Vec<Change>) {
         bump(&self.counters.alerts, changes.len() as u64);
+        self.mark_muted_ends(&mut changes);
         let fresh = self.keep(changes);
         self.emit(&fresh);
         self.note_inhibitors_ended(&fresh);
@@ -1455,7 +1454,7 @@ impl Handler<StoreMark> for AlertSink {
     }
 }
 
-/// `POST /silences`: a new silence (made at `now` by the sink, which gives it its id and
+/// `POST /silences/add`: a new silence (made at `now` by the sink, which gives it its id and
 /// keeps it). Answers it, or what is wrong with it (`Err((409, ..))` when there are too many).
 #[derive(Message)]
 #[rtype(result = "Result<super::silence::Silence, (u16, String)>")]
@@ -1472,6 +1471,8 @@ impl Handler<AddSilence> for AlertSink {
             ));
         };
         let now = crate::flow::live::wall_clock();
+        // What is wrong with it first: a refused request drops no old silence, takes no id.
+        let mut silence = msg.0.into_silence(0, now).map_err(|why| (400, why))?;
         // Room: the oldest ended silence goes first; one that may still mute never does.
         if self.silences.len() >= super::silence::MAX_SILENCES {
             let oldest = (self.silences.iter().enumerate())
@@ -1496,7 +1497,7 @@ impl Handler<AddSilence> for AlertSink {
         let id = store
             .new_silence_id()
             .map_err(|e| (500, format!("cannot keep the silence: {e}")))?;
-        let silence = msg.0.into_silence(id, now).map_err(|why| (400, why))?;
+        silence.id = format!("{id:016x}");
         let json = serde_json::to_string(&silence).unwrap_or_default();
         store
             .put_silence(id, &json)
@@ -1807,6 +1808,113 @@ impl AlertSink {
         ended
     }
 
+    /// Counts the firings in `fresh` (new to the store) that a silence or an inhibition
+    /// muted.
+    fn count_muted(&self, fresh: &[Change]) {
+        for c in fresh.iter().filter(|c| c.state == AlertState::Firing) {
+            let Some(m) = cepheus_store::mutes_of(&c.json) else {
+                continue;
+            };
+            // (A silence's mark first, as `muting` gives it.)
+            let silenced = std::str::from_utf8(&m)
+                .is_ok_and(|t| t.contains(&format!("\"{}\":", cepheus_store::SILENCED)));
+            let n = if silenced {
+                &self.counters.alerts_silenced
+            } else {
+                &self.counters.alerts_inhibited
+            };
+            bump(n, 1);
+        }
+    }
+
+    /// Marks the ends in `changes` whose firings were muted (the receivers never heard of
+    /// them) as muted too, whether their firings are earlier in `changes`, wait for the store
+    /// (`unkept`), or are in it. (The store marks those it keeps too; this also covers the
+    /// ends written out while it cannot keep them.)
+    fn mark_muted_ends(&self, changes: &mut [Change]) {
+        if !changes.iter().any(|c| c.state != AlertState::Firing) {
+            return;
+        }
+        let mut firings: std::collections::HashMap<u64, Option<Vec<u8>>> = self
+            .unkept
+            .iter()
+            .filter(|c| c.state == AlertState::Firing)
+            .map(|c| (c.id, cepheus_store::mutes_of(&c.json)))
+            .collect();
+        for c in changes.iter_mut() {
+            if c.state == AlertState::Firing {
+                firings.insert(c.id, cepheus_store::mutes_of(&c.json));
+                continue;
+            }
+            let mutes = match firings.get(&c.id) {
+                Some(m) => m.clone(),
+                None => self
+                    .store
+                    .as_ref()
+                    .and_then(|s| s.mutes(c.id).ok().flatten()),
+            };
+            if let Some(m) = mutes {
+                c.json = cepheus_store::with_fields(&c.json, &m);
+            }
+        }
+    }
+
+    /// Firings kept late (written out while the store could not keep them) whose silence
+    /// or inhibiting alert ended meanwhile: muted by it no more, and sent unless something
+    /// else mutes them now.
+    fn recheck_mutes(&self, kept: &[Change]) {
+        let Some(store) = self.store.clone() else {
+            return;
+        };
+        let now = crate::flow::live::wall_clock();
+        for c in kept.iter().filter(|c| c.state == AlertState::Firing) {
+            let Some(m) = cepheus_store::mutes_of(&c.json)
+                .and_then(|m| serde_json::from_slice::<serde_json::Value>(&m).ok())
+            else {
+                continue;
+            };
+            if let Some(id) = m[cepheus_store::SILENCED]["id"].as_str()
+                && !self.silences.iter().any(|s| s.id == id && s.active(now))
+            {
+                match store.unmute_one(c.id, cepheus_store::SILENCED) {
+                    Ok(back) => self.send_unmuted(
+                        &store,
+                        back.into_iter().collect(),
+                        Besides {
+                            silence: Some(id),
+                            inhibitor: None,
+                        },
+                    ),
+                    Err(e) => {
+                        bump(&self.counters.store_errors, 1);
+                        tracing::warn!(error = %e, "cannot unmute an alert whose silence ended while the store could not keep it");
+                    }
+                }
+            }
+            let by = m[cepheus_store::INHIBITED]["by"]
+                .as_str()
+                .and_then(|b| u64::from_str_radix(b, 16).ok());
+            if let Some(by) = by
+                && !self.inhibitors.values().any(|set| set.contains(&by))
+            {
+                match store.unmute_one(c.id, cepheus_store::INHIBITED) {
+                    Ok(back) => self.send_unmuted(
+                        &store,
+                        back.into_iter().collect(),
+                        Besides {
+                            silence: None,
+                            inhibitor: Some(by),
+                        },
+                    ),
+                    Err(e) => {
+                        bump(&self.counters.store_errors, 1);
+                        tracing::warn!(error = %e, "cannot unmute an alert whose inhibiting alert ended while the store could not keep it");
+                    }
+                }
+            }
+        }
+    }
+
     /// The `[[inhibit]]` sources firing in the store (at start), noted.
     fn load_inhibitors(&mut self) {
         if self.inhibits.is_empty() {
@@ -1968,7 +2076,7 @@ impl AlertSink {
                     store.put_silence(u64::from_str_radix(&s.id, 16).unwrap_or(0), &json)
                 {
                     bump(&self.counters.store_errors, 1);
-                    tracing::warn!(silence = %s.id, error = %e, "cannot note that a silence ended (a restart sends its alerts again)");
+                    tracing::warn!(silence = %s.id, error = %e, "cannot note that a silence ended (the next start deals with its end again, with nothing left to send)");
                 }
             }
             let s = &self.silences[i];
@@ -2711,6 +2819,175 @@ mod tests {
         let newest = store.firing().unwrap().iter().map(|f| f.seq).max();
         assert_eq!(mark, newest);
         assert!(mark.is_some());
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Silences against the outputs and the store, each test a defect a review found.
+#[cfg(test)]
+mod silence_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::net::UdpSocket;
+    use std::time::Duration;
+
+    use cepheus_core::engine::{Engine, EngineConfig};
+    use cepheus_core::event::{Event, Field, Source, Value};
+    use cepheus_core::rules::compile_str;
+
+    use super::*;
+
+    /// `absent(hb) for 10s` by host, one host silent 30 s: its firing and its resolve, made
+    /// by one push of the engine (so one batch from a shard).
+    fn hb_alerts() -> Vec<Alert> {
+        let rules = compile_str(
+            "hb.toml",
+            "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb) for 10s\"\n",
+        )
+        .rules
+        .unwrap();
+        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut out = Vec::new();
+        let t0 = Timestamp::from_secs(1_000_000);
+        let mut batch = Vec::new();
+        for t in [0, 30] {
+            let at = t0.add(cepheus_core::time::Duration::from_secs(t));
+            batch.push(
+                Event::new(Source::Syslog, at, at)
+                    .with(Field::Host, Value::str("web1"))
+                    .with(Field::App, Value::str("hb")),
+            );
+        }
+        e.push_batch(batch, &mut out);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0].state, AlertState::Firing);
+        assert_eq!(out[1].state, AlertState::Resolved);
+        out
+    }
+
+    /// A sink with a store, forwarding to a UDP socket read by the test, and a silence of
+    /// rule `hb` (host web1) active for an hour. Returns the socket and the silence's id.
+    fn silenced_sink(name: &str) -> (std::path::PathBuf, AlertSink, Store, UdpSocket, String) {
+        let dir =
+            std::env::temp_dir().join(format!("cepheus-silence-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let counters = Arc::new(SinkCounters::default());
+        let store = Store::open(&dir, 100).unwrap();
+        let collector = UdpSocket::bind("127.0.0.1:0").unwrap();
+        collector
+            .set_read_timeout(Some(Duration::from_millis(700)))
+            .unwrap();
+        let to = super::super::config::Forward::Udp(collector.local_addr().unwrap());
+        let f = super::super::forward::Forwarder::start(to, counters.clone(), Some(store.clone()))
+            .unwrap();
+        let mut sink = AlertSink::with_writer(None, counters).with_forwarder(Some(f));
+        sink.store = Some(store.clone());
+        let mut ctx = actix::Context::<AlertSink>::new();
+        let new: super::super::silence::NewSilence = serde_json::from_value(serde_json::json!({
+            "rule": "hb", "group": {"host": "web1"}, "for": "1h", "by": "ops"
+        }))
+        .unwrap();
+        let s = <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx)
+            .unwrap();
+        (dir, sink, store, collector, s.id)
+    }
+
+    /// The datagrams the collector got (waiting a little for each).
+    fn got(collector: &UdpSocket) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        while let Ok(n) = collector.recv(&mut buf) {
+            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        out
+    }
+
+    /// A muted firing and its resolve in one shard batch: the resolve is forwarded
+    /// (receivers get the end of an alert they never heard of).
+    #[test]
+    fn the_end_of_a_muted_firing_in_the_same_batch_is_not_forwarded() {
+        let (dir, mut sink, store, collector, _) = silenced_sink("same-batch");
+        sink.take(hb_alerts(), 0);
+        let kept = store.recent(10).unwrap();
+        assert_eq!(kept.len(), 2);
+        let sent = got(&collector);
+        assert!(sent.is_empty(), "forwarded: {sent:?}");
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The store's disk nearly full (changes held, written out, kept later): the
+    /// resolve of a muted firing is forwarded, since only `record_changes` marks it.
+    #[test]
+    fn the_end_of_a_muted_firing_is_not_forwarded_while_the_store_is_full() {
+        let (dir, mut sink, store, collector, _) = silenced_sink("held-end");
+        sink.space.min_free = u64::MAX;
+        sink.space.checked = None;
+        let both = hb_alerts();
+        sink.take(both[..1].to_vec(), 0);
+        sink.take(both[1..].to_vec(), 0);
+        let sent = got(&collector);
+        assert!(sent.is_empty(), "forwarded: {sent:?}");
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A muted firing held while the store's disk is nearly full; its silence ends
+    /// meanwhile; kept later, it is kept muted by the ended silence for ever: never sent
+    /// though it still fires after the silence's end, listed `silenced` by an expired silence,
+    /// and its end will be muted too.
+    #[test]
+    fn a_muted_firing_held_for_the_store_is_sent_when_its_silence_ends() {
+        let (dir, mut sink, store, collector, id) = silenced_sink("held-firing");
+        sink.space.min_free = u64::MAX;
+        sink.space.checked = None;
+        let both = hb_alerts();
+        sink.take(both[..1].to_vec(), 0);
+        let mut ctx = actix::Context::<AlertSink>::new();
+        let ended =
+            <AlertSink as Handler<ExpireSilence>>::handle(&mut sink, ExpireSilence(id), &mut ctx)
+                .unwrap()
+                .unwrap();
+        assert!(ended.ended);
+        // Room again: the held firing is kept.
+        sink.space.min_free = 0;
+        sink.space.checked = None;
+        assert!(sink.catch_up());
+        sink.end_silences();
+        let firing = store.firing().unwrap();
+        assert_eq!(firing.len(), 1);
+        let sent = got(&collector);
+        assert!(
+            !firing[0].json.contains("\"silenced\"") && sent.len() == 1,
+            "still firing after its silence ended, yet listed muted and never sent: {} / sent {sent:?}",
+            firing[0].json
+        );
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// (The clock stepped back.) A silence whose end was dealt with (`ended`) mutes
+    /// again when the wall clock goes back before its `ends_at` (`silencing` looks at the
+    /// times only); `end_silences` and `expire` skip an `ended` silence, so what it mutes
+    /// then is never unmuted nor sent.
+    #[test]
+    fn a_silence_whose_end_was_dealt_with_mutes_nothing_more() {
+        let (dir, mut sink, store, collector, id) = silenced_sink("clock-back");
+        // Ended at T and dealt with; then NTP steps the clock back before T: as if so.
+        sink.silences[0].ended = true;
+        sink.take(hb_alerts()[..1].to_vec(), 0);
+        let mut ctx = actix::Context::<AlertSink>::new();
+        let _ =
+            <AlertSink as Handler<ExpireSilence>>::handle(&mut sink, ExpireSilence(id), &mut ctx);
+        sink.end_silences();
+        let sent = got(&collector);
+        assert_eq!(
+            sent.len(),
+            1,
+            "muted by an ended silence, and never sent: {}",
+            store.firing().unwrap()[0].json
+        );
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
     }

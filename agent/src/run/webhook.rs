@@ -78,13 +78,20 @@ impl Webhook {
     /// Queues the changes; what does not fit is counted as `webhook_unsent`.
     /// A change a silence muted is left out (see [`super::silence`]).
     pub fn send(&self, changes: &[Change]) {
+        // (The muted changes before a change sent are passed with it: only those after the
+        // last one sent need a mark of their own.)
+        let mut skipped = None;
         for c in changes {
             if c.is_muted() {
-                self.q.skip(c.seq);
+                skipped = c.seq.or(skipped);
             } else {
+                if c.seq.is_some() {
+                    skipped = None;
+                }
                 self.q.push(c.seq, c.json.clone());
             }
         }
+        self.q.skip(skipped);
     }
 
     /// Queues firing alerts a silence muted, at its end (they have no place of their own in
