@@ -351,6 +351,12 @@ impl Alert {
         &self.member().rule.name
     }
 
+    /// Whether the alert is an episode the engine ends (resolved or retracted later: an
+    /// absence, a closure), not a match that fires once and stays firing.
+    pub fn episodic(&self) -> bool {
+        self.member().episodic
+    }
+
     /// The group: the `group_by` names and their values, in `group_by` order.
     pub fn group(&self) -> &[(String, Value)] {
         &self.body.group

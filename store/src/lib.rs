@@ -987,12 +987,29 @@ impl Store {
     /// it muted lose that field in their firing rows; those muted by nothing else any more
     /// will have their end sent, and are returned as their firing changes are now, for the
     /// notifying outputs to send (not kept again: the store has them).
-    pub fn unmute(&self, field: &str, key: &str, value: &str) -> Result<Vec<Change>, StoreError> {
+    /// An alert whose firing JSON `stays` says so stays muted as it is (a match, which
+    /// happened while muted).
+    pub fn unmute(
+        &self,
+        field: &str,
+        key: &str,
+        value: &str,
+        stays: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<Change>, StoreError> {
         let mut out = Vec::new();
         for row in self.muted.iter() {
             let (k, v) = row.map_err(|e| self.io(e))?;
             let by: Option<serde_json::Value> = serde_json::from_slice(&v).ok();
             if by.as_ref().and_then(|b| b[field][key].as_str()) != Some(value) {
+                continue;
+            }
+            let firing = self.open.get(&k).map_err(|e| self.io(e))?;
+            if firing
+                .as_ref()
+                .and_then(|f| f.get(8..))
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .is_some_and(stays)
+            {
                 continue;
             }
             let renewed = self.unmute_row(&k, field)?;
@@ -2003,7 +2020,7 @@ pattern = "absent(hb) for 10s"
         assert_eq!(kept["silenced"]["by"], "ops");
         // Ended, it is muted no more: nothing to unmute, and a later firing is not muted.
         assert!(
-            s.unmute(SILENCED, "id", "00000000000000a1")
+            s.unmute(SILENCED, "id", "00000000000000a1", &|_| false)
                 .unwrap()
                 .is_empty()
         );
@@ -2015,12 +2032,14 @@ pattern = "absent(hb) for 10s"
         fire[0].json = silenced(&fire[0]);
         s.record_changes(&mut fire).unwrap();
         assert!(
-            s.unmute(SILENCED, "id", "00000000000000ff")
+            s.unmute(SILENCED, "id", "00000000000000ff", &|_| false)
                 .unwrap()
                 .is_empty(),
             "another silence"
         );
-        let back = s.unmute(SILENCED, "id", "00000000000000a1").unwrap();
+        let back = s
+            .unmute(SILENCED, "id", "00000000000000a1", &|_| false)
+            .unwrap();
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].id, alerts[0].id().0);
         assert!(!back[0].is_muted(), "{}", back[0].json);
@@ -2031,7 +2050,7 @@ pattern = "absent(hb) for 10s"
         s.record_changes(&mut resolve).unwrap();
         assert!(!resolve[0].is_muted(), "{}", resolve[0].json);
         assert!(
-            s.unmute(SILENCED, "id", "00000000000000a1")
+            s.unmute(SILENCED, "id", "00000000000000a1", &|_| false)
                 .unwrap()
                 .is_empty()
         );
@@ -2050,7 +2069,7 @@ pattern = "absent(hb) for 10s"
         .unwrap();
         assert!(s.firing().unwrap()[0].json.contains("\"inhibited\":"));
         assert!(
-            s.unmute(SILENCED, "id", "00000000000000a1")
+            s.unmute(SILENCED, "id", "00000000000000a1", &|_| false)
                 .unwrap()
                 .is_empty()
         );
@@ -2059,7 +2078,9 @@ pattern = "absent(hb) for 10s"
             !listed.contains("silenced") && listed.contains("inhibited"),
             "{listed}"
         );
-        let back = s.unmute(INHIBITED, "by", "00000000000000b2").unwrap();
+        let back = s
+            .unmute(INHIBITED, "by", "00000000000000b2", &|_| false)
+            .unwrap();
         assert_eq!(back.len(), 1);
         assert!(!back[0].is_muted(), "{}", back[0].json);
     }

@@ -171,6 +171,10 @@ pub struct AlertSink {
     silences: Vec<super::silence::Silence>,
     /// `[[inhibit]]` of the configuration.
     inhibits: Vec<super::silence::InhibitRule>,
+    /// Per rule, whether its alerts are episodes the engine ends, not matches that fire once
+    /// and stay firing ([`Alert::episodic`]; from each alert taken, and the start's `Adopt`):
+    /// a muted match stays muted when what muted it ends (it happened then).
+    episodic: std::collections::HashMap<String, bool>,
     /// The firing alerts of their sources, by (rule's index, values of its `equal` fields):
     /// what inhibits now (as many as firing alerts, at most).
     inhibitors: std::collections::HashMap<(usize, Vec<String>), std::collections::BTreeSet<u64>>,
@@ -480,6 +484,7 @@ impl AlertSink {
             silences: Vec::new(),
             inhibits: Vec::new(),
             inhibitors: Default::default(),
+            episodic: Default::default(),
         }
     }
 
@@ -1048,6 +1053,9 @@ impl AlertSink {
             let mut changes: Vec<Change> = Vec::with_capacity(part.len());
             let mut ended = Vec::new();
             for a in part {
+                if self.episodic.get(a.rule()) != Some(&a.episodic()) {
+                    self.episodic.insert(a.rule().to_string(), a.episodic());
+                }
                 let mut c = Change {
                     meaning: meanings
                         .as_ref()
@@ -1270,6 +1278,9 @@ impl AlertSink {
             return;
         }
         a.held.extend(msg.ids);
+        for r in &msg.running {
+            self.episodic.insert(r.clone(), msg.episodic.contains(r));
+        }
         a.episodic.extend(msg.episodic);
         a.running.extend(msg.running);
         if !a.waiting.is_empty() {
@@ -1868,6 +1879,9 @@ impl AlertSink {
         };
         let now = crate::flow::live::wall_clock();
         for c in kept.iter().filter(|c| c.state == AlertState::Firing) {
+            if self.stays_muted(&c.json) {
+                continue;
+            }
             let Some(m) = cepheus_store::mutes_of(&c.json)
                 .and_then(|m| serde_json::from_slice::<serde_json::Value>(&m).ok())
             else {
@@ -1938,6 +1952,12 @@ impl AlertSink {
         }
     }
 
+    /// Whether a muted firing (its JSON) stays muted when what muted it ends: a match's (it
+    /// fired once, while muted; sent late it would be news of the past).
+    fn stays_muted(&self, json: &str) -> bool {
+        rule_of(json).is_some_and(|r| self.episodic.get(&r) == Some(&false))
+    }
+
     /// Kept changes the sink made itself (resolves of alerts no engine holds): those of
     /// `[[inhibit]]` sources end their inhibition.
     fn note_inhibitors_ended(&mut self, changes: &[Change]) {
@@ -1963,7 +1983,8 @@ impl AlertSink {
         };
         for &by in ended {
             let hex = cepheus_core::alert::AlertId(by).to_string();
-            match store.unmute(cepheus_store::INHIBITED, "by", &hex) {
+            let stays = |json: &str| self.stays_muted(json);
+            match store.unmute(cepheus_store::INHIBITED, "by", &hex, &stays) {
                 Ok(back) => self.send_unmuted(
                     &store,
                     back,
@@ -2051,7 +2072,8 @@ impl AlertSink {
                 continue;
             }
             if !s.ended {
-                let back = match store.unmute(cepheus_store::SILENCED, "id", &s.id) {
+                let stays = |json: &str| self.stays_muted(json);
+                let back = match store.unmute(cepheus_store::SILENCED, "id", &s.id, &stays) {
                     Ok(b) => b,
                     Err(e) => {
                         bump(&self.counters.store_errors, 1);
@@ -2961,6 +2983,47 @@ mod silence_tests {
         assert!(
             !firing[0].json.contains("\"silenced\"") && sent.len() == 1,
             "still firing after its silence ended, yet listed muted and never sent: {} / sent {sent:?}",
+            firing[0].json
+        );
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A match muted by a silence (it fires once and stays firing) stays muted when the
+    /// silence ends: sent then, it would be news of the past (an episode still firing is
+    /// sent: the tests above).
+    #[test]
+    fn a_muted_match_stays_muted_when_its_silence_ends() {
+        let (dir, mut sink, store, collector, id) = silenced_sink("match");
+        let rules = compile_str(
+            "m.toml",
+            "[[rule]]\nname = \"hb\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.x = 'syslog and app == \"x\"'\npattern = \"x\"\n",
+        )
+        .rules
+        .unwrap();
+        let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
+        let mut matched = Vec::new();
+        let at = Timestamp::from_secs(1_000_000);
+        e.push(
+            Event::new(Source::Syslog, at, at)
+                .with(Field::Host, Value::str("web1"))
+                .with(Field::App, Value::str("x")),
+            &mut matched,
+        );
+        assert_eq!(matched.len(), 1);
+        assert!(!matched[0].episodic());
+        sink.take(matched, 0);
+        let mut ctx = actix::Context::<AlertSink>::new();
+        <AlertSink as Handler<ExpireSilence>>::handle(&mut sink, ExpireSilence(id), &mut ctx)
+            .unwrap()
+            .unwrap();
+        let sent = got(&collector);
+        assert!(sent.is_empty(), "{sent:?}");
+        let firing = store.firing().unwrap();
+        assert_eq!(firing.len(), 1);
+        assert!(
+            firing[0].json.contains("\"silenced\""),
+            "{}",
             firing[0].json
         );
         drop((sink, store));

@@ -1070,7 +1070,9 @@ impl Engine {
             {
                 // The same meaning under another name (SO at the root): one state, one more
                 // alert per change.
-                members[shared].push(Member::new(rule.clone(), rank));
+                // (The same meaning: the same plan, so the same kind of alerts.)
+                let episodic = members[shared].first().is_some_and(|m| m.episodic);
+                members[shared].push(Member::new(rule.clone(), rank, episodic));
                 rt_of.push(shared as u32);
                 continue;
             }
@@ -1109,7 +1111,7 @@ impl Engine {
                     }
                 }
             };
-            members.push(vec![Member::new(rule.clone(), rank)]);
+            members.push(vec![Member::new(rule.clone(), rank, plan.alerts_resolve())]);
             rts.push(RuleRt {
                 canonical,
                 facts: RuleFacts {

@@ -128,16 +128,20 @@ pub struct Member {
     pub rank: u32,
     /// Its severity (kept here so making an alert reads no rule).
     pub severity: Severity,
+    /// Its alerts are episodes the engine ends (resolved, retracted), not matches that fire
+    /// once and stay firing ([`super::plan::Plan::alerts_resolve`]).
+    pub episodic: bool,
 }
 
 impl Member {
-    /// Rule `rule`, the `rank`-th of its rule set.
-    pub fn new(rule: Arc<Rule>, rank: u32) -> Member {
+    /// Rule `rule`, the `rank`-th of its rule set; `episodic`: see [`Member::episodic`].
+    pub fn new(rule: Arc<Rule>, rank: u32, episodic: bool) -> Member {
         Member {
             id_prefix: Alert::id_prefix(&rule.name),
             severity: rule.severity,
             rule,
             rank,
+            episodic,
         }
     }
 }
