@@ -3255,7 +3255,7 @@ mod inhibit_tests {
     }
 
     /// The source's end waited for the store (its disk nearly full) when the agent stopped:
-    /// kept at the next start by `load_unkept`, which notes no inhibitor's end, after
+    /// kept at the next start (`hold_unkept`, `catch_up`), which noted no inhibitor's end, after
     /// `load_inhibitors` read it firing in the store. It inhibits for ever from then: a
     /// target firing after its end is muted, and never sent.
     #[test]
@@ -3292,8 +3292,8 @@ mod inhibit_tests {
     }
 
     /// The source's firing and a target's it muted waited for the store when the agent
-    /// stopped: at the start `load_inhibitors` (before `load_unkept`) does not see the
-    /// source, and `recheck_mutes` sends the target although its source still fires.
+    /// stopped: at the start `load_inhibitors` (read before what waited) did not see the
+    /// source, and the target was sent although its source still fired.
     #[test]
     fn a_target_whose_source_waited_for_the_store_at_a_restart_stays_muted() {
         let (dir, store) = scratch("unkept-source");
