@@ -1177,6 +1177,26 @@ impl Config {
         if let Some(f) = &self.api.token_file {
             out.extend(open_to_all("api.token_file", f));
         }
+        for r in &self.inhibit {
+            if r.targets.is_empty() && r.equal.is_empty() {
+                out.push(Problem::new(
+                    "inhibit",
+                    format!(
+                        "source `{}` with no `targets` and no `equal`: while any of its alerts fires, every other rule's new alerts, on every host, go to no webhook or syslog (name the `targets`, or the `equal` fields such as host)",
+                        r.source
+                    ),
+                ));
+            }
+            if r.targets.contains(&r.source) {
+                out.push(Problem::new(
+                    "inhibit",
+                    format!(
+                        "`targets` names the source `{}`: an alert of it is never inhibited by its own rule (as in Alertmanager)",
+                        r.source
+                    ),
+                ));
+            }
+        }
         out
     }
 
@@ -1616,6 +1636,14 @@ mod tests {
             e,
             Err(ConfigError::Invalid { problems, .. }) if problems[0].key == "inhibit"
         ));
+        let broad = Config::parse(Path::new("x"), "[[inhibit]]\nsource = \"up\"\n").unwrap();
+        let said: Vec<String> = broad.warnings().iter().map(|p| p.message.clone()).collect();
+        assert!(
+            said.iter()
+                .any(|w| w.contains("no `targets` and no `equal`")),
+            "{said:?}"
+        );
+        assert!(c.warnings().iter().all(|p| p.key != "inhibit"));
         let e = Config::parse(
             Path::new("x"),
             "[[inhibit]]\nsource = \"up\"\nequals = [\"host\"]\n",
