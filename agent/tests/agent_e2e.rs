@@ -3819,6 +3819,20 @@ fn a_silence_mutes_the_webhook_until_it_ends() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("must name a rule, a group or both"), "{err}");
+    // A rule it does not run, a field the rule does not group by: it would mute nothing.
+    let out = cli(&["add", "--rule", "hbb", "--for", "1h"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the agent runs no rule named \"hbb\""),
+        "{err}"
+    );
+    let out = cli(&["add", "--rule", "hb", "--group", "hots=web1", "--for", "1h"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rule \"hb\" groups by host: group field \"hots\" is none of them"),
+        "{err}"
+    );
     let out = cli(&[
         "add",
         "--group",

@@ -1602,6 +1602,41 @@ async fn add_silence(
     let Some(sink) = &st.alert_sink else {
         return text(HttpResponse::NotFound(), "this agent keeps no store");
     };
+    // A silence of a rule names fields of its group: a typo would mute nothing, silently.
+    if let (Some(rule), Some(shard)) = (new.rule.as_deref(), st.shards.first()) {
+        let rule = rule.trim().to_string();
+        match shard.send(super::shard::GroupByOf(rule.clone())).await {
+            Ok(None) => {
+                return text(
+                    HttpResponse::BadRequest(),
+                    format!(
+                        "the agent runs no rule named {} (its /stats lists the rules it runs)",
+                        for_log(&rule)
+                    ),
+                );
+            }
+            Ok(Some(group_by)) => {
+                if let Some(f) = new.group.keys().find(|f| !group_by.contains(f)) {
+                    let by = if group_by.is_empty() {
+                        "has no group_by".to_string()
+                    } else {
+                        format!("groups by {}", group_by.join(", "))
+                    };
+                    return text(
+                        HttpResponse::BadRequest(),
+                        format!(
+                            "rule {} {by}: group field {} is none of them, so the silence would mute nothing",
+                            for_log(&rule),
+                            for_log(f)
+                        ),
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a shard did not answer; the silence's fields are not checked")
+            }
+        }
+    }
     match sink.send(super::sink::AddSilence(new)).await {
         Ok(Ok(s)) => HttpResponse::Created().json(s.listed(crate::flow::live::wall_clock())),
         Ok(Err((code, why))) => {

@@ -77,6 +77,11 @@ pub struct ListGroups {
     pub limit: usize,
 }
 
+/// A rule's `group_by` (`None`: no rule has that name): what a silence of the rule may name.
+#[derive(Message)]
+#[rtype(result = "Option<Vec<String>>")]
+pub struct GroupByOf(pub String);
+
 /// One shard's groups of a rule.
 #[derive(Debug)]
 pub struct ListedGroups {
@@ -1073,6 +1078,14 @@ impl Shard {
             .iter()
             .find(|r| r.name == rule)
             .map(|r| r.group_by.clone())
+    }
+}
+
+impl Handler<GroupByOf> for Shard {
+    type Result = MessageResult<GroupByOf>;
+
+    fn handle(&mut self, msg: GroupByOf, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.group_by_of(&msg.0))
     }
 }
 
