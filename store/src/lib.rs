@@ -499,8 +499,11 @@ impl Store {
             std::collections::HashMap::new();
         for c in changes.iter_mut() {
             if c.state == AlertState::Firing {
-                // (A firing kept before, made again, is dropped as a repeat: what muted it is
-                // what the store noted then, not what its repeat says now.)
+                // (A firing kept before, or earlier in this batch, made again, is dropped as
+                // a repeat: what muted it is what the first said, not what its repeat says.)
+                if batch_mutes.contains_key(&c.id) {
+                    continue;
+                }
                 let mutes = if self.has_change(c.id, AlertState::Firing)? {
                     self.mutes(c.id)?
                 } else {

@@ -174,7 +174,8 @@ stdout = true
 # `equal` fields, and that begin firing then, do not go to the webhook nor to syslog (they
 # are kept, listed and written to stdout and the file with `"inhibited": {"by": ID, "rule":
 # ...}`, and so are their ends); when the source alert ends, those still firing are sent.
-# Best with a source that resolves (an absence); `cepheus silence` mutes by hand instead.
+# Only the source's episodes inhibit (an absence, a closure: a match never ends); `cepheus
+# silence` mutes by hand instead.
 # [[inhibit]]
 # source = "heartbeat-missing"
 # targets = ["sshd-down", "disk-full"]

@@ -171,6 +171,11 @@ pub struct AlertSink {
     silences: Vec<super::silence::Silence>,
     /// `[[inhibit]]` of the configuration.
     inhibits: Vec<super::silence::InhibitRule>,
+    /// What the store kept late may be muted by what ended meanwhile: to settle
+    /// ([`AlertSink::reconcile_if_due`]).
+    reconcile_due: bool,
+    /// The silences could not be read at start: their marks are left as they are.
+    silences_unread: bool,
     /// Per rule, whether its alerts are episodes the engine ends, not matches that fire once
     /// and stay firing ([`Alert::episodic`]; from each alert taken, and the start's `Adopt`):
     /// a muted match stays muted when what muted it ends (it happened then).
@@ -486,6 +491,8 @@ impl AlertSink {
             inhibits: Vec::new(),
             inhibitors: Default::default(),
             episodic: Default::default(),
+            reconcile_due: false,
+            silences_unread: false,
         }
     }
 
@@ -553,11 +560,10 @@ impl AlertSink {
                 // The live stream had them without a place: again, with it, so that a client
                 // that resumed meanwhile (its replay ended before they were kept) gets them.
                 self.offer_to_stream(waiting.iter().filter(|c| c.seq.is_some()));
-                // What muted a firing written out meanwhile may have ended meanwhile (at the
-                // start, once the engines said which alerts are episodes: `settle_mutes`).
-                if self.adopting.is_none() {
-                    self.reconcile_mutes();
-                }
+                // What muted a firing written out meanwhile may have ended meanwhile: settled
+                // once the batch being taken is kept too (its ends are marked by then), and at
+                // the start once the engines said which alerts are episodes.
+                self.reconcile_due = true;
                 self.unkept_bytes = 0;
                 self.unkept_dirty = true;
                 self.counters.store_waiting.store(0, Ordering::Relaxed);
@@ -1080,7 +1086,9 @@ impl AlertSink {
                     c.json = with_mark(&c.json, field, mark);
                 }
                 // (In order: an inhibitor firing mutes what fires after it in the batch.)
+                // (A match's alert never ends: it inhibits nothing.)
                 if !self.inhibits.is_empty()
+                    && a.episodic()
                     && self.note_inhibitor(
                         c.id,
                         a.rule(),
@@ -1098,6 +1106,16 @@ impl AlertSink {
             self.emit(&fresh);
             // (After the batch is kept: what the ended inhibitors muted is in the store.)
             self.unmute_inhibited(&ended);
+            self.reconcile_if_due();
+        }
+    }
+
+    /// [`AlertSink::reconcile_mutes`] when the store kept what waited for it, once no start
+    /// reckoning is pending (which settles them all).
+    fn reconcile_if_due(&mut self) {
+        if self.reconcile_due && self.adopting.is_none() {
+            self.reconcile_due = false;
+            self.reconcile_mutes();
         }
     }
 
@@ -1110,6 +1128,7 @@ impl AlertSink {
         let fresh = self.keep(changes);
         self.emit(&fresh);
         self.note_inhibitors_ended(&fresh);
+        self.reconcile_if_due();
     }
 
     /// Keeps a batch in the store; returns the changes it did not have before (all of them
@@ -1230,6 +1249,7 @@ impl Actor for AlertSink {
         ctx.run_interval(super::mem::EVERY, |_, _| super::mem::collect());
         ctx.run_interval(CATCH_UP_EVERY, |act, _| {
             act.catch_up();
+            act.reconcile_if_due();
         });
         ctx.run_interval(std::time::Duration::from_secs(1), |act, _| {
             act.page_outputs();
@@ -1273,6 +1293,15 @@ impl AlertSink {
     /// keep it: the silences whose end came, and the muted alerts whose silence or
     /// inhibiting alert no longer mutes them.
     fn settle_mutes(&mut self) {
+        // A match's alert never ends: it inhibits nothing (it would for ever).
+        let episodic = &self.episodic;
+        let inhibits = &self.inhibits;
+        self.inhibitors.retain(|(i, _), _| {
+            inhibits
+                .get(*i)
+                .is_some_and(|r| episodic.get(&r.source) != Some(&false))
+        });
+        self.reconcile_due = false;
         self.end_silences();
         self.reconcile_mutes();
     }
@@ -1594,7 +1623,10 @@ impl Handler<ExpireSilence> for AlertSink {
                 .map_err(|e| format!("cannot end the silence: {e}"))?;
             tracing::info!(silence = %s.id, "silence expired");
         }
-        self.end_silences();
+        // (At the start, once the engines said which alerts are episodes: the tick.)
+        if self.adopting.is_none() {
+            self.end_silences();
+        }
         Ok(self.silences.iter().find(|s| s.id == msg.0).cloned())
     }
 }
@@ -1916,6 +1948,11 @@ impl AlertSink {
             .collect();
         for c in changes.iter_mut() {
             if c.state == AlertState::Firing {
+                // (A repeat: the firing waiting for the store, or earlier in the batch, or
+                // in the store, is the one kept and sent.)
+                if firings.contains_key(&c.id) {
+                    continue;
+                }
                 let mutes = if repeat(c.id) {
                     stored(c.id)
                 } else {
@@ -1957,7 +1994,10 @@ impl AlertSink {
             let Ok(m) = serde_json::from_slice::<serde_json::Value>(&m) else {
                 continue;
             };
-            let silence = m[cepheus_store::SILENCED]["id"].as_str();
+            // (Silences that could not be read: their marks stand.)
+            let silence = m[cepheus_store::SILENCED]["id"]
+                .as_str()
+                .filter(|_| !self.silences_unread);
             let stale_silence =
                 silence.filter(|sid| !self.silences.iter().any(|s| s.id == *sid && s.active(now)));
             let by = m[cepheus_store::INHIBITED]["by"]
@@ -2066,6 +2106,11 @@ impl AlertSink {
         let Some(store) = self.store.clone() else {
             return;
         };
+        // (At the start, once the engines said which alerts are episodes: `settle_mutes`
+        // releases what no longer mutes.)
+        if self.adopting.is_some() {
+            return;
+        }
         for &by in ended {
             let hex = cepheus_core::alert::AlertId(by).to_string();
             let stays = |json: &str| self.stays_muted(json);
@@ -2123,20 +2168,24 @@ impl AlertSink {
         };
         match store.silences() {
             Ok(kept) => {
+                let mut unread = false;
                 self.silences = kept
                     .into_iter()
                     .filter_map(|(id, json)| match serde_json::from_str(&json) {
                         Ok(s) => Some(s),
                         Err(e) => {
-                            tracing::error!(silence = format!("{id:016x}"), error = %e, "a silence the store keeps cannot be read: left out");
+                            unread = true;
+                            tracing::error!(silence = format!("{id:016x}"), error = %e, "a silence the store keeps cannot be read: left out (what silences muted stays muted until the agent restarts)");
                             None
                         }
                     })
                     .collect();
+                self.silences_unread = unread;
             }
             Err(e) => {
                 bump(&self.counters.store_errors, 1);
-                tracing::error!(error = %e, "cannot read the silences: none mutes until the agent restarts");
+                self.silences_unread = true;
+                tracing::error!(error = %e, "cannot read the silences: none mutes, and what they muted stays muted, until the agent restarts");
             }
         }
         self.silences.sort_by(|a, b| a.id.cmp(&b.id));
@@ -3061,7 +3110,9 @@ mod silence_tests {
         // Room again: the held firing is kept.
         sink.space.min_free = 0;
         sink.space.checked = None;
+        // (As the catch-up tick: kept, then what no longer mutes settled.)
         assert!(sink.catch_up());
+        sink.reconcile_if_due();
         sink.end_silences();
         let firing = store.firing().unwrap();
         assert_eq!(firing.len(), 1);
@@ -3510,6 +3561,245 @@ mod inhibit_tests {
         let sent = got(&collector);
         assert!(sent.is_empty(), "a muted match sent at the start: {sent:?}");
         assert!(sink.silences[0].ended);
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    // ---- Review of 0dadf51 (session 52) ----
+
+    /// A match rule `m` by host: one alert per event of app `x` (at second `t`).
+    fn match_alert(e: &mut Engine, t: i64, host: &str) -> Vec<Alert> {
+        let at = Timestamp::from_secs(1_000_000).add(cepheus_core::time::Duration::from_secs(t));
+        let mut out = Vec::new();
+        e.push(
+            Event::new(Source::Syslog, at, at)
+                .with(Field::Host, Value::str(host))
+                .with(Field::App, Value::str("x")),
+            &mut out,
+        );
+        assert!(out.len() == 1 && !out[0].episodic(), "{out:?}");
+        out
+    }
+
+    fn match_engine() -> Engine {
+        let rules = compile_str(
+            "m.toml",
+            "[[rule]]\nname = \"m\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.x = 'syslog and app == \"x\"'\npattern = \"x\"\n",
+        )
+        .rules
+        .unwrap();
+        Engine::new(&rules, EngineConfig::default()).unwrap()
+    }
+
+    fn of_rule<'a>(sent: &'a [String], rule: &str) -> Vec<&'a String> {
+        let want = format!("\"rule\":\"{rule}\"");
+        sent.iter().filter(|l| l.contains(&want)).collect()
+    }
+
+    /// `catch_up` (inside `keep`) runs `reconcile_mutes` after `take` already noted the
+    /// batch's inhibitor ends in `inhibitors`, but before the batch is kept: a batch with a
+    /// source's end and its muted target's end, taken when what waited for the store is
+    /// kept, has the target's firing sent (`send_again`) while its end, marked by
+    /// `mark_muted_ends` before, stays muted: the receivers get a firing that never ends.
+    #[test]
+    fn a_target_and_its_source_ending_in_a_catch_up_batch_both_stay_muted() {
+        let (dir, store) = scratch("r52-race");
+        let mut f = Feed::new();
+        assert!(f.at(0, "web1", "hb").is_empty());
+        assert!(f.at(0, "web1", "db").is_empty());
+        assert!(f.at(5, "web2", "hb").is_empty());
+        let source_fires = one(f.at(11, "clock", "tick"), "hb:Firing");
+        let other_fires = one(f.at(16, "clock", "tick"), "hb:Firing");
+        let target_fires = one(f.at(21, "clock", "tick"), "svc:Firing");
+        let source_ends = one(f.at(30, "web1", "hb"), "hb:Resolved");
+        let target_ends = one(f.at(31, "web1", "db"), "svc:Resolved");
+        let (mut sink, collector) = sink_on(&store, vec![inhibit("hb", &["svc"], &["host"])]);
+        sink.take(source_fires, 0);
+        sink.take(target_fires, 0);
+        assert_eq!(got(&collector).len(), 1);
+        // The disk nearly full a moment: another host's alert waits for the store.
+        sink.space.min_free = u64::MAX;
+        sink.space.checked = None;
+        sink.take(other_fires, 0);
+        assert_eq!(sink.unkept.len(), 1);
+        sink.space.min_free = 0;
+        sink.space.checked = None;
+        let _ = got(&collector);
+        sink.take(source_ends.into_iter().chain(target_ends).collect(), 0);
+        let sent = got(&collector);
+        let svc = of_rule(&sent, "svc");
+        assert!(
+            svc.len() != 1,
+            "the muted target's firing is sent, its end muted: {svc:?}"
+        );
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `mark_muted_ends` takes a repeated firing's mutes from the store only when the store
+    /// has it: a firing sent unmuted that still waits for the store (its disk still nearly
+    /// full after a crash), made again with its end by the replay once a silence was added,
+    /// has the repeat's `silenced` put on its end: the receivers never hear it ended.
+    #[test]
+    fn the_end_of_a_sent_firing_waiting_for_the_store_repeated_in_its_batch_is_sent() {
+        let (dir, store) = scratch("r52-repeat-unkept");
+        let mut f = Feed::new();
+        assert!(f.at(0, "web1", "hb").is_empty());
+        let fires = one(f.at(11, "clock", "tick"), "hb:Firing");
+        let ends = one(f.at(30, "web1", "hb"), "hb:Resolved");
+        let (mut sink, collector) = sink_on(&store, Vec::new());
+        sink.space.min_free = u64::MAX;
+        sink.space.checked = None;
+        sink.take(fires.clone(), 0);
+        assert_eq!(got(&collector).len(), 1, "the firing is sent");
+        let new: super::super::silence::NewSilence = serde_json::from_value(serde_json::json!({
+            "rule": "hb", "for": "1h", "by": "ops"
+        }))
+        .unwrap();
+        let mut ctx = actix::Context::<AlertSink>::new();
+        <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx).unwrap();
+        sink.save_unkept();
+        drop(sink);
+        // The restart, the disk still nearly full; the replay makes the firing and its end.
+        let (mut sink, collector) = sink_on(&store, Vec::new());
+        sink.space.min_free = u64::MAX;
+        sink.space.checked = None;
+        start(&mut sink);
+        sink.take(fires.into_iter().chain(ends).collect(), 0);
+        let sent = got(&collector);
+        assert!(
+            sent.iter().any(|l| l.contains("\"state\":\"resolved\"")),
+            "the end of a firing sent unmuted is muted: {sent:?} / {:?}",
+            sink.unkept.iter().map(|c| &c.json).collect::<Vec<_>>()
+        );
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `ExpireSilence` calls `end_silences` while the start's reckoning waits for the
+    /// shards (the tick's does not since 0dadf51): `episodic` is still empty, so a muted
+    /// match is taken for an episode and sent, news of the past.
+    #[test]
+    fn a_silence_expired_before_the_engines_said_leaves_a_muted_match_muted() {
+        let (dir, store) = scratch("r52-expire-early");
+        let mut e = match_engine();
+        let (mut sink, collector) = sink_on(&store, Vec::new());
+        let new: super::super::silence::NewSilence = serde_json::from_value(serde_json::json!({
+            "rule": "m", "for": "1h", "by": "ops"
+        }))
+        .unwrap();
+        let mut ctx = actix::Context::<AlertSink>::new();
+        let s = <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx)
+            .unwrap();
+        sink.take(match_alert(&mut e, 0, "web1"), 0);
+        assert!(got(&collector).is_empty());
+        drop(sink);
+        let (sink, collector) = sink_on(&store, Vec::new());
+        let mut sink = sink.adopting(1);
+        start(&mut sink);
+        // Expired through the API before the shard's `Adopt`.
+        <AlertSink as Handler<ExpireSilence>>::handle(&mut sink, ExpireSilence(s.id), &mut ctx)
+            .unwrap()
+            .unwrap();
+        sink.adopt(Adopt {
+            shard: 0,
+            ids: Vec::new(),
+            episodic: Vec::new(),
+            running: vec!["m".to_string()],
+        });
+        let sent = got(&collector);
+        assert!(sent.is_empty(), "a muted match sent: {sent:?}");
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A restart's `Retire` (sent by a shard from `install`, before its `Adopt`) resolves
+    /// an `[[inhibit]]` source whose rule changed while the agent was down;
+    /// `note_inhibitors_ended` → `unmute_inhibited` asks `stays_muted` while `episodic` is
+    /// still empty: the match it inhibited is sent, news of the past.
+    #[test]
+    fn a_source_retired_before_the_engines_said_leaves_a_muted_match_muted() {
+        let (dir, store) = scratch("r52-retire-early");
+        let mut f = Feed::new();
+        assert!(f.at(0, "web1", "hb").is_empty());
+        let source_fires = one(f.at(11, "clock", "tick"), "hb:Firing");
+        let mut e = match_engine();
+        let rules = vec![inhibit("hb", &["m"], &["host"])];
+        let (mut sink, collector) = sink_on(&store, rules.clone());
+        sink.take(source_fires, 0);
+        sink.take(match_alert(&mut e, 20, "web1"), 0);
+        assert_eq!(got(&collector).len(), 1, "the source only");
+        drop(sink);
+        let (sink, collector) = sink_on(&store, rules);
+        let mut sink = sink.adopting(1);
+        start(&mut sink);
+        let mut ctx = actix::Context::<AlertSink>::new();
+        <AlertSink as Handler<Retire>>::handle(
+            &mut sink,
+            Retire {
+                rules: vec![("hb".to_string(), Reason::RuleChanged)],
+                time: crate::flow::live::wall_clock(),
+                reload: None,
+            },
+            &mut ctx,
+        );
+        sink.adopt(Adopt {
+            shard: 0,
+            ids: Vec::new(),
+            episodic: vec!["hb".to_string(), "svc".to_string()],
+            running: vec!["hb".to_string(), "svc".to_string(), "m".to_string()],
+        });
+        let sent = got(&collector);
+        assert_eq!(of_rule(&sent, "hb").len(), 1, "the source's end: {sent:?}");
+        let m = of_rule(&sent, "m");
+        assert!(m.is_empty(), "a muted match sent: {m:?}");
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A match as an `[[inhibit]]` source inhibits nothing: its alerts (a new id per match)
+    /// never end, so noted in `inhibitors` they piled up without bound and, once the store
+    /// pruned them, went on inhibiting after the group was forgotten.
+    #[test]
+    fn match_sources_neither_pile_up_nor_inhibit() {
+        let dir =
+            std::env::temp_dir().join(format!("cepheus-inhibit-r52-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::open(&dir, 4).unwrap();
+        let mut e = match_engine();
+        let mut f = Feed::new();
+        assert!(f.at(0, "web1", "db").is_empty());
+        let target_fires = one(f.at(21, "clock", "tick"), "svc:Firing");
+        let (mut sink, collector) = sink_on(&store, vec![inhibit("m", &["svc"], &["host"])]);
+        for t in 0..20 {
+            sink.take(match_alert(&mut e, t - 100, "web1"), 0);
+        }
+        assert_eq!(got(&collector).len(), 20);
+        let noted: usize = sink.inhibitors.values().map(|s| s.len()).sum();
+        let firing = store.firing().unwrap().len();
+        let mut ctx = actix::Context::<AlertSink>::new();
+        let through = store.last_seq().unwrap().unwrap();
+        let n = <AlertSink as Handler<ForgetAlerts>>::handle(
+            &mut sink,
+            ForgetAlerts {
+                through,
+                rules: vec!["m".into()],
+                group_by: vec!["host".into()],
+                key: vec!["web1".into()],
+                time: crate::flow::live::wall_clock(),
+            },
+            &mut ctx,
+        );
+        assert!(n > 0);
+        assert!(store.firing().unwrap().is_empty());
+        let _ = got(&collector);
+        sink.take(target_fires, 0);
+        let sent = got(&collector);
+        assert!(
+            noted <= firing && sent.len() == 1,
+            "{noted} inhibitors noted, the store lists {firing} firing; after the group is forgotten, the target sent: {sent:?} / {}",
+            store.firing().unwrap()[0].json
+        );
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
