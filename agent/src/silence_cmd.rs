@@ -128,11 +128,14 @@ fn add(args: &AddArgs) -> ExitCode {
                 "silence {} {} until {}",
                 s["id"].as_str().unwrap_or("?"),
                 if s["state"] == "pending" {
-                    format!("pending (from {})", s["starts_at"].as_str().unwrap_or("?"))
+                    format!(
+                        "pending (from {})",
+                        to_second(s["starts_at"].as_str().unwrap_or("?"))
+                    )
                 } else {
                     "active".to_string()
                 },
-                s["ends_at"].as_str().unwrap_or("?")
+                to_second(s["ends_at"].as_str().unwrap_or("?"))
             );
             ExitCode::SUCCESS
         }
