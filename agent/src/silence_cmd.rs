@@ -98,6 +98,18 @@ pub fn run(cmd: SilenceCommand) -> ExitCode {
 }
 
 fn add(args: &AddArgs) -> ExitCode {
+    // (Every field given must match: one given twice matches nothing sensible.)
+    if let Some((f, _)) = args.group.iter().enumerate().find_map(|(i, (f, _))| {
+        args.group[..i]
+            .iter()
+            .any(|(g, _)| g == f)
+            .then_some((f, i))
+    }) {
+        eprintln!(
+            "error: --group names `{f}` twice: a silence mutes the alerts whose group has every value given (make one silence per value)"
+        );
+        return ExitCode::from(2);
+    }
     let group: serde_json::Map<String, serde_json::Value> = args
         .group
         .iter()
@@ -124,6 +136,14 @@ fn add(args: &AddArgs) -> ExitCode {
     match sent {
         Ok(Answer::Ok(text)) => {
             let s: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+            if s["existing"] == true {
+                println!(
+                    "silence {} already mutes these alerts, until {}",
+                    s["id"].as_str().unwrap_or("?"),
+                    to_second(s["ends_at"].as_str().unwrap_or("?"))
+                );
+                return ExitCode::SUCCESS;
+            }
             println!(
                 "silence {} {} until {}",
                 s["id"].as_str().unwrap_or("?"),

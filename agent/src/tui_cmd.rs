@@ -90,7 +90,13 @@ impl cepheus_tui::Source for Api {
         {
             Answer::Ok(text) => {
                 let said: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-                Ok(said["id"].as_str().unwrap_or("?").to_string())
+                let id = said["id"].as_str().unwrap_or("?").to_string();
+                // (The same key pressed again: the silence there stands.)
+                Ok(if said["existing"] == true {
+                    format!("{id}, made before")
+                } else {
+                    id
+                })
             }
             Answer::NotFound(text) => Err(text.trim().to_string()),
         }

@@ -3833,6 +3833,26 @@ fn a_silence_mutes_the_webhook_until_it_ends() {
         err.contains("rule \"hb\" groups by host: group field \"hots\" is none of them"),
         "{err}"
     );
+    let out = cli(&["add", "--group", "hots=web1", "--for", "1h"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no rule the agent runs groups by \"hots\""),
+        "{err}"
+    );
+    let out = cli(&[
+        "add",
+        "--group",
+        "host=web1",
+        "--group",
+        "host=web2",
+        "--for",
+        "1h",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--group names `host` twice"), "{err}");
+    let out = cli(&["add", "--rule", "hb", "--for", "1000d"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a silence ends within a year"), "{err}");
     let out = cli(&[
         "add",
         "--group",
@@ -3856,6 +3876,13 @@ fn a_silence_mutes_the_webhook_until_it_ends() {
         "{said}"
     );
     let id = said.split_whitespace().nth(1).unwrap().to_string();
+    // The same again (a key pressed twice): the one there stands.
+    let again = cli(&["add", "--group", "host=web1", "--for", "30m", "--by", "ops"]);
+    let said = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        said.starts_with(&format!("silence {id} already mutes these alerts")),
+        "{said}"
+    );
     // Every alert posted, in order.
     let mut posted: Vec<Value> = Vec::new();
     let pump = |posted: &mut Vec<Value>, until: &dyn Fn(&[Value]) -> bool| {
@@ -3903,7 +3930,9 @@ fn a_silence_mutes_the_webhook_until_it_ends() {
         !posted.iter().any(|v| v["group"]["host"] == "web1"),
         "{posted:?}"
     );
-    let out = cli(&["expire", &id]);
+    // (Its id as listed, or without its leading zeros.)
+    let short = format!("{:x}", u64::from_str_radix(&id, 16).unwrap());
+    let out = cli(&["expire", &short]);
     assert_eq!(
         out.status.code(),
         Some(0),

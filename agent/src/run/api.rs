@@ -1602,9 +1602,32 @@ async fn add_silence(
     let Some(sink) = &st.alert_sink else {
         return text(HttpResponse::NotFound(), "this agent keeps no store");
     };
-    // A silence of a rule names fields of its group: a typo would mute nothing, silently.
-    if let (Some(rule), Some(shard)) = (new.rule.as_deref(), st.shards.first()) {
-        let rule = rule.trim().to_string();
+    // A silence names fields of its rule's group, or of some rule's: a typo would mute
+    // nothing, silently. (A blank rule is said by the silence's own checks.)
+    let named = new.rule.as_deref().map(str::trim).filter(|r| !r.is_empty());
+    if let (None, Some(shard)) = (named, st.shards.first())
+        && !new.group.is_empty()
+    {
+        match shard.send(super::shard::GroupBys).await {
+            Ok(all) => {
+                if !all.iter().any(|g| new.group.keys().all(|f| g.contains(f))) {
+                    let fields: Vec<String> = new.group.keys().map(|f| for_log(f)).collect();
+                    return text(
+                        HttpResponse::BadRequest(),
+                        format!(
+                            "no rule the agent runs groups by {}: the silence would mute nothing (`cepheus groups list RULE` shows a rule's fields)",
+                            fields.join(" and ")
+                        ),
+                    );
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a shard did not answer; the silence's fields are not checked")
+            }
+        }
+    }
+    if let (Some(rule), Some(shard)) = (named, st.shards.first()) {
+        let rule = rule.to_string();
         match shard.send(super::shard::GroupByOf(rule.clone())).await {
             Ok(None) => {
                 return text(
@@ -1638,7 +1661,16 @@ async fn add_silence(
         }
     }
     match sink.send(super::sink::AddSilence(new)).await {
-        Ok(Ok(s)) => HttpResponse::Created().json(s.listed(crate::flow::live::wall_clock())),
+        Ok(Ok((s, existing))) => {
+            let mut listed = s.listed(crate::flow::live::wall_clock());
+            if existing {
+                // (The same silence made again, a key pressed twice: the one there stands.)
+                listed["existing"] = true.into();
+                HttpResponse::Ok().json(listed)
+            } else {
+                HttpResponse::Created().json(listed)
+            }
+        }
         Ok(Err((code, why))) => {
             let status = actix_web::http::StatusCode::from_u16(code)
                 .unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR);
@@ -1676,7 +1708,11 @@ async fn expire_silence(
     let Some(sink) = &st.alert_sink else {
         return text(HttpResponse::NotFound(), "this agent keeps no store");
     };
-    let id = body.id.trim().to_ascii_lowercase();
+    // (An id as listed, or without its leading zeros.)
+    let id = match u64::from_str_radix(body.id.trim(), 16) {
+        Ok(n) if body.id.trim().len() <= 16 => format!("{n:016x}"),
+        _ => body.id.trim().to_ascii_lowercase(),
+    };
     match sink.send(super::sink::ExpireSilence(id)).await {
         Ok(Ok(Some(s))) => HttpResponse::Ok().json(s.listed(crate::flow::live::wall_clock())),
         Ok(Ok(None)) => HttpResponse::NotFound().json(serde_json::json!({

@@ -1081,6 +1081,25 @@ impl Shard {
     }
 }
 
+/// Every rule's `group_by`: what a silence of no rule may name.
+#[derive(Message)]
+#[rtype(result = "Vec<Vec<String>>")]
+pub struct GroupBys;
+
+impl Handler<GroupBys> for Shard {
+    type Result = MessageResult<GroupBys>;
+
+    fn handle(&mut self, _: GroupBys, _: &mut Self::Context) -> Self::Result {
+        MessageResult(
+            self.rules
+                .rules
+                .iter()
+                .map(|r| r.group_by.clone())
+                .collect(),
+        )
+    }
+}
+
 impl Handler<GroupByOf> for Shard {
     type Result = MessageResult<GroupByOf>;
 

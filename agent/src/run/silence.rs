@@ -26,6 +26,10 @@ pub const MAX_SILENCES: usize = 1000;
 pub const KEPT_AFTER_END: cepheus_core::time::Duration =
     cepheus_core::time::Duration::from_secs(7 * 24 * 3600);
 
+/// How far ahead a silence may end.
+pub const MAX_LENGTH: cepheus_core::time::Duration =
+    cepheus_core::time::Duration::from_secs(366 * 24 * 3600);
+
 /// The most group fields one silence names.
 pub const MAX_MATCHERS: usize = 16;
 
@@ -160,6 +164,9 @@ impl NewSilence {
         }
         if ends_at <= starts_at {
             return Err("the silence ends before it begins".into());
+        }
+        if ends_at > now.add(MAX_LENGTH) {
+            return Err("a silence ends within a year: make it again then if it must go on".into());
         }
         Ok(Silence {
             id: format!("{id:016x}"),

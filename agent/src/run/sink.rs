@@ -1544,11 +1544,13 @@ impl Handler<StoreMark> for AlertSink {
 /// `POST /silences/add`: a new silence (made at `now` by the sink, which gives it its id and
 /// keeps it). Answers it, or what is wrong with it (`Err((409, ..))` when there are too many).
 #[derive(Message)]
-#[rtype(result = "Result<super::silence::Silence, (u16, String)>")]
+#[rtype(result = "Result<(super::silence::Silence, bool), (u16, String)>")]
 pub struct AddSilence(pub super::silence::NewSilence);
 
 impl Handler<AddSilence> for AlertSink {
-    type Result = Result<super::silence::Silence, (u16, String)>;
+    /// The silence, and whether it is one already there (the same rule and group, active
+    /// from now at least as long): then no other is made.
+    type Result = Result<(super::silence::Silence, bool), (u16, String)>;
 
     fn handle(&mut self, msg: AddSilence, _: &mut Self::Context) -> Self::Result {
         let Some(store) = self.store.clone() else {
@@ -1560,6 +1562,15 @@ impl Handler<AddSilence> for AlertSink {
         let now = crate::flow::live::wall_clock();
         // What is wrong with it first: a refused request drops no old silence, takes no id.
         let mut silence = msg.0.into_silence(0, now).map_err(|why| (400, why))?;
+        if let Some(same) = self.silences.iter().find(|s| {
+            s.active(now)
+                && s.rule == silence.rule
+                && s.group == silence.group
+                && s.starts_at <= silence.starts_at
+                && s.ends_at >= silence.ends_at
+        }) {
+            return Ok((same.clone(), true));
+        }
         // Room: the oldest ended silence goes first; one that may still mute never does.
         if self.silences.len() >= super::silence::MAX_SILENCES {
             let oldest = (self.silences.iter().enumerate())
@@ -1591,7 +1602,7 @@ impl Handler<AddSilence> for AlertSink {
             .map_err(|e| (500, format!("cannot keep the silence: {e}")))?;
         tracing::info!(silence = %silence.id, rule = ?silence.rule, group = ?silence.group, by = %silence.by, until = %silence.ends_at.to_rfc3339(), "silence added");
         self.silences.push(silence.clone());
-        Ok(silence)
+        Ok((silence, false))
     }
 }
 
@@ -3047,7 +3058,7 @@ mod silence_tests {
         .unwrap();
         let s = <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx)
             .unwrap();
-        (dir, sink, store, collector, s.id)
+        (dir, sink, store, collector, s.0.id)
     }
 
     /// The datagrams the collector got (waiting a little for each).
@@ -3698,7 +3709,7 @@ mod inhibit_tests {
         let mut sink = sink.adopting(1);
         start(&mut sink);
         // Expired through the API before the shard's `Adopt`.
-        <AlertSink as Handler<ExpireSilence>>::handle(&mut sink, ExpireSilence(s.id), &mut ctx)
+        <AlertSink as Handler<ExpireSilence>>::handle(&mut sink, ExpireSilence(s.0.id), &mut ctx)
             .unwrap()
             .unwrap();
         sink.adopt(Adopt {
