@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Where the instructions of one callgrind profile grow against another's.
 
-Usage: callgrind_growth.py SMALL.out LARGE.out BINARY
+Usage: callgrind_growth.py SMALL.out LARGE.out BINARY [--lines FUNCTION]
 
 Both profiles made with `valgrind --tool=callgrind --dump-instr=yes` on the same BINARY (for
 example the `fifty-pool` cell at 10 and 10,000 rules, see docs/compact-evaluator.md). Each
-instruction's own cost is charged, through `addr2line -i`, to the innermost inlined frame
-that is code of this repository, so costs inlined into `Engine::push` are told apart by the
-function they come from. Prints the 45 parts that grow most.
+instruction's own cost (calls left out: their callees' lines hold it) is charged, through
+`addr2line -i`, to the innermost inlined frame that is code of this repository, so costs
+inlined into `Engine::push` are told apart by the function they come from; prints the 45
+parts that grow most. With `--lines FUNCTION` (a part of its name, e.g. `deliver_compact`),
+to the line of FUNCTION each instruction was inlined at instead, so the code std and small
+helpers inline into a loop is told apart by the loop's line; prints the 40 lines that grow
+most.
 """
 import collections
 import re
@@ -15,7 +19,8 @@ import subprocess
 import sys
 
 
-def load(path, binary):
+def costs(path):
+    """Each instruction address's own cost in one profile."""
     cost = collections.Counter()
     addr = line = 0
     in_call = False
@@ -47,7 +52,11 @@ def load(path, binary):
                 in_call = False
                 continue
             cost[addr] += c
-    addrs = [a for a, _ in cost.most_common(20000)]
+    return cost
+
+
+def inline_chains(binary, addrs):
+    """Per address, its inlined frames innermost first: (function, source location)."""
     out = subprocess.run(
         ["addr2line", "-i", "-f", "-C", "-e", binary, "-a"] + [hex(a) for a in addrs],
         capture_output=True,
@@ -65,27 +74,51 @@ def load(path, binary):
             i += 2
         else:
             i += 1
-    parts = collections.Counter()
-    repo = subprocess.run(
-        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True
-    ).stdout.strip()
-    for a in addrs:
-        chain = frames.get(a, [])
-        part = next(
-            ("::".join(f.split("::")[-2:])[:60] for f, loc in chain if repo and repo in loc),
-            chain[-1][0][:60] if chain else "?",
-        )
-        parts[part] += cost[a]
-    return parts
+    return frames
+
+
+def part_of(chain, repo):
+    """The innermost frame of this repository's code, by function."""
+    return next(
+        ("::".join(f.split("::")[-2:])[:60] for f, loc in chain if repo and repo in loc),
+        chain[-1][0][:60] if chain else "?",
+    )
+
+
+def line_in(chain, function):
+    """The line of `function` the instruction was inlined at, if it was."""
+    for f, loc in chain:
+        if function in f:
+            return loc.split(" ")[0].split("/")[-1]
+    return None
 
 
 def main():
     small, large, binary = sys.argv[1:4]
-    a, b = load(small, binary), load(large, binary)
+    function = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--lines" else None
+    a, b = costs(small), costs(large)
+    addrs = list(set(a) | set(b))
+    chains = inline_chains(binary, addrs)
+    repo = subprocess.run(
+        ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True
+    ).stdout.strip()
+    sa, sb = collections.Counter(), collections.Counter()
+    for x in addrs:
+        chain = chains.get(x, [])
+        key = line_in(chain, function) if function else part_of(chain, repo)
+        if key is not None:
+            sa[key] += a[x]
+            sb[key] += b[x]
+    if function:
+        growth = {k: sb[k] - sa[k] for k in set(sa) | set(sb)}
+        print(f"growth in {function}'s own frame: {sum(growth.values()):,}")
+        for k, v in sorted(growth.items(), key=lambda kv: -kv[1])[:40]:
+            print(f"{v:>14,}  {k}")
+        return
     print(f"{'small':>12} {'large':>12} {'growth':>12}  part")
-    for k in sorted(set(a) | set(b), key=lambda k: a[k] - b[k])[:45]:
-        print(f"{a[k]:>12,} {b[k]:>12,} {b[k] - a[k]:>12,}  {k}")
-    print(f"{sum(a.values()):>12,} {sum(b.values()):>12,}  total")
+    for k in sorted(set(sa) | set(sb), key=lambda k: sa[k] - sb[k])[:45]:
+        print(f"{sa[k]:>12,} {sb[k]:>12,} {sb[k] - sa[k]:>12,}  {k}")
+    print(f"{sum(sa.values()):>12,} {sum(sb.values()):>12,}  total")
 
 
 if __name__ == "__main__":

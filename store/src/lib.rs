@@ -493,40 +493,12 @@ impl Store {
         if changes.is_empty() {
             return Ok(Vec::new());
         }
-        // What muted the firings of this batch, by id: an end after its firing in the same
-        // batch finds it here, not yet in `muted`.
-        let mut batch_mutes: std::collections::HashMap<u64, Option<Vec<u8>>> =
-            std::collections::HashMap::new();
+        self.mark_muted_ends(&[], changes)?;
         for c in changes.iter_mut() {
-            if c.state == AlertState::Firing {
-                // (A firing kept before, or earlier in this batch, made again, is dropped as
-                // a repeat: what muted it is what the first said, not what its repeat says.)
-                if batch_mutes.contains_key(&c.id) {
-                    continue;
-                }
-                let mutes = if self.has_change(c.id, AlertState::Firing)? {
-                    self.mutes(c.id)?
-                } else {
-                    mutes_of(&c.json)
-                };
-                batch_mutes.insert(c.id, mutes);
-                continue;
-            }
-            if let Some(ack) = self.acks.get(c.id.to_be_bytes()).map_err(|e| self.io(e))? {
+            if c.state != AlertState::Firing
+                && let Some(ack) = self.acks.get(c.id.to_be_bytes()).map_err(|e| self.io(e))?
+            {
                 c.json = with_field(&c.json, "ack", &ack);
-            }
-            // The end of an alert whose firing was muted is muted too (the receivers never
-            // heard of it), and says what muted it.
-            let mutes = match batch_mutes.get(&c.id) {
-                Some(m) => m.clone(),
-                None => self
-                    .muted
-                    .get(c.id.to_be_bytes())
-                    .map_err(|e| self.io(e))?
-                    .map(|m| m.to_vec()),
-            };
-            if let Some(m) = mutes {
-                c.json = with_fields(&c.json, &m);
             }
         }
         // In transactions of at most TXN_CHANGES changes (each change's rows are written
@@ -908,6 +880,56 @@ impl Store {
         Ok(acked)
     }
 
+    /// Marks the ends in `changes` whose firings were muted (the receivers never heard of
+    /// them) as muted too, with what muted them: their firing earlier in `waiting` (changes
+    /// not kept yet, in order), earlier in `changes`, or kept here. The first firing of an id
+    /// is the one kept and sent: what a repeat of it says counts for nothing.
+    pub fn mark_muted_ends<'a>(
+        &self,
+        waiting: impl IntoIterator<Item = &'a Change>,
+        changes: &mut [Change],
+    ) -> Result<(), StoreError> {
+        if changes.iter().all(|c| c.state == AlertState::Firing) {
+            return Ok(());
+        }
+        let mut firings: std::collections::HashMap<u64, Option<Vec<u8>>> =
+            std::collections::HashMap::new();
+        let note = |firings: &mut std::collections::HashMap<u64, Option<Vec<u8>>>,
+                    c: &Change|
+         -> Result<(), StoreError> {
+            if firings.contains_key(&c.id) {
+                return Ok(());
+            }
+            let mutes = if self.has_change(c.id, AlertState::Firing)? {
+                self.mutes(c.id)?
+            } else {
+                mutes_of(&c.json)
+            };
+            firings.insert(c.id, mutes);
+            Ok(())
+        };
+        for c in waiting
+            .into_iter()
+            .filter(|c| c.state == AlertState::Firing)
+        {
+            note(&mut firings, c)?;
+        }
+        for c in changes.iter_mut() {
+            if c.state == AlertState::Firing {
+                note(&mut firings, c)?;
+                continue;
+            }
+            let mutes = match firings.get(&c.id) {
+                Some(m) => m.clone(),
+                None => self.mutes(c.id)?,
+            };
+            if let Some(m) = mutes {
+                c.json = with_fields(&c.json, &m);
+            }
+        }
+        Ok(())
+    }
+
     /// Whether change (`id`, `state`) was kept (and not pruned since).
     pub fn has_change(&self, id: u64, state: AlertState) -> Result<bool, StoreError> {
         self.seen
@@ -996,23 +1018,12 @@ impl Store {
         let key = id.to_be_bytes();
         (&self.open, &self.muted)
             .transaction(|(open, muted)| {
-                let Some(row) = open.get(key)? else {
+                let marked =
+                    rewrite_open(open, &key, |json| with_field(json, field, mark.as_bytes()))?;
+                if marked.is_none() {
                     return Ok(());
-                };
-                let (Some(seq), Some(json)) = (
-                    row.get(..8),
-                    row.get(8..).and_then(|b| std::str::from_utf8(b).ok()),
-                ) else {
-                    return Ok(());
-                };
-                let json = with_field(json, field, mark.as_bytes());
-                let mut v = seq.to_vec();
-                v.extend_from_slice(json.as_bytes());
-                open.insert(&key[..], v)?;
-                let mut by: serde_json::Map<String, serde_json::Value> = muted
-                    .get(key)?
-                    .and_then(|m| serde_json::from_slice(&m).ok())
-                    .unwrap_or_default();
+                }
+                let mut by = muted_by(muted, &key)?;
                 by.insert(field.into(), serde_json::from_str(mark).unwrap_or_default());
                 muted.insert(
                     &key[..],
@@ -1090,10 +1101,7 @@ impl Store {
     fn unmute_row(&self, k: &[u8], field: &str) -> Result<Option<String>, StoreError> {
         (&self.open, &self.muted)
             .transaction(|(open, muted)| {
-                let mut left: serde_json::Map<String, serde_json::Value> = muted
-                    .get(k)?
-                    .and_then(|m| serde_json::from_slice(&m).ok())
-                    .unwrap_or_default();
+                let mut left = muted_by(muted, k)?;
                 left.remove(field);
                 if left.is_empty() {
                     muted.remove(k)?;
@@ -1101,20 +1109,8 @@ impl Store {
                     let v = serde_json::Value::Object(left.clone()).to_string();
                     muted.insert(k, v.as_bytes())?;
                 }
-                let Some(row) = open.get(k)? else {
-                    return Ok(None);
-                };
-                let (Some(seq), Some(json)) = (
-                    row.get(..8),
-                    row.get(8..).and_then(|b| std::str::from_utf8(b).ok()),
-                ) else {
-                    return Ok(None);
-                };
-                let json = without_field(json, field);
-                let mut v = seq.to_vec();
-                v.extend_from_slice(json.as_bytes());
-                open.insert(k, v)?;
-                Ok(left.is_empty().then_some(json))
+                let json = rewrite_open(open, k, |json| without_field(json, field))?;
+                Ok(json.filter(|_| left.is_empty()))
             })
             .map_err(|e| self.txn_error(e))
     }
@@ -1587,9 +1583,9 @@ impl Store {
     }
 }
 
-/// `json` (an alert object) with `ack` set to the stored `ack` object (unchanged when either
-/// is not what it should be).
-fn with_field(json: &str, name: &str, value: &[u8]) -> String {
+/// `json` (an alert object) with its field `name` set to the JSON `value` (an `ack`, a
+/// `silenced` mark; unchanged when either is not what it should be).
+pub fn with_field(json: &str, name: &str, value: &[u8]) -> String {
     let parsed = serde_json::from_str::<serde_json::Value>(json)
         .ok()
         .zip(serde_json::from_slice::<serde_json::Value>(value).ok());
@@ -1603,6 +1599,43 @@ fn with_field(json: &str, name: &str, value: &[u8]) -> String {
         },
         None => json.to_string(),
     }
+}
+
+/// In a transaction over `open`: firing alert `k`'s row with its JSON rewritten by `edit`
+/// (its place kept); the new JSON, `None` when it does not fire.
+fn rewrite_open(
+    open: &sled::transaction::TransactionalTree,
+    k: &[u8],
+    edit: impl FnOnce(&str) -> String,
+) -> Result<Option<String>, sled::transaction::ConflictableTransactionError<()>> {
+    let Some(row) = open.get(k)? else {
+        return Ok(None);
+    };
+    let (Some(seq), Some(json)) = (
+        row.get(..8),
+        row.get(8..).and_then(|b| std::str::from_utf8(b).ok()),
+    ) else {
+        return Ok(None);
+    };
+    let json = edit(json);
+    let mut v = seq.to_vec();
+    v.extend_from_slice(json.as_bytes());
+    open.insert(k, v)?;
+    Ok(Some(json))
+}
+
+/// In a transaction over `muted`: what muted firing alert `k` (empty: nothing).
+fn muted_by(
+    muted: &sled::transaction::TransactionalTree,
+    k: &[u8],
+) -> Result<
+    serde_json::Map<String, serde_json::Value>,
+    sled::transaction::ConflictableTransactionError<()>,
+> {
+    Ok(muted
+        .get(k)?
+        .and_then(|m| serde_json::from_slice(&m).ok())
+        .unwrap_or_default())
 }
 
 /// A change as [`Store::record_changes`] writes it: its dedup key, its row in `alerts`, its
@@ -1621,7 +1654,9 @@ pub const MUTED_BY: [&str; 2] = [SILENCED, INHIBITED];
 /// What muted an alert change: an object of its top-level [`MUTED_BY`] fields (as text), if
 /// it has any (at its top level: the text alone can hold them in an event or a message).
 pub fn mutes_of(json: &str) -> Option<Vec<u8>> {
-    if !MUTED_BY.iter().any(|f| json.contains(&format!("\"{f}\":"))) {
+    // (Each field as its key is written: a plain search, no text made per change.)
+    const KEYS: [&str; 2] = ["\"silenced\":", "\"inhibited\":"];
+    if !KEYS.iter().any(|k| json.contains(k)) {
         return None;
     }
     #[derive(serde::Deserialize)]

@@ -1083,7 +1083,7 @@ impl AlertSink {
                     && let Some((field, mark)) =
                         self.muting(c.id, a.rule(), a.group(), (now, a.time), Besides::default())
                 {
-                    c.json = with_mark(&c.json, field, mark);
+                    c.json = cepheus_store::with_field(&c.json, field, mark.to_string().as_bytes());
                 }
                 // (In order: an inhibitor firing mutes what fires after it in the batch.)
                 // (A match's alert never ends: it inhibits nothing.)
@@ -1789,20 +1789,6 @@ impl QueuedOutput for super::webhook::Webhook {
     }
 }
 
-/// `json` (an alert change) with its field `field` set to `mark`.
-fn with_mark(json: &str, field: &str, mark: serde_json::Value) -> String {
-    match serde_json::from_str::<serde_json::Value>(json) {
-        Ok(mut v) => match v.as_object_mut() {
-            Some(o) => {
-                o.insert(field.into(), mark);
-                v.to_string()
-            }
-            None => json.to_string(),
-        },
-        Err(_) => json.to_string(),
-    }
-}
-
 /// A group as an alert's JSON gives it, its values as [`super::silence::value_text`] reads
 /// them (a string as itself, another value as its JSON text).
 type Group = Vec<(String, cepheus_core::event::Value)>;
@@ -1924,9 +1910,9 @@ impl AlertSink {
             let Some(m) = cepheus_store::mutes_of(&c.json) else {
                 continue;
             };
-            // (A silence's mark first, as `muting` gives it.)
-            let silenced = std::str::from_utf8(&m)
-                .is_ok_and(|t| t.contains(&format!("\"{}\":", cepheus_store::SILENCED)));
+            // (A silence's mark first, as `muting` gives it: `m` is an object of its marks.)
+            let silenced = serde_json::from_slice::<serde_json::Value>(&m)
+                .is_ok_and(|v| v.get(cepheus_store::SILENCED).is_some());
             let n = if silenced {
                 &self.counters.alerts_silenced
             } else {
@@ -1936,49 +1922,16 @@ impl AlertSink {
         }
     }
 
-    /// Marks the ends in `changes` whose firings were muted (the receivers never heard of
-    /// them) as muted too, whether their firings are earlier in `changes`, wait for the store
-    /// (`unkept`), or are in it. (The store marks those it keeps too; this also covers the
-    /// ends written out while it cannot keep them.) A firing the store had, made again, is
-    /// muted as the store noted it then, whatever its repeat says.
+    /// Marks the ends in `changes` whose firings were muted as muted too
+    /// ([`Store::mark_muted_ends`]), their firings also among the changes waiting for the
+    /// store (`unkept`): the store marks those it keeps; this covers the ends written out
+    /// while it cannot keep them too.
     fn mark_muted_ends(&self, changes: &mut [Change]) {
-        if !changes.iter().any(|c| c.state != AlertState::Firing) {
-            return;
-        }
-        let stored = |id: u64| self.store.as_ref().and_then(|s| s.mutes(id).ok().flatten());
-        let repeat = |id: u64| {
-            self.store
-                .as_ref()
-                .is_some_and(|s| s.has_change(id, AlertState::Firing).unwrap_or(false))
-        };
-        let mut firings: std::collections::HashMap<u64, Option<Vec<u8>>> = self
-            .unkept
-            .iter()
-            .filter(|c| c.state == AlertState::Firing)
-            .map(|c| (c.id, cepheus_store::mutes_of(&c.json)))
-            .collect();
-        for c in changes.iter_mut() {
-            if c.state == AlertState::Firing {
-                // (A repeat: the firing waiting for the store, or earlier in the batch, or
-                // in the store, is the one kept and sent.)
-                if firings.contains_key(&c.id) {
-                    continue;
-                }
-                let mutes = if repeat(c.id) {
-                    stored(c.id)
-                } else {
-                    cepheus_store::mutes_of(&c.json)
-                };
-                firings.insert(c.id, mutes);
-                continue;
-            }
-            let mutes = match firings.get(&c.id) {
-                Some(m) => m.clone(),
-                None => stored(c.id),
-            };
-            if let Some(m) = mutes {
-                c.json = cepheus_store::with_fields(&c.json, &m);
-            }
+        if let Some(store) = &self.store
+            && let Err(e) = store.mark_muted_ends(&self.unkept, changes)
+        {
+            bump(&self.counters.store_errors, 1);
+            tracing::warn!(error = %e, "cannot read what muted the alerts ending: their ends are sent");
         }
     }
 
