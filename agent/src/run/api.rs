@@ -1143,8 +1143,6 @@ struct ForgetRequest {
     key: String,
 }
 
-/// Retires a group in whichever shard holds it: 200 `{"forgotten": true}`, or 404 when no
-/// shard holds such a group (unknown rule or key).
 /// A request's JSON body, of the shape `shape` says. JSON bodies only: a web page can post
 /// text/plain across sites without asking first, but not application/json (the browser asks,
 /// and no route answers its question).
@@ -1192,25 +1190,49 @@ async fn read_body(payload: web::Payload) -> Result<bytes::Bytes, HttpResponse> 
     }
 }
 
+/// A write request's body as `T` (JSON of the shape `shape` says), once its token is checked
+/// (a request without it learns nothing, not even the body's shape): else the answer to give.
+#[allow(clippy::result_large_err)] // (answered at once: no error travels further)
+async fn json_request<T: serde::de::DeserializeOwned>(
+    req: &HttpRequest,
+    st: &ApiState,
+    payload: web::Payload,
+    shape: &str,
+) -> Result<T, HttpResponse> {
+    if let Some(refused) = st.refusal(req) {
+        return Err(refused);
+    }
+    let body = read_body(payload).await?;
+    json_body(req, &body, shape)
+}
+
+/// The answer of a request that needs the store, from an agent that keeps none.
+fn no_store() -> HttpResponse {
+    text(HttpResponse::NotFound(), "this agent keeps no store")
+}
+
+/// The answer when the alert sink did not take a request (it is stopping).
+fn sink_silent(e: impl std::fmt::Display) -> HttpResponse {
+    text(
+        HttpResponse::ServiceUnavailable(),
+        format!("the alert sink did not answer: {e}"),
+    )
+}
+
 /// A plain-text answer.
 fn text(mut r: actix_web::HttpResponseBuilder, what: impl std::fmt::Display) -> HttpResponse {
     r.content_type("text/plain").body(format!("{what}\n"))
 }
 
+/// `POST /groups/forget` `{"rule", "key"}`: retires a group in whichever shard holds it: 200
+/// `{"forgotten": true}`, or 404 when no shard holds such a group (unknown rule or key).
 async fn forget_group(
     req: HttpRequest,
     st: web::Data<ApiState>,
     payload: web::Payload,
 ) -> HttpResponse {
-    // (The token first: a request without it learns nothing, not even the body's shape.)
-    if let Some(refused) = st.refusal(&req) {
-        return refused;
-    }
-    let body = match read_body(payload).await {
-        Ok(b) => b,
-        Err(refused) => return refused,
-    };
-    let body: ForgetRequest = match json_body(&req, &body, r#"{"rule": "...", "key": "..."}"#) {
+    let shape = r#"{"rule": "...", "key": "..."}"#;
+    let body: ForgetRequest = match json_request(&req, &st, payload, shape).await {
         Ok(b) => b,
         Err(refused) => return refused,
     };
@@ -1453,7 +1475,7 @@ async fn alerts(
         return refused;
     }
     let Some(store) = st.store.clone() else {
-        return text(HttpResponse::NotFound(), "this agent keeps no store");
+        return no_store();
     };
     let recent = query.recent;
     if recent == Some(0) {
@@ -1513,15 +1535,8 @@ async fn ack_alert(
     st: web::Data<ApiState>,
     payload: web::Payload,
 ) -> HttpResponse {
-    if let Some(refused) = st.refusal(&req) {
-        return refused;
-    }
-    let body = match read_body(payload).await {
-        Ok(b) => b,
-        Err(refused) => return refused,
-    };
     let shape = r#"{"id": "<16 hex digits>", "by": "..."}"#;
-    let body: AckRequest = match json_body(&req, &body, shape) {
+    let body: AckRequest = match json_request(&req, &st, payload, shape).await {
         Ok(b) => b,
         Err(refused) => return refused,
     };
@@ -1531,7 +1546,7 @@ async fn ack_alert(
         return text(HttpResponse::BadRequest(), what);
     };
     let Some(store) = st.store.clone() else {
-        return text(HttpResponse::NotFound(), "this agent keeps no store");
+        return no_store();
     };
     let by = if body.by.trim().is_empty() {
         "api".to_string()
@@ -1563,7 +1578,7 @@ async fn list_silences(req: HttpRequest, st: web::Data<ApiState>) -> HttpRespons
         return refused;
     }
     let Some(sink) = &st.alert_sink else {
-        return text(HttpResponse::NotFound(), "this agent keeps no store");
+        return no_store();
     };
     match sink.send(super::sink::ListSilences).await {
         Ok(list) => {
@@ -1571,10 +1586,7 @@ async fn list_silences(req: HttpRequest, st: web::Data<ApiState>) -> HttpRespons
             let listed: Vec<serde_json::Value> = list.iter().map(|s| s.listed(now)).collect();
             HttpResponse::Ok().json(listed)
         }
-        Err(e) => text(
-            HttpResponse::ServiceUnavailable(),
-            format!("the alert sink did not answer: {e}"),
-        ),
+        Err(e) => sink_silent(e),
     }
 }
 
@@ -1587,20 +1599,13 @@ async fn add_silence(
     st: web::Data<ApiState>,
     payload: web::Payload,
 ) -> HttpResponse {
-    if let Some(refused) = st.refusal(&req) {
-        return refused;
-    }
-    let body = match read_body(payload).await {
-        Ok(b) => b,
-        Err(refused) => return refused,
-    };
     let shape = r#"{"rule": "...", "group": {"field": "value"}, "for": "2h", "by": "...", "comment": "..."}"#;
-    let new: super::silence::NewSilence = match json_body(&req, &body, shape) {
+    let new: super::silence::NewSilence = match json_request(&req, &st, payload, shape).await {
         Ok(b) => b,
         Err(refused) => return refused,
     };
     let Some(sink) = &st.alert_sink else {
-        return text(HttpResponse::NotFound(), "this agent keeps no store");
+        return no_store();
     };
     // A silence names fields of its rule's group, or of some rule's: a typo would mute
     // nothing, silently. (A blank rule is said by the silence's own checks.)
@@ -1676,10 +1681,7 @@ async fn add_silence(
                 .unwrap_or(actix_web::http::StatusCode::INTERNAL_SERVER_ERROR);
             text(HttpResponse::build(status), why)
         }
-        Err(e) => text(
-            HttpResponse::ServiceUnavailable(),
-            format!("the alert sink did not answer: {e}"),
-        ),
+        Err(e) => sink_silent(e),
     }
 }
 
@@ -1690,23 +1692,17 @@ async fn expire_silence(
     st: web::Data<ApiState>,
     payload: web::Payload,
 ) -> HttpResponse {
-    if let Some(refused) = st.refusal(&req) {
-        return refused;
-    }
-    let body = match read_body(payload).await {
-        Ok(b) => b,
-        Err(refused) => return refused,
-    };
     #[derive(serde::Deserialize)]
     struct Expire {
         id: String,
     }
-    let body: Expire = match json_body(&req, &body, r#"{"id": "<16 hex digits>"}"#) {
+    let shape = r#"{"id": "<16 hex digits>"}"#;
+    let body: Expire = match json_request(&req, &st, payload, shape).await {
         Ok(b) => b,
         Err(refused) => return refused,
     };
     let Some(sink) = &st.alert_sink else {
-        return text(HttpResponse::NotFound(), "this agent keeps no store");
+        return no_store();
     };
     // (An id as listed, or without its leading zeros.)
     let id = match u64::from_str_radix(body.id.trim(), 16) {
@@ -1719,7 +1715,7 @@ async fn expire_silence(
             "error": format!("no silence {} (`cepheus silence list` lists them)", for_log(&body.id)),
         })),
         Ok(Err(why)) => text(HttpResponse::InternalServerError(), why),
-        Err(e) => text(HttpResponse::ServiceUnavailable(), format!("the alert sink did not answer: {e}")),
+        Err(e) => sink_silent(e),
     }
 }
 

@@ -2945,18 +2945,67 @@ mod tests {
     }
 }
 
+/// What the sink's test modules share: a sink forwarding to a socket the test reads.
+#[cfg(test)]
+mod test_kit {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::net::UdpSocket;
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+
+    use super::super::silence::InhibitRule;
+    use super::*;
+
+    /// The socket a test sink forwards to, and the sink's counters (to wait for its queue).
+    pub struct Collector {
+        socket: UdpSocket,
+        counters: Arc<SinkCounters>,
+    }
+
+    /// A sink on `store` forwarding to a fresh UDP socket, with `inhibits`.
+    pub fn sink_on(store: &Store, inhibits: Vec<InhibitRule>) -> (AlertSink, Collector) {
+        let counters = Arc::new(SinkCounters::default());
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let to = super::super::config::Forward::Udp(socket.local_addr().unwrap());
+        let f = super::super::forward::Forwarder::start(to, counters.clone(), Some(store.clone()))
+            .unwrap();
+        let mut sink = AlertSink::with_writer(None, counters.clone())
+            .with_forwarder(Some(f))
+            .with_inhibits(inhibits);
+        sink.store = Some(store.clone());
+        (sink, Collector { socket, counters })
+    }
+
+    /// The datagrams the collector got, once the forwarder dealt with all it was given (its
+    /// queue's gauge says so: no fixed wait, which a loaded machine outlasts).
+    pub fn got(c: &Collector) -> Vec<String> {
+        let until = Instant::now() + Duration::from_secs(30);
+        while c.counters.syslog_waiting.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 65_536];
+        while let Ok(n) = c.socket.recv(&mut buf) {
+            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        out
+    }
+}
+
 /// Silences against the outputs and the store, each test a defect a review found.
 #[cfg(test)]
 mod silence_tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use std::net::UdpSocket;
-    use std::time::Duration;
-
     use cepheus_core::engine::{Engine, EngineConfig};
     use cepheus_core::event::{Event, Field, Source, Value};
     use cepheus_core::rules::compile_str;
 
+    use super::test_kit::{Collector, got, sink_on};
     use super::*;
 
     /// `absent(hb) for 10s` by host, one host silent 30 s: its firing and its resolve, made
@@ -2989,21 +3038,12 @@ mod silence_tests {
 
     /// A sink with a store, forwarding to a UDP socket read by the test, and a silence of
     /// rule `hb` (host web1) active for an hour. Returns the socket and the silence's id.
-    fn silenced_sink(name: &str) -> (std::path::PathBuf, AlertSink, Store, UdpSocket, String) {
+    fn silenced_sink(name: &str) -> (std::path::PathBuf, AlertSink, Store, Collector, String) {
         let dir =
             std::env::temp_dir().join(format!("cepheus-silence-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let counters = Arc::new(SinkCounters::default());
         let store = Store::open(&dir, 100).unwrap();
-        let collector = UdpSocket::bind("127.0.0.1:0").unwrap();
-        collector
-            .set_read_timeout(Some(Duration::from_millis(700)))
-            .unwrap();
-        let to = super::super::config::Forward::Udp(collector.local_addr().unwrap());
-        let f = super::super::forward::Forwarder::start(to, counters.clone(), Some(store.clone()))
-            .unwrap();
-        let mut sink = AlertSink::with_writer(None, counters).with_forwarder(Some(f));
-        sink.store = Some(store.clone());
+        let (mut sink, collector) = sink_on(&store, Vec::new());
         let mut ctx = actix::Context::<AlertSink>::new();
         let new: super::super::silence::NewSilence = serde_json::from_value(serde_json::json!({
             "rule": "hb", "group": {"host": "web1"}, "for": "1h", "by": "ops"
@@ -3012,16 +3052,6 @@ mod silence_tests {
         let s = <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx)
             .unwrap();
         (dir, sink, store, collector, s.0.id)
-    }
-
-    /// The datagrams the collector got (waiting a little for each).
-    fn got(collector: &UdpSocket) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 65_536];
-        while let Ok(n) = collector.recv(&mut buf) {
-            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-        }
-        out
     }
 
     /// A muted firing and its resolve in one shard batch: the resolve is forwarded
@@ -3162,14 +3192,12 @@ mod silence_tests {
 mod inhibit_tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use std::net::UdpSocket;
-    use std::time::Duration;
-
     use cepheus_core::engine::{Engine, EngineConfig};
     use cepheus_core::event::{Event, Field, Source, Value};
     use cepheus_core::rules::compile_str;
 
     use super::super::silence::InhibitRule;
+    use super::test_kit::{got, sink_on};
     use super::*;
 
     /// `hb`: a host's heartbeat absent 10 s (by host); `svc`: an app of a host silent 20 s
@@ -3211,23 +3239,6 @@ mod inhibit_tests {
         }
     }
 
-    /// A sink on `store` forwarding to a fresh UDP socket (returned), with `inhibits`.
-    fn sink_on(store: &Store, inhibits: Vec<InhibitRule>) -> (AlertSink, UdpSocket) {
-        let counters = Arc::new(SinkCounters::default());
-        let collector = UdpSocket::bind("127.0.0.1:0").unwrap();
-        collector
-            .set_read_timeout(Some(Duration::from_millis(700)))
-            .unwrap();
-        let to = super::super::config::Forward::Udp(collector.local_addr().unwrap());
-        let f = super::super::forward::Forwarder::start(to, counters.clone(), Some(store.clone()))
-            .unwrap();
-        let mut sink = AlertSink::with_writer(None, counters)
-            .with_forwarder(Some(f))
-            .with_inhibits(inhibits);
-        sink.store = Some(store.clone());
-        (sink, collector)
-    }
-
     /// What `started` does with the store before any shard speaks.
     fn start(sink: &mut AlertSink) {
         sink.start_up();
@@ -3239,15 +3250,6 @@ mod inhibit_tests {
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::open(&dir, 1000).unwrap();
         (dir, store)
-    }
-
-    fn got(collector: &UdpSocket) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut buf = vec![0u8; 65_536];
-        while let Ok(n) = collector.recv(&mut buf) {
-            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-        }
-        out
     }
 
     fn one(alerts: Vec<Alert>, want: &str) -> Vec<Alert> {
