@@ -1706,20 +1706,14 @@ impl Handler<ForgetAlerts> for AlertSink {
 
 /// Whether the alert `json` is of one of `rules` and of the group whose values are `key`.
 fn of_group(json: &str, rules: &[String], group_by: &[String], key: &[String]) -> bool {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+    let Some(head) = Head::of(json) else {
         return false;
     };
-    let Some(rule) = v.get("rule").and_then(|r| r.as_str()) else {
-        return false;
-    };
-    if !rules.iter().any(|r| r == rule) || group_by.len() != key.len() {
+    if !rules.contains(&head.rule) || group_by.len() != key.len() {
         return false;
     }
-    let group = &v["group"];
     group_by.iter().zip(key).all(|(name, want)| {
-        group
-            .get(name)
-            .is_some_and(|g| cepheus_core::engine::group_value_text(g) == *want)
+        (head.group.get(name)).is_some_and(|g| cepheus_core::engine::group_value_text(g) == *want)
     })
 }
 
@@ -1793,18 +1787,27 @@ impl QueuedOutput for super::webhook::Webhook {
 /// them (a string as itself, another value as its JSON text).
 type Group = Vec<(String, cepheus_core::event::Value)>;
 
+/// What the sink reads of an alert change's JSON (the rest it passes on as written).
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(default)]
+    id: String,
+    rule: String,
+    #[serde(default)]
+    group: serde_json::Map<String, serde_json::Value>,
+    #[serde(default)]
+    time: String,
+}
+
+impl Head {
+    fn of(json: &str) -> Option<Head> {
+        serde_json::from_str(json).ok()
+    }
+}
+
 /// The id, rule, group and time of an alert change's JSON.
 fn head_of(json: &str) -> Option<(u64, String, Group, Timestamp)> {
-    #[derive(serde::Deserialize)]
-    struct Head {
-        id: String,
-        rule: String,
-        #[serde(default)]
-        group: serde_json::Map<String, serde_json::Value>,
-        #[serde(default)]
-        time: String,
-    }
-    let head: Head = serde_json::from_str(json).ok()?;
+    let head = Head::of(json)?;
     let id = u64::from_str_radix(&head.id, 16).ok()?;
     let group = (head.group.into_iter())
         .map(|(k, v)| {
@@ -2264,8 +2267,7 @@ fn change_of(json: String) -> Option<Change> {
 
 /// The rule an alert change's JSON names.
 fn rule_of(json: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    Some(v.get("rule")?.as_str()?.to_string())
+    Head::of(json).map(|h| h.rule)
 }
 
 /// The `resolved` change of a kept firing alert: its object, in state `resolved` at `time`,
