@@ -120,7 +120,10 @@ pub fn group(a: &serde_json::Value) -> String {
 /// The widths of the TIME, RULE, GROUP and MESSAGE columns on a list `width` wide, so that
 /// MESSAGE keeps room to be read: on a narrow terminal the time loses its year, then its
 /// date (the details show it whole), then RULE and last GROUP, which tells the alerts of one
-/// rule apart, give up width (down to 12 and 15: an IPv4 address whole).
+/// rule apart, give up width (down to 12 and 15: an IPv4 address whole). Narrower still
+/// (about 60 columns and below), RULE and GROUP give up more, down to 6 each, so that every
+/// column fits and each cut shows its `…` (a table wider than the screen is cut by the
+/// terminal, silently).
 fn fit_columns(
     width: u16,
     recent: bool,
@@ -144,6 +147,13 @@ fn fit_columns(
     let from_rule = over.min(rule_w.saturating_sub(12));
     rule_w -= from_rule;
     group_w -= (over - from_rule).min(group_w.saturating_sub(15));
+    // (A few columns of message still say which alert it is; the details show it whole.)
+    const MESSAGE_LEAST: u16 = 8;
+    const LEAST: u16 = 6;
+    let over = (fixed + time_w + rule_w + group_w + MESSAGE_LEAST).saturating_sub(width);
+    let from_rule = over.min(rule_w.saturating_sub(LEAST));
+    rule_w -= from_rule;
+    group_w -= (over - from_rule).min(group_w.saturating_sub(LEAST));
     let message_w = width.saturating_sub(fixed + time_w + rule_w + group_w);
     (time_w, rule_w, group_w, message_w)
 }
@@ -180,7 +190,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         } else if app.details {
             "↑↓ scroll  g/G top/bottom  esc/⏎ close  a acknowledge  q quit".to_string()
         } else {
-            "↑↓ select  ⏎ details  / filter  tab/f/r lists  a acknowledge  ? help  q quit"
+            "↑↓ select  ⏎ details  / filter  tab/f/r lists  a ack  s silence  ? help  q quit"
                 .to_string()
         }
     });
@@ -514,7 +524,12 @@ fn draw_help(f: &mut Frame, area: Rect) {
         Line::from("Follows the agent's alert changes as they come; counters every second."),
     ];
     let w = area.width.min(72);
-    let h = area.height.min(text.len() as u16 + 2);
+    // As tall as its lines wrapped in the box (a narrow terminal wraps them).
+    let inner = usize::from(w.saturating_sub(2).max(1));
+    let rows: usize = (text.iter())
+        .map(|l| l.width().div_ceil(inner).max(1))
+        .sum();
+    let h = area.height.min(u16::try_from(rows + 2).unwrap_or(u16::MAX));
     let r = Rect {
         x: area.x + (area.width - w) / 2,
         y: area.y + (area.height - h) / 2,
@@ -605,6 +620,35 @@ mod tests {
             shown.contains("Connection refused (os error 111)"),
             "{shown}"
         );
+    }
+
+    /// On 40 columns the help's lines wrap, and its box is as tall as they are.
+    #[test]
+    fn on_40_columns_the_help_is_whole() {
+        let mut a = app();
+        a.help = true;
+        let shown = screen(&a, 40, 30);
+        assert!(shown.contains("counters every"), "{shown}");
+        assert!(shown.contains("second."), "{shown}");
+    }
+
+    /// On 40 columns every column fits and what is cut ends in `…` (a rule name cut short
+    /// must not read as another rule's).
+    #[test]
+    fn on_40_columns_cut_cells_say_so() {
+        let mut a = app();
+        a.firing = vec![
+            serde_json::json!({"id": "1", "time": "2026-12-03T05:00:00Z", "severity": "critical", "rule": "heartbeat-missing", "group": {"host": "web-frontend-01"}, "message": "no heartbeat from web-frontend-01 for 60s"}),
+        ];
+        let shown = screen(&a, 40, 8);
+        let row = shown
+            .lines()
+            .find(|l| l.contains("critical"))
+            .unwrap_or_default();
+        assert!(row.contains("heart…"), "{shown}");
+        assert!(row.contains("web-f…"), "{shown}");
+        assert!(row.contains("no …"), "{shown}");
+        assert!(shown.contains("Firing (1)"), "{shown}");
     }
 
     #[test]
