@@ -62,8 +62,10 @@ pub fn start(
         .name(format!("read {name}"))
         .spawn(move || {
             let r = match opened {
-                None => read_stream(BufReader::new(std::io::stdin().lock()), &tx, max, false)
-                    .map(|_| ()),
+                None => {
+                    let stdin = BufReader::new(std::io::stdin().lock());
+                    read_stream(stdin, &tx, max, false, &mut false).map(|_| ())
+                }
                 Some(file) => follow(&path, file, &tx, max, &stop, start),
             };
             if let Err(e) = r {
@@ -77,16 +79,28 @@ pub fn start(
 }
 
 /// Reads lines to the end of `r`; returns the bytes consumed. With `partial_waits`, a last
-/// line without its newline is left unread (a writer is still writing it).
+/// line without its newline is left unread (a writer is still writing it). `skipping`: inside
+/// an oversized line (counted once), whose rest is passed over up to its newline, a little at
+/// a time (a line of gigabytes is not held), and across calls: what a writer appends to it
+/// later is the same line, not a message of its own.
 fn read_stream(
     mut r: impl BufRead,
     tx: &SyncSender<Line>,
     max: usize,
     partial_waits: bool,
+    skipping: &mut bool,
 ) -> std::io::Result<u64> {
     let mut buf = Vec::new();
     let mut total = 0u64;
     loop {
+        if *skipping {
+            let (n, ended) = skip_line(&mut r)?;
+            total += n;
+            if !ended {
+                return Ok(total);
+            }
+            *skipping = false;
+        }
         buf.clear();
         // Read at most max + 1 bytes of a line: a longer one is skipped to its end.
         let n = (&mut r).take(max as u64 + 1).read_until(b'\n', &mut buf)?;
@@ -98,9 +112,7 @@ fn read_stream(
         }
         total += n as u64;
         let line = if buf.last() != Some(&b'\n') && n > max {
-            // Skip the rest of the oversized line.
-            let mut rest = Vec::new();
-            total += r.read_until(b'\n', &mut rest)? as u64;
+            *skipping = true;
             Line::Oversized
         } else {
             while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
@@ -117,6 +129,31 @@ fn read_stream(
     }
 }
 
+/// Passes over `r` up to and with its next newline, a buffer at a time: the bytes consumed,
+/// and whether the newline came (else the end of what there is to read).
+fn skip_line(r: &mut impl BufRead) -> std::io::Result<(u64, bool)> {
+    let mut n = 0u64;
+    loop {
+        let chunk = match r.fill_buf() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok((n, false));
+        }
+        let (took, ended) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        r.consume(took);
+        n += took as u64;
+        if ended {
+            return Ok((n, true));
+        }
+    }
+}
+
 /// Reads `file` (opened at `path`) from byte `start` and keeps following `path`: new lines as
 /// they are appended; from the start again when it is truncated or replaced (log rotation).
 fn follow(
@@ -129,22 +166,25 @@ fn follow(
 ) -> std::io::Result<()> {
     let mut pos = start;
     let mut id = identity(&file);
+    let mut skipping = false;
     while !*stop.borrow() {
         file.seek(SeekFrom::Start(pos))?;
-        pos += read_stream(BufReader::new(&file), tx, max, true)?;
+        pos += read_stream(BufReader::new(&file), tx, max, true, &mut skipping)?;
         std::thread::sleep(POLL);
         match File::open(path) {
             Ok(f) if identity(&f) != id => {
                 // Rotated: read what the old file got last, then the new one from its start.
                 file.seek(SeekFrom::Start(pos))?;
-                read_stream(BufReader::new(&file), tx, max, false)?;
+                read_stream(BufReader::new(&file), tx, max, false, &mut skipping)?;
                 id = identity(&f);
                 file = f;
                 pos = 0;
+                skipping = false;
             }
             Ok(_) => {
                 if file.metadata().map(|m| m.len() < pos).unwrap_or(false) {
                     pos = 0; // truncated
+                    skipping = false;
                 }
             }
             Err(_) => {} // between rotation steps: keep the old file
@@ -203,4 +243,55 @@ fn forward(rx: Receiver<Line>, mut router: Router, shutdown: watch::Receiver<boo
         router.flush_blocking();
     }
     router.flush_blocking();
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::io::Cursor;
+
+    use super::*;
+
+    fn lines(rx: &Receiver<Line>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(l) = rx.try_recv() {
+            out.push(match l {
+                Line::Text(b) => String::from_utf8_lossy(&b).into_owned(),
+                Line::Oversized => "<oversized>".into(),
+            });
+        }
+        out
+    }
+
+    /// An oversized line being written in pieces (a logger's chunks) is one oversized line:
+    /// what is appended to it later is not read as a message of its own.
+    #[test]
+    fn an_oversized_line_written_in_pieces_is_skipped_whole() {
+        let (tx, rx) = sync_channel(100);
+        let mut skipping = false;
+        let mut file = b"ok one\n".to_vec();
+        file.extend(std::iter::repeat_n(b'A', 150));
+        let n = read_stream(Cursor::new(&file), &tx, 100, true, &mut skipping).unwrap();
+        assert_eq!(n as usize, file.len(), "the oversized part is passed over");
+        assert_eq!(lines(&rx), ["ok one", "<oversized>"]);
+        // The writer goes on with the same line, then writes another.
+        let more = b"AAAA <38>Jan  1 00:00:00 web sshd[1]: Accepted password for root\nok two\n";
+        let n = read_stream(Cursor::new(&more[..]), &tx, 100, true, &mut skipping).unwrap();
+        assert_eq!(n as usize, more.len());
+        assert_eq!(lines(&rx), ["ok two"]);
+        assert!(!skipping);
+    }
+
+    /// A line longer than what is read at once is passed over without being held whole.
+    #[test]
+    fn a_huge_line_is_skipped_without_holding_it() {
+        let (tx, rx) = sync_channel(100);
+        let mut skipping = false;
+        let mut file = vec![b'x'; 1 << 20];
+        file.extend(b"\nafter\n");
+        let r = BufReader::with_capacity(4096, Cursor::new(&file));
+        read_stream(r, &tx, 100, false, &mut skipping).unwrap();
+        assert_eq!(lines(&rx), ["<oversized>", "after"]);
+    }
 }
