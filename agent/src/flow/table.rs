@@ -753,6 +753,14 @@ impl FlowTable {
                 self.give_up_orphan();
             }
             self.orphan_order.push_back((k, ts));
+            // Entries of datagrams whose first came stay until they reach the front: behind
+            // one still waiting (up to ORPHAN_WAIT) they would pile up, one per datagram.
+            if self.orphan_order.len() > 2 * MAX_FRAGS {
+                let orphans = &self.orphans;
+                self.orphan_order
+                    .retain(|(k, since)| orphans.get(k).is_some_and(|o| o.since == *since));
+                self.orphan_order.shrink_to(2 * MAX_FRAGS);
+            }
         }
         let o = self.orphans.entry(k).or_insert(Orphan {
             since: ts,
@@ -1838,6 +1846,35 @@ mod tests {
         assert_eq!(failed, [(1, wait), (2, 2_500_000_000 + wait)]);
         let ats: Vec<i64> = out.iter().map(|n| n.at.0).collect();
         assert!(ats.windows(2).all(|w| w[0] <= w[1]), "{ats:?}");
+    }
+
+    /// Datagrams whose last fragment comes first, then their first, behind one whose first
+    /// never comes: the order of waiting datagrams keeps no entry for each of them.
+    #[test]
+    fn fragments_adopted_behind_one_still_waiting_leave_no_trace() {
+        let mut whole = Vec::new();
+        PacketBuilder::ipv4(C, S, 64)
+            .udp(41000, 2000)
+            .write(&mut whole, &[7u8; 64])
+            .unwrap();
+        let mut t = FlowTable::new(FlowConfig::default());
+        let mut out = Vec::new();
+        feed(&mut t, 0.0, &two_fragments(&whole, 1, 40)[1], &mut out);
+        for id in 2..20_000u16 {
+            let f = two_fragments(&whole, id, 40);
+            feed(&mut t, 0.001, &f[1], &mut out);
+            feed(&mut t, 0.001, &f[0], &mut out);
+        }
+        assert_eq!(t.orphans.len(), 1);
+        assert!(
+            t.orphan_order.len() <= 2 * MAX_FRAGS,
+            "{}",
+            t.orphan_order.len()
+        );
+        // The one still waiting is given up in its time.
+        feed(&mut t, 60.0, &tcp(C, S, 1, 80, "S"), &mut out);
+        assert_eq!(t.orphans.len(), 0);
+        assert_eq!(t.stats().orphan_fragments, 1);
     }
 
     #[test]
