@@ -962,6 +962,12 @@ pub fn capture_loop(
                     router.accept(&d.payload, Some(d.src), d.time);
                 }
             }
+            // A burst (every flow whose timer ran out while the shards held this thread up:
+            // up to `max_flows`) goes in batches of the queues' size, not as one.
+            if router.full() {
+                router.flush_blocking();
+                last_flush = std::time::Instant::now();
+            }
         }
         if router.full() || last_flush.elapsed() >= StdDuration::from_millis(50) {
             router.flush_blocking();
