@@ -442,6 +442,35 @@ impl Follow {
         {
             return;
         }
+        let json = match (json, seq) {
+            (Some(json), _) => json,
+            // A large change, read from the store where it was kept (one key, just written:
+            // in sled's cache).
+            (None, Some(s)) => {
+                let read = (self.store.as_ref())
+                    .map(|st| st.changes_after(s.checked_sub(1), 1))
+                    .transpose();
+                match read {
+                    Ok(Some(rows)) if rows.first().is_some_and(|r| r.seq == s) => {
+                        Arc::from(rows[0].json.as_str())
+                    }
+                    Ok(_) => {
+                        // Pruned already (a store at its max_alerts in a storm): the client
+                        // resumes past it; nothing to send.
+                        tracing::debug!(
+                            seq = s,
+                            "a streamed alert change was pruned before it was sent"
+                        );
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(seq = s, error = %e, "cannot read a streamed alert change from the store");
+                        return;
+                    }
+                }
+            }
+            (None, None) => return,
+        };
         sse_alert(chunk, seq.zip(self.instance), &json);
         if seq.is_some() {
             self.given = self.given.max(seq);
@@ -2080,17 +2109,17 @@ mod tests {
         // It was given the first 3 live; then 17 more went by while it did not read.
         let mut given = String::new();
         for (c, seq) in changes.iter().zip(&seqs).take(3) {
-            tx.send((Some(*seq), c.json.clone().into())).unwrap();
+            tx.send((Some(*seq), Some(c.json.clone().into()))).unwrap();
         }
         for _ in 0..3 {
             let c = f.rx.try_recv().unwrap();
             f.write(&mut given, c);
         }
         for (c, seq) in changes.iter().zip(&seqs).skip(3) {
-            tx.send((Some(*seq), c.json.clone().into())).unwrap();
+            tx.send((Some(*seq), Some(c.json.clone().into()))).unwrap();
         }
         // (And one the store could not keep, which comes live only.)
-        tx.send((None, r#"{"id":"unkept"}"#.into())).unwrap();
+        tx.send((None, Some(r#"{"id":"unkept"}"#.into()))).unwrap();
         assert!(matches!(
             f.rx.try_recv(),
             Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_))
@@ -2133,7 +2162,7 @@ mod tests {
         let mut changes = test_changes(0..10, AlertState::Firing);
         store.record_changes(&mut changes).unwrap();
         for c in &changes {
-            tx.send((c.seq, c.json.clone().into())).unwrap();
+            tx.send((c.seq, Some(c.json.clone().into()))).unwrap();
         }
         let seqs: Vec<u64> = changes.iter().filter_map(|c| c.seq).collect();
         assert!(f.rx.try_recv().is_err(), "lagged");
@@ -2142,6 +2171,49 @@ mod tests {
         let want: Vec<String> = seqs.iter().map(|s| format!("{s}@{instance:08x}")).collect();
         assert_eq!(ids, want, "{got}");
         assert!(!got.contains("lagged"), "{got}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A large change comes without its JSON (a stalled client's backlog would hold it):
+    /// the stream reads it from the store, and writes it as a small one.
+    #[test]
+    fn a_large_change_is_read_from_the_store() {
+        #![allow(clippy::unwrap_used)]
+        use cepheus_core::alert::AlertState;
+        let dir = std::env::temp_dir().join(format!("cepheus-api-large-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = cepheus_store::Store::open(&dir, 10_000).unwrap();
+        let mut changes = test_changes(0..2, AlertState::Firing);
+        changes[1].json = format!(
+            r#"{{"id":"0000000000000001","msg":"{}"}}"#,
+            "x".repeat(9000)
+        );
+        store.record_changes(&mut changes).unwrap();
+        let (tx, rx) = tokio::sync::broadcast::channel::<super::super::sink::Streamed>(4);
+        let streams = Streams::default();
+        let mut f = Follow {
+            rx,
+            slot: streams.admit(Instant::now()).unwrap(),
+            replay: None,
+            given: None,
+            from_first: false,
+            through: None,
+            store: Some(store.clone()),
+            instance: Some(store.instance()),
+        };
+        tx.send((changes[0].seq, Some(changes[0].json.clone().into())))
+            .unwrap();
+        tx.send((changes[1].seq, None)).unwrap();
+        let mut out = String::new();
+        while let Ok(c) = f.rx.try_recv() {
+            f.write(&mut out, c);
+        }
+        let data: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .collect();
+        assert_eq!(data, [changes[0].json.as_str(), changes[1].json.as_str()]);
+        assert_eq!(f.given, changes[1].seq);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

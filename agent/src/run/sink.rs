@@ -20,8 +20,14 @@ use cepheus_store::{Change, SavedShard, Store};
 use super::counters::{LogLimit, SinkCounters, bump};
 
 /// An alert change on the live stream: its place in the store's order (`None`: not kept, so
-/// a client cannot resume after it) and its JSON.
-pub type Streamed = (Option<u64>, Arc<str>);
+/// a client cannot resume after it) and its JSON, left out (`None`) when it is over
+/// [`STREAM_INLINE`] and kept: the stream reads it from the store.
+pub type Streamed = (Option<u64>, Option<Arc<str>>);
+
+/// The most bytes of an alert change's JSON the live stream carries itself. A client that
+/// stops reading holds the stream's backlog (`api::STREAM_BACKLOG` changes) until it goes:
+/// at this size at most 128 MiB, where alerts of 16 events of 16 KiB could hold gigabytes.
+pub const STREAM_INLINE: usize = 4096;
 
 /// Alert changes from one shard, in the order they were made, with the number of the reload
 /// whose rules made them (0: the rules the agent started with).
@@ -826,8 +832,10 @@ impl AlertSink {
     fn offer_to_stream<'c>(&self, changes: impl Iterator<Item = &'c Change>) {
         if let Some(tx) = self.stream.as_ref().filter(|tx| tx.receiver_count() > 0) {
             for c in changes {
+                let json = (c.seq.is_none() || c.json.len() <= STREAM_INLINE)
+                    .then(|| Arc::from(c.json.as_str()));
                 // (None listening any more: nothing to do.)
-                let _ = tx.send((c.seq, Arc::from(c.json.as_str())));
+                let _ = tx.send((c.seq, json));
             }
         }
     }
@@ -2382,6 +2390,39 @@ mod tests {
     use cepheus_core::time::Timestamp;
 
     use super::*;
+
+    /// The live stream carries a kept change's JSON only when small; a large one goes by its
+    /// place alone (the stream reads it from the store), one not kept always with its JSON.
+    #[test]
+    fn the_stream_carries_large_kept_changes_by_place() {
+        let (tx, mut rx) = tokio::sync::broadcast::channel::<Streamed>(8);
+        let sink = AlertSink::with_writer(None, Arc::new(SinkCounters::default())).with_stream(tx);
+        let change = |seq: Option<u64>, len: usize| Change {
+            id: 1,
+            state: AlertState::Firing,
+            json: format!(r#"{{"m":"{}"}}"#, "x".repeat(len)),
+            seq,
+            meaning: None,
+        };
+        let sent = [
+            change(Some(1), 10),
+            change(Some(2), STREAM_INLINE),
+            change(None, STREAM_INLINE),
+        ];
+        sink.offer_to_stream(sent.iter());
+        let got: Vec<(Option<u64>, Option<usize>)> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|(seq, json)| (seq, json.map(|j| j.len())))
+            .collect();
+        let len = |c: &Change| Some(c.json.len());
+        assert_eq!(
+            got,
+            [
+                (Some(1), len(&sent[0])),
+                (Some(2), None),
+                (None, len(&sent[2]))
+            ]
+        );
+    }
 
     /// Accepts `room` lines, then fails every write with `kind`.
     struct Failing {
