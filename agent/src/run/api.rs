@@ -1096,7 +1096,7 @@ pub fn render_metrics(s: &Stats) -> String {
         (
             "cepheus_shard_queued_events",
             "gauge",
-            "Events waiting in a shard's queue.",
+            "Events waiting in a shard's queue or being handled (one larger than engine.queue_bytes / engine.queue_size counts as several).",
             |sh| sh.queued_events as u64,
         ),
         (

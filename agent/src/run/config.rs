@@ -117,6 +117,10 @@ shards = 0
 # Events queued per shard before the ingest side drops and counts (UDP); TCP waits at three
 # quarters of it, so that one TCP sender flooding a shard leaves room for datagrams.
 queue_size = 65536
+# And the bytes those events may take (256 MiB): an event larger than queue_bytes /
+# queue_size (4 KiB here) takes the room of several, so 64 KiB datagrams fill the queue at
+# 4,096 of them, not 65,536 (4 GiB).
+queue_bytes = 268435456
 # How often each shard moves its clock to the wall clock (fires absences); 1ms to 1m.
 tick = "100ms"
 
@@ -400,6 +404,8 @@ pub struct EngineSection {
     pub shards: usize,
     /// Events queued per shard.
     pub queue_size: usize,
+    /// Bytes of events queued per shard (a large event takes the room of several).
+    pub queue_bytes: usize,
     /// Clock tick of the shards.
     pub tick: DurationText,
 }
@@ -409,6 +415,7 @@ impl Default for EngineSection {
         EngineSection {
             shards: 0,
             queue_size: 65536,
+            queue_bytes: 256 << 20,
             tick: DurationText(Duration::from_millis(100)),
         }
     }
@@ -996,6 +1003,12 @@ impl Config {
         }
         if self.engine.queue_size == 0 {
             bad("engine.queue_size", "must be at least 1".into());
+        }
+        if self.engine.queue_bytes < 1 << 20 {
+            bad(
+                "engine.queue_bytes",
+                "must be at least 1048576 (1 MiB)".into(),
+            );
         }
         if self.store.checkpoint_every.0 < Duration::from_millis(10) {
             bad("store.checkpoint_every", "must be at least 10ms".into());

@@ -1040,7 +1040,7 @@ fn start(
         let mut txs: Vec<queue::ShardTx> = Vec::new();
         for (s, (resume, journal)) in resume.into_iter().zip(journals).enumerate() {
             let arb = Arbiter::new();
-            let (tx, rx) = queue::shard_queue(cfg.engine.queue_size);
+            let (tx, rx) = queue::shard_queue(cfg.engine.queue_size, cfg.engine.queue_bytes);
             let probe = tx.probe();
             let share = plan.rules().clone();
             let sink = sink.clone();

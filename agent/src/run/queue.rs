@@ -6,6 +6,10 @@
 //! gives it back once the shard has handled it: `queue_size` bounds the events waiting and
 //! being handled.
 //!
+//! An event takes more than one place when it is large: one place per `queue_bytes /
+//! queue_size` bytes of it (4 KiB at the defaults), so `queue_bytes` bounds the memory held
+//! too (65,536 datagrams of 64 KiB, gigabytes, fit in a queue counted by events alone).
+//!
 //! Senders that wait for room (a TCP connection, the capture) may take three quarters of it
 //! at most: the rest is kept for those that cannot wait (UDP datagrams, dropped when there
 //! is no room), so one TCP sender flooding a shard does not make every datagram of other
@@ -37,6 +41,8 @@ pub struct ShardTx {
     /// The room senders that wait may take (see the module's notes), of `waiting_size`.
     waiting: Arc<Semaphore>,
     waiting_size: usize,
+    /// The bytes of events one place stands for (see the module's notes).
+    place_bytes: usize,
 }
 
 /// What the shard reads of its own queue for `/stats`, without keeping it open.
@@ -46,9 +52,10 @@ pub struct QueueProbe {
     size: usize,
 }
 
-/// A shard's queue of `size` events (at least one).
-pub fn shard_queue(size: usize) -> (ShardTx, mpsc::Receiver<Queued>) {
+/// A shard's queue of `size` events (at least one) holding `bytes` of them at most.
+pub fn shard_queue(size: usize, bytes: usize) -> (ShardTx, mpsc::Receiver<Queued>) {
     let size = size.clamp(1, Semaphore::MAX_PERMITS);
+    let place_bytes = (bytes / size).max(1);
     // A batch holds one event at least, so the channel is never full while there is room.
     let (tx, rx) = mpsc::channel(size);
     let room = Arc::new(Semaphore::new(size));
@@ -61,21 +68,29 @@ pub fn shard_queue(size: usize) -> (ShardTx, mpsc::Receiver<Queued>) {
             size,
             waiting,
             waiting_size,
+            place_bytes,
         },
         rx,
     )
 }
 
 impl ShardTx {
+    /// The places `batch` takes: one per event, or per `place_bytes` of them if more.
+    fn weight(&self, batch: &Batch) -> usize {
+        let bytes: usize = batch.iter().map(|e| e.heap_bytes()).sum();
+        batch.len().max(bytes.div_ceil(self.place_bytes))
+    }
+
     /// The room `batch` takes.
     fn places(&self, batch: &Batch) -> u32 {
-        batch.len().clamp(1, self.size).min(u32::MAX as usize) as u32
+        self.weight(batch)
+            .clamp(1, self.size)
+            .min(u32::MAX as usize) as u32
     }
 
     /// The waiting senders' share `batch` takes.
     fn waiting_places(&self, batch: &Batch) -> u32 {
-        batch
-            .len()
+        (self.weight(batch))
             .clamp(1, self.waiting_size)
             .min(u32::MAX as usize) as u32
     }
@@ -165,7 +180,8 @@ impl ShardTx {
 }
 
 impl QueueProbe {
-    /// Batches waiting, and events waiting or being handled; zeros once every sender is gone.
+    /// Batches waiting, and places taken by events waiting or being handled (one per event
+    /// but for large ones); zeros once every sender is gone.
     pub fn queued(&self) -> (usize, usize) {
         match self.tx.upgrade() {
             Some(tx) => (
@@ -185,6 +201,9 @@ mod tests {
     use cepheus_core::event::{Event, Source};
     use cepheus_core::time::Timestamp;
 
+    /// Room enough for the small events of these tests: counted by events.
+    const BYTES: usize = 1 << 30;
+
     fn batch(n: usize) -> Batch {
         (0..n)
             .map(|_| Arc::new(Event::new(Source::Syslog, Timestamp(0), Timestamp(0))))
@@ -195,7 +214,7 @@ mod tests {
     /// datagrams, which cannot wait (a TCP flood made half of other hosts' datagrams drop).
     #[test]
     fn waiting_senders_leave_a_quarter_of_the_queue_to_datagrams() {
-        let (tx, mut rx) = shard_queue(100);
+        let (tx, mut rx) = shard_queue(100, BYTES);
         for _ in 0..75 {
             assert!(tx.blocking_send(batch(1)).is_ok());
         }
@@ -208,18 +227,43 @@ mod tests {
         assert_eq!(tx.waiting.available_permits(), 1);
         // A waiting sender's batch larger than the share takes no more of the room than
         // the share: a quarter stays for datagrams.
-        let (tx, _rx) = shard_queue(1000);
+        let (tx, _rx) = shard_queue(1000, BYTES);
         assert!(tx.blocking_send(batch(1024)).is_ok());
         assert!(tx.try_send(batch(250)).is_ok());
         // A datagram's batch takes none of the waiting senders' share.
-        let (tx, _rx) = shard_queue(100);
+        let (tx, _rx) = shard_queue(100, BYTES);
         assert!(tx.try_send(batch(90)).is_ok());
         assert_eq!(tx.waiting.available_permits(), 75);
     }
 
+    /// Large events take a place per `queue_bytes / queue_size` of them: the queue holds
+    /// what its bytes allow, not its size in 64 KiB datagrams.
+    #[test]
+    fn large_events_take_room_by_their_bytes() {
+        use cepheus_core::event::{Field, Value};
+        let big = || -> Batch {
+            vec![Arc::new(
+                Event::new(Source::Syslog, Timestamp(0), Timestamp(0))
+                    .with(Field::Msg, Value::str(&"x".repeat(64 << 10))),
+            )]
+        };
+        // 100 events, 1 MiB: a place is 10 KiB; a 64 KiB event takes 7.
+        let (tx, _rx) = shard_queue(100, 100 * (10 << 10));
+        assert_eq!(tx.places(&big()), 7);
+        assert_eq!(tx.places(&batch(3)), 3);
+        let mut sent = 0;
+        while tx.try_send(big()).is_ok() {
+            sent += 1;
+        }
+        assert_eq!(sent, 14, "100 places of 7");
+        // The small ones still fit in what is left.
+        assert!(tx.try_send(batch(2)).is_ok());
+        assert!(tx.try_send(batch(1)).is_err());
+    }
+
     #[test]
     fn the_queue_holds_as_many_events_as_its_size_in_any_batches() {
-        let (tx, mut rx) = shard_queue(100);
+        let (tx, mut rx) = shard_queue(100, BYTES);
         // 100 batches of one event: all fit (a queue of batches of 1,024 would have held
         // none of this: 100 / 1,024 rounds to nothing).
         for _ in 0..100 {
@@ -233,7 +277,7 @@ mod tests {
         drop(first);
         assert!(tx.try_send(batch(1)).is_ok());
         // A batch larger than the whole queue takes all of it.
-        let (tx, mut rx) = shard_queue(10);
+        let (tx, mut rx) = shard_queue(10, BYTES);
         assert!(tx.try_send(batch(30)).is_ok());
         assert!(tx.try_send(batch(1)).is_err());
         assert_eq!(rx.try_recv().unwrap().batch.len(), 30);
@@ -242,7 +286,7 @@ mod tests {
         assert!(tx.try_send(batch(1)).is_err());
         // The shard gone: refused, even with room.
         drop(rx);
-        let (tx, rx) = shard_queue(10);
+        let (tx, rx) = shard_queue(10, BYTES);
         drop(rx);
         assert!(tx.try_send(batch(1)).is_err());
         assert!(tx.blocking_send(batch(1)).is_err());

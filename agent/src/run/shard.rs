@@ -106,7 +106,8 @@ pub struct ShardStats {
     pub events: u64,
     /// Deliveries waiting in the shard's queue.
     pub queued_batches: usize,
-    /// Events waiting in the shard's queue or being handled (at most `engine.queue_size`).
+    /// Events waiting in the shard's queue or being handled (at most `engine.queue_size`; a
+    /// large one counts as several, see `engine.queue_bytes`).
     pub queued_events: usize,
     /// Per-rule stats of its engines.
     #[serde(skip)]
