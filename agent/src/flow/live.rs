@@ -165,6 +165,8 @@ impl Twins {
 /// A running capture: receive frames from [`LiveCapture::recv_timeout`]; dropping it stops it.
 pub struct LiveCapture {
     rx: Receiver<LivePacket>,
+    /// Bytes of the frames in the channel (at most [`CHANNEL_BYTES`]).
+    queued: Arc<std::sync::atomic::AtomicUsize>,
     stop: Arc<AtomicBool>,
     stats: Arc<LiveStats>,
     thread: Option<JoinHandle<()>>,
@@ -172,6 +174,10 @@ pub struct LiveCapture {
 
 /// Frames the channel holds before the capture thread starts dropping.
 pub const DEFAULT_CHANNEL_CAPACITY: usize = 65_536;
+
+/// Bytes of frames the channel holds before the capture thread starts dropping: frames are
+/// up to 64 KiB where the interface merges them (GRO), and 65,536 of those are 4 GiB.
+pub const CHANNEL_BYTES: usize = 128 << 20;
 
 /// How long a capture that stopped (its interface went down or was removed) waits before it
 /// opens its interface again, when it is kept going ([`Recovery::Reopen`]).
@@ -318,6 +324,8 @@ impl LiveCapture {
             Err(e) => return Err(e),
         };
         let (tx, chan_rx): (SyncSender<LivePacket>, _) = sync_channel(capacity.max(1));
+        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let queued2 = queued.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(LiveStats::default());
         stats.down.store(first.is_none(), Ordering::Relaxed);
@@ -375,13 +383,20 @@ impl LiveCapture {
                                     continue;
                                 }
                             }
+                            if queued2.load(Ordering::Relaxed) + frame.len() > CHANNEL_BYTES {
+                                stats2.dropped.fetch_add(1, Ordering::Relaxed);
+                                continue;
+                            }
                             let pkt = LivePacket {
                                 ts: wall_clock(),
                                 data: frame.to_vec(),
                             };
+                            let len = pkt.data.len();
+                            queued2.fetch_add(len, Ordering::Relaxed);
                             match tx.try_send(pkt) {
                                 Ok(()) => {}
                                 Err(TrySendError::Full(_)) => {
+                                    queued2.fetch_sub(len, Ordering::Relaxed);
                                     stats2.dropped.fetch_add(1, Ordering::Relaxed);
                                 }
                                 Err(TrySendError::Disconnected(_)) => break,
@@ -428,6 +443,7 @@ impl LiveCapture {
             })?;
         Ok(LiveCapture {
             rx: chan_rx,
+            queued,
             stop,
             stats,
             thread: Some(thread),
@@ -448,7 +464,10 @@ impl LiveCapture {
     #[allow(clippy::result_unit_err)]
     pub fn recv_timeout(&self, timeout: StdDuration) -> Result<Option<LivePacket>, ()> {
         match self.rx.recv_timeout(timeout) {
-            Ok(p) => Ok(Some(p)),
+            Ok(p) => {
+                self.queued.fetch_sub(p.data.len(), Ordering::Relaxed);
+                Ok(Some(p))
+            }
             Err(RecvTimeoutError::Timeout) => Ok(None),
             Err(RecvTimeoutError::Disconnected) => Err(()),
         }
