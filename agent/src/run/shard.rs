@@ -217,10 +217,16 @@ pub struct Shard {
     /// ends: several sockets' backlogs are read one after another, and the engine's clock,
     /// which never goes back, must move through the stall in time order, not read order.
     held_back: Batch,
+    /// The bytes of `held_back` (at most [`HELD_BACK_BYTES`]).
+    held_back_bytes: usize,
 }
 
 /// The most events held back while catching up; past it they are pushed at once.
 const HELD_BACK: usize = 100_000;
+
+/// The most bytes of events held back while catching up (100,000 datagrams of 64 KiB would
+/// be 6 GiB); past it they are pushed at once.
+const HELD_BACK_BYTES: usize = 256 << 20;
 
 /// A gap between two ticks longer than this (and than ten ticks) is a stall: the process
 /// was stopped, its VM paused, or it swapped.
@@ -358,6 +364,7 @@ impl Shard {
             catch_up: None,
             stall_seen: None,
             held_back: Vec::new(),
+            held_back_bytes: 0,
         };
         s.install(rules);
         s.replay();
@@ -689,6 +696,7 @@ impl Shard {
         if self.held_back.is_empty() {
             return;
         }
+        self.held_back_bytes = 0;
         let mut held = std::mem::take(&mut self.held_back);
         held.sort_by_key(|ev| ev.arrival);
         self.guarded("events", |e, out| {
@@ -985,8 +993,9 @@ impl StreamHandler<Queued> for Shard {
             j.append(&batch);
         }
         if self.catch_up.is_some() {
+            self.held_back_bytes += batch.iter().map(|e| e.heap_bytes()).sum::<usize>();
             self.held_back.append(&mut batch);
-            if self.held_back.len() >= HELD_BACK {
+            if self.held_back.len() >= HELD_BACK || self.held_back_bytes >= HELD_BACK_BYTES {
                 self.release_held_back();
             }
             self.live.progress.fetch_add(1, Ordering::Relaxed);
