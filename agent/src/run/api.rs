@@ -51,12 +51,41 @@ pub fn bind_socket(path: &std::path::Path) -> anyhow::Result<std::os::unix::net:
             )
         })?;
     }
-    let l = std::os::unix::net::UnixListener::bind(path)
-        .map_err(|e| anyhow::anyhow!("api.socket: cannot bind {}: {e}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(|e| {
-        anyhow::anyhow!("api.socket: cannot set the mode of {}: {e}", path.display())
-    })?;
-    Ok(l)
+    // Made in a private folder beside it, given its mode there, then moved into place: it is
+    // never reachable with the mode the umask gave it (a permissive one, 000, would let any
+    // local user in, with no token, until the mode was set).
+    let private = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."))
+        .join(format!(".cepheus-api.{}", std::process::id()));
+    let made = {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(&private)
+    };
+    let at = match &made {
+        Ok(()) => private.join("s"),
+        // (A folder it cannot write in: bound in place, the mode set after.)
+        Err(_) => path.to_path_buf(),
+    };
+    let bound = std::os::unix::net::UnixListener::bind(&at)
+        .map_err(|e| anyhow::anyhow!("api.socket: cannot bind {}: {e}", path.display()))
+        .and_then(|l| {
+            std::fs::set_permissions(&at, std::fs::Permissions::from_mode(0o660)).map_err(|e| {
+                anyhow::anyhow!("api.socket: cannot set the mode of {}: {e}", path.display())
+            })?;
+            if at != path {
+                std::fs::rename(&at, path).map_err(|e| {
+                    anyhow::anyhow!("api.socket: cannot move it to {}: {e}", path.display())
+                })?;
+            }
+            Ok(l)
+        });
+    if made.is_ok() {
+        let _ = std::fs::remove_file(private.join("s"));
+        let _ = std::fs::remove_dir(&private);
+    }
+    bound
 }
 
 /// What the API handlers read.
@@ -2214,6 +2243,33 @@ mod tests {
             .collect();
         assert_eq!(data, [changes[0].json.as_str(), changes[1].json.as_str()]);
         assert_eq!(f.given, changes[1].seq);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The socket is bound with its mode (0660) already set, even under a umask that lets
+    /// anyone in, and leaves nothing beside it; a stale one is replaced.
+    #[test]
+    fn the_api_socket_is_bound_with_its_mode() {
+        #![allow(clippy::unwrap_used)]
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("cepheus-api-sock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("api.sock");
+        let l = bind_socket(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, [std::ffi::OsString::from("api.sock")]);
+        // It answers at its place.
+        assert!(std::os::unix::net::UnixStream::connect(&path).is_ok());
+        drop(l);
+        // Left by an agent that died: replaced.
+        assert!(bind_socket(&path).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
