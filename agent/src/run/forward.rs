@@ -84,9 +84,10 @@ impl Forwarder {
 
     /// Queues firing alerts a silence muted, at its end (they have no place of their own in
     /// the store: see [`OutQueue::push_extra`]).
-    pub fn send_again(&self, changes: &[Change]) {
+    pub fn send_again(&self, after: Option<u64>, changes: &[Change]) {
         for c in changes {
-            self.q.push_extra(format_5424(c, &self.host, self.pid));
+            self.q
+                .push_extra(after, format_5424(c, &self.host, self.pid));
         }
     }
 

@@ -62,7 +62,14 @@ pub struct OutQueue<T> {
     /// Behind: the changes kept in the store after this place (`Some(None)`: all of them)
     /// are not queued yet; they are paged in from the store, [`OutQueue::page`].
     behind: std::cell::Cell<Option<Option<u64>>>,
+    /// Items with no place in the store ([`OutQueue::push_extra`]) waiting while it is
+    /// behind, each with the last place kept when it was made: paged in at that point of
+    /// the order (at most [`MAX_EXTRAS`]).
+    extras: RefCell<VecDeque<(Option<u64>, T)>>,
 }
+
+/// The most items without a place in the store that wait for a queue behind.
+pub const MAX_EXTRAS: usize = 10_000;
 
 /// What both sides see.
 struct Shared {
@@ -144,6 +151,7 @@ impl<T: Send + 'static> OutQueue<T> {
             thread: Some(handle),
             capacity,
             behind: std::cell::Cell::new(None),
+            extras: RefCell::new(VecDeque::new()),
         })
     }
 
@@ -208,6 +216,10 @@ impl<T: Send + 'static> OutQueue<T> {
         // last one need a mark.)
         let mut skipped = None;
         for (seq, item) in items {
+            // (Items without a place made before this change was kept go first.)
+            if !self.send_extras(tx, Some(seq)) {
+                return;
+            }
             let Some(item) = item else {
                 skipped = Some(seq);
                 continue;
@@ -228,6 +240,9 @@ impl<T: Send + 'static> OutQueue<T> {
             self.set_behind(Some(Some(seq)));
         }
         if all {
+            if !self.send_extras(tx, None) {
+                return;
+            }
             self.set_behind(None);
             tracing::info!(
                 output = self.name,
@@ -278,22 +293,68 @@ impl<T: Send + 'static> OutQueue<T> {
     }
 
     /// Queues `item`, which has no place of its own in the store (an alert sent again when
-    /// the silence that muted it ends): sent if there is room and the queue is not behind,
-    /// else counted as unsent.
-    pub fn push_extra(&self, item: T) {
+    /// the silence that muted it ends), made when `after` was the last change kept. Behind,
+    /// or with no room, it waits and is paged in at that point of the order (before what
+    /// the store kept after `after`, never out of order); past [`MAX_EXTRAS`] waiting, or
+    /// once stopped, it is counted as unsent.
+    pub fn push_extra(&self, after: Option<u64>, item: T) {
         let Some(tx) = &self.tx else {
             self.shared.unsent(1);
             return;
         };
-        if self.behind.get().is_some() {
+        if self.behind.get().is_none() {
+            self.shared.pending().fetch_add(1, Ordering::SeqCst);
+            match tx.try_send(Slot::Item(None, item)) {
+                Ok(()) => return,
+                Err(TrySendError::Full(Slot::Item(_, item))) => {
+                    self.shared.pending().fetch_sub(1, Ordering::SeqCst);
+                    // What the store keeps from now on waits there, after it.
+                    self.set_behind(Some(after));
+                    self.fell_behind();
+                    self.wait_extra(after, item);
+                }
+                Err(_) => {
+                    self.shared.pending().fetch_sub(1, Ordering::SeqCst);
+                    self.shared.unsent(1);
+                }
+            }
+            return;
+        }
+        self.wait_extra(after, item);
+    }
+
+    /// Keeps an item without a place for when the queue pages in `after`.
+    fn wait_extra(&self, after: Option<u64>, item: T) {
+        let mut extras = self.extras.borrow_mut();
+        if extras.len() >= MAX_EXTRAS || self.gone() {
             self.shared.unsent(1);
             return;
         }
-        self.shared.pending().fetch_add(1, Ordering::SeqCst);
-        if tx.try_send(Slot::Item(None, item)).is_err() {
-            self.shared.pending().fetch_sub(1, Ordering::SeqCst);
-            self.shared.unsent(1);
+        extras.push_back((after, item));
+    }
+
+    /// Sends the waiting items without a place made before change `before` was kept (`None`:
+    /// all); false when the queue is full again (the rest at the next page).
+    fn send_extras(&self, tx: &SyncSender<Slot<T>>, before: Option<u64>) -> bool {
+        let mut extras = self.extras.borrow_mut();
+        while let Some((after, _)) = extras.front() {
+            if before.is_some() && *after >= before {
+                break;
+            }
+            let Some((after, item)) = extras.pop_front() else {
+                break;
+            };
+            self.shared.pending().fetch_add(1, Ordering::SeqCst);
+            if let Err(e) = tx.try_send(Slot::Item(None, item)) {
+                self.shared.pending().fetch_sub(1, Ordering::SeqCst);
+                match e {
+                    TrySendError::Full(Slot::Item(_, item)) => extras.push_front((after, item)),
+                    _ => self.shared.unsent(1),
+                }
+                return false;
+            }
         }
+        true
     }
 
     /// Says that changes sent earlier without a place in the store (not kept yet) are kept
@@ -341,7 +402,8 @@ impl<T: Send + 'static> OutQueue<T> {
                 self.name
             );
         }
-        let left = self.shared.pending().swap(0, Ordering::SeqCst);
+        let left = self.shared.pending().swap(0, Ordering::SeqCst)
+            + self.extras.borrow_mut().drain(..).count() as u64;
         if left > 0 {
             self.shared.unsent(left);
             tracing::warn!(
@@ -658,14 +720,20 @@ mod tests {
         assert_eq!(q.behind(), None);
         reaches(Some(16));
         // An alert sent again at a silence's end has no place: the cursor stays.
-        q.push_extra(7);
+        q.push_extra(Some(16), 7);
         go_tx.send(()).unwrap();
         assert_eq!(dealt.recv_timeout(Duration::from_secs(5)).unwrap(), 7);
         assert_eq!(at(), cepheus_store::OutputCursor::After(Some(16)));
-        // Behind, it is counted as unsent rather than sent out of order.
+        // Behind, it waits, and is paged in where it was made: after 18, before 19.
         q.resume(Some(16));
-        q.push_extra(8);
-        assert_eq!(counters_of_test.webhook_unsent.load(Ordering::SeqCst), 1);
+        q.push_extra(Some(18), 8);
+        q.page([(17, Some(17)), (18, Some(18)), (19, Some(19))], true);
+        assert_eq!(q.behind(), None);
+        for want in [17, 18, 8, 19] {
+            go_tx.send(()).unwrap();
+            assert_eq!(dealt.recv_timeout(Duration::from_secs(5)).unwrap(), want);
+        }
+        assert_eq!(counters_of_test.webhook_unsent.load(Ordering::SeqCst), 0);
         drop(go_tx);
         q.close(Instant::now() + Duration::from_secs(5));
         drop(store);

@@ -1737,8 +1737,9 @@ trait QueuedOutput {
     fn resume(&self, after: Option<u64>);
     /// Feeds its queue from the store while it is behind.
     fn page(&self, changes: &[Change], all: bool);
-    /// Queues firing alerts again, at the end of the silence that muted them.
-    fn send_again(&self, changes: &[Change]);
+    /// Queues firing alerts again, at the end of the silence that muted them, when `after`
+    /// was the last change the store kept.
+    fn send_again(&self, after: Option<u64>, changes: &[Change]);
     /// Counts `n` changes it was behind on that the store pruned ([`super::outq::OutQueue::lost`]).
     fn lost(&self, n: u64);
 }
@@ -1759,8 +1760,8 @@ impl QueuedOutput for super::forward::Forwarder {
     fn page(&self, changes: &[Change], all: bool) {
         super::forward::Forwarder::page(self, changes, all);
     }
-    fn send_again(&self, changes: &[Change]) {
-        super::forward::Forwarder::send_again(self, changes);
+    fn send_again(&self, after: Option<u64>, changes: &[Change]) {
+        super::forward::Forwarder::send_again(self, after, changes);
     }
     fn lost(&self, n: u64) {
         self.queue().lost(n);
@@ -1783,8 +1784,8 @@ impl QueuedOutput for super::webhook::Webhook {
     fn page(&self, changes: &[Change], all: bool) {
         super::webhook::Webhook::page(self, changes, all);
     }
-    fn send_again(&self, changes: &[Change]) {
-        super::webhook::Webhook::send_again(self, changes);
+    fn send_again(&self, after: Option<u64>, changes: &[Change]) {
+        super::webhook::Webhook::send_again(self, after, changes);
     }
     fn lost(&self, n: u64) {
         self.queue().lost(n);
@@ -2130,8 +2131,20 @@ impl AlertSink {
                 alerts = again.len(),
                 "what muted alerts ended: those still firing are sent"
             );
+            // (Where they go in the outputs' order: after what the store kept by now.)
+            let after = match store.last_seq() {
+                Ok(after) => after,
+                Err(e) => {
+                    bump(&self.counters.store_errors, 1);
+                    tracing::warn!(error = %e, alerts = again.len(), "cannot read the store's last alert change: the alerts still firing are not sent again (counted as unsent)");
+                    for (_, output) in self.queued() {
+                        output.lost(again.len() as u64);
+                    }
+                    return;
+                }
+            };
             for (_, output) in self.queued() {
-                output.send_again(&again);
+                output.send_again(after, &again);
             }
         }
     }
@@ -3432,9 +3445,34 @@ mod inhibit_tests {
         assert_eq!(firing.len(), 1);
         let sent = got(&collector);
         assert!(
-            sent.len() == 1 && !firing[0].json.contains("\"inhibited\""),
-            "muted by an alert that ended: {} / {sent:?}",
+            !firing[0].json.contains("\"inhibited\""),
+            "muted by an alert that ended: {}",
             firing[0].json
+        );
+        // The target it muted is sent (it was counted unsent: the queue was behind at the
+        // start), after the source's end if the crash kept that from the output.
+        let of = |d: &String| {
+            let rule = if d.contains("\"rule\":\"svc\"") {
+                "svc"
+            } else {
+                "hb"
+            };
+            let state = if d.contains(" firing - ") {
+                "firing"
+            } else {
+                "resolved"
+            };
+            format!("{rule}:{state}")
+        };
+        let sent: Vec<String> = sent.iter().map(of).collect();
+        assert_eq!(
+            sent.last().map(String::as_str),
+            Some("svc:firing"),
+            "{sent:?}"
+        );
+        assert!(
+            sent[..sent.len() - 1].iter().all(|s| s == "hb:resolved"),
+            "{sent:?}"
         );
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);

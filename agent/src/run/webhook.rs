@@ -96,9 +96,9 @@ impl Webhook {
 
     /// Queues firing alerts a silence muted, at its end (they have no place of their own in
     /// the store: see [`OutQueue::push_extra`]).
-    pub fn send_again(&self, changes: &[Change]) {
+    pub fn send_again(&self, after: Option<u64>, changes: &[Change]) {
         for c in changes {
-            self.q.push_extra(c.json.clone());
+            self.q.push_extra(after, c.json.clone());
         }
     }
 
