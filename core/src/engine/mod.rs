@@ -728,6 +728,32 @@ fn held_cut_off(v: &Value) -> bool {
     matches!(v, Value::Str(s) if s.is_heap_allocated() && s.len() > crate::alert::MAX_ALERT_TEXT)
 }
 
+/// Whether a compact delivery through `u` for the event stamped `stamp` may not be the only
+/// one to its state (only then is the state marked delivered to, and looked for marked), and
+/// its mask: every definition of the state the event holds.
+#[inline(always)]
+fn reach(u: &compact::Use, stamp: u64, pred_seen: &[u64], direct_feeds: &[Feeds]) -> (bool, EvSet) {
+    let seen = |&(p, bit): &(u32, EvSet)| {
+        if pred_seen[p as usize] == stamp {
+            bit
+        } else {
+            0
+        }
+    };
+    if pred_seen[u.other as usize] != stamp {
+        return (false, u.mask);
+    }
+    if u.other_mask != 0 {
+        return (true, u.mask | u.other_mask);
+    }
+    let mask = match &direct_feeds[u.state as usize] {
+        Feeds::One => 1u64 << u.def,
+        Feeds::Two([a, b]) => seen(a) | seen(b),
+        Feeds::Many(f) => f.iter().map(seen).fold(0, |m, b| m | b),
+    };
+    (true, mask)
+}
+
 /// Feeds state `rule`'s compact group one event (the NFA's transition) and arms its timer as
 /// its slot's would be (at `lane_now`); returns the entry to file, if one is needed.
 #[allow(clippy::too_many_arguments)]
@@ -1300,18 +1326,40 @@ impl Engine {
             scope.counts.push(0);
             scope.slots.push(compact::Slots::default());
         }
-        compact.uses = via_direct
-            .iter()
-            .map(|cs| {
+        compact.uses = (via_direct.iter().enumerate())
+            .map(|(ci, cs)| {
                 cs.iter()
                     .filter_map(|c| {
                         let (scope, pos) = compact.of[c.state as usize]?;
+                        // (`other` past the predicates: the slot never stamped, then the
+                        // one stamped for every event.)
+                        let (never, always) =
+                            (via_direct.len() as u32, via_direct.len() as u32 + 1);
+                        let (mut mask, mut other, mut other_mask) = (0, never, 0);
+                        let mut own = 0;
+                        for &(p, bit) in &feeds[c.state as usize] {
+                            if p == ci as u32 {
+                                mask |= bit;
+                                own += 1;
+                            } else if other == never || other == p {
+                                other = p;
+                                other_mask |= bit;
+                            } else {
+                                other = always;
+                            }
+                        }
+                        if own > 1 || other == always {
+                            (other, other_mask) = (always, 0);
+                        }
                         Some(compact::Use {
                             state: c.state,
                             def: c.def,
                             rule: c.rule,
                             scope,
                             pos,
+                            other,
+                            mask,
+                            other_mask,
                         })
                     })
                     .collect()
@@ -1346,7 +1394,8 @@ impl Engine {
                 _ => Feeds::One,
             })
             .collect();
-        let pred_seen = vec![0; via_direct.len()];
+        // (And two slots more, see `compact::Use::other`.)
+        let pred_seen = vec![0; via_direct.len() + 2];
         let mut distinct_keys: Vec<FieldKey> = Vec::new();
         for rt in &rts {
             if let Plan::Linear { alts } = &*rt.facts.plan {
@@ -3046,13 +3095,21 @@ impl Engine {
         for &(ci, _) in direct_preds.iter() {
             pred_seen[ci as usize] = stamp;
         }
+        // (The slot stamped for every event, see `compact::Use::other`.)
+        if let Some(always) = pred_seen.last_mut() {
+            *always = stamp;
+        }
         let no_caps = Captures::new();
         let mut any = false;
         let mut armed = false;
+        // (Filing timers leaves the lane's time as it is.)
+        let lane_now = lanes[0].now;
         for &(ci, _) in direct_preds.iter() {
-            for u in &compact.uses[ci as usize] {
+            let mut uses = compact.uses[ci as usize].iter();
+            while let Some(u) = uses.next() {
                 let ri = u.state as usize;
-                if hit_of[ri].0 == stamp {
+                let (twice, mask) = reach(u, stamp, pred_seen, direct_feeds);
+                if twice && hit_of[ri].0 == stamp {
                     continue;
                 }
                 let scope = &mut compact.scopes[u.scope as usize];
@@ -3071,20 +3128,10 @@ impl Engine {
                 {
                     continue;
                 }
-                hit_of[ri] = (stamp, 0);
+                if twice {
+                    hit_of[ri] = (stamp, 0);
+                }
                 any = true;
-                let seen = |&(p, bit): &(u32, EvSet)| {
-                    if pred_seen[p as usize] == stamp {
-                        bit
-                    } else {
-                        0
-                    }
-                };
-                let mask = match &direct_feeds[ri] {
-                    Feeds::One => 1u64 << u.def,
-                    Feeds::Two([a, b]) => seen(a) | seen(b),
-                    Feeds::Many(f) => f.iter().map(seen).fold(0, |m, b| m | b),
-                };
                 let ctx = RuleCtx {
                     facts: &rt.facts,
                     outage_until: *outage_until,
@@ -3098,7 +3145,6 @@ impl Engine {
                         // Found in the record another state's delivery of this event found.
                         counters.family_lookups_saved += 1;
                     }
-                    let lane_now = lanes[0].now;
                     if let Some(e) = feed(
                         &ctx,
                         key,
@@ -3114,6 +3160,54 @@ impl Engine {
                     ) {
                         lanes[0].wheel.insert(e);
                         armed = true;
+                    }
+                    // The uses after it in its scope whose groups the record holds, as above
+                    // with the key and record found (no probe): up to one whose group is to be
+                    // made, which the steps above take (nothing done for it here).
+                    while let Some(v) = uses.as_slice().first()
+                        && v.scope == u.scope
+                    {
+                        let vi = v.state as usize;
+                        let (twice, mask) = reach(v, stamp, pred_seen, direct_feeds);
+                        if twice && hit_of[vi].0 == stamp {
+                            uses.next();
+                            continue;
+                        }
+                        let rt = &mut rts[vi];
+                        if let Some(p) = cfg.partition
+                            && !rt.owned_by(p, &record.key)
+                        {
+                            uses.next();
+                            continue;
+                        }
+                        let Some((key, cell)) = record.with(v.pos) else {
+                            break;
+                        };
+                        uses.next();
+                        if twice {
+                            hit_of[vi] = (stamp, 0);
+                        }
+                        counters.family_lookups_saved += 1;
+                        let ctx = RuleCtx {
+                            facts: &rt.facts,
+                            outage_until: *outage_until,
+                        };
+                        if let Some(e) = feed(
+                            &ctx,
+                            key,
+                            cell,
+                            t,
+                            mask,
+                            ev,
+                            seq,
+                            v.state,
+                            lane_now,
+                            &mut rt.counters,
+                            out,
+                        ) {
+                            lanes[0].wheel.insert(e);
+                            armed = true;
+                        }
                     }
                     continue;
                 }
@@ -3153,7 +3247,6 @@ impl Engine {
                 let Some((key, cell)) = record.with(u.pos) else {
                     continue;
                 };
-                let lane_now = lanes[0].now;
                 if let Some(e) = feed(
                     &ctx,
                     key,
