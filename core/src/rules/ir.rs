@@ -850,18 +850,20 @@ impl Cond {
 
     /// Whether a regex of this condition captures a field named `name`.
     pub fn captures_named(&self, name: &str) -> bool {
-        match self {
-            Cond::Regex(r) => !r.negate && r.captures.iter().any(|(_, k)| k.name() == name),
-            Cond::And(cs) | Cond::Or(cs) => cs.iter().any(|c| c.captures_named(name)),
-            _ => false,
-        }
+        self.captures_where(&|k| k.name() == name)
     }
 
     /// Whether evaluating this condition can capture fields.
     pub fn captures_any(&self) -> bool {
+        self.captures_where(&|_| true)
+    }
+
+    /// Whether evaluating this condition can capture a field `pick` accepts (a negated
+    /// regex captures nothing).
+    fn captures_where(&self, pick: &dyn Fn(&FieldKey) -> bool) -> bool {
         match self {
-            Cond::Regex(r) => !r.negate && !r.captures.is_empty(),
-            Cond::And(cs) | Cond::Or(cs) => cs.iter().any(Cond::captures_any),
+            Cond::Regex(r) => !r.negate && r.captures.iter().any(|(_, k)| pick(k)),
+            Cond::And(cs) | Cond::Or(cs) => cs.iter().any(|c| c.captures_where(pick)),
             _ => false,
         }
     }
