@@ -2088,6 +2088,30 @@ mod tests {
         }
     }
 
+    /// A live stream over `store` (its client has none of the store's changes when
+    /// `from_first`), and the sender of its live changes.
+    fn follow_on(
+        store: &cepheus_store::Store,
+        from_first: bool,
+    ) -> (
+        tokio::sync::broadcast::Sender<super::super::sink::Streamed>,
+        Follow,
+    ) {
+        #![allow(clippy::unwrap_used)]
+        let (tx, rx) = tokio::sync::broadcast::channel::<super::super::sink::Streamed>(4);
+        let f = Follow {
+            rx,
+            slot: Streams::default().admit(Instant::now()).unwrap(),
+            replay: None,
+            given: None,
+            from_first,
+            through: None,
+            store: Some(store.clone()),
+            instance: Some(store.instance()),
+        };
+        (tx, f)
+    }
+
     /// What a stream that fell behind writes: its catch-up from the store, then the live
     /// changes still queued.
     fn catch_up_all(mut f: Follow) -> String {
@@ -2122,19 +2146,8 @@ mod tests {
         let mut changes = test_changes(0..20, AlertState::Firing);
         store.record_changes(&mut changes).unwrap();
         let seqs: Vec<u64> = changes.iter().filter_map(|c| c.seq).collect();
-        let (tx, rx) = tokio::sync::broadcast::channel::<super::super::sink::Streamed>(4);
-        let streams = Streams::default();
         let instance = store.instance();
-        let mut f = Follow {
-            rx,
-            slot: streams.admit(Instant::now()).unwrap(),
-            replay: None,
-            given: None,
-            from_first: false,
-            through: None,
-            store: Some(store),
-            instance: Some(instance),
-        };
+        let (tx, mut f) = follow_on(&store, false);
         // It was given the first 3 live; then 17 more went by while it did not read.
         let mut given = String::new();
         for (c, seq) in changes.iter().zip(&seqs).take(3) {
@@ -2175,19 +2188,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let store = cepheus_store::Store::open(&dir, 10_000).unwrap();
         assert_eq!(store.last_seq().unwrap(), None);
-        let (tx, rx) = tokio::sync::broadcast::channel::<super::super::sink::Streamed>(4);
-        let streams = Streams::default();
         let instance = store.instance();
-        let mut f = Follow {
-            rx,
-            slot: streams.admit(Instant::now()).unwrap(),
-            replay: None,
-            given: None,
-            from_first: true,
-            through: None,
-            store: Some(store.clone()),
-            instance: Some(instance),
-        };
+        let (tx, mut f) = follow_on(&store, true);
         let mut changes = test_changes(0..10, AlertState::Firing);
         store.record_changes(&mut changes).unwrap();
         for c in &changes {
@@ -2218,18 +2220,7 @@ mod tests {
             "x".repeat(9000)
         );
         store.record_changes(&mut changes).unwrap();
-        let (tx, rx) = tokio::sync::broadcast::channel::<super::super::sink::Streamed>(4);
-        let streams = Streams::default();
-        let mut f = Follow {
-            rx,
-            slot: streams.admit(Instant::now()).unwrap(),
-            replay: None,
-            given: None,
-            from_first: false,
-            through: None,
-            store: Some(store.clone()),
-            instance: Some(store.instance()),
-        };
+        let (tx, mut f) = follow_on(&store, false);
         tx.send((changes[0].seq, Some(changes[0].json.clone().into())))
             .unwrap();
         tx.send((changes[1].seq, None)).unwrap();
