@@ -1112,6 +1112,12 @@ impl Engine {
             let single =
                 cfg.share && plan.single() && rule.within.is_none_or(|w| w.min == Duration::ZERO);
             let slides = plan.slides();
+            let plain_first = match &plan {
+                Plan::Linear { alts } => alts
+                    .iter()
+                    .all(|a| a.steps.first().is_none_or(|s| s.repeat.is_none())),
+                Plan::Absence { .. } => true,
+            };
             let used = plan.used();
             let opens = plan.opens();
             let lane = match rule.time {
@@ -1154,6 +1160,7 @@ impl Engine {
                     simple,
                     single,
                     slides,
+                    plain_first,
                     counts: false,
                 },
                 lane,

@@ -180,6 +180,10 @@ pub struct RuleFacts {
     /// The plan is [`Plan::slides`]: a partial match past its first step may still slide
     /// (see [`Run::lead`]).
     pub slides: bool,
+    /// No alternative of the plan begins with a closure: no partial match collects at its
+    /// start or slides, so one is live while its start is in the window ([`Run::live`]),
+    /// which [`LinearState::fresh`] tests without looking at its alternative.
+    pub plain_first: bool,
     /// A rule of this meaning (in the whole rule set, shared or not) shows `{count}` in its
     /// message: a closure at the start keeps the events it counts (up to
     /// [`MAX_CLOSURE_ITEMS`]) rather than only those an alert shows.
@@ -410,12 +414,17 @@ pub struct Run {
     distinct: Option<Box<BTreeMap<Value, u32>>>,
 }
 
+/// A wait's events or ids: inline for the common match of one or two events (`seq(a,
+/// absent(b) for W)` makes a wait per start, dropped when `b` comes: two allocations less
+/// each). Serialized as the `Vec` it replaced: the same sequence, in JSON and postcard.
+type WaitVec<T> = SmallVec<[T; 2]>;
+
 /// A completed match waiting for an absence at its end.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Wait {
     alt: u16,
     deadline: Timestamp,
-    events: Vec<Arc<Event>>,
+    events: WaitVec<Arc<Event>>,
     /// When the absence began (the match's last step): an awaited event after it, even late
     /// (within `allowed_lateness`), ends the wait. `None` in checkpoints made before it was
     /// kept: the last event's time then.
@@ -423,8 +432,8 @@ pub struct Wait {
     from: Option<Timestamp>,
     /// The ids of the events it holds (all of them, where `events` keeps the last few): what
     /// a match consumes is told by id, as for partial matches. Empty in older checkpoints.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    ids: Vec<u64>,
+    #[serde(default, skip_serializing_if = "SmallVec::is_empty")]
+    ids: WaitVec<u64>,
 }
 
 impl Wait {
@@ -1437,6 +1446,28 @@ impl Run {
         }
     }
 
+    /// Becomes what [`Run::first`] makes, in place: a run of one event with no `distinct`
+    /// counts (a closure's or a step's) takes the new event in its one item, so the old run
+    /// is neither dropped nor a new one moved in.
+    #[inline]
+    fn restart(&mut self, alt: u16, first: &Step, t: Timestamp, id: u64, ev: &Arc<Event>) {
+        match (&mut self.items, &self.distinct) {
+            (Items::One(it), None) => {
+                let closure = first.repeat.is_some();
+                self.alt = alt;
+                self.pos = u16::from(!closure);
+                self.count = u32::from(closure);
+                self.start = t;
+                self.last_end = t;
+                it.time = t;
+                it.id = id;
+                it.ev = ev.clone();
+                it.dv = None;
+            }
+            _ => *self = Run::first(alt, first, t, id, ev),
+        }
+    }
+
     /// The alternative it reads.
     fn alt_id(&self) -> u16 {
         self.alt & !(SHADOW | COPY)
@@ -1569,6 +1600,27 @@ impl Run {
     /// sixteen tries of one port): the most recent event of each value.
     fn events(&self) -> Vec<Arc<Event>> {
         self.events_and_prefix().0
+    }
+
+    /// A [`Wait`]'s events ([`Run::events`]) and ids (of all its events), built in place:
+    /// a wait of one or two events allocates nothing for them, and one of one event takes
+    /// the run's.
+    fn into_wait_parts(self) -> (WaitVec<Arc<Event>>, WaitVec<u64>) {
+        if let Items::One(it) = self.items {
+            // (The common match of one event: no `distinct` value to look at, one of each.)
+            let mut events = WaitVec::new();
+            events.push(it.ev);
+            let mut ids = WaitVec::new();
+            ids.push(it.id);
+            return (events, ids);
+        }
+        let ids = self.items.iter().map(|i| i.id).collect();
+        if !self.items.iter().any(|i| i.dv.is_some()) {
+            let skip = self.items.len().saturating_sub(MAX_ALERT_EVENTS);
+            let events = self.items.iter().skip(skip).map(|i| i.ev.clone()).collect();
+            return (events, ids);
+        }
+        (WaitVec::from_vec(self.events()), ids)
     }
 
     /// [`Run::events`], and for a `distinct` closure how many of them, at the front, are of
@@ -2363,11 +2415,14 @@ impl LinearState {
     ) -> Option<bool> {
         let w = ctx.wmax()?;
         let horizon = t.sub(w);
-        if self
-            .runs
-            .iter()
-            .any(|r| r.live(&alts[r.alt_id() as usize], horizon, ctx.slides))
-        {
+        let live = if ctx.plain_first {
+            self.runs.iter().any(|r| r.start >= horizon)
+        } else {
+            self.runs
+                .iter()
+                .any(|r| r.live(&alts[r.alt_id() as usize], horizon, ctx.slides))
+        };
+        if live {
             return None;
         }
         // What the event starts; a run of one event that completes at once (an alternative
@@ -2382,19 +2437,28 @@ impl LinearState {
             if completes_at_once(alt) {
                 return None;
             }
-            let r = Run::first(0, first, t, id, ev);
-            debug_assert!(!complete(ctx, alt, &r, t), "a fresh run completed");
             debug_assert!(ctx.max_partial >= 1, "a budget of no partial match");
-            self.runs.clear();
-            if self.runs.capacity() == 0 {
-                // (One run's room, not the four a first push makes: most groups hold one.)
-                self.runs.reserve_exact(1);
+            if let [old] = self.runs.as_mut_slice() {
+                // (The common case: the group's one partial match, past its window, is
+                // the new one's room.)
+                old.restart(0, first, t, id, ev);
+            } else {
+                self.runs.clear();
+                if self.runs.capacity() == 0 {
+                    // (One run's room, not the four a first push makes: most groups hold one.)
+                    self.runs.reserve_exact(1);
+                }
+                self.runs.push(Run::first(0, first, t, id, ev));
             }
-            self.runs.push(r);
+            debug_assert!(
+                !complete(ctx, alt, &self.runs[0], t),
+                "a fresh run completed"
+            );
             return Some(true);
         }
         let mut starts = 0;
-        for alt in alts {
+        let mut last = 0;
+        for (ai, alt) in alts.iter().enumerate() {
             let first = &alt.steps[0];
             if first.set & mask == 0 {
                 continue;
@@ -2403,9 +2467,17 @@ impl LinearState {
                 return None;
             }
             starts += 1;
+            last = ai;
         }
         if starts > ctx.max_partial {
             return None;
+        }
+        if starts == 1
+            && let [old] = self.runs.as_mut_slice()
+        {
+            // (One start, and one old run past its window for its room, as above.)
+            old.restart(last as u16, &alts[last].steps[0], t, id, ev);
+            return Some(true);
         }
         self.runs.clear();
         if starts == 0 {
@@ -2504,13 +2576,22 @@ impl LinearState {
         let runs = &self.runs;
         let rare = self.rare.get_or_insert_with(Default::default);
         let floor = (rare.waits.iter().map(|w| w.deadline)).fold(start.min(now), Timestamp::min);
-        rare.seeds
-            .retain(|&(at, _)| at >= floor || runs.iter().any(|r| r.items.holds_time(at)));
-        let n = (rare.seeds.iter().chain(&rare.last_seed))
-            .filter(|&&(at, _)| at == start)
-            .map(|&(_, n)| n + 1)
-            .max()
-            .unwrap_or(0);
+        let mut n = match rare.last_seed {
+            Some((at, k)) if at == start => k + 1,
+            _ => 0,
+        };
+        if runs.is_empty() && rare.seeds.iter().all(|&(at, _)| at < floor) {
+            // (The common case, a match of one event with none pending: every seed goes.)
+            rare.seeds.clear();
+        } else {
+            rare.seeds
+                .retain(|&(at, _)| at >= floor || runs.iter().any(|r| r.items.holds_time(at)));
+            for &(at, k) in &rare.seeds {
+                if at == start {
+                    n = n.max(k + 1);
+                }
+            }
+        }
         let seed = (start, n);
         rare.seeds.push(seed);
         rare.last_seed = Some(seed);
@@ -2586,12 +2667,14 @@ impl LinearState {
                     Some(d) => t.add(d),
                     None => r.start.add(ctx.wmax().unwrap_or(Duration::ZERO)),
                 };
+                let alt = r.alt_id();
+                let (events, ids) = r.into_wait_parts();
                 self.rare().waits.push(Wait {
-                    alt: r.alt_id(),
+                    alt,
                     deadline,
-                    events: r.events(),
+                    events,
                     from: Some(t),
-                    ids: r.items.iter().map(|i| i.id).collect(),
+                    ids,
                 });
             }
             return;
@@ -2720,7 +2803,7 @@ impl LinearState {
                     id,
                     AlertState::Firing,
                     w.deadline,
-                    (w.events.clone(), count),
+                    (w.events.to_vec(), count),
                     reason,
                     counters,
                     out,
@@ -2736,7 +2819,7 @@ impl LinearState {
                 id,
                 kind: EpisodeKind::Absence(set),
                 last: w.deadline,
-                events: w.events,
+                events: w.events.into_vec(),
                 held_until,
                 from,
                 prefix: 0,
@@ -3305,6 +3388,64 @@ mod tests {
             ep.is_some_and(|e| e.from.is_none() && e.held_until.is_none()),
             "an old episode restores: {old_ep}"
         );
+    }
+
+    /// A wait's inline events and ids serialize as the `Vec`s they replaced, to the same
+    /// bytes in JSON and postcard (checkpoints of either kind restore both ways), inline or
+    /// spilled.
+    #[test]
+    fn waits_serialize_as_with_vecs() {
+        #[derive(Serialize, Deserialize)]
+        struct VecWait {
+            alt: u16,
+            deadline: Timestamp,
+            events: Vec<Arc<Event>>,
+            #[serde(default)]
+            from: Option<Timestamp>,
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            ids: Vec<u64>,
+        }
+        let ev = |s: i64| {
+            Arc::new(Event::new(
+                crate::event::Source::Syslog,
+                Timestamp::from_secs(s),
+                Timestamp::from_secs(s),
+            ))
+        };
+        for n in [0usize, 1, 2, 3, 5] {
+            let events: Vec<Arc<Event>> = (0..n).map(|i| ev(i as i64)).collect();
+            let ids: Vec<u64> = (0..n as u64).map(|i| i * 7 + 1).collect();
+            let old = VecWait {
+                alt: 1,
+                deadline: Timestamp::from_secs(60),
+                events: events.clone(),
+                from: Some(Timestamp::from_secs(3)),
+                ids: ids.clone(),
+            };
+            let new = Wait {
+                alt: 1,
+                deadline: Timestamp::from_secs(60),
+                events: WaitVec::from_vec(events),
+                from: Some(Timestamp::from_secs(3)),
+                ids: WaitVec::from_vec(ids),
+            };
+            let json = serde_json::to_string(&old).unwrap_or_default();
+            assert!(!json.is_empty());
+            assert_eq!(serde_json::to_string(&new).unwrap_or_default(), json);
+            let bin = postcard::to_stdvec(&old).unwrap_or_default();
+            assert!(!bin.is_empty());
+            assert_eq!(postcard::to_stdvec(&new).unwrap_or_default(), bin);
+            // What was saved restores, and saves again to the same bytes.
+            let back: Option<Wait> = serde_json::from_str(&json).ok();
+            let back = back.map(|w| serde_json::to_string(&w).unwrap_or_default());
+            assert_eq!(back.as_deref(), Some(json.as_str()));
+            if n > 0 {
+                // (Postcard cannot restore a field skipped when empty, before as now.)
+                let back: Option<Wait> = postcard::from_bytes(&bin).ok();
+                let back = back.map(|w| postcard::to_stdvec(&w).unwrap_or_default());
+                assert_eq!(back, Some(bin));
+            }
+        }
     }
 
     /// `Items` behaves as the `VecDeque` it replaced, inline and beyond, and checkpoints as
