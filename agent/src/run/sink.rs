@@ -3036,6 +3036,18 @@ mod test_kit {
         (sink, Collector { socket, counters })
     }
 
+    /// Adds the silence `spec` (as `POST /silences/add` takes it) through the sink's handler.
+    pub fn add_silence(
+        sink: &mut AlertSink,
+        spec: serde_json::Value,
+    ) -> super::super::silence::Silence {
+        let new = serde_json::from_value(spec).unwrap();
+        let mut ctx = actix::Context::<AlertSink>::new();
+        <AlertSink as Handler<AddSilence>>::handle(sink, AddSilence(new), &mut ctx)
+            .unwrap()
+            .0
+    }
+
     /// The datagrams the collector got, once the forwarder dealt with all it was given (its
     /// queue's gauge says so: no fixed wait, which a loaded machine outlasts).
     pub fn got(c: &Collector) -> Vec<String> {
@@ -3061,7 +3073,7 @@ mod silence_tests {
     use cepheus_core::event::{Event, Field, Source, Value};
     use cepheus_core::rules::compile_str;
 
-    use super::test_kit::{Collector, got, sink_on};
+    use super::test_kit::{Collector, add_silence, got, sink_on};
     use super::*;
 
     /// `absent(hb) for 10s` by host, one host silent 30 s: its firing and its resolve, made
@@ -3100,14 +3112,11 @@ mod silence_tests {
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::open(&dir, 100).unwrap();
         let (mut sink, collector) = sink_on(&store, Vec::new());
-        let mut ctx = actix::Context::<AlertSink>::new();
-        let new: super::super::silence::NewSilence = serde_json::from_value(serde_json::json!({
-            "rule": "hb", "group": {"host": "web1"}, "for": "1h", "by": "ops"
-        }))
-        .unwrap();
-        let s = <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx)
-            .unwrap();
-        (dir, sink, store, collector, s.0.id)
+        let s = add_silence(
+            &mut sink,
+            serde_json::json!({"rule": "hb", "group": {"host": "web1"}, "for": "1h", "by": "ops"}),
+        );
+        (dir, sink, store, collector, s.id)
     }
 
     /// A muted firing and its resolve in one shard batch: the resolve is forwarded
@@ -3253,7 +3262,7 @@ mod inhibit_tests {
     use cepheus_core::rules::compile_str;
 
     use super::super::silence::InhibitRule;
-    use super::test_kit::{got, sink_on};
+    use super::test_kit::{add_silence, got, sink_on};
     use super::*;
 
     /// `hb`: a host's heartbeat absent 10 s (by host); `svc`: an app of a host silent 20 s
@@ -3532,12 +3541,10 @@ mod inhibit_tests {
         let (mut sink, collector) = sink_on(&store, Vec::new());
         sink.take(fires.clone(), 0);
         assert_eq!(got(&collector).len(), 1);
-        let new: super::super::silence::NewSilence = serde_json::from_value(serde_json::json!({
-            "rule": "hb", "for": "1h", "by": "ops"
-        }))
-        .unwrap();
-        let mut ctx = actix::Context::<AlertSink>::new();
-        <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx).unwrap();
+        add_silence(
+            &mut sink,
+            serde_json::json!({"rule": "hb", "for": "1h", "by": "ops"}),
+        );
         // Replayed: the firing (a repeat) and its end in one batch.
         sink.take(fires.into_iter().chain(ends).collect(), 0);
         let sent = got(&collector);
@@ -3573,12 +3580,10 @@ mod inhibit_tests {
         );
         assert!(matched.len() == 1 && !matched[0].episodic());
         let (mut sink, collector) = sink_on(&store, Vec::new());
-        let new: super::super::silence::NewSilence = serde_json::from_value(serde_json::json!({
-            "rule": "m", "for": "1h", "by": "ops"
-        }))
-        .unwrap();
-        let mut ctx = actix::Context::<AlertSink>::new();
-        <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx).unwrap();
+        add_silence(
+            &mut sink,
+            serde_json::json!({"rule": "m", "for": "1h", "by": "ops"}),
+        );
         sink.take(matched, 0);
         assert!(got(&collector).is_empty());
         // Its end comes while the agent is down.
@@ -3699,12 +3704,10 @@ mod inhibit_tests {
         sink.space.checked = None;
         sink.take(fires.clone(), 0);
         assert_eq!(got(&collector).len(), 1, "the firing is sent");
-        let new: super::super::silence::NewSilence = serde_json::from_value(serde_json::json!({
-            "rule": "hb", "for": "1h", "by": "ops"
-        }))
-        .unwrap();
-        let mut ctx = actix::Context::<AlertSink>::new();
-        <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx).unwrap();
+        add_silence(
+            &mut sink,
+            serde_json::json!({"rule": "hb", "for": "1h", "by": "ops"}),
+        );
         sink.save_unkept();
         drop(sink);
         // The restart, the disk still nearly full; the replay makes the firing and its end.
@@ -3731,13 +3734,10 @@ mod inhibit_tests {
         let (dir, store) = scratch("r52-expire-early");
         let mut e = match_engine();
         let (mut sink, collector) = sink_on(&store, Vec::new());
-        let new: super::super::silence::NewSilence = serde_json::from_value(serde_json::json!({
-            "rule": "m", "for": "1h", "by": "ops"
-        }))
-        .unwrap();
-        let mut ctx = actix::Context::<AlertSink>::new();
-        let s = <AlertSink as Handler<AddSilence>>::handle(&mut sink, AddSilence(new), &mut ctx)
-            .unwrap();
+        let s = add_silence(
+            &mut sink,
+            serde_json::json!({"rule": "m", "for": "1h", "by": "ops"}),
+        );
         sink.take(match_alert(&mut e, 0, "web1"), 0);
         assert!(got(&collector).is_empty());
         drop(sink);
@@ -3745,7 +3745,8 @@ mod inhibit_tests {
         let mut sink = sink.adopting(1);
         start(&mut sink);
         // Expired through the API before the shard's `Adopt`.
-        <AlertSink as Handler<ExpireSilence>>::handle(&mut sink, ExpireSilence(s.0.id), &mut ctx)
+        let mut ctx = actix::Context::<AlertSink>::new();
+        <AlertSink as Handler<ExpireSilence>>::handle(&mut sink, ExpireSilence(s.id), &mut ctx)
             .unwrap()
             .unwrap();
         sink.adopt(Adopt {
