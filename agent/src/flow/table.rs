@@ -398,6 +398,12 @@ const MAX_FRAGS: usize = 4096;
 /// for it: the first brings the ports, and the fragment joins that flow.
 pub const ORPHAN_WAIT: Duration = Duration(30 * SEC);
 
+/// Whether an entry of the order of waiting fragments still names a datagram waiting since
+/// then (not one whose first came, nor a later one of the same key).
+fn still_waiting(orphans: &HashMap<FragKey, Orphan>, (k, since): &(FragKey, Timestamp)) -> bool {
+    orphans.get(k).is_some_and(|o| o.since == *since)
+}
+
 /// Fragments that came before their first fragment, summed per datagram.
 #[derive(Clone, Copy, Debug)]
 struct Orphan {
@@ -757,8 +763,7 @@ impl FlowTable {
             // one still waiting (up to ORPHAN_WAIT) they would pile up, one per datagram.
             if self.orphan_order.len() > 2 * MAX_FRAGS {
                 let orphans = &self.orphans;
-                self.orphan_order
-                    .retain(|(k, since)| orphans.get(k).is_some_and(|o| o.since == *since));
+                self.orphan_order.retain(|e| still_waiting(orphans, e));
                 self.orphan_order.shrink_to(2 * MAX_FRAGS);
             }
         }
@@ -775,15 +780,10 @@ impl FlowTable {
         o.payload_bytes += u64::from(pkt.payload_len);
     }
 
-    /// Whether an entry of `orphan_order` still names a datagram waiting since then.
-    fn waiting(&self, (k, since): &(FragKey, Timestamp)) -> bool {
-        self.orphans.get(k).is_some_and(|o| o.since == *since)
-    }
-
     /// Gives up the fragments that waited [`ORPHAN_WAIT`] for their first by `now`.
     fn expire_orphans(&mut self, now: Timestamp) {
         while let Some(&front) = self.orphan_order.front() {
-            if !self.waiting(&front) {
+            if !still_waiting(&self.orphans, &front) {
                 self.orphan_order.pop_front();
             } else if now.since(front.1) > ORPHAN_WAIT {
                 self.give_up_orphan();
@@ -797,7 +797,7 @@ impl FlowTable {
     /// are skipped), counted in `orphan_fragments`.
     fn give_up_orphan(&mut self) {
         while let Some(front) = self.orphan_order.pop_front() {
-            if self.waiting(&front)
+            if still_waiting(&self.orphans, &front)
                 && let Some(o) = self.orphans.remove(&front.0)
             {
                 self.stats.orphan_fragments += o.pkts;
