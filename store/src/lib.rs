@@ -83,6 +83,25 @@ pub enum StoreError {
 /// The store's format, kept in the store: a later format refuses an earlier one explicitly.
 const FORMAT: u32 = 1;
 
+/// A firing sent again when what muted it ended, still owed to some notifying outputs
+/// ([`Store::resends`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resend {
+    /// The alert's id.
+    pub id: u64,
+    /// The last change kept when it was sent again (`None`: none): its place in the order.
+    pub after: Option<u64>,
+    /// The outputs (as their cursors are named) that have not dealt with it.
+    pub to: Vec<String>,
+}
+
+/// A [`Resend`] as its row holds it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ResendRow {
+    after: Option<u64>,
+    to: Vec<String>,
+}
+
 /// An alert change to record: its identity (id and state) and its JSON text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Change {
@@ -241,6 +260,12 @@ pub struct Store {
     /// they send its end, which carries it too. Dropped when it ends, or when the silence
     /// ends while it fires ([`Store::unmute`]).
     muted: sled::Tree,
+    /// id (8 bytes BE) -> JSON `{"after": seq or null, "to": [output names]}`: a firing
+    /// alert sent again when what muted it ended, which those notifying outputs have not
+    /// dealt with yet (written with the unmuting, dropped by each output as it delivers it
+    /// or gives it up, [`Store::resent`]): what a stop or a crash left unsent is sent at the
+    /// next start ([`Store::resends`]). (Added to format 1: a store without it holds none.)
+    resend: sled::Tree,
     /// silence id (u64 BE) -> the silence as the agent wrote it (JSON).
     silences: sled::Tree,
     /// shard (u32 BE) -> shards (u32 BE) + checkpoint: where stores before `state/` kept
@@ -443,6 +468,7 @@ impl Store {
             open,
             acks: db.open_tree("acks").map_err(io)?,
             muted: db.open_tree("muted").map_err(io)?,
+            resend: db.open_tree("resend").map_err(io)?,
             silences: db.open_tree("silences").map_err(io)?,
             meanings: db.open_tree("meanings").map_err(io)?,
             meta,
@@ -1012,17 +1038,19 @@ impl Store {
     }
 
     /// Firing alert `id` is muted from now by what `field` (one of [`MUTED_BY`]) says,
-    /// `mark`: its firing row says so, and its end will be muted. Nothing when it does not
-    /// fire.
+    /// `mark`: its firing row says so, and its end will be muted; a sending again owed for it
+    /// ([`Store::resends`]) is dropped. Nothing when it does not fire.
     pub fn mute(&self, id: u64, field: &str, mark: &str) -> Result<(), StoreError> {
         let key = id.to_be_bytes();
-        (&self.open, &self.muted)
-            .transaction(|(open, muted)| {
+        (&self.open, &self.muted, &self.resend)
+            .transaction(|(open, muted, resend)| {
                 let marked =
                     rewrite_open(open, &key, |json| with_field(json, field, mark.as_bytes()))?;
                 if marked.is_none() {
                     return Ok(());
                 }
+                // (Muted anew: a sending again still owed for it is owed no more.)
+                resend.remove(&key[..])?;
                 let mut by = muted_by(muted, &key)?;
                 by.insert(field.into(), serde_json::from_str(mark).unwrap_or_default());
                 muted.insert(
@@ -1042,15 +1070,19 @@ impl Store {
     /// will have their end sent, and are returned as their firing changes are now, for the
     /// notifying outputs to send (not kept again: the store has them).
     /// An alert whose firing JSON `stays` says so stays muted as it is (a match, which
-    /// happened while muted).
+    /// happened while muted). Each one returned is owed to the outputs named `to` in the
+    /// same write ([`Store::resends`]), so a stop or a crash before they deal with it does
+    /// not lose it.
     pub fn unmute(
         &self,
         field: &str,
         key: &str,
         value: &str,
         stays: &dyn Fn(&str) -> bool,
+        to: &[&str],
     ) -> Result<Vec<Change>, StoreError> {
         let mut out = Vec::new();
+        let owed = self.owed(to)?;
         // (Only a row naming the value is parsed: a storm's ends each look over every muted
         // row. Ids are hex, written in the row as they are; another value is looked for by
         // parsing every row.)
@@ -1074,7 +1106,7 @@ impl Store {
             {
                 continue;
             }
-            let renewed = self.unmute_row(&k, field)?;
+            let renewed = self.unmute_row(&k, field, owed.as_deref())?;
             if let (Some(json), Ok(id)) = (renewed, <[u8; 8]>::try_from(k.as_ref())) {
                 out.push(Change {
                     id: u64::from_be_bytes(id),
@@ -1091,9 +1123,16 @@ impl Store {
 
     /// Firing alert `id` is muted by `field` no more (what muted it ended before the store
     /// kept it). Returns its firing change as it is now when nothing else mutes it (for the
-    /// notifying outputs to send), `None` when something does or it does not fire.
-    pub fn unmute_one(&self, id: u64, field: &str) -> Result<Option<Change>, StoreError> {
-        let json = self.unmute_row(&id.to_be_bytes(), field)?;
+    /// notifying outputs to send, owed to those named `to` as [`Store::unmute`] says), `None`
+    /// when something does or it does not fire.
+    pub fn unmute_one(
+        &self,
+        id: u64,
+        field: &str,
+        to: &[&str],
+    ) -> Result<Option<Change>, StoreError> {
+        let owed = self.owed(to)?;
+        let json = self.unmute_row(&id.to_be_bytes(), field, owed.as_deref())?;
         self.db.flush().map_err(|e| self.io(e))?;
         Ok(json.map(|json| Change {
             id,
@@ -1105,10 +1144,16 @@ impl Store {
     }
 
     /// Drops `field` from what muted firing alert `k` (its `muted` row and its firing row);
-    /// returns its firing's JSON as it is now when nothing mutes it any more.
-    fn unmute_row(&self, k: &[u8], field: &str) -> Result<Option<String>, StoreError> {
-        (&self.open, &self.muted)
-            .transaction(|(open, muted)| {
+    /// returns its firing's JSON as it is now when nothing mutes it any more, and then, in
+    /// the same write, notes it owed as `owed` says (a [`Store::owed`] row), if given.
+    fn unmute_row(
+        &self,
+        k: &[u8],
+        field: &str,
+        owed: Option<&[u8]>,
+    ) -> Result<Option<String>, StoreError> {
+        (&self.open, &self.muted, &self.resend)
+            .transaction(|(open, muted, resend)| {
                 let mut left = muted_by(muted, k)?;
                 left.remove(field);
                 if left.is_empty() {
@@ -1118,9 +1163,63 @@ impl Store {
                     muted.insert(k, v.as_bytes())?;
                 }
                 let json = rewrite_open(open, k, |json| without_field(json, field))?;
-                Ok(json.filter(|_| left.is_empty()))
+                let json = json.filter(|_| left.is_empty());
+                if let (Some(_), Some(owed)) = (&json, owed) {
+                    resend.insert(k, owed)?;
+                }
+                Ok(json)
             })
             .map_err(|e| self.txn_error(e))
+    }
+
+    /// The row noting a firing sent again now as owed to the outputs named `to` (`None`: to
+    /// none): placed after the last change kept, as the outputs place it.
+    fn owed(&self, to: &[&str]) -> Result<Option<Vec<u8>>, StoreError> {
+        if to.is_empty() {
+            return Ok(None);
+        }
+        let row = serde_json::json!({"after": self.last_seq()?, "to": to});
+        Ok(Some(row.to_string().into_bytes()))
+    }
+
+    /// The firings sent again when what muted them ended that some notifying outputs had not
+    /// dealt with (delivered or given up) when the agent stopped or died: each with the
+    /// place in the order it was made at and the outputs still owed it. A row that cannot
+    /// be read is left out.
+    pub fn resends(&self) -> Result<Vec<Resend>, StoreError> {
+        let mut out = Vec::new();
+        for row in self.resend.iter() {
+            let (k, v) = row.map_err(|e| self.io(e))?;
+            let (Ok(id), Ok(row)) = (
+                <[u8; 8]>::try_from(k.as_ref()),
+                serde_json::from_slice::<ResendRow>(&v),
+            ) else {
+                continue;
+            };
+            out.push(Resend {
+                id: u64::from_be_bytes(id),
+                after: row.after,
+                to: row.to,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Output `name` dealt with (delivered or gave up) the firing of alert `id` sent again
+    /// ([`Store::resends`]): owed to it no more. Not flushed (as [`Store::set_output_cursor`]):
+    /// after a crash it may be sent again, never missed.
+    pub fn resent(&self, id: u64, name: &str) -> Result<(), StoreError> {
+        self.resend
+            .fetch_and_update(id.to_be_bytes(), |row| {
+                let mut row: ResendRow = serde_json::from_slice(row?).ok()?;
+                row.to.retain(|n| n != name);
+                if row.to.is_empty() {
+                    return None;
+                }
+                serde_json::to_vec(&row).ok()
+            })
+            .map_err(|e| self.io(e))?;
+        Ok(())
     }
 
     /// Notes that every change recorded so far has been written to the outputs. Durable on
@@ -2128,7 +2227,7 @@ pattern = "absent(hb) for 10s"
         assert_eq!(kept["silenced"]["by"], "ops");
         // Ended, it is muted no more: nothing to unmute, and a later firing is not muted.
         assert!(
-            s.unmute(SILENCED, "id", "00000000000000a1", &|_| false)
+            s.unmute(SILENCED, "id", "00000000000000a1", &|_| false, &[])
                 .unwrap()
                 .is_empty()
         );
@@ -2140,13 +2239,13 @@ pattern = "absent(hb) for 10s"
         fire[0].json = silenced(&fire[0]);
         s.record_changes(&mut fire).unwrap();
         assert!(
-            s.unmute(SILENCED, "id", "00000000000000ff", &|_| false)
+            s.unmute(SILENCED, "id", "00000000000000ff", &|_| false, &[])
                 .unwrap()
                 .is_empty(),
             "another silence"
         );
         let back = s
-            .unmute(SILENCED, "id", "00000000000000a1", &|_| false)
+            .unmute(SILENCED, "id", "00000000000000a1", &|_| false, &[])
             .unwrap();
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].id, alerts[0].id().0);
@@ -2158,7 +2257,7 @@ pattern = "absent(hb) for 10s"
         s.record_changes(&mut resolve).unwrap();
         assert!(!resolve[0].is_muted(), "{}", resolve[0].json);
         assert!(
-            s.unmute(SILENCED, "id", "00000000000000a1", &|_| false)
+            s.unmute(SILENCED, "id", "00000000000000a1", &|_| false, &[])
                 .unwrap()
                 .is_empty()
         );
@@ -2177,7 +2276,7 @@ pattern = "absent(hb) for 10s"
         .unwrap();
         assert!(s.firing().unwrap()[0].json.contains("\"inhibited\":"));
         assert!(
-            s.unmute(SILENCED, "id", "00000000000000a1", &|_| false)
+            s.unmute(SILENCED, "id", "00000000000000a1", &|_| false, &[])
                 .unwrap()
                 .is_empty()
         );
@@ -2187,10 +2286,72 @@ pattern = "absent(hb) for 10s"
             "{listed}"
         );
         let back = s
-            .unmute(INHIBITED, "by", "00000000000000b2", &|_| false)
+            .unmute(INHIBITED, "by", "00000000000000b2", &|_| false, &[])
             .unwrap();
         assert_eq!(back.len(), 1);
         assert!(!back[0].is_muted(), "{}", back[0].json);
+    }
+
+    #[test]
+    fn a_firing_sent_again_stays_owed_until_each_output_deals_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = heartbeat_alerts();
+        let id = alerts[0].id().0;
+        let silence = r#"{"id":"00000000000000a1","by":"ops","until":"2026-12-03T06:00:00Z"}"#;
+        {
+            let s = reopen(dir.path(), 10);
+            let mut fire = vec![Change::of(&alerts[0])];
+            fire[0].json = with_field(&fire[0].json, SILENCED, silence.as_bytes());
+            s.record_changes(&mut fire).unwrap();
+            let kept = fire[0].seq;
+            assert!(kept.is_some());
+            assert!(s.resends().unwrap().is_empty());
+            // Muted by nothing else: owed to both outputs, placed after what was kept.
+            let back = s
+                .unmute(
+                    SILENCED,
+                    "id",
+                    "00000000000000a1",
+                    &|_| false,
+                    &["syslog", "webhook"],
+                )
+                .unwrap();
+            assert_eq!(back.len(), 1);
+            let owed = vec![Resend {
+                id,
+                after: kept,
+                to: vec!["syslog".into(), "webhook".into()],
+            }];
+            assert_eq!(s.resends().unwrap(), owed);
+            // The syslog output delivers it: owed to the webhook only.
+            s.resent(id, "syslog").unwrap();
+            s.resent(id, "syslog").unwrap();
+            assert_eq!(s.resends().unwrap()[0].to, ["webhook"]);
+            s.flush().unwrap();
+        }
+        // What a stop left owed is still owed after it.
+        let s = reopen(dir.path(), 10);
+        assert_eq!(s.resends().unwrap()[0].to, ["webhook"]);
+        s.resent(id, "webhook").unwrap();
+        assert!(s.resends().unwrap().is_empty());
+        s.resent(id, "webhook").unwrap();
+
+        // Muted anew (another silence) before it went out: owed no more.
+        s.mute(id, SILENCED, silence).unwrap();
+        assert_eq!(
+            s.unmute_one(id, SILENCED, &["webhook"])
+                .unwrap()
+                .map(|c| c.id),
+            Some(id)
+        );
+        assert_eq!(s.resends().unwrap().len(), 1);
+        s.mute(id, INHIBITED, r#"{"by":"00000000000000b2","rule":"up"}"#)
+            .unwrap();
+        assert!(s.resends().unwrap().is_empty());
+        // Still muted by something else when one ends: not sent, so owed to none.
+        s.mute(id, SILENCED, silence).unwrap();
+        assert_eq!(s.unmute_one(id, SILENCED, &["webhook"]).unwrap(), None);
+        assert!(s.resends().unwrap().is_empty());
     }
 
     #[test]

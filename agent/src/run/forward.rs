@@ -87,7 +87,7 @@ impl Forwarder {
     pub fn send_again(&self, after: Option<u64>, changes: &[Change]) {
         for c in changes {
             self.q
-                .push_extra(after, format_5424(c, &self.host, self.pid));
+                .push_extra(after, c.id, format_5424(c, &self.host, self.pid));
         }
     }
 

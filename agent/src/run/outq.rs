@@ -45,6 +45,9 @@ pub fn queue_size(default: usize) -> usize {
 enum Slot<T> {
     /// An item, with its change's place in the store's order (`None`: not kept yet).
     Item(Option<u64>, T),
+    /// An item with no place of its own: alert `.0`'s firing sent again, owed to the output
+    /// in the store until it is dealt with ([`cepheus_store::Store::resent`]).
+    Extra(u64, T),
     /// Once what was queued before it is dealt with, every change up to this place is:
     /// changes sent before the store kept them (its disk was nearly full) got their place
     /// later.
@@ -65,7 +68,7 @@ pub struct OutQueue<T> {
     /// Items with no place in the store ([`OutQueue::push_extra`]) waiting while it is
     /// behind, each with the last place kept when it was made: paged in at that point of
     /// the order (at most [`MAX_EXTRAS`]).
-    extras: RefCell<VecDeque<(Option<u64>, T)>>,
+    extras: RefCell<VecDeque<(Option<u64>, u64, T)>>,
 }
 
 /// The most items without a place in the store that wait for a queue behind.
@@ -111,8 +114,9 @@ impl Shared {
 pub struct Drain<T> {
     rx: Receiver<Slot<T>>,
     shared: Arc<Shared>,
-    /// The places of the items taken and not yet dealt with, in order.
-    taken: RefCell<VecDeque<Option<u64>>>,
+    /// The items taken and not yet dealt with, in order: each one's place (`None`: none, or
+    /// not kept yet) and, for an alert sent again, its id.
+    taken: RefCell<VecDeque<(Option<u64>, Option<u64>)>>,
 }
 
 impl<T: Send + 'static> OutQueue<T> {
@@ -292,26 +296,27 @@ impl<T: Send + 'static> OutQueue<T> {
         }
     }
 
-    /// Queues `item`, which has no place of its own in the store (an alert sent again when
-    /// the silence that muted it ends), made when `after` was the last change kept. Behind,
-    /// or with no room, it waits and is paged in at that point of the order (before what
-    /// the store kept after `after`, never out of order); past [`MAX_EXTRAS`] waiting, or
-    /// once stopped, it is counted as unsent.
-    pub fn push_extra(&self, after: Option<u64>, item: T) {
+    /// Queues `item`, which has no place of its own in the store (alert `id` sent again when
+    /// what muted it ends), made when `after` was the last change kept. Behind, or with no
+    /// room, it waits and is paged in at that point of the order (before what the store kept
+    /// after `after`, never out of order); past [`MAX_EXTRAS`] waiting, or once stopped, it
+    /// is counted as unsent (the store still owes it to the output: it is sent at the next
+    /// start).
+    pub fn push_extra(&self, after: Option<u64>, id: u64, item: T) {
         let Some(tx) = &self.tx else {
             self.shared.unsent(1);
             return;
         };
         if self.behind.get().is_none() {
             self.shared.pending().fetch_add(1, Ordering::SeqCst);
-            match tx.try_send(Slot::Item(None, item)) {
+            match tx.try_send(Slot::Extra(id, item)) {
                 Ok(()) => return,
-                Err(TrySendError::Full(Slot::Item(_, item))) => {
+                Err(TrySendError::Full(Slot::Extra(_, item))) => {
                     self.shared.pending().fetch_sub(1, Ordering::SeqCst);
                     // What the store keeps from now on waits there, after it.
                     self.set_behind(Some(after));
                     self.fell_behind();
-                    self.wait_extra(after, item);
+                    self.wait_extra(after, id, item);
                 }
                 Err(_) => {
                     self.shared.pending().fetch_sub(1, Ordering::SeqCst);
@@ -320,35 +325,37 @@ impl<T: Send + 'static> OutQueue<T> {
             }
             return;
         }
-        self.wait_extra(after, item);
+        self.wait_extra(after, id, item);
     }
 
     /// Keeps an item without a place for when the queue pages in `after`.
-    fn wait_extra(&self, after: Option<u64>, item: T) {
+    fn wait_extra(&self, after: Option<u64>, id: u64, item: T) {
         let mut extras = self.extras.borrow_mut();
         if extras.len() >= MAX_EXTRAS || self.gone() {
             self.shared.unsent(1);
             return;
         }
-        extras.push_back((after, item));
+        extras.push_back((after, id, item));
     }
 
     /// Sends the waiting items without a place made before change `before` was kept (`None`:
     /// all); false when the queue is full again (the rest at the next page).
     fn send_extras(&self, tx: &SyncSender<Slot<T>>, before: Option<u64>) -> bool {
         let mut extras = self.extras.borrow_mut();
-        while let Some((after, _)) = extras.front() {
+        while let Some((after, _, _)) = extras.front() {
             if before.is_some() && *after >= before {
                 break;
             }
-            let Some((after, item)) = extras.pop_front() else {
+            let Some((after, id, item)) = extras.pop_front() else {
                 break;
             };
             self.shared.pending().fetch_add(1, Ordering::SeqCst);
-            if let Err(e) = tx.try_send(Slot::Item(None, item)) {
+            if let Err(e) = tx.try_send(Slot::Extra(id, item)) {
                 self.shared.pending().fetch_sub(1, Ordering::SeqCst);
                 match e {
-                    TrySendError::Full(Slot::Item(_, item)) => extras.push_front((after, item)),
+                    TrySendError::Full(Slot::Extra(_, item)) => {
+                        extras.push_front((after, id, item))
+                    }
                     _ => self.shared.unsent(1),
                 }
                 return false;
@@ -422,7 +429,8 @@ impl<T> Drain<T> {
     pub fn recv(&self) -> Option<T> {
         loop {
             match self.rx.recv().ok()? {
-                Slot::Item(seq, item) => return Some(self.took(seq, item)),
+                Slot::Item(seq, item) => return Some(self.took((seq, None), item)),
+                Slot::Extra(id, item) => return Some(self.took((None, Some(id)), item)),
                 Slot::Mark(seq) => self.marked(seq),
             }
         }
@@ -432,14 +440,15 @@ impl<T> Drain<T> {
     pub fn try_recv(&self) -> Option<T> {
         loop {
             match self.rx.try_recv().ok()? {
-                Slot::Item(seq, item) => return Some(self.took(seq, item)),
+                Slot::Item(seq, item) => return Some(self.took((seq, None), item)),
+                Slot::Extra(id, item) => return Some(self.took((None, Some(id)), item)),
                 Slot::Mark(seq) => self.marked(seq),
             }
         }
     }
 
-    fn took(&self, seq: Option<u64>, item: T) -> T {
-        self.taken.borrow_mut().push_back(seq);
+    fn took(&self, taken: (Option<u64>, Option<u64>), item: T) -> T {
+        self.taken.borrow_mut().push_back(taken);
         item
     }
 
@@ -449,7 +458,7 @@ impl<T> Drain<T> {
         let now = {
             let mut taken = self.taken.borrow_mut();
             match taken.back_mut() {
-                Some(last) => {
+                Some((last, _)) => {
                     *last = Some(last.map_or(seq, |s| s.max(seq)));
                     false
                 }
@@ -485,11 +494,21 @@ impl<T> Drain<T> {
     /// unsent); false when the agent's stop already counted them as unsent.
     pub fn done(&self, n: usize) -> bool {
         let mut last = None;
+        let mut resent = Vec::new();
         {
             let mut taken = self.taken.borrow_mut();
             for _ in 0..n {
-                if let Some(Some(s)) = taken.pop_front() {
-                    last = Some(s);
+                let Some((seq, id)) = taken.pop_front() else {
+                    break;
+                };
+                last = seq.or(last);
+                resent.extend(id);
+            }
+        }
+        if let Some(c) = &self.shared.cursor {
+            for id in resent {
+                if let Err(e) = c.store.resent(id, c.name) {
+                    tracing::debug!(output = c.name, error = %e, "cannot note an alert sent again as delivered (it may be sent again at the next start)");
                 }
             }
         }
@@ -719,14 +738,39 @@ mod tests {
         q.page([(15, None), (16, None)], true);
         assert_eq!(q.behind(), None);
         reaches(Some(16));
-        // An alert sent again at a silence's end has no place: the cursor stays.
-        q.push_extra(Some(16), 7);
+        // An alert sent again at a silence's end has no place: the cursor stays, and the
+        // store owes it to the output no more once it is dealt with.
+        let mut muted = vec![cepheus_store::Change {
+            id: 7,
+            state: cepheus_core::alert::AlertState::Firing,
+            json: r#"{"id":"0000000000000007","silenced":{"id":"00000000000000a1"}}"#.into(),
+            seq: None,
+            meaning: None,
+        }];
+        assert_eq!(store.record_changes(&mut muted).unwrap(), [true]);
+        let back = store
+            .unmute(
+                cepheus_store::SILENCED,
+                "id",
+                "00000000000000a1",
+                &|_| false,
+                &["test"],
+            )
+            .unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(store.resends().unwrap().len(), 1);
+        q.push_extra(Some(16), 7, 7);
         go_tx.send(()).unwrap();
         assert_eq!(dealt.recv_timeout(Duration::from_secs(5)).unwrap(), 7);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !store.resends().unwrap().is_empty() {
+            assert!(Instant::now() < deadline, "still owed");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(at(), cepheus_store::OutputCursor::After(Some(16)));
         // Behind, it waits, and is paged in where it was made: after 18, before 19.
         q.resume(Some(16));
-        q.push_extra(Some(18), 8);
+        q.push_extra(Some(18), 8, 8);
         q.page([(17, Some(17)), (18, Some(18)), (19, Some(19))], true);
         assert_eq!(q.behind(), None);
         for want in [17, 18, 8, 19] {

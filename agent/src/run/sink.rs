@@ -983,7 +983,61 @@ impl AlertSink {
                 }
             }
         }
+        self.resend_owed(&store);
         self.page_outputs();
+    }
+
+    /// The firings sent again when what muted them ended that the outputs had not dealt
+    /// with when the agent stopped or died: queued again, each at its place in the order,
+    /// if it still fires and nothing mutes it now (else owed no more).
+    fn resend_owed(&self, store: &Store) {
+        let owed = match store.resends() {
+            Ok(o) => o,
+            Err(e) => {
+                bump(&self.counters.store_errors, 1);
+                tracing::error!(error = %e, "cannot read the alerts sent again that the outputs had not delivered: they are not sent again");
+                return;
+            }
+        };
+        let mut sent = 0;
+        for r in owed {
+            let firing = match (store.firing_change(r.id), store.mutes(r.id)) {
+                (Ok(Some(json)), Ok(None)) => Some(json),
+                (Ok(_), Ok(_)) => None,
+                (Err(e), _) | (_, Err(e)) => {
+                    bump(&self.counters.store_errors, 1);
+                    tracing::warn!(error = %e, "cannot read an alert sent again that the outputs had not delivered");
+                    continue;
+                }
+            };
+            for name in &r.to {
+                let output = firing
+                    .as_ref()
+                    .and_then(|_| self.queued().find(|(n, _)| n == name));
+                let (Some(json), Some((_, output))) = (&firing, output) else {
+                    // Ended, muted anew, or an output not configured any more.
+                    if let Err(e) = store.resent(r.id, name) {
+                        tracing::debug!(output = %name, error = %e, "cannot drop an alert sent again no more owed");
+                    }
+                    continue;
+                };
+                let change = Change {
+                    id: r.id,
+                    state: AlertState::Firing,
+                    json: json.clone(),
+                    seq: None,
+                    meaning: None,
+                };
+                output.send_again(r.after, std::slice::from_ref(&change));
+                sent += 1;
+            }
+        }
+        if sent > 0 {
+            tracing::info!(
+                alerts = sent,
+                "sending again the alerts, still firing, whose silence or inhibiting alert had ended but that the outputs had not delivered when the agent stopped"
+            );
+        }
     }
 
     /// Feeds the outputs whose queue fell behind (a storm, a collector away) from the store,
@@ -1048,6 +1102,12 @@ impl AlertSink {
                 }
             }
         }
+    }
+
+    /// The names (as their cursors') of the outputs a firing sent again is owed to until
+    /// each deals with it ([`cepheus_store::Store::resends`]).
+    fn owed_to(&self) -> Vec<&'static str> {
+        self.queued().map(|(name, _)| name).collect()
     }
 
     /// The outputs behind a queue that are configured (`output.syslog`, `output.webhook`):
@@ -2001,7 +2061,7 @@ impl AlertSink {
                 if !stale {
                     continue;
                 }
-                match store.unmute_one(id, field) {
+                match store.unmute_one(id, field, &self.owed_to()) {
                     Ok(c) => back.extend(c),
                     Err(e) => {
                         bump(&self.counters.store_errors, 1);
@@ -2090,7 +2150,13 @@ impl AlertSink {
         for &by in ended {
             let hex = cepheus_core::alert::AlertId(by).to_string();
             let stays = |json: &str| self.stays_muted(json);
-            match store.unmute(cepheus_store::INHIBITED, "by", &hex, &stays) {
+            match store.unmute(
+                cepheus_store::INHIBITED,
+                "by",
+                &hex,
+                &stays,
+                &self.owed_to(),
+            ) {
                 Ok(back) => self.send_unmuted(
                     &store,
                     back,
@@ -2136,7 +2202,7 @@ impl AlertSink {
                 Ok(after) => after,
                 Err(e) => {
                     bump(&self.counters.store_errors, 1);
-                    tracing::warn!(error = %e, alerts = again.len(), "cannot read the store's last alert change: the alerts still firing are not sent again (counted as unsent)");
+                    tracing::warn!(error = %e, alerts = again.len(), "cannot read the store's last alert change: the alerts still firing are sent at the next start (counted as unsent now)");
                     for (_, output) in self.queued() {
                         output.lost(again.len() as u64);
                     }
@@ -2196,7 +2262,8 @@ impl AlertSink {
             }
             if !s.ended {
                 let stays = |json: &str| self.stays_muted(json);
-                let back = match store.unmute(cepheus_store::SILENCED, "id", &s.id, &stays) {
+                let to = self.owed_to();
+                let back = match store.unmute(cepheus_store::SILENCED, "id", &s.id, &stays, &to) {
                     Ok(b) => b,
                     Err(e) => {
                         bump(&self.counters.store_errors, 1);
@@ -3145,6 +3212,69 @@ mod silence_tests {
         sink.take(both[1..].to_vec(), 0);
         let sent = got(&collector);
         assert!(sent.is_empty(), "forwarded: {sent:?}");
+        drop((sink, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A firing sent again when its silence ended is owed to the outputs in the store until
+    /// they deal with it: sent, it is owed no more (a restart does not send it twice); left
+    /// unsent by a stop or a crash, it is sent at the next start, once.
+    #[test]
+    fn a_firing_sent_again_is_owed_until_delivered_even_across_a_stop() {
+        let (dir, mut sink, store, collector, id) = silenced_sink("owed");
+        sink.take(hb_alerts()[..1].to_vec(), 0);
+        assert!(got(&collector).is_empty());
+        let mut ctx = actix::Context::<AlertSink>::new();
+        <AlertSink as Handler<ExpireSilence>>::handle(&mut sink, ExpireSilence(id), &mut ctx)
+            .unwrap()
+            .unwrap();
+        assert_eq!(got(&collector).len(), 1);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !store.resends().unwrap().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still owed after delivery"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        drop(sink);
+        let (mut sink, collector) = sink_on(&store, Vec::new());
+        sink.start_up();
+        assert!(got(&collector).is_empty(), "sent twice");
+
+        // Muted again (as by a silence gone since), then the agent dies between that
+        // silence's end (kept) and the sending: as the sink's write alone.
+        let alert = hb_alerts()[0].id().0;
+        let mark = r#"{"id":"00000000000000c3","by":"ops","until":"2026-12-03T06:00:00Z"}"#;
+        store.mute(alert, cepheus_store::SILENCED, mark).unwrap();
+        let back = store
+            .unmute(
+                cepheus_store::SILENCED,
+                "id",
+                "00000000000000c3",
+                &|_| false,
+                &[super::super::forward::CURSOR],
+            )
+            .unwrap();
+        assert_eq!(back.len(), 1);
+        drop(sink);
+        let (mut sink, collector) = sink_on(&store, Vec::new());
+        sink.start_up();
+        let sent = got(&collector);
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert!(sent[0].contains(" firing - "), "{}", sent[0]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !store.resends().unwrap().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still owed after delivery"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        drop(sink);
+        let (mut sink, collector) = sink_on(&store, Vec::new());
+        sink.start_up();
+        assert!(got(&collector).is_empty(), "sent twice");
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
     }

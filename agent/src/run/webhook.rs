@@ -98,7 +98,7 @@ impl Webhook {
     /// the store: see [`OutQueue::push_extra`]).
     pub fn send_again(&self, after: Option<u64>, changes: &[Change]) {
         for c in changes {
-            self.q.push_extra(after, c.json.clone());
+            self.q.push_extra(after, c.id, c.json.clone());
         }
     }
 
