@@ -1922,6 +1922,28 @@ impl AlertSink {
         if let Some(s) = silence {
             return Some((cepheus_store::SILENCED, s.mark()));
         }
+        let (by, source) =
+            self.inhibitor_of((id, rule, group, began), |by| Some(by) != besides.inhibitor)?;
+        let mark = serde_json::json!({
+            "by": cepheus_core::alert::AlertId(by).to_string(),
+            "rule": source,
+        });
+        Some((cepheus_store::INHIBITED, mark))
+    }
+
+    /// A firing alert that inhibits alert `id` of `rule` and `group`, which began firing at
+    /// `began`, by the `[[inhibit]]` rules as they are now, among those `take` accepts: its id
+    /// and its source rule (see [`AlertSink::muting`]).
+    fn inhibitor_of(
+        &self,
+        (id, rule, group, began): (
+            u64,
+            &str,
+            &[(String, cepheus_core::event::Value)],
+            Timestamp,
+        ),
+        take: impl Fn(u64) -> bool,
+    ) -> Option<(u64, &str)> {
         for (i, r) in self.inhibits.iter().enumerate() {
             if !r.targets(rule) || r.source == rule {
                 continue;
@@ -1930,16 +1952,9 @@ impl AlertSink {
                 continue;
             };
             let by = (self.inhibitors.get(&(i, key)).into_iter().flatten())
-                .find(|&(&by, &at)| {
-                    by != id && Some(by) != besides.inhibitor && (at, by) < (began, id)
-                })
-                .map(|(by, _)| by);
-            if let Some(by) = by {
-                let mark = serde_json::json!({
-                    "by": cepheus_core::alert::AlertId(*by).to_string(),
-                    "rule": r.source,
-                });
-                return Some((cepheus_store::INHIBITED, mark));
+                .find(|&(&by, &at)| by != id && take(by) && (at, by) < (began, id));
+            if let Some((&by, _)) = by {
+                return Some((by, r.source.as_str()));
             }
         }
         None
@@ -2039,19 +2054,31 @@ impl AlertSink {
             let by = m[cepheus_store::INHIBITED]["by"]
                 .as_str()
                 .and_then(|b| u64::from_str_radix(b, 16).ok());
-            let stale_inhibitor =
-                by.filter(|b| !self.inhibitors.values().any(|set| set.contains_key(b)));
-            if stale_silence.is_none() && stale_inhibitor.is_none() {
+            if stale_silence.is_none() && by.is_none() {
                 continue;
             }
-            match store.firing_change(id) {
-                Ok(Some(json)) if self.stays_muted(&json) => continue,
-                Ok(_) => {}
+            let json = match store.firing_change(id) {
+                Ok(json) => json,
                 Err(e) => {
                     bump(&self.counters.store_errors, 1);
                     tracing::warn!(error = %e, "cannot read a muted alert");
                     continue;
                 }
+            };
+            // An inhibiting alert that no longer fires, or that the `[[inhibit]]` rules as
+            // they are now (changed since it muted) do not make inhibit this one.
+            let stale_inhibitor = by.filter(|&b| {
+                let head = json.as_deref().and_then(head_of);
+                head.is_none_or(|(_, rule, group, began)| {
+                    self.inhibitor_of((id, &rule, &group, began), |by| by == b)
+                        .is_none()
+                })
+            });
+            if stale_silence.is_none() && stale_inhibitor.is_none() {
+                continue;
+            }
+            if json.as_deref().is_some_and(|j| self.stays_muted(j)) {
+                continue;
             }
             let mut back = Vec::new();
             for (field, stale) in [
@@ -3559,6 +3586,41 @@ mod inhibit_tests {
         );
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The `[[inhibit]]` rule changed across a restart while its source still fires: a
+    /// target it no longer covers (its `targets`, or its `equal` fields) is sent at the start,
+    /// not once the source ends; one it still covers stays muted.
+    #[test]
+    fn a_target_an_inhibit_rule_no_longer_covers_is_sent_at_the_start() {
+        for (now, sent) in [
+            (inhibit("hb", &["other"], &["host"]), 1),
+            (inhibit("hb", &["svc"], &["app"]), 1),
+            (inhibit("hb", &["svc"], &["host"]), 0),
+            (inhibit("hb", &[], &["host"]), 0),
+        ] {
+            let (dir, store) = scratch("changed-rule");
+            let (source_fires, target_fires, _) = timeline();
+            let (mut sink, collector) = sink_on(&store, vec![inhibit("hb", &["svc"], &["host"])]);
+            sink.take(source_fires, 0);
+            sink.take(target_fires, 0);
+            assert_eq!(got(&collector).len(), 1);
+            drop(sink);
+            let (mut sink, collector) = sink_on(&store, vec![now.clone()]);
+            start(&mut sink);
+            let got = got(&collector);
+            assert_eq!(got.len(), sent, "{now:?}: {got:?}");
+            assert!(
+                got.iter().all(|d| d.contains("\"rule\":\"svc\"")),
+                "{got:?}"
+            );
+            let target = (store.firing().unwrap().into_iter())
+                .find(|f| f.json.contains("\"rule\":\"svc\""))
+                .unwrap();
+            assert_eq!(target.json.contains("\"inhibited\""), sent == 0, "{now:?}");
+            drop((sink, store));
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     /// The agent dies between keeping a source's end and unmuting what it inhibited
