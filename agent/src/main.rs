@@ -79,6 +79,11 @@ enum RulesCommand {
 }
 
 fn main() -> ExitCode {
+    // (For the agent, SIGHUP is caught from the first instant: see `run::catch_early_hup`.
+    // Other commands keep its default: a `cepheus tui` whose terminal hangs up ends.)
+    if std::env::args_os().nth(1).is_some_and(|a| a == "run") {
+        run::catch_early_hup();
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Rules { command } => match command {

@@ -271,14 +271,25 @@ fn journal_priority(level: tracing::Level) -> u8 {
     }
 }
 
+/// Catches SIGHUP from now on, noting it in the flag returned (the same flag at every call):
+/// a SIGHUP before the reload handler is in place (config management, logrotate's `kill -HUP`
+/// while the store opens) would end the agent silently, and systemd counts that as a clean
+/// exit, not restarted (found by an audit); a reload follows once the agent runs. `main`
+/// calls it first for `cepheus run`, before even reading the command line.
+pub fn catch_early_hup() -> Arc<AtomicBool> {
+    static EARLY_HUP: std::sync::OnceLock<Arc<AtomicBool>> = std::sync::OnceLock::new();
+    EARLY_HUP
+        .get_or_init(|| {
+            let flag = Arc::new(AtomicBool::new(false));
+            let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&flag));
+            flag
+        })
+        .clone()
+}
+
 /// Runs `cepheus run`: exit 0 after a clean stop, 1 on bad rules/config, 2 on start-up errors.
 pub fn run(args: RunArgs) -> ExitCode {
-    // A SIGHUP before the reload handler is in place (config management, logrotate's
-    // `kill -HUP` while the store opens) would end the agent silently, and systemd counts
-    // that as a clean exit, not restarted (found by an audit): from here on it is caught,
-    // and a reload follows once the agent runs.
-    let early_hup = Arc::new(AtomicBool::new(false));
-    let _ = signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&early_hup));
+    let early_hup = catch_early_hup();
     init_tracing();
     let cfg =
         match &args.config {
