@@ -475,7 +475,13 @@ impl Filter {
 
     /// Evaluates a predicate (captures appended to `caps`).
     /// (Only for candidates this filter produced for `ev`: the index already checked the rest.)
+    /// A residual of `True` (the index checked the whole condition, the common case) is
+    /// answered here: the general evaluator's frame costs about 30 instructions per call.
+    #[inline]
     pub fn eval(&self, idx: u32, ev: &Event, caps: &mut Captures) -> bool {
-        self.preds[idx as usize].residual.eval(ev, caps)
+        match &self.preds[idx as usize].residual {
+            Cond::True => true,
+            residual => residual.eval(ev, caps),
+        }
     }
 }
