@@ -757,7 +757,7 @@ fn reach(u: &compact::Use, stamp: u64, pred_seen: &[u64], direct_feeds: &[Feeds]
 /// Feeds state `rule`'s compact group one event (the NFA's transition) and arms its timer as
 /// its slot's would be (at `lane_now`); returns the entry to file, if one is needed.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 fn feed(
     ctx: &RuleCtx<'_>,
     key: &GroupKey,
@@ -772,6 +772,9 @@ fn feed(
     out: &mut Vec<Alert>,
 ) -> Option<TimerEntry> {
     let g = &mut cell.group;
+    if let Some(wake) = g.on_fresh(ctx, t, mask, ev, seq, counters) {
+        return arm_cell(cell, rule, wake, lane_now);
+    }
     let calm = g.on_event(ctx, key, t, mask, ev, seq, counters, out);
     let wake = if calm {
         g.forget_wake(ctx)
@@ -1118,6 +1121,7 @@ impl Engine {
                     .all(|a| a.steps.first().is_none_or(|s| s.repeat.is_none())),
                 Plan::Absence { .. } => true,
             };
+            let lean = state::Lean::of(&plan, simple && plain_first);
             let used = plan.used();
             let opens = plan.opens();
             let lane = match rule.time {
@@ -1162,6 +1166,7 @@ impl Engine {
                     slides,
                     plain_first,
                     counts: false,
+                    lean,
                 },
                 lane,
                 groups: HashMap::new(),
@@ -4656,7 +4661,8 @@ pattern = "seq(m, absent(y) for 3s)"
     /// an upper count), three steps, a budget of one partial match and `x{1,}` (left to the
     /// general path); `LinearState::single` ([`RuleCtx::single`]: an event of a one-step
     /// plan) over `or` with and without a window and a rate limit, and absences at the end
-    /// with and without one; and plans neither takes (a least distance).
+    /// with and without one; and plans neither takes (a least distance). `Group::on_fresh`
+    /// ([`state::Lean`]) over sequences and `and`, one with an expected group.
     #[test]
     fn transition_shortcuts_change_nothing() {
         let rule = |name: &str, pattern: &str, extra: &str| {
@@ -4690,6 +4696,7 @@ pattern = "seq(m, absent(y) for 3s)"
                 "trigger = { every = \"5s\" }",
             ),
             rule("bare", "or(y, m)", ""),
+            rule("listed", "seq(x, y) within 3s", "expect = [\"h2\"]"),
         ]
         .concat();
         let rules = compiled("fresh.toml", &text);
@@ -4726,7 +4733,7 @@ pattern = "seq(m, absent(y) for 3s)"
                     names(|rt| rt.facts.simple),
                     [
                         "seq", "and", "count", "upto", "three", "budget", "andone", "either",
-                        "oneof"
+                        "oneof", "listed"
                     ]
                 );
                 assert_eq!(
@@ -4737,6 +4744,7 @@ pattern = "seq(m, absent(y) for 3s)"
                     e.rts.iter_mut().for_each(|rt| {
                         rt.facts.simple = false;
                         rt.facts.single = false;
+                        rt.facts.lean = state::Lean::Off;
                     });
                 }
                 let mut out = Vec::new();

@@ -188,6 +188,43 @@ pub struct RuleFacts {
     /// message: a closure at the start keeps the events it counts (up to
     /// [`MAX_CLOSURE_ITEMS`]) rather than only those an alert shows.
     pub counts: bool,
+    /// The first steps [`Group::on_fresh`] starts from, when the plan is [`RuleFacts::simple`]
+    /// and every first step plain in an alternative of two steps or more.
+    pub lean: Lean,
+}
+
+/// What [`Group::on_fresh`] needs of a plan, found once when the engine is built: the
+/// events of the plain first step of each alternative (none completes with one event).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lean {
+    /// Not such a plan: every event takes [`Group::on_event`].
+    Off,
+    /// One alternative (`seq(a, b)`), whose first step takes these definitions.
+    One(EvSet),
+    /// Two alternatives (`and(a, b)`), with their first steps' definitions.
+    Two(EvSet, EvSet),
+}
+
+impl Lean {
+    /// The lean form of `plan` (see [`Lean`]); `simple`: [`RuleFacts::simple`].
+    pub fn of(plan: &Plan, simple: bool) -> Lean {
+        let Plan::Linear { alts } = plan else {
+            return Lean::Off;
+        };
+        let first = |a: &Alt| match a.steps.as_slice() {
+            [s, _, ..] if s.repeat.is_none() => Some(s.set),
+            _ => None,
+        };
+        match alts.as_slice() {
+            _ if !simple => Lean::Off,
+            [a] => first(a).map_or(Lean::Off, Lean::One),
+            [a, b] => match (first(a), first(b)) {
+                (Some(x), Some(y)) => Lean::Two(x, y),
+                _ => Lean::Off,
+            },
+            _ => Lean::Off,
+        }
+    }
 }
 
 /// What a group transition reads: its rule's facts, and the engine's outage mark.
@@ -996,6 +1033,60 @@ impl Group {
         }
     }
 
+    /// [`Group::on_event`] for the common start of a plan with a [`Lean`] form, without its
+    /// general dispatch: a group with no episode and nothing in [`Rare`] that an event acts
+    /// on, whose partial matches have all passed the window, and an event that starts at
+    /// most one alternative ([`LinearState::fresh`] then restarts the old run in place, or
+    /// drops what it holds). Returns `None`, having changed nothing, in any other case,
+    /// else the group's next wake (its forgetting: it is left with nothing of its own).
+    #[inline(always)]
+    pub fn on_fresh(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+    ) -> Option<Option<Timestamp>> {
+        let start = match ctx.lean {
+            Lean::Off => return None,
+            Lean::One(a) => (mask & a != 0).then_some(0),
+            Lean::Two(a, b) => match (mask & a != 0, mask & b != 0) {
+                (true, true) => return None,
+                (true, false) => Some(0),
+                (false, true) => Some(1),
+                (false, false) => None,
+            },
+        };
+        let GroupState::Linear(l) = &mut self.state else {
+            return None;
+        };
+        if l.episode.is_some() || l.rare.as_ref().is_some_and(|r| !r.inert()) {
+            return None;
+        }
+        let horizon = t.sub(ctx.wmax()?);
+        // (Plain first steps: a run is live while its start is in the window.)
+        if l.runs.iter().any(|r| r.start >= horizon) {
+            return None;
+        }
+        match (start, l.runs.as_mut_slice()) {
+            (Some(alt), [old]) => old.restart_as(alt, false, t, id, ev),
+            (None, _) => l.runs.clear(),
+            (Some(alt), _) => {
+                l.runs.clear();
+                if l.runs.capacity() == 0 {
+                    l.runs.reserve_exact(1);
+                }
+                l.runs.push(Run::first_as(alt, false, t, id, ev));
+            }
+        }
+        self.last_activity = self.last_activity.max(t);
+        self.heard = true;
+        counters.matched += 1;
+        Some(self.forget_wake(ctx))
+    }
+
     /// The group's next wake when it has nothing of its own to wake for: its forgetting
     /// (none for a group listed in `expect`).
     #[inline]
@@ -1429,7 +1520,12 @@ impl Run {
 
     /// What [`Run::begin`] makes for a first step without `distinct`, built at once.
     fn first(alt: u16, first: &Step, t: Timestamp, id: u64, ev: &Arc<Event>) -> Run {
-        let closure = first.repeat.is_some();
+        Run::first_as(alt, first.repeat.is_some(), t, id, ev)
+    }
+
+    /// [`Run::first`] for a first step that is a closure or not (`closure`).
+    #[inline(always)]
+    fn first_as(alt: u16, closure: bool, t: Timestamp, id: u64, ev: &Arc<Event>) -> Run {
         Run {
             alt,
             pos: u16::from(!closure),
@@ -1451,9 +1547,14 @@ impl Run {
     /// is neither dropped nor a new one moved in.
     #[inline]
     fn restart(&mut self, alt: u16, first: &Step, t: Timestamp, id: u64, ev: &Arc<Event>) {
+        self.restart_as(alt, first.repeat.is_some(), t, id, ev);
+    }
+
+    /// [`Run::restart`] for a first step that is a closure or not (`closure`).
+    #[inline(always)]
+    fn restart_as(&mut self, alt: u16, closure: bool, t: Timestamp, id: u64, ev: &Arc<Event>) {
         match (&mut self.items, &self.distinct) {
             (Items::One(it), None) => {
-                let closure = first.repeat.is_some();
                 self.alt = alt;
                 self.pos = u16::from(!closure);
                 self.count = u32::from(closure);
@@ -1462,9 +1563,11 @@ impl Run {
                 it.time = t;
                 it.id = id;
                 it.ev = ev.clone();
-                it.dv = None;
+                if it.dv.is_some() {
+                    it.dv = None;
+                }
             }
-            _ => *self = Run::first(alt, first, t, id, ev),
+            _ => *self = Run::first_as(alt, closure, t, id, ev),
         }
     }
 
