@@ -1121,7 +1121,7 @@ impl Engine {
                     .all(|a| a.steps.first().is_none_or(|s| s.repeat.is_none())),
                 Plan::Absence { .. } => true,
             };
-            let lean = state::Lean::of(&plan, simple && plain_first);
+            let lean = state::Lean::of(&plan, simple, slides);
             let used = plan.used();
             let opens = plan.opens();
             let lane = match rule.time {
@@ -4662,7 +4662,8 @@ pattern = "seq(m, absent(y) for 3s)"
     /// general path); `LinearState::single` ([`RuleCtx::single`]: an event of a one-step
     /// plan) over `or` with and without a window and a rate limit, and absences at the end
     /// with and without one; and plans neither takes (a least distance). `Group::on_fresh`
-    /// ([`state::Lean`]) over sequences and `and`, one with an expected group.
+    /// ([`state::Lean`]) over sequences, `and` and closures at the start (with and without an
+    /// upper count), one with an expected group.
     #[test]
     fn transition_shortcuts_change_nothing() {
         let rule = |name: &str, pattern: &str, extra: &str| {

@@ -189,25 +189,29 @@ pub struct RuleFacts {
     /// [`MAX_CLOSURE_ITEMS`]) rather than only those an alert shows.
     pub counts: bool,
     /// The first steps [`Group::on_fresh`] starts from, when the plan is [`RuleFacts::simple`]
-    /// and every first step plain in an alternative of two steps or more.
+    /// and of a form it takes ([`Lean::of`]).
     pub lean: Lean,
 }
 
 /// What [`Group::on_fresh`] needs of a plan, found once when the engine is built: the
-/// events of the plain first step of each alternative (none completes with one event).
+/// events of the first step of each alternative (none completes with one event).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lean {
     /// Not such a plan: every event takes [`Group::on_event`].
     Off,
-    /// One alternative (`seq(a, b)`), whose first step takes these definitions.
+    /// One alternative (`seq(a, b)`), whose plain first step takes these definitions.
     One(EvSet),
-    /// Two alternatives (`and(a, b)`), with their first steps' definitions.
+    /// One alternative beginning with a closure of at least two that does not slide
+    /// (`a{3,}`, `seq(a{3,}, b)`), whose first step takes these definitions.
+    Closure(EvSet),
+    /// Two alternatives (`and(a, b)`), with their plain first steps' definitions.
     Two(EvSet, EvSet),
 }
 
 impl Lean {
-    /// The lean form of `plan` (see [`Lean`]); `simple`: [`RuleFacts::simple`].
-    pub fn of(plan: &Plan, simple: bool) -> Lean {
+    /// The lean form of `plan` (see [`Lean`]); `simple`: [`RuleFacts::simple`]; `slides`:
+    /// [`RuleFacts::slides`].
+    pub fn of(plan: &Plan, simple: bool, slides: bool) -> Lean {
         let Plan::Linear { alts } = plan else {
             return Lean::Off;
         };
@@ -217,6 +221,13 @@ impl Lean {
         };
         match alts.as_slice() {
             _ if !simple => Lean::Off,
+            [a] if a.steps[0].repeat.is_some() => {
+                if slides || completes_at_once(a) {
+                    Lean::Off
+                } else {
+                    Lean::Closure(a.steps[0].set)
+                }
+            }
             [a] => first(a).map_or(Lean::Off, Lean::One),
             [a, b] => match (first(a), first(b)) {
                 (Some(x), Some(y)) => Lean::Two(x, y),
@@ -1049,14 +1060,15 @@ impl Group {
         id: u64,
         counters: &mut RuleCounters,
     ) -> Option<Option<Timestamp>> {
-        let start = match ctx.lean {
+        let (start, closure) = match ctx.lean {
             Lean::Off => return None,
-            Lean::One(a) => (mask & a != 0).then_some(0),
+            Lean::One(a) => ((mask & a != 0).then_some(0), false),
+            Lean::Closure(a) => ((mask & a != 0).then_some(0), true),
             Lean::Two(a, b) => match (mask & a != 0, mask & b != 0) {
                 (true, true) => return None,
-                (true, false) => Some(0),
-                (false, true) => Some(1),
-                (false, false) => None,
+                (true, false) => (Some(0), false),
+                (false, true) => (Some(1), false),
+                (false, false) => (None, false),
             },
         };
         let GroupState::Linear(l) = &mut self.state else {
@@ -1066,19 +1078,32 @@ impl Group {
             return None;
         }
         let horizon = t.sub(ctx.wmax()?);
-        // (Plain first steps: a run is live while its start is in the window.)
-        if l.runs.iter().any(|r| r.start >= horizon) {
+        // Which runs are live ([`Run::live`]): with plain first steps, while their start is in
+        // the window; with a closure first that does not slide, a collector while one of its
+        // events is.
+        let live = if closure {
+            l.runs.iter().any(|r| {
+                if r.pos == 0 && r.count > 0 {
+                    r.items.iter().any(|i| i.time >= horizon)
+                } else {
+                    r.start >= horizon
+                }
+            })
+        } else {
+            l.runs.iter().any(|r| r.start >= horizon)
+        };
+        if live {
             return None;
         }
         match (start, l.runs.as_mut_slice()) {
-            (Some(alt), [old]) => old.restart_as(alt, false, t, id, ev),
+            (Some(alt), [old]) => old.restart_as(alt, closure, t, id, ev),
             (None, _) => l.runs.clear(),
             (Some(alt), _) => {
                 l.runs.clear();
                 if l.runs.capacity() == 0 {
                     l.runs.reserve_exact(1);
                 }
-                l.runs.push(Run::first_as(alt, false, t, id, ev));
+                l.runs.push(Run::first_as(alt, closure, t, id, ev));
             }
         }
         self.last_activity = self.last_activity.max(t);
