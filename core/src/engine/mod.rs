@@ -1121,7 +1121,12 @@ impl Engine {
                     .all(|a| a.steps.first().is_none_or(|s| s.repeat.is_none())),
                 Plan::Absence { .. } => true,
             };
-            let lean = state::Lean::of(&plan, simple, slides);
+            // (Shared engine only, as `simple`.)
+            let lean = if cfg.share {
+                state::Lean::of(&plan, simple, slides)
+            } else {
+                state::Lean::Off
+            };
             let used = plan.used();
             let opens = plan.opens();
             let lane = match rule.time {
@@ -4663,7 +4668,8 @@ pattern = "seq(m, absent(y) for 3s)"
     /// plan) over `or` with and without a window and a rate limit, and absences at the end
     /// with and without one; and plans neither takes (a least distance). `Group::on_fresh`
     /// ([`state::Lean`]) over sequences, `and` and closures at the start (with and without an
-    /// upper count), one with an expected group.
+    /// upper count), one with an expected group, and absences (`Lean::Absence`), with and
+    /// without an expected group.
     #[test]
     fn transition_shortcuts_change_nothing() {
         let rule = |name: &str, pattern: &str, extra: &str| {
@@ -4698,6 +4704,8 @@ pattern = "seq(m, absent(y) for 3s)"
             ),
             rule("bare", "or(y, m)", ""),
             rule("listed", "seq(x, y) within 3s", "expect = [\"h2\"]"),
+            rule("gone", "absent(y) for 3s", "expect = [\"h1\"]"),
+            rule("lost", "absent(m) for 2s", ""),
         ]
         .concat();
         let rules = compiled("fresh.toml", &text);

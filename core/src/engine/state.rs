@@ -206,14 +206,17 @@ pub enum Lean {
     Closure(EvSet),
     /// Two alternatives (`and(a, b)`), with their plain first steps' definitions.
     Two(EvSet, EvSet),
+    /// An absence (`absent(a) for D`): its awaited definitions and D.
+    Absence(EvSet, Duration),
 }
 
 impl Lean {
     /// The lean form of `plan` (see [`Lean`]); `simple`: [`RuleFacts::simple`]; `slides`:
     /// [`RuleFacts::slides`].
     pub fn of(plan: &Plan, simple: bool, slides: bool) -> Lean {
-        let Plan::Linear { alts } = plan else {
-            return Lean::Off;
+        let alts = match plan {
+            Plan::Absence { set, for_ } => return Lean::Absence(*set, *for_),
+            Plan::Linear { alts } => alts,
         };
         let first = |a: &Alt| match a.steps.as_slice() {
             [s, _, ..] if s.repeat.is_none() => Some(s.set),
@@ -1062,6 +1065,7 @@ impl Group {
     ) -> Option<Option<Timestamp>> {
         let (start, closure) = match ctx.lean {
             Lean::Off => return None,
+            Lean::Absence(set, for_) => return self.on_awaited(ctx, t, mask, set, for_, counters),
             Lean::One(a) => ((mask & a != 0).then_some(0), false),
             Lean::Closure(a) => ((mask & a != 0).then_some(0), true),
             Lean::Two(a, b) => match (mask & a != 0, mask & b != 0) {
@@ -1110,6 +1114,39 @@ impl Group {
         self.heard = true;
         counters.matched += 1;
         Some(self.forget_wake(ctx))
+    }
+
+    /// [`Group::on_fresh`] for an absence ([`Lean::Absence`]) that is not firing and keeps
+    /// nothing for late events: what [`Group::on_event`] and [`Group::next_wake`] do then
+    /// (an awaited event moves the silence's start; the next wake is its deadline or the
+    /// group's forgetting). `None`, having changed nothing, in any other case.
+    #[inline(always)]
+    fn on_awaited(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        t: Timestamp,
+        mask: EvSet,
+        set: EvSet,
+        for_: Duration,
+        counters: &mut RuleCounters,
+    ) -> Option<Option<Timestamp>> {
+        let GroupState::Absence(a) = &mut self.state else {
+            return None;
+        };
+        if a.firing.is_some() || a.late.is_some() {
+            return None;
+        }
+        if mask & set != 0 {
+            a.last_seen = a.last_seen.max(t);
+        }
+        let deadline = a.watched_since(ctx).add(for_);
+        self.last_activity = self.last_activity.max(t);
+        self.heard = true;
+        counters.matched += 1;
+        Some(Some(match self.forget_wake(ctx) {
+            Some(f) => deadline.min(f),
+            None => deadline,
+        }))
     }
 
     /// The group's next wake when it has nothing of its own to wake for: its forgetting
