@@ -1123,7 +1123,7 @@ impl Engine {
             };
             // (Shared engine only, as `simple`.)
             let lean = if cfg.share {
-                state::Lean::of(&plan, simple, slides)
+                state::Lean::of(&plan, simple, single, slides)
             } else {
                 state::Lean::Off
             };
@@ -4668,8 +4668,8 @@ pattern = "seq(m, absent(y) for 3s)"
     /// plan) over `or` with and without a window and a rate limit, and absences at the end
     /// with and without one; and plans neither takes (a least distance). `Group::on_fresh`
     /// ([`state::Lean`]) over sequences, `and` and closures at the start (with and without an
-    /// upper count), one with an expected group, and absences (`Lean::Absence`), with and
-    /// without an expected group.
+    /// upper count), one with an expected group, absences (`Lean::Absence`), with and
+    /// without an expected group, and the one-step plans above (`Lean::Single`).
     #[test]
     fn transition_shortcuts_change_nothing() {
         let rule = |name: &str, pattern: &str, extra: &str| {

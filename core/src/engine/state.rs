@@ -208,16 +208,23 @@ pub enum Lean {
     Two(EvSet, EvSet),
     /// An absence (`absent(a) for D`): its awaited definitions and D.
     Absence(EvSet, Duration),
+    /// A one-step plan ([`RuleFacts::single`]: `or(a, b)`, `seq(a, absent(b) for D)`): its
+    /// step's definitions, and those its absence at the end awaits (0: none).
+    Single(EvSet, EvSet),
 }
 
 impl Lean {
-    /// The lean form of `plan` (see [`Lean`]); `simple`: [`RuleFacts::simple`]; `slides`:
-    /// [`RuleFacts::slides`].
-    pub fn of(plan: &Plan, simple: bool, slides: bool) -> Lean {
+    /// The lean form of `plan` (see [`Lean`]); `simple`, `single`, `slides`: the
+    /// [`RuleFacts`] of these names.
+    pub fn of(plan: &Plan, simple: bool, single: bool, slides: bool) -> Lean {
         let alts = match plan {
             Plan::Absence { set, for_ } => return Lean::Absence(*set, *for_),
             Plan::Linear { alts } => alts,
         };
+        if single && let [a] = alts.as_slice() {
+            let end = a.end_absent.as_ref().map_or(0, |e| e.set);
+            return Lean::Single(a.steps[0].set, end);
+        }
         let first = |a: &Alt| match a.steps.as_slice() {
             [s, _, ..] if s.repeat.is_none() => Some(s.set),
             _ => None,
@@ -1066,6 +1073,7 @@ impl Group {
         let (start, closure) = match ctx.lean {
             Lean::Off => return None,
             Lean::Absence(set, for_) => return self.on_awaited(ctx, t, mask, set, for_, counters),
+            Lean::Single(step, end) => return self.on_single(ctx, t, mask, step, end, counters),
             Lean::One(a) => ((mask & a != 0).then_some(0), false),
             Lean::Closure(a) => ((mask & a != 0).then_some(0), true),
             Lean::Two(a, b) => match (mask & a != 0, mask & b != 0) {
@@ -1147,6 +1155,65 @@ impl Group {
             Some(f) => deadline.min(f),
             None => deadline,
         }))
+    }
+
+    /// [`Group::on_fresh`] for a one-step plan ([`Lean::Single`]) whose group holds no
+    /// episode, no run and nothing of a leading absence or shadow, in the cases of
+    /// [`LinearState::single`] that make no match: an awaited event alone (the waits end),
+    /// an event of the step while a wait for the absence after it is pending (nothing
+    /// changes), and a match the rate limit suppresses (its id seed still taken). `None`,
+    /// having changed nothing, in any other case.
+    #[inline(always)]
+    fn on_single(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        t: Timestamp,
+        mask: EvSet,
+        step: EvSet,
+        end: EvSet,
+        counters: &mut RuleCounters,
+    ) -> Option<Option<Timestamp>> {
+        let GroupState::Linear(l) = &mut self.state else {
+            return None;
+        };
+        if l.episode.is_some()
+            || !l.runs.is_empty()
+            || l.rare
+                .as_ref()
+                .is_some_and(|r| r.shadows || !r.last_seen.is_empty())
+        {
+            return None;
+        }
+        let own = match (mask & step != 0, mask & end != 0) {
+            (false, true) => {
+                // (One alternative: every wait is its own, and the event ends them all.)
+                if let Some(rare) = &mut l.rare {
+                    rare.waits.clear();
+                }
+                None
+            }
+            (true, false) if end != 0 => {
+                let waits = l.waits();
+                if waits.is_empty() {
+                    return None;
+                }
+                waits.iter().map(|w| w.deadline).min()
+            }
+            (true, false) => {
+                held_until(ctx, l.last_emit(), t, None)?;
+                l.next_seed(t, t);
+                counters.suppressed += 1;
+                None
+            }
+            _ => return None,
+        };
+        self.last_activity = self.last_activity.max(t);
+        self.heard = true;
+        counters.matched += 1;
+        Some(match (own, self.forget_wake(ctx)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
     }
 
     /// The group's next wake when it has nothing of its own to wake for: its forgetting
