@@ -10,7 +10,7 @@ use crate::api_client::{Answer, Client};
 /// `cepheus silence ...`.
 #[derive(clap::Subcommand, Debug)]
 pub enum SilenceCommand {
-    /// Mute the alerts of a rule, a group or both that begin firing from now (or `--from`)
+    /// Mute the alerts of a rule, a group, severities (or several of these) that begin firing from now (or `--from`)
     /// until the silence ends: they are kept, listed and written to stdout and the output
     /// file with `silenced`, but the webhook and syslog outputs send neither them nor their
     /// ends. Those still firing when the silence ends are sent then. Prints the silence's id.
@@ -27,10 +27,14 @@ pub enum SilenceCommand {
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("end").required(true).args(["duration", "until"])))]
 pub struct AddArgs {
-    /// Only this rule's alerts (by name). With neither --rule nor --group nothing is muted,
-    /// and the silence is refused.
+    /// Only this rule's alerts (by name). With none of --rule, --group and --severity
+    /// nothing is muted, and the silence is refused.
     #[arg(long)]
     pub rule: Option<String>,
+    /// Only the alerts of this severity (`critical`, `high`, `medium`, `low`, `info`); repeat
+    /// it for several (`--severity low --severity info`).
+    #[arg(long, value_name = "SEVERITY", value_parser = severity)]
+    pub severity: Vec<String>,
     /// Only the alerts whose group has this value: `FIELD=VALUE` (`host=web-1`); repeat it
     /// for several fields, all of which must match.
     #[arg(long, value_name = "FIELD=VALUE", value_parser = matcher)]
@@ -88,6 +92,17 @@ fn matcher(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// A severity's name as rules and alerts spell it.
+fn severity(s: &str) -> Result<String, String> {
+    let s = s.trim().to_ascii_lowercase();
+    match cepheus_core::rules::ir::Severity::parse(&s) {
+        Some(_) => Ok(s),
+        None => Err(format!(
+            "`{s}` is no severity (critical, high, medium, low or info)"
+        )),
+    }
+}
+
 /// Runs `cepheus silence ...`.
 pub fn run(cmd: SilenceCommand) -> ExitCode {
     match cmd {
@@ -122,6 +137,9 @@ fn add(args: &AddArgs) -> ExitCode {
     let mut body = serde_json::json!({ "group": group, "by": by, "comment": args.comment });
     if let Some(r) = &args.rule {
         body["rule"] = r.as_str().into();
+    }
+    if !args.severity.is_empty() {
+        body["severity"] = args.severity.clone().into();
     }
     if let Some(d) = &args.duration {
         body["for"] = d.as_str().into();
@@ -225,6 +243,13 @@ fn write_silences(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std
                 } else {
                     group.join(",")
                 },
+                match s["severity"].as_array() {
+                    Some(v) if !v.is_empty() => {
+                        let names: Vec<&str> = v.iter().filter_map(|s| s.as_str()).collect();
+                        names.join(",")
+                    }
+                    _ => "*".to_string(),
+                },
                 to_second(&text(&s["starts_at"])),
                 to_second(&text(&s["ends_at"])),
                 text(&s["by"]),
@@ -233,7 +258,7 @@ fn write_silences(out: &mut impl std::io::Write, doc: &serde_json::Value) -> std
         })
         .collect();
     let header = [
-        "ID", "STATE", "RULE", "GROUP", "FROM", "UNTIL", "BY", "COMMENT",
+        "ID", "STATE", "RULE", "GROUP", "SEVERITY", "FROM", "UNTIL", "BY", "COMMENT",
     ];
     crate::alerts_cmd::write_columns(out, &header, &rows)?;
     writeln!(out, "{} silence(s)", rows.len())
@@ -284,6 +309,7 @@ mod tests {
              "starts_at": "2026-12-06T14:00:00.123456789Z", "ends_at": "2026-12-06T16:00:00Z",
              "by": "ops", "comment": "maintenance", "created_at": "2026-12-06T14:00:00Z"},
             {"id": "00000000000000a2", "state": "expired", "rule": "hb",
+             "severity": ["high", "critical"],
              "starts_at": "2026-12-06T10:00:00Z", "ends_at": "2026-12-06T11:00:00Z",
              "by": "bob", "comment": "", "created_at": "2026-12-06T10:00:00Z"}
         ]);
@@ -293,12 +319,22 @@ mod tests {
         let lines: Vec<&str> = table.lines().collect();
         assert!(lines[0].starts_with("ID "), "{table}");
         assert!(
-            lines[1].contains("00000000000000a1  active   *     host=web-1"),
+            lines[1].contains("00000000000000a1  active   *     host=web-1  *  "),
             "{table}"
         );
-        assert!(lines[2].contains("expired  hb    *"), "{table}");
+        assert!(
+            lines[2].contains("expired  hb    *           high,critical  "),
+            "{table}"
+        );
         assert_eq!(lines[3], "2 silence(s)");
         assert!(lines[1].contains("  2026-12-06T14:00:00Z  "), "{table}");
+    }
+
+    #[test]
+    fn a_severity_is_one_rules_spell() {
+        assert_eq!(severity("Low"), Ok("low".into()));
+        assert_eq!(severity("critical"), Ok("critical".into()));
+        assert!(severity("urgent").is_err());
     }
 
     #[test]

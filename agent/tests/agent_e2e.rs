@@ -3823,7 +3823,10 @@ fn a_silence_mutes_the_webhook_until_it_ends() {
     let out = cli(&["add", "--for", "1h"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("must name a rule, a group or both"), "{err}");
+    assert!(
+        err.contains("must name a rule, a group, severities"),
+        "{err}"
+    );
     // A rule it does not run, a field the rule does not group by: it would mute nothing.
     let out = cli(&["add", "--rule", "hbb", "--for", "1h"]);
     assert_eq!(out.status.code(), Some(2));

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use cepheus_core::rules::ir::Severity;
 use cepheus_core::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +49,10 @@ pub struct Silence {
     /// with this value as text); any group when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub group: BTreeMap<String, String>,
+    /// Only the alerts of these severities; any severity when empty (a maintenance window
+    /// that mutes what is `low` and `info` while what is `critical` still pages).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub severity: Vec<Severity>,
     /// When it begins muting.
     #[serde(with = "rfc3339")]
     pub starts_at: Timestamp,
@@ -77,6 +82,9 @@ pub struct NewSilence {
     /// See [`Silence::group`]: values as text (another value is taken as its JSON text).
     #[serde(default)]
     pub group: BTreeMap<String, serde_json::Value>,
+    /// See [`Silence::severity`].
+    #[serde(default)]
+    pub severity: Vec<Severity>,
     /// RFC 3339; now when absent.
     #[serde(default)]
     pub starts_at: Option<String>,
@@ -111,11 +119,14 @@ impl NewSilence {
             };
             group.insert(k, v);
         }
-        if rule.is_none() && group.is_empty() {
+        if rule.is_none() && group.is_empty() && self.severity.is_empty() {
             return Err(
-                "a silence must name a rule, a group or both (it would mute every alert)".into(),
+                "a silence must name a rule, a group, severities, or several of them (it would mute every alert)".into(),
             );
         }
+        let mut severity = self.severity;
+        severity.sort();
+        severity.dedup();
         if group.len() > MAX_MATCHERS {
             return Err(format!(
                 "a silence names at most {MAX_MATCHERS} group fields"
@@ -172,6 +183,7 @@ impl NewSilence {
             id: format!("{id:016x}"),
             rule,
             group,
+            severity,
             starts_at,
             ends_at,
             by,
@@ -202,9 +214,18 @@ impl Silence {
         }
     }
 
-    /// Whether it names the alerts of rule `rule` and group `group` (field name and value).
-    pub fn matches(&self, rule: &str, group: &[(String, cepheus_core::event::Value)]) -> bool {
+    /// Whether it names the alerts of rule `rule`, of severity `severity` (`None`: not known)
+    /// and group `group` (field name and value).
+    pub fn matches(
+        &self,
+        rule: &str,
+        severity: Option<Severity>,
+        group: &[(String, cepheus_core::event::Value)],
+    ) -> bool {
         if self.rule.as_deref().is_some_and(|r| r != rule) {
+            return false;
+        }
+        if !self.severity.is_empty() && severity.is_none_or(|s| !self.severity.contains(&s)) {
             return false;
         }
         self.group.iter().all(|(name, want)| {
@@ -327,6 +348,36 @@ mod tests {
     }
 
     #[test]
+    fn a_silence_by_severity_mutes_those_severities_only() {
+        let s = new(serde_json::json!({
+            "severity": ["low", "info", "low"], "for": "1h", "by": "ops"
+        }))
+        .unwrap();
+        assert_eq!(s.severity, [Severity::Low, Severity::Info]);
+        let g = [("host".to_string(), Value::str("web-1"))];
+        assert!(s.matches("hb", Some(Severity::Low), &g));
+        assert!(s.matches("ssh", Some(Severity::Info), &g));
+        assert!(!s.matches("hb", Some(Severity::Critical), &g));
+        // An alert whose severity is not known is not muted by severity.
+        assert!(!s.matches("hb", None, &g));
+        // With a rule and a group too: all must match.
+        let both = new(serde_json::json!({
+            "rule": "hb", "group": {"host": "web-1"}, "severity": ["high"], "for": "1h", "by": "ops"
+        }))
+        .unwrap();
+        assert!(both.matches("hb", Some(Severity::High), &g));
+        assert!(!both.matches("hb", Some(Severity::Low), &g));
+        assert!(!both.matches("ssh", Some(Severity::High), &g));
+        // A name rules do not use is refused, saying so.
+        let e =
+            new(serde_json::json!({"severity": ["urgent"], "for": "1h", "by": "ops"})).unwrap_err();
+        assert!(e.contains("urgent"), "{e}");
+        // Nothing named: refused.
+        let e = new(serde_json::json!({"severity": [], "for": "1h", "by": "ops"})).unwrap_err();
+        assert!(e.contains("severities"), "{e}");
+    }
+
+    #[test]
     fn a_silence_names_the_rule_and_group_values_it_mutes() {
         let s = new(serde_json::json!({
             "rule": "hb", "group": {"host": "web-1", "port": 22}, "for": "1h", "by": "ops"
@@ -340,17 +391,17 @@ mod tests {
                 ("port".to_string(), Value::Int(port)),
             ]
         };
-        assert!(s.matches("hb", &g("web-1", 22)));
-        assert!(!s.matches("hb", &g("web-2", 22)));
-        assert!(!s.matches("hb", &g("web-1", 23)));
-        assert!(!s.matches("other", &g("web-1", 22)));
+        assert!(s.matches("hb", None, &g("web-1", 22)));
+        assert!(!s.matches("hb", None, &g("web-2", 22)));
+        assert!(!s.matches("hb", None, &g("web-1", 23)));
+        assert!(!s.matches("other", None, &g("web-1", 22)));
         // A field it names that the group lacks: not matched.
-        assert!(!s.matches("hb", &[("host".to_string(), Value::str("web-1"))]));
+        assert!(!s.matches("hb", None, &[("host".to_string(), Value::str("web-1"))]));
         let any_rule = new(serde_json::json!({
             "group": {"host": "web-1"}, "ends_at": "1970-01-01T02:00:00Z", "by": "ops"
         }))
         .unwrap();
-        assert!(any_rule.matches("ssh", &g("web-1", 1)));
+        assert!(any_rule.matches("ssh", None, &g("web-1", 1)));
         assert!(any_rule.active(Timestamp::from_secs(1_000)));
         assert!(!any_rule.active(Timestamp::from_secs(7_200)));
         assert_eq!(any_rule.state(Timestamp::from_secs(7_200)), "expired");

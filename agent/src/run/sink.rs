@@ -1148,8 +1148,13 @@ impl AlertSink {
                     ..Change::of(a)
                 };
                 if a.state == AlertState::Firing
-                    && let Some((field, mark)) =
-                        self.muting(c.id, a.rule(), a.group(), (now, a.time), Besides::default())
+                    && let Some((field, mark)) = self.muting(
+                        c.id,
+                        (a.rule(), Some(a.severity)),
+                        a.group(),
+                        (now, a.time),
+                        Besides::default(),
+                    )
                 {
                     c.json = cepheus_store::with_field(&c.json, field, mark.to_string().as_bytes());
                 }
@@ -1634,6 +1639,7 @@ impl Handler<AddSilence> for AlertSink {
             s.active(now)
                 && s.rule == silence.rule
                 && s.group == silence.group
+                && s.severity == silence.severity
                 && s.starts_at <= silence.starts_at
                 && s.ends_at >= silence.ends_at
         }) {
@@ -1863,6 +1869,8 @@ struct Head {
     id: String,
     rule: String,
     #[serde(default)]
+    severity: Option<cepheus_core::rules::ir::Severity>,
+    #[serde(default)]
     group: serde_json::Map<String, serde_json::Value>,
     #[serde(default)]
     time: String,
@@ -1876,7 +1884,11 @@ impl Head {
 
 /// The id, rule, group and time of an alert change's JSON.
 fn head_of(json: &str) -> Option<(u64, String, Group, Timestamp)> {
-    let head = Head::of(json)?;
+    parts(Head::of(json)?)
+}
+
+/// The id, rule, group and time [`head_of`] reads from what `head` holds.
+fn parts(head: Head) -> Option<(u64, String, Group, Timestamp)> {
     let id = u64::from_str_radix(&head.id, 16).ok()?;
     let group = (head.group.into_iter())
         .map(|(k, v)| {
@@ -1901,7 +1913,8 @@ struct Besides<'a> {
 }
 
 impl AlertSink {
-    /// What mutes alert `id` of `rule` and `group`, which began firing at `began`, at `now`,
+    /// What mutes alert `id` of `rule` (of its severity, if known) and `group`, which began
+    /// firing at `began`, at `now`,
     /// if anything, besides what `besides` names: the field that says so and its mark. An
     /// active silence first (the one ending last, so the alert is muted as long as any
     /// would), else a firing alert that inhibits it (`[[inhibit]]`): one that began firing
@@ -1910,14 +1923,14 @@ impl AlertSink {
     fn muting(
         &self,
         id: u64,
-        rule: &str,
+        (rule, severity): (&str, Option<cepheus_core::rules::ir::Severity>),
         group: &[(String, cepheus_core::event::Value)],
         (now, began): (Timestamp, Timestamp),
         besides: Besides<'_>,
     ) -> Option<(&'static str, serde_json::Value)> {
         let silence = (self.silences.iter())
             .filter(|s| Some(s.id.as_str()) != besides.silence)
-            .filter(|s| s.active(now) && s.matches(rule, group))
+            .filter(|s| s.active(now) && s.matches(rule, severity, group))
             .max_by_key(|s| s.ends_at);
         if let Some(s) = silence {
             return Some((cepheus_store::SILENCED, s.mark()));
@@ -2206,8 +2219,10 @@ impl AlertSink {
         let now = crate::flow::live::wall_clock();
         let mut again = Vec::new();
         for c in back {
-            let muted = head_of(&c.json).and_then(|(id, rule, group, began)| {
-                self.muting(id, &rule, &group, (now, began), besides)
+            let head = Head::of(&c.json);
+            let severity = head.as_ref().and_then(|h| h.severity);
+            let muted = head.and_then(parts).and_then(|(id, rule, group, began)| {
+                self.muting(id, (&rule, severity), &group, (now, began), besides)
             });
             match muted {
                 Some((field, mark)) => {
@@ -3241,6 +3256,32 @@ mod silence_tests {
         assert!(sent.is_empty(), "forwarded: {sent:?}");
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A silence by severity mutes the alerts of that severity only (the heartbeat rule's
+    /// alerts are `high`).
+    #[test]
+    fn a_silence_by_severity_mutes_that_severity_only() {
+        for (severity, muted) in [("low", false), ("high", true)] {
+            let dir = std::env::temp_dir().join(format!(
+                "cepheus-silence-severity-{severity}-{}",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            let store = Store::open(&dir, 100).unwrap();
+            let (mut sink, collector) = sink_on(&store, Vec::new());
+            add_silence(
+                &mut sink,
+                serde_json::json!({"severity": [severity], "for": "1h", "by": "ops"}),
+            );
+            sink.take(hb_alerts()[..1].to_vec(), 0);
+            let sent = got(&collector);
+            assert_eq!(sent.is_empty(), muted, "{severity}: {sent:?}");
+            let listed = &store.firing().unwrap()[0].json;
+            assert_eq!(listed.contains("\"silenced\""), muted, "{listed}");
+            drop((sink, store));
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     /// A firing sent again when its silence ended is owed to the outputs in the store until
