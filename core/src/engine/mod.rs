@@ -2560,8 +2560,11 @@ impl Engine {
         let mut check_wheel = true;
         loop {
             // The wheel is asked again only when the queue ran dry or a timer was just armed
-            // for an instant this advance covers (not once per fired timer).
-            if check_wheel || (due.is_empty() && ready.is_empty()) {
+            // for an instant this advance covers (not once per fired timer), and, when the
+            // queue ran dry, only if it has something due (mostly it has not: it was advanced).
+            if check_wheel
+                || (due.is_empty() && ready.is_empty() && self.lanes[li].wheel.has_due(to))
+            {
                 check_wheel = false;
                 fired.clear();
                 // Entries moving down a level whose group's deadline moved later go straight
@@ -2628,31 +2631,7 @@ impl Engine {
                 break;
             };
             if self.compact.holds(e.rule as usize) {
-                let ri = e.rule as usize;
-                let Some((_, cell)) = self.compact.entry_cell(ri, e.slot, e.generation) else {
-                    continue;
-                };
-                if cell.armed != e.deadline {
-                    if cell.parked == e.deadline {
-                        // Parked and never taken back: it leaves the wheel here.
-                        cell.parked = Timestamp::MAX;
-                    }
-                    continue;
-                }
-                let now = e.deadline.max(self.lanes[li].now);
-                self.lanes[li].now = now;
-                self.compact_timer(ri, e.slot, e.generation, now, out);
-                let rearmed = match self.compact.entry_cell(ri, e.slot, e.generation) {
-                    Some((_, cell)) if cell.armed <= now => {
-                        debug_assert!(false, "a timer re-armed for the instant it fired ({now:?})");
-                        cell.armed = Timestamp::MAX;
-                        self.counters.stuck_timers += 1;
-                        false
-                    }
-                    Some((_, cell)) => cell.armed <= to,
-                    None => false,
-                };
-                check_wheel |= rearmed;
+                check_wheel |= self.compact_timer(li, &e, to, out);
                 continue;
             }
             let ri = e.rule as usize;
@@ -2701,29 +2680,41 @@ impl Engine {
         self.lanes[li].now = self.lanes[li].now.max(to);
     }
 
-    /// The timer of state `ri`'s compact group numbered `slot` (of `generation`) fires at
-    /// `now`, as a slot's does (`Engine::on_timer`): the group is let go if forgotten, else
-    /// armed again (its entry filed), and its record freed once it holds no group.
+    /// Compact entry `e` of lane `li` comes due (the advance goes to `to`): if its group is
+    /// still held and armed at its deadline, its timer fires as a slot's does
+    /// (`Engine::on_timer`): the group is let go if forgotten, else armed again (its entry
+    /// filed), and its record freed once it holds no group. One lookup of the group for all
+    /// of it; returns whether the group was re-armed for an instant the advance covers.
     fn compact_timer(
         &mut self,
-        ri: usize,
-        slot: u32,
-        generation: u32,
-        now: Timestamp,
+        li: usize,
+        e: &TimerEntry,
+        to: Timestamp,
         out: &mut Vec<Alert>,
-    ) {
+    ) -> bool {
         let Engine {
             rts,
             compact,
             lanes,
             outage_until,
+            counters,
             ..
         } = self;
-        let Some(rt) = rts.get_mut(ri) else {
-            return;
+        let ri = e.rule as usize;
+        let Some((key, cell)) = compact.entry_cell(ri, e.slot, e.generation) else {
+            return false;
         };
-        let Some((key, cell)) = compact.entry_cell(ri, slot, generation) else {
-            return;
+        if cell.armed != e.deadline {
+            if cell.parked == e.deadline {
+                // Parked and never taken back: it leaves the wheel here.
+                cell.parked = Timestamp::MAX;
+            }
+            return false;
+        }
+        let now = e.deadline.max(lanes[li].now);
+        lanes[li].now = now;
+        let Some(rt) = rts.get_mut(ri) else {
+            return false;
         };
         let ctx = RuleCtx {
             facts: &rt.facts,
@@ -2737,13 +2728,22 @@ impl Engine {
                 scope.remove(r, pos);
                 scope.release_if_empty(r);
             }
-        } else {
-            let wake = cell.group.next_wake(&ctx);
-            if let Some(e) = arm_cell(cell, ri as u32, wake, now) {
-                lanes[0].wheel.insert(e);
-                lanes[0].skip_until = Timestamp::MIN;
-            }
+            return false;
         }
+        let wake = cell.group.next_wake(&ctx);
+        if let Some(e) = arm_cell(cell, ri as u32, wake, now) {
+            lanes[0].wheel.insert(e);
+            lanes[0].skip_until = Timestamp::MIN;
+        }
+        // Everything due at `now` was done: a timer re-armed for `now` again would fire again
+        // with nothing changed, for ever (see the same check for slots in `advance_lane`).
+        if cell.armed <= now {
+            debug_assert!(false, "a timer re-armed for the instant it fired ({now:?})");
+            cell.armed = Timestamp::MAX;
+            counters.stuck_timers += 1;
+            return false;
+        }
+        cell.armed <= to
     }
 
     fn on_timer(&mut self, ri: usize, slot: u32, now: Timestamp, out: &mut Vec<Alert>) {
