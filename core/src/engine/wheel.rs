@@ -30,14 +30,15 @@ pub struct TimerEntry {
 
 struct Level {
     occupied: u64,
-    slots: Vec<Vec<TimerEntry>>,
+    /// A fixed array, so a slot's index (masked) needs no bounds check.
+    slots: Box<[Vec<TimerEntry>; SLOTS]>,
 }
 
 /// The wheel. Time only moves forward through [`Wheel::advance`].
 pub struct Wheel {
     /// The current tick (ms since the epoch, shifted to be non-negative).
     elapsed: u64,
-    levels: Vec<Level>,
+    levels: [Level; LEVELS],
     /// Entries in the current tick that are not yet due (sub-millisecond deadlines).
     held: Vec<TimerEntry>,
     len: usize,
@@ -73,12 +74,10 @@ impl Wheel {
     pub fn new(now: Timestamp) -> Self {
         Wheel {
             elapsed: tick_of(now),
-            levels: (0..LEVELS)
-                .map(|_| Level {
-                    occupied: 0,
-                    slots: (0..SLOTS).map(|_| Vec::new()).collect(),
-                })
-                .collect(),
+            levels: std::array::from_fn(|_| Level {
+                occupied: 0,
+                slots: Box::new(std::array::from_fn(|_| Vec::new())),
+            }),
             held: Vec::new(),
             len: 0,
             scratch: Vec::new(),
