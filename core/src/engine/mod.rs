@@ -3116,6 +3116,12 @@ impl Engine {
         if let Some(always) = pred_seen.last_mut() {
             *always = stamp;
         }
+        // (Slices taken once: the loop keeps their bounds, not the vectors' fields, at hand.)
+        let rts = rts.as_mut_slice();
+        let pred_seen = pred_seen.as_slice();
+        let direct_feeds = direct_feeds.as_slice();
+        let hit_of = hit_of.as_mut_slice();
+        let outage_until = *outage_until;
         let no_caps = Captures::new();
         let mut any = false;
         let mut armed = false;
@@ -3154,7 +3160,7 @@ impl Engine {
                 any = true;
                 let ctx = RuleCtx {
                     facts: &rt.facts,
-                    outage_until: *outage_until,
+                    outage_until,
                 };
                 // Most deliveries find their group: fed at once.
                 if let Some(r) = rec
@@ -3210,7 +3216,7 @@ impl Engine {
                         saved += 1;
                         let ctx = RuleCtx {
                             facts: &rt.facts,
-                            outage_until: *outage_until,
+                            outage_until,
                         };
                         if let Some(e) = feed(
                             &ctx,
