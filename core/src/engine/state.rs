@@ -1201,7 +1201,7 @@ impl Group {
             }
             (true, false) => {
                 held_until(ctx, l.last_emit(), t, None)?;
-                l.next_seed(t, t);
+                l.next_seed_lone(t);
                 counters.suppressed += 1;
                 None
             }
@@ -2804,6 +2804,27 @@ impl LinearState {
     /// of an event a partial match holds (a match begins at its first event, or at a later
     /// one once a closure slides); the others go, so the list stays as short as the partial
     /// matches.
+    /// [`LinearState::next_seed`] of a match at `t` of one event, inline in its common case
+    /// (no run, no wait, every seed taken before `t`, so all go), else the general one.
+    #[inline(always)]
+    fn next_seed_lone(&mut self, t: Timestamp) {
+        if self.runs.is_empty()
+            && let Some(rare) = &mut self.rare
+            && rare.waits.is_empty()
+            && rare.seeds.iter().all(|&(at, _)| at < t)
+        {
+            let n = match rare.last_seed {
+                Some((at, k)) if at == t => k + 1,
+                _ => 0,
+            };
+            rare.seeds.clear();
+            rare.seeds.push((t, n));
+            rare.last_seed = Some((t, n));
+            return;
+        }
+        self.next_seed(t, t);
+    }
+
     fn next_seed(&mut self, start: Timestamp, now: Timestamp) -> IdSeed {
         let runs = &self.runs;
         let rare = self.rare.get_or_insert_with(Default::default);
