@@ -232,7 +232,11 @@ impl Rec {
     /// The record's key beside member `pos`'s group, if it holds one.
     #[inline]
     pub fn with(&mut self, pos: u32) -> Option<(&GroupKey, &mut Cell)> {
-        let i = self.slot(pos)?;
+        let i = match &self.index {
+            // (A dense entry 0, none, wraps past every cell: one bounds check for both.)
+            Index::Dense(d) => usize::from(*d.get(pos as usize)?).wrapping_sub(1),
+            Index::Sparse(_) => self.slot(pos)?,
+        };
         Some((&self.key, self.cells.get_mut(i)?))
     }
 
