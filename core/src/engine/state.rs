@@ -2796,14 +2796,6 @@ impl LinearState {
         Some(false)
     }
 
-    /// The id seed of an episode beginning at `start`, taken at `now` (the earliest time a
-    /// later event or deadline can have): `start` and how many episodes of the group began
-    /// at that instant before it, so two episodes never share an id (DESIGN: rule + group +
-    /// episode start). The seeds a later episode may still begin at the same instant as are
-    /// kept: those at `now` or later, at a pending wait's deadline or later, and at the time
-    /// of an event a partial match holds (a match begins at its first event, or at a later
-    /// one once a closure slides); the others go, so the list stays as short as the partial
-    /// matches.
     /// [`LinearState::next_seed`] of a match at `t` of one event, inline in its common case
     /// (no run, no wait, every seed taken before `t`, so all go), else the general one.
     #[inline(always)]
@@ -2825,6 +2817,14 @@ impl LinearState {
         self.next_seed(t, t);
     }
 
+    /// The id seed of an episode beginning at `start`, taken at `now` (the earliest time a
+    /// later event or deadline can have): `start` and how many episodes of the group began
+    /// at that instant before it, so two episodes never share an id (DESIGN: rule + group +
+    /// episode start). The seeds a later episode may still begin at the same instant as are
+    /// kept: those at `now` or later, at a pending wait's deadline or later, and at the time
+    /// of an event a partial match holds (a match begins at its first event, or at a later
+    /// one once a closure slides); the others go, so the list stays as short as the partial
+    /// matches.
     fn next_seed(&mut self, start: Timestamp, now: Timestamp) -> IdSeed {
         let runs = &self.runs;
         let rare = self.rare.get_or_insert_with(Default::default);
