@@ -806,6 +806,44 @@ pub enum GroupState {
     Linear(LinearState),
 }
 
+impl GroupState {
+    /// Calls `f` on each event the state holds (partial matches, waits, episodes, a resolved
+    /// absence kept for late events): how a restore makes one again an event a checkpoint
+    /// saved once per holder ([`crate::engine::Checkpoint`]).
+    pub(crate) fn each_event(&mut self, f: &mut impl FnMut(&mut Arc<Event>)) {
+        let episode = |ep: &mut Episode, f: &mut dyn FnMut(&mut Arc<Event>)| {
+            ep.events.iter_mut().for_each(f);
+        };
+        match self {
+            GroupState::Absence(a) => {
+                if let Some(ep) = &mut a.firing {
+                    episode(ep, f);
+                }
+                if let Some((ep, _)) = a.late.as_mut().and_then(|l| l.resolved.as_mut()) {
+                    episode(ep, f);
+                }
+            }
+            GroupState::Linear(l) => {
+                for r in &mut l.runs {
+                    match &mut r.items {
+                        Items::One(it) => f(&mut it.ev),
+                        Items::Many(Some(ring)) => ring.iter_mut().for_each(|it| f(&mut it.ev)),
+                        Items::Many(None) => {}
+                    }
+                }
+                if let Some(ep) = &mut l.episode {
+                    episode(ep, f);
+                }
+                if let Some(rare) = &mut l.rare {
+                    rare.waits
+                        .iter_mut()
+                        .for_each(|w| w.events.iter_mut().for_each(&mut *f));
+                }
+            }
+        }
+    }
+}
+
 /// A group's state, without its key: what a transition reads and writes. The engine keeps
 /// the key apart (only alerts and lookups read it), so a group's slot is one cache line.
 #[derive(Clone, Debug)]
