@@ -1059,9 +1059,7 @@ impl Group {
         counters: &mut RuleCounters,
         out: &mut Vec<Alert>,
     ) -> bool {
-        self.last_activity = self.last_activity.max(t);
-        self.heard = true;
-        counters.matched += 1;
+        self.heard_at(t, counters);
         match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => {
                 if mask & set == 0 {
@@ -1156,9 +1154,7 @@ impl Group {
                 l.runs.push(Run::first_as(alt, closure, t, id, ev));
             }
         }
-        self.last_activity = self.last_activity.max(t);
-        self.heard = true;
-        counters.matched += 1;
+        self.heard_at(t, counters);
         Some(self.forget_wake(ctx))
     }
 
@@ -1186,13 +1182,8 @@ impl Group {
             a.last_seen = a.last_seen.max(t);
         }
         let deadline = a.watched_since(ctx).add(for_);
-        self.last_activity = self.last_activity.max(t);
-        self.heard = true;
-        counters.matched += 1;
-        Some(Some(match self.forget_wake(ctx) {
-            Some(f) => deadline.min(f),
-            None => deadline,
-        }))
+        self.heard_at(t, counters);
+        Some(self.wake_with(ctx, Some(deadline)))
     }
 
     /// [`Group::on_fresh`] for a one-step plan ([`Lean::Single`]) whose group holds no
@@ -1245,13 +1236,8 @@ impl Group {
             }
             _ => return None,
         };
-        self.last_activity = self.last_activity.max(t);
-        self.heard = true;
-        counters.matched += 1;
-        Some(match (own, self.forget_wake(ctx)) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        })
+        self.heard_at(t, counters);
+        Some(self.wake_with(ctx, own))
     }
 
     /// The group's next wake when it has nothing of its own to wake for: its forgetting
@@ -1494,7 +1480,6 @@ impl Group {
 
     /// When this group next needs a timer (`None`: never).
     pub fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
-        let forget = self.forget_wake(ctx);
         let own = match (&self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => match &a.firing {
                 None => Some(a.watched_since(ctx).add(*for_)),
@@ -1503,10 +1488,25 @@ impl Group {
             (GroupState::Linear(l), Plan::Linear { .. }) => l.next_wake(ctx),
             _ => None,
         };
-        match (own, forget) {
+        self.wake_with(ctx, own)
+    }
+
+    /// The group's next wake when its state's own is `own`: the earlier of it and its
+    /// forgetting.
+    #[inline(always)]
+    fn wake_with(&self, ctx: &RuleCtx<'_>, own: Option<Timestamp>) -> Option<Timestamp> {
+        match (own, self.forget_wake(ctx)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// An event of the group came at `t`: its last activity, and counted as matched.
+    #[inline(always)]
+    fn heard_at(&mut self, t: Timestamp, counters: &mut RuleCounters) {
+        self.last_activity = self.last_activity.max(t);
+        self.heard = true;
+        counters.matched += 1;
     }
 }
 
