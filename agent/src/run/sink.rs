@@ -939,7 +939,7 @@ impl AlertSink {
         let Some(store) = self.store.clone() else {
             return;
         };
-        let present: Vec<&str> = self.queued().map(|(name, _)| name).collect();
+        let present = self.output_names();
         for name in [super::forward::CURSOR, super::webhook::CURSOR] {
             if !present.contains(&name) {
                 // Not configured now: configured again later, it starts from then, not with
@@ -1104,9 +1104,10 @@ impl AlertSink {
         }
     }
 
-    /// The names (as their cursors') of the outputs a firing sent again is owed to until
-    /// each deals with it ([`cepheus_store::Store::resends`]).
-    fn owed_to(&self) -> Vec<&'static str> {
+    /// The names (as their cursors') of the outputs behind a queue that are configured: those
+    /// a firing sent again is owed to until each deals with it
+    /// ([`cepheus_store::Store::resends`]).
+    fn output_names(&self) -> Vec<&'static str> {
         self.queued().map(|(name, _)| name).collect()
     }
 
@@ -2101,7 +2102,7 @@ impl AlertSink {
                 if !stale {
                     continue;
                 }
-                match store.unmute_one(id, field, &self.owed_to()) {
+                match store.unmute_one(id, field, &self.output_names()) {
                     Ok(c) => back.extend(c),
                     Err(e) => {
                         bump(&self.counters.store_errors, 1);
@@ -2195,7 +2196,7 @@ impl AlertSink {
                 "by",
                 &hex,
                 &stays,
-                &self.owed_to(),
+                &self.output_names(),
             ) {
                 Ok(back) => self.send_unmuted(
                     &store,
@@ -2304,7 +2305,7 @@ impl AlertSink {
             }
             if !s.ended {
                 let stays = |json: &str| self.stays_muted(json);
-                let to = self.owed_to();
+                let to = self.output_names();
                 let back = match store.unmute(cepheus_store::SILENCED, "id", &s.id, &stays, &to) {
                     Ok(b) => b,
                     Err(e) => {
@@ -3215,11 +3216,17 @@ mod silence_tests {
 
     /// A sink with a store, forwarding to a UDP socket read by the test, and a silence of
     /// rule `hb` (host web1) active for an hour. Returns the socket and the silence's id.
-    fn silenced_sink(name: &str) -> (std::path::PathBuf, AlertSink, Store, Collector, String) {
+    /// A store of its own, in a fresh folder named after `name`.
+    fn scratch_store(name: &str) -> (std::path::PathBuf, Store) {
         let dir =
             std::env::temp_dir().join(format!("cepheus-silence-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = Store::open(&dir, 100).unwrap();
+        (dir, store)
+    }
+
+    fn silenced_sink(name: &str) -> (std::path::PathBuf, AlertSink, Store, Collector, String) {
+        let (dir, store) = scratch_store(name);
         let (mut sink, collector) = sink_on(&store, Vec::new());
         let s = add_silence(
             &mut sink,
@@ -3263,12 +3270,7 @@ mod silence_tests {
     #[test]
     fn a_silence_by_severity_mutes_that_severity_only() {
         for (severity, muted) in [("low", false), ("high", true)] {
-            let dir = std::env::temp_dir().join(format!(
-                "cepheus-silence-severity-{severity}-{}",
-                std::process::id()
-            ));
-            let _ = std::fs::remove_dir_all(&dir);
-            let store = Store::open(&dir, 100).unwrap();
+            let (dir, store) = scratch_store(&format!("severity-{severity}"));
             let (mut sink, collector) = sink_on(&store, Vec::new());
             add_silence(
                 &mut sink,
@@ -3452,7 +3454,7 @@ mod inhibit_tests {
     use cepheus_core::rules::compile_str;
 
     use super::super::silence::InhibitRule;
-    use super::test_kit::{add_silence, got, sink_on};
+    use super::test_kit::{Collector, add_silence, got, sink_on};
     use super::*;
 
     /// `hb`: a host's heartbeat absent 10 s (by host); `svc`: an app of a host silent 20 s
@@ -3593,6 +3595,24 @@ mod inhibit_tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Under `[[inhibit]]` source `hb`, targets `svc`, equal `host`: the source fires, then
+    /// the target, muted (only the source is sent); then the agent restarts with `now` as
+    /// its inhibit rules. The restarted sink, its collector, and the source's end to come.
+    fn muted_then_restarted(
+        store: &Store,
+        now: Vec<InhibitRule>,
+    ) -> (AlertSink, Collector, Vec<Alert>) {
+        let (source_fires, target_fires, source_ends) = timeline();
+        let (mut sink, collector) = sink_on(store, vec![inhibit("hb", &["svc"], &["host"])]);
+        sink.take(source_fires, 0);
+        sink.take(target_fires, 0);
+        assert_eq!(got(&collector).len(), 1);
+        drop(sink);
+        let (mut sink, collector) = sink_on(store, now);
+        start(&mut sink);
+        (sink, collector, source_ends)
+    }
+
     /// The `[[inhibit]]` rule taken out of the configuration (or its source renamed) while
     /// a target it muted fires: nothing ever unmutes the target (`note_inhibitor` knows
     /// only the rules of now, and nothing at the start looks at the `inhibited` rows), so
@@ -3600,14 +3620,7 @@ mod inhibit_tests {
     #[test]
     fn a_target_muted_by_a_removed_inhibit_rule_is_sent_when_its_source_ends() {
         let (dir, store) = scratch("removed-rule");
-        let (source_fires, target_fires, source_ends) = timeline();
-        let (mut sink, collector) = sink_on(&store, vec![inhibit("hb", &["svc"], &["host"])]);
-        sink.take(source_fires, 0);
-        sink.take(target_fires, 0);
-        assert_eq!(got(&collector).len(), 1);
-        drop(sink);
-        let (mut sink, collector) = sink_on(&store, Vec::new());
-        start(&mut sink);
+        let (mut sink, collector, source_ends) = muted_then_restarted(&store, Vec::new());
         sink.take(source_ends, 0);
         let firing = store.firing().unwrap();
         assert_eq!(firing.len(), 1);
@@ -3633,14 +3646,7 @@ mod inhibit_tests {
             (inhibit("hb", &[], &["host"]), 0),
         ] {
             let (dir, store) = scratch("changed-rule");
-            let (source_fires, target_fires, _) = timeline();
-            let (mut sink, collector) = sink_on(&store, vec![inhibit("hb", &["svc"], &["host"])]);
-            sink.take(source_fires, 0);
-            sink.take(target_fires, 0);
-            assert_eq!(got(&collector).len(), 1);
-            drop(sink);
-            let (mut sink, collector) = sink_on(&store, vec![now.clone()]);
-            start(&mut sink);
+            let (sink, collector, _) = muted_then_restarted(&store, vec![now.clone()]);
             let got = got(&collector);
             assert_eq!(got.len(), sent, "{now:?}: {got:?}");
             assert!(
