@@ -4410,6 +4410,13 @@ mod tests {
         assert_eq!(group_key_texts(&by, r#"{"host":"web1"}"#), None);
     }
 
+    /// A syslog event of `host` and `app` stamped and arriving at `t`.
+    fn host_app(t: Timestamp, host: &str, app: &str) -> Event {
+        Event::new(Source::Syslog, t, t)
+            .with(crate::event::Field::Host, Value::str(host))
+            .with(crate::event::Field::App, Value::str(app))
+    }
+
     #[test]
     fn a_group_listed_twice_in_a_checkpoint_restores_once() {
         let text = r#"
@@ -4425,11 +4432,8 @@ pattern = "absent(a) for 10s"
             panic!("engine")
         };
         let t0 = Timestamp(1_780_000_000_000_000_000);
-        let ev = Event::new(Source::Syslog, t0, t0)
-            .with(crate::event::Field::Host, Value::str("h1"))
-            .with(crate::event::Field::App, Value::str("hb"));
         let mut out = Vec::new();
-        e.push(ev, &mut out);
+        e.push(host_app(t0, "h1", "hb"), &mut out);
         // The absence fires: the group has an open alert.
         e.advance_to(t0.add(Duration(11_000_000_000)), &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
@@ -4477,11 +4481,8 @@ pattern = "seq(a, c) within 1h"
         let rules = compiled("t.toml", text);
         let mut e = Engine::new(&rules, EngineConfig::default()).unwrap();
         let t0 = Timestamp(1_780_000_000_000_000_000);
-        let ev = Event::new(Source::Syslog, t0, t0)
-            .with(crate::event::Field::Host, Value::str("h1"))
-            .with(crate::event::Field::App, Value::str("a"));
         let mut out = Vec::new();
-        e.push(ev, &mut out);
+        e.push(host_app(t0, "h1", "a"), &mut out);
         let held = |cp: &mut Checkpoint| {
             let mut at = Vec::new();
             for g in cp.rules.iter_mut().flat_map(|rc| rc.groups.iter_mut()) {
@@ -4499,13 +4500,8 @@ pattern = "seq(a, c) within 1h"
         assert_eq!(shared[0], shared[1]);
         // Restored, both rules go on from it alike.
         let mut r = Engine::restore(&rules, EngineConfig::default(), cp, false).unwrap();
-        let fin = |app: &str| {
-            Event::new(Source::Syslog, t0.add(Duration(1)), t0.add(Duration(1)))
-                .with(crate::event::Field::Host, Value::str("h1"))
-                .with(crate::event::Field::App, Value::str(app))
-        };
-        r.push(fin("b"), &mut out);
-        r.push(fin("c"), &mut out);
+        r.push(host_app(t0.add(Duration(1)), "h1", "b"), &mut out);
+        r.push(host_app(t0.add(Duration(1)), "h1", "c"), &mut out);
         let rules_fired: Vec<&str> = out.iter().map(|a| a.rule()).collect();
         assert_eq!(rules_fired, ["ab", "ac"]);
     }
