@@ -1123,7 +1123,7 @@ impl Engine {
             };
             // (Shared engine only, as `simple`.)
             let lean = if cfg.share {
-                state::Lean::of(&plan, simple, single, slides)
+                state::Lean::of(&plan, simple, single, slides, rule.within.map(|w| w.max))
             } else {
                 state::Lean::Off
             };
@@ -4795,6 +4795,7 @@ pattern = "seq(m, absent(y) for 3s)"
                 "trigger = { every = \"5s\" }",
             ),
             rule("bare", "or(y, m)", ""),
+            rule("tail", "seq(y, absent(x)) within 2s", ""),
             rule("listed", "seq(x, y) within 3s", "expect = [\"h2\"]"),
             rule("gone", "absent(y) for 3s", "expect = [\"h1\"]"),
             rule("lost", "absent(m) for 2s", ""),
@@ -4839,7 +4840,7 @@ pattern = "seq(m, absent(y) for 3s)"
                 );
                 assert_eq!(
                     names(|rt| rt.facts.single),
-                    ["either", "quiet", "anyof", "calm", "bare"]
+                    ["either", "quiet", "anyof", "calm", "bare", "tail"]
                 );
                 if !shortcuts {
                     e.rts.iter_mut().for_each(|rt| {

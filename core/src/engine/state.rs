@@ -209,21 +209,34 @@ pub enum Lean {
     /// An absence (`absent(a) for D`): its awaited definitions and D.
     Absence(EvSet, Duration),
     /// A one-step plan ([`RuleFacts::single`]: `or(a, b)`, `seq(a, absent(b) for D)`): its
-    /// step's definitions, and those its absence at the end awaits (0: none).
-    Single(EvSet, EvSet),
+    /// step's definitions, those its absence at the end awaits (0: none), and how long a
+    /// wait for that absence lasts (its D, else the window).
+    Single(EvSet, EvSet, Duration),
 }
 
 impl Lean {
     /// The lean form of `plan` (see [`Lean`]); `simple`, `single`, `slides`: the
-    /// [`RuleFacts`] of these names.
-    pub fn of(plan: &Plan, simple: bool, single: bool, slides: bool) -> Lean {
+    /// [`RuleFacts`] of these names; `wmax`: the rule's window.
+    pub fn of(
+        plan: &Plan,
+        simple: bool,
+        single: bool,
+        slides: bool,
+        wmax: Option<Duration>,
+    ) -> Lean {
         let alts = match plan {
             Plan::Absence { set, for_ } => return Lean::Absence(*set, *for_),
             Plan::Linear { alts } => alts,
         };
         if single && let [a] = alts.as_slice() {
             let end = a.end_absent.as_ref().map_or(0, |e| e.set);
-            return Lean::Single(a.steps[0].set, end);
+            // (As `LinearState::finish` dates a wait: its D, else the window from the match's
+            // start, which a one-step match's event is.)
+            let after = (a.end_absent.as_ref())
+                .and_then(|e| e.for_)
+                .or(wmax)
+                .unwrap_or(Duration::ZERO);
+            return Lean::Single(a.steps[0].set, end, after);
         }
         let first = |a: &Alt| match a.steps.as_slice() {
             [s, _, ..] if s.repeat.is_none() => Some(s.set),
@@ -495,6 +508,22 @@ pub struct Wait {
 }
 
 impl Wait {
+    /// The wait of a match of one event (`ev`, numbered `id`, at `t`) for the absence after
+    /// it, until `deadline`: what [`Run::into_wait_parts`] makes of its one-event run.
+    fn lone(deadline: Timestamp, t: Timestamp, ev: &Arc<Event>, id: u64) -> Wait {
+        let mut events = WaitVec::new();
+        events.push(ev.clone());
+        let mut ids = WaitVec::new();
+        ids.push(id);
+        Wait {
+            alt: 0,
+            deadline,
+            events,
+            from: Some(t),
+            ids,
+        }
+    }
+
     fn from(&self) -> Timestamp {
         self.from
             .or_else(|| self.events.last().map(|e| e.time))
@@ -1109,7 +1138,9 @@ impl Group {
         let (start, closure) = match ctx.lean {
             Lean::Off => return None,
             Lean::Absence(set, for_) => return self.on_awaited(ctx, t, mask, set, for_, counters),
-            Lean::Single(step, end) => return self.on_single(ctx, t, mask, step, end, counters),
+            Lean::Single(step, end, after) => {
+                return self.on_single(ctx, t, mask, (step, end, after), ev, id, counters);
+            }
             Lean::One(a) => ((mask & a != 0).then_some(0), false),
             Lean::Closure(a) => ((mask & a != 0).then_some(0), true),
             Lean::Two(a, b) => match (mask & a != 0, mask & b != 0) {
@@ -1188,18 +1219,21 @@ impl Group {
 
     /// [`Group::on_fresh`] for a one-step plan ([`Lean::Single`]) whose group holds no
     /// episode, no run and nothing of a leading absence or shadow, in the cases of
-    /// [`LinearState::single`] that make no match: an awaited event alone (the waits end),
+    /// [`LinearState::single`] that make no alert: an awaited event alone (the waits end),
     /// an event of the step while a wait for the absence after it is pending (nothing
-    /// changes), and a match the rate limit suppresses (its id seed still taken). `None`,
-    /// having changed nothing, in any other case.
+    /// changes) or while none is (its wait begins, `after` long), and a match the rate limit
+    /// suppresses (its id seed still taken). `None`, having changed nothing, in any other
+    /// case.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn on_single(
         &mut self,
         ctx: &RuleCtx<'_>,
         t: Timestamp,
         mask: EvSet,
-        step: EvSet,
-        end: EvSet,
+        (step, end, after): (EvSet, EvSet, Duration),
+        ev: &Arc<Event>,
+        id: u64,
         counters: &mut RuleCounters,
     ) -> Option<Option<Timestamp>> {
         let GroupState::Linear(l) = &mut self.state else {
@@ -1221,13 +1255,16 @@ impl Group {
                 }
                 None
             }
-            (true, false) if end != 0 => {
-                let waits = l.waits();
-                if waits.is_empty() {
-                    return None;
+            (true, false) if end != 0 => match l.waits().iter().map(|w| w.deadline).min() {
+                Some(first) => Some(first),
+                None => {
+                    // The match waits for the absence, as `LinearState::finish` makes it
+                    // wait (one alternative, no episode, no wait pending).
+                    let deadline = t.add(after);
+                    l.rare().waits.push(Wait::lone(deadline, t, ev, id));
+                    Some(deadline)
                 }
-                waits.iter().map(|w| w.deadline).min()
-            }
+            },
             (true, false) => {
                 held_until(ctx, l.last_emit(), t, None)?;
                 l.next_seed_lone(t);
