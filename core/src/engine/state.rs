@@ -1135,21 +1135,45 @@ impl Group {
         id: u64,
         counters: &mut RuleCounters,
     ) -> Option<Option<Timestamp>> {
-        let (start, closure) = match ctx.lean {
-            Lean::Off => return None,
-            Lean::Absence(set, for_) => return self.on_awaited(ctx, t, mask, set, for_, counters),
+        // (Each form its own copy of `on_start`: whether the first step is a closure, and for
+        // one alternative which it starts, are constants there.)
+        match ctx.lean {
+            Lean::Off => None,
+            Lean::Absence(set, for_) => self.on_awaited(ctx, t, mask, set, for_, counters),
             Lean::Single(step, end, after) => {
-                return self.on_single(ctx, t, mask, (step, end, after), ev, id, counters);
+                self.on_single(ctx, t, mask, (step, end, after), ev, id, counters)
             }
-            Lean::One(a) => ((mask & a != 0).then_some(0), false),
-            Lean::Closure(a) => ((mask & a != 0).then_some(0), true),
-            Lean::Two(a, b) => match (mask & a != 0, mask & b != 0) {
-                (true, true) => return None,
-                (true, false) => (Some(0), false),
-                (false, true) => (Some(1), false),
-                (false, false) => (None, false),
-            },
-        };
+            Lean::One(a) => {
+                self.on_start::<false>(ctx, t, (mask & a != 0).then_some(0), ev, id, counters)
+            }
+            Lean::Closure(a) => {
+                self.on_start::<true>(ctx, t, (mask & a != 0).then_some(0), ev, id, counters)
+            }
+            Lean::Two(a, b) => {
+                let start = match (mask & a != 0, mask & b != 0) {
+                    (true, true) => return None,
+                    (true, false) => Some(0),
+                    (false, true) => Some(1),
+                    (false, false) => None,
+                };
+                self.on_start::<false>(ctx, t, start, ev, id, counters)
+            }
+        }
+    }
+
+    /// [`Group::on_fresh`] for the forms that start an alternative (`start`, or none: the
+    /// event only ends what has passed the window), whose first step is a closure if
+    /// `CLOSURE`.
+    #[inline(always)]
+    fn on_start<const CLOSURE: bool>(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        t: Timestamp,
+        start: Option<u16>,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+    ) -> Option<Option<Timestamp>> {
         let GroupState::Linear(l) = &mut self.state else {
             return None;
         };
@@ -1160,7 +1184,7 @@ impl Group {
         // Which runs are live ([`Run::live`]): with plain first steps, while their start is in
         // the window; with a closure first that does not slide, a collector while one of its
         // events is.
-        let live = if closure {
+        let live = if CLOSURE {
             l.runs.iter().any(|r| {
                 if r.pos == 0 && r.count > 0 {
                     r.items.iter().any(|i| i.time >= horizon)
@@ -1175,14 +1199,14 @@ impl Group {
             return None;
         }
         match (start, l.runs.as_mut_slice()) {
-            (Some(alt), [old]) => old.restart_as(alt, closure, t, id, ev),
+            (Some(alt), [old]) => old.restart_as(alt, CLOSURE, t, id, ev),
             (None, _) => l.runs.clear(),
             (Some(alt), _) => {
                 l.runs.clear();
                 if l.runs.capacity() == 0 {
                     l.runs.reserve_exact(1);
                 }
-                l.runs.push(Run::first_as(alt, closure, t, id, ev));
+                l.runs.push(Run::first_as(alt, CLOSURE, t, id, ev));
             }
         }
         self.heard_at(t, counters);
