@@ -1184,22 +1184,19 @@ impl Group {
         // Which runs are live ([`Run::live`]): with plain first steps, while their start is in
         // the window; with a closure first that does not slide, a collector while one of its
         // events is.
-        let live = if CLOSURE {
-            l.runs.iter().any(|r| {
-                if r.pos == 0 && r.count > 0 {
-                    r.items.iter().any(|i| i.time >= horizon)
-                } else {
-                    r.start >= horizon
-                }
-            })
-        } else {
-            l.runs.iter().any(|r| r.start >= horizon)
+        let live = |r: &Run| {
+            if CLOSURE && r.pos == 0 && r.count > 0 {
+                r.items.iter().any(|i| i.time >= horizon)
+            } else {
+                r.start >= horizon
+            }
         };
-        if live {
-            return None;
-        }
+        // (One run, the common case, tested and restarted without a loop.)
         match (start, l.runs.as_mut_slice()) {
+            (_, [old]) if live(old) => return None,
             (Some(alt), [old]) => old.restart_as(alt, CLOSURE, t, id, ev),
+            (_, [_]) => l.runs.clear(),
+            (_, runs) if runs.iter().any(live) => return None,
             (None, _) => l.runs.clear(),
             (Some(alt), _) => {
                 l.runs.clear();
