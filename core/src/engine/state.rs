@@ -199,13 +199,16 @@ pub struct RuleFacts {
 pub enum Lean {
     /// Not such a plan: every event takes [`Group::on_event`].
     Off,
-    /// One alternative (`seq(a, b)`), whose plain first step takes these definitions.
-    One(EvSet),
+    /// One alternative (`seq(a, b)`), whose plain first step takes these definitions, and
+    /// the window's length (kept here: [`Group::on_fresh`] reads it on every event).
+    One(EvSet, Duration),
     /// One alternative beginning with a closure of at least two that does not slide
-    /// (`a{3,}`, `seq(a{3,}, b)`), whose first step takes these definitions.
-    Closure(EvSet),
-    /// Two alternatives (`and(a, b)`), with their plain first steps' definitions.
-    Two(EvSet, EvSet),
+    /// (`a{3,}`, `seq(a{3,}, b)`), whose first step takes these definitions; the window's
+    /// length.
+    Closure(EvSet, Duration),
+    /// Two alternatives (`and(a, b)`), with their plain first steps' definitions; the
+    /// window's length.
+    Two(EvSet, EvSet, Duration),
     /// An absence (`absent(a) for D`): its awaited definitions and D.
     Absence(EvSet, Duration),
     /// A one-step plan ([`RuleFacts::single`]: `or(a, b)`, `seq(a, absent(b) for D)`): its
@@ -216,7 +219,7 @@ pub enum Lean {
 
 impl Lean {
     /// The lean form of `plan` (see [`Lean`]); `simple`, `single`, `slides`: the
-    /// [`RuleFacts`] of these names; `wmax`: the rule's window.
+    /// [`RuleFacts`] of these names; `wmax`: the length of the rule's window, if any.
     pub fn of(
         plan: &Plan,
         simple: bool,
@@ -242,18 +245,22 @@ impl Lean {
             [s, _, ..] if s.repeat.is_none() => Some(s.set),
             _ => None,
         };
+        // (A simple plan has a window: none leaves the general transition.)
+        let Some(w) = wmax else {
+            return Lean::Off;
+        };
         match alts.as_slice() {
             _ if !simple => Lean::Off,
             [a] if a.steps[0].repeat.is_some() => {
                 if slides || completes_at_once(a) {
                     Lean::Off
                 } else {
-                    Lean::Closure(a.steps[0].set)
+                    Lean::Closure(a.steps[0].set, w)
                 }
             }
-            [a] => first(a).map_or(Lean::Off, Lean::One),
+            [a] => first(a).map_or(Lean::Off, |x| Lean::One(x, w)),
             [a, b] => match (first(a), first(b)) {
-                (Some(x), Some(y)) => Lean::Two(x, y),
+                (Some(x), Some(y)) => Lean::Two(x, y, w),
                 _ => Lean::Off,
             },
             _ => Lean::Off,
@@ -1143,32 +1150,33 @@ impl Group {
             Lean::Single(step, end, after) => {
                 self.on_single(ctx, t, mask, (step, end, after), ev, id, counters)
             }
-            Lean::One(a) => {
-                self.on_start::<false>(ctx, t, (mask & a != 0).then_some(0), ev, id, counters)
+            Lean::One(a, w) => {
+                self.on_start::<false>(ctx, t, w, (mask & a != 0).then_some(0), ev, id, counters)
             }
-            Lean::Closure(a) => {
-                self.on_start::<true>(ctx, t, (mask & a != 0).then_some(0), ev, id, counters)
+            Lean::Closure(a, w) => {
+                self.on_start::<true>(ctx, t, w, (mask & a != 0).then_some(0), ev, id, counters)
             }
-            Lean::Two(a, b) => {
+            Lean::Two(a, b, w) => {
                 let start = match (mask & a != 0, mask & b != 0) {
                     (true, true) => return None,
                     (true, false) => Some(0),
                     (false, true) => Some(1),
                     (false, false) => None,
                 };
-                self.on_start::<false>(ctx, t, start, ev, id, counters)
+                self.on_start::<false>(ctx, t, w, start, ev, id, counters)
             }
         }
     }
 
     /// [`Group::on_fresh`] for the forms that start an alternative (`start`, or none: the
-    /// event only ends what has passed the window), whose first step is a closure if
-    /// `CLOSURE`.
+    /// event only ends what has passed the window `w` long), whose first step is a closure
+    /// if `CLOSURE`.
     #[inline(always)]
     fn on_start<const CLOSURE: bool>(
         &mut self,
         ctx: &RuleCtx<'_>,
         t: Timestamp,
+        w: Duration,
         start: Option<u16>,
         ev: &Arc<Event>,
         id: u64,
@@ -1180,7 +1188,7 @@ impl Group {
         if l.episode.is_some() || l.rare.as_ref().is_some_and(|r| !r.inert()) {
             return None;
         }
-        let horizon = t.sub(ctx.wmax()?);
+        let horizon = t.sub(w);
         // Which runs are live ([`Run::live`]): with plain first steps, while their start is in
         // the window; with a closure first that does not slide, a collector while one of its
         // events is.
