@@ -44,11 +44,11 @@ pub struct Use {
     /// See `scope`.
     pub pos: u32,
     /// The other predicate the state is read through, as an index into the engine's
-    /// `pred_seen` (the stamp of the last event that satisfied each predicate), which holds two
-    /// slots past the predicates': one never stamped, for a state read through this use's
-    /// predicate only (reached once an event, through this use), and one stamped for every
-    /// event, for a state read through more than one other predicate or through this one as
-    /// several definitions (`other_mask` 0: see the engine's `direct_feeds`). So the mask of a
+    /// `pred_seen` (the stamp of the last event that satisfied each predicate), which holds a
+    /// slot past the predicates' stamped for every event, for a state read through more than
+    /// one other predicate or through this one as several definitions (`other_mask` 0: see
+    /// the engine's `direct_feeds`); `u32::MAX`, past every slot, for a state read through
+    /// this use's predicate only (reached once an event, through this use). So the mask of a
     /// delivery through this use is `mask`, and `other_mask` too if the event satisfied
     /// `other`, found without the state's list of feeds; and a state no other use reaches for
     /// the event needs no mark that it was delivered to.

@@ -740,7 +740,8 @@ fn reach(u: &compact::Use, stamp: u64, pred_seen: &[u64], direct_feeds: &[Feeds]
             0
         }
     };
-    if pred_seen[u.other as usize] != stamp {
+    // (A state read through this use only has `other` past every slot: no load.)
+    if pred_seen.get(u.other as usize) != Some(&stamp) {
         return (false, u.mask);
     }
     if u.other_mask != 0 {
@@ -1348,10 +1349,9 @@ impl Engine {
                 cs.iter()
                     .filter_map(|c| {
                         let (scope, pos) = compact.of[c.state as usize]?;
-                        // (`other` past the predicates: the slot never stamped, then the
-                        // one stamped for every event.)
-                        let (never, always) =
-                            (via_direct.len() as u32, via_direct.len() as u32 + 1);
+                        // (`other` past every slot of `pred_seen`: none, then the slot
+                        // stamped for every event, past the predicates'.)
+                        let (never, always) = (u32::MAX, via_direct.len() as u32);
                         let (mut mask, mut other, mut other_mask) = (0, never, 0);
                         let mut own = 0;
                         for &(p, bit) in &feeds[c.state as usize] {
@@ -1411,8 +1411,8 @@ impl Engine {
                 _ => Feeds::One,
             })
             .collect();
-        // (And two slots more, see `compact::Use::other`.)
-        let pred_seen = vec![0; via_direct.len() + 2];
+        // (And one slot more, see `compact::Use::other`.)
+        let pred_seen = vec![0; via_direct.len() + 1];
         let mut distinct_keys: Vec<FieldKey> = Vec::new();
         for rt in &rts {
             if let Plan::Linear { alts } = &*rt.facts.plan {
