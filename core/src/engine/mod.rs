@@ -760,7 +760,8 @@ fn reach(u: &compact::Use, stamp: u64, pred_seen: &[u64], direct_feeds: &[Feeds]
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn feed(
-    ctx: &RuleCtx<'_>,
+    facts: &RuleFacts,
+    outage_until: Timestamp,
     key: &GroupKey,
     cell: &mut compact::Cell,
     t: Timestamp,
@@ -773,14 +774,24 @@ fn feed(
     out: &mut Vec<Alert>,
 ) -> Option<TimerEntry> {
     let g = &mut cell.group;
-    if let Some(wake) = g.on_fresh(ctx, t, mask, ev, seq, counters) {
+    // (A context for each way: only the general transition's is put in memory for its call,
+    // the lean one's stays in registers, a few stores less per delivery.)
+    let lean = RuleCtx {
+        facts,
+        outage_until,
+    };
+    if let Some(wake) = g.on_fresh(&lean, t, mask, ev, seq, counters) {
         return arm_cell(cell, rule, wake, lane_now);
     }
-    let calm = g.on_event(ctx, key, t, mask, ev, seq, counters, out);
+    let ctx = RuleCtx {
+        facts,
+        outage_until,
+    };
+    let calm = g.on_event(&ctx, key, t, mask, ev, seq, counters, out);
     let wake = if calm {
-        g.forget_wake(ctx)
+        g.forget_wake(&ctx)
     } else {
-        g.next_wake(ctx)
+        g.next_wake(&ctx)
     };
     arm_cell(cell, rule, wake, lane_now)
 }
@@ -3158,10 +3169,6 @@ impl Engine {
                     hit_of[ri] = (stamp, 0);
                 }
                 any = true;
-                let ctx = RuleCtx {
-                    facts: &rt.facts,
-                    outage_until,
-                };
                 // Most deliveries find their group: fed at once.
                 if let Some(r) = rec
                     && let Some(record) = scope.rec(r)
@@ -3172,7 +3179,8 @@ impl Engine {
                         saved += 1;
                     }
                     if let Some(e) = feed(
-                        &ctx,
+                        &rt.facts,
+                        outage_until,
                         key,
                         cell,
                         t,
@@ -3214,12 +3222,9 @@ impl Engine {
                             hit_of[vi] = (stamp, 0);
                         }
                         saved += 1;
-                        let ctx = RuleCtx {
-                            facts: &rt.facts,
-                            outage_until,
-                        };
                         if let Some(e) = feed(
-                            &ctx,
+                            &rt.facts,
+                            outage_until,
                             key,
                             cell,
                             t,
@@ -3245,6 +3250,10 @@ impl Engine {
                     rt.counters.matched += 1;
                     continue;
                 }
+                let ctx = RuleCtx {
+                    facts: &rt.facts,
+                    outage_until,
+                };
                 if scope.counts[u.pos as usize] >= rt.max_groups
                     && let Some(idle) =
                         scope.idle(u.pos, IDLE_SCAN, |g| !g.expected && g.idle_at(&ctx, t))
@@ -3274,7 +3283,8 @@ impl Engine {
                     continue;
                 };
                 if let Some(e) = feed(
-                    &ctx,
+                    &rt.facts,
+                    outage_until,
                     key,
                     cell,
                     t,
