@@ -3197,8 +3197,10 @@ impl Engine {
                     }
                     // The uses after it in its scope whose groups the record holds, as above
                     // with the key and record found (no probe): up to one whose group is to be
-                    // made, which the steps above take (nothing done for it here).
-                    while let Some(v) = uses.as_slice().first()
+                    // made, which the steps above take (nothing done for it here). (With a
+                    // partition, each use goes the first way, which tests its ownership.)
+                    while partition.is_none()
+                        && let Some(v) = uses.as_slice().first()
                         && v.scope == u.scope
                     {
                         let vi = v.state as usize;
@@ -3208,12 +3210,6 @@ impl Engine {
                             continue;
                         }
                         let rt = &mut rts[vi];
-                        if let Some(p) = partition
-                            && !rt.owned_by(p, &record.key)
-                        {
-                            uses.next();
-                            continue;
-                        }
                         let Some((key, cell)) = record.with(v.pos) else {
                             break;
                         };
