@@ -4766,8 +4766,9 @@ pattern = "seq(m, absent(y) for 3s)"
     /// plan) over `or` with and without a window and a rate limit, and absences at the end
     /// with and without one; and plans neither takes (a least distance). `Group::on_fresh`
     /// ([`state::Lean`]) over sequences, `and` and closures at the start (with and without an
-    /// upper count), one with an expected group, absences (`Lean::Absence`), with and
-    /// without an expected group, and the one-step plans above (`Lean::Single`).
+    /// upper count), one with an expected group, closures gathering past and under the cap
+    /// of the events they keep, absences (`Lean::Absence`), with and without an expected
+    /// group, and the one-step plans above (`Lean::Single`).
     #[test]
     fn transition_shortcuts_change_nothing() {
         let rule = |name: &str, pattern: &str, extra: &str| {
@@ -4805,8 +4806,21 @@ pattern = "seq(m, absent(y) for 3s)"
             rule("listed", "seq(x, y) within 3s", "expect = [\"h2\"]"),
             rule("gone", "absent(y) for 3s", "expect = [\"h1\"]"),
             rule("lost", "absent(m) for 2s", ""),
+            rule("gather", "seq(x{2,}, m) within 4s", ""),
         ]
         .concat();
+        // Collectors of every event of their group that nothing moves on: past the cap of
+        // the events a closure keeps (`flood`), and under the larger one a `{count}` keeps.
+        let flood = |name: &str, message: &str, within: u32| {
+            format!(
+                "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+                 message = \"{message}\"\nevents.e = 'syslog'\n\
+                 events.n = 'syslog and msgid == \"never\"'\n\
+                 pattern = \"seq(e{{2,}}, n) within {within}s\"\n"
+            )
+        };
+        let text =
+            text + &flood("flood", "{host}", 200) + &flood("tally", "{count} from {host}", 190);
         let rules = compiled("fresh.toml", &text);
         let hosts = ["h1", "h2", "h3"];
         let (mut alerts, mut fresh) = (0, 0);
@@ -4841,7 +4855,7 @@ pattern = "seq(m, absent(y) for 3s)"
                     names(|rt| rt.facts.simple),
                     [
                         "seq", "and", "count", "upto", "three", "budget", "andone", "either",
-                        "oneof", "listed"
+                        "oneof", "listed", "gather", "flood", "tally"
                     ]
                 );
                 assert_eq!(
