@@ -2579,7 +2579,9 @@ impl Engine {
                 check_wheel = false;
                 fired.clear();
                 // Entries moving down a level whose group's deadline moved later go straight
-                // back out at the new deadline; entries nobody wants are dropped.
+                // back out at the new deadline; entries nobody wants are dropped. Only an
+                // absence's deadline moves later: another entry goes down unlooked at (a stale
+                // one is dropped when it comes due), which saves a group lookup per level.
                 let Engine {
                     lanes,
                     rts,
@@ -2590,6 +2592,12 @@ impl Engine {
                 let lane = &mut lanes[li];
                 let lane_now = lane.now;
                 lane.wheel.advance_settling(to, &mut fired, |e| {
+                    if !rts
+                        .get(e.rule as usize)
+                        .is_some_and(|rt| matches!(*rt.facts.plan, Plan::Absence { .. }))
+                    {
+                        return Settle::Keep;
+                    }
                     match refile(rts, compact, *outage_until, e.deadline.max(lane_now), e) {
                         Refile::Due => Settle::Keep,
                         Refile::Moved(n) => Settle::Move(n.deadline),
