@@ -632,6 +632,15 @@ enum Refile {
     Stale,
 }
 
+/// Whether timer entry `e`'s group may have moved its deadline later without filing an entry:
+/// an absence's (see [`refile`]). Any other entry is due at its deadline unless stale, which
+/// the firing path tells as well, so it needs no look at its group before.
+#[inline]
+fn may_move(rts: &[RuleRt], e: &TimerEntry) -> bool {
+    rts.get(e.rule as usize)
+        .is_some_and(|rt| matches!(*rt.facts.plan, Plan::Absence { .. }))
+}
+
 /// Sorts a timer entry of `rts` at `now`. An absence-only group whose deadline moved later
 /// than `now` is re-armed at its next wake without the firing path (the lazy re-arm: events
 /// never cancel timers; firing it would find nothing due and arm exactly that).
@@ -2592,10 +2601,7 @@ impl Engine {
                 let lane = &mut lanes[li];
                 let lane_now = lane.now;
                 lane.wheel.advance_settling(to, &mut fired, |e| {
-                    if !rts
-                        .get(e.rule as usize)
-                        .is_some_and(|rt| matches!(*rt.facts.plan, Plan::Absence { .. }))
-                    {
+                    if !may_move(rts, e) {
                         return Settle::Keep;
                     }
                     match refile(rts, compact, *outage_until, e.deadline.max(lane_now), e) {
@@ -2607,9 +2613,14 @@ impl Engine {
             }
             // Due timers whose group's deadline moved later are filed again at the new
             // deadline: back in the wheel, or, when this advance covers it, among the due
-            // timers (so same-instant timers still fire in order).
+            // timers (so same-instant timers still fire in order). Only an absence's moves:
+            // another's is left to the firing path, which tells a stale one too.
             let mut i = 0;
             while i < fired.len() {
+                if !may_move(&self.rts, &fired[i]) {
+                    i += 1;
+                    continue;
+                }
                 let now = fired[i].deadline.max(self.lanes[li].now);
                 match refile(
                     &mut self.rts,
