@@ -66,7 +66,8 @@ const SCRATCH_KEEP: usize = 1024;
 
 fn tick_of(t: Timestamp) -> u64 {
     // Shift so that negative instants (never used in practice) still order correctly.
-    (t.0.div_euclid(TICK_NS) as i128 + (1i128 << 62)) as u64
+    // (As u64, wrapping: the same as adding in i128, the tick being far below 2^62.)
+    (t.0.div_euclid(TICK_NS) as u64).wrapping_add(1 << 62)
 }
 
 impl Wheel {
@@ -103,7 +104,8 @@ impl Wheel {
             self.held.push(e);
             return;
         }
-        self.place(self.cap(when), e);
+        let start = self.place(self.cap(when), e);
+        self.earliest = self.earliest.min(start);
     }
 
     /// The tick a deadline is filed at: itself, or, beyond what the wheel covers, the last tick
@@ -116,15 +118,17 @@ impl Wheel {
         when.min((self.elapsed & !(top_slot - 1)) + MAX_TICKS - 1)
     }
 
-    fn place(&mut self, when: u64, e: TimerEntry) {
+    /// Files an entry at tick `when` (after the current one); returns the tick its slot's range
+    /// starts at, for the caller to lower `earliest` by (an advance sets it once when done).
+    fn place(&mut self, when: u64, e: TimerEntry) -> u64 {
         let level = level_for(self.elapsed, when);
         let shift = level as u32 * SLOT_BITS;
         let slot = ((when >> shift) as usize) & (SLOTS - 1);
         let lv = &mut self.levels[level];
         lv.slots[slot].push(e);
         lv.occupied |= 1 << slot;
-        // The slot's range starts at `when` rounded down to the level's slot size.
-        self.earliest = self.earliest.min(when & !((1u64 << shift) - 1));
+        // `when` rounded down to the level's slot size.
+        when & !((1u64 << shift) - 1)
     }
 
     /// An instant no armed entry is due before (`None`: nothing armed): the earliest held
