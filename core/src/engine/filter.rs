@@ -493,6 +493,12 @@ impl Filter {
         }
     }
 
+    /// Whether the index answers predicate `idx` wholly (its residual is `True`): every
+    /// candidate it gives for it holds.
+    pub fn exact(&self, idx: u32) -> bool {
+        self.indexed && matches!(self.preds[idx as usize].residual, Cond::True)
+    }
+
     /// Evaluates a predicate (captures appended to `caps`).
     /// (Only for candidates this filter produced for `ev`: the index already checked the rest.)
     /// A residual of `True` (the index checked the whole condition, the common case) is

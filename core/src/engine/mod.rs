@@ -608,6 +608,9 @@ pub struct Engine {
     /// The predicates the event being pushed satisfied that feed direct states, with their
     /// index hints.
     direct_preds: Vec<(u32, u32)>,
+    /// Per predicate: whether it is plain, answered wholly by the index and feeding only
+    /// direct states, so a candidate goes straight to `direct_preds` (see [`plain_preds`]).
+    plain: Vec<bool>,
     /// The event's distinct group keys, numbered in order of appearance (the key numbers
     /// [`Family`] records remember).
     ev_keys: Vec<GroupKey>,
@@ -940,6 +943,19 @@ fn arm_slot(
         slot,
         generation: s.group.generation,
     })
+}
+
+/// Per predicate, whether a candidate for it needs nothing but to be passed on to the direct
+/// states it feeds: the index answers it wholly (no residual to evaluate, no captures) and it
+/// has no consumer reached through hits.
+fn plain_preds(filter: &Filter, via_hits: &[Vec<Consumer>], compact: &Compact) -> Vec<bool> {
+    (0..filter.preds.len())
+        .map(|p| {
+            filter.exact(p as u32)
+                && via_hits.get(p).is_none_or(|v| v.is_empty())
+                && compact.uses.get(p).is_some_and(|u| !u.is_empty())
+        })
+        .collect()
 }
 
 /// State `rule`'s group in `slot`, if the slot is occupied.
@@ -1444,7 +1460,9 @@ impl Engine {
                 }
             }
         }
+        let plain = plain_preds(&filter, &via_hits, &compact);
         Ok(Engine {
+            plain,
             via_hits,
             direct_feeds,
             pred_seen,
@@ -2978,9 +2996,13 @@ impl Engine {
         keys.clear();
         self.direct_preds.clear();
         let mut last_key: Option<(u32, u32)> = None;
+        self.counters.predicate_evals += cands.len() as u64;
         for &(ci, slot_hint) in &cands {
+            if self.plain[ci as usize] {
+                self.direct_preds.push((ci, slot_hint));
+                continue;
+            }
             caps.clear();
-            self.counters.predicate_evals += 1;
             if !self.filter.eval(ci, ev, &mut caps) {
                 continue;
             }
@@ -4755,6 +4777,7 @@ pattern = "seq(m, absent(y) for 3s)"
                     e.compact.uses.iter_mut().for_each(Vec::clear);
                     e.compact.of.iter_mut().for_each(|o| *o = None);
                     e.compact.scopes.clear();
+                    e.plain = plain_preds(&e.filter, &e.via_hits, &e.compact);
                 }
                 let alerts = run_through(&mut e, &evs, Timestamp((t + 20_000) * 1_000_000));
                 let mut counters = e.counters().clone();
