@@ -1675,7 +1675,7 @@ impl Handler<AddSilence> for AlertSink {
         store
             .put_silence(id, &json)
             .map_err(|e| (500, format!("cannot keep the silence: {e}")))?;
-        tracing::info!(silence = %silence.id, rule = ?silence.rule, group = ?silence.group, by = %silence.by, until = %silence.ends_at.to_rfc3339(), "silence added");
+        tracing::info!(silence = %silence.id, rule = ?silence.rule, group = ?silence.group, severity = ?silence.severity, by = %silence.by, until = %silence.ends_at.to_rfc3339(), "silence added");
         self.silences.push(silence.clone());
         Ok((silence, false))
     }
