@@ -1150,26 +1150,12 @@ impl Group {
             Lean::Single(step, end, after) => {
                 self.on_single(ctx, t, mask, (step, end, after), ev, id, counters)
             }
-            Lean::One(a, w) => self.on_start::<false>(
-                ctx,
-                t,
-                w,
-                mask,
-                (mask & a != 0).then_some(0),
-                ev,
-                id,
-                counters,
-            ),
-            Lean::Closure(a, w) => self.on_start::<true>(
-                ctx,
-                t,
-                w,
-                mask,
-                (mask & a != 0).then_some(0),
-                ev,
-                id,
-                counters,
-            ),
+            Lean::One(a, w) => {
+                self.on_start::<false>(ctx, t, w, (mask & a != 0).then_some(0), ev, id, counters)
+            }
+            Lean::Closure(a, w) => {
+                self.on_start::<true>(ctx, t, w, (mask & a != 0).then_some(0), ev, id, counters)
+            }
             Lean::Two(a, b, w) => {
                 let start = match (mask & a != 0, mask & b != 0) {
                     (true, true) => return None,
@@ -1177,22 +1163,20 @@ impl Group {
                     (false, true) => Some(1),
                     (false, false) => None,
                 };
-                self.on_start::<false>(ctx, t, w, mask, start, ev, id, counters)
+                self.on_start::<false>(ctx, t, w, start, ev, id, counters)
             }
         }
     }
 
     /// [`Group::on_fresh`] for the forms that start an alternative (`start`, or none: the
     /// event only ends what has passed the window `w` long), whose first step is a closure
-    /// if `CLOSURE` (an event of `mask` a live collector gathers: [`Group::on_collect`]).
-    #[allow(clippy::too_many_arguments)]
+    /// if `CLOSURE`.
     #[inline(always)]
     fn on_start<const CLOSURE: bool>(
         &mut self,
         ctx: &RuleCtx<'_>,
         t: Timestamp,
         w: Duration,
-        mask: EvSet,
         start: Option<u16>,
         ev: &Arc<Event>,
         id: u64,
@@ -1217,9 +1201,6 @@ impl Group {
         };
         // (One run, the common case, tested and restarted without a loop.)
         match (start, l.runs.as_mut_slice()) {
-            (Some(_), [old]) if CLOSURE && live(old) => {
-                return self.on_collect(ctx, t, horizon, mask, ev, id, counters);
-            }
             (_, [old]) if live(old) => return None,
             (Some(alt), [old]) => old.restart_as(alt, CLOSURE, t, id, ev),
             (_, [_]) => l.runs.clear(),
@@ -1235,76 +1216,6 @@ impl Group {
         }
         self.heard_at(t, counters);
         Some(self.forget_wake(ctx))
-    }
-
-    /// [`Group::on_fresh`] for an event of the closure a live collector gathers (the group's
-    /// one partial match, at its first step, of a plan of [`Lean::Closure`]): what the general
-    /// transition then does (the events the window passed go, the event joins, the oldest
-    /// goes past the cap) when the closure has no upper count and the event neither
-    /// completes its match nor moves it on. `None`, having changed nothing, in any other case.
-    /// Out of line: most deliveries find no live collector.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(never)]
-    fn on_collect(
-        &mut self,
-        ctx: &RuleCtx<'_>,
-        t: Timestamp,
-        horizon: Timestamp,
-        mask: EvSet,
-        ev: &Arc<Event>,
-        id: u64,
-        counters: &mut RuleCounters,
-    ) -> Option<Option<Timestamp>> {
-        let (GroupState::Linear(l), Plan::Linear { alts }) = (&mut self.state, &*ctx.plan) else {
-            return None;
-        };
-        let ([alt], [r]) = (alts.as_slice(), l.runs.as_mut_slice()) else {
-            return None;
-        };
-        let step = &alt.steps[0];
-        let rep = step.repeat.as_ref()?;
-        if rep.max.is_some()
-            || rep.distinct.is_some()
-            || step.set & mask == 0
-            || r.pos != 0
-            || r.count == 0
-            || alt.steps.get(1).is_some_and(|s| s.set & mask != 0)
-            || l.rare.as_ref().is_some_and(|x| !x.bad_starts.is_empty())
-        {
-            return None;
-        }
-        // What `expire` lets go (the events before the window), then `take` (the oldest, at
-        // the cap; the cap of a collector that `take` reckons, for a plan with no upper count,
-        // no `distinct`, no least distance and no absence).
-        let gone = r.items.iter().take_while(|i| i.time < horizon).count();
-        let left = r.items.len() - gone;
-        let min = rep.min as usize;
-        let cap = if ctx.counts {
-            MAX_CLOSURE_ITEMS.max(min.min(100_000) * 2)
-        } else {
-            min.clamp(MAX_ALERT_EVENTS, 100_000)
-        };
-        let drop = gone + usize::from(left >= cap);
-        let count = (r.count as usize).saturating_sub(drop) + 1;
-        if left == 0 || (alt.steps.len() == 1 && count >= min) {
-            // Not live, or the closure's match completes (an episode begins).
-            return None;
-        }
-        for _ in 0..drop {
-            r.pop_front(step);
-        }
-        r.push(
-            step,
-            Item {
-                time: t,
-                id,
-                ev: ev.clone(),
-                dv: None,
-            },
-        );
-        r.count = r.count.saturating_add(1);
-        self.heard_at(t, counters);
-        Some(self.next_wake(ctx))
     }
 
     /// [`Group::on_fresh`] for an absence ([`Lean::Absence`]) that is not firing and keeps
