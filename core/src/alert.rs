@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use crate::engine::state::{Member, render_message};
 use crate::event::{Event, Value};
@@ -317,6 +318,38 @@ impl Alert {
                 .enumerate()
                 .map(|(i, m)| self.for_member(i, m)),
         );
+    }
+
+    /// Appends the alerts of `entries`, each for every member of its state and all at one
+    /// instant, to `out` in rank order, ties to the earlier entry (as a stable sort would):
+    /// a merge of their members, each entry's next rank kept between rounds.
+    pub(crate) fn merge_members(entries: &[Alert], out: &mut Vec<Alert>) {
+        // (A spent entry's rank is past every rule's.)
+        let rank = |a: &Alert, i: usize| {
+            a.body
+                .members
+                .get(i)
+                .map_or(u64::MAX, |m| u64::from(m.rank))
+        };
+        let mut heads: SmallVec<[(u64, usize); 4]> =
+            entries.iter().map(|a| (rank(a, 0), 0)).collect();
+        loop {
+            let mut e = 0;
+            for (j, h) in heads.iter().enumerate().skip(1) {
+                if h.0 < heads[e].0 {
+                    e = j;
+                }
+            }
+            let (Some(a), Some(h)) = (entries.get(e), heads.get_mut(e)) else {
+                break;
+            };
+            let Some(m) = a.body.members.get(h.1) else {
+                break;
+            };
+            out.push(a.for_member(h.1, m));
+            h.1 += 1;
+            h.0 = rank(a, h.1);
+        }
     }
 
     /// The `i`-th alert it stands for (see [`Alert::order_of`]).

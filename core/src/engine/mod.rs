@@ -1994,6 +1994,13 @@ impl Engine {
             for a in &made {
                 a.expand_into(out);
             }
+        } else if made.len() <= SCAN_MAX
+            && let Some(t) = made.first().map(|a| a.time)
+            && made.iter().all(|a| a.for_every_member() && a.time == t)
+        {
+            // The common case: changes of a few shared states at one instant, ordered by
+            // their members' ranks alone.
+            Alert::merge_members(&made, out);
         } else if made.len() > SCAN_MAX {
             // Each entry's next alert, smallest (time, rank, entry) on top: ties go to the
             // entry made first, as in a stable sort.
@@ -2055,7 +2062,10 @@ impl Engine {
             self.push_inner(ev.clone(), out);
         }
         self.push_inner(ev, out);
-        self.order_alerts(out, start);
+        // (Most events make no alert: no call then.)
+        if out.len() > start {
+            self.order_alerts(out, start);
+        }
     }
 
     /// Pushes events in order, exactly as [`Engine::push`] one at a time would (same alerts,

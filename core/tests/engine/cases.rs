@@ -3749,3 +3749,37 @@ fn a_capture_named_count_is_shown_as_itself() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].message(), "42 retries");
 }
+
+/// States shared by rules whose ranks interleave, all alerting on one event: the alerts come
+/// in rule order, as each rule on its own gives them (two states merged by their members, and
+/// more than four through the heap).
+#[test]
+fn alerts_of_several_shared_states_at_one_instant_come_in_rule_order() {
+    use cepheus_core::time::Timestamp;
+    for states in [2usize, 3, 6] {
+        let mut text = String::new();
+        let mut names = Vec::new();
+        // Rule i reads state i % states: each state's rules are every `states`-th one.
+        for i in 0..3 * states {
+            let name = format!("r{i:02}-s{}", i % states);
+            text.push_str(&format!(
+                "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+                 events.x = 'syslog and app == \"x\"'\nevents.o = 'syslog and app == \"o{}\"'\n\
+                 pattern = \"or(x, o)\"\n",
+                i % states
+            ));
+            names.push(name);
+        }
+        let rules = compile_toml(&text);
+        let run = |share: bool| {
+            let mut e = new_engine(&rules, share);
+            let mut out = Vec::new();
+            let at = Timestamp::from_secs(5);
+            e.push(syslog_event("x", "h1", at, at), &mut out);
+            out.iter().map(|a| a.rule().to_string()).collect::<Vec<_>>()
+        };
+        let shared = run(true);
+        assert_eq!(shared, names, "{states} states");
+        assert_eq!(shared, run(false), "{states} states");
+    }
+}
