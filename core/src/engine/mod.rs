@@ -1160,7 +1160,14 @@ impl Engine {
             };
             // (Shared engine only, as `simple`.)
             let lean = if cfg.share {
-                state::Lean::of(&plan, simple, single, slides, rule.within.map(|w| w.max))
+                state::Lean::of(
+                    &plan,
+                    simple,
+                    single,
+                    slides,
+                    rule.within.map(|w| w.max),
+                    &rule.trigger,
+                )
             } else {
                 state::Lean::Off
             };

@@ -215,17 +215,24 @@ pub enum Lean {
     /// step's definitions, those its absence at the end awaits (0: none), and how long a
     /// wait for that absence lasts (its D, else the window).
     Single(EvSet, EvSet, Duration),
+    /// A one-step plan with no absence at its end whose alerts the rule limits (`or(a, b)`
+    /// with `trigger = { every = .. }`): its step's definitions and the period (what
+    /// `every_period` gives, kept here: most of its matches are suppressed, and each would
+    /// read the trigger and the window again).
+    Throttled(EvSet, Duration),
 }
 
 impl Lean {
     /// The lean form of `plan` (see [`Lean`]); `simple`, `single`, `slides`: the
-    /// [`RuleFacts`] of these names; `wmax`: the length of the rule's window, if any.
+    /// [`RuleFacts`] of these names; `wmax`: the length of the rule's window, if any;
+    /// `trigger`: the rule's.
     pub fn of(
         plan: &Plan,
         simple: bool,
         single: bool,
         slides: bool,
         wmax: Option<Duration>,
+        trigger: &Trigger,
     ) -> Lean {
         let alts = match plan {
             Plan::Absence { set, for_ } => return Lean::Absence(*set, *for_),
@@ -233,6 +240,13 @@ impl Lean {
         };
         if single && let [a] = alts.as_slice() {
             let end = a.end_absent.as_ref().map_or(0, |e| e.set);
+            // (As `LinearState::finish` holds a match back: the period `every_period` gives
+            // without a fallback.)
+            if end == 0
+                && let Some(period) = period_of(trigger, wmax, None)
+            {
+                return Lean::Throttled(a.steps[0].set, period);
+            }
             // (As `LinearState::finish` dates a wait: its D, else the window from the match's
             // start, which a one-step match's event is.)
             let after = (a.end_absent.as_ref())
@@ -1150,6 +1164,9 @@ impl Group {
             Lean::Single(step, end, after) => {
                 self.on_single(ctx, t, mask, (step, end, after), ev, id, counters)
             }
+            Lean::Throttled(step, period) => {
+                self.on_throttled(ctx, t, mask, step, period, counters)
+            }
             Lean::One(a, w) => {
                 self.on_start::<false>(ctx, t, w, (mask & a != 0).then_some(0), ev, id, counters)
             }
@@ -1304,6 +1321,40 @@ impl Group {
         };
         self.heard_at(t, counters);
         Some(self.wake_with(ctx, own))
+    }
+
+    /// [`Group::on_fresh`] for a one-step plan whose alerts the rule limits
+    /// ([`Lean::Throttled`]): [`Group::on_single`]'s match the rate limit suppresses (its id
+    /// seed still taken), with the period read from the plan's form. `None`, having changed
+    /// nothing, in any other case.
+    #[inline(always)]
+    fn on_throttled(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        t: Timestamp,
+        mask: EvSet,
+        step: EvSet,
+        period: Duration,
+        counters: &mut RuleCounters,
+    ) -> Option<Option<Timestamp>> {
+        let GroupState::Linear(l) = &mut self.state else {
+            return None;
+        };
+        // (A group that never alerted has no rate limit running, nor anything in `Rare`.)
+        let rare = l.rare.as_deref_mut()?;
+        if mask & step == 0
+            || l.episode.is_some()
+            || !l.runs.is_empty()
+            || rare.shadows
+            || !rare.last_seen.is_empty()
+            || t >= rare.last_emit?.add(period)
+        {
+            return None;
+        }
+        l.next_seed_lone(t);
+        counters.suppressed += 1;
+        self.heard_at(t, counters);
+        Some(self.forget_wake(ctx))
     }
 
     /// The group's next wake when it has nothing of its own to wake for: its forgetting
@@ -1579,11 +1630,20 @@ impl Group {
 /// The rule's rate-limit period (`trigger = { every = D }`): D, capped by the window; no D
 /// means the window, or `fallback` (an absence's duration) without one.
 fn every_period(ctx: &RuleCtx<'_>, fallback: Option<Duration>) -> Option<Duration> {
-    let Trigger::Every(period) = ctx.rule.trigger else {
+    period_of(&ctx.rule.trigger, ctx.wmax(), fallback)
+}
+
+/// [`every_period`] of a rule whose trigger is `trigger` and window `wmax` long (if any).
+fn period_of(
+    trigger: &Trigger,
+    wmax: Option<Duration>,
+    fallback: Option<Duration>,
+) -> Option<Duration> {
+    let Trigger::Every(period) = *trigger else {
         return None;
     };
     // DESIGN: no period, or one longer than the window, means the window.
-    Some(match (period, ctx.wmax()) {
+    Some(match (period, wmax) {
         (Some(p), Some(w)) => p.min(w),
         (p, w) => p.or(w).or(fallback).unwrap_or(Duration::ZERO),
     })
@@ -2907,14 +2967,23 @@ impl LinearState {
         if self.runs.is_empty()
             && let Some(rare) = &mut self.rare
             && rare.waits.is_empty()
-            && rare.seeds.iter().all(|&(at, _)| at < t)
         {
             let n = match rare.last_seed {
                 Some((at, k)) if at == t => k + 1,
                 _ => 0,
             };
-            rare.seeds.clear();
-            rare.seeds.push((t, n));
+            match rare.seeds.as_mut_slice() {
+                // (The common case, one seed left by the last match: replaced in place.)
+                [s] if s.0 < t => *s = (t, n),
+                seeds if seeds.iter().all(|&(at, _)| at < t) => {
+                    rare.seeds.clear();
+                    rare.seeds.push((t, n));
+                }
+                _ => {
+                    self.next_seed(t, t);
+                    return;
+                }
+            }
             rare.last_seed = Some((t, n));
             return;
         }
