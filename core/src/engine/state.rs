@@ -552,6 +552,27 @@ impl Wait {
     }
 }
 
+/// Ends every wait of `waits` (as `Vec::clear`): a lone one holding nothing on the heap, the
+/// common case (`seq(a, absent(b) for D)` makes one wait per start, ended by the next `b`),
+/// without the drop glue's two calls, and none at all without a wait.
+#[inline(always)]
+fn end_waits(waits: &mut Vec<Wait>) {
+    if let [w] = waits.as_mut_slice()
+        && w.events.len() == 1
+        && !w.events.spilled()
+        && !w.ids.spilled()
+    {
+        drop(w.events.pop());
+        // (What is left of it is inline and holds no event: nothing to drop, and forgetting
+        // it spares moving it out.)
+        std::mem::forget(waits.pop());
+        return;
+    }
+    if !waits.is_empty() {
+        waits.clear();
+    }
+}
+
 /// What an open episode is waiting for.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub enum EpisodeKind {
@@ -1297,7 +1318,7 @@ impl Group {
             (false, true) => {
                 // (One alternative: every wait is its own, and the event ends them all.)
                 if let Some(rare) = &mut l.rare {
-                    rare.waits.clear();
+                    end_waits(&mut rare.waits);
                 }
                 None
             }
