@@ -511,7 +511,8 @@ pub struct Run {
 /// each). Serialized as the `Vec` it replaced: the same sequence, in JSON and postcard.
 type WaitVec<T> = SmallVec<[T; 2]>;
 
-/// A completed match waiting for an absence at its end.
+/// A completed match waiting for an absence at its end. (`end_waits` forgets a lone one
+/// whose events it took: a field that owns memory must be let go there too.)
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Wait {
     alt: u16,
