@@ -179,6 +179,24 @@ impl Cell {
     }
 }
 
+/// A dense record's key, index and cells ([`Rec::dense`]).
+pub struct Dense<'a> {
+    /// The record's key.
+    pub key: &'a GroupKey,
+    index: &'a [u16],
+    cells: &'a mut [Cell],
+}
+
+impl Dense<'_> {
+    /// Member `pos`'s cell, if it holds a group here ([`Rec::with`] for a dense index).
+    #[inline(always)]
+    pub fn cell(&mut self, pos: u32) -> Option<&mut Cell> {
+        // (An entry 0, none, wraps past every cell: one bounds check for both.)
+        let i = usize::from(*self.index.get(pos as usize)?).wrapping_sub(1);
+        self.cells.get_mut(i)
+    }
+}
+
 impl Rec {
     fn new(key: GroupKey, members: usize) -> Rec {
         let index = if members <= DENSE_MEMBERS {
@@ -238,6 +256,21 @@ impl Rec {
             Index::Sparse(_) => self.slot(pos)?,
         };
         Some((&self.key, self.cells.get_mut(i)?))
+    }
+
+    /// The record's cells through its dense index, if it is dense: what the deliveries after
+    /// the first to one record read each member's cell through, without testing the index's
+    /// form each time (most records are dense: small scopes, or many members held here).
+    #[inline]
+    pub fn dense(&mut self) -> Option<Dense<'_>> {
+        match &self.index {
+            Index::Dense(d) => Some(Dense {
+                key: &self.key,
+                index: d,
+                cells: &mut self.cells,
+            }),
+            Index::Sparse(_) => None,
+        }
     }
 
     /// The group of member `pos`, if it holds one (read only).

@@ -3256,9 +3256,16 @@ impl Engine {
                     // The uses after it in its scope whose groups the record holds, as above
                     // with the key and record found (no probe): up to one whose group is to be
                     // made, which the steps above take (nothing done for it here). (With a
-                    // partition, each use goes the first way, which tests its ownership.)
-                    while partition.is_none()
-                        && let Some(v) = uses.as_slice().first()
+                    // partition, each use goes the first way, which tests its ownership; so
+                    // does each in a sparse record, found again through the probe's record.)
+                    if partition.is_some() {
+                        continue;
+                    }
+                    let Some(mut dense) = record.dense() else {
+                        continue;
+                    };
+                    let key = dense.key;
+                    while let Some(v) = uses.as_slice().first()
                         && v.scope == u.scope
                     {
                         let vi = v.state as usize;
@@ -3268,7 +3275,7 @@ impl Engine {
                             continue;
                         }
                         let rt = &mut rts[vi];
-                        let Some((key, cell)) = record.with(v.pos) else {
+                        let Some(cell) = dense.cell(v.pos) else {
                             break;
                         };
                         uses.next();
