@@ -1232,12 +1232,26 @@ impl Group {
             Lean::Throttled(step, period) => {
                 self.on_throttled(ctx, t, mask, step, period, counters)
             }
-            Lean::One(a, w) => {
-                self.on_start::<false>(ctx, t, w, (mask & a != 0).then_some(0), ev, id, counters)
-            }
-            Lean::Closure(a, w) => {
-                self.on_start::<true>(ctx, t, w, (mask & a != 0).then_some(0), ev, id, counters)
-            }
+            Lean::One(a, w) => self.on_start::<false>(
+                ctx,
+                t,
+                w,
+                mask,
+                (mask & a != 0).then_some(0),
+                ev,
+                id,
+                counters,
+            ),
+            Lean::Closure(a, w) => self.on_start::<true>(
+                ctx,
+                t,
+                w,
+                mask,
+                (mask & a != 0).then_some(0),
+                ev,
+                id,
+                counters,
+            ),
             Lean::Two(a, b, w) => {
                 let start = match (mask & a != 0, mask & b != 0) {
                     (true, true) => return None,
@@ -1245,20 +1259,22 @@ impl Group {
                     (false, true) => Some(1),
                     (false, false) => None,
                 };
-                self.on_start::<false>(ctx, t, w, start, ev, id, counters)
+                self.on_start::<false>(ctx, t, w, mask, start, ev, id, counters)
             }
         }
     }
 
     /// [`Group::on_fresh`] for the forms that start an alternative (`start`, or none: the
     /// event only ends what has passed the window `w` long), whose first step is a closure
-    /// if `CLOSURE`.
+    /// if `CLOSURE` (an event of `mask` that finds a live collector: [`Group::on_collect`]).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn on_start<const CLOSURE: bool>(
         &mut self,
         ctx: &RuleCtx<'_>,
         t: Timestamp,
         w: Duration,
+        mask: EvSet,
         start: Option<u16>,
         ev: &Arc<Event>,
         id: u64,
@@ -1286,9 +1302,16 @@ impl Group {
         };
         // (One run, the common case, tested and restarted without a loop.)
         match (start, l.runs.as_mut_slice()) {
+            (_, [old]) if CLOSURE && live(old) => {
+                return self.on_collect(ctx, t, w, horizon, mask, ev, id, counters);
+            }
             (_, [old]) if live(old) => return None,
             (Some(alt), [old]) => old.restart_as(alt, CLOSURE, t, id, ev),
-            (_, [_]) => l.runs.clear(),
+            (_, [_]) => {
+                if let Some(old) = l.runs.pop() {
+                    old.let_go();
+                }
+            }
             (_, runs) if runs.iter().any(live) => return None,
             (None, _) => l.runs.clear(),
             (Some(alt), _) => {
@@ -1301,6 +1324,89 @@ impl Group {
         }
         self.heard_at(t, counters);
         Some(self.forget_wake(ctx))
+    }
+
+    /// [`Group::on_fresh`] for an event that finds the group's one partial match a live
+    /// collector (at its first step, a closure, of a plan of [`Lean::Closure`], the window `w`
+    /// long, beginning at `horizon`): what the general transition then does when the closure
+    /// has no upper count and the event neither completes the match nor moves it on (the
+    /// events the window passed go; an event of the closure joins, the oldest going past the
+    /// cap; the next wake as [`Group::next_wake`] finds it). `None`, having changed nothing,
+    /// in any other case. Out of line: most deliveries find no live collector.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn on_collect(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        t: Timestamp,
+        w: Duration,
+        horizon: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+    ) -> Option<Option<Timestamp>> {
+        let (GroupState::Linear(l), Plan::Linear { alts }) = (&mut self.state, &*ctx.plan) else {
+            return None;
+        };
+        let ([alt], [r]) = (alts.as_slice(), l.runs.as_mut_slice()) else {
+            return None;
+        };
+        let step = &alt.steps[0];
+        let rep = step.repeat.as_ref()?;
+        if rep.max.is_some() || rep.distinct.is_some() || r.pos != 0 || r.count == 0 {
+            return None;
+        }
+        // What `expire` lets go (the events before the window, each taking one off the
+        // count), then what `take` does: a satisfied closure moves on to an event of its next
+        // step (not here), else an event of the closure joins it (the oldest going at the cap
+        // of a collector `take` reckons for a plan of one alternative with no upper count, no
+        // `distinct`, no least distance and no absence), and an event of neither is let be.
+        let gone = r.items.iter().take_while(|i| i.time < horizon).count();
+        let left = r.items.len() - gone;
+        let min = rep.min;
+        let kept = r.count.saturating_sub(len_u32(gone));
+        let moves = alt.steps.get(1).is_some_and(|s| s.set & mask != 0);
+        if left == 0 || (moves && kept >= min) {
+            // Not live after all, or the closure moves on: the general transition.
+            return None;
+        }
+        let gathers = step.set & mask != 0;
+        let full = gathers && {
+            let min = min as usize;
+            let cap = if ctx.counts {
+                MAX_CLOSURE_ITEMS.max(min.min(100_000) * 2)
+            } else {
+                min.clamp(MAX_ALERT_EVENTS, 100_000)
+            };
+            left >= cap
+        };
+        if gathers && alt.steps.len() == 1 {
+            let count = kept.saturating_sub(u32::from(full)).saturating_add(1);
+            if count >= min {
+                // The closure's match completes (an episode begins).
+                return None;
+            }
+        }
+        for _ in 0..gone + usize::from(full) {
+            r.pop_front(step);
+        }
+        if gathers {
+            r.push(
+                step,
+                Item {
+                    time: t,
+                    id,
+                    ev: ev.clone(),
+                    dv: None,
+                },
+            );
+            r.count = r.count.saturating_add(1);
+        }
+        // (As `LinearState::next_wake` finds the group: no wait, no episode, one run.)
+        let own = (r.items.len() > LAZY_EXPIRY_ITEMS).then(|| r.start.add(w).add(Duration(1)));
+        self.heard_at(t, counters);
+        Some(self.wake_with(ctx, own))
     }
 
     /// [`Group::on_fresh`] for an absence ([`Lean::Absence`]) that is not firing and keeps
@@ -1928,7 +2034,39 @@ impl Run {
                     it.dv = None;
                 }
             }
+            (Items::Two(_), None) => {
+                self.alt = alt;
+                self.pos = u16::from(!closure);
+                self.count = u32::from(closure);
+                self.start = t;
+                self.last_end = t;
+                let it = Item {
+                    time: t,
+                    id,
+                    ev: ev.clone(),
+                    dv: None,
+                };
+                // (The two old events dropped inline: the general drop is out of line.)
+                if let Items::Two([a, b]) = std::mem::replace(&mut self.items, Items::One(it)) {
+                    drop(a);
+                    drop(b);
+                }
+            }
             _ => *self = Run::first_as(alt, closure, t, id, ev),
+        }
+    }
+
+    /// Drops it, the common run (one event, no `distinct` counts) inline: the general drop
+    /// of a run is out of line.
+    #[inline(always)]
+    fn let_go(self) {
+        match self {
+            Run {
+                items: Items::One(it),
+                distinct: None,
+                ..
+            } => drop(it),
+            r => drop(r),
         }
     }
 
