@@ -4833,7 +4833,8 @@ pattern = "seq(m, absent(y) for 3s)"
     /// with and without one; and plans neither takes (a least distance). `Group::on_fresh`
     /// ([`state::Lean`]) over sequences, `and` and closures at the start (with and without an
     /// upper count), one with an expected group, collectors past and under the cap of the
-    /// events a closure keeps (the general transition's), absences (`Lean::Absence`), with
+    /// events a closure keeps and events of the step after a collector that cannot move it
+    /// on (`Group::on_collect`), absences (`Lean::Absence`), with
     /// and without an expected group, and the one-step plans above (`Lean::Single`).
     #[test]
     fn transition_shortcuts_change_nothing() {
