@@ -191,10 +191,15 @@ impl Dense<'_> {
     /// Member `pos`'s cell, if it holds a group here ([`Rec::with`] for a dense index).
     #[inline(always)]
     pub fn cell(&mut self, pos: u32) -> Option<&mut Cell> {
-        // (An entry 0, none, wraps past every cell: one bounds check for both.)
-        let i = usize::from(*self.index.get(pos as usize)?).wrapping_sub(1);
-        self.cells.get_mut(i)
+        self.cells.get_mut(dense_at(self.index, pos)?)
     }
+}
+
+/// The cell a dense index gives position `pos`, past every cell when it gives none (an entry
+/// 0 wraps: one bounds check, the cells', for both).
+#[inline(always)]
+fn dense_at(index: &[u16], pos: u32) -> Option<usize> {
+    Some(usize::from(*index.get(pos as usize)?).wrapping_sub(1))
 }
 
 impl Rec {
@@ -251,8 +256,7 @@ impl Rec {
     #[inline]
     pub fn with(&mut self, pos: u32) -> Option<(&GroupKey, &mut Cell)> {
         let i = match &self.index {
-            // (A dense entry 0, none, wraps past every cell: one bounds check for both.)
-            Index::Dense(d) => usize::from(*d.get(pos as usize)?).wrapping_sub(1),
+            Index::Dense(d) => dense_at(d, pos)?,
             Index::Sparse(_) => self.slot(pos)?,
         };
         Some((&self.key, self.cells.get_mut(i)?))

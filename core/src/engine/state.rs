@@ -1440,9 +1440,9 @@ impl Group {
     /// [`Group::on_fresh`] for a one-step plan ([`Lean::Single`]) whose group holds no
     /// episode, no run and nothing of a leading absence or shadow, in the cases of
     /// [`LinearState::single`] that make no alert: an awaited event alone (the waits end),
-    /// an event of the step while a wait for the absence after it is pending (nothing
-    /// changes) or while none is (its wait begins, `after` long), and a match the rate limit
-    /// suppresses (its id seed still taken). `None`, having changed nothing, in any other
+    /// and an event of the step while a wait for the absence after it is pending (nothing
+    /// changes) or while none is (its wait begins, `after` long). (A match the rate limit
+    /// suppresses takes [`Group::on_throttled`].) `None`, having changed nothing, in any other
     /// case.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
@@ -1485,12 +1485,8 @@ impl Group {
                     Some(deadline)
                 }
             },
-            (true, false) => {
-                held_until(ctx, l.last_emit(), t, None)?;
-                l.next_seed_lone(t);
-                counters.suppressed += 1;
-                None
-            }
+            // (A match of a plan with no absence at its end: its rule has no rate limit, those
+            // with one take `on_throttled`, so it alerts.)
             _ => return None,
         };
         self.heard_at(t, counters);
@@ -2022,11 +2018,6 @@ impl Run {
     fn restart_as(&mut self, alt: u16, closure: bool, t: Timestamp, id: u64, ev: &Arc<Event>) {
         match (&mut self.items, &self.distinct) {
             (Items::One(it), None) => {
-                self.alt = alt;
-                self.pos = u16::from(!closure);
-                self.count = u32::from(closure);
-                self.start = t;
-                self.last_end = t;
                 it.time = t;
                 it.id = id;
                 it.ev = ev.clone();
@@ -2035,11 +2026,6 @@ impl Run {
                 }
             }
             (Items::Two(_), None) => {
-                self.alt = alt;
-                self.pos = u16::from(!closure);
-                self.count = u32::from(closure);
-                self.start = t;
-                self.last_end = t;
                 let it = Item {
                     time: t,
                     id,
@@ -2052,8 +2038,17 @@ impl Run {
                     drop(b);
                 }
             }
-            _ => *self = Run::first_as(alt, closure, t, id, ev),
+            _ => {
+                *self = Run::first_as(alt, closure, t, id, ev);
+                return;
+            }
         }
+        // (What `first_as` sets beside its event.)
+        self.alt = alt;
+        self.pos = u16::from(!closure);
+        self.count = u32::from(closure);
+        self.start = t;
+        self.last_end = t;
     }
 
     /// Drops it, the common run (one event, no `distinct` counts) inline: the general drop

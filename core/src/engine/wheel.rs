@@ -243,11 +243,14 @@ impl Wheel {
             self.elapsed = target;
         }
         self.earliest = earliest;
-        debug_assert_eq!(
-            Some(earliest),
-            self.next_expiration().map(|(_, _, t)| t).or(Some(u64::MAX))
-        );
+        debug_assert_eq!(earliest, self.scanned_earliest());
         out[start..].sort_unstable();
+    }
+
+    /// What `earliest` must be: the start of the earliest occupied slot's range, found by a scan
+    /// of the levels (`u64::MAX`: none).
+    fn scanned_earliest(&self) -> u64 {
+        self.next_expiration().map_or(u64::MAX, |(_, _, tick)| tick)
     }
 
     /// The earliest (level, slot, tick at which the slot's range starts) that holds entries.
@@ -288,7 +291,7 @@ mod tests {
 
     /// Whether the wheel's `earliest` is what a scan of its levels finds (`has_due` trusts it).
     fn earliest_exact(w: &Wheel) -> bool {
-        w.earliest == w.next_expiration().map_or(u64::MAX, |(_, _, t)| t)
+        w.earliest == w.scanned_earliest()
     }
 
     fn entry(ns: i64, slot: u32) -> TimerEntry {
