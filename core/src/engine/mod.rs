@@ -3199,150 +3199,54 @@ impl Engine {
         let partition = cfg.partition;
         // (Filing timers leaves the lane's time as it is.)
         let lane_now = lanes[0].now;
-        for &(ci, _) in direct_preds.iter() {
-            let mut uses = compact.uses[ci as usize].iter();
-            while let Some(u) = uses.next() {
-                let ri = u.state as usize;
-                let (twice, mask) = reach(u, stamp, pred_seen, direct_feeds);
-                if twice && hit_of[ri].0 == stamp {
-                    continue;
-                }
-                let scope = &mut compact.scopes[u.scope as usize];
-                let (key, rec, again) = scope.probe(stamp, || {
-                    let def = &ruleset.rules[u.rule as usize].events[u.def as usize];
-                    group_key(def, ev, &no_caps)
-                });
-                let rt = &mut rts[ri];
-                let Some(key) = key else {
-                    // For each rule of the state, as unshared counts them.
-                    counters.keyless += rt.facts.members.len() as u64;
-                    continue;
+        let uses_of = compact.uses.as_slice();
+        let preds = direct_preds.as_slice();
+        // The predicates' uses, one after another: `next` is the next predicate's.
+        let mut next = 0;
+        let mut uses = [].iter();
+        loop {
+            let Some(u) = uses.next() else {
+                let Some(&(ci, _)) = preds.get(next) else {
+                    break;
                 };
-                if let Some(p) = partition
-                    && !rt.owned_by(p, key)
-                {
-                    continue;
+                next += 1;
+                uses = uses_of[ci as usize].iter();
+                continue;
+            };
+            let ri = u.state as usize;
+            let (twice, mask) = reach(u, stamp, pred_seen, direct_feeds);
+            if twice && hit_of[ri].0 == stamp {
+                continue;
+            }
+            let scope = &mut compact.scopes[u.scope as usize];
+            let (key, rec, again) = scope.probe(stamp, || {
+                let def = &ruleset.rules[u.rule as usize].events[u.def as usize];
+                group_key(def, ev, &no_caps)
+            });
+            let rt = &mut rts[ri];
+            let Some(key) = key else {
+                // For each rule of the state, as unshared counts them.
+                counters.keyless += rt.facts.members.len() as u64;
+                continue;
+            };
+            if let Some(p) = partition
+                && !rt.owned_by(p, key)
+            {
+                continue;
+            }
+            if twice {
+                hit_of[ri] = (stamp, 0);
+            }
+            any = true;
+            // Most deliveries find their group: fed at once.
+            if let Some(r) = rec
+                && let Some(record) = scope.rec(r)
+                && let Some((key, cell)) = record.with(u.pos)
+            {
+                if again {
+                    // Found in the record another state's delivery of this event found.
+                    saved += 1;
                 }
-                if twice {
-                    hit_of[ri] = (stamp, 0);
-                }
-                any = true;
-                // Most deliveries find their group: fed at once.
-                if let Some(r) = rec
-                    && let Some(record) = scope.rec(r)
-                    && let Some((key, cell)) = record.with(u.pos)
-                {
-                    if again {
-                        // Found in the record another state's delivery of this event found.
-                        saved += 1;
-                    }
-                    if let Some(e) = feed(
-                        &rt.facts,
-                        outage_until,
-                        key,
-                        cell,
-                        t,
-                        mask,
-                        ev,
-                        seq,
-                        u.state,
-                        lane_now,
-                        &mut rt.counters,
-                        out,
-                    ) {
-                        lanes[0].wheel.insert(e);
-                        armed = true;
-                    }
-                    // The uses after it in its scope whose groups the record holds, as above
-                    // with the key and record found (no probe): up to one whose group is to be
-                    // made, which the steps above take (nothing done for it here). (With a
-                    // partition, each use goes the first way, which tests its ownership; so
-                    // does each in a sparse record, found again through the probe's record.)
-                    if partition.is_some() {
-                        continue;
-                    }
-                    let Some(mut dense) = record.dense() else {
-                        continue;
-                    };
-                    let key = dense.key;
-                    while let Some(v) = uses.as_slice().first()
-                        && v.scope == u.scope
-                    {
-                        let vi = v.state as usize;
-                        let (twice, mask) = reach(v, stamp, pred_seen, direct_feeds);
-                        if twice && hit_of[vi].0 == stamp {
-                            uses.next();
-                            continue;
-                        }
-                        let rt = &mut rts[vi];
-                        let Some(cell) = dense.cell(v.pos) else {
-                            break;
-                        };
-                        uses.next();
-                        if twice {
-                            hit_of[vi] = (stamp, 0);
-                        }
-                        saved += 1;
-                        if let Some(e) = feed(
-                            &rt.facts,
-                            outage_until,
-                            key,
-                            cell,
-                            t,
-                            mask,
-                            ev,
-                            seq,
-                            v.state,
-                            lane_now,
-                            &mut rt.counters,
-                            out,
-                        ) {
-                            lanes[0].wheel.insert(e);
-                            armed = true;
-                        }
-                    }
-                    continue;
-                }
-                // As `deliver` and `slot_for` make a group: only for an event that can act on
-                // it, and within the state's budget, which a full budget first makes room in by
-                // letting go a group that holds nothing any more (found as the NFA's slots
-                // find it).
-                if mask & rt.opens == 0 {
-                    rt.counters.matched += 1;
-                    continue;
-                }
-                let ctx = RuleCtx {
-                    facts: &rt.facts,
-                    outage_until,
-                };
-                if scope.counts[u.pos as usize] >= rt.max_groups
-                    && let Some(idle) =
-                        scope.idle(u.pos, IDLE_SCAN, |g| !g.expected && g.idle_at(&ctx, t))
-                {
-                    rt.counters.forgotten += 1;
-                    *idle_freed += 1;
-                    scope.remove(idle, u.pos);
-                    scope.release_if_empty(idle);
-                }
-                if scope.counts[u.pos as usize] >= rt.max_groups {
-                    rt.counters.groups_rejected += 1;
-                    continue;
-                }
-                let Some(r) = scope.probed_record() else {
-                    continue;
-                };
-                scope.insert(
-                    r,
-                    u.pos,
-                    Group::new(&ctx, false, t),
-                    &mut lanes[0].generation_bump,
-                );
-                let Some(record) = scope.rec(r) else {
-                    continue;
-                };
-                let Some((key, cell)) = record.with(u.pos) else {
-                    continue;
-                };
                 if let Some(e) = feed(
                     &rt.facts,
                     outage_until,
@@ -3360,6 +3264,125 @@ impl Engine {
                     lanes[0].wheel.insert(e);
                     armed = true;
                 }
+                // The uses after it in its scope whose groups the record holds, this
+                // predicate's and then the next ones' (in the order of the loop above), as
+                // above with the key and record found (no probe): up to one whose group is to
+                // be made or one of another scope, which the steps above take (nothing done
+                // for it here). (With a partition, each use goes the first way, which tests
+                // its ownership; so does each in a sparse record, found again through the
+                // probe's record.)
+                if partition.is_some() {
+                    continue;
+                }
+                let Some(mut dense) = record.dense() else {
+                    continue;
+                };
+                let key = dense.key;
+                loop {
+                    // (An event satisfying several predicates finds its record once, not once
+                    // per predicate.)
+                    let Some(v) = uses.as_slice().first() else {
+                        let Some(&(ci, _)) = preds.get(next) else {
+                            break;
+                        };
+                        next += 1;
+                        uses = uses_of[ci as usize].iter();
+                        continue;
+                    };
+                    if v.scope != u.scope {
+                        break;
+                    }
+                    let vi = v.state as usize;
+                    let (twice, mask) = reach(v, stamp, pred_seen, direct_feeds);
+                    if twice && hit_of[vi].0 == stamp {
+                        uses.next();
+                        continue;
+                    }
+                    let rt = &mut rts[vi];
+                    let Some(cell) = dense.cell(v.pos) else {
+                        break;
+                    };
+                    uses.next();
+                    if twice {
+                        hit_of[vi] = (stamp, 0);
+                    }
+                    saved += 1;
+                    if let Some(e) = feed(
+                        &rt.facts,
+                        outage_until,
+                        key,
+                        cell,
+                        t,
+                        mask,
+                        ev,
+                        seq,
+                        v.state,
+                        lane_now,
+                        &mut rt.counters,
+                        out,
+                    ) {
+                        lanes[0].wheel.insert(e);
+                        armed = true;
+                    }
+                }
+                continue;
+            }
+            // As `deliver` and `slot_for` make a group: only for an event that can act on
+            // it, and within the state's budget, which a full budget first makes room in by
+            // letting go a group that holds nothing any more (found as the NFA's slots
+            // find it).
+            if mask & rt.opens == 0 {
+                rt.counters.matched += 1;
+                continue;
+            }
+            let ctx = RuleCtx {
+                facts: &rt.facts,
+                outage_until,
+            };
+            if scope.counts[u.pos as usize] >= rt.max_groups
+                && let Some(idle) =
+                    scope.idle(u.pos, IDLE_SCAN, |g| !g.expected && g.idle_at(&ctx, t))
+            {
+                rt.counters.forgotten += 1;
+                *idle_freed += 1;
+                scope.remove(idle, u.pos);
+                scope.release_if_empty(idle);
+            }
+            if scope.counts[u.pos as usize] >= rt.max_groups {
+                rt.counters.groups_rejected += 1;
+                continue;
+            }
+            let Some(r) = scope.probed_record() else {
+                continue;
+            };
+            scope.insert(
+                r,
+                u.pos,
+                Group::new(&ctx, false, t),
+                &mut lanes[0].generation_bump,
+            );
+            let Some(record) = scope.rec(r) else {
+                continue;
+            };
+            let Some((key, cell)) = record.with(u.pos) else {
+                continue;
+            };
+            if let Some(e) = feed(
+                &rt.facts,
+                outage_until,
+                key,
+                cell,
+                t,
+                mask,
+                ev,
+                seq,
+                u.state,
+                lane_now,
+                &mut rt.counters,
+                out,
+            ) {
+                lanes[0].wheel.insert(e);
+                armed = true;
             }
         }
         counters.family_lookups_saved += saved;
