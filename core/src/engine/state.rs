@@ -1303,7 +1303,17 @@ impl Group {
         // (One run, the common case, tested and restarted without a loop.)
         match (start, l.runs.as_mut_slice()) {
             (_, [old]) if CLOSURE && live(old) => {
-                return self.on_collect(ctx, t, w, horizon, mask, ev, id, counters);
+                return self.on_collect(
+                    ctx.facts,
+                    ctx.outage_until,
+                    t,
+                    w,
+                    horizon,
+                    mask,
+                    ev,
+                    id,
+                    counters,
+                );
             }
             (_, [old]) if live(old) => return None,
             (Some(alt), [old]) => old.restart_as(alt, CLOSURE, t, id, ev),
@@ -1337,7 +1347,8 @@ impl Group {
     #[inline(never)]
     fn on_collect(
         &mut self,
-        ctx: &RuleCtx<'_>,
+        facts: &RuleFacts,
+        outage_until: Timestamp,
         t: Timestamp,
         w: Duration,
         horizon: Timestamp,
@@ -1346,6 +1357,12 @@ impl Group {
         id: u64,
         counters: &mut RuleCounters,
     ) -> Option<Option<Timestamp>> {
+        // (The context made here, not by the caller: it stays in registers on the deliveries'
+        // way, which most deliveries take without coming here.)
+        let ctx = &RuleCtx {
+            facts,
+            outage_until,
+        };
         let (GroupState::Linear(l), Plan::Linear { alts }) = (&mut self.state, &*ctx.plan) else {
             return None;
         };
