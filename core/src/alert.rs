@@ -324,6 +324,31 @@ impl Alert {
     /// instant, to `out` in rank order, ties to the earlier entry (as a stable sort would):
     /// a merge of their members, each entry's next rank kept between rounds.
     pub(crate) fn merge_members(entries: &[Alert], out: &mut Vec<Alert>) {
+        out.reserve(entries.iter().map(|a| a.body.members.len()).sum());
+        if let [a, b] = entries {
+            // Two entries (the common case): a plain two-way merge. (Ranks are distinct across
+            // states, a rule being the member of one; a tie would go to `a`, made first.)
+            let (ma, mb) = (&a.body.members[..], &b.body.members[..]);
+            let (mut i, mut j) = (0, 0);
+            while let (Some(x), Some(y)) = (ma.get(i), mb.get(j)) {
+                if x.rank <= y.rank {
+                    out.push(a.for_member(i, x));
+                    i += 1;
+                } else {
+                    out.push(b.for_member(j, y));
+                    j += 1;
+                }
+            }
+            for (e, from) in [(a, i), (b, j)] {
+                let ms = e.body.members.get(from..).unwrap_or_default();
+                out.extend(
+                    ms.iter()
+                        .enumerate()
+                        .map(|(k, m)| e.for_member(from + k, m)),
+                );
+            }
+            return;
+        }
         // (A spent entry's rank is past every rule's.)
         let rank = |a: &Alert, i: usize| {
             a.body
