@@ -2243,10 +2243,11 @@ impl Run {
         // (Not `distinct`, which a run leaving its closure drops: the items keep their values.)
         if !self.items.iter().any(|i| i.dv.is_some()) {
             let skip = self.items.len().saturating_sub(MAX_ALERT_EVENTS);
-            return (
-                self.items.iter().skip(skip).map(|i| i.ev.clone()).collect(),
-                0,
-            );
+            // (Room made exactly: the alert's body keeps them as they are, with no copy to
+            // shrink them; the items' iterator gives no exact length.)
+            let mut out = Vec::with_capacity(self.items.len() - skip);
+            out.extend(self.items.iter().skip(skip).map(|i| i.ev.clone()));
+            return (out, 0);
         }
         let items: Vec<&Item> = self.items.iter().collect();
         let mut seen: Vec<&Value> = Vec::new();
