@@ -356,24 +356,34 @@ impl Alert {
                 .get(i)
                 .map_or(u64::MAX, |m| u64::from(m.rank))
         };
-        let mut heads: SmallVec<[(u64, usize); 4]> =
-            entries.iter().map(|a| (rank(a, 0), 0)).collect();
+        // Each entry's next rank, and its next member's position.
+        let mut ranks: SmallVec<[u64; 16]> = entries.iter().map(|a| rank(a, 0)).collect();
+        let mut next: SmallVec<[usize; 16]> = entries.iter().map(|_| 0).collect();
+        // (Slices taken once: the loop does not test where the vectors keep their items.)
+        let (ranks, next) = (&mut ranks[..], &mut next[..]);
         loop {
-            let mut e = 0;
-            for (j, h) in heads.iter().enumerate().skip(1) {
-                if h.0 < heads[e].0 {
-                    e = j;
+            // The smallest rank, the first entry of it (a scan of the ranks alone).
+            let (mut e, mut best) = (0, u64::MAX);
+            for (j, &r) in ranks.iter().enumerate() {
+                if r < best {
+                    (e, best) = (j, r);
                 }
             }
-            let (Some(a), Some(h)) = (entries.get(e), heads.get_mut(e)) else {
+            if best == u64::MAX {
+                break;
+            }
+            let (Some(a), Some(i)) = (entries.get(e), next.get_mut(e)) else {
                 break;
             };
-            let Some(m) = a.body.members.get(h.1) else {
+            let Some(m) = a.body.members.get(*i) else {
                 break;
             };
-            out.push(a.for_member(h.1, m));
-            h.1 += 1;
-            h.0 = rank(a, h.1);
+            out.push(a.for_member(*i, m));
+            *i += 1;
+            let r = rank(a, *i);
+            if let Some(slot) = ranks.get_mut(e) {
+                *slot = r;
+            }
         }
     }
 

@@ -1986,6 +1986,10 @@ impl Engine {
         /// Entries up to this many are merged by looking at every entry's next alert; more,
         /// through a heap of them.
         const SCAN_MAX: usize = 4;
+        /// Changes of up to this many shared states at one instant are merged by rank alone,
+        /// looking at each state's next member (an alert storm: a scan of 16 ranks costs less
+        /// than a heap's sifting).
+        const MERGE_MAX: usize = 16;
         let mut made = std::mem::take(&mut self.alert_scratch);
         made.clear();
         made.extend(out.drain(start..));
@@ -2001,11 +2005,11 @@ impl Engine {
             for a in &made {
                 a.expand_into(out);
             }
-        } else if made.len() <= SCAN_MAX
+        } else if made.len() <= MERGE_MAX
             && let Some(t) = made.first().map(|a| a.time)
             && made.iter().all(|a| a.for_every_member() && a.time == t)
         {
-            // The common case: changes of a few shared states at one instant, ordered by
+            // The common case: changes of some shared states at one instant, ordered by
             // their members' ranks alone.
             Alert::merge_members(&made, out);
         } else if made.len() > SCAN_MAX {

@@ -3751,12 +3751,12 @@ fn a_capture_named_count_is_shown_as_itself() {
 }
 
 /// States shared by rules whose ranks interleave, all alerting on one event: the alerts come
-/// in rule order, as each rule on its own gives them (two states merged by their members, and
-/// more than four through the heap).
+/// in rule order, as each rule on its own gives them (two states merged two-way, up to
+/// sixteen by a scan of their members' ranks, more through the heap).
 #[test]
 fn alerts_of_several_shared_states_at_one_instant_come_in_rule_order() {
     use cepheus_core::time::Timestamp;
-    for states in [2usize, 3, 6] {
+    for states in [2usize, 3, 6, 16, 20] {
         let mut text = String::new();
         let mut names = Vec::new();
         // Rule i reads state i % states: each state's rules are every `states`-th one.
