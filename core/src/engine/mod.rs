@@ -808,6 +808,19 @@ fn feed(
     arm_cell(cell, rule, wake, lane_now)
 }
 
+/// The uses of the next predicate an event satisfied (`next` its place among `preds`, moved
+/// past it), for a compact delivery's loop; `None` after the last.
+#[inline(always)]
+fn next_uses<'a>(
+    preds: &[(u32, u32)],
+    uses_of: &'a [Vec<compact::Use>],
+    next: &mut usize,
+) -> Option<std::slice::Iter<'a, compact::Use>> {
+    let &(ci, _) = preds.get(*next)?;
+    *next += 1;
+    Some(uses_of[ci as usize].iter())
+}
+
 /// Arms state `rule`'s compact group at `wake` (at the lane's time `lane_now`) as its slot
 /// would be armed ([`compact::Cell::arm`]); returns the entry its slot would file, if any.
 #[inline]
@@ -3210,11 +3223,10 @@ impl Engine {
         let mut uses = [].iter();
         loop {
             let Some(u) = uses.next() else {
-                let Some(&(ci, _)) = preds.get(next) else {
+                let Some(more) = next_uses(preds, uses_of, &mut next) else {
                     break;
                 };
-                next += 1;
-                uses = uses_of[ci as usize].iter();
+                uses = more;
                 continue;
             };
             let ri = u.state as usize;
@@ -3286,11 +3298,10 @@ impl Engine {
                     // (An event satisfying several predicates finds its record once, not once
                     // per predicate.)
                     let Some(v) = uses.as_slice().first() else {
-                        let Some(&(ci, _)) = preds.get(next) else {
+                        let Some(more) = next_uses(preds, uses_of, &mut next) else {
                             break;
                         };
-                        next += 1;
-                        uses = uses_of[ci as usize].iter();
+                        uses = more;
                         continue;
                     };
                     if v.scope != u.scope {
