@@ -1254,7 +1254,9 @@ impl Group {
             ),
             Lean::Two(a, b, w) => {
                 let start = match (mask & a != 0, mask & b != 0) {
-                    (true, true) => return None,
+                    (true, true) => {
+                        return self.on_both(ctx.facts, ctx.outage_until, t, w, ev, id, counters);
+                    }
                     (true, false) => Some(0),
                     (false, true) => Some(1),
                     (false, false) => None,
@@ -1332,6 +1334,51 @@ impl Group {
                 l.runs.push(Run::first_as(alt, CLOSURE, t, id, ev));
             }
         }
+        self.heard_at(t, counters);
+        Some(self.forget_wake(ctx))
+    }
+
+    /// [`Group::on_fresh`] for a plan of [`Lean::Two`] (the window `w` long) and an event that
+    /// starts both alternatives (`and(a, b)` over an event that is both): when no partial match
+    /// is live, what the general transition does, the old runs gone and one new run in each
+    /// alternative, in order (one partial match read both ways). `None`, having changed
+    /// nothing, in any other case. Out of line: few events are of both.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn on_both(
+        &mut self,
+        facts: &RuleFacts,
+        outage_until: Timestamp,
+        t: Timestamp,
+        w: Duration,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+    ) -> Option<Option<Timestamp>> {
+        // (The context made here, as in `on_collect`: the caller's stays in registers.)
+        let ctx = &RuleCtx {
+            facts,
+            outage_until,
+        };
+        let GroupState::Linear(l) = &mut self.state else {
+            return None;
+        };
+        // (Two runs within `max_partial_matches`, else the general transition evicts.)
+        if ctx.max_partial < 2 || l.episode.is_some() || l.rare.as_ref().is_some_and(|r| !r.inert())
+        {
+            return None;
+        }
+        // (Plain first steps: a run is live while its start is in the window.)
+        let horizon = t.sub(w);
+        if l.runs.iter().any(|r| r.start >= horizon) {
+            return None;
+        }
+        l.runs.clear();
+        if l.runs.capacity() == 0 {
+            l.runs.reserve_exact(1);
+        }
+        l.runs.push(Run::first_as(0, false, t, id, ev));
+        l.runs.push(Run::first_as(1, false, t, id, ev));
         self.heard_at(t, counters);
         Some(self.forget_wake(ctx))
     }
@@ -1456,9 +1503,10 @@ impl Group {
 
     /// [`Group::on_fresh`] for a one-step plan ([`Lean::Single`]) whose group holds no
     /// episode, no run and nothing of a leading absence or shadow, in the cases of
-    /// [`LinearState::single`] that make no alert: an awaited event alone (the waits end),
-    /// and an event of the step while a wait for the absence after it is pending (nothing
-    /// changes) or while none is (its wait begins, `after` long). (A match the rate limit
+    /// [`LinearState::single`] and the general transition that make no alert: an awaited
+    /// event alone (the waits end), an event of the step while a wait for the absence after
+    /// it is pending (nothing changes) or while none is (its wait begins, `after` long), and
+    /// an event of both (the waits end, its own begins). (A match the rate limit
     /// suppresses takes [`Group::on_throttled`].) `None`, having changed nothing, in any other
     /// case.
     #[allow(clippy::too_many_arguments)]
@@ -1484,15 +1532,16 @@ impl Group {
         {
             return None;
         }
-        let own = match (mask & step != 0, mask & end != 0) {
-            (false, true) => {
-                // (One alternative: every wait is its own, and the event ends them all.)
-                if let Some(rare) = &mut l.rare {
-                    end_waits(&mut rare.waits);
-                }
-                None
-            }
-            (true, false) if end != 0 => match l.waits().iter().map(|w| w.deadline).min() {
+        let (starts, ends) = (mask & step != 0, mask & end != 0);
+        if ends && let Some(rare) = &mut l.rare {
+            // (One alternative: every wait is its own, and the event ends them all, before it
+            // starts anything: an event of both the step and the absence breaks the waits,
+            // then waits itself, as the general transition's steps B and F have it.)
+            end_waits(&mut rare.waits);
+        }
+        let own = match (starts, ends) {
+            (false, true) => None,
+            (true, _) if end != 0 => match l.waits().iter().map(|w| w.deadline).min() {
                 Some(first) => Some(first),
                 None => {
                     // The match waits for the absence, as `LinearState::finish` makes it

@@ -99,6 +99,19 @@ impl R {
         }
         self
     }
+    /// Definition `i` matches syslog events whose `msg` is `msg` (whatever their `app`), so
+    /// that one event can be two of the rule's definitions.
+    pub fn on_msg(mut self, i: usize, msg: &str) -> R {
+        self.0.events[i].cond = Cond::And(vec![
+            Cond::Source(Source::Syslog),
+            Cond::Cmp(
+                CmpOp::Eq,
+                Expr::Field(FieldKey::Known(Field::Msg)),
+                Expr::Lit(Value::str(msg)),
+            ),
+        ]);
+        self
+    }
     pub fn max_partial(mut self, n: u64) -> R {
         self.0.max_partial_matches = Some(n);
         self
