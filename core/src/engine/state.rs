@@ -1317,6 +1317,18 @@ impl Group {
                     counters,
                 );
             }
+            (Some(alt), [old]) if !CLOSURE && live(old) => {
+                return self.on_another(
+                    ctx.facts,
+                    ctx.outage_until,
+                    t,
+                    mask,
+                    alt,
+                    ev,
+                    id,
+                    counters,
+                );
+            }
             (_, [old]) if live(old) => return None,
             (Some(alt), [old]) => old.restart_as(alt, CLOSURE, t, id, ev),
             (_, [_]) => {
@@ -1380,7 +1392,49 @@ impl Group {
         l.runs.push(Run::first_as(0, false, t, id, ev));
         l.runs.push(Run::first_as(1, false, t, id, ev));
         self.heard_at(t, counters);
-        Some(self.forget_wake(ctx))
+        Some(self.next_wake(ctx))
+    }
+
+    /// [`Group::on_fresh`] for a plan of [`Lean::One`] or [`Lean::Two`] whose one partial
+    /// match is live and an event that starts alternative `alt` (another `a` of `seq(a, b)`
+    /// while the first waits for its `b`): when the partial match cannot take the event (no
+    /// step of it from where it stands is of the event), what the general transition does, a
+    /// second run begun behind it, within `max_partial_matches`. `None`, having changed
+    /// nothing, in any other case. Out of line: most starts find no live partial match.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn on_another(
+        &mut self,
+        facts: &RuleFacts,
+        outage_until: Timestamp,
+        t: Timestamp,
+        mask: EvSet,
+        alt: u16,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+    ) -> Option<Option<Timestamp>> {
+        let ctx = &RuleCtx {
+            facts,
+            outage_until,
+        };
+        let (GroupState::Linear(l), Plan::Linear { alts }) = (&mut self.state, &*ctx.plan) else {
+            return None;
+        };
+        let [old] = l.runs.as_slice() else {
+            return None;
+        };
+        // (A step it stands at or any after: a closure that is satisfied moves on to the next.)
+        let ahead = alts
+            .get(usize::from(old.alt_id()))?
+            .steps
+            .get(usize::from(old.pos)..)?;
+        if ctx.max_partial < 2 || old.is_shadow() || ahead.iter().any(|s| s.set & mask != 0) {
+            return None;
+        }
+        l.runs.push(Run::first_as(alt, false, t, id, ev));
+        self.heard_at(t, counters);
+        Some(self.next_wake(ctx))
     }
 
     /// [`Group::on_fresh`] for an event that finds the group's one partial match a live
