@@ -2508,8 +2508,66 @@ impl LinearState {
         {
             return calm;
         }
+        if ctx.simple
+            && self
+                .complete_lone(ctx, alts, key, t, mask, ev, id, counters, out)
+                .is_some()
+        {
+            return false;
+        }
         self.general(ctx, alts, key, t, mask, ev, id, counters, out);
         false
+    }
+
+    /// The general transition's commonest completion without its steps: a simple plan's one
+    /// live partial match, standing at its last step, a plain one, which the event is of
+    /// (the `b` of `seq(a, b)`, the second event of `and(a, b)`), takes the event and is
+    /// finished (steps E and G; B to D leave it as it is, and F starts nothing for an event
+    /// a partial match took). `None`, having changed nothing, in any other case.
+    #[allow(clippy::too_many_arguments)]
+    fn complete_lone(
+        &mut self,
+        ctx: &RuleCtx<'_>,
+        alts: &[Alt],
+        key: &GroupKey,
+        t: Timestamp,
+        mask: EvSet,
+        ev: &Arc<Event>,
+        id: u64,
+        counters: &mut RuleCounters,
+        out: &mut Vec<Alert>,
+    ) -> Option<()> {
+        if self.episode.is_some() || self.rare.as_ref().is_some_and(|r| !r.inert()) {
+            return None;
+        }
+        let w = ctx.wmax()?;
+        let [r] = self.runs.as_mut_slice() else {
+            return None;
+        };
+        let alt = alts.get(usize::from(r.alt_id()))?;
+        let pos = usize::from(r.pos);
+        let step = alt.steps.get(pos)?;
+        // (Live without sliding, as step C keeps it; a plain step of a simple plan has no
+        // guard, no `distinct` and no least distance, so it takes an event of its own.)
+        if pos == 0
+            || pos + 1 != alt.steps.len()
+            || step.repeat.is_some()
+            || step.set & mask == 0
+            || r.is_shadow()
+            || r.start < t.sub(w)
+        {
+            return None;
+        }
+        if !matches!(take(ctx, alt, r, t, mask, ev, id), Took::Yes) {
+            return None;
+        }
+        debug_assert!(
+            complete(ctx, alt, r, t),
+            "a last step taken did not complete"
+        );
+        let r = self.runs.pop()?;
+        self.finish(ctx, alts, key, r, t, counters, out);
+        Some(())
     }
 
     /// The transition in full (steps A to G), for what the shortcuts do not take. Not inlined:
