@@ -1953,7 +1953,7 @@ impl Engine {
         // Each alert carries its rule's rank: no lookup (a state shared by thousands of
         // rules alerts for each of them at once); alerts usually come in order already (a
         // shared state's members are in rule order), and then nothing moves.
-        let order = |a: &Alert| (a.time, a.rank);
+        let order = |a: &Alert| (a.time, a.rank());
         // Checked on the alerts themselves: sorted, they need no keys written.
         if out.is_sorted_by_key(order) {
             return;
@@ -1968,15 +1968,15 @@ impl Engine {
         // late event can retract for thousands of rules in one call).
         let mut retracted: Vec<(u32, u32)> = (out.iter().enumerate())
             .filter(|(_, r)| r.state == AlertState::Retracted)
-            .map(|(i, r)| (r.rank, i as u32))
+            .map(|(i, r)| (r.rank(), i as u32))
             .collect();
         if !retracted.is_empty() {
             retracted.sort_unstable();
             for (j, a) in out.iter().enumerate() {
-                let from = retracted.partition_point(|&(rank, _)| rank < a.rank);
+                let from = retracted.partition_point(|&(rank, _)| rank < a.rank());
                 for &(_, i) in retracted[from..]
                     .iter()
-                    .take_while(|&&(rank, _)| rank == a.rank)
+                    .take_while(|&&(rank, _)| rank == a.rank())
                 {
                     let r = &out[i as usize];
                     if (i as usize) < j && a.time < r.time && a.group() == r.group() {

@@ -3967,7 +3967,6 @@ fn emit_ending(
         time,
         severity: first.severity,
         state,
-        rank: first.rank,
         member,
         body,
     });
