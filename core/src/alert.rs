@@ -164,8 +164,6 @@ pub(crate) struct Body {
 pub struct Alert {
     /// When this state began.
     pub time: Timestamp,
-    /// The rule's severity.
-    pub severity: Severity,
     /// Lifecycle state this change enters.
     pub state: AlertState,
     /// The rule's position in `body.members`, or [`Alert::EVERY_MEMBER`] inside the engine.
@@ -261,7 +259,7 @@ impl PartialEq for Alert {
     fn eq(&self, o: &Alert) -> bool {
         self.id() == o.id()
             && self.rule() == o.rule()
-            && self.severity == o.severity
+            && self.severity() == o.severity()
             && self.state == o.state
             && self.group() == o.group()
             && self.time == o.time
@@ -286,6 +284,11 @@ impl Alert {
         // (The first member for one that would have: never the case, and no panic.)
         let m = &self.body.members;
         m.get(self.member as usize).unwrap_or(&m[0])
+    }
+
+    /// The rule's severity (its member's: not kept in each alert).
+    pub fn severity(&self) -> Severity {
+        self.member().severity
     }
 
     /// The rule's index in the engine's rule set: the order of alerts at one instant (read
@@ -315,13 +318,7 @@ impl Alert {
             out.push(self.clone());
             return;
         }
-        out.extend(
-            self.body
-                .members
-                .iter()
-                .enumerate()
-                .map(|(i, m)| self.for_member(i, m)),
-        );
+        out.extend((0..self.body.members.len()).map(|i| self.for_member(i)));
     }
 
     /// Appends the alerts of `entries`, each for every member of its state and all at one
@@ -336,20 +333,16 @@ impl Alert {
             let (mut i, mut j) = (0, 0);
             while let (Some(x), Some(y)) = (ma.get(i), mb.get(j)) {
                 if x.rank <= y.rank {
-                    out.push(a.for_member(i, x));
+                    out.push(a.for_member(i));
                     i += 1;
                 } else {
-                    out.push(b.for_member(j, y));
+                    out.push(b.for_member(j));
                     j += 1;
                 }
             }
             for (e, from) in [(a, i), (b, j)] {
                 let ms = e.body.members.get(from..).unwrap_or_default();
-                out.extend(
-                    ms.iter()
-                        .enumerate()
-                        .map(|(k, m)| e.for_member(from + k, m)),
-                );
+                out.extend(ms.iter().enumerate().map(|(k, _)| e.for_member(from + k)));
             }
             return;
         }
@@ -379,10 +372,10 @@ impl Alert {
             let (Some(a), Some(i)) = (entries.get(e), next.get_mut(e)) else {
                 break;
             };
-            let Some(m) = a.body.members.get(*i) else {
+            if *i >= a.body.members.len() {
                 break;
-            };
-            out.push(a.for_member(*i, m));
+            }
+            out.push(a.for_member(*i));
             *i += 1;
             let r = rank(a, *i);
             if let Some(slot) = ranks.get_mut(e) {
@@ -396,15 +389,14 @@ impl Alert {
         if !self.for_every_member() {
             return self.clone();
         }
-        self.for_member(i, &self.body.members[i])
+        self.for_member(i)
     }
 
-    /// The alert of member `m`, the `i`-th, of a change for every member.
+    /// The alert of the `i`-th member of a change for every member.
     #[inline]
-    fn for_member(&self, i: usize, m: &Member) -> Alert {
+    fn for_member(&self, i: usize) -> Alert {
         Alert {
             time: self.time,
-            severity: m.severity,
             state: self.state,
             member: i as u32,
             body: self.body.clone(),
@@ -512,7 +504,7 @@ impl Alert {
         let mut m = serde_json::Map::new();
         m.insert("id".into(), self.id().to_string().into());
         m.insert("rule".into(), self.rule().into());
-        m.insert("severity".into(), self.severity.name().into());
+        m.insert("severity".into(), self.severity().name().into());
         m.insert("state".into(), self.state.name().into());
         let mut g = serde_json::Map::new();
         for (k, v) in self.group() {

@@ -1151,7 +1151,7 @@ impl AlertSink {
                 if a.state == AlertState::Firing
                     && let Some((field, mark)) = self.muting(
                         c.id,
-                        (a.rule(), Some(a.severity)),
+                        (a.rule(), Some(a.severity())),
                         a.group(),
                         (now, a.time),
                         Besides::default(),

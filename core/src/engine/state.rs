@@ -3958,14 +3958,13 @@ fn emit_ending(
     // its own alerts, as without sharing). One entry for all of them, made into one alert
     // each when the engine puts the alerts in order.
     counters.alerts += 1;
-    let (member, first) = match &ctx.members[..] {
-        [] => return,
-        [m] => (0, m),
-        [m, ..] => (Alert::EVERY_MEMBER, m),
+    let member = match ctx.members.len() {
+        0 => return,
+        1 => 0,
+        _ => Alert::EVERY_MEMBER,
     };
     out.push(Alert {
         time,
-        severity: first.severity,
         state,
         member,
         body,
