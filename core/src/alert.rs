@@ -341,8 +341,7 @@ impl Alert {
                 }
             }
             for (e, from) in [(a, i), (b, j)] {
-                let ms = e.body.members.get(from..).unwrap_or_default();
-                out.extend(ms.iter().enumerate().map(|(k, _)| e.for_member(from + k)));
+                out.extend((from..e.body.members.len()).map(|k| e.for_member(k)));
             }
             return;
         }

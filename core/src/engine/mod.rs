@@ -1950,9 +1950,10 @@ impl Engine {
         if out.len() < 2 {
             return;
         }
-        // Each alert carries its rule's rank: no lookup (a state shared by thousands of
-        // rules alerts for each of them at once); alerts usually come in order already (a
-        // shared state's members are in rule order), and then nothing moves.
+        // Each alert's rank is its member's, read through the body it already holds (a state
+        // shared by thousands of rules alerts for each of them at once: no rule is looked
+        // up); alerts usually come in order already (a shared state's members are in rule
+        // order), and then nothing moves.
         let order = |a: &Alert| (a.time, a.rank());
         // Checked on the alerts themselves: sorted, they need no keys written.
         if out.is_sorted_by_key(order) {
