@@ -465,6 +465,51 @@ fn captures_are_typed_and_usable() {
     );
 }
 
+/// A group name mapped to a field the event lacks says why: another source's field (as the
+/// condition checker says it), or the fields there are; a near name is suggested.
+#[test]
+fn a_group_name_mapped_to_a_missing_field_has_a_hint() {
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"ip\"]\nevents.a = { if = 'syslog and app == \"x\"', ip = \"src\" }\npattern = \"a\"",
+        ),
+    );
+    let d = &c.diagnostics;
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].message, "event `a` has no field `src`");
+    assert_eq!(
+        d[0].help.as_deref(),
+        Some(
+            "syslog events have no `src`; flow events have it (the condition's `syslog` pins the source)"
+        )
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"ip\"]\nevents.a = { if = 'syslog and app == \"x\"', ip = \"nosuch\" }\npattern = \"a\"",
+        ),
+    );
+    let d = &c.diagnostics;
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(d[0].message, "event `a` has no field `nosuch`");
+    let help = d[0].help.as_deref().unwrap_or_default();
+    assert!(
+        help.starts_with("map `ip` to one of the event's fields: ") && help.contains("peer"),
+        "{help}"
+    );
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"ip\"]\nevents.a = { if = 'syslog and app == \"x\"', ip = \"pear\" }\npattern = \"a\"",
+        ),
+    );
+    assert_eq!(
+        c.diagnostics[0].help.as_deref(),
+        Some("did you mean `peer`?")
+    );
+}
+
 #[test]
 fn a_misspelt_group_by_name_is_said_once_where_it_is_written() {
     let c = compile_str(
