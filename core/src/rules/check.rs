@@ -173,6 +173,30 @@ impl EventInfo {
         v.extend(self.captures.iter().map(|(n, _)| n.clone()));
         v
     }
+
+    /// What to say of `name`, a field these events lack: a near name, or the sources that
+    /// have it (the condition pins another), else the fields they carry.
+    pub fn missing_field_help(&self, name: &str) -> String {
+        let names = self.names();
+        if let Some(s) = did_you_mean(name, names.iter().map(String::as_str)) {
+            return format!("did you mean `{s}`?");
+        }
+        match (Field::from_name(name), self.source) {
+            (Some(f), Some(s)) if !f.available_in(s) => {
+                let others: Vec<&str> = f.sources().iter().map(|s| s.name()).collect();
+                format!(
+                    "{} events have no `{name}`; {} events have it (the condition's `{}` pins the source)",
+                    s.name(),
+                    others.join(" and "),
+                    s.name()
+                )
+            }
+            _ => format!(
+                "its fields are: {}; sd.<id>.<param>; and named regex captures",
+                names.join(", ")
+            ),
+        }
+    }
 }
 
 /// The top-level conjuncts of a condition, through parenthesised `and`s and `not not`.
@@ -1628,14 +1652,7 @@ impl PatChecker<'_, '_, '_, '_> {
                                 }
                                 None => {
                                     ok = false;
-                                    let names = info.names();
-                                    let help = Some(
-                                        did_you_mean(name, names.iter().map(String::as_str))
-                                            .map_or_else(
-                                                || format!("its fields are: {}", names.join(", ")),
-                                                |s| format!("did you mean `{s}`?"),
-                                            ),
-                                    );
+                                    let help = Some(info.missing_field_help(name));
                                     self.r.error(
                                         fspan.clone(),
                                         format!(

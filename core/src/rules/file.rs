@@ -623,25 +623,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                         let names = info.names();
                         let src = info.source.map_or("its", |s| s.name());
                         if mapped.is_some() {
-                            // A field of another source (a flow's `src` mapped from a syslog
-                            // event) is said as the condition checker says it; else the
-                            // fields there are.
-                            let help = did_you_mean(fname, names.iter().map(String::as_str))
-                                .map(|s| format!("did you mean `{s}`?"))
-                                .or_else(|| {
-                                    let other = crate::event::Field::from_name(fname)
-                                        .filter(|f| info.source.is_some_and(|s| !f.available_in(s)));
-                                    Some(match other {
-                                        Some(f) => format!(
-                                            "{src} events have no `{fname}`; {} events have it (the condition's `{src}` pins the source)",
-                                            f.sources().iter().map(|s| s.name()).collect::<Vec<_>>().join(" and ")
-                                        ),
-                                        None => format!(
-                                            "map `{g}` to one of the event's fields: {}; sd.<id>.<param>; or a named regex capture",
-                                            names.join(", ")
-                                        ),
-                                    })
-                                });
+                            let help = Some(info.missing_field_help(fname));
                             cx.error(
                                 fspan,
                                 format!("event `{}` has no field `{fname}`", ev.name),
