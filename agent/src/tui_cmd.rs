@@ -11,7 +11,7 @@ use crate::api_client::{Answer, Client};
 /// Arguments of `cepheus tui`.
 #[derive(clap::Args, Debug)]
 #[command(
-    after_help = "Keys: up/down (k/j) select, g/G first/last, enter the selected alert's details (up/down scroll them), / filter, esc close or clear (quit when nothing is open or filtered), tab (f, r) the firing alerts or the latest changes, a acknowledge, ? help, q quit.\nExit status: 0 after q (or esc), 2 when the agent cannot be reached at start or the terminal fails."
+    after_help = "Keys: up/down (k/j) select, g/G first/last, enter the selected alert's details (up/down scroll them), / filter, esc close or clear (quit when nothing is open or filtered), tab (f, r) the firing alerts or the latest changes, a acknowledge, s silence the selected alert's rule and group for an hour, ? help, q quit.\nExit status: 0 after q (or esc), 2 when the agent cannot be reached at start or the terminal fails."
 )]
 pub struct TuiArgs {
     /// The agent's configuration file (for `api.socket`, `api.listen` and `api.token_file`).

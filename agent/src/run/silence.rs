@@ -27,6 +27,11 @@ pub const MAX_SILENCES: usize = 1000;
 pub const KEPT_AFTER_END: cepheus_core::time::Duration =
     cepheus_core::time::Duration::from_secs(7 * 24 * 3600);
 
+/// How much sooner a silence already there may end and still stand for one asked again (a
+/// key pressed twice, a command run again a moment later: `--for 1h` then ends a little
+/// later each time, and would otherwise make a new silence each time).
+pub const REPEAT_SLACK: cepheus_core::time::Duration = cepheus_core::time::Duration::from_secs(60);
+
 /// How far ahead a silence may end.
 pub const MAX_LENGTH: cepheus_core::time::Duration =
     cepheus_core::time::Duration::from_secs(366 * 24 * 3600);

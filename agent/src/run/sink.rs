@@ -1623,7 +1623,8 @@ pub struct AddSilence(pub super::silence::NewSilence);
 
 impl Handler<AddSilence> for AlertSink {
     /// The silence, and whether it is one already there (the same rule and group, active
-    /// from now at least as long): then no other is made.
+    /// from now at least as long, give or take [`super::silence::REPEAT_SLACK`]): then no
+    /// other is made.
     type Result = Result<(super::silence::Silence, bool), (u16, String)>;
 
     fn handle(&mut self, msg: AddSilence, _: &mut Self::Context) -> Self::Result {
@@ -1642,7 +1643,7 @@ impl Handler<AddSilence> for AlertSink {
                 && s.group == silence.group
                 && s.severity == silence.severity
                 && s.starts_at <= silence.starts_at
-                && s.ends_at >= silence.ends_at
+                && s.ends_at.add(super::silence::REPEAT_SLACK) >= silence.ends_at
         }) {
             return Ok((same.clone(), true));
         }
