@@ -3219,6 +3219,8 @@ impl Engine {
         let lane_now = lanes[0].now;
         let uses_of = compact.uses.as_slice();
         let preds = direct_preds.as_slice();
+        // (With one scope, every use is in it: no test in the loop below.)
+        let one_scope = compact.scopes.len() == 1;
         // The predicates' uses, one after another: `next` is the next predicate's.
         let mut next = 0;
         let mut uses = [].iter();
@@ -3305,7 +3307,7 @@ impl Engine {
                         uses = more;
                         continue;
                     };
-                    if v.scope != u.scope {
+                    if !one_scope && v.scope != u.scope {
                         break;
                     }
                     let vi = v.state as usize;
