@@ -511,6 +511,78 @@ fn reader_api_yields_events_and_syslog() {
     assert!(arrivals.windows(2).all(|w| w[0] <= w[1]));
 }
 
+/// A flow's end says why it ended (rules can tell a closed connection from one the capture cut
+/// off); its start says nothing of it.
+#[test]
+fn a_flows_end_says_why_it_ended() {
+    use cepheus_core::event::Field;
+    use flow::table::EndReason;
+    use flow::{FlowItem, MultiFlowReader, table::FlowConfig};
+    let reasons = |file: &str| -> Vec<(String, Option<String>)> {
+        let p = data_dir().join(file);
+        MultiFlowReader::open(&[p], FlowConfig::default())
+            .unwrap()
+            .filter_map(|i| match i {
+                FlowItem::Flow(e) => Some((
+                    e.get(Field::Kind)
+                        .and_then(|v| v.as_str())
+                        .unwrap()
+                        .to_string(),
+                    e.get(Field::EndReason)
+                        .and_then(|v| v.as_str())
+                        .map(str::to_string),
+                )),
+                FlowItem::Syslog(_) => None,
+            })
+            .collect()
+    };
+    // A GET answered and closed by FINs both ways.
+    let http = reasons("zeek_http_get.pcap");
+    assert_eq!(
+        http,
+        [
+            ("flow_start".to_string(), None),
+            ("flow_end".to_string(), Some("closed".to_string()))
+        ]
+    );
+    // A handshake and nothing more: open when the capture ends.
+    let open = reasons("tcpdump_tcp-handshake-nano.pcap");
+    assert_eq!(
+        open.last(),
+        Some(&("flow_end".to_string(), Some("capture_end".to_string())))
+    );
+    // Unanswered SYNs: the failed attempt says it too.
+    let scan = reasons("esnet_masscan_tcp_0_1000_20190821.pcap");
+    assert!(
+        scan.iter()
+            .any(|(k, r)| k == "attempt_failed" && r.is_some())
+    );
+    // Every reason is a value the rule checker knows (`end_reason == "..."`).
+    for r in [
+        EndReason::Closed,
+        EndReason::Idle,
+        EndReason::Active,
+        EndReason::Evicted,
+        EndReason::CaptureEnd,
+        EndReason::Reused,
+    ] {
+        // (A reason added to the enum fails to compile here until it is listed.)
+        match r {
+            EndReason::Closed
+            | EndReason::Idle
+            | EndReason::Active
+            | EndReason::Evicted
+            | EndReason::CaptureEnd
+            | EndReason::Reused => {}
+        }
+        assert!(
+            Field::EndReason.enumerated().contains(&r.name()),
+            "{}",
+            r.name()
+        );
+    }
+}
+
 fn pcap_header(linktype: u32) -> Vec<u8> {
     let mut h = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
     h.extend_from_slice(&[0; 8]);

@@ -402,6 +402,8 @@ fields! {
     RespFlags = "resp_flags": Str, [Flow];
     /// syslog: how many times the message came, when its sender folded copies into one line (rsyslog's repeated-message reduction: `message repeated 5 times: [ Failed password ...]` has `msg` the message and `repeat` 5); the rules see such an event that many times (at most 64), so a counted pattern counts them all. Absent for a plain message.
     Repeat = "repeat": Int, [Syslog];
+    /// flow: why a flow ended, on its `flow_end` and `attempt_failed` (none on `flow_start`): `closed` (FINs both ways or a reset; the event comes 5 s after that packet, its last ACKs collected first, as Zeek does), `idle_timeout`, `active_timeout` (older than an hour: its next packet starts a new flow), `evicted` (the flow table was full), `capture_end` (the capture, or a replay's input, ended with the flow open) or `reused` (a new connection took its ports).
+    EndReason = "end_reason": Str, [Flow];
 }
 
 /// The most times one event stands for ([`Field::Repeat`]): a forged count cannot make one
@@ -424,6 +426,14 @@ impl Field {
                 "SHR", "OTH",
             ],
             Field::Proto => &["tcp", "udp", "icmp", "icmpv6"],
+            Field::EndReason => &[
+                "closed",
+                "idle_timeout",
+                "active_timeout",
+                "evicted",
+                "capture_end",
+                "reused",
+            ],
             _ => &[],
         }
     }
@@ -445,7 +455,7 @@ impl Field {
             | Field::OrigPkts
             | Field::RespPkts => int(0, i64::MAX),
             Field::Repeat => int(1, i64::MAX),
-            Field::Kind | Field::State => {
+            Field::Kind | Field::State | Field::EndReason => {
                 matches!(v, Value::Str(k) if self.enumerated().contains(&&**k))
             }
             _ => true,
@@ -460,6 +470,9 @@ impl Field {
                 "a Zeek conn_state (S0, S1, SF, REJ, S2, S3, RSTO, RSTR, RSTOS0, RSTRH, SH, SHR, OTH)"
             }
             Field::Repeat => "a count, 1 or more",
+            Field::EndReason => {
+                "closed, idle_timeout, active_timeout, evicted, capture_end or reused"
+            }
             _ => "a count, 0 or more",
         })
     }
@@ -621,7 +634,7 @@ mod tests {
     fn the_registrys_positions_are_stable() {
         let names: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
         assert_eq!(
-            names[..27],
+            names[..28],
             [
                 "time",
                 "host",
@@ -650,6 +663,7 @@ mod tests {
                 "orig_flags",
                 "resp_flags",
                 "repeat",
+                "end_reason",
             ]
         );
     }

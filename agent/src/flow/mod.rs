@@ -355,14 +355,14 @@ impl FlowEngine {
 /// A flow notice as a flow event with every registry field.
 pub fn notice_to_event(n: &FlowNotice) -> Event {
     let f = &n.flow;
-    let (kind, time) = match n.kind {
-        NoticeKind::Start => ("flow_start", f.first),
-        NoticeKind::End(_) => ("flow_end", f.last),
-        NoticeKind::AttemptFailed(_) => ("attempt_failed", f.last),
+    let (kind, time, ended) = match n.kind {
+        NoticeKind::Start => ("flow_start", f.first, None),
+        NoticeKind::End(r) => ("flow_end", f.last, Some(r)),
+        NoticeKind::AttemptFailed(r) => ("attempt_failed", f.last, Some(r)),
     };
     let int = |v: u64| Value::Int(i64::try_from(v).unwrap_or(i64::MAX));
     let mut e = Event::new(Source::Flow, time, n.at);
-    e.fields.reserve(17);
+    e.fields.reserve(18);
     e.set(Field::Kind, Value::str(kind));
     e.set(Field::Src, Value::ip(f.src));
     e.set(Field::Dst, Value::ip(f.dst));
@@ -386,6 +386,9 @@ pub fn notice_to_event(n: &FlowNotice) -> Event {
         Field::RespFlags,
         Value::str(table::flag_letters(f.resp_flags.all)),
     );
+    if let Some(r) = ended {
+        e.set(Field::EndReason, Value::str(r.name()));
+    }
     e
 }
 
