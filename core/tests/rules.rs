@@ -480,9 +480,18 @@ fn a_group_name_mapped_to_a_missing_field_has_a_hint() {
     assert_eq!(d[0].message, "event `a` has no field `src`");
     assert_eq!(
         d[0].help.as_deref(),
-        Some(
-            "syslog events have no `src`; flow events have it (the condition's `syslog` pins the source)"
-        )
+        Some("syslog events have no `src`; flow events have it (the condition pins syslog)")
+    );
+    // Structured data is syslog's: a flow event is not told it has some.
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"ip\"]\nevents.a = { if = 'flow and dport == 22', ip = \"sd.origin.ip\" }\npattern = \"a\"",
+        ),
+    );
+    assert_eq!(
+        c.diagnostics[0].help.as_deref(),
+        Some("structured data (sd.*) is carried by syslog events only")
     );
     let c = compile_str(
         "t.toml",

@@ -352,7 +352,8 @@ impl FlowEngine {
     }
 }
 
-/// A flow notice as a flow event with every registry field.
+/// A flow notice as a flow event with every flow field of the registry (`end_reason` only
+/// on an end).
 pub fn notice_to_event(n: &FlowNotice) -> Event {
     let f = &n.flow;
     let (kind, time, ended) = match n.kind {

@@ -27,9 +27,10 @@ pub const MAX_SILENCES: usize = 1000;
 pub const KEPT_AFTER_END: cepheus_core::time::Duration =
     cepheus_core::time::Duration::from_secs(7 * 24 * 3600);
 
-/// How much sooner a silence already there may end and still stand for one asked again (a
-/// key pressed twice, a command run again a moment later: `--for 1h` then ends a little
-/// later each time, and would otherwise make a new silence each time).
+/// How much sooner a silence made this recently may end and still stand for one asked again
+/// (a key pressed twice, a command run again a moment later: `--for 1h` then ends a little
+/// later each time, and would otherwise make a new silence each time). An older one that
+/// ends sooner is not the same: asking again then extends the muting.
 pub const REPEAT_SLACK: cepheus_core::time::Duration = cepheus_core::time::Duration::from_secs(60);
 
 /// How far ahead a silence may end.
@@ -206,6 +207,20 @@ impl Silence {
         !self.ended && self.starts_at <= now && now < self.ends_at
     }
 
+    /// Whether this silence, already kept, stands for `new` asked at `now` (then no other is
+    /// made): active, the same rule, group and severities, from now at least as long, or
+    /// made a moment ago and as long give or take [`REPEAT_SLACK`].
+    pub fn stands_for(&self, new: &Silence, now: Timestamp) -> bool {
+        self.active(now)
+            && self.rule == new.rule
+            && self.group == new.group
+            && self.severity == new.severity
+            && self.starts_at <= new.starts_at
+            && (self.ends_at >= new.ends_at
+                || (now.since(self.created_at) <= REPEAT_SLACK
+                    && self.ends_at.add(REPEAT_SLACK) >= new.ends_at))
+    }
+
     /// `pending`, `active` or `expired` at `now`.
     pub fn state(&self, now: Timestamp) -> &'static str {
         if self.ended {
@@ -350,6 +365,40 @@ mod tests {
     fn new(json: serde_json::Value) -> Result<Silence, String> {
         let n: NewSilence = serde_json::from_value(json).map_err(|e| e.to_string())?;
         n.into_silence(0xa1, Timestamp::from_secs(1_000))
+    }
+
+    /// A silence asked again a moment later for as long is the one there; asked again later
+    /// for longer than what is left of it, it is another (the muting goes on).
+    #[test]
+    fn a_silence_asked_again_is_the_same_only_a_moment_later() {
+        let at = |secs: i64, d: &str| {
+            let n: NewSilence = serde_json::from_value(
+                serde_json::json!({"group": {"host": "web-1"}, "for": d, "by": "ops"}),
+            )
+            .unwrap();
+            n.into_silence(0xa1, Timestamp::from_secs(secs)).unwrap()
+        };
+        let first = at(1_000, "1h");
+        let now = Timestamp::from_secs(1_001);
+        // A key pressed twice: it would end a second later.
+        assert!(first.stands_for(&at(1_001, "1h"), now));
+        // Shorter: within it whenever asked.
+        assert!(first.stands_for(&at(1_001, "30m"), now));
+        // Not the same group.
+        let other = serde_json::from_value::<NewSilence>(
+            serde_json::json!({"group": {"host": "web-2"}, "for": "1h", "by": "ops"}),
+        )
+        .unwrap()
+        .into_silence(0xa1, now)
+        .unwrap();
+        assert!(!first.stands_for(&other, now));
+        // Ten minutes before it ends, `--for 1m` extends the muting: another silence.
+        let late = Timestamp::from_secs(1_000 + 3_000);
+        assert!(!first.stands_for(&at(1_000 + 3_000, "11m"), late));
+        assert!(first.stands_for(&at(1_000 + 3_000, "10m"), late));
+        // Half a minute before it ends, a minute more is another silence too.
+        let last = Timestamp::from_secs(1_000 + 3_570);
+        assert!(!first.stands_for(&at(1_000 + 3_570, "1m"), last));
     }
 
     #[test]

@@ -1623,8 +1623,8 @@ pub struct AddSilence(pub super::silence::NewSilence);
 
 impl Handler<AddSilence> for AlertSink {
     /// The silence, and whether it is one already there (the same rule and group, active
-    /// from now at least as long, give or take [`super::silence::REPEAT_SLACK`]): then no
-    /// other is made.
+    /// from now at least as long, or made a moment ago and as long give or take
+    /// [`super::silence::REPEAT_SLACK`]): then no other is made.
     type Result = Result<(super::silence::Silence, bool), (u16, String)>;
 
     fn handle(&mut self, msg: AddSilence, _: &mut Self::Context) -> Self::Result {
@@ -1637,14 +1637,7 @@ impl Handler<AddSilence> for AlertSink {
         let now = crate::flow::live::wall_clock();
         // What is wrong with it first: a refused request drops no old silence, takes no id.
         let mut silence = msg.0.into_silence(0, now).map_err(|why| (400, why))?;
-        if let Some(same) = self.silences.iter().find(|s| {
-            s.active(now)
-                && s.rule == silence.rule
-                && s.group == silence.group
-                && s.severity == silence.severity
-                && s.starts_at <= silence.starts_at
-                && s.ends_at.add(super::silence::REPEAT_SLACK) >= silence.ends_at
-        }) {
+        if let Some(same) = self.silences.iter().find(|s| s.stands_for(&silence, now)) {
             return Ok((same.clone(), true));
         }
         // Room: the oldest ended silence goes first; one that may still mute never does.

@@ -174,28 +174,36 @@ impl EventInfo {
         v
     }
 
-    /// What to say of `name`, a field these events lack: a near name, or the sources that
-    /// have it (the condition pins another), else the fields they carry.
+    /// What to say of `name`, a field these events lack: the sources that have it (the
+    /// condition pins another), else a near name, else the fields they carry.
     pub fn missing_field_help(&self, name: &str) -> String {
+        if let Some(s) = self.source {
+            if let Some(f) = Field::from_name(name).filter(|f| !f.available_in(s)) {
+                let others: Vec<&str> = f.sources().iter().map(|s| s.name()).collect();
+                return format!(
+                    "{} events have no `{name}`; {} events have it (the condition pins {})",
+                    s.name(),
+                    others.join(" and "),
+                    s.name()
+                );
+            }
+            if s == Source::Flow && name.starts_with("sd.") {
+                return "structured data (sd.*) is carried by syslog events only".into();
+            }
+        }
         let names = self.names();
         if let Some(s) = did_you_mean(name, names.iter().map(String::as_str)) {
             return format!("did you mean `{s}`?");
         }
-        match (Field::from_name(name), self.source) {
-            (Some(f), Some(s)) if !f.available_in(s) => {
-                let others: Vec<&str> = f.sources().iter().map(|s| s.name()).collect();
-                format!(
-                    "{} events have no `{name}`; {} events have it (the condition's `{}` pins the source)",
-                    s.name(),
-                    others.join(" and "),
-                    s.name()
-                )
-            }
-            _ => format!(
-                "its fields are: {}; sd.<id>.<param>; and named regex captures",
-                names.join(", ")
-            ),
-        }
+        let sd = if self.source == Some(Source::Flow) {
+            ""
+        } else {
+            "; sd.<id>.<param>"
+        };
+        format!(
+            "its fields are: {}{sd} (named regex captures too)",
+            names.join(", ")
+        )
     }
 }
 
