@@ -402,7 +402,7 @@ fields! {
     RespFlags = "resp_flags": Str, [Flow];
     /// syslog: how many times the message came, when its sender folded copies into one line (rsyslog's repeated-message reduction: `message repeated 5 times: [ Failed password ...]` has `msg` the message and `repeat` 5); the rules see such an event that many times (at most 64), so a counted pattern counts them all. Absent for a plain message.
     Repeat = "repeat": Int, [Syslog];
-    /// flow: why a flow ended, on its `flow_end` and `attempt_failed` (none on `flow_start`): `closed` (FINs both ways or a reset; the event comes up to 5 s after that packet, its last ACKs collected first, as Zeek does), `idle_timeout`, `active_timeout` (older than an hour: its next packet starts a new flow), `evicted` (the flow table was full), `capture_end` (the capture, or a replay's input, ended with the flow open) or `reused` (a new connection took its ports).
+    /// flow: why a flow ended, on its `flow_end` and `attempt_failed` (none on `flow_start`): `closed` (FINs both ways or a reset; the event comes up to 5 s after that packet, its last ACKs collected first, as Zeek does), `idle_timeout`, `active_timeout` (older than an hour: its next packet starts a new flow), `evicted` (the flow table was full), `capture_end` (the capture, or a replay's input, ended with the flow open) or `reused` (a new connection took its ports). A rule grouping by it, or counting its distinct values, should match ends only (`kind != "flow_start"`): a start has no key there and is counted as keyless.
     EndReason = "end_reason": Str, [Flow];
 }
 
