@@ -469,54 +469,35 @@ fn captures_are_typed_and_usable() {
 /// condition checker says it), or the fields there are; a near name is suggested.
 #[test]
 fn a_group_name_mapped_to_a_missing_field_has_a_hint() {
-    let c = compile_str(
-        "t.toml",
-        &rule_text(
-            "group_by = [\"ip\"]\nevents.a = { if = 'syslog and app == \"x\"', ip = \"src\" }\npattern = \"a\"",
-        ),
-    );
-    let d = &c.diagnostics;
-    assert_eq!(d.len(), 1, "{d:?}");
-    assert_eq!(d[0].message, "event `a` has no field `src`");
+    // The one diagnostic of a rule grouping by `ip`, mapped to `field` of the event `cond`.
+    let mapped = |cond: &str, field: &str| {
+        let c = compile_str(
+            "t.toml",
+            &rule_text(&format!(
+                "group_by = [\"ip\"]\nevents.a = {{ if = '{cond}', ip = \"{field}\" }}\npattern = \"a\""
+            )),
+        );
+        assert_eq!(c.diagnostics.len(), 1, "{:?}", c.diagnostics);
+        let d = &c.diagnostics[0];
+        assert_eq!(d.message, format!("event `a` has no field `{field}`"));
+        d.help.clone().unwrap_or_default()
+    };
+    let syslog = "syslog and app == \"x\"";
     assert_eq!(
-        d[0].help.as_deref(),
-        Some("syslog events have no `src`; flow events have it (the condition pins syslog)")
+        mapped(syslog, "src"),
+        "syslog events have no `src`; flow events have it (the condition pins syslog)"
     );
     // Structured data is syslog's: a flow event is not told it has some.
-    let c = compile_str(
-        "t.toml",
-        &rule_text(
-            "group_by = [\"ip\"]\nevents.a = { if = 'flow and dport == 22', ip = \"sd.origin.ip\" }\npattern = \"a\"",
-        ),
-    );
     assert_eq!(
-        c.diagnostics[0].help.as_deref(),
-        Some("structured data (sd.*) is carried by syslog events only")
+        mapped("flow and dport == 22", "sd.origin.ip"),
+        "structured data (sd.*) is carried by syslog events only"
     );
-    let c = compile_str(
-        "t.toml",
-        &rule_text(
-            "group_by = [\"ip\"]\nevents.a = { if = 'syslog and app == \"x\"', ip = \"nosuch\" }\npattern = \"a\"",
-        ),
-    );
-    let d = &c.diagnostics;
-    assert_eq!(d.len(), 1, "{d:?}");
-    assert_eq!(d[0].message, "event `a` has no field `nosuch`");
-    let help = d[0].help.as_deref().unwrap_or_default();
+    let help = mapped(syslog, "nosuch");
     assert!(
         help.starts_with("its fields are: ") && help.contains("peer"),
         "{help}"
     );
-    let c = compile_str(
-        "t.toml",
-        &rule_text(
-            "group_by = [\"ip\"]\nevents.a = { if = 'syslog and app == \"x\"', ip = \"pear\" }\npattern = \"a\"",
-        ),
-    );
-    assert_eq!(
-        c.diagnostics[0].help.as_deref(),
-        Some("did you mean `peer`?")
-    );
+    assert_eq!(mapped(syslog, "pear"), "did you mean `peer`?");
 }
 
 #[test]
