@@ -101,8 +101,9 @@ pub fn collect_matching(
     Ok(out)
 }
 
-/// The `expect` files the last [`load`] read, and its rule files reached through a link
-/// (canonical paths): with the rule folders, what a change to reloads the rules.
+/// The files the rules of the last [`load`] read (`expect` files, list files of
+/// `in file(...)`), and its rule files reached through a link (canonical paths): with the
+/// rule folders, what a change to reloads the rules.
 static EXPECT_FILES: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
     std::sync::Mutex::new(std::collections::BTreeSet::new());
 
@@ -116,8 +117,9 @@ pub fn is_rule_file_name(p: &Path) -> bool {
         && !crate::rules_test::is_test_file(p)
 }
 
-/// Whether `p` is an `expect` file the last [`load`] read, or tried to read (one missing
-/// then is watched for its return), or the real path of a rule file it read through a link.
+/// Whether `p` is an `expect` or list file the last [`load`] read, or tried to read (one
+/// missing then is watched for its return), or the real path of a rule file it read through a
+/// link.
 pub fn is_expect_file(p: &Path) -> bool {
     EXPECT_FILES
         .lock()
@@ -131,6 +133,14 @@ pub fn expect_files() -> Vec<PathBuf> {
         .lock()
         .map(|f| f.iter().cloned().collect())
         .unwrap_or_default()
+}
+
+/// The list files `rules` read, for a log line: `path (N items), ...` (empty: none).
+pub fn lists_summary(rules: &cepheus_core::rules::ir::RuleSet) -> String {
+    (rules.list_files().iter())
+        .map(|l| format!("{} ({} items)", l.path, l.len()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The folder a file is in (`.` for a bare name).

@@ -1411,6 +1411,65 @@ fn an_expect_file_of_a_rule_added_by_a_reload_is_watched() {
     agent.wait_stderr(10, "changed= edited=hbq removed=");
 }
 
+/// A list file a condition reads (`host in file("...")`), outside the rule folder, is watched
+/// like an `expect` file: an edit reloads the rules and the next events are tested against
+/// the new list; a list gone makes the reload fail (the old rules go on) until it is back.
+#[test]
+fn a_list_file_edit_reloads_the_rules_with_the_new_list() {
+    let dir = scratch("list-file");
+    std::fs::create_dir_all(dir.join("lists")).unwrap();
+    std::fs::write(dir.join("lists/watch.txt"), "# hosts to watch\nh1\n").unwrap();
+    std::fs::write(
+        dir.join("rules/w.toml"),
+        "[[rule]]\nname = \"watched\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.a = 'syslog and app == \"login\" and host in file(\"../lists/watch.txt\")'\npattern = \"a\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // (Each line its own: the same line again from one sender is taken for a duplicate.)
+    let sent = std::cell::Cell::new(0);
+    let send = |host: &str| {
+        sent.set(sent.get() + 1);
+        let line = format!("<14>1 - {host} login - - - in {}", sent.get());
+        udp.send_to(line.as_bytes(), ("127.0.0.1", agent.port))
+            .unwrap();
+    };
+    let reloads = |s: &Value| s["sink"]["reloads"].as_u64().unwrap_or(0);
+    let failed = |s: &Value| s["sink"]["reloads_failed"].as_u64().unwrap_or(0);
+    send("h1");
+    send("h2");
+    agent.wait_alert(10, |v| v["rule"] == "watched" && v["group"]["host"] == "h1");
+    // (`h2` matched no rule: the ingest let it go.)
+    agent.wait_stats(10, |s| s["ingest"]["unmatched"].as_u64() >= Some(1));
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(dir.join("lists/watch.txt"), "h1\nh2\n").unwrap();
+    agent.wait_stats(10, |s| reloads(s) >= 1);
+    // The log names the list and what it now holds.
+    agent.wait_stderr(10, "watch.txt (2 items)");
+    send("h2");
+    agent.wait_alert(10, |v| v["rule"] == "watched" && v["group"]["host"] == "h2");
+    // Only the second `h2` matched: the first came before the list named it.
+    assert_eq!(
+        agent.alerts(|v| v["group"]["host"] == "h2" && v["state"] == "firing"),
+        1
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::rename(dir.join("lists/watch.txt"), dir.join("lists/moved.txt")).unwrap();
+    let s = agent.wait_stats(10, |s| failed(s) >= 1);
+    assert_eq!(reloads(&s), 1, "{s}");
+    assert!(
+        s["reload_error"]
+            .to_string()
+            .contains("cannot read list file"),
+        "{s}"
+    );
+    // Back: the rules reload by themselves.
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::rename(dir.join("lists/moved.txt"), dir.join("lists/watch.txt")).unwrap();
+    let s = agent.wait_stats(10, |s| reloads(s) >= 2);
+    assert!(s["reload_error"].is_null(), "{s}");
+}
+
 /// A rule file that is a link to a file elsewhere: an edit of its target reloads (its folder
 /// was not watched, so the edit went unread until a SIGHUP), and a target gone makes the
 /// reload fail, the old rules going on (the rules were dropped without a word).

@@ -718,6 +718,213 @@ fn expect_files_are_read_relative_to_the_rule_file() {
     );
 }
 
+/// Compiles `text` (at `etc/rules/r.toml`) whose list files are `files` (path, text), and
+/// the paths asked for, in order.
+fn with_lists(text: &str, files: &[(&str, &str)]) -> (Compiled, Vec<String>) {
+    let src = [SourceFile {
+        path: "etc/rules/r.toml".into(),
+        text: text.to_string(),
+    }];
+    let mut asked = Vec::new();
+    let c = compile(&src, &mut |p| {
+        asked.push(p.display().to_string());
+        files
+            .iter()
+            .find(|(f, _)| std::path::Path::new(f) == p)
+            .map(|(_, t)| t.to_string())
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "gone"))
+    });
+    (c, asked)
+}
+
+/// `lhs in file("...")` tests a list file's items, read as the tested field's type from the
+/// rule file's folder, once however many conditions name it: addresses and networks (an
+/// IPv4 address in an IPv6 network that holds its mapped form, as `in [...]` reads it),
+/// texts (a regex's capture too) and numbers; comments and blank lines skipped.
+#[test]
+fn list_files_hold_addresses_networks_texts_and_numbers() {
+    use cepheus_core::event::Event;
+    use cepheus_core::rules::ir::Captures;
+    use cepheus_core::time::Timestamp;
+    let text = [
+        rule_text("events.a = 'flow and src in file(\"lists/bad.txt\")'\npattern = \"a\"")
+            .replace("\"r\"", "\"r1\""),
+        rule_text("events.a = 'flow and dport in file(\"ports.txt\") and not (dst in file(\"lists/bad.txt\"))'\npattern = \"a\"")
+            .replace("\"r\"", "\"r2\""),
+        rule_text("events.a = 'syslog and msg =~ \"for (?P<user>\\S+)\" and user in file(\"/etc/cepheus/users.txt\")'\npattern = \"a\"")
+            .replace("\"r\"", "\"r3\""),
+    ]
+    .concat();
+    let bad = "# a feed\n10.0.0.0/8\n\n192.0.2.7  # a scanner\n2001:db8::/32\n  ::ffff:198.51.100.0/120\n10.0.0.0/8\n";
+    let (c, asked) = with_lists(
+        &text,
+        &[
+            ("etc/rules/lists/bad.txt", bad),
+            ("etc/rules/ports.txt", "22\n2222 # alt\n"),
+            ("/etc/cepheus/users.txt", "\u{feff}root\nadmin#1\n"),
+        ],
+    );
+    assert_eq!(messages(&c), vec![], "{:?}", errors(&c));
+    assert_eq!(
+        asked,
+        [
+            "etc/rules/lists/bad.txt",
+            "etc/rules/ports.txt",
+            "/etc/cepheus/users.txt"
+        ],
+        "each list read once, relative to the rule file's folder unless absolute"
+    );
+    let rs = c.rules.unwrap();
+    let flow = |src: &str, dst: &str, dport: i64| {
+        Event::new(Source::Flow, Timestamp(0), Timestamp(0))
+            .with(Field::Src, Value::Ip(src.parse().unwrap()))
+            .with(Field::Dst, Value::Ip(dst.parse().unwrap()))
+            .with(Field::Dport, Value::Int(dport))
+    };
+    let holds = |r: usize, ev: &Event| rs.rules[r].events[0].cond.eval(ev, &mut Captures::new());
+    for (src, inside) in [
+        ("10.200.1.1", true),
+        ("11.0.0.1", false),
+        ("192.0.2.7", true),
+        ("192.0.2.8", false),
+        ("2001:db8::42", true),
+        ("2001:db9::1", false),
+        ("::ffff:10.1.2.3", true),
+        ("198.51.100.77", true),
+        ("198.51.101.1", false),
+    ] {
+        assert_eq!(holds(0, &flow(src, "1.1.1.1", 22)), inside, "{src}");
+    }
+    assert!(holds(1, &flow("1.1.1.1", "8.8.8.8", 2222)));
+    assert!(!holds(1, &flow("1.1.1.1", "8.8.8.8", 80)));
+    assert!(!holds(1, &flow("1.1.1.1", "10.0.0.1", 22)));
+    let login = |user: &str| {
+        Event::new(Source::Syslog, Timestamp(0), Timestamp(0)).with(
+            Field::Msg,
+            Value::str(&format!("Accepted password for {user} from x")),
+        )
+    };
+    assert!(holds(2, &login("root")));
+    assert!(
+        holds(2, &login("admin#1")),
+        "a `#` inside an item is no comment"
+    );
+    assert!(!holds(2, &login("bob")));
+    // The canonical text names the file, not its items: a reload that changes only the list
+    // keeps the rules' state, and a feed of thousands makes no text of thousands.
+    assert_eq!(
+        rs.rules[0].events[0].cond.canonical(),
+        "(flow and src in file(\"etc/rules/lists/bad.txt\"))"
+    );
+}
+
+/// A list file's bad lines are errors at their own place (at most 20 of them, then a count),
+/// a network with host bits set one warning for them all; a list for a type no file holds,
+/// a missing file, two files in one test and `file` as a value are errors at the rule; an
+/// empty list is warned of.
+#[test]
+fn a_list_files_mistakes_are_said_where_they_are() {
+    let one = |cond: &str, files: &[(&str, &str)]| {
+        with_lists(
+            &rule_text(&format!("events.a = '{cond}'\npattern = \"a\"")),
+            files,
+        )
+        .0
+    };
+    let c = one(
+        "flow and src in file(\"bad.txt\")",
+        &[(
+            "etc/rules/bad.txt",
+            "10.0.0.1\n10.1.2.3/16\nweb-1\n10.9.9.9/8\n",
+        )],
+    );
+    assert_eq!(
+        errors(&c),
+        [
+            "etc/rules/bad.txt:2:1 warning: `10.1.2.3/16` has host bits set: it is read as the network `10.1.0.0/16` (and 1 more lines like it)",
+            "etc/rules/bad.txt:3:1 error: `web-1` is not an IP address or network; this list is for `src` (an IP address)",
+        ]
+    );
+    assert!(c.rules.is_none());
+    let many: String = (0..25).map(|i| format!("x{i}\n")).collect();
+    let c = one(
+        "flow and dport in file(\"p.txt\")",
+        &[("etc/rules/p.txt", &many)],
+    );
+    let e = errors(&c);
+    assert_eq!(e.len(), 21, "{e:?}");
+    assert!(
+        e[0].starts_with("etc/rules/p.txt:1:1 error: `x0` is not a whole number"),
+        "{e:?}"
+    );
+    assert!(e[20].ends_with("error: 5 more lines like these"), "{e:?}");
+    let c = one(
+        "flow and duration in file(\"d.txt\")",
+        &[("etc/rules/d.txt", "1s\n")],
+    );
+    assert_eq!(
+        error_messages(&c),
+        ["a list file holds texts, whole numbers or IP addresses; `duration` is a duration"]
+    );
+    let c = one("syslog and host in file(\"gone.txt\")", &[]);
+    assert_eq!(
+        error_messages(&c),
+        ["cannot read list file `etc/rules/gone.txt`: gone"]
+    );
+    let c = one(
+        "syslog and host in [file(\"a.txt\"), file(\"b.txt\")]",
+        &[("etc/rules/a.txt", "a\n"), ("etc/rules/b.txt", "b\n")],
+    );
+    assert_eq!(
+        error_messages(&c),
+        ["`file(...)` stands alone after `in`: one list file per test"]
+    );
+    let c = one(
+        "syslog and host == file(\"a.txt\")",
+        &[("etc/rules/a.txt", "a\n")],
+    );
+    assert_eq!(
+        error_messages(&c),
+        ["`file(...)` is a list of values, for `in`"]
+    );
+    let c = one(
+        "syslog and host in file(\"e.txt\")",
+        &[("etc/rules/e.txt", "# none yet\n\n")],
+    );
+    assert_eq!(
+        messages(&c),
+        [(
+            Level::Warning,
+            "list file `etc/rules/e.txt` lists nothing: this test is never true".to_string()
+        )]
+    );
+    assert!(c.rules.is_some());
+    // A list with errors, named by two rules: its lines are reported once, and the second
+    // rule says where to look.
+    let text = [
+        rule_text("events.a = 'syslog and host in file(\"h.txt\")'\npattern = \"a\""),
+        rule_text(
+            "events.a = 'syslog and app == \"x\" and host in file(\"h.txt\")'\npattern = \"a\"",
+        )
+        .replace("\"r\"", "\"r2\""),
+    ]
+    .concat();
+    let (c, asked) = with_lists(&text, &[("etc/rules/h.txt", "ok\n")]);
+    assert!(c.rules.is_some(), "{:?}", errors(&c));
+    assert_eq!(asked.len(), 1);
+    let (c, _) = with_lists(
+        &text.replace("host in", "peer in"),
+        &[("etc/rules/h.txt", "nope\n")],
+    );
+    assert_eq!(
+        error_messages(&c),
+        [
+            "list file `etc/rules/h.txt` has errors (reported at its lines)",
+            "`nope` is not an IP address or network; this list is for `peer` (an IP address)",
+        ]
+    );
+}
+
 /// A line of an expect file with a comma, for one group field that is not text, is said to
 /// have too many values (it was "not a valid IP"); for one text field it is one name.
 #[test]

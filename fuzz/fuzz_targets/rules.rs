@@ -5,8 +5,9 @@
 //!
 //! The input is split at its first NUL byte into two files (`a.toml`, `b.toml`), so rules
 //! across files (duplicate names, notes pointing at the other file) are reached too; without a
-//! NUL it is one file. `expect = { file = .. }` reads `self.txt` as the input's own text,
-//! `missing.txt` as not found, and any other name as a fixed list of keys of several types.
+//! NUL it is one file. `expect = { file = .. }` and a condition's `in file(..)` read
+//! `self.txt` as the input's own text, `missing.txt` as not found, and any other name as a
+//! fixed list of keys of several types.
 //!
 //! A rule set that compiles must also be accepted by `graph::build` (text and dot, as
 //! `cepheus rules graph` prints it) and `Engine::new`, shared and unshared: the checker is the

@@ -1317,7 +1317,8 @@ fn start(
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
         tracing::info!(
             udp = ?cfg.syslog.udp, tcp = ?cfg.syslog.tcp, api = %cfg.api.listen, shards = n,
-            rules = rules.rules.len(), "cepheus running"
+            rules = rules.rules.len(), lists = %crate::rulefiles::lists_summary(&rules),
+            "cepheus running"
         );
         anyhow::Ok(())
     });

@@ -613,6 +613,7 @@ impl Reloader {
             changed = %changed,
             edited = %edited,
             removed = %removed,
+            lists = %crate::rulefiles::lists_summary(&rules),
             "rules reloaded"
         );
     }

@@ -10,8 +10,8 @@ use ipnet::IpNet;
 use crate::event::{Field, FieldKey, Source, Value, ValueType};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
 use crate::rules::ir::{
-    ArithOp, CmpOp, Cond, EventDef, Expr, Pattern, RegexCond, TimePart, ValueList, Window,
-    canonical_net,
+    ArithOp, CmpOp, Cond, EventDef, Expr, ListFile, ListItems, NetRanges, Pattern, RegexCond,
+    TimePart, ValueList, Window, canonical_net,
 };
 use crate::rules::syntax::{CondAst, ExprAst, Lit, PatAst, Span};
 use crate::time::Duration;
@@ -26,7 +26,23 @@ pub(crate) struct Reporter<'a> {
     /// The regexes compiled so far, by text (or why one could not be): one written again is
     /// shared, or refused, not built again.
     pub regexes: &'a mut std::collections::HashMap<Box<str>, Result<Re, ReError>>,
+    /// Reads a list file (`lhs in file("...")`), as `expect` files are read.
+    pub read_file: &'a mut dyn FnMut(&std::path::Path) -> std::io::Result<String>,
+    /// The list files read so far (see [`Lists`]).
+    pub lists: &'a mut Lists,
 }
+
+/// The list files a compile has read, by path and the type they were read as (`None`: it had
+/// errors, reported at its first use).
+pub(crate) type Lists =
+    std::collections::HashMap<(std::path::PathBuf, ValueType), Option<std::sync::Arc<ListFile>>>;
+
+/// The most items one list file may hold: far above a threat feed's tens of thousands, and a
+/// bound on the memory a mistaken file costs (each item takes 16 to 64 bytes).
+pub const MAX_LIST_ITEMS: usize = 1_000_000;
+
+/// The most lines of one list file reported as errors; past it, one more error counts the rest.
+const MAX_LIST_ERRORS: usize = 20;
 
 /// The most the compiled regexes of a whole rule set may take together: each is capped
 /// ([`crate::rules::ir::REGEX_NFA_MAX`]), but a few hundred large ones within that cap took
@@ -908,6 +924,27 @@ impl CondChecker<'_, '_> {
             }
             CondAst::In(lhs, items, inspan) => {
                 let (x, t) = self.expr(lhs)?;
+                if let Some(call) = items
+                    .iter()
+                    .find(|it| matches!(it, ExprAst::Call(n, _, _) if n == "file"))
+                {
+                    if items.len() > 1 {
+                        self.r.error(
+                            call.span(),
+                            "`file(...)` stands alone after `in`: one list file per test",
+                            Some(format!(
+                                "write `{0} in file(\"a.txt\") or {0} in file(\"b.txt\")`, or join the files",
+                                self.r.text(lhs.span())
+                            )),
+                        );
+                        return None;
+                    }
+                    let ExprAst::Call(_, args, span) = call else {
+                        return None;
+                    };
+                    let list = self.list_file(args, span, t, lhs)?;
+                    return Some(Cond::InFile(x, list));
+                }
                 let mut nets: Vec<IpNet> = Vec::new();
                 let mut vals: Vec<Value> = Vec::new();
                 let mut ok = true;
@@ -1135,7 +1172,113 @@ impl CondChecker<'_, '_> {
     }
 
     /// A time-of-day function: `hour(time)`, `weekday(time, "Europe/Paris")`.
+    /// The list file `file(args)` names, read as values of type `t` (what `lhs` is), from the
+    /// rule file's folder; read once per compile whatever the number of tests naming it.
+    fn list_file(
+        &mut self,
+        args: &[ExprAst],
+        span: &Span,
+        t: ValueType,
+        lhs: &ExprAst,
+    ) -> Option<std::sync::Arc<ListFile>> {
+        let usage = "write `src in file(\"blocklist.txt\")`: a path relative to the rule file's \
+                     folder, one value or network per line";
+        let rel = match args {
+            [ExprAst::Lit(Lit::Str(p), _)] if !p.is_empty() => p.clone(),
+            _ => {
+                self.r.error(
+                    span.clone(),
+                    "`file` takes the list file's path, in quotes",
+                    Some(usage.into()),
+                );
+                return None;
+            }
+        };
+        if !matches!(t, ValueType::Str | ValueType::Int | ValueType::Ip) {
+            self.r.error(
+                span.clone(),
+                format!(
+                    "a list file holds texts, whole numbers or IP addresses; {} is {}",
+                    describe(lhs),
+                    t.with_article()
+                ),
+                Some("test this field with `in [...]` or comparisons".into()),
+            );
+            return None;
+        }
+        let base = self
+            .r
+            .file
+            .path
+            .parent()
+            .unwrap_or(std::path::Path::new(""));
+        let path = base.join(&rel);
+        let key = (path.clone(), t);
+        if let Some(found) = self.r.lists.get(&key) {
+            let found = found.clone();
+            if found.is_none() {
+                self.r.error(
+                    span.clone(),
+                    format!(
+                        "list file `{}` has errors (reported at its lines)",
+                        path.display()
+                    ),
+                    None,
+                );
+            }
+            return found;
+        }
+        let text = match (self.r.read_file)(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                self.r.error(
+                    span.clone(),
+                    format!("cannot read list file `{}`: {e}", path.display()),
+                    Some(
+                        "the path is relative to the rule file's folder; one value or network per line"
+                            .into(),
+                    ),
+                );
+                return None;
+            }
+        };
+        let what = format!("{} ({})", describe(lhs), t.with_article());
+        let (items, diags) = read_list(&path, &text, t, &what);
+        let failed = diags.iter().any(Diagnostic::is_error);
+        self.r.diags.extend(diags);
+        let list = match items {
+            Some(items) if !failed => std::sync::Arc::new(ListFile {
+                path: path.display().to_string(),
+                items,
+            }),
+            _ => {
+                self.r.lists.insert(key, None);
+                return None;
+            }
+        };
+        if list.is_empty() {
+            self.r.warning(
+                span.clone(),
+                format!(
+                    "list file `{}` lists nothing: this test is never true",
+                    path.display()
+                ),
+                Some("one value or network per line; `#` starts a comment".into()),
+            );
+        }
+        self.r.lists.insert(key, Some(list.clone()));
+        Some(list)
+    }
+
     fn call(&mut self, name: &str, args: &[ExprAst], span: &Span) -> Option<(Expr, ValueType)> {
+        if name == "file" {
+            self.r.error(
+                span.clone(),
+                "`file(...)` is a list of values, for `in`",
+                Some("write `src in file(\"blocklist.txt\")`".into()),
+            );
+            return None;
+        }
         let Some(part) = TimePart::ALL.into_iter().find(|p| p.name() == name) else {
             let names: Vec<&str> = TimePart::ALL.iter().map(|p| p.name()).collect();
             let help = match did_you_mean(name, names.iter().copied()) {
@@ -1264,6 +1407,140 @@ impl CondChecker<'_, '_> {
             ExprAst::Call(name, args, s) => self.call(name, args, s),
         }
     }
+}
+
+/// The items of list file `path` (text `text`, read as `expect` files are:
+/// [`super::file::list_lines`]) as values of type `t` (`what`: the tested expression and its
+/// type, for messages), and what is wrong with its lines; repeats kept once; for IP
+/// addresses, networks too (`10.0.0.0/8`). `None` past [`MAX_LIST_ITEMS`] or with errors.
+pub(crate) fn read_list(
+    path: &std::path::Path,
+    text: &str,
+    t: ValueType,
+    what: &str,
+) -> (Option<ListItems>, Vec<Diagnostic>) {
+    // (The file's context, for diagnostics only: a clean list of millions of lines is not
+    // copied for them.)
+    let mut ctx: Option<FileCtx> = None;
+    let mut diags = Vec::new();
+    let mut errors = 0usize;
+    let mut report = |diags: &mut Vec<Diagnostic>,
+                      level: Level,
+                      span: Range<usize>,
+                      msg: String,
+                      help: Option<String>| {
+        let c = ctx.get_or_insert_with(|| FileCtx::new(path.to_path_buf(), text));
+        let mut d = c.diag(level, span, msg);
+        d.help = help;
+        diags.push(d);
+    };
+    let mut values: std::collections::HashSet<Value> = Default::default();
+    let mut nets: Vec<IpNet> = Vec::new();
+    // The first network with host bits set, and how many there are.
+    let mut host_bits: Option<(Range<usize>, String)> = None;
+    let mut host_bits_count = 0usize;
+    for line in super::file::list_lines(text) {
+        let super::file::ListLine::Item(sp, item) = line else {
+            continue;
+        };
+        let held = values.len() + nets.len();
+        if held >= MAX_LIST_ITEMS {
+            report(
+                &mut diags,
+                Level::Error,
+                sp,
+                format!("more than {MAX_LIST_ITEMS} items in one list file"),
+                Some("split it into several files, tested with `or`".into()),
+            );
+            return (None, diags);
+        }
+        let mut bad = |diags: &mut Vec<Diagnostic>, errors: &mut usize, msg: String, help: &str| {
+            *errors += 1;
+            if *errors <= MAX_LIST_ERRORS {
+                report(diags, Level::Error, sp.clone(), msg, Some(help.to_string()));
+            }
+        };
+        match t {
+            ValueType::Ip => {
+                let net = if item.contains('/') {
+                    item.parse::<IpNet>().ok()
+                } else {
+                    item.parse::<std::net::IpAddr>().ok().map(IpNet::from)
+                };
+                match net {
+                    Some(n) => {
+                        if n.trunc() != n {
+                            host_bits_count += 1;
+                            if host_bits.is_none() {
+                                host_bits = Some((sp.clone(), item.to_string()));
+                            }
+                        }
+                        nets.push(n);
+                    }
+                    None => bad(
+                        &mut diags,
+                        &mut errors,
+                        format!(
+                            "`{item}` is not an IP address or network; this list is for {what}"
+                        ),
+                        "one address (`192.0.2.7`, `2001:db8::1`) or network (`10.0.0.0/8`) per line",
+                    ),
+                }
+            }
+            ValueType::Int => match item.parse::<i64>() {
+                Ok(i) => {
+                    values.insert(Value::Int(i));
+                }
+                Err(_) => bad(
+                    &mut diags,
+                    &mut errors,
+                    format!("`{item}` is not a whole number; this list is for {what}"),
+                    "one number per line, such as 22",
+                ),
+            },
+            _ => {
+                values.insert(Value::str(item));
+            }
+        }
+    }
+    if errors > MAX_LIST_ERRORS {
+        let end = text.len();
+        report(
+            &mut diags,
+            Level::Error,
+            end..end,
+            format!("{} more lines like these", errors - MAX_LIST_ERRORS),
+            None,
+        );
+    }
+    if let Some((sp, item)) = host_bits {
+        let more = match host_bits_count {
+            1 => String::new(),
+            n => format!(" (and {} more lines like it)", n - 1),
+        };
+        let net = item
+            .parse::<IpNet>()
+            .map(|n| n.trunc().to_string())
+            .unwrap_or_default();
+        report(
+            &mut diags,
+            Level::Warning,
+            sp,
+            format!("`{item}` has host bits set: it is read as the network `{net}`{more}"),
+            Some("write the network's first address, or the one address without `/`".into()),
+        );
+    }
+    if errors > 0 {
+        return (None, diags);
+    }
+    let items = match t {
+        ValueType::Ip => ListItems::Nets(NetRanges::new(nets)),
+        _ => {
+            values.shrink_to_fit();
+            ListItems::Values(values)
+        }
+    };
+    (Some(items), diags)
 }
 
 fn describe(e: &ExprAst) -> String {

@@ -66,6 +66,9 @@ pub(crate) struct Session<'f> {
     pub regex_bytes: usize,
     /// The regexes compiled so far, by text (shared by every condition that writes one).
     pub regexes: HashMap<Box<str>, Result<super::ir::Re, super::ir::ReError>>,
+    /// The list files read so far (`lhs in file("...")`), by path and the type they were read
+    /// as: each read once however many conditions name it (`None`: it had errors).
+    pub lists: super::check::Lists,
 }
 
 struct Cx<'s, 'f> {
@@ -111,6 +114,8 @@ impl Cx<'_, '_> {
                 diags: &mut self.s.diags,
                 regex_bytes: &mut self.s.regex_bytes,
                 regexes: &mut self.s.regexes,
+                read_file: &mut *self.s.read_file,
+                lists: &mut self.s.lists,
             },
             before,
         )
@@ -1222,35 +1227,14 @@ fn expect_values(
             // (A byte-order mark, as Windows editors write, is no part of the first key.)
             let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
             let ef = FileCtx::new(path, text);
-            let mut offset = 0;
-            for line in text.split_inclusive('\n') {
-                let mut start = offset;
-                offset += line.len();
-                // Nor of a later line's (lists joined with `cat` each keep theirs): a key
-                // holding it would be invisible, and never match what the host sends.
-                let line = match line.strip_prefix('\u{feff}') {
-                    Some(rest) => {
-                        start += '\u{feff}'.len_utf8();
-                        rest
+            for line in list_lines(text) {
+                let (sp, trimmed) = match line {
+                    ListLine::Comment => {
+                        *commented = true;
+                        continue;
                     }
-                    None => line,
+                    ListLine::Item(sp, item) => (sp, item),
                 };
-                let body = line.trim_end_matches(['\n', '\r']);
-                // A comment may follow a key after a blank: `web-1  # rack 4`.
-                let comment = body
-                    .match_indices('#')
-                    .map(|(i, _)| i)
-                    .find(|&i| body[..i].ends_with([' ', '\t']));
-                let body = comment.map_or(body, |c| &body[..c]);
-                let trimmed = body.trim();
-                if trimmed.starts_with('#') {
-                    *commented = true;
-                }
-                if trimmed.is_empty() || trimmed.starts_with('#') {
-                    continue;
-                }
-                let lead = body.len() - body.trim_start().len();
-                let sp = start + lead..start + lead + trimmed.len();
                 match parse_key(trimmed, groups, types, fields) {
                     Ok(k) => {
                         if !seen.insert(k.clone()) {
@@ -1277,6 +1261,53 @@ fn expect_values(
     // Kept as long as the rule: without the room left by doubling (up to half the list).
     out.shrink_to_fit();
     out
+}
+
+/// One line of a list file (an `expect` file, a condition's `in file(...)`).
+pub(crate) enum ListLine<'t> {
+    /// A line that is a comment (`# ...`).
+    Comment,
+    /// An item: its byte range in the file, and its text (trimmed, without a comment after
+    /// it).
+    Item(Range<usize>, &'t str),
+}
+
+/// The comments and items of a list file, blank lines skipped: one item per line; `#` starts
+/// a comment at the start of a line or after a blank (`web-1  # rack 4`; `admin#1` is an
+/// item); a byte-order mark at the start of any line is no part of it (Windows editors write
+/// one, and lists joined with `cat` keep each: a key holding it would be invisible, and
+/// never match what a host sends).
+pub(crate) fn list_lines(text: &str) -> impl Iterator<Item = ListLine<'_>> {
+    let mut offset = 0;
+    text.split_inclusive('\n').filter_map(move |line| {
+        let mut start = offset;
+        offset += line.len();
+        let line = match line.strip_prefix('\u{feff}') {
+            Some(rest) => {
+                start += '\u{feff}'.len_utf8();
+                rest
+            }
+            None => line,
+        };
+        let body = line.trim_end_matches(['\n', '\r']);
+        let comment = body
+            .match_indices('#')
+            .map(|(i, _)| i)
+            .find(|&i| body[..i].ends_with([' ', '\t']));
+        let body = comment.map_or(body, |c| &body[..c]);
+        let trimmed = body.trim();
+        if trimmed.starts_with('#') {
+            return Some(ListLine::Comment);
+        }
+        if trimmed.is_empty() {
+            return None;
+        }
+        let lead = body.len() - body.trim_start().len();
+        Some(ListLine::Item(
+            start + lead..start + lead + trimmed.len(),
+            trimmed,
+        ))
+    })
 }
 
 /// Refuses an `expect` that is neither a list nor a `{ file = ... }` table (checked even when

@@ -43,6 +43,9 @@ pub enum Cond {
     In(Expr, ValueList),
     /// `lhs in 10.0.0.0/8` or `lhs in [10.0.0.0/8, ::1/128]`.
     InCidr(Expr, Vec<IpNet>),
+    /// `lhs in file("bad.txt")`: the values or networks a list file holds, read when the rules
+    /// are compiled (and again at each reload).
+    InFile(Expr, Arc<ListFile>),
     /// `exists(field)`.
     Exists(FieldKey),
 }
@@ -83,6 +86,105 @@ impl ValueList {
                 .iter()
                 .any(|x| compare(v, x) == Some(std::cmp::Ordering::Equal)),
         }
+    }
+}
+
+/// A list file's items, as a condition `lhs in file("...")` tests them: a file of thousands
+/// of addresses (a threat feed, an allowlist) costs one hash lookup or one binary search per
+/// test.
+pub struct ListFile {
+    /// The file, as the rule names it joined to the rule file's folder: the condition's
+    /// canonical text, so a reload that changes only the list's contents keeps the state of
+    /// the rules that read it.
+    pub path: String,
+    /// What it holds.
+    pub items: ListItems,
+}
+
+/// The items of a [`ListFile`].
+#[derive(Debug)]
+pub enum ListItems {
+    /// Values of one type (texts or whole numbers), compared as `==` compares them.
+    Values(std::collections::HashSet<Value>),
+    /// IP addresses and networks.
+    Nets(NetRanges),
+}
+
+impl fmt::Debug for ListFile {
+    /// The path and the number of items, not the items: a condition in a log or a panic
+    /// message would otherwise print a feed of a million addresses.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ListFile({:?}, {} items)", self.path, self.len())
+    }
+}
+
+impl ListFile {
+    /// How many items it holds (networks merged where they touch).
+    pub fn len(&self) -> usize {
+        match &self.items {
+            ListItems::Values(v) => v.len(),
+            ListItems::Nets(n) => n.ranges.len(),
+        }
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `v` is one of its values, or an address in one of its networks.
+    pub fn contains(&self, v: &Value) -> bool {
+        match (&self.items, v) {
+            (ListItems::Values(set), v) => set.contains(v),
+            (ListItems::Nets(nets), Value::Ip(ip)) => nets.contains(*ip),
+            (ListItems::Nets(_), _) => false,
+        }
+    }
+}
+
+/// IP networks as sorted, disjoint ranges of 128-bit numbers, an IPv4 address numbered as its
+/// IPv4-mapped IPv6 form: membership is a binary search, and means what
+/// [`Cond::InCidr`] means (an IPv4 address is in an IPv6 network that holds its mapped form).
+#[derive(Debug, Default)]
+pub struct NetRanges {
+    ranges: Vec<(u128, u128)>,
+}
+
+impl NetRanges {
+    /// The ranges of `nets`, merged.
+    pub fn new(nets: impl IntoIterator<Item = IpNet>) -> Self {
+        let mut ranges: Vec<(u128, u128)> = nets
+            .into_iter()
+            .map(|n| {
+                let n = canonical_net(n).trunc();
+                (ip_number(n.network()), ip_number(n.broadcast()))
+            })
+            .collect();
+        ranges.sort_unstable();
+        let mut merged: Vec<(u128, u128)> = Vec::with_capacity(ranges.len());
+        for (lo, hi) in ranges {
+            match merged.last_mut() {
+                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
+                _ => merged.push((lo, hi)),
+            }
+        }
+        merged.shrink_to_fit();
+        NetRanges { ranges: merged }
+    }
+
+    /// Whether `ip` is in one of the networks.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let x = ip_number(canonical_ip(ip));
+        let i = self.ranges.partition_point(|&(lo, _)| lo <= x);
+        i > 0 && self.ranges[i - 1].1 >= x
+    }
+}
+
+/// An address as a number in IPv6's space, an IPv4 one as its mapped form (`::ffff:a.b.c.d`).
+fn ip_number(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().to_bits(),
+        IpAddr::V6(v6) => v6.to_bits(),
     }
 }
 
@@ -577,6 +679,10 @@ impl Cond {
                 },
                 None => false,
             },
+            Cond::InFile(e, list) => match e.eval(ev, caps) {
+                Some(v) => list.contains(v.get()),
+                None => false,
+            },
             Cond::Exists(k) => lookup(ev, caps, k).is_some(),
         }
     }
@@ -752,7 +858,7 @@ impl Cond {
             Cond::Source(s) => Some(*s),
             Cond::Cmp(_, a, b) | Cond::Str(_, a, b) => of_expr(a).or_else(|| of_expr(b)),
             Cond::Regex(r) => of_expr(&r.lhs),
-            Cond::In(e, _) | Cond::InCidr(e, _) => of_expr(e),
+            Cond::In(e, _) | Cond::InCidr(e, _) | Cond::InFile(e, _) => of_expr(e),
             Cond::Exists(k) => of_field(k),
             Cond::And(cs) => {
                 let mut found = cs.iter().filter_map(|c| c.implied_source(captured));
@@ -841,6 +947,9 @@ impl Cond {
                 vals.sort();
                 vals.dedup();
                 let _ = write!(s, "{e} in [{}]", vals.join(", "));
+            }
+            Cond::InFile(e, list) => {
+                let _ = write!(s, "{e} in file({})", quoted(&list.path));
             }
             Cond::Exists(k) => {
                 let _ = write!(s, "exists({})", k.name());
@@ -1291,6 +1400,30 @@ pub struct RuleSet {
     pub rules: Vec<Arc<Rule>>,
 }
 
+impl RuleSet {
+    /// The list files its conditions read (`in file(...)`), each once, in the order first
+    /// met: what a log line tells an operator who just edited one.
+    pub fn list_files(&self) -> Vec<Arc<ListFile>> {
+        fn walk(c: &Cond, out: &mut Vec<Arc<ListFile>>) {
+            match c {
+                Cond::InFile(_, l) if !out.iter().any(|o| Arc::ptr_eq(o, l)) => {
+                    out.push(l.clone());
+                }
+                Cond::And(cs) | Cond::Or(cs) => cs.iter().for_each(|c| walk(c, out)),
+                Cond::Not(c) => walk(c, out),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        for r in &self.rules {
+            for d in &r.events {
+                walk(&d.cond, &mut out);
+            }
+        }
+        out
+    }
+}
+
 /// The default for `forget_after`.
 pub const DEFAULT_FORGET_AFTER: Duration = Duration::from_secs(7 * 86_400);
 /// The default for `max_delay`.
@@ -1582,5 +1715,79 @@ mod tests {
             Cond::Source(Source::Syslog),
         ]);
         assert_eq!(a.canonical(), b.canonical());
+    }
+
+    use proptest::prelude::*;
+
+    /// A network near the others (so they overlap, nest and touch), of either family or
+    /// IPv4-mapped, and an address near them.
+    fn net() -> impl Strategy<Value = ipnet::IpNet> {
+        prop_oneof![
+            (0u32..4096, 20u8..=32).prop_map(|(x, p)| {
+                let a = std::net::Ipv4Addr::from(0x0a00_0000 | (x << 8));
+                ipnet::IpNet::V4(ipnet::Ipv4Net::new(a, p).unwrap_or_default())
+            }),
+            (0u32..4096, 116u8..=128).prop_map(|(x, p)| {
+                let a = std::net::Ipv4Addr::from(0x0a00_0000 | (x << 8)).to_ipv6_mapped();
+                ipnet::IpNet::V6(ipnet::Ipv6Net::new(a, p).unwrap_or_default())
+            }),
+            (0u32..4096, 100u8..=128).prop_map(|(x, p)| {
+                let a = std::net::Ipv6Addr::from(0x2001_0db8_u128 << 96 | u128::from(x) << 16);
+                ipnet::IpNet::V6(ipnet::Ipv6Net::new(a, p).unwrap_or_default())
+            }),
+            Just("::/0".parse().unwrap_or_default()),
+            Just("::ffff:0:0/95".parse().unwrap_or_default()),
+        ]
+    }
+
+    fn addr() -> impl Strategy<Value = std::net::IpAddr> {
+        prop_oneof![
+            (0u32..(1 << 20)).prop_map(|x| std::net::IpAddr::V4((0x0a00_0000 | x).into())),
+            (0u32..(1 << 20)).prop_map(|x| {
+                std::net::IpAddr::V6(std::net::Ipv4Addr::from(0x0a00_0000 | x).to_ipv6_mapped())
+            }),
+            (0u32..(1 << 28)).prop_map(|x| {
+                std::net::IpAddr::V6((0x2001_0db8_u128 << 96 | u128::from(x)).into())
+            }),
+        ]
+    }
+
+    proptest! {
+        /// A list file's networks hold exactly the addresses `in [...]` with the same networks
+        /// holds (merged ranges searched, against the written networks scanned).
+        #[test]
+        fn list_file_networks_hold_what_an_in_list_holds(
+            nets in proptest::collection::vec(net(), 0..40),
+            addrs in proptest::collection::vec(addr(), 1..60),
+        ) {
+            use crate::event::{Event, Field, Source, Value};
+            use crate::time::Timestamp;
+            let field = || super::Expr::Field(crate::event::FieldKey::Known(Field::Src));
+            let written = super::Cond::InCidr(
+                field(),
+                nets.iter().map(|n| super::canonical_net(*n)).collect(),
+            );
+            let file = super::Cond::InFile(
+                field(),
+                std::sync::Arc::new(super::ListFile {
+                    path: "x".into(),
+                    items: super::ListItems::Nets(super::NetRanges::new(nets.iter().copied())),
+                }),
+            );
+            // Each network's edges and their neighbours too: where a merge or a search is off
+            // by one.
+            let edges = nets.iter().flat_map(|n| {
+                let (lo, hi) = (super::ip_number(n.network()), super::ip_number(n.broadcast()));
+                [lo.wrapping_sub(1), lo, hi, hi.wrapping_add(1)].map(|x| {
+                    std::net::IpAddr::V6(std::net::Ipv6Addr::from(x)).to_canonical()
+                })
+            });
+            for a in addrs.into_iter().chain(edges) {
+                let ev = Event::new(Source::Flow, Timestamp(0), Timestamp(0))
+                    .with(Field::Src, Value::Ip(a));
+                let mut caps = Vec::new();
+                prop_assert_eq!(written.eval(&ev, &mut caps), file.eval(&ev, &mut caps), "{}", a);
+            }
+        }
     }
 }

@@ -73,6 +73,7 @@ fn compile_within(
         read_file,
         regex_bytes: check::MAX_REGEX_BYTES.saturating_sub(regex_budget),
         regexes: HashMap::new(),
+        lists: HashMap::new(),
     };
     let mut rules = Vec::new();
     for src in order {
