@@ -138,7 +138,10 @@ pub fn expect_files() -> Vec<PathBuf> {
 /// The list files `rules` read, for a log line: `path (N items), ...` (empty: none).
 pub fn lists_summary(rules: &cepheus_core::rules::ir::RuleSet) -> String {
     (rules.list_files().iter())
-        .map(|l| format!("{} ({} items)", l.path, l.len()))
+        .map(|l| match l.len() {
+            1 => format!("{} (1 item)", l.path),
+            n => format!("{} ({n} items)", l.path),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

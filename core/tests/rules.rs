@@ -810,6 +810,30 @@ fn list_files_hold_addresses_networks_texts_and_numbers() {
         "a `#` inside an item is no comment"
     );
     assert!(!holds(2, &login("bob")));
+    // `./lists/bad.txt` is `lists/bad.txt`: read once, one canonical text.
+    let both = [
+        rule_text("events.a = 'flow and src in file(\"./lists/bad.txt\")'\npattern = \"a\""),
+        rule_text("events.a = 'flow and src in file(\"lists/bad.txt\")'\npattern = \"a\"")
+            .replace("\"r\"", "\"r2\""),
+    ]
+    .concat();
+    let (c2, asked2) = with_lists(
+        &both,
+        &[("etc/rules/lists/bad.txt", "10.0.0.0/24\n10.0.1.0/24\n")],
+    );
+    assert_eq!(asked2, ["etc/rules/lists/bad.txt"]);
+    let rs2 = c2.rules.unwrap();
+    let files = rs2.list_files();
+    assert_eq!(files.len(), 1);
+    assert_eq!(
+        files[0].len(),
+        2,
+        "networks counted as written, not as merged"
+    );
+    assert_eq!(
+        rs2.rules[0].events[0].cond.canonical(),
+        rs2.rules[1].events[0].cond.canonical()
+    );
     // The canonical text names the file, not its items: a reload that changes only the list
     // keeps the rules' state, and a feed of thousands makes no text of thousands.
     assert_eq!(
@@ -899,6 +923,45 @@ fn a_list_files_mistakes_are_said_where_they_are() {
         )]
     );
     assert!(c.rules.is_some());
+    let c = one(
+        "syslog and host in [file(\"a.txt\")]",
+        &[("etc/rules/a.txt", "a\n")],
+    );
+    assert_eq!(
+        error_messages(&c),
+        ["`file(...)` stands alone after `in`: one list file per test"]
+    );
+    // Items a field never takes: one warning for the file, at the first.
+    let c = one(
+        "flow and dport in file(\"p.txt\")",
+        &[("etc/rules/p.txt", "22\n70000\n-1\n")],
+    );
+    assert_eq!(
+        errors(&c),
+        [
+            "etc/rules/p.txt:2:1 warning: `dport` never takes the value `70000`: this item never matches (and 1 more lines like it)"
+        ]
+    );
+    // A byte-order mark is no column of the first line.
+    let c = one(
+        "flow and dport in file(\"p.txt\")",
+        &[("etc/rules/p.txt", "\u{feff}x\n")],
+    );
+    assert!(
+        errors(&c)[0].starts_with("etc/rules/p.txt:1:1 error: `x` is not"),
+        "{:?}",
+        errors(&c)
+    );
+    // A file of millions of lines is refused before its lines are read.
+    let blank = "\n".repeat(2_000_001);
+    let c = one(
+        "syslog and host in file(\"big.txt\")",
+        &[("etc/rules/big.txt", &blank)],
+    );
+    assert_eq!(
+        error_messages(&c),
+        ["list file `etc/rules/big.txt` has 2000001 lines: at most 2000000 are read"]
+    );
     // A list with errors, named by two rules: its lines are reported once, and the second
     // rule says where to look.
     let text = [

@@ -44,6 +44,10 @@ pub const MAX_LIST_ITEMS: usize = 1_000_000;
 /// The most lines of one list file reported as errors; past it, one more error counts the rest.
 const MAX_LIST_ERRORS: usize = 20;
 
+/// The most lines a list file may have (comments and blank lines included): what its
+/// diagnostics' line table may cost stays bounded (16 MB).
+const MAX_LIST_LINES: usize = 2 * MAX_LIST_ITEMS;
+
 /// The most the compiled regexes of a whole rule set may take together: each is capped
 /// ([`crate::rules::ir::REGEX_NFA_MAX`]), but a few hundred large ones within that cap took
 /// 18 GB and 100 s to compile. 2,000 rules with Unicode classes and named groups take about
@@ -928,7 +932,9 @@ impl CondChecker<'_, '_> {
                     .iter()
                     .find(|it| matches!(it, ExprAst::Call(n, _, _) if n == "file"))
                 {
-                    if items.len() > 1 {
+                    // (`in [file("a")]` too: the list file is no item of a list.)
+                    let bracketed = self.r.text(inspan.end..call.span().start).contains('[');
+                    if items.len() > 1 || bracketed {
                         self.r.error(
                             call.span(),
                             "`file(...)` stands alone after `in`: one list file per test",
@@ -1171,7 +1177,6 @@ impl CondChecker<'_, '_> {
         None
     }
 
-    /// A time-of-day function: `hour(time)`, `weekday(time, "Europe/Paris")`.
     /// The list file `file(args)` names, read as values of type `t` (what `lhs` is), from the
     /// rule file's folder; read once per compile whatever the number of tests naming it.
     fn list_file(
@@ -1212,7 +1217,21 @@ impl CondChecker<'_, '_> {
             .path
             .parent()
             .unwrap_or(std::path::Path::new(""));
-        let path = base.join(&rel);
+        // One spelling per file (`./a.txt` and `a.txt` are one), for the cache and for the
+        // canonical text, which must not depend on which rule named the file first.
+        let path: std::path::PathBuf = base
+            .join(&rel)
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect();
+        if path.to_str().is_none() {
+            self.r.error(
+                span.clone(),
+                format!("the list file's path `{}` is not UTF-8", path.display()),
+                Some("name the rule folder and the list with UTF-8 names".into()),
+            );
+            return None;
+        }
         let key = (path.clone(), t);
         if let Some(found) = self.r.lists.get(&key) {
             let found = found.clone();
@@ -1242,8 +1261,30 @@ impl CondChecker<'_, '_> {
                 return None;
             }
         };
+        // (Checked before any line is: a diagnostic in the file copies it and tables its lines,
+        // which a feed of millions of blank lines would make hundreds of megabytes.)
+        let lines = text.bytes().filter(|&b| b == b'\n').count();
+        if lines > MAX_LIST_LINES {
+            self.r.error(
+                span.clone(),
+                format!(
+                    "list file `{}` has {lines} lines: at most {MAX_LIST_LINES} are read",
+                    path.display()
+                ),
+                Some(format!(
+                    "a list holds at most {MAX_LIST_ITEMS} items, one per line"
+                )),
+            );
+            self.r.lists.insert(key, None);
+            return None;
+        }
         let what = format!("{} ({})", describe(lhs), t.with_article());
-        let (items, diags) = read_list(&path, &text, t, &what);
+        // (A registry field's list is checked against the values it takes.)
+        let field = match lhs {
+            ExprAst::Field(name, _) => Field::from_name(name),
+            _ => None,
+        };
+        let (items, diags) = read_list(&path, &text, t, &what, field);
         let failed = diags.iter().any(Diagnostic::is_error);
         self.r.diags.extend(diags);
         let list = match items {
@@ -1270,6 +1311,7 @@ impl CondChecker<'_, '_> {
         Some(list)
     }
 
+    /// A time-of-day function: `hour(time)`, `weekday(time, "Europe/Paris")`.
     fn call(&mut self, name: &str, args: &[ExprAst], span: &Span) -> Option<(Expr, ValueType)> {
         if name == "file" {
             self.r.error(
@@ -1418,10 +1460,14 @@ pub(crate) fn read_list(
     text: &str,
     t: ValueType,
     what: &str,
+    field: Option<Field>,
 ) -> (Option<ListItems>, Vec<Diagnostic>) {
     // (The file's context, for diagnostics only: a clean list of millions of lines is not
     // copied for them.)
     let mut ctx: Option<FileCtx> = None;
+    // (Without its byte-order mark, as an `expect` file: the columns of its first line count
+    // from its first character.)
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut diags = Vec::new();
     let mut errors = 0usize;
     let mut report = |diags: &mut Vec<Diagnostic>,
@@ -1439,6 +1485,9 @@ pub(crate) fn read_list(
     // The first network with host bits set, and how many there are.
     let mut host_bits: Option<(Range<usize>, String)> = None;
     let mut host_bits_count = 0usize;
+    // The first item the field never takes (`dport` 70000), why, and how many there are.
+    let mut never: Option<(Range<usize>, String, &'static str)> = None;
+    let mut never_count = 0usize;
     for line in super::file::list_lines(text) {
         let super::file::ListLine::Item(sp, item) = line else {
             continue;
@@ -1489,7 +1538,12 @@ pub(crate) fn read_list(
             }
             ValueType::Int => match item.parse::<i64>() {
                 Ok(i) => {
-                    values.insert(Value::Int(i));
+                    let v = Value::Int(i);
+                    if let Some(want) = field.and_then(|f| never_written(f, &v)) {
+                        never_count += 1;
+                        never.get_or_insert_with(|| (sp.clone(), item.to_string(), want));
+                    }
+                    values.insert(v);
                 }
                 Err(_) => bad(
                     &mut diags,
@@ -1499,9 +1553,30 @@ pub(crate) fn read_list(
                 ),
             },
             _ => {
-                values.insert(Value::str(item));
+                let v = Value::str(item);
+                if let Some(want) = field.and_then(|f| never_written(f, &v)) {
+                    never_count += 1;
+                    never.get_or_insert_with(|| (sp.clone(), item.to_string(), want));
+                }
+                values.insert(v);
             }
         }
+    }
+    if let (Some((sp, item, want)), Some(f)) = (never, field) {
+        let more = match never_count {
+            1 => String::new(),
+            n => format!(" (and {} more lines like it)", n - 1),
+        };
+        report(
+            &mut diags,
+            Level::Warning,
+            sp,
+            format!(
+                "`{}` never takes the value `{item}`: this item never matches{more}",
+                f.name()
+            ),
+            Some(format!("`{}` is {want}", f.name())),
+        );
     }
     if errors > MAX_LIST_ERRORS {
         let end = text.len();

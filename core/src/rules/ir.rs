@@ -119,11 +119,11 @@ impl fmt::Debug for ListFile {
 }
 
 impl ListFile {
-    /// How many items it holds (networks merged where they touch).
+    /// How many distinct items it holds (networks as written, before they are merged).
     pub fn len(&self) -> usize {
         match &self.items {
             ListItems::Values(v) => v.len(),
-            ListItems::Nets(n) => n.ranges.len(),
+            ListItems::Nets(n) => n.distinct,
         }
     }
 
@@ -148,6 +148,8 @@ impl ListFile {
 #[derive(Debug, Default)]
 pub struct NetRanges {
     ranges: Vec<(u128, u128)>,
+    /// How many distinct networks they were made of.
+    distinct: usize,
 }
 
 impl NetRanges {
@@ -161,6 +163,8 @@ impl NetRanges {
             })
             .collect();
         ranges.sort_unstable();
+        ranges.dedup();
+        let distinct = ranges.len();
         let mut merged: Vec<(u128, u128)> = Vec::with_capacity(ranges.len());
         for (lo, hi) in ranges {
             match merged.last_mut() {
@@ -169,7 +173,10 @@ impl NetRanges {
             }
         }
         merged.shrink_to_fit();
-        NetRanges { ranges: merged }
+        NetRanges {
+            ranges: merged,
+            distinct,
+        }
     }
 
     /// Whether `ip` is in one of the networks.
@@ -1404,20 +1411,19 @@ impl RuleSet {
     /// The list files its conditions read (`in file(...)`), each once, in the order first
     /// met: what a log line tells an operator who just edited one.
     pub fn list_files(&self) -> Vec<Arc<ListFile>> {
-        fn walk(c: &Cond, out: &mut Vec<Arc<ListFile>>) {
+        type Seen = std::collections::HashSet<*const ListFile>;
+        fn walk(c: &Cond, seen: &mut Seen, out: &mut Vec<Arc<ListFile>>) {
             match c {
-                Cond::InFile(_, l) if !out.iter().any(|o| Arc::ptr_eq(o, l)) => {
-                    out.push(l.clone());
-                }
-                Cond::And(cs) | Cond::Or(cs) => cs.iter().for_each(|c| walk(c, out)),
-                Cond::Not(c) => walk(c, out),
+                Cond::InFile(_, l) if seen.insert(Arc::as_ptr(l)) => out.push(l.clone()),
+                Cond::And(cs) | Cond::Or(cs) => cs.iter().for_each(|c| walk(c, seen, out)),
+                Cond::Not(c) => walk(c, seen, out),
                 _ => {}
             }
         }
-        let mut out = Vec::new();
+        let (mut seen, mut out) = (Seen::default(), Vec::new());
         for r in &self.rules {
             for d in &r.events {
-                walk(&d.cond, &mut out);
+                walk(&d.cond, &mut seen, &mut out);
             }
         }
         out
