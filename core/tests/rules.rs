@@ -913,7 +913,7 @@ fn a_list_files_mistakes_are_said_where_they_are() {
     );
     let c = one(
         "syslog and host in file(\"e.txt\")",
-        &[("etc/rules/e.txt", "# none yet\n\n")],
+        &[("etc/rules/e.txt", "\n  \n")],
     );
     assert_eq!(
         messages(&c),
@@ -923,6 +923,12 @@ fn a_list_files_mistakes_are_said_where_they_are() {
         )]
     );
     assert!(c.rules.is_some());
+    // One holding only comments was left empty on purpose (an allowlist to fill in).
+    let c = one(
+        "syslog and not (host in file(\"e.txt\"))",
+        &[("etc/rules/e.txt", "# none yet\n\n")],
+    );
+    assert_eq!(messages(&c), []);
     let c = one(
         "syslog and host in [file(\"a.txt\")]",
         &[("etc/rules/a.txt", "a\n")],

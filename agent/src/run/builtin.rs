@@ -19,15 +19,18 @@ pub const RULE_FILES: &[(&str, &str)] = &[
     ("ssh.toml", include_str!("../../../rules/ssh.toml")),
 ];
 
-/// Files that rules refer to (`expect = { file = ... }`), as `(file name, text)`. The
-/// built-in `hosts.txt` lists no host: the example hosts of `rules/hosts.txt` (web-1, web-2,
+/// Files that rules refer to (`expect = { file = ... }`, `in file(...)`), as `(file name,
+/// text)`. The built-in `hosts.txt` lists no host: the example hosts of `rules/hosts.txt` (web-1, web-2,
 /// db-1) would fire as silent on a first try with no file at all, on machines that have none
 /// of them; built in, the heartbeat rule watches the hosts it hears from.
-pub const DATA_FILES: &[(&str, &str)] = &[(
-    "hosts.txt",
-    "# The built-in rules expect no host: each host is watched from its first heartbeat.\n\
-     # To expect hosts, copy the rules folder (`rules/`) and list them in its hosts.txt.\n",
-)];
+pub const DATA_FILES: &[(&str, &str)] = &[
+    (
+        "hosts.txt",
+        "# The built-in rules expect no host: each host is watched from its first heartbeat.\n\
+         # To expect hosts, copy the rules folder (`rules/`) and list them in its hosts.txt.\n",
+    ),
+    ("scanners.txt", include_str!("../../../rules/scanners.txt")),
+];
 
 /// The folder name shown in diagnostics of built-in rules.
 pub const ORIGIN: &str = "<built-in rules>";
