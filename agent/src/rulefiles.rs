@@ -146,6 +146,14 @@ pub fn lists_summary(rules: &cepheus_core::rules::ir::RuleSet) -> String {
         .join(", ")
 }
 
+/// `p` with its `.` parts dropped (`rules/./hosts.txt` is `rules/hosts.txt`), without looking
+/// at the file system.
+pub fn lexical(p: &Path) -> PathBuf {
+    p.components()
+        .filter(|c| !matches!(c, std::path::Component::CurDir))
+        .collect()
+}
+
 /// The folder a file is in (`.` for a bare name).
 pub fn folder_of(p: &Path) -> PathBuf {
     match p.parent() {
@@ -217,6 +225,16 @@ fn walk(
 
 /// Reads and compiles the rule files named by `paths` (see [`collect`]).
 pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
+    load_with(paths, &|_| None)
+}
+
+/// [`load`], the files the rules read (`expect` and list files) taken from `given` when it
+/// has them, by path as the rules name them, `./` dropped ([`lexical`]): a rule test's own
+/// `hosts.txt`, not the one its folder holds for the fleet.
+pub fn load_with(
+    paths: &[PathBuf],
+    given: &dyn Fn(&Path) -> Option<String>,
+) -> anyhow::Result<Loaded> {
     let files = collect(paths)?;
     if files.is_empty() {
         let tests =
@@ -254,6 +272,9 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
         not_utf8.extend(bad);
     }
     let mut compiled = compile(&sources, &mut |p| {
+        if let Some(text) = given(&lexical(p)) {
+            return Ok(text);
+        }
         read.push(identity(p));
         read_text(p)
     });

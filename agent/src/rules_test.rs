@@ -62,6 +62,10 @@ struct TestFile {
     tz: Option<Spanned<String>>,
     /// As replay's `--dedup-window` (default the same, [`replay::DEFAULT_DEDUP_WINDOW`]).
     dedup_window: Option<Spanned<String>>,
+    /// Files the rules read (`expect` and list files), by path relative to this file's
+    /// folder, and the text they read in their place: a test that does not depend on the
+    /// folder's own `hosts.txt`, which its operator edits for the fleet.
+    files: Option<Spanned<std::collections::BTreeMap<String, String>>>,
     /// Only that `test` is an array here: each test is read on its own ([`TestCase`], from
     /// the document with its spans, [`read_test_file`]): one that is not valid is said and
     /// counted, and the others still run.
@@ -299,9 +303,31 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
         }
         None => vec![dir.join(&beside)],
     };
-    let Some(rules) = replay::load_rules(&rule_paths)? else {
+    // The files the test gives in place of the folder's, by the path the rules name them at.
+    let given: std::collections::BTreeMap<PathBuf, &str> = (file.files.iter())
+        .flat_map(|f| f.get_ref().iter())
+        .map(|(name, text)| (crate::rulefiles::lexical(&dir.join(name)), text.as_str()))
+        .collect();
+    let used = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let loaded = crate::rulefiles::load_with(&rule_paths, &|p: &Path| {
+        let text = given.get(p)?;
+        used.borrow_mut().insert(p.to_path_buf());
+        Some((*text).to_string())
+    })?;
+    replay::show_diagnostics(&loaded.compiled.diagnostics, usize::MAX);
+    let Some(rules) = loaded.compiled.rules else {
         bail!("the rules under test have errors");
     };
+    // A name no rule reads is a mistake (a misspelt name would test the folder's file).
+    if let Some(f) = &file.files
+        && let Some(unread) = given.keys().find(|p| !used.borrow().contains(*p))
+    {
+        bail!(
+            "{}: `files` gives {}, which no rule under test reads (names are relative to this file's folder, as the rules' `expect = {{ file = .. }}` and `in file(..)` resolve them)",
+            place.at(f.span()),
+            unread.display()
+        );
+    }
     let zone: Zone = match &file.tz {
         Some(z) => z
             .get_ref()

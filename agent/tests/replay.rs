@@ -1864,6 +1864,53 @@ fn a_closed_pipe_ends_replay_quietly() {
 const ANY_SYSLOG: &str =
     "[[rule]]\nname = \"x\"\nseverity = \"low\"\nevents.a = 'syslog'\npattern = \"a\"\n";
 
+/// A test file's `files` stand in for the files its rules read (an `expect` file, a list
+/// file), so the shipped tests pass whatever the folder's `hosts.txt` and allowlist say; a
+/// name no rule reads is refused, said where it is written.
+#[test]
+fn a_rule_tests_files_stand_in_for_the_folders() {
+    let (dir, _) = scratch_rules(
+        "rules-test-files",
+        "[[rule]]\nname = \"x\"\nseverity = \"low\"\n",
+    );
+    for f in ["heartbeat.toml", "heartbeat.test.toml", "scan.toml", "scan.test.toml"] {
+        std::fs::copy(manifest().join("../rules").join(f), dir.join(f)).unwrap();
+    }
+    std::fs::remove_file(dir.join("x.toml")).unwrap();
+    // The operator's own lists: no host the tests name, and the scanners' network listed.
+    std::fs::write(dir.join("hosts.txt"), "fleet-1\nfleet-2\n").unwrap();
+    std::fs::write(dir.join("scanners.txt"), "10.0.0.0/8\n").unwrap();
+    let (code, out) = rules_test(&dir);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("a source scanners.txt lists is not watched"), "{out}");
+    // Without its `files`, the heartbeat test reads the folder's hosts.txt, and fails.
+    let text = std::fs::read_to_string(dir.join("heartbeat.test.toml")).unwrap();
+    let pinned = text
+        .lines()
+        .find(|l| l.starts_with("files = "))
+        .unwrap()
+        .to_string();
+    std::fs::write(dir.join("heartbeat.test.toml"), text.replace(&pinned, "")).unwrap();
+    let (code, out) = rules_test(&dir.join("heartbeat.test.toml"));
+    assert_eq!(code, Some(1), "{out}");
+    // A misspelt name would leave the folder's file in use: refused, at its place.
+    std::fs::write(
+        dir.join("heartbeat.test.toml"),
+        text.replace("\"hosts.txt\" =", "\"host.txt\" ="),
+    )
+    .unwrap();
+    let (code, out) = rules_test(&dir.join("heartbeat.test.toml"));
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains(&format!(
+            "{}:4:9: `files` gives {}, which no rule under test reads",
+            dir.join("heartbeat.test.toml").display(),
+            dir.join("host.txt").display()
+        )),
+        "{out}"
+    );
+}
+
 /// A fresh folder for one test (`name`, this process) holding `x.toml` with `rules`; the
 /// folder and the rule file.
 fn scratch_rules(name: &str, rules: &str) -> (PathBuf, PathBuf) {
