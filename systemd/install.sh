@@ -39,8 +39,8 @@ fi
 # until the operator lists the fleet, each host is watched from its first heartbeat.
 if [ -z "$(ls -A "$etc/rules" 2>/dev/null)" ]; then
   for f in "$here"/../rules/*; do
-    # Rule files and the lists they read; not their tests (written against the example
-    # hosts, emptied below) nor folders.
+    # Rule files and the lists they read; not their tests (they belong to the source
+    # tree) nor folders.
     [ -f "$f" ] || continue
     case "$f" in *.test.toml) continue ;; esac
     install -m0640 "$f" "$etc/rules/"

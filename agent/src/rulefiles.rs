@@ -146,14 +146,6 @@ pub fn lists_summary(rules: &cepheus_core::rules::ir::RuleSet) -> String {
         .join(", ")
 }
 
-/// `p` with its `.` parts dropped (`rules/./hosts.txt` is `rules/hosts.txt`), without looking
-/// at the file system.
-pub fn lexical(p: &Path) -> PathBuf {
-    p.components()
-        .filter(|c| !matches!(c, std::path::Component::CurDir))
-        .collect()
-}
-
 /// The folder a file is in (`.` for a bare name).
 pub fn folder_of(p: &Path) -> PathBuf {
     match p.parent() {
@@ -229,8 +221,8 @@ pub fn load(paths: &[PathBuf]) -> anyhow::Result<Loaded> {
 }
 
 /// [`load`], the files the rules read (`expect` and list files) taken from `given` when it
-/// has them, by path as the rules name them, `./` dropped ([`lexical`]): a rule test's own
-/// `hosts.txt`, not the one its folder holds for the fleet.
+/// has them (asked by the path the rules name them at): a rule test's own `hosts.txt`, not
+/// the one its folder holds for the fleet.
 pub fn load_with(
     paths: &[PathBuf],
     given: &dyn Fn(&Path) -> Option<String>,
@@ -272,7 +264,7 @@ pub fn load_with(
         not_utf8.extend(bad);
     }
     let mut compiled = compile(&sources, &mut |p| {
-        if let Some(text) = given(&lexical(p)) {
+        if let Some(text) = given(p) {
             return Ok(text);
         }
         read.push(identity(p));

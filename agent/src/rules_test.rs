@@ -303,15 +303,26 @@ fn run_file(path: &Path, color: bool) -> anyhow::Result<(usize, usize, usize)> {
         }
         None => vec![dir.join(&beside)],
     };
-    // The files the test gives in place of the folder's, by the path the rules name them at.
-    let given: std::collections::BTreeMap<PathBuf, &str> = (file.files.iter())
-        .flat_map(|f| f.get_ref().iter())
-        .map(|(name, text)| (crate::rulefiles::lexical(&dir.join(name)), text.as_str()))
-        .collect();
+    // The files the test gives in place of the folder's, by the file they are (`hosts.txt`
+    // and `../rules/hosts.txt` from the rules' folder are one), whether it exists or not.
+    let mut given: std::collections::BTreeMap<PathBuf, &str> = Default::default();
+    if let Some(f) = &file.files {
+        for (name, text) in f.get_ref() {
+            let at = crate::rulefiles::identity(&dir.join(name));
+            if given.insert(at.clone(), text.as_str()).is_some() {
+                bail!(
+                    "{}: `files` gives {} twice (under two names)",
+                    place.at(f.span()),
+                    at.display()
+                );
+            }
+        }
+    }
     let used = std::cell::RefCell::new(std::collections::BTreeSet::new());
     let loaded = crate::rulefiles::load_with(&rule_paths, &|p: &Path| {
-        let text = given.get(p)?;
-        used.borrow_mut().insert(p.to_path_buf());
+        let at = crate::rulefiles::identity(p);
+        let text = given.get(&at)?;
+        used.borrow_mut().insert(at);
         Some((*text).to_string())
     })?;
     replay::show_diagnostics(&loaded.compiled.diagnostics, usize::MAX);

@@ -1873,7 +1873,12 @@ fn a_rule_tests_files_stand_in_for_the_folders() {
         "rules-test-files",
         "[[rule]]\nname = \"x\"\nseverity = \"low\"\n",
     );
-    for f in ["heartbeat.toml", "heartbeat.test.toml", "scan.toml", "scan.test.toml"] {
+    for f in [
+        "heartbeat.toml",
+        "heartbeat.test.toml",
+        "scan.toml",
+        "scan.test.toml",
+    ] {
         std::fs::copy(manifest().join("../rules").join(f), dir.join(f)).unwrap();
     }
     std::fs::remove_file(dir.join("x.toml")).unwrap();
@@ -1882,7 +1887,10 @@ fn a_rule_tests_files_stand_in_for_the_folders() {
     std::fs::write(dir.join("scanners.txt"), "10.0.0.0/8\n").unwrap();
     let (code, out) = rules_test(&dir);
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("a source scanners.txt lists is not watched"), "{out}");
+    assert!(
+        out.contains("a source scanners.txt lists is not watched"),
+        "{out}"
+    );
     // Without its `files`, the heartbeat test reads the folder's hosts.txt, and fails.
     let text = std::fs::read_to_string(dir.join("heartbeat.test.toml")).unwrap();
     let pinned = text
@@ -1893,6 +1901,16 @@ fn a_rule_tests_files_stand_in_for_the_folders() {
     std::fs::write(dir.join("heartbeat.test.toml"), text.replace(&pinned, "")).unwrap();
     let (code, out) = rules_test(&dir.join("heartbeat.test.toml"));
     assert_eq!(code, Some(1), "{out}");
+    // The rules named by another path to the same folder: `files` still stands in for the
+    // file they read (matched by the file, not by its spelling).
+    let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+    std::fs::write(
+        dir.join("heartbeat.test.toml"),
+        format!("rules = [\"../{name}/heartbeat.toml\"]\n{text}"),
+    )
+    .unwrap();
+    let (code, out) = rules_test(&dir.join("heartbeat.test.toml"));
+    assert_eq!(code, Some(0), "{out}");
     // A misspelt name would leave the folder's file in use: refused, at its place.
     std::fs::write(
         dir.join("heartbeat.test.toml"),

@@ -25,7 +25,7 @@ const RULES: [(&str, &str); 4] = [
     ),
 ];
 
-/// A folder of its own, with the rule files and `hosts.txt` written once.
+/// A folder of its own, with the rule files and the lists they read written once.
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -37,6 +37,8 @@ fn dir() -> &'static PathBuf {
         }
         std::fs::write(d.join("hosts.txt"), include_str!("../../rules/hosts.txt"))
             .expect("hosts.txt");
+        std::fs::write(d.join("scanners.txt"), include_str!("../../rules/scanners.txt"))
+            .expect("scanners.txt");
         d
     })
 }
