@@ -1927,6 +1927,7 @@ fn a_rule_tests_files_stand_in_for_the_folders() {
         )),
         "{out}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A fresh folder for one test (`name`, this process) holding `x.toml` with `rules`; the
