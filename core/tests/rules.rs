@@ -882,35 +882,36 @@ fn a_list_files_mistakes_are_said_where_they_are() {
         "{e:?}"
     );
     assert!(e[20].ends_with("error: 5 more lines like these"), "{e:?}");
-    let c = one(
-        "flow and duration in file(\"d.txt\")",
-        &[("etc/rules/d.txt", "1s\n")],
-    );
-    assert_eq!(
-        error_messages(&c),
-        ["a list file holds texts, whole numbers or IP addresses; `duration` is a duration"]
-    );
-    let c = one("syslog and host in file(\"gone.txt\")", &[]);
-    assert_eq!(
-        error_messages(&c),
-        ["cannot read list file `etc/rules/gone.txt`: gone"]
-    );
-    let c = one(
-        "syslog and host in [file(\"a.txt\"), file(\"b.txt\")]",
-        &[("etc/rules/a.txt", "a\n"), ("etc/rules/b.txt", "b\n")],
-    );
-    assert_eq!(
-        error_messages(&c),
-        ["`file(...)` stands alone after `in`: one list file per test"]
-    );
-    let c = one(
-        "syslog and host == file(\"a.txt\")",
-        &[("etc/rules/a.txt", "a\n")],
-    );
-    assert_eq!(
-        error_messages(&c),
-        ["`file(...)` is a list of values, for `in`"]
-    );
+    // Mistakes at the rule: one error each, said there.
+    let files = [
+        ("etc/rules/a.txt", "a\n"),
+        ("etc/rules/b.txt", "b\n"),
+        ("etc/rules/d.txt", "1s\n"),
+    ];
+    for (cond, want) in [
+        (
+            "flow and duration in file(\"d.txt\")",
+            "a list file holds texts, whole numbers or IP addresses; `duration` is a duration",
+        ),
+        (
+            "syslog and host in file(\"gone.txt\")",
+            "cannot read list file `etc/rules/gone.txt`: gone",
+        ),
+        (
+            "syslog and host in [file(\"a.txt\"), file(\"b.txt\")]",
+            "`file(...)` stands alone after `in`: one list file per test",
+        ),
+        (
+            "syslog and host in [file(\"a.txt\")]",
+            "`file(...)` stands alone after `in`: one list file per test",
+        ),
+        (
+            "syslog and host == file(\"a.txt\")",
+            "`file(...)` is a list of values, for `in`",
+        ),
+    ] {
+        assert_eq!(error_messages(&one(cond, &files)), [want], "{cond}");
+    }
     let c = one(
         "syslog and host in file(\"e.txt\")",
         &[("etc/rules/e.txt", "\n  \n")],
@@ -929,14 +930,6 @@ fn a_list_files_mistakes_are_said_where_they_are() {
         &[("etc/rules/e.txt", "# none yet\n\n")],
     );
     assert_eq!(messages(&c), []);
-    let c = one(
-        "syslog and host in [file(\"a.txt\")]",
-        &[("etc/rules/a.txt", "a\n")],
-    );
-    assert_eq!(
-        error_messages(&c),
-        ["`file(...)` stands alone after `in`: one list file per test"]
-    );
     // Items a field never takes: one warning for the file, at the first.
     let c = one(
         "flow and dport in file(\"p.txt\")",

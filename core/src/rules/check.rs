@@ -1485,12 +1485,10 @@ pub(crate) fn read_list(
     };
     let mut values: std::collections::HashSet<Value> = Default::default();
     let mut nets: Vec<IpNet> = Vec::new();
-    // The first network with host bits set, and how many there are.
-    let mut host_bits: Option<(Range<usize>, String)> = None;
-    let mut host_bits_count = 0usize;
-    // The first item the field never takes (`dport` 70000), why, and how many there are.
-    let mut never: Option<(Range<usize>, String, &'static str)> = None;
-    let mut never_count = 0usize;
+    // Networks with host bits set; items the field never takes (`dport` 70000), and why.
+    let mut host_bits = FirstLines::default();
+    let mut never = FirstLines::default();
+    let mut never_why: Option<&'static str> = None;
     for line in super::file::list_lines(text) {
         let super::file::ListLine::Item(sp, item) = line else {
             continue;
@@ -1522,10 +1520,7 @@ pub(crate) fn read_list(
                 match net {
                     Some(n) => {
                         if n.trunc() != n {
-                            host_bits_count += 1;
-                            if host_bits.is_none() {
-                                host_bits = Some((sp.clone(), item.to_string()));
-                            }
+                            host_bits.note(&sp, item);
                         }
                         nets.push(n);
                     }
@@ -1539,37 +1534,30 @@ pub(crate) fn read_list(
                     ),
                 }
             }
-            ValueType::Int => match item.parse::<i64>() {
-                Ok(i) => {
-                    let v = Value::Int(i);
-                    if let Some(want) = field.and_then(|f| never_written(f, &v)) {
-                        never_count += 1;
-                        never.get_or_insert_with(|| (sp.clone(), item.to_string(), want));
-                    }
-                    values.insert(v);
-                }
-                Err(_) => bad(
-                    &mut diags,
-                    &mut errors,
-                    format!("`{item}` is not a whole number; this list is for {what}"),
-                    "one number per line, such as 22",
-                ),
-            },
             _ => {
-                let v = Value::str(item);
-                if let Some(want) = field.and_then(|f| never_written(f, &v)) {
-                    never_count += 1;
-                    never.get_or_insert_with(|| (sp.clone(), item.to_string(), want));
+                let v = match t {
+                    ValueType::Int => item.parse::<i64>().ok().map(Value::Int),
+                    _ => Some(Value::str(item)),
+                };
+                let Some(v) = v else {
+                    bad(
+                        &mut diags,
+                        &mut errors,
+                        format!("`{item}` is not a whole number; this list is for {what}"),
+                        "one number per line, such as 22",
+                    );
+                    continue;
+                };
+                if let Some(why) = field.and_then(|f| never_written(f, &v)) {
+                    never.note(&sp, item);
+                    never_why.get_or_insert(why);
                 }
                 values.insert(v);
             }
         }
     }
-    if let (Some((sp, item, want)), Some(f)) = (never, field) {
-        let more = match never_count {
-            1 => String::new(),
-            n => format!(" (and {} more lines like it)", n - 1),
-        };
+    if let (Some((sp, item)), Some(f), Some(want)) = (never.first.clone(), field, never_why) {
+        let more = never.more();
         report(
             &mut diags,
             Level::Warning,
@@ -1591,11 +1579,8 @@ pub(crate) fn read_list(
             None,
         );
     }
-    if let Some((sp, item)) = host_bits {
-        let more = match host_bits_count {
-            1 => String::new(),
-            n => format!(" (and {} more lines like it)", n - 1),
-        };
+    if let Some((sp, item)) = host_bits.first.clone() {
+        let more = host_bits.more();
         let net = item
             .parse::<IpNet>()
             .map(|n| n.trunc().to_string())
@@ -1619,6 +1604,31 @@ pub(crate) fn read_list(
         }
     };
     (Some(items), diags)
+}
+
+/// The first line of a list file one warning stands for, and how many lines it stands for: a
+/// feed with thousands of such lines makes one warning, not thousands.
+#[derive(Default)]
+struct FirstLines {
+    /// The first line's span and item.
+    first: Option<(Range<usize>, String)>,
+    count: usize,
+}
+
+impl FirstLines {
+    fn note(&mut self, sp: &Range<usize>, item: &str) {
+        self.count += 1;
+        self.first
+            .get_or_insert_with(|| (sp.clone(), item.to_string()));
+    }
+
+    /// What follows the warning: how many more lines it stands for (nothing for one).
+    fn more(&self) -> String {
+        match self.count {
+            0 | 1 => String::new(),
+            n => format!(" (and {} more lines like it)", n - 1),
+        }
+    }
 }
 
 fn describe(e: &ExprAst) -> String {
