@@ -636,17 +636,20 @@ enum Refile {
 }
 
 /// Whether timer entry `e`'s group may have moved its deadline later without filing an entry:
-/// an absence's (see [`refile`]). Any other entry is due at its deadline unless stale, which
-/// the firing path tells as well, so it needs no look at its group before.
+/// an absence's, or a one-step plan's (`seq(a, absent(b) for D)`'s wait that a `b` ended,
+/// `or`'s forgetting that its events put off), whose groups hold no partial match (see
+/// [`refile`]). Any other entry is due at its deadline unless stale, which the firing path
+/// tells as well, so it needs no look at its group before.
 #[inline]
 fn may_move(rts: &[RuleRt], e: &TimerEntry) -> bool {
     rts.get(e.rule as usize)
-        .is_some_and(|rt| matches!(*rt.facts.plan, Plan::Absence { .. }))
+        .is_some_and(|rt| rt.facts.single || matches!(*rt.facts.plan, Plan::Absence { .. }))
 }
 
-/// Sorts a timer entry of `rts` at `now`. An absence-only group whose deadline moved later
-/// than `now` is re-armed at its next wake without the firing path (the lazy re-arm: events
-/// never cancel timers; firing it would find nothing due and arm exactly that).
+/// Sorts a timer entry of `rts` at `now`. A group whose deadline moved later than `now` and
+/// whose timer would find nothing to do now ([`Group::timer_idle`]) is re-armed at its next
+/// wake without the firing path (the lazy re-arm: events never cancel timers; firing it
+/// would find nothing due and arm exactly that).
 fn refile(
     rts: &mut [RuleRt],
     compact: &mut Compact,
@@ -666,7 +669,7 @@ fn refile(
                 Refile::Stale
             };
         }
-        if !matches!(cell.group.state, state::GroupState::Absence(_)) {
+        if !cell.group.timer_idle() {
             return Refile::Due;
         }
         let Some(rt) = rts.get(e.rule as usize) else {
@@ -674,11 +677,16 @@ fn refile(
         };
         return match cell.group.next_wake(&rt.ctx(outage_until)) {
             Some(wake) if wake > now => {
-                cell.armed = wake;
-                Refile::Moved(TimerEntry {
-                    deadline: wake,
-                    ..*e
-                })
+                // Armed as the firing path arms it: a parked entry not later is taken back.
+                cell.armed = Timestamp::MAX;
+                if cell.arm(Some(wake), now) {
+                    Refile::Moved(TimerEntry {
+                        deadline: cell.armed,
+                        ..*e
+                    })
+                } else {
+                    Refile::Stale
+                }
             }
             _ => Refile::Due,
         };
@@ -698,16 +706,17 @@ fn refile(
                 Refile::Stale
             };
         }
-        if !matches!(s.group.state, state::GroupState::Absence(_)) {
+        if !s.group.timer_idle() {
             return Refile::Due;
         }
         match s.group.next_wake(ctx) {
             Some(wake) if wake > now => {
-                s.armed_at = wake;
-                Refile::Moved(TimerEntry {
-                    deadline: wake,
-                    ..*e
-                })
+                // Armed as the firing path arms it: a parked entry not later is taken back.
+                s.armed_at = Timestamp::MAX;
+                match arm_slot(ctx, s, c, now, e.rule as usize, e.slot, false) {
+                    Some(n) => Refile::Moved(n),
+                    None => Refile::Stale,
+                }
             }
             _ => Refile::Due,
         }

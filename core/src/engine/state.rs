@@ -1647,6 +1647,19 @@ impl Group {
         Some(self.forget_wake(ctx))
     }
 
+    /// Whether its timer, coming due before [`Group::next_wake`], would change nothing and
+    /// arm that wake (what lets the wheel move its entry there without the firing path): an
+    /// absence's, or a linear group's that holds no partial match (its timer would drop the
+    /// ones past the window) and no start a leading absence broke (dropped with them).
+    pub fn timer_idle(&self) -> bool {
+        match &self.state {
+            GroupState::Absence(_) => true,
+            GroupState::Linear(l) => {
+                l.runs.is_empty() && l.rare.as_ref().is_none_or(|r| r.bad_starts.is_empty())
+            }
+        }
+    }
+
     /// The group's next wake when it has nothing of its own to wake for: its forgetting
     /// (none for a group listed in `expect`).
     #[inline]
