@@ -135,10 +135,29 @@ pub fn expect_files() -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// A list file the rules read, as `/stats` shows it: which feed is loaded, and how big.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ListSummary {
+    /// The file, as the rules' canonical form names it (joined to the rule file's folder).
+    pub path: String,
+    /// Its distinct items.
+    pub items: usize,
+}
+
+/// The list files `rules` read, in the order the rules name them.
+pub fn lists(rules: &cepheus_core::rules::ir::RuleSet) -> Vec<ListSummary> {
+    (rules.list_files().iter())
+        .map(|l| ListSummary {
+            path: l.path.clone(),
+            items: l.len(),
+        })
+        .collect()
+}
+
 /// The list files `rules` read, for a log line: `path (N items), ...` (empty: none).
 pub fn lists_summary(rules: &cepheus_core::rules::ir::RuleSet) -> String {
-    (rules.list_files().iter())
-        .map(|l| match l.len() {
+    (lists(rules).iter())
+        .map(|l| match l.items {
             1 => format!("{} (1 item)", l.path),
             n => format!("{} ({n} items)", l.path),
         })

@@ -1440,12 +1440,27 @@ fn a_list_file_edit_reloads_the_rules_with_the_new_list() {
     send("h2");
     agent.wait_alert(10, |v| v["rule"] == "watched" && v["group"]["host"] == "h1");
     // (`h2` matched no rule: the ingest let it go.)
-    agent.wait_stats(10, |s| s["ingest"]["unmatched"].as_u64() >= Some(1));
+    let s = agent.wait_stats(10, |s| s["ingest"]["unmatched"].as_u64() >= Some(1));
+    // `/stats` names the list the rules read, and how many items it held when they loaded.
+    let listed = |s: &Value| -> Vec<(String, u64)> {
+        (s["lists"].as_array().into_iter().flatten())
+            .map(|l| {
+                let path = l["path"].as_str().unwrap_or_default().to_string();
+                (path, l["items"].as_u64().unwrap_or(0))
+            })
+            .collect()
+    };
+    let lists = listed(&s);
+    assert!(
+        matches!(lists.as_slice(), [(p, 1)] if p.ends_with("lists/watch.txt")),
+        "{s}"
+    );
     std::thread::sleep(Duration::from_millis(500));
     std::fs::write(dir.join("lists/watch.txt"), "h1\nh2\n").unwrap();
-    agent.wait_stats(10, |s| reloads(s) >= 1);
-    // The log names the list and what it now holds.
+    let s = agent.wait_stats(10, |s| reloads(s) >= 1);
+    // The log names the list and what it now holds, and so does `/stats`.
     agent.wait_stderr(10, "watch.txt (2 items)");
+    assert_eq!(listed(&s), [(lists[0].0.clone(), 2)], "{s}");
     send("h2");
     agent.wait_alert(10, |v| v["rule"] == "watched" && v["group"]["host"] == "h2");
     // Only the second `h2` matched: the first came before the list named it.

@@ -808,6 +808,9 @@ pub struct Stats {
     pub shards: Vec<ShardStats>,
     /// Per rule.
     pub rules: Vec<RuleSummary>,
+    /// The list files the rules read (`in file(..)`), with their item counts: which feed
+    /// the running rules test against, and how big it was when they were loaded.
+    pub lists: Vec<crate::rulefiles::ListSummary>,
     /// Why the last reload was refused (the old rules kept running), until one succeeds.
     pub reload_error: Option<super::reload::ReloadError>,
     /// What the store holds (absent without a store).
@@ -887,6 +890,11 @@ pub async fn collect(st: &ApiState) -> Stats {
         },
         capture: st.capture.as_ref().map(|c| c.snapshot()),
         alerts_dropped: super::sink::dropped(),
+        // (Every shard runs the same rules: the first that answered says.)
+        lists: (shards.iter())
+            .find(|s| !s.lists.is_empty())
+            .map(|s| s.lists.clone())
+            .unwrap_or_default(),
         shards,
         rules,
         reload_error: st.reload_error.lock().ok().and_then(|e| e.clone()),

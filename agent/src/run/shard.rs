@@ -132,6 +132,9 @@ pub struct ShardStats {
     pub stuck_timers: u64,
     /// Its event journal (`store.journal`), if it keeps one.
     pub journal: Option<JournalStats>,
+    /// The list files its engine's rules read (every shard's rules are the same).
+    #[serde(skip)]
+    pub lists: Vec<crate::rulefiles::ListSummary>,
 }
 
 /// What a shard tells the agent's shutdown and watchdog of how it is going.
@@ -1253,6 +1256,7 @@ impl Handler<GetStats> for Shard {
             s.future = e.counters().future;
             s.stuck_timers = e.counters().stuck_timers;
             s.timer_entries = e.timer_entries();
+            s.lists = crate::rulefiles::lists(e.rules());
         }
         s.journal = self.journal.as_ref().map(Journal::stats);
         MessageResult(s)
