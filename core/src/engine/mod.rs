@@ -636,14 +636,17 @@ enum Refile {
 }
 
 /// Whether timer entry `e`'s group may have moved its deadline later without filing an entry:
-/// an absence's, or a one-step plan's (`seq(a, absent(b) for D)`'s wait that a `b` ended,
-/// `or`'s forgetting that its events put off), whose groups hold no partial match (see
-/// [`refile`]). Any other entry is due at its deadline unless stale, which the firing path
-/// tells as well, so it needs no look at its group before.
+/// an absence's, or a one-step plan's in processing time (`seq(a, absent(b) for D)`'s wait
+/// that a `b` ended, `or`'s forgetting that its events put off), whose groups hold no partial
+/// match (see [`refile`]). Any other entry is due at its deadline unless stale, which the
+/// firing path tells as well, so it needs no look at its group before. (Not an event-time
+/// one-step plan's: moved to its forgetting, its entry would put off the sweeps that bring
+/// its lane's time on, which the lane's stats and its expired partial matches read.)
 #[inline]
 fn may_move(rts: &[RuleRt], e: &TimerEntry) -> bool {
-    rts.get(e.rule as usize)
-        .is_some_and(|rt| rt.facts.single || matches!(*rt.facts.plan, Plan::Absence { .. }))
+    rts.get(e.rule as usize).is_some_and(|rt| {
+        (rt.facts.single && rt.lane == 0) || matches!(*rt.facts.plan, Plan::Absence { .. })
+    })
 }
 
 /// Sorts a timer entry of `rts` at `now`. A group whose deadline moved later than `now` and
@@ -4886,6 +4889,198 @@ pattern = "seq(m, absent(y) for 3s)"
     /// events a closure keeps and events of the step after a collector that cannot move it
     /// on (`Group::on_collect`), absences (`Lean::Absence`), with
     /// and without an expected group, and the one-step plans above (`Lean::Single`).
+    /// One-step plans' timer entries moved to their groups' next wake (shortcuts on) against
+    /// the firing path (off): processing-time plans in records and in slots (a capture, a
+    /// second key mapping), event-time ones with late events (which take the firing path),
+    /// rate limits, expected groups, `max_groups`, a restore (with and without an outage)
+    /// in the middle: the same alerts, counters, stats and checkpoints.
+    #[test]
+    fn one_step_timer_moves_change_nothing() {
+        let rule = |name: &str, pattern: &str, extra: &str| {
+            format!(
+                "[[rule]]\nname = \"{name}\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+                 events.x = 'syslog and app == \"x\"'\n\
+                 events.m = 'syslog and msgid == \"z\"'\nevents.y = 'syslog and app == \"y\"'\n\
+                 pattern = \"{pattern}\"\n{extra}\n"
+            )
+        };
+        let event_time = "time = \"event\"\nmax_delay = \"1s\"\nallowed_lateness = \"3s\"\n";
+        let text = [
+            rule(
+                "p_silent",
+                "seq(x, absent(m) for 3s)",
+                "forget_after = \"9s\"",
+            ),
+            rule(
+                "p_rate",
+                "seq(x, absent(y) for 2s)",
+                "trigger = { every = \"5s\" }\nforget_after = \"6s\"",
+            ),
+            rule(
+                "p_any",
+                "or(y, m)",
+                "trigger = { every = \"3s\" }\nforget_after = \"4s\"\nmax_groups = 2",
+            ),
+            rule(
+                "p_exp",
+                "seq(m, absent(x) for 2s)",
+                "expect = [\"h2\"]\nforget_after = \"5s\"",
+            ),
+            rule(
+                "e_silent",
+                "seq(x, absent(m) for 3s)",
+                &format!("{event_time}forget_after = \"9s\"\nmax_groups = 2"),
+            ),
+            rule(
+                "e_any",
+                "or(x, m)",
+                &format!("{event_time}trigger = {{ every = \"4s\" }}\nforget_after = \"5s\""),
+            ),
+            rule(
+                "e_pair",
+                "seq(x, m) within 3s",
+                &format!("{event_time}forget_after = \"8s\""),
+            ),
+        ]
+        .concat()
+            + "[[rule]]\nname = \"p_caught\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+               forget_after = \"6s\"\nevents.c = 'syslog and msg =~ \"^(?P<word>[a-z]+) \"'\n\
+               events.x = 'syslog and app == \"x\"'\npattern = \"seq(c, absent(x) for 2s)\"\n\
+               [[rule]]\nname = \"p_mapped\"\nseverity = \"high\"\ngroup_by = [\"host\"]\n\
+               forget_after = \"6s\"\nevents.x = 'syslog and app == \"x\"'\n\
+               events.y = { if = 'syslog and app == \"y\"', host = \"procid\" }\n\
+               pattern = \"seq(x, absent(y) for 2s)\"\n";
+        let rules = compiled("moves.toml", &text);
+        let hosts = ["h1", "h2", "h3"];
+        let plain = |e: &mut Engine| {
+            e.rts.iter_mut().for_each(|rt| {
+                rt.facts.simple = false;
+                rt.facts.single = false;
+                rt.facts.lean = state::Lean::Off;
+            })
+        };
+        let mut alerts = 0;
+        for seed in 1..=150u64 {
+            let mut next = draws(seed);
+            let mut arrival = 1_000_000i64;
+            let mut steps: Vec<(Option<Event>, Timestamp)> = Vec::new();
+            for _ in 0..90 {
+                arrival += next(2200) as i64;
+                let lag = [0, 0, 0, 300, 1500, 3500, 6000][next(7) as usize];
+                let at = Timestamp(arrival * 1_000_000);
+                if next(6) == 0 {
+                    steps.push((None, at));
+                    continue;
+                }
+                let ts = Timestamp((arrival - lag) * 1_000_000);
+                let e = Event::new(Source::Syslog, ts, at)
+                    .with(Field::App, Value::str(["x", "y", "v"][next(3) as usize]))
+                    .with(Field::Msgid, Value::str(["z", "n"][next(2) as usize]))
+                    .with(
+                        Field::Msg,
+                        Value::str(["word here", "9 no"][next(2) as usize]),
+                    )
+                    .with(Field::Procid, Value::str(hosts[next(3) as usize]))
+                    .with(Field::Host, Value::str(hosts[next(3) as usize]));
+                steps.push((Some(e), at));
+            }
+            let restore_at = next(90) as usize;
+            let outage = next(2) == 0;
+            let run = |moves: bool| {
+                let mut e = match Engine::new(&rules, EngineConfig::default()) {
+                    Ok(e) => e,
+                    Err(err) => panic!("engine: {err}"),
+                };
+                if !moves {
+                    plain(&mut e);
+                }
+                let mut out = Vec::new();
+                let mut saved = Vec::new();
+                for (i, (ev, at)) in steps.iter().enumerate() {
+                    match ev {
+                        Some(ev) => e.push(ev.clone(), &mut out),
+                        None => e.advance_to(*at, &mut out),
+                    }
+                    if i % 15 == 14 {
+                        match serde_json::to_string(&e.checkpoint()) {
+                            Ok(j) => saved.push(j),
+                            Err(err) => panic!("checkpoint: {err}"),
+                        }
+                    }
+                    if i == restore_at {
+                        let cp = e.checkpoint();
+                        e = match Engine::restore(&rules, EngineConfig::default(), cp, outage) {
+                            Ok(e) => e,
+                            Err(err) => panic!("restore: {err}"),
+                        };
+                        if !moves {
+                            plain(&mut e);
+                        }
+                    }
+                }
+                e.finish(Some(Timestamp((arrival + 30_000) * 1_000_000)), &mut out);
+                let alerts: Vec<String> = out.iter().map(|a| a.to_json().to_string()).collect();
+                let stats: Vec<String> = e.stats().iter().map(|s| format!("{s:?}")).collect();
+                (alerts, e.counters().clone(), stats, saved)
+            };
+            let with = run(true);
+            assert_eq!(with, run(false), "seed {seed}");
+            alerts += with.0.len();
+        }
+        assert!(alerts > 0, "the streams alert");
+    }
+
+    /// An event-time lane holding a one-step plan (`seq(x, absent(m) for 30s)`, whose wait an
+    /// `m` ends at once) and a sequence: the wait's entry is not moved to the group's
+    /// forgetting as a processing-time one is, so the sweeps of unrelated arrivals still bring
+    /// the lane's time on, and its stats and checkpointed time are those of the firing path
+    /// (moved, the lane stood at 16.6 s against 31.6 s, a partial match past its window still
+    /// counted). Found by a review of the move.
+    #[test]
+    fn an_event_time_one_step_plans_entry_keeps_its_lanes_time() {
+        let text = "[[rule]]\nname = \"silent\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+            events.x = 'syslog and app == \"x\"'\nevents.m = 'syslog and app == \"m\"'\n\
+            pattern = \"seq(x, absent(m) for 30s)\"\ntime = \"event\"\nmax_delay = \"1s\"\n\
+            [[rule]]\nname = \"pair\"\nseverity = \"low\"\ngroup_by = [\"host\"]\n\
+            events.x = 'syslog and app == \"x\"'\nevents.m = 'syslog and app == \"m\"'\n\
+            pattern = \"seq(m, x) within 20s\"\ntime = \"event\"\nmax_delay = \"1s\"\n";
+        let rules = compiled("lane.toml", text);
+        let ev = |app: &str, ms: i64| {
+            let t = Timestamp(ms * 1_000_000);
+            Event::new(Source::Syslog, t, t)
+                .with(Field::App, Value::str(app))
+                .with(Field::Host, Value::str("h1"))
+        };
+        let mut script = vec![("x", 1000), ("m", 1500)];
+        script.extend((2600..=33_600).step_by(1000).map(|t| ("v", t)));
+        let run = |shortcuts: bool| {
+            let mut e = match Engine::new(&rules, EngineConfig::default()) {
+                Ok(e) => e,
+                Err(err) => panic!("engine: {err}"),
+            };
+            assert!(e.rts.iter().any(|rt| rt.facts.single && rt.lane != 0));
+            if !shortcuts {
+                e.rts.iter_mut().for_each(|rt| {
+                    rt.facts.simple = false;
+                    rt.facts.single = false;
+                    rt.facts.lean = state::Lean::Off;
+                });
+            }
+            let mut out = Vec::new();
+            for &(app, t) in &script {
+                e.push(ev(app, t), &mut out);
+            }
+            let alerts: Vec<String> = out.iter().map(|a| a.to_json().to_string()).collect();
+            let lanes = match serde_json::to_value(e.checkpoint()) {
+                Ok(j) => j["lanes"].to_string(),
+                Err(err) => panic!("checkpoint: {err}"),
+            };
+            let partial: Vec<u64> = e.stats().iter().map(|s| s.partial_matches).collect();
+            (alerts, partial, lanes)
+        };
+        assert_eq!(run(true), run(false));
+    }
+
     #[test]
     fn transition_shortcuts_change_nothing() {
         let rule = |name: &str, pattern: &str, extra: &str| {
