@@ -4876,19 +4876,6 @@ pattern = "seq(m, absent(y) for 3s)"
         assert!(keyless > 0, "some events have no key");
     }
 
-    /// The transitions' shortcuts leave exactly what the general transition leaves: same
-    /// alerts, counters, statistics and checkpoints (every group's partial matches and
-    /// waits). `LinearState::fresh` ([`RuleCtx::simple`]: a group whose partial matches have
-    /// all passed the window) over sequences, `and`, closures at the start (with and without
-    /// an upper count), three steps, a budget of one partial match and `x{1,}` (left to the
-    /// general path); `LinearState::single` ([`RuleCtx::single`]: an event of a one-step
-    /// plan) over `or` with and without a window and a rate limit, and absences at the end
-    /// with and without one; and plans neither takes (a least distance). `Group::on_fresh`
-    /// ([`state::Lean`]) over sequences, `and` and closures at the start (with and without an
-    /// upper count), one with an expected group, collectors past and under the cap of the
-    /// events a closure keeps and events of the step after a collector that cannot move it
-    /// on (`Group::on_collect`), absences (`Lean::Absence`), with
-    /// and without an expected group, and the one-step plans above (`Lean::Single`).
     /// One-step plans' timer entries moved to their groups' next wake (shortcuts on) against
     /// the firing path (off): processing-time plans in records and in slots (a capture, a
     /// second key mapping), event-time ones with late events (which take the firing path),
@@ -4952,13 +4939,6 @@ pattern = "seq(m, absent(y) for 3s)"
                pattern = \"seq(x, absent(y) for 2s)\"\n";
         let rules = compiled("moves.toml", &text);
         let hosts = ["h1", "h2", "h3"];
-        let plain = |e: &mut Engine| {
-            e.rts.iter_mut().for_each(|rt| {
-                rt.facts.simple = false;
-                rt.facts.single = false;
-                rt.facts.lean = state::Lean::Off;
-            })
-        };
         let mut alerts = 0;
         for seed in 1..=150u64 {
             let mut next = draws(seed);
@@ -4992,7 +4972,7 @@ pattern = "seq(m, absent(y) for 3s)"
                     Err(err) => panic!("engine: {err}"),
                 };
                 if !moves {
-                    plain(&mut e);
+                    without_shortcuts(&mut e);
                 }
                 let mut out = Vec::new();
                 let mut saved = Vec::new();
@@ -5014,7 +4994,7 @@ pattern = "seq(m, absent(y) for 3s)"
                             Err(err) => panic!("restore: {err}"),
                         };
                         if !moves {
-                            plain(&mut e);
+                            without_shortcuts(&mut e);
                         }
                     }
                 }
@@ -5060,11 +5040,7 @@ pattern = "seq(m, absent(y) for 3s)"
             };
             assert!(e.rts.iter().any(|rt| rt.facts.single && rt.lane != 0));
             if !shortcuts {
-                e.rts.iter_mut().for_each(|rt| {
-                    rt.facts.simple = false;
-                    rt.facts.single = false;
-                    rt.facts.lean = state::Lean::Off;
-                });
+                without_shortcuts(&mut e);
             }
             let mut out = Vec::new();
             for &(app, t) in &script {
@@ -5081,6 +5057,30 @@ pattern = "seq(m, absent(y) for 3s)"
         assert_eq!(run(true), run(false));
     }
 
+    /// Turns `e`'s transition shortcuts off (`simple`, `single`, `Lean`): every event takes
+    /// the general transition and every timer the firing path, the reference the shortcuts
+    /// are compared with.
+    fn without_shortcuts(e: &mut Engine) {
+        e.rts.iter_mut().for_each(|rt| {
+            rt.facts.simple = false;
+            rt.facts.single = false;
+            rt.facts.lean = state::Lean::Off;
+        });
+    }
+
+    /// The transitions' shortcuts leave exactly what the general transition leaves: same
+    /// alerts, counters, statistics and checkpoints (every group's partial matches and
+    /// waits). `LinearState::fresh` ([`RuleCtx::simple`]: a group whose partial matches have
+    /// all passed the window) over sequences, `and`, closures at the start (with and without
+    /// an upper count), three steps, a budget of one partial match and `x{1,}` (left to the
+    /// general path); `LinearState::single` ([`RuleCtx::single`]: an event of a one-step
+    /// plan) over `or` with and without a window and a rate limit, and absences at the end
+    /// with and without one; and plans neither takes (a least distance). `Group::on_fresh`
+    /// ([`state::Lean`]) over sequences, `and` and closures at the start (with and without an
+    /// upper count), one with an expected group, collectors past and under the cap of the
+    /// events a closure keeps and events of the step after a collector that cannot move it
+    /// on (`Group::on_collect`), absences (`Lean::Absence`), with
+    /// and without an expected group, and the one-step plans above (`Lean::Single`).
     #[test]
     fn transition_shortcuts_change_nothing() {
         let rule = |name: &str, pattern: &str, extra: &str| {
@@ -5175,11 +5175,7 @@ pattern = "seq(m, absent(y) for 3s)"
                     ["either", "quiet", "anyof", "calm", "bare", "tail"]
                 );
                 if !shortcuts {
-                    e.rts.iter_mut().for_each(|rt| {
-                        rt.facts.simple = false;
-                        rt.facts.single = false;
-                        rt.facts.lean = state::Lean::Off;
-                    });
+                    without_shortcuts(&mut e);
                 }
                 let mut out = Vec::new();
                 let mut saved = Vec::new();
