@@ -669,11 +669,8 @@ fn run_case(
                 if let Some(i) = rule.group_by.iter().position(|g| g == k.get_ref())
                     && let Some(field) = rule.events.first().and_then(|d| d.group_fields.get(i))
                 {
-                    use cepheus_core::event::{FieldKey, Value, ValueType};
-                    let ty = match field {
-                        FieldKey::Known(f) => f.ty(),
-                        FieldKey::Named(_) => ValueType::Str,
-                    };
+                    use cepheus_core::event::{Value, ValueType};
+                    let ty = field.ty();
                     // (A text field holds any value written as text: `port = 1234` for a
                     // captured port is matched as "1234".)
                     let fits = match want {

@@ -678,6 +678,75 @@ fn absence_placement() {
     }
 }
 
+/// A group field mapped to an address field's network (`src/64`, `src/24,64`): the group
+/// field reads the network, named in its shortest form; `expect` names a network by any
+/// address of it; a non-address field, a length past the family's bits, and events that
+/// read one group field in different ways are refused where they are written.
+#[test]
+fn a_group_field_may_read_an_address_as_its_network() {
+    use cepheus_core::event::FieldKey;
+    let c = compile_str(
+        "t.toml",
+        &rule_text(
+            "group_by = [\"net\"]\nevents.a = { if = 'flow', net = \"src/32,64\" }\nevents.b = { if = 'syslog', net = \"peer/64\" }\npattern = \"absent(or(a, b)) for 1m\"\nexpect = [\"2001:db8:1:2::99\", \"10.0.0.7\", \"2001:db8:1:2::1\"]",
+        ),
+    );
+    // ("listed twice": the first and the last are one /64.)
+    assert_eq!(
+        messages(&c),
+        vec![(
+            Level::Warning,
+            "`2001:db8:1:2::1` is listed twice".to_string()
+        )]
+    );
+    let rules = c.rules.unwrap();
+    let r = &rules.rules[0];
+    let names: Vec<&str> = r.events[0]
+        .group_fields
+        .iter()
+        .map(FieldKey::name)
+        .collect();
+    assert_eq!(names, ["src/64"]);
+    assert!(matches!(&r.events[1].group_fields[0], FieldKey::Net(n) if n.v4 == 32 && n.v6 == 64));
+    let ip = |t: &str| Value::ip(t.parse().unwrap());
+    assert_eq!(
+        r.expect,
+        vec![vec![ip("10.0.0.7")], vec![ip("2001:db8:1:2::")]]
+    );
+    let refused = |body: &str| error_messages(&compile_str("t.toml", &rule_text(body)));
+    assert_eq!(
+        refused(
+            "group_by = [\"n\"]\nevents.a = { if = 'flow', n = \"dport/24\" }\npattern = \"a\""
+        ),
+        [
+            "event `a` reads group field `n` as a network of `dport`, which is an integer, not an IP address"
+        ]
+    );
+    assert_eq!(
+        refused(
+            "group_by = [\"n\"]\nevents.a = { if = 'flow', n = \"src/33,64\" }\npattern = \"a\""
+        ),
+        [
+            "event `a` maps group field `n` to `src/33,64`: `33` is not a network length (a number of bits, 0 to 32)"
+        ]
+    );
+    assert_eq!(
+        refused("group_by = [\"n\"]\nevents.a = { if = 'flow', n = \"src/x1\" }\npattern = \"a\""),
+        [
+            "event `a` maps group field `n` to `src/x1`: `x1` is not a network length (a number of bits, 0 to 128)"
+        ]
+    );
+    assert_eq!(
+        refused(
+            "group_by = [\"n\"]\nevents.a = { if = 'flow', n = \"src/64\" }\nevents.b = { if = 'flow', n = \"dst/48\" }\nevents.c = { if = 'flow', n = \"dst\" }\npattern = \"seq(a, b, c) within 1m\""
+        ),
+        [
+            "group field `n` is read as a /64 network in event `a` but as a /48 network in event `b`",
+            "group field `n` is read as a /64 network in event `a` but as an address in event `c`",
+        ]
+    );
+}
+
 #[test]
 fn expect_files_are_read_relative_to_the_rule_file() {
     let src = [SourceFile {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use crate::event::{FieldKey, Value, ValueType};
+use crate::event::{FieldKey, NetKey, Value, ValueType};
 use crate::rules::check::{EventInfo, PatEnv, Reporter, compile_cond, compile_pattern};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
 use crate::rules::ir::{
@@ -577,6 +577,9 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
     // The registry field each group value is read from (by the first event mapping it): its
     // range bounds the `expect` values.
     let mut group_fields: Vec<Option<crate::event::Field>> = vec![None; group_by.len()];
+    // The network each group value is read as (`src/64`), by the first event: every event
+    // must read it so (an address and its network are not one key).
+    let mut group_nets: Vec<Option<(NetBits, String)>> = vec![None; group_by.len()];
     let mut misspelt = vec![false; group_by.len()];
     let mut event_defs = Vec::new();
     for ev in &events {
@@ -588,8 +591,58 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                     Some((_, f, sp)) => (f.as_str(), sp.clone()),
                     None => (*g, ev.value.span()),
                 };
-                match info.provides(fname) {
-                    Some((key, ty)) => {
+                // `src/64`: the field, read as its network.
+                let (fname, net) = match net_spec(fname) {
+                    None => (fname, None),
+                    Some(Ok((f, v4, v6))) => (f, Some((v4, v6))),
+                    Some(Err(msg)) => {
+                        cx.error(
+                            fspan,
+                            format!("event `{}` maps group field `{g}` to `{fname}`: {msg}", ev.name),
+                            h("write an address field and the bits of its network to keep: `src/64` (an IPv6 /64, an IPv4 address whole), or `src/24,64` (IPv4 /24, IPv6 /64)"),
+                        );
+                        continue;
+                    }
+                };
+                match (&group_nets[gi], net) {
+                    (Some((first, first_ev)), net) if *first != net => {
+                        let said = |n: Option<(u8, u8)>| match n {
+                            None => "an address".to_string(),
+                            Some((v4, v6)) if v4 == v6.min(32) => format!("a /{v6} network"),
+                            Some((v4, v6)) => format!("a /{v4},{v6} network"),
+                        };
+                        cx.error(
+                            fspan.clone(),
+                            format!(
+                                "group field `{g}` is read as {} in event `{first_ev}` but as {} in event `{}`",
+                                said(*first),
+                                said(net),
+                                ev.name
+                            ),
+                            h("read it the same way in every event: the same network length (`src/64`), or none"),
+                        );
+                    }
+                    (Some(_), _) => {}
+                    (None, net) => group_nets[gi] = Some((net, ev.name.clone())),
+                }
+                match info.provides(fname).map(|(key, ty)| match net {
+                    None => Ok((key, ty)),
+                    Some((v4, v6)) if ty == ValueType::Ip => Ok((
+                        FieldKey::Net(std::sync::Arc::new(NetKey::new(key, v4, v6))),
+                        ValueType::Ip,
+                    )),
+                    Some(_) => Err(ty),
+                }) {
+                    Some(Err(ty)) => cx.error(
+                        fspan.clone(),
+                        format!(
+                            "event `{}` reads group field `{g}` as a network of `{fname}`, which is {}, not an IP address",
+                            ev.name,
+                            with_article(&ty.to_string())
+                        ),
+                        h("a network is read from an address field: `src`, `dst`, `peer`, or a capture named like one (`(?P<src>...)` reads an IP address)"),
+                    ),
+                    Some(Ok((key, ty))) => {
                         if let Err(why) = info.always_provides(fname) {
                             let (what, help) = why.explain(fname, &ev.name);
                             cx.error(
@@ -745,7 +798,18 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             );
         } else if group_types.iter().all(Option::is_some) {
             let types: Vec<ValueType> = group_types.iter().flatten().map(|(t, _)| *t).collect();
-            expect = expect_values(cx, v, &group_names, &types, &group_fields, &mut commented);
+            let nets: Vec<Option<NetKey>> = (group_nets.iter())
+                .map(|n| {
+                    let (v4, v6) = n.as_ref()?.0?;
+                    Some(NetKey::new(FieldKey::from_name("expect"), v4, v6))
+                })
+                .collect();
+            let key = (
+                group_names.as_slice(),
+                types.as_slice(),
+                group_fields.as_slice(),
+            );
+            expect = expect_values(cx, v, key, &nets, &mut commented);
         } else {
             expect_shape(cx, v);
         }
@@ -1141,9 +1205,8 @@ fn event<'t, 'i>(
 fn expect_values(
     cx: &mut Cx<'_, '_>,
     v: &Val<'_>,
-    groups: &[&str],
-    types: &[ValueType],
-    fields: &[Option<crate::event::Field>],
+    (groups, types, fields): (&[&str], &[ValueType], &[Option<crate::event::Field>]),
+    nets: &[Option<NetKey>],
     commented: &mut bool,
 ) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
@@ -1167,7 +1230,7 @@ fn expect_values(
                     }
                 };
                 if let Some(s) = text {
-                    match parse_key(s, groups, types, fields) {
+                    match parse_key(s, groups, types, fields, nets) {
                         Ok(k) if !seen.insert(k.clone()) => {
                             cx.warning(
                                 it.span(),
@@ -1235,7 +1298,7 @@ fn expect_values(
                     }
                     ListLine::Item(sp, item) => (sp, item),
                 };
-                match parse_key(trimmed, groups, types, fields) {
+                match parse_key(trimmed, groups, types, fields, nets) {
                     Ok(k) => {
                         if !seen.insert(k.clone()) {
                             let mut d =
@@ -1336,14 +1399,59 @@ fn parse_key(
     groups: &[&str],
     types: &[ValueType],
     fields: &[Option<crate::event::Field>],
+    nets: &[Option<NetKey>],
 ) -> Result<Vec<Value>, KeyError> {
     // A JSON object names each field (`{"host": "web,1", "app": "nginx"}`, as `groups
     // forget` takes a key): a value may then hold a comma.
     // (Several fields only: one text field's key may begin with a brace, as it did before.)
-    if groups.len() > 1 && s.trim_start().starts_with('{') {
-        return json_key(s, groups, types, fields);
+    let mut key = if groups.len() > 1 && s.trim_start().starts_with('{') {
+        json_key(s, groups, types, fields)?
+    } else {
+        plain_key(s, groups, types, fields)?
+    };
+    // A group read as a network is named by its first address: any address of the network
+    // names it (`2001:db8:1:2::5` is the group `2001:db8:1:2::` of `src/64`).
+    for (v, net) in key.iter_mut().zip(nets) {
+        if let Some(net) = net
+            && let Some(first) = net.network(v)
+        {
+            *v = first;
+        }
     }
-    plain_key(s, groups, types, fields)
+    Ok(key)
+}
+
+/// The bits of an IPv4 and an IPv6 address a group field keeps (`src/24,64`); `None`: the
+/// whole address (or a field that is none).
+type NetBits = Option<(u8, u8)>;
+
+/// A group field mapping that reads an address field as its network (`src/64`,
+/// `src/24,64`): the field's name and the bits kept of an IPv4 and an IPv6 address (one
+/// length is both, an IPv4 address keeping at most its 32 bits); `None` when `text` names no
+/// network, `Err` for lengths that are not.
+fn net_spec(text: &str) -> Option<Result<(&str, u8, u8), String>> {
+    // (A name with a slash and no digit after it is no network: an `sd.*` parameter may
+    // hold a slash.)
+    let (field, lengths) = text
+        .rsplit_once('/')
+        .filter(|(_, l)| l.bytes().any(|b| b.is_ascii_digit()))?;
+    let bits = |t: &str, max: u8| match t.trim().parse::<u8>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!(
+            "`{}` is not a network length (a number of bits, 0 to {max})",
+            t.trim()
+        )),
+    };
+    Some((|| {
+        let (v4, v6) = match lengths.split_once(',') {
+            None => {
+                let n = bits(lengths, 128)?;
+                (n.min(32), n)
+            }
+            Some((v4, v6)) => (bits(v4, 32)?, bits(v6, 128)?),
+        };
+        Ok((field.trim(), v4, v6))
+    })())
 }
 
 /// A key as values comma-separated in `group_by` order (see [`parse_key`]).

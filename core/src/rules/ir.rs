@@ -419,6 +419,10 @@ impl TimePart {
 
 /// Looks a field up: captures first, then the event; `time` is the event time.
 pub fn lookup<'a>(ev: &'a Event, caps: &'a Captures, key: &FieldKey) -> Option<LookedUp<'a>> {
+    if let FieldKey::Net(n) = key {
+        let v = lookup(ev, caps, &n.field)?;
+        return n.network(v.get()).map(LookedUp::Owned);
+    }
     if let Some((_, v)) = caps.iter().rev().find(|(k, _)| k == key) {
         return Some(LookedUp::Ref(v));
     }
@@ -855,7 +859,7 @@ impl Cond {
                 [s] => Some(*s),
                 _ => None,
             },
-            FieldKey::Named(_) => None,
+            FieldKey::Named(_) | FieldKey::Net(_) => None,
         };
         let of_expr = |e: &Expr| match e {
             Expr::Field(k) => of_field(k),
@@ -1013,6 +1017,8 @@ pub fn capture_value(key: &FieldKey, text: &str) -> Option<Value> {
         FieldKey::Known(f) => Value::parse_as(f.ty(), text)
             .filter(|v| !matches!(v, Value::Int(_)) || f.out_of_range(v).is_none()),
         FieldKey::Named(_) => Some(Value::str(text)),
+        // (No capture is named so.)
+        FieldKey::Net(_) => None,
     }
 }
 

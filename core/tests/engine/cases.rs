@@ -3783,3 +3783,131 @@ fn alerts_of_several_shared_states_at_one_instant_come_in_rule_order() {
         assert_eq!(shared, run(false), "{states} states");
     }
 }
+
+/// A group field read as a network (`src/64`) puts the addresses of one network in one group,
+/// in the shared engine as in the unshared one, from a flow's field and from a syslog
+/// capture alike; an IPv4 address (written plain or IPv4-mapped) keeps its 32 bits under
+/// `/64`; and `expect` names a network by any address of it.
+#[test]
+fn a_group_read_as_a_network_holds_its_addresses() {
+    use cepheus_core::event::{Event, Field, Source, Value};
+    use cepheus_core::time::Timestamp;
+    let rules = compile_toml(
+        r#"
+[[rule]]
+name = "scan"
+severity = "high"
+group_by = ["net"]
+events.syn = { if = 'flow and kind == "attempt_failed"', net = "src/64" }
+pattern = "syn{3,} within 1m"
+
+[[rule]]
+name = "scan-by-address"
+severity = "high"
+group_by = ["src"]
+events.syn = 'flow and kind == "attempt_failed"'
+pattern = "syn{3,} within 1m"
+
+[[rule]]
+name = "ssh"
+severity = "high"
+group_by = ["net"]
+events.fail = { if = 'syslog and app == "sshd" and msg =~ "from (?P<src>[0-9a-f.:]+) port"', net = "src/24,48" }
+pattern = "fail{2,} within 1m"
+
+[[rule]]
+name = "beats"
+severity = "low"
+group_by = ["net"]
+events.hb = { if = 'syslog and app == "hb"', net = "peer/64" }
+pattern = "absent(hb) for 1m"
+expect = ["2001:db8:9:9::77"]
+"#,
+    );
+    let at = |s: i64| Timestamp::from_secs(s);
+    let ip = |t: &str| Value::ip(t.parse().unwrap());
+    let syn = |s: i64, src: &str| {
+        Event::new(Source::Flow, at(s), at(s))
+            .with(Field::Kind, Value::str("attempt_failed"))
+            .with(Field::Src, ip(src))
+            .with(Field::Dport, Value::Int(22))
+    };
+    let line = |s: i64, app: &str, msg: &str| {
+        Event::new(Source::Syslog, at(s), at(s))
+            .with(Field::App, Value::str(app))
+            .with(Field::Host, Value::str("h"))
+            .with(Field::Msg, Value::str(msg))
+    };
+    let events = vec![
+        syn(1, "2001:db8:1:2::5"),
+        syn(2, "2001:db8:1:2:abcd::9"),
+        syn(3, "2001:db8:1:3::5"),
+        syn(4, "2001:db8:1:2:ffff:ffff:ffff:ffff"),
+        syn(5, "10.0.0.1"),
+        syn(6, "::ffff:10.0.0.1"),
+        syn(7, "10.0.0.2"),
+        syn(8, "10.0.0.1"),
+        line(
+            9,
+            "sshd",
+            "Failed password for root from 10.1.2.3 port 22 ssh2",
+        ),
+        line(
+            10,
+            "sshd",
+            "Failed password for root from 10.1.2.200 port 22 ssh2",
+        ),
+        line(
+            11,
+            "sshd",
+            "Failed password for root from 2001:db8:5:1::1 port 22 ssh2",
+        ),
+        line(
+            12,
+            "sshd",
+            "Failed password for root from 2001:db8:5:ff::1 port 22 ssh2",
+        ),
+        // A beat from another address of the expected /64 keeps its group alive.
+        line(30, "hb", "alive").with(Field::Peer, ip("2001:db8:9:9::1")),
+    ];
+    let alerts = |share: bool| {
+        let mut e = new_engine(&rules, share);
+        let mut out = Vec::new();
+        for ev in events.clone() {
+            e.push(ev, &mut out);
+        }
+        e.advance_to(at(120), &mut out);
+        out.iter()
+            .map(|a| {
+                let group: Vec<String> = a.group().iter().map(|(_, v)| v.to_string()).collect();
+                format!(
+                    "{} {} {} @{}",
+                    a.rule(),
+                    a.state.name(),
+                    group.join(","),
+                    a.time.0 / 1_000_000_000
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let shared = alerts(true);
+    assert_eq!(shared, alerts(false), "shared and unshared differ");
+    assert_eq!(
+        shared,
+        [
+            "scan firing 2001:db8:1:2:: @4",
+            // (By address, only 10.0.0.1 is seen three times, once IPv4-mapped.)
+            "scan firing 10.0.0.1 @8",
+            "scan-by-address firing 10.0.0.1 @8",
+            "ssh firing 10.1.2.0 @10",
+            "ssh firing 2001:db8:5:: @12",
+            "scan resolved 2001:db8:1:2:: @64",
+            "scan resolved 10.0.0.1 @68",
+            "scan-by-address resolved 10.0.0.1 @68",
+            "ssh resolved 10.1.2.0 @70",
+            "ssh resolved 2001:db8:5:: @72",
+            // Silent from the beat at 30 s (not from the start: the beat was its group's).
+            "beats firing 2001:db8:9:9:: @90",
+        ]
+    );
+}
