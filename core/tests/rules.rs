@@ -747,6 +747,44 @@ fn a_group_field_may_read_an_address_as_its_network() {
     );
 }
 
+/// `absent(x{n,}) for D` (fewer than n in any D) is the whole pattern, with a least count
+/// from 1 to the cap; anywhere else, with a greatest count or `distinct`, it is refused where
+/// it is written; `absent(x{1,})` is `absent(x)`.
+#[test]
+fn an_absence_of_a_count_stands_alone() {
+    use cepheus_core::rules::ir::Pattern;
+    let with = |pattern: &str| {
+        compile_str(
+            "t.toml",
+            &rule_text(&format!(
+                "events.a = 'syslog and app == \"a\"'\nevents.b = 'syslog and app == \"b\"'\npattern = \"{pattern}\""
+            )),
+        )
+    };
+    let c = with("absent(or(a, b){3,}) for 5m");
+    assert_eq!(error_messages(&c), Vec::<String>::new());
+    let rules = c.rules.unwrap();
+    assert!(matches!(
+        &rules.rules[0].pattern,
+        Pattern::Absent { inner, .. } if matches!(&**inner, Pattern::Repeat { min: 3, max: None, .. })
+    ));
+    let c = with("absent(a{1,}) for 5m");
+    assert!(matches!(
+        &c.rules.unwrap().rules[0].pattern,
+        Pattern::Absent { inner, .. } if matches!(&**inner, Pattern::Event(_))
+    ));
+    let alone = "`absent(..)` of a count stands alone as the whole pattern, with a least count only (`{n,}`: no greatest count, no `distinct`)";
+    assert_eq!(
+        error_messages(&with("seq(b, absent(a{2,}) for 1m)")),
+        [alone]
+    );
+    assert_eq!(error_messages(&with("absent(a{2,5}) for 1m")), [alone]);
+    assert_eq!(
+        error_messages(&with("absent(a{1001,}) for 1m")),
+        ["`absent(..)` of a count needs a least count from 1 to 1000"]
+    );
+}
+
 #[test]
 fn expect_files_are_read_relative_to_the_rule_file() {
     let src = [SourceFile {

@@ -24,12 +24,15 @@ pub const MAX_STEPS: usize = 1024;
 /// How a rule is run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// `absent(x) for D` alone: per group, fire when D passes with no x.
+    /// `absent(x) for D` alone: per group, fire when D passes with no x; `absent(x{n,}) for
+    /// D`: with fewer than n.
     Absence {
         /// The events whose absence is watched.
         set: EvSet,
         /// How long.
         for_: Duration,
+        /// How many of them in D keep it from firing (1 for `absent(x)`).
+        min: u32,
     },
     /// Linear alternatives.
     Linear {
@@ -272,12 +275,33 @@ pub fn plan(rule: &Rule) -> Result<Plan, PlanError> {
     };
     let window = rule.within.map(|w| w.max);
     if let Pattern::Absent { inner, for_ } = &rule.pattern {
+        // (`absent(x{n,})`: fewer than n.)
+        let (inner, min) = match &**inner {
+            Pattern::Repeat {
+                inner,
+                min,
+                max: None,
+                distinct: None,
+            } => (&**inner, (*min).max(1)),
+            other => (other, 1),
+        };
         let set = simple_set(inner)
             .ok_or_else(|| unsupported("absent() takes an event or an or() of events"))?;
         let for_ = for_
             .or(window)
             .ok_or_else(|| unsupported("absent() needs `for D` or a `within`"))?;
-        return Ok(Plan::Absence { set, for_ });
+        if min > crate::rules::ir::MAX_ABSENT_COUNT {
+            return Err(unsupported(&format!(
+                "absent() of a count above {} (each group keeps the times of that many events)",
+                crate::rules::ir::MAX_ABSENT_COUNT
+            )));
+        }
+        if min > 1 && rule.allowed_lateness > Duration::ZERO {
+            return Err(unsupported(
+                "absent() of a count with `allowed_lateness` (a late event cannot yet retract a count's alert): drop `allowed_lateness`, or raise `max_delay` to wait for late events",
+            ));
+        }
+        return Ok(Plan::Absence { set, for_, min });
     }
     let raw = expand(&rule.pattern, &rule.name)?;
     let mut alts = Vec::with_capacity(raw.len());

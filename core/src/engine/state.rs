@@ -235,7 +235,14 @@ impl Lean {
         trigger: &Trigger,
     ) -> Lean {
         let alts = match plan {
-            Plan::Absence { set, for_ } => return Lean::Absence(*set, *for_),
+            Plan::Absence { set, for_, min } => {
+                // (A count, `absent(x{n,})`, takes the general transition.)
+                return if *min > 1 {
+                    Lean::Off
+                } else {
+                    Lean::Absence(*set, *for_)
+                };
+            }
             Plan::Linear { alts } => alts,
         };
         if single && let [a] = alts.as_slice() {
@@ -712,13 +719,17 @@ pub struct AbsenceState {
     firing: Option<Box<Episode>>,
     /// When the group last alerted, for `trigger = { every = .. }` (`NO_TIME`: never).
     last_fired: Timestamp,
-    /// What late events read (`None`: nothing).
+    /// What late events read, and a count's earlier events (`None`: nothing).
     late: Option<Box<AbsenceLate>>,
 }
 
 /// What only late awaited events of an absence group read.
 #[derive(Clone, Debug)]
 struct AbsenceLate {
+    /// For `absent(x{n,})`: the awaited events before `last_seen` that it counts (the last
+    /// `n - 1`, oldest first; none for a plain absence). Here, not beside `last_seen`: a
+    /// group's state stays five words.
+    before: VecDeque<Timestamp>,
     /// While firing: the latest awaited event that came late, stamped after the deadline
     /// (`NO_TIME`: none). Not matched, but if an earlier late one retracts the alert, the
     /// absence is re-armed from it: the engine knows the silence ended no earlier.
@@ -742,6 +753,9 @@ struct SavedAbsence {
     late_after: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     resolved: Option<Box<(Episode, Timestamp)>>,
+    /// [`AbsenceState::before`] (empty: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    before: Vec<Timestamp>,
 }
 
 impl From<SavedAbsence> for AbsenceState {
@@ -752,6 +766,9 @@ impl From<SavedAbsence> for AbsenceState {
             last_fired: s.last_fired,
             late: None,
         };
+        if !s.before.is_empty() {
+            a.late_mut().before = s.before.into();
+        }
         a.set_late_after(s.late_after);
         if let Some(r) = s.resolved {
             a.late_mut().resolved = Some(*r);
@@ -763,13 +780,17 @@ impl From<SavedAbsence> for AbsenceState {
 impl From<AbsenceState> for SavedAbsence {
     fn from(a: AbsenceState) -> SavedAbsence {
         let late_after = a.late_after();
-        let resolved = a.late.and_then(|l| l.resolved).map(Box::new);
+        let (resolved, before) = match a.late {
+            Some(l) => (l.resolved.map(Box::new), Vec::from(l.before)),
+            None => (None, Vec::new()),
+        };
         SavedAbsence {
             last_seen: a.last_seen,
             firing: a.firing,
             last_fired: a.last_fired,
             late_after,
             resolved,
+            before,
         }
     }
 }
@@ -787,7 +808,40 @@ impl AbsenceState {
     /// Since when the absence is measured: the later of the last awaited event and the start
     /// of monitoring.
     fn watched_since(&self, ctx: &RuleCtx<'_>) -> Timestamp {
-        self.last_seen.max(ctx.monitor_start)
+        let seen = match &*ctx.plan {
+            // (`absent(x{n,})`: since the n-th newest, if there were n: the count falls
+            // below n when that one leaves the window.)
+            Plan::Absence { min, .. } if *min > 1 => match &self.late {
+                Some(l) if l.before.len() + 1 >= *min as usize => {
+                    l.before.front().copied().unwrap_or(NO_TIME)
+                }
+                _ => NO_TIME,
+            },
+            _ => self.last_seen,
+        };
+        seen.max(ctx.monitor_start)
+    }
+
+    /// An awaited event came at `t`; `min` is the `n` of `absent(x{n,})` (1 for a plain
+    /// absence), whose last `n - 1` events before the newest are kept.
+    fn saw(&mut self, t: Timestamp, min: u32) {
+        if min <= 1 || self.last_seen == NO_TIME {
+            self.last_seen = self.last_seen.max(t);
+            return;
+        }
+        let last = self.last_seen;
+        let b = &mut self.late_mut().before;
+        if t >= last {
+            b.push_back(last);
+        } else {
+            // (Not in time order: kept sorted.)
+            let at = b.partition_point(|x| *x <= t);
+            b.insert(at, t);
+        }
+        while b.len() >= min as usize {
+            b.pop_front();
+        }
+        self.last_seen = last.max(t);
     }
 
     /// [`AbsenceLate::after`] (`NO_TIME`: none).
@@ -810,7 +864,7 @@ impl AbsenceState {
         if self
             .late
             .as_ref()
-            .is_some_and(|l| l.after == NO_TIME && l.resolved.is_none())
+            .is_some_and(|l| l.after == NO_TIME && l.resolved.is_none() && l.before.is_empty())
         {
             self.late = None;
         }
@@ -819,6 +873,7 @@ impl AbsenceState {
     fn late_mut(&mut self) -> &mut AbsenceLate {
         self.late.get_or_insert_with(|| {
             Box::new(AbsenceLate {
+                before: VecDeque::new(),
                 after: NO_TIME,
                 resolved: None,
             })
@@ -1124,10 +1179,15 @@ impl Group {
     }
 
     /// About how many bytes the events its partial matches and waits hold take: each item,
-    /// and its event with the event's text (shared with the event's other holders).
+    /// and its event with the event's text (shared with the event's other holders); for an
+    /// absence, what it keeps for late events and a count.
     pub fn held_bytes(&self) -> usize {
         match &self.state {
-            GroupState::Absence(_) => 0,
+            // (A count's earlier events: their times.)
+            GroupState::Absence(a) => a.late.as_ref().map_or(0, |l| {
+                std::mem::size_of::<AbsenceLate>()
+                    + l.before.capacity() * std::mem::size_of::<Timestamp>()
+            }),
             GroupState::Linear(l) => {
                 let runs = l.runs.iter().flat_map(|r| r.items.iter().map(|i| &i.ev));
                 let waits = l.waits().iter().flat_map(|w| w.events.iter());
@@ -1176,12 +1236,16 @@ impl Group {
     ) -> bool {
         self.heard_at(t, counters);
         match (&mut self.state, &*ctx.plan) {
-            (GroupState::Absence(a), Plan::Absence { set, .. }) => {
+            (GroupState::Absence(a), Plan::Absence { set, for_, min }) => {
                 if mask & set == 0 {
                     return false;
                 }
                 let silent_since = a.watched_since(ctx);
-                a.last_seen = a.last_seen.max(t);
+                a.saw(t, *min);
+                // (A count's alert goes on until n are back within D, not at the first.)
+                if *min > 1 && a.watched_since(ctx).add(*for_) <= t {
+                    return false;
+                }
                 if a.late.is_some() {
                     a.set_late_after(NO_TIME);
                     // A resolved alert no late event can reach any more (stamped at or before
@@ -1550,7 +1614,8 @@ impl Group {
         if mask & set != 0 {
             a.last_seen = a.last_seen.max(t);
         }
-        let deadline = a.watched_since(ctx).add(for_);
+        // (A plain absence: counts take the general transition.)
+        let deadline = a.last_seen.max(ctx.monitor_start).add(for_);
         self.heard_at(t, counters);
         Some(self.wake_with(ctx, Some(deadline)))
     }

@@ -2048,7 +2048,53 @@ impl PatChecker<'_, '_, '_, '_> {
                 })
             }
             PatAst::Absent { inner, for_, span } => {
-                let body = self.simple(inner, "`absent(..)`");
+                let body = match &**inner {
+                    // `absent(x{n,}) for D`: fewer than n in any D, as the whole pattern.
+                    PatAst::Repeat {
+                        inner: counted,
+                        min,
+                        max: None,
+                        distinct: None,
+                        span: cspan,
+                    } if matches!(pos, Pos::Top { .. }) => {
+                        let body = self.simple(counted, "a count such as `{5,}`");
+                        if *min == 0 || *min > crate::rules::ir::MAX_ABSENT_COUNT {
+                            self.r.error(
+                                cspan.clone(),
+                                format!(
+                                    "`absent(..)` of a count needs a least count from 1 to {}",
+                                    crate::rules::ir::MAX_ABSENT_COUNT
+                                ),
+                                Some("`absent(hb{3,}) for 5m`: fewer than 3 in any 5 minutes (each group keeps the times of that many events)".into()),
+                            );
+                            None
+                        } else {
+                            body.map(|(p, ids)| {
+                                // (`absent(x{1,})` is `absent(x)`.)
+                                let p = if *min == 1 {
+                                    p
+                                } else {
+                                    Pattern::Repeat {
+                                        inner: Box::new(p),
+                                        min: *min,
+                                        max: None,
+                                        distinct: None,
+                                    }
+                                };
+                                (p, ids)
+                            })
+                        }
+                    }
+                    PatAst::Repeat { span: cspan, .. } => {
+                        self.r.error(
+                            cspan.clone(),
+                            "`absent(..)` of a count stands alone as the whole pattern, with a least count only (`{n,}`: no greatest count, no `distinct`)",
+                            Some("`absent(hb{3,}) for 5m`: fewer than 3 `hb` in any 5 minutes".into()),
+                        );
+                        None
+                    }
+                    _ => self.simple(inner, "`absent(..)`"),
+                };
                 let mut ok = true;
                 if let Some((d, ds)) = for_
                     && *d == Duration::ZERO

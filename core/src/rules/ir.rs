@@ -1195,6 +1195,10 @@ pub enum TemplatePart {
     Field(FieldKey),
 }
 
+/// The greatest `n` of `absent(x{n,}) for D` (fewer than `n` in any `D`): each group keeps
+/// the times of its last `n` awaited events, 8 KB at most.
+pub const MAX_ABSENT_COUNT: u32 = 1000;
+
 /// An event definition of a rule: its condition, and which field supplies each group name.
 #[derive(Clone, Debug)]
 pub struct EventDef {
