@@ -807,19 +807,29 @@ fn opt(t: Timestamp) -> Option<Timestamp> {
 impl AbsenceState {
     /// Since when the absence is measured: the later of the last awaited event and the start
     /// of monitoring.
-    fn watched_since(&self, ctx: &RuleCtx<'_>) -> Timestamp {
+    /// For a count (`absent(x{n,})`, see [`AbsenceState::counted_since`]) it depends on
+    /// whether the group is `expected`.
+    fn watched_since(&self, ctx: &RuleCtx<'_>, expected: bool) -> Timestamp {
         let seen = match &*ctx.plan {
-            // (`absent(x{n,})`: since the n-th newest, if there were n: the count falls
-            // below n when that one leaves the window.)
-            Plan::Absence { min, .. } if *min > 1 => match &self.late {
-                Some(l) if l.before.len() + 1 >= *min as usize => {
-                    l.before.front().copied().unwrap_or(NO_TIME)
-                }
-                _ => NO_TIME,
-            },
+            Plan::Absence { min, .. } if *min > 1 => self.counted_since(*min, expected),
             _ => self.last_seen,
         };
         seen.max(ctx.monitor_start)
+    }
+
+    /// Since when a count (`absent(x{n,})`) is measured, before the start of monitoring is
+    /// taken into account: its n-th newest awaited event if there were n (the count falls
+    /// below n when that one leaves the window); with fewer, its first (a group found by its
+    /// events is watched from then on, as an absence's from its last event), or none for an
+    /// expected group (watched from the start of monitoring).
+    fn counted_since(&self, min: u32, expected: bool) -> Timestamp {
+        let before = self.late.as_ref().map(|l| &l.before);
+        match before {
+            Some(b) if b.len() + 1 >= min as usize => b.front().copied().unwrap_or(NO_TIME),
+            _ if expected => NO_TIME,
+            Some(b) => b.front().copied().unwrap_or(self.last_seen),
+            None => self.last_seen,
+        }
     }
 
     /// An awaited event came at `t`; `min` is the `n` of `absent(x{n,})` (1 for a plain
@@ -1240,10 +1250,10 @@ impl Group {
                 if mask & set == 0 {
                     return false;
                 }
-                let silent_since = a.watched_since(ctx);
+                let silent_since = a.watched_since(ctx, self.expected);
                 a.saw(t, *min);
                 // (A count's alert goes on until n are back within D, not at the first.)
-                if *min > 1 && a.watched_since(ctx).add(*for_) <= t {
+                if *min > 1 && a.watched_since(ctx, self.expected).add(*for_) <= t {
                     return false;
                 }
                 if a.late.is_some() {
@@ -1767,7 +1777,7 @@ impl Group {
             end_by_event(ctx, key, &ep, AlertState::Retracted, now, ev, counters, out);
             return false;
         }
-        let base = a.watched_since(ctx);
+        let base = a.watched_since(ctx, self.expected);
         let Some(ep) = &a.firing else {
             // Not fired yet: the late event still moves the deadline (arriving after the
             // absence fired would have retracted it; arriving earlier must not fire it).
@@ -1811,7 +1821,7 @@ impl Group {
     ) -> bool {
         match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => {
-                let deadline = a.watched_since(ctx).add(*for_);
+                let deadline = a.watched_since(ctx, self.expected).add(*for_);
                 if a.firing.is_none() && deadline <= now {
                     // A lone absence's episodes never share a start: each next deadline is
                     // after the event that ended the previous one.
@@ -1967,7 +1977,7 @@ impl Group {
     pub fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
         let own = match (&self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => match &a.firing {
-                None => Some(a.watched_since(ctx).add(*for_)),
+                None => Some(a.watched_since(ctx, self.expected).add(*for_)),
                 Some(ep) => ep.held_until,
             },
             (GroupState::Linear(l), Plan::Linear { .. }) => l.next_wake(ctx),

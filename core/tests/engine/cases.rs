@@ -3914,25 +3914,29 @@ expect = ["2001:db8:9:9::77"]
 
 /// `absent(x{n,}) for D` fires when fewer than n `x` lie in the last D (the n-th newest
 /// leaves the window), resolves at the event that brings n back within D, not at the first,
-/// and fires again when the count falls once more; before n events it counts from the start
-/// of monitoring. The same shared and unshared, and across a checkpoint.
+/// and fires again when the count falls once more; before n events it counts from a found
+/// group's first event, an expected group's start of monitoring. The same shared and
+/// unshared, and across a checkpoint.
 #[test]
 fn an_absence_of_a_count_fires_below_it() {
     let rules = compile_toml(
-        "[[rule]]\nname = \"few\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb{3,}) for 10s\"\n\
+        "[[rule]]\nname = \"few\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb{3,}) for 10s\"\nexpect = [\"e\"]\n\
          [[rule]]\nname = \"none\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"absent(hb{1,}) for 10s\"\n",
     );
     let script = "hb:h@1 hb:h@2 hb:h@3 hb:h@5 hb:g@6 hb:h@13 hb:h@14 tick@40";
     assert_eq!(
         fired_alike(&rules, script),
         [
-            // g: one beat, fewer than 3 since monitoring began (at the first event, 1 s);
-            // `none` (`hb{1,}` is `hb`) only 10 s after its beat.
-            "firing g @11",
+            // e, expected and never seen: fewer than 3 since monitoring began (at the first
+            // event, 1 s).
+            "firing e @11",
             "firing h @12",
             // (At 13 only 5 and 13 lie in the last 10 s.)
             "resolved h @14",
             "firing h @15",
+            // g, found by one beat at 6: fewer than 3 in the 10 s since (and none for
+            // `none`: `hb{1,}` is `hb`).
+            "firing g @16",
             "firing g @16",
             "firing h @24",
         ]
@@ -3947,8 +3951,8 @@ fn an_absence_of_a_count_fires_below_it() {
     };
     assert!(rules_named(true).contains(&"none firing h @24".to_string()));
     assert!(!rules_named(true).contains(&"few firing h @24".to_string()));
-    // Stopped at 6 (h's last three beats at 2, 3 and 5: due at 12, not at 11 as from the
-    // start) and restored: the same as straight on.
+    // Stopped at 6 (h's last three beats at 2, 3 and 5: due at 12, not at 15 as from its
+    // last beat alone) and restored: the same as straight on.
     let steps = |s: &str| parse_script(s);
     let mut e = new_engine(&rules, true);
     let mut out = Vec::new();

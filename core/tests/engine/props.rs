@@ -18,6 +18,8 @@ fn mixed(event_time: bool) -> RuleSet {
     let names = &APPS[..];
     let mut rules = vec![
         rule("absence", names, absent(ev(3), Some(30))).expect(&["h3", "never"]),
+        // (Fewer than 3 `hb` in 30 s.)
+        rule("few", names, absent(rep(ev(3), 3, None), Some(30))).expect(&["h1"]),
         rule("seq", names, seq(vec![ev(0), ev(1)])).within(20),
         rule("bf", names, seq(vec![rep(ev(0), 3, None), ev(1)])).within(40),
         rule("burst", names, rep(ev(2), 3, None)).within(15),

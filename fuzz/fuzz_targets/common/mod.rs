@@ -196,6 +196,12 @@ pub fn pattern(u: &mut Unstructured<'_>, has_within: bool) -> Result<String> {
     Ok(match u.int_in_range(0..=7u8)? {
         0 => pick(u, &EVS)?.to_string(),
         1 => count(u)?,
+        // (A count's absence, fewer than n, only as the whole pattern.)
+        2 if u.ratio(1, 3)? => {
+            let body = ev_set(u)?;
+            let n = u.int_in_range(2..=4u8)?;
+            format!("absent({body}{{{n},}}) for {}", dur(u)?)
+        }
         2 => absence(u, !has_within)?,
         3 | 4 => seq(u, 1, has_within)?,
         5 => {
