@@ -486,9 +486,6 @@ pub enum FieldKey {
     Known(Field),
     /// Structured data `sd.<id>.<param>` (full dotted name) or a regex capture name.
     Named(Arc<str>),
-    /// An address field read as its network (`src/64`): only a group field mapping names
-    /// one (no event carries such a field).
-    Net(Arc<NetKey>),
 }
 
 impl FieldKey {
@@ -497,17 +494,15 @@ impl FieldKey {
         match self {
             FieldKey::Known(f) => f.name(),
             FieldKey::Named(n) => n,
-            FieldKey::Net(n) => &n.name,
         }
     }
 
     /// The type of its values: the registry field's, text for any other name (`sd.*`,
-    /// regex captures), an address for a network.
+    /// regex captures).
     pub fn ty(&self) -> ValueType {
         match self {
             FieldKey::Known(f) => f.ty(),
             FieldKey::Named(_) => ValueType::Str,
-            FieldKey::Net(_) => ValueType::Ip,
         }
     }
 
@@ -517,60 +512,6 @@ impl FieldKey {
             Some(f) => FieldKey::Known(f),
             None => FieldKey::Named(Arc::from(name)),
         }
-    }
-}
-
-/// A group field read as a network: an address field's value with only its first bits
-/// kept, so that the addresses of one network form one group (`src/64`: a sender rotating
-/// through the addresses of its IPv6 /64 is one source, as it is one host or customer).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct NetKey {
-    /// The address field read (an IP field, or a capture that reads one).
-    pub field: FieldKey,
-    /// The bits kept of an IPv4 address (at most 32).
-    pub v4: u8,
-    /// The bits kept of an IPv6 address (at most 128).
-    pub v6: u8,
-    /// As rules write it: `src/64` (both lengths from one, an IPv4 address keeping at most
-    /// its 32 bits), else `src/24,64`.
-    pub name: Arc<str>,
-}
-
-impl NetKey {
-    /// The network of `field`, `v4` and `v6` bits long (capped at the families' widths),
-    /// named in the shortest form that says it.
-    pub fn new(field: FieldKey, v4: u8, v6: u8) -> NetKey {
-        let (v4, v6) = (v4.min(32), v6.min(128));
-        let name = if v4 == v6.min(32) {
-            format!("{}/{v6}", field.name())
-        } else {
-            format!("{}/{v4},{v6}", field.name())
-        };
-        NetKey {
-            field,
-            v4,
-            v6,
-            name: Arc::from(name),
-        }
-    }
-
-    /// The network an address value is in, as its first address (`2001:db8:1:2::` for
-    /// `2001:db8:1:2::5` at 64 bits); `None` for a value that is no address. An
-    /// IPv4-mapped IPv6 address is its IPv4 address ([`Value::ip`]), masked as one.
-    pub fn network(&self, v: &Value) -> Option<Value> {
-        let Value::Ip(ip) = v else {
-            return None;
-        };
-        Some(Value::Ip(match ip.to_canonical() {
-            IpAddr::V4(a) => {
-                let keep = u32::MAX.checked_shl(32 - u32::from(self.v4)).unwrap_or(0);
-                IpAddr::V4(std::net::Ipv4Addr::from_bits(a.to_bits() & keep))
-            }
-            IpAddr::V6(a) => {
-                let keep = u128::MAX.checked_shl(128 - u32::from(self.v6)).unwrap_or(0);
-                IpAddr::V6(std::net::Ipv6Addr::from_bits(a.to_bits() & keep))
-            }
-        }))
     }
 }
 
@@ -593,7 +534,7 @@ impl Event {
     pub fn heap_bytes(&self) -> usize {
         let name = |k: &FieldKey| match k {
             FieldKey::Named(n) => n.len(),
-            FieldKey::Known(_) | FieldKey::Net(_) => 0,
+            FieldKey::Known(_) => 0,
         };
         std::mem::size_of::<Event>()
             + self.fields.capacity() * std::mem::size_of::<(FieldKey, Value)>()
@@ -667,8 +608,6 @@ impl Event {
                 .iter()
                 .find(|(k, _)| matches!(k, FieldKey::Named(m) if m == n))
                 .map(|(_, v)| v),
-            // (Made from its address field: see `rules::ir::lookup`.)
-            FieldKey::Net(_) => None,
         }
     }
 
@@ -687,32 +626,6 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A network keeps the first bits of an address of either family, none (`/0`: one
-    /// group for every address) to all of them, and is named in its shortest form.
-    #[test]
-    #[allow(clippy::unwrap_used)]
-    fn a_network_keeps_an_addresss_first_bits() {
-        let net = |v4, v6| NetKey::new(FieldKey::Known(Field::Src), v4, v6);
-        let ip = |t: &str| Value::ip(t.parse().unwrap());
-        let of = |n: &NetKey, t: &str| n.network(&ip(t)).map(|v| v.to_string());
-        let n = net(24, 64);
-        assert_eq!(&*n.name, "src/24,64");
-        assert_eq!(of(&n, "192.0.2.77").as_deref(), Some("192.0.2.0"));
-        assert_eq!(of(&n, "::ffff:192.0.2.77").as_deref(), Some("192.0.2.0"));
-        assert_eq!(
-            of(&n, "2001:db8:a:b:c:d:e:f").as_deref(),
-            Some("2001:db8:a:b::")
-        );
-        assert_eq!(of(&net(0, 0), "192.0.2.77").as_deref(), Some("0.0.0.0"));
-        assert_eq!(of(&net(0, 0), "2001:db8::1").as_deref(), Some("::"));
-        assert_eq!(&*net(0, 0).name, "src/0");
-        let all = net(40, 200);
-        assert_eq!((all.v4, all.v6, &*all.name), (32, 128, "src/128"));
-        assert_eq!(of(&all, "2001:db8::1").as_deref(), Some("2001:db8::1"));
-        assert_eq!(of(&all, "192.0.2.77").as_deref(), Some("192.0.2.77"));
-        assert_eq!(n.network(&Value::str("192.0.2.77")), None);
-    }
 
     /// The event journal (postcard) writes a field as its position in the registry: a
     /// journal written by an earlier version is read right only while these positions hold.

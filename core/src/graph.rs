@@ -471,7 +471,7 @@ fn settings(rule: &Rule) -> (Settings, Settings) {
             .events
             .iter()
             .map(|d| {
-                let fields: Vec<&str> = d.group_fields.iter().map(|f| f.name()).collect();
+                let fields: Vec<_> = d.group_fields.iter().map(|f| f.name()).collect();
                 format!("{} by [{}]", d.cond.canonical(), fields.join(", "))
             })
             .collect();

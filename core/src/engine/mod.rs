@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::alert::{Alert, AlertState, Reason};
 use crate::event::{Event, Field, FieldKey, Value};
 use crate::fnv::Fnv;
-use crate::rules::ir::{Captures, EventDef, Rule, RuleSet, TimeMode, key_value};
+use crate::rules::ir::{Captures, EventDef, GroupField, Rule, RuleSet, TimeMode, key_value};
 use crate::time::{Duration, Timestamp};
 use compact::Compact;
 use family::Family;
@@ -92,7 +92,7 @@ fn key_types(rule: &Rule) -> Vec<crate::event::ValueType> {
     let Some(def) = rule.events.first() else {
         return Vec::new();
     };
-    def.group_fields.iter().map(FieldKey::ty).collect()
+    def.group_fields.iter().map(GroupField::ty).collect()
 }
 
 /// A hash of group key values that is the same on every run, build and machine (FNV-1a over a
@@ -1011,7 +1011,7 @@ fn lane_sources(rule: &Rule, used: plan::EvSet) -> (Vec<String>, Vec<Vec<String>
         .enumerate()
         .filter(|(i, _)| *i < 64 && used & (1u64 << i) != 0)
         .map(|(_, d)| {
-            let fields: Vec<&str> = d.group_fields.iter().map(FieldKey::name).collect();
+            let fields: Vec<_> = d.group_fields.iter().map(GroupField::name).collect();
             (d.cond.canonical(), fields.join(","))
         })
         .collect();
@@ -1273,7 +1273,7 @@ impl Engine {
         let filter = Filter::new(rules, cfg.share);
         // Group field mappings, numbered: consumers with the same number read their group
         // key from the same fields.
-        let mut mappings: HashMap<&[FieldKey], u32> = HashMap::new();
+        let mut mappings: HashMap<&[GroupField], u32> = HashMap::new();
         let consumers: Vec<Vec<Consumer>> = filter
             .preds
             .iter()
@@ -1307,7 +1307,8 @@ impl Engine {
                     return None;
                 };
                 let fields = &rules.rules[c.rule as usize].events[c.def as usize].group_fields;
-                (fields.as_slice() == [FieldKey::Known(f)]).then_some(f)
+                matches!(fields.as_slice(), [g] if g.net.is_none() && g.key == FieldKey::Known(f))
+                    .then_some(f)
             })
             .collect();
         // Room for the groups up front when a rule's definitions pin its one group field to
@@ -1319,7 +1320,7 @@ impl Engine {
             .collect();
         let mut fed = vec![0u64; rts.len()];
         // The event nodes feeding each state (predicate, group field mapping), for families.
-        let mut node_feeds: Vec<Vec<(u32, &[FieldKey])>> = vec![Vec::new(); rts.len()];
+        let mut node_feeds: Vec<Vec<(u32, &[GroupField])>> = vec![Vec::new(); rts.len()];
         for (pi, (p, cs)) in filter.preds.iter().zip(&consumers).enumerate() {
             for &Consumer {
                 state: rt,
@@ -1329,9 +1330,9 @@ impl Engine {
             } in cs
             {
                 let fields = &rules.rules[rule as usize].events[def as usize].group_fields;
-                let pinned = p
-                    .key_field
-                    .is_some_and(|f| fields.as_slice() == [FieldKey::Known(f)]);
+                let pinned = p.key_field.is_some_and(|f| {
+                    matches!(fields.as_slice(), [g] if g.net.is_none() && g.key == FieldKey::Known(f))
+                });
                 let b = &mut bound[rt as usize];
                 *b = match (*b, pinned) {
                     (Some(n), true) => Some(n + p.key_values),

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use crate::event::{FieldKey, NetKey, Value, ValueType};
+use crate::event::{FieldKey, Value, ValueType};
 use crate::rules::check::{EventInfo, PatEnv, Reporter, compile_cond, compile_pattern};
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
 use crate::rules::ir::{
-    DEFAULT_FORGET_AFTER, DEFAULT_MAX_DELAY, EventDef, Rule, Severity, TemplatePart, TimeMode,
-    Trigger,
+    DEFAULT_FORGET_AFTER, DEFAULT_MAX_DELAY, EventDef, GroupField, Rule, Severity, TemplatePart,
+    TimeMode, Trigger, network,
 };
 use crate::rules::syntax::{SyntaxError, parse_cond, parse_pattern};
 use crate::time::Duration;
@@ -606,7 +606,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                 };
                 match (&group_nets[gi], net) {
                     (Some((first, first_ev)), net) if *first != net => {
-                        let said = |n: Option<(u8, u8)>| match n {
+                        let said = |n: NetBits| match n {
                             None => "an address".to_string(),
                             Some((v4, v6)) if v4 == v6.min(32) => format!("a /{v6} network"),
                             Some((v4, v6)) => format!("a /{v4},{v6} network"),
@@ -626,11 +626,10 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                     (None, net) => group_nets[gi] = Some((net, ev.name.clone())),
                 }
                 match info.provides(fname).map(|(key, ty)| match net {
-                    None => Ok((key, ty)),
-                    Some((v4, v6)) if ty == ValueType::Ip => Ok((
-                        FieldKey::Net(std::sync::Arc::new(NetKey::new(key, v4, v6))),
-                        ValueType::Ip,
-                    )),
+                    None => Ok((GroupField::from(key), ty)),
+                    Some((v4, v6)) if ty == ValueType::Ip => {
+                        Ok((GroupField::network(key, v4, v6), ValueType::Ip))
+                    }
                     Some(_) => Err(ty),
                 }) {
                     Some(Err(ty)) => cx.error(
@@ -670,7 +669,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                             Some(_) => {}
                             None => {
                                 group_types[gi] = Some((ty, ev.name.clone()));
-                                if let FieldKey::Known(f) = &key {
+                                if let (FieldKey::Known(f), None) = (&key.key, key.net) {
                                     group_fields[gi] = Some(*f);
                                 }
                             }
@@ -798,11 +797,8 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
             );
         } else if group_types.iter().all(Option::is_some) {
             let types: Vec<ValueType> = group_types.iter().flatten().map(|(t, _)| *t).collect();
-            let nets: Vec<Option<NetKey>> = (group_nets.iter())
-                .map(|n| {
-                    let (v4, v6) = n.as_ref()?.0?;
-                    Some(NetKey::new(FieldKey::from_name("expect"), v4, v6))
-                })
+            let nets: Vec<NetBits> = (group_nets.iter())
+                .map(|n| n.as_ref().and_then(|(net, _)| *net))
                 .collect();
             let key = (
                 group_names.as_slice(),
@@ -1206,7 +1202,7 @@ fn expect_values(
     cx: &mut Cx<'_, '_>,
     v: &Val<'_>,
     (groups, types, fields): (&[&str], &[ValueType], &[Option<crate::event::Field>]),
-    nets: &[Option<NetKey>],
+    nets: &[NetBits],
     commented: &mut bool,
 ) -> Vec<Vec<Value>> {
     let mut out = Vec::new();
@@ -1399,7 +1395,7 @@ fn parse_key(
     groups: &[&str],
     types: &[ValueType],
     fields: &[Option<crate::event::Field>],
-    nets: &[Option<NetKey>],
+    nets: &[NetBits],
 ) -> Result<Vec<Value>, KeyError> {
     // A JSON object names each field (`{"host": "web,1", "app": "nginx"}`, as `groups
     // forget` takes a key): a value may then hold a comma.
@@ -1412,8 +1408,8 @@ fn parse_key(
     // A group read as a network is named by its first address: any address of the network
     // names it (`2001:db8:1:2::5` is the group `2001:db8:1:2::` of `src/64`).
     for (v, net) in key.iter_mut().zip(nets) {
-        if let Some(net) = net
-            && let Some(first) = net.network(v)
+        if let Some((v4, v6)) = *net
+            && let Some(first) = network(v, v4, v6)
         {
             *v = first;
         }

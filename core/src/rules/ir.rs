@@ -419,10 +419,6 @@ impl TimePart {
 
 /// Looks a field up: captures first, then the event; `time` is the event time.
 pub fn lookup<'a>(ev: &'a Event, caps: &'a Captures, key: &FieldKey) -> Option<LookedUp<'a>> {
-    if let FieldKey::Net(n) = key {
-        let v = lookup(ev, caps, &n.field)?;
-        return n.network(v.get()).map(LookedUp::Owned);
-    }
     if let Some((_, v)) = caps.iter().rev().find(|(k, _)| k == key) {
         return Some(LookedUp::Ref(v));
     }
@@ -438,10 +434,15 @@ pub fn lookup<'a>(ev: &'a Event, caps: &'a Captures, key: &FieldKey) -> Option<L
 /// group (counted as `keyless`).
 pub const MAX_KEY_TEXT: usize = 1024;
 
-/// A group field's value for event `ev`: looked up as [`lookup`] does, `None` when missing
-/// or a text longer than [`MAX_KEY_TEXT`].
-pub fn key_value(ev: &Event, caps: &Captures, key: &FieldKey) -> Option<Value> {
-    let v = lookup(ev, caps, key)?.get().clone();
+/// A group field's value for event `ev`: looked up as [`lookup`] does (a network, for one
+/// read so: [`GroupField::net`]), `None` when missing, not an address where a network is
+/// read, or a text longer than [`MAX_KEY_TEXT`].
+pub fn key_value(ev: &Event, caps: &Captures, field: &GroupField) -> Option<Value> {
+    let v = lookup(ev, caps, &field.key)?;
+    if let Some((v4, v6)) = field.net {
+        return network(v.get(), v4, v6);
+    }
+    let v = v.get().clone();
     match &v {
         Value::Str(s) if s.len() > MAX_KEY_TEXT => None,
         _ => Some(v),
@@ -859,7 +860,7 @@ impl Cond {
                 [s] => Some(*s),
                 _ => None,
             },
-            FieldKey::Named(_) | FieldKey::Net(_) => None,
+            FieldKey::Named(_) => None,
         };
         let of_expr = |e: &Expr| match e {
             Expr::Field(k) => of_field(k),
@@ -1017,8 +1018,6 @@ pub fn capture_value(key: &FieldKey, text: &str) -> Option<Value> {
         FieldKey::Known(f) => Value::parse_as(f.ty(), text)
             .filter(|v| !matches!(v, Value::Int(_)) || f.out_of_range(v).is_none()),
         FieldKey::Named(_) => Some(Value::str(text)),
-        // (No capture is named so.)
-        FieldKey::Net(_) => None,
     }
 }
 
@@ -1199,6 +1198,83 @@ pub enum TemplatePart {
 /// the times of its last `n` awaited events, 8 KB at most.
 pub const MAX_ABSENT_COUNT: u32 = 1000;
 
+/// Where a group field's value comes from: an event field read whole, or an address field
+/// read as its network (`src/64`), so that the addresses of one network form one group (a
+/// sender rotating through the addresses of its IPv6 /64 is one source, as it is one host).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupField {
+    /// The field read.
+    pub key: FieldKey,
+    /// When read as a network, the bits kept of an IPv4 address (at most 32) and of an IPv6
+    /// one (at most 128).
+    pub net: Option<(u8, u8)>,
+}
+
+impl From<FieldKey> for GroupField {
+    fn from(key: FieldKey) -> GroupField {
+        GroupField { key, net: None }
+    }
+}
+
+/// A group field that reads `key` whole (tests and callers compare with the plain key).
+impl PartialEq<FieldKey> for GroupField {
+    fn eq(&self, key: &FieldKey) -> bool {
+        self.net.is_none() && self.key == *key
+    }
+}
+
+impl GroupField {
+    /// `key` read as its network, `v4` and `v6` bits long (capped at the families' widths).
+    pub fn network(key: FieldKey, v4: u8, v6: u8) -> GroupField {
+        GroupField {
+            key,
+            net: Some((v4.min(32), v6.min(128))),
+        }
+    }
+
+    /// As rules write it: `src`, `src/64` (both lengths from one: an IPv4 address keeps at
+    /// most its 32 bits), or `src/24,64`.
+    pub fn name(&self) -> std::borrow::Cow<'_, str> {
+        match self.net {
+            None => std::borrow::Cow::Borrowed(self.key.name()),
+            Some((v4, v6)) if v4 == v6.min(32) => format!("{}/{v6}", self.key.name()).into(),
+            Some((v4, v6)) => format!("{}/{v4},{v6}", self.key.name()).into(),
+        }
+    }
+
+    /// The type of its values: the field's, an IP address for a network.
+    pub fn ty(&self) -> crate::event::ValueType {
+        match self.net {
+            None => self.key.ty(),
+            Some(_) => crate::event::ValueType::Ip,
+        }
+    }
+}
+
+/// The network an address value is in, `v4` bits of an IPv4 address and `v6` of an IPv6 one
+/// kept, as its first address (`2001:db8:1:2::` for `2001:db8:1:2::5` at 64 bits); `None` for
+/// a value that is no address. An IPv4-mapped IPv6 address is its IPv4 address, masked as
+/// one.
+pub fn network(v: &Value, v4: u8, v6: u8) -> Option<Value> {
+    let Value::Ip(ip) = v else {
+        return None;
+    };
+    Some(Value::Ip(match ip.to_canonical() {
+        std::net::IpAddr::V4(a) => {
+            let keep = u32::MAX
+                .checked_shl(32 - u32::from(v4.min(32)))
+                .unwrap_or(0);
+            std::net::IpAddr::V4(std::net::Ipv4Addr::from_bits(a.to_bits() & keep))
+        }
+        std::net::IpAddr::V6(a) => {
+            let keep = u128::MAX
+                .checked_shl(128 - u32::from(v6.min(128)))
+                .unwrap_or(0);
+            std::net::IpAddr::V6(std::net::Ipv6Addr::from_bits(a.to_bits() & keep))
+        }
+    }))
+}
+
 /// An event definition of a rule: its condition, and which field supplies each group name.
 #[derive(Clone, Debug)]
 pub struct EventDef {
@@ -1207,7 +1283,7 @@ pub struct EventDef {
     /// The condition.
     pub cond: Cond,
     /// For each `group_by` name (same order), the field that supplies it.
-    pub group_fields: Vec<FieldKey>,
+    pub group_fields: Vec<GroupField>,
     /// Where the file wrote it among the rule's definitions (shown in that order; no part of
     /// the meaning, see `order_definitions` in the checker).
     pub position: usize,
@@ -1292,7 +1368,7 @@ impl Rule {
         let mut s = String::new();
         let _ = write!(s, "group_by={:?};", self.group_by);
         for (i, e) in self.events.iter().enumerate() {
-            let keys: Vec<&str> = e.group_fields.iter().map(FieldKey::name).collect();
+            let keys: Vec<_> = e.group_fields.iter().map(GroupField::name).collect();
             let _ = write!(s, "event {i}: {} keys {:?};", e.cond.canonical(), keys);
         }
         let _ = write!(
@@ -1541,6 +1617,35 @@ mod tests {
     }
 
     use super::*;
+
+    /// A network keeps the first bits of an address of either family, none (`/0`: one
+    /// group for every address) to all of them, and is named in its shortest form.
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn a_network_keeps_an_addresss_first_bits() {
+        use crate::event::Field;
+        let src = || FieldKey::Known(Field::Src);
+        let ip = |t: &str| Value::ip(t.parse().unwrap());
+        let of = |(v4, v6), t: &str| network(&ip(t), v4, v6).map(|v| v.to_string());
+        assert_eq!(GroupField::network(src(), 24, 64).name(), "src/24,64");
+        assert_eq!(GroupField::network(src(), 32, 64).name(), "src/64");
+        assert_eq!(GroupField::network(src(), 0, 0).name(), "src/0");
+        assert_eq!(GroupField::network(src(), 40, 200).net, Some((32, 128)));
+        assert_eq!(GroupField::from(src()).name(), "src");
+        assert_eq!(of((24, 64), "192.0.2.77").as_deref(), Some("192.0.2.0"));
+        assert_eq!(
+            of((24, 64), "::ffff:192.0.2.77").as_deref(),
+            Some("192.0.2.0")
+        );
+        assert_eq!(
+            of((24, 64), "2001:db8:a:b:c:d:e:f").as_deref(),
+            Some("2001:db8:a:b::")
+        );
+        assert_eq!(of((0, 0), "192.0.2.77").as_deref(), Some("0.0.0.0"));
+        assert_eq!(of((0, 0), "2001:db8::1").as_deref(), Some("::"));
+        assert_eq!(of((32, 128), "2001:db8::1").as_deref(), Some("2001:db8::1"));
+        assert_eq!(network(&Value::str("192.0.2.77"), 24, 64), None);
+    }
 
     fn ev() -> Event {
         Event::new(

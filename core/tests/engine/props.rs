@@ -1252,7 +1252,7 @@ proptest! {
                     for (d, def) in r.0.events.iter_mut().enumerate() {
                         if mapped & (1 << d) != 0 {
                             def.group_fields =
-                                vec![cepheus_core::event::FieldKey::Known(Field::Procid)];
+                                vec![cepheus_core::event::FieldKey::Known(Field::Procid).into()];
                         }
                     }
                     if *max_groups > 0 {
@@ -1766,7 +1766,7 @@ fn many_states_per_event() {
 #[test]
 fn one_event_feeds_a_state_under_two_keys() {
     let mut r = rule("cross", &["x", "x"], seq(vec![ev(0), ev(1)])).within(20);
-    r.0.events[1].group_fields = vec![cepheus_core::event::FieldKey::Known(Field::Procid)];
+    r.0.events[1].group_fields = vec![cepheus_core::event::FieldKey::Known(Field::Procid).into()];
     // Other states concerned by the same events, so the merge sees several states.
     let rules = set(vec![
         r,

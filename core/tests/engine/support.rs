@@ -35,7 +35,7 @@ pub fn rule(name: &str, events: &[&str], pattern: Pattern) -> R {
                         Expr::Lit(Value::str(n)),
                     ),
                 ]),
-                group_fields: vec![FieldKey::Known(Field::Host)],
+                group_fields: vec![FieldKey::Known(Field::Host).into()],
                 position,
             })
             .collect(),
