@@ -1757,6 +1757,12 @@ impl Group {
         out: &mut Vec<Alert>,
     ) -> bool {
         self.heard = true;
+        // (A count takes no `allowed_lateness`: what comes here is stamped at the watermark
+        // itself, and counts as in time. An absence's event transition uses no event id.)
+        if matches!(&*ctx.plan, Plan::Absence { min, .. } if *min > 1) {
+            self.on_event(ctx, key, t, mask, ev, 0, counters, out);
+            return true;
+        }
         let (a, set) = match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => (a, *set),
             (GroupState::Linear(l), Plan::Linear { alts }) => {
