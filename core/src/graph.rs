@@ -652,10 +652,22 @@ impl Builder {
                 },
                 vec![self.walk(inner, evs, ri, scope)?],
             ),
-            Pattern::Absent { inner, for_ } => (
-                NodeKind::Absent { for_: *for_ },
-                vec![self.walk(inner, evs, ri, scope)?],
-            ),
+            Pattern::Absent { inner, for_ } => {
+                let c = self.walk(inner, evs, ri, scope)?;
+                // A count an absence holds (`absent(x{n,}) for D`: fewer than n in any D)
+                // counts over that D, not as a closure counts: it is no other count's node.
+                if matches!(**inner, Pattern::Repeat { .. }) {
+                    let suffix = match for_ {
+                        Some(d) => format!(" counted by an absence for {d}"),
+                        None => " counted by an absence".to_string(),
+                    };
+                    let inst = &mut self.insts[c];
+                    inst.canonical.push_str(&suffix);
+                    inst.shape.push_str(&suffix);
+                    inst.place = "counted by an absence";
+                }
+                (NodeKind::Absent { for_: *for_ }, vec![c])
+            }
         };
         if matches!(kind, NodeKind::Or | NodeKind::And) {
             // Commutative: children in canonical order, so or(a, b) and or(b, a) are one.

@@ -1109,3 +1109,39 @@ fn the_order_of_an_and_s_parts_is_kept_and_said() {
         g.to_text()
     );
 }
+
+/// The count an absence holds (`absent(hb{3,}) for 10s`: fewer than 3 in any 10 s) is no
+/// closure's `hb{3,}` (at least 3, ever): no node is shared between them, nor between two
+/// absences of counts over different durations; the same absence in two rules is one.
+#[test]
+fn an_absences_count_is_no_closures_node() {
+    let rule = |name: &str, pattern: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"{pattern}\"\n"
+        )
+    };
+    let text = [
+        rule("few", "absent(hb{3,}) for 10s"),
+        rule("many", "hb{3,}"),
+        rule("few20", "absent(hb{3,}) for 20s"),
+    ]
+    .concat();
+    let rules: RuleSet = compile_str("r.toml", &text).rules.unwrap();
+    let g = build(&rules, true);
+    // (The predicate and the event node are theirs alike.)
+    let counts: Vec<String> = g
+        .shared(ShareKind::SO)
+        .filter(|n| matches!(n.kind, NodeKind::Repeat { .. }))
+        .map(|n| n.canonical.clone())
+        .collect();
+    assert_eq!(counts, Vec::<String>::new(), "{}", g.to_text());
+    let twice = [text.clone(), rule("few-again", "absent(hb{3,}) for 10s")].concat();
+    let rules: RuleSet = compile_str("r.toml", &twice).rules.unwrap();
+    let g = build(&rules, true);
+    assert!(
+        g.shared(ShareKind::SO)
+            .any(|n| n.canonical.contains("counted by an absence for 10s")),
+        "{}",
+        g.to_text()
+    );
+}

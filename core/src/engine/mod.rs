@@ -95,6 +95,18 @@ fn key_types(rule: &Rule) -> Vec<crate::event::ValueType> {
     def.group_fields.iter().map(GroupField::ty).collect()
 }
 
+/// The network each of a rule's group key values is read as (`src/64`), by `group_by`
+/// position; empty when none is.
+fn key_nets(rule: &Rule) -> Vec<Option<(u8, u8)>> {
+    let Some(def) = rule.events.first() else {
+        return Vec::new();
+    };
+    if def.group_fields.iter().all(|f| f.net.is_none()) {
+        return Vec::new();
+    }
+    def.group_fields.iter().map(|f| f.net).collect()
+}
+
 /// A hash of group key values that is the same on every run, build and machine (FNV-1a over a
 /// tagged encoding): shard ownership and checkpoints may rely on it.
 /// Routers and partitioned engines call it for every hit, so it allocates nothing: the type,
@@ -3679,6 +3691,7 @@ impl Engine {
                     counters: rt.counters.clone(),
                     group_by: Some(rt.facts.rule.group_by.clone()),
                     key_types: Some(key_types(&rt.facts.rule)),
+                    key_nets: key_nets(&rt.facts.rule),
                     groups: {
                         let mut g: Vec<SavedGroup> = rt
                             .slots
@@ -4051,6 +4064,7 @@ impl Engine {
                 continue;
             }
             let types = key_types(&rt.facts.rule);
+            let nets = key_nets(&rt.facts.rule);
             let mut olds: Vec<usize> = by_meaning
                 .get(&(rt.canonical.as_str(), rt.cohort))
                 .into_iter()
@@ -4062,6 +4076,7 @@ impl Engine {
                     let old = &saved[i];
                     old.group_by.as_ref() == Some(&rt.facts.rule.group_by)
                         && old.key_types.as_ref() == Some(&types)
+                        && old.key_nets == nets
                 })
                 .collect();
             olds.sort_unstable();
@@ -4088,6 +4103,16 @@ impl Engine {
                     continue;
                 }
                 if let Some(slot) = self.slot_for(ri, &key, false, start) {
+                    // (A count's group, while fewer than n came, is watched from the rule's
+                    // start, not from its next event: it was watched before.)
+                    if let Plan::Absence { min, .. } = &*self.rts[ri].facts.plan
+                        && *min > 1
+                    {
+                        let min = *min;
+                        if let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize) {
+                            s.group.watch_from(start, min);
+                        }
+                    }
                     self.arm(ri, slot);
                 }
             }
@@ -4143,8 +4168,12 @@ impl Engine {
                 continue;
             }
             if let Some(slot) = self.slot_for(ri, &key, true, now) {
+                let min = match &*self.rts[ri].facts.plan {
+                    Plan::Absence { min, .. } => *min,
+                    Plan::Linear { .. } => 1,
+                };
                 if let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize) {
-                    s.group.watch_from(now);
+                    s.group.watch_from(now, min);
                 }
                 self.arm(ri, slot);
             }
@@ -4491,6 +4520,11 @@ pub struct RuleCheckpoint {
     /// The types of its key values, by `group_by` position (`None` in older checkpoints).
     #[serde(default)]
     pub key_types: Option<Vec<crate::event::ValueType>>,
+    /// The network each key value is read as (`src/64`), by `group_by` position; empty when
+    /// none is (and in checkpoints made before networks): keys of another reading are not
+    /// carried.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_nets: Vec<Option<(u8, u8)>>,
 }
 
 impl RuleCheckpoint {

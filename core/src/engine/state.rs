@@ -730,6 +730,10 @@ struct AbsenceLate {
     /// `n - 1`, oldest first; none for a plain absence). Here, not beside `last_seen`: a
     /// group's state stays five words.
     before: VecDeque<Timestamp>,
+    /// For `absent(x{n,})`, while fewer than `n` came: since when the group is watched, its
+    /// first awaited event (a group found by its events) or when a reload listed it (`NO_TIME`:
+    /// an expected group, from the start of monitoring).
+    from: Timestamp,
     /// While firing: the latest awaited event that came late, stamped after the deadline
     /// (`NO_TIME`: none). Not matched, but if an earlier late one retracts the alert, the
     /// absence is re-armed from it: the engine knows the silence ended no earlier.
@@ -753,9 +757,12 @@ struct SavedAbsence {
     late_after: Timestamp,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     resolved: Option<Box<(Episode, Timestamp)>>,
-    /// [`AbsenceState::before`] (empty: none).
+    /// [`AbsenceLate::before`] (empty: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     before: Vec<Timestamp>,
+    /// [`AbsenceLate::from`] (none: `NO_TIME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    count_from: Option<Timestamp>,
 }
 
 impl From<SavedAbsence> for AbsenceState {
@@ -769,6 +776,9 @@ impl From<SavedAbsence> for AbsenceState {
         if !s.before.is_empty() {
             a.late_mut().before = s.before.into();
         }
+        if let Some(t) = s.count_from {
+            a.late_mut().from = t;
+        }
         a.set_late_after(s.late_after);
         if let Some(r) = s.resolved {
             a.late_mut().resolved = Some(*r);
@@ -780,9 +790,9 @@ impl From<SavedAbsence> for AbsenceState {
 impl From<AbsenceState> for SavedAbsence {
     fn from(a: AbsenceState) -> SavedAbsence {
         let late_after = a.late_after();
-        let (resolved, before) = match a.late {
-            Some(l) => (l.resolved.map(Box::new), Vec::from(l.before)),
-            None => (None, Vec::new()),
+        let (resolved, before, count_from) = match a.late {
+            Some(l) => (l.resolved.map(Box::new), Vec::from(l.before), opt(l.from)),
+            None => (None, Vec::new(), None),
         };
         SavedAbsence {
             last_seen: a.last_seen,
@@ -791,6 +801,7 @@ impl From<AbsenceState> for SavedAbsence {
             late_after,
             resolved,
             before,
+            count_from,
         }
     }
 }
@@ -809,9 +820,9 @@ impl AbsenceState {
     /// of monitoring.
     /// For a count (`absent(x{n,})`, see [`AbsenceState::counted_since`]) it depends on
     /// whether the group is `expected`.
-    fn watched_since(&self, ctx: &RuleCtx<'_>, expected: bool) -> Timestamp {
+    fn watched_since(&self, ctx: &RuleCtx<'_>) -> Timestamp {
         let seen = match &*ctx.plan {
-            Plan::Absence { min, .. } if *min > 1 => self.counted_since(*min, expected),
+            Plan::Absence { min, .. } if *min > 1 => self.counted_since(*min),
             _ => self.last_seen,
         };
         seen.max(ctx.monitor_start)
@@ -819,24 +830,33 @@ impl AbsenceState {
 
     /// Since when a count (`absent(x{n,})`) is measured, before the start of monitoring is
     /// taken into account: its n-th newest awaited event if there were n (the count falls
-    /// below n when that one leaves the window); with fewer, its first (a group found by its
-    /// events is watched from then on, as an absence's from its last event), or none for an
-    /// expected group (watched from the start of monitoring).
-    fn counted_since(&self, min: u32, expected: bool) -> Timestamp {
-        let before = self.late.as_ref().map(|l| &l.before);
-        match before {
-            Some(b) if b.len() + 1 >= min as usize => b.front().copied().unwrap_or(NO_TIME),
-            _ if expected => NO_TIME,
-            Some(b) => b.front().copied().unwrap_or(self.last_seen),
-            None => self.last_seen,
+    /// below n when that one leaves the window); with fewer, since it is watched
+    /// ([`AbsenceLate::from`]: a group found by its events from its first, as an absence from
+    /// its last; an expected one from the start of monitoring, or from when a reload listed
+    /// it).
+    fn counted_since(&self, min: u32) -> Timestamp {
+        match &self.late {
+            Some(l) if l.before.len() + 1 >= min as usize && self.last_seen != NO_TIME => {
+                l.before.front().copied().unwrap_or(NO_TIME)
+            }
+            Some(l) => l.from,
+            None => NO_TIME,
         }
     }
 
     /// An awaited event came at `t`; `min` is the `n` of `absent(x{n,})` (1 for a plain
-    /// absence), whose last `n - 1` events before the newest are kept.
-    fn saw(&mut self, t: Timestamp, min: u32) {
-        if min <= 1 || self.last_seen == NO_TIME {
+    /// absence), whose last `n - 1` events before the newest are kept, and the group's first
+    /// event the time it is watched from unless it is `expected`.
+    fn saw(&mut self, t: Timestamp, min: u32, expected: bool) {
+        if min <= 1 {
             self.last_seen = self.last_seen.max(t);
+            return;
+        }
+        if self.last_seen == NO_TIME {
+            if !expected && self.late.as_ref().is_none_or(|l| l.from == NO_TIME) {
+                self.late_mut().from = t;
+            }
+            self.last_seen = t;
             return;
         }
         let last = self.last_seen;
@@ -871,11 +891,9 @@ impl AbsenceState {
 
     /// Lets the [`AbsenceLate`] box go when it holds nothing.
     fn drop_empty_late(&mut self) {
-        if self
-            .late
-            .as_ref()
-            .is_some_and(|l| l.after == NO_TIME && l.resolved.is_none() && l.before.is_empty())
-        {
+        if self.late.as_ref().is_some_and(|l| {
+            l.after == NO_TIME && l.resolved.is_none() && l.before.is_empty() && l.from == NO_TIME
+        }) {
             self.late = None;
         }
     }
@@ -884,6 +902,7 @@ impl AbsenceState {
         self.late.get_or_insert_with(|| {
             Box::new(AbsenceLate {
                 before: VecDeque::new(),
+                from: NO_TIME,
                 after: NO_TIME,
                 resolved: None,
             })
@@ -1137,10 +1156,16 @@ impl Group {
     }
 
     /// An absence group is watched from `t` (it was not before): its deadline counts from
-    /// there, not from when the rule began monitoring.
-    pub fn watch_from(&mut self, t: Timestamp) {
+    /// there, not from when the rule began monitoring (a count's, `absent(x{n,})` with
+    /// `min` above 1, while fewer than `n` came).
+    pub fn watch_from(&mut self, t: Timestamp, min: u32) {
         if let GroupState::Absence(a) = &mut self.state {
-            a.last_seen = a.last_seen.max(t);
+            if min > 1 {
+                let from = &mut a.late_mut().from;
+                *from = (*from).max(t);
+            } else {
+                a.last_seen = a.last_seen.max(t);
+            }
         }
     }
 
@@ -1250,10 +1275,10 @@ impl Group {
                 if mask & set == 0 {
                     return false;
                 }
-                let silent_since = a.watched_since(ctx, self.expected);
-                a.saw(t, *min);
+                let silent_since = a.watched_since(ctx);
+                a.saw(t, *min, self.expected);
                 // (A count's alert goes on until n are back within D, not at the first.)
-                if *min > 1 && a.watched_since(ctx, self.expected).add(*for_) <= t {
+                if *min > 1 && a.watched_since(ctx).add(*for_) <= t {
                     return false;
                 }
                 if a.late.is_some() {
@@ -1757,8 +1782,9 @@ impl Group {
         out: &mut Vec<Alert>,
     ) -> bool {
         self.heard = true;
-        // (A count takes no `allowed_lateness`: what comes here is stamped at the watermark
-        // itself, and counts as in time. An absence's event transition uses no event id.)
+        // (Not reached while counts take no `allowed_lateness`, which is refused for them:
+        // kept so that a count never takes the plain absence's late path below. An absence's
+        // event transition uses no event id.)
         if matches!(&*ctx.plan, Plan::Absence { min, .. } if *min > 1) {
             self.on_event(ctx, key, t, mask, ev, 0, counters, out);
             return true;
@@ -1783,7 +1809,7 @@ impl Group {
             end_by_event(ctx, key, &ep, AlertState::Retracted, now, ev, counters, out);
             return false;
         }
-        let base = a.watched_since(ctx, self.expected);
+        let base = a.watched_since(ctx);
         let Some(ep) = &a.firing else {
             // Not fired yet: the late event still moves the deadline (arriving after the
             // absence fired would have retracted it; arriving earlier must not fire it).
@@ -1827,7 +1853,7 @@ impl Group {
     ) -> bool {
         match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => {
-                let deadline = a.watched_since(ctx, self.expected).add(*for_);
+                let deadline = a.watched_since(ctx).add(*for_);
                 if a.firing.is_none() && deadline <= now {
                     // A lone absence's episodes never share a start: each next deadline is
                     // after the event that ended the previous one.
@@ -1983,7 +2009,7 @@ impl Group {
     pub fn next_wake(&self, ctx: &RuleCtx<'_>) -> Option<Timestamp> {
         let own = match (&self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { for_, .. }) => match &a.firing {
-                None => Some(a.watched_since(ctx, self.expected).add(*for_)),
+                None => Some(a.watched_since(ctx).add(*for_)),
                 Some(ep) => ep.held_until,
             },
             (GroupState::Linear(l), Plan::Linear { .. }) => l.next_wake(ctx),

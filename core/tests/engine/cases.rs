@@ -3978,3 +3978,103 @@ fn an_absence_of_a_count_fires_below_it() {
         want.iter().map(|a| fmt_alert(a, true)).collect::<Vec<_>>()
     );
 }
+
+/// `absent(x{n,})`'s groups are watched from when they were, as an absence's are: one newly
+/// listed in `expect` at a reload from the reload (not from the start of monitoring, which
+/// would fire it at once stamped in the past), one found by its events and listed at a
+/// reload from its first event, one a changed rule takes over from the rule's start.
+#[test]
+fn an_absence_of_a_counts_groups_are_watched_from_when_they_were() {
+    let text = |expect: &str, pat: &str| {
+        format!(
+            "[[rule]]\nname = \"r\"\nseverity = \"low\"\ngroup_by = [\"host\"]\nevents.hb = 'syslog and app == \"hb\"'\npattern = \"{pat}\"\nexpect = [{expect}]\n"
+        )
+    };
+    let beats = |host: &str, from: i64, to: i64| -> String {
+        (from..=to).map(|t| format!("{host}@{t} ")).collect()
+    };
+    for pat in ["absent(hb) for 10s", "absent(hb{3,}) for 10s"] {
+        // Newly listed at a reload at 100: due at 110.
+        let mut e = new_engine(&compile_toml(&text("\"e\"", pat)), true);
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script(&beats("hb:e", 1, 100)), &mut out);
+        e.reload(&compile_toml(&text("\"e\", \"f\"", pat)), &mut out)
+            .unwrap();
+        run_on(
+            &mut e,
+            parse_script(&(beats("hb:e", 101, 125) + "tick@126")),
+            &mut out,
+        );
+        let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+        assert_eq!(got, ["firing f @110"], "{pat}");
+    }
+    // Found at 50 by one beat, then listed: fewer than 3 in the 10 s since its first beat.
+    let pat = "absent(hb{3,}) for 10s";
+    let mut e = new_engine(&compile_toml(&text("\"e\"", pat)), true);
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script(&(beats("hb:e", 1, 50) + "hb:g@50")),
+        &mut out,
+    );
+    e.reload(&compile_toml(&text("\"e\", \"g\"", pat)), &mut out)
+        .unwrap();
+    run_on(
+        &mut e,
+        parse_script(&(beats("hb:e", 51, 70) + "tick@71")),
+        &mut out,
+    );
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(got, ["firing g @60"]);
+    // A changed rule (10 s to 20 s) takes over g, found at 50, from its start at 50: one
+    // more beat at 59 does not put its deadline off to 79.
+    let mut e = new_engine(&compile_toml(&text("\"e\"", pat)), true);
+    let mut out = Vec::new();
+    run_on(
+        &mut e,
+        parse_script(&(beats("hb:e", 1, 50) + "hb:g@50")),
+        &mut out,
+    );
+    e.reload(
+        &compile_toml(&text("\"e\"", "absent(hb{3,}) for 20s")),
+        &mut out,
+    )
+    .unwrap();
+    let script = beats("hb:e", 51, 58) + "hb:g@59 " + &beats("hb:e", 60, 80) + "tick@81";
+    run_on(&mut e, parse_script(&script), &mut out);
+    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+    assert_eq!(got, ["firing g @70"]);
+}
+
+/// A changed rule that reads its group as a network (`src` to `src/64`) takes over no
+/// discovered group: the old keys are addresses, which no event of the new rule gives (each
+/// would fire a false absence).
+#[test]
+fn a_rule_that_now_reads_a_network_takes_over_no_address_groups() {
+    use cepheus_core::event::{Event, Field, Source, Value};
+    let text = |net: &str| {
+        format!(
+            "[[rule]]\nname = \"r\"\nseverity = \"low\"\ngroup_by = [\"net\"]\nevents.hb = {{ if = 'flow and kind == \"attempt_failed\"', net = \"{net}\" }}\npattern = \"absent(hb) for 10s\"\n"
+        )
+    };
+    let at = |s: i64| Timestamp::from_secs(s);
+    let syn = |s: i64| {
+        Event::new(Source::Flow, at(s), at(s))
+            .with(Field::Kind, Value::str("attempt_failed"))
+            .with(Field::Src, Value::ip("2001:db8:1:2::5".parse().unwrap()))
+            .with(Field::Dport, Value::Int(22))
+    };
+    for (old, new) in [("src", "src/64"), ("src/64", "src/48"), ("src/64", "src")] {
+        let mut e = new_engine(&compile_toml(&text(old)), true);
+        let mut out = Vec::new();
+        for t in 1..=5 {
+            e.push(syn(t), &mut out);
+        }
+        e.reload(&compile_toml(&text(new)), &mut out).unwrap();
+        for t in 6..=40 {
+            e.push(syn(t), &mut out);
+        }
+        let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
+        assert_eq!(got, Vec::<String>::new(), "{old} to {new}");
+    }
+}
