@@ -4105,13 +4105,11 @@ impl Engine {
                 if let Some(slot) = self.slot_for(ri, &key, false, start) {
                     // (A count's group, while fewer than n came, is watched from the rule's
                     // start, not from its next event: it was watched before.)
-                    if let Plan::Absence { min, .. } = &*self.rts[ri].facts.plan
-                        && *min > 1
+                    let min = self.rts[ri].facts.plan.absence_min();
+                    if min > 1
+                        && let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize)
                     {
-                        let min = *min;
-                        if let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize) {
-                            s.group.watch_from(start, min);
-                        }
+                        s.group.watch_from(start, min);
                     }
                     self.arm(ri, slot);
                 }
@@ -4168,10 +4166,7 @@ impl Engine {
                 continue;
             }
             if let Some(slot) = self.slot_for(ri, &key, true, now) {
-                let min = match &*self.rts[ri].facts.plan {
-                    Plan::Absence { min, .. } => *min,
-                    Plan::Linear { .. } => 1,
-                };
+                let min = self.rts[ri].facts.plan.absence_min();
                 if let Some(Some(s)) = self.rts[ri].slots.get_mut(slot as usize) {
                     s.group.watch_from(now, min);
                 }

@@ -42,6 +42,15 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// The `n` of `absent(x{n,}) for D` (a count's absence), 1 for any other plan: how many
+    /// awaited events a group keeps the times of.
+    pub fn absence_min(&self) -> u32 {
+        match self {
+            Plan::Absence { min, .. } => *min,
+            Plan::Linear { .. } => 1,
+        }
+    }
+
     /// The event definitions whose events may open a group the rule does not hold yet: an
     /// event of another definition (the `b` of `seq(a, b)`) finds nothing to act on in a new
     /// group, so it makes none. Every definition, for an absence (a group is discovered by its

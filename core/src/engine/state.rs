@@ -816,14 +816,12 @@ fn opt(t: Timestamp) -> Option<Timestamp> {
 }
 
 impl AbsenceState {
-    /// Since when the absence is measured: the later of the last awaited event and the start
-    /// of monitoring.
-    /// For a count (`absent(x{n,})`, see [`AbsenceState::counted_since`]) it depends on
-    /// whether the group is `expected`.
+    /// Since when the absence is measured: the later of the last awaited event (for a count,
+    /// `absent(x{n,})`, see [`AbsenceState::counted_since`]) and the start of monitoring.
     fn watched_since(&self, ctx: &RuleCtx<'_>) -> Timestamp {
-        let seen = match &*ctx.plan {
-            Plan::Absence { min, .. } if *min > 1 => self.counted_since(*min),
-            _ => self.last_seen,
+        let seen = match ctx.plan.absence_min() {
+            1 => self.last_seen,
+            min => self.counted_since(min),
         };
         seen.max(ctx.monitor_start)
     }
@@ -1782,13 +1780,8 @@ impl Group {
         out: &mut Vec<Alert>,
     ) -> bool {
         self.heard = true;
-        // (Not reached while counts take no `allowed_lateness`, which is refused for them:
-        // kept so that a count never takes the plain absence's late path below. An absence's
-        // event transition uses no event id.)
-        if matches!(&*ctx.plan, Plan::Absence { min, .. } if *min > 1) {
-            self.on_event(ctx, key, t, mask, ev, 0, counters, out);
-            return true;
-        }
+        // (A count, `absent(x{n,})`, never comes here: its plan refuses `allowed_lateness`,
+        // and without it the engine takes no late event.)
         let (a, set) = match (&mut self.state, &*ctx.plan) {
             (GroupState::Absence(a), Plan::Absence { set, .. }) => (a, *set),
             (GroupState::Linear(l), Plan::Linear { alts }) => {

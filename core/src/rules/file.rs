@@ -12,7 +12,7 @@ use crate::rules::check::{EventInfo, PatEnv, Reporter, compile_cond, compile_pat
 use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
 use crate::rules::ir::{
     DEFAULT_FORGET_AFTER, DEFAULT_MAX_DELAY, EventDef, GroupField, Rule, Severity, TemplatePart,
-    TimeMode, Trigger, network,
+    TimeMode, Trigger, net_lengths, network,
 };
 use crate::rules::syntax::{SyntaxError, parse_cond, parse_pattern};
 use crate::time::Duration;
@@ -608,8 +608,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                     (Some((first, first_ev)), net) if *first != net => {
                         let said = |n: NetBits| match n {
                             None => "an address".to_string(),
-                            Some((v4, v6)) if v4 == v6.min(32) => format!("a /{v6} network"),
-                            Some((v4, v6)) => format!("a /{v4},{v6} network"),
+                            Some((v4, v6)) => format!("a /{} network", net_lengths(v4, v6)),
                         };
                         cx.error(
                             fspan.clone(),

@@ -1237,8 +1237,7 @@ impl GroupField {
     pub fn name(&self) -> std::borrow::Cow<'_, str> {
         match self.net {
             None => std::borrow::Cow::Borrowed(self.key.name()),
-            Some((v4, v6)) if v4 == v6.min(32) => format!("{}/{v6}", self.key.name()).into(),
-            Some((v4, v6)) => format!("{}/{v4},{v6}", self.key.name()).into(),
+            Some((v4, v6)) => format!("{}/{}", self.key.name(), net_lengths(v4, v6)).into(),
         }
     }
 
@@ -1248,6 +1247,16 @@ impl GroupField {
             None => self.key.ty(),
             Some(_) => crate::event::ValueType::Ip,
         }
+    }
+}
+
+/// A network's lengths as rules write them after the slash: `64` when one says both (an
+/// IPv4 address keeping at most its 32 bits), else `24,64`.
+pub fn net_lengths(v4: u8, v6: u8) -> String {
+    if v4 == v6.min(32) {
+        v6.to_string()
+    } else {
+        format!("{v4},{v6}")
     }
 }
 
