@@ -8,7 +8,7 @@ use super::ir::{REGEX_NFA_MAX, Re, ReError};
 use ipnet::IpNet;
 
 use crate::event::{Field, FieldKey, Source, Value, ValueType};
-use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
+use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean, near_field};
 use crate::rules::ir::{
     ArithOp, CmpOp, Cond, EventDef, Expr, ListFile, ListItems, NetRanges, Pattern, RegexCond,
     TimePart, ValueList, Window, canonical_net,
@@ -212,7 +212,7 @@ impl EventInfo {
             }
         }
         let names = self.names();
-        if let Some(s) = did_you_mean(name, names.iter().map(String::as_str)) {
+        if let Some(s) = near_field(name, names.iter().map(String::as_str)) {
             return format!("did you mean `{s}`?");
         }
         let sd = if self.source == Some(Source::Flow) {
@@ -1165,7 +1165,7 @@ impl CondChecker<'_, '_> {
             return None;
         }
         let names = self.info.names();
-        let help = match did_you_mean(name, names.iter().map(String::as_str)) {
+        let help = match near_field(name, names.iter().map(String::as_str)) {
             Some(s) => Some(format!("did you mean `{s}`?")),
             None => Some(format!(
                 "fields are: {}; sd.<id>.<param>; and named regex captures (a text value is \

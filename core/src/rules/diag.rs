@@ -492,6 +492,90 @@ pub fn unknown_key_hint(msg: &str) -> String {
     }
 }
 
+/// What other tools call our event fields (Zeek, syslog-ng, rsyslog, ECS, common habit), as
+/// (their name, ours): a rule ported from them names `hostname` or `dst_port`, which no edit
+/// distance brings to `host` or `dport`.
+const FIELD_ALIASES: &[(&str, &str)] = &[
+    ("hostname", "host"),
+    ("host_name", "host"),
+    ("source_host", "host"),
+    ("computer", "host"),
+    ("src_ip", "src"),
+    ("srcip", "src"),
+    ("src_addr", "src"),
+    ("source_ip", "src"),
+    ("source", "src"),
+    ("saddr", "src"),
+    ("ip_src", "src"),
+    ("orig_h", "src"),
+    ("id.orig_h", "src"),
+    ("client_ip", "src"),
+    ("dst_ip", "dst"),
+    ("dstip", "dst"),
+    ("dst_addr", "dst"),
+    ("dest_ip", "dst"),
+    ("dest", "dst"),
+    ("destination", "dst"),
+    ("destination_ip", "dst"),
+    ("daddr", "dst"),
+    ("ip_dst", "dst"),
+    ("resp_h", "dst"),
+    ("id.resp_h", "dst"),
+    ("server_ip", "dst"),
+    ("src_port", "sport"),
+    ("srcport", "sport"),
+    ("source_port", "sport"),
+    ("orig_p", "sport"),
+    ("id.orig_p", "sport"),
+    ("dst_port", "dport"),
+    ("dstport", "dport"),
+    ("dest_port", "dport"),
+    ("destination_port", "dport"),
+    ("port", "dport"),
+    ("resp_p", "dport"),
+    ("id.resp_p", "dport"),
+    ("program", "app"),
+    ("programname", "app"),
+    ("appname", "app"),
+    ("app_name", "app"),
+    ("tag", "app"),
+    ("syslogtag", "app"),
+    ("ident", "app"),
+    ("process", "app"),
+    ("pid", "procid"),
+    ("proc_id", "procid"),
+    ("process_id", "procid"),
+    ("message", "msg"),
+    ("text", "msg"),
+    ("content", "msg"),
+    ("msg_id", "msgid"),
+    ("message_id", "msgid"),
+    ("sev", "severity"),
+    ("level", "severity"),
+    ("priority", "severity"),
+    ("fac", "facility"),
+    ("protocol", "proto"),
+    ("transport", "proto"),
+    ("conn_state", "state"),
+    ("timestamp", "time"),
+    ("ts", "time"),
+    ("@timestamp", "time"),
+];
+
+/// The field `name` most likely means among `candidates`: what other tools call it
+/// (`hostname` for `host`, `dst_port` for `dport`), else the closest by spelling.
+pub fn near_field<'a>(
+    name: &str,
+    candidates: impl IntoIterator<Item = &'a str> + Clone,
+) -> Option<&'a str> {
+    let lower = name.to_ascii_lowercase();
+    FIELD_ALIASES
+        .iter()
+        .filter(|(theirs, _)| *theirs == lower)
+        .find_map(|(_, ours)| candidates.clone().into_iter().find(|c| c == ours))
+        .or_else(|| did_you_mean(name, candidates))
+}
+
 /// The closest name to `name` among `candidates`, if close enough to suggest.
 pub fn did_you_mean<'a>(
     name: &str,
@@ -622,5 +706,13 @@ mod tests {
             Some("severity")
         );
         assert_eq!(did_you_mean("zzz", ["severity", "name"]), None);
+        let fields = ["host", "app", "msg", "src", "dst", "dport"];
+        assert_eq!(near_field("hostname", fields), Some("host"));
+        assert_eq!(near_field("dst_port", fields), Some("dport"));
+        assert_eq!(near_field("Program", fields), Some("app"));
+        assert_eq!(near_field("hots", fields), Some("host"));
+        // An alias whose field is not among the candidates (a flow rule has no `app`) is
+        // not suggested.
+        assert_eq!(near_field("program", ["src", "dst"]), None);
     }
 }

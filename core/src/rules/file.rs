@@ -9,7 +9,7 @@ use toml::de::{DeTable, DeValue};
 
 use crate::event::{FieldKey, Value, ValueType};
 use crate::rules::check::{EventInfo, PatEnv, Reporter, compile_cond, compile_pattern};
-use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean};
+use crate::rules::diag::{Diagnostic, FileCtx, Level, StrMap, did_you_mean, near_field};
 use crate::rules::ir::{
     DEFAULT_FORGET_AFTER, DEFAULT_MAX_DELAY, EventDef, GroupField, Rule, Severity, TemplatePart,
     TimeMode, Trigger, net_lengths, network,
@@ -228,6 +228,13 @@ pub(crate) fn compile_file(path: &Path, text: &str, s: &mut Session<'_>) -> Vec<
     rules
 }
 
+/// The line of `text` that holds byte `at` (without its newline).
+fn line_at(text: &str, at: usize) -> Option<&str> {
+    let start = text.get(..at)?.rfind('\n').map_or(0, |i| i + 1);
+    let rest = text.get(start..)?;
+    Some(rest.split('\n').next().unwrap_or(rest))
+}
+
 fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Rule> {
     let mut cx = Cx { file, s, errors: 0 };
     let (doc, errors) = DeTable::parse_recoverable(text);
@@ -252,6 +259,16 @@ fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Ru
                     "a control character (U+{:04X}) stands in the string: remove it (or, in a \"...\" string, write it escaped, `\\u{:04X}`)",
                     c as u32, c as u32
                 ))
+            } else if let Some(line) = line_at(text, span.start)
+                && let Some((_, value)) = line.split_once('=')
+                && value.trim_start().starts_with('"')
+                && value.matches('"').count() >= 4
+            {
+                // `events.a = "app == "sshd""`: the string ended at the second quote.
+                h(
+                    "the string ended at its second `\"`: a condition holding double quotes is \
+                     written in single quotes, e.g. events.a = 'app == \"sshd\"'",
+                )
             } else if msg.contains("escape") {
                 h(
                     "in a \"...\" string a backslash starts an escape: double it (`\\\\w`), or \
@@ -686,7 +703,7 @@ fn rule(cx: &mut Cx<'_, '_>, t: &DeTable<'_>, span: Range<usize>) -> Option<Rule
                                 help,
                             );
                         } else if let Some(close) =
-                            did_you_mean(g, names.iter().map(String::as_str))
+                            near_field(g, names.iter().map(String::as_str))
                         {
                             // A typo in `group_by` itself when no event of the rule has the
                             // field (said there, once); else in this event (its capture).
@@ -1708,7 +1725,7 @@ fn template(
                     for inf in infos.iter().flatten() {
                         cands.extend(inf.names());
                     }
-                    let help = match did_you_mean(name, cands.iter().map(String::as_str)) {
+                    let help = match near_field(name, cands.iter().map(String::as_str)) {
                         Some(s) => format!("did you mean `{s}`?"),
                         None => "use a group_by name or a field of the rule's events".into(),
                     };
