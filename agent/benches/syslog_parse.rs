@@ -1,6 +1,7 @@
 //! Syslog lines parsed per second, RFC 3164 (real loghub files and syslog_loose's bench lines)
 //! and RFC 5424 (syslog_loose's bench lines). Run: `cargo bench -p cepheus-agent --bench
-//! syslog_parse`; the "thrpt" column is lines per second.
+//! syslog_parse`; the "thrpt" column is lines per second. `rfc3164+last/...` adds the
+//! per-sender memory of the last message (`LastMessages`) to each parse.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::hint::black_box;
@@ -16,7 +17,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 #[allow(unused_imports)]
 use cepheus_agent::ingest;
 
-use ingest::syslog::{SyslogParser, Year, Zone};
+use ingest::syslog::{LastMessages, SyslogParser, Year, Zone};
 
 fn read(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -42,6 +43,20 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 for line in &lines {
                     black_box(parser.parse(black_box(line), arrival, None).is_ok());
+                }
+            })
+        });
+        // What remembering each sender's last message (for its syslogd's repeat notices)
+        // adds to a parse, as the live router does it: compare with the row above.
+        let last = std::sync::Mutex::new(LastMessages::default());
+        group.bench_function(format!("rfc3164+last/{file}"), |b| {
+            b.iter(|| {
+                for line in &lines {
+                    if let Ok(ev) = parser.parse(black_box(line), arrival, None) {
+                        let mut last = last.lock().unwrap();
+                        let ev = last.take(ev, line, None, |b| parser.parse(b, arrival, None).ok());
+                        black_box(ev);
+                    }
                 }
             })
         });

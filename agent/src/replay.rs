@@ -695,13 +695,20 @@ pub fn captures_source(
         reader,
         told: false,
     };
+    // Each sender's last message, for its syslogd's repeat notices.
+    let mut last = crate::ingest::syslog::LastMessages::default();
     Ok(Box::new(reader.map(move |item| match item {
         FlowItem::Flow(ev) => Ok((ev, None)),
         FlowItem::Syslog(d) => match parser.parse(&d.payload, d.time, Some(d.src)) {
             Ok(mut ev) => {
                 // The capture's clock is the arrival; the message keeps its own stamp.
                 ev.arrival = d.time;
-                Ok((ev, Some(seen.borrow().key(&d.payload, Some(d.src)))))
+                let key = seen.borrow().key(&d.payload, Some(d.src));
+                let bytes = crate::ingest::syslog::trim_bytes(&d.payload);
+                let ev = last.take(ev, bytes, Some(d.src), |b| {
+                    parser.parse(b, d.time, Some(d.src)).ok()
+                });
+                Ok((ev, Some(key)))
             }
             Err(_) => Err(Dropped::Malformed),
         },

@@ -664,6 +664,36 @@ fn duplicates_are_dropped_and_ungrouped_rules_spread() {
     assert_eq!(timers, 20, "{s}");
 }
 
+/// A FreeBSD host forwards without a hostname, and folds repeats of a message into a notice
+/// (`last message repeated 4 times`): live, the notice is the sender's last message four times
+/// more, so five failures count five.
+#[test]
+fn a_senders_repeat_notice_counts_its_copies_live() {
+    let dir = scratch("syslogd-repeats");
+    std::fs::write(
+        dir.join("rules/five.toml"),
+        "[[rule]]\nname = \"five\"\nseverity = \"high\"\ngroup_by = [\"host\"]\nevents.f = 'syslog and app == \"sshd\" and msg contains \"Failed\"'\npattern = \"f{5,} within 1m\"\n",
+    )
+    .unwrap();
+    let agent = Agent::start(&dir, "");
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let send = |l: &[u8]| udp.send_to(l, ("127.0.0.1", agent.port)).unwrap();
+    send(b"<38>Mar  1 10:00:00 sshd[41]: Failed password for root from 203.0.113.9 port 5011 ssh2");
+    send(b"<38>Mar  1 10:00:09 last message repeated 3 times");
+    agent.wait_events(2);
+    // Four failures: no episode yet.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        agent.alerts(|v| v["rule"] == "five"),
+        0,
+        "{}",
+        agent.stderr()
+    );
+    send(b"<38>Mar  1 10:00:19 last message repeated 1 time");
+    let a = agent.wait_alert(10, |v| v["rule"] == "five");
+    assert_eq!(a["group"]["host"], "127.0.0.1", "{a}");
+}
+
 /// A datagram holding a message of exactly `max_message_size` (1,024 here) and its line end,
 /// `\n` or `\r\n`, is whole: the line end is not the message's; a byte more is oversized.
 #[test]

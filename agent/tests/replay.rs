@@ -2678,3 +2678,40 @@ fn an_event_time_replay_begins_at_the_first_events_stamp_however_late_it_arrived
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Five failed logins from one address folded by the sender's syslogd into one line and its
+/// `last message repeated 4 times` (sysklogd, FreeBSD forwarding without a hostname) are five
+/// failures, as rsyslog's `message repeated 4 times: [...]` is: the brute force alerts.
+#[test]
+fn a_syslogd_repeat_notice_counts_its_copies() {
+    let rule = r#"[[rule]]
+name = "ssh-bruteforce-then-success"
+severity = "high"
+group_by = ["src"]
+events.fail = 'syslog and app == "sshd" and msg =~ "Failed password for (?:invalid user )?(?P<user>\S+) from (?P<src>[0-9a-f.:]+)"'
+events.ok   = 'syslog and app == "sshd" and msg =~ "Accepted \w+ for (?P<user>\S+) from (?P<src>[0-9a-f.:]+)"'
+pattern  = "seq(fail{5,}, ok) within 5m"
+"#;
+    let lines = |repeated: &str| {
+        format!(
+            "<38>Mar  1 10:00:00 sshd[41]: Failed password for root from 203.0.113.9 port 5011 ssh2\n\
+             <38>Mar  1 10:00:09 {repeated}\n\
+             <38>Mar  1 10:00:20 sshd[42]: Accepted password for root from 203.0.113.9 port 5012 ssh2\n"
+        )
+    };
+    let (out, _) = replay_case(
+        "syslogd-repeats",
+        rule,
+        &lines("last message repeated 4 times"),
+    );
+    let alerts = alerts_of(&out);
+    assert_eq!(alerts.len(), 1, "{out}");
+    assert_eq!(alerts[0]["group"]["src"], "203.0.113.9");
+    // Three copies are four failures: no alert.
+    let (out, _) = replay_case(
+        "syslogd-repeats-short",
+        rule,
+        &lines("last message repeated 3 times"),
+    );
+    assert_eq!(alerts_of(&out).len(), 0, "{out}");
+}

@@ -276,6 +276,9 @@ struct Output<W: std::io::Write = std::io::Stdout> {
     /// Standard output failed: a reader that went away (`| head`) ends the run quietly,
     /// anything else is reported and the run ends with exit code 2.
     failed: Option<std::io::Error>,
+    /// Each sender's last syslog message, for its syslogd's repeat notices (as replay reads
+    /// the capture).
+    last: crate::ingest::syslog::LastMessages,
 }
 
 impl Output {
@@ -294,6 +297,7 @@ impl<W: std::io::Write> Output<W> {
             cap: max_flows.max(SPILL_MIN),
             as_they_end: false,
             failed: None,
+            last: Default::default(),
         }
     }
 
@@ -346,13 +350,14 @@ impl<W: std::io::Write> Output<W> {
             // As `cepheus replay` reads JSON lines (and reads this message in the capture): the
             // parsed syslog event with its sender as `peer` and the capture stamp as
             // `arrival`, so `flows --events` output replays to the same alerts as the capture.
-            match crate::ingest::syslog::SyslogParser::default().parse(
-                &d.payload,
-                d.time,
-                Some(d.src),
-            ) {
+            let parser = crate::ingest::syslog::SyslogParser::default();
+            match parser.parse(&d.payload, d.time, Some(d.src)) {
                 Ok(mut ev) => {
                     ev.arrival = d.time;
+                    let bytes = crate::ingest::syslog::trim_bytes(&d.payload);
+                    let ev = self.last.take(ev, bytes, Some(d.src), |b| {
+                        parser.parse(b, d.time, Some(d.src)).ok()
+                    });
                     self.line(crate::events_cmd::event_json(&ev));
                 }
                 Err(_) => self.line(json!({

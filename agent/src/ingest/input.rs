@@ -29,7 +29,7 @@ use cepheus_core::time::{Duration, Timestamp};
 use super::Malformed;
 use super::dedup::SharedDedup;
 use super::jsonl::parse_json_event;
-use super::syslog::{Stamp, SyslogParser, Year, trim_bytes};
+use super::syslog::{LastMessages, Stamp, SyslogParser, Year, trim_bytes};
 
 /// The default cap on one line, in bytes (a syslog message larger than this is abuse).
 pub const MAX_LINE: usize = 64 * 1024;
@@ -133,6 +133,8 @@ pub struct Inputs {
     held_bytes: usize,
     /// Items ready to be returned, in input order.
     ready: VecDeque<InputItem>,
+    /// Each host's last message, for its syslogd's repeat notices.
+    last: LastMessages,
 }
 
 /// Inputs that can be read only once (a pipe, a FIFO, `<(zcat old.log.gz)`): opened at their
@@ -269,6 +271,7 @@ impl Inputs {
             held: VecDeque::new(),
             held_bytes: 0,
             ready: VecDeque::new(),
+            last: LastMessages::default(),
             first_line: 1,
         }
     }
@@ -375,6 +378,11 @@ impl Inputs {
         }
         // Replay: no recorded arrival, so the event's own time is its arrival.
         event.arrival = event.time;
+        // A syslogd's `last message repeated 3 times` stands for its host's last message.
+        let (t, again) = (event.time, self.parser.with_year(Year::Follow));
+        let event = self.last.take(event, line, None, |b| {
+            again.parse_stamped(b, t, None).ok().map(|(e, _)| e)
+        });
         Ok((event, stamp != Stamp::None))
     }
 

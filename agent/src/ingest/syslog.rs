@@ -391,6 +391,7 @@ impl SyslogParser {
         };
         relayed_cisco(&mut event);
         folded_repeats(&mut event);
+        syslogd_notice(&mut event);
         if let Some(ip) = peer {
             let ip = Value::ip(ip);
             // A message without a hostname (`<14>heartbeat: alive`, as Python's
@@ -1005,6 +1006,128 @@ fn folded_repeats(event: &mut Event) {
     event.set(Field::Msg, inner);
     if n > 1 {
         event.set(Field::Repeat, Value::Int(n));
+    }
+}
+
+/// A syslogd's notice that it folded copies of the sender's previous message into a count
+/// (sysklogd's, FreeBSD's and macOS's: `last message repeated 3 times`, `--- last message
+/// repeated 1 time ---`), which the header's reading took apart (`last` as the tag, or, in a
+/// message forwarded without a hostname as FreeBSD forwards, `last` as the host and `message`
+/// as the tag): made an untagged message of the notice's text, its host the sender's (the
+/// peer's, as for any message without one), so that [`LastMessages`] finds it.
+fn syslogd_notice(event: &mut Event) {
+    let text = |f| event.get(f).and_then(Value::as_str);
+    let msg = text(Field::Msg).unwrap_or("");
+    // Cheap test first: every such notice says `repeated`.
+    if !msg.contains("repeated ") {
+        return;
+    }
+    let (notice, host_misread) = match (text(Field::Host), text(Field::App)) {
+        (Some(h @ ("last" | "---")), Some(a)) if text(Field::Procid).is_none() => {
+            (format!("{h} {a} {msg}"), true)
+        }
+        (_, Some(a @ ("last" | "---"))) if text(Field::Procid).is_none() => {
+            (format!("{a} {msg}"), false)
+        }
+        _ => return,
+    };
+    if notice_count(&notice).is_none() {
+        return;
+    }
+    event.fields.retain(|(k, _)| {
+        let misread = matches!(k, FieldKey::Known(Field::Host)) && host_misread;
+        !(matches!(k, FieldKey::Known(Field::App)) || misread)
+    });
+    event.set(Field::Msg, Value::str(&notice));
+}
+
+/// How many times a syslogd's notice (`last message repeated 3 times`, with or without
+/// macOS's `--- ... ---`) says the sender's previous message came again.
+fn notice_count(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let t = t.strip_prefix("--- ").unwrap_or(t);
+    let t = t.strip_suffix(" ---").unwrap_or(t);
+    let rest = t.strip_prefix("last message repeated ")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if !matches!(&rest[digits..], " time" | " times") {
+        return None;
+    }
+    rest[..digits].parse().ok().filter(|&n| n >= 1)
+}
+
+/// The count of a syslogd's repeat notice ([`syslogd_notice`]'s form: no tag, the notice
+/// as the message), if `event` is one.
+pub fn repeat_notice(event: &Event) -> Option<i64> {
+    if event.source != Source::Syslog || event.get(Field::App).is_some() {
+        return None;
+    }
+    notice_count(event.get(Field::Msg)?.as_str()?)
+}
+
+/// Senders whose last message is remembered at most (beyond it the memory starts again:
+/// a notice from a sender it no longer holds stays as it came).
+const LAST_MESSAGES: usize = 4096;
+
+/// The longest last message remembered (a longer one is not: a notice after it stays as it
+/// came), so the memory is bounded at about 8 MB.
+const LAST_MESSAGE_BYTES: usize = 2048;
+
+/// The last message of each sender (by peer and host), as received, so that a syslogd's
+/// notice that it repeated ([`repeat_notice`]) stands for those copies: the message again,
+/// at the notice's time, with `repeat` the count, as rsyslog's folded form reads. Without
+/// it, five failed logins folded by a FreeBSD or sysklogd sender into one line and a
+/// notice would count once. Bounded ([`LAST_MESSAGES`], [`LAST_MESSAGE_BYTES`]).
+#[derive(Debug, Default)]
+pub struct LastMessages {
+    map: HashMap<u64, Vec<u8>>,
+    /// Per-process random keys: a sender cannot make its messages collide with another's.
+    state: std::collections::hash_map::RandomState,
+}
+
+impl LastMessages {
+    /// `event`, parsed from `bytes` sent by `peer`, as the rules are to see it: a repeat
+    /// notice whose sender's last message is known becomes that message (`reparse` reads
+    /// its bytes again) at the notice's time and arrival, standing for as many copies as
+    /// the notice says; any other message is remembered as its sender's last and returned
+    /// as it is.
+    pub fn take(
+        &mut self,
+        event: Event,
+        bytes: &[u8],
+        peer: Option<IpAddr>,
+        reparse: impl FnOnce(&[u8]) -> Option<Event>,
+    ) -> Event {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = self.state.build_hasher();
+        peer.hash(&mut h);
+        event.get(Field::Host).and_then(Value::as_str).hash(&mut h);
+        let key = h.finish();
+        if let Some(n) = repeat_notice(&event) {
+            let Some(mut again) = self.map.get(&key).and_then(|b| reparse(b)) else {
+                return event;
+            };
+            again.time = event.time;
+            again.arrival = event.arrival;
+            if n > 1 {
+                again.set(Field::Repeat, Value::Int(n));
+            } else {
+                again
+                    .fields
+                    .retain(|(k, _)| !matches!(k, FieldKey::Known(Field::Repeat)));
+            }
+            return again;
+        }
+        if bytes.len() > LAST_MESSAGE_BYTES {
+            self.map.remove(&key);
+            return event;
+        }
+        if self.map.len() >= LAST_MESSAGES && !self.map.contains_key(&key) {
+            self.map.clear();
+        }
+        let kept = self.map.entry(key).or_default();
+        kept.clear();
+        kept.extend_from_slice(bytes);
+        event
     }
 }
 
@@ -2412,6 +2535,109 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// A syslogd's `last message repeated N times` (sysklogd, FreeBSD forwarding without a
+    /// hostname, macOS's `--- ... ---`) stands for the sender's last message, N times, at
+    /// the notice's time; a notice whose message is not known, or a tagged message that
+    /// merely says those words, stays as it came.
+    #[test]
+    fn a_syslogd_repeat_notice_stands_for_the_senders_last_message() {
+        let p = SyslogParser::default();
+        let t = at("2026-03-01T00:00:00Z");
+        let peer: IpAddr = "10.0.0.9".parse().unwrap();
+        let mut last = LastMessages::default();
+        let mut feed = |line: &[u8], peer: Option<IpAddr>| {
+            let ev = p.parse(line, t, peer).unwrap();
+            last.take(ev, line, peer, |b| p.parse(b, t, peer).ok())
+        };
+        let msg = |e: &Event| e.get(Field::Msg).and_then(Value::as_str).map(String::from);
+        // FreeBSD forwards without a hostname: `last` would be the host, `message` the tag.
+        let first = feed(
+            b"<38>Mar  1 00:00:00 sshd[12]: Failed password for root",
+            Some(peer),
+        );
+        assert_eq!(first.get(Field::Host), Some(&Value::str("10.0.0.9")));
+        let again = feed(
+            b"<38>Mar  1 00:00:03 last message repeated 4 times",
+            Some(peer),
+        );
+        assert_eq!(msg(&again).as_deref(), Some("Failed password for root"));
+        assert_eq!(again.get(Field::App), Some(&Value::str("sshd")));
+        assert_eq!(again.get(Field::Host), Some(&Value::str("10.0.0.9")));
+        assert_eq!(again.copies(), 4);
+        assert_eq!(again.time, at("2026-03-01T00:00:03Z"));
+        // sysklogd with a hostname; one repeat is one more copy, with no count.
+        feed(b"<38>Mar  1 00:00:04 web-1 su: FAILED SU", None);
+        let one = feed(
+            b"<38>Mar  1 00:00:05 web-1 last message repeated 1 time",
+            None,
+        );
+        assert_eq!(msg(&one).as_deref(), Some("FAILED SU"));
+        assert_eq!((one.get(Field::Repeat), one.copies()), (None, 1));
+        // macOS.
+        let mac = feed(
+            b"<38>Mar  1 00:00:06 web-1 --- last message repeated 2 times ---",
+            None,
+        );
+        assert_eq!((msg(&mac).as_deref(), mac.copies()), (Some("FAILED SU"), 2));
+        // Another host's message is not web-1's: an unknown sender's notice stays as it
+        // came (untagged, its text the message), as does a program's message in those words.
+        let other = feed(
+            b"<38>Mar  1 00:00:07 db-1 last message repeated 2 times",
+            None,
+        );
+        assert_eq!(
+            msg(&other).as_deref(),
+            Some("last message repeated 2 times")
+        );
+        assert_eq!((other.get(Field::App), other.copies()), (None, 1));
+        let said = feed(
+            b"<38>Mar  1 00:00:08 web-1 app: last message repeated 2 times",
+            None,
+        );
+        assert_eq!(said.get(Field::App), Some(&Value::str("app")));
+        assert_eq!(said.copies(), 1);
+        // ... and that message is now web-1's last.
+        let after = feed(
+            b"<38>Mar  1 00:00:09 web-1 last message repeated 3 times",
+            None,
+        );
+        assert_eq!(after.get(Field::App), Some(&Value::str("app")));
+        assert_eq!(after.copies(), 3);
+        // Not notices: no count, a word after it.
+        for line in [
+            &b"<38>Mar  1 00:00:10 web-1 last message repeated times"[..],
+            b"<38>Mar  1 00:00:10 web-1 last message repeated 3 times over",
+        ] {
+            let e = feed(line, None);
+            assert_eq!(e.get(Field::App), Some(&Value::str("last")), "{line:?}");
+        }
+    }
+
+    /// The last messages remembered are bounded: a flood of senders starts the memory
+    /// again, and a long message is not kept.
+    #[test]
+    fn last_messages_are_bounded() {
+        let p = SyslogParser::default();
+        let t = at("2026-03-01T00:00:00Z");
+        let mut last = LastMessages::default();
+        for i in 0..3 * LAST_MESSAGES {
+            let line = format!("<38>Mar  1 00:00:00 h{i} a: x");
+            let ev = p.parse(line.as_bytes(), t, None).unwrap();
+            last.take(ev, line.as_bytes(), None, |_| None);
+            assert!(last.map.len() <= LAST_MESSAGES);
+        }
+        let long = format!(
+            "<38>Mar  1 00:00:00 h0 a: {}",
+            "x".repeat(LAST_MESSAGE_BYTES)
+        );
+        let ev = p.parse(long.as_bytes(), t, None).unwrap();
+        last.take(ev, long.as_bytes(), None, |_| panic!("no reparse"));
+        let line = b"<38>Mar  1 00:00:01 h0 last message repeated 2 times";
+        let ev = p.parse(line, t, None).unwrap();
+        let ev = last.take(ev, line, None, |_| panic!("nothing kept to read"));
+        assert_eq!(ev.copies(), 1);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
 use bytes::BytesMut;
+use cepheus_core::event::Event;
 use cepheus_core::time::Timestamp;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -27,7 +28,7 @@ use super::shard::Batch;
 use crate::flow::live::wall_clock;
 use crate::ingest::Malformed;
 use crate::ingest::dedup::Dedup;
-use crate::ingest::syslog::SyslogParser;
+use crate::ingest::syslog::{LastMessages, SyslogParser};
 
 /// Most deliveries per batch to one shard.
 pub const MAX_BATCH: usize = 1024;
@@ -44,6 +45,8 @@ pub struct Shared {
     pub limits: Limits,
     /// The duplicate filter, striped by peer.
     pub dedup: Vec<Mutex<Dedup>>,
+    /// Each sender's last message, for its syslogd's repeat notices, striped by peer.
+    pub last: Vec<Mutex<LastMessages>>,
     /// Largest message.
     pub max_message: usize,
     /// TCP idle timeout.
@@ -69,6 +72,9 @@ impl Shared {
             limits: Limits::default(),
             dedup: (0..DEDUP_STRIPES)
                 .map(|_| Mutex::new(Dedup::new(dedup_window, per)))
+                .collect(),
+            last: (0..DEDUP_STRIPES)
+                .map(|_| Mutex::new(LastMessages::default()))
                 .collect(),
             max_message,
             idle,
@@ -97,16 +103,29 @@ impl Shared {
     }
 
     fn duplicate(&self, bytes: &[u8], peer: Option<IpAddr>, now: Timestamp) -> bool {
-        let stripe = match peer {
-            Some(IpAddr::V4(a)) => a.octets()[3] as usize,
-            Some(IpAddr::V6(a)) => a.octets()[15] as usize,
-            None => 0,
-        } % DEDUP_STRIPES;
-        match self.dedup[stripe].lock() {
+        match self.dedup[stripe(peer)].lock() {
             Ok(mut d) => d.enabled() && d.seen(bytes, peer, now),
             Err(_) => false,
         }
     }
+
+    /// `ev` (parsed from `bytes`) as the rules are to see it: a syslogd's repeat notice as
+    /// the sender's message it repeats ([`LastMessages`]).
+    fn repeated(&self, ev: Event, bytes: &[u8], peer: Option<IpAddr>, at: Timestamp) -> Event {
+        match self.last[stripe(peer)].lock() {
+            Ok(mut last) => last.take(ev, bytes, peer, |b| self.parser.parse(b, at, peer).ok()),
+            Err(_) => ev,
+        }
+    }
+}
+
+/// The stripe of the per-sender filters that `peer`'s messages use.
+fn stripe(peer: Option<IpAddr>) -> usize {
+    (match peer {
+        Some(IpAddr::V4(a)) => a.octets()[3] as usize,
+        Some(IpAddr::V6(a)) => a.octets()[15] as usize,
+        None => 0,
+    }) % DEDUP_STRIPES
 }
 
 /// The router half of an ingest task: parse, dedup, route, batch.
@@ -162,10 +181,12 @@ impl Router {
         };
         // The line ending is no part of the message (as in replay's inputs): one relayed with
         // CRLF and again with LF, or over TCP and again over UDP, is one message.
-        if sh.duplicate(crate::ingest::syslog::trim_bytes(bytes), peer, arrival) {
+        let bytes = crate::ingest::syslog::trim_bytes(bytes);
+        if sh.duplicate(bytes, peer, arrival) {
             bump(&sh.counters.duplicates, 1);
             return true;
         }
+        let ev = sh.repeated(ev, bytes, peer, arrival);
         // Counted once routed, so a reader who sees `parsed` also sees where it went
         // (`keyless`, `unmatched`).
         self.route(ev);
