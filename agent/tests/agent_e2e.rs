@@ -694,6 +694,42 @@ fn a_senders_repeat_notice_counts_its_copies_live() {
     assert_eq!(a["group"]["host"], "127.0.0.1", "{a}");
 }
 
+/// Hundreds of connections to the API held open without a request (a slowloris, or a fleet
+/// of stuck probes) leave room for `/health` and the CLI: more than the old limit of 256 are
+/// held here, and `/health` still answers (it waited for the first of them to time out, 5 s).
+#[test]
+fn idle_api_connections_leave_health_answering() {
+    let dir = scratch("api-idle");
+    std::fs::write(dir.join("rules/one.toml"), one_step_rule("one")).unwrap();
+    let agent = Agent::start(&dir, "");
+    let idle: Vec<TcpStream> = (0..600)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", agent.api)).ok())
+        .collect();
+    assert!(idle.len() > 500, "only {} connections opened", idle.len());
+    let mut s = TcpStream::connect(("127.0.0.1", agent.api)).unwrap();
+    // (Longer than a request's 1 s to send its head, shorter than the old 5 s.)
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    write!(
+        s,
+        "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+    // The idle ones are closed once they have held their place a second without asking.
+    let mut first = &idle[0];
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = Vec::new();
+    let n = first.read_to_end(&mut buf).unwrap_or(0);
+    assert!(
+        n == 0 || String::from_utf8_lossy(&buf).contains("408"),
+        "{buf:?}"
+    );
+}
+
 /// A datagram holding a message of exactly `max_message_size` (1,024 here) and its line end,
 /// `\n` or `\r\n`, is whole: the line end is not the message's; a byte more is oversized.
 #[test]

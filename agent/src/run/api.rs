@@ -127,8 +127,20 @@ pub struct ApiState {
 pub const MAX_LISTINGS: usize = 8;
 
 /// The most connections each of the API's listeners (TCP, Unix socket) holds open at once;
-/// more wait in the kernel's queue until one closes (an idle keep-alive one after 5 s).
-pub const MAX_CONNECTIONS: usize = 256;
+/// more wait in the kernel's queue until one closes (one that sent no request within
+/// [`REQUEST_TIMEOUT`], an idle keep-alive one after [`IDLE_TIMEOUT`]). Room for many
+/// clients (a fleet's probes, dashboards), so that a few hundred held idle do not make
+/// `/health` and `cepheus alerts` wait.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// How long a new connection may take to send its request's head: a client holding
+/// connections without asking anything (a slowloris) holds each place this long at most.
+/// Every real client (curl, `cepheus alerts`, the dashboard, a probe) asks at once.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// How long a connection may stay idle between requests (the dashboard polls every second
+/// on one connection).
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The places of the `/alerts` listings.
 #[derive(Clone)]

@@ -424,7 +424,9 @@ fn in_config(config: Option<&std::path::Path>, said: &str) -> String {
 }
 
 /// Descriptors kept for everything but TCP senders: listeners, followed files, the rule
-/// folder's watches, the API's connections, the store.
+/// folder's watches, the store, the API's usual few connections (it may hold up to
+/// `api::MAX_CONNECTIONS` per listener, each closed within a second if it asks nothing: only
+/// clients flooding the API compete with the senders for the rest).
 const FD_RESERVE: u64 = 128;
 
 /// How long one write to stdout may wait for its reader at a stop before the stop goes on
@@ -1169,6 +1171,8 @@ fn start(
         // Open connections are file descriptors the syslog listeners, the journal and the
         // store need too: a client holding thousands idle must not starve them.
         .max_connections(api::MAX_CONNECTIONS)
+        .client_request_timeout(api::REQUEST_TIMEOUT)
+        .keep_alive(api::IDLE_TIMEOUT)
         .disable_signals()
         .listen(api_listener)?
         .run();
@@ -1189,6 +1193,8 @@ fn start(
                 })
                 .workers(1)
                 .max_connections(api::MAX_CONNECTIONS)
+                .client_request_timeout(api::REQUEST_TIMEOUT)
+                .keep_alive(api::IDLE_TIMEOUT)
                 .disable_signals()
                 .listen_uds(l)?
                 .run();
