@@ -5519,9 +5519,11 @@ fn the_api_answers_head_and_names_its_paths_for_a_wrong_method_or_path() {
     assert!(r.contains("no such path; the API's are GET /health"), "{r}");
 }
 
-/// A stdout nobody reads (a paused pager, a FIFO whose reader sleeps) holds the sink inside a
-/// write: `/stats` says so (`stdout_stalled`), the log too, and a SIGTERM still stops the
-/// agent, once the sink's grace is over (an audit saw it wait for ever).
+/// A stdout nobody reads (a paused pager, a FIFO whose reader sleeps) holds its writer thread
+/// inside a write: `/stats` says so (`stdout_stalled`), the log too; the store and the API
+/// have every alert meanwhile (they waited behind it, and the shards dropped what the sink's
+/// mailbox could not hold: an audit), and a SIGTERM still stops the agent once stdout's
+/// grace is over (an audit saw it wait for ever).
 #[test]
 fn a_stdout_nobody_reads_is_said_and_does_not_hold_a_stop() {
     let dir = scratch("stdout-stall");
@@ -5567,11 +5569,19 @@ fn a_stdout_nobody_reads_is_said_and_does_not_hold_a_stop() {
     }
     agent.wait_stats(30, |s| s["sink"]["stdout_stalled"] == 1);
     agent.wait_stderr(10, "stdout has not taken alert changes");
+    // Every brute force is in the store and the API's listing (and none was dropped).
+    let s = agent.wait_stats(30, |s| s["sink"]["alerts"].as_u64() >= Some(400));
+    assert_eq!(s["sink"]["alerts_dropped"], 0, "{s}");
+    let listed = http_get(agent.api, "/alerts").unwrap();
+    let firing = listed.matches("\"ssh-bruteforce\"").count();
+    assert_eq!(firing, 400, "{listed}");
     // (`terminate` fails the test if the agent has not stopped within 30 s.)
     let status = agent.terminate();
     assert!(status.success(), "{status}: {}", agent.stderr());
     assert!(
-        agent.stderr().contains("stopping without the alert sink"),
+        agent.stderr().contains(
+            "stdout has not taken the alert changes waiting for it: stopping without them"
+        ),
         "{}",
         agent.stderr()
     );

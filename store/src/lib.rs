@@ -1237,6 +1237,29 @@ impl Store {
         Ok(())
     }
 
+    /// Notes that the changes recorded up to `seq` have been written to the outputs (stdout
+    /// wrote that far while later ones wait for it). Never moves the mark back; durable on
+    /// return.
+    pub fn mark_written_through(&self, seq: u64) -> Result<(), StoreError> {
+        let Some(last) = self
+            .alerts
+            .last()
+            .map_err(|e| self.io(e))?
+            .map(|(k, _)| seq_of(&k))
+        else {
+            return Ok(());
+        };
+        let upto = seq.min(last);
+        if self.written_through()?.is_some_and(|w| w >= upto) {
+            return Ok(());
+        }
+        self.meta
+            .insert("written", &upto.to_be_bytes())
+            .map_err(|e| self.io(e))?;
+        self.db.flush().map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
     /// Where output `name` (`webhook`, `syslog`) stands: the last change it dealt with,
     /// delivered or given up ([`Store::set_output_cursor`]).
     pub fn output_cursor(&self, name: &str) -> Result<OutputCursor, StoreError> {
@@ -2391,6 +2414,31 @@ pattern = "absent(hb) for 10s"
         assert_eq!(left[0].json, alerts[1].to_json().to_string());
         s.mark_written().unwrap();
         assert!(s.unwritten().unwrap().is_empty());
+    }
+
+    /// The written-out mark moved as far as stdout wrote: never back, never past the last
+    /// change kept.
+    #[test]
+    fn the_written_mark_moves_only_forward_and_only_over_kept_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let alerts = two_hosts_alerts();
+        let s = reopen(dir.path(), 100);
+        // Nothing kept: nothing to mark.
+        s.mark_written_through(5).unwrap();
+        assert_eq!(s.written_through().unwrap(), None);
+        s.record(&alerts[..3]).unwrap();
+        let seqs: Vec<u64> = s.unwritten().unwrap().iter().map(|c| c.seq).collect();
+        assert_eq!(seqs.len(), 3);
+        s.mark_written_through(seqs[0]).unwrap();
+        assert_eq!(s.unwritten().unwrap().len(), 2);
+        // Not back.
+        s.mark_written().unwrap();
+        s.mark_written_through(seqs[0]).unwrap();
+        assert!(s.unwritten().unwrap().is_empty());
+        // Not past the last kept: a change kept later is still to write.
+        s.mark_written_through(u64::MAX - 1).unwrap();
+        s.record(&alerts[3..]).unwrap();
+        assert_eq!(s.unwritten().unwrap().len(), alerts.len() - 3);
     }
 
     #[test]

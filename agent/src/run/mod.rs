@@ -25,6 +25,7 @@ pub mod route;
 pub mod shard;
 pub mod silence;
 pub mod sink;
+pub mod stdout;
 pub mod watchdog;
 pub mod webhook;
 

@@ -71,6 +71,15 @@ const OUTPUTS_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 #[rtype(result = "()")]
 pub struct Flush;
 
+/// The stdout thread wrote lines: the store's written-out mark may move.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StdoutWrote;
+
+/// How long, when the agent stops, the sink waits for stdout to take the lines waiting for
+/// it (the stop waits `STDOUT_GRACE` in all for the sink).
+const STDOUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(15);
+
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// When the write to stdout under way (one line, or the flush) began, in milliseconds of
@@ -85,7 +94,7 @@ pub fn stdout_waiting() -> Option<std::time::Duration> {
 }
 
 /// `write` timed in [`STDOUT_SINCE`].
-fn timed<T>(write: impl FnOnce() -> T) -> T {
+pub(super) fn timed<T>(write: impl FnOnce() -> T) -> T {
     // (At least 1: 0 says no write is under way.)
     STDOUT_SINCE.store(super::mono_ms().max(1), Ordering::Relaxed);
     let r = write();
@@ -120,16 +129,15 @@ pub fn dropped() -> u64 {
 
 /// The alert sink.
 pub struct AlertSink {
-    /// Where the JSON lines go (stdout), if anywhere.
-    out: Option<Box<dyn Write>>,
+    /// The thread writing the JSON lines to stdout, if they go there.
+    stdout: Option<super::stdout::StdoutWriter>,
+    /// Where that thread says it wrote (the sink's address, once it runs), and whether such a
+    /// word waits in the mailbox (one at a time).
+    stdout_wrote: Arc<(
+        std::sync::OnceLock<Recipient<StdoutWrote>>,
+        std::sync::atomic::AtomicBool,
+    )>,
     counters: Arc<SinkCounters>,
-    /// The reader went away (EPIPE): nothing more can be written, only counted.
-    closed: bool,
-    /// A write failed mid-batch: a line may have been cut; the next write ends it first, so
-    /// every later alert starts a line of its own.
-    cut: bool,
-    /// One error line per minute, with the count held back.
-    limit: LogLimit,
     /// Where alert changes and checkpoints are kept (none in some tests).
     store: Option<Store>,
     /// One store error line per minute.
@@ -462,20 +470,39 @@ impl AlertSink {
     /// A sink keeping alerts in `store` and writing them as JSON lines to stdout when
     /// `stdout`.
     pub fn new(stdout: bool, counters: Arc<SinkCounters>, store: Option<Store>) -> AlertSink {
-        let out = stdout.then(|| Box::new(std::io::stdout()) as Box<dyn Write>);
+        let out = stdout.then(|| Box::new(std::io::stdout()) as Box<dyn Write + Send>);
         let mut sink = AlertSink::with_writer(out, counters);
         sink.store = store;
         sink
     }
 
-    /// A sink writing JSON lines to `out` (tests give a writer that fails).
-    pub fn with_writer(out: Option<Box<dyn Write>>, counters: Arc<SinkCounters>) -> AlertSink {
+    /// A sink writing JSON lines to `out`, from a thread of its own (tests give a writer
+    /// that fails). A thread that cannot be started leaves the lines unwritten (counted).
+    pub fn with_writer(
+        out: Option<Box<dyn Write + Send>>,
+        counters: Arc<SinkCounters>,
+    ) -> AlertSink {
+        let stdout_wrote: Arc<(std::sync::OnceLock<Recipient<StdoutWrote>>, _)> = Arc::new((
+            std::sync::OnceLock::new(),
+            std::sync::atomic::AtomicBool::new(false),
+        ));
+        let told = stdout_wrote.clone();
+        let stdout = out.and_then(|out| {
+            let wrote = move || {
+                if let Some(r) = told.0.get()
+                    && !told.1.swap(true, Ordering::AcqRel)
+                {
+                    r.do_send(StdoutWrote);
+                }
+            };
+            super::stdout::StdoutWriter::start(out, counters.clone(), wrote)
+                .map_err(|e| tracing::error!(error = %e, "cannot start the thread writing alerts to stdout: they are not written there"))
+                .ok()
+        });
         AlertSink {
-            out,
+            stdout,
+            stdout_wrote,
             counters,
-            closed: false,
-            cut: false,
-            limit: LogLimit::new(60_000),
             store: None,
             store_limit: LogLimit::new(60_000),
             prune_limit: LogLimit::new(60_000),
@@ -547,7 +574,7 @@ impl AlertSink {
             if file_holds {
                 Ok(())
             } else {
-                store.mark_written()
+                self.mark_out(&store)
             }
         });
         match result {
@@ -881,8 +908,8 @@ impl AlertSink {
     /// output file holds refused ones); a failure is counted and said.
     fn note_written_out(&mut self) {
         if !self.file_holds()
-            && let Some(store) = self.writable_store()
-            && let Err(e) = store.mark_written()
+            && let Some(store) = self.writable_store().cloned()
+            && let Err(e) = self.mark_out(&store)
         {
             bump(&self.counters.store_errors, 1);
             tracing::warn!(error = %e, "cannot note the alerts written out (a restart may write them again)");
@@ -1244,65 +1271,30 @@ impl AlertSink {
     /// Writes one batch; what cannot be written is counted as `alerts_unwritten` and logged
     /// at most once a minute.
     fn write(&mut self, alerts: &[Change]) {
-        let Some(out) = self.out.as_mut() else {
-            return;
-        };
-        let mut written = 0;
-        let mut failure = None;
-        if !self.closed {
-            if self.cut {
-                match timed(|| out.write_all(b"\n")) {
-                    Ok(()) => self.cut = false,
-                    Err(e) => failure = Some(e),
-                }
-            }
-            for a in alerts
-                .iter()
-                .take(if failure.is_some() { 0 } else { alerts.len() })
-            {
-                // One write per line: a failure cuts at most this line.
-                let mut line = Vec::with_capacity(a.json.len() + 1);
-                line.extend_from_slice(a.json.as_bytes());
-                line.push(b'\n');
-                if let Err(e) = timed(|| out.write_all(&line)) {
-                    failure = Some(e);
-                    break;
-                }
-                written += 1;
-            }
-            if failure.is_none()
-                && let Err(e) = timed(|| out.flush())
-            {
-                failure = Some(e);
-            }
+        if let Some(out) = &self.stdout {
+            out.push(alerts);
         }
-        let lost = alerts.len() - written;
-        if lost == 0 && failure.is_none() {
-            return;
+    }
+
+    /// Waits until stdout's thread wrote what it was given, then notes it in the store (what
+    /// the thread's word does in the running agent).
+    #[cfg(test)]
+    pub(crate) fn settle(&mut self) {
+        if let Some(out) = &self.stdout {
+            assert!(out.drain(std::time::Instant::now() + std::time::Duration::from_secs(10)));
         }
-        bump(&self.counters.alerts_unwritten, lost as u64);
-        if failure.is_some() {
-            self.cut = true;
-        }
-        if let Some(e) = &failure
-            && e.kind() == std::io::ErrorKind::BrokenPipe
-        {
-            self.closed = true;
-        }
-        if let Some(held) = self.limit.allow() {
-            let total = self.counters.alerts_unwritten.load(Ordering::Relaxed);
-            match &failure {
-                Some(e) => tracing::error!(
-                    error = %e,
-                    lost_so_far = total,
-                    "cannot write alerts to stdout; they are lost (counted as alerts_unwritten)"
-                ),
-                None => tracing::error!(
-                    lost_so_far = total,
-                    held_back = held,
-                    "stdout is closed; alerts are lost (counted as alerts_unwritten)"
-                ),
-            }
+        self.note_written_out();
+    }
+
+    /// Notes in the store that the changes kept so far are written out: as far as stdout's
+    /// thread has written them, when lines wait for it.
+    fn mark_out(&self, store: &Store) -> Result<(), cepheus_store::StoreError> {
+        match &self.stdout {
+            Some(out) if !out.idle() => match out.written_through() {
+                Some(seq) => store.mark_written_through(seq),
+                None => Ok(()),
+            },
+            _ => store.mark_written(),
         }
     }
 }
@@ -1318,6 +1310,7 @@ impl Actor for AlertSink {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX);
+        let _ = self.stdout_wrote.0.set(ctx.address().recipient());
         self.start_up();
         // (What a storm of alert changes rendered and wrote, given back once it is over.)
         ctx.run_interval(super::mem::EVERY, |_, _| super::mem::collect());
@@ -2460,13 +2453,28 @@ impl Handler<Probe> for AlertSink {
     fn handle(&mut self, _: Probe, _: &mut Self::Context) {}
 }
 
+impl Handler<StdoutWrote> for AlertSink {
+    type Result = ();
+
+    fn handle(&mut self, _: StdoutWrote, _: &mut Self::Context) {
+        self.stdout_wrote.1.store(false, Ordering::Release);
+        self.note_written_out();
+    }
+}
+
 impl Handler<Flush> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
-        if let Some(out) = self.out.as_mut() {
-            let _ = timed(|| out.flush());
+        if let Some(out) = &self.stdout
+            && !out.drain(std::time::Instant::now() + STDOUT_DRAIN)
+        {
+            tracing::error!(
+                waited_s = STDOUT_DRAIN.as_secs(),
+                "stdout has not taken the alert changes waiting for it: stopping without them (the next start writes them again)"
+            );
         }
+        self.note_written_out();
         // A last try for what the output file refused (else the next start writes it).
         self.retry_file();
         if !self.catch_up() {
@@ -2594,11 +2602,13 @@ mod tests {
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
         let batch = alerts(5);
         sink.take(batch.clone(), 0);
+        sink.settle();
         assert_eq!(*lines.lock().unwrap(), 3);
         let snap = counters.snapshot();
         assert_eq!((snap.alerts, snap.alerts_unwritten), (5, 2));
         // The pipe is closed for good: later batches are counted, not attempted.
         sink.take(batch.clone(), 0);
+        sink.settle();
         let snap = counters.snapshot();
         assert_eq!((snap.alerts, snap.alerts_unwritten), (10, 7));
         // Another error (a full disk) is retried with the next batch.
@@ -2611,8 +2621,8 @@ mod tests {
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
         sink.take(batch.clone(), 0);
         sink.take(batch.clone(), 0);
+        sink.settle();
         assert_eq!(counters.snapshot().alerts_unwritten, 10);
-        assert!(!sink.closed);
     }
 
     /// A sink with a store in a scratch folder and an output that counts its lines.
@@ -2638,6 +2648,47 @@ mod tests {
         let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
         sink.store = Some(store.clone());
         (dir, sink, store, counters, lines)
+    }
+
+    /// A stdout nobody reads holds neither the sink nor the store: the changes are kept as
+    /// they come, and noted written out only as far as stdout took them (a crash then
+    /// writes the rest again at the next start).
+    #[test]
+    fn a_stdout_nobody_reads_holds_neither_sink_nor_store() {
+        let dir = std::env::temp_dir().join(format!("cepheus-sink-gated-{}", std::process::id()));
+        let (go, gate) = std::sync::mpsc::sync_channel(0);
+        let data = Arc::new(Mutex::new(Vec::new()));
+        let out = super::super::stdout::tests::Gated {
+            go: gate,
+            data: data.clone(),
+        };
+        let store = Store::open(&dir, 100).unwrap();
+        let mut sink =
+            AlertSink::with_writer(Some(Box::new(out)), Arc::new(SinkCounters::default()));
+        sink.store = Some(store.clone());
+        let batch = alerts(3);
+        sink.take(batch[..2].to_vec(), 0);
+        sink.take(batch[2..].to_vec(), 0);
+        sink.note_written_out();
+        assert_eq!(store.counts().0, 3);
+        assert!(data.lock().unwrap().is_empty());
+        assert_eq!(store.unwritten().unwrap().len(), 3);
+        // The reader takes the first write (one line); the mark follows once the thread's
+        // first batch is written.
+        for _ in 0..3 {
+            go.send(()).unwrap();
+        }
+        sink.settle();
+        assert_eq!(
+            String::from_utf8(data.lock().unwrap().clone())
+                .unwrap()
+                .lines()
+                .count(),
+            3
+        );
+        assert!(store.unwritten().unwrap().is_empty());
+        drop((sink, store, go));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -2673,6 +2724,7 @@ mod tests {
             "{after}"
         );
         // stdout cannot be read back: it gets all three again.
+        sink.settle();
         assert_eq!(*lines.lock().unwrap(), 3);
         assert!(store.unwritten().unwrap().is_empty());
         drop((sink, store));
@@ -2752,6 +2804,7 @@ mod tests {
         let batch = alerts(3);
         sink.take(batch[..2].to_vec(), 0);
         sink.take(batch.clone(), 0);
+        sink.settle();
         assert_eq!(*lines.lock().unwrap(), 3);
         let snap = counters.snapshot();
         assert_eq!(
@@ -2770,6 +2823,7 @@ mod tests {
         sink.space.min_free = u64::MAX;
         let batch = alerts(3);
         sink.take(batch[..2].to_vec(), 0);
+        sink.settle();
         assert_eq!(*lines.lock().unwrap(), 2);
         assert_eq!(store.counts().0, 0);
         assert!(counters.snapshot().store_errors >= 1);
@@ -2788,6 +2842,7 @@ mod tests {
         sink.space.min_free = 0;
         sink.space.checked = None;
         sink.take(batch[2..].to_vec(), 0);
+        sink.settle();
         assert_eq!(*lines.lock().unwrap(), 3);
         assert_eq!(store.counts().0, 2);
         assert_eq!(counters.snapshot().store_waiting, 0);
@@ -2813,6 +2868,7 @@ mod tests {
         let end = resolved_change(&c.json, Reason::Forgotten, Timestamp::from_secs(9)).unwrap();
         let fresh = sink.keep(vec![end]);
         sink.emit(&fresh);
+        sink.settle();
         assert_eq!(*lines.lock().unwrap(), 2);
         sink.adopt(Adopt {
             shard: 0,
@@ -2867,6 +2923,7 @@ mod tests {
         assert_eq!(store.counts().0, 2);
         assert!(store.unkept().unwrap().is_empty());
         assert!(store.unwritten().unwrap().is_empty());
+        again.settle();
         assert_eq!(*lines.lock().unwrap(), 0, "written out again");
         drop((again, store));
         let _ = std::fs::remove_dir_all(&dir);
@@ -2950,6 +3007,7 @@ mod tests {
         let batch = alerts(3);
         sink.take(batch.clone(), 0);
         sink.take(batch.clone(), 0);
+        sink.settle();
         let text = String::from_utf8(data.lock().unwrap().clone()).unwrap();
         let whole = text
             .lines()
@@ -3050,6 +3108,7 @@ mod tests {
         let (dir, mut sink, store, _, lines) = stored_sink("retire-twice");
         let fired = alerts(1);
         sink.take(fired.clone(), 0);
+        sink.settle();
         assert_eq!(*lines.lock().unwrap(), 1);
         sink.space.min_free = u64::MAX;
         sink.space.checked = None;
@@ -3057,8 +3116,10 @@ mod tests {
         let end = resolved_change(&c.json, Reason::RuleChanged, Timestamp::from_secs(9)).unwrap();
         let fresh = sink.keep(vec![end]);
         sink.emit(&fresh);
+        sink.settle();
         assert_eq!(*lines.lock().unwrap(), 2);
         retire(&mut sink, vec![("r".into(), Reason::RuleChanged)]);
+        sink.settle();
         assert_eq!(*lines.lock().unwrap(), 2, "resolved (written out) twice");
         drop((sink, store));
         let _ = std::fs::remove_dir_all(&dir);
