@@ -1064,27 +1064,47 @@ pub fn repeat_notice(event: &Event) -> Option<i64> {
     notice_count(event.get(Field::Msg)?.as_str()?)
 }
 
-/// Senders whose last message is remembered at most (beyond it the memory starts again:
-/// a notice from a sender it no longer holds stays as it came).
-const LAST_MESSAGES: usize = 4096;
+/// Senders whose last message one [`LastMessages`] remembers at most (beyond it, one is let
+/// go for each new one: a notice from a sender it no longer holds stays as it came).
+pub const LAST_MESSAGES: usize = 4096;
 
 /// The longest last message remembered (a longer one is not: a notice after it stays as it
-/// came), so the memory is bounded at about 8 MB.
+/// came), so one [`LastMessages`] holds at most about 16 MB (a buffer reused for a sender's
+/// messages keeps at most twice this).
 const LAST_MESSAGE_BYTES: usize = 2048;
 
 /// The last message of each sender (by peer and host), as received, so that a syslogd's
 /// notice that it repeated ([`repeat_notice`]) stands for those copies: the message again,
 /// at the notice's time, with `repeat` the count, as rsyslog's folded form reads. Without
 /// it, five failed logins folded by a FreeBSD or sysklogd sender into one line and a
-/// notice would count once. Bounded ([`LAST_MESSAGES`], [`LAST_MESSAGE_BYTES`]).
-#[derive(Debug, Default)]
+/// notice would count once. Bounded ([`LAST_MESSAGES`], [`LAST_MESSAGE_BYTES`]). A notice
+/// whose message was lost on the way (UDP) stands for the message before it: the sender
+/// cannot be asked.
+#[derive(Debug)]
 pub struct LastMessages {
     map: HashMap<u64, Vec<u8>>,
+    /// Senders held at most ([`LAST_MESSAGES`], or a share of it).
+    cap: usize,
     /// Per-process random keys: a sender cannot make its messages collide with another's.
     state: std::collections::hash_map::RandomState,
 }
 
+impl Default for LastMessages {
+    fn default() -> Self {
+        LastMessages::holding(LAST_MESSAGES)
+    }
+}
+
 impl LastMessages {
+    /// One holding at most `cap` senders (a stripe's share of [`LAST_MESSAGES`]).
+    pub fn holding(cap: usize) -> LastMessages {
+        LastMessages {
+            map: HashMap::new(),
+            cap: cap.max(1),
+            state: Default::default(),
+        }
+    }
+
     /// `event`, parsed from `bytes` sent by `peer`, as the rules are to see it: a repeat
     /// notice whose sender's last message is known becomes that message (`reparse` reads
     /// its bytes again) at the notice's time and arrival, standing for as many copies as
@@ -1121,8 +1141,11 @@ impl LastMessages {
             self.map.remove(&key);
             return event;
         }
-        if self.map.len() >= LAST_MESSAGES && !self.map.contains_key(&key) {
-            self.map.clear();
+        if self.map.len() >= self.cap
+            && !self.map.contains_key(&key)
+            && let Some(&gone) = self.map.keys().next()
+        {
+            self.map.remove(&gone);
         }
         let kept = self.map.entry(key).or_default();
         kept.clear();
@@ -2628,6 +2651,8 @@ mod tests {
             last.take(ev, line.as_bytes(), None, |_| None);
             assert!(last.map.len() <= LAST_MESSAGES);
         }
+        // Full, a new sender lets one other go, not all of them.
+        assert_eq!(last.map.len(), LAST_MESSAGES);
         let long = format!(
             "<38>Mar  1 00:00:00 h0 a: {}",
             "x".repeat(LAST_MESSAGE_BYTES)

@@ -367,7 +367,7 @@ pub async fn watch_stdout(
             said = Some(std::time::Instant::now());
             tracing::warn!(
                 waited_s = w.as_secs(),
-                "stdout has not taken alert changes for {} s: they wait for it in memory (up to 64 MiB, then new ones are given up; the store, the API and the other outputs have them all); read it, or set `output.stdout = false` when nothing does",
+                "stdout has not taken alert changes for {} s: they wait for it in memory (up to 64 MiB, then new ones are given up for stdout; the store, the API and the other outputs are not held); read it, or set `output.stdout = false` when nothing does",
                 w.as_secs()
             );
         }

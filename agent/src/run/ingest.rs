@@ -28,7 +28,7 @@ use super::shard::Batch;
 use crate::flow::live::wall_clock;
 use crate::ingest::Malformed;
 use crate::ingest::dedup::Dedup;
-use crate::ingest::syslog::{LastMessages, SyslogParser};
+use crate::ingest::syslog::{LAST_MESSAGES, LastMessages, SyslogParser};
 
 /// Most deliveries per batch to one shard.
 pub const MAX_BATCH: usize = 1024;
@@ -74,7 +74,7 @@ impl Shared {
                 .map(|_| Mutex::new(Dedup::new(dedup_window, per)))
                 .collect(),
             last: (0..DEDUP_STRIPES)
-                .map(|_| Mutex::new(LastMessages::default()))
+                .map(|_| Mutex::new(LastMessages::holding(LAST_MESSAGES / DEDUP_STRIPES)))
                 .collect(),
             max_message,
             idle,
@@ -138,6 +138,9 @@ pub struct Router {
     /// Stateless engine that computes which shards an event concerns (rebuilt on reload).
     engine: Option<cepheus_core::engine::Engine>,
     owners: Vec<u32>,
+    /// The last messages of what this router reads without a peer (a followed file: a
+    /// syslogd writes its repeat notices per file, so each file has its own).
+    local_last: LastMessages,
 }
 
 impl Router {
@@ -156,6 +159,7 @@ impl Router {
             pending: txs.iter().map(|_| Vec::new()).collect(),
             txs,
             owners: Vec::new(),
+            local_last: LastMessages::default(),
         }
     }
 
@@ -186,7 +190,12 @@ impl Router {
             bump(&sh.counters.duplicates, 1);
             return true;
         }
-        let ev = sh.repeated(ev, bytes, peer, arrival);
+        let ev = match peer {
+            Some(_) => sh.repeated(ev, bytes, peer, arrival),
+            None => {
+                (self.local_last).take(ev, bytes, None, |b| sh.parser.parse(b, arrival, None).ok())
+            }
+        };
         // Counted once routed, so a reader who sees `parsed` also sees where it went
         // (`keyless`, `unmatched`).
         self.route(ev);

@@ -430,10 +430,6 @@ fn in_config(config: Option<&std::path::Path>, said: &str) -> String {
 /// clients flooding the API compete with the senders for the rest).
 const FD_RESERVE: u64 = 128;
 
-/// How long one write to stdout may wait for its reader at a stop before the stop goes on
-/// without the alert sink (held in that write).
-const STDOUT_GRACE: StdDuration = StdDuration::from_secs(20);
-
 /// `max_connections` as the open-files limit allows: the soft limit is raised to the hard one
 /// first (systemd's default soft limit, 1,024, is below the default `max_connections` plus
 /// what the agent itself opens). Past the limit, `accept` would fail for every new sender
@@ -1253,27 +1249,9 @@ fn start(
             if drained.load(Ordering::SeqCst) < n {
                 tracing::warn!("shards did not drain in time; stopping anyway");
             }
-            // A sink held by a stdout nobody reads would hold the stop for ever: once one
-            // write has waited `STDOUT_GRACE`, it is left behind. (A sink busy otherwise, a
-            // slow disk, is waited for.) What it had not kept, the shards' journals hold: the
-            // next start makes it again (as after a kill -9).
-            let flush = sink.send(Flush);
-            tokio::pin!(flush);
-            loop {
-                tokio::select! {
-                    _ = &mut flush => break,
-                    _ = tokio::time::sleep(StdDuration::from_secs(1)) => {
-                        if sink::stdout_waiting().is_some_and(|w| w >= STDOUT_GRACE) {
-                            tracing::error!(
-                                waited_s = STDOUT_GRACE.as_secs(),
-                                "stdout has not been read for {} s: stopping without the alert sink; the next start makes again, from the journals, the alert changes it had not kept",
-                                STDOUT_GRACE.as_secs()
-                            );
-                            break;
-                        }
-                    }
-                }
-            }
+            // The sink no longer waits on stdout (its thread does, and the sink gives it up at
+            // a stop once its reader has stopped reading): its last work is waited for.
+            let _ = sink.send(Flush).await;
             sink_arbiter.stop();
             let _ = tokio::time::timeout(StdDuration::from_secs(1), server_handle.stop(true)).await;
             if let Some(h) = socket_handle {

@@ -76,9 +76,30 @@ pub struct Flush;
 #[rtype(result = "()")]
 pub struct StdoutWrote;
 
-/// How long, when the agent stops, the sink waits for stdout to take the lines waiting for
-/// it (the stop waits `STDOUT_GRACE` in all for the sink).
+/// How long, when the agent stops, the sink waits at most for stdout to take the lines
+/// waiting for it.
 const STDOUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// How long a write to stdout may have waited for its reader before a stop gives up on it
+/// at once (a reader that has stopped reading will not take the rest in time).
+const STDOUT_GIVEN_UP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// At a stop: waits for stdout to take what waits for it while its reader reads, at most
+/// [`STDOUT_DRAIN`]; returns whether it took it all.
+fn drain_stdout(out: &super::stdout::StdoutWriter) -> bool {
+    let deadline = std::time::Instant::now() + STDOUT_DRAIN;
+    loop {
+        let slice = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        if out.drain(slice.min(deadline)) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline
+            || stdout_waiting().is_some_and(|w| w >= STDOUT_GIVEN_UP)
+        {
+            return false;
+        }
+    }
+}
 
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
@@ -477,7 +498,7 @@ impl AlertSink {
     }
 
     /// A sink writing JSON lines to `out`, from a thread of its own (tests give a writer
-    /// that fails). A thread that cannot be started leaves the lines unwritten (counted).
+    /// that fails). A thread that cannot be started leaves stdout unwritten (said in the log).
     pub fn with_writer(
         out: Option<Box<dyn Write + Send>>,
         counters: Arc<SinkCounters>,
@@ -2467,7 +2488,7 @@ impl Handler<Flush> for AlertSink {
 
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
         if let Some(out) = &self.stdout
-            && !out.drain(std::time::Instant::now() + STDOUT_DRAIN)
+            && !drain_stdout(out)
         {
             tracing::error!(
                 waited_s = STDOUT_DRAIN.as_secs(),
@@ -2668,16 +2689,23 @@ mod tests {
         sink.store = Some(store.clone());
         let batch = alerts(3);
         sink.take(batch[..2].to_vec(), 0);
+        // (The thread has taken the first two lines: it is in the first one's write.)
+        go.send(()).unwrap();
         sink.take(batch[2..].to_vec(), 0);
         sink.note_written_out();
         assert_eq!(store.counts().0, 3);
-        assert!(data.lock().unwrap().is_empty());
         assert_eq!(store.unwritten().unwrap().len(), 3);
-        // The reader takes the first write (one line); the mark follows once the thread's
-        // first batch is written.
-        for _ in 0..3 {
-            go.send(()).unwrap();
+        // The reader takes the second line: the first two are written, the third waits, and
+        // the mark goes as far as the second.
+        go.send(()).unwrap();
+        let out = sink.stdout.as_ref().unwrap();
+        let second = store.recent(3).unwrap()[1].seq;
+        while out.written_through() != Some(second) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        sink.note_written_out();
+        assert_eq!(store.unwritten().unwrap().len(), 1);
+        go.send(()).unwrap();
         sink.settle();
         assert_eq!(
             String::from_utf8(data.lock().unwrap().clone())
@@ -2765,6 +2793,7 @@ mod tests {
         std::fs::remove_file(&link).unwrap();
         sink.file.as_mut().unwrap().checked = None;
         sink.retry_file();
+        sink.settle();
         assert_eq!(std::fs::read_to_string(&link).unwrap().lines().count(), 1);
         assert!(store.unwritten().unwrap().is_empty());
         sink.take(alerts(2)[1..].to_vec(), 0);
@@ -2876,6 +2905,7 @@ mod tests {
             episodic: vec!["r".into()],
             running: vec!["r".into()],
         });
+        sink.settle();
         assert_eq!(
             *lines.lock().unwrap(),
             2,

@@ -541,7 +541,6 @@ const FIELD_ALIASES: &[(&str, &str)] = &[
     ("tag", "app"),
     ("syslogtag", "app"),
     ("ident", "app"),
-    ("process", "app"),
     ("pid", "procid"),
     ("proc_id", "procid"),
     ("process_id", "procid"),

@@ -259,6 +259,12 @@ fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Ru
                     "a control character (U+{:04X}) stands in the string: remove it (or, in a \"...\" string, write it escaped, `\\u{:04X}`)",
                     c as u32, c as u32
                 ))
+            } else if msg.contains("escape") {
+                h(
+                    "in a \"...\" string a backslash starts an escape: double it (`\\\\w`), or \
+                     write the condition in single quotes, which keep backslashes as written: \
+                     events.a = 'msg =~ \"\\w+\"'",
+                )
             } else if let Some(line) = line_at(text, span.start)
                 && let Some((_, value)) = line.split_once('=')
                 && value.trim_start().starts_with('"')
@@ -268,12 +274,6 @@ fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Ru
                 h(
                     "the string ended at its second `\"`: a condition holding double quotes is \
                      written in single quotes, e.g. events.a = 'app == \"sshd\"'",
-                )
-            } else if msg.contains("escape") {
-                h(
-                    "in a \"...\" string a backslash starts an escape: double it (`\\\\w`), or \
-                     write the condition in single quotes, which keep backslashes as written: \
-                     events.a = 'msg =~ \"\\w+\"'",
                 )
             } else if msg.contains("string") {
                 h(
