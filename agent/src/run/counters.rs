@@ -176,8 +176,8 @@ counters!(
         /// 1 while alert changes for `output.webhook` wait in the store, as for syslog.
         webhook_behind,
         /// 1 while a write of alert changes to stdout has waited 2 s or more for its reader
-        /// (a paused pager, a pipe nobody reads): its lines wait, in memory up to 64 MiB, then
-        /// in the store (set `output.stdout = false` when nothing reads it).
+        /// (a paused pager, a pipe nobody reads): its lines wait in memory, up to 64 MiB (set
+        /// `output.stdout = false` when nothing reads it).
         stdout_stalled,
     }
 );
@@ -367,7 +367,7 @@ pub async fn watch_stdout(
             said = Some(std::time::Instant::now());
             tracing::warn!(
                 waited_s = w.as_secs(),
-                "stdout has not taken alert changes for {} s: they wait for it (in memory up to 64 MiB, then in the store; the store, the API and the other outputs are not held); read it, or set `output.stdout = false` when nothing does",
+                "stdout has not taken alert changes for {} s: they wait for it in memory (up to 64 MiB, then new ones are given up for stdout; the store, the API and the other outputs are not held); read it, or set `output.stdout = false` when nothing does",
                 w.as_secs()
             );
         }

@@ -84,6 +84,23 @@ const STDOUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(15);
 /// at once (a reader that has stopped reading will not take the rest in time).
 const STDOUT_GIVEN_UP: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// At a stop: waits for stdout to take what waits for it while its reader reads, at most
+/// [`STDOUT_DRAIN`]; returns whether it took it all.
+fn drain_stdout(out: &super::stdout::StdoutWriter) -> bool {
+    let deadline = std::time::Instant::now() + STDOUT_DRAIN;
+    loop {
+        let slice = std::time::Instant::now() + std::time::Duration::from_millis(200);
+        if out.drain(slice.min(deadline)) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline
+            || stdout_waiting().is_some_and(|w| w >= STDOUT_GIVEN_UP)
+        {
+            return false;
+        }
+    }
+}
+
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// When the write to stdout under way (one line, or the flush) began, in milliseconds of
@@ -141,13 +158,6 @@ pub struct AlertSink {
         std::sync::OnceLock<Recipient<StdoutWrote>>,
         std::sync::atomic::AtomicBool,
     )>,
-    /// The last place in the store's order handed to stdout's thread.
-    stdout_queued: Option<u64>,
-    /// stdout's lines were over its limit: the changes kept after this place wait in the
-    /// store for it, paged in as its thread writes ([`AlertSink::page_stdout`]).
-    stdout_behind: Option<Option<u64>>,
-    /// One line a minute when stdout falls behind.
-    stdout_limit: LogLimit,
     counters: Arc<SinkCounters>,
     /// Where alert changes and checkpoints are kept (none in some tests).
     store: Option<Store>,
@@ -513,9 +523,6 @@ impl AlertSink {
         AlertSink {
             stdout,
             stdout_wrote,
-            stdout_queued: None,
-            stdout_behind: None,
-            stdout_limit: LogLimit::new(60_000),
             counters,
             store: None,
             store_limit: LogLimit::new(60_000),
@@ -1282,87 +1289,12 @@ impl AlertSink {
         }
     }
 
-    /// Hands one batch to stdout's thread, or, when it is behind or has no room, leaves it
-    /// in the store for [`AlertSink::page_stdout`].
+    /// Writes one batch; what cannot be written is counted as `alerts_unwritten` and logged
+    /// at most once a minute.
     fn write(&mut self, alerts: &[Change]) {
-        let Some(out) = &self.stdout else {
-            return;
-        };
-        // Behind, the changes wait in the store, to be paged in their order (one not kept,
-        // the store's disk nearly full, once it is kept).
-        if self.stdout_behind.is_some() {
-            return;
+        if let Some(out) = &self.stdout {
+            out.push(alerts);
         }
-        let taken = out.push(alerts);
-        if let Some(s) = alerts[..taken].iter().rev().find_map(|c| c.seq) {
-            self.stdout_queued = Some(s);
-        }
-        if taken < alerts.len() {
-            // (Nothing kept handed over yet in this run: what the store has after its
-            // written-out mark was not written.)
-            let from = self.stdout_queued.or_else(|| {
-                let store = self.store.as_ref()?;
-                store.written_through().ok().flatten()
-            });
-            self.stdout_behind = Some(from);
-            if let Some(held) = self.stdout_limit.allow() {
-                tracing::warn!(
-                    held_back = held,
-                    waiting_mb = super::stdout::MAX_WAITING_BYTES >> 20,
-                    "stdout is behind by its limit: further alert changes wait for it in the store, in order"
-                );
-            }
-        }
-    }
-
-    /// At a stop: waits for stdout to take what waits for it (paged in from the store when
-    /// behind) while its reader reads, at most [`STDOUT_DRAIN`]; returns whether it took it
-    /// all.
-    fn drain_stdout(&mut self) -> bool {
-        let deadline = std::time::Instant::now() + STDOUT_DRAIN;
-        loop {
-            self.page_stdout();
-            let Some(out) = &self.stdout else {
-                return true;
-            };
-            let slice = std::time::Instant::now() + std::time::Duration::from_millis(200);
-            if out.drain(slice.min(deadline)) && self.stdout_behind.is_none() {
-                return true;
-            }
-            if std::time::Instant::now() >= deadline
-                || stdout_waiting().is_some_and(|w| w >= STDOUT_GIVEN_UP)
-            {
-                return false;
-            }
-        }
-    }
-
-    /// While stdout is behind: hands its thread, in order, the changes kept since, as many
-    /// as it has room for.
-    fn page_stdout(&mut self) {
-        const PAGE: usize = 1024;
-        let (Some(out), Some(after), Some(store)) =
-            (&self.stdout, self.stdout_behind, self.store.as_ref())
-        else {
-            return;
-        };
-        let changes: Vec<Change> = match store.changes_after(after, PAGE) {
-            Ok(left) => left.into_iter().filter_map(stored_change).collect(),
-            Err(e) => {
-                bump(&self.counters.store_errors, 1);
-                tracing::warn!(error = %e, "cannot read the alert changes waiting for stdout: tried again in a second");
-                return;
-            }
-        };
-        let taken = out.push(&changes);
-        if let Some(s) = changes[..taken].iter().rev().find_map(|c| c.seq) {
-            self.stdout_queued = Some(s);
-        }
-        self.stdout_behind = if taken == changes.len() && changes.len() < PAGE {
-            None
-        } else {
-            Some(self.stdout_queued)
-        };
     }
 
     /// Waits until stdout's thread wrote what it was given, then notes it in the store (what
@@ -1379,8 +1311,7 @@ impl AlertSink {
     /// thread has written them, when lines wait for it.
     fn mark_out(&self, store: &Store) -> Result<(), cepheus_store::StoreError> {
         match &self.stdout {
-            Some(out) if self.stdout_behind.is_some() || !out.idle() => match out.written_through()
-            {
+            Some(out) if !out.idle() => match out.written_through() {
                 Some(seq) => store.mark_written_through(seq),
                 None => Ok(()),
             },
@@ -1410,7 +1341,6 @@ impl Actor for AlertSink {
         });
         ctx.run_interval(std::time::Duration::from_secs(1), |act, _| {
             act.page_outputs();
-            act.page_stdout();
             act.retry_file();
             // (At the start, once the engines said which alerts are episodes.)
             if act.adopting.is_none() {
@@ -2549,7 +2479,6 @@ impl Handler<StdoutWrote> for AlertSink {
 
     fn handle(&mut self, _: StdoutWrote, _: &mut Self::Context) {
         self.stdout_wrote.1.store(false, Ordering::Release);
-        self.page_stdout();
         self.note_written_out();
     }
 }
@@ -2558,7 +2487,9 @@ impl Handler<Flush> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
-        if self.stdout.is_some() && !self.drain_stdout() {
+        if let Some(out) = &self.stdout
+            && !drain_stdout(out)
+        {
             tracing::error!(
                 waited_s = STDOUT_DRAIN.as_secs(),
                 "stdout has not taken the alert changes waiting for it: stopping without them (the next start writes them again)"
@@ -2784,58 +2715,6 @@ mod tests {
             3
         );
         assert!(store.unwritten().unwrap().is_empty());
-        drop((sink, store, go));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    /// Changes over stdout's room wait in the store and are handed to it in order as it
-    /// writes: none is given up, none comes twice.
-    #[test]
-    fn changes_over_stdouts_room_wait_in_the_store_in_order() {
-        let dir = std::env::temp_dir().join(format!("cepheus-sink-paged-{}", std::process::id()));
-        // (Permits for the reader's writes, given ahead.)
-        let (go, gate) = std::sync::mpsc::channel();
-        let data = Arc::new(Mutex::new(Vec::new()));
-        let out = super::super::stdout::tests::Gated {
-            go: gate,
-            data: data.clone(),
-        };
-        let store = Store::open(&dir, 100).unwrap();
-        let counters = Arc::new(SinkCounters::default());
-        let mut sink = AlertSink::with_writer(Some(Box::new(out)), counters.clone());
-        sink.store = Some(store.clone());
-        // Room for about two lines.
-        let batch = alerts(6);
-        let line = Change::of(&batch[0]).json.len() + 1;
-        sink.stdout.as_mut().unwrap().max_bytes = 2 * line + line / 2;
-        sink.take(batch[..4].to_vec(), 0);
-        assert!(sink.stdout_behind.is_some());
-        sink.take(batch[4..].to_vec(), 0);
-        assert_eq!(store.counts().0, 6);
-        assert!(data.lock().unwrap().is_empty());
-        // The reader reads; as the thread writes, more is paged in (what its word does).
-        for _ in 0..6 {
-            go.send(()).unwrap();
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while sink.stdout_behind.is_some() || !sink.stdout.as_ref().unwrap().idle() {
-            assert!(std::time::Instant::now() < deadline, "not all written");
-            sink.page_stdout();
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        sink.settle();
-        assert!(sink.stdout_behind.is_none());
-        let text = String::from_utf8(data.lock().unwrap().clone()).unwrap();
-        let written: Vec<String> = text.lines().map(String::from).collect();
-        let kept: Vec<String> = store
-            .changes_after(None, 100)
-            .unwrap()
-            .into_iter()
-            .map(|c| c.json)
-            .collect();
-        assert_eq!(written, kept);
-        assert!(store.unwritten().unwrap().is_empty());
-        assert_eq!(counters.snapshot().alerts_unwritten, 0);
         drop((sink, store, go));
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -3,10 +3,10 @@
 //! nobody opened, a stalled journal) no longer holds the sink, and with it the store, the
 //! API's listings, the other outputs and the watchdog's probe; nor does the sink's mailbox
 //! fill until the shards drop alerts. Lines wait in memory up to [`MAX_WAITING_BYTES`];
-//! what does not fit waits in the store, and the sink pages it in as the thread writes
-//! (`AlertSink::page_stdout`). The store's written-out mark follows what this thread wrote
+//! beyond, they are given up (counted in `alerts_unwritten`, said in the log: the store
+//! keeps them). The store's written-out mark follows what this thread wrote
 //! ([`StdoutWriter::written_through`]), so a crash writes again at the next start what was
-//! still waiting, as before.
+//! still waiting here, as before.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -19,18 +19,19 @@ use cepheus_store::Change;
 
 use super::counters::{LogLimit, SinkCounters, bump};
 
-/// The most bytes of lines waiting for stdout in memory (a storm's minute, or a reader's
-/// pause of several seconds): beyond, they wait in the store rather than the sink held.
+/// The most bytes of lines waiting for stdout (a storm's minute, or a reader's pause of
+/// several seconds): beyond, new lines are given up rather than the sink held.
 pub const MAX_WAITING_BYTES: usize = 64 << 20;
 
 /// The most bytes one write of the thread takes from the queue (the rest waits for the next).
 const BATCH_BYTES: usize = 256 << 10;
 
-/// A line waiting.
+/// A line waiting, or a run of lines given up (`text` empty, `given_up` how many).
 struct Line {
     /// Its change's place in the store's order (`None`: not kept yet).
     seq: Option<u64>,
     text: Vec<u8>,
+    given_up: u64,
 }
 
 /// What the sink and the thread share.
@@ -41,7 +42,8 @@ struct State {
     bytes: usize,
     /// The thread is writing lines it took out of `lines`.
     writing: bool,
-    /// The last place in the store's order written, once nothing before it waits.
+    /// The last place in the store's order written or given up, once nothing before it
+    /// waits.
     through: Option<u64>,
     /// The agent stops: the thread ends once `lines` is empty.
     closing: bool,
@@ -67,8 +69,11 @@ impl Shared {
 /// The sink's side of the stdout writer thread.
 pub struct StdoutWriter {
     shared: Arc<Shared>,
+    counters: Arc<SinkCounters>,
     /// [`MAX_WAITING_BYTES`] (less in tests).
-    pub(crate) max_bytes: usize,
+    max_bytes: usize,
+    /// Lines given up while over [`MAX_WAITING_BYTES`], said in the log at most once a minute.
+    limit: LogLimit,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -87,7 +92,7 @@ impl StdoutWriter {
         });
         let mut thread = Thread {
             shared: shared.clone(),
-            counters,
+            counters: counters.clone(),
             out,
             closed: false,
             cut: false,
@@ -98,44 +103,72 @@ impl StdoutWriter {
             .spawn(move || thread.run(wrote))?;
         Ok(StdoutWriter {
             shared,
+            counters,
             max_bytes: MAX_WAITING_BYTES,
+            limit: LogLimit::new(60_000),
             thread: Some(handle),
         })
     }
 
-    /// Queues the changes' lines, in order, as many as fit under [`MAX_WAITING_BYTES`] (at
-    /// least one when none waits); returns how many it took, from the first.
-    pub fn push(&self, changes: &[Change]) -> usize {
-        let mut taken = 0;
+    /// Queues the changes' lines, in order; over [`MAX_WAITING_BYTES`] they are given up.
+    pub fn push(&self, changes: &[Change]) {
+        if changes.is_empty() {
+            return;
+        }
+        let mut given_up = 0;
         {
             let mut st = self.shared.lock();
             for c in changes {
                 let n = c.json.len() + 1;
-                if st.bytes + n > self.max_bytes && !st.lines.is_empty() {
-                    break;
+                if st.bytes + n > self.max_bytes {
+                    given_up += 1;
+                    // Runs of lines given up stand as one entry, whatever the storm's length.
+                    match st.lines.back_mut() {
+                        Some(l) if l.given_up > 0 => {
+                            l.given_up += 1;
+                            l.seq = c.seq.or(l.seq);
+                        }
+                        _ => st.lines.push_back(Line {
+                            seq: c.seq,
+                            text: Vec::new(),
+                            given_up: 1,
+                        }),
+                    }
+                    continue;
                 }
                 let mut text = Vec::with_capacity(n);
                 text.extend_from_slice(c.json.as_bytes());
                 text.push(b'\n');
                 st.bytes += n;
-                st.lines.push_back(Line { seq: c.seq, text });
-                taken += 1;
+                st.lines.push_back(Line {
+                    seq: c.seq,
+                    text,
+                    given_up: 0,
+                });
             }
         }
-        if taken > 0 {
-            self.shared.more.notify_one();
+        self.shared.more.notify_one();
+        if given_up > 0 {
+            bump(&self.counters.alerts_unwritten, given_up);
+            if let Some(held) = self.limit.allow() {
+                tracing::error!(
+                    given_up,
+                    held_back = held,
+                    waiting_mb = MAX_WAITING_BYTES >> 20,
+                    "stdout is not read: alert changes waiting for it are over the limit, new ones given up (the store keeps them; counted as alerts_unwritten)"
+                );
+            }
         }
-        taken
     }
 
-    /// Whether every line queued has been written.
+    /// Whether every line queued has been written (or given up).
     pub fn idle(&self) -> bool {
         let st = self.shared.lock();
         st.lines.is_empty() && !st.writing
     }
 
-    /// The last place in the store's order written, with nothing before it waiting: the
-    /// store's written-out mark may go that far while lines wait.
+    /// The last place in the store's order written or given up with nothing before it
+    /// waiting: the store's written-out mark may go that far while lines wait.
     pub fn written_through(&self) -> Option<u64> {
         self.shared.lock().through
     }
@@ -222,7 +255,7 @@ impl Thread {
     /// Writes the batch's lines (one write each: a failure cuts at most one line), then
     /// flushes; what could not be written is counted and said.
     fn write(&mut self, batch: &[Line]) {
-        let lines = batch.len();
+        let lines = batch.iter().filter(|l| l.given_up == 0).count();
         let mut written = 0;
         let mut failure = None;
         if !self.closed {
@@ -232,7 +265,7 @@ impl Thread {
                     Err(e) => failure = Some(e),
                 }
             }
-            for l in batch {
+            for l in batch.iter().filter(|l| l.given_up == 0) {
                 if failure.is_some() {
                     break;
                 }
@@ -315,8 +348,8 @@ pub(crate) mod tests {
         }
     }
 
-    /// A reader that stops reading holds no caller: lines wait up to the limit, and the
-    /// caller is told how many it took; the place written through follows what the reader
+    /// A reader that stops reading holds no caller: lines wait up to the limit, further
+    /// ones are given up and counted; the place written through follows what the reader
     /// took, and every line waiting is written once it reads again.
     #[test]
     fn a_reader_that_stops_holds_no_caller() {
@@ -330,31 +363,26 @@ pub(crate) mod tests {
         let mut w = StdoutWriter::start(Box::new(out), counters.clone(), || {}).unwrap();
         // Room for four lines of 8 bytes.
         w.max_bytes = 32;
-        assert_eq!(w.push(&(0..10).map(change).collect::<Vec<_>>()), 4);
+        w.push(&(0..10).map(change).collect::<Vec<_>>());
         assert!(!w.idle());
-        assert_eq!(w.push(&[change(4)]), 0);
+        // Four wait in memory (the thread holds them, stuck in its first write), the rest
+        // are given up.
+        let given_up = counters.alerts_unwritten.load(Ordering::Relaxed);
+        assert_eq!(given_up, 6);
         assert_eq!(w.written_through(), None);
         assert!(!w.drain(Instant::now() + Duration::from_millis(100)));
         // The reader reads again.
-        for _ in 0..4 {
+        let kept = 10 - given_up;
+        for _ in 0..kept {
             go.send(()).unwrap();
         }
         assert!(w.drain(Instant::now() + Duration::from_secs(10)));
-        assert_eq!(w.written_through(), Some(3));
-        assert!(w.idle());
-        // Room again; a line longer than the limit is taken when none waits.
-        assert_eq!(w.push(&[change(4)]), 1);
-        go.send(()).unwrap();
-        let mut long = change(5);
-        long.json = "x".repeat(100);
-        assert!(w.drain(Instant::now() + Duration::from_secs(10)));
-        assert_eq!(w.push(&[long]), 1);
-        go.send(()).unwrap();
-        assert!(w.drain(Instant::now() + Duration::from_secs(10)));
         let text = String::from_utf8(data.lock().unwrap().clone()).unwrap();
-        let expected: String = (0..5).map(|n| format!("{{\"n\":{n}}}\n")).collect();
-        assert_eq!(text, format!("{expected}{}\n", "x".repeat(100)));
-        assert_eq!(counters.alerts_unwritten.load(Ordering::Relaxed), 0);
+        let expected: String = (0..kept).map(|n| format!("{{\"n\":{n}}}\n")).collect();
+        assert_eq!(text, expected);
+        // Written or given up: all ten, in order.
+        assert_eq!(w.written_through(), Some(9));
+        assert!(w.idle());
         drop(go);
     }
 }
