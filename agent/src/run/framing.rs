@@ -151,6 +151,11 @@ impl Framer {
         if d == 0 || rest[d] != b' ' {
             return Some(false);
         }
+        // A padded count (`012 `) is one only if a PRI follows: wait for the byte that
+        // decides, as one read would have shown it (found by the property test below).
+        if rest[0] == b'0' && d <= 10 && rest.len() == d + 1 {
+            return None;
+        }
         let Some((nd, nlen)) = octet_count(rest) else {
             return Some(false);
         };

@@ -2700,7 +2700,12 @@ mod tests {
         go.send(()).unwrap();
         let out = sink.stdout.as_ref().unwrap();
         let second = store.recent(3).unwrap()[1].seq;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while out.written_through() != Some(second) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the second line not written"
+            );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         sink.note_written_out();
