@@ -357,7 +357,7 @@ pub async fn watch_stdout(
             _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
             _ = shutdown.changed() => return,
         }
-        let waited = super::sink::stdout_waiting().filter(|w| w.as_secs() >= 2);
+        let waited = super::stdout::stdout_waiting().filter(|w| w.as_secs() >= 2);
         counters
             .stdout_stalled
             .store(u64::from(waited.is_some()), Ordering::Relaxed);

@@ -192,9 +192,9 @@ impl Router {
         }
         let ev = match peer {
             Some(_) => sh.repeated(ev, bytes, peer, arrival),
-            None => {
-                (self.local_last).take(ev, bytes, None, |b| sh.parser.parse(b, arrival, None).ok())
-            }
+            None => self
+                .local_last
+                .take(ev, bytes, None, |b| sh.parser.parse(b, arrival, None).ok()),
         };
         // Counted once routed, so a reader who sees `parsed` also sees where it went
         // (`keyless`, `unmatched`).

@@ -76,52 +76,7 @@ pub struct Flush;
 #[rtype(result = "()")]
 pub struct StdoutWrote;
 
-/// How long, when the agent stops, the sink waits at most for stdout to take the lines
-/// waiting for it.
-const STDOUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// How long a write to stdout may have waited for its reader before a stop gives up on it
-/// at once (a reader that has stopped reading will not take the rest in time).
-const STDOUT_GIVEN_UP: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// At a stop: waits for stdout to take what waits for it while its reader reads, at most
-/// [`STDOUT_DRAIN`]; returns whether it took it all.
-fn drain_stdout(out: &super::stdout::StdoutWriter) -> bool {
-    let deadline = std::time::Instant::now() + STDOUT_DRAIN;
-    loop {
-        let slice = std::time::Instant::now() + std::time::Duration::from_millis(200);
-        if out.drain(slice.min(deadline)) {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline
-            || stdout_waiting().is_some_and(|w| w >= STDOUT_GIVEN_UP)
-        {
-            return false;
-        }
-    }
-}
-
 static DROPPED: AtomicU64 = AtomicU64::new(0);
-
-/// When the write to stdout under way (one line, or the flush) began, in milliseconds of
-/// [`super::mono_ms`] (0: none under way): a reader that stops reading holds the sink inside that
-/// write, where it cannot tell anyone; [`stdout_waiting`] lets another task say so.
-static STDOUT_SINCE: AtomicU64 = AtomicU64::new(0);
-
-/// How long the write to stdout under way has waited for its reader, if one is under way.
-pub fn stdout_waiting() -> Option<std::time::Duration> {
-    let since = STDOUT_SINCE.load(Ordering::Relaxed);
-    (since != 0).then(|| std::time::Duration::from_millis(super::mono_ms().saturating_sub(since)))
-}
-
-/// `write` timed in [`STDOUT_SINCE`].
-pub(super) fn timed<T>(write: impl FnOnce() -> T) -> T {
-    // (At least 1: 0 says no write is under way.)
-    STDOUT_SINCE.store(super::mono_ms().max(1), Ordering::Relaxed);
-    let r = write();
-    STDOUT_SINCE.store(0, Ordering::Relaxed);
-    r
-}
 
 /// The log's limit for alerts dropped at a full sink: one line a second for all shards (an
 /// audit saw 11,187 lines in 3 s of a storm).
@@ -1289,8 +1244,7 @@ impl AlertSink {
         }
     }
 
-    /// Writes one batch; what cannot be written is counted as `alerts_unwritten` and logged
-    /// at most once a minute.
+    /// Hands one batch to stdout's thread (which counts and says what it cannot write).
     fn write(&mut self, alerts: &[Change]) {
         if let Some(out) = &self.stdout {
             out.push(alerts);
@@ -2487,11 +2441,12 @@ impl Handler<Flush> for AlertSink {
     type Result = ();
 
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
+        let began = std::time::Instant::now();
         if let Some(out) = &self.stdout
-            && !drain_stdout(out)
+            && !out.drain_at_stop()
         {
             tracing::error!(
-                waited_s = STDOUT_DRAIN.as_secs(),
+                waited_s = began.elapsed().as_secs(),
                 "stdout has not taken the alert changes waiting for it: stopping without them (the next start writes them again)"
             );
         }

@@ -10,10 +10,10 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use cepheus_store::Change;
 
@@ -22,6 +22,35 @@ use super::counters::{LogLimit, SinkCounters, bump};
 /// The most bytes of lines waiting for stdout (a storm's minute, or a reader's pause of
 /// several seconds): beyond, new lines are given up rather than the sink held.
 pub const MAX_WAITING_BYTES: usize = 64 << 20;
+
+/// How long, when the agent stops, the sink waits at most for stdout to take the lines
+/// waiting for it.
+const STDOUT_DRAIN: Duration = Duration::from_secs(15);
+
+/// How long a write to stdout may have waited for its reader before a stop gives up on it
+/// at once (a reader that has stopped reading will not take the rest in time).
+const STDOUT_GIVEN_UP: Duration = Duration::from_secs(5);
+
+/// When the write to stdout under way (one line, or the flush) began, in milliseconds of
+/// [`super::mono_ms`] (0: none under way): a reader that stops reading holds the writer
+/// thread inside that write, where it cannot tell anyone; [`stdout_waiting`] lets another
+/// task say so.
+static STDOUT_SINCE: AtomicU64 = AtomicU64::new(0);
+
+/// How long the write to stdout under way has waited for its reader, if one is under way.
+pub fn stdout_waiting() -> Option<Duration> {
+    let since = STDOUT_SINCE.load(Ordering::Relaxed);
+    (since != 0).then(|| Duration::from_millis(super::mono_ms().saturating_sub(since)))
+}
+
+/// `write` timed in [`STDOUT_SINCE`].
+fn timed<T>(write: impl FnOnce() -> T) -> T {
+    // (At least 1: 0 says no write is under way.)
+    STDOUT_SINCE.store(super::mono_ms().max(1), Ordering::Relaxed);
+    let r = write();
+    STDOUT_SINCE.store(0, Ordering::Relaxed);
+    r
+}
 
 /// The most bytes one write of the thread takes from the queue (the rest waits for the next).
 const BATCH_BYTES: usize = 256 << 10;
@@ -190,6 +219,25 @@ impl StdoutWriter {
     }
 }
 
+impl StdoutWriter {
+    /// At a stop: waits for the lines queued to be written while the reader reads, at most
+    /// [`STDOUT_DRAIN`], and not once a write has waited [`STDOUT_GIVEN_UP`]; returns
+    /// whether they all were.
+    pub fn drain_at_stop(&self) -> bool {
+        let deadline = Instant::now() + STDOUT_DRAIN;
+        loop {
+            let slice = Instant::now() + Duration::from_millis(200);
+            if self.drain(slice.min(deadline)) {
+                return true;
+            }
+            if Instant::now() >= deadline || stdout_waiting().is_some_and(|w| w >= STDOUT_GIVEN_UP)
+            {
+                return false;
+            }
+        }
+    }
+}
+
 impl Drop for StdoutWriter {
     fn drop(&mut self) {
         self.shared.lock().closing = true;
@@ -260,7 +308,7 @@ impl Thread {
         let mut failure = None;
         if !self.closed {
             if self.cut {
-                match super::sink::timed(|| self.out.write_all(b"\n")) {
+                match timed(|| self.out.write_all(b"\n")) {
                     Ok(()) => self.cut = false,
                     Err(e) => failure = Some(e),
                 }
@@ -269,14 +317,14 @@ impl Thread {
                 if failure.is_some() {
                     break;
                 }
-                if let Err(e) = super::sink::timed(|| self.out.write_all(&l.text)) {
+                if let Err(e) = timed(|| self.out.write_all(&l.text)) {
                     failure = Some(e);
                     break;
                 }
                 written += 1;
             }
             if failure.is_none()
-                && let Err(e) = super::sink::timed(|| self.out.flush())
+                && let Err(e) = timed(|| self.out.flush())
             {
                 failure = Some(e);
             }
