@@ -316,6 +316,18 @@ impl FileCtx {
         FileCtx { path, text, named }
     }
 
+    /// The line holding byte `offset`, without its line end (read from the line table).
+    pub fn line(&self, offset: usize) -> Option<&str> {
+        let named = &self.named;
+        let idx = named.line_of(offset.min(self.text.len()));
+        let start = *named.line_starts.get(idx)?;
+        let end = named
+            .line_starts
+            .get(idx + 1)
+            .map_or(self.text.len(), |&next| next - 1);
+        self.text.get(start..end)
+    }
+
     /// 1-based line and column (in chars) of a byte offset.
     pub fn line_col(&self, offset: usize) -> (usize, usize) {
         let mut off = offset.min(self.text.len());

@@ -228,13 +228,6 @@ pub(crate) fn compile_file(path: &Path, text: &str, s: &mut Session<'_>) -> Vec<
     rules
 }
 
-/// The line of `text` that holds byte `at` (without its newline).
-fn line_at(text: &str, at: usize) -> Option<&str> {
-    let start = text.get(..at)?.rfind('\n').map_or(0, |i| i + 1);
-    let rest = text.get(start..)?;
-    Some(rest.split('\n').next().unwrap_or(rest))
-}
-
 fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Rule> {
     let mut cx = Cx { file, s, errors: 0 };
     let (doc, errors) = DeTable::parse_recoverable(text);
@@ -265,7 +258,7 @@ fn compile_file_inner(file: &FileCtx, text: &str, s: &mut Session<'_>) -> Vec<Ru
                      write the condition in single quotes, which keep backslashes as written: \
                      events.a = 'msg =~ \"\\w+\"'",
                 )
-            } else if let Some(line) = line_at(text, span.start)
+            } else if let Some(line) = file.line(span.start)
                 && let Some((_, value)) = line.split_once('=')
                 && value.trim_start().starts_with('"')
                 && value.matches('"').count() >= 4
