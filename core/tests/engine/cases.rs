@@ -3993,56 +3993,43 @@ fn an_absence_of_a_counts_groups_are_watched_from_when_they_were() {
     let beats = |host: &str, from: i64, to: i64| -> String {
         (from..=to).map(|t| format!("{host}@{t} ")).collect()
     };
+    // The alerts of rules `before` over script `first`, then reloaded to `after`, over
+    // `second`.
+    let reloaded = |before: &str, first: &str, after: &str, second: &str| -> Vec<String> {
+        let mut e = new_engine(&compile_toml(before), true);
+        let mut out = Vec::new();
+        run_on(&mut e, parse_script(first), &mut out);
+        e.reload(&compile_toml(after), &mut out).unwrap();
+        run_on(&mut e, parse_script(second), &mut out);
+        out.iter().map(|a| fmt_alert(a, false)).collect()
+    };
     for pat in ["absent(hb) for 10s", "absent(hb{3,}) for 10s"] {
         // Newly listed at a reload at 100: due at 110.
-        let mut e = new_engine(&compile_toml(&text("\"e\"", pat)), true);
-        let mut out = Vec::new();
-        run_on(&mut e, parse_script(&beats("hb:e", 1, 100)), &mut out);
-        e.reload(&compile_toml(&text("\"e\", \"f\"", pat)), &mut out)
-            .unwrap();
-        run_on(
-            &mut e,
-            parse_script(&(beats("hb:e", 101, 125) + "tick@126")),
-            &mut out,
+        let got = reloaded(
+            &text("\"e\"", pat),
+            &beats("hb:e", 1, 100),
+            &text("\"e\", \"f\"", pat),
+            &(beats("hb:e", 101, 125) + "tick@126"),
         );
-        let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
         assert_eq!(got, ["firing f @110"], "{pat}");
     }
     // Found at 50 by one beat, then listed: fewer than 3 in the 10 s since its first beat.
     let pat = "absent(hb{3,}) for 10s";
-    let mut e = new_engine(&compile_toml(&text("\"e\"", pat)), true);
-    let mut out = Vec::new();
-    run_on(
-        &mut e,
-        parse_script(&(beats("hb:e", 1, 50) + "hb:g@50")),
-        &mut out,
+    let got = reloaded(
+        &text("\"e\"", pat),
+        &(beats("hb:e", 1, 50) + "hb:g@50"),
+        &text("\"e\", \"g\"", pat),
+        &(beats("hb:e", 51, 70) + "tick@71"),
     );
-    e.reload(&compile_toml(&text("\"e\", \"g\"", pat)), &mut out)
-        .unwrap();
-    run_on(
-        &mut e,
-        parse_script(&(beats("hb:e", 51, 70) + "tick@71")),
-        &mut out,
-    );
-    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
     assert_eq!(got, ["firing g @60"]);
     // A changed rule (10 s to 20 s) takes over g, found at 50, from its start at 50: one
     // more beat at 59 does not put its deadline off to 79.
-    let mut e = new_engine(&compile_toml(&text("\"e\"", pat)), true);
-    let mut out = Vec::new();
-    run_on(
-        &mut e,
-        parse_script(&(beats("hb:e", 1, 50) + "hb:g@50")),
-        &mut out,
+    let got = reloaded(
+        &text("\"e\"", pat),
+        &(beats("hb:e", 1, 50) + "hb:g@50"),
+        &text("\"e\"", "absent(hb{3,}) for 20s"),
+        &(beats("hb:e", 51, 58) + "hb:g@59 " + &beats("hb:e", 60, 80) + "tick@81"),
     );
-    e.reload(
-        &compile_toml(&text("\"e\"", "absent(hb{3,}) for 20s")),
-        &mut out,
-    )
-    .unwrap();
-    let script = beats("hb:e", 51, 58) + "hb:g@59 " + &beats("hb:e", 60, 80) + "tick@81";
-    run_on(&mut e, parse_script(&script), &mut out);
-    let got: Vec<String> = out.iter().map(|a| fmt_alert(a, false)).collect();
     assert_eq!(got, ["firing g @70"]);
 }
 
